@@ -1,0 +1,1 @@
+"""The ``commgraph`` command line: one module per subcommand, wired together in :mod:`.main`."""

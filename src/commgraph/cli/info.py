@@ -1,0 +1,51 @@
+"""``commgraph info GRAPH``: what a graph holds, for people (a table) or programs (``--json``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("info", help="summarise a graph", description=__doc__)
+    add_graph_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    stats = graph_from_args(args).stats()
+    if args.json:
+        print(json.dumps(stats))
+        return 0
+    deg = stats["degree"]
+    rows = [
+        ("graph", stats["name"]),
+        ("nodes", f"{stats['num_nodes']:,}"),
+        ("edges (directed, stored)", f"{stats['num_edges']:,}"),
+        ("in-degree min / mean / median / max",
+         f"{deg['min']} / {deg['mean']:.2f} / {deg['median']:g} / {deg['max']}"),
+        ("isolated nodes", f"{stats['isolated_nodes']:,}"),
+        ("self-loops", f"{stats['self_loops']:,}"),
+        ("features", stats["num_features"] or "none"),
+        ("classes", stats["num_classes"] or "none"),
+    ]
+    if stats["train_nodes"] is not None:
+        rows.append(("train / val / test nodes",
+                     f"{stats['train_nodes']:,} / {stats['val_nodes']:,} / {stats['test_nodes']:,}"))
+    rows.append(("memory", _human_bytes(stats["memory_bytes"])))
+    width = max(len(key) for key, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def _human_bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            break
+        size /= 1024
+    return f"{size:.1f} {unit}"

@@ -1,0 +1,51 @@
+"""Entry point of the ``commgraph`` command. User errors print one line and exit 2; anything else
+is a bug and prints one line too, with the traceback only under ``--debug``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from commgraph import __version__
+from commgraph.cli import convert, info
+from commgraph.errors import CommgraphError
+
+COMMANDS = (info, convert)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="commgraph",
+        description="Communication-efficient distributed training of graph neural networks.",
+    )
+    parser.add_argument("--version", action="version", version=f"commgraph {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except CommgraphError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"commgraph: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("commgraph: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not a user error: say so in one line
+        if args.debug:
+            traceback.print_exc()
+        print(f"commgraph: internal error: {type(exc).__name__}: {exc} "
+              "(rerun with --debug for the traceback, and please report it)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Typed errors. Every error a user can cause is one of these, and its message says what was wrong
+and how to fix it; the CLI prints it as one line and exits non-zero."""
+
+from __future__ import annotations
+
+from os import PathLike
+
+
+class CommgraphError(Exception):
+    """Base of every error commgraph raises on purpose (bad input, bad configuration)."""
+
+
+class GraphValidationError(CommgraphError, ValueError):
+    """A graph's arrays are inconsistent (ids out of range, shape mismatch, NaN features, ...)."""
+
+
+class GraphFormatError(CommgraphError, ValueError):
+    """A graph file or directory cannot be read in the format it was taken for."""
+
+    def __init__(self, path: str | PathLike[str], message: str, line: int | None = None):
+        self.path = str(path)
+        self.line = line
+        where = self.path if line is None else f"{self.path}, line {line}"
+        super().__init__(f"{where}: {message}")
+
+
+class GraphSpecError(CommgraphError, ValueError):
+    """A graph named on the command line is neither a bundled name, a synthetic spec nor a path."""

@@ -1,0 +1,126 @@
+"""Turning what a user types (``cora``, ``rmat:nodes=1000,edges=5000``, a path) into a Graph."""
+
+from __future__ import annotations
+
+import inspect
+from importlib import resources
+from pathlib import Path
+
+from commgraph.errors import GraphFormatError, GraphSpecError
+from commgraph.graph.core import Graph
+from commgraph.graph.npz import load_npz
+from commgraph.graph.ogb import is_ogb_dir, load_ogb
+from commgraph.graph.planetoid import find_planetoid, load_planetoid
+from commgraph.graph.snap import SUFFIXES as SNAP_SUFFIXES
+from commgraph.graph.snap import load_snap
+from commgraph.graph.synthetic import rmat, sbm
+
+BUNDLED = {"cora": "cora.npz"}
+GENERATORS = {"rmat": rmat, "sbm": sbm}
+FORMATS = ("snap", "ogb", "planetoid", "npz")
+
+
+def load_graph(
+    spec: str | Path,
+    *,
+    format: str | None = None,
+    name: str | None = None,
+    split: str | None = None,
+) -> Graph:
+    """Load a bundled graph by name, generate a synthetic one from ``kind:key=value,...``, or read
+    a file or directory, detecting its format unless ``format`` is given.
+
+    ``name`` names the graph (and picks the dataset inside a Planetoid folder); ``split`` picks the
+    split scheme of an OGB directory that has several.
+    """
+    text = str(spec)
+    if format is None and text in BUNDLED:
+        graph = load_npz(resources.files("commgraph.graph.data") / BUNDLED[text])
+        return graph if name is None else _renamed(graph, name)
+    kind, _, params = text.partition(":")
+    if format is None and params and kind in GENERATORS and not Path(text).exists():
+        graph = GENERATORS[kind](**_parse_params(kind, params))
+        return graph if name is None else _renamed(graph, name)
+    return _load_path(Path(text), format, name, split)
+
+
+def _load_path(path: Path, format: str | None, name: str | None, split: str | None) -> Graph:
+    if format is not None and format not in FORMATS:
+        raise GraphSpecError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+    if not path.exists() and format != "planetoid":
+        raise GraphSpecError(
+            f"{str(path)!r} is not a bundled graph ({', '.join(BUNDLED)}), a synthetic spec "
+            f"(e.g. rmat:nodes=1000,edges=10000,seed=0 or sbm:nodes=1000,classes=4,features=16) "
+            f"nor an existing path"
+        )
+    format = format or _detect(path, name)
+    if format == "snap":
+        return load_snap(path, name=name)
+    if format == "npz":
+        return load_npz(path, name=name)
+    if format == "ogb":
+        return load_ogb(path, name=name, split=split)
+    found = find_planetoid(path, name)
+    if found is None:
+        raise GraphFormatError(
+            path, "no Planetoid files ind.<name>.{x,y,tx,ty,allx,ally,graph,test.index} found"
+            + ("" if name else "; if the folder holds several datasets, pick one with --name")
+        )
+    return load_planetoid(*found)
+
+
+def _detect(path: Path, name: str | None) -> str:
+    if path.is_dir():
+        if is_ogb_dir(path):
+            return "ogb"
+        if find_planetoid(path, name) is not None:
+            return "planetoid"
+        raise GraphFormatError(
+            path, "is a directory in no known format: expected an OGB dataset (raw/edge.csv.gz) "
+            "or Planetoid files (ind.<name>.*); pass --format to force one"
+        )
+    if path.name.endswith(".npz"):
+        return "npz"
+    if path.name.endswith(SNAP_SUFFIXES):
+        return "snap"
+    if find_planetoid(path, name) is not None:
+        return "planetoid"
+    raise GraphFormatError(
+        path, f"cannot tell the format from the name; pass --format ({', '.join(FORMATS)})"
+    )
+
+
+def _parse_params(kind: str, text: str) -> dict:
+    """``nodes=1000,edges=5000`` -> keyword arguments typed by the generator's signature."""
+    parameters = inspect.signature(GENERATORS[kind]).parameters
+    params: dict = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or key not in parameters:
+            raise GraphSpecError(
+                f"bad {kind} parameter {item!r}; expected key=value with key in {', '.join(parameters)}"
+            )
+        params[key] = _number(kind, key, value, parameters[key].annotation)
+    missing = [k for k, p in parameters.items() if p.default is inspect.Parameter.empty and k not in params]
+    if missing:
+        raise GraphSpecError(f"{kind} spec is missing {', '.join(missing)} (e.g. {kind}:"
+                             + ",".join(f"{k}=..." for k in missing) + ")")
+    return params
+
+
+def _number(kind: str, key: str, value: str, annotation: str) -> int | float:
+    """Parse ``1000``, ``1e6`` or ``0.8``; integer parameters refuse fractions."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise GraphSpecError(f"{kind} parameter {key} must be a number, got {value!r}") from None
+    if annotation == "float":
+        return number
+    if not number.is_integer():
+        raise GraphSpecError(f"{kind} parameter {key} must be an integer, got {value!r}")
+    return int(number)
+
+
+def _renamed(graph: Graph, name: str) -> Graph:
+    graph.name = name
+    return graph

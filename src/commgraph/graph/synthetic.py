@@ -1,0 +1,125 @@
+"""Synthetic graphs, deterministic for a seed: RMAT (power-law structure, for scale) and a
+stochastic block model with class-correlated features (for checking that training really learns).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commgraph.errors import GraphSpecError
+from commgraph.graph.build import from_edges, split_masks, unique_sorted
+from commgraph.graph.core import Graph
+
+_MAX_ROUNDS = 64
+
+
+def rmat(
+    nodes: int,
+    edges: int,
+    seed: int = 0,
+    a: float = 0.57,
+    b: float = 0.19,
+    c: float = 0.19,
+    features: int = 0,
+    classes: int = 0,
+) -> Graph:
+    """An RMAT graph (Chakrabarti et al.; Graph500's a, b, c defaults) with exactly ``edges`` distinct
+    undirected edges, no self-loops, symmetrised (so ``num_edges == 2 * edges``). Node ids are
+    randomly permuted, as in Graph500, so that id order carries no locality. ``features`` > 0 adds
+    Gaussian features and ``classes`` > 0 random labels with a 10/10/80 split: a graph for
+    throughput runs, not for accuracy (use :func:`sbm` for that)."""
+    _check_positive(nodes=nodes, edges=edges)
+    if not (a > 0 and b >= 0 and c >= 0 and a + b + c < 1):
+        raise GraphSpecError(f"rmat needs a > 0, b, c >= 0 and a + b + c < 1; got {a}, {b}, {c}")
+    if edges > nodes * (nodes - 1) // 2:
+        raise GraphSpecError(f"{nodes} nodes hold at most {nodes * (nodes - 1) // 2} edges, not {edges}")
+    rng = np.random.default_rng(seed)
+    scale = max(1, int(np.ceil(np.log2(nodes))))
+    keys = np.empty(0, dtype=np.int64)
+    for _ in range(_MAX_ROUNDS):
+        missing = edges - keys.shape[0]
+        if missing <= 0:
+            break
+        src, dst = _rmat_sample(rng, int(missing * 1.15) + 1024, scale, a, b, c)
+        ok = (src < nodes) & (dst < nodes) & (src != dst)
+        lo, hi = np.minimum(src[ok], dst[ok]), np.maximum(src[ok], dst[ok])
+        keys = unique_sorted(np.concatenate([keys, lo * nodes + hi]))
+    else:
+        raise GraphSpecError(
+            f"rmat could not place {edges} distinct edges among {nodes} nodes; ask for fewer edges"
+        )
+    keys = rng.permutation(keys)[:edges]
+    relabel = rng.permutation(nodes)
+    src, dst = relabel[keys // nodes], relabel[keys % nodes]
+    node_data = {}
+    if features:
+        node_data["features"] = rng.standard_normal((nodes, features), dtype=np.float32)
+    if classes:
+        node_data["labels"] = rng.integers(0, classes, nodes)
+        node_data.update(zip(("train_mask", "val_mask", "test_mask"), split_masks(nodes, 0.1, 0.1, seed)))
+    name = f"rmat-{nodes}-{edges}-s{seed}"
+    return from_edges(src, dst, nodes, symmetrize=True, name=name, **node_data)
+
+
+def _rmat_sample(rng: np.random.Generator, count: int, scale: int, a: float, b: float, c: float):
+    """``count`` edges of a 2^scale RMAT: one quadrant choice per bit level, all edges at once."""
+    src = np.zeros(count, dtype=np.int64)
+    dst = np.zeros(count, dtype=np.int64)
+    for level in range(scale):
+        r = rng.random(count)
+        bit = np.int64(1) << level
+        src += ((r >= a + b)).astype(np.int64) * bit  # quadrants c and d: lower half
+        dst += (((r >= a) & (r < a + b)) | (r >= a + b + c)).astype(np.int64) * bit  # b and d
+    return src, dst
+
+
+def sbm(
+    nodes: int,
+    classes: int,
+    features: int,
+    seed: int = 0,
+    degree: float = 10.0,
+    homophily: float = 0.8,
+    noise: float = 3.0,
+    train: float = 0.1,
+    val: float = 0.1,
+) -> Graph:
+    """A stochastic block model whose labels a GNN can learn: ``classes`` equal-sized blocks,
+    average degree about ``degree``, a fraction ``homophily`` of edges inside a block, and
+    features = class centroid (unit Gaussian) + ``noise`` x Gaussian noise, so features alone
+    separate classes only partly and aggregating neighbours helps, as on citation graphs."""
+    _check_positive(nodes=nodes, classes=classes, features=features)
+    if classes > nodes:
+        raise GraphSpecError(f"sbm needs at least one node per class: {classes} classes > {nodes} nodes")
+    if not 0 <= homophily <= 1 or degree <= 0 or noise < 0:
+        raise GraphSpecError("sbm needs 0 <= homophily <= 1, degree > 0 and noise >= 0")
+    if classes == 1 and homophily < 1:
+        homophily = 1.0  # a single block has no other block to link to
+    rng = np.random.default_rng(seed)
+    labels = rng.permutation(np.arange(nodes) % classes)
+    by_class = np.argsort(labels, kind="stable")
+    sizes = np.bincount(labels, minlength=classes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    samples = max(1, int(round(nodes * degree / 2)))
+    src = rng.integers(0, nodes, samples)
+    inside = rng.random(samples) < homophily
+    target_class = np.where(
+        inside, labels[src], (labels[src] + rng.integers(1, max(classes, 2), samples)) % classes
+    )
+    dst = by_class[starts[target_class] + (rng.random(samples) * sizes[target_class]).astype(np.int64)]
+
+    centroids = rng.standard_normal((classes, features), dtype=np.float32)
+    x = centroids[labels] + np.float32(noise) * rng.standard_normal((nodes, features), dtype=np.float32)
+    masks = split_masks(nodes, train, val, seed)
+    return from_edges(
+        src, dst, nodes, symmetrize=True, features=x, labels=labels,
+        train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
+        name=f"sbm-{nodes}-c{classes}-f{features}-s{seed}",
+    )
+
+
+def _check_positive(**values: int) -> None:
+    for key, value in values.items():
+        if value < 1:
+            raise GraphSpecError(f"{key} must be >= 1, got {value}")
