@@ -50,6 +50,13 @@ def _reconstruct(cls, shape, dtype):
     return np.ndarray.__new__(cls, shape, dtype)
 
 
+def _latin1_bytes(text: str, encoding: str) -> bytes:
+    """How Python 3 writes bytes (array buffers) into a protocol-2 pickle."""
+    if encoding != "latin1":
+        raise pickle.UnpicklingError(f"refusing to encode with {encoding!r}")
+    return text.encode("latin1")
+
+
 class _RestrictedUnpickler(pickle.Unpickler):
     _ALLOWED = {
         ("numpy", "ndarray"): np.ndarray,
@@ -59,6 +66,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         ("scipy.sparse.csr", "csr_matrix"): _SparseMatrixState,
         ("scipy.sparse._csr", "csr_matrix"): _SparseMatrixState,
         ("collections", "defaultdict"): collections.defaultdict,
+        ("_codecs", "encode"): _latin1_bytes,
         ("__builtin__", "list"): list,
         ("builtins", "list"): list,
     }

@@ -47,7 +47,7 @@ def load_graph(
 def _load_path(path: Path, format: str | None, name: str | None, split: str | None) -> Graph:
     if format is not None and format not in FORMATS:
         raise GraphSpecError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
-    if not path.exists() and format != "planetoid":
+    if not path.exists() and find_planetoid(path, name) is None:
         raise GraphSpecError(
             f"{str(path)!r} is not a bundled graph ({', '.join(BUNDLED)}), a synthetic spec "
             f"(e.g. rmat:nodes=1000,edges=10000,seed=0 or sbm:nodes=1000,classes=4,features=16) "
