@@ -26,3 +26,11 @@ class GraphFormatError(CommgraphError, ValueError):
 
 class GraphSpecError(CommgraphError, ValueError):
     """A graph named on the command line is neither a bundled name, a synthetic spec nor a path."""
+
+
+class TopologyError(CommgraphError, ValueError):
+    """A topology (YAML file, preset name, detection output) is malformed or inconsistent."""
+
+
+class SimulationError(CommgraphError, ValueError):
+    """A task DAG given to the simulator is malformed (unknown device, cycle, bad sizes)."""

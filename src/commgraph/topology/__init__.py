@@ -1,0 +1,13 @@
+"""Hardware topology: devices, links and routes as plain data; presets, YAML files and detection.
+
+Depends on nothing of ours but :mod:`commgraph.errors` (numpy/yaml only).
+"""
+
+from commgraph.topology.files import load_topology, read_yaml, write_yaml
+from commgraph.topology.model import DEVICE_KINDS, LINK_KINDS, Device, Hop, Link, Topology
+from commgraph.topology.presets import DEFAULT_SPEEDS, load_preset, preset_names
+
+__all__ = [
+    "DEFAULT_SPEEDS", "DEVICE_KINDS", "LINK_KINDS", "Device", "Hop", "Link", "Topology",
+    "load_preset", "load_topology", "preset_names", "read_yaml", "write_yaml",
+]

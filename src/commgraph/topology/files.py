@@ -1,0 +1,42 @@
+"""Topology YAML files, and resolving what a user names (a preset or a file) to a Topology."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from commgraph.atomic import atomic_write
+from commgraph.errors import TopologyError
+from commgraph.topology.model import Topology
+from commgraph.topology.presets import load_preset
+
+
+def to_yaml(topology: Topology) -> str:
+    return yaml.safe_dump(topology.to_dict(), sort_keys=False, default_flow_style=None, width=120)
+
+
+def write_yaml(topology: Topology, path: str | Path) -> None:
+    with atomic_write(path) as handle:
+        handle.write(to_yaml(topology).encode())
+
+
+def read_yaml(path: str | Path) -> Topology:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise TopologyError(f"{path}: no such file") from None
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{path}: not valid YAML ({exc})".replace("\\n", " ")) from None
+    return Topology.from_dict(data, source=str(path))
+
+
+def load_topology(spec: str | Path, speeds: dict[str, float] | None = None) -> Topology:
+    """A preset name (``dgx1-v100``, ``2xdgx1-v100-ib``, ``localhost-cpu:4``, ...) or a YAML file."""
+    text = str(spec)
+    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+        if speeds:
+            raise TopologyError("speed overrides apply to presets; edit the YAML file instead")
+        return read_yaml(text)
+    return load_preset(text, speeds)

@@ -1,0 +1,265 @@
+"""The hardware as plain data: devices, full-duplex links, and the routes real transfers take.
+
+A link entry joins two devices with ``count`` parallel physical links (an NV2 GPU pair is one entry
+with count 2) and ``bandwidth_gbps`` for the whole entry in each direction, so a simulator or
+planner treats each (link, direction) as one resource. Routes never relay through a GPU: a
+GPU-to-GPU transfer without NVLink goes through PCIe switches, CPUs and NICs, as the hardware does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import zlib
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+
+from commgraph.errors import TopologyError
+
+DEVICE_KINDS = ("gpu", "cpu", "nic", "pcie_switch", "nvswitch", "switch")
+LINK_KINDS = ("nvlink", "pcie", "qpi", "infiniband", "ethernet", "nvswitch", "shared_memory", "loopback")
+# Devices that forward traffic between their neighbours; GPUs only send and receive.
+FORWARDING_KINDS = frozenset({"cpu", "nic", "pcie_switch", "nvswitch", "switch"})
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str
+    kind: str
+    host: str = "node0"
+
+
+@dataclass(frozen=True)
+class Link:
+    a: str
+    b: str
+    kind: str
+    count: int
+    bandwidth_gbps: float
+    latency_us: float
+
+    def seconds(self, nbytes: float) -> float:
+        """Time for ``nbytes`` alone on this link in one direction."""
+        return self.latency_us * 1e-6 + nbytes / (self.bandwidth_gbps * 1e9)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One directed step of a route: link ``link`` (an index into ``Topology.links``), traversed
+    from ``src`` to ``dst``. ``resource`` numbers (link, direction) pairs: 2 * link + direction."""
+
+    link: int
+    src: str
+    dst: str
+    forward: bool
+
+    @property
+    def resource(self) -> int:
+        return 2 * self.link + (0 if self.forward else 1)
+
+
+@dataclass
+class Topology:
+    """Devices and links of one machine or cluster; validated on construction."""
+
+    name: str
+    devices: list[Device]
+    links: list[Link]
+    _route_cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.devices = list(self.devices)
+        self.links = list(self.links)
+        self.validate()
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        return {d.id: i for i, d in enumerate(self.devices)}
+
+    def device(self, device_id: str) -> Device:
+        try:
+            return self.devices[self.index[device_id]]
+        except KeyError:
+            raise TopologyError(f"topology {self.name!r} has no device {device_id!r}") from None
+
+    @property
+    def gpus(self) -> list[Device]:
+        """GPUs in declaration order: worker rank r runs on ``gpus[r]``."""
+        return [d for d in self.devices if d.kind == "gpu"]
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(dict.fromkeys(d.host for d in self.devices))
+
+    @cached_property
+    def _adjacency(self) -> list[list[tuple[int, int]]]:
+        """Per device: (neighbour index, link index), in link order (deterministic routes)."""
+        adjacency: list[list[tuple[int, int]]] = [[] for _ in self.devices]
+        for k, link in enumerate(self.links):
+            a, b = self.index[link.a], self.index[link.b]
+            adjacency[a].append((b, k))
+            adjacency[b].append((a, k))
+        return adjacency
+
+    def links_between(self, a: str, b: str) -> list[int]:
+        ia, ib = self.index[a], self.index[b]
+        return [k for n, k in self._adjacency[ia] if n == ib]
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def route(self, src: str, dst: str) -> list[Hop]:
+        """The path a transfer from ``src`` to ``dst`` takes: the direct link if there is one
+        (the fastest, if several), else the cheapest path (sum of seconds per GB) whose
+        intermediate devices all forward (switches, CPUs, NICs; never a GPU). Empty if src == dst."""
+        if src == dst:
+            self.device(src)
+            return []
+        direct = self.links_between(src, dst) if src in self.index and dst in self.index else []
+        if direct:
+            k = max(direct, key=lambda j: self.links[j].bandwidth_gbps)
+            return [Hop(k, src, dst, self.links[k].a == src)]
+        key = (src, dst)
+        if key not in self._route_cache:
+            self._route_cache.update(self._routes_from(src))
+            if key not in self._route_cache:
+                self.device(dst)
+                raise TopologyError(f"no route from {src!r} to {dst!r} in topology {self.name!r}")
+        return self._route_cache[key]
+
+    def _routes_from(self, src: str) -> dict[tuple[str, str], list[Hop]]:
+        """Dijkstra from ``src`` that does not expand through non-forwarding devices. Among
+        equal-cost paths (a fat-tree has many) each destination picks one by a stable hash of
+        (src, dst), as ECMP does, so traffic spreads over the fabric deterministically."""
+        start = self.index[src]
+        best = {start: 0.0}
+        parents: dict[int, list[tuple[int, int]]] = {}
+        heap = [(0.0, start)]
+        while heap:
+            cost, node = heapq.heappop(heap)
+            if cost > best[node]:
+                continue
+            if node != start and self.devices[node].kind not in FORWARDING_KINDS:
+                continue
+            for neighbour, k in self._adjacency[node]:
+                step = cost + 1.0 / self.links[k].bandwidth_gbps
+                known = best.get(neighbour, float("inf"))
+                if step < known * (1 - 1e-12):
+                    best[neighbour] = step
+                    parents[neighbour] = [(node, k)]
+                    heapq.heappush(heap, (step, neighbour))
+                elif step <= known * (1 + 1e-12) and neighbour != start:
+                    parents[neighbour].append((node, k))
+        routes = {}
+        for target in parents:
+            dst = self.devices[target].id
+            salt = zlib.crc32(f"{src}->{dst}".encode())
+            hops, node = [], target
+            while node != start:
+                options = parents[node]
+                prev, k = options[salt % len(options)]
+                a = self.devices[prev].id
+                hops.append(Hop(k, a, self.devices[node].id, self.links[k].a == a))
+                node = prev
+            routes[(src, dst)] = hops[::-1]
+        return routes
+
+    # -- validation ----------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        seen: set[str] = set()
+        for device in self.devices:
+            if not device.id or not isinstance(device.id, str):
+                raise TopologyError(f"device {device!r}: id must be a non-empty string")
+            if device.id in seen:
+                raise TopologyError(f"duplicate device id {device.id!r}")
+            if device.kind not in DEVICE_KINDS:
+                raise TopologyError(
+                    f"device {device.id!r}: unknown kind {device.kind!r}; use one of {', '.join(DEVICE_KINDS)}"
+                )
+            seen.add(device.id)
+        pairs: set[tuple[str, str, str]] = set()
+        for n, link in enumerate(self.links):
+            where = f"link {n} ({link.a} - {link.b})"
+            for end in (link.a, link.b):
+                if end not in seen:
+                    raise TopologyError(f"{where}: unknown device {end!r}")
+            if link.a == link.b:
+                raise TopologyError(f"{where}: a link must join two different devices")
+            if link.kind not in LINK_KINDS:
+                raise TopologyError(f"{where}: unknown kind {link.kind!r}; use one of {', '.join(LINK_KINDS)}")
+            if not link.bandwidth_gbps > 0:
+                raise TopologyError(f"{where}: bandwidth_gbps must be > 0, got {link.bandwidth_gbps}")
+            if not link.latency_us >= 0:
+                raise TopologyError(f"{where}: latency_us must be >= 0, got {link.latency_us}")
+            if not isinstance(link.count, int) or link.count < 1:
+                raise TopologyError(f"{where}: count must be an integer >= 1, got {link.count!r}")
+            pair = (min(link.a, link.b), max(link.a, link.b), link.kind)
+            if pair in pairs:
+                raise TopologyError(f"{where}: duplicate {link.kind} link; merge them into one entry with a count")
+            pairs.add(pair)
+        self._check_connected()
+
+    def _check_connected(self) -> None:
+        if not self.devices:
+            raise TopologyError(f"topology {self.name!r} has no devices")
+        index = {d.id: i for i, d in enumerate(self.devices)}
+        neighbours: list[list[int]] = [[] for _ in self.devices]
+        for link in self.links:
+            neighbours[index[link.a]].append(index[link.b])
+            neighbours[index[link.b]].append(index[link.a])
+        reached, stack = {0}, [0]
+        while stack:
+            for nxt in neighbours[stack.pop()]:
+                if nxt not in reached:
+                    reached.add(nxt)
+                    stack.append(nxt)
+        if len(reached) != len(self.devices):
+            lost = next(d.id for i, d in enumerate(self.devices) if i not in reached)
+            raise TopologyError(
+                f"device {lost!r} is disconnected from {self.devices[0].id!r}: add a link to it"
+            )
+
+    # -- plain data ----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "devices": [asdict(d) for d in self.devices],
+            "links": [asdict(link) for link in self.links],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, *, source: str = "topology") -> Topology:
+        if not isinstance(data, dict) or not {"devices", "links"} <= data.keys():
+            raise TopologyError(f"{source}: expected a mapping with 'devices' and 'links'")
+        devices = [_entry(Device, d, f"{source}: device {i}") for i, d in enumerate(data["devices"] or [])]
+        links = [_entry(Link, link, f"{source}: link {i}") for i, link in enumerate(data["links"] or [])]
+        return cls(name=str(data.get("name", source)), devices=devices, links=links)
+
+    def same_as(self, other: Topology) -> bool:
+        return self.to_dict() == other.to_dict()
+
+
+_REQUIRED = {Device: ("id", "kind"), Link: ("a", "b", "kind", "bandwidth_gbps")}
+
+
+def _entry(cls, values, where: str):
+    """One YAML/JSON mapping -> Device or Link, naming the entry when a field is wrong."""
+    if not isinstance(values, dict):
+        raise TopologyError(f"{where}: expected a mapping, got {values!r}")
+    names = list(cls.__dataclass_fields__)
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise TopologyError(f"{where}: unknown field(s) {unknown}; expected {names}")
+    missing = [n for n in _REQUIRED[cls] if n not in values]
+    if missing:
+        raise TopologyError(f"{where}: missing field(s) {missing}")
+    try:
+        if cls is Link:
+            return Link(a=str(values["a"]), b=str(values["b"]), kind=str(values["kind"]),
+                        count=values.get("count", 1), bandwidth_gbps=float(values["bandwidth_gbps"]),
+                        latency_us=float(values.get("latency_us", 0.0)))
+        return Device(id=str(values["id"]), kind=str(values["kind"]), host=str(values.get("host", "node0")))
+    except (TypeError, ValueError) as exc:
+        raise TopologyError(f"{where}: {exc}") from None

@@ -1,0 +1,239 @@
+"""Real machines, wired as they are built, and clusters made of them.
+
+Speeds default to DGCL's measurements (dgcl-slides.txt, Table 1), in GB/s per direction:
+NV2 48.35, NV1 24.22, PCIe 11.13, QPI 9.56, IB 6.37, Ethernet 3.12. An NVSwitch port entry of
+``count`` links gets ``count x nv1``. Every preset takes other speeds (``speeds={"pcie": 24}``).
+Latencies are typical one-hop figures, not measurements: NVLink 1 us, PCIe 1.5 us, QPI 1 us,
+InfiniBand 2 us, Ethernet 10 us, shared memory 0.5 us.
+
+Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``,
+``dgx-a100``, ``hgx-h100``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
+one network switch) and ``fattree:k=K,server=PRESET,link=ib|eth`` (k-ary fat-tree of K^3/4 servers).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from commgraph.errors import TopologyError
+from commgraph.topology.model import Device, Link, Topology
+
+DEFAULT_SPEEDS = {"nv1": 24.22, "nv2": 48.35, "pcie": 11.13, "qpi": 9.56, "ib": 6.37,
+                  "ethernet": 3.12, "shm": 8.0}
+LATENCY_US = {"nvlink": 1.0, "nvswitch": 1.0, "pcie": 1.5, "qpi": 1.0, "infiniband": 2.0,
+              "ethernet": 10.0, "shared_memory": 0.5, "loopback": 0.1}
+
+# DGX-1 / P3.16xlarge NVLink wiring in nvidia-smi numbering (hybrid cube-mesh).
+DGX1_NV2 = ((0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7))
+DGX1_NV1 = ((0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7))
+
+
+class _Builder:
+    """Collects one topology's devices and links; ``prefix`` keeps server ids apart in clusters."""
+
+    def __init__(self, speeds: dict[str, float]):
+        unknown = set(speeds) - DEFAULT_SPEEDS.keys()
+        if unknown:
+            raise TopologyError(f"unknown speed key(s) {sorted(unknown)}; use {sorted(DEFAULT_SPEEDS)}")
+        self.speeds = {**DEFAULT_SPEEDS, **speeds}
+        self.devices: list[Device] = []
+        self.links: list[Link] = []
+
+    def device(self, device_id: str, kind: str, host: str) -> str:
+        self.devices.append(Device(device_id, kind, host))
+        return device_id
+
+    def link(self, a: str, b: str, kind: str, count: int = 1, speed: str | None = None) -> None:
+        if kind == "nvlink":
+            bandwidth = self.speeds["nv2"] if count == 2 else count * self.speeds["nv1"]
+        elif kind == "nvswitch":
+            bandwidth = count * self.speeds["nv1"]
+        else:
+            bandwidth = self.speeds[speed or {"infiniband": "ib", "shared_memory": "shm"}.get(kind, kind)]
+        self.links.append(Link(a, b, kind, count, bandwidth, LATENCY_US[kind]))
+
+    def build(self, name: str) -> Topology:
+        return Topology(name=name, devices=self.devices, links=self.links)
+
+
+# -- single servers: each adds one host and returns its NICs (for clusters) ------------------------
+
+def _pcie_tree(b: _Builder, p: str, host: str, gpus: int, per_switch: int, sockets: int,
+               nics_per_switch: int = 0) -> list[str]:
+    """GPUs ``per_switch`` to a PCIe switch, switches spread evenly over CPU sockets joined by QPI.
+    Returns the NICs, ``nics_per_switch`` under each switch, or one under cpu0 if that is 0."""
+    gpu_ids = [b.device(f"{p}gpu{g}", "gpu", host) for g in range(gpus)]
+    cpus = [b.device(f"{p}cpu{s}", "cpu", host) for s in range(sockets)]
+    for s in range(1, sockets):
+        b.link(cpus[s - 1], cpus[s], "qpi")
+    switches = gpus // per_switch
+    nics = []
+    for w in range(switches):
+        switch = b.device(f"{p}pcie{w}", "pcie_switch", host)
+        b.link(switch, cpus[w * sockets // switches], "pcie")
+        for gpu in gpu_ids[w * per_switch : (w + 1) * per_switch]:
+            b.link(gpu, switch, "pcie")
+        for _ in range(nics_per_switch):
+            nics.append(b.device(f"{p}nic{len(nics)}", "nic", host))
+            b.link(nics[-1], switch, "pcie")
+    if not nics:
+        nics.append(b.device(f"{p}nic0", "nic", host))
+        b.link(nics[0], cpus[0], "pcie")
+    return nics
+
+
+def _dgx1(b: _Builder, p: str, host: str) -> list[str]:
+    nics = _pcie_tree(b, p, host, gpus=8, per_switch=2, sockets=2, nics_per_switch=1)
+    for pairs, count in ((DGX1_NV2, 2), (DGX1_NV1, 1)):
+        for i, j in pairs:
+            b.link(f"{p}gpu{i}", f"{p}gpu{j}", "nvlink", count)
+    return nics
+
+
+def _p3_8xlarge(b: _Builder, p: str, host: str) -> list[str]:
+    nics = _pcie_tree(b, p, host, gpus=4, per_switch=2, sockets=1)
+    for pairs, count in ((DGX1_NV2, 2), (DGX1_NV1, 1)):
+        for i, j in pairs:
+            if i < 4 and j < 4:
+                b.link(f"{p}gpu{i}", f"{p}gpu{j}", "nvlink", count)
+    return nics
+
+
+def _p2_16xlarge(b: _Builder, p: str, host: str) -> list[str]:
+    """8 K80 boards of 2 GPUs behind the board's PCIe switch; 4 boards under each of two central
+    PCIe switches joined by one x16 link; host memory (cpu0) and the NIC hang off central switch 0."""
+    gpus = [b.device(f"{p}gpu{g}", "gpu", host) for g in range(16)]
+    central = [b.device(f"{p}pcie_c{c}", "pcie_switch", host) for c in range(2)]
+    b.link(central[0], central[1], "pcie")
+    for board in range(8):
+        switch = b.device(f"{p}pcie_b{board}", "pcie_switch", host)
+        b.link(switch, central[board // 4], "pcie")
+        for gpu in gpus[2 * board : 2 * board + 2]:
+            b.link(gpu, switch, "pcie")
+    cpu = b.device(f"{p}cpu0", "cpu", host)
+    b.link(cpu, central[0], "pcie")
+    nic = b.device(f"{p}nic0", "nic", host)
+    b.link(nic, cpu, "pcie")
+    return [nic]
+
+
+def _pcie_8gpu_qpi(b: _Builder, p: str, host: str) -> list[str]:
+    return _pcie_tree(b, p, host, gpus=8, per_switch=2, sockets=2)
+
+
+def _nvswitch_server(ports: tuple[int, ...]) -> Callable[[_Builder, str, str], list[str]]:
+    """8 GPUs, each joined to every NVSwitch with ``ports[s]`` links; 4 PCIe switches with 2 GPUs
+    and 2 NICs each, 2 per CPU socket (DGX A100 / HGX H100 layout)."""
+
+    def build(b: _Builder, p: str, host: str) -> list[str]:
+        nics = _pcie_tree(b, p, host, gpus=8, per_switch=2, sockets=2, nics_per_switch=2)
+        switches = [b.device(f"{p}nvswitch{s}", "nvswitch", host) for s in range(len(ports))]
+        for g in range(8):
+            for switch, count in zip(switches, ports):
+                b.link(f"{p}gpu{g}", switch, "nvswitch", count)
+        return nics
+
+    return build
+
+
+SERVERS: dict[str, Callable[[_Builder, str, str], list[str]]] = {
+    "dgx1-v100": _dgx1,
+    "p3.16xlarge": _dgx1,
+    "p3.8xlarge": _p3_8xlarge,
+    "p2.16xlarge": _p2_16xlarge,
+    "pcie-8gpu-qpi": _pcie_8gpu_qpi,
+    "dgx-a100": _nvswitch_server((2, 2, 2, 2, 2, 2)),
+    "hgx-h100": _nvswitch_server((5, 4, 4, 5)),
+}
+_NETWORK = {"ib": "infiniband", "eth": "ethernet"}
+
+
+def preset_names() -> list[str]:
+    return [*SERVERS, "localhost-cpu:N", "NxPRESET-ib|eth", "fattree:k=K,server=PRESET,link=ib|eth"]
+
+
+def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
+    """Build the topology a preset name describes (see the module docstring)."""
+    b = _Builder(speeds or {})
+    if name in SERVERS:
+        SERVERS[name](b, "", "node0")
+        return b.build(name)
+    if match := re.fullmatch(r"localhost-cpu:(\d+)", name):
+        return _localhost(b, int(match.group(1)), name)
+    if match := re.fullmatch(r"(\d+)x(.+?)(?:-(ib|eth))?", name):
+        return _cluster(b, int(match.group(1)), match.group(2), match.group(3) or "ib", name)
+    if name.startswith("fattree:"):
+        return _fat_tree(b, name)
+    raise TopologyError(f"unknown topology {name!r}; presets: {', '.join(preset_names())}")
+
+
+def _localhost(b: _Builder, workers: int, name: str) -> Topology:
+    """``workers`` processes on one CPU machine, exchanging through shared memory (a star)."""
+    if workers < 1:
+        raise TopologyError(f"{name}: need at least 1 worker")
+    cpus = [b.device(f"cpu{w}", "cpu", "localhost") for w in range(workers)]
+    hub = b.device("shm", "switch", "localhost")
+    for cpu in cpus:
+        b.link(cpu, hub, "shared_memory")
+    return b.build(name)
+
+
+def _server(name: str) -> Callable[[_Builder, str, str], list[str]]:
+    if name not in SERVERS:
+        raise TopologyError(f"unknown server preset {name!r}; choose one of {', '.join(SERVERS)}")
+    return SERVERS[name]
+
+
+def _cluster(b: _Builder, count: int, server: str, network: str, name: str) -> Topology:
+    """``count`` servers whose NICs all plug into one non-blocking network switch."""
+    build = _server(server)
+    if count < 1:
+        raise TopologyError(f"{name}: need at least 1 server")
+    nics = [nic for s in range(count) for nic in build(b, f"n{s}.", f"node{s}")]
+    switch = b.device("netswitch", "switch", "network")
+    for nic in nics:
+        b.link(nic, switch, _NETWORK[network])
+    return b.build(name)
+
+
+def _fat_tree(b: _Builder, name: str) -> Topology:
+    """A k-ary fat-tree (Al-Fares et al.): k pods of k/2 edge and k/2 aggregation switches,
+    (k/2)^2 core switches, k/2 servers per edge switch, so k^3/4 servers in all."""
+    options = dict(item.split("=", 1) for item in name.split(":", 1)[1].split(",") if "=" in item)
+    unknown = set(options) - {"k", "server", "link"}
+    if unknown or "k" not in options:
+        raise TopologyError(f"{name}: expected fattree:k=K[,server=PRESET][,link=ib|eth]")
+    try:
+        k = int(options["k"])
+    except ValueError:
+        raise TopologyError(f"{name}: k must be an even integer >= 2") from None
+    if k < 2 or k % 2:
+        raise TopologyError(f"{name}: k must be an even integer >= 2, got {k}")
+    build, network = _server(options.get("server", "dgx1-v100")), options.get("link", "ib")
+    if network not in _NETWORK:
+        raise TopologyError(f"{name}: link must be ib or eth, got {network!r}")
+    kind, half = _NETWORK[network], k // 2
+    servers = 0
+    edges_by_pod = []
+    for pod in range(k):
+        edges = [f"edge{pod}.{e}" for e in range(half)]
+        edges_by_pod.append(edges)
+        for edge in edges:
+            for _ in range(half):
+                for nic in build(b, f"s{servers}.", f"server{servers}"):
+                    b.link(nic, edge, kind)
+                servers += 1
+    for pod, edges in enumerate(edges_by_pod):
+        for edge in edges:
+            b.device(edge, "switch", "network")
+        for a in range(half):
+            agg = b.device(f"agg{pod}.{a}", "switch", "network")
+            for edge in edges:
+                b.link(edge, agg, kind)
+            for c in range(half):
+                core = f"core{a * half + c}"
+                if pod == 0:
+                    b.device(core, "switch", "network")
+                b.link(agg, core, kind)
+    return b.build(name)
