@@ -29,6 +29,18 @@ DGX1_NV2 = ((0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7))
 DGX1_NV1 = ((0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7))
 
 
+def make_link(a: str, b: str, kind: str, count: int = 1,
+              speeds: dict[str, float] = DEFAULT_SPEEDS) -> Link:
+    """A link of ``kind`` with the speed and latency the tables above give it."""
+    if kind == "nvlink":
+        bandwidth = speeds["nv2"] if count == 2 else count * speeds["nv1"]
+    elif kind == "nvswitch":
+        bandwidth = count * speeds["nv1"]
+    else:
+        bandwidth = speeds[{"infiniband": "ib", "shared_memory": "shm"}.get(kind, kind)]
+    return Link(a, b, kind, count, bandwidth, LATENCY_US[kind])
+
+
 class _Builder:
     """Collects one topology's devices and links; ``prefix`` keeps server ids apart in clusters."""
 
@@ -44,14 +56,8 @@ class _Builder:
         self.devices.append(Device(device_id, kind, host))
         return device_id
 
-    def link(self, a: str, b: str, kind: str, count: int = 1, speed: str | None = None) -> None:
-        if kind == "nvlink":
-            bandwidth = self.speeds["nv2"] if count == 2 else count * self.speeds["nv1"]
-        elif kind == "nvswitch":
-            bandwidth = count * self.speeds["nv1"]
-        else:
-            bandwidth = self.speeds[speed or {"infiniband": "ib", "shared_memory": "shm"}.get(kind, kind)]
-        self.links.append(Link(a, b, kind, count, bandwidth, LATENCY_US[kind]))
+    def link(self, a: str, b: str, kind: str, count: int = 1) -> None:
+        self.links.append(make_link(a, b, kind, count, self.speeds))
 
     def build(self, name: str) -> Topology:
         return Topology(name=name, devices=self.devices, links=self.links)

@@ -1,0 +1,271 @@
+"""Event-driven flow-level simulation of a task DAG on a Topology.
+
+Each (link, direction) is a resource of the link's bandwidth. Flows in their data phase share
+resources max-min fairly within strict priority classes; after its last byte a transfer waits the
+sum of its links' latencies, then finishes. Computations on one device run one at a time, in the
+order they become ready. Rates change only at events (a flow or task starting or ending), and then
+only in the connected part of the network the event touched: flows that share no resource, even
+transitively, with a changed one keep their rates, because max-min allocations of disjoint
+components are independent. Events at the same instant are handled together.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from commgraph.errors import SimulationError, TopologyError
+from commgraph.sim.dag import Compute, Task, Transfer, check_dag
+from commgraph.sim.maxmin import max_min_rates
+from commgraph.topology.model import Hop, Topology
+
+_DONE = 1e-9  # a flow with this fraction of its bytes left has finished (rounding)
+
+
+@dataclass
+class SimResult:
+    """What happened: per task start/finish (seconds), per resource busy time and bytes, and the
+    utilisation change points ``(time, resource, utilisation)`` when a timeline was recorded."""
+
+    topology: Topology
+    tasks: list[Task]
+    start: np.ndarray
+    finish: np.ndarray
+    busy_seconds: np.ndarray
+    bytes_moved: np.ndarray
+    timeline: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+    @property
+    def makespan(self) -> float:
+        return float(self.finish.max()) if self.finish.size else 0.0
+
+    def resource_name(self, resource: int) -> str:
+        link = self.topology.links[resource // 2]
+        a, b = (link.a, link.b) if resource % 2 == 0 else (link.b, link.a)
+        return f"{a}->{b}"
+
+    def link_rows(self) -> list[dict]:
+        """One row per link direction that carried traffic."""
+        rows = []
+        for r in np.flatnonzero(self.bytes_moved > 0):
+            link = self.topology.links[r // 2]
+            rows.append({
+                "link": self.resource_name(int(r)), "kind": link.kind,
+                "bytes": float(self.bytes_moved[r]), "busy_seconds": float(self.busy_seconds[r]),
+                "utilisation": float(self.bytes_moved[r] / (link.bandwidth_gbps * 1e9 * self.makespan))
+                if self.makespan > 0 else 0.0,
+            })
+        return rows
+
+    def to_dict(self) -> dict:
+        return {
+            "topology": self.topology.name,
+            "makespan": self.makespan,
+            "tasks": [{"id": t.id, "type": "transfer" if isinstance(t, Transfer) else "compute",
+                       "start": float(s), "finish": float(f)}
+                      for t, s, f in zip(self.tasks, self.start, self.finish)],
+            "links": self.link_rows(),
+        }
+
+
+def simulate(topology: Topology, tasks: list[Task], *, timeline: bool = True) -> SimResult:
+    """Run ``tasks`` on ``topology`` and return when everything happened."""
+    dependents = check_dag(tasks)
+    flows = _Flows(topology, tasks)
+    return _Run(topology, tasks, dependents, flows, timeline).run()
+
+
+class _Flows:
+    """The transfers' routes as a CSR over resources, plus per-flow size, latency and class."""
+
+    def __init__(self, topology: Topology, tasks: list[Task]):
+        self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
+        ptr, resources, sizes, latency, priority = [0], [], [], [], []
+        for i, task in enumerate(tasks):
+            if isinstance(task, Compute):
+                if task.device not in topology.index:
+                    _unknown(task, task.device)
+                continue
+            hops = _hops(topology, task)
+            self.task_flow[i] = len(sizes)
+            resources.extend(h.resource for h in hops)
+            ptr.append(len(resources))
+            sizes.append(task.bytes)
+            latency.append(sum(topology.links[h.link].latency_us for h in hops) * 1e-6)
+            priority.append(task.priority)
+        self.flow_task = np.flatnonzero(self.task_flow >= 0)
+        self.ptr = np.array(ptr, dtype=np.int64)
+        self.resources = np.array(resources, dtype=np.int64)
+        self.sizes = np.array(sizes, dtype=np.float64)
+        self.latency = np.array(latency, dtype=np.float64)
+        self.priority = np.array(priority, dtype=np.int64)
+        self.lengths = np.diff(self.ptr)
+        self.capacity = np.repeat([link.bandwidth_gbps * 1e9 for link in topology.links], 2).astype(np.float64)
+
+    def gather(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(resources, owner position in ``flows``) of every hop of ``flows``."""
+        lengths = self.lengths[flows]
+        firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        index = np.repeat(self.ptr[flows] - firsts, lengths) + np.arange(lengths.sum())
+        return self.resources[index], np.repeat(np.arange(flows.shape[0]), lengths)
+
+
+def _unknown(task: Task, device: str) -> None:
+    raise SimulationError(f"task {task.id!r}: unknown device {device!r}")
+
+
+def _hops(topology: Topology, task: Transfer) -> list[Hop]:
+    for device in (task.src, task.dst, *(task.route or ())):
+        if device not in topology.index:
+            _unknown(task, device)
+    if task.route is None:
+        try:
+            return topology.route(task.src, task.dst)
+        except TopologyError as exc:
+            raise SimulationError(f"task {task.id!r}: {exc}") from None
+    path = list(task.route)
+    if path[0] != task.src or path[-1] != task.dst:
+        raise SimulationError(f"task {task.id!r}: route must start at {task.src!r} and end at {task.dst!r}")
+    hops = []
+    for a, b in zip(path, path[1:]):
+        links = topology.links_between(a, b)
+        if not links:
+            raise SimulationError(f"task {task.id!r}: route step {a} -> {b} has no link")
+        k = max(links, key=lambda j: topology.links[j].bandwidth_gbps)
+        hops.append(Hop(k, a, b, topology.links[k].a == a))
+    return hops
+
+
+class _Run:
+    def __init__(self, topology, tasks, dependents, flows: _Flows, timeline: bool):
+        self.tasks, self.dependents, self.flows = tasks, dependents, flows
+        n, n_flows, n_res = len(tasks), flows.sizes.shape[0], flows.capacity.shape[0]
+        self.topology = topology
+        self.start = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.waiting = np.array([len(t.deps) for t in tasks], dtype=np.int64)
+        self.remaining = flows.sizes.copy()
+        self.rates = np.zeros(n_flows)
+        self.active = np.zeros(n_flows, dtype=bool)
+        self.load = np.zeros(n_res)
+        self.busy = np.zeros(n_res)
+        self.moved = np.zeros(n_res)
+        self.changed: list[np.ndarray] = []
+        self.timers: list[tuple[float, int, int]] = []
+        self.queues: dict[str, deque[int]] = {}
+        self.device_busy: set[str] = set()
+        self.time = 0.0
+        self.record = [] if timeline else None
+
+    def run(self) -> SimResult:
+        for i in np.flatnonzero(self.waiting == 0):
+            self._begin(int(i))
+        while True:
+            if self.changed:
+                self._reallocate()
+            live = np.flatnonzero(self.active)
+            dt_flow = np.inf
+            if live.size:
+                with np.errstate(divide="ignore"):
+                    dt_flow = float((self.remaining[live] / self.rates[live]).min())
+            t_next = min(self.time + dt_flow, self.timers[0][0] if self.timers else np.inf)
+            if t_next == np.inf:
+                break
+            dt = t_next - self.time
+            if dt > 0 and live.size:
+                self.remaining[live] -= self.rates[live] * dt
+                self.busy[self.load > 0] += dt
+                self.moved += self.load * dt
+            self.time = t_next
+            if live.size:
+                done = live[self.remaining[live] <= _DONE * self.flows.sizes[live]]
+                for f in done:
+                    self.active[f] = False
+                    self.remaining[f] = 0.0
+                    self.changed.append(self.flows.gather(np.array([f]))[0])
+                    self._timer(self.time + self.flows.latency[f], int(self.flows.flow_task[f]))
+            while self.timers and self.timers[0][0] <= self.time:
+                _, _, task = heapq.heappop(self.timers)
+                self._end(task)
+        unfinished = np.flatnonzero(np.isnan(self.finish))
+        if unfinished.size:
+            raise SimulationError(
+                f"task {self.tasks[unfinished[0]].id!r} never finished: its flow gets no bandwidth"
+            )
+        timeline = None
+        if self.record is not None:
+            parts = list(zip(*self.record)) if self.record else ([], [], [])
+            timeline = tuple(np.concatenate(p) if len(p) else np.empty(0) for p in parts)
+        return SimResult(self.topology, self.tasks, self.start, self.finish, self.busy, self.moved, timeline)
+
+    # -- task lifecycle ------------------------------------------------------------------------
+
+    def _timer(self, when: float, task: int) -> None:
+        heapq.heappush(self.timers, (when, task, task))
+
+    def _begin(self, i: int) -> None:
+        task = self.tasks[i]
+        if isinstance(task, Compute):
+            if task.device in self.device_busy:
+                self.queues.setdefault(task.device, deque()).append(i)
+                return
+            self.device_busy.add(task.device)
+            self.start[i] = self.time
+            self._timer(self.time + task.seconds, i)
+            return
+        self.start[i] = self.time
+        f = self.flows.task_flow[i]
+        if self.flows.sizes[f] == 0 or self.flows.lengths[f] == 0:
+            self._timer(self.time + self.flows.latency[f], i)
+            return
+        self.active[f] = True
+        self.changed.append(self.flows.gather(np.array([f]))[0])
+
+    def _end(self, i: int) -> None:
+        self.finish[i] = self.time
+        task = self.tasks[i]
+        if isinstance(task, Compute):
+            self.device_busy.discard(task.device)
+            queue = self.queues.get(task.device)
+            if queue:
+                self._begin(queue.popleft())
+        for j in self.dependents[i]:
+            self.waiting[j] -= 1
+            if self.waiting[j] == 0:
+                self._begin(j)
+
+    # -- rates -----------------------------------------------------------------------------------
+
+    def _reallocate(self) -> None:
+        """Recompute max-min rates in the components the changed resources belong to."""
+        changed = np.unique(np.concatenate(self.changed))
+        self.changed = []
+        live = np.flatnonzero(self.active)
+        n_res = self.load.shape[0]
+        if live.size:
+            res, owner = self.flows.gather(live)
+            graph = coo_matrix((np.ones(res.shape[0]), (owner, live.size + res)),
+                               shape=(live.size + n_res, live.size + n_res))
+            _, labels = connected_components(graph, directed=False)
+            touched = np.isin(labels[: live.size], labels[live.size + changed])
+            chosen = live[touched]
+            if chosen.size:
+                sub_res, sub_owner = self.flows.gather(chosen)
+                used, local = np.unique(sub_res, return_inverse=True)
+                ptr = np.concatenate([[0], np.cumsum(self.flows.lengths[chosen])])
+                self.rates[chosen] = max_min_rates(ptr, local, self.flows.priority[chosen],
+                                                   self.flows.capacity[used])
+            load = np.bincount(res, weights=self.rates[live][owner], minlength=n_res)
+        else:
+            load = np.zeros(n_res)
+        if self.record is not None:
+            moved = np.flatnonzero(load != self.load)
+            if moved.size:
+                self.record.append((np.full(moved.size, self.time), moved,
+                                    load[moved] / self.flows.capacity[moved]))
+        self.load = load
