@@ -2,6 +2,5 @@
 
 from commgraph.sim.dag import Compute, Transfer, check_dag, read_dag
 from commgraph.sim.engine import SimResult, simulate
-from commgraph.sim.maxmin import max_min_rates
 
-__all__ = ["Compute", "SimResult", "Transfer", "check_dag", "max_min_rates", "read_dag", "simulate"]
+__all__ = ["Compute", "SimResult", "Transfer", "check_dag", "read_dag", "simulate"]

@@ -16,12 +16,10 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from commgraph.errors import SimulationError, TopologyError
 from commgraph.sim.dag import Compute, Task, Transfer, check_dag
-from commgraph.sim.maxmin import max_min_rates
+from commgraph.sim.maxmin import reallocate
 from commgraph.topology.model import Hop, Topology
 
 _DONE = 1e-9  # a flow with this fraction of its bytes left has finished (rounding)
@@ -73,11 +71,14 @@ class SimResult:
         }
 
 
-def simulate(topology: Topology, tasks: list[Task], *, timeline: bool = True) -> SimResult:
-    """Run ``tasks`` on ``topology`` and return when everything happened."""
+def simulate(topology: Topology, tasks: list[Task], *, timeline: bool = True,
+             incremental: bool = True) -> SimResult:
+    """Run ``tasks`` on ``topology`` and return when everything happened. ``timeline`` records
+    every utilisation change (for plots); ``incremental=False`` recomputes all rates at every event
+    (the textbook method, same results, for comparison)."""
     dependents = check_dag(tasks)
     flows = _Flows(topology, tasks)
-    return _Run(topology, tasks, dependents, flows, timeline).run()
+    return _Run(topology, tasks, dependents, flows, timeline, incremental).run()
 
 
 class _Flows:
@@ -107,12 +108,8 @@ class _Flows:
         self.lengths = np.diff(self.ptr)
         self.capacity = np.repeat([link.bandwidth_gbps * 1e9 for link in topology.links], 2).astype(np.float64)
 
-    def gather(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(resources, owner position in ``flows``) of every hop of ``flows``."""
-        lengths = self.lengths[flows]
-        firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        index = np.repeat(self.ptr[flows] - firsts, lengths) + np.arange(lengths.sum())
-        return self.resources[index], np.repeat(np.arange(flows.shape[0]), lengths)
+    def route_of(self, flow: int) -> np.ndarray:
+        return self.resources[self.ptr[flow] : self.ptr[flow + 1]]
 
 
 def _unknown(task: Task, device: str) -> None:
@@ -142,7 +139,7 @@ def _hops(topology: Topology, task: Transfer) -> list[Hop]:
 
 
 class _Run:
-    def __init__(self, topology, tasks, dependents, flows: _Flows, timeline: bool):
+    def __init__(self, topology, tasks, dependents, flows: _Flows, timeline: bool, incremental: bool):
         self.tasks, self.dependents, self.flows = tasks, dependents, flows
         n, n_flows, n_res = len(tasks), flows.sizes.shape[0], flows.capacity.shape[0]
         self.topology = topology
@@ -161,6 +158,8 @@ class _Run:
         self.device_busy: set[str] = set()
         self.time = 0.0
         self.record = [] if timeline else None
+        self.incremental = incremental
+        self.everywhere = np.arange(n_res, dtype=np.int64)
 
     def run(self) -> SimResult:
         for i in np.flatnonzero(self.waiting == 0):
@@ -187,7 +186,7 @@ class _Run:
                 for f in done:
                     self.active[f] = False
                     self.remaining[f] = 0.0
-                    self.changed.append(self.flows.gather(np.array([f]))[0])
+                    self.changed.append(self.flows.route_of(f))
                     self._timer(self.time + self.flows.latency[f], int(self.flows.flow_task[f]))
             while self.timers and self.timers[0][0] <= self.time:
                 _, _, task = heapq.heappop(self.timers)
@@ -224,7 +223,7 @@ class _Run:
             self._timer(self.time + self.flows.latency[f], i)
             return
         self.active[f] = True
-        self.changed.append(self.flows.gather(np.array([f]))[0])
+        self.changed.append(self.flows.route_of(f))
 
     def _end(self, i: int) -> None:
         self.finish[i] = self.time
@@ -242,27 +241,12 @@ class _Run:
     # -- rates -----------------------------------------------------------------------------------
 
     def _reallocate(self) -> None:
-        """Recompute max-min rates in the components the changed resources belong to."""
-        changed = np.unique(np.concatenate(self.changed))
+        """Recompute rates where the changed resources are (everywhere unless ``incremental``)."""
+        changed = np.unique(np.concatenate(self.changed)) if self.incremental else self.everywhere
         self.changed = []
-        live = np.flatnonzero(self.active)
-        n_res = self.load.shape[0]
-        if live.size:
-            res, owner = self.flows.gather(live)
-            graph = coo_matrix((np.ones(res.shape[0]), (owner, live.size + res)),
-                               shape=(live.size + n_res, live.size + n_res))
-            _, labels = connected_components(graph, directed=False)
-            touched = np.isin(labels[: live.size], labels[live.size + changed])
-            chosen = live[touched]
-            if chosen.size:
-                sub_res, sub_owner = self.flows.gather(chosen)
-                used, local = np.unique(sub_res, return_inverse=True)
-                ptr = np.concatenate([[0], np.cumsum(self.flows.lengths[chosen])])
-                self.rates[chosen] = max_min_rates(ptr, local, self.flows.priority[chosen],
-                                                   self.flows.capacity[used])
-            load = np.bincount(res, weights=self.rates[live][owner], minlength=n_res)
-        else:
-            load = np.zeros(n_res)
+        load = np.empty_like(self.load)
+        reallocate(self.flows.ptr, self.flows.resources, np.flatnonzero(self.active), self.flows.priority,
+                   self.flows.capacity, changed, self.rates, load)
         if self.record is not None:
             moved = np.flatnonzero(load != self.load)
             if moved.size:

@@ -8,10 +8,13 @@ GPU-to-GPU transfer without NVLink goes through PCIe switches, CPUs and NICs, as
 
 from __future__ import annotations
 
-import heapq
 import zlib
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
 
 from commgraph.errors import TopologyError
 
@@ -111,58 +114,72 @@ class Topology:
     def route(self, src: str, dst: str) -> list[Hop]:
         """The path a transfer from ``src`` to ``dst`` takes: the direct link if there is one
         (the fastest, if several), else the cheapest path (sum of seconds per GB) whose
-        intermediate devices all forward (switches, CPUs, NICs; never a GPU). Empty if src == dst."""
+        intermediate devices all forward (switches, CPUs, NICs; never a GPU). Among equal-cost
+        paths (a fat-tree has many) each pair picks one by a stable hash of (src, dst), as ECMP
+        does, so traffic spreads over the fabric deterministically. Empty if src == dst."""
+        key = (src, dst)
+        if key in self._route_cache:
+            return self._route_cache[key]
+        start, target = self.index.get(src), self.index.get(dst)
+        if start is None or target is None:
+            self.device(src if start is None else dst)  # raises, naming the unknown device
         if src == dst:
-            self.device(src)
             return []
-        direct = self.links_between(src, dst) if src in self.index and dst in self.index else []
+        direct = self.links_between(src, dst)
         if direct:
             k = max(direct, key=lambda j: self.links[j].bandwidth_gbps)
-            return [Hop(k, src, dst, self.links[k].a == src)]
-        key = (src, dst)
-        if key not in self._route_cache:
-            self._route_cache.update(self._routes_from(src))
-            if key not in self._route_cache:
-                self.device(dst)
-                raise TopologyError(f"no route from {src!r} to {dst!r} in topology {self.name!r}")
-        return self._route_cache[key]
+            hops = [Hop(k, src, dst, self.links[k].a == src)]
+        else:
+            hops = self._cheapest_path(start, target)
+        self._route_cache[key] = hops
+        return hops
 
-    def _routes_from(self, src: str) -> dict[tuple[str, str], list[Hop]]:
-        """Dijkstra from ``src`` that does not expand through non-forwarding devices. Among
-        equal-cost paths (a fat-tree has many) each destination picks one by a stable hash of
-        (src, dst), as ECMP does, so traffic spreads over the fabric deterministically."""
-        start = self.index[src]
-        best = {start: 0.0}
-        parents: dict[int, list[tuple[int, int]]] = {}
-        heap = [(0.0, start)]
-        while heap:
-            cost, node = heapq.heappop(heap)
-            if cost > best[node]:
-                continue
-            if node != start and self.devices[node].kind not in FORWARDING_KINDS:
-                continue
-            for neighbour, k in self._adjacency[node]:
-                step = cost + 1.0 / self.links[k].bandwidth_gbps
-                known = best.get(neighbour, float("inf"))
-                if step < known * (1 - 1e-12):
-                    best[neighbour] = step
-                    parents[neighbour] = [(node, k)]
-                    heapq.heappush(heap, (step, neighbour))
-                elif step <= known * (1 + 1e-12) and neighbour != start:
-                    parents[neighbour].append((node, k))
-        routes = {}
-        for target in parents:
-            dst = self.devices[target].id
-            salt = zlib.crc32(f"{src}->{dst}".encode())
-            hops, node = [], target
-            while node != start:
-                options = parents[node]
-                prev, k = options[salt % len(options)]
-                a = self.devices[prev].id
-                hops.append(Hop(k, a, self.devices[node].id, self.links[k].a == a))
-                node = prev
-            routes[(src, dst)] = hops[::-1]
-        return routes
+    @cached_property
+    def _routing_graph(self):
+        """Directed graph in which paths cannot pass through non-forwarding devices: such a
+        device d is split into an in-node d (edges only arrive) and an out-node n + d (edges only
+        leave). Returns (CSR of link weights in seconds per GB, per in-node the list of
+        (out-node, link, weight) arriving there)."""
+        n = len(self.devices)
+        out_node = [i if d.kind in FORWARDING_KINDS else n + i for i, d in enumerate(self.devices)]
+        best: dict[tuple[int, int], tuple[float, int]] = {}
+        for k, link in enumerate(self.links):
+            a, b, w = self.index[link.a], self.index[link.b], 1.0 / link.bandwidth_gbps
+            for u, v in ((out_node[a], b), (out_node[b], a)):
+                if (u, v) not in best or w < best[(u, v)][0]:
+                    best[(u, v)] = (w, k)
+        arriving: list[list[tuple[int, int, float]]] = [[] for _ in range(n)]
+        for (u, v), (w, k) in best.items():
+            arriving[v].append((u, k, w))
+        rows, cols = zip(*best) if best else ((), ())
+        weights = [w for w, _ in best.values()]
+        graph = csr_matrix((weights, (rows, cols)), shape=(2 * n, 2 * n))
+        return graph, arriving, out_node
+
+    def _cheapest_path(self, start: int, target: int) -> list[Hop]:
+        graph, arriving, out_node = self._routing_graph
+        source = out_node[start]
+        distances = self._route_cache.setdefault("distances", {})
+        if source not in distances:
+            distances[source] = dijkstra(graph, indices=source)
+        dist = distances[source]
+        if not np.isfinite(dist[target]):
+            raise TopologyError(
+                f"no route from {self.devices[start].id!r} to {self.devices[target].id!r} "
+                f"in topology {self.name!r}"
+            )
+        pair = f"{self.devices[start].id}->{self.devices[target].id}"
+        n = len(self.devices)
+        hops, node = [], target
+        while node != source:
+            options = [(u, k) for u, k, w in arriving[node]
+                       if abs(dist[u] + w - dist[node]) <= 1e-9 * dist[node]]
+            u, k = options[zlib.crc32(f"{pair}@{node}".encode()) % len(options)] if len(options) > 1 else options[0]
+            a = self.devices[u % n].id
+            hops.append(Hop(k, a, self.devices[node].id, self.links[k].a == a))
+            node = u
+        hops.reverse()
+        return hops
 
     # -- validation ----------------------------------------------------------------------------
 
