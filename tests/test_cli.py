@@ -71,3 +71,49 @@ def test_console_script_version_and_help():
     assert result.returncode == 0 and result.stdout.strip() == f"commgraph {__version__}"
     result = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "info" in result.stdout
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_topo_list_and_show_json(capsys, tmp_path):
+    code, out, _ = run(capsys, "topo", "list")
+    assert code == 0 and "dgx1-v100" in out.split() and "p2.16xlarge" in out.split()
+    code, out, _ = run(capsys, "topo", "show", "dgx1-v100", "--json", "--png", str(tmp_path / "t.png"))
+    data = json.loads(out)
+    assert set(data) == {"name", "devices", "links"}
+    assert set(data["devices"][0]) == {"id", "kind", "host"}
+    assert set(data["links"][0]) == {"a", "b", "kind", "count", "bandwidth_gbps", "latency_us"}
+    assert sum(l["count"] for l in data["links"] if l["kind"] == "nvlink") == 24
+    assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+def test_topo_detect_from_file_and_validate(capsys, tmp_path):
+    out_file = tmp_path / "dgx1.yaml"
+    code, _, _ = run(capsys, "topo", "detect", "--from-file", str(FIXTURES / "nvidia-smi-topo-dgx1.txt"),
+                     "--out", str(out_file))
+    assert code == 0
+    code, out, _ = run(capsys, "topo", "validate", str(out_file))
+    assert code == 0 and "valid" in out
+    code, out, _ = run(capsys, "topo", "show", str(out_file), "--json")
+    assert sum(l["count"] for l in json.loads(out)["links"] if l["kind"] == "nvlink") == 24
+    out_file.write_text("devices: []\nlinks: []\n")
+    code, _, err = run(capsys, "topo", "validate", str(out_file))
+    assert code == 2 and "has no devices" in err
+
+
+def test_simulate_cli(capsys, tmp_path):
+    dag = tmp_path / "dag.json"
+    dag.write_text(json.dumps({"tasks": [
+        {"id": f"x{i}", "type": "transfer", "src": f"gpu{i}", "dst": f"gpu{4 + i}", "bytes": 1e9}
+        for i in range(2)]}))
+    code, out, _ = run(capsys, "simulate", str(dag), "--topology", "pcie-8gpu-qpi", "--json",
+                       "--png", str(tmp_path / "tl.png"))
+    result = json.loads(out)
+    assert code == 0 and result["makespan"] == pytest.approx(2e9 / 9.56e9, rel=1e-4)
+    assert {row["link"] for row in result["links"] if row["kind"] == "qpi"} == {"cpu0->cpu1"}
+    assert (tmp_path / "tl.png").read_bytes()[:4] == b"\x89PNG"
+    code, out, _ = run(capsys, "simulate", str(dag), "--topology", "pcie-8gpu-qpi", "--speeds", "qpi=19.12")
+    assert code == 0 and "makespan" in out and "cpu0->cpu1" in out
+    code, _, err = run(capsys, "simulate", str(dag), "--topology", "dgx1-v100", "--speeds", "qpi")
+    assert code == 2 and "bad --speeds entry" in err

@@ -4,14 +4,15 @@ is a bug and prints one line too, with the traceback only under ``--debug``."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
 from commgraph import __version__
-from commgraph.cli import convert, info
+from commgraph.cli import convert, info, simulate, topo
 from commgraph.errors import CommgraphError
 
-COMMANDS = (info, convert)
+COMMANDS = (info, convert, topo, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"commgraph: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("commgraph: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,47 @@
+"""``commgraph simulate DAG.json --topology T``: run a task DAG in the flow-level simulator."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from commgraph.cli.topo import add_topology_argument, topology_from_args
+from commgraph.sim import read_dag, simulate
+from commgraph.sim.plot import plot_timeline
+
+TABLE_LIMIT = 40
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("simulate", help="simulate a task DAG on a topology", description=__doc__)
+    parser.add_argument("dag", type=Path, metavar="DAG.json",
+                        help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see README)')
+    add_topology_argument(parser, positional=False)
+    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
+    parser.add_argument("--png", type=Path, metavar="timeline.png", help="draw the timeline")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    topology = topology_from_args(args)
+    tasks = read_dag(args.dag)
+    result = simulate(topology, tasks, timeline=args.png is not None)
+    if args.png:
+        plot_timeline(result, args.png)
+    if args.json:
+        print(json.dumps(result.to_dict()))
+        return 0
+    print(f"{len(tasks)} tasks on {topology.name}: makespan {result.makespan * 1e3:.4f} ms")
+    if len(tasks) <= TABLE_LIMIT:
+        for task, start, finish in zip(tasks, result.start, result.finish):
+            print(f"  {task.id:<20} {start * 1e3:10.4f} -> {finish * 1e3:10.4f} ms")
+    rows = sorted(result.link_rows(), key=lambda row: -row["utilisation"])[:10]
+    if rows:
+        print("busiest links:")
+        for row in rows:
+            print(f"  {row['link']:<28} {row['kind']:<10} {row['bytes'] / 1e6:12.3f} MB  "
+                  f"busy {row['busy_seconds'] * 1e3:9.4f} ms  utilisation {row['utilisation']:.1%}")
+    if args.png:
+        print(f"timeline written to {args.png}")
+    return 0

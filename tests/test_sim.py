@@ -1,0 +1,140 @@
+import json
+
+import numpy as np
+import pytest
+
+from commgraph.errors import SimulationError
+from commgraph.sim import Compute, Transfer, read_dag, simulate
+from commgraph.topology import Device, Link, Topology, load_preset
+
+GB = 1e9
+
+
+def line(bandwidth=10.0, latency_us=0.0):
+    """Two GPUs on one 10 GB/s link, no latency: analytic answers are exact."""
+    return Topology("line", [Device("a", "gpu"), Device("b", "gpu")],
+                    [Link("a", "b", "pcie", 1, bandwidth, latency_us)])
+
+
+def test_one_flow_alone_gets_full_bandwidth_plus_latency():
+    result = simulate(line(latency_us=5.0), [Transfer("x", "a", "b", 2 * GB)])
+    assert result.finish[0] == pytest.approx(0.2 + 5e-6, rel=1e-12)
+    assert result.busy_seconds[0] == pytest.approx(0.2) and result.bytes_moved[0] == pytest.approx(2 * GB)
+    assert result.busy_seconds[1] == 0  # the reverse direction is a separate resource
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7])
+def test_k_flows_on_one_link_share_it_equally(k):
+    result = simulate(line(), [Transfer(f"x{i}", "a", "b", GB) for i in range(k)])
+    assert np.allclose(result.finish, k * 0.1, rtol=1e-12)
+
+
+def test_opposite_directions_do_not_share():
+    result = simulate(line(), [Transfer("ab", "a", "b", GB), Transfer("ba", "b", "a", GB)])
+    assert np.allclose(result.finish, 0.1, rtol=1e-12)
+
+
+def test_max_min_fairness_on_a_parking_lot():
+    # a -> b -> c, links 10 and 4 GB/s: the long flow is capped at 2 by the second link,
+    # the short flow on the first link takes the remaining 8.
+    t = Topology("lot", [Device("a", "gpu"), Device("s", "switch"), Device("c", "gpu"), Device("d", "gpu")],
+                 [Link("a", "s", "pcie", 1, 10.0, 0.0), Link("s", "c", "pcie", 1, 4.0, 0.0),
+                  Link("s", "d", "pcie", 1, 100.0, 0.0)])
+    tasks = [Transfer("long1", "a", "c", 2 * GB), Transfer("long2", "d", "c", 2 * GB), Transfer("short", "a", "d", 8 * GB)]
+    result = simulate(t, tasks)
+    # long flows get 2 GB/s each (4 / 2) for 1 s; short gets 10 - 2 = 8 GB/s for 1 s
+    assert np.allclose(result.finish, [1.0, 1.0, 1.0], rtol=1e-12)
+
+
+def test_priorities_preempt():
+    tasks = [Transfer("low", "a", "b", GB, priority=1), Transfer("high", "a", "b", GB, priority=0)]
+    result = simulate(line(), tasks)
+    assert result.finish[1] == pytest.approx(0.1, rel=1e-12)  # high goes first at full speed
+    assert result.finish[0] == pytest.approx(0.2, rel=1e-12)  # low waits, then finishes
+    assert result.start[0] == 0.0
+
+
+def test_dependencies_and_device_serialisation():
+    tasks = [
+        Compute("c1", "a", 0.5),
+        Compute("c2", "a", 0.25),  # same device: waits for c1
+        Transfer("x", "a", "b", GB, deps=("c1",)),
+        Compute("c3", "b", 0.1, deps=("x", "c2")),
+    ]
+    result = simulate(line(), tasks)
+    assert result.start.tolist() == pytest.approx([0.0, 0.5, 0.5, 0.75])
+    assert result.finish.tolist() == pytest.approx([0.5, 0.75, 0.6, 0.85])
+    assert result.makespan == pytest.approx(0.85)
+
+
+def test_qpi_sharing_matches_dgcl_table_3_shape():
+    t = load_preset("pcie-8gpu-qpi")
+    qpi = next(l for l in t.links if l.kind == "qpi").bandwidth_gbps
+    for k in (1, 2, 3):
+        tasks = [Transfer(f"x{i}", f"gpu{i}", f"gpu{4 + i}", GB) for i in range(k)]
+        result = simulate(t, tasks)
+        latency = sum(t.links[h.link].latency_us for h in t.route("gpu0", "gpu4")) * 1e-6
+        per_gpu = GB / (result.finish - latency) / 1e9
+        assert np.allclose(per_gpu, qpi / k, rtol=1e-9)  # 1, 1/2, 1/3 of the QPI link
+
+
+def test_incremental_and_full_reallocation_agree():
+    t = load_preset("fattree:k=4,server=p3.8xlarge")
+    rng = np.random.default_rng(0)
+    gpus = [g.id for g in t.gpus]
+    tasks = [Transfer(f"x{i}", gpus[s], gpus[(s + 1 + d) % len(gpus)], float(rng.integers(1, 50)) * 1e6,
+                      priority=int(i % 3)) for i, (s, d) in
+             enumerate(zip(rng.integers(0, len(gpus), 300), rng.integers(0, len(gpus) - 1, 300)))]
+    fast = simulate(t, tasks, incremental=True)
+    slow = simulate(t, tasks, incremental=False)
+    assert np.allclose(fast.finish, slow.finish, rtol=1e-9)
+
+
+def test_explicit_route_through_a_gpu():
+    t = load_preset("dgx1-v100")
+    direct = simulate(t, [Transfer("x", "gpu0", "gpu5", GB)])
+    relayed = simulate(t, [Transfer("x", "gpu0", "gpu5", GB, route=("gpu0", "gpu4", "gpu5"))])
+    assert relayed.makespan < direct.makespan  # NVLink relay beats PCIe + QPI
+    assert relayed.finish[0] == pytest.approx(GB / 24.22e9 + 2e-6, rel=1e-9)  # NV1 is the bottleneck
+
+
+@pytest.mark.parametrize(
+    "tasks, message",
+    [
+        ([Transfer("x", "a", "zz", 1.0)], "unknown device 'zz'"),
+        ([Compute("c", "zz", 1.0)], "unknown device 'zz'"),
+        ([Transfer("x", "a", "b", -1.0)], "bytes must be >= 0"),
+        ([Transfer("x", "a", "b", 1.0), Transfer("x", "a", "b", 1.0)], "duplicate task id 'x'"),
+        ([Transfer("x", "a", "b", 1.0, deps=("y",))], "unknown task 'y'"),
+        ([Transfer("x", "a", "b", 1.0, deps=("y",)), Compute("y", "a", 1.0, deps=("x",))], "cycle"),
+        ([Transfer("x", "a", "b", 1.0, route=("b", "a"))], "route must start at 'a'"),
+    ],
+)
+def test_bad_dags(tasks, message):
+    with pytest.raises(SimulationError, match=message):
+        simulate(line(), tasks)
+
+
+def test_zero_byte_transfer_costs_latency_only():
+    result = simulate(line(latency_us=3.0), [Transfer("x", "a", "b", 0.0), Transfer("self", "a", "a", GB)])
+    assert result.finish.tolist() == pytest.approx([3e-6, 0.0])
+
+
+def test_read_dag_json(tmp_path):
+    path = tmp_path / "dag.json"
+    path.write_text(json.dumps({"tasks": [
+        {"id": "c", "type": "compute", "device": "a", "seconds": 0.1},
+        {"id": "x", "type": "transfer", "src": "a", "dst": "b", "bytes": 1e9, "deps": ["c"], "priority": 2},
+    ]}))
+    tasks = read_dag(path)
+    assert tasks[1] == Transfer("x", "a", "b", 1e9, 2, None, ("c",))
+    assert simulate(line(), tasks).makespan == pytest.approx(0.2)
+    path.write_text('{"tasks": [{"id": "x", "type": "teleport"}]}')
+    with pytest.raises(SimulationError, match="type must be 'transfer' or 'compute'"):
+        read_dag(path)
+    path.write_text('{"tasks": [{"id": "x", "type": "compute", "device": "a"}]}')
+    with pytest.raises(SimulationError, match="missing field 'seconds'"):
+        read_dag(path)
+    path.write_text("{oops")
+    with pytest.raises(SimulationError, match="not valid JSON"):
+        read_dag(path)

@@ -1,0 +1,178 @@
+from pathlib import Path
+
+import pytest
+
+from commgraph.errors import TopologyError
+from commgraph.topology import Device, Link, Topology, load_preset, load_topology, read_yaml, write_yaml
+from commgraph.topology.detect import parse_topo_matrix
+from commgraph.topology.files import to_yaml
+from commgraph.topology.presets import DGX1_NV1, DGX1_NV2, SERVERS
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def nvlinks(topology):
+    """{(gpu, gpu): count} of GPU-GPU NVLink entries."""
+    return {tuple(sorted((l.a, l.b))): l.count for l in topology.links if l.kind == "nvlink"}
+
+
+def test_dgx1_wiring_is_exact():
+    t = load_preset("dgx1-v100")
+    assert len(t.gpus) == 8 and sum(nvlinks(t).values()) == 24
+    expected = {(f"gpu{i}", f"gpu{j}"): 2 for i, j in DGX1_NV2} | {(f"gpu{i}", f"gpu{j}"): 1 for i, j in DGX1_NV1}
+    assert nvlinks(t) == expected
+    for g in range(8):  # 6 NVLinks per GPU
+        assert sum(c for pair, c in nvlinks(t).items() if f"gpu{g}" in pair) == 6
+    assert {l.bandwidth_gbps for l in t.links if l.kind == "nvlink"} == {48.35, 24.22}
+    assert load_preset("p3.16xlarge").to_dict()["links"] == t.to_dict()["links"]
+
+
+def test_p3_8xlarge_is_the_four_gpu_half():
+    t = load_preset("p3.8xlarge")
+    assert len(t.gpus) == 4 and sum(nvlinks(t).values()) == 9
+
+
+@pytest.mark.parametrize("name", [*SERVERS, "localhost-cpu:3", "2xdgx1-v100-ib", "3xp3.8xlarge-eth",
+                                  "fattree:k=4,server=p3.8xlarge", "fattree:k=4,link=eth"])
+def test_every_preset_loads_validates_round_trips_and_draws(name, tmp_path):
+    t = load_preset(name)
+    again = read_yaml(_written(t, tmp_path))
+    assert again.same_as(t)
+    assert to_yaml(again) == to_yaml(t)
+    from commgraph.topology.draw import draw_topology
+
+    draw_topology(t, tmp_path / "t.png")
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _written(topology, tmp_path):
+    path = tmp_path / "t.yaml"
+    write_yaml(topology, path)
+    return path
+
+
+def test_nvswitch_machines_and_cluster_sizes():
+    a100 = load_preset("dgx-a100")
+    for g in a100.gpus:
+        assert sum(l.count for l in a100.links if l.kind == "nvswitch" and g.id in (l.a, l.b)) == 12
+    assert sum(1 for d in a100.devices if d.kind == "nic") == 8
+    h100 = load_preset("hgx-h100")
+    for g in h100.gpus:
+        assert sum(l.count for l in h100.links if l.kind == "nvswitch" and g.id in (l.a, l.b)) == 18
+    p2 = load_preset("p2.16xlarge")
+    assert len(p2.gpus) == 16 and not nvlinks(p2)
+    cluster = load_preset("2xdgx1-v100-ib")
+    assert len(cluster.gpus) == 16 and cluster.hosts[:2] == ["node0", "node1"]
+    assert sum(1 for l in cluster.links if l.kind == "infiniband") == 8
+    fat = load_preset("fattree:k=8")
+    assert len(fat.gpus) == 1024 and sum(1 for d in fat.devices if d.id.startswith("core")) == 16
+
+
+def test_speeds_can_be_changed():
+    t = load_preset("dgx1-v100", {"nv2": 40.0, "pcie": 24.0})
+    assert {l.bandwidth_gbps for l in t.links if l.kind == "nvlink" and l.count == 2} == {40.0}
+    assert {l.bandwidth_gbps for l in t.links if l.kind == "pcie"} == {24.0}
+    with pytest.raises(TopologyError, match="unknown speed key"):
+        load_preset("dgx1-v100", {"warp": 1.0})
+
+
+def test_routes_take_the_real_path_and_never_relay_through_gpus():
+    t = load_preset("dgx1-v100")
+    assert [(h.src, h.dst) for h in t.route("gpu0", "gpu3")] == [("gpu0", "gpu3")]
+    assert [h.dst for h in t.route("gpu0", "gpu5")] == ["pcie0", "cpu0", "cpu1", "pcie2", "gpu5"]
+    assert [h.dst for h in t.route("gpu5", "gpu0")] == ["pcie2", "cpu1", "cpu0", "pcie0", "gpu0"]
+    assert t.route("gpu1", "gpu1") == []
+    cluster = load_preset("2xdgx1-v100-ib")
+    route = cluster.route("n0.gpu0", "n1.gpu7")
+    assert [cluster.links[h.link].kind for h in route] == ["pcie", "pcie", "infiniband", "infiniband", "pcie", "pcie"]
+    for a in cluster.gpus:
+        for b in cluster.gpus:
+            hops = cluster.route(a.id, b.id)
+            assert all(cluster.device(h.dst).kind != "gpu" for h in hops[:-1])
+            assert all(x.dst == y.src for x, y in zip(hops, hops[1:]))
+
+
+def test_fat_tree_routes_spread_over_core_switches():
+    t = load_preset("fattree:k=8")
+    cores = {h.dst for i in range(8) for j in range(20)
+             for h in t.route(f"s0.gpu{i}", f"s{100 + j}.gpu{i}") if h.dst.startswith("core")}
+    assert len(cores) >= 12  # of 16: ECMP-like spreading, not one shortest path for all
+
+
+@pytest.mark.parametrize(
+    "devices, links, message",
+    [
+        ([Device("a", "gpu"), Device("a", "gpu")], [], "duplicate device id 'a'"),
+        ([Device("a", "gpu"), Device("b", "warp")], [], "unknown kind 'warp'"),
+        ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "c", "pcie", 1, 1.0, 0.0)], "unknown device 'c'"),
+        ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 1, 0.0, 0.0)], "bandwidth_gbps must be > 0"),
+        ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 1, -3.0, 0.0)], "link 0 .a - b.: bandwidth"),
+        ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 0, 1.0, 0.0)], "count must be"),
+        ([Device("a", "gpu"), Device("b", "gpu"), Device("c", "cpu")], [Link("a", "b", "pcie", 1, 1.0, 0.0)],
+         "device 'c' is disconnected"),
+        ([Device("a", "gpu"), Device("b", "gpu")],
+         [Link("a", "b", "nvlink", 1, 1.0, 0.0), Link("b", "a", "nvlink", 1, 1.0, 0.0)], "duplicate nvlink"),
+    ],
+)
+def test_invalid_topologies_name_the_offending_entry(devices, links, message):
+    with pytest.raises(TopologyError, match=message):
+        Topology("bad", devices, links)
+
+
+def test_yaml_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("devices: [{id: a, kind: gpu}]\nlinks: [{a: a, b: zz, kind: pcie, bandwidth_gbps: 1}]\n")
+    with pytest.raises(TopologyError, match="unknown device 'zz'"):
+        read_yaml(bad)
+    bad.write_text("devices: [{id: a, kind: gpu, colour: red}]\nlinks: []\n")
+    with pytest.raises(TopologyError, match=r"device 0: unknown field\(s\) \['colour'\]"):
+        read_yaml(bad)
+    bad.write_text("devices: [ {id: a\n")
+    with pytest.raises(TopologyError, match="not valid YAML"):
+        read_yaml(bad)
+    with pytest.raises(TopologyError, match="unknown topology 'dgx9'"):
+        load_topology("dgx9")
+
+
+def test_detect_dgx1_fixture():
+    t = parse_topo_matrix((FIXTURES / "nvidia-smi-topo-dgx1.txt").read_text())
+    assert nvlinks(t) == nvlinks(load_preset("dgx1-v100"))
+    kinds = [d.kind for d in t.devices]
+    assert kinds.count("cpu") == 2 and kinds.count("pcie_switch") == 4 and kinds.count("nic") == 4
+    assert [h.dst for h in t.route("gpu0", "gpu5")] == ["pcie0", "cpu0", "cpu1", "pcie2", "gpu5"]
+    assert [h.dst for h in t.route("gpu0", "gpu1")] == ["gpu1"]
+
+
+def test_detect_dgx_a100_fixture_finds_the_nvswitch_fabric():
+    t = parse_topo_matrix((FIXTURES / "nvidia-smi-topo-dgx-a100.txt").read_text())
+    assert len(t.gpus) == 8 and not nvlinks(t)
+    fabric = [l for l in t.links if l.kind == "nvswitch"]
+    assert len(fabric) == 8 and {l.count for l in fabric} == {12}
+    assert [h.dst for h in t.route("gpu0", "gpu7")] == ["nvswitch0", "gpu7"]
+    kinds = [d.kind for d in t.devices]
+    assert kinds.count("cpu") == 2 and kinds.count("pcie_switch") == 4 and kinds.count("nic") == 8
+
+
+def test_detect_pcie_only_fixture_matches_the_preset():
+    t = parse_topo_matrix((FIXTURES / "nvidia-smi-topo-pcie8.txt").read_text())
+    preset = load_preset("pcie-8gpu-qpi")
+    kinds = [d.kind for d in t.devices]
+    assert kinds.count("cpu") == 2 and kinds.count("pcie_switch") == 4 and not nvlinks(t)
+    for a, b in (("gpu0", "gpu1"), ("gpu0", "gpu3"), ("gpu1", "gpu6")):
+        assert [h.dst for h in t.route(a, b)] == [h.dst for h in preset.route(a, b)]
+
+
+def test_detect_rejects_other_text():
+    with pytest.raises(TopologyError, match="no header line"):
+        parse_topo_matrix("No devices were found\n")
+    text = (FIXTURES / "nvidia-smi-topo-pcie8.txt").read_text().replace("PIX", "WHAT", 1)
+    with pytest.raises(TopologyError, match="unknown relation 'WHAT'"):
+        parse_topo_matrix(text)
+
+
+def test_detect_without_gpus_is_localhost(monkeypatch):
+    import commgraph.topology.detect as detect_module
+
+    monkeypatch.setattr(detect_module.shutil, "which", lambda name: None)
+    t = detect_module.detect()
+    assert t.name.startswith("localhost-cpu:") and not t.gpus
