@@ -34,3 +34,7 @@ class TopologyError(CommgraphError, ValueError):
 
 class SimulationError(CommgraphError, ValueError):
     """A task DAG given to the simulator is malformed (unknown device, cycle, bad sizes)."""
+
+
+class PartitionError(CommgraphError, ValueError):
+    """A partitioning request or a partition set on disk is invalid or does not fit the graph."""

@@ -1,0 +1,228 @@
+"""G3's locality-aware iterative partitioning (thesis ch. 4, section 4.3.2).
+
+Stage 1 balances computation: METIS multi-constraint k-way with two vertex weights (1 per node and
+the node's degree, both balanced within ``STAGE1_IMBALANCE``), minimising the total communication
+volume sum_i |V_i^remote| (METIS's volume objective counts exactly that on an undirected graph).
+
+Stage 2 balances communication (Algorithm 2): repeatedly take the parts with the most and the
+fewest remote nodes, V_max and V_min; swap the node of V_max with the most remote neighbours for
+the node of V_min with the fewest neighbours outside V_max, until |V_min^remote| / |V_max^remote|
+is within ``gamma`` of 1. Swaps keep node counts equal and are refused if they push a part's degree
+sum above ``DEGREE_LIMIT`` x the mean. A swapped node is not swapped again, which rules out cycles;
+the run also stops after ``patience`` swaps without a new best max |V_i^remote|, and then rolls back
+to the best state seen.
+
+Remote sets are tracked incrementally with in-partition degree counters (the "fast neighbour
+tracking" paragraph): ``count[p, u]`` = edges from u into part p; u is remote to p while u is outside
+p and ``count[p, u] > 0``. Moving a node v updates only the counters of v's neighbours: O(d_v).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from commgraph.graph import Graph
+from commgraph.partition.metis import metis_multi_constraint, undirected_adjacency
+
+STAGE1_IMBALANCE = 1.04
+STAGE1_TRIES = 4
+DEGREE_LIMIT = 1.05
+GAMMA = 0.005
+
+
+def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
+                 max_swaps: int | None = None, patience: int | None = None) -> tuple[np.ndarray, dict]:
+    """Stage 1 then stage 2. Returns the assignment and what stage 2 did."""
+    adjacency = undirected_adjacency(graph)
+    weights = np.stack([np.ones(graph.num_nodes, dtype=np.int64), graph.in_degrees()], axis=1)
+    if parts == 1:
+        return np.zeros(graph.num_nodes, dtype=np.int64), {"swaps": 0, "kept_swaps": 0}
+    assignment = metis_multi_constraint(adjacency, weights, parts, seed, STAGE1_IMBALANCE, tries=STAGE1_TRIES)
+    tracker = RemoteTracker(graph, assignment, parts)
+    swaps, kept = tracker.rebalance(
+        gamma=gamma,
+        max_swaps=max_swaps if max_swaps is not None else graph.num_nodes // 2,
+        patience=patience if patience is not None else max(200, graph.num_nodes // (10 * parts)),
+    )
+    return tracker.assignment.astype(np.int64), {"swaps": int(swaps), "kept_swaps": int(kept)}
+
+
+class RemoteTracker:
+    """Per-part remote sets under node moves, without recounting: O(d_v) per moved node."""
+
+    def __init__(self, graph: Graph, assignment: np.ndarray, parts: int):
+        self.indptr, self.indices = graph.indptr, graph.indices
+        self.degree = graph.in_degrees()
+        self.assignment = np.asarray(assignment, dtype=np.int64).copy()
+        self.count = _counts(self.indptr, self.indices, self.assignment, parts)
+        self.remote = _remote_from_counts(self.count, self.assignment)
+        self.parts = parts
+
+    def move(self, node: int, part: int) -> None:
+        _move(self.indptr, self.indices, self.assignment, self.count, self.remote,
+              node, int(self.assignment[node]), part)
+
+    def rebalance(self, gamma: float, max_swaps: int, patience: int) -> tuple[int, int]:
+        order = np.argsort(self.assignment, kind="stable")
+        sizes = np.bincount(self.assignment, minlength=self.parts)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        position = np.empty_like(order)
+        position[order] = np.arange(order.shape[0])
+        degree_sum = np.bincount(self.assignment, weights=self.degree, minlength=self.parts).astype(np.int64)
+        limit = DEGREE_LIMIT * degree_sum.sum() / self.parts
+        log = np.empty((max(max_swaps, 1), 2), dtype=np.int64)
+        return _rebalance(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
+                          order, starts, position, degree_sum, limit, gamma, max_swaps, patience, log)
+
+
+@njit(cache=True)
+def _counts(indptr, indices, assignment, parts):  # pragma: no cover - compiled
+    count = np.zeros((parts, assignment.shape[0]), np.int32)
+    for v in range(assignment.shape[0]):
+        p = assignment[v]
+        for j in range(indptr[v], indptr[v + 1]):
+            count[p, indices[j]] += 1
+    return count
+
+
+@njit(cache=True)
+def _remote_from_counts(count, assignment):  # pragma: no cover - compiled
+    parts, n = count.shape
+    remote = np.zeros(parts, np.int64)
+    for p in range(parts):
+        for u in range(n):
+            if count[p, u] > 0 and assignment[u] != p:
+                remote[p] += 1
+    return remote
+
+
+@njit(cache=True)
+def _move(indptr, indices, assignment, count, remote, v, a, b):  # pragma: no cover - compiled
+    """Move v from part a to part b, updating counters and remote sizes of a and b only."""
+    if a == b:
+        return
+    if count[a, v] > 0:
+        remote[a] += 1  # v now sits outside a but still feeds it
+    if count[b, v] > 0:
+        remote[b] -= 1  # v was remote to b; now it is inside
+    assignment[v] = b
+    for j in range(indptr[v], indptr[v + 1]):
+        u = indices[j]  # edge u -> v now lands in b instead of a
+        count[a, u] -= 1
+        if count[a, u] == 0 and assignment[u] != a:
+            remote[a] -= 1
+        count[b, u] += 1
+        if count[b, u] == 1 and assignment[u] != b:
+            remote[b] += 1
+
+
+@njit(cache=True)
+def _swap(indptr, indices, assignment, count, remote, members, position, degree_sum, degree, x, y):  # pragma: no cover
+    a, b = assignment[x], assignment[y]
+    _move(indptr, indices, assignment, count, remote, x, a, b)
+    _move(indptr, indices, assignment, count, remote, y, b, a)
+    px, py = position[x], position[y]
+    members[px], members[py] = y, x
+    position[x], position[y] = py, px
+    degree_sum[a] += degree[y] - degree[x]
+    degree_sum[b] += degree[x] - degree[y]
+
+
+@njit(cache=True)
+def _leave_gain(indptr, indices, assignment, count, v, a):  # pragma: no cover - compiled
+    """How much |V_a^remote| shrinks if v leaves part a."""
+    gain = -1 if count[a, v] > 0 else 0
+    for j in range(indptr[v], indptr[v + 1]):
+        u = indices[j]
+        if u != v and count[a, u] == 1 and assignment[u] != a:
+            gain += 1
+    return gain
+
+
+@njit(cache=True)
+def _join_cost(indptr, indices, assignment, count, v, b):  # pragma: no cover - compiled
+    """How much |V_b^remote| grows if v joins part b."""
+    cost = -1 if count[b, v] > 0 else 0
+    for j in range(indptr[v], indptr[v + 1]):
+        u = indices[j]
+        if u != v and count[b, u] == 0 and assignment[u] != b:
+            cost += 1
+    return cost
+
+
+@njit(cache=True)
+def _rebalance(indptr, indices, degree, assignment, count, remote, members, starts, position,
+               degree_sum, limit, gamma, max_swaps, patience, log):  # pragma: no cover - compiled
+    n = assignment.shape[0]
+    locked = np.zeros(n, np.bool_)
+    best = remote.max()
+    best_len = 0
+    n_log = 0
+    stale = 0
+    while n_log < max_swaps:
+        pmax = np.argmax(remote)
+        pmin = np.argmin(remote)
+        if remote[pmax] == 0 or remote[pmin] / remote[pmax] >= 1.0 - gamma:
+            break
+        # v_max: the boundary node of V_max whose move to V_min lowers V_max's remote count the
+        # most net of what it adds to V_min's (ties: more remote neighbours, as in Algorithm 2)
+        vmax = -1
+        best_net = -(n + 1)
+        most = -1
+        for i in range(starts[pmax], starts[pmax + 1]):
+            v = members[i]
+            outside = degree[v] - count[pmax, v]
+            if locked[v] or outside <= 0:
+                continue
+            net = (_leave_gain(indptr, indices, assignment, count, v, pmax)
+                   - _join_cost(indptr, indices, assignment, count, v, pmin))
+            if net > best_net or (net == best_net and outside > most):
+                best_net, most, vmax = net, outside, v
+        if vmax < 0:
+            break
+        gain_max = _leave_gain(indptr, indices, assignment, count, vmax, pmax)
+        grow_min = _join_cost(indptr, indices, assignment, count, vmax, pmin)
+        cap_max = max(limit, degree_sum[pmax])
+        cap_min = max(limit, degree_sum[pmin])
+        # v_min: the node of V_min that adds the fewest remote nodes to V_max when moved there,
+        # among those that keep both parts below V_max's current remote count
+        vmin = -1
+        fewest = n + 1
+        for i in range(starts[pmin], starts[pmin + 1]):
+            v = members[i]
+            if locked[v]:
+                continue
+            if degree_sum[pmax] - degree[vmax] + degree[v] > cap_max:
+                continue
+            if degree_sum[pmin] - degree[v] + degree[vmax] > cap_min:
+                continue
+            cost = _join_cost(indptr, indices, assignment, count, v, pmax)
+            if cost >= fewest or remote[pmax] - gain_max + cost >= remote[pmax]:
+                continue
+            shrink = _leave_gain(indptr, indices, assignment, count, v, pmin)
+            if remote[pmin] + grow_min - shrink >= remote[pmax]:
+                continue
+            fewest, vmin = cost, v
+            if cost <= -1:
+                break
+        if vmin < 0:
+            locked[vmax] = True  # no partner improves the worst part: try the next node
+            continue
+        _swap(indptr, indices, assignment, count, remote, members, position, degree_sum, degree, vmax, vmin)
+        locked[vmax] = True
+        locked[vmin] = True
+        log[n_log, 0] = vmax
+        log[n_log, 1] = vmin
+        n_log += 1
+        worst = remote.max()
+        if worst < best:
+            best, best_len, stale = worst, n_log, 0
+        else:
+            stale += 1
+            if stale > patience:
+                break
+    for i in range(n_log - 1, best_len - 1, -1):  # roll back to the best state seen
+        _swap(indptr, indices, assignment, count, remote, members, position, degree_sum, degree,
+              log[i, 0], log[i, 1])
+    return n_log, best_len

@@ -1,0 +1,36 @@
+"""Partitioning methods: ``random``, ``chunk`` and ``metis`` (the baselines G3 compares against) and
+``g3``. Each maps every node to a part id, deterministically for a seed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commgraph.errors import PartitionError
+from commgraph.graph import Graph
+from commgraph.partition.g3 import g3_partition
+from commgraph.partition.metis import metis_edge_cut, undirected_adjacency
+
+METHODS = ("g3", "metis", "chunk", "random")
+
+
+def partition_graph(graph: Graph, parts: int, method: str = "g3", seed: int = 0) -> tuple[np.ndarray, dict]:
+    """Assign every node of ``graph`` to one of ``parts`` parts. Returns (assignment, details)."""
+    if method not in METHODS:
+        raise PartitionError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    if not isinstance(parts, (int, np.integer)) or parts < 1:
+        raise PartitionError(f"the number of parts must be an integer >= 1, got {parts!r}")
+    if parts > graph.num_nodes:
+        raise PartitionError(f"cannot split {graph.num_nodes} nodes into {parts} non-empty parts")
+    if method == "random":
+        # a random permutation dealt round-robin: random membership, exactly balanced sizes
+        order = np.random.default_rng(seed).permutation(graph.num_nodes)
+        assignment = np.empty(graph.num_nodes, dtype=np.int64)
+        assignment[order] = np.arange(graph.num_nodes) % parts
+        return assignment, {}
+    if method == "chunk":
+        return (np.arange(graph.num_nodes, dtype=np.int64) * parts) // graph.num_nodes, {}
+    if method == "metis":
+        if parts == 1:
+            return np.zeros(graph.num_nodes, dtype=np.int64), {}
+        return metis_edge_cut(undirected_adjacency(graph), parts, seed), {}
+    return g3_partition(graph, parts, seed)
