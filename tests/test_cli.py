@@ -117,3 +117,21 @@ def test_simulate_cli(capsys, tmp_path):
     assert code == 0 and "makespan" in out and "cpu0->cpu1" in out
     code, _, err = run(capsys, "simulate", str(dag), "--topology", "dgx1-v100", "--speeds", "qpi")
     assert code == 2 and "bad --speeds entry" in err
+
+
+def test_partition_cli_json_plot_and_info(capsys, tmp_path):
+    out = tmp_path / "cora4"
+    code, text, _ = run(capsys, "partition", "cora", "--parts", "4", "--method", "g3", "--out", str(out),
+                        "--json", "--plot", str(tmp_path / "p.png"))
+    result = json.loads(text)
+    assert code == 0 and result["method"] == "g3" and len(result["parts"]) == 4
+    assert {"num_nodes", "num_edges", "num_remote"} <= set(result["parts"][0])
+    assert {"total_remote", "edge_cut", "seconds"} <= set(result)
+    assert sum(p["num_nodes"] for p in result["parts"]) == 2708
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    code, text, _ = run(capsys, "partition-info", str(out), "--json")
+    assert code == 0 and json.loads(text)["total_remote"] == result["total_remote"]
+    code, _, err = run(capsys, "partition", "cora", "--parts", "4", "--out", str(out))
+    assert code == 2 and "already exists; pass --force" in err
+    code, _, err = run(capsys, "partition", "cora", "--parts", "0", "--out", str(tmp_path / "x"))
+    assert code == 2 and ">= 1" in err and not (tmp_path / "x").exists()

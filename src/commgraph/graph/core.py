@@ -8,6 +8,7 @@ training the distinction vanishes.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -90,6 +91,15 @@ class Graph:
             for f in fields(self)
             if isinstance(getattr(self, f.name), np.ndarray)
         }
+
+    def checksum(self) -> str:
+        """A digest of every array (names, dtypes, shapes, bytes) and nothing else: files derived
+        from this graph (partition sets) record it and refuse to load against another graph."""
+        digest = hashlib.blake2b(digest_size=16)
+        for name, array in sorted(self._arrays().items()):
+            digest.update(f"{name}:{array.dtype.str}:{array.shape};".encode())
+            digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+        return digest.hexdigest()
 
     def equals(self, other: Graph) -> bool:
         """Exact equality of every array (dtype included) and of the name."""

@@ -1,0 +1,85 @@
+"""``commgraph partition GRAPH --parts K --method M --out DIR`` and ``commgraph partition-info DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
+from commgraph.errors import PartitionError
+from commgraph.partition import METHODS, load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.partition.plot import plot_metrics
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("partition", help="split a graph into parts, one per worker",
+                                   description=__doc__)
+    add_graph_arguments(parser)
+    parser.add_argument("--parts", type=int, required=True, metavar="K", help="number of parts (workers)")
+    parser.add_argument("--method", choices=METHODS, default="g3",
+                        help="g3 (default): balanced compute and communication; metis: minimum edge cut; "
+                        "chunk: consecutive ids; random")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="partition set directory")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--force", action="store_true", help="replace an existing DIR")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--plot", type=Path, metavar="PNG", help="bar chart of per-part nodes, edges, remote nodes")
+    parser.set_defaults(run=run)
+
+    info = subparsers.add_parser("partition-info", help="describe a partition set")
+    info.add_argument("dir", type=Path, metavar="DIR")
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(run=run_info)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out.exists() and not args.force:  # refuse before spending minutes partitioning
+        raise PartitionError(f"{args.out} already exists; pass --force to replace it")
+    graph = graph_from_args(args)
+    _say(args, f"partitioning {graph.name} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges) "
+               f"into {args.parts} parts with {args.method}")
+    start = time.perf_counter()
+    assignment, details = partition_graph(graph, args.parts, args.method, args.seed)
+    seconds = time.perf_counter() - start
+    metrics = {**partition_metrics(graph, assignment, args.parts), **details}
+    write_partition_set(graph, assignment, args.parts, args.out, method=args.method, seed=args.seed,
+                        seconds=seconds, metrics=metrics, force=args.force, progress=not args.json)
+    if args.plot:
+        plot_metrics(metrics, f"{graph.name} / {args.method} / {args.parts} parts", args.plot)
+    result = {"method": args.method, "graph": graph.name, "seconds": seconds, "out": str(args.out), **metrics}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _table(result)
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    pset = load_partition_set(args.dir, verify=True)
+    m = pset.manifest
+    result = {"method": m["method"], "graph": m["graph"]["name"], "seconds": m["seconds"], "out": str(args.dir),
+              "seed": m["seed"], "graph_checksum": m["graph"]["checksum"], **m["metrics"]}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _table(result)
+    return 0
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    if not args.json:
+        print(text, file=sys.stderr)
+
+
+def _table(result: dict) -> None:
+    print(f"{result['graph']}: {result['method']} into {len(result['parts'])} parts in {result['seconds']:.2f} s "
+          f"-> {result['out']}")
+    print(f"{'part':>5} {'nodes':>12} {'edges':>14} {'remote':>12}")
+    for k, part in enumerate(result["parts"]):
+        print(f"{k:>5} {part['num_nodes']:>12,} {part['num_edges']:>14,} {part['num_remote']:>12,}")
+    print(f"total remote (communication volume) {result['total_remote']:,}; edge cut {result['edge_cut']:,}")
+    print(f"imbalance max/mean: nodes {result['node_imbalance']:.3f}, edges {result['edge_imbalance']:.3f}, "
+          f"remote {result['remote_imbalance']:.3f}; remote min/max {result['remote_min_max']:.3f}")

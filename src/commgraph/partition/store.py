@@ -1,0 +1,240 @@
+"""The partition set on disk: what each worker loads to train on its part.
+
+Layout::
+
+    DIR/manifest.json      format version, graph (name, checksum, sizes), method, parts, seed,
+                           seconds, metrics, and a SHA-256 of every array file
+    DIR/part-<k>/*.npy     owned.npy       global ids of the nodes part k owns (ascending)
+                           halo.npy        global ids of its remote nodes, grouped by owner part
+                           halo_owner.npy  the part owning each halo node
+                           indptr.npy, indices.npy
+                                           local CSR: one row per owned node (its in-neighbours),
+                                           columns are local ids: 0..n_owned-1 owned, then halo
+                           recv_ptr.npy    halo[recv_ptr[q]:recv_ptr[q+1]] arrive from part q
+                           send_ptr.npy, send_index.npy
+                                           owned[send_index[send_ptr[q]:send_ptr[q+1]]] go to part
+                                           q, in the order of q's halo segment from part k
+                           degree.npy      global in-degree of owned then halo nodes (for
+                                           normalisations such as GCN's that need the whole graph)
+                           features.npy, labels.npy, train_mask.npy, ... of owned nodes, if any
+
+The set is built in a temporary directory beside DIR and renamed into place when complete, so a
+crash or an error never leaves a partial set behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from commgraph import __version__
+from commgraph.errors import PartitionError
+from commgraph.graph import Graph
+from commgraph.graph.core import MASK_NAMES
+from commgraph.partition.metrics import check_assignment, remote_pairs
+
+FORMAT_VERSION = 1
+_REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
+_OPTIONAL = ("features", "labels", *MASK_NAMES)
+
+
+@dataclass
+class Part:
+    """One worker's share. Arrays are memory-mapped from disk (read-only)."""
+
+    index: int
+    owned: np.ndarray
+    halo: np.ndarray
+    halo_owner: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    recv_ptr: np.ndarray
+    send_ptr: np.ndarray
+    send_index: np.ndarray
+    degree: np.ndarray
+    features: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    train_mask: np.ndarray | None = None
+    val_mask: np.ndarray | None = None
+    test_mask: np.ndarray | None = None
+
+    @property
+    def num_owned(self) -> int:
+        return int(self.owned.shape[0])
+
+    @property
+    def num_halo(self) -> int:
+        return int(self.halo.shape[0])
+
+    def send_to(self, peer: int) -> np.ndarray:
+        return self.send_index[self.send_ptr[peer] : self.send_ptr[peer + 1]]
+
+    def recv_from(self, peer: int) -> slice:
+        return slice(int(self.recv_ptr[peer]), int(self.recv_ptr[peer + 1]))
+
+
+@dataclass
+class PartitionSet:
+    path: Path
+    manifest: dict
+
+    @property
+    def num_parts(self) -> int:
+        return int(self.manifest["parts"])
+
+    def part(self, k: int) -> Part:
+        if not 0 <= k < self.num_parts:
+            raise PartitionError(f"part {k} does not exist: {self.path} has parts 0..{self.num_parts - 1}")
+        folder = self.path / f"part-{k}"
+        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                  for name in (*_REQUIRED, *_OPTIONAL) if (folder / f"{name}.npy").is_file()}
+        return Part(index=k, **arrays)
+
+    def assignment(self) -> np.ndarray:
+        """Part id of every global node, rebuilt from the parts' owned lists."""
+        result = np.empty(int(self.manifest["graph"]["num_nodes"]), dtype=np.int64)
+        for k in range(self.num_parts):
+            result[self.part(k).owned] = k
+        return result
+
+
+def write_partition_set(
+    graph: Graph, assignment: np.ndarray, parts: int, out: str | Path, *, method: str, seed: int,
+    seconds: float, metrics: dict, force: bool = False, progress: bool = False,
+) -> PartitionSet:
+    out = Path(out)
+    assignment = check_assignment(graph, assignment, parts)
+    if out.exists() and not force:
+        raise PartitionError(f"{out} already exists; pass --force to replace it")
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        files = _write_parts(graph, assignment, parts, tmp, progress)
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "commgraph_version": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "graph": {"name": graph.name, "checksum": graph.checksum(),
+                      "num_nodes": graph.num_nodes, "num_edges": graph.num_edges},
+            "method": method, "parts": parts, "seed": seed, "seconds": seconds,
+            "metrics": metrics, "files": files,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        _replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PartitionSet(out, manifest)
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    """Put the finished set at ``out``; an old one is moved aside first and removed last."""
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path, progress: bool) -> dict:
+    n = graph.num_nodes
+    halo_part, halo_node = remote_pairs(graph, assignment)
+    # within each part, halo nodes grouped by owner, ascending ids inside a group
+    order = np.lexsort((halo_node, assignment[halo_node], halo_part))
+    halo_part, halo_node = halo_part[order], halo_node[order]
+    halo_bounds = np.searchsorted(halo_part, np.arange(parts + 1))
+    owned_of = [np.flatnonzero(assignment == k) for k in range(parts)]
+    degree = graph.in_degrees()
+    local = np.empty(n, dtype=np.int64)
+    files: dict[str, str] = {}
+    from tqdm import tqdm
+
+    for k in tqdm(range(parts), desc="writing parts", unit="part", disable=not progress):
+        owned = owned_of[k]
+        halo = halo_node[halo_bounds[k] : halo_bounds[k + 1]]
+        owner = assignment[halo]
+        local[owned] = np.arange(owned.shape[0])
+        local[halo] = owned.shape[0] + np.arange(halo.shape[0])
+        rows = degree[owned]
+        firsts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+        gather = np.repeat(graph.indptr[owned] - firsts, rows) + np.arange(rows.sum())
+        send_ptr, send_index = _send_lists(k, owned, halo_node, halo_part, halo_bounds, assignment, parts)
+        arrays = {
+            "owned": owned, "halo": halo, "halo_owner": owner,
+            "indptr": np.concatenate([[0], np.cumsum(rows)]), "indices": local[graph.indices[gather]],
+            "recv_ptr": np.searchsorted(owner, np.arange(parts + 1)),
+            "send_ptr": send_ptr, "send_index": send_index,
+            "degree": np.concatenate([rows, degree[halo]]),
+        }
+        for name in _OPTIONAL:
+            values = getattr(graph, name)
+            if values is not None:
+                arrays[name] = values[owned]
+        part_dir = folder / f"part-{k}"
+        part_dir.mkdir()
+        for name, array in arrays.items():
+            path = part_dir / f"{name}.npy"
+            np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+            files[f"part-{k}/{name}.npy"] = _sha256(path)
+    return files
+
+
+def _send_lists(k, owned, halo_node, halo_part, halo_bounds, assignment, parts):
+    """For every peer q: positions in ``owned`` of the nodes q's halo takes from part k, in q's order."""
+    chunks, ptr = [], [0]
+    for q in range(parts):
+        theirs = halo_node[halo_bounds[q] : halo_bounds[q + 1]]
+        mine = theirs[assignment[theirs] == k] if q != k else theirs[:0]
+        chunks.append(np.searchsorted(owned, mine))
+        ptr.append(ptr[-1] + mine.shape[0])
+    return np.array(ptr, dtype=np.int64), np.concatenate(chunks).astype(np.int64)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: bool = True) -> PartitionSet:
+    """Open a partition set, checking its format, its files' checksums and, given ``graph``, that
+    it was made from that very graph."""
+    path = Path(path)
+    manifest_file = path / "manifest.json"
+    if not manifest_file.is_file():
+        raise PartitionError(f"{path} is not a partition set (no manifest.json); make one with commgraph partition")
+    try:
+        manifest = json.loads(manifest_file.read_text())
+    except json.JSONDecodeError as exc:
+        raise PartitionError(f"{manifest_file}: not valid JSON ({exc})") from None
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise PartitionError(
+            f"{path} has partition format {version}; this commgraph reads format {FORMAT_VERSION}: re-partition"
+        )
+    if graph is not None:
+        made_from = manifest["graph"]
+        if made_from["checksum"] != graph.checksum():
+            raise PartitionError(
+                f"{path} was made from graph {made_from['name']!r} ({made_from['num_nodes']} nodes, "
+                f"{made_from['num_edges']} edges), not from {graph.name!r} ({graph.num_nodes} nodes, "
+                f"{graph.num_edges} edges): re-partition this graph"
+            )
+    if verify:
+        for name, expected in manifest["files"].items():
+            file = path / name
+            if not file.is_file():
+                raise PartitionError(f"{path}: {name} is missing; the set is incomplete, re-partition")
+            if _sha256(file) != expected:
+                raise PartitionError(f"{path}: {name} does not match its checksum; the set is damaged, re-partition")
+    return PartitionSet(path, manifest)

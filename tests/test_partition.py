@@ -1,0 +1,165 @@
+import json
+
+import numpy as np
+import pytest
+
+from commgraph.errors import PartitionError
+from commgraph.graph import from_edges, load_graph, sbm
+from commgraph.partition import (
+    METHODS, RemoteTracker, load_partition_set, partition_graph, partition_metrics, write_partition_set,
+)
+from commgraph.partition.metrics import remote_pairs
+
+
+@pytest.fixture(scope="module")
+def cora():
+    return load_graph("cora")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_assigns_every_node_deterministically(cora, method):
+    a, _ = partition_graph(cora, 4, method, seed=3)
+    b, _ = partition_graph(cora, 4, method, seed=3)
+    assert a.shape == (cora.num_nodes,) and a.min() == 0 and a.max() == 3
+    assert np.array_equal(a, b)
+    sizes = np.bincount(a, minlength=4)
+    if method in ("chunk", "random"):
+        assert sizes.max() - sizes.min() <= 1
+
+
+def test_chunk_is_contiguous(cora):
+    a, _ = partition_graph(cora, 3, "chunk")
+    assert np.all(np.diff(a) >= 0)
+
+
+@pytest.mark.parametrize("parts", [4, 8])
+def test_g3_balances_compute_and_communication_on_cora(cora, parts):
+    g3 = partition_metrics(cora, partition_graph(cora, parts, "g3")[0], parts)
+    metis = partition_metrics(cora, partition_graph(cora, parts, "metis")[0], parts)
+    assert g3["remote_min_max"] >= 0.95
+    assert g3["node_imbalance"] <= 1.05 and g3["edge_imbalance"] <= 1.05
+    assert g3["total_remote"] <= 1.10 * metis["total_remote"]
+    assert metis["remote_min_max"] < 0.95  # what G3 fixes: METIS leaves communication unbalanced
+
+
+def test_metrics_by_hand():
+    # path 0-1-2-3 split {0,1} {2,3}: each part needs one remote node, one undirected edge cut
+    g = from_edges([0, 1, 2], [1, 2, 3])
+    m = partition_metrics(g, np.array([0, 0, 1, 1]), 2)
+    assert [p["num_remote"] for p in m["parts"]] == [1, 1]
+    assert [p["num_edges"] for p in m["parts"]] == [3, 3]
+    assert m["edge_cut"] == 2 and m["total_remote"] == 2 and m["remote_min_max"] == 1.0
+
+
+def test_incremental_tracking_matches_a_full_recount():
+    g = sbm(nodes=600, classes=3, features=2, degree=8, seed=2)
+    rng = np.random.default_rng(0)
+    parts = 5
+    tracker = RemoteTracker(g, rng.integers(0, parts, g.num_nodes), parts)
+    for _ in range(400):
+        tracker.move(int(rng.integers(g.num_nodes)), int(rng.integers(parts)))
+        recount = np.bincount(remote_pairs(g, tracker.assignment)[0], minlength=parts)
+        assert np.array_equal(tracker.remote, recount)
+    counts = np.zeros((parts, g.num_nodes), dtype=np.int64)
+    src, dst = g.edge_list()
+    np.add.at(counts, (tracker.assignment[dst], src), 1)
+    assert np.array_equal(tracker.count, counts)
+
+
+def test_directed_graph_with_self_loops_tracks_exactly():
+    rng = np.random.default_rng(1)
+    g = from_edges(rng.integers(0, 80, 400), rng.integers(0, 80, 400), 80, symmetrize=False, self_loops=True)
+    tracker = RemoteTracker(g, rng.integers(0, 3, 80), 3)
+    for _ in range(200):
+        tracker.move(int(rng.integers(80)), int(rng.integers(3)))
+    assert np.array_equal(tracker.remote, np.bincount(remote_pairs(g, tracker.assignment)[0], minlength=3))
+
+
+def test_isolated_nodes_and_several_components_partition_fine():
+    g = from_edges([0, 1, 3, 4, 6], [1, 2, 4, 5, 7], 12)  # 3 paths and 4 isolated nodes
+    for method in METHODS:
+        a, _ = partition_graph(g, 3, method)
+        assert set(np.unique(a)) == {0, 1, 2}
+
+
+@pytest.mark.parametrize(
+    "parts, method, message",
+    [(0, "g3", ">= 1"), (-2, "metis", ">= 1"), (3000, "g3", "cannot split 2708 nodes into 3000"),
+     (4, "kmeans", "unknown method 'kmeans'")],
+)
+def test_bad_requests(cora, parts, method, message):
+    with pytest.raises(PartitionError, match=message):
+        partition_graph(cora, parts, method)
+
+
+def write(graph, parts, out, method="g3", force=False):
+    a, details = partition_graph(graph, parts, method)
+    metrics = partition_metrics(graph, a, parts)
+    return a, write_partition_set(graph, a, parts, out, method=method, seed=0, seconds=0.0,
+                                  metrics=metrics, force=force)
+
+
+def test_partition_set_round_trip_and_halo_exchange_equals_global_aggregation(cora, tmp_path):
+    parts = 4
+    assignment, _ = write(cora, parts, tmp_path / "p")
+    pset = load_partition_set(tmp_path / "p", cora)
+    assert np.array_equal(pset.assignment(), assignment)
+    # a mean aggregation computed part by part, with halo rows received from their owners,
+    # equals the one computed on the whole graph
+    x = cora.features
+    src, dst = cora.edge_list()
+    expected = np.zeros_like(x)
+    np.add.at(expected, dst, x[src])
+    expected /= np.maximum(cora.in_degrees(), 1)[:, None]
+    loaded = [pset.part(k) for k in range(parts)]
+    for part in loaded:
+        local_x = np.zeros((part.num_owned + part.num_halo, x.shape[1]), dtype=x.dtype)
+        local_x[: part.num_owned] = part.features
+        for peer in range(parts):
+            if peer != part.index:  # what the peer sends, in the order this part expects it
+                sent = loaded[peer].features[loaded[peer].send_to(part.index)]
+                local_x[part.num_owned:][part.recv_from(peer)] = sent
+        rows = np.repeat(np.arange(part.num_owned), np.diff(part.indptr))
+        agg = np.zeros((part.num_owned, x.shape[1]), dtype=x.dtype)
+        np.add.at(agg, rows, local_x[part.indices])
+        agg /= np.maximum(part.degree[: part.num_owned], 1)[:, None]
+        assert np.allclose(agg, expected[part.owned], atol=1e-6)
+        assert np.array_equal(part.labels, cora.labels[part.owned])
+        assert np.array_equal(part.halo_owner, assignment[part.halo])
+        assert np.all(part.halo_owner != part.index)
+    assert sum(p.num_owned for p in loaded) == cora.num_nodes
+    assert sum(p.num_halo for p in loaded) == pset.manifest["metrics"]["total_remote"]
+
+
+def test_partition_set_refuses_mismatches_and_damage(cora, tmp_path):
+    write(cora, 2, tmp_path / "p", method="chunk")
+    with pytest.raises(PartitionError, match="already exists; pass --force"):
+        write(cora, 2, tmp_path / "p", method="chunk")
+    write(cora, 3, tmp_path / "p", method="chunk", force=True)
+    assert load_partition_set(tmp_path / "p").num_parts == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["p"]  # no temporary or old directories left
+    other = sbm(nodes=100, classes=2, features=3)
+    with pytest.raises(PartitionError, match="was made from graph 'cora'.*re-partition"):
+        load_partition_set(tmp_path / "p", other)
+    (tmp_path / "p" / "part-1" / "owned.npy").write_bytes(b"garbage")
+    with pytest.raises(PartitionError, match="owned.npy does not match its checksum"):
+        load_partition_set(tmp_path / "p")
+    with pytest.raises(PartitionError, match="not a partition set"):
+        load_partition_set(tmp_path)
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    manifest["format_version"] = 99
+    (tmp_path / "p" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(PartitionError, match="format 99"):
+        load_partition_set(tmp_path / "p")
+
+
+def test_failed_write_leaves_nothing(cora, tmp_path, monkeypatch):
+    import commgraph.partition.store as store
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(store, "_sha256", explode)
+    with pytest.raises(RuntimeError):
+        write(cora, 2, tmp_path / "p", method="chunk")
+    assert list(tmp_path.iterdir()) == []
