@@ -25,7 +25,7 @@ def metis_edge_cut(adjacency: tuple[np.ndarray, np.ndarray], parts: int, seed: i
     """Plain METIS k-way: minimum edge cut, node counts balanced (pymetis)."""
     import pymetis
 
-    xadj, adjncy = (np.ascontiguousarray(a, dtype=pymetis.zero_copy_dtype) for a in adjacency)
+    xadj, adjncy = (np.ascontiguousarray(a, dtype=pymetis.zero_copy_dtype()) for a in adjacency)
     graph = pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy)
     _, membership = pymetis.part_graph(parts, adjacency=graph, options=pymetis.Options(seed=seed))
     return np.asarray(membership, dtype=np.int64)
