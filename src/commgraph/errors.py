@@ -38,3 +38,7 @@ class SimulationError(CommgraphError, ValueError):
 
 class PartitionError(CommgraphError, ValueError):
     """A partitioning request or a partition set on disk is invalid or does not fit the graph."""
+
+
+class PlanError(CommgraphError, ValueError):
+    """A communication plan cannot be made (parts vs devices, disconnected GPUs) or read."""

@@ -92,6 +92,11 @@ class Topology:
         return [d for d in self.devices if d.kind == "gpu"]
 
     @property
+    def workers(self) -> list[Device]:
+        """Devices that each run one worker: the GPUs, or the CPUs of a GPU-less topology."""
+        return self.gpus or [d for d in self.devices if d.kind == "cpu"]
+
+    @property
     def hosts(self) -> list[str]:
         return list(dict.fromkeys(d.host for d in self.devices))
 

@@ -1,0 +1,114 @@
+"""``CommPlan``: every byte a collective moves, planned once as plain data.
+
+A plan is an ordered list of stages; a stage is a set of sends that may run concurrently; a stage
+starts when the previous one has finished. A send moves either rows of a node-embedding table
+(global vertex ids, ``row_bytes`` each) or an opaque byte count, from one device to another, over a
+route (the devices it crosses; empty means the topology's own route) in a priority class. The
+runtime executes the same object that the simulator prices.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from commgraph.atomic import atomic_write
+from commgraph.errors import PlanError
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Send:
+    src: str
+    dst: str
+    nbytes: float
+    ids: np.ndarray | None = None  # global vertex ids, when the payload is embedding rows
+    route: tuple[str, ...] = ()
+    priority: int = 0
+
+
+@dataclass
+class CommPlan:
+    kind: str  # "allgather" | "allreduce"
+    planner: str
+    topology: str
+    stages: list[list[Send]] = field(default_factory=list)
+    row_bytes: int = 0
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> float:
+        return float(sum(s.nbytes for stage in self.stages for s in stage))
+
+    @property
+    def num_sends(self) -> int:
+        return sum(len(stage) for stage in self.stages)
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> None:
+        """JSON (human-readable) or ``.npz`` (compact for large id lists), written atomically."""
+        path = Path(path)
+        header = {"format_version": FORMAT_VERSION, "kind": self.kind, "planner": self.planner,
+                  "topology": self.topology, "row_bytes": self.row_bytes, "notes": self.notes}
+        sends = [{"stage": i, "src": s.src, "dst": s.dst, "nbytes": s.nbytes, "route": list(s.route),
+                  "priority": s.priority, "has_ids": s.ids is not None}
+                 for i, stage in enumerate(self.stages) for s in stage]
+        ids = [s.ids for stage in self.stages for s in stage if s.ids is not None]
+        if path.suffix == ".npz":
+            arrays = {"header": np.array(json.dumps({**header, "sends": sends}))}
+            arrays["id_ptr"] = np.cumsum([0] + [len(i) for i in ids]).astype(np.int64)
+            arrays["ids"] = np.concatenate(ids).astype(np.int64) if ids else np.empty(0, np.int64)
+            with atomic_write(path) as handle:
+                np.savez_compressed(handle, **arrays)
+            return
+        for send, record in zip((s for stage in self.stages for s in stage), sends):
+            if send.ids is not None:
+                record["ids"] = send.ids.tolist()
+        with atomic_write(path) as handle:
+            handle.write(json.dumps({**header, "sends": sends}).encode())
+
+    @classmethod
+    def load(cls, path: str | Path) -> CommPlan:
+        path = Path(path)
+        try:
+            if path.suffix == ".npz":
+                with np.load(path, allow_pickle=False) as data:
+                    header = json.loads(str(data["header"]))
+                    ptr, flat = data["id_ptr"], data["ids"]
+                chunks = iter(flat[ptr[i] : ptr[i + 1]] for i in range(len(ptr) - 1))
+            else:
+                header = json.loads(path.read_text())
+                chunks = iter(np.asarray(s["ids"], dtype=np.int64) for s in header["sends"] if s["has_ids"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise PlanError(f"{path}: not a readable plan ({exc})") from None
+        if header.get("format_version") != FORMAT_VERSION:
+            raise PlanError(f"{path}: plan format {header.get('format_version')}, expected {FORMAT_VERSION}")
+        plan = cls(header["kind"], header["planner"], header["topology"], row_bytes=header["row_bytes"],
+                   notes=header["notes"])
+        for record in header["sends"]:
+            while len(plan.stages) <= record["stage"]:
+                plan.stages.append([])
+            plan.stages[record["stage"]].append(Send(
+                record["src"], record["dst"], float(record["nbytes"]),
+                next(chunks) if record["has_ids"] else None, tuple(record["route"]), int(record["priority"])))
+        return plan
+
+    def same_as(self, other: CommPlan) -> bool:
+        if (self.kind, self.planner, self.topology, self.row_bytes, self.notes) != \
+                (other.kind, other.planner, other.topology, other.row_bytes, other.notes):
+            return False
+        if [len(s) for s in self.stages] != [len(s) for s in other.stages]:
+            return False
+        for mine, theirs in zip((s for st in self.stages for s in st), (s for st in other.stages for s in st)):
+            if (mine.src, mine.dst, mine.nbytes, mine.route, mine.priority) != \
+                    (theirs.src, theirs.dst, theirs.nbytes, theirs.route, theirs.priority):
+                return False
+            if (mine.ids is None) != (theirs.ids is None) or (
+                    mine.ids is not None and not np.array_equal(mine.ids, theirs.ids)):
+                return False
+        return True
