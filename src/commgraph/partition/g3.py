@@ -10,7 +10,9 @@ the node of V_min with the fewest neighbours outside V_max, until |V_min^remote|
 is within ``gamma`` of 1. Swaps keep node counts equal and are refused if they push a part's degree
 sum above ``DEGREE_LIMIT`` x the mean. A swapped node is not swapped again, which rules out cycles;
 the run also stops after ``patience`` swaps without a new best max |V_i^remote|, and then rolls back
-to the best state seen.
+to the best state seen. Unlike Algorithm 2's proxies (most remote neighbours; fewest neighbours
+outside V_max), the pair is chosen by the exact change of both parts' remote counts, computed from
+the counters: with the proxies most swaps raised the worst part and stage 2 stalled at once.
 
 Remote sets are tracked incrementally with in-partition degree counters (the "fast neighbour
 tracking" paragraph): ``count[p, u]`` = edges from u into part p; u is remote to p while u is outside
@@ -31,6 +33,11 @@ STAGE1_IMBALANCE = 1.04
 SMALL_GRAPH_EDGES, SMALL_GRAPH_TRIES = 2_000_000, 4
 DEGREE_LIMIT = 1.05
 GAMMA = 0.005
+# Each step prices at most CANDIDATES nodes of each part exactly (O(degree) each), from a window that
+# rotates through the part, and never moves nodes of degree above MAX_SWAP_DEGREE (hubs would upset
+# the degree balance and cost O(degree) to price): a step stays cheap on graphs of millions of nodes.
+CANDIDATES = 2048
+MAX_SWAP_DEGREE = 256
 
 
 def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
@@ -76,7 +83,8 @@ class RemoteTracker:
         limit = DEGREE_LIMIT * degree_sum.sum() / self.parts
         log = np.empty((max(max_swaps, 1), 2), dtype=np.int64)
         return _rebalance(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
-                          order, starts, position, degree_sum, limit, gamma, max_swaps, patience, log)
+                          order, starts, position, degree_sum, limit, gamma, max_swaps, patience,
+                          CANDIDATES, MAX_SWAP_DEGREE, log)
 
 
 @njit(cache=True)
@@ -155,9 +163,43 @@ def _join_cost(indptr, indices, assignment, count, v, b):  # pragma: no cover - 
 
 
 @njit(cache=True)
+def _partner(indptr, indices, degree, assignment, count, remote, members, starts, locked, degree_sum,
+             limit, pmax, q, vmax, gain_max, offset, candidates, max_degree):  # pragma: no cover
+    """The node of part q that adds the fewest remote nodes to V_max when swapped with vmax, among
+    those that leave both parts below V_max's current remote count and within the degree limit."""
+    grow = _join_cost(indptr, indices, assignment, count, vmax, q)
+    cap_max = max(limit, degree_sum[pmax])
+    cap_q = max(limit, degree_sum[q])
+    best, fewest = -1, assignment.shape[0] + 1
+    size = starts[q + 1] - starts[q]
+    seen = 0
+    for step in range(size):
+        v = members[starts[q] + (offset + step) % size]
+        if locked[v] or degree[v] > max_degree:
+            continue
+        if degree_sum[pmax] - degree[vmax] + degree[v] > cap_max:
+            continue
+        if degree_sum[q] - degree[v] + degree[vmax] > cap_q:
+            continue
+        seen += 1
+        if seen > candidates:
+            break
+        cost = _join_cost(indptr, indices, assignment, count, v, pmax)
+        if cost >= fewest or remote[pmax] - gain_max + cost >= remote[pmax]:
+            continue
+        if remote[q] + grow - _leave_gain(indptr, indices, assignment, count, v, q) >= remote[pmax]:
+            continue
+        best, fewest = v, cost
+        if cost <= -1:
+            break
+    return best
+
+
+@njit(cache=True)
 def _rebalance(indptr, indices, degree, assignment, count, remote, members, starts, position,
-               degree_sum, limit, gamma, max_swaps, patience, log):  # pragma: no cover - compiled
+               degree_sum, limit, gamma, max_swaps, patience, candidates, max_degree, log):  # pragma: no cover
     n = assignment.shape[0]
+    offset = 0
     locked = np.zeros(n, np.bool_)
     best = remote.max()
     best_len = 0
@@ -173,42 +215,33 @@ def _rebalance(indptr, indices, degree, assignment, count, remote, members, star
         vmax = -1
         best_net = -(n + 1)
         most = -1
-        for i in range(starts[pmax], starts[pmax + 1]):
-            v = members[i]
+        size = starts[pmax + 1] - starts[pmax]
+        seen = 0
+        for step in range(size):
+            v = members[starts[pmax] + (offset + step) % size]
             outside = degree[v] - count[pmax, v]
-            if locked[v] or outside <= 0:
+            if locked[v] or outside <= 0 or degree[v] > max_degree:
                 continue
             net = (_leave_gain(indptr, indices, assignment, count, v, pmax)
                    - _join_cost(indptr, indices, assignment, count, v, pmin))
             if net > best_net or (net == best_net and outside > most):
                 best_net, most, vmax = net, outside, v
+            seen += 1
+            if seen >= candidates:
+                break
         if vmax < 0:
             break
         gain_max = _leave_gain(indptr, indices, assignment, count, vmax, pmax)
-        grow_min = _join_cost(indptr, indices, assignment, count, vmax, pmin)
-        cap_max = max(limit, degree_sum[pmax])
-        cap_min = max(limit, degree_sum[pmin])
-        # v_min: the node of V_min that adds the fewest remote nodes to V_max when moved there,
-        # among those that keep both parts below V_max's current remote count
+        # V_min first; if no node there fits, the next least loaded parts in turn
         vmin = -1
-        fewest = n + 1
-        for i in range(starts[pmin], starts[pmin + 1]):
-            v = members[i]
-            if locked[v]:
-                continue
-            if degree_sum[pmax] - degree[vmax] + degree[v] > cap_max:
-                continue
-            if degree_sum[pmin] - degree[v] + degree[vmax] > cap_min:
-                continue
-            cost = _join_cost(indptr, indices, assignment, count, v, pmax)
-            if cost >= fewest or remote[pmax] - gain_max + cost >= remote[pmax]:
-                continue
-            shrink = _leave_gain(indptr, indices, assignment, count, v, pmin)
-            if remote[pmin] + grow_min - shrink >= remote[pmax]:
-                continue
-            fewest, vmin = cost, v
-            if cost <= -1:
+        for q in np.argsort(remote, kind="mergesort"):
+            if q == pmax or remote[q] >= remote[pmax]:
                 break
+            vmin = _partner(indptr, indices, degree, assignment, count, remote, members, starts, locked,
+                            degree_sum, limit, pmax, q, vmax, gain_max, offset, candidates, max_degree)
+            if vmin >= 0:
+                break
+        offset += 1
         if vmin < 0:
             locked[vmax] = True  # no partner improves the worst part: try the next node
             continue
