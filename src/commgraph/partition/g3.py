@@ -37,7 +37,7 @@ GAMMA = 0.005
 # rotates through the part, and never moves nodes of degree above MAX_SWAP_DEGREE (hubs would upset
 # the degree balance and cost O(degree) to price): a step stays cheap on graphs of millions of nodes.
 CANDIDATES = 2048
-MAX_SWAP_DEGREE = 256
+MAX_SWAP_DEGREE = 2048
 
 
 def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
