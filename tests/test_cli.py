@@ -135,3 +135,28 @@ def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     assert code == 2 and "already exists; pass --force" in err
     code, _, err = run(capsys, "partition", "cora", "--parts", "0", "--out", str(tmp_path / "x"))
     assert code == 2 and ">= 1" in err and not (tmp_path / "x").exists()
+
+
+def test_plan_cli(capsys, tmp_path):
+    parts = tmp_path / "cora8"
+    assert run(capsys, "partition", "cora", "--parts", "8", "--out", str(parts), "--json")[0] == 0
+    code, out, _ = run(capsys, "plan", "allgather", str(parts), "--topology", "dgx1-v100", "--feature-dim", "128",
+                       "--json", "--png", str(tmp_path / "ag.png"))
+    result = json.loads(out)["planners"]
+    assert code == 0 and set(result) == {"p2p", "replicate", "swap", "spst"}
+    for row in result.values():
+        assert {"modeled_seconds", "bytes", "stages", "busiest_link"} <= set(row)
+    assert result["spst"]["modeled_seconds"] <= 0.5 * result["p2p"]["modeled_seconds"]
+    assert (tmp_path / "ag.png").read_bytes()[:4] == b"\x89PNG"
+    code, out, _ = run(capsys, "plan", "allreduce", "--topology", "dgx1-v100", "--json")
+    result = json.loads(out)
+    assert result["planners"]["lp"]["normalized_time"] == pytest.approx(7 / 24)
+    assert result["lower_bound"] == pytest.approx(7 / 24)
+    assert {"normalized_time", "modeled_seconds"} <= set(result["planners"]["ring"])
+    code, _, err = run(capsys, "plan", "allgather", str(parts), "--topology", "p3.8xlarge", "--feature-dim", "8")
+    assert code == 2 and "re-partition into at most 4 parts" in err
+    code, _, err = run(capsys, "plan", "allreduce", "--topology", "dgx1-v100", "--out", str(tmp_path / "p.json"))
+    assert code == 2 and "choose it with --planner" in err
+    code, out, _ = run(capsys, "plan", "allreduce", "--topology", "p3.8xlarge", "--planner", "lp",
+                       "--out", str(tmp_path / "p.json"))
+    assert code == 0 and "1/3" in out and (tmp_path / "p.json").is_file()

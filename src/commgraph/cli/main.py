@@ -9,10 +9,10 @@ import sys
 import traceback
 
 from commgraph import __version__
-from commgraph.cli import convert, info, partition, simulate, topo
+from commgraph.cli import convert, info, partition, plan, simulate, topo
 from commgraph.errors import CommgraphError
 
-COMMANDS = (info, convert, partition, topo, simulate)
+COMMANDS = (info, convert, partition, plan, topo, simulate)
 
 
 def build_parser() -> argparse.ArgumentParser:

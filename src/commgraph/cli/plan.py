@@ -1,0 +1,116 @@
+"""``commgraph plan allgather|allreduce``: plan communication against a topology and price it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from commgraph.cli.topo import add_topology_argument, topology_from_args
+from commgraph.errors import PlanError
+from commgraph.partition import load_partition_set
+from commgraph.plan import ALLGATHER_PLANNERS, plan_allgather, price
+from commgraph.plan.allgather import placement
+from commgraph.plan.allreduce import PLANNERS as ALLREDUCE_PLANNERS
+from commgraph.plan.allreduce import plan_allreduce
+from commgraph.plan.plot import plot_traffic
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("plan", help="plan and price communication", description=__doc__)
+    kinds = parser.add_subparsers(dest="plan_kind", metavar="KIND", required=True)
+
+    gather = kinds.add_parser("allgather", help="per-layer halo exchange of a partition set")
+    gather.add_argument("partdir", type=Path, metavar="PARTDIR", help="partition set (commgraph partition)")
+    add_topology_argument(gather, positional=False)
+    gather.add_argument("--feature-dim", type=int, required=True, metavar="F",
+                        help="embedding width; rows are F float32 values")
+    gather.add_argument("--planner", choices=("all", *ALLGATHER_PLANNERS), default="all")
+    gather.add_argument("--placement", metavar="DEV,DEV,...", help="device of each part (default: GPUs in order)")
+    gather.add_argument("--layers", type=int, default=2, help="GNN layers (for replicate's L-hop halo)")
+    _common(gather)
+    gather.set_defaults(run=run_allgather)
+
+    reduce = kinds.add_parser("allreduce", help="gradient all-reduce across the workers")
+    add_topology_argument(reduce, positional=False)
+    reduce.add_argument("--bytes", type=float, default=100e6, help="bytes to all-reduce (default 1e8)")
+    reduce.add_argument("--planner", choices=("all", *ALLREDUCE_PLANNERS), default="all")
+    _common(reduce)
+    reduce.set_defaults(run=run_allreduce)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.add_argument("--out", type=Path, metavar="PLAN", help="save the plan (.json or .npz); needs one --planner")
+    parser.add_argument("--png", type=Path, help="heat map of bytes between devices")
+
+
+def _chosen(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    chosen = list(names) if args.planner == "all" else [args.planner]
+    if args.out and len(chosen) > 1:
+        raise PlanError("--out saves one plan: choose it with --planner")
+    return chosen
+
+
+def run_allgather(args: argparse.Namespace) -> int:
+    if args.feature_dim < 1:
+        raise PlanError(f"--feature-dim must be >= 1, got {args.feature_dim}")
+    topology = topology_from_args(args)
+    pset = load_partition_set(args.partdir)
+    devices = placement(pset, topology, args.placement.split(",") if args.placement else None)
+    plans, report = [], {}
+    for name in _chosen(args, ALLGATHER_PLANNERS):
+        plan = plan_allgather(name, pset, topology, 4 * args.feature_dim, devices, args.layers)
+        cost = price(plan, topology)
+        plans.append(plan)
+        report[name] = {key: cost[key] for key in ("modeled_seconds", "bytes", "stages", "busiest_link")}
+        report[name].update({k: v for k, v in plan.notes.items()})
+    _finish(args, plans, devices, {"planners": report})
+    return 0
+
+
+def run_allreduce(args: argparse.Namespace) -> int:
+    topology = topology_from_args(args)
+    plans, report, bound = [], {}, None
+    for name in _chosen(args, ALLREDUCE_PLANNERS):
+        plan = plan_allreduce(name, topology, args.bytes)
+        plans.append(plan)
+        bound = plan.notes["lower_bound"]
+        report[name] = {"normalized_time": plan.notes["normalized_time"],
+                        "modeled_seconds": price(plan, topology)["modeled_seconds"]}
+        if name == "lp":
+            report[name].update({k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees")})
+    devices = [d.id for d in topology.workers]
+    _finish(args, plans, devices, {"planners": report, "lower_bound": bound})
+    return 0
+
+
+def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
+    if args.out:
+        plans[0].save(args.out)
+    if args.png:
+        plot_traffic(plans, devices, args.png)
+    if args.json:
+        print(json.dumps(result))
+        return
+    for name, row in result["planners"].items():
+        text = f"{name:>10}: modelled {row['modeled_seconds'] * 1e6:12.2f} us"
+        if "normalized_time" in row:
+            text += f"   normalised time {row['normalized_time']:.4f}"
+            if "optimum_fraction" in row:
+                text += f" (= {row['optimum_fraction']}, {len(row['trees'])} trees)"
+        else:
+            busiest = row["busiest_link"]
+            text += f"   {row['bytes'] / 1e6:10.3f} MB in {row['stages']} stage(s)"
+            if busiest:
+                text += f"   busiest {busiest['link']} ({busiest['kind']})"
+            if "fallback" in row:
+                text += "   [p2p: trees priced slower]"
+            if "total_duplicated_nodes" in row:
+                text += f"   no exchange; {row['total_duplicated_nodes']:,} duplicated nodes, " \
+                        f"{row['extra_memory_bytes'] / 1e6:.2f} MB"
+        print(text)
+    if result.get("lower_bound") is not None:
+        print(f"lower bound (Lemma 2.1): {result['lower_bound']:.4f}")
+    if args.out:
+        print(f"plan written to {args.out}")

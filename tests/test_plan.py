@@ -1,0 +1,206 @@
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from commgraph.errors import PartitionError, PlanError, TopologyError
+from commgraph.graph import load_graph
+from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.plan import CommPlan, plan_allgather, price
+from commgraph.plan.allgather import demands
+from commgraph.plan.allreduce import CostGraph, plan_allreduce, solve_tree_packing
+from commgraph.topology import Device, Link, Topology, load_preset
+
+
+@pytest.fixture(scope="module")
+def cora8(tmp_path_factory):
+    graph = load_graph("cora")
+    out = tmp_path_factory.mktemp("parts") / "cora8"
+    assignment, _ = partition_graph(graph, 8, "g3")
+    write_partition_set(graph, assignment, 8, out, method="g3", seed=0, seconds=0.0,
+                        metrics=partition_metrics(graph, assignment, 8))
+    return load_partition_set(out)
+
+
+# -- all-reduce -------------------------------------------------------------------------------------
+
+def test_lp_optimum_is_exactly_7_24_on_dgx1_and_1_3_on_p3_8xlarge():
+    dgx1 = plan_allreduce("lp", load_preset("dgx1-v100"), 1e8)
+    assert Fraction(dgx1.notes["optimum"]).limit_denominator(1000) == Fraction(7, 24)
+    assert dgx1.notes["optimum"] == pytest.approx(7 / 24, abs=1e-9)
+    assert dgx1.notes["lower_bound"] == pytest.approx(7 / 24)  # 24 NVLinks: (8-1)/24
+    assert dgx1.notes["normalized_time"] == pytest.approx(7 / 24, abs=1e-9)
+    p3 = plan_allreduce("lp", load_preset("p3.8xlarge"), 1e8)
+    assert p3.notes["optimum"] == pytest.approx(1 / 3, abs=1e-9)
+    assert p3.notes["lower_bound"] == pytest.approx(3 / 9)
+    for tree in dgx1.notes["trees"]:
+        assert len(tree["edges"]) == 7
+    assert sum(t["weight"] for t in dgx1.notes["trees"]) == pytest.approx(1.0)
+
+
+def test_lp_beats_or_matches_every_baseline_on_every_preset():
+    for name in ("dgx1-v100", "p3.8xlarge", "p2.16xlarge", "pcie-8gpu-qpi", "dgx-a100", "2xp3.8xlarge-ib"):
+        topology = load_preset(name)
+        times = {p: plan_allreduce(p, topology, 1e6).notes["normalized_time"] for p in ("ring", "tree", "ps", "lp")}
+        assert times["lp"] <= min(times.values()) + 1e-9, (name, times)
+
+
+def _all_spanning_trees(n, edges):
+    for subset in itertools.combinations(range(len(edges)), n - 1):
+        parent = list(range(n))
+
+        def root(x):
+            while parent[x] != x:
+                x = parent[x]
+            return x
+
+        ok = True
+        for e in subset:
+            a, b = root(edges[e][0]), root(edges[e][1])
+            if a == b:
+                ok = False
+                break
+            parent[a] = b
+        if ok:
+            yield subset
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_column_generation_matches_brute_force_on_random_small_graphs(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 6))
+    pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    chosen = [pairs[i] for i in rng.permutation(len(pairs))[: int(rng.integers(n, len(pairs) + 1))]]
+    chain = [(i, i + 1) for i in range(n - 1)]  # keep it connected
+    edges = sorted(set(chosen) | set(chain))
+    counts = rng.integers(1, 4, len(edges))
+    topology = Topology("random", [Device(f"gpu{i}", "gpu") for i in range(n)],
+                        [Link(f"gpu{a}", f"gpu{b}", "nvlink", int(c), 24.22 * int(c), 1.0)
+                         for (a, b), c in zip(edges, counts)])
+    graph = CostGraph(topology)
+    value, _ = solve_tree_packing(graph)
+    trees = list(_all_spanning_trees(n, graph.pairs))
+    a_ub = np.zeros((len(graph.links), len(trees) + 1))
+    for j, tree in enumerate(trees):
+        a_ub[:, j] = (graph.usage[list(tree)].sum(axis=0)) * graph.cost
+    a_ub[:, -1] = -1
+    objective = np.zeros(len(trees) + 1)
+    objective[-1] = 1
+    brute = linprog(objective, A_ub=a_ub, b_ub=np.zeros(len(graph.links)),
+                    A_eq=[[1] * len(trees) + [0]], b_eq=[1], bounds=[(0, None)] * (len(trees) + 1), method="highs")
+    assert value == pytest.approx(brute.fun, abs=1e-9)
+    assert value >= graph.lower_bound() - 1e-12  # Lemma 2.1
+
+
+def test_switch_topology_plans_through_switches():
+    plan = plan_allreduce("lp", load_preset("p2.16xlarge"), 1e8)
+    assert plan.notes["lower_bound"] is None
+    assert plan.notes["optimum"] == pytest.approx(plan.notes["normalized_time"], abs=1e-9)
+    assert max(plan.notes["link_utilisation"].values()) == pytest.approx(1.0)
+
+
+def test_allreduce_bad_input():
+    with pytest.raises(PlanError, match="unknown all-reduce planner"):
+        plan_allreduce("magic", load_preset("dgx1-v100"), 1e6)
+    with pytest.raises(PlanError, match="needs 2"):
+        plan_allreduce("lp", load_preset("localhost-cpu:1"), 1e6)
+    with pytest.raises(PlanError, match="must be > 0"):
+        plan_allreduce("ring", load_preset("dgx1-v100"), 0)
+
+
+# -- all-gather -------------------------------------------------------------------------------------
+
+def _delivered(plan: CommPlan, pset, devices):
+    """Replay a plan: every send must carry rows its source holds; return what each device holds."""
+    holds = {d: set() for d in devices}
+    for k, device in enumerate(devices):
+        holds[device] |= set(np.asarray(pset.part(k).owned).tolist())
+    for stage in plan.stages:
+        arriving = []
+        for send in stage:
+            ids = set(send.ids.tolist())
+            assert ids <= holds.setdefault(send.src, set())  # host memory holds only what was staged
+            arriving.append((send.dst, ids))
+        for dst, ids in arriving:
+            holds.setdefault(dst, set()).update(ids)
+    return holds
+
+
+@pytest.mark.parametrize("planner", ["p2p", "swap", "spst"])
+def test_every_halo_row_arrives(cora8, planner):
+    topology = load_preset("dgx1-v100")
+    devices = [g.id for g in topology.gpus]
+    plan = plan_allgather(planner, cora8, topology, 512)
+    holds = _delivered(plan, cora8, devices)
+    for k, device in enumerate(devices):
+        assert set(np.asarray(cora8.part(k).halo).tolist()) <= holds[device]
+
+
+def test_spst_relays_only_rows_the_relay_already_holds(cora8):
+    topology = load_preset("dgx1-v100")
+    devices = [g.id for g in topology.gpus]
+    plan = plan_allgather("spst", cora8, topology, 512)
+    holds = {d: set(np.asarray(cora8.part(k).owned).tolist()) for k, d in enumerate(devices)}
+    for stage in plan.stages:
+        for send in stage:
+            assert set(send.ids.tolist()) <= holds[send.src]
+        for send in stage:
+            holds[send.dst] |= set(send.ids.tolist())
+
+
+def test_spst_halves_p2p_on_dgx1_and_is_never_worse(cora8):
+    dgx1 = load_preset("dgx1-v100")
+    spst = price(plan_allgather("spst", cora8, dgx1, 512), dgx1)["modeled_seconds"]
+    p2p = price(plan_allgather("p2p", cora8, dgx1, 512), dgx1)["modeled_seconds"]
+    assert spst <= 0.5 * p2p
+    for name in ("pcie-8gpu-qpi", "dgx-a100", "hgx-h100", "2xp3.8xlarge-ib", "localhost-cpu:8", "p2.16xlarge"):
+        topology = load_preset(name)
+        for row_bytes in (64, 4096):
+            a = price(plan_allgather("spst", cora8, topology, row_bytes), topology)["modeled_seconds"]
+            b = price(plan_allgather("p2p", cora8, topology, row_bytes), topology)["modeled_seconds"]
+            assert a <= b * (1 + 1e-9), (name, row_bytes, a, b)
+
+
+def test_replicate_counts_the_l_hop_halo(cora8):
+    topology = load_preset("dgx1-v100")
+    one = plan_allgather("replicate", cora8, topology, 512, layers=1)
+    assert one.stages == []
+    assert one.notes["total_duplicated_nodes"] == sum(cora8.part(k).num_halo for k in range(8))
+    two = plan_allgather("replicate", cora8, topology, 512, layers=2)
+    assert two.notes["total_duplicated_nodes"] > one.notes["total_duplicated_nodes"]
+    assert two.notes["extra_memory_bytes"] == 512 * two.notes["total_duplicated_nodes"]
+
+
+def test_p2p_bytes_equal_total_remote(cora8):
+    plan = plan_allgather("p2p", cora8, load_preset("dgx1-v100"), 100)
+    assert plan.total_bytes == 100 * cora8.manifest["metrics"]["total_remote"]
+    assert sum(ids.size for ids in demands(cora8).values()) == cora8.manifest["metrics"]["total_remote"]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_plan_files_round_trip(cora8, tmp_path, suffix):
+    plan = plan_allgather("spst", cora8, load_preset("dgx1-v100"), 512)
+    plan.save(tmp_path / f"plan{suffix}")
+    assert CommPlan.load(tmp_path / f"plan{suffix}").same_as(plan)
+    reduce = plan_allreduce("lp", load_preset("p3.8xlarge"), 1e6)
+    reduce.save(tmp_path / f"reduce{suffix}")
+    again = CommPlan.load(tmp_path / f"reduce{suffix}")
+    assert again.same_as(reduce)
+
+
+def test_allgather_bad_input(cora8, tmp_path):
+    with pytest.raises(PlanError, match="8 parts but topology 'p3.8xlarge' has only 4"):
+        plan_allgather("p2p", cora8, load_preset("p3.8xlarge"), 512)
+    chain = Topology("chain", [Device(f"gpu{i}", "gpu") for i in range(8)],
+                     [Link(f"gpu{i}", f"gpu{i + 1}", "nvlink", 1, 24.22, 1.0) for i in range(7)])
+    with pytest.raises(TopologyError, match="no route from 'gpu0' to 'gpu2'"):
+        plan_allgather("p2p", cora8, chain, 512)
+    with pytest.raises(PlanError, match="lists 2 devices for 8 parts"):
+        plan_allgather("p2p", cora8, load_preset("dgx1-v100"), 512, devices=["gpu0", "gpu1"])
+    with pytest.raises(PartitionError, match="not a partition set"):
+        load_partition_set(tmp_path)
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(PlanError, match="not a readable plan"):
+        CommPlan.load(tmp_path / "bad.json")
