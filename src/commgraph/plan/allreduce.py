@@ -45,7 +45,8 @@ class CostGraph:
         index = {w: i for i, w in enumerate(self.workers)}
         direct = [(k, index[l.a], index[l.b]) for k, l in enumerate(topology.links)
                   if l.a in index and l.b in index]
-        self.direct = direct and _connected(len(self.workers), [(a, b) for _, a, b in direct])
+        pairs = [(a, b) for _, a, b in direct]
+        self.direct = len(_min_spanning_tree(len(self.workers), pairs, np.zeros(len(pairs)))) == len(self.workers) - 1
         if self.direct:
             self.pairs = [(a, b) for _, a, b in direct]
             uses = [[k] for k, _, _ in direct]
@@ -79,20 +80,6 @@ class CostGraph:
         return (self.n - 1) / float(np.sum(1.0 / self.cost)) if self.direct else None
 
 
-def _connected(n: int, edges: list[tuple[int, int]]) -> bool:
-    parent = list(range(n))
-
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in edges:
-        parent[root(a)] = root(b)
-    return len({root(x) for x in range(n)}) == 1
-
-
 def _min_spanning_tree(n: int, pairs: list[tuple[int, int]], weights: np.ndarray) -> list[int]:
     """Kruskal over the candidate pairs; returns the chosen pair indices."""
     parent = list(range(n))
@@ -114,26 +101,41 @@ def _min_spanning_tree(n: int, pairs: list[tuple[int, int]], weights: np.ndarray
 
 
 def solve_tree_packing(graph: CostGraph, max_columns: int = 2000) -> tuple[float, list[tuple[float, list[int]]]]:
-    """Optimal value of min max_e P_e c_e and the trees (pair indices) with their weights."""
+    """Optimal value of min max_e P_e c_e and the trees (pair indices) with their weights.
+
+    The optimum is often reached by many tree mixes; a second LP picks, among them, one that moves
+    the least data in total (sum_e P_e c_e), so links off the bottleneck carry no more than needed."""
     load_per_pair = graph.usage * graph.cost  # [pairs, links]: normalised time one tree edge adds
     columns = [_min_spanning_tree(graph.n, graph.pairs, load_per_pair.sum(axis=1))]
+    value, _ = _column_generation(graph, load_per_pair, columns, None, max_columns)
+    return _column_generation(graph, load_per_pair, columns, value * (1 + 1e-9) + _TOL, max_columns)
+
+
+def _column_generation(graph, load_per_pair, columns, cap, max_columns):
+    """Minimise the bottleneck (``cap`` None) or, with every link at most ``cap``, the total load.
+    ``columns`` grows in place. Returns (objective's bottleneck value, weighted trees)."""
     while True:
         a_link = np.array([load_per_pair[t].sum(axis=0) for t in columns]).T  # [links, trees]
         n_links, n_trees = a_link.shape
-        objective = np.zeros(n_trees + 1)
-        objective[-1] = 1.0
-        a_ub = np.hstack([a_link, -np.ones((n_links, 1))])
-        a_eq = np.hstack([np.ones((1, n_trees)), np.zeros((1, 1))])
-        result = linprog(objective, A_ub=a_ub, b_ub=np.zeros(n_links), A_eq=a_eq, b_eq=[1.0],
-                         bounds=[(0, None)] * (n_trees + 1), method="highs")
+        if cap is None:  # variables: tree weights, then z
+            objective = np.concatenate([np.zeros(n_trees), [1.0]])
+            a_ub = np.hstack([a_link, -np.ones((n_links, 1))])
+            a_eq = np.concatenate([np.ones(n_trees), [0.0]])[None, :]
+        else:
+            objective = a_link.sum(axis=0)
+            a_ub, a_eq = a_link, np.ones((1, n_trees))
+        result = linprog(objective, A_ub=a_ub, b_ub=np.full(n_links, 0.0 if cap is None else cap),
+                         A_eq=a_eq, b_eq=[1.0], bounds=[(0, None)] * objective.size, method="highs")
         if result.status != 0:
             raise PlanError(f"the tree-packing LP failed: {result.message}")
         prices = -result.ineqlin.marginals  # >= 0: what one more unit of load on a link costs
         convexity = result.eqlin.marginals[0]
-        tree = _min_spanning_tree(graph.n, graph.pairs, load_per_pair @ prices)
-        if float((load_per_pair[tree] @ prices).sum()) >= convexity - _TOL or len(columns) >= max_columns:
-            weights = result.x[:-1]
-            return float(result.x[-1]), [(float(w), t) for w, t in zip(weights, columns) if w > _TOL]
+        pair_price = load_per_pair @ (prices if cap is None else 1.0 + prices)
+        tree = _min_spanning_tree(graph.n, graph.pairs, pair_price)
+        if float(pair_price[tree].sum()) >= convexity - _TOL or len(columns) >= max_columns:
+            weights = result.x[:n_trees]
+            bottleneck = float((a_link @ weights).max())
+            return bottleneck, [(float(w), t) for w, t in zip(weights, columns) if w > _TOL]
         columns.append(tree)
 
 
