@@ -108,7 +108,8 @@ def solve_tree_packing(graph: CostGraph, max_columns: int = 2000) -> tuple[float
     load_per_pair = graph.usage * graph.cost  # [pairs, links]: normalised time one tree edge adds
     columns = [_min_spanning_tree(graph.n, graph.pairs, load_per_pair.sum(axis=1))]
     value, _ = _column_generation(graph, load_per_pair, columns, None, max_columns)
-    return _column_generation(graph, load_per_pair, columns, value * (1 + 1e-9) + _TOL, max_columns)
+    _, thrifty = _column_generation(graph, load_per_pair, columns, value, max_columns)
+    return value, thrifty
 
 
 def _column_generation(graph, load_per_pair, columns, cap, max_columns):
