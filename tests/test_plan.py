@@ -10,7 +10,7 @@ from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan import CommPlan, plan_allgather, price
 from commgraph.plan.allgather import demands
-from commgraph.plan.allreduce import CostGraph, plan_allreduce, solve_tree_packing
+from commgraph.plan.allreduce import CostGraph, plan_allreduce, plan_broadcast, solve_tree_packing
 from commgraph.topology import Device, Link, Topology, load_preset
 
 
@@ -211,3 +211,17 @@ def test_allgather_bad_input(cora8, tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(PlanError, match="not a readable plan"):
         CommPlan.load(tmp_path / "bad.json")
+
+
+def test_broadcast_packs_six_arborescences_per_root_on_dgx1():
+    topology = load_preset("dgx1-v100")
+    for root in ("gpu0", "gpu5"):
+        plan = plan_broadcast(topology, root, 1e8)
+        assert plan.notes["optimum"] == pytest.approx(1 / 6, abs=1e-9)  # 6 NVLinks leave every GPU
+        for arborescence in plan.notes["arborescences"]:
+            arcs = arborescence["arcs"]
+            assert len(arcs) == 7 and all(b != root for _, b in arcs)
+            assert {b for _, b in arcs} == {g.id for g in topology.gpus} - {root}
+    assert plan_broadcast(load_preset("p3.8xlarge"), "gpu0", 1e8).notes["optimum"] == pytest.approx(1 / 4)
+    with pytest.raises(PlanError, match="root 'gpu9' is not a worker"):
+        plan_broadcast(topology, "gpu9", 1e8)

@@ -12,7 +12,7 @@ from commgraph.partition import load_partition_set
 from commgraph.plan import ALLGATHER_PLANNERS, plan_allgather, price
 from commgraph.plan.allgather import placement
 from commgraph.plan.allreduce import PLANNERS as ALLREDUCE_PLANNERS
-from commgraph.plan.allreduce import plan_allreduce
+from commgraph.plan.allreduce import plan_allreduce, plan_broadcast
 from commgraph.plan.plot import plot_traffic
 
 
@@ -37,6 +37,13 @@ def register(subparsers) -> None:
     reduce.add_argument("--planner", choices=("all", *ALLREDUCE_PLANNERS), default="all")
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
+
+    cast = kinds.add_parser("broadcast", help="broadcast from one worker by arborescence packing")
+    add_topology_argument(cast, positional=False)
+    cast.add_argument("--root", required=True, help="the device that holds the data (e.g. gpu0)")
+    cast.add_argument("--bytes", type=float, default=100e6, help="bytes to broadcast (default 1e8)")
+    _common(cast)
+    cast.set_defaults(run=run_broadcast, planner="arborescence")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -85,6 +92,17 @@ def run_allreduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_broadcast(args: argparse.Namespace) -> int:
+    topology = topology_from_args(args)
+    plan = plan_broadcast(topology, args.root, args.bytes)
+    row = {"normalized_time": plan.notes["normalized_time"], "modeled_seconds": price(plan, topology)["modeled_seconds"],
+           **{k: plan.notes[k] for k in ("optimum", "optimum_fraction", "arborescences_rate")}}
+    _finish(args, [plan], [d.id for d in topology.workers], {"planners": {"arborescence": row}})
+    if not args.json:
+        print(f"rate {row['arborescences_rate']:.3f} links: as fast as that many edge-disjoint arborescences")
+    return 0
+
+
 def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
     if args.out:
         plans[0].save(args.out)
@@ -97,7 +115,7 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
         text = f"{name:>10}: modelled {row['modeled_seconds'] * 1e6:12.2f} us"
         if "normalized_time" in row:
             text += f"   normalised time {row['normalized_time']:.4f}"
-            if "optimum_fraction" in row:
+            if "trees" in row:
                 text += f" (= {row['optimum_fraction']}, {len(row['trees'])} trees)"
         else:
             busiest = row["busiest_link"]

@@ -101,43 +101,102 @@ def _min_spanning_tree(n: int, pairs: list[tuple[int, int]], weights: np.ndarray
 
 
 def solve_tree_packing(graph: CostGraph, max_columns: int = 2000) -> tuple[float, list[tuple[float, list[int]]]]:
-    """Optimal value of min max_e P_e c_e and the trees (pair indices) with their weights.
-
-    The optimum is often reached by many tree mixes; a second LP picks, among them, one that moves
-    the least data in total (sum_e P_e c_e), so links off the bottleneck carry no more than needed."""
+    """Optimal value of min max_e P_e c_e and the trees (pair indices) with their weights."""
     load_per_pair = graph.usage * graph.cost  # [pairs, links]: normalised time one tree edge adds
-    columns = [_min_spanning_tree(graph.n, graph.pairs, load_per_pair.sum(axis=1))]
-    value, _ = _column_generation(graph, load_per_pair, columns, None, max_columns)
-    _, thrifty = _column_generation(graph, load_per_pair, columns, value, max_columns)
+
+    def cheapest(weights: np.ndarray) -> list[int]:
+        return _min_spanning_tree(graph.n, graph.pairs, weights)
+
+    return pack(load_per_pair, cheapest, max_columns)
+
+
+def pack(load_per_edge: np.ndarray, cheapest, max_columns: int = 2000) -> tuple[float, list[tuple[float, list[int]]]]:
+    """Column generation over a family of edge sets (spanning trees, arborescences): minimise the
+    bottleneck max_r sum_T alpha_T load_T[r] over convex combinations, where load_T is the sum of
+    ``load_per_edge`` rows of T's edges and ``cheapest(weights)`` returns the member of the family
+    with the least total edge weight (the pricing problem). The optimum is often reached by many
+    mixes; a second LP picks, among them, one that moves the least data in total, so links off the
+    bottleneck carry no more than needed."""
+    columns = [cheapest(load_per_edge.sum(axis=1))]
+    value, _ = _column_generation(load_per_edge, cheapest, columns, None, max_columns)
+    _, thrifty = _column_generation(load_per_edge, cheapest, columns, value, max_columns)
     return value, thrifty
 
 
-def _column_generation(graph, load_per_pair, columns, cap, max_columns):
-    """Minimise the bottleneck (``cap`` None) or, with every link at most ``cap``, the total load.
-    ``columns`` grows in place. Returns (objective's bottleneck value, weighted trees)."""
+def _column_generation(load_per_edge, cheapest, columns, cap, max_columns):
+    """Minimise the bottleneck (``cap`` None) or, with every resource at most ``cap``, the total
+    load. ``columns`` grows in place. Returns (bottleneck value, weighted columns)."""
     while True:
-        a_link = np.array([load_per_pair[t].sum(axis=0) for t in columns]).T  # [links, trees]
-        n_links, n_trees = a_link.shape
-        if cap is None:  # variables: tree weights, then z
-            objective = np.concatenate([np.zeros(n_trees), [1.0]])
-            a_ub = np.hstack([a_link, -np.ones((n_links, 1))])
-            a_eq = np.concatenate([np.ones(n_trees), [0.0]])[None, :]
+        a_res = np.array([load_per_edge[c].sum(axis=0) for c in columns]).T  # [resources, columns]
+        n_res, n_cols = a_res.shape
+        if cap is None:  # variables: column weights, then z
+            objective = np.concatenate([np.zeros(n_cols), [1.0]])
+            a_ub = np.hstack([a_res, -np.ones((n_res, 1))])
+            a_eq = np.concatenate([np.ones(n_cols), [0.0]])[None, :]
         else:
-            objective = a_link.sum(axis=0)
-            a_ub, a_eq = a_link, np.ones((1, n_trees))
-        result = linprog(objective, A_ub=a_ub, b_ub=np.full(n_links, 0.0 if cap is None else cap),
+            objective = a_res.sum(axis=0)
+            a_ub, a_eq = a_res, np.ones((1, n_cols))
+        result = linprog(objective, A_ub=a_ub, b_ub=np.full(n_res, 0.0 if cap is None else cap),
                          A_eq=a_eq, b_eq=[1.0], bounds=[(0, None)] * objective.size, method="highs")
         if result.status != 0:
-            raise PlanError(f"the tree-packing LP failed: {result.message}")
-        prices = -result.ineqlin.marginals  # >= 0: what one more unit of load on a link costs
+            raise PlanError(f"the packing LP failed: {result.message}")
+        prices = -result.ineqlin.marginals  # >= 0: what one more unit of load on a resource costs
         convexity = result.eqlin.marginals[0]
-        pair_price = load_per_pair @ (prices if cap is None else 1.0 + prices)
-        tree = _min_spanning_tree(graph.n, graph.pairs, pair_price)
-        if float(pair_price[tree].sum()) >= convexity - _TOL or len(columns) >= max_columns:
-            weights = result.x[:n_trees]
-            bottleneck = float((a_link @ weights).max())
-            return bottleneck, [(float(w), t) for w, t in zip(weights, columns) if w > _TOL]
-        columns.append(tree)
+        edge_price = load_per_edge @ (prices if cap is None else 1.0 + prices)
+        column = cheapest(edge_price)
+        if float(edge_price[column].sum()) >= convexity - _TOL or len(columns) >= max_columns:
+            weights = result.x[:n_cols]
+            bottleneck = float((a_res @ weights).max())
+            return bottleneck, [(float(w), c) for w, c in zip(weights, columns) if w > _TOL]
+        columns.append(column)
+
+
+def plan_broadcast(topology: Topology, root: str, nbytes: float) -> CommPlan:
+    """Broadcast from ``root`` by packing arborescences rooted there (pipelined, one stage). On a
+    GPU graph with direct links the optimum's reciprocal is the number of edge-disjoint
+    arborescences Edmonds' theorem promises (6 per root on a DGX-1: each GPU has 6 NVLinks)."""
+    import networkx as nx
+
+    if not nbytes > 0:
+        raise PlanError(f"--bytes must be > 0, got {nbytes}")
+    graph = CostGraph(topology)
+    if root not in graph.workers:
+        raise PlanError(f"root {root!r} is not a worker device of {topology.name!r}: {', '.join(graph.workers)}")
+    # arcs: both directions of every candidate pair; each direction of a link is its own resource
+    arcs = [(a, b, graph.paths[p]) for p, (a, b) in enumerate(graph.pairs)]
+    arcs += [(b, a, graph.paths[p][::-1]) for p, (a, b) in enumerate(graph.pairs)]
+    resources = sorted({2 * k + d for k in graph.links for d in (0, 1)})
+    column = {r: i for i, r in enumerate(resources)}
+    cost = dict(zip(graph.links, graph.cost))
+    load_per_arc = np.zeros((len(arcs), len(resources)))
+    for i, (_, _, path) in enumerate(arcs):
+        for x, y in zip(path, path[1:]):
+            k = max(topology.links_between(x, y), key=lambda j: topology.links[j].bandwidth_gbps)
+            load_per_arc[i, column[2 * k + (0 if topology.links[k].a == x else 1)]] += cost[k]
+    r = graph.workers.index(root)
+
+    def cheapest(weights: np.ndarray) -> list[int]:
+        digraph = nx.DiGraph()
+        digraph.add_nodes_from(range(graph.n))
+        for i, (a, b, _) in enumerate(arcs):
+            if b != r and (not digraph.has_edge(a, b) or digraph[a][b]["weight"] > weights[i]):
+                digraph.add_edge(a, b, weight=float(weights[i]), arc=i)
+        tree = nx.minimum_spanning_arborescence(digraph, preserve_attrs=True)
+        return sorted(data["arc"] for _, _, data in tree.edges(data=True))
+
+    value, arborescences = pack(load_per_arc, cheapest)
+    sends: dict[int, float] = {}
+    for weight, chosen in arborescences:
+        for i in chosen:
+            sends[i] = sends.get(i, 0.0) + weight * nbytes
+    plan = CommPlan("broadcast", "arborescence", topology.name)
+    plan.stages.append([Send(graph.workers[arcs[i][0]], graph.workers[arcs[i][1]], amount, route=arcs[i][2])
+                        for i, amount in sorted(sends.items())])
+    plan.notes = {"root": root, "optimum": value, "optimum_fraction": str(Fraction(value).limit_denominator(1000)),
+                  "arborescences_rate": 1.0 / value, "normalized_time": value,
+                  "arborescences": [{"weight": w, "arcs": [[graph.workers[arcs[i][0]], graph.workers[arcs[i][1]]]
+                                                           for i in c]} for w, c in arborescences]}
+    return plan
 
 
 def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
