@@ -33,10 +33,10 @@ STAGE1_IMBALANCE = 1.04
 SMALL_GRAPH_EDGES, SMALL_GRAPH_TRIES = 2_000_000, 4
 DEGREE_LIMIT = 1.05
 GAMMA = 0.005
-# Each step prices at most CANDIDATES nodes of each part exactly (O(degree) each), from a window that
-# rotates through the part, and never moves nodes of degree above MAX_SWAP_DEGREE (hubs would upset
-# the degree balance and cost O(degree) to price): a step stays cheap on graphs of millions of nodes.
-CANDIDATES = 2048
+# Each step prices nodes exactly (O(degree) each) from a window that rotates through the part, until
+# WORK_PER_SCAN edge visits are spent, and never moves nodes of degree above MAX_SWAP_DEGREE (hubs
+# would upset the degree balance): a step stays cheap on graphs of millions of nodes.
+WORK_PER_SCAN = 8_000
 MAX_SWAP_DEGREE = 2048
 
 
@@ -84,7 +84,7 @@ class RemoteTracker:
         log = np.empty((max(max_swaps, 1), 2), dtype=np.int64)
         return _rebalance(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
                           order, starts, position, degree_sum, limit, gamma, max_swaps, patience,
-                          CANDIDATES, MAX_SWAP_DEGREE, log)
+                          WORK_PER_SCAN, MAX_SWAP_DEGREE, log)
 
 
 @njit(cache=True)
@@ -164,7 +164,7 @@ def _join_cost(indptr, indices, assignment, count, v, b):  # pragma: no cover - 
 
 @njit(cache=True)
 def _partner(indptr, indices, degree, assignment, count, remote, members, starts, locked, degree_sum,
-             limit, pmax, q, vmax, gain_max, offset, candidates, max_degree):  # pragma: no cover
+             limit, pmax, q, vmax, gain_max, offset, work, max_degree):  # pragma: no cover
     """The node of part q that adds the fewest remote nodes to V_max when swapped with vmax, among
     those that leave both parts below V_max's current remote count and within the degree limit."""
     grow = _join_cost(indptr, indices, assignment, count, vmax, q)
@@ -181,8 +181,8 @@ def _partner(indptr, indices, degree, assignment, count, remote, members, starts
             continue
         if degree_sum[q] - degree[v] + degree[vmax] > cap_q:
             continue
-        seen += 1
-        if seen > candidates:
+        seen += 2 * degree[v] + 1
+        if seen > work:
             break
         cost = _join_cost(indptr, indices, assignment, count, v, pmax)
         if cost >= fewest or remote[pmax] - gain_max + cost >= remote[pmax]:
@@ -197,7 +197,7 @@ def _partner(indptr, indices, degree, assignment, count, remote, members, starts
 
 @njit(cache=True)
 def _rebalance(indptr, indices, degree, assignment, count, remote, members, starts, position,
-               degree_sum, limit, gamma, max_swaps, patience, candidates, max_degree, log):  # pragma: no cover
+               degree_sum, limit, gamma, max_swaps, patience, work, max_degree, log):  # pragma: no cover
     n = assignment.shape[0]
     offset = 0
     locked = np.zeros(n, np.bool_)
@@ -226,8 +226,8 @@ def _rebalance(indptr, indices, degree, assignment, count, remote, members, star
                    - _join_cost(indptr, indices, assignment, count, v, pmin))
             if net > best_net or (net == best_net and outside > most):
                 best_net, most, vmax = net, outside, v
-            seen += 1
-            if seen >= candidates:
+            seen += 2 * degree[v] + 1
+            if seen >= work:
                 break
         if vmax < 0:
             break
@@ -238,7 +238,7 @@ def _rebalance(indptr, indices, degree, assignment, count, remote, members, star
             if q == pmax or remote[q] >= remote[pmax]:
                 break
             vmin = _partner(indptr, indices, degree, assignment, count, remote, members, starts, locked,
-                            degree_sum, limit, pmax, q, vmax, gain_max, offset, candidates, max_degree)
+                            degree_sum, limit, pmax, q, vmax, gain_max, offset, work, max_degree)
             if vmin >= 0:
                 break
         offset += 1
