@@ -143,7 +143,7 @@ def test_plan_cli(capsys, tmp_path):
     code, out, _ = run(capsys, "plan", "allgather", str(parts), "--topology", "dgx1-v100", "--feature-dim", "128",
                        "--json", "--png", str(tmp_path / "ag.png"))
     result = json.loads(out)["planners"]
-    assert code == 0 and set(result) == {"p2p", "replicate", "swap", "spst"}
+    assert code == 0 and set(result) == {"p2p", "replicate", "swap", "spst", "hybrid"}
     for row in result.values():
         assert {"modeled_seconds", "bytes", "stages", "busiest_link"} <= set(row)
     assert result["spst"]["modeled_seconds"] <= 0.5 * result["p2p"]["modeled_seconds"]

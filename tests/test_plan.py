@@ -225,3 +225,26 @@ def test_broadcast_packs_six_arborescences_per_root_on_dgx1():
     assert plan_broadcast(load_preset("p3.8xlarge"), "gpu0", 1e8).notes["optimum"] == pytest.approx(1 / 4)
     with pytest.raises(PlanError, match="root 'gpu9' is not a worker"):
         plan_broadcast(topology, "gpu9", 1e8)
+
+
+def test_transfer_method_crossover_comes_from_the_fitted_table():
+    from commgraph.plan.methods import METHODS
+
+    zero, copy = METHODS["zero_copy"], METHODS["copy"]
+    pcie = 11.13
+    sizes = np.array([4, 16, 64, 256, 1024]) * 1024.0
+    faster = [zero.seconds(s, pcie, 0.0) < copy.seconds(s, pcie, 0.0) for s in sizes]
+    assert faster == [True, True, True, False, False]  # zero-copy wins up to 64 KB, copies from 256 KB
+
+
+def test_hybrid_picks_methods_by_size_and_is_never_worse_than_one_method(cora8):
+    topology = load_preset("dgx1-v100")
+    small = plan_allgather("hybrid", cora8, topology, 64)
+    large = plan_allgather("hybrid", cora8, topology, 2**20)
+    assert small.notes["messages_by_method"]["zero_copy"] == small.num_sends
+    assert large.notes["messages_by_method"]["copy"] == large.num_sends
+    for row_bytes in (64, 16384, 65536, 2**20):
+        plan = plan_allgather("hybrid", cora8, topology, row_bytes)
+        seconds = price(plan, topology)["modeled_seconds"]
+        assert seconds <= min(plan.notes["modeled_seconds_all_zero_copy"], plan.notes["modeled_seconds_all_copy"]) + 1e-12
+        assert {s.method for s in plan.stages[0]} <= {"zero_copy", "copy"}

@@ -138,3 +138,14 @@ def test_read_dag_json(tmp_path):
     path.write_text("{oops")
     with pytest.raises(SimulationError, match="not valid JSON"):
         read_dag(path)
+
+
+def test_rate_cap_and_overhead():
+    tasks = [Transfer("slow", "a", "b", GB, max_rate=2.5e9, overhead_s=1e-3), Transfer("fast", "a", "b", GB)]
+    result = simulate(line(), tasks)
+    # max-min: the capped flow takes 2.5 GB/s, the other the remaining 7.5 until it finishes
+    assert result.finish[1] == pytest.approx(GB / 7.5e9, rel=1e-9)
+    assert result.finish[0] == pytest.approx(0.4 + 1e-3, rel=1e-9)
+    assert result.bytes_moved[0] == pytest.approx(2 * GB)
+    with pytest.raises(SimulationError, match="max_rate > 0"):
+        simulate(line(), [Transfer("x", "a", "b", GB, max_rate=0.0)])

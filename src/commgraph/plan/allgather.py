@@ -13,7 +13,13 @@ its halo nodes from their owners.
   stage. The price of a path is the increase of the modelled cost given the load already placed in
   each stage: cost = sum over stages of (slowest route latency)^2 + sum over link directions of
   (seconds of traffic)^2, a smooth stand-in for each stage's time (latency plus bottleneck link)
-  that, unlike the max, also sees links below the bottleneck. If the result prices worse than ``p2p`` on the simulator, the
+  that, unlike the max, also sees links below the bottleneck.
+- ``hybrid``: ChattyGraph's per-message choice of transfer method (zero-copy or peer copy) by the
+  cost model of :mod:`commgraph.plan.methods`; otherwise the p2p pattern. Its sends carry the
+  methods' measured per-message costs, which the other planners' sends (batched into one
+  collective per stage) do not, so it is compared with the same messages sent all by zero-copy
+  and all by copy, and takes whichever of the three prices fastest (per-message estimates cannot
+  see which messages end up on the critical path). If the result prices worse than ``p2p`` on the simulator, the
   planner returns the ``p2p`` plan (noted), so it is never worse.
 """
 
@@ -21,18 +27,20 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
 from commgraph.errors import PlanError
 from commgraph.partition import PartitionSet
+from commgraph.plan.methods import METHODS
 from commgraph.plan.model import CommPlan, Send
 from commgraph.plan.price import price
 from commgraph.topology import Topology
 
 CHUNKS_PER_GROUP = 8
 MAX_DEPTH = 2  # stages of a tree: one relay at most (an NVLink DGX-1 has diameter 2)
-PLANNERS = ("p2p", "replicate", "swap", "spst")
+PLANNERS = ("p2p", "replicate", "swap", "spst", "hybrid")
 
 
 def placement(pset: PartitionSet, topology: Topology, devices: list[str] | None = None) -> list[str]:
@@ -78,6 +86,8 @@ def plan_allgather(planner: str, pset: PartitionSet, topology: Topology, row_byt
         return _replicate(pset, topology, row_bytes, layers)
     if planner == "swap":
         return _swap(wanted, devs, topology, row_bytes)
+    if planner == "hybrid":
+        return _hybrid(wanted, devs, topology, row_bytes)
     plan = _spst(wanted, devs, topology, row_bytes)
     baseline = _p2p(wanted, devs, topology, row_bytes)
     if price(plan, topology)["modeled_seconds"] > price(baseline, topology)["modeled_seconds"]:
@@ -97,6 +107,38 @@ def _p2p(wanted, devs, topology, row_bytes) -> CommPlan:
     plan = CommPlan("allgather", "p2p", topology.name, row_bytes=row_bytes)
     plan.stages.append([Send(devs[k], devs[q], float(ids.size * row_bytes), ids)
                         for (k, q), ids in sorted(wanted.items())])
+    return plan
+
+
+def _hybrid(wanted, devs, topology, row_bytes) -> CommPlan:
+    """ChattyGraph's per-message choice: each message goes by the transfer method the cost model
+    prices cheapest for its size on its route (zero-copy for small ones, a peer copy for large)."""
+    plan = CommPlan("allgather", "hybrid", topology.name, row_bytes=row_bytes)
+    sends, chosen = [], {name: 0 for name in METHODS}
+    sharing: dict[int, int] = defaultdict(int)  # messages crossing each link direction at once
+    for k, q in wanted:
+        for hop in topology.route(devs[k], devs[q]):
+            sharing[hop.resource] += 1
+    for (k, q), ids in sorted(wanted.items()):
+        hops = topology.route(devs[k], devs[q])
+        # the bandwidth this message can expect: its fair share of its most shared link
+        gbps = min(topology.links[h.link].bandwidth_gbps / sharing[h.resource] for h in hops)
+        latency = sum(topology.links[h.link].latency_us for h in hops) * 1e-6
+        nbytes = float(ids.size * row_bytes)
+        method = min(METHODS.values(), key=lambda m: (m.seconds(nbytes, gbps, latency), m.name))
+        chosen[method.name] += 1
+        sends.append(Send(devs[k], devs[q], nbytes, ids, method=method.name))
+    plan.stages.append(sends)
+    best = price(plan, topology)["modeled_seconds"]
+    plan.notes["modeled_seconds_per_message_choice"] = best
+    for name in METHODS:  # the same messages all sent one way: kept if that prices faster
+        uniform = [replace(send, method=name) for send in sends]
+        seconds = price(CommPlan("allgather", name, topology.name, [uniform], row_bytes), topology)["modeled_seconds"]
+        plan.notes[f"modeled_seconds_all_{name}"] = seconds
+        if seconds < best:
+            best, plan.stages = seconds, [uniform]
+            chosen = {m: (len(uniform) if m == name else 0) for m in METHODS}
+    plan.notes["messages_by_method"] = chosen
     return plan
 
 

@@ -29,6 +29,7 @@ class Send:
     ids: np.ndarray | None = None  # global vertex ids, when the payload is embedding rows
     route: tuple[str, ...] = ()
     priority: int = 0
+    method: str | None = None  # "zero_copy" or "copy" when a planner chose one (hybrid)
 
 
 @dataclass
@@ -56,7 +57,7 @@ class CommPlan:
         header = {"format_version": FORMAT_VERSION, "kind": self.kind, "planner": self.planner,
                   "topology": self.topology, "row_bytes": self.row_bytes, "notes": self.notes}
         sends = [{"stage": i, "src": s.src, "dst": s.dst, "nbytes": s.nbytes, "route": list(s.route),
-                  "priority": s.priority, "has_ids": s.ids is not None}
+                  "priority": s.priority, "method": s.method, "has_ids": s.ids is not None}
                  for i, stage in enumerate(self.stages) for s in stage]
         ids = [s.ids for stage in self.stages for s in stage if s.ids is not None]
         if path.suffix == ".npz":
@@ -95,7 +96,8 @@ class CommPlan:
                 plan.stages.append([])
             plan.stages[record["stage"]].append(Send(
                 record["src"], record["dst"], float(record["nbytes"]),
-                next(chunks) if record["has_ids"] else None, tuple(record["route"]), int(record["priority"])))
+                next(chunks) if record["has_ids"] else None, tuple(record["route"]), int(record["priority"]),
+                record.get("method")))
         return plan
 
     def same_as(self, other: CommPlan) -> bool:
@@ -105,8 +107,8 @@ class CommPlan:
         if [len(s) for s in self.stages] != [len(s) for s in other.stages]:
             return False
         for mine, theirs in zip((s for st in self.stages for s in st), (s for st in other.stages for s in st)):
-            if (mine.src, mine.dst, mine.nbytes, mine.route, mine.priority) != \
-                    (theirs.src, theirs.dst, theirs.nbytes, theirs.route, theirs.priority):
+            if (mine.src, mine.dst, mine.nbytes, mine.route, mine.priority, mine.method) != \
+                    (theirs.src, theirs.dst, theirs.nbytes, theirs.route, theirs.priority, theirs.method):
                 return False
             if (mine.ids is None) != (theirs.ids is None) or (
                     mine.ids is not None and not np.array_equal(mine.ids, theirs.ids)):

@@ -3,9 +3,23 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from commgraph.plan.methods import METHODS
 from commgraph.plan.model import CommPlan
 from commgraph.sim import Compute, Transfer, simulate
 from commgraph.topology import Topology
+
+
+def _method_terms(send, topology: Topology) -> tuple[float, float | None]:
+    """(overhead, rate cap) of the send's transfer method; plain sends have neither."""
+    if send.method is None:
+        return 0.0, None
+    method = METHODS[send.method]
+    hops = topology.route(send.src, send.dst)
+    bottleneck = min((topology.links[h.link].bandwidth_gbps for h in hops), default=np.inf)
+    cap = None if method.efficiency >= 1.0 else method.efficiency * bottleneck * 1e9
+    return method.overhead_s, cap
 
 
 def price(plan: CommPlan, topology: Topology) -> dict:
@@ -18,7 +32,7 @@ def price(plan: CommPlan, topology: Topology) -> dict:
         for j, send in enumerate(stage):
             names.append(f"s{i}.{j}")
             tasks.append(Transfer(names[-1], send.src, send.dst, send.nbytes, send.priority,
-                                  send.route or None, barrier))
+                                  send.route or None, barrier, *_method_terms(send, topology)))
         tasks.append(Compute(f"stage{i}", anchor, 0.0, tuple(names) + barrier))
         barrier = (f"stage{i}",)
     if not tasks:

@@ -24,6 +24,10 @@ from commgraph.errors import SimulationError
 
 @dataclass(frozen=True)
 class Transfer:
+    """``overhead_s`` adds a fixed cost (a copy-engine or kernel launch) to the route's latency;
+    ``max_rate`` (bytes/s) caps the flow below what the links give it (an access method that cannot
+    drive the link at full speed, such as zero-copy reads)."""
+
     id: str
     src: str
     dst: str
@@ -31,6 +35,8 @@ class Transfer:
     priority: int = 0
     route: tuple[str, ...] | None = None
     deps: tuple[str, ...] = field(default_factory=tuple)
+    overhead_s: float = 0.0
+    max_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,8 @@ def check_dag(tasks: list[Task]) -> list[list[int]]:
         index[task.id] = i
         if isinstance(task, Transfer) and not task.bytes >= 0:
             raise SimulationError(f"task {task.id!r}: bytes must be >= 0, got {task.bytes}")
+        if isinstance(task, Transfer) and (task.overhead_s < 0 or (task.max_rate is not None and not task.max_rate > 0)):
+            raise SimulationError(f"task {task.id!r}: overhead_s must be >= 0 and max_rate > 0")
         if isinstance(task, Compute) and not task.seconds >= 0:
             raise SimulationError(f"task {task.id!r}: seconds must be >= 0, got {task.seconds}")
     waiting = [0] * len(tasks)

@@ -87,6 +87,7 @@ class _Flows:
     def __init__(self, topology: Topology, tasks: list[Task]):
         self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
         ptr, resources, sizes, latency, priority = [0], [], [], [], []
+        capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
         for i, task in enumerate(tasks):
             if isinstance(task, Compute):
                 if task.device not in topology.index:
@@ -95,9 +96,12 @@ class _Flows:
             hops = _hops(topology, task)
             self.task_flow[i] = len(sizes)
             resources.extend(h.resource for h in hops)
+            if task.max_rate is not None and hops:  # a private resource of that capacity
+                resources.append(len(capacity))
+                capacity.append(task.max_rate)
             ptr.append(len(resources))
             sizes.append(task.bytes)
-            latency.append(sum(topology.links[h.link].latency_us for h in hops) * 1e-6)
+            latency.append(sum(topology.links[h.link].latency_us for h in hops) * 1e-6 + task.overhead_s)
             priority.append(task.priority)
         self.flow_task = np.flatnonzero(self.task_flow >= 0)
         self.ptr = np.array(ptr, dtype=np.int64)
@@ -106,7 +110,7 @@ class _Flows:
         self.latency = np.array(latency, dtype=np.float64)
         self.priority = np.array(priority, dtype=np.int64)
         self.lengths = np.diff(self.ptr)
-        self.capacity = np.repeat([link.bandwidth_gbps * 1e9 for link in topology.links], 2).astype(np.float64)
+        self.capacity = np.array(capacity, dtype=np.float64)
 
     def route_of(self, flow: int) -> np.ndarray:
         return self.resources[self.ptr[flow] : self.ptr[flow + 1]]
@@ -200,7 +204,12 @@ class _Run:
         if self.record is not None:
             parts = list(zip(*self.record)) if self.record else ([], [], [])
             timeline = tuple(np.concatenate(p) if len(p) else np.empty(0) for p in parts)
-        return SimResult(self.topology, self.tasks, self.start, self.finish, self.busy, self.moved, timeline)
+        real = 2 * len(self.topology.links)  # private rate-cap resources are not links
+        if timeline is not None:
+            keep = timeline[1] < real
+            timeline = tuple(part[keep] for part in timeline)
+        return SimResult(self.topology, self.tasks, self.start, self.finish, self.busy[:real], self.moved[:real],
+                         timeline)
 
     # -- task lifecycle ------------------------------------------------------------------------
 
