@@ -166,7 +166,7 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
         rows = degree[owned]
         firsts = np.concatenate([[0], np.cumsum(rows)[:-1]])
         gather = np.repeat(graph.indptr[owned] - firsts, rows) + np.arange(rows.sum())
-        send_ptr, send_index = _send_lists(k, owned, halo_node, halo_part, halo_bounds, assignment, parts)
+        send_ptr, send_index = _send_lists(k, owned, halo_node, halo_bounds, assignment, parts)
         arrays = {
             "owned": owned, "halo": halo, "halo_owner": owner,
             "indptr": np.concatenate([[0], np.cumsum(rows)]), "indices": local[graph.indices[gather]],
@@ -187,7 +187,7 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     return files
 
 
-def _send_lists(k, owned, halo_node, halo_part, halo_bounds, assignment, parts):
+def _send_lists(k, owned, halo_node, halo_bounds, assignment, parts):
     """For every peer q: positions in ``owned`` of the nodes q's halo takes from part k, in q's order."""
     chunks, ptr = [], [0]
     for q in range(parts):

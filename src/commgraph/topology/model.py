@@ -68,6 +68,7 @@ class Topology:
     devices: list[Device]
     links: list[Link]
     _route_cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _distances: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.devices = list(self.devices)
@@ -164,10 +165,9 @@ class Topology:
     def _cheapest_path(self, start: int, target: int) -> list[Hop]:
         graph, arriving, out_node = self._routing_graph
         source = out_node[start]
-        distances = self._route_cache.setdefault("distances", {})
-        if source not in distances:
-            distances[source] = dijkstra(graph, indices=source)
-        dist = distances[source]
+        if source not in self._distances:
+            self._distances[source] = dijkstra(graph, indices=source)
+        dist = self._distances[source]
         if not np.isfinite(dist[target]):
             raise TopologyError(
                 f"no route from {self.devices[start].id!r} to {self.devices[target].id!r} "
