@@ -8,9 +8,10 @@ Stage 2 balances communication (Algorithm 2): repeatedly take the parts with the
 fewest remote nodes, V_max and V_min; swap the node of V_max with the most remote neighbours for
 the node of V_min with the fewest neighbours outside V_max, until |V_min^remote| / |V_max^remote|
 is within ``gamma`` of 1. Swaps keep node counts equal and are refused if they push a part's degree
-sum above ``DEGREE_LIMIT`` x the mean. A swapped node is not swapped again, which rules out cycles;
-the run also stops after ``patience`` swaps without a new best max |V_i^remote|, and then rolls back
-to the best state seen. Unlike Algorithm 2's proxies (most remote neighbours; fewest neighbours
+sum above ``DEGREE_LIMIT`` x the mean. Within a round a swapped node is not swapped again, which
+rules out cycles; a round also stops after ``patience`` swaps without a new best max |V_i^remote|,
+and then rolls back to the best state seen. Rounds repeat (at most ``MAX_ROUNDS``) while they still
+help: on RMAT graphs the first round often ends with the worst part's movable nodes all used. Unlike Algorithm 2's proxies (most remote neighbours; fewest neighbours
 outside V_max), the pair is chosen by the exact change of both parts' remote counts, computed from
 the counters: with the proxies most swaps raised the worst part and stage 2 stalled at once.
 
@@ -33,6 +34,7 @@ STAGE1_IMBALANCE = 1.04
 SMALL_GRAPH_EDGES, SMALL_GRAPH_TRIES = 2_000_000, 4
 DEGREE_LIMIT = 1.05
 GAMMA = 0.005
+MAX_ROUNDS = 8
 # Each step prices nodes exactly (O(degree) each) from a window that rotates through the part, until
 # WORK_PER_SCAN edge visits are spent, and never moves nodes of degree above MAX_SWAP_DEGREE (hubs
 # would upset the degree balance): a step stays cheap on graphs of millions of nodes.
@@ -50,11 +52,17 @@ def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
     tries = SMALL_GRAPH_TRIES if graph.num_edges <= SMALL_GRAPH_EDGES else 1
     assignment = metis_multi_constraint(adjacency, weights, parts, seed, STAGE1_IMBALANCE, tries=tries)
     tracker = RemoteTracker(graph, assignment, parts)
-    swaps, kept = tracker.rebalance(
-        gamma=gamma,
-        max_swaps=max_swaps if max_swaps is not None else graph.num_nodes // 2,
-        patience=patience if patience is not None else max(200, graph.num_nodes // (10 * parts)),
-    )
+    swaps = kept = 0
+    for _ in range(MAX_ROUNDS):  # each round may swap every node once
+        done, useful = tracker.rebalance(
+            gamma=gamma,
+            max_swaps=max_swaps if max_swaps is not None else graph.num_nodes // 2,
+            patience=patience if patience is not None else max(200, graph.num_nodes // (10 * parts)),
+        )
+        swaps, kept = swaps + done, kept + useful
+        remote = tracker.remote
+        if useful == 0 or remote.min() >= (1 - gamma) * remote.max():
+            break
     return tracker.assignment.astype(np.int64), {"swaps": int(swaps), "kept_swaps": int(kept)}
 
 
