@@ -12,7 +12,7 @@ from commgraph.graph import save_npz
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("convert", help="save a graph as commgraph .npz", description=__doc__)
+    parser = subparsers.add_parser("convert", help="save a graph as commgraph .npz", description=__doc__.replace('``', ''))
     add_graph_arguments(parser)
     parser.add_argument("--out", required=True, type=Path, help="output .npz path")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")

@@ -16,7 +16,7 @@ from commgraph.partition.plot import plot_metrics
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("partition", help="split a graph into parts, one per worker",
-                                   description=__doc__)
+                                   description=__doc__.replace('``', ''))
     add_graph_arguments(parser)
     parser.add_argument("--parts", type=int, required=True, metavar="K", help="number of parts (workers)")
     parser.add_argument("--method", choices=METHODS, default="g3",

@@ -1,4 +1,4 @@
-"""``commgraph plan allgather|allreduce``: plan communication against a topology and price it."""
+"""``commgraph plan allgather|allreduce|broadcast``: plan communication against a topology and price it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from commgraph.plan.plot import plot_traffic
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("plan", help="plan and price communication", description=__doc__)
+    parser = subparsers.add_parser("plan", help="plan and price communication", description=__doc__.replace('``', ''))
     kinds = parser.add_subparsers(dest="plan_kind", metavar="KIND", required=True)
 
     gather = kinds.add_parser("allgather", help="per-layer halo exchange of a partition set")

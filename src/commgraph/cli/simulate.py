@@ -14,7 +14,7 @@ TABLE_LIMIT = 40
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("simulate", help="simulate a task DAG on a topology", description=__doc__)
+    parser = subparsers.add_parser("simulate", help="simulate a task DAG on a topology", description=__doc__.replace('``', ''))
     parser.add_argument("dag", type=Path, metavar="DAG.json",
                         help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see README)')
     add_topology_argument(parser, positional=False)

@@ -18,7 +18,7 @@ TABLE_LIMIT = 120
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("topo", help="hardware topologies", description=__doc__)
+    parser = subparsers.add_parser("topo", help="hardware topologies", description=__doc__.replace('``', ''))
     commands = parser.add_subparsers(dest="topo_command", metavar="ACTION", required=True)
 
     commands.add_parser("list", help="list the presets").set_defaults(run=run_list)
