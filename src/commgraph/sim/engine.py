@@ -186,7 +186,10 @@ class _Run:
                 self.moved += self.load * dt
             self.time = t_next
             if live.size:
-                done = live[self.remaining[live] <= _DONE * self.flows.sizes[live]]
+                # finished: rounding leaves a sliver of bytes, or less time than the clock can resolve
+                left = self.remaining[live]
+                done = live[(left <= _DONE * self.flows.sizes[live])
+                            | (left <= self.rates[live] * max(self.time, 1.0) * 1e-15)]
                 for f in done:
                     self.active[f] = False
                     self.remaining[f] = 0.0
