@@ -174,5 +174,16 @@ def test_detect_without_gpus_is_localhost(monkeypatch):
     import commgraph.topology.detect as detect_module
 
     monkeypatch.setattr(detect_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr(detect_module, "_cuda_device_count", lambda: 0)
     t = detect_module.detect()
     assert t.name.startswith("localhost-cpu:") and not t.gpus
+
+
+def test_detect_with_cuda_but_no_nvidia_smi(monkeypatch):
+    import commgraph.topology.detect as detect_module
+
+    monkeypatch.setattr(detect_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr(detect_module, "_cuda_device_count", lambda: 2)
+    t = detect_module.detect()
+    assert [g.id for g in t.gpus] == ["gpu0", "gpu1"]
+    assert [h.dst for h in t.route("gpu0", "gpu1")] == ["pcie0", "gpu1"]

@@ -135,8 +135,9 @@ def _nvlinks(gpus: list[str], relation, devices: list[Device]) -> list[Link]:
 
 
 def detect(timeout: float = 30.0) -> Topology:
-    """This machine's topology: parsed from ``nvidia-smi topo -m`` when GPUs are visible, else
-    ``localhost-cpu:N`` with one worker per CPU core."""
+    """This machine's topology: parsed from ``nvidia-smi topo -m`` when it lists GPUs; else, if
+    torch sees CUDA devices (no nvidia-smi, e.g. in some containers), those GPUs behind one PCIe
+    switch (their real wiring is unknown); else ``localhost-cpu:N`` with one worker per CPU core."""
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
@@ -145,4 +146,19 @@ def detect(timeout: float = 30.0) -> Topology:
             raise TopologyError(f"nvidia-smi topo -m failed: {exc}") from None
         if result.returncode == 0 and "GPU0" in result.stdout:
             return parse_topo_matrix(result.stdout, name="detected")
+    gpus = _cuda_device_count()
+    if gpus:
+        devices = [Device(f"gpu{g}", "gpu") for g in range(gpus)] + [Device("pcie0", "pcie_switch"), Device("cpu0", "cpu")]
+        links = [make_link(f"gpu{g}", "pcie0", "pcie") for g in range(gpus)] + [make_link("pcie0", "cpu0", "pcie")]
+        return Topology(name="detected-cuda", devices=devices, links=links)
     return load_preset(f"localhost-cpu:{os.cpu_count() or 1}")
+
+
+def _cuda_device_count() -> int:
+    """GPUs torch can see (0 when torch or CUDA is absent); imported here only, detection being
+    the one place the topology layer asks the machine."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
