@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import GraphSpecError
 from commgraph.graph import save_npz
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("convert", help="save a graph as commgraph .npz", description=__doc__.replace('``', ''))
+    parser = subparsers.add_parser("convert", help="save a graph as commgraph .npz", description=describe(__doc__))
     add_graph_arguments(parser)
     parser.add_argument("--out", required=True, type=Path, help="output .npz path")
     parser.add_argument("--force", action="store_true", help="overwrite an existing output file")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("info", help="summarise a graph", description=__doc__.replace('``', ''))
+    parser = subparsers.add_parser("info", help="summarise a graph", description=describe(__doc__))
     add_graph_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(run=run)

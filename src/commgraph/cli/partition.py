@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import PartitionError
 from commgraph.partition import METHODS, load_partition_set, partition_graph, partition_metrics, write_partition_set
@@ -16,7 +17,7 @@ from commgraph.partition.plot import plot_metrics
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("partition", help="split a graph into parts, one per worker",
-                                   description=__doc__.replace('``', ''))
+                                   description=describe(__doc__))
     add_graph_arguments(parser)
     parser.add_argument("--parts", type=int, required=True, metavar="K", help="number of parts (workers)")
     parser.add_argument("--method", choices=METHODS, default="g3",

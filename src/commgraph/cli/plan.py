@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
@@ -17,7 +18,7 @@ from commgraph.plan.plot import plot_traffic
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("plan", help="plan and price communication", description=__doc__.replace('``', ''))
+    parser = subparsers.add_parser("plan", help="plan and price communication", description=describe(__doc__))
     kinds = parser.add_subparsers(dest="plan_kind", metavar="KIND", required=True)
 
     gather = kinds.add_parser("allgather", help="per-layer halo exchange of a partition set")

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.sim import read_dag, simulate
 from commgraph.sim.plot import plot_timeline
@@ -14,7 +15,7 @@ TABLE_LIMIT = 40
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("simulate", help="simulate a task DAG on a topology", description=__doc__.replace('``', ''))
+    parser = subparsers.add_parser("simulate", help="simulate a task DAG on a topology", description=describe(__doc__))
     parser.add_argument("dag", type=Path, metavar="DAG.json",
                         help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see README)')
     add_topology_argument(parser, positional=False)

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from commgraph.cli import describe
 from commgraph.errors import TopologyError
 from commgraph.topology import load_topology, preset_names, read_yaml, write_yaml
 from commgraph.topology.detect import detect, parse_topo_matrix
@@ -18,7 +19,7 @@ TABLE_LIMIT = 120
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("topo", help="hardware topologies", description=__doc__.replace('``', ''))
+    parser = subparsers.add_parser("topo", help="hardware topologies", description=describe(__doc__))
     commands = parser.add_subparsers(dest="topo_command", metavar="ACTION", required=True)
 
     commands.add_parser("list", help="list the presets").set_defaults(run=run_list)

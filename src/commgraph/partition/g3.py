@@ -149,25 +149,27 @@ def _swap(indptr, indices, assignment, count, remote, members, position, degree_
 
 
 @njit(cache=True)
-def _leave_gain(indptr, indices, assignment, count, v, a):  # pragma: no cover - compiled
-    """How much |V_a^remote| shrinks if v leaves part a."""
-    gain = -1 if count[a, v] > 0 else 0
+def _flips(indptr, indices, assignment, count, v, p, level):  # pragma: no cover - compiled
+    """Neighbours u of v outside part p with ``count[p, u] == level``, less one if v feeds p: how
+    far |V_p^remote| shrinks when v leaves p (level 1) or grows when v joins p (level 0)."""
+    change = -1 if count[p, v] > 0 else 0
     for j in range(indptr[v], indptr[v + 1]):
         u = indices[j]
-        if u != v and count[a, u] == 1 and assignment[u] != a:
-            gain += 1
-    return gain
+        if u != v and count[p, u] == level and assignment[u] != p:
+            change += 1
+    return change
+
+
+@njit(cache=True)
+def _leave_gain(indptr, indices, assignment, count, v, a):  # pragma: no cover - compiled
+    """How much |V_a^remote| shrinks if v leaves part a."""
+    return _flips(indptr, indices, assignment, count, v, a, 1)
 
 
 @njit(cache=True)
 def _join_cost(indptr, indices, assignment, count, v, b):  # pragma: no cover - compiled
     """How much |V_b^remote| grows if v joins part b."""
-    cost = -1 if count[b, v] > 0 else 0
-    for j in range(indptr[v], indptr[v + 1]):
-        u = indices[j]
-        if u != v and count[b, u] == 0 and assignment[u] != b:
-            cost += 1
-    return cost
+    return _flips(indptr, indices, assignment, count, v, b, 0)
 
 
 @njit(cache=True)
