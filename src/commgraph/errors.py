@@ -42,3 +42,11 @@ class PartitionError(CommgraphError, ValueError):
 
 class PlanError(CommgraphError, ValueError):
     """A communication plan cannot be made (parts vs devices, disconnected GPUs) or read."""
+
+
+class TrainingError(CommgraphError, ValueError):
+    """A training request is inconsistent (workers vs parts, model options, checkpoint mismatch)."""
+
+
+class WorkerFailed(CommgraphError, RuntimeError):
+    """Another worker of the job died, failed or stopped answering; the message names its rank."""

@@ -7,12 +7,16 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
+
+# torch_geometric's import touches torch.jit.script, which torch now warns about on every start
+warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
 
 from commgraph import __version__
-from commgraph.cli import convert, info, partition, plan, simulate, topo
+from commgraph.cli import convert, info, partition, plan, simulate, topo, train
 from commgraph.errors import CommgraphError
 
-COMMANDS = (info, convert, partition, plan, topo, simulate)
+COMMANDS = (info, convert, partition, plan, topo, simulate, train)
 
 
 def build_parser() -> argparse.ArgumentParser:

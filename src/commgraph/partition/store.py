@@ -97,6 +97,41 @@ class PartitionSet:
                   for name in (*_REQUIRED, *_OPTIONAL) if (folder / f"{name}.npy").is_file()}
         return Part(index=k, **arrays)
 
+    def in_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The whole graph's CSR (rows are destinations, global ids), rebuilt from the parts."""
+        n = int(self.manifest["graph"]["num_nodes"])
+        counts = np.zeros(n, dtype=np.int64)
+        pieces = []
+        for k in range(self.num_parts):
+            part = self.part(k)
+            counts[part.owned] = np.diff(part.indptr)
+            table = np.concatenate([part.owned, part.halo])
+            pieces.append((np.asarray(part.owned), table[part.indices]))
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        indices = np.empty(int(indptr[-1]), dtype=np.int64)
+        for owned, sources in pieces:
+            starts = np.repeat(indptr[owned], counts[owned])
+            firsts = np.concatenate([[0], np.cumsum(counts[owned])[:-1]])
+            indices[starts + np.arange(sources.shape[0]) - np.repeat(firsts, counts[owned])] = sources
+        return indptr, indices
+
+    def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
+        """Per-node data ``name`` (``features``, ``labels``, ...) of global nodes ``ids``, from
+        whichever parts own them."""
+        owner = self.assignment()[ids]
+        result = None
+        for k in np.unique(owner):
+            part = self.part(int(k))
+            values = getattr(part, name)
+            if values is None:
+                raise PartitionError(f"{self.path} holds no {name}")
+            pick = owner == k
+            chunk = np.asarray(values[np.searchsorted(part.owned, ids[pick])])
+            if result is None:
+                result = np.empty((ids.shape[0], *chunk.shape[1:]), dtype=chunk.dtype)
+            result[pick] = chunk
+        return result
+
     def assignment(self) -> np.ndarray:
         """Part id of every global node, rebuilt from the parts' owned lists."""
         result = np.empty(int(self.manifest["graph"]["num_nodes"]), dtype=np.int64)

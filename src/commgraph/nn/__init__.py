@@ -1,0 +1,7 @@
+"""GNN layers and models that compute on a partition's local blocks (GCN, GraphSAGE, GAT, GIN,
+CommNet), reusing PyTorch Geometric's message passing."""
+
+from commgraph.nn.block import Block
+from commgraph.nn.model import GNN, MODELS
+
+__all__ = ["GNN", "MODELS", "Block"]

@@ -1,0 +1,24 @@
+"""CommNet communication step (Sukhbaatar et al., 2016) on a graph.
+
+Each agent (node) mixes its own state with the mean of the states it hears from (its in-neighbours):
+``h_i' = tanh(H h_i + C mean_{j in N(i)} h_j)``. PyG has no CommNet layer, so this is a small
+``MessagePassing`` of our own; the model wraps the steps in CommNet's linear encoder and decoder.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch_geometric.nn import MessagePassing
+
+from commgraph.nn.block import Block
+
+
+class CommNetLayer(MessagePassing):
+    def __init__(self, in_dim: int, out_dim: int):
+        super().__init__(aggr="mean")
+        self.self_map = torch.nn.Linear(in_dim, out_dim)  # H
+        self.comm_map = torch.nn.Linear(in_dim, out_dim, bias=False)  # C
+
+    def forward(self, x_src: torch.Tensor, block: Block) -> torch.Tensor:
+        heard = self.propagate(block.edge_index, x=(x_src, x_src[: block.num_dst]), size=(block.num_src, block.num_dst))
+        return torch.tanh(self.self_map(x_src[: block.num_dst]) + self.comm_map(heard))

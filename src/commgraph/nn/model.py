@@ -1,0 +1,71 @@
+"""``GNN``: a stack of layers that a trainer drives one layer (and one bin) at a time.
+
+A distributed forward cannot be one ``forward`` call: between layers a worker must exchange its
+boundary rows. So a model exposes ``encode`` (pointwise, before the first exchange), ``layer`` (one
+message-passing step on a block, with activation and dropout) and ``decode`` (pointwise, after the
+last). ``widths[l]`` is the row width layer ``l`` reads, which is what the exchange moves.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from commgraph.errors import TrainingError
+from commgraph.nn.block import Block
+from commgraph.nn.commnet import CommNetLayer
+from commgraph.nn.gat import GATLayer
+from commgraph.nn.gcn import GCNLayer
+from commgraph.nn.gin import GINLayer
+from commgraph.nn.sage import SAGELayer
+
+MODELS = ("gcn", "sage", "gat", "gin", "commnet")
+
+
+class GNN(torch.nn.Module):
+    def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, *, layers: int = 2, heads: int = 4,
+                 dropout: float = 0.5):
+        super().__init__()
+        if kind not in MODELS:
+            raise TrainingError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
+        if layers < 1 or hidden < 1 or heads < 1 or not 0 <= dropout < 1:
+            raise TrainingError("need --layers >= 1, --hidden >= 1, --heads >= 1 and 0 <= --dropout < 1")
+        self.kind, self.dropout = kind, dropout
+        self.encoder = torch.nn.Linear(in_dim, hidden) if kind == "commnet" else None
+        self.decoder = torch.nn.Linear(hidden, out_dim) if kind == "commnet" else None
+        width = hidden if kind == "commnet" else in_dim
+        self.widths: list[int] = []
+        self.convs = torch.nn.ModuleList()
+        for index in range(layers):
+            last = index == layers - 1
+            out = hidden if (kind == "commnet" or not last) else out_dim
+            self.widths.append(width)
+            if kind == "gcn":
+                self.convs.append(GCNLayer(width, out))
+            elif kind == "sage":
+                self.convs.append(SAGELayer(width, out))
+            elif kind == "gat":
+                self.convs.append(GATLayer(width, out, heads=1 if last else heads, concat=not last))
+                out = out if last else out * heads
+            elif kind == "gin":
+                self.convs.append(GINLayer(width, out))
+            else:
+                self.convs.append(CommNetLayer(width, out))
+            width = out
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x) if self.encoder is not None else x
+
+    def layer(self, index: int, x_src: torch.Tensor, block: Block) -> torch.Tensor:
+        out = self.convs[index](x_src, block)
+        if index < self.num_layers - 1 and self.kind != "commnet":  # CommNet's step has its own tanh
+            out = torch.nn.functional.elu(out) if self.kind == "gat" else torch.relu(out)
+        if index < self.num_layers - 1 and self.dropout > 0:
+            out = torch.nn.functional.dropout(out, self.dropout, self.training)
+        return out
+
+    def decode(self, h: torch.Tensor) -> torch.Tensor:
+        return self.decoder(h) if self.decoder is not None else h

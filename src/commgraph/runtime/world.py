@@ -1,0 +1,129 @@
+"""The process group a worker belongs to, and how a worker learns that another one died.
+
+A worker joins through the environment variables torchrun sets (``RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR``, ``MASTER_PORT``, ``LOCAL_RANK``); our own local launcher sets the same ones, so a
+job started by ``commgraph train --workers N`` and one started by ``torchrun --nnodes ...`` run the
+same code. Every collective runs under ``timeout``, so nothing can wait forever.
+
+Naming the failed rank: a worker whose own code raises writes its rank and message into the job's
+key-value store before it exits; every worker also bumps a heartbeat counter in the store twice a
+second from a thread. When an operation fails (Gloo reports a closed connection within about a
+second of a peer dying) or times out, the survivor reads the store: a reported failure, else the
+ranks whose heartbeat stopped, else the peer it was waiting for.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from commgraph.errors import WorkerFailed
+
+BEAT_SECONDS = 0.5
+_PREFIX = "commgraph/"
+
+
+@dataclass
+class World:
+    rank: int
+    size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+    timeout: float
+    halo_group: object = None  # peer-to-peer embedding exchange: its own tag space
+    grad_group: object = None  # gradient all-reduce and small collectives
+    _store: object = field(default=None, repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.rank == 0
+
+    def report_failure(self, message: str) -> None:
+        """Tell the others why this worker is about to exit (best effort: the store may be gone)."""
+        try:
+            self._store.set(f"{_PREFIX}failed/{self.rank}", message[:500])
+        except Exception:  # noqa: BLE001 - the store host itself may be the one that died
+            pass
+
+    def explain(self, error: BaseException, waiting_for: int | None = None) -> WorkerFailed:
+        """Turn a communication error into one that names the rank responsible."""
+        try:
+            for rank in range(self.size):
+                key = f"{_PREFIX}failed/{rank}"
+                if rank != self.rank and self._store.check([key]):
+                    reason = self._store.get(key).decode(errors="replace")
+                    return WorkerFailed(f"worker rank {rank} failed: {reason}")
+            silent = self._silent_ranks()
+        except Exception:  # noqa: BLE001 - the store lives with the launcher or rank 0's agent
+            return WorkerFailed(f"lost contact with the job's store ({_first_line(error)}); "
+                                "the launcher or rank 0 died")
+        if silent:
+            names = ", ".join(map(str, silent))
+            return WorkerFailed(f"worker rank {names} died (no heartbeat for {2 * BEAT_SECONDS + 1:.0f} s): "
+                                f"{_first_line(error)}")
+        if waiting_for is not None:
+            return WorkerFailed(f"worker rank {waiting_for} did not answer within {self.timeout:.0f} s: "
+                                f"{_first_line(error)}")
+        return WorkerFailed(f"a collective failed and no worker is known dead: {_first_line(error)}")
+
+    def _silent_ranks(self) -> list[int]:
+        keys = [f"{_PREFIX}beat/{r}" for r in range(self.size)]
+        before = [self._store.add(k, 0) for k in keys]
+        time.sleep(2 * BEAT_SECONDS + 1)
+        after = [self._store.add(k, 0) for k in keys]
+        return [r for r in range(self.size) if r != self.rank and after[r] == before[r]]
+
+    def close(self) -> None:
+        self._stop.set()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def in_torchrun() -> bool:
+    """True when the environment already describes a world to join (torchrun or our launcher)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def join(timeout: float, device: str = "auto") -> World:
+    """Join the world the environment describes: Gloo on CPU, NCCL with one GPU per worker."""
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if use_cuda:
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        torch_device, backend = torch.device("cuda", torch.cuda.current_device()), "nccl"
+    else:
+        torch_device, backend = torch.device("cpu"), "gloo"
+    span = datetime.timedelta(seconds=timeout)
+    dist.init_process_group(backend, timeout=span)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                          timeout=span)
+    world = World(rank, size, local_rank, torch_device, backend, timeout,
+                  halo_group=dist.new_group(backend=backend, timeout=span),
+                  grad_group=dist.new_group(backend=backend, timeout=span), _store=store)
+    beat_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                               timeout=span)
+    threading.Thread(target=_heartbeat, args=(beat_store, f"{_PREFIX}beat/{rank}", world._stop),
+                     daemon=True, name="commgraph-heartbeat").start()
+    return world
+
+
+def _heartbeat(store, key: str, stop: threading.Event) -> None:
+    while not stop.wait(BEAT_SECONDS):
+        try:
+            store.add(key, 1)
+        except Exception:  # noqa: BLE001 - store gone: the job is ending anyway
+            return
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__

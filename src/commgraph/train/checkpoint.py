@@ -1,0 +1,38 @@
+"""Checkpoints: everything needed to continue a run to exactly the losses it would have had.
+
+One file per job, written by rank 0 after each epoch, atomically (a crash mid-write leaves the
+previous checkpoint intact). It holds the model and optimizer state, every rank's random number
+generator state (dropout masks), the epoch, and what the run was (graph checksum, workers, model
+options), so a resume with different settings is refused instead of silently diverging.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import torch
+
+from commgraph.atomic import atomic_write
+from commgraph.errors import TrainingError
+
+FILE = "checkpoint.pt"
+
+
+def save(directory: Path, state: dict) -> None:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    with atomic_write(Path(directory) / FILE) as handle:
+        handle.write(buffer.getvalue())
+
+
+def load(directory: Path, identity: dict) -> dict:
+    path = Path(directory) / FILE
+    if not path.is_file():
+        raise TrainingError(f"--resume: no checkpoint at {path}; run without --resume first")
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    for key, value in identity.items():
+        if state["identity"].get(key) != value:
+            raise TrainingError(f"--resume: {path} was written by a run with {key}={state['identity'].get(key)!r}, "
+                                f"this run has {key}={value!r}; use the same settings or another --checkpoint-dir")
+    return state
