@@ -144,7 +144,7 @@ def _worker(args: argparse.Namespace) -> int:
                              metrics_out=str(args.metrics_out) if args.metrics_out else None,
                              checkpoint_dir=str(args.checkpoint_dir) if args.checkpoint_dir else None,
                              resume=args.resume, progress=not args.quiet)
-        history = train_worker(world, partition_dir, config)
+        history = train_worker(world, partition_dir, config).history
         if world.is_leader and history and not args.quiet:
             last = history[-1]
             print(f"done: {len(history)} epochs, loss {last['loss']:.4f}, test accuracy {last['test_acc']:.4f}",

@@ -21,8 +21,9 @@ import torch.distributed as dist
 POLL_SECONDS = 0.1
 
 
-def launch_local(argv: list[str], workers: int, *, grace: float, threads_per_worker: int | None = None) -> int:
-    """Run ``python -m commgraph <argv>`` as ``workers`` ranks on this machine; the job's exit code."""
+def launch_local(argv: list[str], workers: int, *, grace: float, threads_per_worker: int | None = None,
+                 module: str = "commgraph") -> int:
+    """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine; the job's exit code."""
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=max(grace, 30)))
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
@@ -32,7 +33,7 @@ def launch_local(argv: list[str], workers: int, *, grace: float, threads_per_wor
                    LOCAL_WORLD_SIZE=str(workers), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
                    TORCHELASTIC_USE_AGENT_STORE="True", OMP_NUM_THREADS=str(threads),
                    COMMGRAPH_THREADS=str(threads))
-        children.append(subprocess.Popen([sys.executable, "-m", "commgraph", *argv], env=env))
+        children.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env))
     try:
         return _watch(children, grace)
     except KeyboardInterrupt:

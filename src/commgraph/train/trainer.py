@@ -45,8 +45,14 @@ class TrainConfig:
     progress: bool = True
 
 
-def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> list[dict]:
-    """Train on part ``world.rank`` of the partition set; returns the per-epoch metrics."""
+@dataclass
+class TrainResult:
+    history: list[dict]  # one record per epoch run (what --metrics-out holds)
+    model: GNN  # the trained model, identical on every worker
+
+
+def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
+    """Train on part ``world.rank`` of the partition set."""
     if config.exchange not in EXCHANGES:
         raise TrainingError(f"unknown --exchange {config.exchange!r}; choose one of {', '.join(EXCHANGES)}")
     if config.epochs < 1:
@@ -129,7 +135,7 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
                     "identity": identity})
     if bar is not None:
         bar.close()
-    return history
+    return TrainResult(history, model)
 
 
 def _executor(config: TrainConfig, part, pset, comm, world, model):

@@ -1,0 +1,34 @@
+"""Test helper run as every rank of a local job: several training runs in one world, so the suite
+pays the processes' start-up once per worker count rather than once per model.
+
+Usage (through ``launch_local(..., module="dist_driver")``): ``python -m dist_driver SPEC.json``
+where the spec names the partition set, an output folder and the runs; rank 0 writes
+``<out>/<run>.npz`` with the per-epoch losses, forward bytes per exchanged layer and final weights.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from commgraph.runtime import join
+from commgraph.train import TrainConfig, train_worker
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    world = join(60)
+    for name, options in spec["runs"].items():
+        result = train_worker(world, spec["partdir"], TrainConfig(**options, progress=False))
+        if world.is_leader:
+            params = {f"param:{k}": v.detach().numpy() for k, v in result.model.state_dict().items()}
+            np.savez(Path(spec["out"]) / f"{name}.npz",
+                     loss=np.array([r["loss"] for r in result.history]),
+                     forward_bytes=np.array([r["halo_forward_bytes"] for r in result.history]),
+                     widths=np.array(result.model.widths), **params)
+    world.close()
+
+
+if __name__ == "__main__":
+    main()
