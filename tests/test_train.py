@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from commgraph.cli.main import main
+from commgraph.errors import TrainingError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.runtime import launch_local
+from commgraph.train import checkpoint
 
 TESTS = Path(__file__).parent
 GRAPHS = {"cora": "cora", "sbm": "sbm:nodes=1500,classes=4,features=24,seed=3"}
@@ -85,3 +87,132 @@ def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path
                 expected = [remote * int(w) * 4 for w in result["widths"][1:]]
                 assert result["forward_bytes"].tolist() == [expected] * EPOCHS, name
         assert all(r["forward_bytes"].sum() == 0 for r in single.values())
+
+
+def _children(pid: int) -> dict[int, int]:
+    """rank -> pid of the processes our launcher started (read from /proc)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            ranks = [e for e in environ if e.startswith(b"RANK=")]
+            if ranks:
+                found[int(ranks[0][5:])] = int(entry.name)
+    return found
+
+
+def _cli(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "commgraph", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
+def test_killed_worker_stops_the_whole_job_naming_its_rank(partition_sets, tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    job = _cli("train", str(partition_sets[("cora", 2)]), "--workers", "2", "--epochs", "100000",
+               "--timeout", "30", "--metrics-out", str(metrics), "--quiet")
+    deadline = time.monotonic() + 120
+    while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 3):
+        assert job.poll() is None, job.communicate()
+        assert time.monotonic() < deadline, "training never started"
+        time.sleep(0.2)
+    os.kill(_children(job.pid)[1], signal.SIGKILL)  # mid-epoch: epochs take milliseconds
+    killed_at = time.monotonic()
+    _, stderr = job.communicate(timeout=60)
+    assert time.monotonic() - killed_at < 30
+    assert job.returncode != 0
+    assert "worker rank 1 was killed by SIGKILL" in stderr  # the launcher
+    assert "rank 0 stopped: worker rank 1" in stderr  # the survivor names it too
+
+
+@pytest.mark.timeout(180)
+def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
+    """A worker failing on its own (here: its part's files vanish under it) exits non-zero; the
+    others stop within the timeout naming it, and the launcher returns non-zero."""
+    broken = tmp_path / "broken"
+    import shutil
+
+    shutil.copytree(partition_sets[("cora", 2)], broken)
+    (broken / "part-1" / "features.npy").write_bytes(b"not numpy")
+    job = _cli("train", str(broken), "--workers", "2", "--epochs", "5", "--timeout", "20")
+    _, stderr = job.communicate(timeout=120)
+    assert job.returncode != 0
+    assert "rank 1" in stderr and "checksum" in stderr
+
+
+@pytest.mark.timeout(300)
+def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
+    common = ["train", str(partition_sets[("cora", 2)]), "--workers", "2", "--dropout", "0.5", "--quiet",
+              "--seed", "3"]
+    whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
+    for args in ([*common, "--epochs", "8", "--metrics-out", str(whole)],
+                 [*common, "--epochs", "4", "--metrics-out", str(part), "--checkpoint-dir", str(tmp_path / "ck")],
+                 [*common, "--epochs", "8", "--metrics-out", str(part), "--checkpoint-dir", str(tmp_path / "ck"),
+                  "--resume"]):
+        job = _cli(*args)
+        _, stderr = job.communicate(timeout=200)
+        assert job.returncode == 0, stderr
+    losses = [[json.loads(line)["loss"] for line in f.read_text().splitlines()] for f in (whole, part)]
+    assert len(losses[1]) == 8
+    assert losses[0] == losses[1]  # bit for bit: weights, Adam state and dropout RNG all restored
+
+
+def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
+    assert main(["train", str(partition_sets[("cora", 1)]), "--epochs", "1", "--resume", "--quiet"]) == 2
+    assert "--resume needs --checkpoint-dir" in capsys.readouterr().err
+    checkpoint.save(tmp_path, {"identity": {"model": "gcn", "workers": 2}})
+    with pytest.raises(TrainingError, match="model='gcn', this run has model='sage'"):
+        checkpoint.load(tmp_path, {"model": "sage", "workers": 2})
+    with pytest.raises(TrainingError, match="no checkpoint"):
+        checkpoint.load(tmp_path / "elsewhere", {})
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "3"], "has 2 parts; pass --workers 2"),
+    (["--workers", "0"], "--workers must be >= 1"),
+    (["--epochs", "0"], "--epochs must be >= 1"),
+    (["--bin-size", "0"], "--bin-size must be >= 1"),
+    (["--timeout", "0"], "--timeout must be positive"),
+])
+def test_bad_training_requests(partition_sets, args, message, capsys):
+    assert main(["train", str(partition_sets[("cora", 2)]), "--quiet", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.timeout(240)
+def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
+    """Two torchrun "nodes" (one process each) on this machine train like our own launcher does."""
+    port = _free_port()
+    jobs = []
+    for node in range(2):
+        jobs.append(subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+             "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
+             "-m", "commgraph", "train", str(partition_sets[("sbm", 2)]), "--epochs", "5", "--dropout", "0",
+             "--quiet", "--metrics-out", str(tmp_path / "torchrun.jsonl")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for job in jobs:
+        _, stderr = job.communicate(timeout=200)
+        assert job.returncode == 0, stderr
+    ours = _cli("train", str(partition_sets[("sbm", 2)]), "--workers", "2", "--epochs", "5", "--dropout", "0",
+                "--quiet", "--metrics-out", str(tmp_path / "local.jsonl"))
+    ours.communicate(timeout=200)
+    assert ours.returncode == 0
+    losses = [[json.loads(line)["loss"] for line in (tmp_path / f).read_text().splitlines()]
+              for f in ("torchrun.jsonl", "local.jsonl")]
+    assert len(losses[0]) == 5 and losses[0] == losses[1]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -142,6 +142,8 @@ class Communicator:
         return table[: exchange.num_owned]
 
     def _stage(self, table, sends, recvs, width, tag_base: int, *, reverse: bool) -> None:
+        if not sends and not recvs:
+            return
         buffers = [table.new_empty((m.index.numel(), *width)) for m in recvs]
         outgoing = [table.index_select(0, m.index.to(table.device)) for m in sends]
         if reverse:  # a received row's gradient leaves with it; earlier stages must not see it again

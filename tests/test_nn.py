@@ -1,0 +1,107 @@
+"""Models on a partition's blocks compute exactly what PyG computes on the whole graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.nn import GATConv, GCNConv
+
+from commgraph.errors import TrainingError
+from commgraph.graph import load_graph
+from commgraph.nn import GNN
+from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
+from commgraph.runtime import Communicator
+from commgraph.train import schedule
+from commgraph.train.executor import BarrierExecutor
+
+
+@pytest.fixture(scope="module")
+def cora_whole(tmp_path_factory):
+    graph = load_graph("cora")
+    assignment = np.zeros(graph.num_nodes, dtype=np.int64)
+    out = tmp_path_factory.mktemp("one") / "set"
+    write_partition_set(graph, assignment, 1, out, method="chunk", seed=0, seconds=0.0,
+                        metrics=partition_metrics(graph, assignment, 1))
+    return graph, load_partition_set(out)
+
+
+def _reference(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """The same weights applied by PyG's own layers (or by the formula) to the whole graph."""
+    h = model.encode(x)
+    for index, layer in enumerate(model.convs):
+        if model.kind == "gcn":
+            conv = GCNConv(layer.conv.in_channels, layer.conv.out_channels)  # its own normalisation
+            conv.load_state_dict(layer.conv.state_dict())
+            out = conv(h, edge_index)
+        elif model.kind == "gat":
+            conv = GATConv(layer.conv.in_channels, layer.conv.out_channels, heads=layer.conv.heads,
+                           concat=layer.conv.concat)  # adds self loops itself
+            conv.load_state_dict(layer.conv.state_dict())
+            out = conv(h, edge_index)
+        elif model.kind == "commnet":
+            n = h.shape[0]
+            adjacency = torch.zeros(n, n)
+            adjacency[edge_index[1], edge_index[0]] = 1
+            mean = adjacency @ h / adjacency.sum(1, keepdim=True).clamp(min=1)
+            out = torch.tanh(layer.self_map(h) + layer.comm_map(mean))
+        else:
+            out = layer.conv(h, edge_index)
+        if index < model.num_layers - 1 and model.kind != "commnet":
+            out = torch.nn.functional.elu(out) if model.kind == "gat" else torch.relu(out)
+        h = out
+    return model.decode(h)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gat", "gin", "commnet"])
+def test_block_model_equals_pyg_on_the_whole_graph(kind, cora_whole):
+    graph, pset = cora_whole
+    torch.manual_seed(0)
+    model = GNN(kind, graph.features.shape[1], 8, 7, layers=2, heads=2, dropout=0.0).eval()
+    executor = BarrierExecutor(pset.part(0), pset, Communicator(world=None), torch.device("cpu"))
+    edge_index = torch.from_numpy(np.stack([graph.indices, np.repeat(np.arange(graph.num_nodes),
+                                                                      np.diff(graph.indptr))]).astype(np.int64))
+    with torch.no_grad():
+        ours = executor.forward(model)
+        theirs = _reference(model, torch.from_numpy(graph.features), edge_index)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_bad_model_options():
+    with pytest.raises(TrainingError, match="unknown model 'gnn'"):
+        GNN("gnn", 4, 4, 2)
+    with pytest.raises(TrainingError, match="--layers >= 1"):
+        GNN("gcn", 4, 4, 2, layers=0)
+
+
+def test_priority_order_puts_boundary_nodes_first_in_bfs_order():
+    # a path 0-1-2-3-4-5 owned, node 5 also hears from halo row 6; node 0 is sent to a peer
+    edges = [(a, b) for a in range(5) for b in (a + 1,)] + [(b, a) for a in range(5) for b in (a + 1,)]
+    edges.append((6, 5))
+    dst = np.array([d for _, d in edges])
+    src = np.array([s for s, _ in edges])
+    order_by_dst = np.argsort(dst, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=6))])
+    indices = src[order_by_dst]
+    order, boundary = schedule.priority_order(indptr, indices, 6, np.array([0]))
+    assert boundary == 2 and set(order[:2].tolist()) == {0, 5}
+    assert sorted(order.tolist()) == list(range(6))
+    interior = order[2:].tolist()
+    assert interior in ([1, 2, 3, 4], [4, 3, 2, 1])  # BFS along the path
+    bins = schedule.bins(order, boundary, 3)
+    assert [b.tolist() for b in bins][0] == order[:2].tolist() and len(bins) == 3  # boundary apart
+
+
+def test_block_lists_destinations_first_and_every_in_edge():
+    indptr = np.array([0, 2, 3, 5])
+    indices = np.array([1, 3, 0, 0, 4])  # rows 0..2 owned, 3..4 halo
+    mark = np.full(5, -1, dtype=np.int64)
+    block = schedule.block_arrays(indptr, indices, np.array([2, 0]), mark)
+    assert block.src.tolist() == [2, 0, 1, 3, 4]  # destinations, then other owned rows, then halo rows
+    pairs = sorted(zip(block.src[block.edge_src].tolist(), block.dst[block.edge_dst].tolist()))
+    assert pairs == [(0, 2), (1, 0), (3, 0), (4, 2)]
+    assert (mark == -1).all()
+
+
+def test_bin_size_from_memory_halves_it():
+    assert schedule.bin_size_for_memory(1 << 30, [16, 16], mean_degree=2.0) == (1 << 29) // (4 * 16 * 4)
