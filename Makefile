@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/commgraph info cora
+	$(VENV)/bin/commgraph train cora --workers 4
 
 test: $(STAMP)
 	$(PY) -m pytest

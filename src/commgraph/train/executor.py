@@ -121,11 +121,14 @@ class PipelinedExecutor:
         n_owned, degree = part.num_owned, np.asarray(part.degree)
         indptr, indices = np.asarray(part.indptr), np.asarray(part.indices)
         order, boundary = schedule.priority_order(indptr, indices, n_owned, np.asarray(part.send_index))
-        self.bin_rows = schedule.bins(order, boundary, bin_size)
+        # the order inside a bin does not matter (a bin is computed as a whole): ascending rows
+        # gather memory sequentially, and a bin of every row, with no halo, reads ``h`` as it is
+        self.bin_rows = [np.sort(rows) for rows in schedule.bins(order, boundary, bin_size)]
         mark = np.full(n_owned + part.num_halo, -1, dtype=np.int64)
         arrays = [schedule.block_arrays(indptr, indices, rows, mark) for rows in self.bin_rows]
         self.blocks = [_block(a, degree, device) for a in arrays]
-        self.src_owned = [torch.from_numpy(a.src[a.src < n_owned]).to(device) for a in arrays]
+        self.src_owned = [None if np.array_equal(a.src, np.arange(n_owned)) else
+                          torch.from_numpy(a.src[a.src < n_owned]).to(device) for a in arrays]
         self.src_halo = [torch.from_numpy(a.src[a.src >= n_owned] - n_owned).to(device) for a in arrays]
         self.exchange, self.outgoing, self.needs = self._messages(part, pset, arrays)
         self.rows_t = [torch.from_numpy(r).to(device) for r in self.bin_rows]
@@ -183,7 +186,7 @@ class PipelinedExecutor:
                     incoming.wait_for(self.needs[pending[0]])
                     continue
                 pending.remove(b)
-                x_src = h.index_select(0, self.src_owned[b])
+                x_src = h if self.src_owned[b] is None else h.index_select(0, self.src_owned[b])
                 if self.src_halo[b].numel():
                     x_src = torch.cat([x_src, halo.index_select(0, self.src_halo[b])])
                 out = model.layer(index, x_src, self.blocks[b])
@@ -197,10 +200,13 @@ class PipelinedExecutor:
                 done.append(self.rows_t[b])
                 if incoming is not None:
                     incoming.poll()
-            order = torch.cat(done)
-            inverse = torch.empty_like(order)
-            inverse[order] = torch.arange(order.numel(), device=order.device)
-            h = torch.cat(outs).index_select(0, inverse)
+            if len(outs) == 1:  # one bin of all rows, in order
+                h = outs[0]
+            else:
+                order = torch.cat(done)
+                inverse = torch.empty_like(order)
+                inverse[order] = torch.arange(order.numel(), device=order.device)
+                h = torch.cat(outs).index_select(0, inverse)
             if not last:
                 halo = following.target = streamed_halo(h, self.comm, self.exchange, (2 * index + 2) * TAG_SPAN)
                 incoming = following

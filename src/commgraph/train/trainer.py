@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -141,7 +142,11 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
 def _executor(config: TrainConfig, part, pset, comm, world, model):
     if config.exchange == "replicate":
         return ReplicateExecutor(part, pset, comm, world.device, config.layers)
-    if config.exchange == "barrier":
+    if config.exchange == "barrier" or world.backend == "nccl":
+        # NCCL matches point-to-point messages by issue order, not by tag, so bins sent in the
+        # order they finish could cross; on NCCL each layer is exchanged as one group instead
+        if config.exchange == "pipelined" and world.is_leader:
+            print("commgraph: NCCL has no message tags: using the layer-wise (barrier) exchange", file=sys.stderr)
         return BarrierExecutor(part, pset, comm, world.device)
     bin_size = config.bin_size
     if bin_size is None:

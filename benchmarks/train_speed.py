@@ -1,0 +1,130 @@
+"""Full-graph training speed on a graph where compute dominates (issue: runtime and G3 training).
+
+Measured side by side in one run, GraphSAGE (2 layers, hidden 128), median training-step time over
+the epochs after the first two (warm-up):
+  - PyG, single process, whole graph (the baseline; same threads as our one worker);
+  - commgraph, 1 worker (target: at most 1.1x PyG);
+  - commgraph, 2 workers with --exchange pipelined (target: at least 1.6x faster than 1 worker),
+    barrier and replicate (pipelined must beat both).
+Each configuration runs in fresh processes. Also: Cora, GraphSAGE, 200 epochs, test accuracy with
+1, 2 and 4 workers (target >= 0.78).
+
+    python benchmarks/train_speed.py [--graph sbm:nodes=200000,classes=8,features=128,seed=0] [--epochs 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from commgraph.graph import load_graph
+from commgraph.partition import partition_graph, partition_metrics, write_partition_set
+
+PYG = """
+import sys, time, json, torch
+from torch_geometric.nn import SAGEConv
+from commgraph.graph import load_graph
+from commgraph.graph.pyg import to_pyg
+torch.set_num_threads({threads})
+data = to_pyg(load_graph({spec!r}))
+torch.manual_seed(0)
+class Net(torch.nn.Module):
+    def __init__(self, i, h, o):
+        super().__init__()
+        self.c1, self.c2 = SAGEConv(i, h), SAGEConv(h, o)
+    def forward(self, x, e):
+        return self.c2(torch.nn.functional.dropout(torch.relu(self.c1(x, e)), 0.5, self.training), e)
+model = Net(data.num_features, {hidden}, int(data.y.max()) + 1)
+opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+times = []
+for epoch in range({epochs}):
+    start = time.perf_counter()
+    model.train(); opt.zero_grad()
+    out = model(data.x, data.edge_index)
+    loss = torch.nn.functional.cross_entropy(out[data.train_mask], data.y[data.train_mask])
+    loss.backward(); opt.step()
+    times.append(time.perf_counter() - start)
+print(json.dumps(times))
+"""
+
+
+def median_tail(times: list[float]) -> float:
+    return float(np.median(times[2:] if len(times) > 3 else times))
+
+
+def commgraph_run(partdir: Path, workers: int, exchange: str, epochs: int, hidden: int, extra=()) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = Path(tmp) / "m.jsonl"
+        subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
+                        "--model", "sage", "--hidden", str(hidden), "--epochs", str(epochs), "--exchange", exchange,
+                        "--metrics-out", str(metrics), "--quiet", *extra], check=True)
+        records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return {"seconds": median_tail([r["epoch_seconds"] for r in records]), "comm_bytes": records[-1]["comm_bytes"],
+            "test_acc": records[-1]["test_acc"]}
+
+
+def speed(spec: str, epochs: int, hidden: int, root: Path) -> None:
+    graph = load_graph(spec)
+    print(f"{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.features.shape[1]} features; "
+          f"GraphSAGE 2 layers, hidden {hidden}; {os.cpu_count()} cores")
+    sets = {}
+    for parts, method in ((1, "chunk"), (2, "g3")):
+        assignment, _ = partition_graph(graph, parts, method, 0)
+        metrics = partition_metrics(graph, assignment, parts)
+        sets[parts] = write_partition_set(graph, assignment, parts, root / f"k{parts}", method=method, seed=0,
+                                          seconds=0.0, metrics=metrics).path
+        if parts > 1:
+            print(f"2 parts (g3): total remote {metrics['total_remote']:,} nodes")
+    del graph
+    threads = os.cpu_count() or 1
+    out = subprocess.run([sys.executable, "-c", PYG.format(threads=threads, spec=spec, hidden=hidden, epochs=epochs)],
+                         check=True, capture_output=True, text=True).stdout
+    pyg = median_tail(json.loads(out.strip().splitlines()[-1]))
+    one = commgraph_run(sets[1], 1, "pipelined", epochs, hidden)["seconds"]
+    results = {how: commgraph_run(sets[2], 2, how, epochs, hidden) for how in ("pipelined", "barrier", "replicate")}
+    print(f"{'configuration':<34} {'epoch s':>8} {'ratio':>22}")
+    print(f"{'PyG, 1 process':<34} {pyg:8.3f}")
+    print(f"{'commgraph, 1 worker':<34} {one:8.3f} {one / pyg:8.3f}x PyG (<= 1.1)")
+    for how, r in results.items():
+        note = "(>= 1.6)" if how == "pipelined" else f"pipelined {r['seconds'] / results['pipelined']['seconds']:.3f}x faster"
+        print(f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.3f} {one / r['seconds']:8.3f}x speed-up {note}"
+              f"   {r['comm_bytes'] / 1e6:.1f} MB/epoch")
+
+
+def accuracy() -> None:
+    print("\nCora, GraphSAGE, 200 epochs (standard split): test accuracy at the last epoch")
+    with tempfile.TemporaryDirectory() as tmp:
+        for workers in (1, 2, 4):
+            metrics = Path(tmp) / f"cora{workers}.jsonl"
+            subprocess.run([sys.executable, "-m", "commgraph", "train", "cora", "--workers", str(workers),
+                            "--epochs", "200", "--metrics-out", str(metrics), "--quiet",
+                            "--partition-dir", str(Path(tmp) / f"parts{workers}")], check=True)
+            last = json.loads(metrics.read_text().splitlines()[-1])
+            print(f"  {workers} worker(s): test {last['test_acc']:.3f}  (val {last['val_acc']:.3f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graph", default="sbm:nodes=200000,classes=8,features=128,seed=0")
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--skip-accuracy", action="store_true")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        speed(args.graph, args.epochs, args.hidden, Path(tmp))
+    if not args.skip_accuracy:
+        accuracy()
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
