@@ -26,6 +26,7 @@ def main() -> None:
             np.savez(Path(spec["out"]) / f"{name}.npz",
                      loss=np.array([r["loss"] for r in result.history]),
                      forward_bytes=np.array([r["halo_forward_bytes"] for r in result.history]),
+                     backward_bytes=np.array([r["halo_backward_bytes"] for r in result.history]),
                      widths=np.array(result.model.widths), **params)
     world.close()
 

@@ -26,31 +26,36 @@ def cora_whole(tmp_path_factory):
     return graph, load_partition_set(out)
 
 
-def _reference(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-    """The same weights applied by PyG's own layers (or by the formula) to the whole graph."""
-    h = model.encode(x)
+def _reference(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """The same weights applied by PyG's own layers (or by the formula) to the whole graph, and
+    per layer the module holding the weights used (a copy for GCN and GAT)."""
+    h, used = model.encode(x), []
     for index, layer in enumerate(model.convs):
         if model.kind == "gcn":
             conv = GCNConv(layer.conv.in_channels, layer.conv.out_channels)  # its own normalisation
             conv.load_state_dict(layer.conv.state_dict())
             out = conv(h, edge_index)
+            used.append(conv)
         elif model.kind == "gat":
             conv = GATConv(layer.conv.in_channels, layer.conv.out_channels, heads=layer.conv.heads,
                            concat=layer.conv.concat)  # adds self loops itself
             conv.load_state_dict(layer.conv.state_dict())
             out = conv(h, edge_index)
+            used.append(conv)
         elif model.kind == "commnet":
             n = h.shape[0]
             adjacency = torch.zeros(n, n)
             adjacency[edge_index[1], edge_index[0]] = 1
             mean = adjacency @ h / adjacency.sum(1, keepdim=True).clamp(min=1)
             out = torch.tanh(layer.self_map(h) + layer.comm_map(mean))
+            used.append(layer)
         else:
             out = layer.conv(h, edge_index)
+            used.append(layer.conv)
         if index < model.num_layers - 1 and model.kind != "commnet":
             out = torch.nn.functional.elu(out) if model.kind == "gat" else torch.relu(out)
         h = out
-    return model.decode(h)
+    return model.decode(h), used
 
 
 @pytest.mark.parametrize("kind", ["gcn", "sage", "gat", "gin", "commnet"])
@@ -61,11 +66,16 @@ def test_block_model_equals_pyg_on_the_whole_graph(kind, cora_whole):
     executor = BarrierExecutor(pset.part(0), pset, Communicator(world=None), torch.device("cpu"))
     edge_index = torch.from_numpy(np.stack([graph.indices, np.repeat(np.arange(graph.num_nodes),
                                                                       np.diff(graph.indptr))]).astype(np.int64))
-    with torch.no_grad():
-        ours = executor.forward(model)
-        theirs = _reference(model, torch.from_numpy(graph.features), edge_index)
+    ours = executor.forward(model)
+    theirs, used = _reference(model, torch.from_numpy(graph.features), edge_index)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
-
+    # and the same gradients: the sparse aggregation's backward is the edge list's
+    weight = torch.randn(ours.shape, generator=torch.Generator().manual_seed(1))
+    mine = [layer if kind == "commnet" else layer.conv for layer in model.convs]
+    grads = [torch.autograd.grad((out * weight).sum(), [p for m in modules for p in m.parameters()])
+             for out, modules in ((ours, mine), (theirs, used))]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 def test_bad_model_options():
     with pytest.raises(TrainingError, match="unknown model 'gnn'"):
@@ -88,19 +98,18 @@ def test_priority_order_puts_boundary_nodes_first_in_bfs_order():
     assert sorted(order.tolist()) == list(range(6))
     interior = order[2:].tolist()
     assert interior in ([1, 2, 3, 4], [4, 3, 2, 1])  # BFS along the path
-    bins = schedule.bins(order, boundary, 3)
-    assert [b.tolist() for b in bins][0] == order[:2].tolist() and len(bins) == 3  # boundary apart
+    assert schedule.bins(boundary, 6, 3).tolist() == [0, 2, 5, 6]  # boundary and interior apart
+    assert schedule.bins(boundary, 6, 100).tolist() == [0, 2, 6]
 
 
-def test_block_lists_destinations_first_and_every_in_edge():
+def test_relabel_renumbers_owned_rows_and_columns_and_bins_are_ranges():
     indptr = np.array([0, 2, 3, 5])
     indices = np.array([1, 3, 0, 0, 4])  # rows 0..2 owned, 3..4 halo
-    mark = np.full(5, -1, dtype=np.int64)
-    block = schedule.block_arrays(indptr, indices, np.array([2, 0]), mark)
-    assert block.src.tolist() == [2, 0, 1, 3, 4]  # destinations, then other owned rows, then halo rows
-    pairs = sorted(zip(block.src[block.edge_src].tolist(), block.dst[block.edge_dst].tolist()))
-    assert pairs == [(0, 2), (1, 0), (3, 0), (4, 2)]
-    assert (mark == -1).all()
+    new_indptr, new_indices = schedule.relabel(indptr, indices, 3, np.array([2, 0, 1]))
+    assert new_indptr.tolist() == [0, 2, 4, 5]
+    assert new_indices.tolist() == [1, 4, 2, 3, 1]  # old row 2 first; owned columns renumbered, halo kept
+    src, dst = schedule.range_edges(new_indptr, new_indices, 1, 3)
+    assert src.tolist() == [2, 3, 1] and dst.tolist() == [0, 0, 1]
 
 
 def test_bin_size_from_memory_halves_it():

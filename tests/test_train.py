@@ -62,7 +62,8 @@ def _runs(exchanges: dict[str, str]) -> dict:
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path, monkeypatch):
     """Every model, 2 and 4 workers: the same loss every epoch and the same final weights as one
-    worker, within 1e-4; forward bytes per exchanged layer are exactly sum |V_i^remote| x width x 4."""
+    worker, within 1e-4; forward bytes per exchanged layer are exactly sum |V_i^remote| x width x 4,
+    and the backward pass returns as many."""
     single = _run_job(partition_sets[(graph, 1)], _runs({m: "pipelined" for m in MODELS}), 1,
                       tmp_path / "w1", monkeypatch)
     for workers in (2, 4):
@@ -86,6 +87,7 @@ def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path
             else:
                 expected = [remote * int(w) * 4 for w in result["widths"][1:]]
                 assert result["forward_bytes"].tolist() == [expected] * EPOCHS, name
+                assert result["backward_bytes"].tolist() == [sum(expected)] * EPOCHS, name  # each row's gradient, once
         assert all(r["forward_bytes"].sum() == 0 for r in single.values())
 
 

@@ -1,13 +1,16 @@
 """``Block``: the bipartite piece of graph one layer computes on, as DGL calls it.
 
-Rows of ``x_src`` are the block's source nodes, destination nodes first (so ``x_src[:num_dst]`` are
-the destinations' own inputs). ``edge_index`` holds every in-edge of every destination, so any
-aggregation over a destination's neighbourhood sees all of it, whichever worker or bin computes it.
-Degrees are those of the whole graph: normalisations (GCN) then equal the single-graph ones.
+A block reads a *table* ``x_src`` (a worker's owned rows, then its halo rows) and computes
+``num_dst`` destinations, which are the consecutive table rows from ``dst_start``: a bin of the
+pipelined trainer is a range of rows, so its destinations' own inputs are a view, not a copy.
+``edge_index`` holds every in-edge of every destination, so any aggregation over a destination's
+neighbourhood sees all of it, whichever worker or bin computes it. Degrees are those of the whole
+graph: normalisations (GCN) then equal the single-graph ones.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -15,18 +18,56 @@ import torch
 
 @dataclass
 class Block:
-    num_src: int
+    num_src: int  # rows of the table the block reads
     num_dst: int
-    edge_index: torch.Tensor  # (2, E): row 0 indexes sources, row 1 destinations
-    src_degree: torch.Tensor  # global in-degree of each source (float)
-    cache: dict = field(default_factory=dict)  # per-layer-type derived tensors (self loops, weights)
+    edge_index: torch.Tensor  # (2, E): row 0 indexes table rows, row 1 destinations (0..num_dst-1)
+    src_degree: torch.Tensor  # global in-degree of each table row (float)
+    dst_start: int = 0  # destination i is table row dst_start + i
+    cache: dict = field(default_factory=dict)  # derived tensors (self loops, adjacency, compaction)
+
+    def dst(self, x_src: torch.Tensor) -> torch.Tensor:
+        """The destinations' own rows of the table (a view)."""
+        return x_src[self.dst_start : self.dst_start + self.num_dst]
 
     def with_self_loops(self) -> torch.Tensor:
         """Edges plus one self loop per destination (the graphs we load carry none)."""
         if "loops" not in self.cache:
             loop = torch.arange(self.num_dst, device=self.edge_index.device)
-            self.cache["loops"] = torch.cat([self.edge_index, torch.stack([loop, loop])], dim=1)
+            self.cache["loops"] = torch.cat([self.edge_index, torch.stack([loop + self.dst_start, loop])], dim=1)
         return self.cache["loops"]
 
+    def adj_t(self, *, self_loops: bool = False, gcn_norm: bool = False) -> torch.Tensor:
+        """The block as PyG's transposed adjacency, a ``num_dst x num_src`` sparse CSR tensor: PyG
+        layers given it aggregate with one sparse-dense product that reads only the table rows it
+        needs, instead of gathering a message row per edge (several times faster on CPU). Values
+        are 1, or with ``gcn_norm`` GCN's ``1 / sqrt((d_src + 1)(d_dst + 1))`` from global degrees.
+        Duplicate edges stay separate entries, so a mean counts them as the edge list does."""
+        key = ("adj_t", self_loops, gcn_norm)
+        if key not in self.cache:
+            edges = self.with_self_loops() if self_loops else self.edge_index
+            order = torch.argsort(edges[1] * self.num_src + edges[0])
+            src, dst = edges[0, order], edges[1, order]
+            crow = torch.zeros(self.num_dst + 1, dtype=torch.int64, device=src.device)
+            crow[1:] = torch.cumsum(torch.bincount(dst, minlength=self.num_dst), 0)
+            if gcn_norm:
+                inv_sqrt = (self.src_degree + 1).rsqrt()
+                values = inv_sqrt[src] * inv_sqrt[dst + self.dst_start]
+            else:
+                values = torch.ones(src.shape[0], device=src.device)
+            with warnings.catch_warnings():  # "sparse CSR support is in beta": PyG relies on it too
+                warnings.simplefilter("ignore", UserWarning)
+                self.cache[key] = torch.sparse_csr_tensor(crow, src, values, (self.num_dst, self.num_src))
+        return self.cache[key]
+
+    def compact(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """For layers that transform every source row before aggregating (GAT): the table rows the
+        block reads, self loops included, and the edges (with self loops) renumbered into them."""
+        if "compact" not in self.cache:
+            edges = self.with_self_loops()
+            sources, position = torch.unique(edges[0], return_inverse=True)
+            self.cache["compact"] = (sources, torch.stack([position, edges[1]]))
+        return self.cache["compact"]
+
     def to(self, device: torch.device) -> Block:
-        return Block(self.num_src, self.num_dst, self.edge_index.to(device), self.src_degree.to(device))
+        return Block(self.num_src, self.num_dst, self.edge_index.to(device), self.src_degree.to(device),
+                     self.dst_start)

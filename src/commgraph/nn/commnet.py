@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 from torch_geometric.nn import MessagePassing
+from torch_geometric.utils import spmm
 
 from commgraph.nn.block import Block
 
@@ -19,6 +20,9 @@ class CommNetLayer(MessagePassing):
         self.self_map = torch.nn.Linear(in_dim, out_dim)  # H
         self.comm_map = torch.nn.Linear(in_dim, out_dim, bias=False)  # C
 
-    def forward(self, x_src: torch.Tensor, block: Block) -> torch.Tensor:
-        heard = self.propagate(block.edge_index, x=(x_src, x_src[: block.num_dst]), size=(block.num_src, block.num_dst))
-        return torch.tanh(self.self_map(x_src[: block.num_dst]) + self.comm_map(heard))
+    def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: Block) -> torch.Tensor:
+        heard = self.propagate(block.adj_t(), x=(x_src, x_dst))
+        return torch.tanh(self.self_map(x_dst) + self.comm_map(heard))
+
+    def message_and_aggregate(self, adj_t: torch.Tensor, x: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return spmm(adj_t, x[0], reduce=self.aggr)

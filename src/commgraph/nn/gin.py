@@ -14,5 +14,5 @@ class GINLayer(torch.nn.Module):
         mlp = torch.nn.Sequential(torch.nn.Linear(in_dim, out_dim), torch.nn.ReLU(), torch.nn.Linear(out_dim, out_dim))
         self.conv = GINConv(mlp)
 
-    def forward(self, x_src: torch.Tensor, block: Block) -> torch.Tensor:
-        return self.conv((x_src, x_src[: block.num_dst]), block.edge_index, size=(block.num_src, block.num_dst))
+    def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: Block) -> torch.Tensor:
+        return self.conv((x_src, x_dst), block.adj_t())

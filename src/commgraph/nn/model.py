@@ -59,8 +59,11 @@ class GNN(torch.nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return self.encoder(x) if self.encoder is not None else x
 
-    def layer(self, index: int, x_src: torch.Tensor, block: Block) -> torch.Tensor:
-        out = self.convs[index](x_src, block)
+    def layer(self, index: int, x_src: torch.Tensor, block: Block, x_dst: torch.Tensor | None = None) -> torch.Tensor:
+        """Layer ``index`` on ``block``. ``x_dst`` are the destinations' rows of ``x_src`` when the
+        caller holds them as a tensor of their own (a bin's previous output): gradients then flow
+        to it directly instead of through a slice of the whole table."""
+        out = self.convs[index](x_src, block.dst(x_src) if x_dst is None else x_dst, block)
         if index < self.num_layers - 1 and self.kind != "commnet":  # CommNet's step has its own tanh
             out = torch.nn.functional.elu(out) if self.kind == "gat" else torch.relu(out)
         if index < self.num_layers - 1 and self.dropout > 0:

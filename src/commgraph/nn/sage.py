@@ -13,5 +13,5 @@ class SAGELayer(torch.nn.Module):
         super().__init__()
         self.conv = SAGEConv(in_dim, out_dim, aggr="mean")
 
-    def forward(self, x_src: torch.Tensor, block: Block) -> torch.Tensor:
-        return self.conv((x_src, x_src[: block.num_dst]), block.edge_index, size=(block.num_src, block.num_dst))
+    def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: Block) -> torch.Tensor:
+        return self.conv((x_src, x_dst), block.adj_t())

@@ -3,9 +3,9 @@
 
 from commgraph.runtime.comm import Communicator, Exchange, Message
 from commgraph.runtime.grads import GradientSync
-from commgraph.runtime.halo import halo_exchange, streamed_halo
+from commgraph.runtime.halo import halo_exchange
 from commgraph.runtime.launch import launch_local
 from commgraph.runtime.world import World, in_torchrun, join
 
 __all__ = ["Communicator", "Exchange", "GradientSync", "Message", "World", "halo_exchange", "in_torchrun",
-           "join", "launch_local", "streamed_halo"]
+           "join", "launch_local"]

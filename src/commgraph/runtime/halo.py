@@ -1,10 +1,7 @@
 """The autograd halo exchange: forward fills a part's halo rows from their owners; backward sends
-the halo rows' gradients back to the owners, which add them to their own rows' gradients.
-
-Two forms. ``halo_exchange`` runs a whole ``Exchange`` at once (layer-wise, the barrier baseline).
-``streamed_halo`` is for the pipelined trainer: the rows were already sent bin by bin as they were
-computed and the receives were posted early, so its forward only ties the (still filling) receive
-buffer into the autograd graph; its backward is the same reverse exchange.
+the halo rows' gradients back to the owners, which add them to their own rows' gradients. It runs a
+whole ``Exchange`` at once (layer-wise); the pipelined trainer streams the same messages bin by bin
+with tensor hooks instead (``commgraph.train.executor``).
 """
 
 from __future__ import annotations
@@ -25,17 +22,6 @@ class _Gather(torch.autograd.Function):
         return _reverse(ctx.comm, ctx.exchange, ctx.tags[1], grad_halo), None, None, None
 
 
-class _Streamed(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, owned: torch.Tensor, width: int, comm: Communicator, exchange: Exchange, backward_tag: int):
-        ctx.comm, ctx.exchange, ctx.tag = comm, exchange, backward_tag
-        return owned.new_empty((exchange.num_halo, width))
-
-    @staticmethod
-    def backward(ctx, grad_halo: torch.Tensor):
-        return _reverse(ctx.comm, ctx.exchange, ctx.tag, grad_halo), None, None, None, None
-
-
 def _reverse(comm: Communicator, exchange: Exchange, tag_base: int, grad_halo: torch.Tensor) -> torch.Tensor:
     comm.count_as("halo_backward")
     rest = grad_halo.new_zeros((exchange.num_table_rows - exchange.num_owned, *grad_halo.shape[1:]))
@@ -48,8 +34,3 @@ def halo_exchange(owned: torch.Tensor, comm: Communicator, exchange: Exchange, t
     ``tags`` are the tag bases of the forward and the backward exchange."""
     return _Gather.apply(owned, comm, exchange, tags)
 
-
-def streamed_halo(owned: torch.Tensor, comm: Communicator, exchange: Exchange, backward_tag: int) -> torch.Tensor:
-    """An empty halo table, a function of ``owned`` for autograd, for receives already posted to fill
-    (in place, without autograd) before its rows are read."""
-    return _Streamed.apply(owned, owned.shape[1], comm, exchange, backward_tag)

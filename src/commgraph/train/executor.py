@@ -6,8 +6,9 @@
 - ``replicate`` (DGL-style): the L-hop in-neighbourhood is held locally from the start and computed
   redundantly; nothing is exchanged per layer.
 
-All three compute exactly the single-graph model. The backward pass is autograd's; the halo op
-sends gradients back to their owners.
+All three compute exactly the single-graph model. In every backward pass the gradients of halo
+rows go back to their owners, which add them up: layer-wise through the halo op (barrier), bin by
+bin through tensor hooks (pipelined).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from commgraph.nn import GNN, Block
 from commgraph.partition.store import Part, PartitionSet
 from commgraph.plan import plan_allgather
 from commgraph.plan.model import CommPlan, Send
-from commgraph.runtime import Communicator, Exchange, halo_exchange, streamed_halo
+from commgraph.runtime import Communicator, Exchange, Message, halo_exchange
 from commgraph.runtime.comm import TAG_SPAN
 from commgraph.topology import load_topology
 from commgraph.train import schedule
@@ -27,10 +28,11 @@ from commgraph.train import schedule
 EXCHANGES = ("pipelined", "barrier", "replicate")
 
 
-def _block(arrays: schedule.BlockArrays, degree: np.ndarray, device) -> Block:
-    edge_index = torch.from_numpy(np.stack([arrays.edge_src, arrays.edge_dst]).astype(np.int64))
-    return Block(int(arrays.src.shape[0]), int(arrays.dst.shape[0]), edge_index,
-                 torch.from_numpy(degree[arrays.src].astype(np.float32))).to(device)
+def _block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int, degree: torch.Tensor,
+           device) -> Block:
+    """The block of rows ``[start, end)`` of a table of ``num_src`` rows."""
+    src, dst = schedule.range_edges(indptr, indices, start, end)
+    return Block(num_src, end - start, torch.from_numpy(np.stack([src, dst])), degree, start).to(device)
 
 
 def _devices(size: int) -> list[str]:
@@ -38,17 +40,24 @@ def _devices(size: int) -> list[str]:
 
 
 class _Tables:
-    """A part's node data as tensors, with the halo's input features fetched once up front."""
+    """A part's input table (owned features, optionally reordered, then the halo's), with the halo
+    rows fetched once up front through a point-to-point ``CommPlan``."""
 
-    def __init__(self, part: Part, comm: Communicator, pset: PartitionSet, device):
+    def __init__(self, part: Part, comm: Communicator, pset: PartitionSet, device, order: np.ndarray | None = None):
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
-        self.x = torch.from_numpy(np.array(part.features, dtype=np.float32)).to(device)
-        plan = plan_allgather("p2p", pset, load_topology(f"localhost-cpu:{pset.num_parts}"),
-                              row_bytes=4 * self.x.shape[1])
+        x = torch.from_numpy(np.array(part.features, dtype=np.float32)).to(device)
+        plan = plan_allgather("p2p", pset, load_topology(f"localhost-cpu:{pset.num_parts}"), row_bytes=4 * x.shape[1])
         self.exchange = Exchange.from_plan(plan, part.index, _devices(pset.num_parts),
                                            np.asarray(part.owned), np.asarray(part.halo))
         comm.count_as("features")
-        self.x_halo = comm.gather(self.exchange, self.x, tag_base=0)[: self.num_halo]
+        x_halo = comm.gather(self.exchange, x, tag_base=0)[: self.num_halo]
+        if order is not None:
+            x = x.index_select(0, torch.from_numpy(order).to(device))
+        self.x = torch.cat([x, x_halo])
+        degree = np.asarray(part.degree, dtype=np.float32)
+        if order is not None:
+            degree = np.concatenate([degree[order], degree[self.num_owned :]])
+        self.degree = torch.from_numpy(degree).to(device)
 
 
 class BarrierExecutor:
@@ -59,20 +68,18 @@ class BarrierExecutor:
     def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device):
         self.comm = comm
         self.tables = _Tables(part, comm, pset, device)
-        n = part.num_owned + part.num_halo
-        rows = np.repeat(np.arange(part.num_owned), np.diff(part.indptr))
-        arrays = schedule.BlockArrays(np.arange(part.num_owned), np.arange(n), np.asarray(part.indices), rows)
-        self.block = _block(arrays, np.asarray(part.degree), device)
+        self.block = _block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
+                            part.num_owned + part.num_halo, self.tables.degree, device)
         self.exchange = self.tables.exchange
 
     def forward(self, model: GNN) -> torch.Tensor:
-        h, halo = model.encode(self.tables.x), model.encode(self.tables.x_halo)
+        table, h = model.encode(self.tables.x), None
         for index in range(model.num_layers):
-            h = model.layer(index, torch.cat([h, halo]), self.block)
+            h = model.layer(index, table, self.block, x_dst=h)
             if index < model.num_layers - 1:
                 tags = ((2 * index + 1) * TAG_SPAN, (2 * index + 2) * TAG_SPAN)
                 self.comm.count_as(f"halo_forward:{index + 1}")
-                halo = halo_exchange(h, self.comm, self.exchange, tags)
+                table = torch.cat([h, halo_exchange(h, self.comm, self.exchange, tags)])
         return model.decode(h)
 
 
@@ -87,18 +94,13 @@ class ReplicateExecutor:
         self.comm = comm
         indptr, indices = pset.in_edges()
         nodes, sizes = schedule.hop_sets(indptr, indices, np.asarray(part.owned), layers)
-        degree = np.diff(indptr)
+        degree = torch.from_numpy(np.diff(indptr)[nodes].astype(np.float32)).to(device)
         position = np.full(indptr.shape[0] - 1, -1, dtype=np.int64)
         position[nodes] = np.arange(nodes.shape[0])
-        mark = np.full(nodes.shape[0], -1, dtype=np.int64)
         counts, sources = schedule.in_neighbours(indptr, indices, nodes[: sizes[-2]])
         local_indptr, local_indices = np.concatenate([[0], np.cumsum(counts)]), position[sources]
-        self.blocks = []
-        for index in range(layers):
-            arrays = schedule.block_arrays(local_indptr, local_indices, np.arange(sizes[layers - 1 - index]), mark)
-            # each hop set is exactly the previous one's in-neighbourhood, in table order
-            assert np.array_equal(arrays.src, np.arange(sizes[layers - index]))
-            self.blocks.append(_block(arrays, degree[nodes], device))
+        self.blocks = [_block(local_indptr, local_indices, 0, sizes[layers - 1 - index], sizes[layers - index],
+                              degree, device) for index in range(layers)]
         self.num_owned = part.num_owned
         self.x = torch.from_numpy(pset.rows("features", nodes).astype(np.float32)).to(device)
         comm.count_as("features")
@@ -111,74 +113,75 @@ class ReplicateExecutor:
 
 
 class PipelinedExecutor:
-    """G3's bins, priorities and eager computation (see ``schedule``)."""
+    """G3's bins, priorities and eager computation (see ``schedule``), forward and backward.
+
+    Forward: each finished bin's boundary rows leave at once; a bin of the next layer runs as soon
+    as the halo rows it reads have landed. Backward mirrors it: the moment a layer's halo gradient
+    is complete its rows go back to their owners, message by message, and each bin adds the
+    gradients of its sent rows just before autograd runs that bin's backward. Autograd runs bins
+    in reverse order of computation, so the interior bins' backward overlaps the transfers."""
 
     name = "pipelined"
 
     def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, bin_size: int):
         self.comm, self.device = comm, device
-        self.tables = _Tables(part, comm, pset, device)
-        n_owned, degree = part.num_owned, np.asarray(part.degree)
-        indptr, indices = np.asarray(part.indptr), np.asarray(part.indices)
-        order, boundary = schedule.priority_order(indptr, indices, n_owned, np.asarray(part.send_index))
-        # the order inside a bin does not matter (a bin is computed as a whole): ascending rows
-        # gather memory sequentially, and a bin of every row, with no halo, reads ``h`` as it is
-        self.bin_rows = [np.sort(rows) for rows in schedule.bins(order, boundary, bin_size)]
-        mark = np.full(n_owned + part.num_halo, -1, dtype=np.int64)
-        arrays = [schedule.block_arrays(indptr, indices, rows, mark) for rows in self.bin_rows]
-        self.blocks = [_block(a, degree, device) for a in arrays]
-        self.src_owned = [None if np.array_equal(a.src, np.arange(n_owned)) else
-                          torch.from_numpy(a.src[a.src < n_owned]).to(device) for a in arrays]
-        self.src_halo = [torch.from_numpy(a.src[a.src >= n_owned] - n_owned).to(device) for a in arrays]
-        self.exchange, self.outgoing, self.needs = self._messages(part, pset, arrays)
-        self.rows_t = [torch.from_numpy(r).to(device) for r in self.bin_rows]
+        n_owned = part.num_owned
+        order, boundary = schedule.priority_order(np.asarray(part.indptr), np.asarray(part.indices), n_owned,
+                                                  np.asarray(part.send_index))
+        self.tables = _Tables(part, comm, pset, device, order)
+        indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
+        self.edges = schedule.bins(boundary, n_owned, bin_size)
+        table_rows = n_owned + part.num_halo
+        self.blocks = [_block(indptr, indices, int(a), int(b), table_rows, self.tables.degree, device)
+                       for a, b in zip(self.edges[:-1], self.edges[1:])]
+        position = np.empty(n_owned, dtype=np.int64)
+        position[order] = np.arange(n_owned)
+        self.part_order = torch.from_numpy(position).to(device)  # output row of each part row
+        self.recvs, self.outgoing, self.needs = self._messages(part, pset, order, position, indptr, indices)
 
-    def _messages(self, part: Part, pset: PartitionSet, arrays):
+    def _messages(self, part: Part, pset: PartitionSet, order, position, indptr, indices):
         """Which rows of which bin go to which peer, and which received message each bin waits for.
         Peers learn each other's bins once, at setup."""
         n_owned, me = part.num_owned, part.index
-        bin_of = np.empty(n_owned, dtype=np.int64)
-        at_in_bin = np.empty(n_owned, dtype=np.int64)
-        for b, rows in enumerate(self.bin_rows):
-            bin_of[rows], at_in_bin[rows] = b, np.arange(rows.shape[0])
+        owned = np.asarray(part.owned)[order]
         mine = {}
         for q in range(pset.num_parts):
-            rows = np.asarray(part.send_to(q))
+            rows = np.sort(position[np.asarray(part.send_to(q))])
             if rows.size:
-                by_bin = np.argsort(bin_of[rows], kind="stable")
-                rows = rows[by_bin]
-                cuts = np.flatnonzero(np.diff(bin_of[rows])) + 1
-                mine[q] = [(int(bin_of[r[0]]), np.asarray(part.owned)[r]) for r in np.split(rows, cuts)]
+                cuts = np.searchsorted(rows, self.edges[1:-1])
+                mine[q] = [(b, owned[r]) for b, r in enumerate(np.split(rows, cuts)) if r.size]
         everyone = self.comm.all_gather_object(mine) if self.comm.world is not None else [mine]
         devices = _devices(pset.num_parts)
         plan = CommPlan("allgather", "g3-bins", f"localhost-cpu:{pset.num_parts}")
         plan.stages.append([Send(devices[src], devices[q], float(ids.size), ids, priority=b)
                             for src, theirs in enumerate(everyone) for q, messages in sorted(theirs.items())
                             for b, ids in messages if me in (src, q)])
-        exchange = Exchange.from_plan(plan, me, devices, np.asarray(part.owned), np.asarray(part.halo))
+        exchange = Exchange.from_plan(plan, me, devices, owned, np.asarray(part.halo))
         sends, recvs = exchange.stages[0] if exchange.stages else ([], [])
-        outgoing = [[] for _ in self.bin_rows]  # per bin: (peer, tag, positions in the bin's output)
+        outgoing = [[] for _ in self.blocks]  # per bin: (peer, tag, rows counted from the bin's start)
         for m in sends:
-            rows = m.index.numpy()
-            outgoing[m.tag].append((m.peer, m.tag, torch.from_numpy(at_in_bin[rows]).to(self.device)))
+            outgoing[m.tag].append((m.peer, m.tag, (m.index - int(self.edges[m.tag])).to(self.device)))
         message_of_slot = np.full(part.num_halo, -1, dtype=np.int64)
         for j, m in enumerate(recvs):
             message_of_slot[m.index.numpy() - n_owned] = j
-        needs = [np.unique(message_of_slot[a.src[a.src >= n_owned] - n_owned]).tolist() for a in arrays]
-        return exchange, outgoing, needs
+        needs = []
+        for a, b in zip(self.edges[:-1], self.edges[1:]):
+            halo = indices[indptr[a] : indptr[b]]
+            needs.append(np.unique(message_of_slot[halo[halo >= n_owned] - n_owned]).tolist())
+        recvs = [Message(m.peer, m.tag, m.index.to(self.device)) for m in recvs]
+        return recvs, outgoing, needs
 
     def forward(self, model: GNN) -> torch.Tensor:
-        recvs = self.exchange.stages[0][1] if self.exchange.stages else []
-        h, halo = model.encode(self.tables.x), model.encode(self.tables.x_halo)
+        table = model.encode(self.tables.x)
         incoming = None  # layer 0's halo is the input features, already local
-        sent = []
+        sent, previous = [], [None] * len(self.blocks)
         for index in range(model.num_layers):
             last = index == model.num_layers - 1
-            tag_base = (2 * index + 1) * TAG_SPAN
             if not last:  # receives for the next layer's halo, posted before any computing
-                following = _Incoming(self.comm, recvs, tag_base, model.widths[index + 1], self.tables.num_owned,
-                                      h.device)
-            outs, done = [], []
+                following = _Incoming(self.comm, self.recvs, (2 * index + 1) * TAG_SPAN, model.widths[index + 1],
+                                      self.tables.num_owned, table.device)
+                grads = _GradientReturn(self.comm, self.recvs, self.outgoing, (2 * index + 2) * TAG_SPAN)
+            outs = [None] * len(self.blocks)
             pending = list(range(len(self.blocks)))
             while pending:
                 b = next((b for b in pending if incoming is None or incoming.ready(self.needs[b])), None)
@@ -186,41 +189,42 @@ class PipelinedExecutor:
                     incoming.wait_for(self.needs[pending[0]])
                     continue
                 pending.remove(b)
-                x_src = h if self.src_owned[b] is None else h.index_select(0, self.src_owned[b])
-                if self.src_halo[b].numel():
-                    x_src = torch.cat([x_src, halo.index_select(0, self.src_halo[b])])
-                out = model.layer(index, x_src, self.blocks[b])
-                if not last:  # this bin's boundary rows leave now
+                out = model.layer(index, table, self.blocks[b], x_dst=previous[b])
+                if not last and self.outgoing[b]:  # this bin's boundary rows leave now
                     self.comm.count_as(f"halo_forward:{index + 1}")
                     rows = out.detach()
                     for peer, tag, positions in self.outgoing[b]:
                         payload = rows.index_select(0, positions)
-                        sent.append((self.comm.isend(payload, peer, tag_base + tag), peer, payload))
-                outs.append(out)
-                done.append(self.rows_t[b])
+                        sent.append((self.comm.isend(payload, peer, following.tag_base + tag), peer, payload))
+                    if out.requires_grad:
+                        out.register_hook(grads.adder(b))
+                outs[b] = out
                 if incoming is not None:
                     incoming.poll()
-            if len(outs) == 1:  # one bin of all rows, in order
-                h = outs[0]
-            else:
-                order = torch.cat(done)
-                inverse = torch.empty_like(order)
-                inverse[order] = torch.arange(order.numel(), device=order.device)
-                h = torch.cat(outs).index_select(0, inverse)
-            if not last:
-                halo = following.target = streamed_halo(h, self.comm, self.exchange, (2 * index + 2) * TAG_SPAN)
+            if last:
+                h = outs[0] if len(outs) == 1 else torch.cat(outs)
+            elif len(outs) == 1 and not self.recvs and not self.outgoing[0]:  # nothing to exchange
+                table = outs[0]
+            else:  # the next table: this layer's rows, then halo rows that land as they arrive
+                table = torch.cat([*outs, outs[0].new_empty((self.tables.num_halo, outs[0].shape[1]))])
+                if table.requires_grad:
+                    table.register_hook(grads.start)
+                following.target = table
                 incoming = following
+            previous = outs
         for work, peer, _payload in sent:
             self.comm.wait(work, peer)
-        return model.decode(h)
+        return model.decode(h).index_select(0, self.part_order)
 
 
 class _Incoming:
-    """The receives of one layer's halo, landing (copied into the halo table) as they complete."""
+    """The receives of one layer's halo, landing (copied into the table's halo rows) as they
+    complete. Rows land through ``.data``: autograd must not count the fill as a change to the
+    table, which bins already computed have read (they did not read these rows)."""
 
-    def __init__(self, comm: Communicator, recvs, tag_base: int, width: int, num_owned: int, device):
-        self.comm, self.recvs, self.num_owned = comm, recvs, num_owned
-        self.target: torch.Tensor | None = None  # the halo table, set once the layer's output exists
+    def __init__(self, comm: Communicator, recvs: list[Message], tag_base: int, width: int, num_owned: int, device):
+        self.comm, self.recvs, self.tag_base = comm, recvs, tag_base
+        self.target: torch.Tensor | None = None  # the table, set once the layer's output exists
         self.buffers = [torch.empty((m.index.numel(), width), device=device) for m in recvs]
         self.works = [comm.irecv(buf, m.peer, tag_base + m.tag) for buf, m in zip(self.buffers, recvs)]
         self.arrived = [False] * len(recvs)
@@ -238,6 +242,43 @@ class _Incoming:
 
     def _land(self, j: int) -> None:
         self.comm.wait(self.works[j], self.recvs[j].peer)
-        with torch.no_grad():
-            self.target.index_copy_(0, self.recvs[j].index.to(self.target.device) - self.num_owned, self.buffers[j])
+        self.target.data.index_copy_(0, self.recvs[j].index, self.buffers[j])
         self.arrived[j] = True
+
+
+class _GradientReturn:
+    """One layer's backward exchange, as tensor hooks. ``start`` (the table's gradient is complete)
+    sends each received message's rows' gradients back to their owner and posts the receives for
+    the gradients of the rows this worker sent; ``adder(b)`` adds bin ``b``'s arrivals to the bin's
+    output gradient. The sends are waited for when the backward pass ends."""
+
+    def __init__(self, comm: Communicator, recvs: list[Message], outgoing: list, tag_base: int):
+        self.comm, self.recvs, self.outgoing, self.tag_base = comm, recvs, outgoing, tag_base
+        self.sent: list = []
+        self.arriving: dict[int, list] = {}
+
+    def start(self, grad: torch.Tensor) -> None:
+        self.comm.count_as("halo_backward")
+        for m in self.recvs:
+            rows = grad.index_select(0, m.index)
+            self.sent.append((self.comm.isend(rows, m.peer, self.tag_base + m.tag), m.peer, rows))
+        for b, messages in enumerate(self.outgoing):
+            for peer, tag, positions in messages:
+                buf = grad.new_empty((positions.numel(), grad.shape[1]))
+                self.arriving.setdefault(b, []).append((self.comm.irecv(buf, peer, self.tag_base + tag), peer,
+                                                        positions, buf))
+        torch.autograd.Variable._execution_engine.queue_callback(self._finish)
+
+    def adder(self, b: int):
+        def hook(grad: torch.Tensor) -> torch.Tensor:
+            for work, peer, positions, buf in self.arriving.pop(b, []):
+                self.comm.wait(work, peer)
+                grad = grad.index_add(0, positions, buf)
+            return grad
+
+        return hook
+
+    def _finish(self) -> None:
+        for work, peer, _rows in self.sent:
+            self.comm.wait(work, peer)
+        self.sent = []

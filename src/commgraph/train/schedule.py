@@ -1,18 +1,17 @@
 """G3's multi-level pipeline schedule for one part, as plain arrays (no torch, no processes).
 
 Step 1 (section 4.4.3): order the part's nodes by BFS over the part, then move the nodes with remote
-neighbours (they receive halo rows, or their rows are sent) to the front: the priority list. Step 2:
-the bin size. Step 3: cut the list into bins; the boundary/interior split is always a bin edge, so
-the interior bins, which need nothing from other workers, can run while the halo is in flight
-(eager computation) even when memory allows a single bin.
+neighbours (they receive halo rows, or their rows are sent) to the front: the priority list. The
+owned rows are renumbered in that order, so a bin is a range of rows. Step 2: the bin size. Step 3:
+cut the list into bins; the boundary/interior split is always a bin edge, so the interior bins,
+which need nothing from other workers, can run while the halo is in flight (eager computation)
+even when memory allows a single bin.
 
-A bin's ``Block`` arrays list its sources destination-first, as table rows (owned rows ``< n_owned``,
-halo rows after), with every in-edge of every destination.
+A part's CSR has a row per owned node and columns that are table rows: owned rows ``< n_owned``,
+halo rows after.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,14 +20,6 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 from commgraph.graph.build import unique_sorted
 
 MAX_BINS = 1 << 15  # bins are message tags; keep them inside one tag span
-
-
-@dataclass
-class BlockArrays:
-    dst: np.ndarray  # owned rows this block computes, in output order
-    src: np.ndarray  # table rows it reads, ``src[:len(dst)] == dst``
-    edge_src: np.ndarray  # positions in ``src``
-    edge_dst: np.ndarray  # positions in ``dst``
 
 
 def priority_order(indptr: np.ndarray, indices: np.ndarray, num_owned: int,
@@ -49,13 +40,26 @@ def priority_order(indptr: np.ndarray, indices: np.ndarray, num_owned: int,
     return order, int(boundary.sum())
 
 
-def bins(order: np.ndarray, num_boundary: int, bin_size: int) -> list[np.ndarray]:
-    """Cut the priority list into bins of at most ``bin_size`` rows, boundary and interior apart."""
-    bin_size = max(int(bin_size), 1, -(-order.shape[0] // MAX_BINS))
-    pieces = []
-    for segment in (order[:num_boundary], order[num_boundary:]):
-        pieces += [segment[i : i + bin_size] for i in range(0, segment.shape[0], bin_size)]
-    return pieces
+def bins(num_boundary: int, num_owned: int, bin_size: int) -> np.ndarray:
+    """Bin edges over the renumbered rows: bin ``b`` is rows ``[edges[b], edges[b + 1])``, at most
+    ``bin_size`` rows, boundary and interior apart."""
+    bin_size = max(int(bin_size), 1, -(-num_owned // MAX_BINS))
+    edges = np.concatenate([np.arange(0, num_boundary, bin_size), np.arange(num_boundary, num_owned, bin_size),
+                            [num_owned]])
+    return edges.astype(np.int64)
+
+
+def relabel(indptr: np.ndarray, indices: np.ndarray, num_owned: int,
+            order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The part's CSR with owned row ``order[i]`` renumbered ``i``, in its rows and its columns
+    (halo columns keep their numbers)."""
+    counts, columns = in_neighbours(indptr, indices, order)
+    position = np.empty(num_owned, dtype=np.int64)
+    position[order] = np.arange(num_owned)
+    owned = columns < num_owned
+    columns = columns.astype(np.int64)
+    columns[owned] = position[columns[owned]]
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), columns
 
 
 def bin_size_for_memory(available_bytes: int, widths: list[int], mean_degree: float) -> int:
@@ -72,16 +76,11 @@ def in_neighbours(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray) -> 
     return counts, indices[starts + np.arange(int(counts.sum()))]
 
 
-def block_arrays(indptr: np.ndarray, indices: np.ndarray, dst: np.ndarray, mark: np.ndarray) -> BlockArrays:
-    """The block of ``dst`` rows. ``mark`` is scratch of table length filled with -1 (left so)."""
-    counts, src_of_edge = in_neighbours(indptr, indices, dst)
-    mark[dst] = np.arange(dst.shape[0])
-    others = unique_sorted(src_of_edge[mark[src_of_edge] < 0])
-    mark[others] = dst.shape[0] + np.arange(others.shape[0])
-    result = BlockArrays(dst, np.concatenate([dst, others]), mark[src_of_edge],
-                         np.repeat(np.arange(dst.shape[0]), counts))
-    mark[result.src] = -1
-    return result
+def range_edges(indptr: np.ndarray, indices: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """In-edges of rows ``[start, end)``: source table rows and destinations counted from ``start``."""
+    counts = np.diff(indptr[start : end + 1])
+    return (np.asarray(indices[indptr[start] : indptr[end]], dtype=np.int64),
+            np.repeat(np.arange(end - start, dtype=np.int64), counts))
 
 
 def hop_sets(indptr: np.ndarray, indices: np.ndarray, owned: np.ndarray, hops: int) -> tuple[np.ndarray, list[int]]:
