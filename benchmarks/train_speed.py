@@ -1,7 +1,7 @@
 """Full-graph training speed on a graph where compute dominates (issue: runtime and G3 training).
 
 Measured side by side in one run, GraphSAGE (2 layers, hidden 128), median training-step time over
-the epochs after the first two (warm-up):
+the epochs after the first two (warm-up), the faster of ``--rounds`` interleaved runs:
   - PyG, single process, whole graph (the baseline; same threads as our one worker), both with an
     edge_index (PyG's default: a message row per edge) and with a sparse ``adj_t`` (what our layers use);
   - commgraph, 1 worker (target: at most 1.1x the faster PyG);
@@ -75,7 +75,7 @@ def commgraph_run(partdir: Path, workers: int, exchange: str, epochs: int, hidde
             "test_acc": records[-1]["test_acc"]}
 
 
-def speed(spec: str, epochs: int, hidden: int, root: Path) -> None:
+def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path) -> None:
     graph = load_graph(spec)
     print(f"{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.features.shape[1]} features; "
           f"GraphSAGE 2 layers, hidden {hidden}; {os.cpu_count()} cores")
@@ -89,23 +89,47 @@ def speed(spec: str, epochs: int, hidden: int, root: Path) -> None:
             print(f"2 parts (g3): total remote {metrics['total_remote']:,} nodes")
     del graph
     threads = os.cpu_count() or 1
-    pyg = {}
-    for sparse in (False, True):
+
+    def pyg_run(sparse: bool) -> dict:
         out = subprocess.run([sys.executable, "-c", PYG.format(threads=threads, spec=spec, hidden=hidden, epochs=epochs,
                                                                sparse=sparse)],
                              check=True, capture_output=True, text=True).stdout
-        pyg[sparse] = median_tail(json.loads(out.strip().splitlines()[-1]))
-    one = commgraph_run(sets[1], 1, "pipelined", epochs, hidden)["seconds"]
-    results = {how: commgraph_run(sets[2], 2, how, epochs, hidden) for how in ("pipelined", "barrier", "replicate")}
+        return {"seconds": median_tail(json.loads(out.strip().splitlines()[-1]))}
+
+    configurations = {
+        "PyG, 1 process, edge_index": lambda: pyg_run(False),
+        "PyG, 1 process, sparse adj_t": lambda: pyg_run(True),
+        "commgraph, 1 worker": lambda: commgraph_run(sets[1], 1, "pipelined", epochs, hidden),
+        "commgraph, 1 worker, 1 thread": lambda: commgraph_run(sets[1], 1, "pipelined", epochs, hidden,
+                                                               ("--threads", "1")),
+        **{f"commgraph, 2 workers, {how}": (lambda how=how: commgraph_run(sets[2], 2, how, epochs, hidden))
+           for how in ("pipelined", "barrier", "replicate")},
+    }
+    # every configuration once per round, rounds interleaved, the fastest round kept: a burst of
+    # load from the machine's neighbours then spoils one round of one configuration, not the ratio
+    measured: dict[str, dict] = {}
+    for _ in range(rounds):
+        for name, run in configurations.items():
+            result = run()
+            if name not in measured or result["seconds"] < measured[name]["seconds"]:
+                measured[name] = result
+    pyg = {False: measured["PyG, 1 process, edge_index"]["seconds"],
+           True: measured["PyG, 1 process, sparse adj_t"]["seconds"]}
+    one = measured["commgraph, 1 worker"]["seconds"]
+    results = {how: measured[f"commgraph, 2 workers, {how}"] for how in ("pipelined", "barrier", "replicate")}
     print(f"{'configuration':<34} {'epoch s':>8} {'ratio':>22}")
     print(f"{'PyG, 1 process, edge_index':<34} {pyg[False]:8.3f}")
     print(f"{'PyG, 1 process, sparse adj_t':<34} {pyg[True]:8.3f}")
     best = min(pyg.values())
     print(f"{'commgraph, 1 worker':<34} {one:8.3f} {one / best:8.3f}x the faster PyG (<= 1.1)")
+    alone = measured["commgraph, 1 worker, 1 thread"]["seconds"]
+    print(f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.3f} {one / alone:8.3f}x of 1 worker: what the 2nd core gives it")
     for how, r in results.items():
         note = "(>= 1.6)" if how == "pipelined" else f"pipelined {r['seconds'] / results['pipelined']['seconds']:.3f}x faster"
         print(f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.3f} {one / r['seconds']:8.3f}x speed-up {note}"
               f"   {r['comm_bytes'] / 1e6:.1f} MB/epoch")
+    pipelined = results["pipelined"]["seconds"]
+    print(f"scaling of the split itself: 2 workers (1 thread each) vs 1 worker with 1 thread: {alone / pipelined:.3f}x")
 
 
 def accuracy() -> None:
@@ -125,11 +149,12 @@ def main() -> None:
     parser.add_argument("--graph", default="sbm:nodes=200000,classes=8,features=128,seed=0")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each configuration; the fastest is kept")
     parser.add_argument("--skip-accuracy", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        speed(args.graph, args.epochs, args.hidden, Path(tmp))
+        speed(args.graph, args.epochs, args.hidden, args.rounds, Path(tmp))
     if not args.skip_accuracy:
         accuracy()
     print(f"\n({time.perf_counter() - start:.0f} s)")

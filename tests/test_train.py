@@ -181,6 +181,7 @@ def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
     (["--workers", "0"], "--workers must be >= 1"),
     (["--epochs", "0"], "--epochs must be >= 1"),
     (["--bin-size", "0"], "--bin-size must be >= 1"),
+    (["--threads", "0"], "--threads must be >= 1"),
     (["--timeout", "0"], "--timeout must be positive"),
 ])
 def test_bad_training_requests(partition_sets, args, message, capsys):

@@ -54,6 +54,7 @@ def register(subparsers) -> None:
                         help="seconds any exchange may wait before the job stops (default 120)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto: one GPU per worker with NCCL if there are GPUs, else CPU with Gloo")
+    parser.add_argument("--threads", type=int, help="compute threads per worker (default: cores / local workers)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
     parser.set_defaults(run=run)
 
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     from commgraph.runtime import launch_local
 
-    return launch_local(_worker_argv(args, partition_dir), workers, grace=args.timeout + 15)
+    return launch_local(_worker_argv(args, partition_dir), workers, grace=args.timeout + 15,
+                        threads_per_worker=args.threads)
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -87,6 +89,8 @@ def _check_options(args: argparse.Namespace) -> None:
         raise TrainingError("--resume needs --checkpoint-dir")
     if args.bin_size is not None and args.bin_size < 1:
         raise TrainingError("--bin-size must be >= 1")
+    if args.threads is not None and args.threads < 1:
+        raise TrainingError("--threads must be >= 1")
 
 
 def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
@@ -134,6 +138,8 @@ def _worker(args: argparse.Namespace) -> int:
 
     _check_options(args)
     rank = int(os.environ["RANK"])
+    if args.threads is not None:  # under torchrun; our launcher passes it as COMMGRAPH_THREADS
+        os.environ["COMMGRAPH_THREADS"] = str(args.threads)
     world = None
     try:
         partition_dir = _shared_partition_set(args)
