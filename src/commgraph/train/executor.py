@@ -179,7 +179,7 @@ class PipelinedExecutor:
             last = index == model.num_layers - 1
             if not last:  # receives for the next layer's halo, posted before any computing
                 following = _Incoming(self.comm, self.recvs, (2 * index + 1) * TAG_SPAN, model.widths[index + 1],
-                                      self.tables.num_owned, table.device)
+                                      table.device)
                 grads = _GradientReturn(self.comm, self.recvs, self.outgoing, (2 * index + 2) * TAG_SPAN)
             outs = [None] * len(self.blocks)
             pending = list(range(len(self.blocks)))
@@ -222,7 +222,7 @@ class _Incoming:
     complete. Rows land through ``.data``: autograd must not count the fill as a change to the
     table, which bins already computed have read (they did not read these rows)."""
 
-    def __init__(self, comm: Communicator, recvs: list[Message], tag_base: int, width: int, num_owned: int, device):
+    def __init__(self, comm: Communicator, recvs: list[Message], tag_base: int, width: int, device):
         self.comm, self.recvs, self.tag_base = comm, recvs, tag_base
         self.target: torch.Tensor | None = None  # the table, set once the layer's output exists
         self.buffers = [torch.empty((m.index.numel(), width), device=device) for m in recvs]
