@@ -51,12 +51,11 @@ class _Tables:
                                            np.asarray(part.owned), np.asarray(part.halo))
         comm.count_as("features")
         x_halo = comm.gather(self.exchange, x, tag_base=0)[: self.num_halo]
-        if order is not None:
-            x = x.index_select(0, torch.from_numpy(order).to(device))
-        self.x = torch.cat([x, x_halo])
         degree = np.asarray(part.degree, dtype=np.float32)
-        if order is not None:
+        if order is not None:  # owned rows in the executor's order; halo rows as the part has them
+            x = x.index_select(0, torch.from_numpy(order).to(device))
             degree = np.concatenate([degree[order], degree[self.num_owned :]])
+        self.x = torch.cat([x, x_halo])
         self.degree = torch.from_numpy(degree).to(device)
 
 
