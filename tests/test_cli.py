@@ -131,8 +131,11 @@ def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     code, text, _ = run(capsys, "partition-info", str(out), "--json")
     assert code == 0 and json.loads(text)["total_remote"] == result["total_remote"]
+    assert result["isolated_nodes"] == 0 and result["components"] == 78  # Cora, as PyG counts it
     code, _, err = run(capsys, "partition", "cora", "--parts", "4", "--out", str(out))
     assert code == 2 and "already exists; pass --force" in err
+    code, _, err = run(capsys, "partition", "cora", "--parts", "2", "--out", str(tmp_path / "c2"))
+    assert code == 0 and "note: 0 isolated nodes and 78 connected components" in err
     code, _, err = run(capsys, "partition", "cora", "--parts", "0", "--out", str(tmp_path / "x"))
     assert code == 2 and ">= 1" in err and not (tmp_path / "x").exists()
 
