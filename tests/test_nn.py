@@ -8,17 +8,23 @@ import torch
 from torch_geometric.nn import GATConv, GCNConv
 
 from commgraph.errors import TrainingError
-from commgraph.graph import load_graph
+from commgraph.graph import from_edges, load_graph
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
 from commgraph.runtime import Communicator
 from commgraph.train import schedule
-from commgraph.train.executor import BarrierExecutor
+from commgraph.train.executor import BarrierExecutor, ReplicateExecutor
 
 
-@pytest.fixture(scope="module")
-def cora_whole(tmp_path_factory):
+@pytest.fixture(scope="module", params=["cora", "cora with self loops"])
+def cora_whole(request, tmp_path_factory):
     graph = load_graph("cora")
+    if request.param != "cora":  # a loop on every third node: GCN and GAT must keep one, not add another
+        src, dst = graph.edge_list()
+        loops = np.arange(0, graph.num_nodes, 3)
+        graph = from_edges(np.concatenate([src, loops]), np.concatenate([dst, loops]), graph.num_nodes,
+                           symmetrize=False, self_loops=True, features=graph.features)
+        assert graph.stats()["self_loops"] == loops.shape[0]
     assignment = np.zeros(graph.num_nodes, dtype=np.int64)
     out = tmp_path_factory.mktemp("one") / "set"
     write_partition_set(graph, assignment, 1, out, method="chunk", seed=0, seconds=0.0,
@@ -58,12 +64,14 @@ def _reference(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) -> tuple[t
     return model.decode(h), used
 
 
+@pytest.mark.parametrize("executor_class", [BarrierExecutor, ReplicateExecutor])
 @pytest.mark.parametrize("kind", ["gcn", "sage", "gat", "gin", "commnet"])
-def test_block_model_equals_pyg_on_the_whole_graph(kind, cora_whole):
+def test_block_model_equals_pyg_on_the_whole_graph(kind, executor_class, cora_whole):
     graph, pset = cora_whole
     torch.manual_seed(0)
     model = GNN(kind, graph.features.shape[1], 8, 7, layers=2, heads=2, dropout=0.0).eval()
-    executor = BarrierExecutor(pset.part(0), pset, Communicator(world=None), torch.device("cpu"))
+    extra = (2,) if executor_class is ReplicateExecutor else ()
+    executor = executor_class(pset.part(0), pset, Communicator(world=None), torch.device("cpu"), *extra)
     edge_index = torch.from_numpy(np.stack([graph.indices, np.repeat(np.arange(graph.num_nodes),
                                                                       np.diff(graph.indptr))]).astype(np.int64))
     ours = executor.forward(model)

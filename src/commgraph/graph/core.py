@@ -77,6 +77,9 @@ class Graph:
     def in_degrees(self) -> np.ndarray:
         return np.diff(self.indptr)
 
+    def loop_free_in_degrees(self) -> np.ndarray:
+        return loop_free_in_degrees(self.indptr, self.indices)
+
     def edge_list(self) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) of every stored edge, in CSR order."""
         dst = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.in_degrees())
@@ -202,6 +205,14 @@ class Graph:
             value = getattr(self, mask)
             out[mask.replace("_mask", "_nodes")] = None if value is None else int(value.sum())
         return out
+
+
+def loop_free_in_degrees(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """In-degrees not counting self loops. GCN and GAT give every node exactly one self loop (PyG's
+    ``add_remaining_self_loops``), so their normalisations count the other in-edges plus that one."""
+    degree = np.diff(indptr)
+    rows = np.repeat(np.arange(degree.shape[0], dtype=np.int64), degree)
+    return degree - np.bincount(rows[indices == rows], minlength=degree.shape[0])
 
 
 def _as_array(value, dtype, name: str) -> np.ndarray:

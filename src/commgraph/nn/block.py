@@ -21,7 +21,7 @@ class Block:
     num_src: int  # rows of the table the block reads
     num_dst: int
     edge_index: torch.Tensor  # (2, E): row 0 indexes table rows, row 1 destinations (0..num_dst-1)
-    src_degree: torch.Tensor  # global in-degree of each table row (float)
+    src_degree: torch.Tensor  # global in-degree of each table row, self loops not counted (float)
     dst_start: int = 0  # destination i is table row dst_start + i
     cache: dict = field(default_factory=dict)  # derived tensors (self loops, adjacency, compaction)
 
@@ -30,10 +30,13 @@ class Block:
         return x_src[self.dst_start : self.dst_start + self.num_dst]
 
     def with_self_loops(self) -> torch.Tensor:
-        """Edges plus one self loop per destination (the graphs we load carry none)."""
+        """Edges with exactly one self loop per destination: a graph's own loops are replaced, as
+        PyG's GCN and GAT do."""
         if "loops" not in self.cache:
-            loop = torch.arange(self.num_dst, device=self.edge_index.device)
-            self.cache["loops"] = torch.cat([self.edge_index, torch.stack([loop + self.dst_start, loop])], dim=1)
+            edges = self.edge_index
+            edges = edges[:, edges[0] != edges[1] + self.dst_start]
+            loop = torch.arange(self.num_dst, device=edges.device)
+            self.cache["loops"] = torch.cat([edges, torch.stack([loop + self.dst_start, loop])], dim=1)
         return self.cache["loops"]
 
     def adj_t(self, *, self_loops: bool = False, gcn_norm: bool = False) -> torch.Tensor:

@@ -14,8 +14,9 @@ Layout::
                            send_ptr.npy, send_index.npy
                                            owned[send_index[send_ptr[q]:send_ptr[q+1]]] go to part
                                            q, in the order of q's halo segment from part k
-                           degree.npy      global in-degree of owned then halo nodes (for
-                                           normalisations such as GCN's that need the whole graph)
+                           degree.npy      global in-degree, self loops not counted, of owned
+                                           then halo nodes (for normalisations such as GCN's
+                                           that need the whole graph)
                            features.npy, labels.npy, train_mask.npy, ... of owned nodes, if any
 
 The set is built in a temporary directory beside DIR and renamed into place when complete, so a
@@ -188,6 +189,7 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     halo_bounds = np.searchsorted(halo_part, np.arange(parts + 1))
     owned_of = [np.flatnonzero(assignment == k) for k in range(parts)]
     degree = graph.in_degrees()
+    loop_free = graph.loop_free_in_degrees()
     local = np.empty(n, dtype=np.int64)
     files: dict[str, str] = {}
     from tqdm import tqdm
@@ -207,7 +209,7 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
             "indptr": np.concatenate([[0], np.cumsum(rows)]), "indices": local[graph.indices[gather]],
             "recv_ptr": np.searchsorted(owner, np.arange(parts + 1)),
             "send_ptr": send_ptr, "send_index": send_index,
-            "degree": np.concatenate([rows, degree[halo]]),
+            "degree": np.concatenate([loop_free[owned], loop_free[halo]]),
         }
         for name in _OPTIONAL:
             values = getattr(graph, name)
