@@ -189,6 +189,13 @@ def test_bad_training_requests(partition_sets, args, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_graph_without_features_is_refused_before_partitioning(tmp_path, capsys):
+    out = tmp_path / "set"
+    assert main(["train", "rmat:nodes=500,edges=2000", "--workers", "2", "--partition-dir", str(out)]) == 2
+    assert "has no node features, labels, train mask to train on" in capsys.readouterr().err
+    assert not out.exists()
+
+
 @pytest.mark.timeout(240)
 def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
     """Two torchrun "nodes" (one process each) on this machine train like our own launcher does."""

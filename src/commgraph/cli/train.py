@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
         raise TrainingError("--workers must be >= 1")
     _check_options(args)
     partition_dir = _partition_set(args, args.workers)
-    workers = load_partition_set(partition_dir, verify=False).num_parts
+    pset = load_partition_set(partition_dir, verify=False)
+    _check_trainable(str(partition_dir), pset.part(0))
+    workers = pset.num_parts
     if args.workers is not None and args.workers != workers:
         raise TrainingError(f"{partition_dir} has {workers} parts; pass --workers {workers} or another partition set")
     if not args.quiet:
@@ -99,6 +101,7 @@ def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
     if (given / "manifest.json").is_file():
         return given
     graph = load_graph(args.graph, format=args.format, name=args.name, split=args.split)
+    _check_trainable(graph.name, graph)  # before minutes of partitioning
     parts = workers or 1
     target = args.partition_dir or CACHE / f"{graph.name}-{graph.checksum()[:16]}-{args.partition}-k{parts}-s{args.seed}"
     if (target / "manifest.json").is_file():
@@ -115,6 +118,18 @@ def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
                         seconds=time.perf_counter() - start,
                         metrics={**partition_metrics(graph, assignment, parts), **details}, force=True)
     return target
+
+
+def _check_trainable(name: str, data) -> None:
+    """Refuse, once and in the launcher, a graph (or partition set) that node classification
+    cannot train on."""
+    missing = [what for what, value in (("features", data.features), ("labels", data.labels),
+                                        ("train mask", data.train_mask)) if value is None]
+    if missing:
+        raise TrainingError(f"{name} has no node {', '.join(missing)} to train on: use a dataset that has them "
+                            "(cora, an OGB or Planetoid folder, an .npz with them) or a synthetic graph that "
+                            "makes them, e.g. rmat:nodes=100000,edges=1000000,features=64,classes=8 or "
+                            "sbm:nodes=100000,classes=8,features=64")
 
 
 def _worker_argv(args: argparse.Namespace, partition_dir: Path) -> list[str]:
