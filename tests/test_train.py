@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from commgraph.cli.main import main
 from commgraph.errors import TrainingError
@@ -183,6 +184,7 @@ def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
     (["--bin-size", "0"], "--bin-size must be >= 1"),
     (["--threads", "0"], "--threads must be >= 1"),
     (["--timeout", "0"], "--timeout must be positive"),
+    *([(["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
 ])
 def test_bad_training_requests(partition_sets, args, message, capsys):
     assert main(["train", str(partition_sets[("cora", 2)]), "--quiet", *args]) == 2

@@ -93,6 +93,12 @@ def _check_options(args: argparse.Namespace) -> None:
         raise TrainingError("--bin-size must be >= 1")
     if args.threads is not None and args.threads < 1:
         raise TrainingError("--threads must be >= 1")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise TrainingError("--device cuda, but torch sees no GPU on this machine: use --device cpu "
+                                "(or auto, which takes the GPUs when there are any)")
 
 
 def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
