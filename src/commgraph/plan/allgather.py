@@ -19,8 +19,8 @@ its halo nodes from their owners.
   methods' measured per-message costs, which the other planners' sends (batched into one
   collective per stage) do not, so it is compared with the same messages sent all by zero-copy
   and all by copy, and takes whichever of the three prices fastest (per-message estimates cannot
-  see which messages end up on the critical path). If the result prices worse than ``p2p`` on the simulator, the
-  planner returns the ``p2p`` plan (noted), so it is never worse.
+  see which messages end up on the critical path). Because of those per-message costs its price is
+  not comparable with ``p2p``'s, which has none, and it is not replaced by ``p2p`` when it prices higher.
 """
 
 from __future__ import annotations
