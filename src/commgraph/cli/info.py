@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
         ("in-degree min / mean / median / max",
          f"{deg['min']} / {deg['mean']:.2f} / {deg['median']:g} / {deg['max']}"),
         ("isolated nodes", f"{stats['isolated_nodes']:,}"),
+        ("connected components", f"{stats['components']:,}"),
         ("self-loops", f"{stats['self_loops']:,}"),
         ("features", stats["num_features"] or "none"),
         ("classes", stats["num_classes"] or "none"),

@@ -11,7 +11,7 @@ from pathlib import Path
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import PartitionError
-from commgraph.partition import METHODS, graph_structure, load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.partition import METHODS, load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.partition.plot import plot_metrics
 
 
@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     graph = graph_from_args(args)
     _say(args, f"partitioning {graph.name} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges) "
                f"into {args.parts} parts with {args.method}")
-    structure = graph_structure(graph)
+    stats = graph.stats()
+    structure = {key: stats[key] for key in ("isolated_nodes", "components")}
     if structure["isolated_nodes"] or structure["components"] > 1:
         _say(args, f"note: {structure['isolated_nodes']:,} isolated nodes and {structure['components']:,} "
                    "connected components. Isolated nodes exchange nothing and only fill parts up to the node "

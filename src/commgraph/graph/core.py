@@ -77,6 +77,15 @@ class Graph:
     def in_degrees(self) -> np.ndarray:
         return np.diff(self.indptr)
 
+    def num_components(self) -> int:
+        """Weakly connected components (an isolated node is one)."""
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        n = self.num_nodes
+        matrix = csr_matrix((np.ones(self.num_edges, dtype=np.int8), self.indices, self.indptr), shape=(n, n))
+        return int(connected_components(matrix, directed=True, connection="weak")[0])
+
     def loop_free_in_degrees(self) -> np.ndarray:
         return loop_free_in_degrees(self.indptr, self.indices)
 
@@ -192,7 +201,9 @@ class Graph:
             "num_features": self.num_features,
             "num_classes": self.num_classes,
             "self_loops": int(np.count_nonzero(src == dst)),
-            "isolated_nodes": int(np.count_nonzero(deg == 0)),
+            # no edge in or out: such a node is never sent, received or aggregated over
+            "isolated_nodes": int(np.count_nonzero((deg == 0) & (np.bincount(src, minlength=self.num_nodes) == 0))),
+            "components": self.num_components(),
             "degree": {
                 "min": int(deg.min()) if deg.size else 0,
                 "mean": float(deg.mean()) if deg.size else 0.0,

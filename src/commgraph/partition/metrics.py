@@ -52,20 +52,6 @@ def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int) -> dict:
     }
 
 
-def graph_structure(graph: Graph) -> dict:
-    """Isolated nodes and weakly connected components: both are legal input, but they change what
-    the balance figures mean (an isolated node costs no communication and can fill any part), so
-    ``commgraph partition`` reports them."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    n = graph.num_nodes
-    matrix = csr_matrix((np.ones(graph.num_edges, dtype=np.int8), graph.indices, graph.indptr), shape=(n, n))
-    components, _ = connected_components(matrix, directed=True, connection="weak")
-    isolated = np.count_nonzero((graph.in_degrees() == 0) & (np.bincount(graph.indices, minlength=n) == 0))
-    return {"isolated_nodes": int(isolated), "components": int(components)}
-
-
 def _imbalance(values: np.ndarray) -> float:
     """max / mean: 1.0 is perfect balance, 1.05 means the largest part is 5% above average."""
     mean = values.mean()
