@@ -158,13 +158,17 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
     for args in ([*common, "--epochs", "8", "--metrics-out", str(whole)],
                  [*common, "--epochs", "4", "--metrics-out", str(part), "--checkpoint-dir", str(tmp_path / "ck")],
                  [*common, "--epochs", "8", "--metrics-out", str(part), "--checkpoint-dir", str(tmp_path / "ck"),
-                  "--resume"]):
+                  "--resume", "--eval-every", "3"]):
         job = _cli(*args)
         _, stderr = job.communicate(timeout=200)
         assert job.returncode == 0, stderr
-    losses = [[json.loads(line)["loss"] for line in f.read_text().splitlines()] for f in (whole, part)]
+    records = [[json.loads(line) for line in f.read_text().splitlines()] for f in (whole, part)]
+    losses = [[r["loss"] for r in run] for run in records]
     assert len(losses[1]) == 8
     assert losses[0] == losses[1]  # bit for bit: weights, Adam state and dropout RNG all restored
+    # and evaluating less often changes no loss; epochs 6 (a multiple of 3) and 8 (the last) were evaluated
+    assert [r["epoch"] for r in records[1][4:] if r["test_acc"] is not None] == [6, 8]
+    assert records[1][7]["test_acc"] == records[0][7]["test_acc"]
 
 
 def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
@@ -183,6 +187,7 @@ def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
     (["--epochs", "0"], "--epochs must be >= 1"),
     (["--bin-size", "0"], "--bin-size must be >= 1"),
     (["--threads", "0"], "--threads must be >= 1"),
+    (["--eval-every", "0"], "--eval-every must be >= 1"),
     (["--timeout", "0"], "--timeout must be positive"),
     *([(["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
 ])

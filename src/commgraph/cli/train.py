@@ -47,6 +47,8 @@ def register(subparsers) -> None:
     parser.add_argument("--exchange", choices=EXCHANGES, default="pipelined",
                         help="pipelined (G3 bins, default), barrier (layer-wise) or replicate (L-hop halo)")
     parser.add_argument("--bin-size", type=int, help="rows per bin (default: half the free memory's worth)")
+    parser.add_argument("--eval-every", type=int, default=1, metavar="N",
+                        help="accuracies every N epochs and after the last (default 1); the others log null")
     parser.add_argument("--metrics-out", type=Path, metavar="FILE", help="one JSON line per epoch")
     parser.add_argument("--checkpoint-dir", type=Path, metavar="DIR", help="checkpoint after every epoch")
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir's checkpoint")
@@ -91,6 +93,8 @@ def _check_options(args: argparse.Namespace) -> None:
         raise TrainingError("--resume needs --checkpoint-dir")
     if args.bin_size is not None and args.bin_size < 1:
         raise TrainingError("--bin-size must be >= 1")
+    if args.eval_every < 1:
+        raise TrainingError("--eval-every must be >= 1")
     if args.threads is not None and args.threads < 1:
         raise TrainingError("--threads must be >= 1")
     if args.device == "cuda":
@@ -143,7 +147,7 @@ def _worker_argv(args: argparse.Namespace, partition_dir: Path) -> list[str]:
             "--layers", str(args.layers), "--hidden", str(args.hidden), "--heads", str(args.heads),
             "--dropout", str(args.dropout), "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
             "--seed", str(args.seed), "--exchange", args.exchange, "--timeout", str(args.timeout),
-            "--device", args.device]
+            "--device", args.device, "--eval-every", str(args.eval_every)]
     for flag, value in (("--bin-size", args.bin_size), ("--metrics-out", args.metrics_out),
                         ("--checkpoint-dir", args.checkpoint_dir)):
         if value is not None:
@@ -167,7 +171,7 @@ def _worker(args: argparse.Namespace) -> int:
         world = join(args.timeout, args.device)
         config = TrainConfig(model=args.model, epochs=args.epochs, layers=args.layers, hidden=args.hidden,
                              heads=args.heads, dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
-                             seed=args.seed, exchange=args.exchange, bin_size=args.bin_size,
+                             seed=args.seed, exchange=args.exchange, bin_size=args.bin_size, eval_every=args.eval_every,
                              metrics_out=str(args.metrics_out) if args.metrics_out else None,
                              checkpoint_dir=str(args.checkpoint_dir) if args.checkpoint_dir else None,
                              resume=args.resume, progress=not args.quiet)

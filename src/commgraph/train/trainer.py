@@ -40,6 +40,7 @@ class TrainConfig:
     seed: int = 0
     exchange: str = "pipelined"
     bin_size: int | None = None
+    eval_every: int = 1  # evaluate every N epochs and after the last; each evaluation is one more forward pass
     metrics_out: str | None = None
     checkpoint_dir: str | None = None
     resume: bool = False
@@ -58,6 +59,8 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
         raise TrainingError(f"unknown --exchange {config.exchange!r}; choose one of {', '.join(EXCHANGES)}")
     if config.epochs < 1:
         raise TrainingError("--epochs must be >= 1")
+    if config.eval_every < 1:
+        raise TrainingError("--eval-every must be >= 1")
     threads = os.environ.get("COMMGRAPH_THREADS")
     if threads:
         torch.set_num_threads(int(threads))
@@ -111,17 +114,21 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
         optimizer.step()
         seconds = time.perf_counter() - started
         moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
-        model.eval()
-        with torch.no_grad():
-            predicted = executor.forward(model).argmax(dim=1)
+        evaluate = epoch % config.eval_every == 0 or epoch == config.epochs  # the same on every worker
         counts = [float(loss.detach())]
-        for name in ("train", "val", "test"):
-            counts += [float((predicted[masks[name]] == y[masks[name]]).sum()), float(masks[name].sum())]
+        if evaluate:
+            model.eval()
+            with torch.no_grad():
+                predicted = executor.forward(model).argmax(dim=1)
+            for name in ("train", "val", "test"):
+                counts += [float((predicted[masks[name]] == y[masks[name]]).sum()), float(masks[name].sum())]
+        else:
+            counts += [0.0] * 6
         layers = [moved.get(f"halo_forward:{i}", 0) for i in range(1, config.layers)]
         totals = _global_sum(comm, counts + [moved.get("halo_backward", 0), moved.get("allreduce", 0)] + layers)
         forward_bytes = [int(b) for b in totals[9:]]
         record = {"epoch": epoch, "loss": totals[0],
-                  **{f"{name}_acc": totals[1 + 2 * i] / max(totals[2 + 2 * i], 1)
+                  **{f"{name}_acc": totals[1 + 2 * i] / max(totals[2 + 2 * i], 1) if evaluate else None
                      for i, name in enumerate(("train", "val", "test"))},
                   "epoch_seconds": seconds, "comm_bytes": sum(forward_bytes) + int(totals[7]),
                   "halo_forward_bytes": forward_bytes, "halo_backward_bytes": int(totals[7]),
@@ -205,8 +212,10 @@ class _MetricsLog:
         if self.path is not None:
             with open(self.path, "a") as handle:
                 handle.write(json.dumps(record) + "\n")
-        line = (f"epoch {record['epoch']:4d}  loss {record['loss']:.4f}  train {record['train_acc']:.3f}  "
-                f"val {record['val_acc']:.3f}  test {record['test_acc']:.3f}  {record['epoch_seconds'] * 1e3:8.1f} ms  "
+        acc = {name: "  -  " if record[f"{name}_acc"] is None else f"{record[f'{name}_acc']:.3f}"
+               for name in ("train", "val", "test")}
+        line = (f"epoch {record['epoch']:4d}  loss {record['loss']:.4f}  train {acc['train']}  "
+                f"val {acc['val']}  test {acc['test']}  {record['epoch_seconds'] * 1e3:8.1f} ms  "
                 f"{record['comm_bytes'] / 1e6:8.3f} MB")
         if bar is not None:
             bar.update(1)
