@@ -2,8 +2,10 @@
 
 Measured side by side in one run, GraphSAGE (2 layers, hidden 128), median training-step time over
 the epochs after the first two (warm-up), the faster of ``--rounds`` interleaved runs:
-  - PyG, single process, whole graph (the baseline; same threads as our one worker), both with an
-    edge_index (PyG's default: a message row per edge) and with a sparse ``adj_t`` (what our layers use);
+  - PyG, single process, whole graph (the baseline; same threads and the same allocator setting as
+    our one worker, ``runtime.keep_freed_memory``), both with an edge_index (PyG's default: a message
+    row per edge) and with a sparse ``adj_t`` (what our layers use); and the sparse one once more
+    with glibc's default allocator, to show what that setting is worth;
   - commgraph, 1 worker (target: at most 1.1x the faster PyG);
   - commgraph, 2 workers with --exchange pipelined (target: at least 1.6x faster than 1 worker),
     barrier and replicate (pipelined must beat both).
@@ -34,7 +36,10 @@ import sys, time, json, torch
 from torch_geometric.nn import SAGEConv
 from commgraph.graph import load_graph
 from commgraph.graph.pyg import to_pyg
+from commgraph.runtime import keep_freed_memory
 torch.set_num_threads({threads})
+if {keep}:
+    keep_freed_memory()
 data = to_pyg(load_graph({spec!r}))
 torch.manual_seed(0)
 class Net(torch.nn.Module):
@@ -90,15 +95,16 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path) -> None:
     del graph
     threads = os.cpu_count() or 1
 
-    def pyg_run(sparse: bool) -> dict:
+    def pyg_run(sparse: bool, keep: bool = True) -> dict:
         out = subprocess.run([sys.executable, "-c", PYG.format(threads=threads, spec=spec, hidden=hidden, epochs=epochs,
-                                                               sparse=sparse)],
+                                                               sparse=sparse, keep=keep)],
                              check=True, capture_output=True, text=True).stdout
         return {"seconds": median_tail(json.loads(out.strip().splitlines()[-1]))}
 
     configurations = {
         "PyG, 1 process, edge_index": lambda: pyg_run(False),
         "PyG, 1 process, sparse adj_t": lambda: pyg_run(True),
+        "PyG, sparse, default allocator": lambda: pyg_run(True, keep=False),
         "commgraph, 1 worker": lambda: commgraph_run(sets[1], 1, "pipelined", epochs, hidden),
         "commgraph, 1 worker, 1 thread": lambda: commgraph_run(sets[1], 1, "pipelined", epochs, hidden,
                                                                ("--threads", "1")),
@@ -120,6 +126,9 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path) -> None:
     print(f"{'configuration':<34} {'epoch s':>8} {'ratio':>22}")
     print(f"{'PyG, 1 process, edge_index':<34} {pyg[False]:8.3f}")
     print(f"{'PyG, 1 process, sparse adj_t':<34} {pyg[True]:8.3f}")
+    default = measured["PyG, sparse, default allocator"]["seconds"]
+    print(f"{'PyG, sparse, default allocator':<34} {default:8.3f} {default / pyg[True]:8.3f}x slower than with "
+          "keep_freed_memory")
     best = min(pyg.values())
     print(f"{'commgraph, 1 worker':<34} {one:8.3f} {one / best:8.3f}x the faster PyG (<= 1.1)")
     alone = measured["commgraph, 1 worker, 1 thread"]["seconds"]

@@ -21,7 +21,7 @@ import torch
 from commgraph.errors import TrainingError
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set
-from commgraph.runtime import Communicator, GradientSync, World
+from commgraph.runtime import Communicator, GradientSync, World, keep_freed_memory
 from commgraph.train import checkpoint
 from commgraph.train.executor import EXCHANGES, BarrierExecutor, PipelinedExecutor, ReplicateExecutor
 from commgraph.train.schedule import bin_size_for_memory
@@ -61,6 +61,7 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
         raise TrainingError("--epochs must be >= 1")
     if config.eval_every < 1:
         raise TrainingError("--eval-every must be >= 1")
+    keep_freed_memory()  # every step reallocates its large tensors: reuse them (see runtime.memory)
     threads = os.environ.get("COMMGRAPH_THREADS")
     if threads:
         torch.set_num_threads(int(threads))

@@ -1,0 +1,31 @@
+"""How a worker process's C allocator treats large blocks.
+
+glibc's malloc serves every block above its mmap threshold (32 MB at most by default) with a fresh
+``mmap`` and unmaps it on free. A training step allocates and frees blocks of hundreds of MB every
+layer (tables, activations, gradients), so with the default each one is faulted in page by page
+again every epoch: on a 200,000 x 128 table, concatenation ran 3-4x slower than from reused memory.
+Raising the mmap and trim thresholds keeps such blocks in the heap for reuse, which is what the
+caching allocators PyTorch's CPU tuning guide suggests (jemalloc, tcmalloc) do. The price is that a
+worker holds on to its peak memory between steps instead of returning it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+KEEP_BYTES = 1 << 30  # blocks up to 1 GB come from (and go back to) the heap
+
+
+def keep_freed_memory() -> bool:
+    """Make this process reuse freed large blocks instead of unmapping them. Returns whether the
+    C library took the setting (glibc does; elsewhere nothing changes)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the C library this process already runs on
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, KEEP_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, KEEP_BYTES))
