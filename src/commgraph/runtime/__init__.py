@@ -1,5 +1,6 @@
 """The only package that talks to torch.distributed: process groups, the local launcher, the
-``Communicator`` that executes plans, the autograd halo exchange and gradient all-reduce; and the worker process's allocator setting."""
+``Communicator`` that executes plans, the autograd halo exchange and gradient all-reduce; also the
+worker process's allocator setting."""
 
 from commgraph.runtime.comm import Communicator, Exchange, Message
 from commgraph.runtime.grads import GradientSync
