@@ -10,6 +10,7 @@ from torch_geometric.nn import GATConv, GCNConv
 from commgraph.errors import TrainingError
 from commgraph.graph import from_edges, load_graph
 from commgraph.nn import GNN
+from commgraph.nn.dropout import dropout
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
 from commgraph.runtime import Communicator
 from commgraph.train import schedule
@@ -122,3 +123,17 @@ def test_relabel_renumbers_owned_rows_and_columns_and_bins_are_ranges():
 
 def test_bin_size_from_memory_halves_it():
     assert schedule.bin_size_for_memory(1 << 30, [16, 16], mean_degree=2.0) == (1 << 29) // (4 * 16 * 4)
+
+
+def test_dropout_keeps_one_minus_p_scaled_and_passes_gradients_through_the_mask():
+    x = torch.full((1000, 1000), 2.0, requires_grad=True)
+    torch.manual_seed(5)
+    out = dropout(x, 0.3, training=True)
+    kept = out != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.005  # 1e6 draws: the std is 0.00046
+    assert torch.equal(out[kept], torch.full((int(kept.sum()),), 2.0 / 0.7))
+    out.sum().backward()
+    assert torch.equal(x.grad, kept.float() / 0.7)
+    torch.manual_seed(5)
+    assert torch.equal(dropout(x, 0.3, training=True), out)  # the seed decides the mask
+    assert dropout(x, 0.3, training=False) is x and dropout(x, 0.0, training=True) is x

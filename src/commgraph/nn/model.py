@@ -13,6 +13,7 @@ import torch
 from commgraph.errors import TrainingError
 from commgraph.nn.block import Block
 from commgraph.nn.commnet import CommNetLayer
+from commgraph.nn.dropout import dropout
 from commgraph.nn.gat import GATLayer
 from commgraph.nn.gcn import GCNLayer
 from commgraph.nn.gin import GINLayer
@@ -67,7 +68,7 @@ class GNN(torch.nn.Module):
         if index < self.num_layers - 1 and self.kind != "commnet":  # CommNet's step has its own tanh
             out = torch.nn.functional.elu(out) if self.kind == "gat" else torch.relu(out)
         if index < self.num_layers - 1 and self.dropout > 0:
-            out = torch.nn.functional.dropout(out, self.dropout, self.training)
+            out = dropout(out, self.dropout, self.training)
         return out
 
     def decode(self, h: torch.Tensor) -> torch.Tensor:
