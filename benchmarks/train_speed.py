@@ -5,7 +5,9 @@ the epochs after the first two (warm-up), the faster of ``--rounds`` interleaved
   - PyG, single process, whole graph (the baseline; same threads and the same allocator setting as
     our one worker, ``runtime.keep_freed_memory``), both with an edge_index (PyG's default: a message
     row per edge) and with a sparse ``adj_t`` (what our layers use); and the sparse one once more
-    with glibc's default allocator, to show what that setting is worth;
+    with glibc's default allocator, to show what that setting is worth. PyG keeps torch's
+    ``F.dropout``, as its users run it; ours draws the mask faster on CPU (``commgraph.nn.dropout``),
+    which is part of any lead over PyG;
   - commgraph, 1 worker (target: at most 1.1x the faster PyG);
   - commgraph, 2 workers with --exchange pipelined (target: at least 1.6x faster than 1 worker),
     barrier and replicate (pipelined must beat both).
