@@ -86,9 +86,6 @@ class Graph:
         matrix = csr_matrix((np.ones(self.num_edges, dtype=np.int8), self.indices, self.indptr), shape=(n, n))
         return int(connected_components(matrix, directed=True, connection="weak")[0])
 
-    def loop_free_in_degrees(self) -> np.ndarray:
-        return loop_free_in_degrees(self.indptr, self.indices)
-
     def edge_list(self) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) of every stored edge, in CSR order."""
         dst = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.in_degrees())

@@ -38,7 +38,7 @@ import numpy as np
 from commgraph import __version__
 from commgraph.errors import PartitionError
 from commgraph.graph import Graph
-from commgraph.graph.core import MASK_NAMES
+from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
 from commgraph.partition.metrics import check_assignment, remote_pairs
 
 FORMAT_VERSION = 1
@@ -189,7 +189,7 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     halo_bounds = np.searchsorted(halo_part, np.arange(parts + 1))
     owned_of = [np.flatnonzero(assignment == k) for k in range(parts)]
     degree = graph.in_degrees()
-    loop_free = graph.loop_free_in_degrees()
+    loop_free = loop_free_in_degrees(graph.indptr, graph.indices)
     local = np.empty(n, dtype=np.int64)
     files: dict[str, str] = {}
     from tqdm import tqdm
