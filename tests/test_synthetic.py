@@ -61,3 +61,11 @@ def test_sbm_labels_are_learnable_from_neighbourhoods():
 def test_bad_specs(spec, message):
     with pytest.raises(GraphSpecError, match=message):
         load_graph(spec)
+
+
+def test_names_tell_different_graphs_apart():
+    assert rmat(1000, 5000).name == "rmat-1000-5000-s0"
+    assert load_graph("rmat:nodes=1000,edges=5000,a=0.5,b=0.1,c=0.1").name == "rmat-1000-5000-s0-a0.5-b0.1-c0.1"
+    assert rmat(1000, 5000, features=8, classes=3).name == "rmat-1000-5000-s0-features8-classes3"
+    assert sbm(1000, 4, 8).name == "sbm-1000-c4-f8-s0"
+    assert sbm(1000, 4, 8, homophily=0.9, degree=5).name == "sbm-1000-c4-f8-s0-degree5-homophily0.9"

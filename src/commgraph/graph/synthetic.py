@@ -4,6 +4,9 @@ stochastic block model with class-correlated features (for checking that trainin
 
 from __future__ import annotations
 
+import inspect
+from typing import Callable
+
 import numpy as np
 
 from commgraph.errors import GraphSpecError
@@ -57,7 +60,7 @@ def rmat(
     if classes:
         node_data["labels"] = rng.integers(0, classes, nodes)
         node_data.update(zip(("train_mask", "val_mask", "test_mask"), split_masks(nodes, 0.1, 0.1, seed)))
-    name = f"rmat-{nodes}-{edges}-s{seed}"
+    name = f"rmat-{nodes}-{edges}-s{seed}" + _non_default(rmat, a=a, b=b, c=c, features=features, classes=classes)
     return from_edges(src, dst, nodes, symmetrize=True, name=name, **node_data)
 
 
@@ -115,8 +118,16 @@ def sbm(
     return from_edges(
         src, dst, nodes, symmetrize=True, features=x, labels=labels,
         train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
-        name=f"sbm-{nodes}-c{classes}-f{features}-s{seed}",
+        name=f"sbm-{nodes}-c{classes}-f{features}-s{seed}"
+        + _non_default(sbm, degree=degree, homophily=homophily, noise=noise, train=train, val=val),
     )
+
+
+def _non_default(generator: Callable, **values: float) -> str:
+    """Name suffix for the parameters that differ from ``generator``'s defaults, so that two
+    different graphs never share a name."""
+    defaults = inspect.signature(generator).parameters
+    return "".join(f"-{key}{value:g}" for key, value in values.items() if value != defaults[key].default)
 
 
 def _check_positive(**values: int) -> None:
