@@ -162,6 +162,9 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
         job = _cli(*args)
         _, stderr = job.communicate(timeout=200)
         assert job.returncode == 0, stderr
+        epochs = args[args.index("--epochs") + 1]  # counted from the start, also when resumed
+        assert stderr.splitlines()[-1].startswith(f"done: {epochs} epochs"), stderr
+        assert "training:" not in stderr  # --quiet: the result, no progress bar
     records = [[json.loads(line) for line in f.read_text().splitlines()] for f in (whole, part)]
     losses = [[r["loss"] for r in run] for run in records]
     assert len(losses[1]) == 8

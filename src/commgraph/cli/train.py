@@ -57,7 +57,7 @@ def register(subparsers) -> None:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="auto: one GPU per worker with NCCL if there are GPUs, else CPU with Gloo")
     parser.add_argument("--threads", type=int, help="compute threads per worker (default: cores / local workers)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines; only the final result")
     parser.set_defaults(run=run)
 
 
@@ -176,9 +176,9 @@ def _worker(args: argparse.Namespace) -> int:
                              checkpoint_dir=str(args.checkpoint_dir) if args.checkpoint_dir else None,
                              resume=args.resume, progress=not args.quiet)
         history = train_worker(world, partition_dir, config).history
-        if world.is_leader and history and not args.quiet:
+        if world.is_leader and history:
             last = history[-1]
-            print(f"done: {len(history)} epochs, loss {last['loss']:.4f}, test accuracy {last['test_acc']:.4f}",
+            print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {last['test_acc']:.4f}",
                   file=sys.stderr)
         world.close()
         return 0
