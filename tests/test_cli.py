@@ -138,6 +138,9 @@ def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     assert code == 0 and "note: 0 isolated nodes and 78 connected components" in err
     code, _, err = run(capsys, "partition", "cora", "--parts", "0", "--out", str(tmp_path / "x"))
     assert code == 2 and ">= 1" in err and not (tmp_path / "x").exists()
+    assert "partitioning" not in err  # refused before any work
+    code, _, err = run(capsys, "partition", "cora", "--parts", "3000", "--out", str(tmp_path / "x"))
+    assert code == 2 and "cannot split 2708 nodes into 3000" in err and "partitioning" not in err
 
 
 def test_plan_cli(capsys, tmp_path):

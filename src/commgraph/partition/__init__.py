@@ -4,11 +4,11 @@ Depends on :mod:`commgraph.graph` only.
 """
 
 from commgraph.partition.g3 import RemoteTracker, g3_partition
-from commgraph.partition.methods import METHODS, partition_graph
+from commgraph.partition.methods import METHODS, check_parts, partition_graph
 from commgraph.partition.metrics import partition_metrics
 from commgraph.partition.store import Part, PartitionSet, load_partition_set, write_partition_set
 
 __all__ = [
-    "METHODS", "Part", "PartitionSet", "RemoteTracker", "g3_partition", "load_partition_set",
+    "METHODS", "Part", "check_parts", "PartitionSet", "RemoteTracker", "g3_partition", "load_partition_set",
     "partition_graph", "partition_metrics", "write_partition_set",
 ]

@@ -13,14 +13,20 @@ from commgraph.partition.metis import metis_edge_cut, undirected_adjacency
 METHODS = ("g3", "metis", "chunk", "random")
 
 
+def check_parts(parts: int, num_nodes: int | None = None) -> None:
+    """Refuse a part count no partition can have, before any work is spent on it (the count alone
+    while the graph is not loaded yet: ``num_nodes`` None)."""
+    if not isinstance(parts, (int, np.integer)) or parts < 1:
+        raise PartitionError(f"the number of parts must be an integer >= 1, got {parts!r}")
+    if num_nodes is not None and parts > num_nodes:
+        raise PartitionError(f"cannot split {num_nodes} nodes into {parts} non-empty parts")
+
+
 def partition_graph(graph: Graph, parts: int, method: str = "g3", seed: int = 0) -> tuple[np.ndarray, dict]:
     """Assign every node of ``graph`` to one of ``parts`` parts. Returns (assignment, details)."""
     if method not in METHODS:
         raise PartitionError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    if not isinstance(parts, (int, np.integer)) or parts < 1:
-        raise PartitionError(f"the number of parts must be an integer >= 1, got {parts!r}")
-    if parts > graph.num_nodes:
-        raise PartitionError(f"cannot split {graph.num_nodes} nodes into {parts} non-empty parts")
+    check_parts(parts, graph.num_nodes)
     if method == "random":
         # a random permutation dealt round-robin: random membership, exactly balanced sizes
         order = np.random.default_rng(seed).permutation(graph.num_nodes)
