@@ -192,11 +192,23 @@ def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
     (["--threads", "0"], "--threads must be >= 1"),
     (["--eval-every", "0"], "--eval-every must be >= 1"),
     (["--timeout", "0"], "--timeout must be positive"),
+    (["--layers", "0"], "need --layers >= 1"),
+    (["--dropout", "1.5"], "0 <= --dropout < 1"),
+    (["--lr", "-1"], "need --lr > 0"),
+    (["--weight-decay", "-0.1"], "--weight-decay >= 0"),
     *([(["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
 ])
 def test_bad_training_requests(partition_sets, args, message, capsys):
     assert main(["train", str(partition_sets[("cora", 2)]), "--quiet", *args]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and "rank" not in err  # refused by the launcher, before any worker starts
+
+
+def test_more_workers_than_nodes_is_refused_before_partitioning(tmp_path, capsys):
+    out = tmp_path / "set"
+    assert main(["train", "cora", "--workers", "5000", "--partition-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot split 2708 nodes into 5000" in err and "partitioning" not in err and not out.exists()
 
 
 def test_graph_without_features_is_refused_before_partitioning(tmp_path, capsys):

@@ -18,8 +18,8 @@ from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments
 from commgraph.errors import CommgraphError, TrainingError, WorkerFailed
 from commgraph.graph import load_graph
-from commgraph.nn import MODELS
-from commgraph.partition import METHODS, load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.nn import MODELS, check_model_options
+from commgraph.partition import METHODS, check_parts, load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.train import EXCHANGES, TrainConfig
 
 CACHE = Path(os.environ.get("COMMGRAPH_CACHE", Path.home() / ".cache" / "commgraph")) / "partitions"
@@ -87,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
 def _check_options(args: argparse.Namespace) -> None:
     if args.epochs < 1:
         raise TrainingError("--epochs must be >= 1")
+    check_model_options(args.layers, args.hidden, args.heads, args.dropout)
+    if not args.lr > 0 or args.weight_decay < 0:
+        raise TrainingError(f"need --lr > 0 and --weight-decay >= 0, got {args.lr} and {args.weight_decay}")
     if args.timeout <= 0:
         raise TrainingError("--timeout must be positive")
     if args.resume and not args.checkpoint_dir:
@@ -113,6 +116,7 @@ def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
     graph = load_graph(args.graph, format=args.format, name=args.name, split=args.split)
     _check_trainable(graph.name, graph)  # before minutes of partitioning
     parts = workers or 1
+    check_parts(parts, graph.num_nodes)
     target = args.partition_dir or CACHE / f"{graph.name}-{graph.checksum()[:16]}-{args.partition}-k{parts}-s{args.seed}"
     if (target / "manifest.json").is_file():
         try:

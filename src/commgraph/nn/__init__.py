@@ -2,6 +2,6 @@
 CommNet), reusing PyTorch Geometric's message passing."""
 
 from commgraph.nn.block import Block
-from commgraph.nn.model import GNN, MODELS
+from commgraph.nn.model import GNN, MODELS, check_model_options
 
-__all__ = ["GNN", "MODELS", "Block"]
+__all__ = ["GNN", "MODELS", "Block", "check_model_options"]

@@ -22,14 +22,19 @@ from commgraph.nn.sage import SAGELayer
 MODELS = ("gcn", "sage", "gat", "gin", "commnet")
 
 
+def check_model_options(layers: int, hidden: int, heads: int, dropout: float) -> None:
+    """Refuse a model shape no GNN can have; the CLI asks before it partitions or starts workers."""
+    if layers < 1 or hidden < 1 or heads < 1 or not 0 <= dropout < 1:
+        raise TrainingError("need --layers >= 1, --hidden >= 1, --heads >= 1 and 0 <= --dropout < 1")
+
+
 class GNN(torch.nn.Module):
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, *, layers: int = 2, heads: int = 4,
                  dropout: float = 0.5):
         super().__init__()
         if kind not in MODELS:
             raise TrainingError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
-        if layers < 1 or hidden < 1 or heads < 1 or not 0 <= dropout < 1:
-            raise TrainingError("need --layers >= 1, --hidden >= 1, --heads >= 1 and 0 <= --dropout < 1")
+        check_model_options(layers, hidden, heads, dropout)
         self.kind, self.dropout = kind, dropout
         self.encoder = torch.nn.Linear(in_dim, hidden) if kind == "commnet" else None
         self.decoder = torch.nn.Linear(hidden, out_dim) if kind == "commnet" else None
