@@ -71,12 +71,18 @@ def median_tail(times: list[float]) -> float:
     return float(np.median(times[2:] if len(times) > 3 else times))
 
 
+def _commgraph(*args: str) -> None:
+    """``commgraph ARGS`` in fresh processes; its output only if it fails."""
+    job = subprocess.run([sys.executable, "-m", "commgraph", *args], capture_output=True, text=True)
+    if job.returncode:
+        raise SystemExit(f"commgraph {' '.join(args)} failed:\n{job.stderr}")
+
+
 def commgraph_run(partdir: Path, workers: int, exchange: str, epochs: int, hidden: int, extra=()) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "m.jsonl"
-        subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
-                        "--model", "sage", "--hidden", str(hidden), "--epochs", str(epochs), "--exchange", exchange,
-                        "--metrics-out", str(metrics), "--quiet", *extra], check=True)
+        _commgraph("train", str(partdir), "--workers", str(workers), "--model", "sage", "--hidden", str(hidden),
+                   "--epochs", str(epochs), "--exchange", exchange, "--metrics-out", str(metrics), "--quiet", *extra)
         records = [json.loads(line) for line in metrics.read_text().splitlines()]
     return {"seconds": median_tail([r["epoch_seconds"] for r in records]), "comm_bytes": records[-1]["comm_bytes"],
             "test_acc": records[-1]["test_acc"]}
@@ -148,9 +154,8 @@ def accuracy() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (1, 2, 4):
             metrics = Path(tmp) / f"cora{workers}.jsonl"
-            subprocess.run([sys.executable, "-m", "commgraph", "train", "cora", "--workers", str(workers),
-                            "--epochs", "200", "--metrics-out", str(metrics), "--quiet",
-                            "--partition-dir", str(Path(tmp) / f"parts{workers}")], check=True)
+            _commgraph("train", "cora", "--workers", str(workers), "--epochs", "200", "--metrics-out", str(metrics),
+                       "--quiet", "--partition-dir", str(Path(tmp) / f"parts{workers}"))
             last = json.loads(metrics.read_text().splitlines()[-1])
             print(f"  {workers} worker(s): test {last['test_acc']:.3f}  (val {last['val_acc']:.3f})")
 
