@@ -11,7 +11,8 @@ from pathlib import Path
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import PartitionError
-from commgraph.partition import METHODS, check_parts, load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
+                                 write_partition_set)
 from commgraph.partition.plot import plot_metrics
 
 

@@ -19,7 +19,8 @@ from commgraph.cli.graph_args import add_graph_arguments
 from commgraph.errors import CommgraphError, TrainingError, WorkerFailed
 from commgraph.graph import load_graph
 from commgraph.nn import MODELS, check_model_options
-from commgraph.partition import METHODS, check_parts, load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
+                                 write_partition_set)
 from commgraph.train import EXCHANGES, TrainConfig
 
 CACHE = Path(os.environ.get("COMMGRAPH_CACHE", Path.home() / ".cache" / "commgraph")) / "partitions"

@@ -11,9 +11,10 @@ is within ``gamma`` of 1. Swaps keep node counts equal and are refused if they p
 sum above ``DEGREE_LIMIT`` x the mean. Within a round a swapped node is not swapped again, which
 rules out cycles; a round also stops after ``patience`` swaps without a new best max |V_i^remote|,
 and then rolls back to the best state seen. Rounds repeat (at most ``MAX_ROUNDS``) while they still
-help: on RMAT graphs the first round often ends with the worst part's movable nodes all used. Unlike Algorithm 2's proxies (most remote neighbours; fewest neighbours
-outside V_max), the pair is chosen by the exact change of both parts' remote counts, computed from
-the counters: with the proxies most swaps raised the worst part and stage 2 stalled at once.
+help: on RMAT graphs the first round often ends with the worst part's movable nodes all used.
+Unlike Algorithm 2's proxies (most remote neighbours; fewest neighbours outside V_max), the pair
+is chosen by the exact change of both parts' remote counts, computed from the counters: with the
+proxies most swaps raised the worst part and stage 2 stalled at once.
 
 Remote sets are tracked incrementally with in-partition degree counters (the "fast neighbour
 tracking" paragraph): ``count[p, u]`` = edges from u into part p; u is remote to p while u is outside
