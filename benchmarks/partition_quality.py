@@ -8,8 +8,9 @@ generator's default) and those of PBBS/Ligra's rMatGraph (0.5, 0.1, 0.1). One mo
 is a reference, not a method: METIS's volume objective with the degree sum as its only balance
 constraint (within 4%, no node constraint, no stage 2). It shows what degree balance alone costs in
 volume, which bounds what g3, bound by degree and node balance both, can reach.
-Skew sweep: the same three ratios on RMAT graphs from mild to Graph500 skew, to show where the
-price of degree balance crosses 1.10x.
+Skew sweep: g3's and deg-ref's volume over METIS's, METIS's degree imbalance and the share of edge
+ends the top 1% of nodes hold, on RMAT graphs from mild to Graph500 skew: where the price of degree
+balance crosses 1.10x.
 Speed: rmat:nodes=1000000,edges=10000000 into 8 parts (and the same with PBBS's skew): the whole g3
 pipeline against the plain METIS call alone (the baseline, timed in the same run), and each one's
 peak memory (max RSS of a child process that runs only that step on the already-built graph).
