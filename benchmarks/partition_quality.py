@@ -13,7 +13,9 @@ ends the top 1% of nodes hold, on RMAT graphs from mild to Graph500 skew: where 
 balance crosses 1.10x.
 Speed: rmat:nodes=1000000,edges=10000000 into 8 parts (and the same with PBBS's skew): the whole g3
 pipeline against the plain METIS call alone (the baseline, timed in the same run), and each one's
-peak memory (max RSS of a child process that runs only that step on the already-built graph).
+peak memory (max RSS of a child process that runs only that step on the already-built graph). A third
+step times METIS's volume-objective routine alone, node counts balanced and nothing else: g3's stage 1
+is that routine with a second constraint, so it is the floor of any pipeline built on it.
 
     python benchmarks/partition_quality.py [--rmat SPEC ...] [--skip-sweep]
                                            [--speed-graph SPEC ...] [--skip-speed]
@@ -104,6 +106,9 @@ def _step(task: str, spec: str) -> None:
     start = time.perf_counter()
     if task == "metis":
         metis_edge_cut(undirected_adjacency(graph), 8, 0)
+    elif task == "metis-volume":
+        metis_multi_constraint(undirected_adjacency(graph), np.ones((graph.num_nodes, 1), dtype=np.int64), 8, 0,
+                               STAGE1_IMBALANCE)
     else:
         partition_graph(graph, 8, "g3", 0)
     seconds = time.perf_counter() - start
@@ -113,16 +118,17 @@ def _step(task: str, spec: str) -> None:
 def speed(spec: str) -> None:
     print(f"\n{spec} into 8 parts, each step in a fresh process (graph generation not timed)")
     results = {}
-    for task in ("metis", "g3"):
+    for task in ("metis", "metis-volume", "g3"):
         out = subprocess.run([sys.executable, __file__, "--step", task, "--speed-graph", spec],
                              capture_output=True, text=True, check=True).stdout
         results[task] = json.loads(out.strip().splitlines()[-1])
-    metis, g3 = results["metis"], results["g3"]
-    print(f"METIS call alone (baseline, incl. building its adjacency): {metis['seconds']:7.1f} s, "
-          f"peak RSS {metis['peak_gb']:.2f} GB (graph included)")
-    print(f"whole g3 pipeline (stage 1 + stage 2):                      {g3['seconds']:7.1f} s, "
-          f"peak RSS {g3['peak_gb']:.2f} GB (graph included)")
-    print(f"ratio g3 / METIS: {g3['seconds'] / metis['seconds']:.2f}x")
+    metis, volume, g3 = results["metis"], results["metis-volume"], results["g3"]
+    for label, step in (("METIS call alone (baseline, incl. building its adjacency)", metis),
+                        ("METIS volume objective alone (stage 1's routine, 1 constraint)", volume),
+                        ("whole g3 pipeline (stage 1 + stage 2)", g3)):
+        print(f"{label:<64} {step['seconds']:7.1f} s, peak RSS {step['peak_gb']:.2f} GB (graph included)")
+    print(f"ratio g3 / METIS: {g3['seconds'] / metis['seconds']:.2f}x; "
+          f"METIS volume objective / METIS: {volume['seconds'] / metis['seconds']:.2f}x")
 
 
 def main() -> None:
@@ -133,7 +139,7 @@ def main() -> None:
     parser.add_argument("--speed-graph", action="append",
                         help=f"graph(s) for the speed part (default: {SPEED} and {SPEED_PBBS})")
     parser.add_argument("--skip-speed", action="store_true")
-    parser.add_argument("--step", choices=("metis", "g3"), help=argparse.SUPPRESS)
+    parser.add_argument("--step", choices=("metis", "metis-volume", "g3"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.step:
         _step(args.step, args.speed_graph[0])

@@ -30,7 +30,6 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("train", help="train a GNN on the whole graph across workers",
                                    description=describe(__doc__))
     add_graph_arguments(parser)
-    parser.graph_help = "GRAPH or a partition set directory"
     parser.add_argument("--workers", type=int, help="local worker processes (default: the partition set's "
                         "parts, else 1); ignored under torchrun, which sets the world size")
     parser.add_argument("--model", choices=MODELS, default="sage")

@@ -35,7 +35,7 @@ class GNN(torch.nn.Module):
         if kind not in MODELS:
             raise TrainingError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
         check_model_options(layers, hidden, heads, dropout)
-        self.kind, self.dropout = kind, dropout
+        self.kind, self.dropout, self.in_dim = kind, dropout, in_dim
         self.encoder = torch.nn.Linear(in_dim, hidden) if kind == "commnet" else None
         self.decoder = torch.nn.Linear(hidden, out_dim) if kind == "commnet" else None
         width = hidden if kind == "commnet" else in_dim

@@ -116,6 +116,15 @@ class PartitionSet:
             indices[starts + np.arange(sources.shape[0]) - np.repeat(firsts, counts[owned])] = sources
         return indptr, indices
 
+    def graph(self) -> Graph:
+        """The whole graph rebuilt from the parts: edges, features, labels and masks (original node
+        ids are not kept in a partition set)."""
+        indptr, indices = self.in_edges()
+        every = np.arange(indptr.shape[0] - 1)
+        first = self.part(0)
+        data = {name: self.rows(name, every) for name in _OPTIONAL if getattr(first, name) is not None}
+        return Graph(indptr, indices, **data, name=self.manifest["graph"]["name"])
+
     def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
         """Per-node data ``name`` (``features``, ``labels``, ...) of global nodes ``ids``, from
         whichever parts own them."""

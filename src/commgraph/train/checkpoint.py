@@ -3,7 +3,8 @@
 One file per job, written by rank 0 after each epoch, atomically (a crash mid-write leaves the
 previous checkpoint intact). It holds the model and optimizer state, every rank's random number
 generator state (dropout masks), the epoch, and what the run was (graph checksum, workers, model
-options), so a resume with different settings is refused instead of silently diverging.
+options), so a resume with different settings is refused instead of silently diverging. The input
+and output widths are kept too, so that ``predict`` can rebuild the model from the file alone.
 """
 
 from __future__ import annotations
@@ -26,11 +27,24 @@ def save(directory: Path, state: dict) -> None:
         handle.write(buffer.getvalue())
 
 
+def read(directory: Path) -> dict:
+    """The checkpoint in ``directory``, whatever run wrote it."""
+    path = Path(directory) / FILE
+    if not path.is_file():
+        raise TrainingError(f"no checkpoint at {path}: train with --checkpoint-dir {directory} first")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # truncated or not a checkpoint at all: say which file
+        raise TrainingError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+
+
 def load(directory: Path, identity: dict) -> dict:
+    """The checkpoint to resume from, refused unless ``identity`` (graph, workers, model shape)
+    matches the run that wrote it."""
     path = Path(directory) / FILE
     if not path.is_file():
         raise TrainingError(f"--resume: no checkpoint at {path}; run without --resume first")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = read(directory)
     for key, value in identity.items():
         if state["identity"].get(key) != value:
             raise TrainingError(f"--resume: {path} was written by a run with {key}={state['identity'].get(key)!r}, "

@@ -29,8 +29,8 @@ from commgraph.train import schedule
 EXCHANGES = ("pipelined", "barrier", "replicate")
 
 
-def _block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int, degree: torch.Tensor,
-           device) -> Block:
+def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int,
+              degree: torch.Tensor, device) -> Block:
     """The block of rows ``[start, end)`` of a table of ``num_src`` rows."""
     src, dst = schedule.range_edges(indptr, indices, start, end)
     return Block(num_src, end - start, torch.from_numpy(np.stack([src, dst])), degree, start).to(device)
@@ -68,8 +68,8 @@ class BarrierExecutor:
     def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device):
         self.comm = comm
         self.tables = _Tables(part, comm, pset, device)
-        self.block = _block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
-                            part.num_owned + part.num_halo, self.tables.degree, device)
+        self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
+                               part.num_owned + part.num_halo, self.tables.degree, device)
         self.exchange = self.tables.exchange
 
     def forward(self, model: GNN) -> torch.Tensor:
@@ -99,8 +99,8 @@ class ReplicateExecutor:
         position[nodes] = np.arange(nodes.shape[0])
         counts, sources = schedule.in_neighbours(indptr, indices, nodes[: sizes[-2]])
         local_indptr, local_indices = np.concatenate([[0], np.cumsum(counts)]), position[sources]
-        self.blocks = [_block(local_indptr, local_indices, 0, sizes[layers - 1 - index], sizes[layers - index],
-                              degree, device) for index in range(layers)]
+        self.blocks = [row_block(local_indptr, local_indices, 0, sizes[layers - 1 - index],
+                                 sizes[layers - index], degree, device) for index in range(layers)]
         self.num_owned = part.num_owned
         self.x = torch.from_numpy(pset.rows("features", nodes).astype(np.float32)).to(device)
         comm.count_as("features")
@@ -132,7 +132,7 @@ class PipelinedExecutor:
         indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
         self.edges = schedule.bins(boundary, n_owned, bin_size)
         table_rows = n_owned + part.num_halo
-        self.blocks = [_block(indptr, indices, int(a), int(b), table_rows, self.tables.degree, device)
+        self.blocks = [row_block(indptr, indices, int(a), int(b), table_rows, self.tables.degree, device)
                        for a, b in zip(self.edges[:-1], self.edges[1:])]
         position = np.empty(n_owned, dtype=np.int64)
         position[order] = np.arange(n_owned)

@@ -141,7 +141,7 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
             if world.is_leader:
                 checkpoint.save(Path(config.checkpoint_dir), {
                     "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng,
-                    "identity": identity})
+                    "identity": identity, "widths": {"in": int(part.features.shape[1]), "out": classes}})
     if bar is not None:
         bar.close()
     return TrainResult(history, model)

@@ -1,0 +1,54 @@
+"""Prediction with a trained model: the whole graph in one process.
+
+Training computes exactly the single-graph model whatever the number of workers, so a checkpoint
+needs no partition and no exchange to be used: one block over every node and one pass per layer,
+without dropout. GCN normalises with the degrees of the graph it is given, as PyG does, so a model
+can also label a graph it was not trained on, if the features have the same width.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from commgraph.errors import TrainingError
+from commgraph.graph import Graph
+from commgraph.graph.core import loop_free_in_degrees
+from commgraph.nn import GNN
+from commgraph.train import checkpoint
+from commgraph.train.executor import row_block
+
+
+def load_model(checkpoint_dir: str | Path) -> tuple[GNN, dict]:
+    """The model a ``--checkpoint-dir`` holds, in eval mode, and the checkpoint's ``identity``
+    (model options, graph checksum, workers) with its ``epoch``."""
+    state = checkpoint.read(Path(checkpoint_dir))
+    if "widths" not in state:
+        raise TrainingError(f"{Path(checkpoint_dir) / checkpoint.FILE} predates prediction support (it does not "
+                            "record the model's input and output widths): train again to write a new one")
+    identity = state["identity"]
+    model = GNN(identity["model"], state["widths"]["in"], identity["hidden"], state["widths"]["out"],
+                layers=identity["layers"], heads=identity["heads"])
+    model.load_state_dict(state["model"])
+    model.eval()
+    return model, {**identity, "epoch": state["epoch"]}
+
+
+def predict(model: GNN, graph: Graph, device: str | torch.device = "cpu") -> torch.Tensor:
+    """Logits of every node of ``graph`` (one row per node, one column per class)."""
+    if graph.features is None:
+        raise TrainingError(f"{graph.name} has no node features to predict from")
+    if graph.features.shape[1] != model.in_dim:
+        raise TrainingError(f"{graph.name} has {graph.features.shape[1]} features per node, but the model was "
+                            f"trained on {model.in_dim}: predict on a graph with the training graph's features")
+    n = graph.num_nodes
+    degree = torch.from_numpy(loop_free_in_degrees(graph.indptr, graph.indices).astype(np.float32))
+    block = row_block(graph.indptr, graph.indices, 0, n, n, degree, device)
+    model = model.to(device).eval()
+    with torch.no_grad():
+        h = model.encode(torch.from_numpy(graph.features).to(device))
+        for index in range(model.num_layers):
+            h = model.layer(index, h, block)
+        return model.decode(h)
