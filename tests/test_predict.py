@@ -112,6 +112,11 @@ def test_partition_set_rebuilds_its_graph(cora, cora_parts):
     assert rebuilt.equals(cora) and rebuilt.checksum() == cora.checksum()
 
 
+class _Payload:
+    def __reduce__(self):
+        return (open, ("ran-code", "w"))
+
+
 @pytest.mark.parametrize("setup, args, message", [
     ("none", [], "no checkpoint at"),
     ("old", [], "predates prediction support"),
@@ -119,6 +124,7 @@ def test_partition_set_rebuilds_its_graph(cora, cora_parts):
     ("ok", ["--out", "exists.npy"], "exists; pass --force"),
     ("narrow", [], "has 1433 features per node, but the model was trained on 5"),
     ("garbage", [], "is not a readable checkpoint"),
+    ("code", [], "holds Python objects beyond tensors"),
 ])
 def test_bad_prediction_requests(cora, tmp_path, monkeypatch, capsys, setup, args, message):
     monkeypatch.chdir(tmp_path)
@@ -131,7 +137,10 @@ def test_bad_prediction_requests(cora, tmp_path, monkeypatch, capsys, setup, arg
     elif setup == "garbage":
         ck.mkdir()
         (ck / checkpoint.FILE).write_bytes(b"not a checkpoint")
+    elif setup == "code":  # unpickling this would run a command; weights_only refuses it
+        checkpoint.save(ck, {"identity": {}, "payload": _Payload()})
     assert main(["predict", "cora", "--checkpoint-dir", str(ck), *args]) == 2
     assert message in capsys.readouterr().err
     assert (tmp_path / "exists.npy").read_bytes() == b"keep"
     assert not (tmp_path / "p.txt").exists()
+    assert not (tmp_path / "ran-code").exists()

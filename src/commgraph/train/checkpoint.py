@@ -32,10 +32,14 @@ def read(directory: Path) -> dict:
     path = Path(directory) / FILE
     if not path.is_file():
         raise TrainingError(f"no checkpoint at {path}: train with --checkpoint-dir {directory} first")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # truncated or not a checkpoint at all: say which file
-        raise TrainingError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    try:  # weights_only: tensors and plain data only, so a checkpoint from elsewhere cannot run code
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        if "global" in str(exc):  # the weights-only unpickler met a class or function to call
+            raise TrainingError(f"{path} holds Python objects beyond tensors and plain data; commgraph does not "
+                                "load those (they could run code): use a checkpoint commgraph train wrote") from None
+        raise TrainingError(f"{path} is not a readable checkpoint: truncated, or not written by commgraph train "
+                            f"({type(exc).__name__})") from None
 
 
 def load(directory: Path, identity: dict) -> dict:
