@@ -42,6 +42,16 @@ def test_g3_balances_compute_and_communication_on_cora(cora, parts):
     assert metis["remote_min_max"] < 0.95  # what G3 fixes: METIS leaves communication unbalanced
 
 
+def test_g3_reports_its_stages(cora):
+    """Stage lines as they happen; what stage 1 left and stage 2 fixed, in the details."""
+    lines = []
+    assignment, details = partition_graph(cora, 4, "g3", log=lines.append)
+    assert [line.split(":")[0] for line in lines] == ["g3 stage 1", "g3 stage 1", "g3 stage 2"]
+    assert details["stage1_remote_min_max"] < 0.95 <= partition_metrics(cora, assignment, 4)["remote_min_max"]
+    assert details["stage1_total_remote"] > 0 and details["kept_swaps"] > 0
+    assert details["stage1_seconds"] >= 0 and details["stage2_seconds"] >= 0
+
+
 def test_metrics_by_hand():
     # path 0-1-2-3 split {0,1} {2,3}: each part needs one remote node, one undirected edge cut
     g = from_edges([0, 1, 2], [1, 2, 3])

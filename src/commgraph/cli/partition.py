@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
                    "connected components. Isolated nodes exchange nothing and only fill parts up to the node "
                    "balance; separate components need no communication between them.")
     start = time.perf_counter()
-    assignment, details = partition_graph(graph, args.parts, args.method, args.seed)
+    assignment, details = partition_graph(graph, args.parts, args.method, args.seed,
+                                          log=lambda line: _say(args, line))
     seconds = time.perf_counter() - start
     metrics = {**partition_metrics(graph, assignment, args.parts), **details, **structure}
     write_partition_set(graph, assignment, args.parts, args.out, method=args.method, seed=args.seed,

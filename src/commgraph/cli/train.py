@@ -127,7 +127,8 @@ def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
     if not args.quiet:
         print(f"partitioning {graph.name} into {parts} parts with {args.partition} -> {target}", file=sys.stderr)
     start = time.perf_counter()
-    assignment, details = partition_graph(graph, parts, args.partition, args.seed)
+    assignment, details = partition_graph(graph, parts, args.partition, args.seed,
+                                          log=None if args.quiet else lambda line: print(line, file=sys.stderr))
     write_partition_set(graph, assignment, parts, target, method=args.partition, seed=args.seed,
                         seconds=time.perf_counter() - start,
                         metrics={**partition_metrics(graph, assignment, parts), **details}, force=True)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from commgraph.errors import PartitionError
@@ -22,8 +24,10 @@ def check_parts(parts: int, num_nodes: int | None = None) -> None:
         raise PartitionError(f"cannot split {num_nodes} nodes into {parts} non-empty parts")
 
 
-def partition_graph(graph: Graph, parts: int, method: str = "g3", seed: int = 0) -> tuple[np.ndarray, dict]:
-    """Assign every node of ``graph`` to one of ``parts`` parts. Returns (assignment, details)."""
+def partition_graph(graph: Graph, parts: int, method: str = "g3", seed: int = 0, *,
+                    log: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
+    """Assign every node of ``graph`` to one of ``parts`` parts. Returns (assignment, details).
+    ``log`` hears g3's progress through its stages, a line each."""
     if method not in METHODS:
         raise PartitionError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     check_parts(parts, graph.num_nodes)
@@ -39,4 +43,4 @@ def partition_graph(graph: Graph, parts: int, method: str = "g3", seed: int = 0)
         if parts == 1:
             return np.zeros(graph.num_nodes, dtype=np.int64), {}
         return metis_edge_cut(undirected_adjacency(graph), parts, seed), {}
-    return g3_partition(graph, parts, seed)
+    return g3_partition(graph, parts, seed, log=log)
