@@ -70,17 +70,17 @@ def test_predict_is_pyg_on_the_whole_graph(cora, tmp_path, kind):
 
 
 @pytest.mark.timeout(300)
-def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_parts, tmp_path):
+def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_parts, tmp_path, capsys):
     """Train with 2 workers; the checkpoint, run in one process, has exactly the accuracies the
     trainer measured across workers after its last epoch, from the graph or the partition set."""
     metrics, ck = tmp_path / "run.jsonl", tmp_path / "ck"
     job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(cora_parts), "--model", "gat",
-                          "--heads", "2", "--hidden", "8", "--epochs", "6", "--quiet", "--metrics-out", str(metrics),
+                          "--heads", "2", "--hidden", "8", "--epochs", "12", "--quiet", "--metrics-out", str(metrics),
                           "--checkpoint-dir", str(ck)], capture_output=True, text=True, timeout=250)
     assert job.returncode == 0, job.stderr
     last = json.loads(metrics.read_text().splitlines()[-1])
     model, trained = load_model(ck)
-    assert (trained["model"], trained["epoch"], trained["workers"]) == ("gat", 6, 2)
+    assert (trained["model"], trained["epoch"], trained["workers"]) == ("gat", 12, 2)
     predicted = predict(model, cora).argmax(dim=1).numpy()
     for split in ("train", "val", "test"):
         mask = getattr(cora, f"{split}_mask")
@@ -93,6 +93,16 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
     rows = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1, dtype=np.int64)
     np.testing.assert_array_equal(rows, np.stack([np.arange(cora.num_nodes), predicted], axis=1))
     assert (tmp_path / "p.csv").read_text().startswith("node,class\n")
+    # --best: the epoch with the best validation accuracy (the first, on ties), with its accuracies
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    best = max(records, key=lambda r: (r["val_acc"], -r["epoch"]))
+    assert main(["predict", "cora", "--checkpoint-dir", str(ck), "--best", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert report["epoch"] == best["epoch"]
+    for split in ("train", "val", "test"):
+        assert report["accuracy"][split]["accuracy"] == pytest.approx(best[f"{split}_acc"], abs=1e-12)
+    assert job.stderr.splitlines()[-1].endswith(
+        f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})")
 
 
 def test_predict_cli_reports_accuracy_and_origin(cora, tmp_path, capsys):
@@ -122,6 +132,7 @@ class _Payload:
     ("old", [], "predates prediction support"),
     ("ok", ["--out", "p.txt"], "must end in .npy or .csv"),
     ("ok", ["--out", "exists.npy"], "exists; pass --force"),
+    ("ok", ["--best"], "has no best.pt: the run evaluated no epoch on validation nodes"),
     ("narrow", [], "has 1433 features per node, but the model was trained on 5"),
     ("garbage", [], "is not a readable checkpoint"),
     ("code", [], "holds Python objects beyond tensors"),

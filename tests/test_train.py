@@ -172,6 +172,10 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
     # and evaluating less often changes no loss; epochs 6 (a multiple of 3) and 8 (the last) were evaluated
     assert [r["epoch"] for r in records[1][4:] if r["test_acc"] is not None] == [6, 8]
     assert records[1][7]["test_acc"] == records[0][7]["test_acc"]
+    # the best validation epoch survives the resume: epochs 1-4 from the checkpoint, 6 and 8 after it
+    best = max((r for r in records[1] if r["val_acc"] is not None), key=lambda r: (r["val_acc"], -r["epoch"]))
+    assert stderr.splitlines()[-1].endswith(f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
+                                            f"(test {best['test_acc']:.4f})")
 
 
 def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):

@@ -1,10 +1,11 @@
 """``commgraph predict GRAPH|PARTDIR --checkpoint-dir DIR``: label every node with a trained model.
 
-The model is the one ``commgraph train --checkpoint-dir DIR`` saved after its last epoch. It runs on
-the whole graph in this one process (training computes the single-graph model, so no partition is
-needed), reports its accuracy on each split the graph has, and with ``--out`` writes the predicted
-class of every node: ``.npy`` (one int64 per node) or ``.csv`` (``node,class``, in the graph's
-original node ids when its loader kept them).
+The model is the one ``commgraph train --checkpoint-dir DIR`` saved after its last epoch (with
+``--best``, after the epoch with the best validation accuracy). It runs on the whole graph in this
+one process (training computes the single-graph model, so no partition is needed), reports its
+accuracy on each split the graph has, and with ``--out`` writes the predicted class of every node:
+``.npy`` (one int64 per node) or ``.csv`` (``node,class``, in the graph's original node ids when its
+loader kept them).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def register(subparsers) -> None:
     add_graph_arguments(parser)
     parser.add_argument("--checkpoint-dir", required=True, type=Path, metavar="DIR",
                         help="the --checkpoint-dir of a commgraph train run")
+    parser.add_argument("--best", action="store_true",
+                        help="the model of the epoch with the best validation accuracy, not the last one")
     parser.add_argument("--out", type=Path, metavar="FILE", help="write the predicted classes (.npy or .csv)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise TrainingError("--device cuda, but torch sees no GPU on this machine: use --device cpu")
     device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device.replace("auto", "cpu")
-    model, trained = load_model(args.checkpoint_dir)
+    model, trained = load_model(args.checkpoint_dir, best=args.best)
     if (Path(args.graph) / "manifest.json").is_file():
         pset = load_partition_set(args.graph)
         graph, checksum = pset.graph(), pset.manifest["graph"]["checksum"]

@@ -180,11 +180,12 @@ def _worker(args: argparse.Namespace) -> int:
                              metrics_out=str(args.metrics_out) if args.metrics_out else None,
                              checkpoint_dir=str(args.checkpoint_dir) if args.checkpoint_dir else None,
                              resume=args.resume, progress=not args.quiet)
-        history = train_worker(world, partition_dir, config).history
-        if world.is_leader and history:
-            last = history[-1]
-            print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {last['test_acc']:.4f}",
-                  file=sys.stderr)
+        result = train_worker(world, partition_dir, config)
+        if world.is_leader and result.history:
+            last, best = result.history[-1], result.best
+            print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {last['test_acc']:.4f}"
+                  + (f"; best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
+                     f"(test {best['test_acc']:.4f})" if best else ""), file=sys.stderr)
         world.close()
         return 0
     except WorkerFailed as exc:

@@ -5,6 +5,8 @@ previous checkpoint intact). It holds the model and optimizer state, every rank'
 generator state (dropout masks), the epoch, and what the run was (graph checksum, workers, model
 options), so a resume with different settings is refused instead of silently diverging. The input
 and output widths are kept too, so that ``predict`` can rebuild the model from the file alone.
+Beside it, ``best.pt`` holds the model of the epoch with the best validation accuracy (weights,
+widths, identity and that epoch's accuracies; no optimizer state), rewritten whenever it improves.
 """
 
 from __future__ import annotations
@@ -18,18 +20,19 @@ from commgraph.atomic import atomic_write
 from commgraph.errors import TrainingError
 
 FILE = "checkpoint.pt"
+BEST = "best.pt"  # the model after the epoch with the best validation accuracy so far, for prediction
 
 
-def save(directory: Path, state: dict) -> None:
+def save(directory: Path, state: dict, name: str = FILE) -> None:
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    with atomic_write(Path(directory) / FILE) as handle:
+    with atomic_write(Path(directory) / name) as handle:
         handle.write(buffer.getvalue())
 
 
-def read(directory: Path) -> dict:
-    """The checkpoint in ``directory``, whatever run wrote it."""
-    path = Path(directory) / FILE
+def read(directory: Path, name: str = FILE) -> dict:
+    """Checkpoint ``name`` in ``directory``, whatever run wrote it."""
+    path = Path(directory) / name
     if not path.is_file():
         raise TrainingError(f"no checkpoint at {path}: train with --checkpoint-dir {directory} first")
     try:  # weights_only: tensors and plain data only, so a checkpoint from elsewhere cannot run code

@@ -21,12 +21,17 @@ from commgraph.train import checkpoint
 from commgraph.train.executor import row_block
 
 
-def load_model(checkpoint_dir: str | Path) -> tuple[GNN, dict]:
-    """The model a ``--checkpoint-dir`` holds, in eval mode, and the checkpoint's ``identity``
-    (model options, graph checksum, workers) with its ``epoch``."""
-    state = checkpoint.read(Path(checkpoint_dir))
+def load_model(checkpoint_dir: str | Path, best: bool = False) -> tuple[GNN, dict]:
+    """The model a ``--checkpoint-dir`` holds (after the last epoch, or with ``best`` after the epoch
+    with the best validation accuracy), in eval mode, and the checkpoint's ``identity`` (model
+    options, graph checksum, workers) with its ``epoch``."""
+    name = checkpoint.BEST if best else checkpoint.FILE
+    if best and not (Path(checkpoint_dir) / name).is_file() and (Path(checkpoint_dir) / checkpoint.FILE).is_file():
+        raise TrainingError(f"{checkpoint_dir} has no {name}: the run evaluated no epoch on validation nodes "
+                            "(the graph has none, or it predates best-model checkpoints); drop --best")
+    state = checkpoint.read(Path(checkpoint_dir), name)
     if "widths" not in state:
-        raise TrainingError(f"{Path(checkpoint_dir) / checkpoint.FILE} predates prediction support (it does not "
+        raise TrainingError(f"{Path(checkpoint_dir) / name} predates prediction support (it does not "
                             "record the model's input and output widths): train again to write a new one")
     identity = state["identity"]
     model = GNN(identity["model"], state["widths"]["in"], identity["hidden"], state["widths"]["out"],

@@ -51,6 +51,7 @@ class TrainConfig:
 class TrainResult:
     history: list[dict]  # one record per epoch run (what --metrics-out holds)
     model: GNN  # the trained model, identical on every worker
+    best: dict | None  # epoch, val_acc, test_acc of the best validation accuracy (None: no val nodes)
 
 
 def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
@@ -85,7 +86,8 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
     torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
     identity = {"graph": pset.manifest["graph"]["checksum"], "workers": world.size,
                 **{k: v for k, v in asdict(config).items() if k in ("model", "layers", "hidden", "heads")}}
-    start_epoch = 1
+    widths = {"in": int(part.features.shape[1]), "out": classes}
+    start_epoch, best = 1, None
     if config.resume:
         if not config.checkpoint_dir:
             raise TrainingError("--resume needs --checkpoint-dir")
@@ -94,6 +96,9 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"][world.rank])
         start_epoch = state["epoch"] + 1
+        best = state.get("best")
+    elif config.checkpoint_dir and world.is_leader:  # a fresh run: another run's best model is not ours
+        (Path(config.checkpoint_dir) / checkpoint.BEST).unlink(missing_ok=True)
     train_total = _global_sum(comm, [float(np.count_nonzero(part.train_mask))])[0]
     if train_total == 0:
         raise TrainingError(f"{partition_dir}: no node is in the training set")
@@ -136,15 +141,21 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
                   "allreduce_bytes": int(totals[8])}
         history.append(record)
         log.write(record, bar)
+        validated = evaluate and totals[4] > 0  # totals[4]: validation nodes, summed over the workers
+        improved = validated and (best is None or record["val_acc"] > best["val_acc"])
+        if improved:
+            best = {"epoch": epoch, "val_acc": record["val_acc"], "test_acc": record["test_acc"]}
         if config.checkpoint_dir:
             rng = comm.all_gather_object(torch.get_rng_state())
             if world.is_leader:
+                kept = {"epoch": epoch, "model": model.state_dict(), "identity": identity, "widths": widths}
                 checkpoint.save(Path(config.checkpoint_dir), {
-                    "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng,
-                    "identity": identity, "widths": {"in": int(part.features.shape[1]), "out": classes}})
+                    **kept, "optimizer": optimizer.state_dict(), "rng": rng, "best": best})
+                if improved:
+                    checkpoint.save(Path(config.checkpoint_dir), {**kept, "best": best}, checkpoint.BEST)
     if bar is not None:
         bar.close()
-    return TrainResult(history, model)
+    return TrainResult(history, model, best)
 
 
 def _executor(config: TrainConfig, part, pset, comm, world, model):
