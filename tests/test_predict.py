@@ -13,7 +13,7 @@ import torch
 from torch_geometric.nn import GCNConv, SAGEConv
 
 from commgraph.cli.main import main
-from commgraph.graph import load_graph
+from commgraph.graph import Graph, load_graph, save_npz
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.train import checkpoint
@@ -115,6 +115,22 @@ def test_predict_cli_reports_accuracy_and_origin(cora, tmp_path, capsys):
     _save(tmp_path, GNN("sage", cora.features.shape[1], 16, 7), "sage", 7, graph="another")
     assert main(["predict", "cora", "--checkpoint-dir", str(tmp_path)]) == 0
     assert "a graph it was not trained on" in capsys.readouterr().out
+
+
+def test_predictions_csv_uses_original_node_ids(cora, tmp_path, capsys):
+    """A graph whose loader kept original ids (a SNAP file's, here set by hand in an .npz) gets its
+    predictions under those ids."""
+    ids = np.arange(cora.num_nodes, dtype=np.int64) * 10 + 7
+    save_npz(Graph(cora.indptr, cora.indices, cora.features, node_ids=ids, name="ids"), tmp_path / "g.npz")
+    torch.manual_seed(0)
+    model = GNN("gcn", cora.features.shape[1], 16, 7)
+    _save(tmp_path / "ck", model, "gcn", 7)
+    assert main(["predict", str(tmp_path / "g.npz"), "--checkpoint-dir", str(tmp_path / "ck"),
+                 "--out", str(tmp_path / "p.csv")]) == 0
+    rows = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1, dtype=np.int64)
+    np.testing.assert_array_equal(rows[:, 0], ids)
+    np.testing.assert_array_equal(rows[:, 1], predict(model, cora).argmax(dim=1).numpy())
+    assert "accuracy" not in capsys.readouterr().out  # no labels: nothing to score
 
 
 def test_partition_set_rebuilds_its_graph(cora, cora_parts):
