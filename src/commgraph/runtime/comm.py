@@ -41,10 +41,6 @@ class Exchange:
     num_owned: int
     num_halo: int
 
-    @property
-    def has_relays(self) -> bool:
-        return self.num_table_rows > self.num_owned + self.num_halo or len(self.stages) > 1
-
     @classmethod
     def from_plan(cls, plan: CommPlan, rank: int, devices: list[str], owned: np.ndarray,
                   halo: np.ndarray) -> Exchange:

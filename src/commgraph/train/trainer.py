@@ -209,7 +209,7 @@ class _MetricsLog:
 
     def __init__(self, config: TrainConfig, world: World, start_epoch: int):
         self.path = Path(config.metrics_out) if config.metrics_out and world.is_leader else None
-        self.leader, self.print_lines = world.is_leader, config.progress
+        self.leader = world.is_leader
         if self.path is not None:
             kept = []
             if config.resume and self.path.is_file():
