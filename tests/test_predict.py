@@ -72,16 +72,21 @@ def test_predict_is_pyg_on_the_whole_graph(cora, tmp_path, kind):
 @pytest.mark.timeout(300)
 def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_parts, tmp_path, capsys):
     """Train with 2 workers; the checkpoint, run in one process, has exactly the accuracies the
-    trainer measured across workers after its last epoch, from the graph or the partition set."""
+    trainer measured across workers after its last epoch, from the graph or the partition set, and
+    predicts what the workers predicted (``--predictions-out``)."""
     metrics, ck = tmp_path / "run.jsonl", tmp_path / "ck"
     job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(cora_parts), "--model", "gat",
                           "--heads", "2", "--hidden", "8", "--epochs", "12", "--quiet", "--metrics-out", str(metrics),
-                          "--checkpoint-dir", str(ck)], capture_output=True, text=True, timeout=250)
+                          "--checkpoint-dir", str(ck), "--predictions-out", str(tmp_path / "workers.csv")],
+                         capture_output=True, text=True, timeout=250)
     assert job.returncode == 0, job.stderr
     last = json.loads(metrics.read_text().splitlines()[-1])
     model, trained = load_model(ck)
     assert (trained["model"], trained["epoch"], trained["workers"]) == ("gat", 12, 2)
     predicted = predict(model, cora).argmax(dim=1).numpy()
+    # what the two workers predicted for their own nodes, assembled by rank 0, is the same
+    workers = np.loadtxt(tmp_path / "workers.csv", delimiter=",", skiprows=1, dtype=np.int64)
+    np.testing.assert_array_equal(workers, np.stack([np.arange(cora.num_nodes), predicted], axis=1))
     for split in ("train", "val", "test"):
         mask = getattr(cora, f"{split}_mask")
         assert (predicted[mask] == cora.labels[mask]).mean() == pytest.approx(last[f"{split}_acc"], abs=1e-12)

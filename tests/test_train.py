@@ -200,6 +200,7 @@ def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
     (["--dropout", "1.5"], "0 <= --dropout < 1"),
     (["--lr", "-1"], "need --lr > 0"),
     (["--weight-decay", "-0.1"], "--weight-decay >= 0"),
+    (["--predictions-out", "p.txt"], "must end in .npy or .csv"),
     *([(["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
 ])
 def test_bad_training_requests(partition_sets, args, message, capsys):

@@ -11,14 +11,12 @@ loader kept them).
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from commgraph.atomic import atomic_write
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments
 from commgraph.errors import TrainingError
@@ -47,11 +45,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from commgraph.partition import load_partition_set
-    from commgraph.train.predict import load_model, predict
+    from commgraph.train.predict import check_predictions_path, load_model, predict, write_predictions
 
     if args.out is not None:
-        if args.out.suffix not in (".npy", ".csv"):
-            raise TrainingError(f"--out must end in .npy or .csv, got {str(args.out)!r}")
+        check_predictions_path(args.out)
         if args.out.exists() and not args.force:
             raise TrainingError(f"{str(args.out)!r} exists; pass --force to overwrite it")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -69,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     accuracy = _accuracy(graph, predicted)
     if args.out is not None:
-        _write(args.out, graph, predicted)
+        write_predictions(args.out, predicted, graph.node_ids)
     report = {"graph": graph.name, "num_nodes": graph.num_nodes, "model": trained["model"],
               "layers": trained["layers"], "hidden": trained["hidden"], "epoch": trained["epoch"],
               "same_graph": checksum == trained["graph"], "accuracy": accuracy,
@@ -97,14 +94,3 @@ def _accuracy(graph: Graph, predicted: np.ndarray) -> dict[str, dict]:
                              "nodes": int(mask.sum())}
     return result
 
-
-def _write(path: Path, graph: Graph, predicted: np.ndarray) -> None:
-    with atomic_write(path) as handle:
-        if path.suffix == ".npy":
-            np.save(handle, predicted.astype(np.int64), allow_pickle=False)
-            return
-        ids = graph.node_ids if graph.node_ids is not None else np.arange(graph.num_nodes)
-        text = io.StringIO()
-        text.write("node,class\n")
-        np.savetxt(text, np.stack([ids, predicted], axis=1), fmt="%d", delimiter=",")
-        handle.write(text.getvalue().encode())

@@ -22,6 +22,7 @@ from commgraph.nn import MODELS, check_model_options
 from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
                                  write_partition_set)
 from commgraph.train import EXCHANGES, TrainConfig
+from commgraph.train.predict import check_predictions_path
 
 CACHE = Path(os.environ.get("COMMGRAPH_CACHE", Path.home() / ".cache" / "commgraph")) / "partitions"
 
@@ -51,6 +52,8 @@ def register(subparsers) -> None:
                         help="accuracies every N epochs and after the last (default 1); the others log null")
     parser.add_argument("--metrics-out", type=Path, metavar="FILE", help="one JSON line per epoch")
     parser.add_argument("--checkpoint-dir", type=Path, metavar="DIR", help="checkpoint after every epoch")
+    parser.add_argument("--predictions-out", type=Path, metavar="FILE",
+                        help="the last epoch's predicted class of every node (.npy or .csv), computed by the workers")
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir's checkpoint")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds any exchange may wait before the job stops (default 120)")
@@ -94,6 +97,8 @@ def _check_options(args: argparse.Namespace) -> None:
         raise TrainingError("--timeout must be positive")
     if args.resume and not args.checkpoint_dir:
         raise TrainingError("--resume needs --checkpoint-dir")
+    if args.predictions_out is not None:
+        check_predictions_path(args.predictions_out)
     if args.bin_size is not None and args.bin_size < 1:
         raise TrainingError("--bin-size must be >= 1")
     if args.eval_every < 1:
@@ -154,7 +159,7 @@ def _worker_argv(args: argparse.Namespace, partition_dir: Path) -> list[str]:
             "--seed", str(args.seed), "--exchange", args.exchange, "--timeout", str(args.timeout),
             "--device", args.device, "--eval-every", str(args.eval_every)]
     for flag, value in (("--bin-size", args.bin_size), ("--metrics-out", args.metrics_out),
-                        ("--checkpoint-dir", args.checkpoint_dir)):
+                        ("--checkpoint-dir", args.checkpoint_dir), ("--predictions-out", args.predictions_out)):
         if value is not None:
             argv += [flag, str(value)]
     argv += ["--resume"] * args.resume + ["--quiet"] * args.quiet + ["--debug"] * args.debug
@@ -179,6 +184,7 @@ def _worker(args: argparse.Namespace) -> int:
                              seed=args.seed, exchange=args.exchange, bin_size=args.bin_size, eval_every=args.eval_every,
                              metrics_out=str(args.metrics_out) if args.metrics_out else None,
                              checkpoint_dir=str(args.checkpoint_dir) if args.checkpoint_dir else None,
+                             predictions_out=str(args.predictions_out) if args.predictions_out else None,
                              resume=args.resume, progress=not args.quiet)
         result = train_worker(world, partition_dir, config)
         if world.is_leader and result.history:

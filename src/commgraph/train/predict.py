@@ -1,4 +1,4 @@
-"""Prediction with a trained model: the whole graph in one process.
+"""Prediction with a trained model: the whole graph in one process, and the prediction files.
 
 Training computes exactly the single-graph model whatever the number of workers, so a checkpoint
 needs no partition and no exchange to be used: one block over every node and one pass per layer,
@@ -8,11 +8,13 @@ can also label a graph it was not trained on, if the features have the same widt
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from commgraph.atomic import atomic_write
 from commgraph.errors import TrainingError
 from commgraph.graph import Graph
 from commgraph.graph.core import loop_free_in_degrees
@@ -57,3 +59,28 @@ def predict(model: GNN, graph: Graph, device: str | torch.device = "cpu") -> tor
         for index in range(model.num_layers):
             h = model.layer(index, h, block)
         return model.decode(h)
+
+
+PREDICTION_SUFFIXES = (".npy", ".csv")
+
+
+def check_predictions_path(path: Path) -> None:
+    """Refuse an output name we cannot write, before any work is spent on the predictions."""
+    if Path(path).suffix not in PREDICTION_SUFFIXES:
+        raise TrainingError(f"a predictions file must end in .npy or .csv, got {str(path)!r}")
+
+
+def write_predictions(path: Path, predicted: np.ndarray, node_ids: np.ndarray | None = None) -> None:
+    """The predicted class of every node, atomically: ``.npy`` (one int64 per node) or ``.csv``
+    (``node,class``, under ``node_ids`` when the graph's loader kept its original ids)."""
+    path = Path(path)
+    check_predictions_path(path)
+    with atomic_write(path) as handle:
+        if path.suffix == ".npy":
+            np.save(handle, predicted.astype(np.int64), allow_pickle=False)
+            return
+        ids = node_ids if node_ids is not None else np.arange(predicted.shape[0])
+        text = io.StringIO()
+        text.write("node,class\n")
+        np.savetxt(text, np.stack([ids, predicted], axis=1), fmt="%d", delimiter=",")
+        handle.write(text.getvalue().encode())

@@ -24,6 +24,7 @@ from commgraph.partition import load_partition_set
 from commgraph.runtime import Communicator, GradientSync, World, keep_freed_memory
 from commgraph.train import checkpoint
 from commgraph.train.executor import EXCHANGES, BarrierExecutor, PipelinedExecutor, ReplicateExecutor
+from commgraph.train.predict import write_predictions
 from commgraph.train.schedule import bin_size_for_memory
 
 
@@ -43,6 +44,7 @@ class TrainConfig:
     eval_every: int = 1  # evaluate every N epochs and after the last; each evaluation is one more forward pass
     metrics_out: str | None = None
     checkpoint_dir: str | None = None
+    predictions_out: str | None = None  # the last epoch's predicted class of every node (.npy or .csv)
     resume: bool = False
     progress: bool = True
 
@@ -155,7 +157,19 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
                     checkpoint.save(Path(config.checkpoint_dir), {**kept, "best": best}, checkpoint.BEST)
     if bar is not None:
         bar.close()
+    if config.predictions_out and history:  # the last epoch is always evaluated
+        _write_predictions(comm, world, part, predicted, Path(config.predictions_out))
     return TrainResult(history, model, best)
+
+
+def _write_predictions(comm: Communicator, world: World, part, predicted: torch.Tensor, path: Path) -> None:
+    """Rank 0 assembles every worker's predictions for its own nodes into one file."""
+    pieces = comm.all_gather_object((np.asarray(part.owned), predicted.cpu().numpy()))
+    if world.is_leader:
+        result = np.empty(sum(owned.shape[0] for owned, _ in pieces), dtype=np.int64)
+        for owned, classes in pieces:
+            result[owned] = classes
+        write_predictions(path, result)
 
 
 def _executor(config: TrainConfig, part, pset, comm, world, model):
