@@ -93,4 +93,3 @@ def _accuracy(graph: Graph, predicted: np.ndarray) -> dict[str, dict]:
             result[split] = {"accuracy": float((predicted[mask] == graph.labels[mask]).mean()),
                              "nodes": int(mask.sum())}
     return result
-
