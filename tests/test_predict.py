@@ -138,6 +138,18 @@ def test_predictions_csv_uses_original_node_ids(cora, tmp_path, capsys):
     assert "accuracy" not in capsys.readouterr().out  # no labels: nothing to score
 
 
+def test_prediction_files_round_trip_across_chunks(tmp_path, monkeypatch):
+    import commgraph.train.predict as module
+
+    monkeypatch.setattr(module, "CSV_CHUNK", 7)  # 20 rows: three chunks, the last one short
+    predicted, ids = np.arange(20) % 3, np.arange(20) * 5 + 1
+    module.write_predictions(tmp_path / "p.csv", predicted, ids)
+    module.write_predictions(tmp_path / "p.npy", predicted)
+    rows = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1, dtype=np.int64)
+    np.testing.assert_array_equal(rows, np.stack([ids, predicted], axis=1))
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), predicted)
+
+
 def test_partition_set_rebuilds_its_graph(cora, cora_parts):
     rebuilt = load_partition_set(cora_parts).graph()
     assert rebuilt.equals(cora) and rebuilt.checksum() == cora.checksum()
