@@ -134,8 +134,12 @@ def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     assert result["isolated_nodes"] == 0 and result["components"] == 78  # Cora, as PyG counts it
     code, _, err = run(capsys, "partition", "cora", "--parts", "4", "--out", str(out))
     assert code == 2 and "already exists; pass --force" in err
-    code, _, err = run(capsys, "partition", "cora", "--parts", "2", "--out", str(tmp_path / "c2"))
+    code, text, err = run(capsys, "partition", "cora", "--parts", "2", "--out", str(tmp_path / "c2"))
     assert code == 0 and "note: 0 isolated nodes and 78 connected components" in err
+    assert "g3 stage 2: " in err and "swaps kept" in err  # progress as the stages run
+    summary = [line for line in text.splitlines() if line.startswith("g3 stage 1 (")]
+    assert summary and summary == [line for line in run(capsys, "partition-info", str(tmp_path / "c2"))[1].splitlines()
+                                   if line.startswith("g3 stage 1 (")]
     code, _, err = run(capsys, "partition", "cora", "--parts", "0", "--out", str(tmp_path / "x"))
     assert code == 2 and ">= 1" in err and not (tmp_path / "x").exists()
     assert "partitioning" not in err  # refused before any work

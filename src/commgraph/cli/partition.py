@@ -94,3 +94,7 @@ def _table(result: dict) -> None:
     print(f"total remote (communication volume) {result['total_remote']:,}; edge cut {result['edge_cut']:,}")
     print(f"imbalance max/mean: nodes {result['node_imbalance']:.3f}, edges {result['edge_imbalance']:.3f}, "
           f"remote {result['remote_imbalance']:.3f}; remote min/max {result['remote_min_max']:.3f}")
+    if "stage1_total_remote" in result:  # g3: what each stage did
+        print(f"g3 stage 1 ({result['stage1_seconds']:.1f} s): total remote {result['stage1_total_remote']:,}, "
+              f"remote min/max {result['stage1_remote_min_max']:.3f}; stage 2 ({result['stage2_seconds']:.1f} s): "
+              f"{result['kept_swaps']:,} swaps kept of {result['swaps']:,} tried")
