@@ -169,6 +169,7 @@ class _Payload:
     ("narrow", [], "has 1433 features per node, but the model was trained on 5"),
     ("garbage", [], "is not a readable checkpoint"),
     ("code", [], "holds Python objects beyond tensors"),
+    *([("ok", ["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
 ])
 def test_bad_prediction_requests(cora, tmp_path, monkeypatch, capsys, setup, args, message):
     monkeypatch.chdir(tmp_path)
