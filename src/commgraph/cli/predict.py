@@ -42,18 +42,15 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from commgraph.partition import load_partition_set
+    from commgraph.runtime import pick_device
     from commgraph.train.predict import check_predictions_path, load_model, predict, write_predictions
 
     if args.out is not None:
         check_predictions_path(args.out)
         if args.out.exists() and not args.force:
             raise TrainingError(f"{str(args.out)!r} exists; pass --force to overwrite it")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise TrainingError("--device cuda, but torch sees no GPU on this machine: use --device cpu")
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device.replace("auto", "cpu")
+    device = pick_device(args.device)
     model, trained = load_model(args.checkpoint_dir, best=args.best)
     if (Path(args.graph) / "manifest.json").is_file():
         pset = load_partition_set(args.graph)

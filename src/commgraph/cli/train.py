@@ -21,6 +21,7 @@ from commgraph.graph import load_graph
 from commgraph.nn import MODELS, check_model_options
 from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
                                  write_partition_set)
+from commgraph.runtime import pick_device
 from commgraph.train import EXCHANGES, TrainConfig
 from commgraph.train.predict import check_predictions_path
 
@@ -105,12 +106,7 @@ def _check_options(args: argparse.Namespace) -> None:
         raise TrainingError("--eval-every must be >= 1")
     if args.threads is not None and args.threads < 1:
         raise TrainingError("--threads must be >= 1")
-    if args.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise TrainingError("--device cuda, but torch sees no GPU on this machine: use --device cpu "
-                                "(or auto, which takes the GPUs when there are any)")
+    pick_device(args.device)
 
 
 def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from commgraph.errors import WorkerFailed
+from commgraph.errors import TrainingError, WorkerFailed
 
 BEAT_SECONDS = 0.5
 _PREFIX = "commgraph/"
@@ -92,12 +92,20 @@ def in_torchrun() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
+def pick_device(choice: str) -> str:
+    """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``. ``cuda`` on a machine without one is
+    refused with what to pass instead, before any worker starts."""
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise TrainingError("--device cuda, but torch sees no GPU on this machine: use --device cpu "
+                            "(or auto, which takes the GPUs when there are any)")
+    return "cuda" if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()) else "cpu"
+
+
 def join(timeout: float, device: str = "auto") -> World:
     """Join the world the environment describes: Gloo on CPU, NCCL with one GPU per worker."""
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    if use_cuda:
+    if pick_device(device) == "cuda":
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
         torch_device, backend = torch.device("cuda", torch.cuda.current_device()), "nccl"
     else:
