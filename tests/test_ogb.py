@@ -95,6 +95,9 @@ def test_unknown_directory_and_missing_path(tmp_path):
     (tmp_path / "junk" / "readme.md").write_text("hi")
     with pytest.raises(GraphFormatError, match="no known format"):
         load_graph(tmp_path / "junk")
+    (tmp_path / "junk" / "manifest.json").write_text("{}")  # what a partition set holds
+    with pytest.raises(GraphFormatError, match="is a partition set, not a graph: describe it with commgraph partition-info"):
+        load_graph(tmp_path / "junk")
     with pytest.raises(GraphSpecError, match="nor an existing path"):
         load_graph(tmp_path / "missing.txt")
     with pytest.raises(GraphFormatError, match="cannot tell the format"):
