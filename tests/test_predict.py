@@ -110,6 +110,30 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
         f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})")
 
 
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("kind", ["gcn", "gat"])
+def test_predict_across_workers_equals_one_process(cora, cora_parts, tmp_path, capsys, kind):
+    """Two processes, each predicting its own part with the halo exchanged layer by layer, give the
+    single-process predictions and accuracies."""
+    torch.manual_seed(0)
+    model = GNN(kind, cora.features.shape[1], 16, 7)
+    _save(tmp_path / "ck", model, kind, 7, graph=cora.checksum())
+    job = subprocess.run([sys.executable, "-m", "commgraph", "predict", str(cora_parts), "--checkpoint-dir",
+                          str(tmp_path / "ck"), "--workers", "2", "--json", "--out", str(tmp_path / "p.npy")],
+                         capture_output=True, text=True, timeout=180)
+    assert job.returncode == 0, job.stderr
+    report = json.loads(job.stdout.splitlines()[-1])
+    expected = predict(model, cora).argmax(dim=1).numpy()
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), expected)
+    assert report["same_graph"] is True and report["num_nodes"] == cora.num_nodes
+    for split in ("train", "val", "test"):
+        mask = getattr(cora, f"{split}_mask")
+        assert report["accuracy"][split] == {"accuracy": pytest.approx((expected[mask] == cora.labels[mask]).mean(),
+                                                                       abs=1e-12), "nodes": int(mask.sum())}
+    assert main(["predict", str(cora_parts), "--checkpoint-dir", str(tmp_path / "ck"), "--workers", "3"]) == 2
+    assert "has 2 parts; pass --workers 2" in capsys.readouterr().err
+
+
 def test_predict_cli_reports_accuracy_and_origin(cora, tmp_path, capsys):
     torch.manual_seed(0)
     _save(tmp_path, GNN("sage", cora.features.shape[1], 16, 7), "sage", 7, graph=cora.checksum())
@@ -166,6 +190,7 @@ class _Payload:
     ("ok", ["--out", "p.txt"], "must end in .npy or .csv"),
     ("ok", ["--out", "exists.npy"], "exists; pass --force"),
     ("ok", ["--best"], "has no best.pt: the run evaluated no epoch on validation nodes"),
+    ("ok", ["--workers", "2"], "--workers needs a partition set as GRAPH: make one with commgraph partition cora"),
     ("narrow", [], "has 1433 features per node, but the model was trained on 5"),
     ("garbage", [], "is not a readable checkpoint"),
     ("code", [], "holds Python objects beyond tensors"),

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments
-from commgraph.errors import CommgraphError, TrainingError, WorkerFailed
+from commgraph.cli.ranks import run_rank
+from commgraph.errors import CommgraphError, TrainingError
 from commgraph.graph import load_graph
 from commgraph.nn import MODELS, check_model_options
 from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
@@ -164,47 +165,29 @@ def _worker_argv(args: argparse.Namespace, partition_dir: Path) -> list[str]:
 
 def _worker(args: argparse.Namespace) -> int:
     """One rank of the job (started by our launcher or by torchrun)."""
-    from commgraph.runtime import join
-    from commgraph.train import train_worker
-
     _check_options(args)
-    rank = int(os.environ["RANK"])
     if args.threads is not None:  # under torchrun; our launcher passes it as COMMGRAPH_THREADS
         os.environ["COMMGRAPH_THREADS"] = str(args.threads)
-    world = None
-    try:
-        partition_dir = _shared_partition_set(args)
-        world = join(args.timeout, args.device)
-        config = TrainConfig(model=args.model, epochs=args.epochs, layers=args.layers, hidden=args.hidden,
-                             heads=args.heads, dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
-                             seed=args.seed, exchange=args.exchange, bin_size=args.bin_size, eval_every=args.eval_every,
-                             metrics_out=str(args.metrics_out) if args.metrics_out else None,
-                             checkpoint_dir=str(args.checkpoint_dir) if args.checkpoint_dir else None,
-                             predictions_out=str(args.predictions_out) if args.predictions_out else None,
-                             resume=args.resume, progress=not args.quiet)
-        result = train_worker(world, partition_dir, config)
-        if world.is_leader and result.history:
-            last, best = result.history[-1], result.best
-            print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {last['test_acc']:.4f}"
-                  + (f"; best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
-                     f"(test {best['test_acc']:.4f})" if best else ""), file=sys.stderr)
-        world.close()
-        return 0
-    except WorkerFailed as exc:
-        _die(f"commgraph: error: rank {rank} stopped: {exc}", 1)
-    except CommgraphError as exc:
-        if world is not None:
-            world.report_failure(str(exc))
-        _die(f"commgraph: error: rank {rank}: {exc}", 2)
-    except Exception as exc:  # noqa: BLE001 - a bug or an engine error: name it, tell the others, stop
-        if world is not None:
-            world.report_failure(f"{type(exc).__name__}: {exc}")
-        if args.debug:
-            import traceback
+    return run_rank(args, lambda: _shared_partition_set(args),
+                    lambda world, partition_dir: _train(args, world, partition_dir))
 
-            traceback.print_exc()
-        _die(f"commgraph: internal error on rank {rank}: {type(exc).__name__}: {exc}", 1)
-    return 1
+
+def _train(args: argparse.Namespace, world, partition_dir: Path) -> None:
+    from commgraph.train import train_worker
+
+    config = TrainConfig(model=args.model, epochs=args.epochs, layers=args.layers, hidden=args.hidden,
+                         heads=args.heads, dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
+                         seed=args.seed, exchange=args.exchange, bin_size=args.bin_size, eval_every=args.eval_every,
+                         metrics_out=str(args.metrics_out) if args.metrics_out else None,
+                         checkpoint_dir=str(args.checkpoint_dir) if args.checkpoint_dir else None,
+                         predictions_out=str(args.predictions_out) if args.predictions_out else None,
+                         resume=args.resume, progress=not args.quiet)
+    result = train_worker(world, partition_dir, config)
+    if world.is_leader and result.history:
+        last, best = result.history[-1], result.best
+        print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {last['test_acc']:.4f}"
+              + (f"; best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
+                 f"(test {best['test_acc']:.4f})" if best else ""), file=sys.stderr)
 
 
 def _shared_partition_set(args: argparse.Namespace) -> Path:
@@ -225,9 +208,3 @@ def _shared_partition_set(args: argparse.Namespace) -> Path:
         time.sleep(0.5)
     return target
 
-
-def _die(message: str, code: int) -> None:
-    """Exit now: after a peer died, tearing down the process group could itself wait forever."""
-    print(message, file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    os._exit(code)

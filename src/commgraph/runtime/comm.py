@@ -173,6 +173,13 @@ class Communicator:
             raise self.world.explain(exc) from None
         return tensor
 
+    def global_sum(self, values: list[float]) -> list[float]:
+        """Each value summed over the workers (counts, losses): one small all-reduce."""
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.world.device)
+        if self.world.size > 1:
+            self.all_reduce_(tensor)
+        return tensor.tolist()
+
     def broadcast_(self, tensor: torch.Tensor, src: int = 0) -> torch.Tensor:
         try:
             dist.broadcast(tensor, src, group=self.world.grad_group)

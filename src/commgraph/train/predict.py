@@ -1,9 +1,12 @@
-"""Prediction with a trained model: the whole graph in one process, and the prediction files.
+"""Prediction with a trained model: the whole graph in one process, or a partition set across
+workers, and the prediction files.
 
 Training computes exactly the single-graph model whatever the number of workers, so a checkpoint
-needs no partition and no exchange to be used: one block over every node and one pass per layer,
-without dropout. GCN normalises with the degrees of the graph it is given, as PyG does, so a model
-can also label a graph it was not trained on, if the features have the same width.
+can be used either way. In one process: one block over every node and one pass per layer, without
+dropout; GCN normalises with the degrees of the graph it is given, as PyG does, so a model can also
+label a graph it was not trained on, if the features have the same width. Across workers: each
+labels its own part with the layer-wise (barrier) exchange, for graphs whose activations do not fit
+in one process, and rank 0 assembles the result.
 """
 
 from __future__ import annotations
@@ -18,10 +21,14 @@ from commgraph.errors import TrainingError
 from commgraph.graph import Graph
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN
+from commgraph.partition import load_partition_set
+from commgraph.partition.store import Part
+from commgraph.runtime import Communicator, World
 from commgraph.train import checkpoint
-from commgraph.train.executor import row_block
+from commgraph.train.executor import BarrierExecutor, row_block
 
 PREDICTION_SUFFIXES = (".npy", ".csv")
+SPLITS = ("train", "val", "test")
 CSV_CHUNK = 1 << 20  # rows formatted at a time: bounded memory on graphs of any size
 
 
@@ -61,6 +68,51 @@ def predict(model: GNN, graph: Graph, device: str | torch.device = "cpu") -> tor
         for index in range(model.num_layers):
             h = model.layer(index, h, block)
         return model.decode(h)
+
+
+def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | Path,
+                 best: bool = False) -> tuple[np.ndarray | None, dict, dict]:
+    """This worker's share of a distributed prediction over a partition set: (the predicted class
+    of every node on rank 0, None elsewhere; accuracy and node count per split; the checkpoint's
+    identity and epoch, as ``load_model`` gives them)."""
+    pset = load_partition_set(partition_dir, verify=False)
+    part = pset.part(world.rank)
+    model, trained = load_model(checkpoint_dir, best)
+    if part.features is None or part.features.shape[1] != model.in_dim:
+        width = "no" if part.features is None else part.features.shape[1]
+        raise TrainingError(f"{partition_dir} has {width} features per node, but the model was trained on "
+                            f"{model.in_dim}")
+    comm = Communicator(world)
+    executor = BarrierExecutor(part, pset, comm, world.device)
+    model.to(world.device)
+    with torch.no_grad():
+        predicted = executor.forward(model).argmax(dim=1).cpu().numpy()
+    counts = []
+    for split in SPLITS:
+        mask = getattr(part, f"{split}_mask")
+        if part.labels is None or mask is None:
+            counts += [0.0, 0.0]
+        else:
+            mask = np.asarray(mask)
+            counts += [float((predicted[mask] == np.asarray(part.labels)[mask]).sum()), float(mask.sum())]
+    totals = comm.global_sum(counts)
+    accuracy = {split: {"accuracy": totals[2 * i] / totals[2 * i + 1], "nodes": int(totals[2 * i + 1])}
+                for i, split in enumerate(SPLITS) if totals[2 * i + 1] > 0}
+    return gather_predictions(comm, part, predicted), accuracy, trained
+
+
+def gather_predictions(comm: Communicator, part: Part, predicted: torch.Tensor | np.ndarray) -> np.ndarray | None:
+    """Every worker's predictions for its own nodes, assembled on rank 0 in global node order
+    (None on the other ranks)."""
+    if isinstance(predicted, torch.Tensor):
+        predicted = predicted.cpu().numpy()
+    pieces = comm.all_gather_object((np.asarray(part.owned), predicted))
+    if comm.world.rank != 0:
+        return None
+    result = np.empty(sum(owned.shape[0] for owned, _ in pieces), dtype=np.int64)
+    for owned, classes in pieces:
+        result[owned] = classes
+    return result
 
 
 def check_predictions_path(path: Path) -> None:

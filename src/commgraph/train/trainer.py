@@ -24,7 +24,7 @@ from commgraph.partition import load_partition_set
 from commgraph.runtime import Communicator, GradientSync, World, keep_freed_memory
 from commgraph.train import checkpoint
 from commgraph.train.executor import EXCHANGES, BarrierExecutor, PipelinedExecutor, ReplicateExecutor
-from commgraph.train.predict import write_predictions
+from commgraph.train.predict import gather_predictions, write_predictions
 from commgraph.train.schedule import bin_size_for_memory
 
 
@@ -101,7 +101,7 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
         best = state.get("best")
     elif config.checkpoint_dir and world.is_leader:  # a fresh run: another run's best model is not ours
         (Path(config.checkpoint_dir) / checkpoint.BEST).unlink(missing_ok=True)
-    train_total = _global_sum(comm, [float(np.count_nonzero(part.train_mask))])[0]
+    train_total = comm.global_sum([float(np.count_nonzero(part.train_mask))])[0]
     if train_total == 0:
         raise TrainingError(f"{partition_dir}: no node is in the training set")
     y = torch.from_numpy(np.array(part.labels, dtype=np.int64)).to(world.device)
@@ -133,7 +133,7 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
         else:
             counts += [0.0] * 6
         layers = [moved.get(f"halo_forward:{i}", 0) for i in range(1, config.layers)]
-        totals = _global_sum(comm, counts + [moved.get("halo_backward", 0), moved.get("allreduce", 0)] + layers)
+        totals = comm.global_sum(counts + [moved.get("halo_backward", 0), moved.get("allreduce", 0)] + layers)
         forward_bytes = [int(b) for b in totals[9:]]
         record = {"epoch": epoch, "loss": totals[0],
                   **{f"{name}_acc": totals[1 + 2 * i] / max(totals[2 + 2 * i], 1) if evaluate else None
@@ -158,18 +158,10 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
     if bar is not None:
         bar.close()
     if config.predictions_out and history:  # the last epoch is always evaluated
-        _write_predictions(comm, world, part, predicted, Path(config.predictions_out))
+        every = gather_predictions(comm, part, predicted)
+        if every is not None:
+            write_predictions(Path(config.predictions_out), every)
     return TrainResult(history, model, best)
-
-
-def _write_predictions(comm: Communicator, world: World, part, predicted: torch.Tensor, path: Path) -> None:
-    """Rank 0 assembles every worker's predictions for its own nodes into one file."""
-    pieces = comm.all_gather_object((np.asarray(part.owned), predicted.cpu().numpy()))
-    if world.is_leader:
-        result = np.empty(sum(owned.shape[0] for owned, _ in pieces), dtype=np.int64)
-        for owned, classes in pieces:
-            result[owned] = classes
-        write_predictions(path, result)
 
 
 def _executor(config: TrainConfig, part, pset, comm, world, model):
@@ -196,13 +188,6 @@ def _available_memory(device: torch.device) -> int:
             int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
     except (ValueError, OSError):
         return 1 << 30
-
-
-def _global_sum(comm: Communicator, values: list[float]) -> list[float]:
-    tensor = torch.tensor(values, dtype=torch.float64, device=comm.world.device)
-    if comm.world.size > 1:
-        comm.all_reduce_(tensor)
-    return tensor.tolist()
 
 
 def _global_max(comm: Communicator, value: int) -> int:

@@ -1,0 +1,51 @@
+"""One rank of a multi-process job, as ``train`` and ``predict`` run it (started by our launcher or
+by torchrun): prepare, join the world, work; and on any failure tell the other ranks, name this rank
+and exit at once, since tearing down a process group after a peer died could itself wait forever."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+from commgraph.errors import CommgraphError, WorkerFailed
+from commgraph.runtime import World, join
+
+T = TypeVar("T")
+
+
+def run_rank(args: argparse.Namespace, prepare: Callable[[], T], work: Callable[[World, T], None]) -> int:
+    """``prepare`` runs before joining (partitioning may take longer than the join may wait);
+    ``work`` gets the world and what ``prepare`` returned. Uses ``args.timeout``, ``args.device``
+    and ``args.debug``."""
+    rank = int(os.environ["RANK"])
+    world = None
+    try:
+        prepared = prepare()
+        world = join(args.timeout, args.device)
+        work(world, prepared)
+        world.close()
+        return 0
+    except WorkerFailed as exc:
+        _die(f"commgraph: error: rank {rank} stopped: {exc}", 1)
+    except CommgraphError as exc:
+        if world is not None:
+            world.report_failure(str(exc))
+        _die(f"commgraph: error: rank {rank}: {exc}", 2)
+    except Exception as exc:  # noqa: BLE001 - a bug or an engine error: name it, tell the others, stop
+        if world is not None:
+            world.report_failure(f"{type(exc).__name__}: {exc}")
+        if args.debug:
+            import traceback
+
+            traceback.print_exc()
+        _die(f"commgraph: internal error on rank {rank}: {type(exc).__name__}: {exc}", 1)
+    return 1
+
+
+def _die(message: str, code: int) -> None:
+    print(message, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
