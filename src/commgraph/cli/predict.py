@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if in_torchrun():
-        return run_rank(args, lambda: Path(args.graph), lambda world, partition_dir: _predict_rank(args, world))
+        return run_rank(args, lambda: Path(args.graph), partial(_predict_rank, args))
     if args.out is not None:
         check_predictions_path(args.out)
         if args.out.exists() and not args.force:
@@ -91,15 +92,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _predict_rank(args: argparse.Namespace, world) -> None:
+def _predict_rank(args: argparse.Namespace, world, partition_dir: Path) -> None:
     start = time.perf_counter()
-    predicted, accuracy, trained = predict_part(world, args.graph, args.checkpoint_dir, args.best)
+    predicted, accuracy, trained = predict_part(world, partition_dir, args.checkpoint_dir, args.best)
     seconds = time.perf_counter() - start
     if predicted is None:  # not rank 0
         return
     if args.out is not None:
         write_predictions(args.out, predicted)
-    manifest = load_partition_set(args.graph, verify=False).manifest
+    manifest = load_partition_set(partition_dir, verify=False).manifest
     _report(args, trained, manifest["graph"]["name"], predicted.shape[0], manifest["graph"]["checksum"], accuracy,
             seconds)
 

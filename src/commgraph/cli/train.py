@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from commgraph.cli import describe
@@ -168,8 +169,7 @@ def _worker(args: argparse.Namespace) -> int:
     _check_options(args)
     if args.threads is not None:  # under torchrun; our launcher passes it as COMMGRAPH_THREADS
         os.environ["COMMGRAPH_THREADS"] = str(args.threads)
-    return run_rank(args, lambda: _shared_partition_set(args),
-                    lambda world, partition_dir: _train(args, world, partition_dir))
+    return run_rank(args, lambda: _shared_partition_set(args), partial(_train, args))
 
 
 def _train(args: argparse.Namespace, world, partition_dir: Path) -> None:
