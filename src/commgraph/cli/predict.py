@@ -20,18 +20,15 @@ import time
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments
 from commgraph.cli.ranks import run_rank
 from commgraph.errors import TrainingError
-from commgraph.graph import Graph, load_graph
+from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set
 from commgraph.runtime import in_torchrun, launch_local, pick_device
-from commgraph.train.predict import (SPLITS, check_predictions_path, load_model, predict, predict_part,
-                                     write_predictions)
-
+from commgraph.train.predict import (check_predictions_path, load_model, predict, predict_part, split_accuracy,
+                                     split_counts, write_predictions)
 
 
 def register(subparsers) -> None:
@@ -88,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     if args.out is not None:
         write_predictions(args.out, predicted, graph.node_ids)
-    _report(args, trained, graph.name, graph.num_nodes, checksum, _accuracy(graph, predicted), seconds)
+    _report(args, trained, graph.name, graph.num_nodes, checksum, split_accuracy(split_counts(graph, predicted)), seconds)
     return 0
 
 
@@ -121,13 +118,3 @@ def _report(args: argparse.Namespace, trained: dict, name: str, num_nodes: int, 
     if args.out is not None:
         print(f"predicted classes -> {args.out}", flush=True)
 
-
-def _accuracy(graph: Graph, predicted: np.ndarray) -> dict[str, dict]:
-    """Accuracy and node count of each split the graph has; masks only ever select labelled nodes."""
-    result = {}
-    for split in SPLITS:
-        mask = getattr(graph, f"{split}_mask")
-        if graph.labels is not None and mask is not None and mask.any():
-            result[split] = {"accuracy": float((predicted[mask] == graph.labels[mask]).mean()),
-                             "nodes": int(mask.sum())}
-    return result

@@ -75,7 +75,7 @@ def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | 
     """This worker's share of a distributed prediction over a partition set: (the predicted class
     of every node on rank 0, None elsewhere; accuracy and node count per split; the checkpoint's
     identity and epoch, as ``load_model`` gives them)."""
-    pset = load_partition_set(partition_dir, verify=False)
+    pset = load_partition_set(partition_dir)  # every worker checks its files, as in training
     part = pset.part(world.rank)
     model, trained = load_model(checkpoint_dir, best)
     if part.features is None or part.features.shape[1] != model.in_dim:
@@ -87,18 +87,28 @@ def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | 
     model.to(world.device)
     with torch.no_grad():
         predicted = executor.forward(model).argmax(dim=1).cpu().numpy()
+    accuracy = split_accuracy(comm.global_sum(split_counts(part, predicted)))
+    return gather_predictions(comm, part, predicted), accuracy, trained
+
+
+def split_counts(data: Graph | Part, predicted: np.ndarray) -> list[float]:
+    """(correct, nodes) for each of train, val and test over ``data``'s nodes (a graph, or a part's
+    own nodes, whose counts sum over the workers); zeros for a split it does not have."""
     counts = []
     for split in SPLITS:
-        mask = getattr(part, f"{split}_mask")
-        if part.labels is None or mask is None:
+        mask = getattr(data, f"{split}_mask")
+        if data.labels is None or mask is None:
             counts += [0.0, 0.0]
         else:
             mask = np.asarray(mask)
-            counts += [float((predicted[mask] == np.asarray(part.labels)[mask]).sum()), float(mask.sum())]
-    totals = comm.global_sum(counts)
-    accuracy = {split: {"accuracy": totals[2 * i] / totals[2 * i + 1], "nodes": int(totals[2 * i + 1])}
-                for i, split in enumerate(SPLITS) if totals[2 * i + 1] > 0}
-    return gather_predictions(comm, part, predicted), accuracy, trained
+            counts += [float((predicted[mask] == np.asarray(data.labels)[mask]).sum()), float(mask.sum())]
+    return counts
+
+
+def split_accuracy(counts: list[float]) -> dict[str, dict]:
+    """Accuracy and node count of each split with nodes, from ``split_counts``."""
+    return {split: {"accuracy": counts[2 * i] / counts[2 * i + 1], "nodes": int(counts[2 * i + 1])}
+            for i, split in enumerate(SPLITS) if counts[2 * i + 1] > 0}
 
 
 def gather_predictions(comm: Communicator, part: Part, predicted: torch.Tensor | np.ndarray) -> np.ndarray | None:
