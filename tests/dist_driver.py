@@ -2,7 +2,8 @@
 pays the processes' start-up once per worker count rather than once per model.
 
 Usage (through ``launch_local(..., module="dist_driver")``): ``python -m dist_driver SPEC.json``
-where the spec names the partition set, an output folder and the runs; rank 0 writes
+where the spec names the partition set, an output folder, the runs and optionally the device
+(default ``cpu``, so that runs compared with each other share one device); rank 0 writes
 ``<out>/<run>.npz`` with the per-epoch losses, forward bytes per exchanged layer and final weights.
 """
 
@@ -18,11 +19,11 @@ from commgraph.train import TrainConfig, train_worker
 
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
-    world = join(60)
+    world = join(60, spec.get("device", "cpu"))
     for name, options in spec["runs"].items():
         result = train_worker(world, spec["partdir"], TrainConfig(**options, progress=False))
         if world.is_leader:
-            params = {f"param:{k}": v.detach().numpy() for k, v in result.model.state_dict().items()}
+            params = {f"param:{k}": v.detach().cpu().numpy() for k, v in result.model.state_dict().items()}
             np.savez(Path(spec["out"]) / f"{name}.npz",
                      loss=np.array([r["loss"] for r in result.history]),
                      forward_bytes=np.array([r["halo_forward_bytes"] for r in result.history]),

@@ -18,7 +18,7 @@ from commgraph.cli.main import main
 from commgraph.errors import TrainingError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
-from commgraph.runtime import launch_local
+from commgraph.runtime import launch_local, pick_device
 from commgraph.train import checkpoint
 
 TESTS = Path(__file__).parent
@@ -42,10 +42,10 @@ def partition_sets(tmp_path_factory):
     return sets
 
 
-def _run_job(partdir: Path, runs: dict, workers: int, out: Path, monkeypatch) -> dict:
+def _run_job(partdir: Path, runs: dict, workers: int, out: Path, monkeypatch, device: str = "cpu") -> dict:
     out.mkdir(parents=True, exist_ok=True)
     spec = out / "spec.json"
-    spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": runs}))
+    spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": runs, "device": device}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
@@ -90,6 +90,21 @@ def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path
                 assert result["forward_bytes"].tolist() == [expected] * EPOCHS, name
                 assert result["backward_bytes"].tolist() == [sum(expected)] * EPOCHS, name  # each row's gradient, once
         assert all(r["forward_bytes"].sum() == 0 for r in single.values())
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: compares a CUDA run with a CPU run")
+def test_one_worker_on_the_gpu_equals_the_cpu(partition_sets, tmp_path, monkeypatch):
+    """Every model trained on the GPU follows the CPU run: the same losses and weights within float
+    rounding (cuSPARSE and the CPU kernels sum in different orders)."""
+    runs = _runs({m: "pipelined" for m in MODELS})
+    cpu = _run_job(partition_sets[("cora", 1)], runs, 1, tmp_path / "cpu", monkeypatch)
+    gpu = _run_job(partition_sets[("cora", 1)], runs, 1, tmp_path / "gpu", monkeypatch, device="cuda")
+    for name, reference in cpu.items():
+        np.testing.assert_allclose(gpu[name]["loss"], reference["loss"], rtol=1e-3, atol=1e-4, err_msg=name)
+        for key in reference:
+            if key.startswith("param:"):
+                np.testing.assert_allclose(gpu[name][key], reference[key], rtol=1e-3, atol=1e-4, err_msg=f"{name} {key}")
 
 
 def _children(pid: int) -> dict[int, int]:
@@ -209,6 +224,36 @@ def test_bad_training_requests(partition_sets, args, message, capsys):
     assert message in err and "rank" not in err  # refused by the launcher, before any worker starts
 
 
+def _gpus(monkeypatch, count: int) -> None:
+    """Pretend torch sees ``count`` GPUs (the device choice only asks torch how many)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+
+
+@pytest.mark.parametrize("gpus, choice, workers, expected", [
+    (0, "auto", 4, "cpu"), (1, "auto", 1, "cuda"), (1, "auto", 2, "cpu"), (2, "auto", 2, "cuda"),
+    (1, "cuda", 1, "cuda"), (0, "cpu", 1, "cpu"), (4, "cpu", 2, "cpu"),
+])
+def test_device_choice_gives_each_worker_its_own_gpu(monkeypatch, gpus, choice, workers, expected):
+    _gpus(monkeypatch, gpus)
+    notes = []
+    assert pick_device(choice, workers, say=notes.append) == expected
+    # a note exactly when auto passes over GPUs that are too few
+    assert bool(notes) == (choice == "auto" and 0 < gpus < workers)
+    if notes:
+        assert f"{workers} workers but {gpus} GPU(s)" in notes[0] and f"--workers {gpus}" in notes[0]
+
+
+def test_cuda_with_fewer_gpus_than_workers_is_refused_before_workers_start(partition_sets, monkeypatch, capsys):
+    """On one GPU, two NCCL ranks failed only at the first exchange with NCCL's bare "invalid usage"
+    (seen on an H100 machine); the launcher now says what to do instead."""
+    _gpus(monkeypatch, 1)
+    assert main(["train", str(partition_sets[("cora", 2)]), "--quiet", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a GPU per worker" in err and "2 workers would share this machine's 1 GPU(s)" in err
+    assert "--workers 1" in err and "rank" not in err
+
+
 def test_more_workers_than_nodes_is_refused_before_partitioning(tmp_path, capsys):
     out = tmp_path / "set"
     assert main(["train", "cora", "--workers", "5000", "--partition-dir", str(out)]) == 2
@@ -225,7 +270,8 @@ def test_graph_without_features_is_refused_before_partitioning(tmp_path, capsys)
 
 @pytest.mark.timeout(240)
 def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
-    """Two torchrun "nodes" (one process each) on this machine train like our own launcher does."""
+    """Two torchrun "nodes" (one process each) on this machine train like our own launcher does. On
+    CPU: each agent sees one local worker, so on a GPU machine both would take GPU 0."""
     port = _free_port()
     jobs = []
     for node in range(2):
@@ -233,13 +279,13 @@ def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
             [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
              "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
              "-m", "commgraph", "train", str(partition_sets[("sbm", 2)]), "--epochs", "5", "--dropout", "0",
-             "--quiet", "--metrics-out", str(tmp_path / "torchrun.jsonl")],
+             "--quiet", "--device", "cpu", "--metrics-out", str(tmp_path / "torchrun.jsonl")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for job in jobs:
         _, stderr = job.communicate(timeout=200)
         assert job.returncode == 0, stderr
     ours = _cli("train", str(partition_sets[("sbm", 2)]), "--workers", "2", "--epochs", "5", "--dropout", "0",
-                "--quiet", "--metrics-out", str(tmp_path / "local.jsonl"))
+                "--quiet", "--device", "cpu", "--metrics-out", str(tmp_path / "local.jsonl"))
     ours.communicate(timeout=200)
     assert ours.returncode == 0
     losses = [[json.loads(line)["loss"] for line in (tmp_path / f).read_text().splitlines()]

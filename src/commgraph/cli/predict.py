@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         check_predictions_path(args.out)
         if args.out.exists() and not args.force:
             raise TrainingError(f"{str(args.out)!r} exists; pass --force to overwrite it")
-    device = pick_device(args.device)
+    device = pick_device(args.device, args.workers or 1, say=lambda line: print(line, file=sys.stderr))
     model, trained = load_model(args.checkpoint_dir, best=args.best)
     is_set = (Path(args.graph) / "manifest.json").is_file()
     if args.workers is not None:

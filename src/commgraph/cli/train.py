@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     workers = pset.num_parts
     if args.workers is not None and args.workers != workers:
         raise TrainingError(f"{partition_dir} has {workers} parts; pass --workers {workers} or another partition set")
+    pick_device(args.device, workers, say=None if args.quiet else lambda line: print(line, file=sys.stderr))
     if not args.quiet:
         print(f"training {args.model} on {partition_dir} with {workers} worker(s), exchange {args.exchange}",
               file=sys.stderr)
@@ -108,7 +109,7 @@ def _check_options(args: argparse.Namespace) -> None:
         raise TrainingError("--eval-every must be >= 1")
     if args.threads is not None and args.threads < 1:
         raise TrainingError("--threads must be >= 1")
-    pick_device(args.device)
+    pick_device(args.device, args.workers or 1)
 
 
 def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:

@@ -18,6 +18,7 @@ import datetime
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -92,20 +93,34 @@ def in_torchrun() -> bool:
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
-def pick_device(choice: str) -> str:
-    """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``. ``cuda`` on a machine without one is
-    refused with what to pass instead, before any worker starts."""
-    if choice == "cuda" and not torch.cuda.is_available():
+def pick_device(choice: str, local_workers: int = 1, say: Callable[[str], None] | None = None) -> str:
+    """``auto``: ``cuda`` when torch sees a GPU for each of this machine's ``local_workers``, else
+    ``cpu`` (``say`` hears why, when there are GPUs but too few). NCCL cannot put two ranks on one
+    GPU: a shared GPU failed only at the first exchange, with NCCL's bare "invalid usage", so
+    ``cuda`` without a GPU per worker is refused here, before any worker starts, with what to pass
+    instead."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if choice == "cuda" and gpus == 0:
         raise TrainingError("--device cuda, but torch sees no GPU on this machine: use --device cpu "
                             "(or auto, which takes the GPUs when there are any)")
-    return "cuda" if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()) else "cpu"
+    if choice == "cuda" and local_workers > gpus:
+        raise TrainingError(f"--device cuda needs a GPU per worker (NCCL cannot put two processes on one GPU), but "
+                            f"{local_workers} workers would share this machine's {gpus} GPU(s): use --workers "
+                            f"{gpus} (with a partition set of that many parts), torchrun across machines, "
+                            "or --device cpu")
+    if choice == "auto" and 0 < gpus < local_workers:
+        if say is not None:
+            say(f"commgraph: {local_workers} workers but {gpus} GPU(s) on this machine, and NCCL needs a GPU per "
+                f"worker: running on CPU with Gloo (--workers {gpus} runs on the GPU{'s' * (gpus > 1)})")
+        return "cpu"
+    return "cuda" if choice == "cuda" or (choice == "auto" and gpus > 0) else "cpu"
 
 
 def join(timeout: float, device: str = "auto") -> World:
     """Join the world the environment describes: Gloo on CPU, NCCL with one GPU per worker."""
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    if pick_device(device) == "cuda":
+    if pick_device(device, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) == "cuda":
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
         torch_device, backend = torch.device("cuda", torch.cuda.current_device()), "nccl"
     else:

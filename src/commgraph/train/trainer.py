@@ -120,6 +120,8 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
         loss.backward()
         sync.finish()
         optimizer.step()
+        if world.device.type == "cuda":  # kernels run asynchronously: time the work, not its launch
+            torch.cuda.synchronize(world.device)
         seconds = time.perf_counter() - started
         moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
         evaluate = epoch % config.eval_every == 0 or epoch == config.epochs  # the same on every worker
@@ -170,7 +172,7 @@ def _executor(config: TrainConfig, part, pset, comm, world, model):
     if config.exchange == "barrier" or world.backend == "nccl":
         # NCCL matches point-to-point messages by issue order, not by tag, so bins sent in the
         # order they finish could cross; on NCCL each layer is exchanged as one group instead
-        if config.exchange == "pipelined" and world.is_leader:
+        if config.exchange == "pipelined" and world.is_leader and world.size > 1:
             print("commgraph: NCCL has no message tags: using the layer-wise (barrier) exchange", file=sys.stderr)
         return BarrierExecutor(part, pset, comm, world.device)
     bin_size = config.bin_size
