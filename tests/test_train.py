@@ -19,6 +19,7 @@ from commgraph.errors import TrainingError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.runtime import launch_local, pick_device
+from commgraph.runtime.world import placement_conflict
 from commgraph.train import checkpoint
 
 TESTS = Path(__file__).parent
@@ -242,6 +243,16 @@ def test_device_choice_gives_each_worker_its_own_gpu(monkeypatch, gpus, choice, 
     assert bool(notes) == (choice == "auto" and 0 < gpus < workers)
     if notes:
         assert f"{workers} workers but {gpus} GPU(s)" in notes[0] and f"--workers {gpus}" in notes[0]
+
+
+def test_ranks_that_would_share_a_gpu_or_mix_backends_are_refused_at_join():
+    cpu = [("a", "gloo", ""), ("a", "gloo", ""), ("b", "gloo", "")]
+    gpus = [("a", "nccl", "GPU-0"), ("a", "nccl", "GPU-1"), ("b", "nccl", "GPU-0")]
+    assert placement_conflict(cpu) is None and placement_conflict(gpus) is None
+    mixed = placement_conflict([("a", "nccl", "GPU-0"), ("a", "nccl", "GPU-1"), ("b", "gloo", ""), ("b", "gloo", "")])
+    assert "rank 0 on a uses nccl but rank 2 on b uses gloo" in mixed and "--device cpu" in mixed
+    shared = placement_conflict([("a", "nccl", "GPU-0"), ("b", "nccl", "GPU-0"), ("a", "nccl", "GPU-0")])
+    assert "ranks 0 and 2 both run on the same GPU of a (GPU-0)" in shared and "CUDA_VISIBLE_DEVICES" in shared
 
 
 def test_cuda_with_fewer_gpus_than_workers_is_refused_before_workers_start(partition_sets, monkeypatch, capsys):

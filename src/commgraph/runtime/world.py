@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -129,6 +130,13 @@ def join(timeout: float, device: str = "auto") -> World:
     dist.init_process_group(backend, timeout=span)
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                           timeout=span)
+    gpu = str(torch.cuda.get_device_properties(torch_device).uuid) if backend == "nccl" else ""
+    store.set(f"{_PREFIX}placement/{rank}", "\t".join((socket.gethostname(), backend, gpu)))
+    keys = [f"{_PREFIX}placement/{r}" for r in range(size)]
+    store.wait(keys, span)
+    conflict = placement_conflict([tuple(store.get(key).decode().split("\t")) for key in keys])
+    if conflict:
+        raise TrainingError(conflict)
     world = World(rank, size, local_rank, torch_device, backend, timeout,
                   halo_group=dist.new_group(backend=backend, timeout=span),
                   grad_group=dist.new_group(backend=backend, timeout=span), _store=store)
@@ -137,6 +145,29 @@ def join(timeout: float, device: str = "auto") -> World:
     threading.Thread(target=_heartbeat, args=(beat_store, f"{_PREFIX}beat/{rank}", world._stop),
                      daemon=True, name="commgraph-heartbeat").start()
     return world
+
+
+def placement_conflict(placements: list[tuple[str, str, str]]) -> str | None:
+    """What is wrong with where the ranks run, each given as (host, backend, GPU id), or None. Each
+    machine decides ``--device auto`` from its own GPUs, so a machine with too few for its workers
+    would run Gloo beside NCCL ranks; and two torchrun agents on one machine each see one local
+    worker and would both take GPU 0. Either failed only at the first exchange, in NCCL's words."""
+    backends = {}
+    for rank, (host, backend, _) in enumerate(placements):
+        backends.setdefault(backend, (rank, host))
+    if len(backends) > 1:
+        (a, (rank_a, host_a)), (b, (rank_b, host_b)) = sorted(backends.items(), key=lambda kv: kv[1])[:2]
+        return (f"rank {rank_a} on {host_a} uses {a} but rank {rank_b} on {host_b} uses {b}: with --device auto each "
+                "machine takes its GPUs only if it has one per local worker; start as many workers per machine "
+                "as it has GPUs, or pass --device cpu everywhere")
+    owner = {}
+    for rank, (host, backend, gpu) in enumerate(placements):
+        if backend == "nccl" and (host, gpu) in owner:
+            return (f"ranks {owner[host, gpu]} and {rank} both run on the same GPU of {host} ({gpu}), and NCCL needs "
+                    "a GPU per process: on one machine start one torchrun with --nproc-per-node, or give each "
+                    "agent its own GPUs with CUDA_VISIBLE_DEVICES, or pass --device cpu")
+        owner[host, gpu] = rank
+    return None
 
 
 def _heartbeat(store, key: str, stop: threading.Event) -> None:
