@@ -127,16 +127,18 @@ def join(timeout: float, device: str = "auto") -> World:
     else:
         torch_device, backend = torch.device("cpu"), "gloo"
     span = datetime.timedelta(seconds=timeout)
-    dist.init_process_group(backend, timeout=span)
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                           timeout=span)
+    # before the process group: Gloo ranks would wait in its set-up for NCCL ranks that never come
     gpu = str(torch.cuda.get_device_properties(torch_device).uuid) if backend == "nccl" else ""
-    store.set(f"{_PREFIX}placement/{rank}", "\t".join((socket.gethostname(), backend, gpu)))
-    keys = [f"{_PREFIX}placement/{r}" for r in range(size)]
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # a restarted job may place ranks anew
+    keys = [f"{_PREFIX}placement/{attempt}/{r}" for r in range(size)]
+    store.set(keys[rank], "\t".join((socket.gethostname(), backend, gpu)))
     store.wait(keys, span)
     conflict = placement_conflict([tuple(store.get(key).decode().split("\t")) for key in keys])
     if conflict:
         raise TrainingError(conflict)
+    dist.init_process_group(backend, timeout=span)
     world = World(rank, size, local_rank, torch_device, backend, timeout,
                   halo_group=dist.new_group(backend=backend, timeout=span),
                   grad_group=dist.new_group(backend=backend, timeout=span), _store=store)
