@@ -130,7 +130,8 @@ def join(timeout: float, device: str = "auto") -> World:
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                           timeout=span)
     # before the process group: Gloo ranks would wait in its set-up for NCCL ranks that never come
-    gpu = str(torch.cuda.get_device_properties(torch_device).uuid) if backend == "nccl" else ""
+    gpu = str(getattr(torch.cuda.get_device_properties(torch_device), "uuid", torch_device.index)) \
+        if backend == "nccl" else ""
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # a restarted job may place ranks anew
     keys = [f"{_PREFIX}placement/{attempt}/{r}" for r in range(size)]
     store.set(keys[rank], "\t".join((socket.gethostname(), backend, gpu)))
