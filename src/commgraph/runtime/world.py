@@ -143,6 +143,11 @@ def join(timeout: float, device: str = "auto") -> World:
     world = World(rank, size, local_rank, torch_device, backend, timeout,
                   halo_group=dist.new_group(backend=backend, timeout=span),
                   grad_group=dist.new_group(backend=backend, timeout=span), _store=store)
+    if backend == "nccl":
+        # torch: a group's first batch_isend_irecv must include every rank, but a part with no halo
+        # posts nothing in a stage; a first call that every rank makes sets the groups up instead
+        for group in (world.halo_group, world.grad_group):
+            dist.all_reduce(torch.zeros(1, device=torch_device), group=group)
     beat_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                                timeout=span)
     threading.Thread(target=_heartbeat, args=(beat_store, f"{_PREFIX}beat/{rank}", world._stop),
