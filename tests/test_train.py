@@ -255,6 +255,18 @@ def test_ranks_that_would_share_a_gpu_or_mix_backends_are_refused_at_join():
     assert "ranks 0 and 2 both run on the same GPU of a (GPU-0)" in shared and "CUDA_VISIBLE_DEVICES" in shared
 
 
+@pytest.mark.timeout(120)
+def test_ranks_that_disagree_on_the_backend_stop_at_join(monkeypatch, capfd):
+    """One rank sees a GPU and picks NCCL, the other Gloo: both stop when they join, before the
+    process group (whose Gloo set-up would wait for the NCCL rank), and say why."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    assert launch_local([], 2, grace=30, module="fake_gpu_driver") != 0
+    out = capfd.readouterr().out
+    for rank in (0, 1):
+        assert f"rank {rank}: rank 0 on " in out
+    assert "uses gloo but rank 1 on" in out and "uses nccl" in out and "--device cpu everywhere" in out
+
+
 def test_cuda_with_fewer_gpus_than_workers_is_refused_before_workers_start(partition_sets, monkeypatch, capsys):
     """On one GPU, two NCCL ranks failed only at the first exchange with NCCL's bare "invalid usage"
     (seen on an H100 machine); the launcher now says what to do instead."""
