@@ -14,7 +14,12 @@ the epochs after the first two (warm-up), the faster of ``--rounds`` interleaved
 Each configuration runs in fresh processes. Also: Cora, GraphSAGE, 200 epochs, test accuracy with
 1, 2 and 4 workers (target >= 0.78).
 
+With ``--device cuda`` the same comparison runs on GPUs (each step synchronised before the clock
+is read); the allocator and one-thread rows are CPU matters and are left out, and the 2-worker rows
+need a GPU per worker.
+
     python benchmarks/train_speed.py [--graph sbm:nodes=200000,classes=8,features=128,seed=0] [--epochs 12]
+                                     [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from commgraph.graph import load_graph
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
@@ -42,7 +48,8 @@ from commgraph.runtime import keep_freed_memory
 torch.set_num_threads({threads})
 if {keep}:
     keep_freed_memory()
-data = to_pyg(load_graph({spec!r}))
+device = torch.device({device!r})
+data = to_pyg(load_graph({spec!r})).to(device)
 torch.manual_seed(0)
 class Net(torch.nn.Module):
     def __init__(self, i, h, o):
@@ -53,7 +60,7 @@ class Net(torch.nn.Module):
 if {sparse}:  # PyG's sparse path: a transposed CSR adjacency, aggregated by one sparse-dense product
     from torch_geometric.utils import to_torch_csr_tensor
     data.edge_index = to_torch_csr_tensor(data.edge_index.flip(0), size=(data.num_nodes, data.num_nodes))
-model = Net(data.num_features, {hidden}, int(data.y.max()) + 1)
+model = Net(data.num_features, {hidden}, int(data.y.max()) + 1).to(device)
 opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
 times = []
 for epoch in range({epochs}):
@@ -62,6 +69,8 @@ for epoch in range({epochs}):
     out = model(data.x, data.edge_index)
     loss = torch.nn.functional.cross_entropy(out[data.train_mask], data.y[data.train_mask])
     loss.backward(); opt.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     times.append(time.perf_counter() - start)
 print(json.dumps(times))
 """
@@ -88,10 +97,15 @@ def commgraph_run(partdir: Path, workers: int, exchange: str, epochs: int, hidde
             "test_acc": records[-1]["test_acc"]}
 
 
-def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path) -> None:
+def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: str) -> None:
     graph = load_graph(spec)
     print(f"{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.features.shape[1]} features; "
-          f"GraphSAGE 2 layers, hidden {hidden}; {os.cpu_count()} cores")
+          f"GraphSAGE 2 layers, hidden {hidden}; {os.cpu_count()} cores"
+          + (f", {torch.cuda.get_device_name()}" if device == "cuda" else ""))
+    gpu = device == "cuda"
+    two = not gpu or torch.cuda.device_count() >= 2
+    if not two:
+        print("1 GPU: the 2-worker rows need a GPU per worker and are left out")
     sets = {}
     for parts, method in ((1, "chunk"), (2, "g3")):
         assignment, _ = partition_graph(graph, parts, method, 0)
@@ -105,20 +119,24 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path) -> None:
 
     def pyg_run(sparse: bool, keep: bool = True) -> dict:
         out = subprocess.run([sys.executable, "-c", PYG.format(threads=threads, spec=spec, hidden=hidden, epochs=epochs,
-                                                               sparse=sparse, keep=keep)],
+                                                               sparse=sparse, keep=keep, device=device)],
                              check=True, capture_output=True, text=True).stdout
         return {"seconds": median_tail(json.loads(out.strip().splitlines()[-1]))}
 
+    on = ("--device", device)
     configurations = {
         "PyG, 1 process, edge_index": lambda: pyg_run(False),
         "PyG, 1 process, sparse adj_t": lambda: pyg_run(True),
-        "PyG, sparse, default allocator": lambda: pyg_run(True, keep=False),
-        "commgraph, 1 worker": lambda: commgraph_run(sets[1], 1, "pipelined", epochs, hidden),
-        "commgraph, 1 worker, 1 thread": lambda: commgraph_run(sets[1], 1, "pipelined", epochs, hidden,
-                                                               ("--threads", "1")),
-        **{f"commgraph, 2 workers, {how}": (lambda how=how: commgraph_run(sets[2], 2, how, epochs, hidden))
-           for how in ("pipelined", "barrier", "replicate")},
+        "commgraph, 1 worker": lambda: commgraph_run(sets[1], 1, "pipelined", epochs, hidden, on),
     }
+    if not gpu:
+        configurations["PyG, sparse, default allocator"] = lambda: pyg_run(True, keep=False)
+        configurations["commgraph, 1 worker, 1 thread"] = lambda: commgraph_run(sets[1], 1, "pipelined", epochs,
+                                                                                hidden, ("--threads", "1"))
+    if two:
+        configurations.update({f"commgraph, 2 workers, {how}": (lambda how=how: commgraph_run(sets[2], 2, how, epochs,
+                                                                                              hidden, on))
+                               for how in ("pipelined", "barrier", "replicate")})
     # every configuration once per round, rounds interleaved, the fastest round kept: a burst of
     # load from the machine's neighbours then spoils one round of one configuration, not the ratio
     measured: dict[str, dict] = {}
@@ -130,23 +148,28 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path) -> None:
     pyg = {False: measured["PyG, 1 process, edge_index"]["seconds"],
            True: measured["PyG, 1 process, sparse adj_t"]["seconds"]}
     one = measured["commgraph, 1 worker"]["seconds"]
-    results = {how: measured[f"commgraph, 2 workers, {how}"] for how in ("pipelined", "barrier", "replicate")}
     print(f"{'configuration':<34} {'epoch s':>8} {'ratio':>22}")
     print(f"{'PyG, 1 process, edge_index':<34} {pyg[False]:8.3f}")
     print(f"{'PyG, 1 process, sparse adj_t':<34} {pyg[True]:8.3f}")
-    default = measured["PyG, sparse, default allocator"]["seconds"]
-    print(f"{'PyG, sparse, default allocator':<34} {default:8.3f} {default / pyg[True]:8.3f}x slower than with "
-          "keep_freed_memory")
-    best = min(pyg.values())
-    print(f"{'commgraph, 1 worker':<34} {one:8.3f} {one / best:8.3f}x the faster PyG (<= 1.1)")
-    alone = measured["commgraph, 1 worker, 1 thread"]["seconds"]
-    print(f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.3f} {one / alone:8.3f}x of 1 worker: what the 2nd core gives it")
+    if not gpu:
+        default = measured["PyG, sparse, default allocator"]["seconds"]
+        print(f"{'PyG, sparse, default allocator':<34} {default:8.3f} {default / pyg[True]:8.3f}x slower than with "
+              "keep_freed_memory")
+    print(f"{'commgraph, 1 worker':<34} {one:8.3f} {one / min(pyg.values()):8.3f}x the faster PyG (<= 1.1)")
+    if not gpu:
+        alone = measured["commgraph, 1 worker, 1 thread"]["seconds"]
+        print(f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.3f} {one / alone:8.3f}x of 1 worker: what the 2nd core "
+              "gives it")
+    if not two:
+        return
+    results = {how: measured[f"commgraph, 2 workers, {how}"] for how in ("pipelined", "barrier", "replicate")}
     for how, r in results.items():
         note = "(>= 1.6)" if how == "pipelined" else f"pipelined {r['seconds'] / results['pipelined']['seconds']:.3f}x faster"
         print(f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.3f} {one / r['seconds']:8.3f}x speed-up {note}"
               f"   {r['comm_bytes'] / 1e6:.1f} MB/epoch")
-    pipelined = results["pipelined"]["seconds"]
-    print(f"scaling of the split itself: 2 workers (1 thread each) vs 1 worker with 1 thread: {alone / pipelined:.3f}x")
+    if not gpu:
+        print(f"scaling of the split itself: 2 workers (1 thread each) vs 1 worker with 1 thread: "
+              f"{alone / results['pipelined']['seconds']:.3f}x")
 
 
 def accuracy() -> None:
@@ -167,10 +190,12 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=2, help="runs of each configuration; the fastest is kept")
     parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where every configuration trains (cuda: a GPU per worker)")
     args = parser.parse_args()
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        speed(args.graph, args.epochs, args.hidden, args.rounds, Path(tmp))
+        speed(args.graph, args.epochs, args.hidden, args.rounds, Path(tmp), args.device)
     if not args.skip_accuracy:
         accuracy()
     print(f"\n({time.perf_counter() - start:.0f} s)")
