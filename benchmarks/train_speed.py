@@ -149,23 +149,23 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: 
            True: measured["PyG, 1 process, sparse adj_t"]["seconds"]}
     one = measured["commgraph, 1 worker"]["seconds"]
     print(f"{'configuration':<34} {'epoch s':>8} {'ratio':>22}")
-    print(f"{'PyG, 1 process, edge_index':<34} {pyg[False]:8.3f}")
-    print(f"{'PyG, 1 process, sparse adj_t':<34} {pyg[True]:8.3f}")
+    print(f"{'PyG, 1 process, edge_index':<34} {pyg[False]:8.4f}")
+    print(f"{'PyG, 1 process, sparse adj_t':<34} {pyg[True]:8.4f}")
     if not gpu:
         default = measured["PyG, sparse, default allocator"]["seconds"]
-        print(f"{'PyG, sparse, default allocator':<34} {default:8.3f} {default / pyg[True]:8.3f}x slower than with "
+        print(f"{'PyG, sparse, default allocator':<34} {default:8.4f} {default / pyg[True]:8.3f}x slower than with "
               "keep_freed_memory")
-    print(f"{'commgraph, 1 worker':<34} {one:8.3f} {one / min(pyg.values()):8.3f}x the faster PyG (<= 1.1)")
+    print(f"{'commgraph, 1 worker':<34} {one:8.4f} {one / min(pyg.values()):8.3f}x the faster PyG (<= 1.1)")
     if not gpu:
         alone = measured["commgraph, 1 worker, 1 thread"]["seconds"]
-        print(f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.3f} {one / alone:8.3f}x of 1 worker: what the 2nd core "
+        print(f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.4f} {one / alone:8.3f}x of 1 worker: what the 2nd core "
               "gives it")
     if not two:
         return
     results = {how: measured[f"commgraph, 2 workers, {how}"] for how in ("pipelined", "barrier", "replicate")}
     for how, r in results.items():
         note = "(>= 1.6)" if how == "pipelined" else f"pipelined {r['seconds'] / results['pipelined']['seconds']:.3f}x faster"
-        print(f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.3f} {one / r['seconds']:8.3f}x speed-up {note}"
+        print(f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.4f} {one / r['seconds']:8.3f}x speed-up {note}"
               f"   {r['comm_bytes'] / 1e6:.1f} MB/epoch")
     if not gpu:
         print(f"scaling of the split itself: 2 workers (1 thread each) vs 1 worker with 1 thread: "
