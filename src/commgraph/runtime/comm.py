@@ -13,6 +13,7 @@ from __future__ import annotations
 import pickle
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -40,6 +41,19 @@ class Exchange:
     num_table_rows: int  # owned + halo + relayed rows
     num_owned: int
     num_halo: int
+
+    @cached_property
+    def idle(self) -> bool:
+        """Nothing to send or receive (one worker, or a part no other part reads from or needs)."""
+        return not any(sends or recvs for sends, recvs in self.stages)
+
+    @cached_property
+    def direct(self) -> bool:
+        """Every row sent is an owned row and every row received is a halo row (a plan without
+        relays, as every point-to-point plan is): the exchange then reads the owned rows where they
+        are and fills the halo alone, instead of copying both into one table."""
+        return self.num_table_rows == self.num_owned + self.num_halo and all(
+            bool((m.index < self.num_owned).all()) for sends, _ in self.stages for m in sends)
 
     @classmethod
     def from_plan(cls, plan: CommPlan, rank: int, devices: list[str], owned: np.ndarray,
@@ -119,32 +133,46 @@ class Communicator:
     # -- plan execution -----------------------------------------------------------------------
 
     def gather(self, exchange: Exchange, owned: torch.Tensor, tag_base: int = 0) -> torch.Tensor:
-        """Forward: the halo rows (and relayed rows) of ``owned``'s table, filled as the plan says."""
-        width = owned.shape[1:]
-        table = owned.new_zeros((exchange.num_table_rows, *width))
-        table[: exchange.num_owned] = owned
+        """Forward: the table's rows after the owned ones (halo, then relayed), filled as the plan says."""
+        n = exchange.num_owned
+        if exchange.direct:
+            rest = owned.new_zeros((exchange.num_table_rows - n, *owned.shape[1:]))
+            for sends, recvs in exchange.stages:
+                self._stage(owned, 0, rest, n, sends, recvs, tag_base, reverse=False)
+            return rest
+        table = owned.new_zeros((exchange.num_table_rows, *owned.shape[1:]))
+        table[:n] = owned
         for sends, recvs in exchange.stages:
-            self._stage(table, sends, recvs, width, tag_base, reverse=False)
-        return table[exchange.num_owned :]
+            self._stage(table, 0, table, 0, sends, recvs, tag_base, reverse=False)
+        return table[n:]
 
-    def scatter_back(self, exchange: Exchange, grad_rest: torch.Tensor, tag_base: int = 0) -> torch.Tensor:
-        """Reverse: send every received row's gradient back where it came from and add up what
-        comes back; returns the gradient of the owned rows."""
-        width = grad_rest.shape[1:]
-        table = grad_rest.new_zeros((exchange.num_table_rows, *width))
-        table[exchange.num_owned :] = grad_rest
+    def scatter_back(self, exchange: Exchange, grad_halo: torch.Tensor, tag_base: int = 0) -> torch.Tensor:
+        """Reverse: send every halo row's gradient back where it came from and add up what comes
+        back; returns the gradient of the owned rows."""
+        n, width = exchange.num_owned, grad_halo.shape[1:]
+        if exchange.direct:
+            grad = grad_halo.new_zeros((n, *width))
+            for sends, recvs in reversed(exchange.stages):
+                self._stage(grad_halo, n, grad, 0, recvs, sends, tag_base, reverse=True)
+            return grad
+        table = grad_halo.new_zeros((exchange.num_table_rows, *width))
+        table[n : n + exchange.num_halo] = grad_halo
         for sends, recvs in reversed(exchange.stages):
-            self._stage(table, recvs, sends, width, tag_base, reverse=True)
-        return table[: exchange.num_owned]
+            self._stage(table, 0, table, 0, recvs, sends, tag_base, reverse=True)
+        return table[:n]
 
-    def _stage(self, table, sends, recvs, width, tag_base: int, *, reverse: bool) -> None:
+    def _stage(self, source: torch.Tensor, source_start: int, target: torch.Tensor, target_start: int,
+               sends: list[Message], recvs: list[Message], tag_base: int, *, reverse: bool) -> None:
+        """Send rows ``m.index - source_start`` of ``source`` and receive into rows ``m.index -
+        target_start`` of ``target`` (copied forward, added in reverse)."""
         if not sends and not recvs:
             return
-        buffers = [table.new_empty((m.index.numel(), *width)) for m in recvs]
-        outgoing = [table.index_select(0, m.index.to(table.device)) for m in sends]
-        if reverse:  # a received row's gradient leaves with it; earlier stages must not see it again
+        width = source.shape[1:]
+        buffers = [target.new_empty((m.index.numel(), *width)) for m in recvs]
+        outgoing = [source.index_select(0, (m.index - source_start).to(source.device)) for m in sends]
+        if reverse and source is target:  # a row's gradient leaves with it; earlier stages must not see it again
             for m in sends:
-                table.index_fill_(0, m.index.to(table.device), 0)
+                source.index_fill_(0, m.index.to(source.device), 0)
         if self.world.backend == "nccl":  # NCCL matches by order, not tag: post the stage as one group
             ops = [dist.P2POp(dist.irecv, buf, m.peer, self.world.halo_group) for buf, m in zip(buffers, recvs)]
             for rows, m in zip(outgoing, sends):
@@ -157,11 +185,11 @@ class Communicator:
         for work, peer in works:
             self.wait(work, peer)
         for buf, m in zip(buffers, recvs):
-            index = m.index.to(table.device)
+            index = (m.index - target_start).to(target.device)
             if reverse:
-                table.index_add_(0, index, buf)
+                target.index_add_(0, index, buf)
             else:
-                table.index_copy_(0, index, buf)
+                target.index_copy_(0, index, buf)
 
     # -- small collectives --------------------------------------------------------------------
 

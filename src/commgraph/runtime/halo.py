@@ -24,9 +24,7 @@ class _Gather(torch.autograd.Function):
 
 def _reverse(comm: Communicator, exchange: Exchange, tag_base: int, grad_halo: torch.Tensor) -> torch.Tensor:
     comm.count_as("halo_backward")
-    rest = grad_halo.new_zeros((exchange.num_table_rows - exchange.num_owned, *grad_halo.shape[1:]))
-    rest[: exchange.num_halo] = grad_halo
-    return comm.scatter_back(exchange, rest, tag_base)
+    return comm.scatter_back(exchange, grad_halo, tag_base)
 
 
 def halo_exchange(owned: torch.Tensor, comm: Communicator, exchange: Exchange, tags: tuple[int, int]) -> torch.Tensor:

@@ -76,7 +76,9 @@ class BarrierExecutor:
         table, h = model.encode(self.tables.x), None
         for index in range(model.num_layers):
             h = model.layer(index, table, self.block, x_dst=h)
-            if index < model.num_layers - 1:
+            if index < model.num_layers - 1 and self.exchange.idle:  # no halo: the table is h itself, no copy
+                table = h
+            elif index < model.num_layers - 1:
                 tags = ((2 * index + 1) * TAG_SPAN, (2 * index + 2) * TAG_SPAN)
                 self.comm.count_as(f"halo_forward:{index + 1}")
                 table = torch.cat([h, halo_exchange(h, self.comm, self.exchange, tags)])

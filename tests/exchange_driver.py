@@ -1,0 +1,44 @@
+"""Test helper run as every rank of a local job: executes the all-gather plans of a partition set
+on Gloo, forward and in reverse, and writes what this rank got.
+
+Usage (through ``launch_local(..., module="exchange_driver")``): ``python -m exchange_driver SPEC.json``,
+the spec naming the partition set, an output folder and the planners. Rows carry their global id,
+so rank r writes ``<out>/<planner>-<r>.npz`` with the halo rows it received (ids), the gradient it
+got back for each owned row when every halo row sends 1 back, and whether the exchange was direct.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from commgraph.partition import load_partition_set
+from commgraph.plan import plan_allgather
+from commgraph.runtime import Communicator, Exchange, join
+from commgraph.topology import load_preset
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    world = join(60, "cpu")
+    pset = load_partition_set(spec["partdir"])
+    part = pset.part(world.rank)
+    topology = load_preset(spec["topology"])
+    devices = [gpu.id for gpu in topology.gpus][: pset.num_parts]
+    owned, halo = np.asarray(part.owned), np.asarray(part.halo)
+    comm = Communicator(world)
+    for planner in spec["planners"]:
+        plan = plan_allgather(planner, pset, topology, row_bytes=16)
+        exchange = Exchange.from_plan(plan, world.rank, devices, owned, halo)
+        rows = torch.from_numpy(np.stack([owned, -owned], axis=1).astype(np.float64))
+        received = comm.gather(exchange, rows)[: exchange.num_halo]
+        grad = comm.scatter_back(exchange, torch.ones(exchange.num_halo, 2, dtype=torch.float64))
+        np.savez(Path(spec["out"]) / f"{planner}-{world.rank}.npz", received=received.numpy(),
+                 grad=grad.numpy(), direct=exchange.direct)
+    world.close()
+
+
+if __name__ == "__main__":
+    main()
