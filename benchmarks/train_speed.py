@@ -132,7 +132,7 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: 
     if not gpu:
         configurations["PyG, sparse, default allocator"] = lambda: pyg_run(True, keep=False)
         configurations["commgraph, 1 worker, 1 thread"] = lambda: commgraph_run(sets[1], 1, "pipelined", epochs,
-                                                                                hidden, ("--threads", "1"))
+                                                                                hidden, (*on, "--threads", "1"))
     if two:
         configurations.update({f"commgraph, 2 workers, {how}": (lambda how=how: commgraph_run(sets[2], 2, how, epochs,
                                                                                               hidden, on))

@@ -1,7 +1,7 @@
 """Test helper run as each rank of a 2-rank local job, as if on two machines that differ: rank 1
 pretends to have a GPU per local worker (torch's device queries patched), rank 0 has none (also
-patched, so the test means the same on a machine with GPUs), and both join with ``--device auto``. Exits 3 after printing the error when the join refuses, 0 when
-it joins."""
+patched, so the test means the same on a machine with GPUs), and both join with ``--device auto``.
+Exits 3 after printing the error when the join refuses, 0 when it joins."""
 
 import os
 import sys
