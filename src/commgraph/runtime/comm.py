@@ -134,32 +134,28 @@ class Communicator:
 
     def gather(self, exchange: Exchange, owned: torch.Tensor, tag_base: int = 0) -> torch.Tensor:
         """Forward: the table's rows after the owned ones (halo, then relayed), filled as the plan says."""
-        n = exchange.num_owned
-        if exchange.direct:
-            rest = owned.new_zeros((exchange.num_table_rows - n, *owned.shape[1:]))
-            for sends, recvs in exchange.stages:
-                self._stage(owned, 0, rest, n, sends, recvs, tag_base, reverse=False)
-            return rest
-        table = owned.new_zeros((exchange.num_table_rows, *owned.shape[1:]))
-        table[:n] = owned
+        n, width = exchange.num_owned, owned.shape[1:]
+        if exchange.direct:  # send the owned rows from where they are, fill the halo alone
+            source, target, start = owned, owned.new_zeros((exchange.num_table_rows - n, *width)), n
+        else:  # relayed rows are received and sent again: one table of everything
+            source = target = owned.new_zeros((exchange.num_table_rows, *width))
+            source[:n], start = owned, 0
         for sends, recvs in exchange.stages:
-            self._stage(table, 0, table, 0, sends, recvs, tag_base, reverse=False)
-        return table[n:]
+            self._stage(source, 0, target, start, sends, recvs, tag_base, reverse=False)
+        return target if exchange.direct else target[n:]
 
     def scatter_back(self, exchange: Exchange, grad_halo: torch.Tensor, tag_base: int = 0) -> torch.Tensor:
         """Reverse: send every halo row's gradient back where it came from and add up what comes
         back; returns the gradient of the owned rows."""
         n, width = exchange.num_owned, grad_halo.shape[1:]
         if exchange.direct:
-            grad = grad_halo.new_zeros((n, *width))
-            for sends, recvs in reversed(exchange.stages):
-                self._stage(grad_halo, n, grad, 0, recvs, sends, tag_base, reverse=True)
-            return grad
-        table = grad_halo.new_zeros((exchange.num_table_rows, *width))
-        table[n : n + exchange.num_halo] = grad_halo
+            source, start, target = grad_halo, n, grad_halo.new_zeros((n, *width))
+        else:
+            source = target = grad_halo.new_zeros((exchange.num_table_rows, *width))
+            source[n : n + exchange.num_halo], start = grad_halo, 0
         for sends, recvs in reversed(exchange.stages):
-            self._stage(table, 0, table, 0, recvs, sends, tag_base, reverse=True)
-        return table[:n]
+            self._stage(source, start, target, 0, recvs, sends, tag_base, reverse=True)
+        return target[:n]
 
     def _stage(self, source: torch.Tensor, source_start: int, target: torch.Tensor, target_start: int,
                sends: list[Message], recvs: list[Message], tag_base: int, *, reverse: bool) -> None:

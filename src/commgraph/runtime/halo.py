@@ -19,12 +19,8 @@ class _Gather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_halo: torch.Tensor):
-        return _reverse(ctx.comm, ctx.exchange, ctx.tags[1], grad_halo), None, None, None
-
-
-def _reverse(comm: Communicator, exchange: Exchange, tag_base: int, grad_halo: torch.Tensor) -> torch.Tensor:
-    comm.count_as("halo_backward")
-    return comm.scatter_back(exchange, grad_halo, tag_base)
+        ctx.comm.count_as("halo_backward")
+        return ctx.comm.scatter_back(ctx.exchange, grad_halo, ctx.tags[1]), None, None, None
 
 
 def halo_exchange(owned: torch.Tensor, comm: Communicator, exchange: Exchange, tags: tuple[int, int]) -> torch.Tensor:
