@@ -8,6 +8,8 @@ from commgraph.graph import from_edges, load_graph, sbm
 from commgraph.partition import (
     METHODS, RemoteTracker, load_partition_set, partition_graph, partition_metrics, write_partition_set,
 )
+from commgraph.partition import g3
+from commgraph.partition.metis import metis_multi_constraint, undirected_adjacency
 from commgraph.partition.metrics import remote_pairs
 
 
@@ -83,6 +85,36 @@ def test_directed_graph_with_self_loops_tracks_exactly():
     for _ in range(200):
         tracker.move(int(rng.integers(80)), int(rng.integers(3)))
     assert np.array_equal(tracker.remote, np.bincount(remote_pairs(g, tracker.assignment)[0], minlength=3))
+
+
+def test_volume_refinement_lowers_the_exact_volume_within_the_limits():
+    """From METIS's edge-cut partition (what g3 starts from on large graphs), every move must lower
+    the total remote count, the counters must still match a full recount, and both caps hold."""
+    g = load_graph("rmat:nodes=4000,edges=32000,seed=1")
+    weights = np.stack([np.ones(g.num_nodes, dtype=np.int64), g.in_degrees()], axis=1)
+    parts = 4
+    start = metis_multi_constraint(undirected_adjacency(g), weights, parts, 0, 1.04, volume=False)
+    tracker = RemoteTracker(g, start, parts)
+    before = int(tracker.remote.sum())
+    moves = tracker.refine(passes=50)
+    after = partition_metrics(g, tracker.assignment, parts)
+    assert moves > 0 and after["total_remote"] < before
+    assert np.array_equal(tracker.remote, [p["num_remote"] for p in after["parts"]])
+    assert after["node_imbalance"] <= 1.05 and after["edge_imbalance"] <= 1.05
+    assert tracker.refine(passes=50) == 0  # converged: no single move within the caps helps
+
+
+def test_g3_on_a_large_graph_refines_an_edge_cut_partition(monkeypatch):
+    """The large-graph path (edge-cut stage 1 + refinement), forced on a small graph."""
+    g = load_graph("rmat:nodes=20000,edges=160000,seed=0,a=0.5,b=0.1,c=0.1")
+    small = partition_graph(g, 4, "g3")
+    monkeypatch.setattr(g3, "SMALL_GRAPH_EDGES", 0)
+    assignment, details = partition_graph(g, 4, "g3")
+    m = partition_metrics(g, assignment, 4)
+    assert details["refine_moves"] > 0 and small[1]["refine_moves"] == 0
+    assert m["remote_min_max"] >= 0.95 and m["node_imbalance"] <= 1.05 and m["edge_imbalance"] <= 1.05
+    assert m["total_remote"] <= 1.05 * partition_metrics(g, small[0], 4)["total_remote"]
+    assert np.array_equal(partition_graph(g, 4, "g3")[0], assignment)
 
 
 def test_isolated_nodes_and_several_components_partition_fine():

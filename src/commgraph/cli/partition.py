@@ -95,6 +95,8 @@ def _table(result: dict) -> None:
     print(f"imbalance max/mean: nodes {result['node_imbalance']:.3f}, edges {result['edge_imbalance']:.3f}, "
           f"remote {result['remote_imbalance']:.3f}; remote min/max {result['remote_min_max']:.3f}")
     if "stage1_total_remote" in result:  # g3: what each stage did
-        print(f"g3 stage 1 ({result['stage1_seconds']:.1f} s): total remote {result['stage1_total_remote']:,}, "
+        moves = result.get("refine_moves", 0)  # absent from sets written before the refinement
+        refined = f" after {moves:,} volume-lowering moves" if moves else ""
+        print(f"g3 stage 1 ({result['stage1_seconds']:.1f} s): total remote {result['stage1_total_remote']:,}{refined}, "
               f"remote min/max {result['stage1_remote_min_max']:.3f}; stage 2 ({result['stage2_seconds']:.1f} s): "
               f"{result['kept_swaps']:,} swaps kept of {result['swaps']:,} tried")
