@@ -147,6 +147,20 @@ def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     assert code == 2 and "cannot split 2708 nodes into 3000" in err and "partitioning" not in err
 
 
+def test_partition_cli_reports_the_large_graph_refinement(capsys, tmp_path, monkeypatch):
+    from commgraph.partition import g3
+
+    monkeypatch.setattr(g3, "SMALL_GRAPH_EDGES", 0)  # the large-graph path on a graph that is quick
+    out = tmp_path / "r4"
+    code, text, err = run(capsys, "partition", "rmat:nodes=5000,edges=40000", "--parts", "4", "--out", str(out))
+    assert code == 0 and "edge cut minimised, then volume-lowering moves" in err
+    summary = [line for line in text.splitlines() if line.startswith("g3 stage 1 (")]
+    assert len(summary) == 1 and "volume-lowering moves" in summary[0]
+    assert summary == [line for line in run(capsys, "partition-info", str(out))[1].splitlines()
+                       if line.startswith("g3 stage 1 (")]
+    assert json.loads(run(capsys, "partition-info", str(out), "--json")[1])["refine_moves"] > 0
+
+
 def test_plan_cli(capsys, tmp_path):
     parts = tmp_path / "cora8"
     assert run(capsys, "partition", "cora", "--parts", "8", "--out", str(parts), "--json")[0] == 0
