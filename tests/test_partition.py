@@ -6,9 +6,8 @@ import pytest
 from commgraph.errors import PartitionError
 from commgraph.graph import from_edges, load_graph, sbm
 from commgraph.partition import (
-    METHODS, RemoteTracker, load_partition_set, partition_graph, partition_metrics, write_partition_set,
+    METHODS, RemoteTracker, g3, load_partition_set, partition_graph, partition_metrics, write_partition_set,
 )
-from commgraph.partition import g3
 from commgraph.partition.metis import metis_multi_constraint, undirected_adjacency
 from commgraph.partition.metrics import remote_pairs
 

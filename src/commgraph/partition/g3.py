@@ -109,11 +109,15 @@ class RemoteTracker:
         _move(self.indptr, self.indices, self.assignment, self.count, self.remote,
               node, int(self.assignment[node]), part)
 
+    def _loads(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each part's node count and degree sum, which both balance limits bound."""
+        return (np.bincount(self.assignment, minlength=self.parts).astype(np.int64),
+                np.bincount(self.assignment, weights=self.degree, minlength=self.parts).astype(np.int64))
+
     def refine(self, passes: int) -> int:
         """Lower the total remote count by single-node moves within ``BALANCE_LIMIT``; returns how
         many nodes moved."""
-        sizes = np.bincount(self.assignment, minlength=self.parts).astype(np.int64)
-        degree_sum = np.bincount(self.assignment, weights=self.degree, minlength=self.parts).astype(np.int64)
+        sizes, degree_sum = self._loads()
         node_cap = int(BALANCE_LIMIT * sizes.sum() / self.parts)
         degree_cap = int(BALANCE_LIMIT * degree_sum.sum() / self.parts)
         return _refine(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
@@ -121,11 +125,10 @@ class RemoteTracker:
 
     def rebalance(self, gamma: float, max_swaps: int, patience: int) -> tuple[int, int]:
         order = np.argsort(self.assignment, kind="stable")
-        sizes = np.bincount(self.assignment, minlength=self.parts)
+        sizes, degree_sum = self._loads()
         starts = np.concatenate([[0], np.cumsum(sizes)])
         position = np.empty_like(order)
         position[order] = np.arange(order.shape[0])
-        degree_sum = np.bincount(self.assignment, weights=self.degree, minlength=self.parts).astype(np.int64)
         limit = BALANCE_LIMIT * degree_sum.sum() / self.parts
         log = np.empty((max(max_swaps, 1), 2), dtype=np.int64)
         return _rebalance(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
