@@ -8,9 +8,9 @@ from scipy.optimize import linprog
 from commgraph.errors import PartitionError, PlanError, TopologyError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
-from commgraph.plan import CommPlan, plan_allgather, price
+from commgraph.plan import CommPlan, plan_allgather, plan_allreduce, plan_broadcast, price
 from commgraph.plan.allgather import demands
-from commgraph.plan.allreduce import CostGraph, plan_allreduce, plan_broadcast, solve_tree_packing
+from commgraph.plan.allreduce import CostGraph, solve_tree_packing
 from commgraph.topology import Device, Link, Topology, load_preset
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,45 +53,88 @@ def _run_job(partdir: Path, runs: dict, workers: int, out: Path, monkeypatch, de
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
 
 
-def _runs(exchanges: dict[str, str]) -> dict:
-    common = {"epochs": EPOCHS, "hidden": 8, "heads": 2, "dropout": 0.0, "seed": 1}
-    return {f"{model}-{how}": {**common, "model": model, "exchange": how,
-                               **({"bin_size": 64} if how == "pipelined-bins" else {}),
-                               **({"exchange": "pipelined"} if how == "pipelined-bins" else {})}
-            for model, how in exchanges.items()}
+VARIANTS = {  # run name suffix -> options; every variant computes the single-worker model
+    "pipelined": {"exchange": "pipelined"},
+    "pipelined-bins": {"exchange": "pipelined", "bin_size": 64},
+    "ordered-bins": {"exchange": "pipelined", "bin_size": 64, "ordering": "ordered"},
+    "barrier": {"exchange": "barrier"},
+    "barrier-ordered": {"exchange": "barrier", "ordering": "ordered"},
+    "replicate": {"exchange": "replicate"},
+    "ring": {"exchange": "pipelined", "allreduce": "ring"},
+    "tree": {"exchange": "pipelined", "allreduce": "tree"},
+    "lp": {"exchange": "pipelined", "allreduce": "lp"},
+}
+
+
+def _runs(variants: dict[str, str], **options) -> dict:
+    common = {"epochs": EPOCHS, "hidden": 8, "heads": 2, "dropout": 0.0, "seed": 1, **options}
+    return {f"{model}-{how}": {**common, **VARIANTS[how], "model": model} for model, how in variants.items()}
+
+
+def _check_against(single: dict, multi: dict, remote: int) -> None:
+    """Each run's losses and final weights equal the one-worker run's within 1e-4; forward bytes
+    per exchanged layer are exactly sum |V_i^remote| x width x 4 and the backward pass returns as
+    many."""
+    for name, result in multi.items():
+        reference = single[f"{name.split('-')[0]}-pipelined"]
+        np.testing.assert_allclose(result["loss"], reference["loss"], atol=1e-4, err_msg=name)
+        for key in reference:
+            if key.startswith("param:"):
+                np.testing.assert_allclose(result[key], reference[key], atol=1e-4, err_msg=f"{name} {key}")
+        if "replicate" in name:
+            assert result["forward_bytes"].sum() == 0
+        else:
+            expected = [remote * int(w) * 4 for w in result["widths"][1:]]
+            assert result["forward_bytes"].tolist() == [expected] * EPOCHS, name
+            assert result["backward_bytes"].tolist() == [sum(expected)] * EPOCHS, name  # each row's gradient, once
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path, monkeypatch):
-    """Every model, 2 and 4 workers: the same loss every epoch and the same final weights as one
-    worker, within 1e-4; forward bytes per exchanged layer are exactly sum |V_i^remote| x width x 4,
-    and the backward pass returns as many."""
+    """Every model, 2 and 4 workers under the p2p plan: the same loss every epoch and the same
+    final weights as one worker; the in-order mode and the executed all-reduce schedules too."""
     single = _run_job(partition_sets[(graph, 1)], _runs({m: "pipelined" for m in MODELS}), 1,
                       tmp_path / "w1", monkeypatch)
     for workers in (2, 4):
-        runs = _runs({m: "pipelined" for m in MODELS})
+        runs = _runs({m: "pipelined" for m in MODELS}, plan="p2p")
         if workers == 4:  # small bins: many messages, out-of-order arrival, eager scheduling
-            runs.update(_runs({m: "pipelined-bins" for m in ("sage", "gat")}))
+            runs.update(_runs({m: "pipelined-bins" for m in ("sage", "gat", "gcn")}, plan="p2p"))
+            runs.update(_runs({"gcn": "ordered-bins", "gin": "barrier-ordered"}, plan="p2p"))
+            runs.update(_runs({"sage": "ring", "gat": "tree", "commnet": "lp"}, plan="p2p"))
         else:  # the two baselines compute the same function
-            runs.update(_runs({m: how for m in ("gcn", "commnet") for how in ("barrier",)}))
+            runs.update(_runs({m: "barrier" for m in ("gcn", "commnet")}, plan="p2p"))
             runs.update(_runs({m: "replicate" for m in ("gin", "gat")}))
         multi = _run_job(partition_sets[(graph, workers)], runs, workers, tmp_path / f"w{workers}", monkeypatch)
         remote = load_partition_set(partition_sets[(graph, workers)]).manifest["metrics"]["total_remote"]
         assert remote > 0
-        for name, result in multi.items():
-            reference = single[f"{name.split('-')[0]}-pipelined"]
-            np.testing.assert_allclose(result["loss"], reference["loss"], atol=1e-4, err_msg=name)
-            for key in reference:
-                if key.startswith("param:"):
-                    np.testing.assert_allclose(result[key], reference[key], atol=1e-4, err_msg=f"{name} {key}")
-            if "replicate" in name:
-                assert result["forward_bytes"].sum() == 0
-            else:
-                expected = [remote * int(w) * 4 for w in result["widths"][1:]]
-                assert result["forward_bytes"].tolist() == [expected] * EPOCHS, name
-                assert result["backward_bytes"].tolist() == [sum(expected)] * EPOCHS, name  # each row's gradient, once
-        assert all(r["forward_bytes"].sum() == 0 for r in single.values())
+        _check_against(single, multi, remote)
+        if workers == 4:  # the in-order mode runs the same messages: the very same losses as tagged
+            np.testing.assert_array_equal(multi["gcn-ordered-bins"]["loss"], multi["gcn-pipelined-bins"]["loss"])
+    assert all(r["forward_bytes"].sum() == 0 for r in single.values())
+
+
+@pytest.mark.timeout(600)
+def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, tmp_path, monkeypatch):
+    """8 CPU workers standing in for a DGX-1's GPUs under SPST (rows relayed through other
+    workers, as the plan says) and the LP's spanning-tree all-reduce: every model follows the
+    single-worker run."""
+    graph = load_graph(GRAPHS["cora"])
+    assignment, _ = partition_graph(graph, 8, "g3", 0)
+    partdir = tmp_path / "cora-8"
+    write_partition_set(graph, assignment, 8, partdir, method="g3", seed=0, seconds=0.0,
+                        metrics=partition_metrics(graph, assignment, 8))
+    from commgraph.plan import plan_allgather
+    from commgraph.topology import load_preset
+
+    plan = plan_allgather("spst", load_partition_set(partdir), load_preset("dgx1-v100"), 32)
+    assert len(plan.stages) == 2 and plan.stages[1]  # relays, not the p2p fallback
+    single = _run_job(partition_sets[("cora", 1)], _runs({m: "pipelined" for m in MODELS}), 1, tmp_path / "w1",
+                      monkeypatch)
+    runs = _runs({m: "lp" for m in MODELS}, topology="dgx1-v100", plan="spst")
+    runs.update(_runs({"sage": "barrier-ordered", "gat": "ordered-bins"}, topology="dgx1-v100", plan="spst"))
+    multi = _run_job(partdir, runs, 8, tmp_path / "w8", monkeypatch)
+    _check_against(single, multi, load_partition_set(partdir).manifest["metrics"]["total_remote"])
 
 
 @pytest.mark.timeout(300)
@@ -151,19 +195,40 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(partition_sets, tmp_p
     assert "rank 0 stopped: worker rank 1" in stderr  # the survivor names it too
 
 
-@pytest.mark.timeout(180)
-def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
-    """A worker failing on its own (here: its part's files vanish under it) exits non-zero; the
-    others stop within the timeout naming it, and the launcher returns non-zero."""
+@pytest.mark.timeout(120)
+def test_a_damaged_partition_set_is_refused_once_before_any_worker_starts(partition_sets, tmp_path):
     broken = tmp_path / "broken"
-    import shutil
-
     shutil.copytree(partition_sets[("cora", 2)], broken)
     (broken / "part-1" / "features.npy").write_bytes(b"not numpy")
     job = _cli("train", str(broken), "--workers", "2", "--epochs", "5", "--timeout", "20")
-    _, stderr = job.communicate(timeout=120)
-    assert job.returncode != 0
-    assert "rank 1" in stderr and "checksum" in stderr
+    _, stderr = job.communicate(timeout=100)
+    assert job.returncode == 2
+    errors = [line for line in stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "part-1/features.npy does not match its checksum" in errors[0], stderr
+    assert "rank" not in stderr  # found by the launcher, not by the workers
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
+    """A worker failing on its own exits non-zero; the others stop naming it. Under torchrun there
+    is no launcher to check the set first, and with a plan file each rank reads (and checks) only
+    its own part: rank 1 finds its damaged file, rank 0 learns it from rank 1."""
+    broken = tmp_path / "broken"
+    shutil.copytree(partition_sets[("cora", 2)], broken)
+    plan = tmp_path / "plan.json"
+    assert main(["plan", "allgather", str(broken), "--topology", "localhost-cpu:2", "--feature-dim", "16",
+                 "--planner", "p2p", "--out", str(plan)]) == 0
+    (broken / "part-1" / "features.npy").write_bytes(b"not numpy")
+    port = _free_port()
+    jobs = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+         "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
+         "-m", "commgraph", "train", str(broken), "--epochs", "5", "--quiet", "--device", "cpu", "--timeout", "30",
+         "--plan", str(plan)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for node in range(2)]
+    stderr = [job.communicate(timeout=200)[1] for job in jobs]
+    assert all(job.returncode != 0 for job in jobs)
+    assert "rank 1: " in stderr[1] and "part-1/features.npy does not match its checksum" in stderr[1]
+    assert "rank 0 stopped: worker rank 1 failed" in stderr[0] and "checksum" in stderr[0]
 
 
 @pytest.mark.timeout(300)
@@ -322,3 +387,44 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.mark.timeout(120)
+def test_plans_that_do_not_fit_are_refused_before_any_worker_starts(partition_sets, tmp_path, capsys):
+    """A plan file made for another partition set, world size or placement, and options no
+    worker could run, stop the launcher with one line saying why; no worker starts."""
+    two, four = partition_sets[("cora", 2)], partition_sets[("cora", 4)]
+    other, wide = tmp_path / "sbm.json", tmp_path / "four.json"
+    assert main(["plan", "allgather", str(partition_sets[("sbm", 2)]), "--topology", "localhost-cpu:2",
+                 "--feature-dim", "8", "--planner", "p2p", "--out", str(other)]) == 0
+    assert main(["plan", "allgather", str(four), "--topology", "localhost-cpu:4", "--feature-dim", "8",
+                 "--planner", "p2p", "--out", str(wide)]) == 0
+    capsys.readouterr()
+    cases = [
+        (["--plan", str(other)], "does not fit"),
+        (["--plan", str(wide), "--topology", "localhost-cpu:4"], "another world size or placement"),
+        (["--plan", str(wide)], "is not a device of topology"),
+        (["--plan", str(tmp_path / "missing.json")], "no such file"),
+        (["--plan", "magic"], "choose one of auto, p2p"),
+        (["--allreduce", "lp", "--topology", "dgx1-v100"], "job runs on 2 of them"),
+        (["--placement", "gpu0,gpu0", "--topology", "dgx1-v100"], "lists a device twice"),
+        (["--resume", "--checkpoint-dir", str(tmp_path / "none")], "no checkpoint"),
+    ]
+    for extra, message in cases:
+        assert main(["train", str(two), "--workers", "2", "--epochs", "1", "--quiet", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert message in err and err.count("error") == 1 and "error: rank" not in err, (extra, err)
+
+
+def test_options_are_checked_once_in_the_configuration():
+    from commgraph.train import TrainConfig
+
+    with pytest.raises(TrainingError, match="--epochs must be >= 1"):
+        TrainConfig(epochs=0)
+    with pytest.raises(TrainingError, match="unknown --allreduce 'fast'"):
+        TrainConfig(allreduce="fast")
+    with pytest.raises(TrainingError, match="--resume needs --checkpoint-dir"):
+        TrainConfig(resume=True)
+    config = TrainConfig(model="gat", hidden=32, plan="spst", resume=True, checkpoint_dir="ck")
+    assert config.to_argv() == ["--model", "gat", "--hidden", "32", "--plan", "spst", "--checkpoint-dir", "ck",
+                                "--resume"]

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_info(args: argparse.Namespace) -> int:
     pset = load_partition_set(args.dir, verify=True)
+    pset.verify_all()
     m = pset.manifest
     result = {"method": m["method"], "graph": m["graph"]["name"], "seconds": m["seconds"], "out": str(args.dir),
               "seed": m["seed"], "graph_checksum": m["graph"]["checksum"], **m["metrics"]}

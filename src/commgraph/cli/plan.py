@@ -10,10 +10,8 @@ from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
-from commgraph.plan import ALLGATHER_PLANNERS, plan_allgather, price
+from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, price
 from commgraph.plan.allgather import placement
-from commgraph.plan.allreduce import PLANNERS as ALLREDUCE_PLANNERS
-from commgraph.plan.allreduce import plan_allreduce, plan_broadcast
 from commgraph.plan.plot import plot_traffic
 
 
@@ -26,7 +24,7 @@ def register(subparsers) -> None:
     add_topology_argument(gather, positional=False)
     gather.add_argument("--feature-dim", type=int, required=True, metavar="F",
                         help="embedding width; rows are F float32 values")
-    gather.add_argument("--planner", choices=("all", *ALLGATHER_PLANNERS), default="all")
+    gather.add_argument("--planner", choices=("all", *PLANNERS["allgather"]), default="all")
     gather.add_argument("--placement", metavar="DEV,DEV,...", help="device of each part (default: GPUs in order)")
     gather.add_argument("--layers", type=int, default=2, help="GNN layers (for replicate's L-hop halo)")
     _common(gather)
@@ -35,7 +33,7 @@ def register(subparsers) -> None:
     reduce = kinds.add_parser("allreduce", help="gradient all-reduce across the workers")
     add_topology_argument(reduce, positional=False)
     reduce.add_argument("--bytes", type=float, default=100e6, help="bytes to all-reduce (default 1e8)")
-    reduce.add_argument("--planner", choices=("all", *ALLREDUCE_PLANNERS), default="all")
+    reduce.add_argument("--planner", choices=("all", *PLANNERS["allreduce"]), default="all")
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
 
@@ -67,7 +65,7 @@ def run_allgather(args: argparse.Namespace) -> int:
     pset = load_partition_set(args.partdir)
     devices = placement(pset, topology, args.placement.split(",") if args.placement else None)
     plans, report = [], {}
-    for name in _chosen(args, ALLGATHER_PLANNERS):
+    for name in _chosen(args, PLANNERS["allgather"]):
         plan = plan_allgather(name, pset, topology, 4 * args.feature_dim, devices, args.layers)
         cost = price(plan, topology)
         plans.append(plan)
@@ -80,7 +78,7 @@ def run_allgather(args: argparse.Namespace) -> int:
 def run_allreduce(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
     plans, report, bound = [], {}, None
-    for name in _chosen(args, ALLREDUCE_PLANNERS):
+    for name in _chosen(args, PLANNERS["allreduce"]):
         plan = plan_allreduce(name, topology, args.bytes)
         plans.append(plan)
         bound = plan.notes["lower_bound"]

@@ -1,9 +1,13 @@
-"""``commgraph topo list|show|detect|validate``: hardware topologies (presets, YAML files, this machine)."""
+"""``commgraph topo list|show|detect|calibrate|validate``: hardware topologies (presets, YAML files,
+this machine, measured)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -36,6 +40,22 @@ def register(subparsers) -> None:
     found.add_argument("--from-file", type=Path, metavar="TXT",
                        help="parse saved 'nvidia-smi topo -m' output (e.g. from another machine)")
     found.set_defaults(run=run_detect)
+
+    measured = commands.add_parser("calibrate", help="measure the links between worker processes on this machine "
+                                   "and write a calibrated topology")
+    measured.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 1),
+                          help="worker processes to measure (default: one per core, at least 2); under torchrun "
+                               "its world is measured")
+    measured.add_argument("--out", type=Path, help="write the topology YAML here instead of printing it")
+    measured.add_argument("--sizes", default="4K,64K,1M,16M,64M", metavar="S,...",
+                          help="message sizes in bytes, K/M/G suffixes (default: 4K,64K,1M,16M,64M)")
+    measured.add_argument("--messages", default="1,4", metavar="M,...",
+                          help="messages each worker sends at once (default: 1,4)")
+    measured.add_argument("--repeats", type=int, default=5, help="timed repeats per point; the median counts")
+    measured.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                          help="cpu: Gloo workers; cuda: NCCL, a GPU per worker (default: GPUs if there are enough)")
+    measured.add_argument("--timeout", type=float, default=60.0, help="seconds any one exchange may take")
+    measured.set_defaults(run=run_calibrate)
 
     check = commands.add_parser("validate", help="check a topology YAML file")
     check.add_argument("file", type=Path)
@@ -102,10 +122,16 @@ def _describe(topology: Topology) -> None:
     if len(topology.links) > TABLE_LIMIT:
         print(f"(more than {TABLE_LIMIT} links: use --json or --yaml for the full list)")
         return
+    if topology.calibrated is not None:
+        print(f"calibrated {topology.calibrated.when} on {topology.calibrated.host}: {topology.calibrated.how}")
+    copies = [d for d in topology.devices if d.copy_gbps is not None]
+    if copies:
+        print("row copies: " + ", ".join(f"{d.id} {d.copy_gbps:.2f} GB/s" for d in copies))
     width = max(len(link.a) + len(link.b) for link in topology.links) + 3
     for link in topology.links:
+        overhead = f"  +{link.overhead_us:.1f} us/message" if link.overhead_us else ""
         print(f"  {link.a + ' - ' + link.b:<{width}}  {link.kind:<13} x{link.count}  "
-              f"{link.bandwidth_gbps:7.2f} GB/s  {link.latency_us:5.1f} us")
+              f"{link.bandwidth_gbps:7.2f} GB/s  {link.latency_us:5.1f} us{overhead}")
 
 
 def run_detect(args: argparse.Namespace) -> int:
@@ -129,3 +155,83 @@ def run_validate(args: argparse.Namespace) -> int:
     topology = read_yaml(args.file)
     print(f"{args.file}: valid ({len(topology.devices)} devices, {len(topology.links)} links)")
     return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from commgraph.runtime import in_torchrun, join
+    from commgraph.runtime.calibrate import ProbeSpec, calibrate, check_workers, collect
+
+    spec = ProbeSpec(sizes=tuple(_sizes(args.sizes)), messages=tuple(_counts(args.messages)), repeats=args.repeats)
+    if args.out:
+        _check_writable(args.out)
+    say = sys.stdout if args.out else sys.stderr  # without --out the YAML alone goes to stdout
+    if in_torchrun():
+        world = join(args.timeout, args.device)
+        try:
+            result = collect(world, spec, progress=True)
+        finally:
+            world.close()
+        if result is None:
+            return 0
+    else:
+        check_workers(args.workers, "cuda" if args.device == "cuda" else "cpu")
+        result = calibrate(args.workers, spec, device=args.device, timeout=args.timeout, progress=True)
+    _print_fit(result, say)
+    topology = result.topology()
+    if args.out:
+        write_yaml(topology, args.out)
+        print(f"wrote {args.out} ({topology.name}; use it as --topology {args.out})", file=say)
+    else:
+        print(to_yaml(topology), end="")
+    return 0
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = []
+    for item in filter(None, text.replace(" ", "").split(",")):
+        number, unit = (item[:-1], item[-1].upper()) if item[-1].upper() in "KMG" else (item, "")
+        try:
+            value = float(number) * _UNITS[unit]
+        except ValueError:
+            raise TopologyError(f"bad --sizes entry {item!r}: expected bytes such as 4096, 64K or 16M") from None
+        if not value >= 1 or value != int(value):
+            raise TopologyError(f"bad --sizes entry {item!r}: sizes must be positive whole bytes")
+        sizes.append(int(value))
+    if not sizes:
+        raise TopologyError("--sizes is empty: give message sizes such as 4K,64K,1M,16M,64M")
+    return sizes
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        return [int(item) for item in filter(None, text.replace(" ", "").split(","))]
+    except ValueError:
+        raise TopologyError(f"bad --messages {text!r}: expected integers such as 1,4") from None
+
+
+def _check_writable(path: Path) -> None:
+    """Fail before measuring, not after, when the YAML cannot be written where asked."""
+    if path.is_dir():
+        raise TopologyError(f"--out {path} is a folder: name a file such as {path / 'calibrated.yaml'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise TopologyError(f"cannot write --out {path}: {exc.strerror or exc}; pass a path in a writable folder") \
+            from None
+
+
+def _print_fit(result, out) -> None:
+    print(f"{'probe':<6} {'msgs':>4} {'size':>8} {'measured ms':>12} {'spread ms':>17} {'model ms':>9} {'error':>7}",
+          file=out)
+    for row, point in zip(result.rows(), result.points):
+        print(f"{row['probe']:<6} {row['messages']:>4} {row['bytes']:>8} {row['measured_s'] * 1e3:>12.3f} "
+              f"{point.low * 1e3:>8.3f}-{point.high * 1e3:<8.3f} {row['model_s'] * 1e3:>9.3f} {row['error']:>+7.1%}",
+              file=out)
+    for probe, fit in result.fits.items():
+        print(f"{probe}: latency {fit.latency_s * 1e6:.1f} us, overhead {fit.overhead_s * 1e6:.1f} us per message, "
+              f"{fit.bandwidth_gbps:.3f} GB/s (worst error {fit.worst_error:.0%})", file=out)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -20,12 +22,14 @@ from commgraph.cli.graph_args import add_graph_arguments
 from commgraph.cli.ranks import run_rank
 from commgraph.errors import CommgraphError, TrainingError
 from commgraph.graph import load_graph
-from commgraph.nn import MODELS, check_model_options
 from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
                                  write_partition_set)
+from commgraph.plan.allgather import placement
+from commgraph.plan.choose import check_allreduce, choose_allgather, job_topology, parse_placement
 from commgraph.runtime import pick_device
-from commgraph.train import EXCHANGES, TrainConfig
-from commgraph.train.predict import check_predictions_path
+from commgraph.topology.files import write_yaml
+from commgraph.train import TrainConfig, checkpoint
+from commgraph.train.config import add_arguments, from_args
 
 CACHE = Path(os.environ.get("COMMGRAPH_CACHE", Path.home() / ".cache" / "commgraph")) / "partitions"
 
@@ -36,28 +40,10 @@ def register(subparsers) -> None:
     add_graph_arguments(parser)
     parser.add_argument("--workers", type=int, help="local worker processes (default: the partition set's "
                         "parts, else 1); ignored under torchrun, which sets the world size")
-    parser.add_argument("--model", choices=MODELS, default="sage")
-    parser.add_argument("--epochs", type=int, default=200)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--hidden", type=int, default=16)
-    parser.add_argument("--heads", type=int, default=4, help="attention heads of GAT's hidden layers")
-    parser.add_argument("--dropout", type=float, default=0.5)
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--weight-decay", type=float, default=5e-4)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--partition", choices=METHODS, default="g3", help="how to split a GRAPH (default g3)")
     parser.add_argument("--partition-dir", type=Path, metavar="DIR",
                         help=f"where to keep the partition set of a GRAPH (default: a cache under {CACHE})")
-    parser.add_argument("--exchange", choices=EXCHANGES, default="pipelined",
-                        help="pipelined (G3 bins, default), barrier (layer-wise) or replicate (L-hop halo)")
-    parser.add_argument("--bin-size", type=int, help="rows per bin (default: half the free memory's worth)")
-    parser.add_argument("--eval-every", type=int, default=1, metavar="N",
-                        help="accuracies every N epochs and after the last (default 1); the others log null")
-    parser.add_argument("--metrics-out", type=Path, metavar="FILE", help="one JSON line per epoch")
-    parser.add_argument("--checkpoint-dir", type=Path, metavar="DIR", help="checkpoint after every epoch")
-    parser.add_argument("--predictions-out", type=Path, metavar="FILE",
-                        help="the last epoch's predicted class of every node (.npy or .csv), computed by the workers")
-    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir's checkpoint")
+    add_arguments(parser)
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds any exchange may wait before the job stops (default 120)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
@@ -74,42 +60,54 @@ def run(args: argparse.Namespace) -> int:
         return _worker(args)
     if args.workers is not None and args.workers < 1:
         raise TrainingError("--workers must be >= 1")
-    _check_options(args)
+    config = _check_options(args)
     partition_dir = _partition_set(args, args.workers)
-    pset = load_partition_set(partition_dir, verify=False)
+    pset = load_partition_set(partition_dir, verify=True)
+    pset.verify_all()  # a damaged set: one message from here, not one from every worker
     _check_trainable(str(partition_dir), pset.part(0))
     workers = pset.num_parts
     if args.workers is not None and args.workers != workers:
         raise TrainingError(f"{partition_dir} has {workers} parts; pass --workers {workers} or another partition set")
-    pick_device(args.device, workers, say=None if args.quiet else lambda line: print(line, file=sys.stderr))
-    if not args.quiet:
-        print(f"training {args.model} on {partition_dir} with {workers} worker(s), exchange {args.exchange}",
-              file=sys.stderr)
+    device = pick_device(args.device, workers, say=None if args.quiet else lambda line: print(line, file=sys.stderr))
+    if config.resume:  # every worker would find the same missing or mismatched checkpoint
+        checkpoint.load(Path(config.checkpoint_dir), checkpoint.identity(
+            pset.manifest["graph"]["checksum"], workers, config.model, config.layers, config.hidden, config.heads))
     from commgraph.runtime import launch_local
 
-    return launch_local(_worker_argv(args, partition_dir), workers, grace=args.timeout + 15,
-                        threads_per_worker=args.threads)
+    with tempfile.TemporaryDirectory(prefix="commgraph-train-") as scratch:
+        config = _resolve_plan(config, pset, workers, device, Path(scratch), quiet=args.quiet)
+        if not args.quiet:
+            print(f"training {config.model} on {partition_dir} with {workers} worker(s), exchange {config.exchange}",
+                  file=sys.stderr)
+        return launch_local(_worker_argv(args, partition_dir, config), workers, grace=args.timeout + 15,
+                            threads_per_worker=args.threads)
 
 
-def _check_options(args: argparse.Namespace) -> None:
-    if args.epochs < 1:
-        raise TrainingError("--epochs must be >= 1")
-    check_model_options(args.layers, args.hidden, args.heads, args.dropout)
-    if not args.lr > 0 or args.weight_decay < 0:
-        raise TrainingError(f"need --lr > 0 and --weight-decay >= 0, got {args.lr} and {args.weight_decay}")
+def _resolve_plan(config: TrainConfig, pset, workers: int, device: str, scratch: Path, *, quiet: bool) -> TrainConfig:
+    """Choose (or check) the all-gather plan once, before any worker starts, and hand the workers
+    the plan itself and the topology it was made on."""
+    topology = job_topology(config.topology, workers, device)
+    devices = placement(pset, topology, parse_placement(config.placement))
+    check_allreduce(config.allreduce, topology, devices)
+    if config.exchange == "replicate":
+        return config
+    choice = choose_allgather(config.plan, pset, topology, 4 * config.hidden, devices)
+    if not quiet:
+        print(f"commgraph: {choice.describe()}", file=sys.stderr)
+    plan_file, topology_file = scratch / "plan.npz", scratch / "topology.yaml"
+    choice.plan.save(plan_file)
+    write_yaml(topology, topology_file)
+    return replace(config, plan=str(plan_file), topology=str(topology_file), placement=",".join(choice.devices))
+
+
+def _check_options(args: argparse.Namespace) -> TrainConfig:
+    """The launcher's own options, and the training configuration (which checks itself)."""
     if args.timeout <= 0:
         raise TrainingError("--timeout must be positive")
-    if args.resume and not args.checkpoint_dir:
-        raise TrainingError("--resume needs --checkpoint-dir")
-    if args.predictions_out is not None:
-        check_predictions_path(args.predictions_out)
-    if args.bin_size is not None and args.bin_size < 1:
-        raise TrainingError("--bin-size must be >= 1")
-    if args.eval_every < 1:
-        raise TrainingError("--eval-every must be >= 1")
     if args.threads is not None and args.threads < 1:
         raise TrainingError("--threads must be >= 1")
     pick_device(args.device, args.workers or 1)
+    return from_args(args, progress=not args.quiet)
 
 
 def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
@@ -124,7 +122,7 @@ def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
     target = args.partition_dir or CACHE / f"{graph.name}-{graph.checksum()[:16]}-{args.partition}-k{parts}-s{args.seed}"
     if (target / "manifest.json").is_file():
         try:
-            load_partition_set(target, graph, verify=True)
+            load_partition_set(target, graph, verify=True).verify_all()
             return target
         except CommgraphError:
             pass  # stale or damaged: make it again
@@ -151,18 +149,9 @@ def _check_trainable(name: str, data) -> None:
                             "sbm:nodes=100000,classes=8,features=64")
 
 
-def _worker_argv(args: argparse.Namespace, partition_dir: Path) -> list[str]:
-    argv = ["train", str(partition_dir), "--model", args.model, "--epochs", str(args.epochs),
-            "--layers", str(args.layers), "--hidden", str(args.hidden), "--heads", str(args.heads),
-            "--dropout", str(args.dropout), "--lr", str(args.lr), "--weight-decay", str(args.weight_decay),
-            "--seed", str(args.seed), "--exchange", args.exchange, "--timeout", str(args.timeout),
-            "--device", args.device, "--eval-every", str(args.eval_every)]
-    for flag, value in (("--bin-size", args.bin_size), ("--metrics-out", args.metrics_out),
-                        ("--checkpoint-dir", args.checkpoint_dir), ("--predictions-out", args.predictions_out)):
-        if value is not None:
-            argv += [flag, str(value)]
-    argv += ["--resume"] * args.resume + ["--quiet"] * args.quiet + ["--debug"] * args.debug
-    return argv
+def _worker_argv(args: argparse.Namespace, partition_dir: Path, config: TrainConfig) -> list[str]:
+    argv = ["train", str(partition_dir), "--timeout", str(args.timeout), "--device", args.device, *config.to_argv()]
+    return argv + ["--quiet"] * args.quiet + ["--debug"] * args.debug
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -176,17 +165,12 @@ def _worker(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, world, partition_dir: Path) -> None:
     from commgraph.train import train_worker
 
-    config = TrainConfig(model=args.model, epochs=args.epochs, layers=args.layers, hidden=args.hidden,
-                         heads=args.heads, dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
-                         seed=args.seed, exchange=args.exchange, bin_size=args.bin_size, eval_every=args.eval_every,
-                         metrics_out=str(args.metrics_out) if args.metrics_out else None,
-                         checkpoint_dir=str(args.checkpoint_dir) if args.checkpoint_dir else None,
-                         predictions_out=str(args.predictions_out) if args.predictions_out else None,
-                         resume=args.resume, progress=not args.quiet)
+    config = from_args(args, progress=not args.quiet)
     result = train_worker(world, partition_dir, config)
     if world.is_leader and result.history:
         last, best = result.history[-1], result.best
-        print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {last['test_acc']:.4f}"
+        test = "-" if last["test_acc"] is None else f"{last['test_acc']:.4f}"
+        print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {test}"
               + (f"; best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
                  f"(test {best['test_acc']:.4f})" if best else ""), file=sys.stderr)
 

@@ -30,7 +30,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -83,8 +83,14 @@ class Part:
 
 @dataclass
 class PartitionSet:
+    """The one read model of a partition set: its parts (opened once, each part's files checked
+    against the manifest the first time it is read when ``verify`` is on, so a worker checks only
+    what it reads), the whole graph's in-edges, and per-node data gathered from the parts."""
+
     path: Path
     manifest: dict
+    verify: bool = True
+    _parts: dict[int, Part] = field(default_factory=dict, repr=False)
 
     @property
     def num_parts(self) -> int:
@@ -93,10 +99,19 @@ class PartitionSet:
     def part(self, k: int) -> Part:
         if not 0 <= k < self.num_parts:
             raise PartitionError(f"part {k} does not exist: {self.path} has parts 0..{self.num_parts - 1}")
-        folder = self.path / f"part-{k}"
-        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-                  for name in (*_REQUIRED, *_OPTIONAL) if (folder / f"{name}.npy").is_file()}
-        return Part(index=k, **arrays)
+        if k not in self._parts:
+            if self.verify:
+                _check_files(self.path, {name: digest for name, digest in self.manifest["files"].items()
+                                         if name.startswith(f"part-{k}/")})
+            folder = self.path / f"part-{k}"
+            arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                      for name in (*_REQUIRED, *_OPTIONAL) if (folder / f"{name}.npy").is_file()}
+            self._parts[k] = Part(index=k, **arrays)
+        return self._parts[k]
+
+    def verify_all(self) -> None:
+        """Check every file against the manifest now (the launcher does, once for all workers)."""
+        _check_files(self.path, self.manifest["files"])
 
     def in_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The whole graph's CSR (rows are destinations, global ids), rebuilt from the parts."""
@@ -253,8 +268,9 @@ def _sha256(path: Path) -> str:
 
 
 def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: bool = True) -> PartitionSet:
-    """Open a partition set, checking its format, its files' checksums and, given ``graph``, that
-    it was made from that very graph."""
+    """Open a partition set, checking its format and, given ``graph``, that it was made from that
+    very graph. With ``verify`` each part's files are checked against their checksums when the part
+    is first read (``verify_all`` checks every file at once)."""
     path = Path(path)
     manifest_file = path / "manifest.json"
     if not manifest_file.is_file():
@@ -276,11 +292,15 @@ def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: 
                 f"{made_from['num_edges']} edges), not from {graph.name!r} ({graph.num_nodes} nodes, "
                 f"{graph.num_edges} edges): re-partition this graph"
             )
-    if verify:
-        for name, expected in manifest["files"].items():
-            file = path / name
-            if not file.is_file():
-                raise PartitionError(f"{path}: {name} is missing; the set is incomplete, re-partition")
-            if _sha256(file) != expected:
-                raise PartitionError(f"{path}: {name} does not match its checksum; the set is damaged, re-partition")
-    return PartitionSet(path, manifest)
+    if verify:  # files outside the parts now; each part's when it is first read
+        _check_files(path, {name: digest for name, digest in manifest["files"].items() if not name.startswith("part-")})
+    return PartitionSet(path, manifest, verify)
+
+
+def _check_files(path: Path, files: dict[str, str]) -> None:
+    for name, expected in files.items():
+        file = path / name
+        if not file.is_file():
+            raise PartitionError(f"{path}: {name} is missing; the set is incomplete, re-partition")
+        if _sha256(file) != expected:
+            raise PartitionError(f"{path}: {name} does not match its checksum; the set is damaged, re-partition")

@@ -17,10 +17,18 @@ enumerated, so it is the true optimum of the LP on any topology.
 Every all-reduce plan is one stage: its sends stream concurrently (chunks pipelined through the
 trees or the ring), and each carries its total bytes, so pricing it in the simulator gives the
 steady-state time.
+
+Each plan also keeps the schedule its sends come from, as data the runtime executes
+(:mod:`commgraph.runtime.allreduce`): a ring order for ``ring`` (reduce-scatter then all-gather), and
+weighted rooted spanning trees for the others: ``tree``'s two binary trees of weight 1/2, ``ps`` as n
+stars of weight 1/n (worker b serves 1/n of the data), ``lp``'s packing with each tree rooted at its
+centre. A tree's share of the data is reduced along its edges towards the root and broadcast back
+down the same edges.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -28,10 +36,105 @@ from scipy.optimize import linprog
 
 from commgraph.errors import PlanError
 from commgraph.plan.model import CommPlan, Send
+from commgraph.plan.price import price
 from commgraph.topology import Topology
 
 PLANNERS = ("ring", "tree", "ps", "lp")
+CHOICES = ("auto", "native", *PLANNERS)  # what a trainer may run: planned schedules, torch's own, or the cheapest
 _TOL = 1e-10
+_WEIGHT_TOL = 1e-6  # a schedule's tree weights sum to 1 within this
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A spanning tree of the workers carrying ``weight`` of the data: reduced along ``edges``
+    (child, parent) towards ``root``, then broadcast back down the same edges."""
+
+    weight: float
+    root: str
+    edges: tuple[tuple[str, str], ...]
+
+    def children(self) -> dict[str, list[str]]:
+        """Every node's children, in edge order (leaves have none)."""
+        result: dict[str, list[str]] = {self.root: []}
+        for child, _ in self.edges:
+            result[child] = []
+        for child, parent in self.edges:
+            result[parent].append(child)
+        return result
+
+    def depths(self) -> dict[str, int]:
+        """Hops from the root (0 at the root), in breadth-first order."""
+        children, depth, queue = self.children(), {self.root: 0}, [self.root]
+        for node in queue:  # grows while it is walked: breadth-first
+            for child in children[node]:
+                depth[child] = depth[node] + 1
+                queue.append(child)
+        return depth
+
+    def heights(self) -> dict[str, int]:
+        """Hops to the deepest node below (0 at a leaf)."""
+        children, height = self.children(), {}
+        for node in reversed(list(self.depths())):
+            height[node] = 1 + max((height[c] for c in children[node]), default=-1)
+        return height
+
+
+@dataclass(frozen=True)
+class AllReduceSchedule:
+    """How an all-reduce of ``planner`` runs over ``devices`` (the workers, in topology order):
+    around ``ring`` (reduce-scatter then all-gather), or over ``trees`` (the data cut into one
+    contiguous share per tree by weight). Exactly one of the two is given; both are checked when the
+    schedule is made: the ring visits every device once, every tree spans the devices with the root
+    at its top, weights are positive and sum to 1. A schedule that breaks this raises PlanError."""
+
+    planner: str
+    devices: tuple[str, ...]
+    ring: tuple[str, ...] = ()
+    trees: tuple[Tree, ...] = ()
+
+    def __post_init__(self) -> None:
+        where = f"all-reduce schedule {self.planner!r}"
+        if len(self.devices) < 2 or len(set(self.devices)) != len(self.devices):
+            raise PlanError(f"{where}: needs 2 or more distinct devices, got {list(self.devices)}")
+        if bool(self.ring) == bool(self.trees):
+            raise PlanError(f"{where}: needs a ring or trees (exactly one of them)")
+        if self.ring and sorted(self.ring) != sorted(self.devices):
+            raise PlanError(f"{where}: the ring {list(self.ring)} does not visit each of {list(self.devices)} once")
+        for k, tree in enumerate(self.trees):
+            _check_tree(tree, self.devices, f"{where}, tree {k}")
+        total = sum(tree.weight for tree in self.trees)
+        if self.trees and abs(total - 1.0) > _WEIGHT_TOL:
+            raise PlanError(f"{where}: tree weights sum to {total}, not 1")
+
+    def to_json(self) -> dict:
+        if self.ring:
+            return {"devices": list(self.devices), "ring": list(self.ring)}
+        return {"devices": list(self.devices),
+                "trees": [{"weight": t.weight, "root": t.root, "edges": [list(e) for e in t.edges]}
+                          for t in self.trees]}
+
+    @classmethod
+    def from_json(cls, planner: str, data: dict) -> AllReduceSchedule:
+        try:
+            trees = tuple(Tree(float(t["weight"]), str(t["root"]), tuple((str(c), str(p)) for c, p in t["edges"]))
+                          for t in data.get("trees", ()))
+            return cls(planner, tuple(map(str, data["devices"])), tuple(map(str, data.get("ring", ()))), trees)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PlanError(f"all-reduce schedule {planner!r} is malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _check_tree(tree: Tree, devices: tuple[str, ...], where: str) -> None:
+    if not tree.weight > 0:
+        raise PlanError(f"{where}: weight {tree.weight} is not positive")
+    children = [c for c, _ in tree.edges]
+    nodes = {tree.root, *children, *(p for _, p in tree.edges)}
+    if nodes != set(devices) or len(children) != len(devices) - 1 or len(set(children)) != len(children) \
+            or tree.root in children:
+        raise PlanError(f"{where}: edges {[list(e) for e in tree.edges]} rooted at {tree.root!r} are not a "
+                        f"spanning tree of {list(devices)} with one parent per node")
+    if len(tree.depths()) != len(devices):
+        raise PlanError(f"{where}: not every device reaches the root {tree.root!r} (the edges hold a cycle)")
 
 
 class CostGraph:
@@ -56,6 +159,7 @@ class CostGraph:
             hops = [topology.route(self.workers[a], self.workers[b]) for a, b in self.pairs]
             uses = [[h.link for h in route] for route in hops]
             self.paths = [(route[0].src, *(h.dst for h in route)) for route in hops]
+        self._pair_index = {(a, b): p for p, (a, b) in enumerate(self.pairs)}
         self.links = sorted({k for u in uses for k in u})
         column = {k: i for i, k in enumerate(self.links)}
         self.usage = np.zeros((len(self.pairs), len(self.links)))  # times each pair's path crosses a link
@@ -73,6 +177,12 @@ class CostGraph:
     @property
     def n(self) -> int:
         return len(self.workers)
+
+    def path(self, a: int, b: int) -> tuple[str, ...]:
+        """The devices a tree edge from worker ``a`` to worker ``b`` crosses."""
+        if (a, b) in self._pair_index:
+            return self.paths[self._pair_index[a, b]]
+        return self.paths[self._pair_index[b, a]][::-1]
 
     def lower_bound(self) -> float | None:
         """Lemma 2.1: (n - 1) / sum_e 1/c_e. It holds when GPUs aggregate on every edge (direct
@@ -151,110 +261,165 @@ def _column_generation(load_per_edge, cheapest, columns, cap, max_columns):
         columns.append(column)
 
 
-def plan_broadcast(topology: Topology, root: str, nbytes: float) -> CommPlan:
-    """Broadcast from ``root`` by packing arborescences rooted there (pipelined, one stage). On a
-    GPU graph with direct links the optimum's reciprocal is the number of edge-disjoint
-    arborescences Edmonds' theorem promises (6 per root on a DGX-1: each GPU has 6 NVLinks)."""
-    import networkx as nx
-
-    if not nbytes > 0:
-        raise PlanError(f"--bytes must be > 0, got {nbytes}")
-    graph = CostGraph(topology)
-    if root not in graph.workers:
-        raise PlanError(f"root {root!r} is not a worker device of {topology.name!r}: {', '.join(graph.workers)}")
-    # arcs: both directions of every candidate pair; each direction of a link is its own resource
-    arcs = [(a, b, graph.paths[p]) for p, (a, b) in enumerate(graph.pairs)]
-    arcs += [(b, a, graph.paths[p][::-1]) for p, (a, b) in enumerate(graph.pairs)]
-    resources = sorted({2 * k + d for k in graph.links for d in (0, 1)})
-    column = {r: i for i, r in enumerate(resources)}
-    cost = dict(zip(graph.links, graph.cost))
-    load_per_arc = np.zeros((len(arcs), len(resources)))
-    for i, (_, _, path) in enumerate(arcs):
-        for x, y in zip(path, path[1:]):
-            k = max(topology.links_between(x, y), key=lambda j: topology.links[j].bandwidth_gbps)
-            load_per_arc[i, column[2 * k + (0 if topology.links[k].a == x else 1)]] += cost[k]
-    r = graph.workers.index(root)
-
-    def cheapest(weights: np.ndarray) -> list[int]:
-        digraph = nx.DiGraph()
-        digraph.add_nodes_from(range(graph.n))
-        for i, (a, b, _) in enumerate(arcs):
-            if b != r and (not digraph.has_edge(a, b) or digraph[a][b]["weight"] > weights[i]):
-                digraph.add_edge(a, b, weight=float(weights[i]), arc=i)
-        tree = nx.minimum_spanning_arborescence(digraph, preserve_attrs=True)
-        return sorted(data["arc"] for _, _, data in tree.edges(data=True))
-
-    value, arborescences = pack(load_per_arc, cheapest)
-    sends: dict[int, float] = {}
-    for weight, chosen in arborescences:
-        for i in chosen:
-            sends[i] = sends.get(i, 0.0) + weight * nbytes
-    plan = CommPlan("broadcast", "arborescence", topology.name)
-    plan.stages.append([Send(graph.workers[arcs[i][0]], graph.workers[arcs[i][1]], amount, route=arcs[i][2])
-                        for i, amount in sorted(sends.items())])
-    plan.notes = {"root": root, "optimum": value, "optimum_fraction": str(Fraction(value).limit_denominator(1000)),
-                  "arborescences_rate": 1.0 / value, "normalized_time": value,
-                  "arborescences": [{"weight": w, "arcs": [[graph.workers[arcs[i][0]], graph.workers[arcs[i][1]]]
-                                                           for i in c]} for w, c in arborescences]}
-    return plan
-
-
 def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
+    """The all-reduce of ``nbytes`` on ``topology`` by ``planner``: one stage of aggregated sends
+    (what the simulator prices) and, in ``notes["schedule"]``, the schedule they come from (what
+    the runtime executes; read it back with :func:`allreduce_schedule`)."""
     if planner not in PLANNERS:
         raise PlanError(f"unknown all-reduce planner {planner!r}; choose one of {', '.join(PLANNERS)}")
     if not nbytes > 0:
         raise PlanError(f"--bytes must be > 0, got {nbytes}")
     graph = CostGraph(topology)
     plan = CommPlan("allreduce", planner, topology.name)
-    sends: dict[tuple[int, int], float] = {}
-
-    def add(a: int, b: int, amount: float) -> None:
-        sends[(a, b)] = sends.get((a, b), 0.0) + amount
-
-    n = graph.n
-    if planner == "ring":
-        order = _ring_order(graph)
-        for i in range(n):  # reduce-scatter then all-gather: 2(n-1) chunks of nbytes/n per ring edge
-            add(order[i], order[(i + 1) % n], 2 * (n - 1) * nbytes / n)
-        plan.notes["ring"] = [graph.workers[i] for i in order]
-    elif planner == "tree":
-        for shift in (0, 1):  # two binary trees over shifted orders, half the data each
-            order = [(i + shift * (n // 2)) % n for i in range(n)]
-            for i in range(1, n):
-                child, parent = order[i], order[(i - 1) // 2]
-                add(child, parent, nbytes / 2)  # reduce up
-                add(parent, child, nbytes / 2)  # broadcast down
-    elif planner == "ps":
-        for a in range(n):  # every worker serves 1/n of the parameters
-            for b in range(n):
-                if a != b:
-                    add(a, b, nbytes / n)  # a's gradient shard to its server b
-                    add(b, a, nbytes / n)  # b's updated shard back to a
-    else:
+    if planner == "lp":
         value, trees = solve_tree_packing(graph)
-        paths: dict[tuple[int, int], tuple[str, ...]] = {}
-        for weight, tree in trees:
-            for p in tree:
-                a, b = graph.pairs[p]
-                add(a, b, weight * nbytes)  # each tree edge: reduce one way, broadcast the other
-                add(b, a, weight * nbytes)  # over the same links, as the LP counted them
-                paths[(a, b)], paths[(b, a)] = graph.paths[p], graph.paths[p][::-1]
-        share = (np.array([w for w, _ in trees]) @ np.array(
-            [graph.usage[t].sum(axis=0) for _, t in trees])) * graph.cost
-        utilisation = {f"{graph.topology.links[k].a}-{graph.topology.links[k].b}": float(u / value)
-                       for k, u in zip(graph.links, share)}
-        plan.notes.update({"optimum": value, "optimum_fraction": str(Fraction(value).limit_denominator(1000)),
-                           "trees": [{"weight": w, "edges": [[graph.workers[a], graph.workers[b]]
-                                                             for a, b in (graph.pairs[p] for p in t)]}
-                                     for w, t in trees],
-                           "link_utilisation": utilisation})
-    routes = paths if planner == "lp" else {}
+        schedule = _packed_trees(graph, trees)
+        plan.notes.update(_packing_notes(graph, value, trees))
+    else:
+        schedule = {"ring": _ring, "tree": _double_binary_trees, "ps": _sharded_servers}[planner](graph)
+    sends = _sends(graph, schedule, nbytes)
     plan.stages.append([Send(graph.workers[a], graph.workers[b], amount,
-                             route=routes.get((a, b)) or _route(graph, a, b))
+                             route=graph.path(a, b) if planner == "lp" else _route(graph, a, b))
                         for (a, b), amount in sorted(sends.items())])
+    plan.notes["schedule"] = schedule.to_json()
     plan.notes["normalized_time"] = normalized_time(plan, graph, nbytes)
     plan.notes["lower_bound"] = graph.lower_bound()
     return plan
+
+
+def allreduce_schedule(plan: CommPlan) -> AllReduceSchedule:
+    """The schedule an all-reduce plan was made from (checked: see :class:`AllReduceSchedule`)."""
+    if plan.kind != "allreduce":
+        raise PlanError(f"an all-reduce schedule comes from an all-reduce plan, not {plan.kind!r}")
+    if "schedule" not in plan.notes:
+        raise PlanError(f"the {plan.planner!r} all-reduce plan for {plan.topology!r} carries no schedule; "
+                        "plan it again with this version of commgraph")
+    return AllReduceSchedule.from_json(plan.planner, plan.notes["schedule"])
+
+
+def choose_allreduce(topology: Topology, nbytes: float) -> str:
+    """What ``auto`` runs: the all-reduce the simulator prices fastest for ``nbytes`` on
+    ``topology``. ``native`` (torch's all_reduce) is priced as our ``ring``, the algorithm Gloo and
+    NCCL use for large tensors, so ``auto`` is the cheapest planned schedule, with torch's own
+    implementation standing in for the ring. Ties (within 1e-9 relative) go to the earlier of
+    ``native``, ``lp``, ``tree``, ``ps``."""
+    candidates = {"native": "ring", "lp": "lp", "tree": "tree", "ps": "ps"}
+    seconds = {name: price(plan_allreduce(planner, topology, nbytes), topology)["modeled_seconds"]
+               for name, planner in candidates.items()}
+    fastest = min(seconds.values())
+    return next(name for name, time in seconds.items() if time <= fastest * (1 + 1e-9))
+
+
+def make_allreduce(name: str, topology: Topology, nbytes: float) -> AllReduceSchedule | None:
+    """The schedule ``--allreduce NAME`` runs for a gradient of ``nbytes`` on ``topology``, or None
+    for torch's own all_reduce (``native``, or what ``auto`` chose)."""
+    if name not in CHOICES:
+        raise PlanError(f"unknown --allreduce {name!r}; choose one of {', '.join(CHOICES)}")
+    if name == "auto":
+        name = choose_allreduce(topology, nbytes)
+    return None if name == "native" else allreduce_schedule(plan_allreduce(name, topology, nbytes))
+
+
+# -- schedules ------------------------------------------------------------------------------------
+
+def _ring(graph: CostGraph) -> AllReduceSchedule:
+    order = tuple(graph.workers[i] for i in _ring_order(graph))
+    return AllReduceSchedule("ring", tuple(graph.workers), ring=order)
+
+
+def _double_binary_trees(graph: CostGraph) -> AllReduceSchedule:
+    """Two binary trees in heap order over the workers, the second over the order shifted by n/2,
+    half the data each (NCCL's double binary tree, without its leaf/inner-node swap)."""
+    n, trees = graph.n, []
+    for shift in (0, 1):
+        order = [graph.workers[(i + shift * (n // 2)) % n] for i in range(n)]
+        edges = tuple((order[i], order[(i - 1) // 2]) for i in range(1, n))
+        trees.append(Tree(0.5, order[0], edges))
+    return AllReduceSchedule("tree", tuple(graph.workers), trees=tuple(trees))
+
+
+def _sharded_servers(graph: CostGraph) -> AllReduceSchedule:
+    """The parameter server as trees: worker b serves 1/n of the data, a star rooted at b that
+    every other worker sends its share to and receives the sum from."""
+    workers = graph.workers
+    trees = tuple(Tree(1.0 / len(workers), b, tuple((a, b) for a in workers if a != b)) for b in workers)
+    return AllReduceSchedule("ps", tuple(workers), trees=trees)
+
+
+def _packed_trees(graph: CostGraph, trees: list[tuple[float, list[int]]]) -> AllReduceSchedule:
+    """The LP's weighted spanning trees, each rooted at a centre (the fewest hops to its deepest
+    node, so the fewest pipeline rounds) and its edges pointed towards that root."""
+    rooted = []
+    for weight, chosen in trees:
+        edges = [graph.pairs[p] for p in chosen]
+        root = _centre(graph.n, edges)
+        parent = _search(graph.n, edges, root).parent
+        children = [b if parent[b] == a else a for a, b in edges]
+        rooted.append(Tree(weight, graph.workers[root],
+                           tuple((graph.workers[c], graph.workers[parent[c]]) for c in children)))
+    return AllReduceSchedule("lp", tuple(graph.workers), trees=tuple(rooted))
+
+
+def _packing_notes(graph: CostGraph, value: float, trees: list[tuple[float, list[int]]]) -> dict:
+    """The LP's optimum, its trees as the LP found them and each link's load relative to the busiest."""
+    share = (np.array([w for w, _ in trees]) @ np.array([graph.usage[t].sum(axis=0) for _, t in trees])) * graph.cost
+    utilisation = {f"{graph.topology.links[k].a}-{graph.topology.links[k].b}": float(u / value)
+                   for k, u in zip(graph.links, share)}
+    return {"optimum": value, "optimum_fraction": str(Fraction(value).limit_denominator(1000)),
+            "trees": [{"weight": w, "edges": [[graph.workers[a], graph.workers[b]]
+                                              for a, b in (graph.pairs[p] for p in t)]} for w, t in trees],
+            "link_utilisation": utilisation}
+
+
+def _sends(graph: CostGraph, schedule: AllReduceSchedule, nbytes: float) -> dict[tuple[int, int], float]:
+    """Bytes per ordered worker pair (indices) when the schedule all-reduces ``nbytes``."""
+    index = {w: i for i, w in enumerate(graph.workers)}
+    sends: dict[tuple[int, int], float] = {}
+
+    def add(a: str, b: str, amount: float) -> None:
+        key = (index[a], index[b])
+        sends[key] = sends.get(key, 0.0) + amount
+
+    ring, n = schedule.ring, len(schedule.ring)
+    for i in range(n):  # reduce-scatter then all-gather: 2(n-1) segments of nbytes/n per ring edge
+        add(ring[i], ring[(i + 1) % n], 2 * (n - 1) * nbytes / n)
+    for tree in schedule.trees:
+        for child, parent in tree.edges:
+            add(child, parent, tree.weight * nbytes)  # reduce up
+            add(parent, child, tree.weight * nbytes)  # broadcast down, over the same links
+    return sends
+
+
+@dataclass(frozen=True)
+class _Search:
+    parent: list[int]  # the start's is -1
+    order: list[int]  # breadth-first: the last is a node farthest from the start
+
+
+def _search(n: int, edges: list[tuple[int, int]], start: int) -> _Search:
+    """Breadth-first search of a tree given by its edges over node ids 0..n-1."""
+    neighbours: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        neighbours[a].append(b)
+        neighbours[b].append(a)
+    parent, order = [-2] * n, [start]
+    parent[start] = -1
+    for node in order:
+        for nxt in neighbours[node]:
+            if parent[nxt] == -2:
+                parent[nxt] = node
+                order.append(nxt)
+    return _Search(parent, order)
+
+
+def _centre(n: int, edges: list[tuple[int, int]]) -> int:
+    """A centre of a tree: the middle of a longest path, found by two breadth-first searches (the
+    node farthest from any node ends a longest path)."""
+    search = _search(n, edges, _search(n, edges, 0).order[-1])
+    path = [search.order[-1]]
+    while search.parent[path[-1]] != -1:
+        path.append(search.parent[path[-1]])
+    return path[len(path) // 2]
 
 
 def _route(graph: CostGraph, a: int, b: int) -> tuple[str, ...]:

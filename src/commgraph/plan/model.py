@@ -5,6 +5,11 @@ starts when the previous one has finished. A send moves either rows of a node-em
 (global vertex ids, ``row_bytes`` each) or an opaque byte count, from one device to another, over a
 route (the devices it crosses; empty means the topology's own route) in a priority class. The
 runtime executes the same object that the simulator prices.
+
+A send's identity is (layer, direction, bin): one all-gather plan serves every layer, forward and
+(reversed) backward, so the runtime supplies the layer and the direction when it executes the plan,
+and the plan carries the bin, the G3 pipeline bin of the owner whose rows the send carries (0 when
+the plan is not split into bins, see :mod:`commgraph.plan.bins`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class Send:
     route: tuple[str, ...] = ()
     priority: int = 0
     method: str | None = None  # "zero_copy" or "copy" when a planner chose one (hybrid)
+    bin: int = 0  # the owner's pipeline bin of the rows it carries
 
 
 @dataclass
@@ -57,7 +63,7 @@ class CommPlan:
         header = {"format_version": FORMAT_VERSION, "kind": self.kind, "planner": self.planner,
                   "topology": self.topology, "row_bytes": self.row_bytes, "notes": self.notes}
         sends = [{"stage": i, "src": s.src, "dst": s.dst, "nbytes": s.nbytes, "route": list(s.route),
-                  "priority": s.priority, "method": s.method, "has_ids": s.ids is not None}
+                  "priority": s.priority, "method": s.method, "bin": s.bin, "has_ids": s.ids is not None}
                  for i, stage in enumerate(self.stages) for s in stage]
         ids = [s.ids for stage in self.stages for s in stage if s.ids is not None]
         if path.suffix == ".npz":
@@ -97,7 +103,7 @@ class CommPlan:
             plan.stages[record["stage"]].append(Send(
                 record["src"], record["dst"], float(record["nbytes"]),
                 next(chunks) if record["has_ids"] else None, tuple(record["route"]), int(record["priority"]),
-                record.get("method")))
+                record.get("method"), int(record.get("bin", 0))))
         return plan
 
     def same_as(self, other: CommPlan) -> bool:
@@ -107,8 +113,8 @@ class CommPlan:
         if [len(s) for s in self.stages] != [len(s) for s in other.stages]:
             return False
         for mine, theirs in zip((s for st in self.stages for s in st), (s for st in other.stages for s in st)):
-            if (mine.src, mine.dst, mine.nbytes, mine.route, mine.priority, mine.method) != \
-                    (theirs.src, theirs.dst, theirs.nbytes, theirs.route, theirs.priority, theirs.method):
+            if (mine.src, mine.dst, mine.nbytes, mine.route, mine.priority, mine.method, mine.bin) != \
+                    (theirs.src, theirs.dst, theirs.nbytes, theirs.route, theirs.priority, theirs.method, theirs.bin):
                 return False
             if (mine.ids is None) != (theirs.ids is None) or (
                     mine.ids is not None and not np.array_equal(mine.ids, theirs.ids)):

@@ -1,7 +1,15 @@
 """Pricing a plan: run it through the flow-level simulator on the topology it was made for
-(stages in order, the sends of a stage concurrent)."""
+(stages in order, the sends of a stage concurrent).
+
+Where a device has a measured ``copy_gbps``, the row copies the runtime makes are priced too: a
+send of rows (``ids``) is gathered into one message by its sender and scattered into the table by
+its receiver. A device's gathers for a stage are one computation on the device before its sends
+leave, and its scatters one computation after all its receives of the stage have landed.
+Sends of opaque bytes (all-reduce) copy nothing."""
 
 from __future__ import annotations
+
+from collections import defaultdict
 
 import numpy as np
 
@@ -22,18 +30,38 @@ def _method_terms(send, topology: Topology) -> tuple[float, float | None]:
     return method.overhead_s, cap
 
 
+def _copies(stage, topology: Topology, side: str) -> dict[str, float]:
+    """Seconds each device spends copying the rows of a stage's sends (``side``: ``src`` gathers,
+    ``dst`` scatters), for devices with a measured copy rate."""
+    seconds: dict[str, float] = defaultdict(float)
+    for send in stage:
+        device = topology.device(getattr(send, side))
+        if send.ids is not None and device.copy_gbps is not None and send.src != send.dst:
+            seconds[device.id] += send.nbytes / (device.copy_gbps * 1e9)
+    return dict(seconds)
+
+
 def price(plan: CommPlan, topology: Topology) -> dict:
     """Modelled seconds, bytes and busy time per link direction, the busiest link, per-stage time."""
     tasks: list[Transfer | Compute] = []
     barrier: tuple[str, ...] = ()
     anchor = topology.devices[0].id  # barriers are zero-second tasks; any device will do
     for i, stage in enumerate(plan.stages):
-        names = []
+        gathers = _copies(stage, topology, "src")
+        for device, seconds in gathers.items():
+            tasks.append(Compute(f"gather{i}.{device}", device, seconds, barrier))
+        names, into = [], defaultdict(list)
         for j, send in enumerate(stage):
             names.append(f"s{i}.{j}")
+            into[send.dst].append(names[-1])
+            deps = (f"gather{i}.{send.src}",) if send.src in gathers else barrier
             tasks.append(Transfer(names[-1], send.src, send.dst, send.nbytes, send.priority,
-                                  send.route or None, barrier, *_method_terms(send, topology)))
-        tasks.append(Compute(f"stage{i}", anchor, 0.0, tuple(names) + barrier))
+                                  send.route or None, deps, *_method_terms(send, topology)))
+        scatters = _copies(stage, topology, "dst")
+        for device, seconds in scatters.items():
+            tasks.append(Compute(f"scatter{i}.{device}", device, seconds, tuple(into[device])))
+        tasks.append(Compute(f"stage{i}", anchor, 0.0,
+                             tuple(names) + barrier + tuple(f"scatter{i}.{d}" for d in scatters)))
         barrier = (f"stage{i}",)
     if not tasks:
         return {"modeled_seconds": 0.0, "bytes": 0.0, "stages": 0, "stage_seconds": [], "busiest_link": None,
@@ -41,7 +69,7 @@ def price(plan: CommPlan, topology: Topology) -> dict:
     result = simulate(topology, tasks, timeline=False)
     rows = result.link_rows()
     busiest = max(rows, key=lambda row: row["busy_seconds"]) if rows else None
-    ends = [result.finish[k] for k, t in enumerate(tasks) if isinstance(t, Compute)]
+    ends = [result.finish[k] for k, t in enumerate(tasks) if t.id.startswith("stage")]
     return {
         "modeled_seconds": result.makespan,
         "bytes": plan.total_bytes,

@@ -5,20 +5,32 @@ gradients). A bucket's all-reduce starts asynchronously the moment its last grad
 so it overlaps the backward of earlier layers; ``finish`` waits for all of them. Gradients are
 summed, not averaged: the trainer normalises the loss by the global number of training nodes, so the
 sum is exactly the single-worker gradient.
+
+The all-reduce is torch's own (``schedule=None``) or a planned schedule (ring, trees) executed on
+point-to-point operations by :class:`~commgraph.runtime.allreduce.ScheduledAllReduce`; either sums
+the same values, up to the order of float32 additions.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
+from commgraph.plan.allreduce import AllReduceSchedule
+from commgraph.runtime.allreduce import NativeAllReduce, ScheduledAllReduce
 from commgraph.runtime.comm import Communicator
 
 BUCKET_BYTES = 4 << 20
 
 
 class GradientSync:
-    def __init__(self, params: list[torch.nn.Parameter], comm: Communicator, bucket_bytes: int = BUCKET_BYTES):
+    """Sums the gradients of ``params`` over the ranks. With a ``schedule``, rank ``r`` runs on
+    ``devices[r]`` (the schedule's devices in order unless given), in chunks of ``chunk_bytes``
+    (the backend's default unless given); a schedule whose devices are not the job's is refused
+    with PlanError. Made on every rank at the same point."""
+
+    def __init__(self, params: list[torch.nn.Parameter], comm: Communicator,
+                 schedule: AllReduceSchedule | None = None, *, devices: list[str] | None = None,
+                 bucket_bytes: int = BUCKET_BYTES, chunk_bytes: int | None = None):
         self.comm = comm
         self.buckets: list[list[torch.nn.Parameter]] = []
         size = bucket_bytes
@@ -31,6 +43,10 @@ class GradientSync:
         self._bucket_of = {id(p): b for b, bucket in enumerate(self.buckets) for p in bucket}
         self._pending = [len(b) for b in self.buckets]
         self._works: list = [None] * len(self.buckets)
+        if schedule is not None:
+            self.allreduce = ScheduledAllReduce(schedule, list(devices or schedule.devices), comm, chunk_bytes)
+        else:
+            self.allreduce = NativeAllReduce(comm)
         if comm.world.size > 1:
             for param in params:
                 if param.requires_grad:
@@ -45,9 +61,7 @@ class GradientSync:
     def _launch(self, bucket: int) -> None:
         params = self.buckets[bucket]
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        self.comm.bytes["allreduce"] += flat.numel() * flat.element_size()
-        work = dist.all_reduce(flat, group=self.comm.world.grad_group, async_op=True)
-        self._works[bucket] = (work, flat)
+        self._works[bucket] = (self.allreduce.start(flat), flat)
 
     def finish(self) -> None:
         """Wait for every bucket (launching any whose gradients never all arrived) and write the
@@ -58,7 +72,7 @@ class GradientSync:
             if self._works[bucket] is None:
                 self._launch(bucket)
         for bucket, (work, flat) in enumerate(self._works):
-            self.comm.wait(work)
+            work.wait()
             offset = 0
             for param in self.buckets[bucket]:
                 n = param.numel()

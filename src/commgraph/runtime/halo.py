@@ -1,30 +1,56 @@
-"""The autograd halo exchange: forward fills a part's halo rows from their owners; backward sends
-the halo rows' gradients back to the owners, which add them to their own rows' gradients. It runs a
-whole ``Exchange`` at once (layer-wise); the pipelined trainer streams the same messages bin by bin
-with tensor hooks instead (``commgraph.train.executor``).
+"""Layer-wise execution of an all-gather plan: the whole exchange at once, as one bin.
+
+``gather_halo`` fills a table's halo rows; ``halo_exchange`` does it as an autograd op whose
+backward sends the halo rows' gradients back to their owners, which add them up. The pipelined
+(G3) trainer streams the same exchange bin by bin through :class:`~commgraph.runtime.stream.HaloStream`.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from commgraph.runtime.comm import Communicator, Exchange
+from commgraph.runtime.comm import Communicator
+from commgraph.runtime.exchange import Exchange
+from commgraph.runtime.stream import ExchangeRunner, GradientReturn
+
+
+def layerwise(comm: Communicator, exchange: Exchange, device, ordering: str) -> ExchangeRunner:
+    """The exchange as one bin of every owned row."""
+    return ExchangeRunner(comm, exchange, np.array([0, exchange.num_owned]), device, ordering)
+
+
+def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int) -> torch.Tensor:
+    """The halo rows, filled from their owners as the plan says (no autograd)."""
+    stream = runner.forward(layer, owned.shape[1], owned.dtype)
+    stream.bin_done(0, owned.detach())
+    stream.finish()
+    halo = stream.halo()
+    stream.close()
+    return halo
+
+
+def scatter_back(runner: ExchangeRunner, grad_halo: torch.Tensor, layer: int) -> torch.Tensor:
+    """Every halo row's gradient back to its owner; returns the gradient of the owned rows."""
+    grads = GradientReturn(runner, layer)
+    grads.start(grad_halo)
+    owned = grads.add_to_bin(0, grad_halo.new_zeros((runner.exchange.num_owned, grad_halo.shape[1])))
+    grads.finish()
+    return owned
 
 
 class _Gather(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, owned: torch.Tensor, comm: Communicator, exchange: Exchange, tags: tuple[int, int]):
-        ctx.comm, ctx.exchange, ctx.tags = comm, exchange, tags
-        return comm.gather(exchange, owned.detach(), tags[0])[: exchange.num_halo]
+    def forward(ctx, owned: torch.Tensor, runner: ExchangeRunner, layer: int):
+        ctx.runner, ctx.layer = runner, layer
+        return gather_halo(runner, owned, layer)
 
     @staticmethod
     def backward(ctx, grad_halo: torch.Tensor):
-        ctx.comm.count_as("halo_backward")
-        return ctx.comm.scatter_back(ctx.exchange, grad_halo, ctx.tags[1]), None, None, None
+        return scatter_back(ctx.runner, grad_halo.contiguous(), ctx.layer), None, None
 
 
-def halo_exchange(owned: torch.Tensor, comm: Communicator, exchange: Exchange, tags: tuple[int, int]) -> torch.Tensor:
-    """Halo rows of ``owned`` as the plan fills them, differentiable with respect to ``owned``.
-    ``tags`` are the tag bases of the forward and the backward exchange."""
-    return _Gather.apply(owned, comm, exchange, tags)
-
+def halo_exchange(owned: torch.Tensor, runner: ExchangeRunner, layer: int) -> torch.Tensor:
+    """Halo rows of ``owned`` for ``layer`` as the plan fills them, differentiable with respect
+    to ``owned``."""
+    return _Gather.apply(owned, runner, layer)

@@ -1,8 +1,12 @@
 """Event-driven flow-level simulation of a task DAG on a Topology.
 
-Each (link, direction) is a resource of the link's bandwidth. Flows in their data phase share
-resources max-min fairly within strict priority classes; after its last byte a transfer waits the
-sum of its links' latencies, then finishes. Computations on one device run one at a time, in the
+Each (link, direction) is a resource of the link's bandwidth. A transfer first pays the per-message
+overhead of every link on its route that has one: on each such hop a setup flow of ``overhead x
+bandwidth`` bytes occupies that link direction alone, so messages sharing a link pay their
+overheads one after another (two messages on one link take 2 x overhead + bytes / bandwidth), while
+the hops of one message set up concurrently. When all its setup flows are done, its data flow
+crosses the whole route. Flows share resources max-min fairly within strict priority classes; after
+its last byte a transfer waits the sum of its links' latencies, then finishes. Computations on one device run one at a time, in the
 order they become ready. Rates change only at events (a flow or task starting or ending), and then
 only in the connected part of the network the event touched: flows that share no resource, even
 transitively, with a changed one keep their rates, because max-min allocations of disjoint
@@ -82,38 +86,62 @@ def simulate(topology: Topology, tasks: list[Task], *, timeline: bool = True,
 
 
 class _Flows:
-    """The transfers' routes as a CSR over resources, plus per-flow size, latency and class."""
+    """The flows as a CSR over resources, plus per-flow size, latency and class. A transfer's data
+    flow ``f`` is followed by its setup flows ``f + 1 .. f + setups[f]``, one per hop with a
+    per-message overhead; ``owner`` maps a setup flow to its data flow (-1 for data flows)."""
 
     def __init__(self, topology: Topology, tasks: list[Task]):
         self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
-        ptr, resources, sizes, latency, priority = [0], [], [], [], []
+        ptr, resources, sizes, latency, priority, task_of, owner, setups = [0], [], [], [], [], [], [], []
         capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
+
+        def add(route: list[int], size: float, seconds: float, task: int, data_flow: int) -> None:
+            resources.extend(route)
+            ptr.append(len(resources))
+            sizes.append(size)
+            latency.append(seconds)
+            priority.append(tasks[task].priority)
+            task_of.append(task)
+            owner.append(data_flow)
+            setups.append(0)
+
         for i, task in enumerate(tasks):
             if isinstance(task, Compute):
                 if task.device not in topology.index:
                     _unknown(task, task.device)
                 continue
             hops = _hops(topology, task)
-            self.task_flow[i] = len(sizes)
-            resources.extend(h.resource for h in hops)
+            f = self.task_flow[i] = len(sizes)
+            route = [h.resource for h in hops]
             if task.max_rate is not None and hops:  # a private resource of that capacity
-                resources.append(len(capacity))
+                route.append(len(capacity))
                 capacity.append(task.max_rate)
-            ptr.append(len(resources))
-            sizes.append(task.bytes)
-            latency.append(sum(topology.links[h.link].latency_us for h in hops) * 1e-6 + task.overhead_s)
-            priority.append(task.priority)
-        self.flow_task = np.flatnonzero(self.task_flow >= 0)
+            add(route, task.bytes,
+                sum(topology.links[h.link].latency_us for h in hops) * 1e-6 + task.overhead_s, i, -1)
+            for h in hops:
+                overhead = topology.links[h.link].overhead_us * 1e-6
+                if overhead > 0:
+                    add([h.resource], overhead * capacity[h.resource], 0.0, i, f)
+                    setups[f] += 1
         self.ptr = np.array(ptr, dtype=np.int64)
         self.resources = np.array(resources, dtype=np.int64)
         self.sizes = np.array(sizes, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)
         self.priority = np.array(priority, dtype=np.int64)
+        self.task_of = np.array(task_of, dtype=np.int64)
+        self.owner = np.array(owner, dtype=np.int64)
+        self.setups = np.array(setups, dtype=np.int64)
         self.lengths = np.diff(self.ptr)
         self.capacity = np.array(capacity, dtype=np.float64)
 
     def route_of(self, flow: int) -> np.ndarray:
         return self.resources[self.ptr[flow] : self.ptr[flow + 1]]
+
+    def bytes_per_resource(self) -> np.ndarray:
+        """Bytes every resource carries: each data flow's size on each resource of its route."""
+        data = np.repeat(self.owner < 0, self.lengths)
+        weights = np.repeat(self.sizes, self.lengths)[data]
+        return np.bincount(self.resources[data], weights=weights, minlength=self.capacity.shape[0])
 
 
 def _unknown(task: Task, device: str) -> None:
@@ -150,12 +178,12 @@ class _Run:
         self.start = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
         self.waiting = np.array([len(t.deps) for t in tasks], dtype=np.int64)
+        self.setting_up = flows.setups.copy()  # per data flow: setup flows not yet done
         self.remaining = flows.sizes.copy()
         self.rates = np.zeros(n_flows)
         self.active = np.zeros(n_flows, dtype=bool)
         self.load = np.zeros(n_res)
         self.busy = np.zeros(n_res)
-        self.moved = np.zeros(n_res)
         self.changed: list[np.ndarray] = []
         self.timers: list[tuple[float, int, int]] = []
         self.queues: dict[str, deque[int]] = {}
@@ -183,7 +211,6 @@ class _Run:
             if dt > 0 and live.size:
                 self.remaining[live] -= self.rates[live] * dt
                 self.busy[self.load > 0] += dt
-                self.moved += self.load * dt
             self.time = t_next
             if live.size:
                 # finished: rounding leaves a sliver of bytes, or less time than the clock can resolve
@@ -194,7 +221,7 @@ class _Run:
                     self.active[f] = False
                     self.remaining[f] = 0.0
                     self.changed.append(self.flows.route_of(f))
-                    self._timer(self.time + self.flows.latency[f], int(self.flows.flow_task[f]))
+                    self._flow_done(int(f))
             while self.timers and self.timers[0][0] <= self.time:
                 _, _, task = heapq.heappop(self.timers)
                 self._end(task)
@@ -211,8 +238,8 @@ class _Run:
         if timeline is not None:
             keep = timeline[1] < real
             timeline = tuple(part[keep] for part in timeline)
-        return SimResult(self.topology, self.tasks, self.start, self.finish, self.busy[:real], self.moved[:real],
-                         timeline)
+        return SimResult(self.topology, self.tasks, self.start, self.finish, self.busy[:real],
+                         self.flows.bytes_per_resource()[:real], timeline)
 
     # -- task lifecycle ------------------------------------------------------------------------
 
@@ -230,12 +257,33 @@ class _Run:
             self._timer(self.time + task.seconds, i)
             return
         self.start[i] = self.time
-        f = self.flows.task_flow[i]
+        f = int(self.flows.task_flow[i])
+        if self.flows.setups[f]:
+            for g in range(f + 1, f + 1 + self.flows.setups[f]):
+                self._activate(g)
+        else:
+            self._send(f)
+
+    def _send(self, f: int) -> None:
+        """Start data flow ``f`` (its latency alone when it has no bytes or no hops)."""
         if self.flows.sizes[f] == 0 or self.flows.lengths[f] == 0:
-            self._timer(self.time + self.flows.latency[f], i)
-            return
+            self._timer(self.time + self.flows.latency[f], int(self.flows.task_of[f]))
+        else:
+            self._activate(f)
+
+    def _activate(self, f: int) -> None:
         self.active[f] = True
         self.changed.append(self.flows.route_of(f))
+
+    def _flow_done(self, f: int) -> None:
+        """A setup flow's end may start its data flow; a data flow's end starts its latency."""
+        owner = self.flows.owner[f]
+        if owner < 0:
+            self._timer(self.time + self.flows.latency[f], int(self.flows.task_of[f]))
+            return
+        self.setting_up[owner] -= 1
+        if self.setting_up[owner] == 0:
+            self._send(int(owner))
 
     def _end(self, i: int) -> None:
         self.finish[i] = self.time

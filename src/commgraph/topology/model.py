@@ -2,14 +2,24 @@
 
 A link entry joins two devices with ``count`` parallel physical links (an NV2 GPU pair is one entry
 with count 2) and ``bandwidth_gbps`` for the whole entry in each direction, so a simulator or
-planner treats each (link, direction) as one resource. Routes never relay through a GPU: a
-GPU-to-GPU transfer without NVLink goes through PCIe switches, CPUs and NICs, as the hardware does.
+planner treats each (link, direction) as one resource. A message crossing a link waits its
+``latency_us`` (in flight: other messages proceed meanwhile) and occupies the link direction for
+``overhead_us`` (per-message software cost: packing, a copy set-up, a Gloo round through the
+sending process), so the messages sharing a link pay their overheads one after another. Routes
+never relay through a GPU: a GPU-to-GPU transfer without NVLink goes through PCIe switches, CPUs
+and NICs, as the hardware does.
+
+A device may give ``copy_gbps``, the rate at which it gathers rows into a message and scatters a
+received message into its table (measured by calibration; unset, copies are not priced). A topology
+whose figures were measured (``commgraph topo calibrate``) carries a ``Calibration``: when, on which
+host and how it was measured, and what the fit found.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from functools import cached_property
 
 import numpy as np
@@ -29,6 +39,14 @@ class Device:
     id: str
     kind: str
     host: str = "node0"
+    copy_gbps: float | None = None
+
+    def to_dict(self) -> dict:
+        """Plain data; ``copy_gbps`` only when measured, so unmeasured topologies read as before."""
+        data = asdict(self)
+        if self.copy_gbps is None:
+            del data["copy_gbps"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -39,10 +57,42 @@ class Link:
     count: int
     bandwidth_gbps: float
     latency_us: float
+    overhead_us: float = 0.0
 
     def seconds(self, nbytes: float) -> float:
-        """Time for ``nbytes`` alone on this link in one direction."""
-        return self.latency_us * 1e-6 + nbytes / (self.bandwidth_gbps * 1e9)
+        """Time for one message of ``nbytes`` alone on this link in one direction."""
+        return (self.latency_us + self.overhead_us) * 1e-6 + nbytes / (self.bandwidth_gbps * 1e9)
+
+    def to_dict(self) -> dict:
+        """Plain data; ``overhead_us`` only when set, so unmeasured topologies read as before."""
+        data = asdict(self)
+        if not self.overhead_us:
+            del data["overhead_us"]
+        return data
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Where a topology's figures come from when they were measured: ``when`` (ISO 8601 time),
+    ``host`` (the machine), ``how`` (the tool, backend, workers and message sizes) and ``details``
+    (plain numbers and strings the fit reports, such as its worst relative error)."""
+
+    when: str
+    how: str
+    host: str
+    details: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        for name in ("when", "how", "host"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise TopologyError(f"calibrated.{name} must be a non-empty string")
+        try:
+            datetime.fromisoformat(self.when)
+        except ValueError:
+            raise TopologyError(f"calibrated.when must be an ISO 8601 time such as 2024-05-01T12:00:00+00:00, "
+                                f"got {self.when!r}") from None
+        if not isinstance(self.details, dict):
+            raise TopologyError(f"calibrated.details must be a mapping, got {self.details!r}")
 
 
 @dataclass(frozen=True)
@@ -67,6 +117,7 @@ class Topology:
     name: str
     devices: list[Device]
     links: list[Link]
+    calibrated: Calibration | None = None
     _route_cache: dict = field(default_factory=dict, repr=False, compare=False)
     _distances: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -195,6 +246,8 @@ class Topology:
                 raise TopologyError(f"device {device!r}: id must be a non-empty string")
             if device.id in seen:
                 raise TopologyError(f"duplicate device id {device.id!r}")
+            if device.copy_gbps is not None and not device.copy_gbps > 0:
+                raise TopologyError(f"device {device.id!r}: copy_gbps must be > 0 (or left out), got {device.copy_gbps}")
             if device.kind not in DEVICE_KINDS:
                 raise TopologyError(
                     f"device {device.id!r}: unknown kind {device.kind!r}; use one of {', '.join(DEVICE_KINDS)}"
@@ -214,12 +267,16 @@ class Topology:
                 raise TopologyError(f"{where}: bandwidth_gbps must be > 0, got {link.bandwidth_gbps}")
             if not link.latency_us >= 0:
                 raise TopologyError(f"{where}: latency_us must be >= 0, got {link.latency_us}")
+            if not link.overhead_us >= 0:
+                raise TopologyError(f"{where}: overhead_us must be >= 0, got {link.overhead_us}")
             if not isinstance(link.count, int) or link.count < 1:
                 raise TopologyError(f"{where}: count must be an integer >= 1, got {link.count!r}")
             pair = (min(link.a, link.b), max(link.a, link.b), link.kind)
             if pair in pairs:
                 raise TopologyError(f"{where}: duplicate {link.kind} link; merge them into one entry with a count")
             pairs.add(pair)
+        if self.calibrated is not None:
+            self.calibrated.validate()
         self._check_connected()
 
     def _check_connected(self) -> None:
@@ -245,25 +302,32 @@ class Topology:
     # -- plain data ----------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "devices": [asdict(d) for d in self.devices],
-            "links": [asdict(link) for link in self.links],
-        }
+        data = {"name": self.name}
+        if self.calibrated is not None:
+            data["calibrated"] = asdict(self.calibrated)
+        data["devices"] = [d.to_dict() for d in self.devices]
+        data["links"] = [link.to_dict() for link in self.links]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict, *, source: str = "topology") -> Topology:
         if not isinstance(data, dict) or not {"devices", "links"} <= data.keys():
             raise TopologyError(f"{source}: expected a mapping with 'devices' and 'links'")
+        unknown = sorted(set(data) - {"name", "calibrated", "devices", "links"})
+        if unknown:
+            raise TopologyError(f"{source}: unknown field(s) {unknown}; expected name, calibrated, devices, links")
         devices = [_entry(Device, d, f"{source}: device {i}") for i, d in enumerate(data["devices"] or [])]
         links = [_entry(Link, link, f"{source}: link {i}") for i, link in enumerate(data["links"] or [])]
-        return cls(name=str(data.get("name", source)), devices=devices, links=links)
+        calibrated = None if data.get("calibrated") is None else _entry(Calibration, data["calibrated"],
+                                                                         f"{source}: calibrated")
+        return cls(name=str(data.get("name", source)), devices=devices, links=links, calibrated=calibrated)
 
     def same_as(self, other: Topology) -> bool:
         return self.to_dict() == other.to_dict()
 
 
-_REQUIRED = {Device: ("id", "kind"), Link: ("a", "b", "kind", "bandwidth_gbps")}
+_REQUIRED = {Device: ("id", "kind"), Link: ("a", "b", "kind", "bandwidth_gbps"),
+             Calibration: ("when", "how", "host")}
 
 
 def _entry(cls, values, where: str):
@@ -281,7 +345,13 @@ def _entry(cls, values, where: str):
         if cls is Link:
             return Link(a=str(values["a"]), b=str(values["b"]), kind=str(values["kind"]),
                         count=values.get("count", 1), bandwidth_gbps=float(values["bandwidth_gbps"]),
-                        latency_us=float(values.get("latency_us", 0.0)))
-        return Device(id=str(values["id"]), kind=str(values["kind"]), host=str(values.get("host", "node0")))
+                        latency_us=float(values.get("latency_us", 0.0)),
+                        overhead_us=float(values.get("overhead_us", 0.0)))
+        if cls is Calibration:
+            return Calibration(when=str(values["when"]), how=str(values["how"]), host=str(values["host"]),
+                               details=values.get("details") or {})
+        copy = values.get("copy_gbps")
+        return Device(id=str(values["id"]), kind=str(values["kind"]), host=str(values.get("host", "node0")),
+                      copy_gbps=None if copy is None else float(copy))
     except (TypeError, ValueError) as exc:
         raise TopologyError(f"{where}: {exc}") from None

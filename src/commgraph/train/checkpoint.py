@@ -45,6 +45,12 @@ def read(directory: Path, name: str = FILE) -> dict:
                             f"({type(exc).__name__})") from None
 
 
+def identity(graph_checksum: str, workers: int, model: str, layers: int, hidden: int, heads: int) -> dict:
+    """What a checkpoint must share with the run that resumes from it."""
+    return {"graph": graph_checksum, "workers": workers, "model": model, "layers": layers, "hidden": hidden,
+            "heads": heads}
+
+
 def load(directory: Path, identity: dict) -> dict:
     """The checkpoint to resume from, refused unless ``identity`` (graph, workers, model shape)
     matches the run that wrote it."""

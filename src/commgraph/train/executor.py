@@ -6,12 +6,16 @@
 - ``replicate`` (DGL-style): the L-hop in-neighbourhood is held locally from the start and computed
   redundantly; nothing is exchanged per layer.
 
-All three compute exactly the single-graph model. In every backward pass the gradients of halo
-rows go back to their owners, which add them up: layer-wise through the halo op (barrier), bin by
-bin through tensor hooks (pipelined).
+All three compute exactly the single-graph model. The exchanges follow the job's all-gather plan
+(p2p, spst with relays, swap, hybrid), executed by :mod:`commgraph.runtime`; an executor only
+decides which bin is computed when and tells the runtime when a bin is done or a gradient is
+complete. In every backward pass the gradients of halo rows go back to their owners, which add
+them up: layer-wise through the halo op (barrier), bin by bin through tensor hooks (pipelined).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,14 +23,35 @@ import torch
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN, Block
 from commgraph.partition.store import Part, PartitionSet
-from commgraph.plan import plan_allgather
-from commgraph.plan.model import CommPlan, Send
-from commgraph.runtime import Communicator, Exchange, Message, halo_exchange
-from commgraph.runtime.comm import TAG_SPAN
-from commgraph.topology import load_topology
+from commgraph.plan.bins import RowBins, split_by_bins
+from commgraph.plan.choose import PlanChoice, choose_allgather, parse_placement
+from commgraph.plan.model import CommPlan
+from commgraph.runtime import Communicator, Exchange, ExchangeRunner, gather_halo, halo_exchange, layerwise
+from commgraph.topology import Topology
 from commgraph.train import schedule
 
 EXCHANGES = ("pipelined", "barrier", "replicate")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """How a job's exchanges run: its all-gather ``plan``, the plan device of each rank
+    (``devices[rank]``), and how messages are matched (``tagged`` or ``ordered``)."""
+
+    plan: CommPlan
+    devices: list[str]
+    ordering: str
+
+
+def job_wiring(pset: PartitionSet, world, topology: Topology, row_bytes: int, *, plan: str = "auto",
+               placement: str | None = None, ordering: str = "auto") -> tuple[Wiring, PlanChoice]:
+    """The plan a job's exchanges follow on ``topology`` (see ``choose_allgather``; a plan file
+    was checked by the launcher, and each rank checks its own share as it builds its exchange),
+    and how its messages are matched (``auto``: in order on NCCL, else tagged)."""
+    if ordering == "auto":
+        ordering = "ordered" if world.backend == "nccl" else "tagged"
+    choice = choose_allgather(plan, pset, topology, row_bytes, parse_placement(placement), verify=False)
+    return Wiring(choice.plan, choice.devices, ordering), choice
 
 
 def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int,
@@ -36,22 +61,16 @@ def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num
     return Block(num_src, end - start, torch.from_numpy(np.stack([src, dst])), degree, start).to(device)
 
 
-def _devices(size: int) -> list[str]:
-    return [d.id for d in load_topology(f"localhost-cpu:{max(size, 1)}").workers][:size]
-
-
 class _Tables:
     """A part's input table (owned features, optionally reordered, then the halo's), with the halo
-    rows fetched once up front through a point-to-point ``CommPlan``."""
+    rows fetched once up front through the job's plan, layer-wise."""
 
-    def __init__(self, part: Part, comm: Communicator, pset: PartitionSet, device, order: np.ndarray | None = None):
+    def __init__(self, part: Part, comm: Communicator, wiring: Wiring, device, order: np.ndarray | None = None):
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
         x = torch.from_numpy(np.array(part.features, dtype=np.float32)).to(device)
-        plan = plan_allgather("p2p", pset, load_topology(f"localhost-cpu:{pset.num_parts}"), row_bytes=4 * x.shape[1])
-        self.exchange = Exchange.from_plan(plan, part.index, _devices(pset.num_parts),
-                                           np.asarray(part.owned), np.asarray(part.halo))
-        comm.count_as("features")
-        x_halo = comm.gather(self.exchange, x, tag_base=0)[: self.num_halo]
+        self.exchange = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned),
+                                           np.asarray(part.halo))
+        x_halo = gather_halo(layerwise(comm, self.exchange, device, wiring.ordering), x, layer=0)
         degree = np.asarray(part.degree, dtype=np.float32)
         if order is not None:  # owned rows in the executor's order; halo rows as the part has them
             x = x.index_select(0, torch.from_numpy(order).to(device))
@@ -61,27 +80,24 @@ class _Tables:
 
 
 class BarrierExecutor:
-    """Layer-wise exchange of every boundary row through an all-gather ``CommPlan``, no overlap."""
+    """Layer-wise exchange of every boundary row through the job's all-gather plan, no overlap."""
 
     name = "barrier"
 
-    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device):
-        self.comm = comm
-        self.tables = _Tables(part, comm, pset, device)
+    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring):
+        self.tables = _Tables(part, comm, wiring, device)
         self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
                                part.num_owned + part.num_halo, self.tables.degree, device)
-        self.exchange = self.tables.exchange
+        self.runner = layerwise(comm, self.tables.exchange, device, wiring.ordering)
 
     def forward(self, model: GNN) -> torch.Tensor:
         table, h = model.encode(self.tables.x), None
         for index in range(model.num_layers):
             h = model.layer(index, table, self.block, x_dst=h)
-            if index < model.num_layers - 1 and self.exchange.idle:  # no halo: the table is h itself, no copy
+            if index < model.num_layers - 1 and self.runner.exchange.idle:  # no halo: the table is h itself
                 table = h
             elif index < model.num_layers - 1:
-                tags = ((2 * index + 1) * TAG_SPAN, (2 * index + 2) * TAG_SPAN)
-                self.comm.count_as(f"halo_forward:{index + 1}")
-                table = torch.cat([h, halo_exchange(h, self.comm, self.exchange, tags)])
+                table = torch.cat([h, halo_exchange(h, self.runner, index + 1)])
         return model.decode(h)
 
 
@@ -117,20 +133,20 @@ class ReplicateExecutor:
 class PipelinedExecutor:
     """G3's bins, priorities and eager computation (see ``schedule``), forward and backward.
 
-    Forward: each finished bin's boundary rows leave at once; a bin of the next layer runs as soon
-    as the halo rows it reads have landed. Backward mirrors it: the moment a layer's halo gradient
-    is complete its rows go back to their owners, message by message, and each bin adds the
-    gradients of its sent rows just before autograd runs that bin's backward. Autograd runs bins
-    in reverse order of computation, so the interior bins' backward overlaps the transfers."""
+    Forward: each finished bin is handed to the runtime, which sends the plan's messages of that
+    bin at once; a bin of the next layer runs as soon as the halo rows it reads have landed.
+    Backward mirrors it: the moment a layer's table gradient is complete the runtime sends the
+    halo rows' gradients back, and each bin adds the gradients of its sent rows just before
+    autograd runs that bin's backward. Autograd runs bins in reverse order of computation, so the
+    interior bins' backward overlaps the transfers."""
 
     name = "pipelined"
 
-    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, bin_size: int):
-        self.comm, self.device = comm, device
+    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring, bin_size: int):
         n_owned = part.num_owned
         order, boundary = schedule.priority_order(np.asarray(part.indptr), np.asarray(part.indices), n_owned,
                                                   np.asarray(part.send_index))
-        self.tables = _Tables(part, comm, pset, device, order)
+        self.tables = _Tables(part, comm, wiring, device, order)
         indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
         self.edges = schedule.bins(boundary, n_owned, bin_size)
         table_rows = n_owned + part.num_halo
@@ -139,50 +155,32 @@ class PipelinedExecutor:
         position = np.empty(n_owned, dtype=np.int64)
         position[order] = np.arange(n_owned)
         self.part_order = torch.from_numpy(position).to(device)  # output row of each part row
-        self.recvs, self.outgoing, self.needs = self._messages(part, pset, order, position, indptr, indices)
-
-    def _messages(self, part: Part, pset: PartitionSet, order, position, indptr, indices):
-        """Which rows of which bin go to which peer, and which received message each bin waits for.
-        Peers learn each other's bins once, at setup."""
-        n_owned, me = part.num_owned, part.index
-        owned = np.asarray(part.owned)[order]
-        mine = {}
-        for q in range(pset.num_parts):
-            rows = np.sort(position[np.asarray(part.send_to(q))])
-            if rows.size:
-                cuts = np.searchsorted(rows, self.edges[1:-1])
-                mine[q] = [(b, owned[r]) for b, r in enumerate(np.split(rows, cuts)) if r.size]
-        everyone = self.comm.all_gather_object(mine) if self.comm.world is not None else [mine]
-        devices = _devices(pset.num_parts)
-        plan = CommPlan("allgather", "g3-bins", f"localhost-cpu:{pset.num_parts}")
-        plan.stages.append([Send(devices[src], devices[q], float(ids.size), ids, priority=b)
-                            for src, theirs in enumerate(everyone) for q, messages in sorted(theirs.items())
-                            for b, ids in messages if me in (src, q)])
-        exchange = Exchange.from_plan(plan, me, devices, owned, np.asarray(part.halo))
-        sends, recvs = exchange.stages[0] if exchange.stages else ([], [])
-        outgoing = [[] for _ in self.blocks]  # per bin: (peer, tag, rows counted from the bin's start)
-        for m in sends:
-            outgoing[m.tag].append((m.peer, m.tag, (m.index - int(self.edges[m.tag])).to(self.device)))
-        message_of_slot = np.full(part.num_halo, -1, dtype=np.int64)
-        for j, m in enumerate(recvs):
-            message_of_slot[m.index.numpy() - n_owned] = j
-        needs = []
+        exchange = Exchange.from_plan(self._binned_plan(part, comm, wiring.plan, position), part.index,
+                                      wiring.devices, np.asarray(part.owned)[order], np.asarray(part.halo))
+        self.runner = ExchangeRunner(comm, exchange, self.edges, device, wiring.ordering)
+        self.needs = []  # per bin: the receives delivering the halo rows it reads
         for a, b in zip(self.edges[:-1], self.edges[1:]):
             halo = indices[indptr[a] : indptr[b]]
-            needs.append(np.unique(message_of_slot[halo[halo >= n_owned] - n_owned]).tolist())
-        recvs = [Message(m.peer, m.tag, m.index.to(self.device)) for m in recvs]
-        return recvs, outgoing, needs
+            self.needs.append(exchange.receives_for(halo[halo >= n_owned] - n_owned))
+
+    def _binned_plan(self, part: Part, comm: Communicator, plan: CommPlan, position: np.ndarray) -> CommPlan:
+        """The plan split by the owners' bins; the ranks learn each other's bins once, here."""
+        sent = np.unique(np.asarray(part.send_index))
+        mine = (np.asarray(part.owned)[sent], np.searchsorted(self.edges, position[sent], side="right") - 1)
+        everyone = comm.all_gather_object(mine) if comm.world.size > 1 else [mine]
+        return split_by_bins(plan, RowBins.concat(everyone))
 
     def forward(self, model: GNN) -> torch.Tensor:
         table = model.encode(self.tables.x)
         incoming = None  # layer 0's halo is the input features, already local
-        sent, previous = [], [None] * len(self.blocks)
+        streams, previous = [], [None] * len(self.blocks)
+        n_owned = self.tables.num_owned
         for index in range(model.num_layers):
             last = index == model.num_layers - 1
             if not last:  # receives for the next layer's halo, posted before any computing
-                following = _Incoming(self.comm, self.recvs, (2 * index + 1) * TAG_SPAN, model.widths[index + 1],
-                                      table.device)
-                grads = _GradientReturn(self.comm, self.recvs, self.outgoing, (2 * index + 2) * TAG_SPAN)
+                following = self.runner.forward(index + 1, model.widths[index + 1])
+                grads = following.backward()
+                streams.append(following)
             outs = [None] * len(self.blocks)
             pending = list(range(len(self.blocks)))
             while pending:
@@ -192,95 +190,34 @@ class PipelinedExecutor:
                     continue
                 pending.remove(b)
                 out = model.layer(index, table, self.blocks[b], x_dst=previous[b])
-                if not last and self.outgoing[b]:  # this bin's boundary rows leave now
-                    self.comm.count_as(f"halo_forward:{index + 1}")
-                    rows = out.detach()
-                    for peer, tag, positions in self.outgoing[b]:
-                        payload = rows.index_select(0, positions)
-                        sent.append((self.comm.isend(payload, peer, following.tag_base + tag), peer, payload))
+                if not last:
+                    following.bin_done(b, out)  # this bin's boundary rows leave now
                     if out.requires_grad:
-                        out.register_hook(grads.adder(b))
+                        out.register_hook(lambda grad, b=b, grads=grads: grads.add_to_bin(b, grad))
+                    following.poll()  # relayed rows leave as soon as they land
                 outs[b] = out
                 if incoming is not None:
                     incoming.poll()
+            if incoming is not None:  # every halo row has landed; relay-only rows are forwarded
+                incoming.finish()
             if last:
                 h = outs[0] if len(outs) == 1 else torch.cat(outs)
-            elif len(outs) == 1 and not self.recvs and not self.outgoing[0]:  # nothing to exchange
+            elif len(outs) == 1 and self.runner.exchange.idle:  # nothing to exchange
                 table = outs[0]
             else:  # the next table: this layer's rows, then halo rows that land as they arrive
                 table = torch.cat([*outs, outs[0].new_empty((self.tables.num_halo, outs[0].shape[1]))])
                 if table.requires_grad:
-                    table.register_hook(grads.start)
-                following.target = table
+                    table.register_hook(lambda grad, grads=grads: _start_return(grads, grad[n_owned:]))
+                following.attach(table)
                 incoming = following
             previous = outs
-        for work, peer, _payload in sent:
-            self.comm.wait(work, peer)
+        for stream in streams:
+            stream.close()
         return model.decode(h).index_select(0, self.part_order)
 
 
-class _Incoming:
-    """The receives of one layer's halo, landing (copied into the table's halo rows) as they
-    complete. Rows land through ``.data``: autograd must not count the fill as a change to the
-    table, which bins already computed have read (they did not read these rows)."""
-
-    def __init__(self, comm: Communicator, recvs: list[Message], tag_base: int, width: int, device):
-        self.comm, self.recvs, self.tag_base = comm, recvs, tag_base
-        self.target: torch.Tensor | None = None  # the table, set once the layer's output exists
-        self.buffers = [torch.empty((m.index.numel(), width), device=device) for m in recvs]
-        self.works = [comm.irecv(buf, m.peer, tag_base + m.tag) for buf, m in zip(self.buffers, recvs)]
-        self.arrived = [False] * len(recvs)
-
-    def ready(self, needs: list[int]) -> bool:
-        return all(self.arrived[j] for j in needs)
-
-    def poll(self) -> None:
-        for j, work in enumerate(self.works):
-            if not self.arrived[j] and work.is_completed():
-                self._land(j)
-
-    def wait_for(self, needs: list[int]) -> None:
-        self._land(next(j for j in needs if not self.arrived[j]))
-
-    def _land(self, j: int) -> None:
-        self.comm.wait(self.works[j], self.recvs[j].peer)
-        self.target.data.index_copy_(0, self.recvs[j].index, self.buffers[j])
-        self.arrived[j] = True
-
-
-class _GradientReturn:
-    """One layer's backward exchange, as tensor hooks. ``start`` (the table's gradient is complete)
-    sends each received message's rows' gradients back to their owner and posts the receives for
-    the gradients of the rows this worker sent; ``adder(b)`` adds bin ``b``'s arrivals to the bin's
-    output gradient. The sends are waited for when the backward pass ends."""
-
-    def __init__(self, comm: Communicator, recvs: list[Message], outgoing: list, tag_base: int):
-        self.comm, self.recvs, self.outgoing, self.tag_base = comm, recvs, outgoing, tag_base
-        self.sent: list = []
-        self.arriving: dict[int, list] = {}
-
-    def start(self, grad: torch.Tensor) -> None:
-        self.comm.count_as("halo_backward")
-        for m in self.recvs:
-            rows = grad.index_select(0, m.index)
-            self.sent.append((self.comm.isend(rows, m.peer, self.tag_base + m.tag), m.peer, rows))
-        for b, messages in enumerate(self.outgoing):
-            for peer, tag, positions in messages:
-                buf = grad.new_empty((positions.numel(), grad.shape[1]))
-                self.arriving.setdefault(b, []).append((self.comm.irecv(buf, peer, self.tag_base + tag), peer,
-                                                        positions, buf))
-        torch.autograd.Variable._execution_engine.queue_callback(self._finish)
-
-    def adder(self, b: int):
-        def hook(grad: torch.Tensor) -> torch.Tensor:
-            for work, peer, positions, buf in self.arriving.pop(b, []):
-                self.comm.wait(work, peer)
-                grad = grad.index_add(0, positions, buf)
-            return grad
-
-        return hook
-
-    def _finish(self) -> None:
-        for work, peer, _rows in self.sent:
-            self.comm.wait(work, peer)
-        self.sent = []
+def _start_return(grads, grad_halo: torch.Tensor) -> None:
+    """The table's gradient is complete: the halo gradients go back now, and the backward pass
+    waits for all of this layer's messages before it ends."""
+    grads.start(grad_halo.contiguous())
+    torch.autograd.Variable._execution_engine.queue_callback(grads.finish)

@@ -25,7 +25,8 @@ from commgraph.partition import load_partition_set
 from commgraph.partition.store import Part
 from commgraph.runtime import Communicator, World
 from commgraph.train import checkpoint
-from commgraph.train.executor import BarrierExecutor, row_block
+from commgraph.plan.choose import job_topology
+from commgraph.train.executor import BarrierExecutor, job_wiring, row_block
 
 PREDICTION_SUFFIXES = (".npy", ".csv")
 SPLITS = ("train", "val", "test")
@@ -83,7 +84,9 @@ def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | 
         raise TrainingError(f"{partition_dir} has {width} features per node, but the model was trained on "
                             f"{model.in_dim}")
     comm = Communicator(world)
-    executor = BarrierExecutor(part, pset, comm, world.device)
+    topology = job_topology("detect", world.size, world.device.type)
+    wiring, _ = job_wiring(pset, world, topology, row_bytes=4 * model.widths[1])
+    executor = BarrierExecutor(part, pset, comm, world.device, wiring)
     model.to(world.device)
     with torch.no_grad():
         predicted = executor.forward(model).argmax(dim=1).cpu().numpy()

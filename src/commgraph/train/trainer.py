@@ -21,32 +21,43 @@ import torch
 from commgraph.errors import TrainingError
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set
+from commgraph.plan.choose import AllReduceChoice, choose_job_allreduce, job_topology, parse_placement
 from commgraph.runtime import Communicator, GradientSync, World, keep_freed_memory
 from commgraph.train import checkpoint
-from commgraph.train.executor import EXCHANGES, BarrierExecutor, PipelinedExecutor, ReplicateExecutor
+from commgraph.train.config import TrainConfig
+from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor, Wiring, job_wiring
 from commgraph.train.predict import gather_predictions, write_predictions
 from commgraph.train.schedule import bin_size_for_memory
 
+SPLITS = ("train", "val", "test")
+
 
 @dataclass
-class TrainConfig:
-    model: str = "sage"
-    epochs: int = 200
-    layers: int = 2
-    hidden: int = 16
-    heads: int = 4
-    dropout: float = 0.5
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    seed: int = 0
-    exchange: str = "pipelined"
-    bin_size: int | None = None
-    eval_every: int = 1  # evaluate every N epochs and after the last; each evaluation is one more forward pass
-    metrics_out: str | None = None
-    checkpoint_dir: str | None = None
-    predictions_out: str | None = None  # the last epoch's predicted class of every node (.npy or .csv)
-    resume: bool = False
-    progress: bool = True
+class EpochRecord:
+    """One epoch, summed over the workers (what ``--metrics-out`` holds, one JSON line each)."""
+
+    epoch: int
+    loss: float
+    train_acc: float | None  # None: not evaluated this epoch (--eval-every), or no node in the split
+    val_acc: float | None
+    test_acc: float | None
+    epoch_seconds: float  # the training step on rank 0
+    comm_wait_seconds: float  # rank 0's time blocked on halo or gradient messages during the step
+    comm_bytes: int  # halo bytes, forward and backward, all workers
+    halo_forward_bytes: list[int]  # per exchanged layer
+    halo_backward_bytes: int
+    allreduce_bytes: int
+    plan: str  # the all-gather plan's planner
+    plan_modeled_seconds: float  # one layer's exchange as the simulator prices it
+    allreduce: str  # native, or the planned schedule the gradients run
+    allreduce_modeled_seconds: float | None  # the gradient all-reduce as the simulator prices it
+
+    def line(self) -> str:
+        acc = {name: "  -  " if getattr(self, f"{name}_acc") is None else f"{getattr(self, f'{name}_acc'):.3f}"
+               for name in SPLITS}
+        return (f"epoch {self.epoch:4d}  loss {self.loss:.4f}  train {acc['train']}  val {acc['val']}  "
+                f"test {acc['test']}  {self.epoch_seconds * 1e3:8.1f} ms  (waiting {self.comm_wait_seconds * 1e3:6.1f} "
+                f"ms)  {self.comm_bytes / 1e6:8.3f} MB")
 
 
 @dataclass
@@ -56,130 +67,210 @@ class TrainResult:
     best: dict | None  # epoch, val_acc, test_acc of the best validation accuracy (None: no val nodes)
 
 
+@dataclass
+class _Step:
+    loss: float
+    seconds: float
+    wait_seconds: float
+    moved: dict[str, int]
+
+
 def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
     """Train on part ``world.rank`` of the partition set."""
-    if config.exchange not in EXCHANGES:
-        raise TrainingError(f"unknown --exchange {config.exchange!r}; choose one of {', '.join(EXCHANGES)}")
-    if config.epochs < 1:
-        raise TrainingError("--epochs must be >= 1")
-    if config.eval_every < 1:
-        raise TrainingError("--eval-every must be >= 1")
-    keep_freed_memory()  # every step reallocates its large tensors: reuse them (see runtime.memory)
-    threads = os.environ.get("COMMGRAPH_THREADS")
-    if threads:
-        torch.set_num_threads(int(threads))
-    pset = load_partition_set(partition_dir)
-    if pset.num_parts != world.size:
-        raise TrainingError(f"{partition_dir} has {pset.num_parts} parts but the job has {world.size} workers; "
-                            f"use --workers {pset.num_parts} or re-partition")
-    part = pset.part(world.rank)
-    if part.features is None or part.labels is None or part.train_mask is None:
-        raise TrainingError(f"{partition_dir}: the graph has no features, labels or train mask to train on")
-    comm = Communicator(world)
-    classes = _global_max(comm, int(np.max(part.labels, initial=-1)) + 1)
-    torch.manual_seed(config.seed)
-    model = GNN(config.model, part.features.shape[1], config.hidden, classes, layers=config.layers,
-                heads=config.heads, dropout=config.dropout).to(world.device)
-    for param in model.parameters():  # same seed gives the same weights; make sure of it
-        comm.broadcast_(param.data)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    sync = GradientSync(list(model.parameters()), comm)
-    executor = _executor(config, part, pset, comm, world, model)
-    torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
-    identity = {"graph": pset.manifest["graph"]["checksum"], "workers": world.size,
-                **{k: v for k, v in asdict(config).items() if k in ("model", "layers", "hidden", "heads")}}
-    widths = {"in": int(part.features.shape[1]), "out": classes}
-    start_epoch, best = 1, None
-    if config.resume:
-        if not config.checkpoint_dir:
-            raise TrainingError("--resume needs --checkpoint-dir")
-        state = checkpoint.load(Path(config.checkpoint_dir), identity)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"][world.rank])
-        start_epoch = state["epoch"] + 1
-        best = state.get("best")
-    elif config.checkpoint_dir and world.is_leader:  # a fresh run: another run's best model is not ours
-        (Path(config.checkpoint_dir) / checkpoint.BEST).unlink(missing_ok=True)
-    train_total = comm.global_sum([float(np.count_nonzero(part.train_mask))])[0]
-    if train_total == 0:
-        raise TrainingError(f"{partition_dir}: no node is in the training set")
-    y = torch.from_numpy(np.array(part.labels, dtype=np.int64)).to(world.device)
-    masks = {name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
-             for name in ("train", "val", "test")}
-    log = _MetricsLog(config, world, start_epoch)
-    history = []
-    bar = _progress(config, world, start_epoch)
-    for epoch in range(start_epoch, config.epochs + 1):
-        before = dict(comm.bytes)
+    return Trainer(world, partition_dir, config).fit()
+
+
+class Trainer:
+    """One worker's training: set-up, then per epoch a step, an evaluation and a checkpoint."""
+
+    def __init__(self, world: World, partition_dir: str | Path, config: TrainConfig):
+        self.world, self.config = world, config
+        keep_freed_memory()  # every step reallocates its large tensors: reuse them (see runtime.memory)
+        threads = os.environ.get("COMMGRAPH_THREADS")
+        if threads:
+            torch.set_num_threads(int(threads))
+        self.pset = pset = load_partition_set(partition_dir)
+        if pset.num_parts != world.size:
+            raise TrainingError(f"{partition_dir} has {pset.num_parts} parts but the job has {world.size} workers; "
+                                f"use --workers {pset.num_parts} or re-partition")
+        self.part = part = pset.part(world.rank)
+        if part.features is None or part.labels is None or part.train_mask is None:
+            raise TrainingError(f"{partition_dir}: the graph has no features, labels or train mask to train on")
+        self.comm = comm = Communicator(world)
+        classes = max(comm.all_gather_object(int(np.max(part.labels, initial=-1)) + 1)) if world.size > 1 else \
+            int(np.max(part.labels, initial=-1)) + 1
+        torch.manual_seed(config.seed)
+        self.model = GNN(config.model, part.features.shape[1], config.hidden, classes, layers=config.layers,
+                         heads=config.heads, dropout=config.dropout).to(world.device)
+        for param in self.model.parameters():  # same seed gives the same weights; make sure of it
+            comm.broadcast_(param.data)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.topology = job_topology(config.topology, world.size, world.device.type)
+        self.wiring, self.plan_seconds = self._wiring()
+        self.allreduce = self._allreduce()
+        self.sync = GradientSync(list(self.model.parameters()), comm, self.allreduce.schedule,
+                                 devices=self.devices if self.allreduce.schedule is not None else None)
+        self.executor = self._executor()
+        torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
+        self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config.model,
+                                            config.layers, config.hidden, config.heads)
+        self.widths = {"in": int(part.features.shape[1]), "out": classes}
+        self.train_total = comm.global_sum([float(np.count_nonzero(part.train_mask))])[0]
+        if self.train_total == 0:
+            raise TrainingError(f"{partition_dir}: no node is in the training set")
+        self.y = torch.from_numpy(np.array(part.labels, dtype=np.int64)).to(world.device)
+        self.masks = {name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
+                      for name in SPLITS}
+        self.start_epoch, self.best = 1, None
+        if config.resume:
+            self._resume()
+        elif config.checkpoint_dir and world.is_leader:  # a fresh run: another run's best model is not ours
+            (Path(config.checkpoint_dir) / checkpoint.BEST).unlink(missing_ok=True)
+        self.predicted: torch.Tensor | None = None
+
+    # -- set-up ----------------------------------------------------------------------------------
+
+    def _wiring(self) -> tuple[Wiring | None, float]:
+        """The job's all-gather plan (none for the replicate exchange, which moves nothing per
+        layer) and its modelled seconds per layer; printed when this rank chose it."""
+        config = self.config
+        if config.exchange == "replicate":
+            return None, 0.0
+        wiring, choice = job_wiring(self.pset, self.world, self.topology, 4 * config.hidden, plan=config.plan,
+                                    placement=config.placement, ordering=config.ordering)
+        if Path(config.plan).suffix not in (".json", ".npz"):  # the launcher printed a plan it chose
+            self._say(choice.describe())
+        return wiring, choice.modeled_seconds
+
+    @property
+    def devices(self) -> list[str]:
+        """The topology device of each rank."""
+        if self.wiring is not None:
+            return self.wiring.devices
+        return parse_placement(self.config.placement) or [d.id for d in self.topology.workers][: self.world.size]
+
+    def _allreduce(self) -> AllReduceChoice:
+        nbytes = sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
+        choice = choose_job_allreduce(self.config.allreduce, self.topology, self.devices, nbytes)
+        if self.world.size > 1:
+            self._say(choice.describe())
+        return choice
+
+    def _say(self, line: str) -> None:
+        if self.world.is_leader and self.config.progress:
+            print(f"commgraph: {line}", file=sys.stderr)
+
+    def _executor(self):
+        config, world, part = self.config, self.world, self.part
+        if config.exchange == "replicate":
+            return ReplicateExecutor(part, self.pset, self.comm, world.device, config.layers)
+        if config.exchange == "barrier":
+            return BarrierExecutor(part, self.pset, self.comm, world.device, self.wiring)
+        bin_size = config.bin_size
+        if bin_size is None:
+            bin_size = bin_size_for_memory(_available_memory(world.device), self.model.widths,
+                                           len(part.indices) / max(part.num_owned, 1))
+        return PipelinedExecutor(part, self.pset, self.comm, world.device, self.wiring, bin_size)
+
+    def _resume(self) -> None:
+        state = checkpoint.load(Path(self.config.checkpoint_dir), self.identity)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"][self.world.rank])
+        self.start_epoch = state["epoch"] + 1
+        self.best = state.get("best")
+
+    # -- one epoch -------------------------------------------------------------------------------
+
+    def step(self) -> _Step:
+        """One training step: forward, backward, gradient sum, optimiser step."""
+        before, waited = dict(self.comm.bytes), self.comm.wait_seconds
         started = time.perf_counter()
-        model.train()
-        optimizer.zero_grad(set_to_none=True)
-        logits = executor.forward(model)
-        loss = torch.nn.functional.cross_entropy(logits[masks["train"]], y[masks["train"]], reduction="sum") / train_total
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.executor.forward(self.model)
+        train = self.masks["train"]
+        loss = torch.nn.functional.cross_entropy(logits[train], self.y[train], reduction="sum") / self.train_total
         loss.backward()
-        sync.finish()
-        optimizer.step()
-        if world.device.type == "cuda":  # kernels run asynchronously: time the work, not its launch
-            torch.cuda.synchronize(world.device)
+        halo_wait = self.comm.wait_seconds - waited
+        synced = time.perf_counter()
+        self.sync.finish()
+        sync_wait = time.perf_counter() - synced
+        self.optimizer.step()
+        if self.world.device.type == "cuda":  # kernels run asynchronously: time the work, not its launch
+            torch.cuda.synchronize(self.world.device)
         seconds = time.perf_counter() - started
-        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
-        evaluate = epoch % config.eval_every == 0 or epoch == config.epochs  # the same on every worker
-        counts = [float(loss.detach())]
-        if evaluate:
-            model.eval()
-            with torch.no_grad():
-                predicted = executor.forward(model).argmax(dim=1)
-            for name in ("train", "val", "test"):
-                counts += [float((predicted[masks[name]] == y[masks[name]]).sum()), float(masks[name].sum())]
-        else:
-            counts += [0.0] * 6
-        layers = [moved.get(f"halo_forward:{i}", 0) for i in range(1, config.layers)]
-        totals = comm.global_sum(counts + [moved.get("halo_backward", 0), moved.get("allreduce", 0)] + layers)
-        forward_bytes = [int(b) for b in totals[9:]]
-        record = {"epoch": epoch, "loss": totals[0],
-                  **{f"{name}_acc": totals[1 + 2 * i] / max(totals[2 + 2 * i], 1) if evaluate else None
-                     for i, name in enumerate(("train", "val", "test"))},
-                  "epoch_seconds": seconds, "comm_bytes": sum(forward_bytes) + int(totals[7]),
-                  "halo_forward_bytes": forward_bytes, "halo_backward_bytes": int(totals[7]),
-                  "allreduce_bytes": int(totals[8])}
-        history.append(record)
-        log.write(record, bar)
-        validated = evaluate and totals[4] > 0  # totals[4]: validation nodes, summed over the workers
-        improved = validated and (best is None or record["val_acc"] > best["val_acc"])
+        moved = {k: v - before.get(k, 0) for k, v in self.comm.bytes.items()}
+        return _Step(float(loss.detach()), seconds, halo_wait + sync_wait, moved)
+
+    def evaluate(self) -> dict[str, float]:
+        """Correct predictions and nodes of each split on this worker (``train_correct``, ``train_nodes``, ...)."""
+        self.model.eval()
+        with torch.no_grad():
+            self.predicted = self.executor.forward(self.model).argmax(dim=1)
+        counts = {}
+        for name in SPLITS:
+            mask = self.masks[name]
+            counts[f"{name}_correct"] = float((self.predicted[mask] == self.y[mask]).sum())
+            counts[f"{name}_nodes"] = float(mask.sum())
+        return counts
+
+    def record(self, epoch: int, step: _Step, counts: dict[str, float] | None) -> EpochRecord:
+        """The epoch's totals over every worker."""
+        layers = [f"halo_forward:{i}" for i in range(1, self.config.layers)]
+        local = {"loss": step.loss, **(counts or {}), "halo_backward": step.moved.get("halo_backward", 0),
+                 "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers}}
+        total = dict(zip(local, self.comm.global_sum(list(local.values()))))
+
+        def accuracy(name: str) -> float | None:  # None: not evaluated this epoch, or an empty split
+            nodes = total.get(f"{name}_nodes", 0)
+            return total[f"{name}_correct"] / nodes if nodes else None
+
+        forward = [int(total[k]) for k in layers]
+        return EpochRecord(epoch, total["loss"], accuracy("train"), accuracy("val"), accuracy("test"), step.seconds,
+                           step.wait_seconds, sum(forward) + int(total["halo_backward"]), forward,
+                           int(total["halo_backward"]), int(total["allreduce"]),
+                           self.wiring.plan.planner if self.wiring else "replicate", self.plan_seconds,
+                           self.allreduce.name, self.allreduce.modeled_seconds)
+
+    def checkpoint(self, record: EpochRecord, improved: bool) -> None:
+        """After every epoch with ``--checkpoint-dir``: the state to resume from, and the best model."""
+        rng = self.comm.all_gather_object(torch.get_rng_state())
+        if not self.world.is_leader:
+            return
+        directory = Path(self.config.checkpoint_dir)
+        kept = {"epoch": record.epoch, "model": self.model.state_dict(), "identity": self.identity,
+                "widths": self.widths}
+        checkpoint.save(directory, {**kept, "optimizer": self.optimizer.state_dict(), "rng": rng, "best": self.best})
         if improved:
-            best = {"epoch": epoch, "val_acc": record["val_acc"], "test_acc": record["test_acc"]}
-        if config.checkpoint_dir:
-            rng = comm.all_gather_object(torch.get_rng_state())
-            if world.is_leader:
-                kept = {"epoch": epoch, "model": model.state_dict(), "identity": identity, "widths": widths}
-                checkpoint.save(Path(config.checkpoint_dir), {
-                    **kept, "optimizer": optimizer.state_dict(), "rng": rng, "best": best})
-                if improved:
-                    checkpoint.save(Path(config.checkpoint_dir), {**kept, "best": best}, checkpoint.BEST)
-    if bar is not None:
-        bar.close()
-    if config.predictions_out and history:  # the last epoch is always evaluated
-        every = gather_predictions(comm, part, predicted)
-        if every is not None:
-            write_predictions(Path(config.predictions_out), every)
-    return TrainResult(history, model, best)
+            checkpoint.save(directory, {**kept, "best": self.best}, checkpoint.BEST)
 
+    # -- the loop --------------------------------------------------------------------------------
 
-def _executor(config: TrainConfig, part, pset, comm, world, model):
-    if config.exchange == "replicate":
-        return ReplicateExecutor(part, pset, comm, world.device, config.layers)
-    if config.exchange == "barrier" or world.backend == "nccl":
-        # NCCL matches point-to-point messages by issue order, not by tag, so bins sent in the
-        # order they finish could cross; on NCCL each layer is exchanged as one group instead
-        if config.exchange == "pipelined" and world.is_leader and world.size > 1:
-            print("commgraph: NCCL has no message tags: using the layer-wise (barrier) exchange", file=sys.stderr)
-        return BarrierExecutor(part, pset, comm, world.device)
-    bin_size = config.bin_size
-    if bin_size is None:
-        available = _available_memory(world.device)
-        bin_size = bin_size_for_memory(available, model.widths, len(part.indices) / max(part.num_owned, 1))
-    return PipelinedExecutor(part, pset, comm, world.device, bin_size)
+    def fit(self) -> TrainResult:
+        config = self.config
+        log = _MetricsLog(config, self.world, self.start_epoch)
+        bar = _progress(config, self.world, self.start_epoch)
+        history = []
+        for epoch in range(self.start_epoch, config.epochs + 1):
+            step = self.step()
+            evaluate = epoch % config.eval_every == 0 or epoch == config.epochs  # the same on every worker
+            counts = self.evaluate() if evaluate else None
+            record = self.record(epoch, step, counts)
+            history.append(asdict(record))
+            log.write(record, bar)
+            improved = record.val_acc is not None and (self.best is None or record.val_acc > self.best["val_acc"])
+            if improved:
+                self.best = {"epoch": epoch, "val_acc": record.val_acc, "test_acc": record.test_acc}
+            if config.checkpoint_dir:
+                self.checkpoint(record, improved)
+        if bar is not None:
+            bar.close()
+        if config.predictions_out and history:  # the last epoch is always evaluated
+            every = gather_predictions(self.comm, self.part, self.predicted)
+            if every is not None:
+                write_predictions(Path(config.predictions_out), every)
+        return TrainResult(history, self.model, self.best)
 
 
 def _available_memory(device: torch.device) -> int:
@@ -190,11 +281,6 @@ def _available_memory(device: torch.device) -> int:
             int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
     except (ValueError, OSError):
         return 1 << 30
-
-
-def _global_max(comm: Communicator, value: int) -> int:
-    values = comm.all_gather_object(value) if comm.world.size > 1 else [value]
-    return max(values)
 
 
 def _progress(config: TrainConfig, world: World, start: int):
@@ -219,17 +305,12 @@ class _MetricsLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text("".join(line + "\n" for line in kept))
 
-    def write(self, record: dict, bar) -> None:
+    def write(self, record: EpochRecord, bar) -> None:
         if not self.leader:
             return
         if self.path is not None:
             with open(self.path, "a") as handle:
-                handle.write(json.dumps(record) + "\n")
-        acc = {name: "  -  " if record[f"{name}_acc"] is None else f"{record[f'{name}_acc']:.3f}"
-               for name in ("train", "val", "test")}
-        line = (f"epoch {record['epoch']:4d}  loss {record['loss']:.4f}  train {acc['train']}  "
-                f"val {acc['val']}  test {acc['test']}  {record['epoch_seconds'] * 1e3:8.1f} ms  "
-                f"{record['comm_bytes'] / 1e6:8.3f} MB")
+                handle.write(json.dumps(asdict(record)) + "\n")
         if bar is not None:
             bar.update(1)
-            bar.write(line)
+            bar.write(record.line())

@@ -1,0 +1,149 @@
+"""Choosing a job's plans: its all-gather plan (by name, from a file, or ``auto``, the planner
+whose plan the simulator prices fastest on the topology the job runs on) and its gradient
+all-reduce (``native``, a planned schedule, or ``auto``).
+
+A plan from a file is checked against the partition set and the placement before any worker
+starts: every rank's share must be executable (:meth:`commgraph.runtime.exchange.Exchange.from_plan`
+does that check, and it is pure), so a plan made for another partition set, world size or
+placement is refused with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commgraph.errors import PlanError
+from commgraph.partition import PartitionSet
+from commgraph.plan.allgather import placement, plan_allgather
+from commgraph.plan.allreduce import AllReduceSchedule, choose_allreduce, make_allreduce, plan_allreduce
+from commgraph.plan.model import CommPlan
+from commgraph.plan.price import price
+from commgraph.topology import Topology, load_topology
+
+# planners a training job can execute, in the order ties are broken (the simplest first)
+EXECUTABLE = ("p2p", "spst", "hybrid", "swap")
+PLAN_CHOICES = ("auto", *EXECUTABLE)
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    plan: CommPlan
+    devices: list[str]  # the plan device of each rank
+    modeled_seconds: float  # one layer's exchange, priced on the topology
+    candidates: dict[str, float] = field(default_factory=dict)  # every planner priced (auto only)
+
+    def describe(self) -> str:
+        others = ", ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds in self.candidates.items()
+                           if name != self.plan.planner)
+        return (f"all-gather plan {self.plan.planner}: {self.modeled_seconds * 1e3:.3f} ms per layer modelled on "
+                f"{self.plan.topology}" + (f" (also priced: {others})" if others else ""))
+
+
+def job_topology(spec: str, workers: int, device: str) -> Topology:
+    """``detect``: this machine's GPUs when the job runs on them (``nvidia-smi``), else
+    ``localhost-cpu:N``, one CPU worker per rank; otherwise a preset name or a YAML file."""
+    if spec == "detect":
+        if device == "cuda":
+            from commgraph.topology.detect import detect
+
+            return detect()
+        return load_topology(f"localhost-cpu:{workers}")
+    return load_topology(spec)
+
+
+def parse_placement(text: str | None) -> list[str] | None:
+    return None if not text else [d.strip() for d in text.split(",") if d.strip()]
+
+
+def choose_allgather(spec: str, pset: PartitionSet, topology: Topology, row_bytes: int,
+                     devices: list[str] | None = None, *, verify: bool = True) -> PlanChoice:
+    """``spec``: ``auto``, a planner of ``EXECUTABLE``, or a plan file (``.json``/``.npz``), checked
+    to fit every part unless ``verify`` is off (a worker checks its own share when it runs it)."""
+    devs = placement(pset, topology, devices)
+    if spec in EXECUTABLE:
+        plan = plan_allgather(spec, pset, topology, row_bytes, devs)
+        return PlanChoice(plan, devs, price(plan, topology)["modeled_seconds"])
+    if spec == "auto":
+        priced = {}
+        for name in EXECUTABLE:
+            plan = plan_allgather(name, pset, topology, row_bytes, devs)
+            priced[name] = (price(plan, topology)["modeled_seconds"], plan)
+        best = min(EXECUTABLE, key=lambda name: priced[name][0])  # min keeps the first of equals
+        return PlanChoice(priced[best][1], devs, priced[best][0], {n: s for n, (s, _) in priced.items()})
+    path = Path(spec)
+    if path.suffix not in (".json", ".npz"):
+        raise PlanError(f"--plan {spec!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file (.json or .npz) "
+                        "written by `commgraph plan`")
+    if not path.is_file():
+        raise PlanError(f"--plan {spec}: no such file")
+    plan = CommPlan.load(path)
+    if verify:
+        check_fits(plan, pset, topology, devs)
+    return PlanChoice(plan, devs, price(plan, topology)["modeled_seconds"])
+
+
+def check_fits(plan: CommPlan, pset: PartitionSet, topology: Topology, devices: list[str]) -> None:
+    """Refuse a plan that some rank could not execute on this partition set, topology and
+    placement. Devices no rank runs on may appear only as host memory (not as worker devices)."""
+    from commgraph.runtime.exchange import Exchange  # pure numpy: the executor's own check
+
+    if plan.kind != "allgather":
+        raise PlanError(f"the plan is a {plan.kind} plan; training needs an all-gather plan")
+    if plan.planner == "replicate":
+        raise PlanError("a replicate plan moves nothing per layer; use --exchange replicate instead")
+    ranks, workers = set(devices), {d.id for d in topology.workers}
+    present = {d.id for d in topology.devices}
+    for stage in plan.stages:
+        for send in stage:
+            for device in (send.src, send.dst):
+                if device not in present:
+                    raise PlanError(f"the plan sends between {send.src} and {send.dst}, but {device} is not a device "
+                                    f"of topology {topology.name!r} (the plan was made for {plan.topology!r})")
+                if device not in ranks and device in workers:
+                    raise PlanError(f"the plan sends between {send.src} and {send.dst}, but the {len(devices)} "
+                                    f"rank(s) run on {', '.join(devices)}: it was made for another world size "
+                                    "or placement (see --placement)")
+    for k in range(pset.num_parts):
+        part = pset.part(k)
+        try:
+            Exchange.from_plan(plan, k, devices, part.owned, part.halo)
+        except PlanError as exc:
+            raise PlanError(f"the plan does not fit {pset.path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class AllReduceChoice:
+    name: str  # native, or the planner whose schedule runs
+    schedule: AllReduceSchedule | None  # None: torch's all_reduce
+    modeled_seconds: float | None  # the gradient's all-reduce as the simulator prices it (native as a ring)
+
+    def describe(self) -> str:
+        modeled = "not modelled: the topology has other workers" if self.modeled_seconds is None else \
+            f"{self.modeled_seconds * 1e3:.3f} ms per step modelled"
+        return f"all-reduce {self.name}: {modeled}"
+
+
+def choose_job_allreduce(spec: str, topology: Topology, devices: list[str], nbytes: float) -> AllReduceChoice:
+    """``--allreduce`` for a job whose rank ``r`` runs on ``devices[r]``: a planned schedule needs
+    the topology's workers to be exactly the job's devices (``auto`` then falls back to native)."""
+    if len(devices) < 2:
+        return AllReduceChoice("native", None, 0.0)
+    fits = check_allreduce(spec, topology, devices)
+    if spec == "auto":
+        spec = choose_allreduce(topology, nbytes) if fits else "native"
+    planner = "ring" if spec == "native" else spec
+    seconds = price(plan_allreduce(planner, topology, nbytes), topology)["modeled_seconds"] if fits else None
+    return AllReduceChoice(spec, make_allreduce(spec, topology, nbytes), seconds)
+
+
+def check_allreduce(spec: str, topology: Topology, devices: list[str]) -> bool:
+    """Whether a planned schedule can run (the topology's workers are exactly the job's devices);
+    one named explicitly that cannot is refused."""
+    workers = [d.id for d in topology.workers]
+    fits = sorted(workers) == sorted(devices)
+    if spec not in ("auto", "native") and not fits and len(devices) > 1:
+        raise PlanError(f"--allreduce {spec} plans over every worker of {topology.name!r} ({len(workers)}), but the "
+                        f"job runs on {len(devices)} of them: use a topology with one worker per rank, or "
+                        "--allreduce native")
+    return fits

@@ -1,0 +1,196 @@
+"""Executed all-reduce schedules: the schedule every all-reduce plan keeps (pure data), the program
+each rank compiles from it (pure: all ranks run in lockstep in one process), and real runs on 2, 4
+and 8 Gloo workers that must sum like torch's all_reduce, bucketed gradients included."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from commgraph.errors import PlanError
+from commgraph.plan import (PLANNERS, AllReduceSchedule, CommPlan, Tree, allreduce_schedule, choose_allreduce,
+                            make_allreduce, plan_allreduce)
+from commgraph.runtime import launch_local
+from commgraph.runtime.allreduce import compile_program, tree_shares
+from commgraph.topology import load_preset
+
+TESTS = Path(__file__).parent
+TOPOLOGIES = ("localhost-cpu:2", "localhost-cpu:5", "p3.8xlarge", "dgx1-v100", "p2.16xlarge", "2xp3.8xlarge-ib")
+
+
+def schedules(topology: str):
+    for planner in PLANNERS["allreduce"]:
+        yield allreduce_schedule(plan_allreduce(planner, load_preset(topology), 1e8))
+
+
+def bytes_sent(schedule: AllReduceSchedule, device: str, numel: int) -> int:
+    """What the device sends in one all-reduce of ``numel`` float32 values."""
+    if schedule.ring:
+        n, i = len(schedule.ring), schedule.ring.index(device)
+        bounds = (np.arange(n + 1) * numel) // n
+        segment = lambda k: int(bounds[k % n + 1] - bounds[k % n])  # noqa: E731
+        return 4 * (2 * numel - segment(i + 1) - segment(i + 2))  # every segment but one, twice
+    shares = np.diff(tree_shares(schedule.trees, numel))
+    return 4 * int(sum(share * (len(tree.children()[device]) + (device != tree.root))
+                       for tree, share in zip(schedule.trees, shares)))
+
+
+# -- the schedule as data -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_every_plan_keeps_a_schedule_of_spanning_trees_or_a_ring(topology):
+    workers = [d.id for d in load_preset(topology).workers]
+    for schedule in schedules(topology):
+        assert list(schedule.devices) == workers
+        if schedule.planner == "ring":
+            assert sorted(schedule.ring) == sorted(workers) and not schedule.trees
+            continue
+        assert sum(t.weight for t in schedule.trees) == pytest.approx(1.0, abs=1e-9)
+        for tree in schedule.trees:
+            assert len(tree.edges) == len(workers) - 1
+            assert set(tree.depths()) == set(workers)  # every device reaches the root
+    lp = plan_allreduce("lp", load_preset(topology), 1e8)
+    rooted = allreduce_schedule(lp).trees
+    assert [t.weight for t in rooted] == [t["weight"] for t in lp.notes["trees"]]
+    assert [{frozenset(e) for e in t.edges} for t in rooted] == \
+        [{frozenset(e) for e in t["edges"]} for t in lp.notes["trees"]]
+
+
+def test_lp_roots_each_tree_at_a_centre():
+    for tree in allreduce_schedule(plan_allreduce("lp", load_preset("dgx1-v100"), 1e8)).trees:
+        depth = max(tree.depths().values())
+        for root in tree.depths():  # no other root gives a shallower tree
+            other = Tree(tree.weight, root, _reroot(tree.edges, root))
+            assert max(other.depths().values()) >= depth
+
+
+def _reroot(edges, root):
+    neighbours = {}
+    for a, b in edges:
+        neighbours.setdefault(a, []).append(b)
+        neighbours.setdefault(b, []).append(a)
+    result, seen, queue = [], {root}, [root]
+    for node in queue:
+        for nxt in neighbours[node]:
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+                result.append((nxt, node))
+    return tuple(result)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_schedules_round_trip_through_plan_files(tmp_path, suffix):
+    for planner in PLANNERS["allreduce"]:
+        plan = plan_allreduce(planner, load_preset("dgx1-v100"), 1e8)
+        plan.save(tmp_path / f"{planner}{suffix}")
+        assert allreduce_schedule(CommPlan.load(tmp_path / f"{planner}{suffix}")) == allreduce_schedule(plan)
+
+
+def test_malformed_schedules_are_refused():
+    devices = ("a", "b", "c")
+    with pytest.raises(PlanError, match="does not visit each"):
+        AllReduceSchedule("ring", devices, ring=("a", "b"))
+    with pytest.raises(PlanError, match="exactly one"):
+        AllReduceSchedule("tree", devices)
+    with pytest.raises(PlanError, match="sum to 0.9"):
+        AllReduceSchedule("tree", devices, trees=(Tree(0.9, "a", (("b", "a"), ("c", "a"))),))
+    with pytest.raises(PlanError, match="not a spanning tree"):
+        AllReduceSchedule("tree", devices, trees=(Tree(1.0, "a", (("b", "a"), ("b", "c"))),))
+    with pytest.raises(PlanError, match="hold a cycle"):
+        AllReduceSchedule("tree", devices, trees=(Tree(1.0, "a", (("b", "c"), ("c", "b"))),))
+    with pytest.raises(PlanError, match="is malformed"):
+        AllReduceSchedule.from_json("lp", {"trees": [{"weight": 1.0}]})
+    plan = plan_allreduce("lp", load_preset("p3.8xlarge"), 1e6)
+    del plan.notes["schedule"]
+    with pytest.raises(PlanError, match="carries no schedule"):
+        allreduce_schedule(plan)
+
+
+def test_auto_chooses_the_cheapest_by_price_and_native_stands_for_the_ring():
+    assert choose_allreduce(load_preset("dgx1-v100"), 1e8) == "lp"
+    assert choose_allreduce(load_preset("localhost-cpu:4"), 1e8) == "native"  # a star: every schedule ties
+    assert make_allreduce("auto", load_preset("localhost-cpu:4"), 1e8) is None
+    assert make_allreduce("auto", load_preset("dgx1-v100"), 1e8).planner == "lp"
+    assert make_allreduce("native", load_preset("dgx1-v100"), 1e8) is None
+    with pytest.raises(PlanError, match="unknown --allreduce 'magic'"):
+        make_allreduce("magic", load_preset("dgx1-v100"), 1e8)
+
+
+# -- programs, run in lockstep in one process -----------------------------------------------------
+
+def run_in_lockstep(schedule: AllReduceSchedule, devices: list[str], data: list[np.ndarray], chunk: int) -> list:
+    """Every rank's program, round by round: each message must be received in the round it is sent."""
+    programs = [compile_program(schedule, devices, r, data[0].size, chunk) for r in range(len(devices))]
+    data = [x.copy() for x in data]
+    for index in sorted({r.index for p in programs for r in p.rounds}):
+        mail = {(rank, t.peer, t.tag): data[rank][t.start : t.stop].copy()
+                for rank, p in enumerate(programs) for r in p.rounds if r.index == index for t in r.sends}
+        for rank, p in enumerate(programs):
+            for t in (t for r in p.rounds if r.index == index for t in r.recvs):
+                message = mail.pop((t.peer, rank, t.tag))
+                assert message.size == t.size
+                if t.add:
+                    data[rank][t.start : t.stop] += message
+                else:
+                    data[rank][t.start : t.stop] = message
+        assert not mail  # nothing sent that no one received
+    return data, programs
+
+
+@pytest.mark.parametrize("topology", TOPOLOGIES)
+def test_programs_sum_exactly_and_send_what_the_schedule_says(topology):
+    rng = np.random.default_rng(0)
+    for schedule in schedules(topology):
+        devices = list(schedule.devices)[::-1]  # rank r on the r-th worker from the end
+        for numel, chunk in ((1, 1), (7, 2), (1003, 64)):
+            data = [rng.random(numel, dtype=np.float32) for _ in devices]
+            summed, programs = run_in_lockstep(schedule, devices, data, chunk)
+            want = np.sum(data, axis=0, dtype=np.float64)
+            for rank, got in enumerate(summed):
+                np.testing.assert_allclose(got, want, rtol=1e-6)
+                assert 4 * programs[rank].elements_sent == bytes_sent(schedule, devices[rank], numel)
+            assert sum(p.elements_sent for p in programs) == 2 * (len(devices) - 1) * numel
+
+
+def test_pipelined_trees_take_chunks_plus_twice_the_height_rounds():
+    schedule = allreduce_schedule(plan_allreduce("tree", load_preset("localhost-cpu:8"), 1e8))  # height 3
+    programs = [compile_program(schedule, list(schedule.devices), r, 1600, 100) for r in range(8)]
+    assert max(r.index for p in programs for r in p.rounds) + 1 == 8 + 2 * 3 - 1  # 8 chunks per tree
+
+
+def test_a_schedule_for_other_devices_is_refused():
+    schedule = allreduce_schedule(plan_allreduce("lp", load_preset("localhost-cpu:4"), 1e6))
+    with pytest.raises(PlanError, match="spans 4 devices .* the job's 3 ranks run on cpu0, cpu1, cpu2"):
+        compile_program(schedule, ["cpu0", "cpu1", "cpu2"], 0, 10, 4)
+    with pytest.raises(PlanError, match="an all-reduce schedule comes from an all-reduce plan"):
+        allreduce_schedule(CommPlan("allgather", "p2p", "dgx1-v100"))
+
+
+# -- real runs on Gloo ----------------------------------------------------------------------------
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers, topology, reverse", [(2, "localhost-cpu:2", False), (4, "p3.8xlarge", True),
+                                                        (8, "dgx1-v100", False)])
+def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, workers, topology, reverse):
+    sizes = [1, 7, 1000003]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"out": str(tmp_path), "sizes": sizes, "chunk_bytes": 65536,
+                                "topologies": [{"name": topology, "reverse": reverse}]}))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    assert launch_local([str(spec)], workers, grace=30, module="allreduce_driver", threads_per_worker=1) == 0
+    devices = [d.id for d in load_preset(topology).workers][:: -1 if reverse else 1]
+    for rank in range(workers):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        for planner in PLANNERS["allreduce"]:
+            for size in sizes:
+                assert result["cases"][f"{topology}/{planner}/{size}"]["error"] <= 1e-6, (rank, planner, size)
+            schedule = make_allreduce(planner, load_preset(topology), 4e6)
+            assert result["cases"][f"{topology}/{planner}/bytes"] == \
+                sum(bytes_sent(schedule, devices[rank], size) for size in sizes)
+        assert result["sync"][topology]["buckets"] > 1 and result["sync"][topology]["error"] <= 1e-5
+        assert f"but the job has {workers} ranks" in result["refused"]
