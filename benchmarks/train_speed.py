@@ -1,7 +1,8 @@
 """Full-graph training speed on a graph where compute dominates (issue: runtime and G3 training).
 
 Measured side by side in one run, GraphSAGE (2 layers, hidden 128), median training-step time over
-the epochs after the first two (warm-up), the faster of ``--rounds`` interleaved runs:
+the epochs after the first two (warm-up), for each of ``--rounds`` interleaved runs; the table
+gives the median over the rounds and their spread (min-max):
   - PyG, single process, whole graph (the baseline; same threads and the same allocator setting as
     our one worker, ``runtime.keep_freed_memory``), both with an edge_index (PyG's default: a message
     row per edge) and with a sparse ``adj_t`` (what our layers use); and the sparse one once more
@@ -10,7 +11,10 @@ the epochs after the first two (warm-up), the faster of ``--rounds`` interleaved
     which is part of any lead over PyG;
   - commgraph, 1 worker (target: at most 1.1x the faster PyG);
   - commgraph, 2 workers with --exchange pipelined (target: at least 1.6x faster than 1 worker),
-    barrier and replicate (pipelined must beat both).
+    barrier and replicate (pipelined must beat both), with the share of the step each worker sat
+    blocked on halo or gradient messages (``comm_wait_seconds``; target for pipelined: <= 10%);
+  - commgraph, 2 workers, pipelined with ``--plan auto`` against ``--plan p2p`` (target: auto at
+    most 1.02x p2p's step).
 Each configuration runs in fresh processes. Also: Cora, GraphSAGE, 200 epochs, test accuracy with
 1, 2 and 4 workers (target >= 0.78).
 
@@ -94,7 +98,8 @@ def commgraph_run(partdir: Path, workers: int, exchange: str, epochs: int, hidde
                    "--epochs", str(epochs), "--exchange", exchange, "--metrics-out", str(metrics), "--quiet", *extra)
         records = [json.loads(line) for line in metrics.read_text().splitlines()]
     return {"seconds": median_tail([r["epoch_seconds"] for r in records]), "comm_bytes": records[-1]["comm_bytes"],
-            "test_acc": records[-1]["test_acc"]}
+            "wait": median_tail([r["comm_wait_seconds"] for r in records]), "test_acc": records[-1]["test_acc"],
+            "plan": records[-1]["plan"]}
 
 
 def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: str) -> None:
@@ -137,39 +142,56 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: 
         configurations.update({f"commgraph, 2 workers, {how}": (lambda how=how: commgraph_run(sets[2], 2, how, epochs,
                                                                                               hidden, on))
                                for how in ("pipelined", "barrier", "replicate")})
-    # every configuration once per round, rounds interleaved, the fastest round kept: a burst of
-    # load from the machine's neighbours then spoils one round of one configuration, not the ratio
-    measured: dict[str, dict] = {}
+        configurations["commgraph, 2 workers, --plan p2p"] = lambda: commgraph_run(
+            sets[2], 2, "pipelined", epochs, hidden, (*on, "--plan", "p2p"))
+    # every configuration once per round, rounds interleaved: a burst of load from the machine's
+    # neighbours then spoils one round of one configuration, and the spread shows it
+    rounds_of: dict[str, list[dict]] = {name: [] for name in configurations}
     for _ in range(rounds):
         for name, run in configurations.items():
-            result = run()
-            if name not in measured or result["seconds"] < measured[name]["seconds"]:
-                measured[name] = result
+            rounds_of[name].append(run())
+    measured = {name: {**min(runs, key=lambda r: r["seconds"]),
+                       "seconds": float(np.median([r["seconds"] for r in runs])),
+                       "spread": (min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)),
+                       "wait": float(np.median([r.get("wait", 0.0) for r in runs]))}
+                for name, runs in rounds_of.items()}
     pyg = {False: measured["PyG, 1 process, edge_index"]["seconds"],
            True: measured["PyG, 1 process, sparse adj_t"]["seconds"]}
     one = measured["commgraph, 1 worker"]["seconds"]
-    print(f"{'configuration':<34} {'epoch s':>8} {'ratio':>22}")
-    print(f"{'PyG, 1 process, edge_index':<34} {pyg[False]:8.4f}")
-    print(f"{'PyG, 1 process, sparse adj_t':<34} {pyg[True]:8.4f}")
+    print(f"{'configuration':<34} {'epoch s':>8} {'(min-max)':>17} {'ratio':>22}")
+    print(f"{'PyG, 1 process, edge_index':<34} {pyg[False]:8.4f} {_spread(measured['PyG, 1 process, edge_index'])}")
+    print(f"{'PyG, 1 process, sparse adj_t':<34} {pyg[True]:8.4f} {_spread(measured['PyG, 1 process, sparse adj_t'])}")
     if not gpu:
         default = measured["PyG, sparse, default allocator"]["seconds"]
-        print(f"{'PyG, sparse, default allocator':<34} {default:8.4f} {default / pyg[True]:8.3f}x slower than with "
+        print(f"{'PyG, sparse, default allocator':<34} {default:8.4f} "
+              f"{_spread(measured['PyG, sparse, default allocator'])} {default / pyg[True]:8.3f}x slower than with "
               "keep_freed_memory")
-    print(f"{'commgraph, 1 worker':<34} {one:8.4f} {one / min(pyg.values()):8.3f}x the faster PyG (<= 1.1)")
+    print(f"{'commgraph, 1 worker':<34} {one:8.4f} {_spread(measured['commgraph, 1 worker'])} "
+          f"{one / min(pyg.values()):8.3f}x the faster PyG (<= 1.1)")
     if not gpu:
         alone = measured["commgraph, 1 worker, 1 thread"]["seconds"]
-        print(f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.4f} {one / alone:8.3f}x of 1 worker: what the 2nd core "
+        print(f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.4f} {_spread(measured['commgraph, 1 worker, 1 thread'])} "
+              f"{one / alone:8.3f}x of 1 worker: what the 2nd core "
               "gives it")
     if not two:
         return
     results = {how: measured[f"commgraph, 2 workers, {how}"] for how in ("pipelined", "barrier", "replicate")}
     for how, r in results.items():
         note = "(>= 1.6)" if how == "pipelined" else f"pipelined {r['seconds'] / results['pipelined']['seconds']:.3f}x faster"
-        print(f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.4f} {one / r['seconds']:8.3f}x speed-up {note}"
-              f"   {r['comm_bytes'] / 1e6:.1f} MB/epoch")
+        print(f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.4f} {_spread(r)} {one / r['seconds']:8.3f}x "
+              f"speed-up {note}   {r['comm_bytes'] / 1e6:.1f} MB/epoch, waiting {r['wait'] / r['seconds']:.1%} of "
+              "the step")
+    p2p, auto = measured["commgraph, 2 workers, --plan p2p"], results["pipelined"]
+    print(f"{'commgraph, 2 workers, --plan p2p':<34} {p2p['seconds']:8.4f} {_spread(p2p)} --plan auto "
+          f"({auto['plan']}) takes {auto['seconds'] / p2p['seconds']:.3f}x its step (<= 1.02)")
     if not gpu:
         print(f"scaling of the split itself: 2 workers (1 thread each) vs 1 worker with 1 thread: "
               f"{alone / results['pipelined']['seconds']:.3f}x")
+
+
+def _spread(result: dict) -> str:
+    low, high = result["spread"]
+    return f"({low:.4f}-{high:.4f})"
 
 
 def accuracy() -> None:
@@ -188,7 +210,7 @@ def main() -> None:
     parser.add_argument("--graph", default="sbm:nodes=200000,classes=8,features=128,seed=0")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each configuration; the fastest is kept")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each configuration (median and spread)")
     parser.add_argument("--skip-accuracy", action="store_true")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where every configuration trains (cuda: a GPU per worker)")

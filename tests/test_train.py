@@ -71,10 +71,10 @@ def _runs(variants: dict[str, str], **options) -> dict:
     return {f"{model}-{how}": {**common, **VARIANTS[how], "model": model} for model, how in variants.items()}
 
 
-def _check_against(single: dict, multi: dict, remote: int) -> None:
+def _check_against(single: dict, multi: dict, rows: int) -> None:
     """Each run's losses and final weights equal the one-worker run's within 1e-4; forward bytes
-    per exchanged layer are exactly sum |V_i^remote| x width x 4 and the backward pass returns as
-    many."""
+    per exchanged layer are exactly the plan's rows x width x 4 (sum |V_i^remote| for p2p; relayed
+    rows count at every hop) and the backward pass returns as many."""
     for name, result in multi.items():
         reference = single[f"{name.split('-')[0]}-pipelined"]
         np.testing.assert_allclose(result["loss"], reference["loss"], atol=1e-4, err_msg=name)
@@ -84,7 +84,7 @@ def _check_against(single: dict, multi: dict, remote: int) -> None:
         if "replicate" in name:
             assert result["forward_bytes"].sum() == 0
         else:
-            expected = [remote * int(w) * 4 for w in result["widths"][1:]]
+            expected = [rows * int(w) * 4 for w in result["widths"][1:]]
             assert result["forward_bytes"].tolist() == [expected] * EPOCHS, name
             assert result["backward_bytes"].tolist() == [sum(expected)] * EPOCHS, name  # each row's gradient, once
 
@@ -127,14 +127,16 @@ def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, tmp_pa
     from commgraph.plan import plan_allgather
     from commgraph.topology import load_preset
 
-    plan = plan_allgather("spst", load_partition_set(partdir), load_preset("dgx1-v100"), 32)
+    plan = plan_allgather("spst", load_partition_set(partdir), load_preset("dgx1-v100"), 4 * 8)  # as the trainer
     assert len(plan.stages) == 2 and plan.stages[1]  # relays, not the p2p fallback
+    rows = sum(send.ids.size for stage in plan.stages for send in stage)
+    assert rows > load_partition_set(partdir).manifest["metrics"]["total_remote"]
     single = _run_job(partition_sets[("cora", 1)], _runs({m: "pipelined" for m in MODELS}), 1, tmp_path / "w1",
                       monkeypatch)
     runs = _runs({m: "lp" for m in MODELS}, topology="dgx1-v100", plan="spst")
     runs.update(_runs({"sage": "barrier-ordered", "gat": "ordered-bins"}, topology="dgx1-v100", plan="spst"))
     multi = _run_job(partdir, runs, 8, tmp_path / "w8", monkeypatch)
-    _check_against(single, multi, load_partition_set(partdir).manifest["metrics"]["total_remote"])
+    _check_against(single, multi, rows)
 
 
 @pytest.mark.timeout(300)
