@@ -6,9 +6,9 @@ probes as ``commgraph topo calibrate``), then real worker processes run, on Gloo
 - the halo exchange of every layer (``gather_halo``: the plan's rows copied out, sent, copied in)
   of Cora and of an SBM graph, partitioned with g3, rows of ``--width`` float32 (256: 1 KB), for the
   ``p2p`` and ``spst`` plans (planned on the calibrated topology, where spst may fall back to p2p);
-- all-reduce of 1, 10 and 100 MB: torch's own ``dist.all_reduce`` (priced as the ``ring`` plan),
-  and the executed ring and tree schedules of ``commgraph.runtime.allreduce`` (priced as their own
-  plans). ``ALLREDUCE_EXECUTORS`` is where further executors go.
+- all-reduce of 1, 10 and 100 MB: torch's own ``dist.all_reduce`` (Gloo's ring, priced as ours),
+  and the executed ring and tree schedules of ``commgraph.runtime.allreduce``, each priced round by
+  round as it runs (``rounds_plan``: every round pays its messages' latency and overhead).
 
 Each case is timed ``--repeats`` times after a warm-up, all ranks starting together after a barrier;
 a repeat's time is the slowest rank's, and the table gives the median and the spread (fastest and
@@ -41,7 +41,8 @@ import torch.distributed as dist
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan import plan_allgather, price
-from commgraph.plan.allreduce import plan_allreduce
+from commgraph.plan.allreduce import allreduce_schedule, plan_allreduce
+from commgraph.runtime.allreduce import CHUNK_BYTES, ScheduledAllReduce, rounds_plan
 from commgraph.runtime import (Communicator, Exchange, gather_halo, in_torchrun, join, keep_freed_memory, launch_local,
                                layerwise)
 from commgraph.runtime.calibrate import ProbeSpec, calibrate
@@ -54,25 +55,22 @@ MIN_BYTES = 1e6
 
 
 def _native(world, comm, topology, nbytes):
-    """torch's dist.all_reduce (Gloo's own algorithm), priced as the ring plan."""
-    return (lambda tensor: dist.all_reduce(tensor, group=world.grad_group)), plan_allreduce("ring", topology, nbytes)
+    """torch's dist.all_reduce (Gloo's own ring), priced as our ring's rounds."""
+    return lambda tensor: dist.all_reduce(tensor, group=world.grad_group)
 
 
 def _scheduled(planner: str):
-    """An executed schedule of commgraph.runtime.allreduce, priced as its own plan."""
+    """An executed schedule of commgraph.runtime.allreduce, priced round by round."""
 
     def make(world, comm, topology, nbytes):
-        from commgraph.plan.allreduce import allreduce_schedule
-        from commgraph.runtime import ScheduledAllReduce
-
         plan = plan_allreduce(planner, topology, nbytes)
         executor = ScheduledAllReduce(allreduce_schedule(plan), [d.id for d in topology.workers], comm)
-        return (lambda tensor: executor.start(tensor).wait()), plan
+        return lambda tensor: executor.start(tensor).wait()
 
     return make
 
 
-# name -> (world, comm, topology, bytes) -> (run(tensor), the plan that prices it); made on every rank
+# name -> (world, comm, topology, bytes) -> run(tensor); made on every rank
 ALLREDUCE_EXECUTORS = {"native": _native, "ring": _scheduled("ring"), "tree": _scheduled("tree")}
 
 
@@ -111,7 +109,7 @@ def worker(job_path: str) -> None:
     for nbytes in job["allreduce_bytes"]:
         tensor = torch.ones(int(nbytes) // 4)
         for executor in job["executors"]:
-            run, _ = ALLREDUCE_EXECUTORS[executor](world, comm, topology, nbytes)
+            run = ALLREDUCE_EXECUTORS[executor](world, comm, topology, nbytes)
             timed({"graph": "all-reduce", "planner": executor, "bytes": nbytes}, lambda: run(tensor))
     if world.is_leader:
         Path(job["out"]).write_text(json.dumps(results))
@@ -138,21 +136,11 @@ def links_only(topology: Topology) -> Topology:
                     [replace(link, overhead_us=0.0) for link in topology.links])
 
 
-def usable_executors() -> list[str]:
-    """The native all-reduce, and the executed schedules when this checkout has them."""
-    try:
-        from commgraph.plan.allreduce import allreduce_schedule  # noqa: F401
-        from commgraph.runtime import ScheduledAllReduce  # noqa: F401
-    except ImportError:
-        return ["native"]
-    return list(ALLREDUCE_EXECUTORS)
-
-
 def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[dict]:
     topology_path = folder / f"calibrated-{workers}.yaml"
     write_yaml(calibrated, topology_path)
     job = {"partitions": partitions(workers, folder), "topology": str(topology_path), "width": args.width,
-           "repeats": args.repeats, "allreduce_bytes": args.allreduce_bytes, "executors": usable_executors(),
+           "repeats": args.repeats, "allreduce_bytes": args.allreduce_bytes, "executors": list(ALLREDUCE_EXECUTORS),
            "timeout": 300, "out": str(folder / f"measured-{workers}.json")}
     (folder / "job.json").write_text(json.dumps(job))
     here = str(Path(__file__).resolve().parent)
@@ -167,9 +155,10 @@ def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[
     for case in measured:
         predicted = {}
         for label, topology in models.items():
-            if case["graph"] == "all-reduce":
+            if case["graph"] == "all-reduce":  # priced round by round, as it runs
                 planner = "ring" if case["planner"] == "native" else case["planner"]
-                plan = plan_allreduce(planner, topology, case["bytes"])
+                schedule = allreduce_schedule(plan_allreduce(planner, topology, case["bytes"]))
+                plan = rounds_plan(schedule, [d.id for d in topology.workers], case["bytes"], CHUNK_BYTES["gloo"])
                 moved = case["bytes"]
             else:
                 plan = plan_allgather(case["planner"], psets[case["graph"]], topology, row_bytes=4 * args.width)
@@ -183,8 +172,8 @@ def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"\n| case | plan | workers | MB | measured ms (spread) | preset ms (ratio) | bw+latency ms (ratio) "
-          f"| calibrated ms (ratio) | within +-25% |")
+    print("\n| case | plan | workers | MB | measured ms (spread) | preset ms (ratio) | bw+latency ms (ratio) "
+          "| calibrated ms (ratio) | within +-25% |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ratios = {k: r[k] / r["measured"] for k in ("preset", "no_overhead", "calibrated")}

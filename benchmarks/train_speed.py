@@ -102,6 +102,24 @@ def commgraph_run(partdir: Path, workers: int, exchange: str, epochs: int, hidde
             "plan": records[-1]["plan"]}
 
 
+def two_at_once(partdir: Path, epochs: int, hidden: int, extra=()) -> dict:
+    """Two independent 1-worker, 1-thread jobs on the whole graph at the same time: what the
+    machine gives two busy processes with no communication between them (their mean step)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs, files = [], [Path(tmp) / f"m{k}.jsonl" for k in range(2)]
+        for metrics in files:
+            jobs.append(subprocess.Popen(
+                [sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", "1", "--threads", "1",
+                 "--model", "sage", "--hidden", str(hidden), "--epochs", str(epochs), "--metrics-out", str(metrics),
+                 "--quiet", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        for job in jobs:
+            if job.wait():
+                raise SystemExit(f"a 1-worker job failed:\n{job.stderr.read()}")
+        steps = [median_tail([json.loads(line)["epoch_seconds"] for line in f.read_text().splitlines()])
+                 for f in files]
+    return {"seconds": float(np.mean(steps))}
+
+
 def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: str) -> None:
     graph = load_graph(spec)
     print(f"{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.features.shape[1]} features; "
@@ -138,6 +156,7 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: 
         configurations["PyG, sparse, default allocator"] = lambda: pyg_run(True, keep=False)
         configurations["commgraph, 1 worker, 1 thread"] = lambda: commgraph_run(sets[1], 1, "pipelined", epochs,
                                                                                 hidden, (*on, "--threads", "1"))
+        configurations["two such jobs at once"] = lambda: two_at_once(sets[1], epochs, hidden, on)
     if two:
         configurations.update({f"commgraph, 2 workers, {how}": (lambda how=how: commgraph_run(sets[2], 2, how, epochs,
                                                                                               hidden, on))
@@ -185,8 +204,16 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: 
     print(f"{'commgraph, 2 workers, --plan p2p':<34} {p2p['seconds']:8.4f} {_spread(p2p)} --plan auto "
           f"({auto['plan']}) takes {auto['seconds'] / p2p['seconds']:.3f}x its step (<= 1.02)")
     if not gpu:
+        pair = measured["two such jobs at once"]["seconds"]
+        split = results["pipelined"]
         print(f"scaling of the split itself: 2 workers (1 thread each) vs 1 worker with 1 thread: "
-              f"{alone / results['pipelined']['seconds']:.3f}x")
+              f"{alone / split['seconds']:.3f}x")
+        print(f"the machine's own ceiling: two independent 1-thread jobs at once each step in {pair:.4f} s, "
+              f"{pair / alone:.3f}x their time alone, so two busy processes do at most {2 * alone / pair:.3f}x the "
+              f"work of one; the split waits {split['wait']:.4f} s a step on messages "
+              f"({split['wait'] / split['seconds']:.1%}); half the work at the pair's speed would take "
+              f"{pair / 2:.4f} s, the rest of the step ({split['seconds'] - split['wait'] - pair / 2:.4f} s) is work "
+              "the split adds (halo rows, copies, sends) and imbalance")
 
 
 def _spread(result: dict) -> str:

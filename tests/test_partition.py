@@ -184,8 +184,12 @@ def test_partition_set_refuses_mismatches_and_damage(cora, tmp_path):
     with pytest.raises(PartitionError, match="was made from graph 'cora'.*re-partition"):
         load_partition_set(tmp_path / "p", other)
     (tmp_path / "p" / "part-1" / "owned.npy").write_bytes(b"garbage")
+    damaged = load_partition_set(tmp_path / "p")  # a part's files are checked when it is first read
+    damaged.part(0)
     with pytest.raises(PartitionError, match="owned.npy does not match its checksum"):
-        load_partition_set(tmp_path / "p")
+        damaged.part(1)
+    with pytest.raises(PartitionError, match="owned.npy does not match its checksum"):
+        load_partition_set(tmp_path / "p").verify_all()
     with pytest.raises(PartitionError, match="not a partition set"):
         load_partition_set(tmp_path)
     manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())

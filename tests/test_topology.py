@@ -187,3 +187,20 @@ def test_detect_with_cuda_but_no_nvidia_smi(monkeypatch):
     t = detect_module.detect()
     assert [g.id for g in t.gpus] == ["gpu0", "gpu1"]
     assert [h.dst for h in t.route("gpu0", "gpu1")] == ["pcie0", "gpu1"]
+
+
+def test_machines_of_a_job_join_into_one_topology():
+    """Under torchrun across machines, ``--topology detect`` joins each machine's own topology
+    through a network switch: its NICs when it has them, else the hub its CPU workers share."""
+    from commgraph.topology import join_hosts
+
+    cpus = join_hosts([("a", load_preset("localhost-cpu:2")), ("b", load_preset("localhost-cpu:3"))])
+    assert [d.id for d in cpus.workers] == ["a/cpu0", "a/cpu1", "b/cpu0", "b/cpu1", "b/cpu2"]
+    assert cpus.device("b/cpu2").host == "b"
+    assert [h.dst for h in cpus.route("a/cpu0", "b/cpu2")] == ["a/shm", "netswitch", "b/shm", "b/cpu2"]
+    assert [cpus.links[h.link].kind for h in cpus.route("a/cpu0", "b/cpu2")][1:3] == ["ethernet"] * 2
+    gpus = join_hosts([("x", load_preset("dgx1-v100")), ("y", load_preset("dgx1-v100"))], network="ib")
+    assert len(gpus.workers) == 16 and "netswitch" in [h.dst for h in gpus.route("x/gpu0", "y/gpu5")]
+    assert sum(link.kind == "infiniband" for link in gpus.links) == 8  # 4 NICs a DGX-1
+    with pytest.raises(TopologyError, match="listed twice"):
+        join_hosts([("a", load_preset("localhost-cpu:1"))] * 2)

@@ -44,6 +44,7 @@ import torch.distributed as dist
 
 from commgraph.errors import PlanError
 from commgraph.plan.allreduce import AllReduceSchedule, Tree
+from commgraph.plan.model import CommPlan, Send
 from commgraph.runtime.comm import Communicator
 
 # A tree's share is pipelined in chunks of about this many bytes. Every round costs Gloo a wake-up of
@@ -108,6 +109,23 @@ def compile_program(schedule: AllReduceSchedule, devices: list[str], rank: int, 
             _tree(rounds, tree, rank_of, devices[rank], chunks, first_chunk)
             first_chunk += len(chunks) - 1
     return Program(numel, rounds.build())
+
+
+def rounds_plan(schedule: AllReduceSchedule, devices: list[str], nbytes: float, chunk_bytes: int,
+                element_size: int = 4) -> CommPlan:
+    """The schedule as executed, for the simulator: one stage per round holding every rank's
+    messages of that round, so each round pays its messages' latency and per-message overhead,
+    as execution does (the single-stage plan of ``plan_allreduce`` prices the steady state)."""
+    numel = max(1, int(nbytes // element_size))
+    plan = CommPlan("allreduce", schedule.planner, schedule.planner, notes={"rounds": True})
+    stages: dict[int, list[Send]] = {}
+    for rank in range(len(devices)):
+        program = compile_program(schedule, devices, rank, numel, max(1, chunk_bytes // element_size))
+        for round_ in program.rounds:
+            stages.setdefault(round_.index, []).extend(
+                Send(devices[rank], devices[t.peer], float(t.size * element_size)) for t in round_.sends)
+    plan.stages = [stages[k] for k in sorted(stages)]
+    return plan
 
 
 def ranks_of(schedule: AllReduceSchedule, devices: list[str]) -> dict[str, int]:

@@ -18,6 +18,7 @@ posted in plan order, so both sides issue a pair's messages in one order (NCCL's
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,29 +27,35 @@ from commgraph.runtime.comm import Communicator
 from commgraph.runtime.exchange import Exchange, Message, MessageId
 
 
+@dataclass
+class _Piece:
+    """Rows ``rows`` of a message (its positions in the plan's row order) read from ``source``'s
+    rows ``at``: an owned bin's output (``kind`` "bin") or a receive buffer ("recv")."""
+
+    kind: str
+    source: int
+    rows: torch.Tensor
+    at: torch.Tensor
+
+
 class _Sources:
     """Where a send's rows are read from: owned rows from the bins' outputs, relayed rows from the
     receive buffers; ``perm`` restores the plan's row order."""
 
-    def __init__(self, message: Message, exchange: Exchange, edges: np.ndarray, recv_rows: dict[int, tuple], device):
-        owned = message.index < exchange.num_owned
-        index = message.index
+    def __init__(self, message: Message, exchange: Exchange, edges: np.ndarray, recv_rows: dict[str, np.ndarray],
+                 device):
+        index, n = message.index, exchange.num_owned
+        owned = np.flatnonzero(index < n)
+        relayed = np.flatnonzero(index >= n)
         bins = np.searchsorted(edges, index[owned], side="right") - 1
-        self.bins = [int(b) for b in np.unique(bins)]
-        self.pieces: list[tuple[str, int, torch.Tensor]] = []
-        gathered = []
-        for b in self.bins:
-            rows = np.flatnonzero(owned)[bins == b]
-            self.pieces.append(("bin", b, torch.from_numpy(index[rows] - edges[b]).to(device)))
-            gathered.append(rows)
-        relayed = np.flatnonzero(~owned)
-        if relayed.size:
-            j_of, k_of = recv_rows["j"][index[relayed] - exchange.num_owned], recv_rows["k"][index[relayed] - exchange.num_owned]
-            for j in np.unique(j_of):
-                rows = relayed[j_of == j]
-                self.pieces.append(("recv", int(j), torch.from_numpy(k_of[j_of == j]).to(device)))
-                gathered.append(rows)
-        order = np.concatenate(gathered)
+        received = recv_rows["j"][index[relayed] - n]
+        pieces = [("bin", int(b), owned[bins == b], index[owned[bins == b]] - edges[b]) for b in np.unique(bins)]
+        pieces += [("recv", int(j), relayed[received == j], recv_rows["k"][index[relayed[received == j]] - n])
+                   for j in np.unique(received)]
+        self.pieces = [_Piece(kind, source, torch.from_numpy(rows).to(device), torch.from_numpy(at).to(device))
+                       for kind, source, rows, at in pieces]
+        self.bins = [p.source for p in self.pieces if p.kind == "bin"]
+        order = np.concatenate([rows for _, _, rows, _ in pieces])
         self.perm = None if np.array_equal(order, np.arange(index.size)) else \
             torch.from_numpy(np.argsort(order, kind="stable")).to(device)
 
@@ -91,17 +98,14 @@ class ExchangeRunner:
                               dtype=np.int64)  # what each send waits for before it may leave
         stages = np.array([m.stage for m in exchange.recvs], dtype=np.int64)  # nondecreasing: plan order
         self.stage_start = np.searchsorted(stages, stages, side="left")  # receives before j's stage
-        # backward: where each send's returning gradient goes, split into owned rows (per bin) and relayed rows
-        self.back_owned: dict[int, list[tuple[int, torch.Tensor, torch.Tensor]]] = defaultdict(list)
+        # backward: each send's returning gradient, its owned rows added bin by bin, its relayed rows at once
+        self.back_owned: dict[int, list[tuple[int, _Piece]]] = defaultdict(list)
         self.back_relayed: list[tuple[torch.Tensor, torch.Tensor] | None] = []
         for i, m in enumerate(exchange.sends):
-            owned = m.index < n
-            bins = np.searchsorted(edges, m.index[owned], side="right") - 1
-            for b in np.unique(bins):
-                rows = np.flatnonzero(owned)[bins == b]
-                self.back_owned[int(b)].append((i, torch.from_numpy(rows).to(device),
-                                                torch.from_numpy(m.index[rows] - edges[b]).to(device)))
-            relayed = np.flatnonzero(~owned)
+            for piece in self.sources[i].pieces:
+                if piece.kind == "bin":
+                    self.back_owned[piece.source].append((i, piece))
+            relayed = np.flatnonzero(m.index >= n)
             self.back_relayed.append(None if relayed.size == 0 else (
                 torch.from_numpy(relayed).to(device), torch.from_numpy(m.index[relayed] - n).to(device)))
 
@@ -232,8 +236,8 @@ class HaloStream:
 
     def _send(self, i: int, m: Message) -> None:
         source = self.runner.sources[i]
-        parts = [(self.outs[key] if kind == "bin" else self.buffers[key]).index_select(0, rows)
-                 for kind, key, rows in source.pieces]
+        parts = [(self.outs[p.source] if p.kind == "bin" else self.buffers[p.source]).index_select(0, p.at)
+                 for p in source.pieces]
         payload = parts[0] if len(parts) == 1 else torch.cat(parts)
         if source.perm is not None:
             payload = payload.index_select(0, source.perm)
@@ -285,11 +289,11 @@ class GradientReturn:
 
     def add_to_bin(self, b: int, grad: torch.Tensor) -> torch.Tensor:
         """Bin ``b``'s output gradient plus what the readers of its rows sent back."""
-        for i, rows, positions in self.runner.back_owned.get(b, ()):
+        for i, piece in self.runner.back_owned.get(b, ()):
             if not self.arrived[i]:
                 self._arrive(i)
-            buf = self.buffers[i] if rows.numel() == self.buffers[i].shape[0] else self.buffers[i].index_select(0, rows)
-            grad = grad.index_add(0, positions, buf)
+            whole = piece.rows.numel() == self.buffers[i].shape[0]
+            grad = grad.index_add(0, piece.at, self.buffers[i] if whole else self.buffers[i].index_select(0, piece.rows))
         return grad
 
     def finish(self) -> None:

@@ -5,9 +5,9 @@ Depends on nothing of ours but :mod:`commgraph.errors` (numpy/yaml only).
 
 from commgraph.topology.files import load_topology, read_yaml, write_yaml
 from commgraph.topology.model import DEVICE_KINDS, LINK_KINDS, Calibration, Device, Hop, Link, Topology
-from commgraph.topology.presets import DEFAULT_SPEEDS, load_preset, preset_names
+from commgraph.topology.presets import DEFAULT_SPEEDS, join_hosts, load_preset, preset_names
 
 __all__ = [
     "DEFAULT_SPEEDS", "DEVICE_KINDS", "LINK_KINDS", "Calibration", "Device", "Hop", "Link", "Topology",
-    "load_preset", "load_topology", "preset_names", "read_yaml", "write_yaml",
+    "join_hosts", "load_preset", "load_topology", "preset_names", "read_yaml", "write_yaml",
 ]

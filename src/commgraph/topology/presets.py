@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 from commgraph.errors import TopologyError
 from commgraph.topology.model import Device, Link, Topology
@@ -243,3 +244,25 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
                     b.device(core, "switch", "network")
                 b.link(agg, core, kind)
     return b.build(name)
+
+
+def join_hosts(hosts: list[tuple[str, Topology]], network: str = "eth") -> Topology:
+    """Several machines' topologies as one cluster, as a job across machines sees it: each host's
+    devices renamed ``<host>/<id>`` on that host, and every host's NICs (or, without NICs, the
+    hub or CPUs its workers share) plugged into one non-blocking ``network`` switch."""
+    if network not in _NETWORK:
+        raise TopologyError(f"network must be ib or eth, got {network!r}")
+    if len({name for name, _ in hosts}) != len(hosts):
+        raise TopologyError("join_hosts: a host is listed twice")
+    b = _Builder({})
+    switch = b.device("netswitch", "switch", "network")
+    for name, topology in hosts:
+        rename = {d.id: f"{name}/{d.id}" for d in topology.devices}
+        b.devices += [replace(d, id=rename[d.id], host=name) for d in topology.devices]
+        b.links += [replace(link, a=rename[link.a], b=rename[link.b]) for link in topology.links]
+        nics = [d.id for d in topology.devices if d.kind == "nic"]
+        hubs = [d.id for d in topology.devices if d.kind == "switch"] or [d.id for d in topology.devices
+                                                                          if d.kind == "cpu"][:1]
+        for device in nics or hubs:
+            b.link(rename[device], switch, _NETWORK[network])
+    return b.build("+".join(name for name, _ in hosts))

@@ -108,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         meta = f.metadata
         default = None if f.default is MISSING else f.default
-        shown = "" if default in (None, False) else f" (default {default})"
+        shown = "" if default is None or default is False else f" (default {default})"
         if meta["type"] is bool:
             parser.add_argument(f"--{_flag(f.name)}", action="store_true", help=meta["help"])
             continue

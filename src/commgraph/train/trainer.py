@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -23,6 +24,7 @@ from commgraph.nn import GNN
 from commgraph.partition import load_partition_set
 from commgraph.plan.choose import AllReduceChoice, choose_job_allreduce, job_topology, parse_placement
 from commgraph.runtime import Communicator, GradientSync, World, keep_freed_memory
+from commgraph.topology import Topology, join_hosts
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor, Wiring, job_wiring
@@ -105,7 +107,7 @@ class Trainer:
         for param in self.model.parameters():  # same seed gives the same weights; make sure of it
             comm.broadcast_(param.data)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        self.topology = job_topology(config.topology, world.size, world.device.type)
+        self.topology, self.placement = self._topology()
         self.wiring, self.plan_seconds = self._wiring()
         self.allreduce = self._allreduce()
         self.sync = GradientSync(list(self.model.parameters()), comm, self.allreduce.schedule,
@@ -130,6 +132,29 @@ class Trainer:
 
     # -- set-up ----------------------------------------------------------------------------------
 
+    def _topology(self) -> tuple[Topology, str | None]:
+        """The topology the plans are made for, and the placement. ``detect`` under torchrun across
+        machines: every machine's own topology (detected by its first rank, with as many CPU
+        workers as it has ranks), joined by a network switch, the ranks of a machine on its worker
+        devices in rank order."""
+        config, world = self.config, self.world
+        single = job_topology(config.topology, world.size, world.device.type) if config.topology != "detect" \
+            or world.size == 1 else None
+        if single is not None:
+            return single, config.placement
+        places = self.comm.all_gather_object(socket.gethostname())
+        hosts = list(dict.fromkeys(places))
+        if len(hosts) == 1:
+            return job_topology("detect", world.size, world.device.type), config.placement
+        here = [r for r, host in enumerate(places) if host == places[world.rank]]
+        mine = job_topology("detect", len(here), world.device.type).to_dict() if here[0] == world.rank else None
+        local = {places[r]: Topology.from_dict(t) for r, t in enumerate(self.comm.all_gather_object(mine))
+                 if t is not None}
+        workers = {host: [d.id for d in local[host].workers] for host in hosts}
+        nth = [places[:r].count(host) for r, host in enumerate(places)]  # the rank's place on its machine
+        placement = ",".join(f"{host}/{workers[host][k]}" for host, k in zip(places, nth))
+        return join_hosts([(host, local[host]) for host in hosts]), config.placement or placement
+
     def _wiring(self) -> tuple[Wiring | None, float]:
         """The job's all-gather plan (none for the replicate exchange, which moves nothing per
         layer) and its modelled seconds per layer; printed when this rank chose it."""
@@ -137,7 +162,7 @@ class Trainer:
         if config.exchange == "replicate":
             return None, 0.0
         wiring, choice = job_wiring(self.pset, self.world, self.topology, 4 * config.hidden, plan=config.plan,
-                                    placement=config.placement, ordering=config.ordering)
+                                    placement=self.placement, ordering=config.ordering)
         if Path(config.plan).suffix not in (".json", ".npz"):  # the launcher printed a plan it chose
             self._say(choice.describe())
         return wiring, choice.modeled_seconds
@@ -147,7 +172,7 @@ class Trainer:
         """The topology device of each rank."""
         if self.wiring is not None:
             return self.wiring.devices
-        return parse_placement(self.config.placement) or [d.id for d in self.topology.workers][: self.world.size]
+        return parse_placement(self.placement) or [d.id for d in self.topology.workers][: self.world.size]
 
     def _allreduce(self) -> AllReduceChoice:
         nbytes = sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
