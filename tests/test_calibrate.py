@@ -139,8 +139,8 @@ def test_overhead_zero_keeps_the_old_prices():
 @pytest.mark.timeout(60)
 def test_a_real_two_worker_calibration_writes_a_valid_topology(tmp_path, capsys):
     out = tmp_path / "here.yaml"
-    assert cli(["topo", "calibrate", "--workers", "2", "--device", "cpu", "--sizes", "4K,256K,1M",
-                "--messages", "1,2", "--repeats", "2", "--out", str(out)]) == 0
+    assert cli(["topo", "calibrate", "--workers", "2", "--device", "cpu", "--sizes", "64K,4M,16M",
+                "--messages", "1,2", "--repeats", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "all: latency" in printed and f"wrote {out}" in printed
     topology = read_yaml(out)
