@@ -196,3 +196,20 @@ def test_gpu_calibration_measures_host_links(tmp_path):
 def test_linkfit_seconds_is_the_formula():
     f = LinkFit(1e-5, 2e-5, 2.0, 0.0)
     assert f.seconds(2e9, 3) == pytest.approx(1e-5 + 3 * (2e-5 + 1.0))
+
+
+def test_a_switch_forwarding_limit_is_shared_by_everything_that_crosses_it(tmp_path):
+    """Workers on one machine share its cores: the hub forwards at most ``forward_gbps`` in all.
+    Alone a message gets its link's rate; two disjoint messages at once share the hub's limit."""
+    limited = replace(star(0.0, gbps=1.0), devices=[Device("a", "cpu"), Device("b", "cpu"), Device("c", "cpu"),
+                                                    Device("hub", "switch", forward_gbps=1.2)])
+    alone = simulate(limited, [Transfer("x", "a", "b", GB)])
+    assert alone.makespan == pytest.approx(1.0)  # the link, not the hub, limits one message
+    both = simulate(limited, [Transfer("x", "a", "b", GB), Transfer("y", "b", "c", GB)])
+    assert both.makespan == pytest.approx(2 / 1.2)  # links a->hub and b->hub differ: only the hub is shared
+    assert both.bytes_moved.shape[0] == 2 * len(limited.links)  # the limit is not a link row
+    write_yaml(limited, tmp_path / "t.yaml")
+    assert read_yaml(tmp_path / "t.yaml").same_as(limited)
+    assert "forward_gbps" not in to_yaml(star(0.0))  # unmeasured topologies read as before
+    with pytest.raises(TopologyError, match="forward_gbps must be > 0"):
+        replace(limited, devices=[Device("a", "cpu"), Device("hub", "switch", forward_gbps=0.0)])

@@ -23,13 +23,15 @@ count (``pair``) latency and overhead cannot be told apart and the fixed cost is
 
 The calibrated topology describes the measured workers as ``localhost-cpu:N`` does, a star: worker
 ``w`` joins a hub by one link whose directions are its sending and its receiving side, with the
-``all`` fit's bandwidth and per-message overhead and half its latency (a route crosses two links).
-In the simulator a message pays the overhead of each link it crosses, occupying that link direction
-meanwhile, so the flow-level model of the ``all`` pattern is exactly the fitted formula. GPU
-workers hang off the host (``cpu0``) by links fitted from ``h2d``/``d2h`` and join one another
-through a hub fitted from ``all`` (NCCL). The figures describe N workers all busy at once, the
-way training runs them: on a machine with fewer cores than workers that is well below what one
-pair alone gets (``pair``, kept in the calibration details). Every worker device gets the ``copy``
+``all`` fit's per-message overhead and half its latency (a route crosses two links) and the
+bandwidth one worker gets alone (the faster of the ``pair`` and ``all`` fits). The hub forwards at
+most N times the ``all`` bandwidth (``forward_gbps``, one resource every message crossing it
+shares): what N busy workers move together, which on a machine with fewer cores than workers is far
+below N times what one pair alone gets. So the flow-level model of the ``all`` pattern is exactly
+the fitted formula, while fewer busy workers (a tree's rounds, a pair) each get more. In the
+simulator a message pays the overhead of each link it crosses, occupying that link direction
+meanwhile. GPU workers hang off the host (``cpu0``) by links fitted from ``h2d``/``d2h`` and join
+one another through a hub fitted from ``all`` and ``pair`` (NCCL). Every worker device gets the ``copy``
 fit's bandwidth as its ``copy_gbps``, with which ``commgraph.plan.price`` prices the row copies.
 Workers run with the trainer's allocator setting (``keep_freed_memory``), so buffers are reused
 as in training rather than faulted in afresh.
@@ -44,7 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -143,8 +145,9 @@ class CalibratedLinks:
         workers = [Device(f"{prefix}{w}", prefix, self.host, copy) for w in range(self.workers)]
         devices += workers
         if fabric is not None:
-            devices.append(hub)
-            links += [_link(w.id, hub.id, kind, fabric) for w in workers]
+            alone = max(fabric.bandwidth_gbps, self.fits["pair"].bandwidth_gbps if "pair" in self.fits else 0.0)
+            devices.append(replace(hub, forward_gbps=round(self.workers * fabric.bandwidth_gbps, 6)))
+            links += [_link(w.id, hub.id, kind, replace(fabric, bandwidth_gbps=alone)) for w in workers]
         if self.device == "cuda":
             host_link = min((self.fits[p] for p in ("h2d", "d2h")), key=lambda f: f.bandwidth_gbps)
             devices.append(Device("cpu0", "cpu", self.host))

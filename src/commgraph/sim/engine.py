@@ -1,6 +1,7 @@
 """Event-driven flow-level simulation of a task DAG on a Topology.
 
-Each (link, direction) is a resource of the link's bandwidth. A transfer first pays the per-message
+Each (link, direction) is a resource of the link's bandwidth, and so is each switch with a
+``forward_gbps`` (one resource for everything crossing it, both ways). A transfer first pays the per-message
 overhead of every link on its route that has one: on each such hop a setup flow of ``overhead x
 bandwidth`` bytes occupies that link direction alone, so messages sharing a link pay their
 overheads one after another (two messages on one link take 2 x overhead + bytes / bandwidth), while
@@ -94,6 +95,11 @@ class _Flows:
         self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
         ptr, resources, sizes, latency, priority, task_of, owner, setups = [0], [], [], [], [], [], [], []
         capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
+        forwarding = {}  # a switch with a forwarding limit: one resource shared by all that cross it
+        for device in topology.devices:
+            if device.forward_gbps is not None:
+                forwarding[device.id] = len(capacity)
+                capacity.append(device.forward_gbps * 1e9)
 
         def add(route: list[int], size: float, seconds: float, task: int, data_flow: int) -> None:
             resources.extend(route)
@@ -112,7 +118,7 @@ class _Flows:
                 continue
             hops = _hops(topology, task)
             f = self.task_flow[i] = len(sizes)
-            route = [h.resource for h in hops]
+            route = [h.resource for h in hops] + [forwarding[h.dst] for h in hops[:-1] if h.dst in forwarding]
             if task.max_rate is not None and hops:  # a private resource of that capacity
                 route.append(len(capacity))
                 capacity.append(task.max_rate)
@@ -234,7 +240,7 @@ class _Run:
         if self.record is not None:
             parts = list(zip(*self.record)) if self.record else ([], [], [])
             timeline = tuple(np.concatenate(p) if len(p) else np.empty(0) for p in parts)
-        real = 2 * len(self.topology.links)  # private rate-cap resources are not links
+        real = 2 * len(self.topology.links)  # forwarding limits and private rate caps are not links
         if timeline is not None:
             keep = timeline[1] < real
             timeline = tuple(part[keep] for part in timeline)

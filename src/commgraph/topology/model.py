@@ -10,7 +10,10 @@ never relay through a GPU: a GPU-to-GPU transfer without NVLink goes through PCI
 and NICs, as the hardware does.
 
 A device may give ``copy_gbps``, the rate at which it gathers rows into a message and scatters a
-received message into its table (measured by calibration; unset, copies are not priced). A topology
+received message into its table (measured by calibration; unset, copies are not priced), and a
+switch may give ``forward_gbps``, the most it forwards, all its links together: one resource that
+every message crossing it shares (worker processes on one machine share its cores and memory, so
+what they move all at once is less than the sum of what each moves alone). A topology
 whose figures were measured (``commgraph topo calibrate``) carries a ``Calibration``: when, on which
 host and how it was measured, and what the fit found.
 """
@@ -40,13 +43,12 @@ class Device:
     kind: str
     host: str = "node0"
     copy_gbps: float | None = None
+    forward_gbps: float | None = None
 
     def to_dict(self) -> dict:
-        """Plain data; ``copy_gbps`` only when measured, so unmeasured topologies read as before."""
-        data = asdict(self)
-        if self.copy_gbps is None:
-            del data["copy_gbps"]
-        return data
+        """Plain data; ``copy_gbps`` and ``forward_gbps`` only when measured, so unmeasured
+        topologies read as before."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in ("copy_gbps", "forward_gbps")}
 
 
 @dataclass(frozen=True)
@@ -246,8 +248,10 @@ class Topology:
                 raise TopologyError(f"device {device!r}: id must be a non-empty string")
             if device.id in seen:
                 raise TopologyError(f"duplicate device id {device.id!r}")
-            if device.copy_gbps is not None and not device.copy_gbps > 0:
-                raise TopologyError(f"device {device.id!r}: copy_gbps must be > 0 (or left out), got {device.copy_gbps}")
+            for name in ("copy_gbps", "forward_gbps"):
+                value = getattr(device, name)
+                if value is not None and not value > 0:
+                    raise TopologyError(f"device {device.id!r}: {name} must be > 0 (or left out), got {value}")
             if device.kind not in DEVICE_KINDS:
                 raise TopologyError(
                     f"device {device.id!r}: unknown kind {device.kind!r}; use one of {', '.join(DEVICE_KINDS)}"
@@ -350,8 +354,9 @@ def _entry(cls, values, where: str):
         if cls is Calibration:
             return Calibration(when=str(values["when"]), how=str(values["how"]), host=str(values["host"]),
                                details=values.get("details") or {})
-        copy = values.get("copy_gbps")
+        copy, forward = values.get("copy_gbps"), values.get("forward_gbps")
         return Device(id=str(values["id"]), kind=str(values["kind"]), host=str(values.get("host", "node0")),
-                      copy_gbps=None if copy is None else float(copy))
+                      copy_gbps=None if copy is None else float(copy),
+                      forward_gbps=None if forward is None else float(forward))
     except (TypeError, ValueError) as exc:
         raise TopologyError(f"{where}: {exc}") from None
