@@ -12,7 +12,10 @@ import torch
 from commgraph.cli.main import main as cli
 from commgraph.errors import SimulationError, TopologyError
 from commgraph.plan import CommPlan, Send, price
-from commgraph.runtime.calibrate import CalibratedLinks, LinkFit, Point, ProbeSpec, calibrate, check_workers, fit
+from commgraph.plan import choose_allreduce, plan_allreduce
+from commgraph.plan.allreduce import native_seconds
+from commgraph.runtime.calibrate import (CalibratedLinks, LinkFit, Point, ProbeSpec, calibrate, check_workers, fit,
+                                        fit_all)
 from commgraph.sim import Transfer, simulate
 from commgraph.topology import Device, Link, Topology, load_topology, read_yaml, write_yaml
 from commgraph.topology.files import to_yaml
@@ -45,10 +48,22 @@ def test_fit_refuses_times_that_do_not_grow():
         fit([Point("all", s, 1, 1e-3, 0.0, 0.0) for s in (4096, 8192, 16384)])
 
 
+def test_the_copy_fit_takes_its_rate_from_the_large_copies():
+    """Copies that stay in a core's caches run faster per byte; an exchange's copy time is its
+    large copies', so the copy probe is fitted on the absolute error and the large points set the rate."""
+    exact = fit(synthetic("copy", 0.0, 5e-6, 4.0), relative=False)
+    assert (exact.overhead_s, exact.bandwidth_gbps) == (pytest.approx(5e-6, rel=1e-6), pytest.approx(4.0, rel=1e-6))
+    cached = [Point("copy", s, m, m * s / (12.0 * GB if s <= 65536 else 4.0 * GB), 0.0, 0.0)
+              for s in (4096, 65536, 1 << 20, 16 << 20) for m in (1, 4)]
+    assert fit_all(cached)["copy"].bandwidth_gbps == pytest.approx(4.0, rel=0.02)
+    assert fit(cached).bandwidth_gbps > 5.0  # the relative fit would split the difference
+
+
 def calibrated_links(workers: int = 3) -> CalibratedLinks:
     points = synthetic("all", 20e-6, 100e-6, 1.5) + synthetic("pair", 30e-6, 0.0, 2.5) + synthetic("copy", 0.0, 5e-6, 4.0)
-    fits = {probe: fit([p for p in points if p.probe == probe]) for probe in ("all", "pair", "copy")}
-    return CalibratedLinks(workers, "cpu", "gloo", "testhost", "2024-05-01T12:00:00+00:00", ProbeSpec(), points, fits)
+    points += [p for p in synthetic("allreduce", 300e-6, 0.0, 1.25) if p.messages == 1]
+    return CalibratedLinks(workers, "cpu", "gloo", "testhost", "2024-05-01T12:00:00+00:00", ProbeSpec(), points,
+                           fit_all(points))
 
 
 def test_calibrated_topology_round_trips_exactly(tmp_path):
@@ -62,6 +77,20 @@ def test_calibrated_topology_round_trips_exactly(tmp_path):
     assert again.same_as(topology) and again.calibrated == topology.calibrated
     assert to_yaml(again) == path.read_text()
     assert "calibrated:" in path.read_text() and "copy_gbps" in path.read_text()
+    assert topology.calibrated.allreduce == {"latency_us": pytest.approx(300.0), "bandwidth_gbps": pytest.approx(1.25)}
+
+
+def test_native_allreduce_is_priced_by_its_calibrated_fit_else_as_our_ring():
+    calibrated = calibrated_links(4).topology()
+    assert native_seconds(calibrated, 1e8) == pytest.approx(300e-6 + 1e8 / 1.25e9, rel=1e-6)
+    uncalibrated = replace(calibrated, calibrated=None)
+    assert native_seconds(uncalibrated, 1e8) == price(plan_allreduce("ring", uncalibrated, 1e8), uncalibrated)[
+        "modeled_seconds"]
+    # auto takes torch's own all-reduce where it was measured fastest, a schedule where it was not
+    fast = replace(calibrated.calibrated, allreduce={"latency_us": 1.0, "bandwidth_gbps": 1000.0})
+    slow = replace(calibrated.calibrated, allreduce={"latency_us": 1e6, "bandwidth_gbps": 0.001})
+    assert choose_allreduce(replace(calibrated, calibrated=fast), 1e8) == "native"
+    assert choose_allreduce(replace(calibrated, calibrated=slow), 1e8) != "native"
 
 
 def test_presets_write_no_calibration_fields():
@@ -72,6 +101,8 @@ def test_presets_write_no_calibration_fields():
 @pytest.mark.parametrize("change, message", [
     ({"when": "yesterday"}, "ISO 8601"),
     ({"host": ""}, "calibrated.host must be a non-empty string"),
+    ({"allreduce": {"latency_us": 10.0}}, "calibrated.allreduce must be a mapping"),
+    ({"allreduce": {"latency_us": 10.0, "bandwidth_gbps": 0.0}}, "calibrated.allreduce must be a mapping"),
 ])
 def test_bad_calibration_blocks(change, message):
     good = calibrated_links().topology().to_dict()
@@ -148,6 +179,7 @@ def test_a_real_two_worker_calibration_writes_a_valid_topology(tmp_path, capsys)
     assert topology.calibrated is not None and "gloo, 2 cpu worker(s)" in topology.calibrated.how
     assert all(link.bandwidth_gbps > 0 for link in topology.links)
     assert all(d.copy_gbps > 0 for d in topology.workers)
+    assert topology.calibrated.allreduce["bandwidth_gbps"] > 0
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -124,6 +124,10 @@ def _describe(topology: Topology) -> None:
         return
     if topology.calibrated is not None:
         print(f"calibrated {topology.calibrated.when} on {topology.calibrated.host}: {topology.calibrated.how}")
+        if topology.calibrated.allreduce is not None:
+            fit = topology.calibrated.allreduce
+            print(f"torch's all-reduce across every worker: {fit['latency_us']:.1f} us + bytes at "
+                  f"{fit['bandwidth_gbps']:.3f} GB/s")
     copies = [d for d in topology.devices if d.copy_gbps is not None]
     if copies:
         print("row copies: " + ", ".join(f"{d.id} {d.copy_gbps:.2f} GB/s" for d in copies))

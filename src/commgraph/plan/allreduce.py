@@ -297,15 +297,23 @@ def allreduce_schedule(plan: CommPlan) -> AllReduceSchedule:
     return AllReduceSchedule.from_json(plan.planner, plan.notes["schedule"])
 
 
+def native_seconds(topology: Topology, nbytes: float) -> float:
+    """torch's own all_reduce of ``nbytes`` across the topology's workers: as measured when the
+    topology was calibrated with it (``calibrated.allreduce``), else priced as our ``ring``, the
+    algorithm Gloo and NCCL use for large tensors."""
+    measured = None if topology.calibrated is None else topology.calibrated.allreduce_seconds(nbytes)
+    if measured is not None:
+        return measured
+    return price(plan_allreduce("ring", topology, nbytes), topology)["modeled_seconds"]
+
+
 def choose_allreduce(topology: Topology, nbytes: float) -> str:
-    """What ``auto`` runs: the all-reduce the simulator prices fastest for ``nbytes`` on
-    ``topology``. ``native`` (torch's all_reduce) is priced as our ``ring``, the algorithm Gloo and
-    NCCL use for large tensors, so ``auto`` is the cheapest planned schedule, with torch's own
-    implementation standing in for the ring. Ties (within 1e-9 relative) go to the earlier of
-    ``native``, ``lp``, ``tree``, ``ps``."""
-    candidates = {"native": "ring", "lp": "lp", "tree": "tree", "ps": "ps"}
-    seconds = {name: price(plan_allreduce(planner, topology, nbytes), topology)["modeled_seconds"]
-               for name, planner in candidates.items()}
+    """What ``auto`` runs: the all-reduce priced fastest for ``nbytes`` on ``topology``, torch's
+    own (``native_seconds``) or a planned schedule (the simulator's price). Ties (within 1e-9
+    relative) go to the earlier of ``native``, ``lp``, ``tree``, ``ps``."""
+    seconds = {"native": native_seconds(topology, nbytes)}
+    seconds |= {name: price(plan_allreduce(name, topology, nbytes), topology)["modeled_seconds"]
+                for name in ("lp", "tree", "ps")}
     fastest = min(seconds.values())
     return next(name for name, time in seconds.items() if time <= fastest * (1 + 1e-9))
 

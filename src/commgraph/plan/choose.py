@@ -16,7 +16,8 @@ from pathlib import Path
 from commgraph.errors import PlanError
 from commgraph.partition import PartitionSet
 from commgraph.plan.allgather import placement, plan_allgather
-from commgraph.plan.allreduce import AllReduceSchedule, choose_allreduce, make_allreduce, plan_allreduce
+from commgraph.plan.allreduce import (AllReduceSchedule, choose_allreduce, make_allreduce, native_seconds,
+                                      plan_allreduce)
 from commgraph.plan.model import CommPlan
 from commgraph.plan.price import price
 from commgraph.topology import Topology, load_topology
@@ -116,7 +117,7 @@ def check_fits(plan: CommPlan, pset: PartitionSet, topology: Topology, devices: 
 class AllReduceChoice:
     name: str  # native, or the planner whose schedule runs
     schedule: AllReduceSchedule | None  # None: torch's all_reduce
-    modeled_seconds: float | None  # the gradient's all-reduce as the simulator prices it (native as a ring)
+    modeled_seconds: float | None  # the gradient's all-reduce as priced (native: ``native_seconds``)
 
     def describe(self) -> str:
         modeled = "not modelled: the topology has other workers" if self.modeled_seconds is None else \
@@ -132,8 +133,12 @@ def choose_job_allreduce(spec: str, topology: Topology, devices: list[str], nbyt
     fits = check_allreduce(spec, topology, devices)
     if spec == "auto":
         spec = choose_allreduce(topology, nbytes) if fits else "native"
-    planner = "ring" if spec == "native" else spec
-    seconds = price(plan_allreduce(planner, topology, nbytes), topology)["modeled_seconds"] if fits else None
+    if not fits:
+        seconds = None
+    elif spec == "native":
+        seconds = native_seconds(topology, nbytes)
+    else:
+        seconds = price(plan_allreduce(spec, topology, nbytes), topology)["modeled_seconds"]
     return AllReduceChoice(spec, make_allreduce(spec, topology, nbytes), seconds)
 
 

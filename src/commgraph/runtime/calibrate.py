@@ -6,17 +6,26 @@ sizes ``s`` and message counts ``m`` (``m`` messages of ``s`` bytes posted at on
 ``repeats`` times after one warm-up, and keeps the median of the slowest rank's times:
 
 - ``pair``: ping-pong between ranks 0 and 1, the others idle (half the round trip): one message alone.
-- ``all``: every worker sends ``m`` messages to the next rank and receives ``m`` from the previous,
-  all at once: every worker's sending and receiving side busy, as in a halo exchange or a ring.
+- ``all``: every worker sends ``m`` messages and receives ``m``, all at once, message ``k`` going
+  ``k + 1`` ranks ahead (wrapping over the other ranks): one message is a ring step, several spread
+  over the peers as a halo exchange's do; every worker's sending and receiving side busy.
 - ``copy``: every worker gathers ``m`` messages of 1 KB rows out of a table (``index_select``) and
   scatters them into another (``index_copy_``), as the runtime does around each message of a halo
-  exchange; a point is the time of one pass (half of both).
+  exchange; a point is the time of one pass (half of both). The tables hold at least
+  ``TABLE_BYTES``, more than a core's private caches, as a layer's table does: rows come from
+  memory, not from a cache a small probe would fit in. A message's rows are a random subset in
+  ascending order, as a plan's rows are sorted by vertex id.
+- ``allreduce``: torch's own ``all_reduce`` of one tensor of ``s`` bytes on every worker (Gloo's
+  or NCCL's algorithm, not a plan of ours), so that ``native`` is priced as it runs.
 - on GPU workers also ``h2d`` and ``d2h``: ``m`` copies between pinned host memory and the
   worker's GPU, every GPU at once.
 
 Each probe's points are fitted by the cost of ``m`` messages sharing one sender:
 ``T(s, m) = latency + m * overhead + m * s / bandwidth``, by non-negative least squares on the
-relative error (each row divided by its measured time), so 4 KB and 64 MB points weigh alike.
+relative error (each row divided by its measured time), so 4 KB and 64 MB points weigh alike. The
+``copy`` probe is fitted on the absolute error instead: a copy's time is its bytes' (the fixed cost
+is a microsecond), and small copies that stay in a core's caches run faster per byte than the
+large ones that make up an exchange's copy time, so the large points set the rate.
 ``latency`` is paid once (messages are in flight together), ``overhead`` once per message (the
 sending process handles them one by one) and the bytes share the bandwidth. With a single message
 count (``pair``) latency and overhead cannot be told apart and the fixed cost is all latency.
@@ -28,7 +37,9 @@ bandwidth one worker gets alone (the faster of the ``pair`` and ``all`` fits). T
 most N times the ``all`` bandwidth (``forward_gbps``, one resource every message crossing it
 shares): what N busy workers move together, which on a machine with fewer cores than workers is far
 below N times what one pair alone gets. So the flow-level model of the ``all`` pattern is exactly
-the fitted formula, while fewer busy workers (a tree's rounds, a pair) each get more. In the
+the fitted formula, while fewer busy workers (a tree's rounds, a pair) each get more. The
+``allreduce`` fit becomes the topology's ``calibrated.allreduce`` (latency and bandwidth of the
+whole collective across every worker). In the
 simulator a message pays the overhead of each link it crosses, occupying that link direction
 meanwhile. GPU workers hang off the host (``cpu0``) by links fitted from ``h2d``/``d2h`` and join
 one another through a hub fitted from ``all`` and ``pair`` (NCCL). Every worker device gets the ``copy``
@@ -63,9 +74,10 @@ from commgraph.topology import Calibration, Device, Link, Topology
 DEFAULT_SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 DEFAULT_MESSAGES = (1, 4)
 DEFAULT_REPEATS = 5
-CPU_PROBES = ("pair", "all", "copy")
-GPU_PROBES = ("pair", "all", "copy", "h2d", "d2h")
+CPU_PROBES = ("pair", "all", "copy", "allreduce")
+GPU_PROBES = ("pair", "all", "copy", "allreduce", "h2d", "d2h")
 ROW_BYTES = 1024  # the rows the copy probe gathers: 256 float32, a typical hidden layer
+TABLE_BYTES = 64 << 20  # the copy probe's smallest table
 
 
 @dataclass(frozen=True)
@@ -157,8 +169,12 @@ class CalibratedLinks:
                f"messages {list(self.spec.messages)}, median of {self.spec.repeats}")
         details = {f"{probe}_{key}": value for probe, fit in self.fits.items()
                    for key, value in _rounded(fit).items()}
+        native = self.fits.get("allreduce")
+        allreduce = None if native is None else {"latency_us": round(native.latency_s * 1e6, 3),
+                                                 "bandwidth_gbps": round(native.bandwidth_gbps, 6)}
         return Topology(name=f"calibrated-{self.device}:{self.workers}", devices=devices, links=links,
-                        calibrated=Calibration(when=self.when, how=how, host=self.host, details=details))
+                        calibrated=Calibration(when=self.when, how=how, host=self.host, details=details,
+                                               allreduce=allreduce))
 
     def rows(self) -> list[dict]:
         """Each point beside the fitted model: probe, bytes, messages, measured, model, error."""
@@ -189,9 +205,10 @@ def _rounded(fit: LinkFit) -> dict:
 
 # -- fitting ---------------------------------------------------------------------------------------
 
-def fit(points: list[Point]) -> LinkFit:
+def fit(points: list[Point], relative: bool = True) -> LinkFit:
     """Least-squares fit of ``latency + m * overhead + m * s / bandwidth`` to one probe's points,
-    minimising the squared relative error, with every term >= 0."""
+    minimising the squared relative error (or, ``relative=False``, the absolute one), with every
+    term >= 0."""
     if not points:
         raise TopologyError("nothing to fit: no measured points")
     size = np.array([p.nbytes for p in points], dtype=np.float64)
@@ -202,8 +219,9 @@ def fit(points: list[Point]) -> LinkFit:
     columns = [np.ones_like(size), count, count * size]
     if np.unique(count).size == 1:  # one message count: the fixed cost is all latency
         columns[1] = np.zeros_like(size)
-    design = np.stack(columns, axis=1) / seconds[:, None]
-    (latency, overhead, per_byte), _ = nnls(design, np.ones_like(seconds))
+    scale = seconds if relative else np.full_like(seconds, seconds.max())
+    design = np.stack(columns, axis=1) / scale[:, None]
+    (latency, overhead, per_byte), _ = nnls(design, seconds / scale)
     if per_byte * size.max() < 1e-3 * seconds.max():  # the bytes explain (almost) none of the time
         raise TopologyError("the measured times do not grow with message size, so no bandwidth can be "
                             "fitted: include larger sizes (1 MB and up)")
@@ -214,7 +232,7 @@ def fit(points: list[Point]) -> LinkFit:
 
 def fit_all(points: list[Point]) -> dict[str, LinkFit]:
     probes = dict.fromkeys(p.probe for p in points)
-    return {probe: fit([p for p in points if p.probe == probe]) for probe in probes}
+    return {probe: fit([p for p in points if p.probe == probe], relative=probe != "copy") for probe in probes}
 
 
 # -- the probes, run by every worker ---------------------------------------------------------------
@@ -223,7 +241,7 @@ def measure(world: World, spec: ProbeSpec, say: Callable[[str], None] | None = N
     """Run every probe on this world; every rank must call it. Rank 0 gets the points, the others []."""
     probes = GPU_PROBES if world.backend == "nccl" else CPU_PROBES
     jobs = [(probe, s, m) for probe in probes for s, m in spec.grid()
-            if (probe != "pair" or m == 1) and (world.size > 1 or probe in ("copy", "h2d", "d2h"))]
+            if (probe not in ("pair", "allreduce") or m == 1) and (world.size > 1 or probe in ("copy", "h2d", "d2h"))]
     points = []
     for n, (probe, nbytes, messages) in enumerate(jobs):
         if say is not None and world.is_leader:
@@ -288,11 +306,20 @@ def _pair(world: World, nbytes: int, messages: int, repeats: int) -> list[float]
     return [t / 2 for t in _timed(world, repeats, once)]
 
 
-def _ring(world: World, nbytes: int, messages: int, repeats: int) -> list[float]:
-    """Every rank sends ``messages`` messages to the next rank and receives as many from the previous."""
+def _spread(world: World, nbytes: int, messages: int, repeats: int) -> list[float]:
+    """Every rank sends ``messages`` messages, message ``k`` to the rank ``k % (size - 1) + 1`` ahead,
+    and receives as many, message ``k`` from as many behind."""
     out, into = _buffers(world, nbytes, messages), _buffers(world, nbytes, messages)
-    after, before = (world.rank + 1) % world.size, (world.rank - 1) % world.size
-    return _timed(world, repeats, lambda: _exchange(world, [(t, after) for t in out], [(t, before) for t in into]))
+    ahead = [k % (world.size - 1) + 1 for k in range(messages)]
+    sends = [(t, (world.rank + a) % world.size) for t, a in zip(out, ahead)]
+    recvs = [(t, (world.rank - a) % world.size) for t, a in zip(into, ahead)]
+    return _timed(world, repeats, lambda: _exchange(world, sends, recvs))
+
+
+def _allreduce(world: World, nbytes: int, messages: int, repeats: int) -> list[float]:
+    """torch's own all_reduce of one tensor of ``nbytes`` on every rank."""
+    (tensor,) = _buffers(world, nbytes, 1)
+    return _timed(world, repeats, lambda: dist.all_reduce(tensor, group=world.grad_group))
 
 
 def _copies(to_gpu: bool) -> Callable[[World, int, int, int], list[float]]:
@@ -316,9 +343,9 @@ def _rows(world: World, nbytes: int, messages: int, repeats: int) -> list[float]
     """One pass of ``messages`` row gathers and scatters of ``nbytes`` each (half of both)."""
     width = ROW_BYTES // 4
     rows = max(nbytes // ROW_BYTES, 1)
-    table = torch.randn(rows * messages, width, device=world.device)
+    table = torch.randn(max(rows * messages, TABLE_BYTES // ROW_BYTES), width, device=world.device)
     target = torch.empty_like(table)
-    order = torch.randperm(rows * messages, device=world.device).reshape(messages, rows)
+    order = torch.randperm(table.shape[0], device=world.device)[: rows * messages].reshape(messages, rows).sort().values
 
     def once() -> None:
         for index in order:
@@ -327,7 +354,8 @@ def _rows(world: World, nbytes: int, messages: int, repeats: int) -> list[float]
     return [t / 2 for t in _timed(world, repeats, once)]
 
 
-_PROBES = {"pair": _pair, "all": _ring, "copy": _rows, "h2d": _copies(True), "d2h": _copies(False)}
+_PROBES = {"pair": _pair, "all": _spread, "copy": _rows, "allreduce": _allreduce, "h2d": _copies(True),
+           "d2h": _copies(False)}
 
 
 def _size(nbytes: int) -> str:

@@ -77,12 +77,25 @@ class Link:
 class Calibration:
     """Where a topology's figures come from when they were measured: ``when`` (ISO 8601 time),
     ``host`` (the machine), ``how`` (the tool, backend, workers and message sizes) and ``details``
-    (plain numbers and strings the fit reports, such as its worst relative error)."""
+    (plain numbers and strings the fit reports, such as its worst relative error). ``allreduce``,
+    when measured, prices the engine's own all-reduce across every worker (Gloo's or NCCL's
+    algorithm, which is not a plan of ours): ``latency_us + bytes / bandwidth_gbps``."""
 
     when: str
     how: str
     host: str
     details: dict = field(default_factory=dict)
+    allreduce: dict | None = None
+
+    def to_dict(self) -> dict:
+        """Plain data; ``allreduce`` only when measured."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def allreduce_seconds(self, nbytes: float) -> float | None:
+        """The measured all-reduce of ``nbytes`` across every worker, or None when not measured."""
+        if self.allreduce is None:
+            return None
+        return self.allreduce["latency_us"] * 1e-6 + nbytes / (self.allreduce["bandwidth_gbps"] * 1e9)
 
     def validate(self) -> None:
         for name in ("when", "how", "host"):
@@ -95,6 +108,13 @@ class Calibration:
                                 f"got {self.when!r}") from None
         if not isinstance(self.details, dict):
             raise TopologyError(f"calibrated.details must be a mapping, got {self.details!r}")
+        if self.allreduce is not None:
+            fit = self.allreduce
+            if (not isinstance(fit, dict) or set(fit) != {"latency_us", "bandwidth_gbps"}
+                    or not all(isinstance(v, (int, float)) for v in fit.values())
+                    or not fit["latency_us"] >= 0 or not fit["bandwidth_gbps"] > 0):
+                raise TopologyError("calibrated.allreduce must be a mapping {latency_us: >= 0, bandwidth_gbps: > 0}, "
+                                    f"got {fit!r}")
 
 
 @dataclass(frozen=True)
@@ -308,7 +328,7 @@ class Topology:
     def to_dict(self) -> dict:
         data = {"name": self.name}
         if self.calibrated is not None:
-            data["calibrated"] = asdict(self.calibrated)
+            data["calibrated"] = self.calibrated.to_dict()
         data["devices"] = [d.to_dict() for d in self.devices]
         data["links"] = [link.to_dict() for link in self.links]
         return data
@@ -353,7 +373,7 @@ def _entry(cls, values, where: str):
                         overhead_us=float(values.get("overhead_us", 0.0)))
         if cls is Calibration:
             return Calibration(when=str(values["when"]), how=str(values["how"]), host=str(values["host"]),
-                               details=values.get("details") or {})
+                               details=values.get("details") or {}, allreduce=values.get("allreduce"))
         copy, forward = values.get("copy_gbps"), values.get("forward_gbps")
         return Device(id=str(values["id"]), kind=str(values["kind"]), host=str(values.get("host", "node0")),
                       copy_gbps=None if copy is None else float(copy),

@@ -138,10 +138,8 @@ class Trainer:
         workers as it has ranks), joined by a network switch, the ranks of a machine on its worker
         devices in rank order."""
         config, world = self.config, self.world
-        single = job_topology(config.topology, world.size, world.device.type) if config.topology != "detect" \
-            or world.size == 1 else None
-        if single is not None:
-            return single, config.placement
+        if config.topology != "detect" or world.size == 1:
+            return job_topology(config.topology, world.size, world.device.type), config.placement
         places = self.comm.all_gather_object(socket.gethostname())
         hosts = list(dict.fromkeys(places))
         if len(hosts) == 1:
