@@ -22,7 +22,7 @@ import numpy as np
 from commgraph.errors import GraphFormatError
 from commgraph.graph.build import unique_sorted
 
-CHUNK_BYTES = 1 << 26
+CHUNK_BYTES = 1 << 24
 _INT32_MAX = np.iinfo(np.int32).max
 
 # scanner results: (pairs parsed, offset of the bad line, what was wrong)
@@ -120,11 +120,11 @@ def read_edge_chunks(path: Path, *, comma: bool = False, exact_columns: bool = F
                 if not data:
                     break
                 cut = data.rfind(b"\n") + 1 if block else len(data)
-                data, tail = data[:cut], data[cut:]
-                if not data:
+                tail = data[cut:]
+                if not cut:
                     continue
-                buf = np.frombuffer(data, dtype=np.uint8)
-                newlines = int(np.count_nonzero(buf == 10))
+                buf = np.frombuffer(data, dtype=np.uint8, count=cut)  # no copy of the block
+                newlines = data.count(b"\n", 0, cut)
                 pairs = np.empty((newlines + 1, 2), dtype=np.int64)
                 count, bad, code = _scan(buf, comma, exact_columns, pairs)
                 if code != _OK:
