@@ -167,13 +167,14 @@ def compact_ids(edges: EdgeChunks, declared: int | None) -> np.ndarray | None:
     up to the largest is used)."""
     largest = edges.max_id
     limit = max(largest + 1, declared or 0)
-    if limit <= 2 * edges.rows + 1024:  # a presence bitmap is cheaper than sorting
+    if limit <= 4 * edges.rows + 1024:  # a presence bitmap and an int32 map: 5 bytes an id, no sort
         present = np.zeros(limit, dtype=bool)
         for ids in edges.ids():
             present[ids] = True
         if present[: largest + 1].all():
             return None
-        new_id = np.cumsum(present, dtype=np.int64) - 1
+        new_id = np.cumsum(present, dtype=np.int64 if limit > _INT32_MAX else np.int32)
+        new_id -= 1
         for chunk in edges.chunks:
             chunk[...] = new_id[chunk]
         return np.flatnonzero(present)
@@ -215,11 +216,11 @@ def _sort_dedup_rows(indptr, indices):
     start = indptr[0]
     for row in range(indptr.shape[0] - 1):
         end = indptr[row + 1]
-        segment = np.sort(indices[start:end])
+        indices[start:end].sort()
         indptr[row] = write
-        for j in range(segment.shape[0]):
-            if j == 0 or segment[j] != segment[j - 1]:
-                indices[write] = segment[j]
+        for j in range(start, end):
+            if j == start or indices[j] != indices[j - 1]:
+                indices[write] = indices[j]
                 write += 1
         start = end
     indptr[indptr.shape[0] - 1] = write
