@@ -10,6 +10,9 @@ One run, three measurements on one synthetic SNAP file (sparse ids, as in real d
    the next load of the same dataset (checksum check, memory-mapped npz) (target <= 1/10).
 
     python benchmarks/load_edgelist.py [--lines 10000000] [--cut 10000000] [--nodes 1000000] [--dir DIR]
+                                       [--repeats 3]
+
+Each figure is the median over ``--repeats`` runs, with the range (min-max) beside it.
 
 ``--lines 100000000`` writes about 1.6 GB; ``--dir`` keeps the files there for the next run.
 """
@@ -129,12 +132,24 @@ def cached_loads(cut: Path, lines: int, home: Path) -> tuple[float, float]:
     return first, time.perf_counter() - start
 
 
+def _timed(work) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def _spread(values: list[float], digits: int = 2) -> str:
+    """median (min-max)"""
+    return f"{np.median(values):,.{digits}f} ({min(values):,.{digits}f}-{max(values):,.{digits}f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=10_000_000, help="edge lines of the file (default 10M)")
     parser.add_argument("--cut", type=int, default=10_000_000, help="lines of the cut timed against loadtxt")
     parser.add_argument("--nodes", type=int, default=1_000_000, help="distinct ids drawn from (default 1M)")
     parser.add_argument("--dir", type=Path, help="keep the files here (reused when present)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each measurement (default 3)")
     parser.add_argument("--child-load", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_load:
@@ -152,28 +167,34 @@ def main() -> None:
         from commgraph.graph import load_snap
 
         load_snap(cut)  # compile or load the kernels once
-        start = time.perf_counter()
-        np.loadtxt(cut, dtype=np.int64, comments="#", usecols=(0, 1))
-        baseline = time.perf_counter() - start
-        start = time.perf_counter()
-        load_snap(cut)
-        ours = time.perf_counter() - start
-        print(f"{cut_lines:,}-line cut: numpy.loadtxt parse only {baseline:7.2f} s, load_snap -> CSR {ours:7.2f} s, "
-              f"ratio {ours / baseline:.2f}x")
+        baseline, ours = [], []
+        for _ in range(args.repeats):
+            baseline.append(_timed(lambda: np.loadtxt(cut, dtype=np.int64, comments="#", usecols=(0, 1))))
+            ours.append(_timed(lambda: load_snap(cut)))
+        ratios = [o / b for o, b in zip(ours, baseline)]
+        print(f"{cut_lines:,}-line cut: numpy.loadtxt parse only {_spread(baseline)} s, load_snap -> CSR "
+              f"{_spread(ours)} s, ratio {_spread(ratios)}x")
 
-        result = json.loads(subprocess.run([sys.executable, __file__, "--child-load", str(path)], check=True,
-                                           capture_output=True, text=True).stdout)
-        print(f"{args.lines:,} lines: load_snap {result['seconds']:.1f} s, {result['nodes']:,} nodes, "
-              f"{result['edges']:,} stored edges; peak memory growth {result['peak_growth'] / 2**20:,.0f} MiB = "
-              f"{result['peak_growth'] / result['csr_bytes']:.2f}x the final CSR ({result['csr_bytes'] / 2**20:,.0f} MiB)")
+        results = [json.loads(subprocess.run([sys.executable, __file__, "--child-load", str(path)], check=True,
+                                             capture_output=True, text=True).stdout) for _ in range(args.repeats)]
+        last = results[-1]
+        print(f"{args.lines:,} lines: load_snap {_spread([r['seconds'] for r in results])} s, {last['nodes']:,} nodes, "
+              f"{last['edges']:,} stored edges; peak memory growth "
+              f"{_spread([r['peak_growth'] / 2**20 for r in results], 0)} MiB = "
+              f"{_spread([r['peak_growth'] / r['csr_bytes'] for r in results])}x the final CSR "
+              f"({last['csr_bytes'] / 2**20:,.0f} MiB)")
 
-        home = Path(tempfile.mkdtemp(prefix="commgraph-home-"))
-        try:
-            first, second = cached_loads(cut, cut_lines, home)
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
-        print(f"dataset cache, {cut_lines:,}-line cut: first load {first:.2f} s, second {second:.3f} s "
-              f"({second / first:.3f} of the first)")
+        firsts, seconds = [], []
+        for _ in range(args.repeats):
+            home = Path(tempfile.mkdtemp(prefix="commgraph-home-"))
+            try:
+                first, second = cached_loads(cut, cut_lines, home)
+            finally:
+                shutil.rmtree(home, ignore_errors=True)
+            firsts.append(first)
+            seconds.append(second)
+        print(f"dataset cache, {cut_lines:,}-line cut: first load {_spread(firsts)} s, second {_spread(seconds, 3)} s, "
+              f"second/first {_spread([s / f for s, f in zip(seconds, firsts)], 3)}")
     finally:
         if args.dir is None:
             shutil.rmtree(folder, ignore_errors=True)
