@@ -50,3 +50,8 @@ class TrainingError(CommgraphError, ValueError):
 
 class WorkerFailed(CommgraphError, RuntimeError):
     """Another worker of the job died, failed or stopped answering; the message names its rank."""
+
+
+class DatasetError(CommgraphError, RuntimeError):
+    """A named dataset cannot be downloaded, verified or converted (network, damaged file, wrong
+    checksum or statistics); the message names the file, the URL and what to do."""

@@ -11,7 +11,8 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "graph",
         metavar="GRAPH",
-        help="a bundled name (cora), a synthetic spec (rmat:nodes=N,edges=M,seed=S or "
+        help="a bundled name (cora), a dataset name (citeseer, ogbn-arxiv, reddit, web-Google, ...: "
+        "commgraph datasets list; downloaded once into $COMMGRAPH_HOME), a synthetic spec (rmat:nodes=N,edges=M,seed=S or "
         "sbm:nodes=N,classes=C,features=F,seed=S) or a path (SNAP edge list, OGB directory, "
         "Planetoid folder, .npz)",
     )

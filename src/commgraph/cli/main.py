@@ -3,7 +3,6 @@ is a bug and prints one line too, with the traceback only under ``--debug``."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import traceback
@@ -13,14 +12,14 @@ import warnings
 warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
 
 from commgraph import __version__
-from commgraph.cli import convert, info, partition, plan, predict, simulate, topo, train
+from commgraph.cli import Parser, convert, datasets, info, partition, plan, plot, predict, simulate, topo, train
 from commgraph.errors import CommgraphError
 
-COMMANDS = (info, convert, partition, plan, topo, simulate, train, predict)
+COMMANDS = (info, convert, datasets, partition, plan, topo, simulate, train, predict, plot)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    parser = Parser(
         prog="commgraph",
         description="Communication-efficient distributed training of graph neural networks.",
     )

@@ -7,7 +7,10 @@
       raw/node-label.csv.gz      one label per node (optional; empty or NaN = unlabelled)
       split/<scheme>/{train,valid,test}.csv.gz   node ids, one per line
 
-Pointing at the dataset folder or at its ``raw`` folder both work.
+or OGB's binary layout (ogbn-papers100M): ``raw/data.npz`` (``edge_index``, ``node_feat``,
+``num_nodes_list``) and ``raw/node-label.npz`` (``node_label``) with the same split folder.
+Pointing at the dataset folder or at its ``raw`` folder both work. The edge CSV is parsed in chunks
+straight into CSR (:mod:`commgraph.graph.edgelist`).
 """
 
 from __future__ import annotations
@@ -17,13 +20,17 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.errors import GraphFormatError
-from commgraph.graph.build import from_edges
 from commgraph.graph.core import Graph
+from commgraph.graph.edgelist import EdgeChunks, csr_from_chunks, read_edge_chunks
+from commgraph.graph.snap import EdgeFileLoad
 from commgraph.graph.textio import read_table
+
+_BINARY_CHUNK = 1 << 24  # edges per chunk taken from a binary edge_index
 
 
 def is_ogb_dir(path: Path) -> bool:
-    return (dataset_root(path) / "raw" / "edge.csv.gz").is_file()
+    raw = dataset_root(path) / "raw"
+    return (raw / "edge.csv.gz").is_file() or (raw / "data.npz").is_file()
 
 
 def dataset_root(path: Path) -> Path:
@@ -37,54 +44,100 @@ def load_ogb(
     split: str | None = None,
     symmetrize: bool = True,
     self_loops: bool = False,
+    labels: bool = True,
 ) -> Graph:
+    """Read an OGB node-property-prediction directory. ``labels=False`` skips the node labels and
+    the split (ogbn-proteins, whose 112 binary tasks are no single class per node)."""
+    return read_ogb(path, name=name, split=split, symmetrize=symmetrize, self_loops=self_loops,
+                    labels=labels).graph
+
+
+def read_ogb(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    split: str | None = None,
+    symmetrize: bool = True,
+    self_loops: bool = False,
+    labels: bool = True,
+) -> EdgeFileLoad:
     root = dataset_root(Path(path))
     raw = root / "raw"
-    if not (raw / "edge.csv.gz").is_file():
+    if (raw / "data.npz").is_file() and not (raw / "edge.csv.gz").is_file():
+        edges, num_nodes, features, label_values = _binary(raw, labels)
+        label_file = raw / "node-label.npz"
+    elif (raw / "edge.csv.gz").is_file():
+        edges = read_edge_chunks(raw / "edge.csv.gz", comma=True, exact_columns=True)
+        num_nodes = _node_count(raw, edges)
+        features = None
+        if (raw / "node-feat.csv.gz").is_file():
+            features = _per_node(raw / "node-feat.csv.gz", num_nodes)
+        label_values = None
+        label_file = raw / "node-label.csv.gz"
+        if labels and label_file.is_file():
+            label_values = _per_node(raw / "node-label.csv.gz", num_nodes)
+    else:
         raise GraphFormatError(root, "not an OGB dataset directory: raw/edge.csv.gz is missing")
-    edges = read_table(raw / "edge.csv.gz", dtype=np.int64, columns=2, delimiter=",",
-                       non_negative=True, exact_columns=True)
-    num_nodes = _node_count(raw, edges)
-    features = None
-    if (raw / "node-feat.csv.gz").is_file():
-        features = _per_node(raw / "node-feat.csv.gz", num_nodes)
-    labels = masks = None
-    if (raw / "node-label.csv.gz").is_file():
-        labels = _labels(raw / "node-label.csv.gz", num_nodes)
+    rows = edges.rows
+    node_labels = masks = None
+    if label_values is not None:
+        node_labels = _labels(label_file, label_values)
         masks = _split_masks(root, split, num_nodes)
-    return from_edges(
-        edges[:, 0],
-        edges[:, 1],
-        num_nodes,
-        symmetrize=symmetrize,
-        self_loops=self_loops,
-        features=features,
-        labels=labels,
-        **(masks or {}),
-        name=name or root.name,
-    )
+    indptr, indices = csr_from_chunks(edges, num_nodes, symmetrize=symmetrize, self_loops=self_loops)
+    graph = Graph(indptr=indptr, indices=indices, features=features, labels=node_labels, **(masks or {}),
+                  name=name or root.name)
+    return EdgeFileLoad(graph, rows)
 
 
-def _node_count(raw: Path, edges: np.ndarray) -> int:
+def _binary(raw: Path, labels: bool) -> tuple[EdgeChunks, int, np.ndarray | None, np.ndarray | None]:
+    """OGB's binary layout: arrays in ``raw/data.npz`` and ``raw/node-label.npz``."""
+    try:
+        with np.load(raw / "data.npz", allow_pickle=False) as data:
+            edge_index = data["edge_index"]
+            num_nodes = int(np.asarray(data["num_nodes_list"]).ravel()[0])
+            features = data["node_feat"] if "node_feat" in data.files else None
+        label_values = None
+        if labels and (raw / "node-label.npz").is_file():
+            with np.load(raw / "node-label.npz", allow_pickle=False) as data:
+                label_values = np.asarray(data["node_label"], dtype=np.float32).reshape(num_nodes, -1)
+    except (KeyError, OSError, ValueError) as exc:
+        raise GraphFormatError(raw, f"not a readable OGB binary dataset ({exc})") from None
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise GraphFormatError(raw / "data.npz", f"edge_index must have shape [2, E], got {edge_index.shape}")
+    if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
+        raise GraphFormatError(raw / "data.npz", f"edge_index holds ids outside 0..{num_nodes - 1}")
+    pairs = edge_index.T
+    chunks = [pairs[i:i + _BINARY_CHUNK] for i in range(0, pairs.shape[0], _BINARY_CHUNK)]
+    edges = EdgeChunks(chunks, int(pairs.shape[0]), int(edge_index.max(initial=-1)))
+    if features is not None and features.shape[0] != num_nodes:
+        raise GraphFormatError(raw / "data.npz", f"node_feat has {features.shape[0]} rows but the graph has "
+                                                 f"{num_nodes} nodes")
+    return edges, num_nodes, features, label_values
+
+
+def _node_count(raw: Path, edges: EdgeChunks) -> int:
     count_file = raw / "num-node-list.csv.gz"
     if not count_file.is_file():
-        return int(edges.max(initial=-1)) + 1
+        return edges.max_id + 1
     counts = read_table(count_file, dtype=np.int64, columns=1, exact_columns=True)
     if counts.shape[0] != 1:
         raise GraphFormatError(
             count_file, f"holds {counts.shape[0]} graphs; only single-graph datasets are supported"
         )
     declared = int(counts[0, 0])
-    if edges.size:
-        bad_rows = np.flatnonzero((edges >= declared).any(axis=1))
-        if bad_rows.size:
-            row = int(bad_rows[0])
-            raise GraphFormatError(
-                raw / "edge.csv.gz",
-                f"node id {int(edges[row].max())} is beyond the declared node count {declared} "
-                f"(raw/num-node-list.csv.gz)",
-                line=row + 1,
-            )
+    if edges.max_id >= declared:
+        before = 0
+        for chunk in edges.chunks:
+            bad_rows = np.flatnonzero((chunk >= declared).any(axis=1))
+            if bad_rows.size:
+                row = int(bad_rows[0])
+                raise GraphFormatError(
+                    raw / "edge.csv.gz",
+                    f"node id {int(chunk[row].max())} is beyond the declared node count {declared} "
+                    f"(raw/num-node-list.csv.gz)",
+                    line=before + row + 1,
+                )
+            before += chunk.shape[0]
     return declared
 
 
@@ -95,8 +148,8 @@ def _per_node(path: Path, num_nodes: int) -> np.ndarray:
     return table
 
 
-def _labels(path: Path, num_nodes: int) -> np.ndarray:
-    values = _per_node(path, num_nodes)
+def _labels(path: Path, values: np.ndarray) -> np.ndarray:
+    num_nodes = values.shape[0]
     if values.shape[1] != 1:
         raise GraphFormatError(
             path, f"holds {values.shape[1]} label columns (multi-task); only one label per node is supported"

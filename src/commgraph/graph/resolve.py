@@ -1,4 +1,5 @@
-"""Turning what a user types (``cora``, ``rmat:nodes=1000,edges=5000``, a path) into a Graph."""
+"""Turning what a user types (``cora``, ``ogbn-arxiv``, ``rmat:nodes=1000,edges=5000``, a path)
+into a Graph."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from pathlib import Path
 
 from commgraph.errors import GraphFormatError, GraphSpecError
 from commgraph.graph.core import Graph
+from commgraph.graph.datasets import load_dataset
 from commgraph.graph.npz import load_npz
 from commgraph.graph.ogb import is_ogb_dir, load_ogb
 from commgraph.graph.planetoid import find_planetoid, load_planetoid
+from commgraph.graph.registry import REGISTRY
 from commgraph.graph.snap import SUFFIXES as SNAP_SUFFIXES
 from commgraph.graph.snap import load_snap
 from commgraph.graph.synthetic import rmat, sbm
@@ -27,7 +30,8 @@ def load_graph(
     name: str | None = None,
     split: str | None = None,
 ) -> Graph:
-    """Load a bundled graph by name, generate a synthetic one from ``kind:key=value,...``, or read
+    """Load a bundled graph by name, a registry dataset by name (downloaded and converted once, see
+    :mod:`commgraph.graph.datasets`), generate a synthetic one from ``kind:key=value,...``, or read
     a file or directory, detecting its format unless ``format`` is given.
 
     ``name`` names the graph (and picks the dataset inside a Planetoid folder); ``split`` picks the
@@ -36,6 +40,9 @@ def load_graph(
     text = str(spec)
     if format is None and text in BUNDLED:
         graph = load_npz(resources.files("commgraph.graph.data") / BUNDLED[text])
+        return graph if name is None else _renamed(graph, name)
+    if format is None and text in REGISTRY and not Path(text).exists():
+        graph = load_dataset(text)
         return graph if name is None else _renamed(graph, name)
     kind, _, params = text.partition(":")
     if format is None and params and kind in GENERATORS and not Path(text).exists():
@@ -49,7 +56,8 @@ def _load_path(path: Path, format: str | None, name: str | None, split: str | No
         raise GraphSpecError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     if not path.exists() and find_planetoid(path, name) is None:
         raise GraphSpecError(
-            f"{str(path)!r} is not a bundled graph ({', '.join(BUNDLED)}), a synthetic spec "
+            f"{str(path)!r} is not a bundled graph ({', '.join(BUNDLED)}), a dataset name "
+            f"(commgraph datasets list), a synthetic spec "
             f"(e.g. rmat:nodes=1000,edges=10000,seed=0 or sbm:nodes=1000,classes=4,features=16) "
             f"nor an existing path"
         )

@@ -7,69 +7,61 @@ are, and a ``# Nodes: N`` header then also counts isolated nodes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from commgraph.errors import GraphFormatError
-from commgraph.graph.build import from_edges, unique_sorted
 from commgraph.graph.core import Graph
-from commgraph.graph.textio import declared_node_count, read_table
+from commgraph.graph.edgelist import compact_ids, csr_from_chunks, read_edge_chunks
+from commgraph.graph.textio import declared_node_count
 
 SUFFIXES = (".txt", ".txt.gz", ".tsv", ".tsv.gz", ".edges", ".edges.gz", ".el", ".el.gz")
+
+
+@dataclass
+class EdgeFileLoad:
+    """A graph read from an edge file, with the number of edge lines the file held (what SNAP and
+    OGB publish as the edge count, before symmetrisation and de-duplication)."""
+
+    graph: Graph
+    rows: int
 
 
 def load_snap(
     path: str | Path, *, name: str | None = None, symmetrize: bool = True, self_loops: bool = False
 ) -> Graph:
+    """Read a SNAP edge list (chunked, straight into CSR; see :mod:`commgraph.graph.edgelist`)."""
+    return read_snap(path, name=name, symmetrize=symmetrize, self_loops=self_loops).graph
+
+
+def read_snap(
+    path: str | Path, *, name: str | None = None, symmetrize: bool = True, self_loops: bool = False
+) -> EdgeFileLoad:
     path = Path(path)
-    edges = read_table(path, dtype=np.int64, columns=2, non_negative=True)
-    if edges.shape[0] == 0:
+    edges = read_edge_chunks(path)
+    if edges.rows == 0:
         raise GraphFormatError(path, "contains no edges (only comments or blank lines)")
     declared = declared_node_count(path)
-    ids, node_ids = _compact_ids(edges.ravel(), declared)
-    num_nodes = int(node_ids.shape[0]) if node_ids is not None else int(ids.max()) + 1
+    node_ids = compact_ids(edges, declared)
+    num_nodes = int(node_ids.shape[0]) if node_ids is not None else edges.max_id + 1
     if declared is not None:
-        if num_nodes > declared and node_ids is None:
+        if node_ids is None and num_nodes > declared:
             raise GraphFormatError(
                 path,
                 f"header declares {declared} nodes but edges use node id {num_nodes - 1}; "
                 "fix the '# Nodes:' line or remove it",
             )
-        if node_ids is not None and node_ids.shape[0] > declared:
+        if node_ids is not None and num_nodes > declared:
             raise GraphFormatError(
                 path,
-                f"header declares {declared} nodes but edges use {node_ids.shape[0]} distinct ids; "
+                f"header declares {declared} nodes but edges use {num_nodes} distinct ids; "
                 "fix the '# Nodes:' line or remove it",
             )
         if node_ids is None:
             num_nodes = declared
-    pairs = ids.reshape(-1, 2)
-    return from_edges(
-        pairs[:, 0],
-        pairs[:, 1],
-        num_nodes,
-        symmetrize=symmetrize,
-        self_loops=self_loops,
-        node_ids=node_ids,
-        name=name or _stem(path),
-    )
-
-
-def _compact_ids(raw: np.ndarray, declared: int | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Map ids to 0..N-1. Returns (mapped ids, original id per new id), or (raw, None) when the ids
-    are already dense from 0 (every id below the maximum, or below the declared count, is used)."""
-    largest = int(raw.max())
-    limit = max(largest + 1, declared or 0)
-    if limit <= 4 * raw.shape[0] + 1024:  # a presence bitmap is cheaper than sorting
-        present = np.zeros(limit, dtype=bool)
-        present[raw] = True
-        if present[: largest + 1].all():
-            return raw, None
-        new_id = np.cumsum(present) - 1
-        return new_id[raw], np.flatnonzero(present)
-    node_ids = unique_sorted(raw)
-    return np.searchsorted(node_ids, raw), node_ids
+    indptr, indices = csr_from_chunks(edges, num_nodes, symmetrize=symmetrize, self_loops=self_loops)
+    graph = Graph(indptr=indptr, indices=indices, node_ids=node_ids, name=name or _stem(path))
+    return EdgeFileLoad(graph, edges.rows)
 
 
 def _stem(path: Path) -> str:

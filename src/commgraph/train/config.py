@@ -8,6 +8,7 @@ and the options are validated once, when a ``TrainConfig`` is made.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
@@ -56,6 +57,8 @@ class TrainConfig:
     eval_every: int = option("accuracies every N epochs and after the last; the others log null", type=int,
                              metavar="N", default=1)
     metrics_out: str | None = option("one JSON line per epoch", metavar="FILE", default=None)
+    tensorboard: str | None = option("TensorBoard event files here: loss, accuracies, epoch and waiting seconds, "
+                                     "bytes (needs the tensorboard package)", metavar="DIR", default=None)
     checkpoint_dir: str | None = option("checkpoint after every epoch", metavar="DIR", default=None)
     predictions_out: str | None = option("the last epoch's predicted class of every node (.npy or .csv)",
                                          metavar="FILE", default=None)
@@ -77,6 +80,8 @@ class TrainConfig:
             raise TrainingError("--bin-size must be >= 1")
         if self.eval_every < 1:
             raise TrainingError("--eval-every must be >= 1")
+        if self.tensorboard is not None and importlib.util.find_spec("tensorboard") is None:
+            raise TrainingError("--tensorboard needs the tensorboard package: pip install 'commgraph[tensorboard]'")
         if self.resume and not self.checkpoint_dir:
             raise TrainingError("--resume needs --checkpoint-dir")
         if self.predictions_out is not None:

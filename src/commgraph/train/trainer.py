@@ -287,6 +287,7 @@ class Trainer:
                 self.best = {"epoch": epoch, "val_acc": record.val_acc, "test_acc": record.test_acc}
             if config.checkpoint_dir:
                 self.checkpoint(record, improved)
+        log.close()
         if bar is not None:
             bar.close()
         if config.predictions_out and history:  # the last epoch is always evaluated
@@ -315,11 +316,17 @@ def _progress(config: TrainConfig, world: World, start: int):
 
 
 class _MetricsLog:
-    """Rank 0's epoch lines and the JSONL file. A resumed run drops the lines after its checkpoint."""
+    """Rank 0's epoch lines, the JSONL file and the TensorBoard events. A resumed run drops the
+    lines after its checkpoint."""
 
     def __init__(self, config: TrainConfig, world: World, start_epoch: int):
         self.path = Path(config.metrics_out) if config.metrics_out and world.is_leader else None
         self.leader = world.is_leader
+        self.board = None
+        if config.tensorboard and world.is_leader:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.board = SummaryWriter(config.tensorboard)
         if self.path is not None:
             kept = []
             if config.resume and self.path.is_file():
@@ -334,6 +341,18 @@ class _MetricsLog:
         if self.path is not None:
             with open(self.path, "a") as handle:
                 handle.write(json.dumps(asdict(record)) + "\n")
+        if self.board is not None:
+            for tag, value in (("loss", record.loss), ("accuracy/train", record.train_acc),
+                               ("accuracy/val", record.val_acc), ("accuracy/test", record.test_acc),
+                               ("seconds/epoch", record.epoch_seconds), ("seconds/comm_wait", record.comm_wait_seconds),
+                               ("bytes/comm", record.comm_bytes)):
+                if value is not None:
+                    self.board.add_scalar(tag, value, record.epoch)
+            self.board.flush()
         if bar is not None:
             bar.update(1)
             bar.write(record.line())
+
+    def close(self) -> None:
+        if self.board is not None:
+            self.board.close()

@@ -1,0 +1,61 @@
+"""``commgraph datasets list|download``: the datasets commgraph knows by name, and fetching them.
+
+Every command that takes GRAPH also takes one of these names and downloads it on first use. The
+cache is ``$COMMGRAPH_HOME/datasets/<name>/`` (default ``~/.cache/commgraph``);
+``COMMGRAPH_MIRROR=URL`` fetches every file from a mirror with the same paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from commgraph.cli import describe
+from commgraph.graph.datasets import cache_state, dataset_dir, fetch, load_dataset
+from commgraph.graph.registry import REGISTRY, lookup
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("datasets", help="list and download named datasets", description=describe(__doc__))
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="every name with its size, licence, statistics and cache state")
+    listing.add_argument("--json", action="store_true", help="one JSON object per dataset, one per line")
+    listing.set_defaults(run=run_list)
+    download = actions.add_parser("download", help="fetch datasets into the cache and convert them once")
+    download.add_argument("names", nargs="+", metavar="NAME", choices=list(REGISTRY), help="dataset names")
+    download.add_argument("--no-convert", action="store_true",
+                          help="only download and verify the files; convert on first use")
+    download.add_argument("--quiet", action="store_true", help="no progress bar")
+    download.set_defaults(run=run_download)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    rows = []
+    for entry in REGISTRY.values():
+        stats = entry.stats
+        rows.append({"name": entry.name, "kind": entry.kind, "size": entry.size_text, "licence": entry.licence,
+                     "nodes": stats.nodes, "edges": stats.edges, "edges_counted": stats.edges_counted,
+                     "features": stats.features, "classes": stats.classes, "cached": cache_state(entry),
+                     "urls": [f.url for f in entry.files], "notes": entry.notes})
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    header = ("name", "size", "nodes", "edges", "feat", "classes", "cached", "licence")
+    table = [header] + [(r["name"], r["size"], f"{r['nodes']:,}", f"{r['edges']:,}", str(r["features"] or "-"),
+                         str(r["classes"] or "-"), r["cached"], r["licence"]) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
+    return 0
+
+
+def run_download(args: argparse.Namespace) -> int:
+    for name in args.names:
+        entry = lookup(name)
+        if args.no_convert:
+            fetch(entry, progress=not args.quiet)
+        else:
+            graph = load_dataset(entry, progress=not args.quiet)
+            print(f"{name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} stored edges -> {dataset_dir(name)}")
+    return 0

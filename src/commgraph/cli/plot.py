@@ -1,0 +1,32 @@
+"""``commgraph plot RUN.jsonl [RUN.jsonl ...] --png curves.png``: loss and accuracy against epochs
+for one training run or several (the files ``commgraph train --metrics-out`` writes)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from commgraph.cli import describe
+from commgraph.errors import TrainingError
+from commgraph.train.plot import plot_runs, read_metrics
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("plot", help="draw training curves from metrics.jsonl files",
+                                   description=describe(__doc__))
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl", help="metrics files, one per run")
+    parser.add_argument("--png", required=True, type=Path, metavar="FILE.png", help="the picture to write")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.png.suffix != ".png":
+        raise TrainingError(f"--png must end in .png, got {str(args.png)!r}")
+    runs = {}
+    for path in args.runs:
+        label = path.stem if path.stem not in runs else str(path)
+        runs[label] = read_metrics(path)
+    plot_runs(runs, args.png)
+    epochs = ", ".join(f"{label}: {len(records)} epochs" for label, records in runs.items())
+    print(f"wrote {args.png} ({epochs})")
+    return 0

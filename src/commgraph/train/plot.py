@@ -1,0 +1,58 @@
+"""Training curves: loss and accuracies against epochs, from the ``metrics.jsonl`` files that
+``commgraph train --metrics-out`` writes (one JSON object per epoch: ``epoch``, ``loss``,
+``train_acc``, ``val_acc``, ``test_acc``; accuracies are null on epochs not evaluated)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from commgraph.atomic import atomic_write
+from commgraph.errors import TrainingError
+
+ACCURACIES = (("train_acc", ":"), ("val_acc", "--"), ("test_acc", "-"))
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The epoch records of one run, checked: each line a JSON object with an epoch and a loss."""
+    if not path.is_file():
+        raise TrainingError(f"{path}: no such file (write one with commgraph train --metrics-out FILE)")
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            float(record["loss"]), int(record["epoch"])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise TrainingError(f"{path}, line {number}: not a metrics record with epoch and loss ({exc})") from None
+        records.append(record)
+    if not records:
+        raise TrainingError(f"{path}: holds no epochs")
+    return records
+
+
+def plot_runs(runs: dict[str, list[dict]], path: str | Path) -> None:
+    """Two panels, loss and accuracy against epoch, one colour per run (train dotted, val dashed,
+    test solid); written atomically as PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for index, (label, records) in enumerate(runs.items()):
+        colour = f"C{index % 10}"
+        loss_ax.plot([r["epoch"] for r in records], [r["loss"] for r in records], color=colour, label=label)
+        for key, style in ACCURACIES:
+            points = [(r["epoch"], r[key]) for r in records if r.get(key) is not None]
+            if points:
+                acc_ax.plot(*zip(*points), color=colour, linestyle=style, label=f"{label} {key[:-4]}")
+    loss_ax.set(xlabel="epoch", ylabel="loss", title="training loss")
+    acc_ax.set(xlabel="epoch", ylabel="accuracy", title="accuracy (train dotted, val dashed, test solid)")
+    for ax in (loss_ax, acc_ax):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    with atomic_write(path) as handle:
+        fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)

@@ -1,0 +1,82 @@
+"""A local HTTP file server for the dataset tests: 127.0.0.1 only, threaded, with Range requests,
+and per-path faults (server errors, connections cut mid-body, slow transfers)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Fault:
+    status: int | None = None  # answer this HTTP status instead of the file
+    cut_after: int | None = None  # close the connection after this many body bytes
+    times: int = 1 << 30  # how many requests the fault applies to
+    bytes_per_second: float | None = None  # throttle the body
+
+
+@dataclass
+class FileServer:
+    files: dict[str, bytes] = field(default_factory=dict)
+    faults: dict[str, Fault] = field(default_factory=dict)
+    log: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
+
+    def start(self) -> str:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.log.append((self.path, self.headers.get("Range")))
+                fault = server.faults.get(self.path)
+                if fault is not None and fault.times > 0:
+                    fault.times -= 1
+                else:
+                    fault = Fault()
+                if fault.status is not None:
+                    self.send_error(fault.status)
+                    return
+                data = server.files.get(self.path)
+                if data is None:
+                    self.send_error(404)
+                    return
+                start = 0
+                match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
+                if match:
+                    start = int(match.group(1))
+                    if start >= len(data):
+                        self.send_error(416)
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                body = data[start:]
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                if fault.cut_after is not None:
+                    body = body[: fault.cut_after]
+                step = 1 << 16
+                for offset in range(0, len(body), step):
+                    self.wfile.write(body[offset:offset + step])
+                    if fault.bytes_per_second:
+                        time.sleep(step / fault.bytes_per_second)
+                self.wfile.flush()
+                self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

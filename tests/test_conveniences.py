@@ -1,0 +1,93 @@
+"""Everyday conveniences: defaults in every --help, --version, training curves, TensorBoard."""
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from commgraph import __version__
+from commgraph.cli.main import build_parser, main
+
+
+def parsers(parser, prog="commgraph"):
+    yield prog, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from parsers(sub, f"{prog} {name}")
+
+
+def test_every_option_with_a_default_shows_it_in_help():
+    checked = 0
+    for prog, parser in parsers(build_parser()):
+        text = " ".join(parser.format_help().split())
+        for action in parser._actions:
+            if action.default in (None, False, argparse.SUPPRESS) or action.help == argparse.SUPPRESS:
+                continue
+            if isinstance(action, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)):
+                continue
+            name = action.option_strings[-1] if action.option_strings else action.metavar or action.dest
+            shown = re.search(re.escape(name) + r"\b.*?\(default[ :]", text)
+            assert shown, f"{prog}: {name} has default {action.default!r} but --help does not show it"
+            checked += 1
+    assert checked > 30
+
+
+def test_version():
+    out = subprocess.run([sys.executable, "-m", "commgraph", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"commgraph {__version__}"
+
+
+def write_run(path, losses, accs):
+    lines = [json.dumps({"epoch": e + 1, "loss": loss, "train_acc": acc, "val_acc": acc, "test_acc": acc})
+             for e, (loss, acc) in enumerate(zip(losses, accs))]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_plot_one_run_or_several(tmp_path, capsys):
+    write_run(tmp_path / "a.jsonl", [1.0, 0.5, 0.25], [0.3, None, 0.8])
+    write_run(tmp_path / "b.jsonl", [0.9, 0.4], [0.2, 0.6])
+    for runs in (["a.jsonl"], ["a.jsonl", "b.jsonl"]):
+        png = tmp_path / f"{len(runs)}.png"
+        assert main(["plot", *(str(tmp_path / r) for r in runs), "--png", str(png)]) == 0
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "a: 3 epochs, b: 2 epochs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"), ("", "holds no epochs"), ('{"epoch": 1, "loss": 0.5}\nnot json\n', "line 2"),
+])
+def test_plot_refuses_bad_runs(tmp_path, capsys, content, message):
+    run = tmp_path / "run.jsonl"
+    if content is not None:
+        run.write_text(content)
+    assert main(["plot", str(run), "--png", str(tmp_path / "x.png")]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "x.png").exists()
+
+
+def test_tensorboard_missing_is_a_clear_error(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
+    assert main(["train", "cora", "--tensorboard", "tb", "--epochs", "1"]) == 2
+    assert "--tensorboard needs the tensorboard package" in capsys.readouterr().err
+
+
+def test_tensorboard_events_match_the_metrics(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    metrics, logdir = tmp_path / "m.jsonl", tmp_path / "tb"
+    assert main(["train", "cora", "--epochs", "3", "--hidden", "8", "--quiet", "--device", "cpu",
+                 "--partition-dir", str(tmp_path / "parts"), "--metrics-out", str(metrics),
+                 "--tensorboard", str(logdir)]) == 0
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    events = EventAccumulator(str(logdir))
+    events.Reload()
+    losses = [(e.step, e.value) for e in events.Scalars("loss")]
+    assert losses == [(r["epoch"], pytest.approx(r["loss"], rel=1e-6)) for r in records]
+    assert [e.value for e in events.Scalars("accuracy/test")] == pytest.approx([r["test_acc"] for r in records])

@@ -1,0 +1,312 @@
+"""Named datasets: downloads from a local HTTP server on 127.0.0.1 (no test reaches the internet)
+serving archives built here in the real layouts; the cache's checks, repairs and kill safety."""
+
+import gzip
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from commgraph.cli.main import main
+from commgraph.errors import DatasetError
+from commgraph.graph import REGISTRY, load_graph, load_npz, load_snap
+from commgraph.graph.datasets import cache_state, dataset_dir, fetch, load_dataset
+from commgraph.graph.download import mirrored
+from commgraph.graph.registry import Dataset, RemoteFile, Stats
+from fileserver import Fault, FileServer
+from test_planetoid import write_planetoid
+
+UPSTREAM = "https://upstream.example.org"
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    files = FileServer()
+    url = files.start()
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COMMGRAPH_MIRROR", url)
+    yield files
+    files.stop()
+
+
+def gz_lines(pairs, header="") -> bytes:
+    text = header + "".join(f"{a}\t{b}\n" for a, b in pairs)
+    return gzip.compress(text.encode(), compresslevel=1)
+
+
+def csv_gz(rows) -> bytes:
+    return gzip.compress("".join(f"{r}\n" for r in rows).encode())
+
+
+def ogb_zip(folder="arxiv") -> tuple[bytes, Stats]:
+    """An OGB node-property zip as snap.stanford.edu serves it: <folder>/raw/*.csv.gz, split/time/."""
+    rng = np.random.default_rng(1)
+    n, m = 50, 200
+    edges = rng.integers(0, n, size=(m, 2))
+    feats = rng.random((n, 4)).astype(np.float32)
+    members = {
+        "raw/edge.csv.gz": csv_gz(f"{a},{b}" for a, b in edges),
+        "raw/num-node-list.csv.gz": csv_gz([n]), "raw/num-edge-list.csv.gz": csv_gz([m]),
+        "raw/node-feat.csv.gz": csv_gz(",".join(f"{v:.6f}" for v in row) for row in feats),
+        "raw/node-label.csv.gz": csv_gz(i % 5 for i in range(n)),
+        "raw/node_year.csv.gz": csv_gz(2020 for _ in range(n)),
+        "split/time/train.csv.gz": csv_gz(range(30)), "split/time/valid.csv.gz": csv_gz(range(30, 40)),
+        "split/time/test.csv.gz": csv_gz(range(40, 50)),
+    }
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(f"{folder}/{name}", data)
+    return buffer.getvalue(), Stats(n, m, 4, 5)
+
+
+def ogb_entry(name="toy-arxiv", stats=None, sha=None) -> Dataset:
+    return Dataset(name, "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip", sha256=sha),),
+                   "test", stats, folder="arxiv", split="time")
+
+
+def serve_ogb(server) -> tuple[bytes, Stats]:
+    data, stats = ogb_zip()
+    server.files["/ogb/data/nodeproppred/arxiv.zip"] = data
+    return data, stats
+
+
+def test_mirror_keeps_the_path(monkeypatch):
+    monkeypatch.setenv("COMMGRAPH_MIRROR", "http://mirror.lan:8080/pub")
+    assert mirrored("https://snap.stanford.edu/data/web-Google.txt.gz") == "http://mirror.lan:8080/pub/data/web-Google.txt.gz"
+    monkeypatch.setenv("COMMGRAPH_MIRROR", "mirror.lan")
+    with pytest.raises(DatasetError, match="not a URL"):
+        mirrored("https://snap.stanford.edu/data/web-Google.txt.gz")
+
+
+def test_registry_names_and_published_statistics():
+    assert REGISTRY["ogbn-arxiv"].stats == Stats(169_343, 1_166_243, 128, 40)
+    assert REGISTRY["citeseer"].stats.nodes == 3_327 and REGISTRY["email-Enron"].stats.nodes == 36_692
+    assert REGISTRY["ogbn-products"].files[0].url == "http://snap.stanford.edu/ogb/data/nodeproppred/products.zip"
+    assert REGISTRY["web-Google"].files[0].url == "https://snap.stanford.edu/data/web-Google.txt.gz"
+    assert [f.filename for f in REGISTRY["pubmed"].files][-1] == "ind.pubmed.test.index"
+    assert all(entry.licence for entry in REGISTRY.values())
+
+
+def test_clean_download_converts_once_and_maps_the_cache(server):
+    data, stats = serve_ogb(server)
+    entry = ogb_entry(stats=stats)
+    assert cache_state(entry) == "-"
+    graph = load_dataset(entry, progress=False)
+    root = dataset_dir("toy-arxiv")
+    assert (root / "raw" / "arxiv.zip").read_bytes() == data
+    assert (root / "unpacked" / "arxiv" / "split" / "time" / "train.csv.gz").is_file()
+    recorded = json.loads((root / "checksums.json").read_text())
+    assert set(recorded) == {"raw/arxiv.zip", "graph.npz"}
+    reference = load_graph(root / "unpacked" / "arxiv", name="toy-arxiv", split="time")
+    assert graph.equals(reference) and graph.train_mask.sum() == 30
+    requests = len(server.log)
+    again = load_dataset(entry, progress=False)
+    assert len(server.log) == requests  # served from the cache
+    assert again.equals(reference) and isinstance(again.indices.base, np.memmap)
+    assert cache_state(entry) == "converted"
+
+
+def test_truncated_archive_is_refused_and_removed(server):
+    data, stats = serve_ogb(server)
+    server.files["/ogb/data/nodeproppred/arxiv.zip"] = data[: len(data) - 300]  # consistent length, cut zip
+    with pytest.raises(DatasetError, match="arxiv.zip is damaged"):
+        load_dataset(ogb_entry(stats=stats), progress=False)
+    assert list((dataset_dir("toy-arxiv") / "raw").iterdir()) == []
+
+
+def test_wrong_checksum_names_both_digests(server):
+    data, stats = serve_ogb(server)
+    with pytest.raises(DatasetError, match=r"has SHA-256 [0-9a-f]{64}, expected 0{64}"):
+        load_dataset(ogb_entry(stats=stats, sha="0" * 64), progress=False)
+    assert not (dataset_dir("toy-arxiv") / "raw" / "arxiv.zip").exists()
+
+
+def test_server_errors(server, monkeypatch):
+    monkeypatch.setattr("commgraph.graph.download.time.sleep", lambda s: None)
+    _, stats = serve_ogb(server)
+    server.faults["/ogb/data/nodeproppred/arxiv.zip"] = Fault(status=503, times=2)  # retried
+    assert load_dataset(ogb_entry(stats=stats), progress=False).num_nodes == 50
+    server.faults["/ogb/data/nodeproppred/arxiv.zip"] = Fault(status=500)
+    with pytest.raises(DatasetError, match=r"arxiv.zip answered HTTP 500"):
+        fetch(ogb_entry("other", stats=stats), progress=False)
+    with pytest.raises(DatasetError, match="HTTP 404"):
+        fetch(Dataset("gone", "snap", (RemoteFile(f"{UPSTREAM}/data/gone.txt.gz"),), "t", Stats(1, 1)),
+              progress=False)
+
+
+def test_interrupted_download_resumes_with_a_range_request(server):
+    data, stats = serve_ogb(server)
+    path = "/ogb/data/nodeproppred/arxiv.zip"
+    server.faults[path] = Fault(cut_after=len(data) // 3, times=1)
+    graph = load_dataset(ogb_entry(stats=stats), progress=False)
+    assert graph.num_nodes == 50
+    assert server.log == [(path, None), (path, f"bytes={len(data) // 3}-")]
+    assert (dataset_dir("toy-arxiv") / "raw" / "arxiv.zip").read_bytes() == data
+
+
+def test_partial_file_from_an_earlier_run_is_resumed(server):
+    data, stats = serve_ogb(server)
+    raw = dataset_dir("toy-arxiv") / "raw"
+    raw.mkdir(parents=True)
+    (raw / "arxiv.zip.part").write_bytes(data[:1000])
+    assert cache_state(ogb_entry(stats=stats)) == "partial"
+    fetch(ogb_entry(stats=stats), progress=False)
+    assert server.log[0][1] == "bytes=1000-" and (raw / "arxiv.zip").read_bytes() == data
+
+
+def test_corrupt_cache_entries_are_made_again(server):
+    data, stats = serve_ogb(server)
+    entry = ogb_entry(stats=stats)
+    load_dataset(entry, progress=False)
+    root = dataset_dir("toy-arxiv")
+    reference = load_graph(root / "unpacked" / "arxiv", name="toy-arxiv")  # not a map of the file damaged below
+    blob = bytearray((root / "graph.npz").read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    (root / "graph.npz").write_bytes(bytes(blob))
+    requests = len(server.log)
+    assert load_dataset(entry, progress=False).equals(reference)
+    assert len(server.log) == requests  # converted again from the verified download
+    (root / "raw" / "arxiv.zip").write_bytes(b"not the zip")
+    (root / "graph.npz").write_bytes(b"")
+    assert load_dataset(entry, progress=False).equals(reference)
+    assert len(server.log) == requests + 1  # the raw file no longer matched its digest: fetched again
+
+
+def test_published_statistics_are_checked(server):
+    _, stats = serve_ogb(server)
+    wrong = Stats(stats.nodes + 1, stats.edges, stats.features, stats.classes)
+    with pytest.raises(DatasetError, match="loaded 50 nodes but the publisher states 51"):
+        load_dataset(ogb_entry(stats=wrong), progress=False)
+    wrong = Stats(stats.nodes, 999, stats.features, stats.classes)
+    with pytest.raises(DatasetError, match=r"loaded 200 edges \(listed\) but the publisher states 999"):
+        load_dataset(ogb_entry(stats=wrong), progress=False)
+
+
+def test_offline_is_one_line_naming_file_url_and_destination(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COMMGRAPH_MIRROR", "http://127.0.0.1:9")  # discard port: nothing listens
+    monkeypatch.setattr("commgraph.graph.download.time.sleep", lambda s: None)
+    with pytest.raises(DatasetError) as info:
+        load_graph("web-Google")
+    message = str(info.value)
+    dest = tmp_path / "home" / "datasets" / "web-Google" / "raw" / "web-Google.txt.gz"
+    assert "\n" not in message
+    assert "fetch http://127.0.0.1:9/data/web-Google.txt.gz yourself" in message and f"put it at {dest}" in message
+
+
+def test_real_names_planetoid_and_snap_through_the_cli(server, tmp_path, capsys):
+    """citeseer-layout pickles and an email-Enron-sized edge list, served at the registry's own paths."""
+    folder = tmp_path / "planetoid"
+    folder.mkdir()
+    write_planetoid(folder, "toycite")
+    for file in folder.iterdir():
+        server.files[f"/kimiyoung/planetoid/raw/master/data/{file.name}"] = file.read_bytes()
+    expected = load_graph(folder, name="toycite")
+    entry = Dataset("toycite", "planetoid", tuple(
+        RemoteFile(f"https://github.com/kimiyoung/planetoid/raw/master/data/ind.toycite.{p}")
+        for p in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")), "MIT",
+        Stats(expected.num_nodes, expected.num_edges, expected.num_features, expected.num_classes, "stored"))
+    REGISTRY["toycite"] = entry
+    try:
+        assert main(["datasets", "download", "toycite", "--quiet"]) == 0
+        assert load_graph("toycite").equals(expected)
+    finally:
+        del REGISTRY["toycite"]
+
+    rng = np.random.default_rng(2)
+    n, m = 36_692, 367_662  # email-Enron's published counts
+    pairs = rng.integers(0, n, size=(m, 2))
+    pairs[0] = (n - 1, 0)
+    server.files["/data/email-Enron.txt.gz"] = gz_lines(pairs, f"# Nodes: {n} Edges: {m}\n")
+    capsys.readouterr()
+    assert main(["info", "email-Enron", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["name"] == "email-Enron" and info["num_nodes"] == n
+    assert main(["datasets", "list", "--json"]) == 0
+    rows = {row["name"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert rows["email-Enron"]["cached"] == "converted" and rows["web-Google"]["cached"] == "-"
+
+
+def test_reddit_layout(server):
+    rng = np.random.default_rng(3)
+    n = 40
+    rows, cols = rng.integers(0, n, 300), rng.integers(0, n, 300)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        data = io.BytesIO()
+        np.savez(data, feature=rng.random((n, 6)), label=np.arange(n) % 3, node_types=np.arange(n) % 3 + 1)
+        archive.writestr("reddit_data.npz", data.getvalue())
+        graph = io.BytesIO()
+        sp.save_npz(graph, sp.coo_matrix((np.ones(300), (rows, cols)), shape=(n, n)))
+        archive.writestr("reddit_graph.npz", graph.getvalue())
+    server.files["/dataset/reddit.zip"] = buffer.getvalue()
+    entry = Dataset("toy-reddit", "reddit", (RemoteFile("https://data.dgl.ai/dataset/reddit.zip"),), "t",
+                    Stats(n, 300, 6, 3))
+    g = load_dataset(entry, progress=False)
+    pairs = {(int(a), int(b)) for a, b in zip(rows, cols) if a != b}
+    src, dst = g.edge_list()
+    assert {(int(a), int(b)) for a, b in zip(src, dst)} == pairs | {(b, a) for a, b in pairs}
+    assert g.train_mask.sum() == 14 and g.val_mask.sum() == 13 and g.num_classes == 3
+
+
+def test_killed_at_any_point_finishes_on_the_next_run(tmp_path):
+    """Kill a download-and-convert process at points spread over a whole run, run it again each time
+    from what the kill left; the last run must give exactly the graph of the file."""
+    rng = np.random.default_rng(4)
+    n, m = 200_000, 1_500_000
+    pairs = rng.integers(0, n, size=(m, 2)) * 2  # sparse ids, remapped
+    data = gz_lines(pairs)
+    source = tmp_path / "big.txt.gz"
+    source.write_bytes(data)
+    expected = load_snap(source, name="big")
+    files = FileServer(files={"/data/big.txt.gz": data},
+                       faults={"/data/big.txt.gz": Fault(bytes_per_second=len(data) / 1.0)})
+    url = files.start()
+    env = {**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home"), "COMMGRAPH_MIRROR": url,
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+    spec = json.dumps({"name": "big", "url": f"{UPSTREAM}/data/big.txt.gz", "nodes": expected.num_nodes,
+                       "edges": m})
+    driver = [sys.executable, str(Path(__file__).parent / "dataset_driver.py"), spec]
+    root = tmp_path / "home" / "datasets" / "big"
+
+    def start():
+        proc = subprocess.Popen(driver, env=env, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"
+        return proc, time.monotonic()
+
+    try:
+        kills = {"download": 0, "after download": 0}
+        for _ in range(12):  # the download takes about 1 s of transfer in all, resumed run after run
+            phase = "after download" if (root / "raw" / "big.txt.gz").exists() else "download"
+            if kills["after download"] == 2:
+                break
+            delay = 0.3 if phase == "download" else (0.05, 0.3)[kills[phase]]
+            proc, began = start()
+            time.sleep(max(0.0, delay - (time.monotonic() - began)))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=30)
+                kills[phase] += 1
+            else:
+                proc.communicate(timeout=30)
+        proc, _ = start()
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        result = json.loads(out.strip().splitlines()[-1])
+        assert result == {"nodes": expected.num_nodes, "edges": expected.num_edges, "checksum": expected.checksum()}
+        assert kills["download"] >= 2 and kills["after download"] >= 1, kills
+        assert any(r is not None for _, r in files.log)  # some run resumed a partial download
+        assert load_npz(root / "graph.npz").equals(expected)
+        assert not list(root.glob(".*.tmp")) and not list(root.glob(".unpack-*"))
+    finally:
+        files.stop()
