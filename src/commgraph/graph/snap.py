@@ -1,4 +1,6 @@
 """SNAP edge lists: one ``src dst`` pair per line (tab or spaces), ``#`` comments, optionally gzipped.
+A file of exactly three columns is weighted (``src dst weight``); more columns (timestamps and the
+like) are ignored.
 
 SNAP ids are often sparse (web-Google's run to 916,427 for 875,713 nodes); they are remapped to
 0..N-1 and the original ids kept in ``Graph.node_ids``. Dense ids (0..N-1 already) are kept as they
@@ -14,7 +16,7 @@ import numpy as np
 from commgraph.errors import GraphFormatError
 from commgraph.graph.build import from_edges, unique_sorted
 from commgraph.graph.core import Graph
-from commgraph.graph.textio import declared_node_count, read_table
+from commgraph.graph.textio import declared_node_count, open_text, read_table
 
 SUFFIXES = (".txt", ".txt.gz", ".tsv", ".tsv.gz", ".edges", ".edges.gz", ".el", ".el.gz")
 
@@ -24,6 +26,7 @@ def load_snap(
 ) -> Graph:
     path = Path(path)
     edges = read_table(path, dtype=np.int64, columns=2, non_negative=True)
+    weights = read_table(path, dtype=np.float64, columns=None)[:, 2] if _columns(path) == 3 else None
     if edges.shape[0] == 0:
         raise GraphFormatError(path, "contains no edges (only comments or blank lines)")
     declared = declared_node_count(path)
@@ -51,9 +54,20 @@ def load_snap(
         num_nodes,
         symmetrize=symmetrize,
         self_loops=self_loops,
+        weights=weights,
         node_ids=node_ids,
         name=name or _stem(path),
     )
+
+
+def _columns(path: Path) -> int:
+    """Columns of the first data line (0 for a file of comments only)."""
+    with open_text(path) as handle:
+        for raw in handle:
+            text = raw.split("#", 1)[0].split()
+            if text:
+                return len(text)
+    return 0
 
 
 def _compact_ids(raw: np.ndarray, declared: int | None) -> tuple[np.ndarray, np.ndarray | None]:
