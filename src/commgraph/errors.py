@@ -50,3 +50,7 @@ class TrainingError(CommgraphError, ValueError):
 
 class WorkerFailed(CommgraphError, RuntimeError):
     """Another worker of the job died, failed or stopped answering; the message names its rank."""
+
+
+class AnalyticsError(CommgraphError, ValueError):
+    """A graph analytics request is invalid (unknown source, negative SSSP weights, options out of range)."""

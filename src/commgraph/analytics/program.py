@@ -1,0 +1,285 @@
+"""Vertex programs in ChattyGraph's shape (Jiang et al., "ChattyGraph: Highly Scalable Graph Computing
+System for Heterogeneous Multi Accelerators", Journal of Software 2023), vectorised per worker.
+
+ChattyGraph's four user hooks become the methods of a :class:`VertexProgram`, each called once per
+iteration on whole arrays (never once per vertex):
+
+- ``InitVertex`` -> :meth:`VertexProgram.init`: the shared value of every row of the worker's table
+  (its owned vertices, then its halo) and which of them start active;
+- ``ComputeScatter(vertex, edge, shared_vertex)`` -> :meth:`VertexProgram.scatter`: the message each
+  edge ``u -> v`` with an active source carries, from ``u``'s shared value, the edge's weight and
+  ``u``'s global id;
+- ``ComputeReduce(shared_vertex, nbr_shared_vertex)`` -> :attr:`VertexProgram.reduce`: a numpy ufunc
+  (``np.minimum``, ``np.add``) folding the messages that reach one vertex;
+- ``UpdateStatus(computed_vertex, previous_vertex)`` -> :meth:`VertexProgram.update`: the new state
+  of the owned vertices from the folded messages; it returns which of them changed, and those are
+  the next iteration's active vertices.
+
+One iteration on a worker (:func:`run_program`):
+
+.. math::
+    m_v = \\bigoplus_{u \\to v,\\ u \\text{ active}} \\mathrm{scatter}(x_u, w_{uv}, u), \\qquad
+    (x_v', \\mathrm{changed}_v) = \\mathrm{update}(m_v, x_v)
+
+over the worker's in-edges (rows are owned vertices, sources are owned or halo rows). The engine
+picks the direction per iteration: *push* walks the out-edges of the active rows (a sparse
+frontier), *pull* the in-edges of every row that may still change (a dense one), whichever scans
+fewer edges (Beamer's direction-optimising BFS rule, with the pull side weighted by ``PULL_COST``).
+Both give the same result: a reduction is order-free and every program's messages are exact.
+
+Between iterations the owners' new shared values reach the workers whose halo holds them, through the
+job's all-gather plan and the runtime's executor (:class:`Boundary`). The plan moves a fixed set of
+rows, so what is "only the values that changed" here is: an iteration in which no worker changed a
+boundary row exchanges nothing at all (every worker learns that from the iteration's one small
+all-reduce), and a receiver tells which of its halo rows changed by comparing them with the copy it
+held, so only those become active sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+PULL_COST = 4.0  # a pull scans every in-edge of a candidate row; push only the active rows' out-edges
+
+
+@dataclass
+class LocalGraph:
+    """One worker's share of a graph: its owned vertices' in-edges in CSR form (rows are owned
+    vertices, columns are table rows: owned ``0..num_owned-1``, then halo), the global id of every
+    table row, and the same edges transposed for pushing (rows are table rows).
+
+    Shapes: ``indptr`` [num_owned + 1], ``indices`` and ``weights`` [E], ``ids`` [num_owned + num_halo].
+    """
+
+    num_nodes: int  # in the whole graph
+    ids: np.ndarray
+    num_owned: int
+    indptr: np.ndarray
+    indices: np.ndarray
+    weights: np.ndarray | None = None
+    out_degree: np.ndarray | None = None  # whole-graph out-degree of each owned vertex (set by the engine)
+    _out: tuple | None = field(default=None, repr=False)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def in_degree(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    def local_out_degree(self) -> np.ndarray:
+        """Out-edges of every table row that end at an owned vertex."""
+        return np.bincount(self.indices, minlength=self.num_rows)
+
+    def out_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(outptr [num_rows + 1], edge [E]): ``edge[outptr[u]:outptr[u + 1]]`` are the positions in
+        ``indices`` of ``u``'s out-edges; and the destination row of each in-edge position."""
+        if self._out is None:
+            order = np.argsort(self.indices, kind="stable")
+            outptr = np.zeros(self.num_rows + 1, dtype=np.int64)
+            np.cumsum(self.local_out_degree(), out=outptr[1:])
+            dst = np.repeat(np.arange(self.num_owned, dtype=np.int64), self.in_degree)
+            self._out = (outptr, order, dst)
+        return self._out
+
+
+class VertexProgram:
+    """A vertex program; see the module's description of the four hooks. One instance per worker,
+    holding that worker's per-vertex state."""
+
+    reduce: np.ufunc = np.minimum  # ComputeReduce
+    identity: float = np.inf  # what a vertex that no message reaches gets
+    dense: bool = False  # every vertex active every iteration (exchange every iteration too)
+
+    def init(self, graph: LocalGraph) -> tuple[np.ndarray, np.ndarray]:  # InitVertex
+        """Shared values (float64) and active flags of every table row, from the rows' global ids."""
+        raise NotImplementedError
+
+    def scatter(self, values: np.ndarray, weights: np.ndarray | None, sources: np.ndarray) -> np.ndarray:
+        """ComputeScatter: one message per edge from its source's shared value, its weight and its
+        source's global id. The default sends the shared value itself."""
+        return values
+
+    def update(self, reduced: np.ndarray, iteration: int, totals: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        """UpdateStatus: given each owned vertex's folded messages (``identity`` where none came)
+        and the last whole-job ``totals``, update the state; returns (new shared values of the owned
+        vertices, which of them changed)."""
+        raise NotImplementedError
+
+    def candidates(self) -> np.ndarray | None:
+        """Owned rows a pull needs to visit (None: every row); BFS visits the unreached ones only."""
+        return None
+
+    def totals(self) -> list[float]:
+        """Per-worker numbers summed over the job after every update (PageRank's dangling mass and
+        error); the sums reach the next ``update`` and ``converged``."""
+        return []
+
+    def converged(self, totals: list[float]) -> bool:
+        """Stop although vertices changed (PageRank's tolerance); sparse programs stop when none did."""
+        return False
+
+    def result(self) -> np.ndarray:
+        """The per-vertex answer of the owned vertices."""
+        raise NotImplementedError
+
+
+class Boundary(Protocol):
+    """How a worker's table meets the other workers': the executor of the job's all-gather plan
+    (:class:`commgraph.analytics.job.PlanBoundary`) or nothing at all (:class:`Alone`)."""
+
+    boundary_rows: np.ndarray  # owned rows some other worker reads
+
+    def exchange(self, owned: np.ndarray) -> np.ndarray:
+        """The halo rows' values, filled from their owners' ``owned``."""
+
+    def return_sum(self, halo: np.ndarray) -> np.ndarray:
+        """Per owned row, the sum of what every worker holding it as halo gives (``halo``)."""
+
+    def global_sum(self, values: list[float]) -> list[float]:
+        """Each value summed over the workers."""
+
+    def sent_bytes(self) -> int:
+        """Bytes this worker has sent so far."""
+
+
+class Alone:
+    """A single worker: the whole graph, no halo, nothing to exchange."""
+
+    boundary_rows = np.empty(0, dtype=np.int64)
+
+    def exchange(self, owned: np.ndarray) -> np.ndarray:
+        return owned[:0]
+
+    def return_sum(self, halo: np.ndarray) -> float:
+        return 0.0
+
+    def global_sum(self, values: list[float]) -> list[float]:
+        return list(values)
+
+    def sent_bytes(self) -> int:
+        return 0
+
+
+@dataclass
+class RunStats:
+    """What one worker saw of a run; ``edges`` and ``bytes`` are its own, the rest the job's."""
+
+    iterations: int
+    edges: int  # edges scanned by this worker's scatters
+    bytes: int  # bytes this worker sent
+    exchanges: int  # iterations that exchanged the boundary (the others changed no boundary row)
+    pushes: int  # iterations this worker ran as push (the others as pull)
+    converged: bool
+
+
+def whole_out_degree(graph: LocalGraph, boundary: Boundary) -> np.ndarray:
+    """Out-degree of each owned vertex in the whole graph: its out-edges in this part, plus those in
+    the parts that hold it as halo (sent back through the plan's reverse direction)."""
+    local = graph.local_out_degree().astype(np.float64)
+    return np.rint(local[: graph.num_owned] + boundary.return_sum(local[graph.num_owned :])).astype(np.int64)
+
+
+def run_program(program: VertexProgram, graph: LocalGraph, boundary: Boundary, max_iterations: int) -> RunStats:
+    """Run ``program`` on this worker's ``graph`` until no vertex changes anywhere, the program says
+    it converged, or ``max_iterations`` iterations ran. Every worker of a job runs this together."""
+    values, active = program.init(graph)
+    values = np.array(values, dtype=np.float64)
+    n = graph.num_owned
+    if program.dense:  # halo values that only their owners can compute (PageRank's contributions)
+        values[n:] = boundary.exchange(values[:n])
+    totals = boundary.global_sum(program.totals())
+    edges = exchanges = pushes = 0
+    iteration = 0
+    converged = False
+    while iteration < max_iterations:
+        reduced, scanned, pushed = _gather(program, graph, values, active)
+        edges += scanned
+        pushes += pushed
+        shared, changed = program.update(reduced, iteration, totals)
+        values[:n] = shared
+        iteration += 1
+        counts = boundary.global_sum([float(changed.sum()), float(changed[boundary.boundary_rows].sum()),
+                                      *program.totals()])
+        totals = counts[2:]
+        if program.converged(totals) or counts[0] == 0:
+            converged = True
+            break
+        active = np.ones(graph.num_rows, dtype=bool) if program.dense else np.concatenate(
+            [changed, np.zeros(graph.num_rows - n, dtype=bool)])
+        if counts[1] > 0:  # the same on every worker: they all exchange, or none does
+            halo = boundary.exchange(values[:n])
+            if not program.dense:
+                active[n:] = halo != values[n:]
+            values[n:] = halo
+            exchanges += 1
+    return RunStats(iteration, edges, boundary.sent_bytes(), exchanges, pushes, converged)
+
+
+def _gather(program: VertexProgram, graph: LocalGraph, values: np.ndarray,
+            active: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Each owned vertex's folded messages from its active in-neighbours; the edges scanned; and
+    whether it was done by pushing (1) or pulling (0)."""
+    sources = np.flatnonzero(active)
+    rows = program.candidates()
+    outptr = None
+    if not program.dense and sources.size < graph.num_rows:
+        outptr, _, _ = graph.out_edges()
+        push_edges = int((outptr[sources + 1] - outptr[sources]).sum())
+        pull_edges = graph.num_edges if rows is None else int(graph.in_degree[rows].sum())
+        if push_edges * PULL_COST < pull_edges:
+            return _push(program, graph, values, sources), push_edges, 1
+    scanned = graph.num_edges if rows is None else int(graph.in_degree[rows].sum())
+    return _pull(program, graph, values, active, rows), scanned, 0
+
+
+def _push(program: VertexProgram, graph: LocalGraph, values: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    outptr, order, dst_of = graph.out_edges()
+    at = order[_ranges(outptr[sources], outptr[sources + 1])]
+    src = graph.indices[at]
+    messages = program.scatter(values[src], None if graph.weights is None else graph.weights[at], graph.ids[src])
+    reduced = np.full(graph.num_owned, program.identity)
+    program.reduce.at(reduced, dst_of[at], messages)
+    return reduced
+
+
+def _pull(program: VertexProgram, graph: LocalGraph, values: np.ndarray, active: np.ndarray,
+          rows: np.ndarray | None) -> np.ndarray:
+    reduced = np.full(graph.num_owned, program.identity)
+    if rows is None:
+        at, starts, ends = None, graph.indptr[:-1], graph.indptr[1:]
+        src = graph.indices
+    else:
+        starts, ends = graph.indptr[rows], graph.indptr[rows + 1]
+        at = _ranges(starts, ends)
+        src = graph.indices[at]
+    weights = None if graph.weights is None else graph.weights if at is None else graph.weights[at]
+    messages = program.scatter(values[src], weights, graph.ids[src])
+    if not active.all():
+        messages = np.where(active[src], messages, program.identity)
+    counts = ends - starts
+    nonempty = np.flatnonzero(counts)
+    if nonempty.size:
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
+        folded = program.reduce.reduceat(messages, offsets)
+        target = nonempty if rows is None else rows[nonempty]
+        reduced[target] = folded
+    return reduced
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
+    counts = ends - starts
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    firsts = np.cumsum(counts) - counts
+    return np.repeat(starts - firsts, counts) + np.arange(total, dtype=np.int64)
