@@ -34,13 +34,14 @@ class AnalyzeOptions:
     max_iterations: int = 100  # PageRank's cap; the sparse programs run until nothing changes
     weight_seed: int | None = None  # SSSP: seeded weights instead of the graph's own
 
-    def check(self, num_nodes: int) -> None:
+    def check(self, num_nodes: int | None) -> None:
+        """Refuse bad options; with ``num_nodes``, a source outside the graph too."""
         if self.algo not in ALGORITHMS:
             raise AnalyticsError(f"unknown --algo {self.algo!r}; choose one of {', '.join(ALGORITHMS)}")
         if self.algo in ("bfs", "sssp"):
             if self.source is None:
                 raise AnalyticsError(f"--algo {self.algo} needs --source")
-            if not 0 <= self.source < num_nodes:
+            if num_nodes is not None and not 0 <= self.source < num_nodes:
                 raise AnalyticsError(f"source {self.source} is not a node of the graph (0..{num_nodes - 1})")
         if self.algo == "pagerank":
             check_pagerank(self.damping, self.tol)
@@ -146,6 +147,16 @@ def analyze(graph: Graph, options: AnalyzeOptions, personalization: np.ndarray |
     n = graph.num_nodes
     local = local_graph(n, np.arange(n), np.empty(0, np.int64), graph.indptr, graph.indices, graph.edge_weights,
                         options)
+    return _alone(options, local, personalization)
+
+
+def analyze_part(part: Part, num_nodes: int, options: AnalyzeOptions) -> Analysis:
+    """``options.algo`` on the only part of a one-part partition set, in this process."""
+    options.check(num_nodes)
+    return _alone(options, part_graph(part, num_nodes, options))
+
+
+def _alone(options: AnalyzeOptions, local: LocalGraph, personalization: np.ndarray | None = None) -> Analysis:
     program, stats, seconds = execute(options, local, Alone(), personalization)
     return Analysis(options.algo, program.result(), getattr(program, "parent", None), stats.iterations, seconds,
                     stats.bytes, stats.edges, stats.converged, stats.exchanges)
