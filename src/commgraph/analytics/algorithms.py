@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from commgraph.analytics import kernels
 from commgraph.analytics.program import LocalGraph, VertexProgram
 from commgraph.errors import AnalyticsError
 
@@ -34,8 +35,7 @@ class BFS(VertexProgram):
         self.parent = np.where(self.level == 0, self.source, -1)
         return level, level == 0
 
-    def scatter(self, values, weights, sources):
-        return sources.astype(np.float64)
+    scatter = kernels.source_id
 
     def candidates(self) -> np.ndarray:
         return np.flatnonzero(np.isinf(self.level))
@@ -69,8 +69,7 @@ class SSSP(VertexProgram):
         self.dist = dist[: graph.num_owned].copy()
         return dist, dist == 0
 
-    def scatter(self, values, weights, sources):
-        return values + 1.0 if weights is None else values + weights
+    scatter = kernels.path_length
 
     def update(self, reduced, iteration, totals):
         better = reduced < self.dist
@@ -120,7 +119,7 @@ class PageRank(VertexProgram):
         personalization: one non-negative weight per global vertex, with a positive sum.
     """
 
-    reduce = np.add
+    reduce = kernels.add
     identity = 0.0
     dense = True
 

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank, check_pagerank
-from commgraph.analytics.program import Alone, Boundary, LocalGraph, RunStats, VertexProgram, run_program, \
-    whole_out_degree
+from commgraph.analytics.program import (Alone, Boundary, LocalGraph, RunStats, VertexProgram, compile_hooks,
+                                         run_program, whole_out_degree)
 from commgraph.errors import AnalyticsError
 from commgraph.graph import Graph
 from commgraph.graph.build import from_edges
@@ -126,9 +126,13 @@ def part_graph(part: Part, num_nodes: int, options: AnalyzeOptions) -> LocalGrap
 def execute(options: AnalyzeOptions, graph: LocalGraph, boundary: Boundary,
             personalization: np.ndarray | None = None) -> tuple[VertexProgram, RunStats, float]:
     """Run one request on one worker: (the program, holding the owned vertices' results; its
-    statistics; seconds, set-up included)."""
-    started = time.perf_counter()
+    statistics; seconds from the first iteration's set-up, whole-graph out-degrees included, to the
+    end; compiling the hooks and transposing the part's edges come before)."""
     program = options.program(personalization)
+    compile_hooks(program, graph.weights is not None)
+    if not program.dense:
+        graph.out_edges()  # both directions of the edges are part of the graph, as in graph libraries
+    started = time.perf_counter()
     if options.algo == "pagerank":
         graph.out_degree = whole_out_degree(graph, boundary)
     stats = run_program(program, graph, boundary, options.iteration_cap)

@@ -6,14 +6,17 @@ iteration on whole arrays (never once per vertex):
 
 - ``InitVertex`` -> :meth:`VertexProgram.init`: the shared value of every row of the worker's table
   (its owned vertices, then its halo) and which of them start active;
-- ``ComputeScatter(vertex, edge, shared_vertex)`` -> :meth:`VertexProgram.scatter`: the message each
-  edge ``u -> v`` with an active source carries, from ``u``'s shared value, the edge's weight and
-  ``u``'s global id;
-- ``ComputeReduce(shared_vertex, nbr_shared_vertex)`` -> :attr:`VertexProgram.reduce`: a numpy ufunc
-  (``np.minimum``, ``np.add``) folding the messages that reach one vertex;
+- ``ComputeScatter(vertex, edge, shared_vertex)`` -> :attr:`VertexProgram.scatter`: a numba function
+  ``(value, weight, source) -> message`` giving what each edge ``u -> v`` with an active source
+  carries, from ``u``'s shared value, the edge's weight (1 on unweighted graphs) and ``u``'s global id;
+- ``ComputeReduce(shared_vertex, nbr_shared_vertex)`` -> :attr:`VertexProgram.reduce`: a numba
+  function ``(a, b) -> folded`` (``kernels.minimum``, ``kernels.add``) with its ``identity``;
 - ``UpdateStatus(computed_vertex, previous_vertex)`` -> :meth:`VertexProgram.update`: the new state
   of the owned vertices from the folded messages; it returns which of them changed, and those are
   the next iteration's active vertices.
+
+The engine's loops over edges are compiled (:mod:`commgraph.analytics.kernels`) with the two edge
+hooks inlined; ``init`` and ``update`` work on whole arrays with numpy.
 
 One iteration on a worker (:func:`run_program`):
 
@@ -41,6 +44,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+
+from commgraph.analytics import kernels
 
 PULL_COST = 4.0  # a pull scans every in-edge of a candidate row; push only the active rows' out-edges
 
@@ -80,14 +85,10 @@ class LocalGraph:
         return np.bincount(self.indices, minlength=self.num_rows)
 
     def out_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(outptr [num_rows + 1], edge [E]): ``edge[outptr[u]:outptr[u + 1]]`` are the positions in
-        ``indices`` of ``u``'s out-edges; and the destination row of each in-edge position."""
+        """(outptr [num_rows + 1], outdst [E], edge [E]): row ``u``'s out-edges end at owned rows
+        ``outdst[outptr[u]:outptr[u + 1]]`` and are in-edges ``edge[...]`` (made on first use)."""
         if self._out is None:
-            order = np.argsort(self.indices, kind="stable")
-            outptr = np.zeros(self.num_rows + 1, dtype=np.int64)
-            np.cumsum(self.local_out_degree(), out=outptr[1:])
-            dst = np.repeat(np.arange(self.num_owned, dtype=np.int64), self.in_degree)
-            self._out = (outptr, order, dst)
+            self._out = kernels.transpose(self.indptr, self.indices, self.num_rows)
         return self._out
 
 
@@ -95,18 +96,14 @@ class VertexProgram:
     """A vertex program; see the module's description of the four hooks. One instance per worker,
     holding that worker's per-vertex state."""
 
-    reduce: np.ufunc = np.minimum  # ComputeReduce
+    scatter = kernels.value  # ComputeScatter
+    reduce = kernels.minimum  # ComputeReduce
     identity: float = np.inf  # what a vertex that no message reaches gets
     dense: bool = False  # every vertex active every iteration (exchange every iteration too)
 
     def init(self, graph: LocalGraph) -> tuple[np.ndarray, np.ndarray]:  # InitVertex
         """Shared values (float64) and active flags of every table row, from the rows' global ids."""
         raise NotImplementedError
-
-    def scatter(self, values: np.ndarray, weights: np.ndarray | None, sources: np.ndarray) -> np.ndarray:
-        """ComputeScatter: one message per edge from its source's shared value, its weight and its
-        source's global id. The default sends the shared value itself."""
-        return values
 
     def update(self, reduced: np.ndarray, iteration: int, totals: list[float]) -> tuple[np.ndarray, np.ndarray]:
         """UpdateStatus: given each owned vertex's folded messages (``identity`` where none came)
@@ -228,58 +225,38 @@ def _gather(program: VertexProgram, graph: LocalGraph, values: np.ndarray,
             active: np.ndarray) -> tuple[np.ndarray, int, int]:
     """Each owned vertex's folded messages from its active in-neighbours; the edges scanned; and
     whether it was done by pushing (1) or pulling (0)."""
-    sources = np.flatnonzero(active)
-    rows = program.candidates()
-    outptr = None
-    if not program.dense and sources.size < graph.num_rows:
-        outptr, _, _ = graph.out_edges()
-        push_edges = int((outptr[sources + 1] - outptr[sources]).sum())
+    reduced = np.full(graph.num_owned, program.identity)
+    weights = _NO_WEIGHTS if graph.weights is None else graph.weights
+    rows = None if program.dense else program.candidates()
+    if not program.dense:
+        sources = np.flatnonzero(active)
+        outptr, outdst, edge = graph.out_edges()
         pull_edges = graph.num_edges if rows is None else int(graph.in_degree[rows].sum())
-        if push_edges * PULL_COST < pull_edges:
-            return _push(program, graph, values, sources), push_edges, 1
-    scanned = graph.num_edges if rows is None else int(graph.in_degree[rows].sum())
-    return _pull(program, graph, values, active, rows), scanned, 0
+        if kernels.frontier_edges(outptr, sources) * PULL_COST < pull_edges:
+            scanned = kernels.push(outptr, outdst, edge, weights, values, graph.ids, sources, program.scatter,
+                                   program.reduce, reduced)
+            return reduced, int(scanned), 1
+    every = rows is None
+    scanned = kernels.pull(graph.indptr, graph.indices, weights, values, graph.ids, active,
+                           _NO_ROWS if every else rows, every, program.scatter, program.reduce, program.identity,
+                           reduced)
+    return reduced, int(scanned), 0
 
 
-def _push(program: VertexProgram, graph: LocalGraph, values: np.ndarray, sources: np.ndarray) -> np.ndarray:
-    outptr, order, dst_of = graph.out_edges()
-    at = order[_ranges(outptr[sources], outptr[sources + 1])]
-    src = graph.indices[at]
-    messages = program.scatter(values[src], None if graph.weights is None else graph.weights[at], graph.ids[src])
-    reduced = np.full(graph.num_owned, program.identity)
-    program.reduce.at(reduced, dst_of[at], messages)
-    return reduced
+def compile_hooks(program: VertexProgram, weighted: bool) -> None:
+    """Compile the edge loops for ``program``'s hooks now (numba compiles on first call), so that a
+    run's time is the run's."""
+    tiny = LocalGraph(2, np.arange(2), 2, np.array([0, 0, 1]), np.array([0]), np.ones(1) if weighted else None)
+    outptr, outdst, edge = tiny.out_edges()
+    values, active, out = np.zeros(2), np.ones(2, dtype=bool), np.zeros(2)
+    weights = tiny.weights if weighted else _NO_WEIGHTS
+    kernels.pull(tiny.indptr, tiny.indices, weights, values, tiny.ids, active, _NO_ROWS, True, program.scatter,
+                 program.reduce, program.identity, out)
+    kernels.pull(tiny.indptr, tiny.indices, weights, values, tiny.ids, active, np.arange(2), False, program.scatter,
+                 program.reduce, program.identity, out)
+    kernels.push(outptr, outdst, edge, weights, values, tiny.ids, np.arange(2), program.scatter, program.reduce, out)
+    kernels.frontier_edges(outptr, np.arange(2))
 
 
-def _pull(program: VertexProgram, graph: LocalGraph, values: np.ndarray, active: np.ndarray,
-          rows: np.ndarray | None) -> np.ndarray:
-    reduced = np.full(graph.num_owned, program.identity)
-    if rows is None:
-        at, starts, ends = None, graph.indptr[:-1], graph.indptr[1:]
-        src = graph.indices
-    else:
-        starts, ends = graph.indptr[rows], graph.indptr[rows + 1]
-        at = _ranges(starts, ends)
-        src = graph.indices[at]
-    weights = None if graph.weights is None else graph.weights if at is None else graph.weights[at]
-    messages = program.scatter(values[src], weights, graph.ids[src])
-    if not active.all():
-        messages = np.where(active[src], messages, program.identity)
-    counts = ends - starts
-    nonempty = np.flatnonzero(counts)
-    if nonempty.size:
-        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
-        folded = program.reduce.reduceat(messages, offsets)
-        target = nonempty if rows is None else rows[nonempty]
-        reduced[target] = folded
-    return reduced
-
-
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, e)`` for every pair, vectorised."""
-    counts = ends - starts
-    total = int(counts.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64)
-    firsts = np.cumsum(counts) - counts
-    return np.repeat(starts - firsts, counts) + np.arange(total, dtype=np.int64)
+_NO_WEIGHTS = np.empty(0, dtype=np.float64)
+_NO_ROWS = np.empty(0, dtype=np.int64)
