@@ -21,24 +21,26 @@ def add(a, b):
 
 
 @njit(cache=True)
-def transpose(indptr, indices, num_rows):
-    """Out-edges of every table row: (outptr [num_rows + 1], outdst [E], edge [E]), ``outdst`` the
-    owned row each out-edge ends at and ``edge`` its position among the in-edges, rows in order."""
+def transpose(indptr, indices, weights, num_rows):
+    """Out-edges of every table row: (outptr [num_rows + 1], outdst [E] int32, outweights [E] or
+    empty), ``outdst`` the owned row each out-edge ends at, rows in order."""
     outptr = np.zeros(num_rows + 1, dtype=np.int64)
     for e in range(indices.shape[0]):
         outptr[indices[e] + 1] += 1
     for u in range(num_rows):
         outptr[u + 1] += outptr[u]
     fill = outptr[:-1].copy()
-    outdst = np.empty(indices.shape[0], dtype=np.int64)
-    edge = np.empty(indices.shape[0], dtype=np.int64)
+    outdst = np.empty(indices.shape[0], dtype=np.int32)
+    weighted = weights.shape[0] > 0
+    outweights = np.empty(indices.shape[0] if weighted else 0, dtype=np.float64)
     for v in range(indptr.shape[0] - 1):
         for e in range(indptr[v], indptr[v + 1]):
             u = indices[e]
             outdst[fill[u]] = v
-            edge[fill[u]] = e
+            if weighted:
+                outweights[fill[u]] = weights[e]
             fill[u] += 1
-    return outptr, outdst, edge
+    return outptr, outdst, outweights
 
 
 @njit
@@ -61,15 +63,15 @@ def pull(indptr, indices, weights, values, ids, active, rows, every_row, scatter
 
 
 @njit
-def push(outptr, outdst, edge, weights, values, ids, sources, scatter, reduce, out):
+def push(outptr, outdst, outweights, values, ids, sources, scatter, reduce, out):
     """Fold the messages along the out-edges of ``sources`` into ``out``; returns the edges scanned."""
-    weighted = weights.shape[0] > 0
+    weighted = outweights.shape[0] > 0
     scanned = 0
     for i in range(sources.shape[0]):
         u = sources[i]
         for k in range(outptr[u], outptr[u + 1]):
             v = outdst[k]
-            out[v] = reduce(out[v], scatter(values[u], weights[edge[k]] if weighted else 1.0, ids[u]))
+            out[v] = reduce(out[v], scatter(values[u], outweights[k] if weighted else 1.0, ids[u]))
         scanned += outptr[u + 1] - outptr[u]
     return scanned
 

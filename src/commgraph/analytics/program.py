@@ -85,10 +85,11 @@ class LocalGraph:
         return np.bincount(self.indices, minlength=self.num_rows)
 
     def out_edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(outptr [num_rows + 1], outdst [E], edge [E]): row ``u``'s out-edges end at owned rows
-        ``outdst[outptr[u]:outptr[u + 1]]`` and are in-edges ``edge[...]`` (made on first use)."""
+        """(outptr [num_rows + 1], outdst [E], outweights [E] or empty): row ``u``'s out-edges end
+        at owned rows ``outdst[outptr[u]:outptr[u + 1]]`` (made on first use)."""
         if self._out is None:
-            self._out = kernels.transpose(self.indptr, self.indices, self.num_rows)
+            weights = _NO_WEIGHTS if self.weights is None else self.weights
+            self._out = kernels.transpose(self.indptr, self.indices, weights, self.num_rows)
         return self._out
 
 
@@ -230,10 +231,10 @@ def _gather(program: VertexProgram, graph: LocalGraph, values: np.ndarray,
     rows = None if program.dense else program.candidates()
     if not program.dense:
         sources = np.flatnonzero(active)
-        outptr, outdst, edge = graph.out_edges()
+        outptr, outdst, outweights = graph.out_edges()
         pull_edges = graph.num_edges if rows is None else int(graph.in_degree[rows].sum())
         if kernels.frontier_edges(outptr, sources) * PULL_COST < pull_edges:
-            scanned = kernels.push(outptr, outdst, edge, weights, values, graph.ids, sources, program.scatter,
+            scanned = kernels.push(outptr, outdst, outweights, values, graph.ids, sources, program.scatter,
                                    program.reduce, reduced)
             return reduced, int(scanned), 1
     every = rows is None
@@ -247,14 +248,14 @@ def compile_hooks(program: VertexProgram, weighted: bool) -> None:
     """Compile the edge loops for ``program``'s hooks now (numba compiles on first call), so that a
     run's time is the run's."""
     tiny = LocalGraph(2, np.arange(2), 2, np.array([0, 0, 1]), np.array([0]), np.ones(1) if weighted else None)
-    outptr, outdst, edge = tiny.out_edges()
+    outptr, outdst, outweights = tiny.out_edges()
     values, active, out = np.zeros(2), np.ones(2, dtype=bool), np.zeros(2)
     weights = tiny.weights if weighted else _NO_WEIGHTS
     kernels.pull(tiny.indptr, tiny.indices, weights, values, tiny.ids, active, _NO_ROWS, True, program.scatter,
                  program.reduce, program.identity, out)
     kernels.pull(tiny.indptr, tiny.indices, weights, values, tiny.ids, active, np.arange(2), False, program.scatter,
                  program.reduce, program.identity, out)
-    kernels.push(outptr, outdst, edge, weights, values, tiny.ids, np.arange(2), program.scatter, program.reduce, out)
+    kernels.push(outptr, outdst, outweights, values, tiny.ids, np.arange(2), program.scatter, program.reduce, out)
     kernels.frontier_edges(outptr, np.arange(2))
 
 
