@@ -172,12 +172,15 @@ def main() -> None:
         print(f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} directed edges "
               f"(generated in {time.perf_counter() - start:.1f} s)", file=sys.stderr)
         source = int(np.argmax(np.diff(graph.indptr)))
-        entry = {"graph": spec, "nodes": graph.num_nodes, "edges": graph.num_edges,
-                 "networkit": {t: networkit_times(graph, source, args.repeats, t) for t in (1, 2)}}
+        entry = {"graph": spec, "nodes": graph.num_nodes, "edges": graph.num_edges, "networkit": {}}
+        for threads in (1, 2):
+            entry["networkit"][threads] = networkit_times(graph, source, args.repeats, threads)
+            print(f"  NetworKit, {threads} thread(s): {json.dumps(entry['networkit'][threads])}", file=sys.stderr)
         with tempfile.TemporaryDirectory() as scratch:
             for workers in (1, 2):
                 partdir = partition_set(graph, workers, args.partition, args.cache)
                 entry[f"commgraph_{workers}"] = commgraph_run(partdir, workers, source, args.repeats, Path(scratch))
+                print(f"  commgraph, {workers} worker(s): {json.dumps(entry[f'commgraph_{workers}'])}", file=sys.stderr)
         report.append(entry)
         _print(entry)
     if args.json:

@@ -126,3 +126,14 @@ def test_components_refuse_a_directed_partition_set(capsys, tmp_path):
                         seconds=0, metrics={})
     code, _, err = run(capsys, "analyze", str(tmp_path / "p"), "--algo", "cc")
     assert code == 2 and "directed graph" in err
+
+
+def test_a_one_part_partition_set_runs_in_this_process(capsys, tmp_path, weighted):
+    graph = load_graph(weighted, directed=True)
+    write_partition_set(graph, np.zeros(graph.num_nodes, dtype=np.int64), 1, tmp_path / "p1", method="chunk", seed=0,
+                        seconds=0, metrics={})
+    out = tmp_path / "d.npy"
+    code, stdout, err = run(capsys, "analyze", str(tmp_path / "p1"), "--algo", "sssp", "--source", "0",
+                            "--out", str(out))
+    assert code == 0, err
+    assert np.load(out).tolist() == [0.0, 1.5, 1.75, 4.75, np.inf, np.inf]  # the weights travel in the set

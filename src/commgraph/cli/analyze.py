@@ -68,14 +68,12 @@ def register(subparsers) -> None:
     parser.add_argument("--placement", metavar="DEV,DEV,...", help="the topology device of each worker")
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds any exchange may wait before the job stops (default 120)")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="cpu",
-                        help="where workers exchange: cpu (Gloo, default) or cuda (NCCL, a GPU per worker)")
     parser.add_argument("--out", type=Path, metavar="FILE", help="per-node results (.npy or .csv)")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument("--node-ids", type=Path, help=argparse.SUPPRESS)  # the launcher's original ids, to workers
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, device="cpu")  # the kernels run on the CPU; workers exchange over Gloo
 
 
 def run(args: argparse.Namespace) -> int:
@@ -166,7 +164,7 @@ def _launch(args: argparse.Namespace, partdir: Path, options: AnalyzeOptions, wo
     with tempfile.TemporaryDirectory(prefix="commgraph-analyze-") as scratch:
         argv = ["analyze", str(partdir), "--algo", options.algo, "--damping", str(options.damping), "--tol",
                 str(options.tol), "--max-iterations", str(options.max_iterations), "--plan", args.plan,
-                "--topology", args.topology, "--timeout", str(args.timeout), "--device", args.device]
+                "--topology", args.topology, "--timeout", str(args.timeout)]
         for flag, value in (("--source", options.source), ("--weight-seed", options.weight_seed),
                             ("--placement", args.placement), ("--out", args.out)):
             if value is not None:
