@@ -7,7 +7,10 @@ connected components and PageRank (20 iterations: tolerance 0 on both sides):
   undirected graph of the same edges, with 1 thread and with 2 (this machine's cores), graph
   construction not timed;
 - commgraph with 1 and with 2 worker processes (one thread each), started by the local launcher on a
-  partition set of the graph (``--partition``, g3 by default); a run's time is the slowest worker's,
+  partition set of the graph (``--partition``, random by default: parts of equal node counts and,
+  on these graphs, nearly equal edge counts; g3 ran for over 20 minutes at 1M nodes on this shared
+  machine without finishing, and METIS's minimum cut left one RMAT part with 97% of the edges, so
+  one worker did nearly all the work); a run's time is the slowest worker's,
   from the first iteration to the last (compiling the hooks and transposing a part's edges before,
   as NetworKit builds both directions before); the 2 workers exchange boundary values through the
   job's all-gather plan over Gloo.
@@ -159,7 +162,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS))
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--partition", default="g3")
+    parser.add_argument("--partition", default="random")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "commgraph-bench-analytics",
                         help="where partition sets are kept between runs")
     parser.add_argument("--json", type=Path, help="write every measurement here")

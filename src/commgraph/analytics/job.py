@@ -116,7 +116,16 @@ def local_graph(num_nodes: int, owned: np.ndarray, halo: np.ndarray, indptr: np.
         weights = seeded_weights(ids[indices], dst, options.weight_seed)
     elif weights is not None:
         weights = np.asarray(weights, np.float64)
-    return LocalGraph(num_nodes, ids, int(owned.shape[0]), indptr, indices, weights)
+    return LocalGraph(num_nodes, ids, int(owned.shape[0]), read_only(indptr), read_only(indices),
+                      None if weights is None else read_only(weights))
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only plain view: the edge loops are compiled for one array type, whether the edges
+    come from a graph in memory or from a partition set's memory-mapped files."""
+    view = np.asarray(array).view(np.ndarray)
+    view.flags.writeable = False
+    return view
 
 
 def part_graph(part: Part, num_nodes: int, options: AnalyzeOptions) -> LocalGraph:

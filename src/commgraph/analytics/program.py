@@ -247,10 +247,12 @@ def _gather(program: VertexProgram, graph: LocalGraph, values: np.ndarray,
 def compile_hooks(program: VertexProgram, weighted: bool) -> None:
     """Compile the edge loops for ``program``'s hooks now (numba compiles on first call), so that a
     run's time is the run's."""
-    tiny = LocalGraph(2, np.arange(2), 2, np.array([0, 0, 1]), np.array([0]), np.ones(1) if weighted else None)
+    indptr, indices, weights = np.array([0, 0, 1]), np.array([0]), np.ones(1) if weighted else _NO_WEIGHTS
+    for array in (indptr, indices, weights):
+        array.flags.writeable = False  # as a worker's edges are (see ``job.read_only``)
+    tiny = LocalGraph(2, np.arange(2), 2, indptr, indices, weights if weighted else None)
     outptr, outdst, outweights = tiny.out_edges()
     values, active, out = np.zeros(2), np.ones(2, dtype=bool), np.zeros(2)
-    weights = tiny.weights if weighted else _NO_WEIGHTS
     kernels.pull(tiny.indptr, tiny.indices, weights, values, tiny.ids, active, _NO_ROWS, True, program.scatter,
                  program.reduce, program.identity, out)
     kernels.pull(tiny.indptr, tiny.indices, weights, values, tiny.ids, active, np.arange(2), False, program.scatter,
@@ -260,4 +262,5 @@ def compile_hooks(program: VertexProgram, weighted: bool) -> None:
 
 
 _NO_WEIGHTS = np.empty(0, dtype=np.float64)
+_NO_WEIGHTS.flags.writeable = False  # as every worker's edge weights are
 _NO_ROWS = np.empty(0, dtype=np.int64)
