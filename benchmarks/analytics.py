@@ -21,7 +21,10 @@ Each case runs ``--repeats`` times after a warm-up; the table gives the median a
 (VmHWM) less what it held after the imports, against its part's CSR (indptr, indices and weights;
 target <= 3x). Edges per second: the edges a worker scanned, summed, over the run's time.
 
-    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/analytics.py [--graphs SPEC ...] [--repeats 5]
+    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/analytics.py [--graphs SPEC ...] [--algos bfs ...] [--repeats 5]
+
+The whole default run takes about 6 minutes here; one graph per invocation (``--graphs``) keeps each
+under 4, so that others get the lock in between.
 
 Every rank of a commgraph run is this same file, started by the local launcher with ``RANK`` set.
 """
@@ -97,7 +100,7 @@ def worker(job_file: str) -> None:
 
 # -- the parent ------------------------------------------------------------------------------------
 
-def networkit_times(graph, source: int, repeats: int, threads: int) -> dict[str, list[float]]:
+def networkit_times(graph, source: int, repeats: int, threads: int, algos: list[str]) -> dict[str, list[float]]:
     import networkit as nk
 
     nk.setNumberOfThreads(threads)
@@ -111,7 +114,8 @@ def networkit_times(graph, source: int, repeats: int, threads: int) -> dict[str,
         "pagerank": lambda: _nk_pagerank(nk, g),
     }
     times = {}
-    for algo, once in runs.items():
+    for algo in algos:
+        once = runs[algo]
         once()
         times[algo] = []
         for _ in range(repeats):
@@ -127,10 +131,10 @@ def _nk_pagerank(nk, g) -> None:
     pagerank.run()
 
 
-def commgraph_run(partdir: Path, workers: int, source: int, repeats: int, folder: Path) -> dict:
+def commgraph_run(partdir: Path, workers: int, source: int, repeats: int, folder: Path, algos: list[str]) -> dict:
     job = folder / f"job-{workers}.json"
     out = folder / f"out-{workers}.json"
-    job.write_text(json.dumps({"partdir": str(partdir), "algos": list(ALGOS), "source": source, "repeats": repeats,
+    job.write_text(json.dumps({"partdir": str(partdir), "algos": algos, "source": source, "repeats": repeats,
                                "out": str(out)}))
     env_path = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
     os.environ["PYTHONPATH"] = env_path
@@ -161,6 +165,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS))
+    parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--partition", default="random")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "commgraph-bench-analytics",
@@ -177,24 +182,25 @@ def main() -> None:
         source = int(np.argmax(np.diff(graph.indptr)))
         entry = {"graph": spec, "nodes": graph.num_nodes, "edges": graph.num_edges, "networkit": {}}
         for threads in (1, 2):
-            entry["networkit"][threads] = networkit_times(graph, source, args.repeats, threads)
+            entry["networkit"][threads] = networkit_times(graph, source, args.repeats, threads, args.algos)
             print(f"  NetworKit, {threads} thread(s): {json.dumps(entry['networkit'][threads])}", file=sys.stderr)
         with tempfile.TemporaryDirectory() as scratch:
             for workers in (1, 2):
                 partdir = partition_set(graph, workers, args.partition, args.cache)
-                entry[f"commgraph_{workers}"] = commgraph_run(partdir, workers, source, args.repeats, Path(scratch))
+                entry[f"commgraph_{workers}"] = commgraph_run(partdir, workers, source, args.repeats, Path(scratch),
+                                                             args.algos)
                 print(f"  commgraph, {workers} worker(s): {json.dumps(entry[f'commgraph_{workers}'])}", file=sys.stderr)
         report.append(entry)
-        _print(entry)
+        _print(entry, args.algos)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 
 
-def _print(entry: dict) -> None:
+def _print(entry: dict, algos: list[str]) -> None:
     print(f"\n{entry['graph']} ({entry['nodes']} nodes, {entry['edges']} directed edges); seconds: median (spread)")
     print(f"{'algo':9} {'NetworKit 1t':>22} {'NetworKit 2t':>22} {'commgraph 1w':>22} {'commgraph 2w':>22} "
           f"{'1w/nk2t':>8} {'1w/nk1t':>8} {'1w/2w':>6} {'iters':>5} {'MB 2w':>7} {'Medges/s 1w':>11} {'2w':>7}")
-    for k, algo in enumerate(ALGOS):
+    for k, algo in enumerate(algos):
         nk1, nk2 = entry["networkit"][1][algo], entry["networkit"][2][algo]
         one = entry["commgraph_1"]["results"][k]["runs"]
         two = entry["commgraph_2"]["results"][k]["runs"]
