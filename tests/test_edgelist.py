@@ -20,7 +20,7 @@ def test_chunked_build_equals_the_reference(tmp_path, monkeypatch, chunk, symmet
     edges = rng.integers(0, 300, size=(4000, 2)) * 3  # sparse ids, remapped
     edges[:50, 1] = edges[:50, 0]  # self loops
     edges[50:100] = edges[100:150]  # repeats
-    lines = [f"{a}\t{b}\r\n" if i % 3 else f"  {a}   {b} 7.5 # note\n" for i, (a, b) in enumerate(edges)]
+    lines = [f"{a}\t{b}\r\n" if i % 3 else f"  {a}   {b} 7.5 1 # note\n" for i, (a, b) in enumerate(edges)]
     path = tmp_path / "g.txt.gz"
     path.write_bytes(gzip.compress(("# header\n\n" + "".join(lines)).rstrip("\n").encode()))
     g = load_snap(path, symmetrize=symmetrize, self_loops=self_loops)

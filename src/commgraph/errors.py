@@ -55,3 +55,7 @@ class WorkerFailed(CommgraphError, RuntimeError):
 class DatasetError(CommgraphError, RuntimeError):
     """A named dataset cannot be downloaded, verified or converted (network, damaged file, wrong
     checksum or statistics); the message names the file, the URL and what to do."""
+
+
+class AnalyticsError(CommgraphError, ValueError):
+    """A graph analytics request is invalid (unknown source, negative SSSP weights, options out of range)."""

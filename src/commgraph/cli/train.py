@@ -117,21 +117,26 @@ def _partition_set(args: argparse.Namespace, workers: int | None) -> Path:
         return given
     graph = load_graph(args.graph, format=args.format, name=args.name, split=args.split)
     _check_trainable(graph.name, graph)  # before minutes of partitioning
-    parts = workers or 1
+    return cached_partition_set(graph, workers or 1, args.partition, args.seed, args.partition_dir, quiet=args.quiet)
+
+
+def cached_partition_set(graph, parts: int, method: str, seed: int, folder: Path | None, *, quiet: bool) -> Path:
+    """A partition set of ``graph`` into ``parts``: ``folder`` (default: a cache entry named by the
+    graph's checksum) if it holds a sound one, else made there now."""
     check_parts(parts, graph.num_nodes)
-    target = args.partition_dir or CACHE / f"{graph.name}-{graph.checksum()[:16]}-{args.partition}-k{parts}-s{args.seed}"
+    target = folder or CACHE / f"{graph.name}-{graph.checksum()[:16]}-{method}-k{parts}-s{seed}"
     if (target / "manifest.json").is_file():
         try:
             load_partition_set(target, graph, verify=True).verify_all()
             return target
         except CommgraphError:
             pass  # stale or damaged: make it again
-    if not args.quiet:
-        print(f"partitioning {graph.name} into {parts} parts with {args.partition} -> {target}", file=sys.stderr)
+    if not quiet:
+        print(f"partitioning {graph.name} into {parts} parts with {method} -> {target}", file=sys.stderr)
     start = time.perf_counter()
-    assignment, details = partition_graph(graph, parts, args.partition, args.seed,
-                                          log=None if args.quiet else lambda line: print(line, file=sys.stderr))
-    write_partition_set(graph, assignment, parts, target, method=args.partition, seed=args.seed,
+    assignment, details = partition_graph(graph, parts, method, seed,
+                                          log=None if quiet else lambda line: print(line, file=sys.stderr))
+    write_partition_set(graph, assignment, parts, target, method=method, seed=seed,
                         seconds=time.perf_counter() - start,
                         metrics={**partition_metrics(graph, assignment, parts), **details}, force=True)
     return target

@@ -19,6 +19,7 @@ def from_edges(
     *,
     symmetrize: bool = True,
     self_loops: bool = False,
+    weights=None,
     **node_data,
 ) -> Graph:
     """Build a CSR graph from edges ``src[i] -> dst[i]``.
@@ -26,7 +27,9 @@ def from_edges(
     ``symmetrize`` adds every reverse edge (what GNN training on citation or web graphs expects);
     duplicate edges are always removed; self-loops are dropped unless ``self_loops`` is true
     (PyG's datasets drop them too, and GCN-style layers add their own). ``num_nodes`` defaults to
-    the largest id + 1. ``node_data`` goes to :class:`Graph` (features, labels, masks, node_ids, name).
+    the largest id + 1. ``weights[i]`` is edge ``i``'s weight (a reverse edge added by ``symmetrize``
+    gets it too; of repeated edges the lightest is kept). ``node_data`` goes to :class:`Graph`
+    (features, labels, masks, node_ids, name).
     """
     src = _ids(src, "src")
     dst = _ids(dst, "dst")
@@ -43,11 +46,20 @@ def from_edges(
         raise GraphValidationError(
             f"edge endpoint {largest} is out of range for a graph of {num_nodes} nodes"
         )
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != src.shape:
+            raise GraphValidationError(f"weights must have one value per edge ({src.shape[0]}), got {weights.shape}")
     if symmetrize:
         src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+        weights = None if weights is None else np.concatenate([weights, weights])
     if not self_loops:
         keep = src != dst
         src, dst = src[keep], dst[keep]
+        weights = None if weights is None else weights[keep]
+    if weights is not None:
+        indptr, indices, weights = _weighted_csr_by_destination(src, dst, weights, num_nodes)
+        return Graph(indptr=indptr, indices=indices, edge_weights=weights, **node_data)
     indptr, indices = _csr_by_destination(src, dst, num_nodes)
     return Graph(indptr=indptr, indices=indices, **node_data)
 
@@ -78,6 +90,19 @@ def _csr_by_destination(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.nd
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
     return indptr, cols.astype(np.int64, copy=False)
+
+
+def _weighted_csr_by_destination(src: np.ndarray, dst: np.ndarray, weights: np.ndarray,
+                                 n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`_csr_by_destination`, carrying each edge's weight; a repeated edge keeps its lightest."""
+    order = np.lexsort((weights, src, dst))
+    rows, cols, weights = dst[order], src[order], weights[order]
+    fresh = np.ones(rows.shape[0], dtype=bool)
+    fresh[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    rows, cols, weights = rows[fresh], cols[fresh], weights[fresh]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return indptr, cols, weights
 
 
 def unique_sorted(values: np.ndarray) -> np.ndarray:

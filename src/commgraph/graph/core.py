@@ -20,7 +20,8 @@ MASK_NAMES = ("train_mask", "val_mask", "test_mask")
 
 @dataclass(eq=False)
 class Graph:
-    """A graph in CSR form with optional features, labels, split masks and original node ids.
+    """A graph in CSR form with optional features, labels, split masks, original node ids and edge
+    weights.
 
     ``node_ids`` keeps the original id of every node when a loader remapped sparse ids to 0..N-1
     (SNAP files), so results can be reported in the user's ids. Labels of -1 mark unlabelled nodes;
@@ -36,6 +37,7 @@ class Graph:
     val_mask: np.ndarray | None = None
     test_mask: np.ndarray | None = None
     node_ids: np.ndarray | None = None
+    edge_weights: np.ndarray | None = None  # float64, one per stored edge, aligned with ``indices``
     name: str = "graph"
 
     def __post_init__(self) -> None:
@@ -51,6 +53,8 @@ class Graph:
                 setattr(self, mask, _as_array(value, np.bool_, mask))
         if self.node_ids is not None:
             self.node_ids = _as_array(self.node_ids, np.int64, "node_ids")
+        if self.edge_weights is not None:
+            self.edge_weights = _as_array(self.edge_weights, np.float64, "edge_weights")
         self.validate()
 
     # -- shape ---------------------------------------------------------------------------------
@@ -184,6 +188,13 @@ class Graph:
             raise GraphValidationError(
                 f"node_ids must have shape [num_nodes={n}], got {self.node_ids.shape}"
             )
+        if self.edge_weights is not None:
+            if self.edge_weights.shape != indices.shape:
+                raise GraphValidationError(
+                    f"edge_weights must have one value per edge ({indices.shape[0]}), got {self.edge_weights.shape}"
+                )
+            if not np.isfinite(self.edge_weights).all():
+                raise GraphValidationError("edge_weights contain NaN or inf")
 
     # -- summary -------------------------------------------------------------------------------
 

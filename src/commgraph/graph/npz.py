@@ -24,7 +24,7 @@ from commgraph.errors import GraphFormatError, GraphValidationError
 from commgraph.graph.core import MASK_NAMES, Graph
 
 FORMAT_VERSION = 1
-_OPTIONAL = ("features", "labels", *MASK_NAMES, "node_ids")
+_OPTIONAL = ("features", "labels", *MASK_NAMES, "node_ids", "edge_weights")
 
 
 def save_npz(graph: Graph, path: str | Path, *, compress: bool = True) -> None:

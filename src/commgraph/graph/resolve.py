@@ -29,13 +29,15 @@ def load_graph(
     format: str | None = None,
     name: str | None = None,
     split: str | None = None,
+    directed: bool = False,
 ) -> Graph:
     """Load a bundled graph by name, a registry dataset by name (downloaded and converted once, see
     :mod:`commgraph.graph.datasets`), generate a synthetic one from ``kind:key=value,...``, or read
     a file or directory, detecting its format unless ``format`` is given.
 
     ``name`` names the graph (and picks the dataset inside a Planetoid folder); ``split`` picks the
-    split scheme of an OGB directory that has several.
+    split scheme of an OGB directory that has several; ``directed`` keeps a SNAP file's edges one-way
+    (other sources are taken as they are stored or generated).
     """
     text = str(spec)
     if format is None and text in BUNDLED:
@@ -48,10 +50,10 @@ def load_graph(
     if format is None and params and kind in GENERATORS and not Path(text).exists():
         graph = GENERATORS[kind](**_parse_params(kind, params))
         return graph if name is None else _renamed(graph, name)
-    return _load_path(Path(text), format, name, split)
+    return _load_path(Path(text), format, name, split, directed)
 
 
-def _load_path(path: Path, format: str | None, name: str | None, split: str | None) -> Graph:
+def _load_path(path: Path, format: str | None, name: str | None, split: str | None, directed: bool) -> Graph:
     if format is not None and format not in FORMATS:
         raise GraphSpecError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
     if not path.exists() and find_planetoid(path, name) is None:
@@ -63,7 +65,7 @@ def _load_path(path: Path, format: str | None, name: str | None, split: str | No
         )
     format = format or _detect(path, name)
     if format == "snap":
-        return load_snap(path, name=name)
+        return load_snap(path, name=name, symmetrize=not directed)
     if format == "npz":
         return load_npz(path, name=name)
     if format == "ogb":

@@ -3,6 +3,10 @@
 SNAP ids are often sparse (web-Google's run to 916,427 for 875,713 nodes); they are remapped to
 0..N-1 and the original ids kept in ``Graph.node_ids``. Dense ids (0..N-1 already) are kept as they
 are, and a ``# Nodes: N`` header then also counts isolated nodes.
+
+A file of exactly three columns is weighted (``src dst weight``); more columns (timestamps and the
+like) are ignored. Unweighted files are parsed in chunks straight into CSR; a weighted file's edges
+keep their weights through :func:`~commgraph.graph.build.from_edges`, which holds the edge list.
 """
 
 from __future__ import annotations
@@ -10,10 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from commgraph.errors import GraphFormatError
+from commgraph.graph.build import from_edges
 from commgraph.graph.core import Graph
 from commgraph.graph.edgelist import compact_ids, csr_from_chunks, read_edge_chunks
-from commgraph.graph.textio import declared_node_count
+from commgraph.graph.textio import declared_node_count, open_text, read_table
 
 SUFFIXES = (".txt", ".txt.gz", ".tsv", ".tsv.gz", ".edges", ".edges.gz", ".el", ".el.gz")
 
@@ -59,9 +66,25 @@ def read_snap(
             )
         if node_ids is None:
             num_nodes = declared
+    name = name or _stem(path)
+    if _columns(path) == 3:
+        pairs = np.concatenate(edges.chunks).astype(np.int64)  # already renumbered by compact_ids
+        weights = read_table(path, dtype=np.float64, columns=None)[:, 2]
+        graph = from_edges(pairs[:, 0], pairs[:, 1], num_nodes, symmetrize=symmetrize, self_loops=self_loops,
+                           weights=weights, node_ids=node_ids, name=name)
+        return EdgeFileLoad(graph, edges.rows)
     indptr, indices = csr_from_chunks(edges, num_nodes, symmetrize=symmetrize, self_loops=self_loops)
-    graph = Graph(indptr=indptr, indices=indices, node_ids=node_ids, name=name or _stem(path))
-    return EdgeFileLoad(graph, edges.rows)
+    return EdgeFileLoad(Graph(indptr=indptr, indices=indices, node_ids=node_ids, name=name), edges.rows)
+
+
+def _columns(path: Path) -> int:
+    """Columns of the first data line (0 for a file of comments only)."""
+    with open_text(path) as handle:
+        for raw in handle:
+            text = raw.split("#", 1)[0].split()
+            if text:
+                return len(text)
+    return 0
 
 
 def _stem(path: Path) -> str:

@@ -18,6 +18,8 @@ Layout::
                                            then halo nodes (for normalisations such as GCN's
                                            that need the whole graph)
                            features.npy, labels.npy, train_mask.npy, ... of owned nodes, if any
+                           weights.npy     the weight of each edge of the local CSR (aligned
+                                           with indices.npy), if the graph has edge weights
 
 The set is built in a temporary directory beside DIR and renamed into place when complete, so a
 crash or an error never leaves a partial set behind.
@@ -44,6 +46,7 @@ from commgraph.partition.metrics import check_assignment, remote_pairs
 FORMAT_VERSION = 1
 _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
+_EDGE_DATA = ("weights",)
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Part:
     train_mask: np.ndarray | None = None
     val_mask: np.ndarray | None = None
     test_mask: np.ndarray | None = None
+    weights: np.ndarray | None = None
 
     @property
     def num_owned(self) -> int:
@@ -105,7 +109,7 @@ class PartitionSet:
                                          if name.startswith(f"part-{k}/")})
             folder = self.path / f"part-{k}"
             arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-                      for name in (*_REQUIRED, *_OPTIONAL) if (folder / f"{name}.npy").is_file()}
+                      for name in (*_REQUIRED, *_OPTIONAL, *_EDGE_DATA) if (folder / f"{name}.npy").is_file()}
             self._parts[k] = Part(index=k, **arrays)
         return self._parts[k]
 
@@ -239,6 +243,8 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
             values = getattr(graph, name)
             if values is not None:
                 arrays[name] = values[owned]
+        if graph.edge_weights is not None:
+            arrays["weights"] = graph.edge_weights[gather]
         part_dir = folder / f"part-{k}"
         part_dir.mkdir()
         for name, array in arrays.items():
