@@ -2,6 +2,7 @@
 serving archives built here in the real layouts; the cache's checks, repairs and kill safety."""
 
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -124,11 +125,20 @@ def test_truncated_archive_is_refused_and_removed(server):
     assert list((dataset_dir("toy-arxiv") / "raw").iterdir()) == []
 
 
-def test_wrong_checksum_names_both_digests(server):
+def test_wrong_checksum_or_size_names_both(server):
     data, stats = serve_ogb(server)
     with pytest.raises(DatasetError, match=r"has SHA-256 [0-9a-f]{64}, expected 0{64}"):
         load_dataset(ogb_entry(stats=stats, sha="0" * 64), progress=False)
     assert not (dataset_dir("toy-arxiv") / "raw" / "arxiv.zip").exists()
+    sized = Dataset("sized", "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip", size=len(data) + 1),),
+                    "t", stats, folder="arxiv", split="time")
+    with pytest.raises(DatasetError, match=f"has {len(data):,} bytes, expected {len(data) + 1:,}"):
+        load_dataset(sized, progress=False)
+    assert not (dataset_dir("sized") / "raw" / "arxiv.zip").exists()
+    right = Dataset("right", "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip", size=len(data),
+                                                sha256=hashlib.sha256(data).hexdigest()),), "t", stats,
+                    folder="arxiv", split="time")
+    assert load_dataset(right, progress=False).num_nodes == stats.nodes
 
 
 def test_server_errors(server, monkeypatch):
