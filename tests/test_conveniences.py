@@ -1,14 +1,11 @@
-"""Everyday conveniences: defaults in every --help, --version, training curves, TensorBoard."""
+"""Everyday conveniences: defaults in every --help, training curves, TensorBoard (--version: test_cli)."""
 
 import argparse
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
-from commgraph import __version__
 from commgraph.cli.main import build_parser, main
 
 
@@ -34,11 +31,6 @@ def test_every_option_with_a_default_shows_it_in_help():
             assert shown, f"{prog}: {name} has default {action.default!r} but --help does not show it"
             checked += 1
     assert checked > 30
-
-
-def test_version():
-    out = subprocess.run([sys.executable, "-m", "commgraph", "--version"], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == f"commgraph {__version__}"
 
 
 def write_run(path, losses, accs):

@@ -2,6 +2,7 @@
 serving archives built here in the real layouts; the cache's checks, repairs and kill safety."""
 
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -18,7 +19,7 @@ import scipy.sparse as sp
 
 from commgraph.cli.main import main
 from commgraph.errors import DatasetError
-from commgraph.graph import REGISTRY, load_graph, load_npz, load_snap
+from commgraph.graph import REGISTRY, from_edges, load_graph, load_npz, load_snap
 from commgraph.graph.datasets import cache_state, dataset_dir, fetch, load_dataset
 from commgraph.graph.download import mirrored
 from commgraph.graph.registry import Dataset, RemoteFile, Stats
@@ -124,11 +125,20 @@ def test_truncated_archive_is_refused_and_removed(server):
     assert list((dataset_dir("toy-arxiv") / "raw").iterdir()) == []
 
 
-def test_wrong_checksum_names_both_digests(server):
+def test_wrong_checksum_or_size_names_both(server):
     data, stats = serve_ogb(server)
     with pytest.raises(DatasetError, match=r"has SHA-256 [0-9a-f]{64}, expected 0{64}"):
         load_dataset(ogb_entry(stats=stats, sha="0" * 64), progress=False)
     assert not (dataset_dir("toy-arxiv") / "raw" / "arxiv.zip").exists()
+    sized = Dataset("sized", "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip", size=len(data) + 1),),
+                    "t", stats, folder="arxiv", split="time")
+    with pytest.raises(DatasetError, match=f"has {len(data):,} bytes, expected {len(data) + 1:,}"):
+        load_dataset(sized, progress=False)
+    assert not (dataset_dir("sized") / "raw" / "arxiv.zip").exists()
+    right = Dataset("right", "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip", size=len(data),
+                                                sha256=hashlib.sha256(data).hexdigest()),), "t", stats,
+                    folder="arxiv", split="time")
+    assert load_dataset(right, progress=False).num_nodes == stats.nodes
 
 
 def test_server_errors(server, monkeypatch):
@@ -310,3 +320,50 @@ def test_killed_at_any_point_finishes_on_the_next_run(tmp_path):
         assert not list(root.glob(".*.tmp")) and not list(root.glob(".unpack-*"))
     finally:
         files.stop()
+
+
+def zipped(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def npz_bytes(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def test_papers100m_binary_and_proteins_multitask_layouts(server):
+    rng = np.random.default_rng(5)
+    n, m = 30, 120
+    edge_index = rng.integers(0, n, size=(2, m))
+    labels = np.where(np.arange(n) % 4 == 3, np.nan, np.arange(n) % 3).astype(np.float32)[:, None]
+    split = {f"papers100M-bin/split/time/{part}.csv.gz": csv_gz(ids)
+             for part, ids in (("train", [0, 1, 2]), ("valid", [4, 5]), ("test", [6]))}
+    server.files["/ogb/data/nodeproppred/papers100M-bin.zip"] = zipped({
+        "papers100M-bin/raw/data.npz": npz_bytes(edge_index=edge_index, node_feat=rng.random((n, 5)).astype(np.float16),
+                                                 num_nodes_list=np.array([n]), num_edges_list=np.array([m])),
+        "papers100M-bin/raw/node-label.npz": npz_bytes(node_label=labels), **split})
+    entry = Dataset("toy-papers", "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/papers100M-bin.zip"),), "t",
+                    Stats(n, m, 5, 3), folder="papers100M-bin", split="time")
+    g = load_dataset(entry, progress=False)
+    reference = from_edges(edge_index[0], edge_index[1], n)
+    assert np.array_equal(g.indptr, reference.indptr) and np.array_equal(g.indices, reference.indices)
+    assert g.labels.tolist() == [-1 if i % 4 == 3 else i % 3 for i in range(n)]
+    assert np.flatnonzero(g.val_mask).tolist() == [4, 5]
+
+    server.files["/ogb/data/nodeproppred/proteins.zip"] = zipped({
+        "proteins/raw/edge.csv.gz": csv_gz(f"{a},{b}" for a, b in edge_index.T),
+        "proteins/raw/edge-feat.csv.gz": csv_gz("0.1,0.2" for _ in range(m)),
+        "proteins/raw/node-label.csv.gz": csv_gz("0,1,1" for _ in range(n)),  # several binary tasks
+        "proteins/raw/num-node-list.csv.gz": csv_gz([n]),
+        "proteins/split/species/train.csv.gz": csv_gz([0]), "proteins/split/species/valid.csv.gz": csv_gz([1]),
+        "proteins/split/species/test.csv.gz": csv_gz([2])})
+    proteins = REGISTRY["ogbn-proteins"]
+    entry = Dataset("toy-proteins", "ogb", proteins.files, "t", Stats(n, m), folder="proteins", split="species",
+                    labels=proteins.labels)
+    g = load_dataset(entry, progress=False)
+    assert g.labels is None and g.features is None and np.array_equal(g.indices, reference.indices)

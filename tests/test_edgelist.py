@@ -48,6 +48,9 @@ def test_csv_columns_and_line_numbers_across_chunks(tmp_path, monkeypatch):
     with pytest.raises(GraphFormatError, match="expected an integer") as info:
         read_edge_chunks(path, comma=True)
     assert info.value.line == 2
+    path.write_text("0,1\n1,12345678901234567890\n")  # beyond int64
+    with pytest.raises(GraphFormatError, match="line 2"):
+        read_edge_chunks(path, comma=True)
     path.write_text("0 1\n")
     with pytest.raises(GraphFormatError, match="line 1"):
         read_edge_chunks(path, comma=True)

@@ -1,6 +1,7 @@
-"""Graphs: the CSR model, loaders for real formats, synthetic generators.
+"""Graphs: the CSR model, loaders for real formats, the named-dataset registry and cache, synthetic
+generators.
 
-Depends on numpy and scipy only (torch just inside :mod:`commgraph.graph.pyg`).
+Depends on numpy, scipy and numba only (torch just inside :mod:`commgraph.graph.pyg`).
 """
 
 from commgraph.graph.build import from_edges, split_masks

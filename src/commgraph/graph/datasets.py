@@ -126,6 +126,11 @@ def _download_all(entry: Dataset, root: Path, progress: bool) -> None:
             check_archive(dest, dest.name)
         else:
             download(mirrored(remote.url), dest, progress=progress)
+        if remote.size is not None and dest.stat().st_size != remote.size:
+            size = dest.stat().st_size
+            dest.unlink()
+            raise DatasetError(f"{remote.filename} from {mirrored(remote.url)} has {size:,} bytes, expected "
+                               f"{remote.size:,}; it was deleted: run again")
         digest = sha256(dest)
         if remote.sha256 is not None and digest != remote.sha256:
             dest.unlink()
