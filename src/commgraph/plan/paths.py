@@ -34,6 +34,7 @@ import yaml
 from commgraph.atomic import atomic_write
 from commgraph.errors import PlanError
 from commgraph.topology import Topology
+from commgraph.topology.files import load_yaml
 from commgraph.topology.model import Hop
 
 _NVLINK_KINDS = ("nvlink", "nvswitch")
@@ -118,14 +119,7 @@ def _request_type(entry, where: str) -> RequestType:
 
 
 def read_paths(path: str | Path) -> PathSet:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise PlanError(f"{path}: no such file") from None
-    except yaml.YAMLError as exc:
-        raise PlanError(f"{path}: not valid YAML ({exc})".replace("\n", " ")) from None
-    return PathSet.from_dict(data, source=str(path))
+    return PathSet.from_dict(load_yaml(path, PlanError), source=str(path))
 
 
 def write_paths(paths: PathSet, path: str | Path) -> None:
