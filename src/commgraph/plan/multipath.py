@@ -31,7 +31,9 @@ said otherwise):
 - ``lp``: the k-step optimum (equations 6.3, 6.4) over this request and the next k - 1 (the trace
   is known in advance, as in the thesis's evaluation), solved as a MILP with HiGHS; only the first
   decision is kept. ``max`` is exact as a lower bound because the objective only grows with a
-  backlog; the product of a binary choice and a backlog is linearised with big-M.
+  backlog; the product of a binary choice and a backlog is linearised with big-M. A later request in
+  the horizon that must follow another of its type is held to that one's path (whether or not it
+  will still be running then).
 
 **Dependencies**: a request that must follow another (``after``) takes its predecessor's path while
 that one is still in progress (the thesis's rule) and never completes before it; in the simulator
@@ -174,6 +176,9 @@ class Selector:
     def observe(self, path: int, jct: float, traverse: float) -> None:
         """A request on ``path`` completed after ``jct`` seconds; alone it would take ``traverse``."""
 
+    def decided(self, t: int, path: int) -> None:
+        """Request ``t`` takes ``path`` (this selector's choice, or its predecessor's path)."""
+
 
 class Direct(Selector):
     name = "direct"
@@ -249,9 +254,10 @@ class LookaheadLP(Selector):
         self.chosen = np.full(len(stream), -1, dtype=np.int64)
 
     def choose(self, t, backlog):
-        path = _solve_horizon(self.table, self.stream, t, min(self.k, len(self.stream) - t), backlog, self.chosen)
+        return _solve_horizon(self.table, self.stream, t, min(self.k, len(self.stream) - t), backlog, self.chosen)
+
+    def decided(self, t, path):
         self.chosen[t] = path
-        return path
 
 
 def make_selector(name: str, k: int = 8) -> Selector:
@@ -390,6 +396,7 @@ def select(table: PathTable, stream: RequestStream, selector: Selector) -> Selec
             choice = selector.choose(t, backlog)
             decide[t] = time.perf_counter() - tick
         path[t] = choice
+        selector.decided(t, choice)
         jct = table.queue(choice, backlog) + table.traverse(choice, stream.nbytes[t])
         completion[t] = max(arrival + jct, completion[before] if before >= 0 else 0.0)
         np.add.at(backlog, table.elements[choice], table.service(choice, stream.nbytes[t]))
