@@ -5,7 +5,8 @@
    peers) and pcie-8gpu-qpi (cpu0 -> gpu0 or gpu2, a request served at either: no NVLink, so the
    only second path is another GPU), every selector's choices priced on the flow simulator; each
    point is the median over seeds, with the spread (min-max). Ratios against the better greedy
-   rule and against ``lp`` are taken per seed, then their median.
+   rule and against ``lp`` are taken per seed, then their median. A third case is the thesis's
+   own: key-value GETs of 64 KiB from the NIC, served by the GPU (20 us) or by the CPU (60 us).
 2. Decision time per request: ``toll`` and ``lp`` (median and 10-90th percentile over requests).
 3. Bulk host -> GPU copy of 1 GiB, one GPU and all 8 of a DGX-1: ``direct`` and the ``lp`` split,
    simulated, and the ratio.
@@ -21,10 +22,14 @@ import time
 import numpy as np
 
 from commgraph.plan.multipath import SELECTORS, compare_selectors, load_workload, plan_bulk
+from commgraph.plan.paths import CommPath, PathSet, RequestType
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 
-CASES = (("dgx1-v100", "cpu0:gpu0"), ("pcie-8gpu-qpi", "cpu0:gpu0|gpu2"))
+# A key-value GET (the thesis's case): 64 KiB from the NIC, served by the GPU (20 us) or the CPU (60 us).
+KVS = PathSet((RequestType("get", 65536.0, (CommPath(("nic0", "pcie0", "gpu0")), CommPath(("nic0", "pcie0", "cpu0"))),
+                           {"gpu0": 2e-5, "cpu0": 6e-5}),))
+CASES = (("dgx1-v100", "cpu0:gpu0", None), ("pcie-8gpu-qpi", "cpu0:gpu0|gpu2", None), ("dgx1-v100", "get", KVS))
 LOADS = (0.3, 0.5, 0.7, 0.9)
 
 
@@ -38,13 +43,14 @@ def load_curve(n: int, seeds: int, k: int) -> dict[str, list[float]]:
     print("\n| topology | load | " + " | ".join(f"{s} mean us" for s in SELECTORS)
           + " | better greedy / toll | toll / lp |")
     print("|---|---|" + "---|" * (len(SELECTORS) + 2))
-    for preset, types in CASES:
+    for preset, types, paths in CASES:
         topology = load_preset(preset)
         for load in LOADS:
             means = {name: [] for name in SELECTORS}
             gain, gap = [], []
             for seed in range(seeds):
-                workload = load_workload(topology, f"poisson:load={load},size=1M,types={types},n={n},seed={seed}")
+                workload = load_workload(topology, f"poisson:load={load},size=1M,types={types},n={n},seed={seed}",
+                                         paths)
                 reports = compare_selectors(workload, list(SELECTORS), k)
                 for name, report in reports.items():
                     means[name].append(report.priced.jct.mean() * 1e6)

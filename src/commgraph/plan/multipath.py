@@ -94,11 +94,10 @@ class PathTable:
             self.elements.append(np.concatenate(groups))
             self.per_byte.append(np.concatenate(per_byte))
             self.fixed.append(np.concatenate(fixed))
-        self.base_fixed = np.array([sum(s.latency_s for s in p.segments) + sum(c.seconds for c in p.computes)
-                                    for p in self.paths])
-        self.base_per_byte = np.array([sum(s.seconds_per_byte for s in p.segments) for p in self.paths])
-        self.toll_fixed = np.array([f.sum() for f in self.fixed])
-        self.toll_per_byte = np.array([b.sum() for b in self.per_byte])
+        self.base_fixed = np.array([p.fixed_seconds for p in self.paths])
+        self.base_per_byte = np.array([p.seconds_per_byte for p in self.paths])
+        self.toll_fixed = np.array([p.toll_seconds(0.0) for p in self.paths])
+        self.toll_per_byte = np.array([p.toll_per_byte for p in self.paths])
 
     def traverse(self, path: int, nbytes: float) -> float:
         """T(p, r)."""
@@ -131,10 +130,11 @@ class Workload:
     rate: float | None
 
 
-def load_workload(topology: Topology, spec: str, paths_file: str | None = None) -> Workload:
-    """``poisson:...`` or a CSV trace (see :mod:`commgraph.plan.requests`). Types are names of the
-    path set in ``paths_file``, or ``SRC:DST`` specs with candidate paths from the topology."""
-    path_set = read_paths(paths_file) if paths_file else None
+def load_workload(topology: Topology, spec: str, paths: PathSet | str | None = None) -> Workload:
+    """``poisson:...`` or a CSV trace (see :mod:`commgraph.plan.requests`). Types are names of
+    ``paths`` (a path set, or its YAML file), or ``SRC:DST`` specs with candidate paths from the
+    topology."""
+    path_set = read_paths(paths) if isinstance(paths, str) else paths
     if spec.startswith("poisson"):
         poisson = parse_poisson(spec)
         if path_set is None:

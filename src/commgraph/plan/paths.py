@@ -173,17 +173,29 @@ class ResolvedPath:
     def computes(self) -> list[ComputeStep]:
         return [s for s in self.steps if isinstance(s, ComputeStep)]
 
+    @property
+    def fixed_seconds(self) -> float:
+        """Latency of every segment plus every compute step."""
+        return sum(s.latency_s for s in self.segments) + sum(c.seconds for c in self.computes)
+
+    @property
+    def seconds_per_byte(self) -> float:
+        """Each segment at its bottleneck, one after another."""
+        return sum(s.seconds_per_byte for s in self.segments)
+
     def traverse_seconds(self, nbytes: float) -> float:
         """T(p, r): the request alone on this path (links' latency and bytes at each segment's
         bottleneck, plus its compute)."""
-        return sum(s.latency_s + nbytes * s.seconds_per_byte for s in self.segments) + \
-            sum(c.seconds for c in self.computes)
+        return self.fixed_seconds + nbytes * self.seconds_per_byte
+
+    @property
+    def toll_per_byte(self) -> float:
+        return sum(float(s.inv_bandwidth.sum()) for s in self.segments)
 
     def toll_seconds(self, nbytes: float) -> float:
         """Q_toll(p, r) of equation 6.5: what the request adds to every queue it joins,
         sum of S / BW over its links plus its compute."""
-        return sum(nbytes * float(s.inv_bandwidth.sum()) for s in self.segments) + \
-            sum(c.seconds for c in self.computes)
+        return nbytes * self.toll_per_byte + sum(c.seconds for c in self.computes)
 
 
 def resolve_paths(paths: PathSet, topology: Topology) -> list[list[ResolvedPath]]:
