@@ -213,6 +213,23 @@ def test_multipath_cli(capsys, tmp_path):
     assert code == 2 and "types=SRC:DST" in err
 
 
+def test_multipath_cli_with_a_path_set_and_a_trace(capsys, tmp_path):
+    kvs = RequestType("get", 65536.0, (CommPath(("nic0", "pcie0", "gpu0")), CommPath(("nic0", "pcie0", "cpu0"))),
+                      {"gpu0": 2e-5, "cpu0": 6e-5})
+    write_paths(PathSet((kvs,)), tmp_path / "kvs.yaml")
+    (tmp_path / "trace.csv").write_text("time,type,after\n" + "".join(f"{i * 1e-5},get,\n" for i in range(6))
+                                        + "6e-5,get,5\n")
+    code, out, _ = run(capsys, "multipath", "simulate", "--topology", "dgx1-v100", "--paths",
+                       str(tmp_path / "kvs.yaml"), "--workload", str(tmp_path / "trace.csv"),
+                       "--selector", "direct,greedy-intra,lp", "--k", "3", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["requests"] == 7 and result["rate_per_s"] is None
+    # one GET every 10 us on a 26 us GPU path: greedy-intra sends some to the CPU
+    assert result["selectors"]["direct"]["paths"] == {"nic0>pcie0>gpu0": 7}
+    assert set(result["selectors"]["greedy-intra"]["paths"]) == {"nic0>pcie0>gpu0", "nic0>pcie0>cpu0"}
+    assert result["selectors"]["lp"]["mean_s"] <= result["selectors"]["direct"]["mean_s"]
+
+
 # -- bulk split ------------------------------------------------------------------------------------
 
 
