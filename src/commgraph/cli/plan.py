@@ -10,9 +10,8 @@ from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
-from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, price
+from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, plan_bulk, price
 from commgraph.plan.allgather import placement
-from commgraph.plan.multipath import BULK_PLANNERS, plan_bulk
 from commgraph.plan.requests import parse_bytes
 from commgraph.sim import simulate
 from commgraph.plan.plot import plot_traffic
@@ -57,7 +56,7 @@ def register(subparsers) -> None:
     bulk.add_argument("--bytes", default="1G", help="bytes per GPU, K/M/G suffixes (default 1G)")
     bulk.add_argument("--gpus", default="0", metavar="I,J,...", help="target GPUs by index or id (default 0)")
     bulk.add_argument("--src", help="host memory the bytes start in (default: the first CPU)")
-    bulk.add_argument("--planner", choices=("all", *BULK_PLANNERS), default="all")
+    bulk.add_argument("--planner", choices=("all", *PLANNERS["h2d"]), default="all")
     bulk.add_argument("--json", action="store_true", help="print the result as one JSON object")
     bulk.set_defaults(run=run_h2d)
 
@@ -128,7 +127,7 @@ def run_h2d(args: argparse.Namespace) -> int:
     src = args.src or cpus[0]
     nbytes = parse_bytes(args.bytes)
     report = {}
-    for name in (BULK_PLANNERS if args.planner == "all" else (args.planner,)):
+    for name in (PLANNERS["h2d"] if args.planner == "all" else (args.planner,)):
         plan = plan_bulk(topology, src, gpus, nbytes, name)
         report[name] = {"seconds": simulate(topology, plan.tasks(), timeline=False).makespan,
                         "bound_seconds": plan.bound_seconds, "paths": [part.to_dict() for part in plan.parts]}
