@@ -137,7 +137,8 @@ def run_h2d(args: argparse.Namespace) -> int:
     base = report.get("direct", {}).get("seconds")
     for name, row in report.items():
         ratio = f"  ({base / row['seconds']:.2f}x direct)" if base and name != "direct" else ""
-        print(f"{name:>8}: {row['seconds'] * 1e3:10.3f} ms simulated, bound {row['bound_seconds'] * 1e3:10.3f} ms{ratio}")
+        print(f"{name:>8}: {row['seconds'] * 1e3:10.3f} ms simulated, "
+              f"bound {row['bound_seconds'] * 1e3:10.3f} ms{ratio}")
         for part in row["paths"]:
             print(f"          {part['gpu']:<6} {part['bytes'] / 1e6:12.2f} MB  {' > '.join(part['devices'])}")
     print("simulated only: commgraph has no executor for a split copy yet (one GPU or none has no second path)")

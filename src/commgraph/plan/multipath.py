@@ -7,7 +7,8 @@ request of a stream takes, decided online, then priced on the flow-level simulat
 ``S(r) / BW(e)`` to each of p's links and ``T_c(e, r)`` to each compute device. A request arriving
 on ``p`` completes after
 
-    JCT(p, r) = Q(p) + T(p, r),   Q(p) = sum over p's segments of max_{e in segment} B_e + sum over p's compute devices of B_e,
+    JCT(p, r) = Q(p) + T(p, r),
+    Q(p) = sum over p's segments of max_{e in segment} B_e + sum over p's compute devices of B_e,
 
 where ``T(p, r)`` is the request alone on ``p`` (latency, bytes at each segment's bottleneck,
 compute). The thesis sums every element's queue; here a transfer segment counts its most backlogged
