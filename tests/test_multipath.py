@@ -73,7 +73,7 @@ def test_candidates_and_traverse_times():
 def test_yaml_round_trip_and_refused_hops(tmp_path):
     topology = load_preset("dgx1-v100")
     kind = RequestType("h2d", 1e6, (CommPath(("cpu0", "pcie0", "gpu0")), CommPath(("cpu0", "pcie1", "gpu3", "gpu0"))),
-                       {"gpu0": 2e-5})
+                       {"gpu0": 2e-5}, "ordered")
     write_paths(PathSet((kind,)), tmp_path / "p.yaml")
     again = read_paths(tmp_path / "p.yaml")
     assert again == PathSet((kind,))
@@ -87,6 +87,12 @@ def test_yaml_round_trip_and_refused_hops(tmp_path):
     (tmp_path / "bad.yaml").write_text("types:\n- name: h2d\n  bytes: 1M\n  paths: [[cpu0, gpu0]]\n")
     with pytest.raises(PlanError, match="bytes must be a number"):
         read_paths(tmp_path / "bad.yaml")
+    (tmp_path / "bad.yaml").write_text("types:\n- name: h2d\n  bytes: 1\n  dependency: addr\n  paths: [[a, b]]\n")
+    with pytest.raises(PlanError, match="dependency must be one of none, ordered"):
+        read_paths(tmp_path / "bad.yaml")
+    # an ordered type: each request follows the previous one of its type
+    workload = load_workload(topology, "poisson:rate=1000,types=h2d,n=5", again)
+    assert workload.stream.after.tolist() == [-1, 0, 1, 2, 3]
 
 
 def test_paths_cli(capsys, tmp_path):

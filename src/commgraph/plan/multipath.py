@@ -57,7 +57,8 @@ from scipy.sparse import coo_matrix
 from commgraph.errors import PlanError
 from commgraph.plan.paths import (ComputeStep, PathSet, ResolvedPath, Segment, auto_path_set, candidate_paths,
                                   read_paths, resolve_paths)
-from commgraph.plan.requests import RequestStream, parse_poisson, poisson_stream, read_trace, trace_rows
+from commgraph.plan.requests import (RequestStream, parse_poisson, poisson_stream, read_trace, trace_rows,
+                                     with_ordered_types)
 from commgraph.sim import SimResult, Transfer, simulate
 from commgraph.sim.dag import Compute
 from commgraph.topology import Topology
@@ -149,7 +150,7 @@ def load_workload(topology: Topology, spec: str, paths: PathSet | str | None = N
         table = PathTable(topology, PathSet(tuple(path_set.types[k] for k in kinds)))
         sizes = np.array([t.bytes for t in table.path_set.types])
         rate = poisson.rate or poisson.load * table.direct_rate(np.arange(len(kinds)), sizes)
-        return Workload(table, poisson_stream(poisson, sizes, rate), rate)
+        return Workload(table, _ordered(table, poisson_stream(poisson, sizes, rate)), rate)
     if path_set is None:
         rows = trace_rows(spec)
         if any(not row.get("bytes") for row in rows):
@@ -157,7 +158,12 @@ def load_workload(topology: Topology, spec: str, paths: PathSet | str | None = N
         path_set = auto_path_set(topology, list(dict.fromkeys(row["type"] for row in rows)), 0.0)
     table = PathTable(topology, path_set)
     sizes = np.array([t.bytes for t in path_set.types])
-    return Workload(table, read_trace(spec, [t.name for t in path_set.types], sizes), None)
+    return Workload(table, _ordered(table, read_trace(spec, [t.name for t in path_set.types], sizes)), None)
+
+
+def _ordered(table: PathTable, stream: RequestStream) -> RequestStream:
+    """Requests of ``ordered`` types follow the previous one of their type."""
+    return with_ordered_types(stream, np.array([t.dependency == "ordered" for t in table.path_set.types]))
 
 
 # -- selectors ------------------------------------------------------------------------------------

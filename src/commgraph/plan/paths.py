@@ -6,13 +6,16 @@ A :class:`CommPath` is the sequence of devices a request crosses inside one host
 topology; unlike the topology's own routes, a path may relay through a GPU (a chained copy).
 
 A :class:`RequestType` gives a request's size, the compute it needs on each device
-(``compute: {gpu0: 2.0e-5}`` seconds, paid where the chosen path visits that device), and its
-candidate paths. A :class:`PathSet` is the YAML a user reads and edits::
+(``compute: {gpu0: 2.0e-5}`` seconds, paid where the chosen path visits that device), its
+dependency (``ordered``: each request of the type follows the previous one, as a PUT and a GET of one
+key must; ``none``, the default: requests are independent) and its candidate paths. A
+:class:`PathSet` is the YAML a user reads and edits::
 
     types:
       - name: h2d
         bytes: 1048576
         compute: {gpu0: 2.0e-5}
+        dependency: ordered
         paths:
           - [cpu0, pcie0, gpu0]
           - [cpu0, pcie1, gpu3, gpu0]
@@ -38,6 +41,7 @@ from commgraph.topology.files import load_yaml
 from commgraph.topology.model import Hop
 
 _NVLINK_KINDS = ("nvlink", "nvswitch")
+DEPENDENCIES = ("none", "ordered")
 
 
 @dataclass(frozen=True)
@@ -54,17 +58,20 @@ class CommPath:
 @dataclass(frozen=True)
 class RequestType:
     """A kind of request: ``bytes`` moved, ``compute`` seconds per device, candidate ``paths``
-    (the first is the one ``direct`` takes)."""
+    (the first is the one ``direct`` takes), ``dependency`` (one of :data:`DEPENDENCIES`)."""
 
     name: str
     bytes: float
     paths: tuple[CommPath, ...]
     compute: dict[str, float] = field(default_factory=dict)
+    dependency: str = "none"
 
     def to_dict(self) -> dict:
         data = {"name": self.name, "bytes": self.bytes}
         if self.compute:
             data["compute"] = dict(self.compute)
+        if self.dependency != "none":
+            data["dependency"] = self.dependency
         data["paths"] = [list(p.devices) for p in self.paths]
         return data
 
@@ -97,10 +104,10 @@ class PathSet:
 
 def _request_type(entry, where: str) -> RequestType:
     if not isinstance(entry, dict):
-        raise PlanError(f"{where}: expected a mapping with name, bytes, paths and optional compute")
-    unknown = sorted(set(entry) - {"name", "bytes", "paths", "compute"})
+        raise PlanError(f"{where}: expected a mapping with name, bytes, paths and optional compute, dependency")
+    unknown = sorted(set(entry) - {"name", "bytes", "paths", "compute", "dependency"})
     if unknown:
-        raise PlanError(f"{where}: unknown field(s) {unknown}; expected name, bytes, paths, compute")
+        raise PlanError(f"{where}: unknown field(s) {unknown}; expected name, bytes, paths, compute, dependency")
     missing = [k for k in ("name", "bytes", "paths") if k not in entry]
     if missing:
         raise PlanError(f"{where}: missing field(s) {missing}")
@@ -115,7 +122,11 @@ def _request_type(entry, where: str) -> RequestType:
     paths = entry["paths"]
     if not isinstance(paths, list) or not paths or not all(isinstance(p, list) for p in paths):
         raise PlanError(f"{where}: paths must be a non-empty list of device lists such as [cpu0, pcie0, gpu0]")
-    return RequestType(str(entry["name"]), nbytes, tuple(CommPath(tuple(str(d) for d in p)) for p in paths), compute)
+    dependency = str(entry.get("dependency", "none"))
+    if dependency not in DEPENDENCIES:
+        raise PlanError(f"{where}: dependency must be one of {', '.join(DEPENDENCIES)}, got {dependency!r}")
+    return RequestType(str(entry["name"]), nbytes, tuple(CommPath(tuple(str(d) for d in p)) for p in paths), compute,
+                       dependency)
 
 
 def read_paths(path: str | Path) -> PathSet:

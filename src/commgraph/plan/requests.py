@@ -18,7 +18,7 @@ Types are ``SRC:DST`` (or ``SRC:DST1|DST2``, served at either) with paths from
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -116,13 +116,25 @@ def poisson_stream(spec: PoissonSpec, type_bytes: np.ndarray, rate: float) -> Re
     kind = rng.integers(0, type_bytes.shape[0], spec.n)
     after = np.full(spec.n, -1, dtype=np.int64)
     if spec.dep > 0:
-        follows = rng.random(spec.n) < spec.dep
-        order = np.lexsort((np.arange(spec.n), kind))  # by type, then arrival
-        same = kind[order][1:] == kind[order][:-1]
-        previous = np.full(spec.n, -1, dtype=np.int64)
-        previous[order[1:][same]] = order[:-1][same]
-        after = np.where(follows, previous, -1)
+        after = np.where(rng.random(spec.n) < spec.dep, previous_of_type(kind), -1)
     return RequestStream(arrival, kind.astype(np.int64), type_bytes[kind].astype(np.float64), after)
+
+
+def previous_of_type(kind: np.ndarray) -> np.ndarray:
+    """For each request, the latest earlier request of the same type (-1 for the first)."""
+    order = np.lexsort((np.arange(kind.shape[0]), kind))  # by type, then arrival
+    same = kind[order][1:] == kind[order][:-1]
+    previous = np.full(kind.shape[0], -1, dtype=np.int64)
+    previous[order[1:][same]] = order[:-1][same]
+    return previous
+
+
+def with_ordered_types(stream: RequestStream, ordered: np.ndarray) -> RequestStream:
+    """``stream`` where every request of a type in ``ordered`` (a mask over types) follows the
+    previous request of its type, unless it already follows another."""
+    follows = ordered[stream.kind] & (stream.after < 0)
+    after = np.where(follows, previous_of_type(stream.kind), stream.after)
+    return replace(stream, after=after)
 
 
 def trace_rows(path: str | Path) -> list[dict[str, str]]:
