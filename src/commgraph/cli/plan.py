@@ -1,4 +1,4 @@
-"""``commgraph plan allgather|allreduce|broadcast``: plan communication against a topology and price it."""
+"""``commgraph plan allgather|allreduce|broadcast|h2d``: plan communication against a topology and price it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
-from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, price
+from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, plan_bulk, price
 from commgraph.plan.allgather import placement
+from commgraph.plan.requests import parse_bytes
+from commgraph.sim import simulate
 from commgraph.plan.plot import plot_traffic
 
 
@@ -43,6 +45,20 @@ def register(subparsers) -> None:
     cast.add_argument("--bytes", type=float, default=100e6, help="bytes to broadcast (default 1e8)")
     _common(cast)
     cast.set_defaults(run=run_broadcast, planner="arborescence")
+
+    bulk = kinds.add_parser("h2d", help="bulk copy from host memory to GPUs, split over paths (max-flow LP)",
+                            description="Bulk host -> GPU copies: each GPU's route (direct) or split over the "
+                                        "candidate paths of every GPU at once by a max-flow LP that shares each "
+                                        "link (lp), priced on the flow simulator. Simulated only: commgraph has "
+                                        "no executor for a split copy yet, and a machine with one GPU has no "
+                                        "second path.")
+    add_topology_argument(bulk, positional=False)
+    bulk.add_argument("--bytes", default="1G", help="bytes per GPU, K/M/G suffixes (default 1G)")
+    bulk.add_argument("--gpus", default="0", metavar="I,J,...", help="target GPUs by index or id (default 0)")
+    bulk.add_argument("--src", help="host memory the bytes start in (default: the first CPU)")
+    bulk.add_argument("--planner", choices=("all", *PLANNERS["h2d"]), default="all")
+    bulk.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    bulk.set_defaults(run=run_h2d)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +116,44 @@ def run_broadcast(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"rate {row['arborescences_rate']:.3f} links: as fast as that many edge-disjoint arborescences")
     return 0
+
+
+def run_h2d(args: argparse.Namespace) -> int:
+    topology = topology_from_args(args)
+    gpus = [_gpu(topology, item.strip()) for item in args.gpus.split(",") if item.strip()]
+    cpus = [d.id for d in topology.devices if d.kind == "cpu"]
+    if args.src is None and not cpus:
+        raise PlanError(f"topology {topology.name!r} has no CPU: name the source with --src")
+    src = args.src or cpus[0]
+    nbytes = parse_bytes(args.bytes)
+    report = {}
+    for name in (PLANNERS["h2d"] if args.planner == "all" else (args.planner,)):
+        plan = plan_bulk(topology, src, gpus, nbytes, name)
+        report[name] = {"seconds": simulate(topology, plan.tasks(), timeline=False).makespan,
+                        "bound_seconds": plan.bound_seconds, "paths": [part.to_dict() for part in plan.parts]}
+    if args.json:
+        print(json.dumps({"src": src, "gpus": gpus, "bytes": nbytes, "planners": report}))
+        return 0
+    base = report.get("direct", {}).get("seconds")
+    for name, row in report.items():
+        ratio = f"  ({base / row['seconds']:.2f}x direct)" if base and name != "direct" else ""
+        print(f"{name:>8}: {row['seconds'] * 1e3:10.3f} ms simulated, "
+              f"bound {row['bound_seconds'] * 1e3:10.3f} ms{ratio}")
+        for part in row["paths"]:
+            print(f"          {part['gpu']:<6} {part['bytes'] / 1e6:12.2f} MB  {' > '.join(part['devices'])}")
+    print("simulated only: commgraph has no executor for a split copy yet (one GPU or none has no second path)")
+    return 0
+
+
+def _gpu(topology, item: str) -> str:
+    gpus = [d.id for d in topology.gpus]
+    if item.isdigit():
+        if int(item) >= len(gpus):
+            raise PlanError(f"--gpus: GPU {item} out of range; topology {topology.name!r} has {len(gpus)} GPUs")
+        return gpus[int(item)]
+    if item not in gpus:
+        raise PlanError(f"--gpus: {item!r} is not a GPU of topology {topology.name!r}")
+    return item
 
 
 def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:

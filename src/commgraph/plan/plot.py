@@ -38,3 +38,25 @@ def plot_traffic(plans: list[CommPlan], devices: list[str], path: str | Path) ->
     with atomic_write(path) as handle:
         fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+
+
+def plot_completions(jct: dict[str, np.ndarray], title: str, path: str | Path) -> None:
+    """Completion-time CDF of each selector's requests (log time axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, seconds in jct.items():
+        ordered = np.sort(seconds) * 1e6
+        ax.step(ordered, np.arange(1, ordered.size + 1) / ordered.size, where="post",
+                label=f"{name} (mean {ordered.mean():.1f} us)")
+    ax.set_xscale("log")
+    ax.set_xlabel("completion time (us)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    with atomic_write(path) as handle:
+        fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)

@@ -21,15 +21,19 @@ def write_yaml(topology: Topology, path: str | Path) -> None:
         handle.write(to_yaml(topology).encode())
 
 
-def read_yaml(path: str | Path) -> Topology:
+def load_yaml(path: str | Path, error: type[Exception] = TopologyError):
+    """A YAML file's data; a missing or malformed file raises ``error`` naming it."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise TopologyError(f"{path}: no such file") from None
+        raise error(f"{path}: no such file") from None
     except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML ({exc})".replace("\\n", " ")) from None
-    return Topology.from_dict(data, source=str(path))
+        raise error(f"{path}: not valid YAML ({exc})".replace("\\n", " ")) from None
+
+
+def read_yaml(path: str | Path) -> Topology:
+    return Topology.from_dict(load_yaml(path), source=str(path))
 
 
 def load_topology(spec: str | Path, speeds: dict[str, float] | None = None) -> Topology:

@@ -1,0 +1,268 @@
+"""Communication paths as data, multi-path selection (LEO) and the bulk host -> GPU split."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from commgraph.cli.main import main
+from commgraph.errors import PlanError
+from commgraph.plan.multipath import (SELECTORS, PathTable, Selector, Toll, load_workload, make_selector,
+                                      plan_bulk, price_selection, select)
+from commgraph.plan.paths import (CommPath, PathSet, RequestType, auto_path_set, candidate_paths, read_paths,
+                                  write_paths)
+from commgraph.plan.requests import RequestStream, parse_poisson
+from commgraph.sim import simulate
+from commgraph.topology import Device, Link, Topology, load_preset
+
+GB = 1e9
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def two_ways() -> Topology:
+    """Host memory reaches gpu0 over its own switch (10 GB/s) or over a second switch (5 GB/s)
+    shared by gpu1 and gpu2, each NVLinked to gpu0."""
+    devices = [Device("cpu0", "cpu"), Device("sw0", "pcie_switch"), Device("sw1", "pcie_switch"),
+               Device("gpu0", "gpu"), Device("gpu1", "gpu"), Device("gpu2", "gpu")]
+    links = [Link("cpu0", "sw0", "pcie", 1, 10.0, 1.0), Link("sw0", "gpu0", "pcie", 1, 10.0, 1.0),
+             Link("cpu0", "sw1", "pcie", 1, 5.0, 1.0), Link("sw1", "gpu1", "pcie", 1, 5.0, 1.0),
+             Link("sw1", "gpu2", "pcie", 1, 5.0, 1.0), Link("gpu1", "gpu0", "nvlink", 2, 40.0, 1.0),
+             Link("gpu2", "gpu0", "nvlink", 1, 20.0, 1.0)]
+    return Topology("two-ways", devices, links)
+
+
+def stream(arrival, kind=None, nbytes=1e6, after=None) -> RequestStream:
+    arrival = np.asarray(arrival, dtype=np.float64)
+    n = arrival.shape[0]
+    return RequestStream(arrival, np.zeros(n, dtype=np.int64) if kind is None else np.asarray(kind),
+                         np.full(n, float(nbytes)), np.full(n, -1) if after is None else np.asarray(after))
+
+
+class Fixed(Selector):
+    name = "fixed"
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def choose(self, t, backlog):
+        return int(self.paths[t])
+
+
+# -- paths as data ---------------------------------------------------------------------------------
+
+
+def test_candidates_and_traverse_times():
+    topology = two_ways()
+    names = [p.name for p in candidate_paths(topology, "cpu0", "gpu0")]
+    assert names == ["cpu0>sw0>gpu0", "cpu0>sw1>gpu1>gpu0", "cpu0>sw1>gpu2>gpu0"]
+    table = PathTable(topology, auto_path_set(topology, ["cpu0:gpu0"], 1e6))
+    assert table.traverse(0, 1e6) == pytest.approx(2e-6 + 1e6 / 10e9)
+    assert table.traverse(1, 1e6) == pytest.approx(3e-6 + 1e6 / 5e9)  # at the 5 GB/s bottleneck
+    assert table.paths[1].toll_seconds(1e6) == pytest.approx(2 * 1e6 / 5e9 + 1e6 / 40e9)
+    dgx = candidate_paths(load_preset("dgx1-v100"), "cpu0", "gpu0")
+    assert dgx[0].devices == ("cpu0", "pcie0", "gpu0")
+    assert {p.devices[-2] for p in dgx[1:]} == {"gpu1", "gpu2", "gpu3", "gpu4"}  # gpu0's NVLink peers
+
+
+def test_yaml_round_trip_and_refused_hops(tmp_path):
+    topology = load_preset("dgx1-v100")
+    kind = RequestType("h2d", 1e6, (CommPath(("cpu0", "pcie0", "gpu0")), CommPath(("cpu0", "pcie1", "gpu3", "gpu0"))),
+                       {"gpu0": 2e-5}, "ordered")
+    write_paths(PathSet((kind,)), tmp_path / "p.yaml")
+    again = read_paths(tmp_path / "p.yaml")
+    assert again == PathSet((kind,))
+    steps = PathTable(topology, again).paths[1].steps
+    assert [type(s).__name__ for s in steps] == ["Segment", "ComputeStep"]
+    bad = PathSet((RequestType("h2d", 1e6, (CommPath(("cpu0", "pcie0", "gpu3")),)),))
+    with pytest.raises(PlanError, match=r"path cpu0>pcie0>gpu3: hop 2 pcie0 -> gpu3 has no link"):
+        PathTable(topology, bad)
+    with pytest.raises(PlanError, match=r"device 2 'gpu9' is not in topology"):
+        PathTable(topology, PathSet((RequestType("x", 1.0, (CommPath(("cpu0", "pcie0", "gpu9")),)),)))
+    (tmp_path / "bad.yaml").write_text("types:\n- name: h2d\n  bytes: 1M\n  paths: [[cpu0, gpu0]]\n")
+    with pytest.raises(PlanError, match="bytes must be a number"):
+        read_paths(tmp_path / "bad.yaml")
+    (tmp_path / "bad.yaml").write_text("types:\n- name: h2d\n  bytes: 1\n  dependency: addr\n  paths: [[a, b]]\n")
+    with pytest.raises(PlanError, match="dependency must be one of none, ordered"):
+        read_paths(tmp_path / "bad.yaml")
+    # an ordered type: each request follows the previous one of its type
+    workload = load_workload(topology, "poisson:rate=1000,types=h2d,n=5", again)
+    assert workload.stream.after.tolist() == [-1, 0, 1, 2, 3]
+
+
+def test_paths_cli(capsys, tmp_path):
+    code, out, _ = run(capsys, "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json")
+    rows = json.loads(out)["paths"]
+    assert code == 0 and rows[0]["devices"] == ["cpu0", "pcie1", "gpu3"]
+    assert rows[0]["traverse_s"] == pytest.approx(3e-6 + (1 << 20) / 11.13e9)
+    code, out, _ = run(capsys, "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--yaml")
+    (tmp_path / "p.yaml").write_text(out.replace("[cpu0, pcie0, gpu0, gpu3]", "[cpu0, pcie0, gpu2, gpu3]"))
+    code, _, err = run(capsys, "paths", "dgx1-v100", "--file", str(tmp_path / "p.yaml"))
+    assert code == 2 and "hop 2 pcie0 -> gpu2 has no link" in err and err.count("\n") == 1
+
+
+# -- selection -------------------------------------------------------------------------------------
+
+
+def model_total(table, requests, paths) -> float:
+    return float(select(table, requests, Fixed(paths)).model_jct(requests).sum())
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lp_is_the_optimum_and_never_worse_than_any_selector(seed):
+    topology = two_ways()
+    table = PathTable(topology, auto_path_set(topology, ["cpu0:gpu0"], 2e6))
+    rng = np.random.default_rng(seed)
+    requests = stream(np.cumsum(rng.exponential(1.2e-4, 6)), nbytes=2e6)
+    totals = {name: float(select(table, requests, make_selector(name, k=6)).model_jct(requests).sum())
+              for name in SELECTORS}
+    brute = min(model_total(table, requests, p) for p in itertools.product(range(3), repeat=6))
+    assert totals["lp"] == pytest.approx(brute, rel=1e-6)
+    assert all(totals["lp"] <= v * (1 + 1e-6) for v in totals.values())
+    assert totals["direct"] > totals["lp"] * 1.05  # there was contention to avoid
+
+
+def test_no_contention_every_selector_is_direct_and_the_model_is_the_simulator():
+    topology = load_preset("dgx1-v100")
+    table = PathTable(topology, auto_path_set(topology, ["cpu0:gpu0", "nic1:gpu3", "cpu1:gpu4"], 4e6))
+    requests = RequestStream(np.arange(9) * 0.01, np.tile([0, 1, 2], 3), np.full(9, 4e6), np.full(9, -1))
+    direct = select(table, requests, make_selector("direct")).path
+    for name in SELECTORS:
+        selection = select(table, requests, make_selector(name, k=2))
+        assert np.array_equal(selection.path, direct), name
+        priced = price_selection(table, requests, selection.path)
+        alone = [table.traverse(p, 4e6) for p in selection.path]
+        np.testing.assert_allclose(selection.model_jct(requests), alone, rtol=1e-12)
+        np.testing.assert_allclose(priced.jct, alone, rtol=1e-6)
+
+
+def test_model_matches_the_simulator_on_a_burst():
+    """n requests at once on one path, transfer then compute: every one of them in the simulator
+    and the model's last finish at the same time (both keep the link and the device busy)."""
+    topology = load_preset("dgx1-v100")
+    kind = RequestType("h2d", 1e6, (CommPath(("cpu0", "pcie0", "gpu0")),), {"gpu0": 5e-5})
+    table = PathTable(topology, PathSet((kind,)))
+    requests = stream(np.zeros(5))
+    selection = select(table, requests, make_selector("direct"))
+    priced = price_selection(table, requests, selection.path)
+    assert selection.completion.max() == pytest.approx(priced.result.makespan, rel=1e-9)
+    assert selection.completion.max() == pytest.approx(3e-6 + 5 * (1e6 / 11.13e9 + 5e-5), rel=1e-9)
+
+
+def test_dependencies_are_never_reordered():
+    topology = load_preset("dgx1-v100")
+    workload = load_workload(topology, "poisson:load=0.95,size=1M,types=cpu0:gpu0+cpu0:gpu5,n=80,dep=0.6,seed=3")
+    requests = workload.stream
+    follows = np.flatnonzero(requests.after >= 0)
+    assert follows.size > 30
+    for name in SELECTORS:
+        selection = select(workload.table, requests, make_selector(name, k=3))
+        before = requests.after[follows]
+        assert np.all(selection.completion[follows] >= selection.completion[before])
+        busy = selection.completion[before] > requests.arrival[follows]
+        assert np.array_equal(selection.path[follows][busy], selection.path[before][busy])
+        priced = price_selection(workload.table, requests, selection.path)
+        finish = priced.jct + requests.arrival
+        assert np.all(finish[follows] >= finish[before])
+
+
+def test_toll_counts_queued_completions():
+    topology = two_ways()
+    table = PathTable(topology, auto_path_set(topology, ["cpu0:gpu0"], 1e6))
+    toll = Toll()
+    toll.start(table, stream([0.0, 1.0]))
+    assert toll.choose(0, None) == 0
+    base = table.traverse(0, 1e6)
+    for _ in range(2):
+        toll.observe(0, base * 2, base)
+    assert toll.k_hat[0] == 2
+    # 2 x toll(direct) + T(direct) against T of the relays
+    costs = [toll.k_hat[p] * table.paths[p].toll_seconds(1e6) + table.traverse(p, 1e6) for p in range(3)]
+    assert toll.choose(1, None) == int(np.argmin(costs)) == 1
+    toll.observe(0, base, base)
+    assert toll.k_hat[0] == 0 and toll.choose(1, None) == 0
+
+
+def test_workload_errors(tmp_path):
+    topology = load_preset("dgx1-v100")
+    with pytest.raises(PlanError, match="exactly one of load"):
+        parse_poisson("poisson:size=1M,types=cpu0:gpu0")
+    with pytest.raises(PlanError, match="bad workload option 'lod=1'"):
+        parse_poisson("poisson:lod=1")
+    trace = tmp_path / "t.csv"
+    trace.write_text("time,type,bytes,after\n0,cpu0:gpu0,1000,\n1e-6,cpu0:gpu3,2000,0\n2e-6,cpu0:gpu0,1000,5\n")
+    with pytest.raises(PlanError, match=r"line 4: after=5 must name an earlier row"):
+        load_workload(topology, str(trace))
+    trace.write_text("time,type,bytes,after\n0,cpu0:gpu0,1000,\n1e-6,cpu0:gpu3,2000,0\n")
+    workload = load_workload(topology, str(trace))
+    assert workload.stream.after.tolist() == [-1, 0] and workload.stream.nbytes.tolist() == [1000, 2000]
+
+
+def test_multipath_cli(capsys, tmp_path):
+    code, out, _ = run(capsys, "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
+                       "poisson:load=0.9,size=1M,types=cpu0:gpu0,n=40", "--k", "2", "--json",
+                       "--png", str(tmp_path / "cdf.png"))
+    result = json.loads(out)["selectors"]
+    assert code == 0 and set(result) == set(SELECTORS)
+    for row in result.values():
+        assert row["median_s"] <= row["p99_s"] <= row["max_s"] and row["mean_s"] > 0
+        assert sum(row["paths"].values()) == 40
+    assert result["greedy-intra"]["mean_s"] < result["direct"]["mean_s"]
+    assert (tmp_path / "cdf.png").read_bytes()[:4] == b"\x89PNG"
+    code, _, err = run(capsys, "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
+                       "poisson:load=0.5", "--selector", "toll")
+    assert code == 2 and "types=SRC:DST" in err
+
+
+def test_multipath_cli_with_a_path_set_and_a_trace(capsys, tmp_path):
+    kvs = RequestType("get", 65536.0, (CommPath(("nic0", "pcie0", "gpu0")), CommPath(("nic0", "pcie0", "cpu0"))),
+                      {"gpu0": 2e-5, "cpu0": 6e-5})
+    write_paths(PathSet((kvs,)), tmp_path / "kvs.yaml")
+    (tmp_path / "trace.csv").write_text("time,type,after\n" + "".join(f"{i * 1e-5},get,\n" for i in range(6))
+                                        + "6e-5,get,5\n")
+    code, out, _ = run(capsys, "multipath", "simulate", "--topology", "dgx1-v100", "--paths",
+                       str(tmp_path / "kvs.yaml"), "--workload", str(tmp_path / "trace.csv"),
+                       "--selector", "direct,greedy-intra,lp", "--k", "3", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["requests"] == 7 and result["rate_per_s"] is None
+    # one GET every 10 us on a 26 us GPU path: greedy-intra sends some to the CPU
+    assert result["selectors"]["direct"]["paths"] == {"nic0>pcie0>gpu0": 7}
+    assert set(result["selectors"]["greedy-intra"]["paths"]) == {"nic0>pcie0>gpu0", "nic0>pcie0>cpu0"}
+    assert result["selectors"]["lp"]["mean_s"] <= result["selectors"]["direct"]["mean_s"]
+
+
+# -- bulk split ------------------------------------------------------------------------------------
+
+
+def test_bulk_split_meets_the_max_flow_bound():
+    topology = two_ways()
+    one = plan_bulk(topology, "cpu0", ["gpu0"], GB, "lp")
+    assert one.bound_seconds == pytest.approx(GB / 15e9, rel=1e-9)  # both switches' uplinks
+    assert simulate(topology, one.tasks()).makespan == pytest.approx(GB / 15e9, abs=4e-6)
+    # gpu1 and gpu2 share sw1's uplink with gpu0's relays: all three need everything through 15 GB/s
+    three = plan_bulk(topology, "cpu0", ["gpu0", "gpu1", "gpu2"], GB, "lp")
+    assert three.bound_seconds == pytest.approx(3 * GB / 15e9, rel=1e-9)
+    assert simulate(topology, three.tasks()).makespan == pytest.approx(3 * GB / 15e9, abs=4e-6)
+    direct = plan_bulk(topology, "cpu0", ["gpu0", "gpu1", "gpu2"], GB, "direct")
+    assert direct.bound_seconds == pytest.approx(2 * GB / 5e9, rel=1e-9)
+    with pytest.raises(PlanError, match="give each target GPU once"):
+        plan_bulk(topology, "cpu0", ["gpu0", "gpu0"], GB, "lp")
+
+
+def test_plan_h2d_cli(capsys):
+    code, out, _ = run(capsys, "plan", "h2d", "--topology", "dgx1-v100", "--bytes", "1G", "--gpus", "0", "--json")
+    planners = json.loads(out)["planners"]
+    assert code == 0 and planners["direct"]["seconds"] / planners["lp"]["seconds"] >= 1.8
+    assert sum(p["bytes"] for p in planners["lp"]["paths"]) == pytest.approx(1 << 30)
+    code, out, _ = run(capsys, "plan", "h2d", "--topology", "dgx1-v100", "--gpus", "0,1,2,3,4,5,6,7", "--json")
+    planners = json.loads(out)["planners"]
+    assert planners["lp"]["seconds"] <= planners["direct"]["seconds"]
+    code, out, _ = run(capsys, "plan", "h2d", "--topology", "dgx1-v100", "--gpus", "0")
+    assert code == 0 and "simulated only" in out
+    code, _, err = run(capsys, "plan", "h2d", "--topology", "dgx1-v100", "--gpus", "9")
+    assert code == 2 and "GPU 9 out of range" in err
