@@ -50,3 +50,7 @@ class TrainingError(CommgraphError, ValueError):
 
 class WorkerFailed(CommgraphError, RuntimeError):
     """Another worker of the job died, failed or stopped answering; the message names its rank."""
+
+
+class SamplingError(CommgraphError, ValueError):
+    """A sampler's options or a batch are invalid (fanouts vs layers, empty batch, bad seeds)."""
