@@ -176,6 +176,11 @@ def test_dgs_shifts_draws_to_local_nodes_by_epsilon_and_follows_the_masks():
         remote_counts.append(np.count_nonzero(graph.owner[chosen] == 1) / 10)
     # uniform sampling expects 5 * 12/20 = 3 remote draws per seed; epsilon 0.2 moves 1 to local
     assert abs(np.mean(remote_counts) - 2.0) < 0.05
+    # with nothing to draw (fanout -1), every neighbour stays but the ineligible remote ones
+    everything = DGSSampler(graph, [-1])
+    everything.set_masks(DGSMasks(node_prob, feature_mask))
+    layer = everything.sample(seeds, rng).layers[0]
+    assert layer.num_edges == 190 and np.all(node_prob[layer.src[layer.edge_src]] > 0)
     assert np.array_equal(batch.feature_columns, np.arange(10, 20))  # the top half by the mask
     features = np.ones((n, 20), dtype=np.float32)
     x = batch.input_features(features).numpy()

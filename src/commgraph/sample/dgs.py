@@ -38,7 +38,7 @@ class DGSSampler:
     training with explanation-guided sampling" (section 3.2.3).
 
     Until the explainer's first masks arrive it samples exactly like :class:`NeighborSampler`.
-    Afterwards, a destination :math:`v` with :math:`d_v > k` in-neighbours, :math:`b_v` of them
+    Afterwards a remote node whose node-mask probability is 0 is never drawn, and a destination :math:`v` with :math:`d_v > k` in-neighbours, :math:`b_v` of them
     remote, keeps :math:`k` as before but splits them as
 
     .. math::
@@ -117,10 +117,15 @@ def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob
     for i in range(n):
         start = indptr[rows[i]]
         degree = indptr[rows[i] + 1] - start
-        if counts[i] == degree:
+        if counts[i] == degree:  # no draw: every neighbour but the ineligible remote ones
+            kept = 0
             for j in range(degree):
-                out[at + j] = indices[start + j]
-            at += degree
+                u = indices[start + j]
+                if part < 0 or owner[u] == part or node_prob[u] > 0:
+                    out[at + kept] = u
+                    kept += 1
+            counts[i] = kept
+            at += kept
             continue
         n_local, n_remote, n_eligible = 0, 0, 0
         for j in range(degree):
