@@ -10,7 +10,7 @@ from numba import njit
 
 from commgraph.errors import SamplingError
 from commgraph.sample.base import SampledBatch, SamplingGraph, check_seeds, draw_seed, relabel
-from commgraph.sample.neighbor import NeighborSampler
+from commgraph.sample.neighbor import NeighborSampler, row_counts
 
 FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
 EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout
@@ -103,12 +103,7 @@ class DGSSampler:
 def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob, epsilon):
     np.random.seed(seed)
     n = rows.shape[0]
-    counts = np.empty(n, np.int64)
-    widest = 1
-    for i in range(n):
-        degree = indptr[rows[i] + 1] - indptr[rows[i]]
-        counts[i] = degree if (fanout < 0 or degree <= fanout) else fanout
-        widest = max(widest, degree)
+    counts, widest = row_counts(indptr, rows, fanout)
     out = np.empty(counts.sum(), np.int64)
     local = np.empty(widest, np.int64)
     remote = np.empty(widest, np.int64)

@@ -60,18 +60,23 @@ def sample_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, fanou
 
 
 @njit(cache=True)
+def row_counts(indptr, rows, fanout):
+    """How many in-neighbours each of ``rows`` keeps (``min(fanout, degree)``, all with -1), and
+    the largest degree among them (at least 1)."""
+    counts = np.empty(rows.shape[0], np.int64)
+    widest = 1
+    for i in range(rows.shape[0]):
+        degree = indptr[rows[i] + 1] - indptr[rows[i]]
+        counts[i] = degree if (fanout < 0 or degree <= fanout) else fanout
+        widest = max(widest, degree)
+    return counts, widest
+
+
+@njit(cache=True)
 def _sample_rows(indptr, indices, rows, fanout, seed):
     np.random.seed(seed)
     n = rows.shape[0]
-    counts = np.empty(n, np.int64)
-    widest = 0
-    for i in range(n):
-        degree = indptr[rows[i] + 1] - indptr[rows[i]]
-        if fanout < 0 or degree <= fanout:
-            counts[i] = degree
-        else:
-            counts[i] = fanout
-            widest = max(widest, degree)
+    counts, widest = row_counts(indptr, rows, fanout)
     out = np.empty(counts.sum(), np.int64)
     # a partial Fisher-Yates shuffle of positions 0..degree-1, undone after each row: O(fanout)
     perm = np.arange(widest)
