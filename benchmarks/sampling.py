@@ -22,7 +22,7 @@ distributed trainer and are not measured here.
 
     python benchmarks/sampling.py [--graph sbm:nodes=200000,classes=8,features=128,seed=0]
                                   [--batch-size 1024] [--fanout 64,64] [--batches 20] [--repeats 5]
-                                  [--bytes-graphs cora,sbm:nodes=20000,classes=8,features=512,seed=0]
+                                  [--bytes-graphs cora sbm:nodes=20000,classes=8,features=512,seed=0]
                                   [--workers 4,8] [--seeds 3]
 """
 
@@ -146,7 +146,7 @@ def epoch_bytes(spec: str, workers: int, fanouts: list[int], batch_size: int, la
 def bytes_table(args, fanouts: list[int]) -> dict:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for spec in args.bytes_graphs.split(","):
+        for spec in args.bytes_graphs:
             for workers in (int(w) for w in args.workers.split(",")):
                 runs = [epoch_bytes(spec, workers, fanouts, args.batch_size, args.layer_size, args.hidden, seed,
                                     Path(tmp)) for seed in range(args.seeds)]
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for the training step")
-    parser.add_argument("--bytes-graphs", default="", help="graphs to measure bytes per epoch on, comma-separated")
+    parser.add_argument("--bytes-graphs", nargs="*", default=[], help="graphs to measure bytes per epoch on")
     parser.add_argument("--workers", default="4,8", help="worker counts for the bytes per epoch")
     parser.add_argument("--seeds", type=int, default=3, help="seeds for the bytes per epoch")
     parser.add_argument("--skip-speed", action="store_true", help="only the bytes per epoch")

@@ -9,7 +9,7 @@ features are the only rows a worker fetches (from other workers for remote ones)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -105,7 +105,6 @@ class SampledBatch:
     remote_input: np.ndarray
     feature_columns: np.ndarray | None = None
     sync_bytes: int = 0
-    extra: dict = field(default_factory=dict)
 
     @property
     def input_nodes(self) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from commgraph.errors import SamplingError
-from commgraph.sample.base import SampledBatch, SamplingGraph, check_seeds, draw_seed, relabel
+from commgraph.sample.base import SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed, relabel
 from commgraph.sample.neighbor import NeighborSampler, row_counts
 
 FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
@@ -73,6 +73,7 @@ class DGSSampler:
         self.graph, self.fanouts = graph, self.neighbor.fanouts
         self.feature_rate, self.epsilon = feature_rate, epsilon
         self.masks: DGSMasks | None = None
+        self._scratch = Scratch()
 
     def set_masks(self, masks: DGSMasks) -> None:
         """Use ``masks`` from the next batch on (one reference swap: safe from another thread)."""
@@ -91,7 +92,7 @@ class DGSSampler:
         for fanout in self.fanouts:
             counts, sources = _sample_rows_dgs(self.graph.indptr, self.graph.indices, dst, fanout, draw_seed(rng),
                                                self.graph.owner, part, node_prob, self.epsilon)
-            layer = relabel(dst, sources, counts, self.neighbor._scratch, self.graph.num_nodes)
+            layer = relabel(dst, sources, counts, self._scratch, self.graph.num_nodes)
             layers.append(layer)
             dst = layer.src
         layers.reverse()

@@ -14,7 +14,7 @@ from torch_geometric.explain import Explainer, GNNExplainer
 
 from commgraph.errors import SamplingError
 from commgraph.nn import GNN, Block
-from commgraph.sample.base import SampledBatch, SamplingGraph, forward_blocks
+from commgraph.sample.base import SamplingGraph, forward_blocks
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.neighbor import NeighborSampler
 
@@ -45,14 +45,14 @@ class ExplainerOptions:
 class ExplanationGraph:
     """A worker's explanation graph: its local nodes pooled into one node :math:`v_G` (row 0, the
     mean of their features, with a self loop) linked both ways to every remote node its
-    ``layers``-hop in-neighbourhood reaches (rows 1.., ``remote`` in global ids). ``local`` is
-    that neighbourhood as full blocks, on which the model predicts the local nodes."""
+    ``layers``-hop in-neighbourhood reaches (rows 1.., ``remote`` in global ids).
+    ``local_blocks`` are that neighbourhood as full blocks, reading ``local_x``, on which the model
+    predicts the local nodes."""
 
     remote: np.ndarray
     x: torch.Tensor
     edge_index: torch.Tensor
     degree: torch.Tensor
-    local: SampledBatch
     local_x: torch.Tensor
     local_blocks: list[Block]
 
@@ -72,7 +72,7 @@ class ExplanationGraph:
                                 torch.stack([hub, others])], dim=1)
         degree = torch.ones(remote.shape[0] + 1)
         degree[0] = remote.shape[0]  # in-edges without the self loop
-        return cls(remote, x, edge_index, degree, local, local_x, local.blocks(graph))
+        return cls(remote, x, edge_index, degree, local_x, local.blocks(graph))
 
 
 class _OnExplanationGraph(torch.nn.Module):
