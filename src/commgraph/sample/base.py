@@ -165,6 +165,14 @@ def parse_fanouts(text: str | list[int], layers: int | None = None) -> list[int]
     return fanouts
 
 
+def in_edges(graph: SamplingGraph, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every in-edge of ``dst``, destination after destination: (position in ``dst``, source)."""
+    counts = graph.indptr[dst + 1] - graph.indptr[dst]
+    rows = np.repeat(np.arange(dst.shape[0], dtype=np.int64), counts)
+    starts = np.repeat(graph.indptr[dst] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return rows, graph.indices[starts + np.arange(rows.shape[0])]
+
+
 def check_seeds(graph: SamplingGraph, seeds: np.ndarray) -> np.ndarray:
     seeds = np.asarray(seeds, dtype=np.int64)
     if seeds.ndim != 1 or seeds.size == 0:

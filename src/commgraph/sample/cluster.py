@@ -9,7 +9,7 @@ import numpy as np
 from commgraph.errors import SamplingError
 from commgraph.graph import Graph
 from commgraph.partition.metis import metis_edge_cut, undirected_adjacency
-from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph
+from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, in_edges
 
 
 class ClusterSampler:
@@ -68,13 +68,10 @@ class ClusterSampler:
 
     def _induced(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Edges among ``nodes``, as (destination position, source position), destination-major."""
-        indptr, indices = self.graph.indptr, self.graph.indices
         position = np.full(self.graph.num_nodes, -1, dtype=np.int64)
         position[nodes] = np.arange(nodes.shape[0])
-        counts = indptr[nodes + 1] - indptr[nodes]
-        rows = np.repeat(np.arange(nodes.shape[0], dtype=np.int64), counts)
-        starts = np.repeat(indptr[nodes] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-        sources = position[indices[starts + np.arange(rows.shape[0])]]
+        rows, sources = in_edges(self.graph, nodes)
+        sources = position[sources]
         keep = sources >= 0
         return rows[keep], sources[keep]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from commgraph.errors import SamplingError
-from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, Scratch, check_seeds, relabel
+from commgraph.sample.base import (LayerSample, SampledBatch, SamplingGraph, Scratch, check_seeds, in_edges,
+                                   relabel)
 
 
 class _LayerWise:
@@ -27,11 +28,7 @@ class _LayerWise:
 
     def _in_edges(self, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row in ``dst``, source) of the in-edges of ``dst``, self loops left out."""
-        indptr, indices = self.graph.indptr, self.graph.indices
-        counts = indptr[dst + 1] - indptr[dst]
-        rows = np.repeat(np.arange(dst.shape[0], dtype=np.int64), counts)
-        starts = np.repeat(indptr[dst] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-        sources = indices[starts + np.arange(rows.shape[0])]
+        rows, sources = in_edges(self.graph, dst)
         keep = sources != dst[rows]
         return rows[keep], sources[keep]
 
