@@ -17,7 +17,8 @@ would fetch from other workers (each worker of a METIS partition into ``--worker
 batches from its own training nodes; a remote input row costs its fetched columns x 4 bytes) and
 LADIES's probability-synchronisation bytes. DGS samples with masks that its explainer (thesis
 defaults) learnt on each worker from a GraphSAGE trained for one epoch with ``neighbor``; the
-target is at least 24% fewer bytes than ``neighbor``. Training accuracy and epoch time need the
+target is at least 24% fewer bytes than ``neighbor``. On a shared machine, measure one graph and
+worker count per invocation (a SBM of 20,000 nodes with 8 workers and 3 seeds takes minutes). Training accuracy and epoch time need the
 distributed trainer and are not measured here.
 
     python benchmarks/sampling.py [--graph sbm:nodes=200000,classes=8,features=128,seed=0]
