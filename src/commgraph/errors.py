@@ -59,3 +59,7 @@ class DatasetError(CommgraphError, RuntimeError):
 
 class AnalyticsError(CommgraphError, ValueError):
     """A graph analytics request is invalid (unknown source, negative SSSP weights, options out of range)."""
+
+
+class SamplingError(CommgraphError, ValueError):
+    """A sampler's options or a batch are invalid (fanouts vs layers, empty batch, bad seeds)."""

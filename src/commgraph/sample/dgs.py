@@ -1,0 +1,157 @@
+"""DGS's locality-aware node and feature sampling (thesis chapter 3)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from commgraph.errors import SamplingError
+from commgraph.sample.base import SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed, relabel
+from commgraph.sample.neighbor import NeighborSampler, row_counts
+
+FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
+EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout
+
+
+@dataclass(frozen=True)
+class DGSMasks:
+    """What the explainer publishes: ``node_prob[v]`` in [0, 1] for every node (read for remote
+    nodes only; 0 makes a remote node ineligible) and ``feature_mask[c]``, the importance of
+    feature column ``c``. ``iteration`` is the training step of the model snapshot explained."""
+
+    node_prob: np.ndarray
+    feature_mask: np.ndarray
+    iteration: int = 0
+
+    def feature_columns(self, rate: float) -> np.ndarray:
+        """The ``ceil(rate * F)`` most important columns, ascending (ties: the lower column)."""
+        keep = math.ceil(rate * self.feature_mask.shape[0])
+        order = np.argsort(-self.feature_mask, kind="stable")[:keep]
+        return np.sort(order)
+
+
+class DGSSampler:
+    r"""DGS's sampler, from the thesis chapter "DGS: communication-efficient distributed GNN
+    training with explanation-guided sampling" (section 3.2.3).
+
+    Until the explainer's first masks arrive it samples exactly like :class:`NeighborSampler`.
+    Afterwards a remote node whose node-mask probability is 0 is never drawn, and a destination :math:`v` with :math:`d_v > k` in-neighbours, :math:`b_v` of them
+    remote, keeps :math:`k` as before but splits them as
+
+    .. math::
+        r_v = \operatorname{round}\Big(\operatorname{clip}\big(k \tfrac{b_v}{d_v} - \epsilon k,\;
+              0,\; \min(k, b'_v)\big)\Big), \qquad l_v = k - r_v,
+
+    where :math:`b'_v` counts the remote neighbours with a non-zero node-mask probability and the
+    rounding is stochastic (so with :math:`\epsilon = 0` the expected split is uniform sampling's);
+    if :math:`l_v` exceeds the local neighbours the rest goes back to remote ones. Local neighbours
+    are drawn uniformly, remote ones without replacement with probability proportional to the node
+    mask :math:`\mathcal{SN}` (Efraimidis-Spirakis keys :math:`U^{1/w}`). Remote input nodes send
+    only the :math:`\lceil N_f F \rceil` feature columns with the highest feature mask
+    :math:`\mathcal{SF}`; the others are zero-filled.
+
+    Args:
+        graph: the worker's :class:`SamplingGraph` (its ``part`` says which nodes are local).
+        fanouts: as :class:`NeighborSampler`.
+        feature_rate: :math:`N_f`, the share of columns remote nodes send, in (0, 1].
+        epsilon: :math:`\epsilon`, the shift from remote to local draws as a share of the fanout,
+            in [0, 1].
+    """
+
+    name = "dgs"
+
+    def __init__(self, graph: SamplingGraph, fanouts, *, feature_rate: float = FEATURE_RATE,
+                 epsilon: float = EPSILON):
+        if not 0 < feature_rate <= 1:
+            raise SamplingError(f"--feature-rate (N_f) must lie in (0, 1]; got {feature_rate}")
+        if not 0 <= epsilon <= 1:
+            raise SamplingError(f"--epsilon must lie in [0, 1]; got {epsilon}")
+        self.neighbor = NeighborSampler(graph, fanouts)
+        self.graph, self.fanouts = graph, self.neighbor.fanouts
+        self.feature_rate, self.epsilon = feature_rate, epsilon
+        self.masks: DGSMasks | None = None
+        self._scratch = Scratch()
+
+    def set_masks(self, masks: DGSMasks) -> None:
+        """Use ``masks`` from the next batch on (one reference swap: safe from another thread)."""
+        if masks.node_prob.shape != (self.graph.num_nodes,):
+            raise SamplingError(f"node mask has shape {masks.node_prob.shape}, expected ({self.graph.num_nodes},)")
+        self.masks = masks
+
+    def sample(self, seeds: np.ndarray, rng: np.random.Generator) -> SampledBatch:
+        masks = self.masks
+        if masks is None:
+            return self.neighbor.sample(seeds, rng)
+        seeds = check_seeds(self.graph, seeds)
+        part = -1 if self.graph.part is None else self.graph.part
+        node_prob = np.asarray(masks.node_prob, dtype=np.float64)
+        layers, dst = [], seeds
+        for fanout in self.fanouts:
+            counts, sources = _sample_rows_dgs(self.graph.indptr, self.graph.indices, dst, fanout, draw_seed(rng),
+                                               self.graph.owner, part, node_prob, self.epsilon)
+            layer = relabel(dst, sources, counts, self._scratch, self.graph.num_nodes)
+            layers.append(layer)
+            dst = layer.src
+        layers.reverse()
+        return SampledBatch(seeds, layers, self.graph.is_remote(layers[0].src),
+                            feature_columns=masks.feature_columns(self.feature_rate))
+
+
+@njit(cache=True)
+def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob, epsilon):
+    np.random.seed(seed)
+    n = rows.shape[0]
+    counts, widest = row_counts(indptr, rows, fanout)
+    out = np.empty(counts.sum(), np.int64)
+    local = np.empty(widest, np.int64)
+    remote = np.empty(widest, np.int64)
+    keys = np.empty(widest, np.float64)
+    at = 0
+    for i in range(n):
+        start = indptr[rows[i]]
+        degree = indptr[rows[i] + 1] - start
+        if counts[i] == degree:  # no draw: every neighbour but the ineligible remote ones
+            kept = 0
+            for j in range(degree):
+                u = indices[start + j]
+                if part < 0 or owner[u] == part or node_prob[u] > 0:
+                    out[at + kept] = u
+                    kept += 1
+            counts[i] = kept
+            at += kept
+            continue
+        n_local, n_remote, n_eligible = 0, 0, 0
+        for j in range(degree):
+            u = indices[start + j]
+            if part < 0 or owner[u] == part:
+                local[n_local] = u
+                n_local += 1
+            else:
+                n_remote += 1
+                if node_prob[u] > 0:
+                    remote[n_eligible] = u
+                    keys[n_eligible] = np.log(np.random.random()) / node_prob[u]
+                    n_eligible += 1
+        share = fanout * n_remote / degree - epsilon * fanout
+        share = min(max(share, 0.0), float(min(fanout, n_eligible)))
+        n_r = int(math.floor(share))
+        if np.random.random() < share - n_r:
+            n_r += 1
+        n_l = fanout - n_r
+        if n_l > n_local:
+            n_l = n_local
+            n_r = min(fanout - n_local, n_eligible)
+        for j in range(n_l):  # partial Fisher-Yates over the local neighbours
+            t = np.random.randint(j, n_local)
+            local[j], local[t] = local[t], local[j]
+            out[at + j] = local[j]
+        if n_r > 0:
+            order = np.argsort(-keys[:n_eligible])
+            for j in range(n_r):
+                out[at + n_l + j] = remote[order[j]]
+        counts[i] = n_l + n_r
+        at += n_l + n_r
+    return counts, out[:at].copy()

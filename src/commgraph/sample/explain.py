@@ -1,0 +1,248 @@
+"""DGS's online explanation (thesis 3.2.2-3.2.3): PyG's GNNExplainer on a worker's explanation
+graph, in a CPU thread beside training, publishing the node and feature masks DGS samples by."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch_geometric.explain import Explainer, GNNExplainer
+
+from commgraph.errors import SamplingError
+from commgraph.nn import GNN, Block
+from commgraph.sample.base import SamplingGraph, forward_blocks
+from commgraph.sample.dgs import DGSMasks
+from commgraph.sample.neighbor import NeighborSampler
+
+
+@dataclass(frozen=True)
+class ExplainerOptions:
+    """The thesis's defaults (section 3.4): explain every ``period`` (T_ex) training iterations,
+    for at most ``epochs`` (T_E) GNNExplainer epochs, stopping once its loss is at most
+    ``loss_threshold`` (L); ``lr`` is GNNExplainer's learning rate."""
+
+    period: int = 30
+    epochs: int = 50
+    loss_threshold: float = 0.01
+    lr: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.period < 1:
+            raise SamplingError(f"--explain-period (T_ex) must be >= 1; got {self.period}")
+        if self.epochs < 1:
+            raise SamplingError(f"--explain-epochs must be >= 1; got {self.epochs}")
+        if self.loss_threshold < 0:
+            raise SamplingError(f"--explain-loss-threshold must be >= 0; got {self.loss_threshold}")
+        if self.lr <= 0:
+            raise SamplingError(f"the explainer's learning rate must be > 0; got {self.lr}")
+
+
+@dataclass
+class ExplanationGraph:
+    """A worker's explanation graph: its local nodes pooled into one node :math:`v_G` (row 0, the
+    mean of their features, with a self loop) linked both ways to every remote node its
+    ``layers``-hop in-neighbourhood reaches (rows 1.., ``remote`` in global ids).
+    ``local_blocks`` are that neighbourhood as full blocks, reading ``local_x``, on which the model
+    predicts the local nodes."""
+
+    remote: np.ndarray
+    x: torch.Tensor
+    edge_index: torch.Tensor
+    degree: torch.Tensor
+    local_x: torch.Tensor
+    local_blocks: list[Block]
+
+    @classmethod
+    def build(cls, graph: SamplingGraph, rows: Callable[[np.ndarray], np.ndarray], layers: int) -> ExplanationGraph:
+        """``rows(ids)`` gives the feature rows of global nodes (for remote ones, what the worker
+        fetched once before training)."""
+        owned = graph.local_nodes()
+        local = NeighborSampler(graph, [-1] * layers).sample(owned, np.random.default_rng(0))
+        local_x = torch.from_numpy(np.asarray(rows(local.input_nodes), dtype=np.float32))
+        remote = local.input_nodes[local.remote_input]
+        pooled = local_x[: owned.shape[0]].mean(0, keepdim=True)  # the input table starts with the owned rows
+        x = torch.cat([pooled, local_x[torch.from_numpy(np.flatnonzero(local.remote_input))]])
+        others = torch.arange(1, remote.shape[0] + 1)
+        hub = torch.zeros_like(others)
+        edge_index = torch.cat([torch.zeros(2, 1, dtype=torch.int64), torch.stack([others, hub]),
+                                torch.stack([hub, others])], dim=1)
+        degree = torch.ones(remote.shape[0] + 1)
+        degree[0] = remote.shape[0]  # in-edges without the self loop
+        return cls(remote, x, edge_index, degree, local_x, local.blocks(graph))
+
+
+class _OnExplanationGraph(torch.nn.Module):
+    """A block model as PyG's explainers call one: ``model(x, edge_index)`` -> log-probabilities
+    of every node, every layer computing every node of the (small) explanation graph."""
+
+    def __init__(self, model: GNN, degree: torch.Tensor):
+        super().__init__()
+        self.model, self.degree = model, degree
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        block = Block(x.shape[0], x.shape[0], edge_index, self.degree)
+        return torch.log_softmax(forward_blocks(self.model, x, [block] * self.model.num_layers), dim=-1)
+
+
+class _Converged(Exception):
+    pass
+
+
+class _StoppingGNNExplainer(GNNExplainer):
+    """PyG's GNNExplainer that stops once its loss is at most ``threshold`` (DGS's L)."""
+
+    def __init__(self, epochs: int, lr: float, threshold: float):
+        super().__init__(epochs=epochs, lr=lr)
+        self.threshold, self.epochs_run, self.last_loss = threshold, 0, float("nan")
+
+    def forward(self, model, x, edge_index, *, target, index=None, **kwargs):
+        self.epochs_run = 0
+        try:
+            return super().forward(model, x, edge_index, target=target, index=index, **kwargs)
+        except _Converged:
+            explanation = self._create_explanation()
+            self._clean_model(model)
+            return explanation
+
+    def _loss(self, y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = super()._loss(y_hat, y)
+        self.epochs_run += 1
+        self.last_loss = float(loss.detach())
+        if self.last_loss <= self.threshold and self.epochs_run > 1:  # after the hard masks are known
+            raise _Converged
+        return loss
+
+
+@dataclass(frozen=True)
+class ExplanationRound:
+    """What one explanation produced: the masks, and the epochs and final loss of each explainer."""
+
+    masks: DGSMasks
+    node_epochs: int
+    feature_epochs: int
+    node_loss: float
+    feature_loss: float
+
+
+class DGSExplainer:
+    """Learns DGS's masks for one worker with PyG's GNNExplainer.
+
+    The model (a snapshot of the training model) predicts the local nodes on their full
+    neighbourhood; the mean of those class probabilities is :math:`v_G`'s prediction
+    :math:`h_{\\mathcal{E}}`, whose top class is the target GNNExplainer explains at :math:`v_G`.
+    One explainer learns a mask per node (``node_mask_type="object"``): the remote nodes' entries
+    are :math:`\\mathcal{SN}`; another a mask per feature column shared by all nodes
+    (``"common_attributes"``): :math:`\\mathcal{SF}`.
+    """
+
+    def __init__(self, graph: SamplingGraph, explanation: ExplanationGraph, model: GNN,
+                 options: ExplainerOptions = ExplainerOptions()):
+        self.graph, self.explanation, self.options = graph, explanation, options
+        self.model = copy.deepcopy(model).eval()
+        wrapped = _OnExplanationGraph(self.model, explanation.degree)
+        self.node_algorithm = _StoppingGNNExplainer(options.epochs, options.lr, options.loss_threshold)
+        self.feature_algorithm = _StoppingGNNExplainer(options.epochs, options.lr, options.loss_threshold)
+        config = dict(mode="multiclass_classification", task_level="node", return_type="log_probs")
+        self.node_explainer = Explainer(wrapped, self.node_algorithm, explanation_type="phenomenon",
+                                        node_mask_type="object", model_config=config)
+        self.feature_explainer = Explainer(wrapped, self.feature_algorithm, explanation_type="phenomenon",
+                                           node_mask_type="common_attributes", model_config=config)
+
+    def target(self) -> int:
+        """The top class of the local nodes' mean predicted probabilities."""
+        with torch.no_grad():
+            logits = forward_blocks(self.model, self.explanation.local_x, self.explanation.local_blocks)
+        return int(torch.softmax(logits, dim=-1).mean(0).argmax())
+
+    def explain(self, state: dict, iteration: int = 0) -> ExplanationRound:
+        """Masks for the model with parameters ``state`` (trained up to ``iteration``)."""
+        self.model.load_state_dict(state)
+        self.model.eval()
+        graph = self.explanation
+        target = torch.full((graph.x.shape[0],), self.target(), dtype=torch.int64)
+        node = self.node_explainer(graph.x, graph.edge_index, target=target, index=0)
+        feature = self.feature_explainer(graph.x, graph.edge_index, target=target, index=0)
+        node_prob = np.zeros(self.graph.num_nodes, dtype=np.float32)
+        node_prob[graph.remote] = node.node_mask[1:, 0].numpy()
+        masks = DGSMasks(node_prob, feature.node_mask.reshape(-1, graph.x.shape[1])[0].numpy().copy(), iteration)
+        return ExplanationRound(masks, self.node_algorithm.epochs_run, self.feature_algorithm.epochs_run,
+                                self.node_algorithm.last_loss, self.feature_algorithm.last_loss)
+
+
+class OnlineExplainer:
+    """Runs a :class:`DGSExplainer` in a CPU thread beside training.
+
+    Training calls :meth:`observe` after every iteration with its loss: the call keeps a copy of
+    the parameters when the loss is the lowest of the current window of ``period`` iterations and,
+    at the window's end, hands that snapshot to the thread if it is idle (if it is still busy the
+    window is skipped: training never waits). Each finished explanation is passed to ``publish``
+    (e.g. :meth:`DGSSampler.set_masks`). An error in the thread is raised by the next
+    :meth:`observe` or by :meth:`close`.
+    """
+
+    def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None]):
+        self.explainer, self.publish = explainer, publish
+        self.period = explainer.options.period
+        self.rounds: list[ExplanationRound] = []
+        self.skipped = 0
+        self._best: tuple[float, int, dict] | None = None
+        self._pending: tuple[dict, int] | None = None
+        self._busy = False
+        self._stop = False
+        self._error: BaseException | None = None
+        self._wake = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="dgs-explainer", daemon=True)
+        self._thread.start()
+
+    def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
+        """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
+        if self._error is not None:
+            raise SamplingError(f"the DGS explainer failed: {self._error!r}") from self._error
+        if self._best is None or loss < self._best[0]:
+            state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+            self._best = (loss, iteration, state)
+        if iteration % self.period:
+            return
+        _, best_iteration, state = self._best
+        self._best = None
+        with self._wake:
+            if self._busy or self._pending is not None:
+                self.skipped += 1
+                return
+            self._pending = (state, best_iteration)
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while self._pending is None and not self._stop:
+                    self._wake.wait()
+                if self._pending is None:  # stopped with nothing to do
+                    return
+                (state, iteration), self._pending = self._pending, None
+                self._busy = True
+            try:
+                result = self.explainer.explain(state, iteration)
+                self.rounds.append(result)
+                self.publish(result.masks)
+            except BaseException as exc:  # reported to training by observe() and close()
+                self._error = exc
+                return
+            finally:
+                with self._wake:
+                    self._busy = False
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Finish the explanation in progress (or handed over), then stop the thread."""
+        with self._wake:
+            self._stop = True
+            self._wake.notify()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise SamplingError(f"the DGS explainer did not stop within {timeout:g} s")
+        if self._error is not None:
+            raise SamplingError(f"the DGS explainer failed: {self._error!r}") from self._error

@@ -1,0 +1,124 @@
+"""DGS's explainer: the explanation graph, PyG's GNNExplainer's masks, and the CPU thread that
+publishes them without making training wait."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from commgraph.errors import SamplingError
+from commgraph.graph import load_graph
+from commgraph.nn import GNN
+from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
+from commgraph.partition.methods import partition_graph
+from commgraph.sample import DGSSampler, NeighborSampler, SamplingGraph
+from commgraph.sample.explain import DGSExplainer, ExplainerOptions, ExplanationGraph, OnlineExplainer
+
+
+@pytest.fixture(scope="module")
+def cora_part(tmp_path_factory):
+    graph = load_graph("cora")
+    assignment, _ = partition_graph(graph, 4, "metis", seed=0)
+    out = tmp_path_factory.mktemp("four") / "set"
+    write_partition_set(graph, assignment, 4, out, method="metis", seed=0, seconds=0.0,
+                        metrics=partition_metrics(graph, assignment, 4))
+    pset = load_partition_set(out)
+    sampling = SamplingGraph.from_partition(pset, 1)
+    return graph, sampling, ExplanationGraph.build(sampling, lambda ids: pset.rows("features", ids), layers=2)
+
+
+def test_explanation_graph_pools_the_local_nodes_and_links_every_remote_node(cora_part):
+    graph, sampling, explanation = cora_part
+    owned = sampling.local_nodes()
+    # the remote nodes of the 2-hop in-neighbourhood of the owned nodes
+    reach = NeighborSampler(sampling, [-1, -1]).sample(owned, np.random.default_rng(0)).input_nodes
+    expected = np.sort(reach[sampling.owner[reach] != 1])
+    assert np.array_equal(np.sort(explanation.remote), expected) and expected.size > 0
+    m = expected.shape[0]
+    torch.testing.assert_close(explanation.x[0], torch.from_numpy(graph.features[owned].mean(0)))
+    torch.testing.assert_close(explanation.x[1:], torch.from_numpy(graph.features[explanation.remote]))
+    edges = set(map(tuple, explanation.edge_index.t().tolist()))
+    assert edges == {(0, 0)} | {(i, 0) for i in range(1, m + 1)} | {(0, i) for i in range(1, m + 1)}
+    assert explanation.edge_index.shape[1] == 2 * m + 1
+
+
+def test_explainer_learns_node_and_feature_masks_with_pyg(cora_part):
+    graph, sampling, explanation = cora_part
+    torch.manual_seed(0)
+    model = GNN("sage", graph.num_features, 16, 7, dropout=0.0)
+    explainer = DGSExplainer(sampling, explanation, model, ExplainerOptions(epochs=5, loss_threshold=0.0))
+    result = explainer.explain(model.state_dict(), iteration=7)
+    masks = result.masks
+    assert masks.iteration == 7 and result.node_epochs == 5 and result.feature_epochs == 5
+    assert masks.node_prob.shape == (graph.num_nodes,) and masks.feature_mask.shape == (graph.num_features,)
+    remote = np.zeros(graph.num_nodes, dtype=bool)
+    remote[explanation.remote] = True
+    assert np.all(masks.node_prob[~remote] == 0)
+    assert np.all((masks.node_prob[remote] > 0) & (masks.node_prob[remote] < 1))
+    assert np.all((masks.feature_mask >= 0) & (masks.feature_mask <= 1))
+    assert np.unique(masks.node_prob[remote]).shape[0] > 1  # learnt, not constant
+    # the loss threshold stops GNNExplainer early (after the first epoch, which fixes its hard masks)
+    early = DGSExplainer(sampling, explanation, model, ExplainerOptions(epochs=50, loss_threshold=1e9))
+    assert early.explain(model.state_dict()).node_epochs == 2
+    # and the masks drive DGS's sampler
+    dgs = DGSSampler(sampling, [5, 5])
+    dgs.set_masks(masks)
+    batch = dgs.sample(sampling.local_nodes()[:64], np.random.default_rng(0))
+    assert batch.feature_columns.shape[0] == int(np.ceil(0.85 * graph.num_features))
+
+
+def test_online_explainer_explains_the_lowest_loss_snapshot_and_never_blocks(cora_part):
+    graph, sampling, explanation = cora_part
+    torch.manual_seed(0)
+    model = GNN("sage", graph.num_features, 16, 7, dropout=0.0)
+    explainer = DGSExplainer(sampling, explanation, model, ExplainerOptions(period=3, epochs=3, loss_threshold=0.0))
+    dgs = DGSSampler(sampling, [5, 5])
+    release = threading.Event()
+    explained = []
+    real = explainer.explain
+
+    def slow_explain(state, iteration):
+        release.wait(30)
+        explained.append((iteration, state["convs.0.conv.lin_l.weight"].clone()))
+        return real(state, iteration)
+
+    explainer.explain = slow_explain
+    online = OnlineExplainer(explainer, dgs.set_masks)
+    losses = [5.0, 2.0, 3.0, 4.0, 1.0, 6.0, 9.0, 8.0, 7.0]
+    weights = {}
+    started = time.perf_counter()
+    for iteration, loss in enumerate(losses, start=1):
+        with torch.no_grad():
+            model.convs[0].conv.lin_l.weight.add_(1.0)  # a different model at every iteration
+        weights[iteration] = model.convs[0].conv.lin_l.weight.clone()
+        online.observe(model, loss, iteration)
+    assert time.perf_counter() - started < 5  # the explanation is held up, training is not
+    assert online.skipped == 2 and dgs.masks is None  # windows 2 and 3 came while window 1 was busy
+    release.set()
+    online.close()
+    assert [iteration for iteration, _ in explained] == [2]  # window 1's lowest loss
+    assert torch.equal(explained[0][1], weights[2])
+    assert dgs.masks is not None and dgs.masks.iteration == 2 and len(online.rounds) == 1
+
+
+def test_explainer_errors_reach_training(cora_part):
+    graph, sampling, explanation = cora_part
+    model = GNN("sage", graph.num_features, 16, 7)
+    explainer = DGSExplainer(sampling, explanation, model, ExplainerOptions(period=1, epochs=1))
+
+    def broken(state, iteration):
+        raise RuntimeError("out of memory")
+
+    explainer.explain = broken
+    online = OnlineExplainer(explainer, lambda masks: None)
+    online.observe(model, 1.0, 1)
+    with pytest.raises(SamplingError, match="explainer failed.*out of memory"):
+        online.close()
+    with pytest.raises(SamplingError, match="explain-period"):
+        ExplainerOptions(period=0)
+    with pytest.raises(SamplingError, match="explain-loss-threshold"):
+        ExplainerOptions(loss_threshold=-1)
