@@ -13,10 +13,10 @@ import warnings
 warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
 
 from commgraph import __version__
-from commgraph.cli import convert, info, partition, plan, predict, simulate, topo, train
+from commgraph.cli import convert, info, llm, partition, plan, predict, simulate, topo, train
 from commgraph.errors import CommgraphError
 
-COMMANDS = (info, convert, partition, plan, topo, simulate, train, predict)
+COMMANDS = (info, convert, partition, plan, topo, simulate, llm, train, predict)
 
 
 def build_parser() -> argparse.ArgumentParser:
