@@ -199,3 +199,23 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
     assert any(e["ph"] == "X" for e in events)
     assert main(["llm", "simulate", "--model", "gpt3-13b", "--topology", "hgx-h100", "--scheduler", "nope"]) == 2
     assert "unknown scheduler" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [2, 4, 8])
+def test_matching_all_to_all_equals_all_to_all_single_on_gloo(tmp_path, monkeypatch, workers):
+    from pathlib import Path
+    import os
+
+    from commgraph.runtime import launch_local
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"out": str(tmp_path), "seeds": [1, 2]}))
+    tests = Path(__file__).parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]))
+    assert launch_local([str(spec)], workers, grace=30, module="alltoall_driver", threads_per_worker=1) == 0
+    for rank in range(workers):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert len(result) == 4
+        for case, row in result.items():
+            assert row["equal"] and row["counts_agree"], (rank, case)
