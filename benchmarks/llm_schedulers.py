@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--moe-microbatches", type=int, default=2,
                         help="micro-batches for the MoE models (their all-to-alls are most of the flows)")
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
+    parser.add_argument("--models", default=",".join(SIMULATION_MODELS), help="models of the layouts part")
     parser.add_argument("--moe-schedulers", default="fair,lina,hermod",
                         help="schedulers run on the MoE models (each run simulates hundreds of thousands of flows)")
     parser.add_argument("--moe-matching", default="direct", choices=("direct", "alg3", "bvn"),
@@ -103,7 +104,7 @@ def main() -> None:
     if "layouts" in parts:
         print("\n1,024 GPUs, 100 Gbit/s, Table 5.5 layouts (dp 16)")
         header(schedulers)
-        for name in SIMULATION_MODELS:
+        for name in args.models.split(","):
             dense = not model(name).moe
             m = args.microbatches if dense else args.moe_microbatches
             chosen = schedulers if dense else [s for s in schedulers if s in args.moe_schedulers.split(",")]
