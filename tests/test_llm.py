@@ -7,7 +7,7 @@ from commgraph.cli.main import main
 from commgraph.errors import PlanError, SimulationError, TopologyError
 from commgraph.plan.coflow import SCHEDULERS, bssi_order, dscp, hermod_keys, run_schedule, schedule
 from commgraph.plan.matching import alg3, bvn, lower_bound
-from commgraph.sim import Compute, Transfer, simulate
+from commgraph.sim import Transfer, simulate
 from commgraph.sim.coflow import Coflow, coflow_times
 from commgraph.topology import Device, Link, Topology, load_preset
 from commgraph.workload import Layout, ModelSpec, build_iteration, gpu, model
@@ -180,6 +180,11 @@ def test_bad_inputs_fail_clearly():
         schedule("nope", [], [], star(2))
     with pytest.raises(PlanError, match="square"):
         bvn(np.ones((2, 3)))
+    tasks = [Transfer("x", "gpu0", "gpu1", 1.0)]
+    with pytest.raises(SimulationError, match="shares a transfer"):
+        schedule("fair", tasks, [Coflow("a", "pp", 0, 0, (0,)), Coflow("b", "pp", 0, 0, (0,))], star(2))
+    with pytest.raises(SimulationError, match="kind"):
+        Coflow("a", "xx", 0, 0, (0,))
 
 
 def test_cli_json_schema_and_outputs(tmp_path, capsys):

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from commgraph.errors import PlanError
 from commgraph.plan.matching import MATCHERS
 from commgraph.sim import SimResult, simulate
-from commgraph.sim.coflow import Coflow, coflow_times
+from commgraph.sim.coflow import Coflow, check_coflows, coflow_times
 from commgraph.sim.dag import Task, Transfer
 from commgraph.topology.model import Topology
 
@@ -54,6 +54,7 @@ def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topo
     schedulers, ``direct`` otherwise) says how expert-parallel all-to-alls send."""
     if name not in SCHEDULERS:
         raise PlanError(f"unknown scheduler {name!r}; choose one of {', '.join(SCHEDULERS)}")
+    check_coflows(tasks, coflows)
     matching = matching or ("alg3" if name.startswith("hermod") else "direct")
     if matching not in MATCHINGS:
         raise PlanError(f"unknown matching {matching!r}; choose one of {', '.join(MATCHINGS)}")
