@@ -125,6 +125,8 @@ def test_dscp_packs_microbatch_type_and_layer_into_6_bits():
     codes = dscp(hermod_keys(coflows), 96)
     assert codes.tolist() == [0b000000, 0b010001, 0b111111, 0b001101]
     assert (codes < 64).all()
+    interleaved = [_cf("pp", 2, 40), _cf("dp", 2, 40)]  # only DP sets the type bit
+    assert dscp(hermod_keys(interleaved, interleaved=True), 96, interleaved=True).tolist() == [0b010001, 0b010101]
 
 
 def test_sincronia_orders_a_small_coflow_on_the_bottleneck_first():

@@ -71,7 +71,7 @@ def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topo
         classes = bssi_order(tasks, coflows)
     else:
         keys = hermod_keys(coflows, interleaved=interleaved)
-        classes = _dense_rank_rows(keys) if name == "hermod" else dscp(keys, _layers(coflows))
+        classes = _dense_rank_rows(keys) if name == "hermod" else dscp(keys, _layers(coflows), interleaved=interleaved)
     new_tasks, new_coflows = _apply(tasks, coflows, classes, rates, matching)
     return Schedule(name, new_tasks, new_coflows, int(classes.max(initial=-1)) + 1)
 
@@ -84,10 +84,10 @@ def hermod_keys(coflows: list[Coflow], *, interleaved: bool = False) -> np.ndarr
     return np.array([(c.microbatch, rank[c.kind], c.layer) for c in coflows], dtype=np.int64).reshape(-1, 3)
 
 
-def dscp(keys: np.ndarray, layers: int) -> np.ndarray:
-    """6-bit DSCP classes: ``mid[3] | dp[1] | layer quartile[2]``."""
+def dscp(keys: np.ndarray, layers: int, *, interleaved: bool = False) -> np.ndarray:
+    """6-bit DSCP classes of :func:`hermod_keys` rows: ``mid[3] | dp[1] | layer quartile[2]``."""
     mid = np.minimum(keys[:, 0], 7)
-    is_dp = (keys[:, 1] == keys[:, 1].max()) & (keys[:, 1] > 0) if keys.size else keys[:, 1]
+    is_dp = keys[:, 1] == (2 if interleaved else 1)
     quartile = np.minimum(keys[:, 2] * 4 // max(layers, 1), 3)
     return (mid << 3) | (is_dp.astype(np.int64) << 2) | quartile
 
