@@ -12,11 +12,12 @@ import warnings
 warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
 
 from commgraph import __version__
-from commgraph.cli import (Parser, analyze, convert, datasets, info, multipath, partition, paths, plan, plot, predict,
-                           simulate, topo, train)
+from commgraph.cli import (Parser, analyze, convert, datasets, info, llm, multipath, partition, paths, plan, plot,
+                           predict, simulate, topo, train)
 from commgraph.errors import CommgraphError
 
-COMMANDS = (info, convert, datasets, partition, plan, topo, simulate, paths, multipath, train, predict, analyze, plot)
+COMMANDS = (info, convert, datasets, partition, plan, topo, simulate, paths, multipath, llm, train, predict, analyze,
+            plot)
 
 
 def build_parser() -> Parser:

@@ -67,19 +67,22 @@ def reallocate(ptr, resources, active, priority, capacity, changed, rates, load)
                         seen_res[r2] = True
                         stack[top] = r2
                         top += 1
-    # progressive filling, class by class
+    # progressive filling, class by class: the picked flows sorted by class, each class a run
     residual = capacity.copy()
     counts = np.zeros(n_res, np.int64)
     pending = np.empty(n_picked, np.int64)
     frozen = np.empty(n_picked, np.int64)
-    classes = np.unique(priority[active[picked[:n_picked]]])
-    for c in classes:
-        n_pending = 0
-        for i in range(n_picked):
-            f = active[picked[i]]
-            if priority[f] == c:
-                pending[n_pending] = f
-                n_pending += 1
+    flows = active[picked[:n_picked]]
+    flows = flows[np.argsort(priority[flows], kind="mergesort")]
+    run_start = 0
+    while run_start < n_picked:
+        c = priority[flows[run_start]]
+        run_end = run_start
+        while run_end < n_picked and priority[flows[run_end]] == c:
+            run_end += 1
+        n_pending = run_end - run_start
+        pending[:n_pending] = flows[run_start:run_end]
+        run_start = run_end
         while n_pending > 0:
             for i in range(n_pending):
                 f = pending[i]

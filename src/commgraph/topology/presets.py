@@ -8,7 +8,12 @@ InfiniBand 2 us, Ethernet 10 us, shared memory 0.5 us.
 
 Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``,
 ``dgx-a100``, ``hgx-h100``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
-one network switch) and ``fattree:k=K,server=PRESET,link=ib|eth`` (k-ary fat-tree of K^3/4 servers).
+one network switch) and ``fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full`` (k-ary
+fat-tree of K^3/4 servers). ``rail=1`` wires it rail-optimised: NIC i of every server in a pod plugs
+into edge switch i mod K/2 of that pod, so same-rail traffic of a pod crosses one switch.
+``bisection=full`` gives every edge-aggregation and aggregation-core link as many NIC speeds as a
+server has NICs, so the fabric carries all NICs at line rate (the default, ``edge``, gives each of
+those links one NIC speed).
 """
 
 from __future__ import annotations
@@ -157,7 +162,8 @@ _NETWORK = {"ib": "infiniband", "eth": "ethernet"}
 
 
 def preset_names() -> list[str]:
-    return [*SERVERS, "localhost-cpu:N", "NxPRESET-ib|eth", "fattree:k=K,server=PRESET,link=ib|eth"]
+    return [*SERVERS, "localhost-cpu:N", "NxPRESET-ib|eth",
+            "fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full"]
 
 
 def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
@@ -206,11 +212,13 @@ def _cluster(b: _Builder, count: int, server: str, network: str, name: str) -> T
 
 def _fat_tree(b: _Builder, name: str) -> Topology:
     """A k-ary fat-tree (Al-Fares et al.): k pods of k/2 edge and k/2 aggregation switches,
-    (k/2)^2 core switches, k/2 servers per edge switch, so k^3/4 servers in all."""
+    (k/2)^2 core switches, k/2 servers per edge switch, so k^3/4 servers in all (options: module
+    docstring)."""
     options = dict(item.split("=", 1) for item in name.split(":", 1)[1].split(",") if "=" in item)
-    unknown = set(options) - {"k", "server", "link"}
+    usage = f"{name}: expected fattree:k=K[,server=PRESET][,link=ib|eth][,rail=0|1][,bisection=edge|full]"
+    unknown = set(options) - {"k", "server", "link", "rail", "bisection"}
     if unknown or "k" not in options:
-        raise TopologyError(f"{name}: expected fattree:k=K[,server=PRESET][,link=ib|eth]")
+        raise TopologyError(usage)
     try:
         k = int(options["k"])
     except ValueError:
@@ -220,29 +228,36 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
     build, network = _server(options.get("server", "dgx1-v100")), options.get("link", "ib")
     if network not in _NETWORK:
         raise TopologyError(f"{name}: link must be ib or eth, got {network!r}")
+    rail, bisection = options.get("rail", "0"), options.get("bisection", "edge")
+    if rail not in ("0", "1") or bisection not in ("edge", "full"):
+        raise TopologyError(usage)
     kind, half = _NETWORK[network], k // 2
     servers = 0
+    nics_per_server = 1
     edges_by_pod = []
     for pod in range(k):
         edges = [f"edge{pod}.{e}" for e in range(half)]
         edges_by_pod.append(edges)
-        for edge in edges:
-            for _ in range(half):
-                for nic in build(b, f"s{servers}.", f"server{servers}"):
-                    b.link(nic, edge, kind)
-                servers += 1
+        for e in range(half * half):
+            nics = build(b, f"s{servers}.", f"server{servers}")
+            nics_per_server = len(nics)
+            for i, nic in enumerate(nics):
+                b.link(nic, edges[i % half] if rail == "1" else edges[e // half], kind)
+            servers += 1
+    up = make_link("x", "y", kind, 1, b.speeds)
+    width = nics_per_server if bisection == "full" else 1
     for pod, edges in enumerate(edges_by_pod):
         for edge in edges:
             b.device(edge, "switch", "network")
         for a in range(half):
             agg = b.device(f"agg{pod}.{a}", "switch", "network")
             for edge in edges:
-                b.link(edge, agg, kind)
+                b.links.append(replace(up, a=edge, b=agg, count=width, bandwidth_gbps=up.bandwidth_gbps * width))
             for c in range(half):
                 core = f"core{a * half + c}"
                 if pod == 0:
                     b.device(core, "switch", "network")
-                b.link(agg, core, kind)
+                b.links.append(replace(up, a=agg, b=core, count=width, bandwidth_gbps=up.bandwidth_gbps * width))
     return b.build(name)
 
 

@@ -1,0 +1,273 @@
+"""Coflow schedulers for LLM training: each maps a DAG's coflows to strict priority classes of the
+flow-level simulator (class 0 first, max-min sharing within a class), and may rewrite the flows of
+an all-to-all into matching sub-phases (:mod:`commgraph.plan.matching`).
+
+- ``fair``: one class, per-flow max-min sharing (Megatron-LM on a shared fabric).
+- ``lina``: expert-parallel all-to-all first, everything else after (Li et al., ATC'23).
+- ``varys``: smallest effective bottleneck first (SEBF) with MADD rates: a coflow's bottleneck
+  :math:`\\Gamma = \\max_{port} bytes_{port} / B_{port}`; coflows in ascending Γ, each flow capped at
+  ``bytes / Γ`` so all of a coflow's flows finish together (Chowdhury et al., SIGCOMM'14).
+- ``sincronia``: Bottleneck-Select-Scale-Iterate over the ports' loads, unit weights (Agarwal et al.,
+  SIGCOMM'18), one class per coflow in its order.
+- ``hermod``: microbatch ID, then coflow type (EP & PP before DP; EP before PP before DP for
+  interleaved 1F1B), then layer ID, lower first (thesis-dgs-g3-hermod-leo, Tables 5.3-5.4), one class
+  per distinct key. DP coflows carry the last microbatch's ID, so against an EP or PP coflow the
+  type decides; among DP coflows, the lower layer goes first.
+- ``hermod-dscp``: the same key in 6 bits as deployed: 3 bits microbatch (capped at 7), 1 bit type
+  (DP or not), 2 bits layer quartile.
+
+The offline orders (varys, sincronia) see every coflow of the iteration at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from commgraph.errors import PlanError
+from commgraph.plan.matching import MATCHERS
+from commgraph.sim import SimResult, simulate
+from commgraph.sim.coflow import Coflow, check_coflows, coflow_times
+from commgraph.sim.dag import Task, Transfer
+from commgraph.topology.model import Topology
+
+SCHEDULERS = ("fair", "lina", "varys", "sincronia", "hermod", "hermod-dscp")
+MATCHINGS = ("direct", *MATCHERS)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The DAG as one scheduler runs it: tasks with priorities (and split all-to-alls), and the
+    coflows pointing at them."""
+
+    name: str
+    tasks: list[Task]
+    coflows: list[Coflow]
+    classes: int
+
+
+def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topology, *,
+             interleaved: bool = False, matching: str | None = None) -> Schedule:
+    """Priorities of ``name`` for every coflow; ``matching`` (default ``alg3`` for the Hermod
+    schedulers, ``direct`` otherwise) says how expert-parallel all-to-alls send."""
+    if name not in SCHEDULERS:
+        raise PlanError(f"unknown scheduler {name!r}; choose one of {', '.join(SCHEDULERS)}")
+    check_coflows(tasks, coflows)
+    matching = matching or ("alg3" if name.startswith("hermod") else "direct")
+    if matching not in MATCHINGS:
+        raise PlanError(f"unknown matching {matching!r}; choose one of {', '.join(MATCHINGS)}")
+    rates = None
+    if name == "fair":
+        classes = np.zeros(len(coflows), dtype=np.int64)
+    elif name == "lina":
+        classes = np.array([0 if c.kind == "ep" else 1 for c in coflows], dtype=np.int64)
+    elif name == "varys":
+        bottleneck = _bottlenecks(tasks, coflows, topology)
+        classes = _dense_rank(bottleneck)
+        rates = bottleneck
+    elif name == "sincronia":
+        classes = bssi_order(tasks, coflows)
+    else:
+        keys = hermod_keys(coflows, interleaved=interleaved)
+        classes = _dense_rank_rows(keys) if name == "hermod" else dscp(keys, _layers(coflows), interleaved=interleaved)
+    new_tasks, new_coflows = _apply(tasks, coflows, classes, rates, matching)
+    return Schedule(name, new_tasks, new_coflows, int(classes.max(initial=-1)) + 1)
+
+
+# -- Hermod ----------------------------------------------------------------------------------------
+
+def hermod_keys(coflows: list[Coflow], *, interleaved: bool = False) -> np.ndarray:
+    """Rows ``(microbatch, type rank, layer)``: Table 5.3's factors, compared in that order."""
+    rank = {"ep": 0, "tp": 0, "pp": 1 if interleaved else 0, "dp": 2 if interleaved else 1}
+    return np.array([(c.microbatch, rank[c.kind], c.layer) for c in coflows], dtype=np.int64).reshape(-1, 3)
+
+
+def dscp(keys: np.ndarray, layers: int, *, interleaved: bool = False) -> np.ndarray:
+    """6-bit DSCP classes of :func:`hermod_keys` rows: ``mid[3] | dp[1] | layer quartile[2]``."""
+    mid = np.minimum(keys[:, 0], 7)
+    is_dp = keys[:, 1] == (2 if interleaved else 1)
+    quartile = np.minimum(keys[:, 2] * 4 // max(layers, 1), 3)
+    return (mid << 3) | (is_dp.astype(np.int64) << 2) | quartile
+
+
+def _layers(coflows: list[Coflow]) -> int:
+    return max((c.layer for c in coflows), default=0) + 1
+
+
+def _dense_rank_rows(keys: np.ndarray) -> np.ndarray:
+    if not keys.size:
+        return np.zeros(0, dtype=np.int64)
+    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def _dense_rank(values: np.ndarray) -> np.ndarray:
+    return np.unique(values, return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+# -- Varys and Sincronia -----------------------------------------------------------------------------
+
+def _port_loads(tasks: list[Task], coflows: list[Coflow], topology: Topology | None = None) -> sp.csr_matrix:
+    """Coflows x ports (a device's egress, then its ingress): seconds at the port's bottleneck rate
+    (bytes when ``topology`` is None)."""
+    devices: dict[str, int] = {}
+    rows, cols, values = [], [], []
+    for c, coflow in enumerate(coflows):
+        for i in coflow.flows:
+            task = tasks[i]
+            rate = _route_rate(topology, task) if topology is not None else 1.0
+            for port in (2 * devices.setdefault(task.src, len(devices)),
+                         2 * devices.setdefault(task.dst, len(devices)) + 1):
+                rows.append(c), cols.append(port), values.append(task.bytes / rate)
+    return sp.csr_matrix((values, (rows, cols)), shape=(len(coflows), 2 * len(devices)))
+
+
+def _route_rate(topology: Topology, task: Transfer) -> float:
+    hops = topology.route(task.src, task.dst)
+    return min((topology.links[h.link].bandwidth_gbps for h in hops), default=np.inf) * 1e9
+
+
+def _bottlenecks(tasks: list[Task], coflows: list[Coflow], topology: Topology) -> np.ndarray:
+    loads = _port_loads(tasks, coflows, topology)
+    return np.asarray(loads.max(axis=1).todense()).reshape(-1)
+
+
+def bssi_order(tasks: list[Task], coflows: list[Coflow]) -> np.ndarray:
+    """Sincronia's BSSI: find the most loaded port; of the coflows on it, the one with the largest
+    load per weight goes last; the others' weights shrink by its weight times their load ratio;
+    repeat on what is left. Returns each coflow's position (0 first)."""
+    loads = _port_loads(tasks, coflows)
+    by_port = loads.tocsc()
+    total = np.asarray(loads.sum(axis=0)).reshape(-1)
+    weight = np.ones(len(coflows))
+    left = np.ones(len(coflows), dtype=bool)
+    position = np.empty(len(coflows), dtype=np.int64)
+    for slot in range(len(coflows) - 1, -1, -1):
+        port = int(np.argmax(total))
+        on = by_port.indices[by_port.indptr[port]: by_port.indptr[port + 1]]
+        load = by_port.data[by_port.indptr[port]: by_port.indptr[port + 1]]
+        keep = left[on] & (load > 0)
+        on, load = on[keep], load[keep]
+        if not on.size:  # only empty coflows are left
+            rest = np.flatnonzero(left)
+            position[rest] = np.arange(slot - rest.size + 1, slot + 1)
+            break
+        pick = int(np.argmin(weight[on] / load))
+        last = on[pick]
+        weight[on] -= weight[last] * load / load[pick]
+        position[last] = slot
+        left[last] = False
+        row = slice(loads.indptr[last], loads.indptr[last + 1])
+        np.subtract.at(total, loads.indices[row], loads.data[row])
+    return position
+
+
+# -- turning classes into tasks ----------------------------------------------------------------------
+
+def _apply(tasks: list[Task], coflows: list[Coflow], classes: np.ndarray, bottleneck: np.ndarray | None,
+           matching: str) -> tuple[list[Task], list[Coflow]]:
+    out = list(tasks)
+    for c, coflow in enumerate(coflows):
+        for i in coflow.flows:
+            task = tasks[i]
+            cap = task.bytes / bottleneck[c] if bottleneck is not None and bottleneck[c] > 0 and task.bytes > 0 else None
+            out[i] = replace(task, priority=int(classes[c]), max_rate=cap)
+    if matching == "direct":
+        return out, list(coflows)
+    return _split_all_to_alls(out, coflows, matching)
+
+
+def _split_all_to_alls(tasks: list[Task], coflows: list[Coflow], matching: str) -> tuple[list[Task], list[Coflow]]:
+    """Every EP coflow's flows become matching sub-phases. A piece waits for its sender's and its
+    receiver's previous pieces; the last piece of a pair keeps the pair's id, so what waited for the
+    pair waits for all of it (the sender's pieces are chained)."""
+    replaced: dict[int, list[Transfer]] = {}
+    for coflow in coflows:
+        if coflow.kind == "ep":
+            replaced.update(_pieces(tasks, coflow, MATCHERS[matching]))
+    out: list[Task] = []
+    position: dict[int, list[int]] = {}
+    for i, task in enumerate(tasks):
+        pieces = replaced.get(i, [task])
+        position[i] = list(range(len(out), len(out) + len(pieces)))
+        out += pieces
+    new_coflows = [replace(c, flows=tuple(p for i in c.flows for p in position[i])) for c in coflows]
+    return out, new_coflows
+
+
+def _pieces(tasks: list[Task], coflow: Coflow, matcher) -> dict[int, list[Transfer]]:
+    flows = [tasks[i] for i in coflow.flows]
+    members = list(dict.fromkeys([f.src for f in flows] + [f.dst for f in flows]))
+    index = {m: k for k, m in enumerate(members)}
+    n = len(members)
+    demand = np.zeros((n, n))
+    pair: dict[tuple[int, int], int] = {}
+    for i, f in zip(coflow.flows, flows):
+        a, b = index[f.src], index[f.dst]
+        demand[a, b] += f.bytes
+        pair[(a, b)] = i
+    entry = {index[f.src]: f.deps for f in flows}  # a sender's flows all wait for the same tasks
+    plan = matcher(demand)
+    last_out: dict[int, str] = {}
+    last_in: dict[int, str] = {}
+    pieces: dict[tuple[int, int], list[Transfer]] = {}
+    for k, (rows, cols, sent) in enumerate(zip(plan.rows, plan.cols, plan.sent)):
+        for a, b, size in zip(rows.tolist(), cols.tolist(), sent.tolist()):
+            base = tasks[pair[(a, b)]]
+            deps = tuple(d for d in (last_out.get(a), last_in.get(b)) if d) or entry[a]
+            if a not in last_out:
+                deps = tuple(dict.fromkeys((*entry[a], *deps)))
+            piece = replace(base, id=f"{base.id}#{k}", bytes=size, deps=deps, max_rate=None)
+            pieces.setdefault((a, b), []).append(piece)
+            last_out[a] = last_in[b] = piece.id
+    result, renamed = {}, {}
+    for (a, b), i in pair.items():
+        chain = pieces.get((a, b))
+        if not chain:  # nothing to send: an empty flow once the sender is ready
+            result[i] = [replace(tasks[i], bytes=0.0, deps=entry[a])]
+            continue
+        renamed[chain[-1].id] = tasks[i].id
+        chain[-1] = replace(chain[-1], id=tasks[i].id)
+        result[i] = chain
+    return {i: [replace(p, deps=tuple(renamed.get(d, d) for d in p.deps)) for p in chain] for i, chain in result.items()}
+
+
+# -- running and summarising -------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """One scheduler's simulated iteration."""
+
+    schedule: Schedule
+    result: SimResult
+    coflow_start: np.ndarray
+    coflow_finish: np.ndarray
+
+    def summary(self, tokens: int) -> dict:
+        """The ``--json`` entry: iteration time, throughput, per coflow type its completion times,
+        and how busy the network links were."""
+        seconds = self.result.makespan
+        cct = self.coflow_finish - self.coflow_start
+        kinds = np.array([c.kind for c in self.schedule.coflows])
+        coflows = {}
+        for kind in dict.fromkeys(kinds.tolist()):
+            mine = cct[kinds == kind]
+            size = sum(self.schedule.tasks[i].bytes for c in self.schedule.coflows if c.kind == kind for i in c.flows)
+            coflows[kind] = {"count": int(mine.size), "bytes": float(size), "mean_seconds": float(mine.mean()),
+                             "median_seconds": float(np.median(mine)), "max_seconds": float(mine.max())}
+        network = [row["utilisation"] for row in self.result.link_rows() if row["kind"] in ("infiniband", "ethernet")]
+        return {"iteration_seconds": seconds, "tokens_per_second": tokens / seconds if seconds > 0 else 0.0,
+                "coflows": coflows, "classes": self.schedule.classes,
+                "network_utilisation": {"mean": float(np.mean(network)) if network else 0.0,
+                                        "max": float(np.max(network)) if network else 0.0}}
+
+
+def run_schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topology, *,
+                 interleaved: bool = False, matching: str | None = None, timeline: bool = False) -> Outcome:
+    """Schedule the DAG with ``name`` and simulate it."""
+    plan = schedule(name, tasks, coflows, topology, interleaved=interleaved, matching=matching)
+    result = simulate(topology, plan.tasks, timeline=timeline)
+    start, finish = coflow_times(result.start, result.finish, plan.coflows)
+    return Outcome(plan, result, start, finish)

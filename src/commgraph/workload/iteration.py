@@ -1,0 +1,260 @@
+"""One training iteration of a transformer as a task DAG of computations and coflows
+(thesis-dgs-g3-hermod-leo, §5.2, Figure 5.4).
+
+Every (pipeline stage, data-parallel replica) is one server-sized tensor-parallel group that works in
+lockstep, so its computations run on its first GPU (the leader) while its transfers leave from and
+arrive at every GPU of the group. Per layer and micro-batch a stage computes (and, for MoE layers,
+exchanges tokens); between stages it sends activations forward and gradients backward; after a
+layer's last backward pass its gradients are all-reduced across replicas. Coflows:
+
+- ``pp``: one stage's hand-off of one micro-batch, one flow per tensor-parallel rank (its ``1/tp``
+  slice), labelled with the boundary's layer;
+- ``ep``: the all-to-all of one EP group for one MoE layer (dispatch and combine, forward and
+  backward), flow sizes from seeded token routing (:func:`token_counts`); a stage's expert time is
+  its busiest rank's tokens;
+- ``dp``: one tensor-parallel rank's gradient all-reduce of one layer across replicas, ring or tree,
+  labelled with the last micro-batch (it starts after the last one, Table 5.4).
+
+Tensor-parallel all-reduces stay inside a server, where only they use the NVSwitch links; each is
+priced once by simulating it alone on the server and added to the computation it blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from commgraph.errors import SimulationError
+from commgraph.sim import Compute, Transfer, simulate
+from commgraph.sim.coflow import Coflow
+from commgraph.sim.dag import Task
+from commgraph.topology.model import Topology
+from commgraph.workload.collectives import ALLREDUCE, FlowSet, all_to_all, path_latency, ring_allreduce, token_counts
+from commgraph.workload.layout import Layout, Op
+from commgraph.workload.models import GPUSpec, ModelSpec
+
+GRAD_BYTES = 2.0  # bf16 gradients
+
+
+@dataclass
+class Iteration:
+    """The DAG of one iteration and its coflows; ``tokens`` is what the iteration trains on."""
+
+    model: ModelSpec
+    layout: Layout
+    gpu: GPUSpec
+    topology: Topology
+    tasks: list[Task]
+    coflows: list[Coflow]
+    tokens: int
+    leaders: list[str] = field(default_factory=list)
+
+    @property
+    def flows(self) -> int:
+        return sum(len(c.flows) for c in self.coflows)
+
+
+def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: Topology, *,
+                    dp_allreduce: str = "ring", routing_alpha: float = 1.0, seed: int = 0) -> Iteration:
+    """The DAG of one iteration of ``model`` split by ``layout`` over ``topology``'s first GPUs."""
+    layout.check(model)
+    if dp_allreduce not in ALLREDUCE:
+        raise SimulationError(f"dp all-reduce must be one of {sorted(ALLREDUCE)}, got {dp_allreduce!r}")
+    if not routing_alpha > 0:
+        raise SimulationError(f"routing skew alpha must be > 0, got {routing_alpha}")
+    gpus = [d.id for d in topology.gpus]
+    if len(gpus) < layout.gpus:
+        raise SimulationError(f"the layout needs {layout.gpus} GPUs, topology {topology.name!r} has {len(gpus)}")
+    builder = _Builder(model, layout, gpu, topology, gpus[: layout.gpus], dp_allreduce, routing_alpha, seed)
+    return builder.build()
+
+
+class _Builder:
+    def __init__(self, model, layout: Layout, gpu: GPUSpec, topology, gpus, dp_allreduce, alpha, seed):
+        self.model, self.layout, self.gpu, self.topology, self.gpus = model, layout, gpu, topology, gpus
+        self.dp_allreduce, self.alpha, self.seed = dp_allreduce, alpha, seed
+        self.tasks: list[Task] = []
+        self.coflows: list[Coflow] = []
+        self.vstages = layout.pp * layout.chunks
+        self.per_vstage = model.layers // self.vstages
+        self.tp_seconds = self._tp_allreduce_seconds(model.activation_bytes())
+        self.counts: dict[tuple[int, int, int, int], np.ndarray] = {}
+
+    # -- names ------------------------------------------------------------------------------------
+
+    def gpu_of(self, stage: int, replica: int, tp_rank: int) -> str:
+        return self.gpus[self.layout.rank(stage, replica, tp_rank)]
+
+    @staticmethod
+    def compute_id(stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
+        return f"c{stage}.{replica}.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}{part}"
+
+    def pp_id(self, op: Op, vstage: int, replica: int) -> str:
+        return f"pp.{'B' if op.backward else 'F'}{op.microbatch}.v{vstage}.d{replica}"
+
+    # -- building -----------------------------------------------------------------------------------
+
+    def build(self) -> Iteration:
+        L = self.layout
+        for stage in range(L.pp):
+            ops = L.stage_ops(stage)
+            for replica in range(L.dp):
+                last = None
+                for op in ops:
+                    last = self._op(stage, replica, op, last)
+        self._dp_coflows()
+        tokens = L.microbatches * self.model.tokens * L.dp
+        leaders = [self.gpu_of(s, d, 0) for s in range(L.pp) for d in range(L.dp)]
+        return Iteration(self.model, L, self.gpu, self.topology, self.tasks, self.coflows, tokens, leaders)
+
+    def _compute(self, task_id: str, device: str, seconds: float, deps: list[str]) -> str:
+        self.tasks.append(Compute(task_id, device, seconds, tuple(deps)))
+        return task_id
+
+    def _coflow(self, cid: str, kind: str, microbatch: int, layer: int, flows: FlowSet, members: list[str],
+                deps: list[tuple[str, ...]], names: list[str] | None = None) -> list[str]:
+        """Add a coflow of ``flows`` between ``members``; flow k depends on ``deps[src[k]]``."""
+        first = len(self.tasks)
+        ids = names or [f"{cid}.{k}" for k in range(flows.src.shape[0])]
+        for k, (a, b, size) in enumerate(zip(flows.src.tolist(), flows.dst.tolist(), flows.bytes.tolist())):
+            overhead = flows.overhead_hops * path_latency(self.topology, members[a], members[b])
+            self.tasks.append(Transfer(ids[k], members[a], members[b], size, deps=deps[a], overhead_s=overhead))
+        if len(self.tasks) > first:
+            self.coflows.append(Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks)))))
+        return ids
+
+    def _op(self, stage: int, replica: int, op: Op, last: str | None) -> str:
+        L, M = self.layout, self.model
+        vstage = op.chunk * L.pp + stage
+        layers = range(vstage * self.per_vstage, (vstage + 1) * self.per_vstage)
+        deps = [last] if last else []
+        if not op.backward and vstage > 0:
+            deps += [f"{self.pp_id(op, vstage - 1, replica)}.t{t}" for t in range(L.tp)]
+        if op.backward and vstage < self.vstages - 1:
+            deps += [f"{self.pp_id(op, vstage + 1, replica)}.t{t}" for t in range(L.tp)]
+        leader = self.gpu_of(stage, replica, 0)
+        scale = 2.0 if op.backward else 1.0
+        if M.moe and op.backward:  # one task the first all-to-all's flows can wait for
+            deps = [self._compute(self.compute_id(stage, replica, op, layers[-1], ".in"), leader, 0.0, deps)]
+        for layer in (reversed(layers) if op.backward else layers):
+            head = M.head_flops() if layer == M.layers - 1 else 0.0
+            if not M.moe:
+                seconds = scale * (self.gpu.seconds((M.attention_flops() + M.mlp_flops() + head) / L.tp)
+                                   + 2 * self.tp_seconds)
+                deps = [self._compute(self.compute_id(stage, replica, op, layer), leader, seconds, deps)]
+                continue
+            attention = scale * (self.gpu.seconds((M.attention_flops() + head) / L.tp) + self.tp_seconds)
+            if not op.backward:
+                deps = [self._compute(self.compute_id(stage, replica, op, layer, ".a"), leader, attention, deps)]
+            deps = self._experts(stage, replica, op, layer, deps, first=True)
+            experts = scale * self.gpu.seconds(6.0 * M.hidden * M.ffn * self._busiest(stage, replica, op, layer))
+            deps = [self._compute(self.compute_id(stage, replica, op, layer, ".e"), leader, experts, deps)]
+            deps = self._experts(stage, replica, op, layer, deps, first=False)
+            if op.backward:
+                deps = [self._compute(self.compute_id(stage, replica, op, layer, ".a"), leader, attention, deps)]
+        done = deps[0]
+        target = vstage + (-1 if op.backward else 1)
+        if 0 <= target < self.vstages:
+            to_stage = target % L.pp
+            members = [self.gpu_of(stage, replica, t) for t in range(L.tp)] + \
+                      [self.gpu_of(to_stage, replica, t) for t in range(L.tp)]
+            src = np.arange(L.tp)
+            flows = FlowSet(src, src + L.tp, np.full(L.tp, M.activation_bytes() / L.tp))
+            cid = self.pp_id(op, vstage, replica)
+            boundary = layers[0] if op.backward else layers[-1]
+            self._coflow(cid, "pp", op.microbatch, boundary, flows, members, [(done,)] * L.tp,
+                         [f"{cid}.t{t}" for t in range(L.tp)])
+        return done
+
+    # -- expert parallelism -----------------------------------------------------------------------
+
+    def _routing(self, stage: int, microbatch: int, layer: int, group: int) -> np.ndarray:
+        key = (stage, microbatch, layer, group)
+        if key not in self.counts:
+            rng = np.random.default_rng([self.seed, stage, microbatch, layer, group])
+            M = self.model
+            self.counts[key] = token_counts(rng, self.layout.ep, M.experts, M.tokens // self.layout.tp,
+                                            M.top_k, self.alpha)
+        return self.counts[key]
+
+    def _busiest(self, stage: int, replica: int, op: Op, layer: int) -> float:
+        """Tokens the busiest EP rank of this server's tensor-parallel group processes."""
+        busiest = 0
+        for t in range(self.layout.tp):
+            group, position = self.layout.ep_member(replica, t)
+            busiest = max(busiest, int(self._routing(stage, op.microbatch, layer, group)[:, position].sum()))
+        return float(busiest)
+
+    def _ep_id(self, stage: int, op: Op, layer: int, which: int, group: int) -> str:
+        return f"ep.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}.{which}.s{stage}.g{group}"
+
+    def _experts(self, stage: int, replica: int, op: Op, layer: int, deps: list[str], *, first: bool) -> list[str]:
+        """The all-to-all before (``first``) or after the experts: the group's coflows are added once,
+        by replica 0; returns the flows into this server's ranks, which its next computation waits for."""
+        L = self.layout
+        which = 0 if first else 1
+        if replica == 0:
+            for group in range(L.tp * L.dp // L.ep):
+                self._all_to_all(stage, op, layer, which, group)
+        incoming = []
+        for t in range(L.tp):
+            group, j = L.ep_member(replica, t)
+            cid = self._ep_id(stage, op, layer, which, group)
+            incoming += [f"{cid}.{i}-{j}" for i in range(L.ep) if i != j]
+        return deps + incoming
+
+    def _all_to_all(self, stage: int, op: Op, layer: int, which: int, group: int) -> None:
+        L = self.layout
+        counts = self._routing(stage, op.microbatch, layer, group)
+        flows = all_to_all(counts if which == 0 else counts.T, 2.0 * self.model.hidden)
+        ranks = [L.ep_rank(group, i) for i in range(L.ep)]
+        members = [self.gpu_of(stage, d, t) for d, t in ranks]
+        if op.backward and which == 0:
+            before = [self._previous(stage, d, op, layer) for d, _ in ranks]
+        else:
+            part = ".e" if (which == 1) else ".a"
+            before = [self.compute_id(stage, d, op, layer, part) for d, _ in ranks]
+        cid = self._ep_id(stage, op, layer, which, group)
+        names = [f"{cid}.{i}-{j}" for i, j in zip(flows.src.tolist(), flows.dst.tolist())]
+        self._coflow(cid, "ep", op.microbatch, layer, flows, members, [(b,) for b in before], names)
+
+    def _previous(self, stage: int, replica: int, op: Op, layer: int) -> str:
+        """The computation a backward pass of ``layer`` starts after: the layer above's attention, or
+        the op's entry (the device's previous op and the gradients the next stage sent)."""
+        vstage = op.chunk * self.layout.pp + stage
+        if layer + 1 < (vstage + 1) * self.per_vstage:
+            return self.compute_id(stage, replica, op, layer + 1, ".a")
+        return self.compute_id(stage, replica, op, layer, ".in")
+
+    # -- data parallelism -------------------------------------------------------------------------
+
+    def _dp_coflows(self) -> None:
+        L, M = self.layout, self.model
+        if L.dp == 1:
+            return
+        params = 4.0 * M.hidden ** 2 / L.tp + (3.0 * M.hidden * M.ffn * M.experts / L.ep if M.moe
+                                                 else 8.0 * M.hidden ** 2 / L.tp)
+        flows = ALLREDUCE[self.dp_allreduce](L.dp, params * GRAD_BYTES)
+        last = L.microbatches - 1
+        for layer in range(M.layers):
+            vstage = layer // self.per_vstage
+            stage, chunk = vstage % L.pp, vstage // L.pp
+            op = Op(True, chunk, last)
+            part = ".a" if M.moe else ""
+            ready = [self.compute_id(stage, d, op, layer, part) for d in range(L.dp)]
+            for t in range(L.tp):
+                members = [self.gpu_of(stage, d, t) for d in range(L.dp)]
+                self._coflow(f"dp.L{layer}.s{stage}.t{t}", "dp", last, layer, flows, members,
+                             [(r,) for r in ready])
+
+    def _tp_allreduce_seconds(self, nbytes: float) -> float:
+        """One tensor-parallel all-reduce of ``nbytes``, simulated alone on the first server's GPUs."""
+        if self.layout.tp == 1:
+            return 0.0
+        members = [self.gpus[t] for t in range(self.layout.tp)]
+        flows = ring_allreduce(self.layout.tp, nbytes)
+        tasks = [Transfer(f"tp{k}", members[a], members[b], size,
+                          overhead_s=flows.overhead_hops * path_latency(self.topology, members[a], members[b]))
+                 for k, (a, b, size) in enumerate(zip(flows.src.tolist(), flows.dst.tolist(), flows.bytes.tolist()))]
+        return simulate(self.topology, tasks, timeline=False).makespan

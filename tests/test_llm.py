@@ -1,0 +1,228 @@
+import json
+
+import numpy as np
+import pytest
+
+from commgraph.cli.main import main
+from commgraph.errors import PlanError, SimulationError, TopologyError
+from commgraph.plan.coflow import SCHEDULERS, bssi_order, dscp, hermod_keys, run_schedule, schedule
+from commgraph.plan.matching import alg3, bvn, lower_bound
+from commgraph.sim import Transfer, simulate
+from commgraph.sim.coflow import Coflow, coflow_times
+from commgraph.topology import Device, Link, Topology, load_preset
+from commgraph.workload import Layout, ModelSpec, build_iteration, gpu, model
+from commgraph.workload.collectives import path_latency, ring_allreduce, token_counts
+
+
+def star(n, bandwidth=10.0, latency_us=0.0):
+    """n GPUs on one non-blocking switch: every port runs at ``bandwidth`` GB/s."""
+    devices = [Device(f"gpu{i}", "gpu") for i in range(n)] + [Device("sw", "switch")]
+    return Topology("star", devices, [Link(f"gpu{i}", "sw", "infiniband", 1, bandwidth, latency_us) for i in range(n)])
+
+
+@pytest.mark.parametrize("n", [2, 3, 8])
+def test_ring_allreduce_takes_the_alpha_beta_time(n):
+    B, link_latency, S = 10e9, 1.5e-6, 64e6
+    t = star(n, B / 1e9, link_latency * 1e6)
+    flows = ring_allreduce(n, S)
+    gpus = [f"gpu{i}" for i in range(n)]
+    tasks = [Transfer(f"r{k}", gpus[a], gpus[b], size,
+                      overhead_s=flows.overhead_hops * path_latency(t, gpus[a], gpus[b]))
+             for k, (a, b, size) in enumerate(zip(flows.src, flows.dst, flows.bytes))]
+    alpha = 2 * link_latency  # two links per route
+    assert simulate(t, tasks).makespan == pytest.approx(2 * (n - 1) / n * S / B + 2 * (n - 1) * alpha, rel=1e-12)
+
+
+def _free_pipeline(stages):
+    """GPUs joined by links so fast and close that communication is free."""
+    return star(stages, bandwidth=1e12, latency_us=0.0)
+
+
+DENSE = ModelSpec("test-dense", layers=8, hidden=1024, heads=8, seq_len=512, micro_batch=2, vocab=0)
+
+
+@pytest.mark.parametrize("p,m,v", [(4, 8, 1), (4, 4, 1), (2, 7, 1), (4, 8, 2)])
+def test_1f1b_with_free_communication_has_the_textbook_bubble(p, m, v):
+    layout = Layout(1, p, 1, microbatches=m, schedule="interleaved" if v > 1 else "1f1b", chunks=v)
+    g = gpu("h100")
+    it = build_iteration(DENSE, layout, g, _free_pipeline(p))
+    result = simulate(_free_pipeline(p), it.tasks, timeline=False)
+    per_layer = g.seconds(DENSE.attention_flops() + DENSE.mlp_flops())
+    busy = m * 3 * per_layer * DENSE.layers / p  # forward + backward of every micro-batch on one stage
+    bubble = 1 - busy / result.makespan
+    assert bubble == pytest.approx((p - 1) / (v * m + p - 1), rel=1e-6)
+
+
+@pytest.mark.parametrize("n", [3, 8, 16])
+def test_bvn_reaches_the_lower_bound_and_alg3_gap_is_reported(n, capsys):
+    rng = np.random.default_rng(n)
+    for trial in range(5):
+        demand = rng.exponential(size=(n, n)) * (rng.random((n, n)) < 0.6)
+        np.fill_diagonal(demand, 0)
+        for matcher in (bvn, alg3):
+            plan = matcher(demand)
+            sent = np.zeros_like(demand)
+            for rows, cols, amount in zip(plan.rows, plan.cols, plan.sent):
+                assert len(set(rows.tolist())) == rows.size and len(set(cols.tolist())) == cols.size  # matchings
+                np.add.at(sent, (rows, cols), amount)
+            assert np.allclose(sent, demand, rtol=0, atol=1e-9)
+        assert bvn(demand).length == pytest.approx(lower_bound(demand), rel=1e-12)
+        gap = alg3(demand).length / lower_bound(demand)
+        assert gap >= 1 - 1e-12
+        print(f"n={n} trial {trial}: alg3 / lower bound = {gap:.4f}")
+
+
+def test_bvn_all_to_all_runs_in_the_lower_bound_time_on_line_rate_ports():
+    n, B = 6, 10e9
+    t = star(n, B / 1e9)
+    rng = np.random.default_rng(3)
+    demand = rng.integers(0, 50, size=(n, n)) * 1e6
+    np.fill_diagonal(demand, 0)
+    pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
+    tasks = [Transfer(f"f{i}-{j}", f"gpu{i}", f"gpu{j}", float(demand[i, j])) for i, j in pairs]
+    coflows = [Coflow("a2a", "ep", 0, 0, tuple(range(len(tasks))))]
+    times = {m: run_schedule("fair", tasks, coflows, t, matching=m).result.makespan for m in ("direct", "bvn", "alg3")}
+    assert times["bvn"] == pytest.approx(lower_bound(demand) / B, rel=1e-9)
+    assert times["direct"] >= times["bvn"] * (1 - 1e-9) and times["alg3"] >= times["bvn"] * (1 - 1e-9)
+
+
+def test_with_one_coflow_at_a_time_every_scheduler_takes_the_same_time():
+    t = load_preset("2xhgx-h100-ib", speeds={"ib": 12.5, "pcie": 64})
+    it = build_iteration(model("gpt3-13b"), Layout(2, 4, 1, microbatches=1), gpu("h100"), t)
+    times = {name: run_schedule(name, it.tasks, it.coflows, t).result.makespan for name in SCHEDULERS}
+    assert len(it.coflows) == 6  # three hand-offs forward, three backward, one after another
+    assert np.allclose(list(times.values()), times["fair"], rtol=1e-12), times
+
+
+def _cf(kind, mid, layer):
+    return Coflow(f"{kind}{mid}.{layer}", kind, mid, layer, (0,))
+
+
+def _order(coflows, **kw):
+    keys = hermod_keys(coflows, **kw)
+    return [coflows[i].id for i in np.lexsort(keys.T[::-1])]
+
+
+def test_hermod_order_follows_tables_5_3_and_5_4():
+    # Case I: the earlier micro-batch first, whatever the layer (MID over LID: Table 5.4 without DP)
+    assert _order([_cf("ep", 1, 2), _cf("pp", 0, 9)]) == ["pp0.9", "ep1.2"]
+    # Case II: EP and PP before DP; DP carries the last micro-batch's ID
+    assert _order([_cf("dp", 3, 0), _cf("ep", 3, 5), _cf("pp", 3, 7)])[-1] == "dp3.0"
+    # Case III: lower layer first among DP coflows, and among one micro-batch's coflows
+    assert _order([_cf("dp", 3, 6), _cf("dp", 3, 1)]) == ["dp3.1", "dp3.6"]
+    assert _order([_cf("ep", 2, 4), _cf("ep", 2, 1)]) == ["ep2.1", "ep2.4"]
+    # DP present: a DP coflow never goes before an EP/PP coflow of the iteration
+    mixed = [_cf("dp", 3, 0), _cf("ep", 0, 7), _cf("pp", 2, 3), _cf("ep", 3, 9)]
+    assert _order(mixed)[-1] == "dp3.0"
+    # interleaved 1F1B: EP > PP > DP within a micro-batch
+    assert _order([_cf("dp", 3, 1), _cf("pp", 3, 1), _cf("ep", 3, 1)], interleaved=True) == ["ep3.1", "pp3.1", "dp3.1"]
+    same = hermod_keys([_cf("pp", 3, 1), _cf("ep", 3, 1)])  # 1F1B: EP & PP share a class
+    assert (same[0] == same[1]).all()
+
+
+def test_dscp_packs_microbatch_type_and_layer_into_6_bits():
+    coflows = [_cf("ep", 0, 0), _cf("pp", 2, 40), _cf("dp", 9, 95), _cf("dp", 1, 30)]
+    codes = dscp(hermod_keys(coflows), 96)
+    assert codes.tolist() == [0b000000, 0b010001, 0b111111, 0b001101]
+    assert (codes < 64).all()
+    interleaved = [_cf("pp", 2, 40), _cf("dp", 2, 40)]  # only DP sets the type bit
+    assert dscp(hermod_keys(interleaved, interleaved=True), 96, interleaved=True).tolist() == [0b010001, 0b010101]
+
+
+def test_sincronia_orders_a_small_coflow_on_the_bottleneck_first():
+    t = star(3)
+    tasks = [Transfer("big0", "gpu0", "gpu1", 9.0), Transfer("big1", "gpu2", "gpu1", 9.0), Transfer("small", "gpu0", "gpu1", 1.0)]
+    coflows = [Coflow("big", "dp", 0, 0, (0, 1)), Coflow("small", "pp", 0, 0, (2,))]
+    assert bssi_order(tasks, coflows).tolist() == [1, 0]
+    assert schedule("sincronia", tasks, coflows, t).tasks[2].priority == 0
+
+
+def test_token_routing_is_seeded_and_conserves_tokens():
+    a = token_counts(np.random.default_rng(1), 4, 8, 100, 2, 1.0)
+    assert np.array_equal(a, token_counts(np.random.default_rng(1), 4, 8, 100, 2, 1.0))
+    assert (a.sum(axis=1) == 200).all()
+    uniform = token_counts(np.random.default_rng(1), 4, 8, 100, 2, float("inf"))
+    assert uniform.sum() == 800
+
+
+def test_moe_iteration_has_labelled_coflows_and_matchings_keep_the_bytes():
+    t = load_preset("2xhgx-h100-ib", speeds={"ib": 12.5, "pcie": 64})
+    it = build_iteration(model("qwen-moe-12l"), Layout(1, 2, 8, ep=8, microbatches=2), gpu("a100"), t)
+    kinds = {c.kind for c in it.coflows}
+    assert kinds == {"pp", "dp", "ep"}
+    ep = [c for c in it.coflows if c.kind == "ep"]
+    assert len(ep) == 12 // 2 * 2 * 2 * 2 * 2  # layers per stage x 2 all-to-alls x fwd/bwd x microbatches x stages
+    assert {c.microbatch for c in ep} == {0, 1} and {c.layer for c in ep} == set(range(12))
+    plan = schedule("hermod", it.tasks, it.coflows, t, matching="bvn")
+    total = lambda tasks, cfs: sum(tasks[i].bytes for c in cfs if c.kind == "ep" for i in c.flows)
+    assert total(plan.tasks, plan.coflows) == pytest.approx(total(it.tasks, it.coflows), rel=1e-9)
+    result = simulate(t, plan.tasks, timeline=False)
+    start, finish = coflow_times(result.start, result.finish, plan.coflows)
+    assert (finish >= start).all() and result.makespan > 0
+
+
+def test_rail_and_full_bisection_fat_trees():
+    rail = load_preset("fattree:k=4,server=hgx-h100,rail=1,bisection=full")
+    nic_edges = {link.b for link in rail.links if link.a.startswith("s0.nic") and link.b.startswith("edge")}
+    assert nic_edges == {"edge0.0", "edge0.1"}
+    up = [link for link in rail.links if link.a.startswith("edge") and link.b.startswith("agg")]
+    assert all(link.bandwidth_gbps == pytest.approx(8 * 6.37) for link in up)
+    with pytest.raises(TopologyError, match="rail"):
+        load_preset("fattree:k=4,rail=2")
+
+
+def test_bad_inputs_fail_clearly():
+    with pytest.raises(SimulationError, match="split"):
+        Layout(1, 3, 1).check(model("gpt3-13b"))
+    with pytest.raises(SimulationError, match="ep=3"):
+        Layout(1, 1, 4, ep=3)
+    with pytest.raises(SimulationError, match="GPUs"):
+        build_iteration(model("gpt3-13b"), Layout(8, 4, 2), gpu("h100"), load_preset("hgx-h100"))
+    with pytest.raises(PlanError, match="scheduler"):
+        schedule("nope", [], [], star(2))
+    with pytest.raises(PlanError, match="square"):
+        bvn(np.ones((2, 3)))
+    tasks = [Transfer("x", "gpu0", "gpu1", 1.0)]
+    with pytest.raises(SimulationError, match="shares a transfer"):
+        schedule("fair", tasks, [Coflow("a", "pp", 0, 0, (0,)), Coflow("b", "pp", 0, 0, (0,))], star(2))
+    with pytest.raises(SimulationError, match="kind"):
+        Coflow("a", "xx", 0, 0, (0,))
+
+
+def test_cli_json_schema_and_outputs(tmp_path, capsys):
+    png, trace = tmp_path / "t.png", tmp_path / "t.json"
+    code = main(["llm", "simulate", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--dp", "2", "--microbatches", "4",
+                 "--topology", "2xhgx-h100-ib", "--scheduler", "fair,hermod", "--json", "--png", str(png),
+                 "--trace", str(trace)])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report) == {"schedulers", "flows"} and report["flows"] > 0
+    for row in report["schedulers"].values():
+        assert {"iteration_seconds", "tokens_per_second", "coflows"} <= set(row)
+        assert set(row["coflows"]) == {"pp", "dp"}
+        assert row["tokens_per_second"] == pytest.approx(4 * 4 * 2048 * 2 / row["iteration_seconds"])
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e["ph"] == "X" for e in events)
+    assert main(["llm", "simulate", "--model", "gpt3-13b", "--topology", "hgx-h100", "--scheduler", "nope"]) == 2
+    assert "unknown scheduler" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [2, 4, 8])
+def test_matching_all_to_all_equals_all_to_all_single_on_gloo(tmp_path, monkeypatch, workers):
+    from pathlib import Path
+    import os
+
+    from commgraph.runtime import launch_local
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"out": str(tmp_path), "seeds": [1, 2]}))
+    tests = Path(__file__).parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]))
+    assert launch_local([str(spec)], workers, grace=30, module="alltoall_driver", threads_per_worker=1) == 0
+    for rank in range(workers):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert len(result) == 4
+        for case, row in result.items():
+            assert row["equal"] and row["counts_agree"], (rank, case)
