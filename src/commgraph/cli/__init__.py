@@ -13,7 +13,8 @@ class DefaultsFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if action.default in (None, False, argparse.SUPPRESS) or "default" in text or text == argparse.SUPPRESS:
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS \
+                or "default" in text or text == argparse.SUPPRESS:
             return text
         if not action.option_strings and action.nargs not in ("?", "*"):
             return text
@@ -25,3 +26,12 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, formatter_class=DefaultsFormatter, **kwargs):
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
+def pick_names(text: str, known, what: str, error: type[Exception]) -> list[str]:
+    """``all`` or a comma-separated subset of ``known`` (``what`` names them in the error)."""
+    names = list(known) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise error(f"unknown {what}(s) {unknown}; use 'all' or some of {', '.join(known)}")
+    return names

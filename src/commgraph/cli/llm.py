@@ -9,7 +9,7 @@ import json
 import math
 from pathlib import Path
 
-from commgraph.cli import describe
+from commgraph.cli import describe, pick_names
 from commgraph.cli.topo import _speeds
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import MATCHINGS, SCHEDULERS, run_schedule
@@ -25,16 +25,17 @@ def register(subparsers) -> None:
                                    description=describe(__doc__))
     commands = parser.add_subparsers(dest="llm_command", metavar="COMMAND", required=True)
     sim = commands.add_parser("simulate", help="one iteration under one or all schedulers",
-                              description=describe(__doc__), formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                              description=describe(__doc__))
     sim.add_argument("--model", required=True, choices=sorted(MODELS))
     sim.add_argument("--tp", type=int, help="tensor-parallel degree (default: Table 5.5's for the model)")
     sim.add_argument("--pp", type=int, help="pipeline stages (default: Table 5.5's)")
     sim.add_argument("--dp", type=int, default=1, help="data-parallel replicas")
     sim.add_argument("--ep", type=int, help="expert-parallel degree (default: Table 5.5's)")
     sim.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration")
-    sim.add_argument("--schedule", choices=("1f1b", "interleaved"), default="1f1b")
+    sim.add_argument("--schedule", choices=("1f1b", "interleaved"), default="1f1b",
+                     help="pipeline schedule: 1F1B or Megatron's interleaved 1F1B")
     sim.add_argument("--chunks", type=int, help="model chunks per device for interleaved 1F1B (default 2)")
-    sim.add_argument("--gpu", choices=sorted(GPUS), default="h100")
+    sim.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="GPU whose peak FLOP/s prices compute")
     sim.add_argument("--efficiency", type=float, default=0.5, help="fraction of peak FLOP/s reached")
     sim.add_argument("--topology", required=True, metavar="TOPOLOGY",
                      help="a preset (NxPRESET-ib, fattree:k=K,server=PRESET[,rail=1][,bisection=full]) or YAML")
@@ -46,23 +47,15 @@ def register(subparsers) -> None:
     sim.add_argument("--dp-allreduce", choices=("ring", "tree"), default="ring")
     sim.add_argument("--routing-alpha", type=float, default=4.0,
                      help="Dirichlet concentration of expert popularity (smaller: more skewed tokens)")
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--seed", type=int, default=0, help="seed of the expert-parallel token-routing skew")
     sim.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sim.add_argument("--png", type=Path, metavar="timeline.png", help="draw each scheduler's timeline")
     sim.add_argument("--trace", type=Path, metavar="FILE", help="write a Chrome/Perfetto trace JSON")
     sim.set_defaults(run=run_simulate)
 
 
-def _schedulers(text: str) -> list[str]:
-    names = list(SCHEDULERS) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SCHEDULERS]
-    if unknown or not names:
-        raise SimulationError(f"unknown scheduler(s) {unknown}; use 'all' or some of {', '.join(SCHEDULERS)}")
-    return names
-
-
 def run_simulate(args: argparse.Namespace) -> int:
-    names = _schedulers(args.scheduler)
+    names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
     if not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
         raise SimulationError(f"--network-gbps must be > 0, got {args.network_gbps}")
     spec = model(args.model)

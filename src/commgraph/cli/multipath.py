@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from commgraph.cli import describe
+from commgraph.cli import describe, pick_names
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.plan.multipath import SELECTORS, compare_selectors, load_workload
@@ -39,16 +39,8 @@ def register(subparsers) -> None:
     run_parser.set_defaults(run=run_simulate)
 
 
-def _selectors(text: str) -> list[str]:
-    names = list(SELECTORS) if text == "all" else [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SELECTORS]
-    if unknown or not names:
-        raise PlanError(f"unknown selector(s) {unknown}; choose from {', '.join(SELECTORS)} or all")
-    return names
-
-
 def run_simulate(args: argparse.Namespace) -> int:
-    names = _selectors(args.selector)
+    names = pick_names(args.selector, SELECTORS, "selector", PlanError)
     if args.k < 1:
         raise PlanError(f"--k must be >= 1, got {args.k}")
     topology = topology_from_args(args)
