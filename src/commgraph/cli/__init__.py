@@ -1,6 +1,7 @@
 """The ``commgraph`` command line: one module per subcommand, wired together in :mod:`.main`."""
 
 import argparse
+import re
 
 
 def describe(doc: str | None) -> str:
@@ -26,6 +27,8 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, formatter_class=DefaultsFormatter, **kwargs):
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
+        # a value such as ``--fanout -1,-1`` is a list of negative numbers, not an option
+        self._negative_number_matcher = re.compile(r"^-\d+(,-?\d+)*$|^-\d*\.\d+$")
 
 
 def pick_names(text: str, known, what: str, error: type[Exception]) -> list[str]:

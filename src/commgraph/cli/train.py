@@ -70,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise TrainingError(f"{partition_dir} has {workers} parts; pass --workers {workers} or another partition set")
     device = pick_device(args.device, workers, say=None if args.quiet else lambda line: print(line, file=sys.stderr))
     if config.resume:  # every worker would find the same missing or mismatched checkpoint
-        checkpoint.load(Path(config.checkpoint_dir), checkpoint.identity(
-            pset.manifest["graph"]["checksum"], workers, config.model, config.layers, config.hidden, config.heads))
+        checkpoint.load(Path(config.checkpoint_dir), checkpoint.identity(pset.manifest["graph"]["checksum"], workers,
+                                                                         config))
     from commgraph.runtime import launch_local
 
     with tempfile.TemporaryDirectory(prefix="commgraph-train-") as scratch:

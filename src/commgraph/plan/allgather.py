@@ -97,6 +97,16 @@ def plan_allgather(planner: str, pset: PartitionSet, topology: Topology, row_byt
     return plan
 
 
+def plan_fetch(wanted: dict[tuple[int, int], np.ndarray], devices: list[str], topology: Topology,
+               row_bytes: int) -> CommPlan:
+    """A mini-batch's feature fetch: ``wanted[(owner, reader)]`` are the global ids ``reader``
+    asked ``owner`` for this batch, and each goes straight from its owner to its reader in one
+    stage (``p2p``). Requests change every batch, so there is nothing to amortise a relaying plan
+    over; and a reader may ask for only some columns, which a relay could not cut for the readers
+    behind it."""
+    return _p2p({pair: ids for pair, ids in wanted.items() if ids.size}, devices, topology, row_bytes)
+
+
 def _check_connected(topology: Topology, devs: list[str]) -> None:
     for a in devs:
         for b in devs:

@@ -42,8 +42,10 @@ class MatchingAllToAll:
         np.fill_diagonal(off_diagonal, 0.0)  # a rank's block for itself is copied, not sent
         return MATCHERS[self.method](off_diagonal)
 
-    def __call__(self, output: torch.Tensor, input: torch.Tensor, counts: np.ndarray) -> torch.Tensor:
-        """Fill ``output`` from every rank's ``input`` as ``counts`` says; returns ``output``."""
+    def __call__(self, output: torch.Tensor, input: torch.Tensor, counts: np.ndarray,
+                 label: str = "alltoall") -> torch.Tensor:
+        """Fill ``output`` from every rank's ``input`` as ``counts`` says; returns ``output``. The
+        bytes sent count as ``label``."""
         rank = self.comm.world.rank
         counts = np.asarray(counts, dtype=np.int64)
         plan = self.plan(counts)
@@ -55,7 +57,7 @@ class MatchingAllToAll:
         output[recv_at[rank]: recv_at[rank + 1]] = input[send_at[rank]: send_at[rank + 1]]
         sent = np.zeros(counts.shape[0], dtype=np.int64)
         received = np.zeros(counts.shape[0], dtype=np.int64)
-        self.comm.count_as("alltoall")
+        self.comm.count_as(label)
         for phase, (rows, cols, amounts) in enumerate(zip(plan.rows, plan.cols, plan.sent)):
             works = []
             rows_amount = np.rint(amounts).astype(np.int64)

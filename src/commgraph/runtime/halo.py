@@ -20,9 +20,13 @@ def layerwise(comm: Communicator, exchange: Exchange, device, ordering: str) -> 
     return ExchangeRunner(comm, exchange, np.array([0, exchange.num_owned]), device, ordering)
 
 
-def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int) -> torch.Tensor:
-    """The halo rows, filled from their owners as the plan says (no autograd)."""
-    stream = runner.forward(layer, owned.shape[1], owned.dtype)
+def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int, columns=None) -> torch.Tensor:
+    """The halo rows, filled from their owners as the plan says (no autograd). With ``columns``
+    (one entry per rank: a tensor of column indices, or None for whole rows) each rank's rows
+    arrive cut to its own entry's columns, in that order."""
+    mine = None if columns is None else columns[runner.comm.world.rank]
+    width = owned.shape[1] if mine is None else int(mine.numel())
+    stream = runner.forward(layer, width, owned.dtype, columns)
     stream.bin_done(0, owned.detach())
     stream.finish()
     halo = stream.halo()

@@ -113,18 +113,21 @@ class ExchangeRunner:
     def num_bins(self) -> int:
         return len(self.edges) - 1
 
-    def forward(self, layer: int, width: int, dtype=torch.float32) -> HaloStream:
-        return HaloStream(self, layer, width, dtype)
+    def forward(self, layer: int, width: int, dtype=torch.float32, columns=None) -> HaloStream:
+        return HaloStream(self, layer, width, dtype, columns)
 
     def tag(self, layer: int, direction: str, m: Message) -> int:
         return MessageId(layer, direction, m.bin).tag(m.order, self.ordering)
 
 
 class HaloStream:
-    """One forward execution of the exchange for ``layer``."""
+    """One forward execution of the exchange for ``layer``. Received rows are ``width`` wide.
+    ``columns[peer]``, where given, are the columns of each row sent to ``peer`` (a mini-batch's
+    remote rows cut to the columns their reader asked for); the others send whole rows."""
 
-    def __init__(self, runner: ExchangeRunner, layer: int, width: int, dtype):
+    def __init__(self, runner: ExchangeRunner, layer: int, width: int, dtype, columns=None):
         self.runner, self.layer, self.width, self.dtype = runner, layer, width, dtype
+        self.columns = columns
         comm, exchange = runner.comm, runner.exchange
         self.label = "features" if layer == 0 else f"halo_forward:{layer}"
         comm.bytes[self.label] += exchange.staged_rows * width * torch.tensor([], dtype=dtype).element_size()
@@ -241,6 +244,8 @@ class HaloStream:
         payload = parts[0] if len(parts) == 1 else torch.cat(parts)
         if source.perm is not None:
             payload = payload.index_select(0, source.perm)
+        if self.columns is not None and self.columns[m.peer] is not None:
+            payload = payload.index_select(1, self.columns[m.peer])
         if m.staged and payload.device.type != "cpu":  # through host memory, as the plan stages it
             payload = payload.cpu().to(payload.device)
         comm = self.runner.comm

@@ -45,15 +45,16 @@ def read(directory: Path, name: str = FILE) -> dict:
                             f"({type(exc).__name__})") from None
 
 
-def identity(graph_checksum: str, workers: int, model: str, layers: int, hidden: int, heads: int) -> dict:
-    """What a checkpoint must share with the run that resumes from it."""
-    return {"graph": graph_checksum, "workers": workers, "model": model, "layers": layers, "hidden": hidden,
-            "heads": heads}
+def identity(graph_checksum: str, workers: int, config) -> dict:
+    """What a checkpoint must share with the run that resumes from it: the graph, the workers, the
+    model's shape and the sampler (None: full-graph training), from a ``TrainConfig``."""
+    return {"graph": graph_checksum, "workers": workers, "model": config.model, "layers": config.layers,
+            "hidden": config.hidden, "heads": config.heads, "sampler": config.sampler}
 
 
 def load(directory: Path, identity: dict) -> dict:
-    """The checkpoint to resume from, refused unless ``identity`` (graph, workers, model shape)
-    matches the run that wrote it."""
+    """The checkpoint to resume from, refused unless ``identity`` (graph, workers, model shape,
+    sampler) matches the run that wrote it."""
     path = Path(directory) / FILE
     if not path.is_file():
         raise TrainingError(f"--resume: no checkpoint at {path}; run without --resume first")

@@ -12,12 +12,22 @@ import importlib.util
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
-from commgraph.errors import TrainingError
+from commgraph.errors import SamplingError, TrainingError
 from commgraph.nn import MODELS, check_model_options
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.choose import PLAN_CHOICES
 from commgraph.runtime.exchange import ORDERINGS
+from commgraph.sample import SAMPLERS, parse_fanouts
+from commgraph.sample.dgs import EPSILON, FEATURE_RATE
+from commgraph.sample.explain import ExplainerOptions
 from commgraph.train.executor import EXCHANGES
+
+BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
+# the samplers each sampler option applies to (batch size: every one)
+SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "ladies"),
+                   "clusters": ("cluster",), "clusters_per_batch": ("cluster",), "feature_rate": ("dgs",),
+                   "epsilon": ("dgs",), "explain_period": ("dgs",), "explain_epochs": ("dgs",),
+                   "explain_loss_threshold": ("dgs",), "batch_size": SAMPLERS}
 
 
 def option(help: str, *, type=None, choices=None, metavar=None, cli: bool = True, **default) -> field:
@@ -54,6 +64,29 @@ class TrainConfig:
     ordering: str = option("how messages are matched: tagged (any order; Gloo), ordered (in plan order, as "
                            "NCCL needs), or auto (ordered on NCCL, else tagged)",
                            choices=("auto", *ORDERINGS), default="auto")
+    sampler: str | None = option("train on mini-batches drawn by this sampler, each worker from its own training "
+                                 "nodes (default: full-graph training)", choices=SAMPLERS, default=None)
+    fanout: str | None = option(f"neighbours drawn per node at each hop, the seeds' hop first; -1 takes all "
+                                f"(neighbor, dgs; default {FANOUT} per layer)", metavar="K,K,...", default=None)
+    batch_size: int | None = option(f"seed nodes per batch on the worker with the most training nodes; the others "
+                                    f"split theirs into as many batches (default {BATCH_SIZE})", type=int,
+                                    default=None)
+    layer_size: int | None = option(f"nodes drawn per layer (fastgcn, ladies; default {LAYER_SIZE})", type=int,
+                                    default=None)
+    clusters: int | None = option("METIS clusters of each worker's nodes (cluster; default: its nodes / "
+                                  "--batch-size)", type=int, default=None)
+    clusters_per_batch: int | None = option("clusters joined into one batch (cluster; default 1)", type=int,
+                                            default=None)
+    feature_rate: float | None = option(f"DGS's N_f: the share of feature columns remote nodes send (dgs; default "
+                                        f"{FEATURE_RATE})", type=float, default=None)
+    epsilon: float | None = option(f"DGS's epsilon: draws moved from remote to local neighbours, a share of the "
+                                   f"fanout (dgs; default {EPSILON})", type=float, default=None)
+    explain_period: int | None = option(f"DGS's T_ex: explain every N iterations (dgs; default "
+                                        f"{ExplainerOptions.period})", type=int, metavar="N", default=None)
+    explain_epochs: int | None = option(f"GNNExplainer epochs per explanation (dgs; default "
+                                        f"{ExplainerOptions.epochs})", type=int, default=None)
+    explain_loss_threshold: float | None = option(f"stop explaining at this loss (dgs; default "
+                                                  f"{ExplainerOptions.loss_threshold})", type=float, default=None)
     eval_every: int = option("accuracies every N epochs and after the last; the others log null", type=int,
                              metavar="N", default=1)
     metrics_out: str | None = option("one JSON line per epoch", metavar="FILE", default=None)
@@ -68,7 +101,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             choices = f.metadata["choices"]
-            if choices and getattr(self, f.name) not in choices:
+            if choices and getattr(self, f.name) is not None and getattr(self, f.name) not in choices:
                 raise TrainingError(f"unknown --{_flag(f.name)} {getattr(self, f.name)!r}; choose one of "
                                     f"{', '.join(choices)}")
         if self.epochs < 1:
@@ -88,9 +121,50 @@ class TrainConfig:
             from commgraph.train.predict import check_predictions_path
 
             check_predictions_path(Path(self.predictions_out))
+        self._check_sampling()
         if self.plan not in PLAN_CHOICES and Path(self.plan).suffix not in (".json", ".npz"):
             raise TrainingError(f"--plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file "
                                 "(.json or .npz) written by `commgraph plan`")
+
+    def _check_sampling(self) -> None:
+        for name, samplers in SAMPLER_OPTIONS.items():
+            if getattr(self, name) is not None and self.sampler not in samplers:
+                users = "--sampler " + "|".join(samplers)
+                raise TrainingError(f"--{_flag(name)} is a sampler option for {users}; "
+                                    + ("this is full-graph training" if self.sampler is None
+                                       else f"--sampler {self.sampler} does not use it"))
+        if self.sampler is None:
+            return
+        if self.batch_size is not None and self.batch_size < 1:
+            raise TrainingError(f"--batch-size must be >= 1; got {self.batch_size}")
+        if self.fanout is not None:
+            parse_fanouts(self.fanout, self.layers)
+        if self.layer_size is not None and self.layer_size < 1:
+            raise TrainingError(f"--layer-size must be >= 1; got {self.layer_size}")
+        for name in ("clusters", "clusters_per_batch"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise TrainingError(f"--{_flag(name)} must be >= 1; got {getattr(self, name)}")
+        if self.clusters is not None and self.clusters_per_batch is not None and self.clusters_per_batch > self.clusters:
+            raise TrainingError(f"--clusters-per-batch ({self.clusters_per_batch}) exceeds --clusters ({self.clusters})")
+        if self.feature_rate is not None and not 0 < self.feature_rate <= 1:
+            raise TrainingError(f"--feature-rate (N_f) must lie in (0, 1]; got {self.feature_rate}")
+        if self.epsilon is not None and not 0 <= self.epsilon <= 1:
+            raise TrainingError(f"--epsilon must lie in [0, 1]; got {self.epsilon}")
+        self.explainer_options()
+
+    @property
+    def fanouts(self) -> list[int]:
+        """The sampler's fanout per hop (the default where not given)."""
+        return parse_fanouts(self.fanout, self.layers) if self.fanout else [FANOUT] * self.layers
+
+    def explainer_options(self) -> ExplainerOptions:
+        """DGS's explainer options, the thesis's defaults where not given (checked when made)."""
+        given = {"period": self.explain_period, "epochs": self.explain_epochs,
+                 "loss_threshold": self.explain_loss_threshold}
+        try:
+            return ExplainerOptions(**{k: v for k, v in given.items() if v is not None})
+        except SamplingError as exc:
+            raise TrainingError(str(exc)) from None
 
     def to_argv(self) -> list[str]:
         """The flags that give this configuration (defaults left out)."""

@@ -1,9 +1,12 @@
-"""The G3 full-graph trainer: what one worker does, epoch after epoch.
+"""The trainer: what one worker does, epoch after epoch.
 
-Every worker builds the same model from the same seed, trains on its part through an executor
-(``pipelined``, ``barrier`` or ``replicate``), and sums gradients with the others. The loss is the
-sum over the worker's training nodes divided by the *global* number of training nodes, so the
-summed gradient is exactly the single-worker gradient and every worker takes the same step.
+Every worker builds the same model from the same seed, trains on its part, and sums gradients with
+the others. Full-graph (G3) training runs one step per epoch through an executor (``pipelined``,
+``barrier`` or ``replicate``); its loss is the sum over the worker's training nodes divided by the
+*global* number of training nodes, so the summed gradient is exactly the single-worker gradient
+and every worker takes the same step. With ``--sampler`` an epoch is a run of sampled mini-batch
+steps (:mod:`commgraph.train.minibatch`). Either way, accuracies come from the executor's exact
+full-graph forward pass.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from commgraph.topology import Topology, join_hosts
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor, Wiring, job_wiring
+from commgraph.train.minibatch import SampledEpochs
 from commgraph.train.predict import gather_predictions, write_predictions
 from commgraph.train.schedule import bin_size_for_memory
 
@@ -53,6 +57,11 @@ class EpochRecord:
     plan_modeled_seconds: float  # one layer's exchange as the simulator prices it
     allreduce: str  # native, or the planned schedule the gradients run
     allreduce_modeled_seconds: float | None  # the gradient all-reduce as the simulator prices it
+    steps: int = 1  # training steps in the epoch (sampled batches; 1 for full-graph training)
+    sample_seconds: float = 0.0  # rank 0's time drawing batches
+    feature_bytes: int = 0  # sampled batches' remote feature rows, all workers
+    structure_bytes: int = 0  # their requests (node ids, DGS's column lists), all workers
+    sync_bytes: int = 0  # LADIES's probability synchronisation as its sampler counts it (computed locally)
 
     def line(self) -> str:
         acc = {name: "  -  " if getattr(self, f"{name}_acc") is None else f"{getattr(self, f'{name}_acc'):.3f}"
@@ -75,6 +84,9 @@ class _Step:
     seconds: float
     wait_seconds: float
     moved: dict[str, int]
+    steps: int = 1
+    sample_seconds: float = 0.0
+    sync_bytes: int = 0
 
 
 def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
@@ -114,8 +126,7 @@ class Trainer:
                                  devices=self.devices if self.allreduce.schedule is not None else None)
         self.executor = self._executor()
         torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
-        self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config.model,
-                                            config.layers, config.hidden, config.heads)
+        self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config)
         self.widths = {"in": int(part.features.shape[1]), "out": classes}
         self.train_total = comm.global_sum([float(np.count_nonzero(part.train_mask))])[0]
         if self.train_total == 0:
@@ -123,6 +134,7 @@ class Trainer:
         self.y = torch.from_numpy(np.array(part.labels, dtype=np.int64)).to(world.device)
         self.masks = {name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
                       for name in SPLITS}
+        self.sampled = SampledEpochs(self) if config.sampler else None
         self.start_epoch, self.best = 1, None
         if config.resume:
             self._resume()
@@ -202,11 +214,21 @@ class Trainer:
         torch.set_rng_state(state["rng"][self.world.rank])
         self.start_epoch = state["epoch"] + 1
         self.best = state.get("best")
+        if self.sampled is not None:
+            self.sampled.load(state["sampling"][self.world.rank])
 
     # -- one epoch -------------------------------------------------------------------------------
 
     def step(self) -> _Step:
-        """One training step: forward, backward, gradient sum, optimiser step."""
+        """One epoch's training: a full-graph step, or the sampled batches' steps."""
+        if self.sampled is not None:
+            epoch = self.sampled.epoch()
+            return _Step(epoch.loss, epoch.seconds, epoch.wait_seconds, epoch.moved, epoch.steps,
+                         epoch.sample_seconds, epoch.sync_bytes)
+        return self.full_graph_step()
+
+    def full_graph_step(self) -> _Step:
+        """One full-graph training step: forward, backward, gradient sum, optimiser step."""
         before, waited = dict(self.comm.bytes), self.comm.wait_seconds
         started = time.perf_counter()
         self.model.train()
@@ -242,7 +264,9 @@ class Trainer:
         """The epoch's totals over every worker."""
         layers = [f"halo_forward:{i}" for i in range(1, self.config.layers)]
         local = {"loss": step.loss, **(counts or {}), "halo_backward": step.moved.get("halo_backward", 0),
-                 "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers}}
+                 "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers},
+                 "features": step.moved.get("features", 0), "requests": step.moved.get("requests", 0),
+                 "sync": step.sync_bytes}
         total = dict(zip(local, self.comm.global_sum(list(local.values()))))
 
         def accuracy(name: str) -> float | None:  # None: not evaluated this epoch, or an empty split
@@ -250,21 +274,25 @@ class Trainer:
             return total[f"{name}_correct"] / nodes if nodes else None
 
         forward = [int(total[k]) for k in layers]
+        sampled = int(total["features"]) + int(total["requests"])
         return EpochRecord(epoch, total["loss"], accuracy("train"), accuracy("val"), accuracy("test"), step.seconds,
-                           step.wait_seconds, sum(forward) + int(total["halo_backward"]), forward,
+                           step.wait_seconds, sum(forward) + int(total["halo_backward"]) + sampled, forward,
                            int(total["halo_backward"]), int(total["allreduce"]),
                            self.wiring.plan.planner if self.wiring else "replicate", self.plan_seconds,
-                           self.allreduce.name, self.allreduce.modeled_seconds)
+                           self.allreduce.name, self.allreduce.modeled_seconds, step.steps, step.sample_seconds,
+                           int(total["features"]), int(total["requests"]), int(total["sync"]))
 
     def checkpoint(self, record: EpochRecord, improved: bool) -> None:
         """After every epoch with ``--checkpoint-dir``: the state to resume from, and the best model."""
         rng = self.comm.all_gather_object(torch.get_rng_state())
+        sampling = self.comm.all_gather_object(self.sampled.state()) if self.sampled is not None else None
         if not self.world.is_leader:
             return
         directory = Path(self.config.checkpoint_dir)
         kept = {"epoch": record.epoch, "model": self.model.state_dict(), "identity": self.identity,
                 "widths": self.widths}
-        checkpoint.save(directory, {**kept, "optimizer": self.optimizer.state_dict(), "rng": rng, "best": self.best})
+        checkpoint.save(directory, {**kept, "optimizer": self.optimizer.state_dict(), "rng": rng, "best": self.best,
+                                    "sampling": sampling})
         if improved:
             checkpoint.save(directory, {**kept, "best": self.best}, checkpoint.BEST)
 
@@ -288,6 +316,8 @@ class Trainer:
             if config.checkpoint_dir:
                 self.checkpoint(record, improved)
         log.close()
+        if self.sampled is not None:
+            self.sampled.close()
         if bar is not None:
             bar.close()
         if config.predictions_out and history:  # the last epoch is always evaluated

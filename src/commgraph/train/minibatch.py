@@ -1,0 +1,264 @@
+"""Sampled mini-batch training: what one worker does in an epoch of batches.
+
+Each worker draws its seeds from its own training nodes and samples on the whole graph's structure:
+every worker keeps the in-edge CSR of the entire graph (``8 (N + 1 + E)`` bytes of int64, no
+features; 84 MB for 1M nodes and 10M edges), so a hop through a remote node needs no request.
+What crosses workers in a step:
+
+1. requests (``structure_bytes``): the ids of the batch's remote input nodes, 8 bytes each, to
+   their owners by the runtime's matching all-to-all; and a DGS worker's feature columns, 8 bytes
+   each, whenever its feature mask changes them;
+2. features (``feature_bytes``): the requested rows, owner -> reader, as the batch's fetch plan
+   (:func:`commgraph.plan.allgather.plan_fetch`) says, run by the runtime's executor and cut to
+   the columns the reader's sampler chose;
+3. gradients: summed by the job's all-reduce, as in full-graph training.
+
+Every worker runs the same number of steps per epoch: the worker with the most training nodes
+splits them into batches of ``--batch-size``, and every other worker splits its own into as many
+(smaller) batches, so each training node is a seed once per epoch. A worker whose batches run out
+(ClusterGCN's batch counts differ) still takes part in each step's exchanges and all-reduce with
+nothing to compute. The loss of a step is the sum over its seeds divided by the number of seeds of
+the step on all workers, so the summed gradient is the gradient of the global batch's mean loss.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from commgraph.plan.allgather import plan_fetch
+from commgraph.runtime import Exchange, gather_halo, layerwise
+from commgraph.runtime.alltoall import MatchingAllToAll
+from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
+                              SampledBatch, SamplingGraph, forward_blocks)
+from commgraph.sample.dgs import EPSILON, FEATURE_RATE, DGSMasks
+from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
+from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
+
+if TYPE_CHECKING:
+    from commgraph.train.trainer import Trainer
+
+
+@dataclass
+class SampledEpoch:
+    """One epoch of batches on this worker (bytes are what it sent)."""
+
+    loss: float  # mean over the steps of the global batch's loss share this worker holds
+    seconds: float
+    wait_seconds: float  # blocked on feature, request or gradient messages
+    sample_seconds: float
+    steps: int
+    moved: dict[str, int] = field(default_factory=dict)  # bytes sent, by label
+    sync_bytes: int = 0  # LADIES's probability synchronisation, as the sampler counts it
+
+
+@dataclass
+class Fetched:
+    """A batch's input table, and what the step learnt from the others."""
+
+    x: torch.Tensor  # one row per input node; remote rows zero outside the fetched columns
+    global_seeds: int  # the step's seeds on every worker
+    announced_bytes: int  # column lists this worker sent
+
+
+def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
+    """The sampler ``config`` names, on ``graph``, with defaults filled in."""
+    name = config.sampler
+    if name == "neighbor":
+        return NeighborSampler(graph, config.fanouts)
+    if name == "dgs":
+        return DGSSampler(graph, config.fanouts, feature_rate=config.feature_rate or FEATURE_RATE,
+                          epsilon=EPSILON if config.epsilon is None else config.epsilon)
+    if name in ("fastgcn", "ladies"):
+        sizes = [config.layer_size or LAYER_SIZE] * config.layers
+        return (FastGCNSampler if name == "fastgcn" else LADIESSampler)(graph, sizes)
+    local = graph.local_nodes().shape[0]
+    clusters = config.clusters or max(1, math.ceil(local / (config.batch_size or BATCH_SIZE)))
+    return ClusterSampler(graph, config.layers, train, num_clusters=clusters,
+                          clusters_per_batch=config.clusters_per_batch or 1, seed=config.seed)
+
+
+class FeatureFetch:
+    """A batch's input rows: the worker's own from its features, remote ones from their owners
+    through the runtime's executor (see the module's docstring). Called by every worker at every
+    step, in step: it is a collective."""
+
+    def __init__(self, trainer: Trainer, graph: SamplingGraph):
+        part, world = trainer.part, trainer.world
+        self.comm, self.world, self.graph = trainer.comm, world, graph
+        self.topology, self.devices = trainer.topology, trainer.devices
+        self.ordering = trainer.wiring.ordering if trainer.wiring is not None else \
+            ("ordered" if world.backend == "nccl" else "tagged")
+        self.owned = np.asarray(part.owned)
+        self.features = torch.from_numpy(np.array(part.features, dtype=np.float32))
+        self.columns: list[np.ndarray | None] = [None] * world.size  # each worker's last announced columns
+        self.alltoall = MatchingAllToAll(self.comm)
+
+    def local_rows(self, ids: np.ndarray) -> torch.Tensor:
+        return self.features.index_select(0, torch.from_numpy(np.searchsorted(self.owned, ids)))
+
+    def __call__(self, batch: SampledBatch | None) -> Fetched:
+        num_seeds = 0 if batch is None else int(batch.seeds.shape[0])
+        if self.world.size == 1:
+            return Fetched(self.local_rows(batch.input_nodes), num_seeds, 0)
+        rank, size = self.world.rank, self.world.size
+        inputs = np.empty(0, np.int64) if batch is None else batch.input_nodes
+        remote = np.zeros(0, bool) if batch is None else batch.remote_input
+        at = np.flatnonzero(remote)
+        at = at[np.argsort(self.graph.owner[inputs[at]], kind="stable")]  # remote inputs by owner
+        wanted = inputs[at]
+        columns = None if batch is None else batch.feature_columns
+        announce = columns if columns is not None and not np.array_equal(columns, self.columns[rank]) else None
+        meta = self.comm.all_gather_object((np.bincount(self.graph.owner[wanted], minlength=size).tolist(),
+                                            num_seeds, announce))
+        counts = np.array([m[0] for m in meta], dtype=np.int64)
+        for r, m in enumerate(meta):
+            if m[2] is not None:
+                self.columns[r] = m[2]
+        requested = torch.empty(int(counts[:, rank].sum()), dtype=torch.int64)
+        self.alltoall(requested, torch.from_numpy(wanted), counts, label="requests")
+        halo = self._rows(requested.numpy(), counts, wanted)
+        x = torch.zeros((inputs.shape[0], self.features.shape[1]))
+        local = np.flatnonzero(~remote)
+        x[torch.from_numpy(local)] = self.local_rows(inputs[local])
+        mine = self.columns[rank]
+        if mine is None or halo.shape[1] == x.shape[1]:
+            x[torch.from_numpy(at)] = halo
+        else:
+            x[torch.from_numpy(at).unsqueeze(1), torch.from_numpy(mine).unsqueeze(0)] = halo
+        return Fetched(x, sum(m[1] for m in meta), 0 if announce is None else 8 * announce.shape[0] * (size - 1))
+
+    def _rows(self, requested: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> torch.Tensor:
+        """Serve ``requested`` (what each reader asked of this worker, reader after reader) and
+        receive ``wanted`` (this worker's remote inputs, by owner) through one fetch plan."""
+        rank, size = self.world.rank, self.world.size
+        asked = np.split(requested, np.cumsum(counts[:, rank])[:-1])
+        mine = np.split(wanted, np.cumsum(counts[rank])[:-1])
+        pairs = {**{(rank, r): asked[r] for r in range(size)}, **{(q, rank): mine[q] for q in range(size)}}
+        plan = plan_fetch(pairs, self.devices, self.topology, 4 * self.features.shape[1])
+        served = np.unique(requested)
+        exchange = Exchange.from_plan(plan, rank, self.devices, served, wanted)
+        columns = [None if c is None else torch.from_numpy(np.asarray(c, dtype=np.int64)) for c in self.columns]
+        runner = layerwise(self.comm, exchange, self.world.device, self.ordering)
+        return gather_halo(runner, self.local_rows(served).to(self.world.device), layer=0, columns=columns).cpu()
+
+
+class SampledEpochs:
+    """A worker's epochs of sampled batches: seeds, sampling, fetch, step; and DGS's explainer."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+        config, world, part = trainer.config, trainer.world, trainer.part
+        self.config, self.world, self.device = config, world, world.device
+        self.graph = SamplingGraph.from_partition(trainer.pset, world.rank)
+        self.owned = np.asarray(part.owned)
+        self.train = self.owned[np.asarray(part.train_mask, dtype=bool)]
+        self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
+        self.sampler = make_sampler(config, self.graph, self.train)
+        counts = trainer.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
+        self.steps = max(1, math.ceil(max(counts) / (config.batch_size or BATCH_SIZE)))
+        self.rng = np.random.default_rng([config.seed, world.rank])
+        self.fetch = FeatureFetch(trainer, self.graph)
+        self.iteration = 0
+        self.explainer: OnlineExplainer | None = None
+        self.explain_bytes = 0
+        if config.sampler == "dgs":
+            self.explainer = self._explainer()
+
+    def _explainer(self) -> OnlineExplainer:
+        """DGS's explainer thread, on this worker's explanation graph, whose remote rows are
+        fetched once here (``explain_bytes``)."""
+        whole = NeighborSampler(self.graph, [-1] * self.config.layers).sample(self.graph.local_nodes(),
+                                                                               np.random.default_rng(0))
+        table = self.fetch(whole).x.numpy()
+        self.explain_bytes = 4 * int(whole.remote_input.sum()) * table.shape[1]
+        ids = whole.input_nodes
+        sorter = np.argsort(ids)
+        explanation = ExplanationGraph.build(self.graph, lambda nodes: table[sorter[np.searchsorted(ids, nodes,
+                                                                                                     sorter=sorter)]],
+                                             self.config.layers)
+        if self.world.is_leader and self.config.progress:
+            print(f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes, "
+                  f"{self.explain_bytes / 1e6:.2f} MB of their features fetched once (rank 0)", file=sys.stderr)
+        explainer = DGSExplainer(self.graph, explanation, self.trainer.model, self.config.explainer_options())
+        return OnlineExplainer(explainer, self.sampler.set_masks)
+
+    # -- an epoch ---------------------------------------------------------------------------------
+
+    def _batches(self) -> list:
+        """This epoch's work: seed arrays to sample (ClusterGCN: its batches), one per step; None
+        where this worker has nothing left."""
+        if isinstance(self.sampler, ClusterSampler):
+            batches = list(self.sampler.epoch(self.rng))
+            steps = max(self.trainer.comm.all_gather_object(len(batches))) if self.world.size > 1 else len(batches)
+            return batches + [None] * (steps - len(batches))
+        return [seeds if seeds.size else None for seeds in np.array_split(self.rng.permutation(self.train), self.steps)]
+
+    def epoch(self) -> SampledEpoch:
+        comm = self.trainer.comm
+        before, waited = dict(comm.bytes), comm.wait_seconds
+        started = time.perf_counter()
+        totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0}
+        batches = self._batches()
+        for work in batches:
+            self._step(work, totals)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
+        moved["requests"] = moved.get("requests", 0) + totals["announced"]
+        return SampledEpoch(totals["loss"] / max(len(batches), 1), time.perf_counter() - started,
+                            comm.wait_seconds - waited, totals["sample"], len(batches), moved, totals["sync"])
+
+    def _step(self, work, totals: dict) -> None:
+        trainer = self.trainer
+        started = time.perf_counter()
+        batch = work if work is None or isinstance(work, SampledBatch) else self.sampler.sample(work, self.rng)
+        totals["sample"] += time.perf_counter() - started
+        model, optimizer = trainer.model, trainer.optimizer
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        fetched = self.fetch(batch)
+        totals["announced"] += fetched.announced_bytes
+        if batch is not None:
+            totals["sync"] += batch.sync_bytes
+            x = fetched.x.to(self.device)
+            logits = forward_blocks(model, x, batch.blocks(self.graph, self.device))
+            labels = self.labels[torch.from_numpy(np.searchsorted(self.owned, batch.seeds))].to(self.device)
+            summed = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+            loss = summed / fetched.global_seeds
+            loss.backward()
+            totals["loss"] += float(loss.detach())
+        trainer.sync.finish()
+        optimizer.step()
+        self.iteration += 1
+        if self.explainer is not None and batch is not None:
+            self.explainer.observe(model, float(summed.detach()) / batch.seeds.shape[0], self.iteration)
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        """What a resumed run needs to draw the same batches: the sampling generator, and DGS's
+        masks."""
+        masks = getattr(self.sampler, "masks", None)
+        return {"rng": self.rng.bit_generator.state, "iteration": self.iteration,
+                "masks": None if masks is None else {"node_prob": torch.from_numpy(masks.node_prob),
+                                                     "feature_mask": torch.from_numpy(masks.feature_mask),
+                                                     "iteration": masks.iteration}}
+
+    def load(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.iteration = state["iteration"]
+        if state["masks"] is not None:
+            masks = state["masks"]
+            self.sampler.set_masks(DGSMasks(masks["node_prob"].numpy(), masks["feature_mask"].numpy(),
+                                            masks["iteration"]))
+
+    def close(self) -> None:
+        if self.explainer is not None:
+            self.explainer.close()

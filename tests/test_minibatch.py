@@ -1,0 +1,161 @@
+"""Sampled mini-batch training across workers: exactness against full-graph training, unequal
+training-node counts, the killed-worker and resume paths, and refused options."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from commgraph.cli.main import main
+from commgraph.errors import TrainingError
+from commgraph.graph import load_graph
+from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.sample import NeighborSampler, SamplingGraph
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    """Cora in 2 g3 parts, and in 3 chunks: every training node (ids 0-139) in part 0."""
+    root = tmp_path_factory.mktemp("mb")
+    graph = load_graph("cora")
+    made = {}
+    for name, parts, method in (("g3", 2, "g3"), ("chunk", 3, "chunk")):
+        assignment, _ = partition_graph(graph, parts, method, 0)
+        made[name] = root / name
+        write_partition_set(graph, assignment, parts, made[name], method=method, seed=0, seconds=0.0,
+                            metrics=partition_metrics(graph, assignment, parts))
+    return made
+
+
+def _train(partdir: Path, workers: int, out: Path, *options: str, timeout: float = 240) -> tuple[list[dict], str]:
+    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
+                          "--metrics-out", str(out), "--quiet", "--timeout", "60", *options],
+                         capture_output=True, text=True, timeout=timeout)
+    assert job.returncode == 0, job.stderr
+    return [json.loads(line) for line in out.read_text().splitlines()], job.stderr
+
+
+@pytest.mark.timeout(300)
+def test_all_neighbours_and_one_batch_train_exactly_like_the_full_graph(sets, tmp_path):
+    """Fanout -1 and a batch holding every training node: each epoch's one step is full-graph
+    training's step, so the losses match; the fetched bytes are exactly the remote rows of each
+    worker's 2-hop in-neighbourhood, whole (neighbor) or before DGS's first masks."""
+    common = ("--epochs", "3", "--dropout", "0", "--hidden", "8", "--seed", "2")
+    full, _ = _train(sets["g3"], 2, tmp_path / "full.jsonl", *common)
+    pset = load_partition_set(sets["g3"])
+    remote = 0
+    for k in range(2):
+        part = pset.part(k)
+        graph = SamplingGraph.from_partition(pset, k)
+        seeds = np.asarray(part.owned)[np.asarray(part.train_mask, bool)]
+        remote += int(NeighborSampler(graph, [-1, -1]).sample(seeds, np.random.default_rng(0)).remote_input.sum())
+    for sampler in ("neighbor", "dgs"):
+        sampled, _ = _train(sets["g3"], 2, tmp_path / f"{sampler}.jsonl", *common, "--sampler", sampler,
+                            "--fanout", "-1,-1", "--batch-size", "1000",
+                            *(["--explain-period", "1000"] if sampler == "dgs" else []))
+        np.testing.assert_allclose([r["loss"] for r in sampled], [r["loss"] for r in full], rtol=1e-5)
+        np.testing.assert_allclose([r["test_acc"] for r in sampled], [r["test_acc"] for r in full])
+        for record in sampled:
+            assert record["steps"] == 1
+            assert record["feature_bytes"] == 4 * 1433 * remote
+            assert record["structure_bytes"] == 8 * remote
+            assert record["comm_bytes"] == record["feature_bytes"] + record["structure_bytes"]
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("sampler, options", [
+    ("neighbor", ("--fanout", "5,5", "--batch-size", "32")),
+    ("cluster", ("--batch-size", "100")),
+    ("ladies", ("--layer-size", "64", "--batch-size", "32")),
+    ("dgs", ("--fanout", "5,5", "--batch-size", "16", "--explain-period", "2", "--explain-epochs", "5")),
+])
+def test_workers_with_unequal_training_nodes_run_equal_steps(sets, tmp_path, sampler, options):
+    """Part 0 holds all 140 training nodes, parts 1 and 2 none: every worker still runs each step
+    (the others with nothing to compute), features cross workers, and training learns."""
+    records, stderr = _train(sets["chunk"], 3, tmp_path / "m.jsonl", "--sampler", sampler, "--epochs", "4",
+                             *options)
+    assert len(records) == 4
+    if sampler in ("neighbor", "ladies"):
+        assert {r["steps"] for r in records} == {5}  # ceil(140 / 32) on every worker
+    if sampler == "dgs":
+        assert {r["steps"] for r in records} == {9}
+        assert "DGS explanation graph" not in stderr  # --quiet
+    if sampler == "cluster":  # ClusterGCN's batches are the worker's own nodes: nothing is fetched
+        assert all(r["feature_bytes"] == 0 for r in records)
+    else:
+        assert all(r["feature_bytes"] > 0 and r["structure_bytes"] > 0 for r in records)
+    assert all((r["sync_bytes"] > 0) == (sampler == "ladies") for r in records)
+    assert records[-1]["loss"] < records[0]["loss"]
+    assert all(r["sample_seconds"] > 0 for r in records)
+
+
+@pytest.mark.timeout(400)
+def test_resume_continues_to_the_same_losses(sets, tmp_path):
+    common = ("--sampler", "neighbor", "--fanout", "4,4", "--batch-size", "32", "--dropout", "0.5", "--seed", "3")
+    whole, _ = _train(sets["g3"], 2, tmp_path / "whole.jsonl", *common, "--epochs", "4")
+    checkpoints = str(tmp_path / "ck")
+    _train(sets["g3"], 2, tmp_path / "part.jsonl", *common, "--epochs", "2", "--checkpoint-dir", checkpoints)
+    resumed, _ = _train(sets["g3"], 2, tmp_path / "part.jsonl", *common, "--epochs", "4", "--checkpoint-dir",
+                        checkpoints, "--resume")
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in whole]  # batches, dropout and Adam restored
+    assert [r["feature_bytes"] for r in resumed] == [r["feature_bytes"] for r in whole]
+
+
+def test_a_sampled_checkpoint_is_not_resumed_as_full_graph_training(tmp_path):
+    from commgraph.train import TrainConfig, checkpoint
+
+    checkpoint.save(tmp_path, {"identity": checkpoint.identity("abc", 2, TrainConfig(sampler="neighbor"))})
+    with pytest.raises(TrainingError, match="sampler='neighbor', this run has sampler=None"):
+        checkpoint.load(tmp_path, checkpoint.identity("abc", 2, TrainConfig()))
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
+def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
+    from test_train import _children
+
+    metrics = tmp_path / "m.jsonl"
+    job = subprocess.Popen([sys.executable, "-m", "commgraph", "train", str(sets["g3"]), "--workers", "2",
+                            "--sampler", "neighbor", "--batch-size", "8", "--epochs", "100000", "--timeout", "30",
+                            "--metrics-out", str(metrics), "--quiet"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 2):
+        assert job.poll() is None, job.communicate()
+        assert time.monotonic() < deadline, "training never started"
+        time.sleep(0.2)
+    os.kill(_children(job.pid)[1], signal.SIGKILL)
+    killed_at = time.monotonic()
+    _, stderr = job.communicate(timeout=60)
+    assert time.monotonic() - killed_at < 30
+    assert job.returncode != 0
+    assert "worker rank 1 was killed by SIGKILL" in stderr
+    assert "rank 0 stopped: worker rank 1" in stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sampler", "neighbor", "--fanout", "10,10,10"], "--fanout gives 3 values but the model has --layers 2"),
+    (["--sampler", "neighbor", "--fanout", "10,x"], "--fanout must be integers"),
+    (["--sampler", "neighbor", "--fanout", "0,5"], "each >= 1 or -1"),
+    (["--sampler", "neighbor", "--batch-size", "0"], "--batch-size must be >= 1"),
+    (["--fanout", "10,10"], "--fanout is a sampler option for --sampler neighbor|dgs; this is full-graph training"),
+    (["--batch-size", "64"], "--batch-size is a sampler option"),
+    (["--sampler", "neighbor", "--layer-size", "64"], "--sampler neighbor does not use it"),
+    (["--sampler", "dgs", "--feature-rate", "0"], "--feature-rate (N_f) must lie in (0, 1]"),
+    (["--sampler", "dgs", "--epsilon", "1.5"], "--epsilon must lie in [0, 1]"),
+    (["--sampler", "dgs", "--explain-period", "0"], "--explain-period (T_ex) must be >= 1"),
+    (["--sampler", "cluster", "--clusters", "2", "--clusters-per-batch", "3"], "exceeds --clusters"),
+    (["--sampler", "fastgcn", "--layer-size", "0"], "--layer-size must be >= 1"),
+])
+def test_bad_sampling_requests_are_refused_before_any_worker_starts(sets, args, message, capsys):
+    assert main(["train", str(sets["g3"]), "--quiet", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "rank" not in err and len(err.strip().splitlines()) == 1
