@@ -1,4 +1,4 @@
-"""Sampling speed (issue: sampling-based distributed training), sampling alone, one process.
+"""Sampling speed, and sampled distributed training against full-graph training.
 
 Measured side by side in one run on one graph, ``--batches`` batches of ``--batch-size`` seeds drawn
 from the training nodes, repeated ``--repeats`` times; the table gives the median over the repeats
@@ -12,25 +12,28 @@ and their spread (min-max):
     threads) on the neighbor batches, and the share of a step spent sampling
     (target: at most 20% at batch 1024, fanout 64,64 on sbm:nodes=200000,...,features=128).
 
-With ``--bytes-graphs`` it then measures, per sampler, the feature bytes one epoch of sampling
-would fetch from other workers (each worker of a METIS partition into ``--workers`` parts drawing
-batches from its own training nodes; a remote input row costs its fetched columns x 4 bytes) and
-LADIES's probability-synchronisation bytes. DGS samples with masks that its explainer (thesis
-defaults) learnt on each worker from a GraphSAGE trained for one epoch with ``neighbor``; the
-target is at least 24% fewer bytes than ``neighbor``. On a shared machine, measure one graph and
-worker count per invocation (a SBM of 20,000 nodes with 8 workers and 3 seeds takes minutes). Training accuracy and epoch time need the
-distributed trainer and are not measured here.
+With ``--train-graphs`` it then trains on each graph with ``--workers`` workers (a g3 partition),
+``--seeds`` seeds, once per trainer: commgraph's exact full-graph training and every sampler,
+each a real ``commgraph train`` job, and prints per trainer the bytes per epoch that crossed
+workers (feature rows, requests, LADIES's synchronisation as its sampler counts it, full-graph
+halo rows), the epoch time and the last epoch's test accuracy (the exact full-graph forward pass).
+Targets: DGS moves at least 24% fewer feature bytes than ``neighbor``; its test accuracy is
+within 0.5 points of ``neighbor``'s and 1 point of full-graph training; with 512-wide features
+and 4 workers its epochs are faster. Measure one graph and worker count per invocation on a
+shared machine.
 
     python benchmarks/sampling.py [--graph sbm:nodes=200000,classes=8,features=128,seed=0]
                                   [--batch-size 1024] [--fanout 64,64] [--batches 20] [--repeats 5]
-                                  [--bytes-graphs cora sbm:nodes=20000,classes=8,features=512,seed=0]
-                                  [--workers 4,8] [--seeds 3]
+                                  [--train-graphs cora sbm:nodes=20000,classes=8,features=512,seed=0]
+                                  [--workers 4,8] [--seeds 3] [--epochs 40] [--explain-period 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,10 +43,9 @@ import torch
 
 from commgraph.graph import load_graph
 from commgraph.nn import GNN
-from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.partition import partition_graph, partition_metrics, write_partition_set
 from commgraph.sample import (DGSMasks, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SamplingGraph, forward_blocks, parse_fanouts)
-from commgraph.sample.explain import DGSExplainer, ExplanationGraph
 
 
 def numpy_neighbor(graph: SamplingGraph, seeds: np.ndarray, fanouts: list[int], rng: np.random.Generator) -> int:
@@ -94,74 +96,83 @@ def time_steps(graph, sampling: SamplingGraph, sampler, batches, hidden: int, se
     return total
 
 
-def trained_model(graph, fanouts: list[int], batch_size: int, hidden: int, seed: int) -> GNN:
-    """GraphSAGE after one epoch of single-process training on neighbor batches (DGS explains a
-    model in training, not a random one)."""
-    sampling = SamplingGraph.from_graph(graph)
-    sampler = NeighborSampler(sampling, fanouts)
-    torch.manual_seed(seed)
-    model = GNN("sage", graph.num_features, hidden, graph.num_classes, layers=len(fanouts), dropout=0.5)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    rng, train = np.random.default_rng(seed), np.flatnonzero(graph.train_mask)
-    for seeds in np.array_split(rng.permutation(train), max(1, train.shape[0] // batch_size)):
-        batch = sampler.sample(seeds, rng)
-        optimizer.zero_grad()
-        logits = forward_blocks(model, batch.input_features(graph.features), batch.blocks(sampling))
-        torch.nn.functional.cross_entropy(logits, torch.from_numpy(graph.labels[batch.seeds])).backward()
-        optimizer.step()
-    return model.eval()
+TRAINERS = ("full", "neighbor", "fastgcn", "ladies", "cluster", "dgs")
 
 
-def epoch_bytes(spec: str, workers: int, fanouts: list[int], batch_size: int, layer_size: int, hidden: int,
-                seed: int, folder: Path) -> dict[str, dict[str, int]]:
-    """Feature and synchronisation bytes of one sampled epoch over every worker, per sampler."""
-    graph = load_graph(spec)
-    assignment, _ = partition_graph(graph, workers, "metis", seed=seed)
-    out = folder / f"{graph.name}-{workers}-{seed}"
-    if not out.exists():
-        write_partition_set(graph, assignment, workers, out, method="metis", seed=seed, seconds=0.0,
-                            metrics=partition_metrics(graph, assignment, workers))
-    pset = load_partition_set(out)
-    model = trained_model(graph, fanouts, batch_size, hidden, seed)
-    totals: dict[str, dict[str, int]] = {}
-    for k in range(workers):
-        sampling = SamplingGraph.from_partition(pset, k)
-        explanation = ExplanationGraph.build(sampling, lambda ids: graph.features[ids], len(fanouts))
-        dgs = DGSSampler(sampling, fanouts)
-        dgs.set_masks(DGSExplainer(sampling, explanation, model).explain(model.state_dict()).masks)
-        sizes = [layer_size] * len(fanouts)
-        samplers = {"neighbor": NeighborSampler(sampling, fanouts), "dgs": dgs,
-                    "fastgcn": FastGCNSampler(sampling, sizes), "ladies": LADIESSampler(sampling, sizes)}
-        train = np.flatnonzero(graph.train_mask & (assignment == k))
-        for name, sampler in samplers.items():
-            rng = np.random.default_rng(seed)
-            row = totals.setdefault(name, {"feature_bytes": 0, "sync_bytes": 0})
-            for seeds in np.array_split(rng.permutation(train), max(1, -(-train.shape[0] // batch_size))):
-                if seeds.size:
-                    batch = sampler.sample(seeds, rng)
-                    row["feature_bytes"] += 4 * batch.fetched_values(graph.num_features)
-                    row["sync_bytes"] += batch.sync_bytes
-    return totals
+def train_run(partdir: Path, workers: int, trainer: str, args, seed: int, out: Path) -> list[dict]:
+    """One ``commgraph train`` job (its own processes, as a user runs it); its epoch records."""
+    options = ["--epochs", str(args.epochs), "--seed", str(seed), "--hidden", str(args.hidden),
+               "--eval-every", str(args.epochs), "--metrics-out", str(out), "--quiet", "--timeout", "300"]
+    if trainer != "full":
+        options += ["--sampler", trainer, "--batch-size", str(args.batch_size)]
+        options += {"neighbor": ["--fanout", args.fanout], "dgs": ["--fanout", args.fanout,
+                                                                   "--explain-period", str(args.explain_period)],
+                    "fastgcn": ["--layer-size", str(args.layer_size)], "ladies": ["--layer-size", str(args.layer_size)],
+                    "cluster": []}[trainer]
+    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
+                          *options], capture_output=True, text=True)
+    if job.returncode != 0:
+        raise SystemExit(f"{trainer} on {partdir} failed:\n{job.stderr}")
+    return [json.loads(line) for line in out.read_text().splitlines()]
 
 
-def bytes_table(args, fanouts: list[int]) -> dict:
+def summarise(records: list[dict]) -> dict[str, float]:
+    """Per epoch: bytes (mean over all epochs, and over the second half, when DGS's masks are in
+    use), seconds (median from epoch 2 on, past start-up), and the last epoch's test accuracy."""
+    late = records[len(records) // 2 :]
+    return {"feature_mb": np.mean([r["feature_bytes"] for r in records]) / 1e6,
+            "feature_mb_late": np.mean([r["feature_bytes"] for r in late]) / 1e6,
+            "structure_mb": np.mean([r["structure_bytes"] for r in records]) / 1e6,
+            "sync_mb": np.mean([r["sync_bytes"] for r in records]) / 1e6,
+            "halo_mb": np.mean([r["comm_bytes"] - r["feature_bytes"] - r["structure_bytes"] for r in records]) / 1e6,
+            "epoch_s": float(np.median([r["epoch_seconds"] for r in records[1:]] or [records[0]["epoch_seconds"]])),
+            "steps": records[-1]["steps"], "test_acc": records[-1]["test_acc"]}
+
+
+def train_table(args) -> dict:
+    """Every trainer on each graph and worker count, ``--seeds`` seeds, side by side."""
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for spec in args.bytes_graphs:
+        for spec in args.train_graphs:
+            graph = load_graph(spec)
             for workers in (int(w) for w in args.workers.split(",")):
-                runs = [epoch_bytes(spec, workers, fanouts, args.batch_size, args.layer_size, args.hidden, seed,
-                                    Path(tmp)) for seed in range(args.seeds)]
+                assignment, _ = partition_graph(graph, workers, "g3", seed=0)
+                partdir = Path(tmp) / f"{graph.name}-{workers}"
+                write_partition_set(graph, assignment, workers, partdir, method="g3", seed=0, seconds=0.0,
+                                    metrics=partition_metrics(graph, assignment, workers))
+                runs = {t: [summarise(train_run(partdir, workers, t, args, seed, Path(tmp) / "m.jsonl"))
+                            for seed in range(args.seeds)] for t in args.trainers.split(",")}
                 results[f"{spec} x{workers}"] = runs
-                print(f"{spec}, {workers} workers, batch {args.batch_size}, fanout {args.fanout}, "
-                      f"{args.seeds} seeds (mean, min-max), MB per epoch:")
-                base = np.mean([run["neighbor"]["feature_bytes"] for run in runs])
-                for name in runs[0]:
-                    features = [run[name]["feature_bytes"] / 1e6 for run in runs]
-                    sync = [run[name]["sync_bytes"] / 1e6 for run in runs]
-                    print(f"  {name:9s} features {np.mean(features):9.3f} ({min(features):.3f}-{max(features):.3f})"
-                          f"  sync {np.mean(sync):8.3f}  vs neighbor's features "
-                          f"{1 - np.mean(features) * 1e6 / base:+.1%} fewer")
+                print_runs(spec, workers, args, runs)
     return results
+
+
+def print_runs(spec: str, workers: int, args, runs: dict) -> None:
+    def fmt(values, digits: int = 3) -> str:
+        return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+    print(f"{spec}, {workers} workers, {args.epochs} epochs, batch {args.batch_size}, fanout {args.fanout}, layer "
+          f"size {args.layer_size}, DGS T_ex {args.explain_period}; mean (min-max) of {args.seeds} seeds; MB per epoch")
+    print(f"  {'':9s} {'features':>22s} {'features, 2nd half':>22s} {'requests':>8s} {'sync':>7s} {'halo':>8s} "
+          f"{'steps':>5s} {'epoch ms':>20s} {'test acc':>22s}")
+    base = runs.get("neighbor")
+    for name, rows in runs.items():
+        col = {k: [r[k] for r in rows] for k in rows[0]}
+        print(f"  {name:9s} {fmt(col['feature_mb']):>22s} {fmt(col['feature_mb_late']):>22s} "
+              f"{np.mean(col['structure_mb']):8.3f} {np.mean(col['sync_mb']):7.3f} {np.mean(col['halo_mb']):8.3f} "
+              f"{col['steps'][0]:5d} {fmt([s * 1e3 for s in col['epoch_s']], 1):>20s} {fmt(col['test_acc']):>22s}")
+    if base and "dgs" in runs:
+        for key in ("feature_mb", "feature_mb_late"):
+            ratio = [1 - d[key] / n[key] for d, n in zip(runs["dgs"], base) if n[key]]
+            print(f"  dgs vs neighbor, {key}: {np.mean(ratio):+.1%} fewer ({min(ratio):+.1%} to {max(ratio):+.1%}; "
+                  "target >= 24%)")
+        speed = [n["epoch_s"] / d["epoch_s"] for d, n in zip(runs["dgs"], base)]
+        acc = [d["test_acc"] - n["test_acc"] for d, n in zip(runs["dgs"], base)]
+        print(f"  dgs epoch speed-up over neighbor {np.mean(speed):.2f}x ({min(speed):.2f}-{max(speed):.2f}); "
+              f"test accuracy dgs - neighbor {np.mean(acc) * 100:+.2f} points")
+        if "full" in runs:
+            gap = np.mean([r["test_acc"] for r in runs["dgs"]]) - np.mean([r["test_acc"] for r in runs["full"]])
+            print(f"  test accuracy dgs - full graph {gap * 100:+.2f} points (mean of seeds)")
 
 
 def speed_table(args, fanouts: list[int]) -> dict:
@@ -220,10 +231,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for the training step")
-    parser.add_argument("--bytes-graphs", nargs="*", default=[], help="graphs to measure bytes per epoch on")
-    parser.add_argument("--workers", default="4,8", help="worker counts for the bytes per epoch")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds for the bytes per epoch")
-    parser.add_argument("--skip-speed", action="store_true", help="only the bytes per epoch")
+    parser.add_argument("--train-graphs", nargs="*", default=[], help="graphs to train on with every trainer")
+    parser.add_argument("--trainers", default=",".join(TRAINERS), help="full-graph training and the samplers")
+    parser.add_argument("--workers", default="4,8", help="worker counts for the training runs")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds of the training runs")
+    parser.add_argument("--epochs", type=int, default=40, help="epochs of the training runs")
+    parser.add_argument("--explain-period", type=int, default=5,
+                        help="DGS's T_ex in the training runs (the thesis's 30 needs more steps than these graphs "
+                             "give in a short run)")
+    parser.add_argument("--skip-speed", action="store_true", help="only the training runs")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -231,8 +247,8 @@ def main() -> None:
     figures = {"args": vars(args)}
     if not args.skip_speed:
         figures["speed"] = speed_table(args, fanouts)
-    if args.bytes_graphs:
-        figures["bytes"] = bytes_table(args, fanouts)
+    if args.train_graphs:
+        figures["training"] = train_table(args)
     if args.json:
         from commgraph.atomic import atomic_write
 
