@@ -1,4 +1,5 @@
-"""``commgraph train GRAPH|PARTDIR --workers N``: full-graph GNN training, one part per worker.
+"""``commgraph train GRAPH|PARTDIR --workers N``: GNN training, one part per worker, on the whole
+graph or (``--sampler``) on sampled mini-batches.
 
 Given a graph, it is partitioned first (g3 by default) into a cached partition set; given a
 partition set directory, that set is used. Without torchrun the command starts ``--workers`` local
@@ -35,7 +36,7 @@ CACHE = Path(os.environ.get("COMMGRAPH_CACHE", Path.home() / ".cache" / "commgra
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("train", help="train a GNN on the whole graph across workers",
+    parser = subparsers.add_parser("train", help="train a GNN across workers, full-graph or on sampled mini-batches",
                                    description=describe(__doc__))
     add_graph_arguments(parser)
     parser.add_argument("--workers", type=int, help="local worker processes (default: the partition set's "
@@ -77,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="commgraph-train-") as scratch:
         config = _resolve_plan(config, pset, workers, device, Path(scratch), quiet=args.quiet)
         if not args.quiet:
-            print(f"training {config.model} on {partition_dir} with {workers} worker(s), exchange {config.exchange}",
-                  file=sys.stderr)
+            how = f"exchange {config.exchange}" if config.sampler is None else \
+                f"sampler {config.sampler}, evaluated by the full-graph pass (exchange {config.exchange})"
+            print(f"training {config.model} on {partition_dir} with {workers} worker(s), {how}", file=sys.stderr)
         return launch_local(_worker_argv(args, partition_dir, config), workers, grace=args.timeout + 15,
                             threads_per_worker=args.threads)
 
