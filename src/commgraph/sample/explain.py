@@ -4,6 +4,7 @@ graph, in a CPU thread beside training, publishing the node and feature masks DG
 from __future__ import annotations
 
 import copy
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,8 +174,17 @@ class DGSExplainer:
                                 self.node_algorithm.last_loss, self.feature_algorithm.last_loss)
 
 
+def _lowest_priority() -> None:
+    """Run the calling thread at the lowest CPU priority (nice 19; Linux nices threads one by one),
+    so that it takes only the cycles training leaves idle. Elsewhere it keeps its priority."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
 class OnlineExplainer:
-    """Runs a :class:`DGSExplainer` in a CPU thread beside training.
+    """Runs a :class:`DGSExplainer` in a CPU thread beside training, at the lowest CPU priority.
 
     Training calls :meth:`observe` after every iteration with its loss: the call keeps a copy of
     the parameters when the loss is the lowest of the current window of ``period`` iterations and,
@@ -217,6 +227,7 @@ class OnlineExplainer:
             self._wake.notify()
 
     def _run(self) -> None:
+        _lowest_priority()
         while True:
             with self._wake:
                 while self._pending is None and not self._stop:
