@@ -4,6 +4,7 @@ graph, in a CPU thread beside training, publishing the node and feature masks DG
 from __future__ import annotations
 
 import copy
+import multiprocessing
 import os
 import threading
 from collections.abc import Callable
@@ -174,24 +175,47 @@ class DGSExplainer:
                                 self.node_algorithm.last_loss, self.feature_algorithm.last_loss)
 
 
-def _lowest_priority() -> None:
-    """Run the calling thread at the lowest CPU priority (nice 19; Linux nices threads one by one),
-    so that it takes only the cycles training leaves idle. Elsewhere it keeps its priority."""
+@dataclass(frozen=True)
+class _Failure:
+    """An explanation's error, as the explainer process reports it."""
+
+    error: str
+
+
+def _serve(explainer: DGSExplainer, requests, results) -> None:
+    """The explainer process: at the lowest CPU priority (nice 19) and one compute thread, explain
+    each snapshot handed over until told to stop (None) or training's end of the pipe closes."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
     except (AttributeError, OSError):
         pass
+    torch.set_num_threads(1)
+    while True:
+        try:
+            request = requests.get()
+        except (EOFError, OSError):
+            return
+        if request is None:
+            return
+        state, iteration = request
+        try:
+            results.put(explainer.explain(state, iteration))
+        except Exception as exc:  # noqa: BLE001 - reported to training by observe() and close()
+            results.put(_Failure(f"{type(exc).__name__}: {exc}"))
+            return
 
 
 class OnlineExplainer:
-    """Runs a :class:`DGSExplainer` in a CPU thread beside training, at the lowest CPU priority.
+    """Runs a :class:`DGSExplainer` beside training in a process of its own, at the lowest CPU
+    priority: its own interpreter, so it never holds a lock training needs (a thread would share
+    the GIL), and it takes only the cycles training leaves idle.
 
     Training calls :meth:`observe` after every iteration with its loss: the call keeps a copy of
     the parameters when the loss is the lowest of the current window of ``period`` iterations and,
-    at the window's end, hands that snapshot to the thread if it is idle (if it is still busy the
+    at the window's end, hands that snapshot to the process if it is idle (if it is still busy the
     window is skipped: training never waits). Each finished explanation is passed to ``publish``
-    (e.g. :meth:`DGSSampler.set_masks`). An error in the thread is raised by the next
-    :meth:`observe` or by :meth:`close`.
+    (e.g. :meth:`DGSSampler.set_masks`) by a thread of training's process that waits on the
+    results. An error in the explainer is raised by the next :meth:`observe` or by :meth:`close`.
     """
 
     def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None]):
@@ -200,60 +224,58 @@ class OnlineExplainer:
         self.rounds: list[ExplanationRound] = []
         self.skipped = 0
         self._best: tuple[float, int, dict] | None = None
-        self._pending: tuple[dict, int] | None = None
         self._busy = False
-        self._stop = False
-        self._error: BaseException | None = None
-        self._wake = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="dgs-explainer", daemon=True)
-        self._thread.start()
+        self._error: str | None = None
+        context = multiprocessing.get_context("spawn")  # no fork of a process with live threads
+        self._requests, self._results = context.Queue(), context.Queue()
+        self._process = context.Process(target=_serve, args=(explainer, self._requests, self._results),
+                                        name="dgs-explainer", daemon=True)
+        self._process.start()
+        self._receiver = threading.Thread(target=self._receive, name="dgs-masks", daemon=True)
+        self._receiver.start()
 
     def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
         """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
-        if self._error is not None:
-            raise SamplingError(f"the DGS explainer failed: {self._error!r}") from self._error
+        self._raise_error()
         if self._best is None or loss < self._best[0]:
-            state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+            state = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
             self._best = (loss, iteration, state)
         if iteration % self.period:
             return
         _, best_iteration, state = self._best
         self._best = None
-        with self._wake:
-            if self._busy or self._pending is not None:
-                self.skipped += 1
-                return
-            self._pending = (state, best_iteration)
-            self._wake.notify()
+        if self._busy:
+            self.skipped += 1
+            return
+        self._busy = True
+        self._requests.put((state, best_iteration))
 
-    def _run(self) -> None:
-        _lowest_priority()
+    def _receive(self) -> None:
         while True:
-            with self._wake:
-                while self._pending is None and not self._stop:
-                    self._wake.wait()
-                if self._pending is None:  # stopped with nothing to do
-                    return
-                (state, iteration), self._pending = self._pending, None
-                self._busy = True
             try:
-                result = self.explainer.explain(state, iteration)
-                self.rounds.append(result)
-                self.publish(result.masks)
-            except BaseException as exc:  # reported to training by observe() and close()
-                self._error = exc
+                result = self._results.get()
+            except (EOFError, OSError):
                 return
-            finally:
-                with self._wake:
-                    self._busy = False
+            if result is None:
+                return
+            if isinstance(result, _Failure):
+                self._error = result.error
+                return
+            self.rounds.append(result)
+            self.publish(result.masks)
+            self._busy = False
 
-    def close(self, timeout: float = 60.0) -> None:
-        """Finish the explanation in progress (or handed over), then stop the thread."""
-        with self._wake:
-            self._stop = True
-            self._wake.notify()
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise SamplingError(f"the DGS explainer did not stop within {timeout:g} s")
+    def _raise_error(self) -> None:
         if self._error is not None:
-            raise SamplingError(f"the DGS explainer failed: {self._error!r}") from self._error
+            raise SamplingError(f"the DGS explainer failed: {self._error}")
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the explainer: an explanation still running is dropped (training is over)."""
+        self._requests.put(None)
+        self._process.join(timeout if not self._busy else 0.5)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(timeout)
+        self._results.put(None)
+        self._receiver.join(timeout)
+        self._raise_error()
