@@ -114,8 +114,8 @@ def test_online_explainer_explains_the_lowest_loss_snapshot_and_never_blocks(cor
     assert time.perf_counter() - started < 5  # the explanation is held up, training is not
     assert online.skipped == 2 and dgs.masks is None  # windows 2 and 3 came while window 1 was busy
     if sys.platform == "linux":  # the explainer takes only the cycles training leaves
-        _wait_for(lambda: os.getpriority(os.PRIO_PROCESS, online._process.pid) == 19)
-        assert os.getpriority(os.PRIO_PROCESS, 0) < 19
+        _wait_for(lambda: os.sched_getscheduler(online._process.pid) == os.SCHED_IDLE)
+        assert os.sched_getscheduler(0) != os.SCHED_IDLE
     explainer.release.touch()
     _wait_for(lambda: dgs.masks is not None)
     assert dgs.masks.iteration == 2 and len(online.rounds) == 1  # window 1's lowest loss

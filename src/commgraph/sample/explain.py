@@ -175,6 +175,20 @@ class DGSExplainer:
                                 self.node_algorithm.last_loss, self.feature_algorithm.last_loss)
 
 
+def _lowest_priority() -> None:
+    """Run this process only on cycles nothing else wants: Linux's SCHED_IDLE policy (a task
+    waking up preempts it at once), else nice 19."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return
+    except (AttributeError, OSError):
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+    except (AttributeError, OSError):
+        pass
+
+
 @dataclass(frozen=True)
 class _Failure:
     """An explanation's error, as the explainer process reports it."""
@@ -183,12 +197,9 @@ class _Failure:
 
 
 def _serve(explainer: DGSExplainer, requests, results) -> None:
-    """The explainer process: at the lowest CPU priority (nice 19) and one compute thread, explain
-    each snapshot handed over until told to stop (None) or training's end of the pipe closes."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, 19)
-    except (AttributeError, OSError):
-        pass
+    """The explainer process: at the lowest CPU priority and with one compute thread, explain each
+    snapshot handed over until told to stop (None) or training's end of the pipe closes."""
+    _lowest_priority()
     torch.set_num_threads(1)
     while True:
         try:
@@ -208,7 +219,8 @@ def _serve(explainer: DGSExplainer, requests, results) -> None:
 class OnlineExplainer:
     """Runs a :class:`DGSExplainer` beside training in a process of its own, at the lowest CPU
     priority: its own interpreter, so it never holds a lock training needs (a thread would share
-    the GIL), and it takes only the cycles training leaves idle.
+    the GIL), and it takes only the cycles training leaves idle (on a machine without spare cores
+    the masks come late, or not at all).
 
     Training calls :meth:`observe` after every iteration with its loss: the call keeps a copy of
     the parameters when the loss is the lowest of the current window of ``period`` iterations and,
