@@ -115,7 +115,8 @@ class FeatureStore:
             return self._staged(index)
         index = index.to(self.device, torch.int64).contiguous()
         out = torch.empty((index.shape[0], self.width), dtype=torch.float32, device=self.device)
-        return gather_kernel.gather_rows(self.table, index, out)
+        with torch.cuda.device(self.device):  # Triton launches on the current device
+            return gather_kernel.gather_rows(self.table, index, out)
 
     def _staged(self, index: torch.Tensor) -> torch.Tensor:
         """PyTorch's own path: CPU gather into a pinned buffer, ``non_blocking`` copy to the GPU. The

@@ -87,7 +87,10 @@ class _Tables:
 
     @property
     def x(self) -> torch.Tensor:
-        return self._x if self._x is not None else torch.cat([gathered(self.store, self.rows), self.x_halo])
+        if self._x is not None:
+            return self._x
+        owned = gathered(self.store, self.rows)
+        return owned if self.num_halo == 0 else torch.cat([owned, self.x_halo])
 
 
 def gathered(store: FeatureStore, rows: torch.Tensor) -> torch.Tensor:
