@@ -71,10 +71,12 @@ class _Tables:
     def __init__(self, part: Part, comm: Communicator, wiring: Wiring, device, order: np.ndarray | None = None,
                  features: str = "auto"):
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
-        self.store = FeatureStore.create(part.features, device, features)
+        store = FeatureStore.create(part.features, device, features)
+        self.note = store.describe()
+        host = store.placement == "host"
+        self.store = store if host else None  # a table on the device lives on in x alone
         self.rows = torch.arange(self.num_owned, device=device)  # the owned rows of x, in x's order
-        host = self.store.placement == "host"
-        x = gathered(self.store, self.rows) if host else self.store.table
+        x = gathered(store, self.rows) if host else store.table
         self.exchange = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned),
                                            np.asarray(part.halo))
         self.x_halo = gather_halo(layerwise(comm, self.exchange, device, wiring.ordering), x, layer=0)
@@ -87,7 +89,7 @@ class _Tables:
 
     @property
     def x(self) -> torch.Tensor:
-        if self._x is not None:
+        if self.store is None:
             return self._x
         owned = gathered(self.store, self.rows)
         return owned if self.num_halo == 0 else torch.cat([owned, self.x_halo])
@@ -108,7 +110,7 @@ class BarrierExecutor:
     def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring,
                  features: str = "auto"):
         self.tables = _Tables(part, comm, wiring, device, features=features)
-        self.store = self.tables.store
+        self.feature_note = self.tables.note
         self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
                                part.num_owned + part.num_halo, self.tables.degree, device)
         self.runner = layerwise(comm, self.tables.exchange, device, wiring.ordering)
@@ -145,6 +147,7 @@ class ReplicateExecutor:
                                  sizes[layers - index], degree, device) for index in range(layers)]
         self.num_owned = part.num_owned
         self.store = FeatureStore.create(pset.rows("features", nodes), device, features)
+        self.feature_note = self.store.describe()
         self.rows = torch.arange(nodes.shape[0], device=device)
         comm.count_as("features")
 
@@ -173,7 +176,7 @@ class PipelinedExecutor:
         order, boundary = schedule.priority_order(np.asarray(part.indptr), np.asarray(part.indices), n_owned,
                                                   np.asarray(part.send_index))
         self.tables = _Tables(part, comm, wiring, device, order, features)
-        self.store = self.tables.store
+        self.feature_note = self.tables.note
         indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
         self.edges = schedule.bins(boundary, n_owned, bin_size)
         table_rows = n_owned + part.num_halo

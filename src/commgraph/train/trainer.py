@@ -113,7 +113,7 @@ class Trainer:
         self.sync = GradientSync(list(self.model.parameters()), comm, self.allreduce.schedule,
                                  devices=self.devices if self.allreduce.schedule is not None else None)
         self.executor = self._executor()
-        self._say(self.executor.store.describe())
+        self._say(self.executor.feature_note)
         torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
         self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config.model,
                                             config.layers, config.hidden, config.heads)
