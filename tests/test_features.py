@@ -351,3 +351,20 @@ def test_training_on_the_gpu_gives_the_same_losses_with_host_features(tmp_path, 
     for exchange in ("pipelined", "barrier", "replicate"):
         np.testing.assert_allclose(results[f"{exchange}-host"]["loss"], results[f"{exchange}-gpu"]["loss"],
                                    rtol=1e-6, atol=1e-7, err_msg=exchange)
+
+
+@needs_triton
+@pytest.mark.timeout(120)
+def test_the_kernel_compiles_for_a_gpu_without_one():
+    """Both variants go through Triton's whole CUDA pipeline (to a cubin for sm_80), which the
+    interpreter does not: a kernel that only interprets fails here."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, compile
+
+    signature = {"table": "*fp32", "index": "*i64", "out": "*fp32", "count": "i32", "width": "i32", "lead": "i32",
+                 "SHIFT": "constexpr", "LINE": "constexpr", "BLOCK_ROWS": "constexpr", "BLOCK_COLUMNS": "constexpr"}
+    for shift in (True, False):
+        values = {"SHIFT": shift, "LINE": gather_kernel.LINE, "BLOCK_ROWS": 4, "BLOCK_COLUMNS": 1024}
+        constants = {(i,): values[name] for i, name in enumerate(signature) if name in values}
+        kernel = compile(ASTSource(gather_kernel._gather_rows, signature, constants), target=GPUTarget("cuda", 80, 32))
+        assert "ld.global" in kernel.asm["ptx"] and kernel.asm["cubin"]

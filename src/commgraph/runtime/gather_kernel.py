@@ -70,8 +70,10 @@ if triton is not None:
         if SHIFT:
             offset = (lead + src * width) % LINE  # < LINE < width; non-negative, so no sign convention
             columns = positions[None, :] - offset[:, None]
-            return tl.where(columns < 0, columns + width, columns)
-        return positions[None, :]
+            columns = tl.where(columns < 0, columns + width, columns)
+        else:
+            columns = positions[None, :]
+        return columns
 
     @triton.jit
     def _gather_rows(table, index, out, count, width, lead, SHIFT: tl.constexpr, LINE: tl.constexpr,
