@@ -135,7 +135,8 @@ class FeatureStore:
 
 def _check_index(index: torch.Tensor, num_rows: int) -> None:
     if not isinstance(index, torch.Tensor) or index.ndim != 1 or index.dtype not in (torch.int64, torch.int32):
-        what = f"{index.dtype} of shape {tuple(index.shape)}" if isinstance(index, torch.Tensor) else type(index).__name__
+        what = type(index).__name__ if not isinstance(index, torch.Tensor) else \
+            f"{index.dtype} of shape {tuple(index.shape)}"
         raise FeatureError(f"a feature gather takes a 1-D int64 tensor of row ids, got {what}")
     if index.numel() == 0:
         raise FeatureError("a feature gather got an empty index: ask for at least one row")
