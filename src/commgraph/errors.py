@@ -63,3 +63,8 @@ class AnalyticsError(CommgraphError, ValueError):
 
 class SamplingError(CommgraphError, ValueError):
     """A sampler's options or a batch are invalid (fanouts vs layers, empty batch, bad seeds)."""
+
+
+class FeatureError(CommgraphError, ValueError):
+    """A feature store request is invalid: an index out of range or empty, a table that cannot be
+    placed where it was asked (``--features gpu`` larger than the GPU's free memory)."""

@@ -16,6 +16,7 @@ from commgraph.errors import SamplingError, TrainingError
 from commgraph.nn import MODELS, check_model_options
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.choose import PLAN_CHOICES
+from commgraph.plan.features import MODES as FEATURE_MODES
 from commgraph.runtime.exchange import ORDERINGS
 from commgraph.sample import SAMPLERS, parse_fanouts
 from commgraph.sample.dgs import EPSILON, FEATURE_RATE
@@ -49,6 +50,10 @@ class TrainConfig:
     seed: int = option("seed of the weights, dropout and partitioning", type=int, default=0)
     exchange: str = option("pipelined (G3 bins), barrier (layer-wise) or replicate (L-hop halo)",
                            choices=EXCHANGES, default="pipelined")
+    features: str = option("where the input features live on a GPU: gpu (GPU memory), host (pinned host memory "
+                           "that GPU threads read directly, zero-copy) or auto (the GPU when the table fits in half "
+                           "its free memory, else the host); on a CPU device they are host memory whatever is asked",
+                           choices=FEATURE_MODES, default="auto")
     bin_size: int | None = option("rows per bin (default: half the free memory's worth)", type=int, default=None)
     topology: str = option("detect (this machine: its GPUs, else one CPU worker per rank), a preset such as "
                            "dgx1-v100, or a topology YAML (e.g. from `commgraph topo calibrate`)",

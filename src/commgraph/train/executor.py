@@ -27,6 +27,7 @@ from commgraph.plan.bins import RowBins, split_by_bins
 from commgraph.plan.choose import PlanChoice, choose_allgather, parse_placement
 from commgraph.plan.model import CommPlan
 from commgraph.runtime import Communicator, Exchange, ExchangeRunner, gather_halo, halo_exchange, layerwise
+from commgraph.runtime.features import FeatureStore
 from commgraph.topology import Topology
 from commgraph.train import schedule
 
@@ -63,20 +64,42 @@ def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num
 
 class _Tables:
     """A part's input table (owned features, optionally reordered, then the halo's), with the halo
-    rows fetched once up front through the job's plan, layer-wise."""
+    rows fetched once up front through the job's plan, layer-wise. Owned features kept in host
+    memory (``--features host``, see :class:`~commgraph.runtime.features.FeatureStore`) are read
+    by the device at every use of ``x``; otherwise ``x`` is built once."""
 
-    def __init__(self, part: Part, comm: Communicator, wiring: Wiring, device, order: np.ndarray | None = None):
+    def __init__(self, part: Part, comm: Communicator, wiring: Wiring, device, order: np.ndarray | None = None,
+                 features: str = "auto"):
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
-        x = torch.from_numpy(np.array(part.features, dtype=np.float32)).to(device)
+        store = FeatureStore.create(part.features, device, features)
+        self.note = store.describe()
+        host = store.placement == "host"
+        self.store = store if host else None  # a table on the device lives on in x alone
+        self.rows = torch.arange(self.num_owned, device=device)  # the owned rows of x, in x's order
+        x = gathered(store, self.rows) if host else store.table
         self.exchange = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned),
                                            np.asarray(part.halo))
-        x_halo = gather_halo(layerwise(comm, self.exchange, device, wiring.ordering), x, layer=0)
+        self.x_halo = gather_halo(layerwise(comm, self.exchange, device, wiring.ordering), x, layer=0)
         degree = np.asarray(part.degree, dtype=np.float32)
         if order is not None:  # owned rows in the executor's order; halo rows as the part has them
-            x = x.index_select(0, torch.from_numpy(order).to(device))
+            self.rows = torch.from_numpy(order).to(device)
             degree = np.concatenate([degree[order], degree[self.num_owned :]])
-        self.x = torch.cat([x, x_halo])
+        self._x = None if host else torch.cat([x if order is None else x.index_select(0, self.rows), self.x_halo])
         self.degree = torch.from_numpy(degree).to(device)
+
+    @property
+    def x(self) -> torch.Tensor:
+        if self.store is None:
+            return self._x
+        owned = gathered(self.store, self.rows)
+        return owned if self.num_halo == 0 else torch.cat([owned, self.x_halo])
+
+
+def gathered(store: FeatureStore, rows: torch.Tensor) -> torch.Tensor:
+    """Rows ``rows`` of a feature store, on ``rows``' device (a gather needs at least one row)."""
+    if rows.numel() == 0:
+        return torch.empty((0, store.width), device=rows.device)
+    return store.gather(rows)
 
 
 class BarrierExecutor:
@@ -84,8 +107,10 @@ class BarrierExecutor:
 
     name = "barrier"
 
-    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring):
-        self.tables = _Tables(part, comm, wiring, device)
+    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring,
+                 features: str = "auto"):
+        self.tables = _Tables(part, comm, wiring, device, features=features)
+        self.feature_note = self.tables.note
         self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
                                part.num_owned + part.num_halo, self.tables.degree, device)
         self.runner = layerwise(comm, self.tables.exchange, device, wiring.ordering)
@@ -108,7 +133,8 @@ class ReplicateExecutor:
 
     name = "replicate"
 
-    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, layers: int):
+    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, layers: int,
+                 features: str = "auto"):
         self.comm = comm
         indptr, indices = pset.in_edges()
         nodes, sizes = schedule.hop_sets(indptr, indices, np.asarray(part.owned), layers)
@@ -120,11 +146,13 @@ class ReplicateExecutor:
         self.blocks = [row_block(local_indptr, local_indices, 0, sizes[layers - 1 - index],
                                  sizes[layers - index], degree, device) for index in range(layers)]
         self.num_owned = part.num_owned
-        self.x = torch.from_numpy(pset.rows("features", nodes).astype(np.float32)).to(device)
+        self.store = FeatureStore.create(pset.rows("features", nodes), device, features)
+        self.feature_note = self.store.describe()
+        self.rows = torch.arange(nodes.shape[0], device=device)
         comm.count_as("features")
 
     def forward(self, model: GNN) -> torch.Tensor:
-        h = model.encode(self.x)
+        h = model.encode(gathered(self.store, self.rows) if self.store.placement == "host" else self.store.table)
         for index, block in enumerate(self.blocks):
             h = model.layer(index, h, block)
         return model.decode(h[: self.num_owned])
@@ -142,11 +170,13 @@ class PipelinedExecutor:
 
     name = "pipelined"
 
-    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring, bin_size: int):
+    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring, bin_size: int,
+                 features: str = "auto"):
         n_owned = part.num_owned
         order, boundary = schedule.priority_order(np.asarray(part.indptr), np.asarray(part.indices), n_owned,
                                                   np.asarray(part.send_index))
-        self.tables = _Tables(part, comm, wiring, device, order)
+        self.tables = _Tables(part, comm, wiring, device, order, features)
+        self.feature_note = self.tables.note
         indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
         self.edges = schedule.bins(boundary, n_owned, bin_size)
         table_rows = n_owned + part.num_halo

@@ -125,6 +125,7 @@ class Trainer:
         self.sync = GradientSync(list(self.model.parameters()), comm, self.allreduce.schedule,
                                  devices=self.devices if self.allreduce.schedule is not None else None)
         self.executor = self._executor()
+        self._say(self.executor.feature_note)
         torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
         self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config)
         self.widths = {"in": int(part.features.shape[1]), "out": classes}
@@ -198,14 +199,15 @@ class Trainer:
     def _executor(self):
         config, world, part = self.config, self.world, self.part
         if config.exchange == "replicate":
-            return ReplicateExecutor(part, self.pset, self.comm, world.device, config.layers)
+            return ReplicateExecutor(part, self.pset, self.comm, world.device, config.layers, config.features)
         if config.exchange == "barrier":
-            return BarrierExecutor(part, self.pset, self.comm, world.device, self.wiring)
+            return BarrierExecutor(part, self.pset, self.comm, world.device, self.wiring, config.features)
         bin_size = config.bin_size
         if bin_size is None:
             bin_size = bin_size_for_memory(_available_memory(world.device), self.model.widths,
                                            len(part.indices) / max(part.num_owned, 1))
-        return PipelinedExecutor(part, self.pset, self.comm, world.device, self.wiring, bin_size)
+        return PipelinedExecutor(part, self.pset, self.comm, world.device, self.wiring, bin_size,
+                                 config.features)
 
     def _resume(self) -> None:
         state = checkpoint.load(Path(self.config.checkpoint_dir), self.identity)
