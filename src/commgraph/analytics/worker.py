@@ -17,6 +17,7 @@ from commgraph.analytics.job import AnalyzeOptions, Analysis, combine, execute, 
 from commgraph.partition import load_partition_set
 from commgraph.plan.choose import choose_allgather, job_topology, parse_placement
 from commgraph.runtime import Communicator, Exchange, ExchangeRunner, World, gather_halo, layerwise, scatter_back
+from commgraph.runtime.exchange import match_ordering
 
 ROW_BYTES = 8  # one float64 per boundary row
 LAYER = 1  # the message tags' layer (0 is set-up)
@@ -57,7 +58,7 @@ def run_worker(world: World, partition_dir: Path, options: AnalyzeOptions, *, pl
     comm = Communicator(world)
     choice = choose_allgather(plan, pset, job_topology(topology, world.size, world.device.type), ROW_BYTES,
                               parse_placement(placement), verify=False)
-    ordering = "ordered" if world.backend == "nccl" else "tagged"
+    ordering = match_ordering("auto", world.backend)
     exchange = Exchange.from_plan(choice.plan, world.rank, choice.devices, np.asarray(part.owned),
                                   np.asarray(part.halo))
     boundary = PlanBoundary(comm, layerwise(comm, exchange, world.device, ordering))

@@ -27,6 +27,7 @@ from commgraph.plan.bins import RowBins, split_by_bins
 from commgraph.plan.choose import PlanChoice, choose_allgather, parse_placement
 from commgraph.plan.model import CommPlan
 from commgraph.runtime import Communicator, Exchange, ExchangeRunner, gather_halo, halo_exchange, layerwise
+from commgraph.runtime.exchange import match_ordering
 from commgraph.runtime.features import FeatureStore
 from commgraph.topology import Topology
 from commgraph.train import schedule
@@ -49,8 +50,7 @@ def job_wiring(pset: PartitionSet, world, topology: Topology, row_bytes: int, *,
     """The plan a job's exchanges follow on ``topology`` (see ``choose_allgather``; a plan file
     was checked by the launcher, and each rank checks its own share as it builds its exchange),
     and how its messages are matched (``auto``: in order on NCCL, else tagged)."""
-    if ordering == "auto":
-        ordering = "ordered" if world.backend == "nccl" else "tagged"
+    ordering = match_ordering(ordering, world.backend)
     choice = choose_allgather(plan, pset, topology, row_bytes, parse_placement(placement), verify=False)
     return Wiring(choice.plan, choice.devices, ordering), choice
 

@@ -35,6 +35,7 @@ import torch
 from commgraph.plan.allgather import plan_fetch
 from commgraph.runtime import Exchange, gather_halo, layerwise
 from commgraph.runtime.alltoall import MatchingAllToAll
+from commgraph.runtime.exchange import match_ordering
 from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SampledBatch, SamplingGraph, forward_blocks)
 from commgraph.sample.dgs import EPSILON, FEATURE_RATE, DGSMasks
@@ -93,8 +94,7 @@ class FeatureFetch:
         part, world = trainer.part, trainer.world
         self.comm, self.world, self.graph = trainer.comm, world, graph
         self.topology, self.devices = trainer.topology, trainer.devices
-        self.ordering = trainer.wiring.ordering if trainer.wiring is not None else \
-            ("ordered" if world.backend == "nccl" else "tagged")
+        self.ordering = match_ordering(trainer.config.ordering, world.backend)
         self.owned = np.asarray(part.owned)
         self.features = torch.from_numpy(np.array(part.features, dtype=np.float32))
         self.columns: list[np.ndarray | None] = [None] * world.size  # each worker's last announced columns
@@ -111,12 +111,12 @@ class FeatureFetch:
         inputs = np.empty(0, np.int64) if batch is None else batch.input_nodes
         remote = np.zeros(0, bool) if batch is None else batch.remote_input
         at = np.flatnonzero(remote)
-        at = at[np.argsort(self.graph.owner[inputs[at]], kind="stable")]  # remote inputs by owner
+        owners = self.graph.owner[inputs[at]]
+        at = at[np.argsort(owners, kind="stable")]  # remote inputs by owner
         wanted = inputs[at]
         columns = None if batch is None else batch.feature_columns
         announce = columns if columns is not None and not np.array_equal(columns, self.columns[rank]) else None
-        meta = self.comm.all_gather_object((np.bincount(self.graph.owner[wanted], minlength=size).tolist(),
-                                            num_seeds, announce))
+        meta = self.comm.all_gather_object((np.bincount(owners, minlength=size).tolist(), num_seeds, announce))
         counts = np.array([m[0] for m in meta], dtype=np.int64)
         for r, m in enumerate(meta):
             if m[2] is not None:
