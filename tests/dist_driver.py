@@ -3,7 +3,9 @@ pays the processes' start-up once per worker count rather than once per model.
 
 Usage (through ``launch_local(..., module="dist_driver")``): ``python -m dist_driver SPEC.json``
 where the spec names the partition set, an output folder, the runs and optionally the device
-(default ``cpu``, so that runs compared with each other share one device); rank 0 writes
+(default ``cpu``, so that runs compared with each other share one device) and optionally
+``stream_chunk_bytes``, which makes ``--features host`` stream layer 0 on the CPU in chunks of that
+many bytes, as it does on a GPU (see ``_stream_host_features``); rank 0 writes
 ``<out>/<run>.npz`` with the per-epoch losses, forward bytes per exchanged layer and final weights.
 """
 
@@ -14,11 +16,30 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.runtime import join
-from commgraph.train import TrainConfig, train_worker
+from commgraph.runtime.features import FeatureStore
+from commgraph.train import TrainConfig, streamed, train_worker
+
+
+def _stream_host_features(chunk_bytes: int) -> None:
+    """On a CPU device every store is placed ``cpu``; this marks a ``--features host`` store as host
+    memory read by a device, so the executors stream layer 0 from it exactly as on a GPU (its rows
+    are still gathered with ``index_select``)."""
+    create = FeatureStore.create.__func__
+
+    def host(cls, features, device, mode="auto", **options):
+        store = create(cls, features, device, mode, **options)
+        if mode == "host":
+            store.placement = "host"
+        return store
+
+    FeatureStore.create = classmethod(host)
+    streamed.CHUNK_BYTES = chunk_bytes
 
 
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
+    if "stream_chunk_bytes" in spec:
+        _stream_host_features(spec["stream_chunk_bytes"])
     world = join(60, spec.get("device", "cpu"))
     for name, options in spec["runs"].items():
         result = train_worker(world, spec["partdir"], TrainConfig(**options, progress=False))

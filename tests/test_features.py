@@ -278,13 +278,14 @@ def partition_dir(tmp_path_factory):
 
 
 def _train(partition_dir: Path, out: Path, monkeypatch, device: str, modes: tuple[str, ...],
-           workers: int = 2) -> dict:
+           workers: int = 2, model: str = "sage", dropout: float = 0.0, **spec_options) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    runs = {f"{exchange}-{mode}": {"model": "sage", "epochs": 5, "hidden": 8, "dropout": 0.0, "seed": 3,
+    runs = {f"{exchange}-{mode}": {"model": model, "epochs": 5, "hidden": 8, "dropout": dropout, "seed": 3,
                                    "exchange": exchange, "features": mode}
             for exchange in ("pipelined", "barrier", "replicate") for mode in modes}
     spec = out / "spec.json"
-    spec.write_text(json.dumps({"partdir": str(partition_dir), "out": str(out), "runs": runs, "device": device}))
+    spec.write_text(json.dumps({"partdir": str(partition_dir), "out": str(out), "runs": runs, "device": device,
+                                **spec_options}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
@@ -299,6 +300,18 @@ def test_training_gives_the_same_losses_whichever_features_value(partition_dir, 
             for key, value in results[f"{exchange}-{mode}"].items():
                 np.testing.assert_array_equal(value, reference[key], err_msg=f"{exchange} {mode} {key}")
     np.testing.assert_allclose(results["barrier-auto"]["loss"], results["pipelined-auto"]["loss"], atol=1e-5)
+
+
+@pytest.mark.timeout(180)
+def test_layer_zero_streamed_from_host_features_trains_like_the_whole_table(partition_dir, tmp_path, monkeypatch):
+    """``--features host`` as on a GPU (layer 0 streamed in chunks of about 40 rows, recomputed in
+    backward) against the table gathered whole, 2 workers, every exchange, GCN with dropout."""
+    results = _train(partition_dir, tmp_path, monkeypatch, "cpu", ("gpu", "host"), model="gcn", dropout=0.5,
+                     stream_chunk_bytes=4 * 40 * 40)
+    for exchange in ("pipelined", "barrier", "replicate"):
+        for key, value in results[f"{exchange}-gpu"].items():
+            np.testing.assert_allclose(results[f"{exchange}-host"][key], value, rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{exchange} {key}")
 
 
 @pytest.mark.timeout(120)

@@ -2,8 +2,9 @@
 
 A distributed forward cannot be one ``forward`` call: between layers a worker must exchange its
 boundary rows. So a model exposes ``encode`` (pointwise, before the first exchange), ``layer`` (one
-message-passing step on a block, with activation and dropout) and ``decode`` (pointwise, after the
-last). ``widths[l]`` is the row width layer ``l`` reads, which is what the exchange moves.
+message-passing step on a block, ``conv``, then activation and dropout, ``activate``) and ``decode``
+(pointwise, after the last). ``widths[l]`` is the row width layer ``l`` reads, which is what the
+exchange moves.
 """
 
 from __future__ import annotations
@@ -66,10 +67,20 @@ class GNN(torch.nn.Module):
         return self.encoder(x) if self.encoder is not None else x
 
     def layer(self, index: int, x_src: torch.Tensor, block: Block, x_dst: torch.Tensor | None = None) -> torch.Tensor:
-        """Layer ``index`` on ``block``. ``x_dst`` are the destinations' rows of ``x_src`` when the
-        caller holds them as a tensor of their own (a bin's previous output): gradients then flow
-        to it directly instead of through a slice of the whole table."""
-        out = self.convs[index](x_src, block.dst(x_src) if x_dst is None else x_dst, block)
+        """Layer ``index`` on ``block``: :meth:`conv`, then :meth:`activate`."""
+        return self.activate(index, self.conv(index, x_src, block, x_dst))
+
+    def conv(self, index: int, x_src: torch.Tensor, block: Block, x_dst: torch.Tensor | None = None) -> torch.Tensor:
+        """Layer ``index``'s message passing on ``block``, before activation. ``x_dst`` are the
+        destinations' rows of ``x_src`` when the caller holds them as a tensor of their own (a bin's
+        previous output): gradients then flow to it directly instead of through a slice of the
+        whole table. Row-wise per destination: computing the destinations in chunks gives the
+        same rows."""
+        return self.convs[index](x_src, block.dst(x_src) if x_dst is None else x_dst, block)
+
+    def activate(self, index: int, out: torch.Tensor) -> torch.Tensor:
+        """Layer ``index``'s activation and dropout (none after the last layer), on its whole output
+        so that one dropout mask is drawn per layer."""
         if index < self.num_layers - 1 and self.kind != "commnet":  # CommNet's step has its own tanh
             out = torch.nn.functional.elu(out) if self.kind == "gat" else torch.relu(out)
         if index < self.num_layers - 1 and self.dropout > 0:

@@ -31,6 +31,7 @@ from commgraph.runtime.exchange import match_ordering
 from commgraph.runtime.features import FeatureStore
 from commgraph.topology import Topology
 from commgraph.train import schedule
+from commgraph.train.streamed import InputTable, gathered
 
 EXCHANGES = ("pipelined", "barrier", "replicate")
 
@@ -64,42 +65,29 @@ def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num
 
 class _Tables:
     """A part's input table (owned features, optionally reordered, then the halo's), with the halo
-    rows fetched once up front through the job's plan, layer-wise. Owned features kept in host
-    memory (``--features host``, see :class:`~commgraph.runtime.features.FeatureStore`) are read
-    by the device at every use of ``x``; otherwise ``x`` is built once."""
+    rows fetched once up front through the job's plan, layer-wise, and layer 0 on it. Owned
+    features kept in host memory (``--features host``, see
+    :class:`~commgraph.runtime.features.FeatureStore`) are never gathered whole onto the device:
+    layer 0 streams them chunk by chunk (:class:`~commgraph.train.streamed.InputTable`);
+    otherwise the table is built once."""
 
     def __init__(self, part: Part, comm: Communicator, wiring: Wiring, device, order: np.ndarray | None = None,
                  features: str = "auto"):
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
         store = FeatureStore.create(part.features, device, features)
         self.note = store.describe()
-        host = store.placement == "host"
-        self.store = store if host else None  # a table on the device lives on in x alone
-        self.rows = torch.arange(self.num_owned, device=device)  # the owned rows of x, in x's order
-        x = gathered(store, self.rows) if host else store.table
-        self.exchange = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned),
-                                           np.asarray(part.halo))
-        self.x_halo = gather_halo(layerwise(comm, self.exchange, device, wiring.ordering), x, layer=0)
+        sent = np.unique(np.asarray(part.send_index))  # the rows the halo fetch reads, from the store
+        first = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned)[sent],
+                                   np.asarray(part.halo))
+        x_halo = gather_halo(layerwise(comm, first, device, wiring.ordering),
+                             gathered(store, torch.from_numpy(sent).to(device)), layer=0)
         degree = np.asarray(part.degree, dtype=np.float32)
+        rows = torch.arange(self.num_owned, device=device)  # the store row of each owned row, in table order
         if order is not None:  # owned rows in the executor's order; halo rows as the part has them
-            self.rows = torch.from_numpy(order).to(device)
+            rows = torch.from_numpy(order).to(device)
             degree = np.concatenate([degree[order], degree[self.num_owned :]])
-        self._x = None if host else torch.cat([x if order is None else x.index_select(0, self.rows), self.x_halo])
         self.degree = torch.from_numpy(degree).to(device)
-
-    @property
-    def x(self) -> torch.Tensor:
-        if self.store is None:
-            return self._x
-        owned = gathered(self.store, self.rows)
-        return owned if self.num_halo == 0 else torch.cat([owned, self.x_halo])
-
-
-def gathered(store: FeatureStore, rows: torch.Tensor) -> torch.Tensor:
-    """Rows ``rows`` of a feature store, on ``rows``' device (a gather needs at least one row)."""
-    if rows.numel() == 0:
-        return torch.empty((0, store.width), device=rows.device)
-    return store.gather(rows)
+        self.input = InputTable(store, rows, x_halo)
 
 
 class BarrierExecutor:
@@ -113,16 +101,15 @@ class BarrierExecutor:
         self.feature_note = self.tables.note
         self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
                                part.num_owned + part.num_halo, self.tables.degree, device)
-        self.runner = layerwise(comm, self.tables.exchange, device, wiring.ordering)
+        exchange = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned),
+                                      np.asarray(part.halo))
+        self.runner = layerwise(comm, exchange, device, wiring.ordering)
 
     def forward(self, model: GNN) -> torch.Tensor:
-        table, h = model.encode(self.tables.x), None
-        for index in range(model.num_layers):
+        h = self.tables.input.first_layer(model)(self.block)
+        for index in range(1, model.num_layers):
+            table = h if self.runner.exchange.idle else torch.cat([h, halo_exchange(h, self.runner, index)])
             h = model.layer(index, table, self.block, x_dst=h)
-            if index < model.num_layers - 1 and self.runner.exchange.idle:  # no halo: the table is h itself
-                table = h
-            elif index < model.num_layers - 1:
-                table = torch.cat([h, halo_exchange(h, self.runner, index + 1)])
         return model.decode(h)
 
 
@@ -146,14 +133,14 @@ class ReplicateExecutor:
         self.blocks = [row_block(local_indptr, local_indices, 0, sizes[layers - 1 - index],
                                  sizes[layers - index], degree, device) for index in range(layers)]
         self.num_owned = part.num_owned
-        self.store = FeatureStore.create(pset.rows("features", nodes), device, features)
-        self.feature_note = self.store.describe()
-        self.rows = torch.arange(nodes.shape[0], device=device)
+        store = FeatureStore.create(pset.rows("features", nodes), device, features)
+        self.feature_note = store.describe()
+        self.input = InputTable(store, torch.arange(nodes.shape[0], device=device))
         comm.count_as("features")
 
     def forward(self, model: GNN) -> torch.Tensor:
-        h = model.encode(gathered(self.store, self.rows) if self.store.placement == "host" else self.store.table)
-        for index, block in enumerate(self.blocks):
+        h = self.input.first_layer(model)(self.blocks[0])
+        for index, block in enumerate(self.blocks[1:], start=1):
             h = model.layer(index, h, block)
         return model.decode(h[: self.num_owned])
 
@@ -201,7 +188,7 @@ class PipelinedExecutor:
         return split_by_bins(plan, RowBins.concat(everyone))
 
     def forward(self, model: GNN) -> torch.Tensor:
-        table = model.encode(self.tables.x)
+        first, table = self.tables.input.first_layer(model), None
         incoming = None  # layer 0's halo is the input features, already local
         streams, previous = [], [None] * len(self.blocks)
         n_owned = self.tables.num_owned
@@ -219,7 +206,8 @@ class PipelinedExecutor:
                     incoming.wait_for(self.needs[pending[0]])
                     continue
                 pending.remove(b)
-                out = model.layer(index, table, self.blocks[b], x_dst=previous[b])
+                out = first(self.blocks[b]) if index == 0 else model.layer(index, table, self.blocks[b],
+                                                                           x_dst=previous[b])
                 if not last:
                     following.bin_done(b, out)  # this bin's boundary rows leave now
                     if out.requires_grad:
