@@ -278,11 +278,11 @@ def partition_dir(tmp_path_factory):
 
 
 def _train(partition_dir: Path, out: Path, monkeypatch, device: str, modes: tuple[str, ...],
-           workers: int = 2) -> dict:
+           workers: int = 2, exchanges: tuple[str, ...] = ("pipelined", "barrier", "replicate"), **options) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     runs = {f"{exchange}-{mode}": {"model": "sage", "epochs": 5, "hidden": 8, "dropout": 0.0, "seed": 3,
-                                   "exchange": exchange, "features": mode}
-            for exchange in ("pipelined", "barrier", "replicate") for mode in modes}
+                                   "exchange": exchange, "features": mode, **options}
+            for exchange in exchanges for mode in modes}
     spec = out / "spec.json"
     spec.write_text(json.dumps({"partdir": str(partition_dir), "out": str(out), "runs": runs, "device": device}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
@@ -351,6 +351,16 @@ def test_training_on_the_gpu_gives_the_same_losses_with_host_features(tmp_path, 
     for exchange in ("pipelined", "barrier", "replicate"):
         np.testing.assert_allclose(results[f"{exchange}-host"]["loss"], results[f"{exchange}-gpu"]["loss"],
                                    rtol=1e-6, atol=1e-7, err_msg=exchange)
+
+
+@needs_gpu
+@needs_triton
+@pytest.mark.timeout(300)
+def test_mini_batches_on_the_gpu_give_the_same_losses_with_host_features(tmp_path, monkeypatch):
+    results = _train(_partition_set(tmp_path, 1), tmp_path / "runs", monkeypatch, "cuda", ("gpu", "host"), workers=1,
+                     exchanges=("pipelined",), sampler="neighbor", fanout="5,5", batch_size=64)
+    np.testing.assert_allclose(results["pipelined-host"]["loss"], results["pipelined-gpu"]["loss"], rtol=1e-6,
+                               atol=1e-7)
 
 
 @needs_triton

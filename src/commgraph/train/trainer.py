@@ -125,7 +125,7 @@ class Trainer:
         self.sync = GradientSync(list(self.model.parameters()), comm, self.allreduce.schedule,
                                  devices=self.devices if self.allreduce.schedule is not None else None)
         self.executor = self._executor()
-        self._say(self.executor.feature_note)
+        self._say(("evaluation " if config.sampler else "") + self.executor.feature_note)
         torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
         self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config)
         self.widths = {"in": int(part.features.shape[1]), "out": classes}
@@ -136,6 +136,8 @@ class Trainer:
         self.masks = {name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
                       for name in SPLITS}
         self.sampled = SampledEpochs(self) if config.sampler else None
+        if self.sampled is not None:  # the batches' own store; the executor's table serves evaluation
+            self._say(f"mini-batch {self.sampled.fetch.feature_note}")
         self.start_epoch, self.best = 1, None
         if config.resume:
             self._resume()
