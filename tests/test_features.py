@@ -278,14 +278,17 @@ def partition_dir(tmp_path_factory):
 
 
 def _train(partition_dir: Path, out: Path, monkeypatch, device: str, modes: tuple[str, ...],
-           workers: int = 2, model: str = "sage", dropout: float = 0.0, **spec_options) -> dict:
+           workers: int = 2, exchanges: tuple[str, ...] = ("pipelined", "barrier", "replicate"),
+           spec_options: dict | None = None, **options) -> dict:
+    """Runs ``{exchange}-{mode}`` for every exchange and --features mode (``options`` override the run's
+    defaults) in one local job of ``workers``; ``spec_options`` go to the driver's spec."""
     out.mkdir(parents=True, exist_ok=True)
-    runs = {f"{exchange}-{mode}": {"model": model, "epochs": 5, "hidden": 8, "dropout": dropout, "seed": 3,
-                                   "exchange": exchange, "features": mode}
-            for exchange in ("pipelined", "barrier", "replicate") for mode in modes}
+    runs = {f"{exchange}-{mode}": {"model": "sage", "epochs": 5, "hidden": 8, "dropout": 0.0, "seed": 3,
+                                   "exchange": exchange, "features": mode, **options}
+            for exchange in exchanges for mode in modes}
     spec = out / "spec.json"
     spec.write_text(json.dumps({"partdir": str(partition_dir), "out": str(out), "runs": runs, "device": device,
-                                **spec_options}))
+                                **(spec_options or {})}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
@@ -307,7 +310,7 @@ def test_layer_zero_streamed_from_host_features_trains_like_the_whole_table(part
     """``--features host`` as on a GPU (layer 0 streamed in chunks of about 40 rows, recomputed in
     backward) against the table gathered whole, 2 workers, every exchange, GCN with dropout."""
     results = _train(partition_dir, tmp_path, monkeypatch, "cpu", ("gpu", "host"), model="gcn", dropout=0.5,
-                     stream_chunk_bytes=4 * 40 * 40)
+                     spec_options={"stream_chunk_bytes": 4 * 40 * 40})
     for exchange in ("pipelined", "barrier", "replicate"):
         for key, value in results[f"{exchange}-gpu"].items():
             np.testing.assert_allclose(results[f"{exchange}-host"][key], value, rtol=1e-4, atol=1e-6,
@@ -364,6 +367,16 @@ def test_training_on_the_gpu_gives_the_same_losses_with_host_features(tmp_path, 
     for exchange in ("pipelined", "barrier", "replicate"):
         np.testing.assert_allclose(results[f"{exchange}-host"]["loss"], results[f"{exchange}-gpu"]["loss"],
                                    rtol=1e-6, atol=1e-7, err_msg=exchange)
+
+
+@needs_gpu
+@needs_triton
+@pytest.mark.timeout(300)
+def test_mini_batches_on_the_gpu_give_the_same_losses_with_host_features(tmp_path, monkeypatch):
+    results = _train(_partition_set(tmp_path, 1), tmp_path / "runs", monkeypatch, "cuda", ("gpu", "host"), workers=1,
+                     exchanges=("pipelined",), sampler="neighbor", fanout="5,5", batch_size=64)
+    np.testing.assert_allclose(results["pipelined-host"]["loss"], results["pipelined-gpu"]["loss"], rtol=1e-6,
+                               atol=1e-7)
 
 
 @needs_triton

@@ -35,9 +35,10 @@ def sets(tmp_path_factory):
     return made
 
 
-def _train(partdir: Path, workers: int, out: Path, *options: str, timeout: float = 240) -> tuple[list[dict], str]:
+def _train(partdir: Path, workers: int, out: Path, *options: str, timeout: float = 240,
+           quiet: bool = True) -> tuple[list[dict], str]:
     job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
-                          "--metrics-out", str(out), "--quiet", "--timeout", "60", *options],
+                          "--metrics-out", str(out), *(["--quiet"] if quiet else []), "--timeout", "60", *options],
                          capture_output=True, text=True, timeout=timeout)
     assert job.returncode == 0, job.stderr
     return [json.loads(line) for line in out.read_text().splitlines()], job.stderr
@@ -107,6 +108,22 @@ def test_resume_continues_to_the_same_losses(sets, tmp_path):
                         checkpoints, "--resume")
     assert [r["loss"] for r in resumed] == [r["loss"] for r in whole]  # batches, dropout and Adam restored
     assert [r["feature_bytes"] for r in resumed] == [r["feature_bytes"] for r in whole]
+
+
+@pytest.mark.timeout(300)
+def test_batches_are_read_from_the_feature_store_whichever_features_value(sets, tmp_path):
+    """``--features`` places the feature store that batches and evaluation share; on a CPU device
+    every value is ``index_select`` on the table, so losses and bytes are identical, and rank 0 says
+    once where the features are."""
+    common = ("--sampler", "neighbor", "--fanout", "5,5", "--batch-size", "64", "--epochs", "2", "--seed", "4")
+    host, said = _train(sets["g3"], 2, tmp_path / "host.jsonl", *common, "--features", "host", quiet=False)
+    gpu, _ = _train(sets["g3"], 2, tmp_path / "gpu.jsonl", *common, "--features", "gpu")
+    for key in ("loss", "test_acc", "feature_bytes", "structure_bytes", "steps"):
+        assert [r[key] for r in host] == [r[key] for r in gpu], key
+    assert all(r["feature_bytes"] > 0 for r in host)
+    lines = [line for line in said.splitlines() if "features: " in line]
+    assert len(lines) == 1 and lines[0].startswith("commgraph: features: "), said
+    assert "the device is the CPU (--features host asked)" in lines[0]
 
 
 def test_a_sampled_checkpoint_is_not_resumed_as_full_graph_training(tmp_path):

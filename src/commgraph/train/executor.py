@@ -64,18 +64,16 @@ def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num
 
 
 class _Tables:
-    """A part's input table (owned features, optionally reordered, then the halo's), with the halo
-    rows fetched once up front through the job's plan, layer-wise, and layer 0 on it. Owned
-    features kept in host memory (``--features host``, see
+    """A part's input table (owned features from ``store``, optionally reordered, then the halo's),
+    with the halo rows fetched once up front through the job's plan, layer-wise, and layer 0 on it.
+    Owned features kept in host memory (``--features host``, see
     :class:`~commgraph.runtime.features.FeatureStore`) are never gathered whole onto the device:
-    layer 0 streams them chunk by chunk (:class:`~commgraph.train.streamed.InputTable`);
-    otherwise the table is built once."""
+    layer 0 streams them chunk by chunk (:class:`~commgraph.train.streamed.InputTable`; ``streamed``
+    forces either way); otherwise the table is built once."""
 
-    def __init__(self, part: Part, comm: Communicator, wiring: Wiring, device, order: np.ndarray | None = None,
-                 features: str = "auto"):
+    def __init__(self, part: Part, comm: Communicator, wiring: Wiring, device, store: FeatureStore,
+                 order: np.ndarray | None = None, streamed: bool | None = None):
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
-        store = FeatureStore.create(part.features, device, features)
-        self.note = store.describe()
         sent = np.unique(np.asarray(part.send_index))  # the rows the halo fetch reads, from the store
         first = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned)[sent],
                                    np.asarray(part.halo))
@@ -87,7 +85,7 @@ class _Tables:
             rows = torch.from_numpy(order).to(device)
             degree = np.concatenate([degree[order], degree[self.num_owned :]])
         self.degree = torch.from_numpy(degree).to(device)
-        self.input = InputTable(store, rows, x_halo)
+        self.input = InputTable(store, rows, x_halo, streamed)
 
 
 class BarrierExecutor:
@@ -96,9 +94,10 @@ class BarrierExecutor:
     name = "barrier"
 
     def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring,
-                 features: str = "auto"):
-        self.tables = _Tables(part, comm, wiring, device, features=features)
-        self.feature_note = self.tables.note
+                 store: FeatureStore | None = None, streamed: bool | None = None):
+        store = store or FeatureStore.create(part.features, device)
+        self.tables = _Tables(part, comm, wiring, device, store, streamed=streamed)
+        self.feature_note = store.describe()
         self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
                                part.num_owned + part.num_halo, self.tables.degree, device)
         exchange = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned),
@@ -121,7 +120,7 @@ class ReplicateExecutor:
     name = "replicate"
 
     def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, layers: int,
-                 features: str = "auto"):
+                 features: str = "auto", streamed: bool | None = None):
         self.comm = comm
         indptr, indices = pset.in_edges()
         nodes, sizes = schedule.hop_sets(indptr, indices, np.asarray(part.owned), layers)
@@ -135,7 +134,7 @@ class ReplicateExecutor:
         self.num_owned = part.num_owned
         store = FeatureStore.create(pset.rows("features", nodes), device, features)
         self.feature_note = store.describe()
-        self.input = InputTable(store, torch.arange(nodes.shape[0], device=device))
+        self.input = InputTable(store, torch.arange(nodes.shape[0], device=device), streamed=streamed)
         comm.count_as("features")
 
     def forward(self, model: GNN) -> torch.Tensor:
@@ -158,12 +157,13 @@ class PipelinedExecutor:
     name = "pipelined"
 
     def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring, bin_size: int,
-                 features: str = "auto"):
+                 store: FeatureStore | None = None, streamed: bool | None = None):
+        store = store or FeatureStore.create(part.features, device)
         n_owned = part.num_owned
         order, boundary = schedule.priority_order(np.asarray(part.indptr), np.asarray(part.indices), n_owned,
                                                   np.asarray(part.send_index))
-        self.tables = _Tables(part, comm, wiring, device, order, features)
-        self.feature_note = self.tables.note
+        self.tables = _Tables(part, comm, wiring, device, store, order, streamed)
+        self.feature_note = store.describe()
         indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
         self.edges = schedule.bins(boundary, n_owned, bin_size)
         table_rows = n_owned + part.num_halo

@@ -41,6 +41,7 @@ from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIES
 from commgraph.sample.dgs import EPSILON, FEATURE_RATE, DGSMasks
 from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
+from commgraph.train.streamed import gathered
 
 if TYPE_CHECKING:
     from commgraph.train.trainer import Trainer
@@ -63,7 +64,7 @@ class SampledEpoch:
 class Fetched:
     """A batch's input table, and what the step learnt from the others."""
 
-    x: torch.Tensor  # one row per input node; remote rows zero outside the fetched columns
+    x: torch.Tensor  # one row per input node, on the worker's device; remote rows zero outside the fetched columns
     global_seeds: int  # the step's seeds on every worker
     announced_bytes: int  # column lists this worker sent
 
@@ -86,22 +87,31 @@ def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
 
 
 class FeatureFetch:
-    """A batch's input rows: the worker's own from its features, remote ones from their owners
+    """A batch's input rows: the worker's own from its feature store, remote ones from their owners
     through the runtime's executor (see the module's docstring). Called by every worker at every
-    step, in step: it is a collective."""
+    step, in step: it is a collective.
+
+    The worker's features are the trainer's :class:`~commgraph.runtime.features.FeatureStore`,
+    placed as ``--features`` says: on a GPU, in GPU memory or in pinned host memory that GPU
+    threads read directly (PyTorch-Direct), so only a batch's rows reach the device, and both the
+    rows it serves to other workers and its own input table are gathered there."""
 
     def __init__(self, trainer: Trainer, graph: SamplingGraph):
         part, world = trainer.part, trainer.world
-        self.comm, self.world, self.graph = trainer.comm, world, graph
+        self.comm, self.world, self.graph, self.device = trainer.comm, world, graph, world.device
         self.topology, self.devices = trainer.topology, trainer.devices
         self.ordering = match_ordering(trainer.config.ordering, world.backend)
         self.owned = np.asarray(part.owned)
-        self.features = torch.from_numpy(np.array(part.features, dtype=np.float32))
+        self.store = trainer.features
         self.columns: list[np.ndarray | None] = [None] * world.size  # each worker's last announced columns
         self.alltoall = MatchingAllToAll(self.comm)
 
+    def _index(self, positions: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(positions, dtype=np.int64)).to(self.device)
+
     def local_rows(self, ids: np.ndarray) -> torch.Tensor:
-        return self.features.index_select(0, torch.from_numpy(np.searchsorted(self.owned, ids)))
+        """The rows of owned nodes ``ids`` (global ids), on the device."""
+        return gathered(self.store, self._index(np.searchsorted(self.owned, ids)))
 
     def __call__(self, batch: SampledBatch | None) -> Fetched:
         num_seeds = 0 if batch is None else int(batch.seeds.shape[0])
@@ -124,29 +134,29 @@ class FeatureFetch:
         requested = torch.empty(int(counts[:, rank].sum()), dtype=torch.int64)
         self.alltoall(requested, torch.from_numpy(wanted), counts, label="requests")
         halo = self._rows(requested.numpy(), counts, wanted)
-        x = torch.zeros((inputs.shape[0], self.features.shape[1]))
-        local = np.flatnonzero(~remote)
-        x[torch.from_numpy(local)] = self.local_rows(inputs[local])
-        mine = self.columns[rank]
+        x = torch.zeros((inputs.shape[0], self.store.width), device=self.device)
+        x[self._index(np.flatnonzero(~remote))] = self.local_rows(inputs[~remote])
+        rows, mine = self._index(at), self.columns[rank]
         if mine is None or halo.shape[1] == x.shape[1]:
-            x[torch.from_numpy(at)] = halo
+            x[rows] = halo
         else:
-            x[torch.from_numpy(at).unsqueeze(1), torch.from_numpy(mine).unsqueeze(0)] = halo
+            x[rows.unsqueeze(1), self._index(mine).unsqueeze(0)] = halo
         return Fetched(x, sum(m[1] for m in meta), 0 if announce is None else 8 * announce.shape[0] * (size - 1))
 
     def _rows(self, requested: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> torch.Tensor:
         """Serve ``requested`` (what each reader asked of this worker, reader after reader) and
-        receive ``wanted`` (this worker's remote inputs, by owner) through one fetch plan."""
+        receive ``wanted`` (this worker's remote inputs, by owner) through one fetch plan; the rows
+        arrive on the device."""
         rank, size = self.world.rank, self.world.size
         asked = np.split(requested, np.cumsum(counts[:, rank])[:-1])
         mine = np.split(wanted, np.cumsum(counts[rank])[:-1])
         pairs = {**{(rank, r): asked[r] for r in range(size)}, **{(q, rank): mine[q] for q in range(size)}}
-        plan = plan_fetch(pairs, self.devices, self.topology, 4 * self.features.shape[1])
+        plan = plan_fetch(pairs, self.devices, self.topology, 4 * self.store.width)
         served = np.unique(requested)
         exchange = Exchange.from_plan(plan, rank, self.devices, served, wanted)
         columns = [None if c is None else torch.from_numpy(np.asarray(c, dtype=np.int64)) for c in self.columns]
-        runner = layerwise(self.comm, exchange, self.world.device, self.ordering)
-        return gather_halo(runner, self.local_rows(served).to(self.world.device), layer=0, columns=columns).cpu()
+        runner = layerwise(self.comm, exchange, self.device, self.ordering)
+        return gather_halo(runner, self.local_rows(served), layer=0, columns=columns)
 
 
 class SampledEpochs:
@@ -176,7 +186,7 @@ class SampledEpochs:
         fetched once here (``explain_bytes``)."""
         whole = NeighborSampler(self.graph, [-1] * self.config.layers).sample(self.graph.local_nodes(),
                                                                                np.random.default_rng(0))
-        table = self.fetch(whole).x.numpy()
+        table = self.fetch(whole).x.cpu().numpy()
         self.explain_bytes = 4 * int(whole.remote_input.sum()) * table.shape[1]
         ids = whole.input_nodes
         sorter = np.argsort(ids)
@@ -227,8 +237,7 @@ class SampledEpochs:
         totals["announced"] += fetched.announced_bytes
         if batch is not None:
             totals["sync"] += batch.sync_bytes
-            x = fetched.x.to(self.device)
-            logits = forward_blocks(model, x, batch.blocks(self.graph, self.device))
+            logits = forward_blocks(model, fetched.x, batch.blocks(self.graph, self.device))
             labels = self.labels[torch.from_numpy(np.searchsorted(self.owned, batch.seeds))].to(self.device)
             summed = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
             loss = summed / fetched.global_seeds

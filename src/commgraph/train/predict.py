@@ -86,7 +86,7 @@ def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | 
     comm = Communicator(world)
     topology = job_topology("detect", world.size, world.device.type)
     wiring, _ = job_wiring(pset, world, topology, row_bytes=4 * model.widths[1])
-    executor = BarrierExecutor(part, pset, comm, world.device, wiring)
+    executor = BarrierExecutor(part, pset, comm, world.device, wiring, streamed=True)  # one forward pass
     model.to(world.device)
     with torch.no_grad():
         predicted = executor.forward(model).argmax(dim=1).cpu().numpy()

@@ -52,19 +52,22 @@ class _Chunk:
 
 class InputTable:
     """Layer 0's input table: its first ``rows.numel()`` rows are store rows ``rows``, the rest are
-    ``extra``'s (a worker's halo rows, on the device). A store on the device (or a CPU device) is
-    gathered into one table, once; a store in host memory is streamed, chunk by chunk.
+    ``extra``'s (a worker's halo rows, on the device). The table is either gathered once, whole,
+    or streamed chunk by chunk at every use.
 
     Args:
         store: the feature table.
         rows: ``[num_stored]`` int64 on the device: the store row of each leading table row.
         extra: ``[num_extra, width]`` rows after them, or ``None`` when there are none.
+        streamed: stream the table; by default exactly when the store is in host memory. A table
+            used only for evaluation is streamed from any store, so it is never a second copy.
     """
 
-    def __init__(self, store: FeatureStore, rows: torch.Tensor, extra: torch.Tensor | None = None):
+    def __init__(self, store: FeatureStore, rows: torch.Tensor, extra: torch.Tensor | None = None,
+                 streamed: bool | None = None):
         self.store, self.rows = store, rows
         self.extra = extra if extra is not None else torch.empty((0, store.width), device=rows.device)
-        self.streamed = store.placement == "host"
+        self.streamed = store.placement == "host" if streamed is None else streamed
         self.x = None if self.streamed else torch.cat([gathered(store, rows), self.extra])
 
     def first_layer(self, model: GNN):

@@ -27,6 +27,7 @@ from commgraph.nn import GNN
 from commgraph.partition import load_partition_set
 from commgraph.plan.choose import AllReduceChoice, choose_job_allreduce, job_topology, parse_placement
 from commgraph.runtime import Communicator, GradientSync, World, keep_freed_memory
+from commgraph.runtime.features import FeatureStore
 from commgraph.topology import Topology, join_hosts
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
@@ -124,6 +125,7 @@ class Trainer:
         self.allreduce = self._allreduce()
         self.sync = GradientSync(list(self.model.parameters()), comm, self.allreduce.schedule,
                                  devices=self.devices if self.allreduce.schedule is not None else None)
+        self.features = self._features()
         self.executor = self._executor()
         self._say(self.executor.feature_note)
         torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
@@ -136,6 +138,8 @@ class Trainer:
         self.masks = {name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
                       for name in SPLITS}
         self.sampled = SampledEpochs(self) if config.sampler else None
+        if self.sampled is not None and config.exchange == "replicate":  # evaluation has a table of its own
+            self._say(f"mini-batch {self.features.describe()}")
         self.start_epoch, self.best = 1, None
         if config.resume:
             self._resume()
@@ -196,18 +200,29 @@ class Trainer:
         if self.world.is_leader and self.config.progress:
             print(f"commgraph: {line}", file=sys.stderr)
 
+    def _features(self) -> FeatureStore | None:
+        """The part's features, placed as ``--features`` says: read by the full-graph executor (not
+        ``replicate``, which holds a table of its own) and by the mini-batch trainer's fetches."""
+        if self.config.exchange == "replicate" and not self.config.sampler:
+            return None
+        return FeatureStore.create(self.part.features, self.world.device, self.config.features)
+
     def _executor(self):
+        """The full-graph executor: training's, or evaluation's in sampled training, where its
+        input table is streamed from the store (never a second copy of it)."""
         config, world, part = self.config, self.world, self.part
+        streamed = True if config.sampler else None
         if config.exchange == "replicate":
-            return ReplicateExecutor(part, self.pset, self.comm, world.device, config.layers, config.features)
+            return ReplicateExecutor(part, self.pset, self.comm, world.device, config.layers, config.features,
+                                     streamed)
         if config.exchange == "barrier":
-            return BarrierExecutor(part, self.pset, self.comm, world.device, self.wiring, config.features)
+            return BarrierExecutor(part, self.pset, self.comm, world.device, self.wiring, self.features, streamed)
         bin_size = config.bin_size
         if bin_size is None:
             bin_size = bin_size_for_memory(_available_memory(world.device), self.model.widths,
                                            len(part.indices) / max(part.num_owned, 1))
-        return PipelinedExecutor(part, self.pset, self.comm, world.device, self.wiring, bin_size,
-                                 config.features)
+        return PipelinedExecutor(part, self.pset, self.comm, world.device, self.wiring, bin_size, self.features,
+                                 streamed)
 
     def _resume(self) -> None:
         state = checkpoint.load(Path(self.config.checkpoint_dir), self.identity)
