@@ -11,6 +11,11 @@ All three compute exactly the single-graph model. The exchanges follow the job's
 decides which bin is computed when and tells the runtime when a bin is done or a gradient is
 complete. In every backward pass the gradients of halo rows go back to their owners, which add
 them up: layer-wise through the halo op (barrier), bin by bin through tensor hooks (pipelined).
+
+Input features come from a :class:`~commgraph.runtime.features.FeatureStore` (``store``: the part's,
+placed by ``auto`` unless given; ``replicate`` places its own, of its hop sets). Layer 0 reads them
+through :class:`~commgraph.train.streamed.InputTable`: a table gathered once, or streamed chunk by
+chunk from host memory (``streamed``: by default exactly when the store is there).
 """
 
 from __future__ import annotations
