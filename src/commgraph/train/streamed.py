@@ -65,10 +65,10 @@ class InputTable:
 
     def __init__(self, store: FeatureStore, rows: torch.Tensor, extra: torch.Tensor | None = None,
                  streamed: bool | None = None):
-        self.store, self.rows = store, rows
-        self.extra = extra if extra is not None else torch.empty((0, store.width), device=rows.device)
         self.streamed = store.placement == "host" if streamed is None else streamed
-        self.x = None if self.streamed else torch.cat([gathered(store, rows), self.extra])
+        extra = extra if extra is not None else torch.empty((0, store.width), device=rows.device)
+        self.x = None if self.streamed else torch.cat([gathered(store, rows), extra])
+        self.store, self.rows, self.extra = (store, rows, extra) if self.streamed else (None, None, None)
 
     def first_layer(self, model: GNN):
         """Layer 0 of ``model`` (activated) as a function of a block of this table, for one forward

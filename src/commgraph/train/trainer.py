@@ -125,8 +125,9 @@ class Trainer:
         self.allreduce = self._allreduce()
         self.sync = GradientSync(list(self.model.parameters()), comm, self.allreduce.schedule,
                                  devices=self.devices if self.allreduce.schedule is not None else None)
-        self.features = self._features()
-        self.executor = self._executor()
+        store = self._features()
+        self.executor = self._executor(store)
+        self.features = store if config.sampler else None  # a full-graph executor holds what it needs
         self._say(self.executor.feature_note)
         torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
         self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config)
@@ -207,21 +208,21 @@ class Trainer:
             return None
         return FeatureStore.create(self.part.features, self.world.device, self.config.features)
 
-    def _executor(self):
-        """The full-graph executor: training's, or evaluation's in sampled training, where its
-        input table is streamed from the store (never a second copy of it)."""
+    def _executor(self, store: FeatureStore | None):
+        """The full-graph executor on ``store``: training's, or evaluation's in sampled training,
+        where its input table is streamed from the store (never a second copy of it)."""
         config, world, part = self.config, self.world, self.part
         streamed = True if config.sampler else None
         if config.exchange == "replicate":
             return ReplicateExecutor(part, self.pset, self.comm, world.device, config.layers, config.features,
                                      streamed)
         if config.exchange == "barrier":
-            return BarrierExecutor(part, self.pset, self.comm, world.device, self.wiring, self.features, streamed)
+            return BarrierExecutor(part, self.pset, self.comm, world.device, self.wiring, store, streamed)
         bin_size = config.bin_size
         if bin_size is None:
             bin_size = bin_size_for_memory(_available_memory(world.device), self.model.widths,
                                            len(part.indices) / max(part.num_owned, 1))
-        return PipelinedExecutor(part, self.pset, self.comm, world.device, self.wiring, bin_size, self.features,
+        return PipelinedExecutor(part, self.pset, self.comm, world.device, self.wiring, bin_size, store,
                                  streamed)
 
     def _resume(self) -> None:
