@@ -7,8 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ from commgraph.graph import load_graph
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
 from commgraph.plan.features import HEADROOM, place_features
 from commgraph.runtime import features as store_module
-from commgraph.runtime import gather_kernel, launch_local
+from commgraph.runtime import gather_kernel, launch_local, table_memory
 from commgraph.runtime.features import FeatureStore, host_table
 
 TESTS = Path(__file__).parent
@@ -127,14 +125,6 @@ def test_a_truncated_file_is_refused(tmp_path):
         host_table(mapped)
 
 
-def _peak_added(path: Path, how: str) -> dict:
-    done = subprocess.run([sys.executable, str(TESTS / "features_rss_driver.py"), str(path), how],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="reads peak RSS from /proc")
 def test_loading_a_table_file_holds_it_once(tmp_path):
@@ -145,10 +135,17 @@ def test_loading_a_table_file_holds_it_once(tmp_path):
     np.save(tmp_path / "f32.npy", np.repeat(rows.astype(np.float32), 4, axis=0))  # 128 MB
     np.save(tmp_path / "f64.npy", np.repeat(rows, 4, axis=0))
     for name in ("f32", "f64"):
-        measured = _peak_added(tmp_path / f"{name}.npy", "host_table")
-        assert measured["peak_added"] <= 1.1 * measured["table_bytes"], (name, measured)
-    naive = _peak_added(tmp_path / "f32.npy", "naive")
-    assert naive["peak_added"] >= 1.8 * naive["table_bytes"], naive
+        measured = table_memory.measure(tmp_path / f"{name}.npy", "host_table", timeout=120)
+        assert measured.ratio <= 1.1, (name, measured)
+    naive = table_memory.measure(tmp_path / "f32.npy", "naive", timeout=120)
+    assert naive.ratio >= 1.8, naive
+
+
+def test_measuring_a_table_refuses_an_unknown_way_and_reports_a_failed_load(tmp_path):
+    with pytest.raises(FeatureError, match="no way 'mmap' to load a table; choose one of host_table, pin, naive"):
+        table_memory.measure(tmp_path / "f.npy", "mmap")
+    with pytest.raises(FeatureError, match=r"measuring host_table of .*missing\.npy failed: .*No such file"):
+        table_memory.measure(tmp_path / "missing.npy", "host_table", timeout=60)
 
 
 # -- the Triton kernel under the interpreter ---------------------------------------------------------
@@ -339,8 +336,8 @@ def test_zero_copy_gathers_equal_the_gpu_table(width):
 def test_pinning_a_table_file_holds_it_once(tmp_path):
     rows = np.random.default_rng(3).standard_normal((1 << 14, 1 << 10)).astype(np.float32)  # 64 MB
     np.save(tmp_path / "f.npy", np.repeat(rows, 16, axis=0))  # 1 GB
-    measured = _peak_added(tmp_path / "f.npy", "pin")
-    assert measured["peak_added"] <= 1.1 * measured["table_bytes"], measured
+    measured = table_memory.measure(tmp_path / "f.npy", "pin", timeout=300)
+    assert measured.ratio <= 1.1, measured
 
 
 @needs_gpu
