@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -365,3 +367,56 @@ def test_the_kernel_compiles_for_a_gpu_without_one():
         constants = {(i,): values[name] for i, name in enumerate(signature) if name in values}
         kernel = compile(ASTSource(gather_kernel._gather_rows, signature, constants), target=GPUTarget("cuda", 80, 32))
         assert "ld.global" in kernel.asm["ptx"] and kernel.asm["cubin"]
+
+
+# -- the benchmark's parts that need no GPU ----------------------------------------------------------
+
+BENCHMARK = TESTS.parent / "benchmarks" / "feature_gather.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("feature_gather", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where its dataclasses look themselves up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def test_the_benchmark_sizes_its_graphs_by_the_gpu(bench):
+    gpu = 85_520_809_984  # an 80 GB H100 as torch reports it
+    nodes = bench.table_nodes(gpu, 0.55, 1024)
+    assert (nodes - 1) * 4096 < 0.55 * gpu <= nodes * 4096 and nodes == 11_483_508
+    graph = load_graph(bench.rmat_spec(1000, 16, 10))
+    assert (graph.num_nodes, graph.num_features, graph.num_edges) == (1000, 16, 10_000)  # mean degree 10
+    assert graph.labels.max() == 7
+
+
+def test_the_benchmark_writes_its_table_a_chunk_at_a_time(bench, tmp_path):
+    bench.write_table(tmp_path / "t.npy", 4 * 16 * 37, 16, chunk_bytes=4 * 16 * 5)  # 37 rows, 5 a chunk
+    table = np.load(tmp_path / "t.npy")
+    assert table.dtype == np.float32 and table.shape == (37, 16)
+    np.testing.assert_array_equal(table, np.repeat(np.arange(37, dtype=np.float32)[:, None], 16, axis=1))
+
+
+def test_the_benchmark_writes_only_where_a_disk_has_room(bench, tmp_path):
+    with pytest.raises(SystemExit, match="GB free, this stage writes .* GB; free some or pass --scratch"):
+        bench.check_scratch(tmp_path / "scratch", 1 << 60)
+    if bench.filesystem(Path("/dev/shm")) == "tmpfs":
+        with pytest.raises(SystemExit, match="is on tmpfs .*pass --scratch on a disk"):
+            bench.check_scratch(Path("/dev/shm"), 1)
+
+
+@pytest.mark.timeout(120)
+def test_the_benchmark_without_a_gpu_says_so_in_one_line(tmp_path):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(sys.path), "COLUMNS": "200"}
+    run = [sys.executable, str(BENCHMARK)]
+    done = subprocess.run([*run, "--quick"], capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2, "", "feature_gather: needs a CUDA GPU and torch sees none; nothing measured\n")
+    done = subprocess.run([*run, "--run", "pin,bogus"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and "--run takes stages of prepare, big, train, sweep, pin; got 'pin,bogus'" \
+        in done.stderr
+    done = subprocess.run([*run, "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and "--run prepare" in done.stdout and "(default: 0.55)" in done.stdout
