@@ -63,12 +63,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from commgraph.errors import CommgraphError
 from commgraph.runtime import gather_kernel, table_memory
 from commgraph.runtime.features import FeatureStore
 
@@ -79,6 +81,10 @@ QUICK = {"table_gb": 1.0, "repeats": 3, "sizes": "256,2048,2052,8192", "pin_gb":
 WARM_UP_EPOCHS = 2
 SCRATCH = Path(os.environ.get("COMMGRAPH_CACHE", Path.home() / ".cache" / "commgraph")) / "feature-gather"
 BIG_SHARE = 0.55  # of GPU memory: "features take more than half of GPU memory"
+
+
+class StageFailed(Exception):
+    """A stage could not finish, for a reason the message gives; the run goes on with the next one."""
 
 
 # -- the gather sweep --------------------------------------------------------------------------------
@@ -104,7 +110,7 @@ def measure(row_bytes: int, table_bytes: int, gather_bytes: int, repeats: int, d
     zero_copy = FeatureStore.create(features, device, "host")
     staged = FeatureStore.create(features, device, "host", zero_copy=False)
     if zero_copy.method != "zero-copy":
-        raise SystemExit(f"feature_gather: no zero-copy store: {zero_copy.describe()}")
+        raise StageFailed(f"no zero-copy store: {zero_copy.describe()}")
     index = torch.randint(0, rows, (count,), device=device)
     index_cpu = index.cpu()
     out = torch.empty((count, width), device=device)
@@ -273,7 +279,8 @@ def prepare(graph: SizedGraph) -> float | None:
     check_scratch(graph.folder.parent, int(1.05 * graph.table_bytes))
     done = run_sampled(["partition", graph.spec, "--parts", "1", "--out", str(graph.folder), "--force", "--json"])
     if done.returncode != 0:
-        sys.exit(f"feature_gather: commgraph partition {graph.spec} failed: {done.stderr.strip()[-2000:]}")
+        raise StageFailed(f"commgraph partition {graph.spec} failed after {done.seconds:.0f} s, peak host RSS "
+                          f"{done.peak_rss / 1e9:.1f} GB: {tail(done.stderr)}")
     print(f"prepared {graph.spec} -> {graph.folder}: {done.seconds:.0f} s, peak host RSS "
           f"{done.peak_rss / 1e9:.1f} GB = {done.peak_rss / graph.table_bytes:.2f} x the "
           f"{graph.table_bytes / 1e9:.1f} GB table")
@@ -289,8 +296,6 @@ class TrainRun:
     run: Sampled
 
     def line(self, table_bytes: int) -> str:
-        if not self.steps:
-            return f"out of GPU memory ({self.placement})"
         return (f"step {np.median(self.steps) * 1e3:.1f} ms ({min(self.steps) * 1e3:.1f}-{max(self.steps) * 1e3:.1f}), "
                 f"run {self.run.seconds:.0f} s, peak host RSS {self.run.peak_rss / 1e9:.1f} GB "
                 f"= {self.run.peak_rss / table_bytes:.2f} x the table\n      {self.placement}")
@@ -306,16 +311,21 @@ def train(folder: Path, features: str, epochs: int) -> TrainRun:
         said = [line.removeprefix("commgraph: ") for line in done.stderr.splitlines()
                 if line.startswith("commgraph: features:")]
         placement = said[0] if said else "no features line printed"
-        if done.returncode != 0 and "out of memory" in done.stderr.lower():
-            return TrainRun([], placement, done)
         if done.returncode != 0:
-            sys.exit(f"feature_gather: training with --features {features} failed: {done.stderr.strip()[-2000:]}")
+            why = "out of GPU memory" if "out of memory" in done.stderr.lower() else f"exit {done.returncode}"
+            raise StageFailed(f"training {folder.name} with --features {features}: {why} after {done.seconds:.0f} s, "
+                              f"peak host RSS {done.peak_rss / 1e9:.1f} GB; {placement}; {tail(done.stderr)}")
         seconds = [json.loads(line)["epoch_seconds"] for line in metrics.read_text().splitlines()]
     return TrainRun(seconds[WARM_UP_EPOCHS:], placement, done)
 
 
 def per_million(run: TrainRun, nodes: int) -> float:
-    return float(np.median(run.steps)) * 1e3 / (nodes / 1e6) if run.steps else float("nan")
+    return float(np.median(run.steps)) * 1e3 / (nodes / 1e6)
+
+
+def tail(stderr: str, lines: int = 3) -> str:
+    """The last lines of a failed command's stderr, on one line."""
+    return " | ".join(line.strip() for line in stderr.strip().splitlines()[-lines:])
 
 
 def prepare_big(big: SizedGraph, gpu_bytes: int) -> None:
@@ -332,10 +342,14 @@ def big_stage(big: SizedGraph, gpu_bytes: int, epochs: int, keep: bool) -> float
     prepare_big(big, gpu_bytes)
     print(f"graph whose features take {big.table_bytes / gpu_bytes:.0%} of GPU memory "
           f"(target: more than half), {big.describe(gpu_bytes)}")
-    run = train(big.folder, "host", epochs)
+    try:
+        run = train(big.folder, "host", epochs)
+    finally:
+        if not keep:  # a failed run too: the later stages need the disk
+            shutil.rmtree(big.folder)
     print(f"  --features host: {run.line(big.table_bytes)}")
-    if not keep:
-        shutil.rmtree(big.folder)
+    print(f"full-graph GraphSAGE with --features host on a graph whose features take more than half of GPU "
+          f"memory: runs ({'met' if big.table_bytes > gpu_bytes / 2 else 'missed: the graph is not that large'})")
     return per_million(run, big.nodes)
 
 
@@ -343,31 +357,33 @@ def train_stage(small: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, big_
     """Both placements on the graph that fits, and the big graph's host step against the gpu one."""
     prepare(small)
     print(f"graph that fits, {small.describe(gpu_bytes)}")
-    runs = {features: train(small.folder, features, epochs) for features in ("gpu", "host")}
-    for features, run in runs.items():
-        print(f"  --features {features:<4}: {run.line(small.table_bytes)}")
-    if runs["gpu"].steps and runs["host"].steps:
-        ratio = np.median(runs["host"].steps) / np.median(runs["gpu"].steps)
-        print(f"  host / gpu step time on the graph that fits: {ratio:.2f}x")
+    runs = {}
+    try:
+        for features in ("gpu", "host"):
+            runs[features] = train(small.folder, features, epochs)
+            print(f"  --features {features:<4}: {runs[features].line(small.table_bytes)}")
+    finally:
+        if not keep:
+            shutil.rmtree(small.folder)
+    ratio = np.median(runs["host"].steps) / np.median(runs["gpu"].steps)
+    print(f"  host / gpu step time on the graph that fits: {ratio:.2f}x")
     if big_per_million is not None:
         gpu = per_million(runs["gpu"], small.nodes)
         print(f"step per million nodes: {big_per_million:.1f} ms with --features host on the big graph against "
               f"{gpu:.1f} ms with --features gpu on the graph that fits ({big_per_million / gpu:.2f}x)")
-    if not keep:
-        shutil.rmtree(small.folder)
 
 
 def check_scratch(folder: Path, needed: int) -> None:
-    """Stop with one line when ``folder`` cannot take ``needed`` bytes on a disk."""
+    """Refuse to write ``needed`` bytes to ``folder`` unless it is on a disk with that much room."""
     folder.mkdir(parents=True, exist_ok=True)
     kind = filesystem(folder)
     if kind in ("tmpfs", "ramfs"):
-        sys.exit(f"feature_gather: {folder} is on {kind} (memory), which would hold the table a further time; "
-                 f"pass --scratch on a disk")
+        raise StageFailed(f"{folder} is on {kind} (memory), which would hold the table a further "
+                          f"time; pass --scratch on a disk")
     free = shutil.disk_usage(folder).free
     if free < needed:
-        sys.exit(f"feature_gather: {folder} has {free / 1e9:.1f} GB free, this stage writes {needed / 1e9:.1f} GB; "
-                 f"free some or pass --scratch elsewhere")
+        raise StageFailed(f"{folder} has {free / 1e9:.1f} GB free, this stage writes "
+                          f"{needed / 1e9:.1f} GB; free some or pass --scratch elsewhere")
 
 
 def filesystem(path: Path) -> str:
@@ -440,25 +456,32 @@ def main(argv: list[str] | None = None) -> int:
     small = SizedGraph.sized(args.small_share, gpu_bytes, args.width, args.degree, args.scratch)
     big = SizedGraph.sized(args.big_share, gpu_bytes, args.width, args.degree, args.scratch)
     started = time.perf_counter()
-    big_per_million = None
+    big_per_million, failed = None, []
     for stage in STAGES:  # big before train, so that its set leaves the disk before the others are written
         if stage not in args.stages or (stage == "pin" and args.pin_gb <= 0):
             continue
         print(f"## {stage} (at {time.perf_counter() - started:.0f} s)")
-        if stage == "prepare":
-            prepare_big(big, gpu_bytes)
-        elif stage == "big":
-            big_per_million = big_stage(big, gpu_bytes, args.epochs, args.keep)
-        elif stage == "train":
-            train_stage(small, gpu_bytes, args.epochs, args.keep, big_per_million)
-        elif stage == "sweep":
-            print(f"table {args.table_gb} GB, {args.gather_mb} MB per gather, median (min-max) of {args.repeats}")
-            report([measure(size, int(args.table_gb * 1e9), int(args.gather_mb * 1e6), args.repeats, device)
-                    for size in sorted({int(s) for s in args.sizes.split(",")})])
-        else:
-            pin_stage(args.pin_gb, args.width, args.scratch)
-    print(f"## done (at {time.perf_counter() - started:.0f} s)")
-    return 0
+        try:
+            if stage == "prepare":
+                prepare_big(big, gpu_bytes)
+            elif stage == "big":
+                big_per_million = big_stage(big, gpu_bytes, args.epochs, args.keep)
+            elif stage == "train":
+                train_stage(small, gpu_bytes, args.epochs, args.keep, big_per_million)
+            elif stage == "sweep":
+                print(f"table {args.table_gb} GB, {args.gather_mb} MB per gather, median (min-max) of {args.repeats}")
+                report([measure(size, int(args.table_gb * 1e9), int(args.gather_mb * 1e6), args.repeats, device)
+                        for size in sorted({int(s) for s in args.sizes.split(",")})])
+            else:
+                pin_stage(args.pin_gb, args.width, args.scratch)
+        except (StageFailed, CommgraphError) as error:
+            print(f"## {stage} failed: {error}")
+            failed.append(stage)
+        except Exception:  # a bug or a CUDA error: its traceback, and the other stages still run
+            print(f"## {stage} failed:\n{traceback.format_exc()}")
+            failed.append(stage)
+    print(f"## done (at {time.perf_counter() - started:.0f} s)" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

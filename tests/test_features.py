@@ -401,10 +401,10 @@ def test_the_benchmark_writes_its_table_a_chunk_at_a_time(bench, tmp_path):
 
 
 def test_the_benchmark_writes_only_where_a_disk_has_room(bench, tmp_path):
-    with pytest.raises(SystemExit, match="GB free, this stage writes .* GB; free some or pass --scratch"):
+    with pytest.raises(bench.StageFailed, match="GB free, this stage writes .* GB; free some or pass --scratch"):
         bench.check_scratch(tmp_path / "scratch", 1 << 60)
     if bench.filesystem(Path("/dev/shm")) == "tmpfs":
-        with pytest.raises(SystemExit, match="is on tmpfs .*pass --scratch on a disk"):
+        with pytest.raises(bench.StageFailed, match="is on tmpfs .*pass --scratch on a disk"):
             bench.check_scratch(Path("/dev/shm"), 1)
 
 
