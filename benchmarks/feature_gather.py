@@ -37,18 +37,22 @@ already (``prepare`` does only that, and keeps it); ``big`` removes it afterward
 
 The big graph's preparation alone takes minutes: ``commgraph partition`` generates the table on one
 core (rmat's Gaussian features), checks and hashes it, copies it into the part, writes and hashes
-that. Measured on a 2-core Xeon VM: about 12 s per GB of table, i.e. ~9-9.5 min, and a peak of
-~2.2x the table in host memory (~105 GB), for the 47 GB table of an 80 GB H100. On a machine that
-limits a command to 10 minutes, run it as separate commands; the set waits on disk (~1.05x the
-table) in ``--scratch`` between them:
+that. Measured on a shared 2-core Xeon VM (0.82, 2.6 and 4.1 GB tables: 12.5, 34 and 50 s, peak
+2.6, 6.2 and 9.4 GB): 11-15 s per GB and about 0.9 GB + 2.1x the table, i.e. 9-12 min and ~98 GB
+of host memory for the 47 GB table of an 80 GB H100; training it then hashes the set three times more (launcher twice,
+worker once) and reads and pins it. On a machine that limits a command to 10 minutes and keeps no
+files from one command to the next, run:
 
-    python benchmarks/feature_gather.py --quick        # ~3 min: every stage small; prints how long
-                                                       # preparing the default big graph would take here
-    python benchmarks/feature_gather.py --run prepare  # the big graph's set (if that estimate is under
-                                                       # ~9 min; else add --big-share 0.51)
-    python benchmarks/feature_gather.py                # ~7 min: big, train, sweep, pin (all figures)
+    python benchmarks/feature_gather.py --quick                # ~3 min: every stage at small sizes,
+                                     # then an estimate of the default big stage on this machine
+    python benchmarks/feature_gather.py --run train,sweep,pin  # ~4 min: the gather, pinning and
+                                     # graph-that-fits figures
+    python benchmarks/feature_gather.py --run big              # the big graph, prepared and trained,
+                                     # if the estimate says it fits in one command
 
-Every stage header says how far into the run it starts, and lines are printed as they are made.
+Where ``--scratch`` persists between commands, ``--run prepare`` then ``--run big`` splits the big
+stage in two. Every stage header says how far into the run it starts; lines are printed as they
+are made, and a stage that fails says why and the next one runs.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -270,13 +274,33 @@ class SizedGraph:
                 f"GPU's {gpu_bytes / 1e9:.1f} GB")
 
 
-def prepare(graph: SizedGraph) -> float | None:
-    """The graph's 1-part partition set (``commgraph partition``), made now unless it is there; the
-    seconds making it took (None: it was there)."""
+@dataclass
+class Costs:
+    """Seconds that preparing a graph and training it with ``--features host`` took in this run, by
+    table bytes: from two sizes, a straight-line estimate for another."""
+
+    prepare: dict[int, float] = field(default_factory=dict)
+    host_train: dict[int, float] = field(default_factory=dict)
+
+    def estimate(self, table_bytes: int) -> str | None:
+        parts = {}
+        for name, seen in (("prepare", self.prepare), ("train", self.host_train)):
+            if len(seen) < 2 or table_bytes in seen:
+                return None
+            slope, start = np.polyfit(list(seen), list(seen.values()), 1)
+            parts[name] = start + slope * table_bytes
+        total = sum(parts.values())
+        return (" + ".join(f"{name} ~{seconds:.0f} s" for name, seconds in parts.items())
+                + f" = ~{total:.0f} s ({'fits' if total < 540 else 'does not fit'} in a 10-minute command)")
+
+
+def prepare(graph: SizedGraph, costs: Costs) -> None:
+    """The graph's 1-part partition set (``commgraph partition``), made now unless it is there."""
     if (graph.folder / "manifest.json").is_file():
         print(f"prepared set {graph.folder} is there already: reused")
-        return None
+        return
     check_scratch(graph.folder.parent, int(1.05 * graph.table_bytes))
+    print(f"preparing {graph.spec} ({graph.table_bytes / 1e9:.1f} GB table; 11-15 s per GB on a 2-core VM) ...")
     done = run_sampled(["partition", graph.spec, "--parts", "1", "--out", str(graph.folder), "--force", "--json"])
     if done.returncode != 0:
         raise StageFailed(f"commgraph partition {graph.spec} failed after {done.seconds:.0f} s, peak host RSS "
@@ -284,7 +308,7 @@ def prepare(graph: SizedGraph) -> float | None:
     print(f"prepared {graph.spec} -> {graph.folder}: {done.seconds:.0f} s, peak host RSS "
           f"{done.peak_rss / 1e9:.1f} GB = {done.peak_rss / graph.table_bytes:.2f} x the "
           f"{graph.table_bytes / 1e9:.1f} GB table")
-    return done.seconds
+    costs.prepare[graph.table_bytes] = done.seconds
 
 
 @dataclass(frozen=True)
@@ -328,18 +352,9 @@ def tail(stderr: str, lines: int = 3) -> str:
     return " | ".join(line.strip() for line in stderr.strip().splitlines()[-lines:])
 
 
-def prepare_big(big: SizedGraph, gpu_bytes: int) -> None:
-    """The big graph's set; from a smaller one (``--quick``), how long the default size would take."""
-    seconds = prepare(big)
-    default = 4 * big.width * table_nodes(gpu_bytes, BIG_SHARE, big.width)
-    if seconds is not None and default > 2 * big.table_bytes:
-        print(f"  at that rate the default big graph ({default / 1e9:.1f} GB table) takes at most about "
-              f"{seconds * default / big.table_bytes:.0f} s to prepare (the start-up, scaled too, makes it high)")
-
-
-def big_stage(big: SizedGraph, gpu_bytes: int, epochs: int, keep: bool) -> float:
+def big_stage(big: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, costs: Costs) -> float:
     """``--features host`` on the graph that does not fit; returns its ms per step per million nodes."""
-    prepare_big(big, gpu_bytes)
+    prepare(big, costs)
     print(f"graph whose features take {big.table_bytes / gpu_bytes:.0%} of GPU memory "
           f"(target: more than half), {big.describe(gpu_bytes)}")
     try:
@@ -347,15 +362,17 @@ def big_stage(big: SizedGraph, gpu_bytes: int, epochs: int, keep: bool) -> float
     finally:
         if not keep:  # a failed run too: the later stages need the disk
             shutil.rmtree(big.folder)
+    costs.host_train[big.table_bytes] = run.run.seconds
     print(f"  --features host: {run.line(big.table_bytes)}")
     print(f"full-graph GraphSAGE with --features host on a graph whose features take more than half of GPU "
           f"memory: runs ({'met' if big.table_bytes > gpu_bytes / 2 else 'missed: the graph is not that large'})")
     return per_million(run, big.nodes)
 
 
-def train_stage(small: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, big_per_million: float | None) -> None:
+def train_stage(small: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, big_per_million: float | None,
+                costs: Costs) -> None:
     """Both placements on the graph that fits, and the big graph's host step against the gpu one."""
-    prepare(small)
+    prepare(small, costs)
     print(f"graph that fits, {small.describe(gpu_bytes)}")
     runs = {}
     try:
@@ -365,6 +382,7 @@ def train_stage(small: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, big_
     finally:
         if not keep:
             shutil.rmtree(small.folder)
+    costs.host_train[small.table_bytes] = runs["host"].run.seconds
     ratio = np.median(runs["host"].steps) / np.median(runs["gpu"].steps)
     print(f"  host / gpu step time on the graph that fits: {ratio:.2f}x")
     if big_per_million is not None:
@@ -456,18 +474,18 @@ def main(argv: list[str] | None = None) -> int:
     small = SizedGraph.sized(args.small_share, gpu_bytes, args.width, args.degree, args.scratch)
     big = SizedGraph.sized(args.big_share, gpu_bytes, args.width, args.degree, args.scratch)
     started = time.perf_counter()
-    big_per_million, failed = None, []
+    big_per_million, failed, costs = None, [], Costs()
     for stage in STAGES:  # big before train, so that its set leaves the disk before the others are written
         if stage not in args.stages or (stage == "pin" and args.pin_gb <= 0):
             continue
         print(f"## {stage} (at {time.perf_counter() - started:.0f} s)")
         try:
             if stage == "prepare":
-                prepare_big(big, gpu_bytes)
+                prepare(big, costs)
             elif stage == "big":
-                big_per_million = big_stage(big, gpu_bytes, args.epochs, args.keep)
+                big_per_million = big_stage(big, gpu_bytes, args.epochs, args.keep, costs)
             elif stage == "train":
-                train_stage(small, gpu_bytes, args.epochs, args.keep, big_per_million)
+                train_stage(small, gpu_bytes, args.epochs, args.keep, big_per_million, costs)
             elif stage == "sweep":
                 print(f"table {args.table_gb} GB, {args.gather_mb} MB per gather, median (min-max) of {args.repeats}")
                 report([measure(size, int(args.table_gb * 1e9), int(args.gather_mb * 1e6), args.repeats, device)
@@ -480,6 +498,11 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # a bug or a CUDA error: its traceback, and the other stages still run
             print(f"## {stage} failed:\n{traceback.format_exc()}")
             failed.append(stage)
+    default_big = SizedGraph.sized(BIG_SHARE, gpu_bytes, args.width, args.degree, args.scratch)
+    estimate = costs.estimate(default_big.table_bytes)
+    if estimate:
+        print(f"the default big stage ({default_big.table_bytes / 1e9:.1f} GB table) on this machine, estimated "
+              f"from this run's graphs: {estimate}")
     print(f"## done (at {time.perf_counter() - started:.0f} s)" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

@@ -393,6 +393,14 @@ def test_the_benchmark_sizes_its_graphs_by_the_gpu(bench):
     assert graph.labels.max() == 7
 
 
+def test_the_benchmark_estimates_the_big_stage_from_two_smaller_graphs(bench):
+    costs = bench.Costs(prepare={10**9: 13.0, 3 * 10**9: 35.0}, host_train={10**9: 20.0})
+    assert costs.estimate(47 * 10**9) is None  # one training size: no line to draw
+    costs.host_train[3 * 10**9] = 30.0
+    assert costs.estimate(47 * 10**9) == "prepare ~519 s + train ~250 s = ~769 s (does not fit in a 10-minute command)"
+    assert costs.estimate(3 * 10**9) is None  # measured, not estimated
+
+
 def test_the_benchmark_writes_its_table_a_chunk_at_a_time(bench, tmp_path):
     bench.write_table(tmp_path / "t.npy", 4 * 16 * 37, 16, chunk_bytes=4 * 16 * 5)  # 37 rows, 5 a chunk
     table = np.load(tmp_path / "t.npy")
