@@ -39,9 +39,9 @@ The big graph's preparation alone takes minutes: ``commgraph partition`` generat
 core (rmat's Gaussian features), checks and hashes it, copies it into the part, writes and hashes
 that. Measured on a shared 2-core Xeon VM (0.82, 2.6 and 4.1 GB tables: 12.5, 34 and 50 s, peak
 2.6, 6.2 and 9.4 GB): 11-15 s per GB and about 0.9 GB + 2.1x the table, i.e. 9-12 min and ~98 GB
-of host memory for the 47 GB table of an 80 GB H100; training it then hashes the set three times more (launcher twice,
-worker once) and reads and pins it. On a machine that limits a command to 10 minutes and keeps no
-files from one command to the next, run:
+of host memory for the 47 GB table of an 80 GB H100. Training it then hashes the set three times
+more (the launcher twice, the worker once), reads it and pins it. On a machine that limits a
+command to 10 minutes and keeps no files from one command to the next, run:
 
     python benchmarks/feature_gather.py --quick                # ~3 min: every stage at small sizes,
                                      # then an estimate of the default big stage on this machine
