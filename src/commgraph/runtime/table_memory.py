@@ -56,7 +56,7 @@ def measure(path: str | Path, how: str, *, timeout: float = 600.0) -> TableMemor
     if done.returncode != 0:
         last = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         raise FeatureError(f"measuring {how} of {path} failed: {last[0]}")
-    return TableMemory(**json.loads(done.stdout))
+    return TableMemory(**json.loads(done.stdout.strip().splitlines()[-1]))  # its one line of JSON comes last
 
 
 def _status_bytes(field: str) -> int:
