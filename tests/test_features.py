@@ -21,7 +21,7 @@ from commgraph.graph import load_graph
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
 from commgraph.plan.features import HEADROOM, place_features
 from commgraph.runtime import features as store_module
-from commgraph.runtime import gather_kernel, launch_local
+from commgraph.runtime import gather_kernel, launch_local, table_memory
 from commgraph.runtime.features import FeatureStore, host_table
 
 TESTS = Path(__file__).parent
@@ -127,14 +127,6 @@ def test_a_truncated_file_is_refused(tmp_path):
         host_table(mapped)
 
 
-def _peak_added(path: Path, how: str) -> dict:
-    done = subprocess.run([sys.executable, str(TESTS / "features_rss_driver.py"), str(path), how],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="reads peak RSS from /proc")
 def test_loading_a_table_file_holds_it_once(tmp_path):
@@ -145,10 +137,17 @@ def test_loading_a_table_file_holds_it_once(tmp_path):
     np.save(tmp_path / "f32.npy", np.repeat(rows.astype(np.float32), 4, axis=0))  # 128 MB
     np.save(tmp_path / "f64.npy", np.repeat(rows, 4, axis=0))
     for name in ("f32", "f64"):
-        measured = _peak_added(tmp_path / f"{name}.npy", "host_table")
-        assert measured["peak_added"] <= 1.1 * measured["table_bytes"], (name, measured)
-    naive = _peak_added(tmp_path / "f32.npy", "naive")
-    assert naive["peak_added"] >= 1.8 * naive["table_bytes"], naive
+        measured = table_memory.measure(tmp_path / f"{name}.npy", "host_table", timeout=120)
+        assert measured.ratio <= 1.1, (name, measured)
+    naive = table_memory.measure(tmp_path / "f32.npy", "naive", timeout=120)
+    assert naive.ratio >= 1.8, naive
+
+
+def test_measuring_a_table_refuses_an_unknown_way_and_reports_a_failed_load(tmp_path):
+    with pytest.raises(FeatureError, match="no way 'mmap' to load a table; choose one of host_table, pin, naive"):
+        table_memory.measure(tmp_path / "f.npy", "mmap")
+    with pytest.raises(FeatureError, match=r"measuring host_table of .*missing\.npy failed: .*No such file"):
+        table_memory.measure(tmp_path / "missing.npy", "host_table", timeout=60)
 
 
 # -- the Triton kernel under the interpreter ---------------------------------------------------------
@@ -355,8 +354,8 @@ def test_zero_copy_gathers_equal_the_gpu_table(width):
 def test_pinning_a_table_file_holds_it_once(tmp_path):
     rows = np.random.default_rng(3).standard_normal((1 << 14, 1 << 10)).astype(np.float32)  # 64 MB
     np.save(tmp_path / "f.npy", np.repeat(rows, 16, axis=0))  # 1 GB
-    measured = _peak_added(tmp_path / "f.npy", "pin")
-    assert measured["peak_added"] <= 1.1 * measured["table_bytes"], measured
+    measured = table_memory.measure(tmp_path / "f.npy", "pin", timeout=300)
+    assert measured.ratio <= 1.1, measured
 
 
 @needs_gpu
@@ -417,3 +416,64 @@ def test_the_kernel_compiles_for_a_gpu_without_one():
         constants = {(i,): values[name] for i, name in enumerate(signature) if name in values}
         kernel = compile(ASTSource(gather_kernel._gather_rows, signature, constants), target=GPUTarget("cuda", 80, 32))
         assert "ld.global" in kernel.asm["ptx"] and kernel.asm["cubin"]
+
+
+# -- the benchmark's parts that need no GPU ----------------------------------------------------------
+
+BENCHMARK = TESTS.parent / "benchmarks" / "feature_gather.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("feature_gather", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where its dataclasses look themselves up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def test_the_benchmark_sizes_its_graphs_by_the_gpu(bench):
+    gpu = 85_520_809_984  # an 80 GB H100 as torch reports it
+    nodes = bench.table_nodes(gpu, 0.55, 1024)
+    assert (nodes - 1) * 4096 < 0.55 * gpu <= nodes * 4096 and nodes == 11_483_508
+    graph = load_graph(bench.rmat_spec(1000, 16, 10))
+    assert (graph.num_nodes, graph.num_features, graph.num_edges) == (1000, 16, 10_000)  # mean degree 10
+    assert graph.labels.max() == 7
+
+
+def test_the_benchmark_estimates_the_big_stage_from_two_smaller_graphs(bench):
+    costs = bench.Costs(prepare={10**9: 13.0, 3 * 10**9: 35.0}, host_train={10**9: 20.0})
+    assert costs.estimate(47 * 10**9) is None  # one training size: no line to draw
+    costs.host_train[3 * 10**9] = 30.0
+    assert costs.estimate(47 * 10**9) == "prepare ~519 s + train ~250 s = ~769 s (does not fit in a 10-minute command)"
+    assert costs.estimate(3 * 10**9) is None  # measured, not estimated
+
+
+def test_the_benchmark_writes_its_table_a_chunk_at_a_time(bench, tmp_path):
+    bench.write_table(tmp_path / "t.npy", 4 * 16 * 37, 16, chunk_bytes=4 * 16 * 5)  # 37 rows, 5 a chunk
+    table = np.load(tmp_path / "t.npy")
+    assert table.dtype == np.float32 and table.shape == (37, 16)
+    np.testing.assert_array_equal(table, np.repeat(np.arange(37, dtype=np.float32)[:, None], 16, axis=1))
+
+
+def test_the_benchmark_writes_only_where_a_disk_has_room(bench, tmp_path):
+    with pytest.raises(bench.StageFailed, match="GB free, this stage writes .* GB; free some or pass --scratch"):
+        bench.check_scratch(tmp_path / "scratch", 1 << 60)
+    if bench.filesystem(Path("/dev/shm")) == "tmpfs":
+        with pytest.raises(bench.StageFailed, match="is on tmpfs .*pass --scratch on a disk"):
+            bench.check_scratch(Path("/dev/shm"), 1)
+
+
+@pytest.mark.timeout(120)
+def test_the_benchmark_without_a_gpu_says_so_in_one_line(tmp_path):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(sys.path), "COLUMNS": "200"}
+    run = [sys.executable, str(BENCHMARK)]
+    done = subprocess.run([*run, "--quick"], capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2, "", "feature_gather: needs a CUDA GPU and torch sees none; nothing measured\n")
+    done = subprocess.run([*run, "--run", "pin,bogus"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and "--run takes stages of prepare, big, train, sweep, pin; got 'pin,bogus'" \
+        in done.stderr
+    done = subprocess.run([*run, "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0 and "--run prepare" in done.stdout and "(default: 0.55)" in done.stdout
