@@ -8,6 +8,7 @@ from commgraph.graph import from_edges, load_graph, sbm
 from commgraph.partition import (
     METHODS, RemoteTracker, g3, load_partition_set, partition_graph, partition_metrics, write_partition_set,
 )
+from commgraph.partition import store as store_module
 from commgraph.partition.metis import metis_multi_constraint, undirected_adjacency
 from commgraph.partition.metrics import remote_pairs
 
@@ -171,6 +172,18 @@ def test_partition_set_round_trip_and_halo_exchange_equals_global_aggregation(co
         assert np.all(part.halo_owner != part.index)
     assert sum(p.num_owned for p in loaded) == cora.num_nodes
     assert sum(p.num_halo for p in loaded) == pset.manifest["metrics"]["total_remote"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, bool])
+def test_per_node_data_is_written_in_chunks_as_np_save_writes_it(tmp_path, monkeypatch, dtype):
+    monkeypatch.setattr(store_module, "_CHUNK_BYTES", 100)  # several chunks and a short last one
+    values = (np.random.default_rng(0).standard_normal((50, 3)) > 0).astype(dtype)
+    rows = np.array([4, 0, 49, 7, 7, 12, 30, 2, 11])
+    for array in (values, values[:, 0]):  # a table, and one value per node
+        digest = store_module._save_rows(tmp_path / "chunked.npy", array, rows)
+        np.save(tmp_path / "whole.npy", array[rows])
+        assert (tmp_path / "chunked.npy").read_bytes() == (tmp_path / "whole.npy").read_bytes()
+        assert digest == store_module._sha256(tmp_path / "whole.npy")
 
 
 def test_partition_set_refuses_mismatches_and_damage(cora, tmp_path):

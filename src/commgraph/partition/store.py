@@ -47,6 +47,7 @@ FORMAT_VERSION = 1
 _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
 _EDGE_DATA = ("weights",)
+_CHUNK_BYTES = 1 << 26  # per-node data is written to a part this much at a time
 
 
 @dataclass
@@ -239,10 +240,6 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
             "send_ptr": send_ptr, "send_index": send_index,
             "degree": np.concatenate([loop_free[owned], loop_free[halo]]),
         }
-        for name in _OPTIONAL:
-            values = getattr(graph, name)
-            if values is not None:
-                arrays[name] = values[owned]
         if graph.edge_weights is not None:
             arrays["weights"] = graph.edge_weights[gather]
         part_dir = folder / f"part-{k}"
@@ -251,7 +248,38 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
             path = part_dir / f"{name}.npy"
             np.save(path, np.ascontiguousarray(array), allow_pickle=False)
             files[f"part-{k}/{name}.npy"] = _sha256(path)
+        for name in _OPTIONAL:  # per-node data (features: most of the set) written without a copy
+            values = getattr(graph, name)
+            if values is not None:
+                files[f"part-{k}/{name}.npy"] = _save_rows(part_dir / f"{name}.npy", values, owned)
     return files
+
+
+class _Hashing:
+    """A binary file being written, and the sha256 of what was written to it."""
+
+    def __init__(self, handle):
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self.handle.write(data)
+
+
+def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray) -> str:
+    """Save ``values[rows]`` as ``.npy`` (what ``np.save`` writes), ``_CHUNK_BYTES`` at a time, so a
+    part's copy of a large table is never held in memory; returns the file's sha256, computed as it
+    is written."""
+    row_bytes = max(int(np.prod(values.shape[1:], dtype=np.int64)) * values.itemsize, 1)
+    step = max(_CHUNK_BYTES // row_bytes, 1)
+    header = {"descr": np.lib.format.dtype_to_descr(values.dtype), "fortran_order": False,
+              "shape": (rows.shape[0], *values.shape[1:])}
+    with open(path, "wb") as handle:
+        out = _Hashing(handle)
+        np.lib.format.write_array_header_1_0(out, header)
+        for start in range(0, rows.shape[0], step):
+            out.write(memoryview(np.ascontiguousarray(values[rows[start : start + step]])).cast("B"))
+    return out.digest.hexdigest()
 
 
 def _send_lists(k, owned, halo_node, halo_bounds, assignment, parts):
