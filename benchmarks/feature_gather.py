@@ -35,12 +35,12 @@ on the graph that fits (per million nodes, as the graphs differ). The graph is g
 partitioned (``commgraph partition SPEC --parts 1``) into ``--scratch`` first unless it is there
 already (``prepare`` does only that, and keeps it); ``big`` removes it afterwards unless ``--keep``.
 
-The big graph's preparation alone takes minutes: ``commgraph partition`` generates the table on one
-core (rmat's Gaussian features), checks and hashes it, copies it into the part, writes and hashes
-that. Measured on a shared 2-core Xeon VM (0.82, 2.6 and 4.1 GB tables: 12.5, 34 and 50 s, peak
-2.6, 6.2 and 9.4 GB): 11-15 s per GB and about 0.9 GB + 2.1x the table, i.e. 9-12 min and ~98 GB
-of host memory for the 47 GB table of an 80 GB H100. Training it then hashes the set three times
-more (the launcher twice, the worker once), reads it and pins it. On a machine that limits a
+The big graph's preparation alone takes minutes: ``commgraph partition`` draws the table (rmat's
+Gaussian features, on every core), checks and hashes the graph, and writes the part, hashing it as
+it goes. On a shared 2-core Xeon VM a 0.82 GB table took 8.3-9.6 s and 1.95 GB of peak host memory
+(before the parallel draw and the chunked part writer: 12.5, 34 and 50 s for 0.82, 2.6 and 4.1 GB,
+about 2.1x the table in memory). Training it then hashes the set twice more (the launcher, the
+worker), reads it and pins it. On a machine that limits a
 command to 10 minutes and keeps no files from one command to the next, run:
 
     python benchmarks/feature_gather.py --quick                # ~3 min: every stage at small sizes,
@@ -300,7 +300,7 @@ def prepare(graph: SizedGraph, costs: Costs) -> None:
         print(f"prepared set {graph.folder} is there already: reused")
         return
     check_scratch(graph.folder.parent, int(1.05 * graph.table_bytes))
-    print(f"preparing {graph.spec} ({graph.table_bytes / 1e9:.1f} GB table; 11-15 s per GB on a 2-core VM) ...")
+    print(f"preparing {graph.spec} ({graph.table_bytes / 1e9:.1f} GB table; about 10 s per GB on a 2-core VM) ...")
     done = run_sampled(["partition", graph.spec, "--parts", "1", "--out", str(graph.folder), "--force", "--json"])
     if done.returncode != 0:
         raise StageFailed(f"commgraph partition {graph.spec} failed after {done.seconds:.0f} s, peak host RSS "

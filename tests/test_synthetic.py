@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from commgraph.errors import GraphSpecError
-from commgraph.graph import load_graph, rmat, sbm
+from commgraph.graph import load_graph, rmat, sbm, synthetic
 
 
 def test_rmat_is_deterministic_with_exact_edge_count():
@@ -23,6 +23,19 @@ def test_rmat_optional_features_and_labels():
     g = load_graph("rmat:nodes=500,edges=2000,features=4,classes=3,seed=1")
     assert g.features.shape == (500, 4) and g.num_classes == 3
     assert g.train_mask.sum() == 50
+
+
+def test_gaussian_features_do_not_depend_on_the_number_of_threads(monkeypatch):
+    monkeypatch.setattr(synthetic, "_BLOCK_ROWS", 64)  # 16 blocks, the last one short
+    tables = []
+    for cores in (1, 3, 8):
+        monkeypatch.setattr(synthetic.os, "cpu_count", lambda cores=cores: cores)
+        tables.append(synthetic.gaussian_table(7, 1000, 33))
+    assert all(np.array_equal(t, tables[0]) for t in tables)
+    table = tables[0]
+    assert table.dtype == np.float32 and abs(table.mean()) < 0.02 and abs(table.std() - 1) < 0.02
+    assert not np.array_equal(table[:64], table[64:128])  # blocks draw different numbers
+    assert not np.array_equal(table, synthetic.gaussian_table(8, 1000, 33))
 
 
 def test_sbm_labels_are_learnable_from_neighbourhoods():

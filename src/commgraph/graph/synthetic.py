@@ -5,6 +5,8 @@ stochastic block model with class-correlated features (for checking that trainin
 from __future__ import annotations
 
 import inspect
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -14,6 +16,8 @@ from commgraph.graph.build import from_edges, split_masks, unique_sorted
 from commgraph.graph.core import Graph
 
 _MAX_ROUNDS = 64
+_BLOCK_ROWS = 1 << 14  # rows of a Gaussian feature table drawn by one generator
+_FEATURE_STREAM = 1  # the features' seed sequence is (seed, this): apart from the structure's
 
 
 def rmat(
@@ -56,12 +60,29 @@ def rmat(
     src, dst = relabel[keys // nodes], relabel[keys % nodes]
     node_data = {}
     if features:
-        node_data["features"] = rng.standard_normal((nodes, features), dtype=np.float32)
+        node_data["features"] = gaussian_table(seed, nodes, features)
     if classes:
         node_data["labels"] = rng.integers(0, classes, nodes)
         node_data.update(zip(("train_mask", "val_mask", "test_mask"), split_masks(nodes, 0.1, 0.1, seed)))
     name = f"rmat-{nodes}-{edges}-s{seed}" + _non_default(rmat, a=a, b=b, c=c, features=features, classes=classes)
     return from_edges(src, dst, nodes, symmetrize=True, name=name, **node_data)
+
+
+def gaussian_table(seed: int, rows: int, width: int) -> np.ndarray:
+    """A ``[rows, width]`` float32 table of standard normal draws, the same for a ``seed`` on any
+    machine, drawn on every core: each block of ``_BLOCK_ROWS`` rows has a generator of its own
+    (``SeedSequence.spawn``), so the values do not depend on the number of threads, and numpy's
+    generators fill their blocks without holding the GIL."""
+    table = np.empty((rows, width), dtype=np.float32)
+    starts = range(0, rows, _BLOCK_ROWS)
+    seeds = np.random.SeedSequence([seed, _FEATURE_STREAM]).spawn(len(starts))
+
+    def fill(start: int, block_seed: np.random.SeedSequence) -> None:
+        np.random.default_rng(block_seed).standard_normal(out=table[start : start + _BLOCK_ROWS], dtype=np.float32)
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        list(pool.map(fill, starts, seeds))
+    return table
 
 
 def _rmat_sample(rng: np.random.Generator, count: int, scale: int, a: float, b: float, c: float):
