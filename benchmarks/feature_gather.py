@@ -40,8 +40,8 @@ Gaussian features, on every core), checks and hashes the graph, and writes the p
 it goes. On a shared 2-core Xeon VM a 0.82 GB table took 8.3-9.6 s and 1.95 GB of peak host memory
 (before the parallel draw and the chunked part writer: 12.5, 34 and 50 s for 0.82, 2.6 and 4.1 GB,
 about 2.1x the table in memory). Training it then hashes the set twice more (the launcher, the
-worker), reads it and pins it. On a machine that limits a
-command to 10 minutes and keeps no files from one command to the next, run:
+worker), reads it and pins it. On a machine that limits a command to 10 minutes and keeps no files
+from one command to the next, run:
 
     python benchmarks/feature_gather.py --quick                # ~3 min: every stage at small sizes,
                                      # then an estimate of the default big stage on this machine
@@ -125,7 +125,8 @@ def measure(row_bytes: int, table_bytes: int, gather_bytes: int, repeats: int, d
         "naive": timed(lambda: gather_kernel.gather_rows(zero_copy.table, index, out, align=False), repeats),
         "copy": timed(lambda: out.copy_(pinned, non_blocking=True), repeats),
     }
-    assert torch.equal(zero_copy.gather(index[:1000]), staged.gather(index_cpu[:1000]))
+    if not torch.equal(zero_copy.gather(index[:1000]), staged.gather(index_cpu[:1000])):
+        raise StageFailed(f"zero-copy and staged gathers of {row_bytes} B rows differ")
     del zero_copy, staged, features
     gc.collect()  # unpins the table before the next one is made
     return {"row_bytes": row_bytes, "rows": count, "bytes": count * row_bytes,
@@ -300,7 +301,7 @@ def prepare(graph: SizedGraph, costs: Costs) -> None:
         print(f"prepared set {graph.folder} is there already: reused")
         return
     check_scratch(graph.folder.parent, int(1.05 * graph.table_bytes))
-    print(f"preparing {graph.spec} ({graph.table_bytes / 1e9:.1f} GB table; about 10 s per GB on a 2-core VM) ...")
+    print(f"preparing {graph.spec} ({graph.table_bytes / 1e9:.1f} GB table; about 11 s per GB on a 2-core VM) ...")
     done = run_sampled(["partition", graph.spec, "--parts", "1", "--out", str(graph.folder), "--force", "--json"])
     if done.returncode != 0:
         raise StageFailed(f"commgraph partition {graph.spec} failed after {done.seconds:.0f} s, peak host RSS "

@@ -22,7 +22,7 @@ from commgraph.partition import partition_graph, partition_metrics, write_partit
 from commgraph.plan.features import HEADROOM, place_features
 from commgraph.runtime import features as store_module
 from commgraph.runtime import gather_kernel, launch_local, table_memory
-from commgraph.runtime.features import FeatureStore, host_table
+from commgraph.runtime.features import FeatureStore, gathered, host_table
 
 TESTS = Path(__file__).parent
 GB = 10**9
@@ -92,6 +92,14 @@ def test_bad_gathers_are_refused_clearly(index, message):
     store = FeatureStore.create(np.zeros((10, 4), dtype=np.float32), torch.device("cpu"))
     with pytest.raises(FeatureError, match=message.replace("(", r"\(").replace(")", r"\)")):
         store.gather(index)
+
+
+def test_gathered_allows_an_empty_index_and_checks_the_rest():
+    store = FeatureStore.create(np.arange(12, dtype=np.float32).reshape(4, 3), torch.device("cpu"))
+    assert gathered(store, torch.zeros(0, dtype=torch.int64)).shape == (0, 3)
+    assert gathered(store, torch.tensor([3, 0]), torch.device("cpu")).tolist() == [[9, 10, 11], [0, 1, 2]]
+    with pytest.raises(FeatureError, match="row id 4 is out of range"):
+        gathered(store, torch.tensor([4]))
 
 
 def test_a_table_must_be_two_dimensional():

@@ -29,7 +29,7 @@ def test_gaussian_features_do_not_depend_on_the_number_of_threads(monkeypatch):
     monkeypatch.setattr(synthetic, "_BLOCK_ROWS", 64)  # 16 blocks, the last one short
     tables = []
     for cores in (1, 3, 8):
-        monkeypatch.setattr(synthetic.os, "cpu_count", lambda cores=cores: cores)
+        monkeypatch.setattr(synthetic.os, "sched_getaffinity", lambda pid, cores=cores: set(range(cores)))
         tables.append(synthetic.gaussian_table(7, 1000, 33))
     assert all(np.array_equal(t, tables[0]) for t in tables)
     table = tables[0]

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     config = _check_options(args)
     partition_dir = _partition_set(args, args.workers)
     pset = load_partition_set(partition_dir, verify=False)
-    pset.verify_all()  # a damaged set: one message from here, not one from every worker; read once
+    pset.verify_all()  # a damaged set: one message from here, not one from every worker
     _check_trainable(str(partition_dir), pset.part(0))
     workers = pset.num_parts
     if args.workers is not None and args.workers != workers:

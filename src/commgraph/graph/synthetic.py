@@ -80,7 +80,7 @@ def gaussian_table(seed: int, rows: int, width: int) -> np.ndarray:
     def fill(start: int, block_seed: np.random.SeedSequence) -> None:
         np.random.default_rng(block_seed).standard_normal(out=table[start : start + _BLOCK_ROWS], dtype=np.float32)
 
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+    with ThreadPoolExecutor(max(1, min(len(starts), len(os.sched_getaffinity(0))))) as pool:
         list(pool.map(fill, starts, seeds))
     return table
 

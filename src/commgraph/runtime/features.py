@@ -133,6 +133,19 @@ class FeatureStore:
         return out
 
 
+def gathered(store: FeatureStore, rows: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """Rows ``rows`` of ``store`` on ``device`` (default: ``rows``' device), where an empty ``rows``
+    gives an empty table. A store in host memory gathers onto the CPU with ``index_select`` on the
+    table itself, so rows bound for host memory never pass through the GPU."""
+    device = rows.device if device is None else torch.device(device)
+    if rows.numel() == 0:
+        return torch.empty((0, store.width), device=device)
+    if device.type == "cpu" and store.table.device.type == "cpu":
+        _check_index(rows, store.num_rows)
+        return store.table.index_select(0, rows.to("cpu", torch.int64))
+    return store.gather(rows).to(device)
+
+
 def _check_index(index: torch.Tensor, num_rows: int) -> None:
     if not isinstance(index, torch.Tensor) or index.ndim != 1 or index.dtype not in (torch.int64, torch.int32):
         what = type(index).__name__ if not isinstance(index, torch.Tensor) else \

@@ -33,10 +33,10 @@ from commgraph.plan.choose import PlanChoice, choose_allgather, parse_placement
 from commgraph.plan.model import CommPlan
 from commgraph.runtime import Communicator, Exchange, ExchangeRunner, gather_halo, halo_exchange, layerwise
 from commgraph.runtime.exchange import match_ordering
-from commgraph.runtime.features import FeatureStore
+from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.topology import Topology
 from commgraph.train import schedule
-from commgraph.train.streamed import InputTable, gathered
+from commgraph.train.streamed import InputTable
 
 EXCHANGES = ("pipelined", "barrier", "replicate")
 
@@ -85,7 +85,7 @@ class _Tables:
         x_halo = gather_halo(layerwise(comm, first, device, wiring.ordering),
                              gathered(store, torch.from_numpy(sent).to(device)), layer=0)
         degree = np.asarray(part.degree, dtype=np.float32)
-        rows = torch.arange(self.num_owned, device=device)  # the store row of each owned row, in table order
+        rows = None  # the store row of each owned row, in table order: the store's order
         if order is not None:  # owned rows in the executor's order; halo rows as the part has them
             rows = torch.from_numpy(order).to(device)
             degree = np.concatenate([degree[order], degree[self.num_owned :]])
@@ -139,7 +139,7 @@ class ReplicateExecutor:
         self.num_owned = part.num_owned
         store = FeatureStore.create(pset.rows("features", nodes), device, features)
         self.feature_note = store.describe()
-        self.input = InputTable(store, torch.arange(nodes.shape[0], device=device), streamed=streamed)
+        self.input = InputTable(store, streamed=streamed)
         comm.count_as("features")
 
     def forward(self, model: GNN) -> torch.Tensor:

@@ -36,12 +36,12 @@ from commgraph.plan.allgather import plan_fetch
 from commgraph.runtime import Exchange, gather_halo, layerwise
 from commgraph.runtime.alltoall import MatchingAllToAll
 from commgraph.runtime.exchange import match_ordering
+from commgraph.runtime.features import gathered
 from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SampledBatch, SamplingGraph, forward_blocks)
 from commgraph.sample.dgs import EPSILON, FEATURE_RATE, DGSMasks
 from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
-from commgraph.train.streamed import gathered
 
 if TYPE_CHECKING:
     from commgraph.train.trainer import Trainer
@@ -102,21 +102,26 @@ class FeatureFetch:
         self.topology, self.devices = trainer.topology, trainer.devices
         self.ordering = match_ordering(trainer.config.ordering, world.backend)
         self.owned = np.asarray(part.owned)
-        self.store = trainer.features
+        self.store = trainer.feature_store
         self.columns: list[np.ndarray | None] = [None] * world.size  # each worker's last announced columns
         self.alltoall = MatchingAllToAll(self.comm)
 
-    def _index(self, positions: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.asarray(positions, dtype=np.int64)).to(self.device)
+    def _index(self, positions: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(positions, dtype=np.int64)).to(device or self.device)
 
-    def local_rows(self, ids: np.ndarray) -> torch.Tensor:
-        """The rows of owned nodes ``ids`` (global ids), on the device."""
-        return gathered(self.store, self._index(np.searchsorted(self.owned, ids)))
+    def local_rows(self, ids: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
+        """The rows of owned nodes ``ids`` (global ids), on ``device`` (default: the worker's)."""
+        return gathered(self.store, self._index(np.searchsorted(self.owned, ids), device), device)
 
-    def __call__(self, batch: SampledBatch | None) -> Fetched:
+    def __call__(self, batch: SampledBatch | None, device: torch.device | None = None) -> Fetched:
+        """``batch``'s input table, built on ``device`` (default: the worker's; DGS's explainer puts
+        its one-off table in host memory, so with ``--features host`` it never passes through the
+        GPU). Rows served to other workers are gathered on the worker's device, as the exchange
+        sends them from there."""
+        target = device or self.device
         num_seeds = 0 if batch is None else int(batch.seeds.shape[0])
         if self.world.size == 1:
-            return Fetched(self.local_rows(batch.input_nodes), num_seeds, 0)
+            return Fetched(self.local_rows(batch.input_nodes, target), num_seeds, 0)
         rank, size = self.world.rank, self.world.size
         inputs = np.empty(0, np.int64) if batch is None else batch.input_nodes
         remote = np.zeros(0, bool) if batch is None else batch.remote_input
@@ -133,14 +138,14 @@ class FeatureFetch:
                 self.columns[r] = m[2]
         requested = torch.empty(int(counts[:, rank].sum()), dtype=torch.int64)
         self.alltoall(requested, torch.from_numpy(wanted), counts, label="requests")
-        halo = self._rows(requested.numpy(), counts, wanted)
-        x = torch.zeros((inputs.shape[0], self.store.width), device=self.device)
-        x[self._index(np.flatnonzero(~remote))] = self.local_rows(inputs[~remote])
-        rows, mine = self._index(at), self.columns[rank]
+        halo = self._rows(requested.numpy(), counts, wanted).to(target)
+        x = torch.zeros((inputs.shape[0], self.store.width), device=target)
+        x[self._index(np.flatnonzero(~remote), target)] = self.local_rows(inputs[~remote], target)
+        rows, mine = self._index(at, target), self.columns[rank]
         if mine is None or halo.shape[1] == x.shape[1]:
             x[rows] = halo
         else:
-            x[rows.unsqueeze(1), self._index(mine).unsqueeze(0)] = halo
+            x[rows.unsqueeze(1), self._index(mine, target).unsqueeze(0)] = halo
         return Fetched(x, sum(m[1] for m in meta), 0 if announce is None else 8 * announce.shape[0] * (size - 1))
 
     def _rows(self, requested: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> torch.Tensor:
@@ -186,7 +191,7 @@ class SampledEpochs:
         fetched once here (``explain_bytes``)."""
         whole = NeighborSampler(self.graph, [-1] * self.config.layers).sample(self.graph.local_nodes(),
                                                                                np.random.default_rng(0))
-        table = self.fetch(whole).x.cpu().numpy()
+        table = self.fetch(whole, torch.device("cpu")).x.numpy()
         self.explain_bytes = 4 * int(whole.remote_input.sum()) * table.shape[1]
         ids = whole.input_nodes
         sorter = np.argsort(ids)

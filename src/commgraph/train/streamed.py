@@ -29,16 +29,9 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from commgraph.nn import GNN, Block
-from commgraph.runtime.features import FeatureStore
+from commgraph.runtime.features import FeatureStore, gathered
 
 CHUNK_BYTES = 1 << 28  # layer 0's gathered input rows per chunk, estimated from the chunk's edges
-
-
-def gathered(store: FeatureStore, rows: torch.Tensor) -> torch.Tensor:
-    """Rows ``rows`` of a feature store, on ``rows``' device (a gather needs at least one row)."""
-    if rows.numel() == 0:
-        return torch.empty((0, store.width), device=rows.device)
-    return store.gather(rows)
 
 
 @dataclass(frozen=True)
@@ -51,24 +44,29 @@ class _Chunk:
 
 
 class InputTable:
-    """Layer 0's input table: its first ``rows.numel()`` rows are store rows ``rows``, the rest are
-    ``extra``'s (a worker's halo rows, on the device). The table is either gathered once, whole,
-    or streamed chunk by chunk at every use.
+    """Layer 0's input table: its first rows are store rows ``rows``, the rest are ``extra``'s (a
+    worker's halo rows, on the device). The table is either built once, whole, or streamed chunk by
+    chunk at every use; a streamed table keeps each block's chunks (their renumbered edges and row
+    lists, about one more copy of layer 0's edges) on the device for the whole run.
 
     Args:
-        store: the feature table.
-        rows: ``[num_stored]`` int64 on the device: the store row of each leading table row.
+        store: the feature table; its ``device`` is where layer 0 runs.
+        rows: ``[num_stored]`` int64 on that device: the store row of each leading table row;
+            ``None`` for all of the store's rows in order.
         extra: ``[num_extra, width]`` rows after them, or ``None`` when there are none.
         streamed: stream the table; by default exactly when the store is in host memory. A table
             used only for evaluation is streamed from any store, so it is never a second copy.
     """
 
-    def __init__(self, store: FeatureStore, rows: torch.Tensor, extra: torch.Tensor | None = None,
+    def __init__(self, store: FeatureStore, rows: torch.Tensor | None = None, extra: torch.Tensor | None = None,
                  streamed: bool | None = None):
         self.streamed = store.placement == "host" if streamed is None else streamed
-        extra = extra if extra is not None else torch.empty((0, store.width), device=rows.device)
-        self.x = None if self.streamed else torch.cat([gathered(store, rows), extra])
-        self.store, self.rows, self.extra = (store, rows, extra) if self.streamed else (None, None, None)
+        extra = extra if extra is not None else torch.empty((0, store.width), device=store.device)
+        if self.streamed:
+            self.x, self.store, self.extra = None, store, extra
+            self.rows = rows if rows is not None else torch.arange(store.num_rows, device=store.device)
+        else:
+            self.x, self.store, self.rows, self.extra = _whole(store, rows, extra), None, None, None
 
     def first_layer(self, model: GNN):
         """Layer 0 of ``model`` (activated) as a function of a block of this table, for one forward
@@ -106,11 +104,29 @@ class InputTable:
             sources, position = torch.unique(torch.cat([own, src[a:b]]), return_inverse=True)
             first = int((sources < block.dst_start + start).sum())  # the destinations' own rows start here
             edges = torch.stack([position[own.numel() :], dst[a:b] - start])
-            sub = Block(int(sources.numel()), end - start, edges, block.src_degree[sources], first)
+            sub = Block(int(sources.numel()), int(end - start), edges, block.src_degree[sources], first)
             held = sources < self.rows.numel()
             chunks.append(_Chunk(sub, self.rows[sources[held]], sources[~held] - self.rows.numel()))
-            start = end
+            start = int(end)
         return chunks
+
+
+def _whole(store: FeatureStore, rows: torch.Tensor | None, extra: torch.Tensor) -> torch.Tensor:
+    """The table built once: the store's own table when that is the table, else one allocation
+    filled in place (the store's table and this one are the peak, never a third copy)."""
+    on_device = store.placement != "host"  # the store's table is where layer 0 runs
+    if rows is None and extra.shape[0] == 0 and on_device:
+        return store.table
+    owned = store.num_rows if rows is None else rows.shape[0]
+    x = torch.empty((owned + extra.shape[0], store.width), device=store.device)
+    if rows is None:
+        x[:owned] = store.table
+    elif on_device:
+        torch.index_select(store.table, 0, rows, out=x[:owned])
+    else:
+        x[:owned] = gathered(store, rows)
+    x[owned:] = extra
+    return x
 
 
 def chunk_ends(cost: np.ndarray, limit: int) -> np.ndarray:

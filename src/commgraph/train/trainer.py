@@ -127,7 +127,7 @@ class Trainer:
                                  devices=self.devices if self.allreduce.schedule is not None else None)
         store = self._features()
         self.executor = self._executor(store)
-        self.features = store if config.sampler else None  # a full-graph executor holds what it needs
+        self.feature_store = store if config.sampler else None  # a full-graph executor holds what it needs
         self._say(self.executor.feature_note)
         torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
         self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config)
@@ -140,7 +140,7 @@ class Trainer:
                       for name in SPLITS}
         self.sampled = SampledEpochs(self) if config.sampler else None
         if self.sampled is not None and config.exchange == "replicate":  # evaluation has a table of its own
-            self._say(f"mini-batch {self.features.describe()}")
+            self._say(f"mini-batch {self.feature_store.describe()}")
         self.start_epoch, self.best = 1, None
         if config.resume:
             self._resume()
@@ -210,7 +210,8 @@ class Trainer:
 
     def _executor(self, store: FeatureStore | None):
         """The full-graph executor on ``store``: training's, or evaluation's in sampled training,
-        where its input table is streamed from the store (never a second copy of it)."""
+        where its input table is streamed from the store (never a second copy of it; ``replicate``
+        holds a table of its own, its hop sets' rows)."""
         config, world, part = self.config, self.world, self.part
         streamed = True if config.sampler else None
         if config.exchange == "replicate":
