@@ -64,7 +64,7 @@ class SampledEpoch:
 class Fetched:
     """A batch's input table, and what the step learnt from the others."""
 
-    x: torch.Tensor  # one row per input node, on the worker's device; remote rows zero outside the fetched columns
+    x: torch.Tensor  # one row per input node, on the device asked for; remote rows zero outside the fetched columns
     global_seeds: int  # the step's seeds on every worker
     announced_bytes: int  # column lists this worker sent
 
