@@ -10,6 +10,7 @@ with the per-epoch losses, forward bytes per exchanged layer, final weights and,
 peak GPU memory allocated during the run.
 """
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -46,7 +47,8 @@ def main() -> None:
             _host_placement_on_cpu()
     world = join(60, device)
     for name, options in spec["runs"].items():
-        if device == "cuda":
+        if device == "cuda":  # the peak of this run alone: the last run's tensors are gone
+            gc.collect()
             torch.cuda.reset_peak_memory_stats()
         result = train_worker(world, spec["partdir"], TrainConfig(**options, progress=False))
         peak = torch.cuda.max_memory_allocated() if device == "cuda" else -1
