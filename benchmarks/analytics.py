@@ -46,6 +46,7 @@ from commgraph.analytics import AnalyzeOptions
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.runtime import in_torchrun, join, launch_local
+from commgraph.runtime.table_memory import status_bytes
 
 GRAPHS = ("rmat:nodes=1000000,edges=10000000,seed=0", "sbm:nodes=1000000,classes=16,features=1,degree=20,seed=0")
 ALGOS = ("bfs", "cc", "pagerank")
@@ -56,13 +57,6 @@ def _options(algo: str, source: int) -> AnalyzeOptions:
     if algo == "pagerank":  # a fixed number of iterations: tolerance 0 never stops it early
         return AnalyzeOptions("pagerank", tol=1e-300, max_iterations=PAGERANK_ITERATIONS)
     return AnalyzeOptions(algo, source=source if algo == "bfs" else None)
-
-
-def _memory_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 # -- a worker of a commgraph run -------------------------------------------------------------------
@@ -76,7 +70,7 @@ def worker(job_file: str) -> None:
     world = join(120, "cpu")
     for algo in job["algos"]:
         compile_hooks(_options(algo, 0).program(), weighted=False)
-    baseline = _memory_kb("VmRSS")  # after the imports, joining and compiling
+    baseline = status_bytes("VmRSS") // 1024  # after the imports, joining and compiling
     part = load_partition_set(job["partdir"]).part(world.rank)
     csr_bytes = part.indptr.nbytes + part.indices.nbytes + (0 if part.weights is None else part.weights.nbytes)
     results = []
@@ -91,7 +85,7 @@ def worker(job_file: str) -> None:
         results.append({"algo": algo, "runs": times})
     from commgraph.runtime import Communicator
 
-    memory = Communicator(world).all_gather_object({"peak_kb": _memory_kb("VmHWM"), "baseline_kb": baseline,
+    memory = Communicator(world).all_gather_object({"peak_kb": status_bytes("VmHWM") // 1024, "baseline_kb": baseline,
                                                     "csr_bytes": csr_bytes})
     if world.is_leader:
         Path(job["out"]).write_text(json.dumps({"results": results, "memory": memory}))

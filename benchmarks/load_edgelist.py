@@ -89,19 +89,15 @@ def _nth_newline(text: bytes, n: int) -> int:
     return int(positions[n - 1]) + 1
 
 
-def _rss_kib() -> int:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-
-
 def child_load(path: str) -> None:
     """In a fresh process: load, and report seconds, peak growth of resident memory, CSR bytes."""
     from commgraph.graph import load_snap
+    from commgraph.runtime.table_memory import status_bytes
 
     warm = Path(tempfile.mkdtemp()) / "warm.txt"
     warm.write_text("1 2\n2 3\n")
     load_snap(warm)  # compiled kernels loaded from numba's cache before measuring
-    before = _rss_kib()
+    before = status_bytes("VmRSS") // 1024
     start = time.perf_counter()
     graph = load_snap(path)
     seconds = time.perf_counter() - start

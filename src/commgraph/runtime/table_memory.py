@@ -59,7 +59,8 @@ def measure(path: str | Path, how: str, *, timeout: float = 600.0) -> TableMemor
     return TableMemory(**json.loads(done.stdout.strip().splitlines()[-1]))  # its one line of JSON comes last
 
 
-def _status_bytes(field: str) -> int:
+def status_bytes(field: str) -> int:
+    """A memory field of this process's ``/proc/self/status`` (``VmRSS``, ``VmHWM``, ...) in bytes."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1]) * 1024
@@ -75,7 +76,7 @@ def _main(path: str, how: str) -> None:
     if how == "pin":
         torch.cuda.init()  # the CUDA context's own memory is not the table's
     Path("/proc/self/clear_refs").write_text("5")  # the high-water mark restarts from the current RSS
-    before = _status_bytes("VmRSS")
+    before = status_bytes("VmRSS")
     features = np.load(path, mmap_mode="r")
     if how == "host_table":
         kept = host_table(features)
@@ -85,7 +86,7 @@ def _main(path: str, how: str) -> None:
         kept = FeatureStore.create(features, torch.device("cuda"), "host")
         if kept.method != "zero-copy":
             sys.exit(f"the table was not pinned for zero-copy gathers: {kept.describe()}")
-    peak = _status_bytes("VmHWM")
+    peak = status_bytes("VmHWM")
     print(json.dumps({"table_bytes": int(features.shape[0] * features.shape[1] * 4), "peak_added": peak - before}))
     del kept
 
