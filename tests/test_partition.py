@@ -6,7 +6,8 @@ import pytest
 from commgraph.errors import PartitionError
 from commgraph.graph import from_edges, load_graph, sbm
 from commgraph.partition import (
-    METHODS, RemoteTracker, g3, load_partition_set, partition_graph, partition_metrics, write_partition_set,
+    MANIFEST, METHODS, RemoteTracker, g3, is_partition_set, load_partition_set, partition_graph, partition_metrics,
+    write_partition_set,
 )
 from commgraph.partition import store as store_module
 from commgraph.partition.metis import metis_multi_constraint, undirected_adjacency
@@ -203,6 +204,8 @@ def test_partition_set_refuses_mismatches_and_damage(cora, tmp_path):
         damaged.part(1)
     with pytest.raises(PartitionError, match="owned.npy does not match its checksum"):
         load_partition_set(tmp_path / "p").verify_all()
+    assert is_partition_set(tmp_path / "p") and not is_partition_set(tmp_path)
+    assert not is_partition_set(tmp_path / "p" / MANIFEST) and not is_partition_set(tmp_path / "missing")
     with pytest.raises(PartitionError, match="not a partition set"):
         load_partition_set(tmp_path)
     manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())

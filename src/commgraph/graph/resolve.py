@@ -85,9 +85,6 @@ def _detect(path: Path, name: str | None) -> str:
             return "ogb"
         if find_planetoid(path, name) is not None:
             return "planetoid"
-        if (path / "manifest.json").is_file():  # a partition set, given where a graph is expected
-            raise GraphFormatError(path, "is a partition set, not a graph: describe it with commgraph partition-info; "
-                                         "commgraph train and predict take it as their GRAPH")
         raise GraphFormatError(
             path, "is a directory in no known format: expected an OGB dataset (raw/edge.csv.gz) "
             "or Planetoid files (ind.<name>.*); pass --format to force one"

@@ -48,6 +48,13 @@ _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "se
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
 _EDGE_DATA = ("weights",)
 _CHUNK_BYTES = 1 << 26  # per-node data is written to a part this much at a time
+MANIFEST = "manifest.json"  # the file that makes a directory a partition set
+
+
+def is_partition_set(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a directory holding a partition set's manifest (whether the set is sound
+    is :func:`load_partition_set`'s to check)."""
+    return (Path(path) / MANIFEST).is_file()
 
 
 @dataclass
@@ -192,7 +199,7 @@ def write_partition_set(
             "method": method, "parts": parts, "seed": seed, "seconds": seconds,
             "metrics": metrics, "files": files,
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         _replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -306,9 +313,9 @@ def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: 
     very graph. With ``verify`` each part's files are checked against their checksums when the part
     is first read (``verify_all`` checks every file at once)."""
     path = Path(path)
-    manifest_file = path / "manifest.json"
-    if not manifest_file.is_file():
-        raise PartitionError(f"{path} is not a partition set (no manifest.json); make one with commgraph partition")
+    if not is_partition_set(path):
+        raise PartitionError(f"{path} is not a partition set (no {MANIFEST}); make one with commgraph partition")
+    manifest_file = path / MANIFEST
     try:
         manifest = json.loads(manifest_file.read_text())
     except json.JSONDecodeError as exc:
