@@ -15,6 +15,27 @@ from commgraph.nn.block import Block
 
 
 class CommNetLayer(MessagePassing):
+    r"""The communication step of `"Learning Multiagent Communication with Backpropagation"
+    <https://arxiv.org/abs/1605.07736>`_ (Sukhbaatar, Szlam and Fergus, NeurIPS 2016), with the
+    agents' neighbours given by the graph:
+
+    .. math::
+        \mathbf{h}^{\prime}_i = \tanh\left( \mathbf{H} \mathbf{h}_i + \mathbf{C} \cdot
+        \mathrm{mean}_{j \in \mathcal{N}(i)} \mathbf{h}_j \right)
+
+    (a bias with :math:`\mathbf{H}`, none with :math:`\mathbf{C}`; an agent that hears nobody gets
+    a zero mean). The mean runs over every in-edge of the destination in the whole graph.
+
+    Args:
+        in_dim: input width :math:`F_{in}`.
+        out_dim: output width :math:`F_{out}`.
+
+    Shapes:
+        - **input:** the table ``x_src`` :math:`(|\mathcal{V}_s|, F_{in})`, the destinations' own
+          rows ``x_dst`` :math:`(|\mathcal{V}_t|, F_{in})`, and a :class:`~commgraph.nn.Block`
+        - **output:** :math:`(|\mathcal{V}_t|, F_{out})`
+    """
+
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__(aggr="mean")
         self.self_map = torch.nn.Linear(in_dim, out_dim)  # H
