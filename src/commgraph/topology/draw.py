@@ -15,6 +15,7 @@ _COLOURS = {"nvlink": "tab:green", "nvswitch": "tab:green", "pcie": "tab:blue", 
 
 
 def draw_topology(topology: Topology, path: str | Path) -> None:
+    """A PNG of ``topology`` at ``path`` (layout: the module's description)."""
     plt = pyplot()
     from matplotlib.patches import FancyArrowPatch
 
