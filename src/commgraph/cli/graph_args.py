@@ -21,5 +21,6 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", help="split scheme of an OGB directory that has several")
 
 
-def graph_from_args(args: argparse.Namespace) -> Graph:
-    return load_graph(args.graph, format=args.format, name=args.name, split=args.split)
+def graph_from_args(args: argparse.Namespace, **options) -> Graph:
+    """The graph GRAPH names (``options``: further :func:`~commgraph.graph.load_graph` options)."""
+    return load_graph(args.graph, format=args.format, name=args.name, split=args.split, **options)

@@ -44,6 +44,7 @@ from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
 from commgraph.partition.metrics import check_assignment, remote_pairs
 
 FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
 _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
 _EDGE_DATA = ("weights",)
@@ -192,7 +193,7 @@ def write_partition_set(
             "method": method, "parts": parts, "seed": seed, "seconds": seconds,
             "metrics": metrics, "files": files,
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         _replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -301,12 +302,17 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def is_partition_set(path: str | Path) -> bool:
+    """Whether ``path`` is a partition set's directory (it holds a manifest), not a graph."""
+    return (Path(path) / MANIFEST).is_file()
+
+
 def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: bool = True) -> PartitionSet:
     """Open a partition set, checking its format and, given ``graph``, that it was made from that
     very graph. With ``verify`` each part's files are checked against their checksums when the part
     is first read (``verify_all`` checks every file at once)."""
     path = Path(path)
-    manifest_file = path / "manifest.json"
+    manifest_file = path / MANIFEST
     if not manifest_file.is_file():
         raise PartitionError(f"{path} is not a partition set (no manifest.json); make one with commgraph partition")
     try:
