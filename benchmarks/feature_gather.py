@@ -75,6 +75,7 @@ import numpy as np
 import torch
 
 from commgraph.errors import CommgraphError
+from commgraph.graph.datasets import home
 from commgraph.runtime import gather_kernel, table_memory
 from commgraph.runtime.features import FeatureStore
 
@@ -83,7 +84,7 @@ STAGES = ("prepare", "big", "train", "sweep", "pin")  # the order they run in
 QUICK = {"table_gb": 1.0, "repeats": 3, "sizes": "256,2048,2052,8192", "pin_gb": 1.0, "small_share": 0.01,
          "big_share": 0.03, "epochs": 4}
 WARM_UP_EPOCHS = 2
-SCRATCH = Path(os.environ.get("COMMGRAPH_CACHE", Path.home() / ".cache" / "commgraph")) / "feature-gather"
+SCRATCH = home() / "feature-gather"
 BIG_SHARE = 0.55  # of GPU memory: "features take more than half of GPU memory"
 
 

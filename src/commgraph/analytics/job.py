@@ -8,31 +8,39 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank, check_pagerank
 from commgraph.analytics.program import (Alone, Boundary, LocalGraph, RunStats, VertexProgram, compile_hooks,
                                          run_program, whole_out_degree)
+from commgraph.atomic import atomic_write
 from commgraph.errors import AnalyticsError
+from commgraph.options import Options, option
 from commgraph.graph import Graph
 from commgraph.graph.build import from_edges
-from commgraph.partition import Part
+from commgraph.partition import Part, PartitionSet
 
 ALGORITHMS = ("bfs", "sssp", "pagerank", "cc")
 WEIGHT_RANGE = (1.0, 100.0)  # seeded SSSP weights: uniform in [low, high)
+CSV_CHUNK = 1 << 16  # rows formatted at a time
 
 
 @dataclass(frozen=True)
-class AnalyzeOptions:
-    """One analytics request, validated once (``check``) against the graph's size."""
+class AnalyzeOptions(Options):
+    """One analytics request, validated once (``check``) against the graph's size. ``source`` is a
+    global id (0..N-1) here; the command line's ``--source`` is an original id, turned into one."""
 
-    algo: str
-    source: int | None = None  # a global id (0..N-1)
-    damping: float = 0.85
-    tol: float = 1e-6
-    max_iterations: int = 100  # PageRank's cap; the sparse programs run until nothing changes
-    weight_seed: int | None = None  # SSSP: seeded weights instead of the graph's own
+    error = AnalyticsError
+    algo: str = option("the analysis to run", choices=ALGORITHMS)
+    source: int | None = option("BFS and SSSP: the source node, an original id", type=int, default=None)
+    damping: float = option("PageRank's damping", type=float, default=0.85)
+    tol: float = option("PageRank stops when the L1 change is below N * tol", type=float, default=1e-6)
+    max_iterations: int = option("PageRank's iteration cap (the other programs run until nothing changes)",
+                                 type=int, default=100)
+    weight_seed: int | None = option("SSSP: seeded weights in [1, 100) instead of the graph's own", type=int,
+                                     metavar="S", default=None)
 
     def check(self, num_nodes: int | None) -> None:
         """Refuse bad options; with ``num_nodes``, a source outside the graph too."""
@@ -193,3 +201,29 @@ def combine(algo: str, num_nodes: int, reports: list[dict]) -> Analysis:
     return Analysis(algo, values, parents, first["iterations"], max(r["seconds"] for r in reports),
                     sum(r["bytes"] for r in reports), sum(r["edges"] for r in reports), first["converged"],
                     first["exchanges"])
+
+
+def check_symmetric(pset: PartitionSet) -> None:
+    """Refuse a partition set of a directed graph for connected components."""
+    from scipy.sparse import csr_matrix
+
+    indptr, indices = pset.in_edges()
+    n = indptr.shape[0] - 1
+    matrix = csr_matrix((np.ones(indices.shape[0], dtype=np.int8), indices, indptr), shape=(n, n))
+    if (matrix != matrix.T).nnz:
+        raise AnalyticsError(f"{pset.path} holds a directed graph; connected components need both directions: pass "
+                             "the GRAPH itself (analyze symmetrises it) or partition a symmetrised graph")
+
+
+def write_values(path: Path, values: np.ndarray, node_ids: np.ndarray | None) -> None:
+    """Every node's value, atomically: ``.npy`` (one per node, in load order) or ``.csv``
+    (``node,value`` under the original ids)."""
+    with atomic_write(path) as handle:
+        if path.suffix == ".npy":
+            np.save(handle, values, allow_pickle=False)
+            return
+        ids = node_ids if node_ids is not None else np.arange(values.shape[0])
+        handle.write(b"node,value\n")
+        for start in range(0, values.shape[0], CSV_CHUNK):
+            rows = slice(start, start + CSV_CHUNK)
+            handle.write("".join(map("{},{}\n".format, ids[rows].tolist(), values[rows].tolist())).encode())

@@ -44,17 +44,11 @@ from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
 from commgraph.partition.metrics import check_assignment, remote_pairs
 
 FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
 _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
 _EDGE_DATA = ("weights",)
 _CHUNK_BYTES = 1 << 26  # per-node data is written to a part this much at a time
-MANIFEST = "manifest.json"  # the file that makes a directory a partition set
-
-
-def is_partition_set(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a directory holding a partition set's manifest (whether the set is sound
-    is :func:`load_partition_set`'s to check)."""
-    return (Path(path) / MANIFEST).is_file()
 
 
 @dataclass
@@ -306,6 +300,11 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def is_partition_set(path: str | Path) -> bool:
+    """Whether ``path`` is a partition set's directory (it holds a manifest), not a graph."""
+    return (Path(path) / MANIFEST).is_file()
 
 
 def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: bool = True) -> PartitionSet:

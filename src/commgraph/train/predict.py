@@ -21,12 +21,11 @@ from commgraph.errors import TrainingError
 from commgraph.graph import Graph
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN
-from commgraph.partition import load_partition_set
 from commgraph.partition.store import Part
 from commgraph.runtime import Communicator, World
+from commgraph.runtime.job import Job, JobOptions
 from commgraph.train import checkpoint
-from commgraph.plan.choose import job_topology
-from commgraph.train.executor import BarrierExecutor, job_wiring, row_block
+from commgraph.train.executor import BarrierExecutor, row_block
 
 PREDICTION_SUFFIXES = (".npy", ".csv")
 SPLITS = ("train", "val", "test")
@@ -71,22 +70,20 @@ def predict(model: GNN, graph: Graph, device: str | torch.device = "cpu") -> tor
         return model.decode(h)
 
 
-def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | Path,
-                 best: bool = False) -> tuple[np.ndarray | None, dict, dict]:
+def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | Path, best: bool = False,
+                 job_options: JobOptions = JobOptions()) -> tuple[np.ndarray | None, dict, dict]:
     """This worker's share of a distributed prediction over a partition set: (the predicted class
     of every node on rank 0, None elsewhere; accuracy and node count per split; the checkpoint's
     identity and epoch, as ``load_model`` gives them)."""
-    pset = load_partition_set(partition_dir)  # every worker checks its files, as in training
-    part = pset.part(world.rank)
+    job = Job(world, partition_dir, job_options)
+    part = job.part
     model, trained = load_model(checkpoint_dir, best)
     if part.features is None or part.features.shape[1] != model.in_dim:
         width = "no" if part.features is None else part.features.shape[1]
         raise TrainingError(f"{partition_dir} has {width} features per node, but the model was trained on "
                             f"{model.in_dim}")
-    comm = Communicator(world)
-    topology = job_topology("detect", world.size, world.device.type)
-    wiring, _ = job_wiring(pset, world, topology, row_bytes=4 * model.widths[1])
-    executor = BarrierExecutor(part, pset, comm, world.device, wiring, streamed=True)  # one forward pass
+    comm = job.comm
+    executor = BarrierExecutor(job, job.wire(4 * model.widths[1]), streamed=True)  # one forward pass
     model.to(world.device)
     with torch.no_grad():
         predicted = executor.forward(model).argmax(dim=1).cpu().numpy()
