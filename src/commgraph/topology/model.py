@@ -125,6 +125,7 @@ class Calibration:
         return self.allreduce["latency_us"] * 1e-6 + nbytes / (self.allreduce["bandwidth_gbps"] * 1e9)
 
     def validate(self) -> None:
+        """Raise :class:`TopologyError` naming the first field that is wrong."""
         for name in ("when", "how", "host"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise TopologyError(f"calibrated.{name} must be a non-empty string")
@@ -156,6 +157,8 @@ class Hop:
 
     @property
     def resource(self) -> int:
+        """The (link, direction) resource the hop occupies: ``2 * link``, plus 1 against the link's
+        ``a -> b`` direction."""
         return 2 * self.link + (0 if self.forward else 1)
 
 
