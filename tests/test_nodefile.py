@@ -1,4 +1,6 @@
-"""The one per-node result writer (predictions, analytics values)."""
+"""The per-node writers: results per node (predictions, analytics values) and chunked tables."""
+
+import hashlib
 
 import numpy as np
 import pytest
@@ -31,3 +33,24 @@ def test_other_names_are_refused_before_writing(tmp_path):
     with pytest.raises(CommgraphError, match="a per-node file must end in .npy or .csv"):
         write_node_values(tmp_path / "x.txt", np.zeros(3))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tables_are_written_a_chunk_at_a_time_as_np_save_writes_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(nodefile, "CHUNK_BYTES", 3 * 8 * 4)  # 4 rows a chunk: 10 rows in 3 chunks
+    table = np.arange(30, dtype=np.float64).reshape(10, 3)
+    asked = []
+
+    def rows(start, stop):
+        asked.append((start, stop))
+        return table[start:stop].astype(np.int64)  # converted to the file's dtype
+
+    digest = nodefile.save_npy_in_chunks(tmp_path / "t.npy", np.float64, (10, 3), rows)
+    np.save(tmp_path / "whole.npy", table)
+    assert (tmp_path / "t.npy").read_bytes() == (tmp_path / "whole.npy").read_bytes()
+    assert digest == hashlib.sha256((tmp_path / "whole.npy").read_bytes()).hexdigest()
+    assert asked == [(0, 4), (4, 8), (8, 10)]
+
+
+def test_a_chunk_of_the_wrong_shape_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"rows 0\.\.4 of .* came as shape \(5, 2\), expected \(5, 3\)"):
+        nodefile.save_npy_in_chunks(tmp_path / "t.npy", np.float32, (5, 3), lambda a, b: np.zeros((b - a, 2)))

@@ -41,6 +41,7 @@ from commgraph import __version__
 from commgraph.errors import PartitionError
 from commgraph.graph import Graph
 from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
+from commgraph.graph.nodefile import save_npy_in_chunks
 from commgraph.partition.metrics import check_assignment, remote_pairs
 
 FORMAT_VERSION = 1
@@ -48,7 +49,6 @@ MANIFEST = "manifest.json"
 _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
 _EDGE_DATA = ("weights",)
-_CHUNK_BYTES = 1 << 26  # per-node data is written to a part this much at a time
 
 
 @dataclass
@@ -256,31 +256,11 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     return files
 
 
-class _Hashing:
-    """A binary file being written, and the sha256 of what was written to it."""
-
-    def __init__(self, handle):
-        self.handle, self.digest = handle, hashlib.sha256()
-
-    def write(self, data) -> int:
-        self.digest.update(data)
-        return self.handle.write(data)
-
-
 def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray) -> str:
-    """Save ``values[rows]`` as ``.npy`` (what ``np.save`` writes), ``_CHUNK_BYTES`` at a time, so a
-    part's copy of a large table is never held in memory; returns the file's sha256, computed as it
-    is written."""
-    row_bytes = max(int(np.prod(values.shape[1:], dtype=np.int64)) * values.itemsize, 1)
-    step = max(_CHUNK_BYTES // row_bytes, 1)
-    header = {"descr": np.lib.format.dtype_to_descr(values.dtype), "fortran_order": False,
-              "shape": (rows.shape[0], *values.shape[1:])}
-    with open(path, "wb") as handle:
-        out = _Hashing(handle)
-        np.lib.format.write_array_header_1_0(out, header)
-        for start in range(0, rows.shape[0], step):
-            out.write(memoryview(np.ascontiguousarray(values[rows[start : start + step]])).cast("B"))
-    return out.digest.hexdigest()
+    """Save ``values[rows]`` as ``.npy`` a chunk at a time, so a part's copy of a large table is never
+    held in memory; returns the file's sha256."""
+    return save_npy_in_chunks(path, values.dtype, (rows.shape[0], *values.shape[1:]),
+                              lambda start, stop: values[rows[start:stop]])
 
 
 def _send_lists(k, owned, halo_node, halo_bounds, assignment, parts):
