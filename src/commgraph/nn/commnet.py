@@ -27,13 +27,14 @@ class CommNetLayer(MessagePassing):
     a zero mean). The mean runs over every in-edge of the destination in the whole graph.
 
     Args:
-        in_dim: input width :math:`F_{in}`.
-        out_dim: output width :math:`F_{out}`.
+        in_dim: width of the agents' states :math:`\mathbf{h}`, :math:`F_{in}`.
+        out_dim: width of the new states :math:`\mathbf{h}^{\prime}`, :math:`F_{out}`.
 
     Shapes:
-        - **input:** the table ``x_src`` :math:`(|\mathcal{V}_s|, F_{in})`, the destinations' own
-          rows ``x_dst`` :math:`(|\mathcal{V}_t|, F_{in})`, and a :class:`~commgraph.nn.Block`
-        - **output:** :math:`(|\mathcal{V}_t|, F_{out})`
+        - **input:** the states of the table's agents ``x_src`` :math:`(|\mathcal{V}_s|, F_{in})`,
+          the destinations' own states ``x_dst`` :math:`(|\mathcal{V}_t|, F_{in})`, a
+          :class:`~commgraph.nn.Block`
+        - **output:** the destinations' new states :math:`(|\mathcal{V}_t|, F_{out})`
     """
 
     def __init__(self, in_dim: int, out_dim: int):
