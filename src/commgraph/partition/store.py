@@ -53,7 +53,15 @@ _EDGE_DATA = ("weights",)
 
 @dataclass
 class Part:
-    """One worker's share. Arrays are memory-mapped from disk (read-only)."""
+    """One worker's share (the arrays the module's description lists), memory-mapped from disk,
+    read-only. Local ids: ``0..num_owned-1`` are the owned nodes, then the halo nodes.
+
+    Shapes:
+        - **owned:** ``[num_owned]``; **halo, halo_owner:** ``[num_halo]`` (global ids, owner parts)
+        - **indptr:** ``[num_owned + 1]``; **indices, weights:** ``[E_k]`` (local ids)
+        - **recv_ptr, send_ptr:** ``[parts + 1]``; **degree:** ``[num_owned + num_halo]``
+        - **features:** ``[num_owned, F]``; **labels** and masks: ``[num_owned]``
+    """
 
     index: int
     owned: np.ndarray
@@ -74,16 +82,20 @@ class Part:
 
     @property
     def num_owned(self) -> int:
+        """Nodes the part owns (computes)."""
         return int(self.owned.shape[0])
 
     @property
     def num_halo(self) -> int:
+        """Remote nodes whose rows the part receives every layer."""
         return int(self.halo.shape[0])
 
     def send_to(self, peer: int) -> np.ndarray:
+        """Local ids of the owned rows sent to part ``peer``, in the order of ``peer``'s halo."""
         return self.send_index[self.send_ptr[peer] : self.send_ptr[peer + 1]]
 
     def recv_from(self, peer: int) -> slice:
+        """The halo positions (local id minus ``num_owned``) the rows from part ``peer`` fill."""
         return slice(int(self.recv_ptr[peer]), int(self.recv_ptr[peer + 1]))
 
 
@@ -100,9 +112,11 @@ class PartitionSet:
 
     @property
     def num_parts(self) -> int:
+        """Parts of the set (one per worker)."""
         return int(self.manifest["parts"])
 
     def part(self, k: int) -> Part:
+        """Part ``k``, opened (and, with ``verify``, its files checked) on first use."""
         if not 0 <= k < self.num_parts:
             raise PartitionError(f"part {k} does not exist: {self.path} has parts 0..{self.num_parts - 1}")
         if k not in self._parts:
@@ -175,6 +189,25 @@ def write_partition_set(
     graph: Graph, assignment: np.ndarray, parts: int, out: str | Path, *, method: str, seed: int,
     seconds: float, metrics: dict, force: bool = False, progress: bool = False,
 ) -> PartitionSet:
+    """Write the partition set of ``graph`` under ``assignment`` to directory ``out`` (layout: the
+    module's description), built beside it and renamed into place when complete.
+
+    Args:
+        graph: the graph partitioned.
+        assignment: every node's part, ``[N]``.
+        parts: number of parts.
+        out: the set's directory.
+        method, seed, seconds, metrics: how it was made, recorded in the manifest
+            (``metrics``: :func:`~commgraph.partition.partition_metrics`'s).
+        force: replace an existing ``out``.
+        progress: a progress bar over the parts.
+
+    Returns:
+        PartitionSet: the set written.
+
+    Raises:
+        PartitionError: ``out`` exists (without ``force``), or an assignment that does not fit.
+    """
     out = Path(out)
     assignment = check_assignment(graph, assignment, parts)
     if out.exists() and not force:
