@@ -18,7 +18,7 @@ import torch
 
 @dataclass
 class Block:
-    """The edges one layer computes on: every in-edge of ``num_dst`` destinations, read from a table
+    r"""The edges one layer computes on: every in-edge of ``num_dst`` destinations, read from a table
     of ``num_src`` rows (see the module's description). Derived tensors (self loops, PyG's
     adjacency, the compaction) are built once, on first use, and kept in ``cache``.
 

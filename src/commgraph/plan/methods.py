@@ -24,7 +24,7 @@ SEED_COPY_MS = np.array([0.025, 0.050, 0.124, 0.372, 1.419, 5.307, 28.302])
 
 @dataclass(frozen=True)
 class TransferMethod:
-    """One way of moving a message, priced as
+    r"""One way of moving a message, priced as
 
     .. math::
         t(s) = t_0 + \ell + \frac{s}{\eta \, B},

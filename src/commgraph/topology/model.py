@@ -66,9 +66,9 @@ class Device:
 @dataclass(frozen=True)
 class Link:
     """``count`` parallel full-duplex physical links between devices ``a`` and ``b``, as one entry:
-    each direction is one resource of ``bandwidth_gbps`` for the whole entry. A message of
-    :math:`s` bytes alone on it takes ``latency_us + overhead_us`` microseconds plus
-    :math:`s / \text{bandwidth}` (:meth:`seconds`).
+    each direction is one resource of ``bandwidth_gbps`` for the whole entry. A message alone
+    on it takes ``latency_us + overhead_us`` microseconds plus its bytes over the bandwidth
+    (:meth:`seconds`).
 
     Args:
         a, b: the joined devices' ids (two different devices).
