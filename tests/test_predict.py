@@ -165,9 +165,10 @@ def test_predictions_csv_uses_original_node_ids(cora, tmp_path, capsys):
 
 
 def test_prediction_files_round_trip_across_chunks(tmp_path, monkeypatch):
+    import commgraph.graph.nodefile as nodefile
     import commgraph.train.predict as module
 
-    monkeypatch.setattr(module, "CSV_CHUNK", 7)  # 20 rows: three chunks, the last one short
+    monkeypatch.setattr(nodefile, "CSV_CHUNK", 7)  # 20 rows: three chunks, the last one short
     predicted, ids = np.arange(20) % 3, np.arange(20) * 5 + 1
     module.write_predictions(tmp_path / "p.csv", predicted, ids)
     module.write_predictions(tmp_path / "p.npy", predicted)

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
 from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank, check_pagerank
 from commgraph.analytics.program import (Alone, Boundary, LocalGraph, RunStats, VertexProgram, compile_hooks,
                                          run_program, whole_out_degree)
-from commgraph.atomic import atomic_write
 from commgraph.errors import AnalyticsError
 from commgraph.options import Options, option
 from commgraph.graph import Graph
@@ -24,7 +22,6 @@ from commgraph.partition import Part, PartitionSet
 
 ALGORITHMS = ("bfs", "sssp", "pagerank", "cc")
 WEIGHT_RANGE = (1.0, 100.0)  # seeded SSSP weights: uniform in [low, high)
-CSV_CHUNK = 1 << 16  # rows formatted at a time
 
 
 @dataclass(frozen=True)
@@ -213,17 +210,3 @@ def check_symmetric(pset: PartitionSet) -> None:
     if (matrix != matrix.T).nnz:
         raise AnalyticsError(f"{pset.path} holds a directed graph; connected components need both directions: pass "
                              "the GRAPH itself (analyze symmetrises it) or partition a symmetrised graph")
-
-
-def write_values(path: Path, values: np.ndarray, node_ids: np.ndarray | None) -> None:
-    """Every node's value, atomically: ``.npy`` (one per node, in load order) or ``.csv``
-    (``node,value`` under the original ids)."""
-    with atomic_write(path) as handle:
-        if path.suffix == ".npy":
-            np.save(handle, values, allow_pickle=False)
-            return
-        ids = node_ids if node_ids is not None else np.arange(values.shape[0])
-        handle.write(b"node,value\n")
-        for start in range(0, values.shape[0], CSV_CHUNK):
-            rows = slice(start, start + CSV_CHUNK)
-            handle.write("".join(map("{},{}\n".format, ids[rows].tolist(), values[rows].tolist())).encode())

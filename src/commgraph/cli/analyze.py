@@ -27,17 +27,17 @@ import numpy as np
 
 from commgraph.analytics import Analysis, AnalyzeOptions, analyze, symmetrized
 from commgraph.analytics.algorithms import check_weights
-from commgraph.analytics.job import analyze_part, check_symmetric, write_values
+from commgraph.analytics.job import analyze_part, check_symmetric
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import AnalyticsError
+from commgraph.graph.nodefile import check_node_file, write_node_values
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.options import Options, option
 from commgraph.partition import is_partition_set, load_partition_set
 from commgraph.runtime import in_torchrun
 from commgraph.runtime.job import JobOptions
 
-SUFFIXES = (".npy", ".csv")
 ROW_BYTES = 8  # one float64 per boundary row
 
 
@@ -53,8 +53,8 @@ class Report(Options):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.out is not None and Path(self.out).suffix not in SUFFIXES:
-            raise AnalyticsError(f"--out must end in .npy or .csv, got {self.out!r}")
+        if self.out is not None:
+            check_node_file(self.out, AnalyticsError)
 
 
 def register(subparsers) -> None:
@@ -161,7 +161,7 @@ def _report(report: Report, result: Analysis, node_ids: np.ndarray | None) -> No
     """Write --out and print the figures (rank 0 or the one process)."""
     if report.out is not None:
         values = node_ids[result.values] if result.algo == "cc" and node_ids is not None else result.values
-        write_values(Path(report.out), values, node_ids)
+        write_node_values(report.out, values, node_ids)
     if not result.converged:
         print(f"commgraph: warning: {result.algo} did not converge in {result.iterations} iterations",
               file=sys.stderr)
