@@ -7,11 +7,11 @@ boundary values moving through the job's all-gather plan and the runtime's execu
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank, check_pagerank
+from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank, check_pagerank, check_weights
 from commgraph.analytics.program import (Alone, Boundary, LocalGraph, RunStats, VertexProgram, compile_hooks,
                                          run_program, whole_out_degree)
 from commgraph.errors import AnalyticsError
@@ -200,8 +200,37 @@ def combine(algo: str, num_nodes: int, reports: list[dict]) -> Analysis:
                     first["exchanges"])
 
 
-def check_symmetric(pset: PartitionSet) -> None:
-    """Refuse a partition set of a directed graph for connected components."""
+def options_for_graph(options: AnalyzeOptions, graph: Graph) -> AnalyzeOptions:
+    """``options`` checked against ``graph``, with ``source`` (an original id, as the command line
+    gives it) turned into the node's index."""
+    source = options.source
+    if source is not None and graph.node_ids is not None:
+        ids = graph.node_ids
+        at = int(np.searchsorted(ids, source))
+        if at >= graph.num_nodes or ids[at] != source:
+            raise AnalyticsError(f"source {source} is not a node of the graph (its ids run {ids[0]}..{ids[-1]} "
+                                 "with gaps)")
+        source = at
+    options = replace(options, source=source)
+    options.check(graph.num_nodes)
+    if options.algo == "sssp" and options.weight_seed is None:
+        check_weights(graph.edge_weights)
+    return options
+
+
+def check_partition_set(options: AnalyzeOptions, pset: PartitionSet) -> None:
+    """Refuse what ``options`` cannot run on ``pset``: a source outside it, negative SSSP weights,
+    or connected components on a directed graph."""
+    options.check(int(pset.manifest["graph"]["num_nodes"]))
+    if options.algo == "sssp" and options.weight_seed is None:
+        for k in range(pset.num_parts):
+            weights = pset.part(k).weights
+            check_weights(None if weights is None else np.asarray(weights))
+    if options.algo == "cc":
+        _check_symmetric(pset)
+
+
+def _check_symmetric(pset: PartitionSet) -> None:
     from scipy.sparse import csr_matrix
 
     indptr, indices = pset.in_edges()

@@ -26,8 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.analytics import Analysis, AnalyzeOptions, analyze, symmetrized
-from commgraph.analytics.algorithms import check_weights
-from commgraph.analytics.job import analyze_part, check_symmetric
+from commgraph.analytics.job import analyze_part, check_partition_set, options_for_graph
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import AnalyticsError
@@ -88,10 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if is_partition_set(args.graph):
         return _run_partition_set(args.graph, options, launcher, job, report, args.debug)
     graph = graph_from_args(args, directed=args.directed)
-    options = replace(options, source=_internal_source(options.source, graph.node_ids, graph.num_nodes))
-    options.check(graph.num_nodes)
-    if options.algo == "sssp" and options.weight_seed is None:
-        check_weights(graph.edge_weights)
+    options = options_for_graph(options, graph)
     if (launcher.workers or 1) == 1:
         _report(report, analyze(graph, options), graph.node_ids)
         return 0
@@ -110,16 +106,9 @@ def _run_partition_set(partdir: str, options: AnalyzeOptions, launcher: LaunchOp
                        report: Report, debug: bool) -> int:
     pset = load_partition_set(partdir, verify=True)
     pset.verify_all()
-    num_nodes = int(pset.manifest["graph"]["num_nodes"])
-    options.check(num_nodes)
-    parts = [pset.part(k) for k in range(pset.num_parts)]
-    if options.algo == "sssp" and options.weight_seed is None:
-        for part in parts:
-            check_weights(None if part.weights is None else np.asarray(part.weights))
-    if options.algo == "cc":
-        check_symmetric(pset)
+    check_partition_set(options, pset)
     if pset.num_parts == 1 and launcher.workers in (None, 1):
-        _report(report, analyze_part(parts[0], num_nodes, options), None)
+        _report(report, analyze_part(pset.part(0), int(pset.manifest["graph"]["num_nodes"]), options), None)
         return 0
     spec = JobSpec("analyze", partdir, _needs_partition_set, launcher, job, row_bytes=ROW_BYTES,
                    options=[options, report], debug=debug)
@@ -136,17 +125,6 @@ def _describe(partdir: Path, workers: int) -> str:
 
 def _needs_partition_set():
     raise AnalyticsError("under torchrun, analyze takes a partition set (make one with commgraph partition)")
-
-
-def _internal_source(source: int | None, node_ids: np.ndarray | None, num_nodes: int) -> int | None:
-    """The node index of original id ``source``."""
-    if source is None or node_ids is None:
-        return source
-    at = int(np.searchsorted(node_ids, source))
-    if at >= num_nodes or node_ids[at] != source:
-        raise AnalyticsError(f"source {source} is not a node of the graph (its ids run {node_ids[0]}..{node_ids[-1]} "
-                             f"with gaps)")
-    return at
 
 
 def _rank(options: AnalyzeOptions, job: JobOptions, report: Report, world, partdir: Path) -> None:
