@@ -156,3 +156,18 @@ def test_an_old_spelling_s_errors_are_the_new_one_s(capsys):
     assert main(["sim", "llm", "--model", "gpt3-13b", "--topology", "hgx-h100", "--scheduler", "nope"]) == 2
     new_err = capsys.readouterr().err
     assert old_err.splitlines()[1:] == new_err.splitlines() and "unknown scheduler" in new_err
+
+
+def test_a_command_loads_only_its_own_modules():
+    import subprocess
+    import sys
+    code = ("import sys; from commgraph.cli.main import main; main(['topo', 'list']); "
+            "print(sorted(m for m in sys.modules if m.startswith('commgraph.cli.') or m in ('torch', 'torch_geometric')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    loaded = done.stdout.splitlines()[-1]
+    assert done.returncode == 0 and "commgraph.cli.topo" in loaded
+    assert "commgraph.cli.train" not in loaded and "'torch_geometric'" not in loaded
+
+
+def test_the_top_level_list_is_the_same_whatever_is_loaded():
+    assert build_parser(load=set()).format_help() == build_parser().format_help()

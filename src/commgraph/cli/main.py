@@ -3,6 +3,7 @@ is a bug and prints one line too, with the traceback only under ``--debug``."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import traceback
@@ -13,34 +14,41 @@ from typing import NamedTuple
 warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
 
 from commgraph import __version__
-from commgraph.cli import (Parser, analyze, convert, datasets, info, llm, multipath, partition, paths, plan, plot,
-                           predict, simulate, topo, train)
+from commgraph.cli import Parser
 from commgraph.errors import CommgraphError
 
 
+class Command(NamedTuple):
+    """A top-level command whose parser ``target`` adds (a ``commgraph.cli`` module's ``register``)."""
+
+    name: str
+    help: str  # the module's own, shown in the top-level list without importing it
+    target: str
+
+
 class Group(NamedTuple):
-    """A command that only holds commands: ``commgraph NAME CHILD ...``."""
+    """A command that only holds commands: ``commgraph NAME CHILD ...``. A child is a Group or a target:
+    ``module`` (its ``register``) or ``module:function``."""
 
     name: str
     help: str
-    children: tuple  # modules (their ``register``), register functions, or nested Groups
+    children: tuple
 
 
-GROUPS = (
-    Group("graph", "read, describe, convert and download graphs", (info, convert, datasets)),
-    Group("partition", "make and describe partition sets (one part per worker)", (partition,)),
-    topo,
-    plan,
+TREE = (
+    Group("graph", "read, describe, convert and download graphs", ("info", "convert", "datasets")),
+    Group("partition", "make and describe partition sets (one part per worker)", ("partition",)),
+    Command("topo", "hardware topologies", "topo"),
+    Command("plan", "plan and price communication", "plan"),
     Group("sim", "price work on a topology in the flow-level simulator", (
-        simulate,
-        llm,
-        Group("multipath", "multi-path communication inside a host (LEO)",
-              (multipath, paths, plan.register_h2d)),
+        "simulate",
+        "llm",
+        Group("multipath", "multi-path communication inside a host (LEO)", ("multipath", "paths", "plan:register_h2d")),
     )),
-    train,
-    predict,
-    analyze,
-    plot,
+    Command("train", "train a GNN across workers, full-graph or on sampled mini-batches", "train"),
+    Command("predict", "label every node with a trained model", "predict"),
+    Command("analyze", "BFS, SSSP, PageRank or connected components across workers", "analyze"),
+    Command("plot", "draw training curves from metrics.jsonl files", "plot"),
 )
 
 # Old spellings, kept for one release: the longest matching prefix is rewritten before parsing.
@@ -60,7 +68,9 @@ ALIASES = {
 PARTITION_CHILDREN = ("make", "info", "-h", "--help")
 
 
-def build_parser() -> Parser:
+def build_parser(load: set[str] | None = None) -> Parser:
+    """The whole command tree, or with ``load``, only those top-level commands' parsers: the others are
+    listed with their help and their modules (torch, PyG, ...) are not imported, so a command starts fast."""
     parser = Parser(
         prog="commgraph",
         description="Communication-efficient distributed training of graph neural networks.",
@@ -71,26 +81,44 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"commgraph {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    _add(parser.add_subparsers(dest="command", metavar="COMMAND", required=True), GROUPS)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for entry in TREE:
+        if load is not None and entry.name not in load:
+            subparsers.add_parser(entry.name, help=entry.help, add_help=False)
+        elif isinstance(entry, Group):
+            _add_group(subparsers, entry)
+        else:
+            _target(entry.target)(subparsers)
     return parser
 
 
-def _add(subparsers, children) -> None:
-    for child in children:
+def _add_group(subparsers, group: Group) -> None:
+    parser = subparsers.add_parser(group.name, help=group.help, description=group.help)
+    children = parser.add_subparsers(dest=f"{group.name}_command", metavar="COMMAND", required=True)
+    for child in group.children:
         if isinstance(child, Group):
-            group = subparsers.add_parser(child.name, help=child.help, description=child.help)
-            _add(group.add_subparsers(dest=f"{child.name}_command", metavar="COMMAND", required=True),
-                 child.children)
+            _add_group(children, child)
         else:
-            getattr(child, "register", child)(subparsers)
+            _target(child)(children)
+
+
+def _target(target: str):
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(f"commgraph.cli.{module}"), function or "register")
+
+
+def _command_start(argv: list[str]) -> int:
+    """Where the command's words start, after the global ``--debug``."""
+    start = 0
+    while start < len(argv) and argv[start] == "--debug":
+        start += 1
+    return start
 
 
 def new_spelling(argv: list[str]) -> list[str]:
     """``argv`` with an old command spelling (``ALIASES``, ``partition GRAPH``) replaced by the new one; a note
     on stderr says which, and stdout is the new spelling's."""
-    start = 0
-    while start < len(argv) and argv[start] == "--debug":
-        start += 1
+    start = _command_start(argv)
     words = argv[start:]
     for old, new in sorted(ALIASES.items(), key=lambda item: -len(item[0])):
         if tuple(words[:len(old)]) == old:
@@ -105,7 +133,8 @@ def new_spelling(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(new_spelling(sys.argv[1:] if argv is None else list(argv)))
+    argv = new_spelling(sys.argv[1:] if argv is None else list(argv))
+    args = build_parser(load=set(argv[_command_start(argv):][:1])).parse_args(argv)
     try:
         return args.run(args)
     except CommgraphError as exc:
