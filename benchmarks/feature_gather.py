@@ -32,10 +32,10 @@ summed, each with its own ~0.6 GB of interpreter and libraries).
 ``--big-share`` (0.55) of the GPU's memory: nodes = ceil(share x GPU memory / (4 x width)), about
 11.5M nodes and 47 GB on an 80 GB H100. Target: it runs, its step time against ``--features gpu``
 on the graph that fits (per million nodes, as the graphs differ). The graph is generated and
-partitioned (``commgraph partition SPEC --parts 1``) into ``--scratch`` first unless it is there
+partitioned (``commgraph partition make SPEC --parts 1``) into ``--scratch`` first unless it is there
 already (``prepare`` does only that, and keeps it); ``big`` removes it afterwards unless ``--keep``.
 
-The big graph's preparation alone takes minutes: ``commgraph partition`` draws the table (rmat's
+The big graph's preparation alone takes minutes: ``commgraph partition make`` draws the table (rmat's
 Gaussian features, on every core), checks and hashes the graph, and writes the part, hashing it as
 it goes. On a shared 2-core Xeon VM a 0.82 GB table took 8.3-9.6 s and 1.95 GB of peak host memory
 (before the parallel draw and the chunked part writer: 12.5, 34 and 50 s for 0.82, 2.6 and 4.1 GB,
@@ -290,15 +290,16 @@ class Costs:
 
 
 def prepare(graph: SizedGraph, costs: Costs) -> None:
-    """The graph's 1-part partition set (``commgraph partition``), made now unless it is there."""
+    """The graph's 1-part partition set (``commgraph partition make``), made now unless it is there."""
     if (graph.folder / "manifest.json").is_file():
         print(f"prepared set {graph.folder} is there already: reused")
         return
     check_scratch(graph.folder.parent, int(1.05 * graph.table_bytes))
     print(f"preparing {graph.spec} ({graph.table_bytes / 1e9:.1f} GB table; about 11 s per GB on a 2-core VM) ...")
-    done = run_sampled(["partition", graph.spec, "--parts", "1", "--out", str(graph.folder), "--force", "--json"])
+    done = run_sampled(["partition", "make", graph.spec, "--parts", "1", "--out", str(graph.folder), "--force",
+                        "--json"])
     if done.returncode != 0:
-        raise StageFailed(f"commgraph partition {graph.spec} failed after {done.seconds:.0f} s, peak host RSS "
+        raise StageFailed(f"commgraph partition make {graph.spec} failed after {done.seconds:.0f} s, peak host RSS "
                           f"{done.peak_rss / 1e9:.1f} GB: {tail(done.stderr)}")
     print(f"prepared {graph.spec} -> {graph.folder}: {done.seconds:.0f} s, peak host RSS "
           f"{done.peak_rss / 1e9:.1f} GB = {done.peak_rss / graph.table_bytes:.2f} x the "

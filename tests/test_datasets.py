@@ -228,7 +228,7 @@ def test_real_names_planetoid_and_snap_through_the_cli(server, tmp_path, capsys)
         Stats(expected.num_nodes, expected.num_edges, expected.num_features, expected.num_classes, "stored"))
     REGISTRY["toycite"] = entry
     try:
-        assert main(["datasets", "download", "toycite", "--quiet"]) == 0
+        assert main(["graph", "datasets", "download", "toycite", "--quiet"]) == 0
         assert load_graph("toycite").equals(expected)
     finally:
         del REGISTRY["toycite"]
@@ -240,10 +240,10 @@ def test_real_names_planetoid_and_snap_through_the_cli(server, tmp_path, capsys)
     pairs[pairs == 1234] = 1235  # as in the real file, one id of the header's range has no edge
     server.files["/data/email-Enron.txt.gz"] = gz_lines(pairs, f"# Nodes: {n} Edges: {m}\n")
     capsys.readouterr()
-    assert main(["info", "email-Enron", "--json"]) == 0
+    assert main(["graph", "info", "email-Enron", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["name"] == "email-Enron" and info["num_nodes"] == n
-    assert main(["datasets", "list", "--json"]) == 0
+    assert main(["graph", "datasets", "list", "--json"]) == 0
     rows = {row["name"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
     assert rows["email-Enron"]["cached"] == "converted" and rows["web-Google"]["cached"] == "-"
 

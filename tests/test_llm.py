@@ -191,7 +191,7 @@ def test_bad_inputs_fail_clearly():
 
 def test_cli_json_schema_and_outputs(tmp_path, capsys):
     png, trace = tmp_path / "t.png", tmp_path / "t.json"
-    code = main(["llm", "simulate", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--dp", "2", "--microbatches", "4",
+    code = main(["sim", "llm", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--dp", "2", "--microbatches", "4",
                  "--topology", "2xhgx-h100-ib", "--scheduler", "fair,hermod", "--json", "--png", str(png),
                  "--trace", str(trace)])
     assert code == 0
@@ -204,7 +204,7 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
     assert png.read_bytes()[:4] == b"\x89PNG"
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(e["ph"] == "X" for e in events)
-    assert main(["llm", "simulate", "--model", "gpt3-13b", "--topology", "hgx-h100", "--scheduler", "nope"]) == 2
+    assert main(["sim", "llm", "--model", "gpt3-13b", "--topology", "hgx-h100", "--scheduler", "nope"]) == 2
     assert "unknown scheduler" in capsys.readouterr().err
 
 

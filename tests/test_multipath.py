@@ -96,13 +96,13 @@ def test_yaml_round_trip_and_refused_hops(tmp_path):
 
 
 def test_paths_cli(capsys, tmp_path):
-    code, out, _ = run(capsys, "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json")
+    code, out, _ = run(capsys, "sim", "multipath", "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json")
     rows = json.loads(out)["paths"]
     assert code == 0 and rows[0]["devices"] == ["cpu0", "pcie1", "gpu3"]
     assert rows[0]["traverse_s"] == pytest.approx(3e-6 + (1 << 20) / 11.13e9)
-    code, out, _ = run(capsys, "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--yaml")
+    code, out, _ = run(capsys, "sim", "multipath", "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--yaml")
     (tmp_path / "p.yaml").write_text(out.replace("[cpu0, pcie0, gpu0, gpu3]", "[cpu0, pcie0, gpu2, gpu3]"))
-    code, _, err = run(capsys, "paths", "dgx1-v100", "--file", str(tmp_path / "p.yaml"))
+    code, _, err = run(capsys, "sim", "multipath", "paths", "dgx1-v100", "--file", str(tmp_path / "p.yaml"))
     assert code == 2 and "hop 2 pcie0 -> gpu2 has no link" in err and err.count("\n") == 1
 
 
@@ -204,7 +204,7 @@ def test_workload_errors(tmp_path):
 
 
 def test_multipath_cli(capsys, tmp_path):
-    code, out, _ = run(capsys, "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
+    code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
                        "poisson:load=0.9,size=1M,types=cpu0:gpu0,n=40", "--k", "2", "--json",
                        "--png", str(tmp_path / "cdf.png"))
     result = json.loads(out)["selectors"]
@@ -214,7 +214,7 @@ def test_multipath_cli(capsys, tmp_path):
         assert sum(row["paths"].values()) == 40
     assert result["greedy-intra"]["mean_s"] < result["direct"]["mean_s"]
     assert (tmp_path / "cdf.png").read_bytes()[:4] == b"\x89PNG"
-    code, _, err = run(capsys, "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
+    code, _, err = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
                        "poisson:load=0.5", "--selector", "toll")
     assert code == 2 and "types=SRC:DST" in err
 
@@ -225,7 +225,7 @@ def test_multipath_cli_with_a_path_set_and_a_trace(capsys, tmp_path):
     write_paths(PathSet((kvs,)), tmp_path / "kvs.yaml")
     (tmp_path / "trace.csv").write_text("time,type,after\n" + "".join(f"{i * 1e-5},get,\n" for i in range(6))
                                         + "6e-5,get,5\n")
-    code, out, _ = run(capsys, "multipath", "simulate", "--topology", "dgx1-v100", "--paths",
+    code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--paths",
                        str(tmp_path / "kvs.yaml"), "--workload", str(tmp_path / "trace.csv"),
                        "--selector", "direct,greedy-intra,lp", "--k", "3", "--json")
     result = json.loads(out)
@@ -255,14 +255,16 @@ def test_bulk_split_meets_the_max_flow_bound():
 
 
 def test_plan_h2d_cli(capsys):
-    code, out, _ = run(capsys, "plan", "h2d", "--topology", "dgx1-v100", "--bytes", "1G", "--gpus", "0", "--json")
+    code, out, _ = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--bytes", "1G", "--gpus", "0",
+                       "--json")
     planners = json.loads(out)["planners"]
     assert code == 0 and planners["direct"]["seconds"] / planners["lp"]["seconds"] >= 1.8
     assert sum(p["bytes"] for p in planners["lp"]["paths"]) == pytest.approx(1 << 30)
-    code, out, _ = run(capsys, "plan", "h2d", "--topology", "dgx1-v100", "--gpus", "0,1,2,3,4,5,6,7", "--json")
+    code, out, _ = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--gpus", "0,1,2,3,4,5,6,7",
+                       "--json")
     planners = json.loads(out)["planners"]
     assert planners["lp"]["seconds"] <= planners["direct"]["seconds"]
-    code, out, _ = run(capsys, "plan", "h2d", "--topology", "dgx1-v100", "--gpus", "0")
+    code, out, _ = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--gpus", "0")
     assert code == 0 and "simulated only" in out
-    code, _, err = run(capsys, "plan", "h2d", "--topology", "dgx1-v100", "--gpus", "9")
+    code, _, err = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--gpus", "9")
     assert code == 2 and "GPU 9 out of range" in err
