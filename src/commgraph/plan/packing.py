@@ -1,0 +1,236 @@
+"""Packing columns (spanning trees, arborescences, routings) under a bottleneck, the routes through
+switches that the columns use, and the partition bound every all-reduce schedule obeys.
+
+``pack`` is the column generation of Wang, Li, Liberty and Smola (SysML'18) for any family of
+columns with a pricing oracle: minimise max_r sum_c alpha_c load_c[r] over convex combinations
+(alpha >= 0, sum alpha = 1), the restricted master solved by HiGHS (scipy), its duals y (link
+prices, sum y = 1) handed to ``cheapest(y)``, which returns the column of least y . load. That
+least price is a lower bound on the optimum for any y (weak duality: sum_r y_r load[r] <= max_r
+load[r]), so the bound at the last prices is an optimality certificate: it meets the value when
+no column can improve.
+
+``RouteGraph`` is the network the columns are routed over: every device, and the link directions
+between them as resources (``Hop.resource`` numbering), paths passing only through devices that
+forward (``Topology.forwards``: switches, CPUs, NICs, and GPUs where ``gpu_forwarding`` allows).
+``shortest`` prices every link direction and returns the cheapest path between every two workers
+(scipy's Dijkstra), so a tree edge or a ring hop may take any route the hardware has: every
+NVSwitch plane, every NIC, a neighbour GPU's NIC through NVLink.
+
+``partition_bound``: split the workers into p >= 2 groups S_1..S_p (node sets, disjoint, each
+holding workers, together holding all). A spanning tree joins them with at least p - 1 edges
+between groups; a tree edge carrying a share w of the data both ways enters one group in each
+direction, so the trees bring at least 2 (p - 1) M bytes into the groups in all, at most
+sum_i B(S_i) per second (B: the bandwidth of the links leaving S_i, per direction). So
+
+    algorithm bandwidth M / T  <=  sum_i B(S_i) / (2 (p - 1)),
+
+which for singletons of n workers of equal bandwidth B is B n / (2 (n - 1)): per-GPU bandwidth over
+2(n-1)/n. A ring crosses the groups p times with 2 (n-1)/n M each, no less for p <= n, so the same
+bound holds for every schedule here. We take the tightest of the singletons and the hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
+
+from commgraph.errors import PlanError
+from commgraph.topology import Topology
+
+_TOL = 1e-9  # relative: a column improves when its reduced cost is below -_TOL x the value
+_TIE = 1e-7  # added to every link price in the path search: among equally priced paths, the fastest, shortest
+
+
+@dataclass(frozen=True)
+class Column:
+    """One member of the packed family: ``key`` says what it is (for the caller), ``load`` its load
+    on every resource."""
+
+    key: Hashable
+    load: np.ndarray
+
+
+@dataclass(frozen=True)
+class Packing:
+    """The optimum ``value`` (the busiest resource's load), the columns of the mix with their
+    weights, and ``lower_bound``, the certificate: the least priced column at the final prices
+    (equal to ``value`` within 1e-9 relative when ``converged``)."""
+
+    value: float
+    columns: list[tuple[float, Column]]
+    lower_bound: float
+    converged: bool
+
+
+def pack(cheapest: Callable[[np.ndarray], Column], resources: int, max_columns: int = 3000) -> Packing:
+    """Column generation (module docstring) over ``resources`` resources; ``cheapest(prices)``
+    returns the column of least ``prices . load``. The optimum is often reached by many mixes; a
+    second LP picks, among them, one of least total load, so resources off the bottleneck carry no
+    more than needed."""
+    first = cheapest(np.ones(resources))
+    columns, seen = [first], {first.key}
+    value, _, lower, converged = _generate(cheapest, columns, seen, None, max_columns)
+    _, mix, _, _ = _generate(cheapest, columns, seen, value, max_columns)
+    return Packing(value, mix, lower, converged)
+
+
+def _generate(cheapest, columns: list[Column], seen: set, cap: float | None, max_columns: int):
+    """Minimise the bottleneck (``cap`` None) or, every resource at most ``cap``, the total load.
+    ``columns`` grows in place. Returns (bottleneck, weighted columns, lower bound, converged)."""
+    while True:
+        full = np.array([c.load for c in columns]).T  # [resources, columns]
+        used = np.flatnonzero(full.any(axis=1))
+        a_res = full[used]
+        n_res, n_cols = a_res.shape
+        if cap is None:  # variables: column weights, then z
+            objective = np.concatenate([np.zeros(n_cols), [1.0]])
+            a_ub = np.hstack([a_res, -np.ones((n_res, 1))])
+            a_eq = np.concatenate([np.ones(n_cols), [0.0]])[None, :]
+            b_ub = np.zeros(n_res)
+        else:
+            objective = a_res.sum(axis=0)
+            a_ub, a_eq, b_ub = a_res, np.ones((1, n_cols)), np.full(n_res, cap * (1 + 1e-9))
+        result = linprog(objective, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
+                         bounds=[(0, None)] * objective.size, method="highs")
+        if result.status != 0:
+            raise PlanError(f"the packing LP failed: {result.message}")
+        prices = np.zeros(full.shape[0])
+        prices[used] = np.maximum(-result.ineqlin.marginals, 0.0)  # what one more unit on a resource costs
+        weights = prices if cap is None else 1.0 + prices
+        convexity = result.eqlin.marginals[0]
+        column = cheapest(weights)
+        reduced = float(weights @ column.load)
+        weights_now = result.x[:n_cols]
+        bottleneck = float((a_res @ weights_now).max())
+        done = reduced >= convexity - _TOL * max(abs(convexity), bottleneck) or column.key in seen
+        if done or len(columns) >= max_columns:
+            mix = [(float(w), c) for w, c in zip(weights_now, columns) if w > 1e-10]
+            total = sum(w for w, _ in mix)
+            return bottleneck, [(w / total, c) for w, c in mix], min(reduced, bottleneck), done
+        columns.append(column)
+        seen.add(column.key)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Cheapest paths from every worker (``shortest``): ``cost[a, b]`` and the devices between."""
+
+    graph: RouteGraph
+    cost: np.ndarray  # [workers, workers]
+    predecessors: np.ndarray  # [workers, nodes]
+
+    def path(self, a: int, b: int) -> tuple[int, ...]:
+        """Device indices from worker ``a`` to worker ``b``."""
+        g = self.graph
+        node, start, nodes = g.in_node[g.worker_index[b]], g.out_node[g.worker_index[a]], []
+        while node != start:
+            nodes.append(node)
+            node = self.predecessors[a, node]
+            if node < 0:
+                raise PlanError(f"no route from {g.workers[a]!r} to {g.workers[b]!r} in topology {g.topology.name!r}")
+        nodes.append(start)
+        return tuple(x % g.n for x in reversed(nodes))
+
+
+class RouteGraph:
+    """The devices of ``topology`` and its link directions as resources (``2 * link + direction``,
+    ``Hop.resource``), over ``links`` (default: all; between two devices the fastest, as the
+    simulator takes an explicit route). ``cost[r]``: seconds per byte on resource r relative to the
+    slowest of these links (so 1 on the slowest)."""
+
+    def __init__(self, topology: Topology, workers: list[str], links: list[int] | None = None):
+        self.topology, self.workers, self.n = topology, list(workers), len(topology.devices)
+        chosen: dict[tuple[int, int], int] = {}
+        for k in range(len(topology.links)) if links is None else links:
+            link = topology.links[k]
+            pair = tuple(sorted((topology.index[link.a], topology.index[link.b])))
+            if pair not in chosen or link.bandwidth_gbps > topology.links[chosen[pair]].bandwidth_gbps:
+                chosen[pair] = k
+        self.links = sorted(chosen.values())
+        self.unit_gbps = min(topology.links[k].bandwidth_gbps for k in self.links)
+        self.cost = np.zeros(2 * len(topology.links))
+        for k in self.links:
+            self.cost[2 * k : 2 * k + 2] = self.unit_gbps / topology.links[k].bandwidth_gbps
+        self.in_node = list(range(self.n))
+        self.out_node = [i if topology.forwards(d) else self.n + i for i, d in enumerate(topology.devices)]
+        self.worker_index = [topology.index[w] for w in self.workers]
+        tails, heads, resources = [], [], []
+        for k in self.links:
+            link = topology.links[k]
+            a, b = topology.index[link.a], topology.index[link.b]
+            for u, v, r in ((a, b, 2 * k), (b, a, 2 * k + 1)):
+                tails.append(self.out_node[u])
+                heads.append(self.in_node[v])
+                resources.append(r)
+        self._tails, self._heads = np.array(tails), np.array(heads)
+        self._resources = np.array(resources)
+        self._arc = {(t, h): r for t, h, r in zip(tails, heads, resources)}
+
+    @property
+    def resources(self) -> int:
+        return self.cost.size
+
+    def shortest(self, prices: np.ndarray, symmetric: bool) -> Paths:
+        """Cheapest paths between the workers when a byte on resource r costs ``prices[r] *
+        cost[r]`` (``symmetric``: a path is priced in both directions, for an edge used both ways)."""
+        per_byte = (prices + _TIE) * self.cost
+        if symmetric:
+            per_byte = per_byte + per_byte.reshape(-1, 2)[:, ::-1].ravel()
+        weights = per_byte[self._resources]
+        graph = csr_matrix((weights, (self._tails, self._heads)), shape=(2 * self.n, 2 * self.n))
+        sources = [self.out_node[w] for w in self.worker_index]
+        dist, pred = dijkstra(graph, indices=sources, return_predecessors=True)
+        cost = dist[:, [self.in_node[w] for w in self.worker_index]]
+        if not np.isfinite(cost).all():
+            a, b = np.argwhere(~np.isfinite(cost))[0]
+            self.topology.route(self.workers[a], self.workers[b])  # raises, naming the pair
+        return Paths(self, cost, pred)
+
+    def hops(self, path: tuple[int, ...]) -> list[int]:
+        """The resources a path of device indices crosses, in order."""
+        return [self._arc[self.out_node[u], self.in_node[v]] for u, v in zip(path, path[1:])]
+
+    def devices(self, path: tuple[int, ...]) -> tuple[str, ...]:
+        return tuple(self.topology.devices[i].id for i in path)
+
+    def load(self, path: tuple[int, ...], both_ways: bool) -> np.ndarray:
+        """One unit of data along ``path`` (and back, ``both_ways``) as load per resource."""
+        load = np.zeros(self.resources)
+        for r in self.hops(path):
+            load[r] += self.cost[r]
+            if both_ways:
+                load[r ^ 1] += self.cost[r ^ 1]
+        return load
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The partition bound (module docstring): the most algorithm bandwidth any schedule reaches,
+    GB/s, and the partition that gives it (``per-GPU`` or ``per-host``)."""
+
+    algbw_gbps: float
+    partition: str
+
+    def to_json(self) -> dict:
+        return {"algbw_gbps": self.algbw_gbps, "partition": self.partition}
+
+
+def partition_bound(topology: Topology, workers: list[str], links: list[int] | None = None) -> Bound:
+    """The tightest partition bound of the singletons and of the hosts, over ``links`` (default: all)."""
+    chosen = range(len(topology.links)) if links is None else links
+    host = {d.id: d.host for d in topology.devices}
+    groups = {"per-GPU": [{w} for w in workers]}
+    hosts = list(dict.fromkeys(host[w] for w in workers))
+    if len(hosts) > 1:
+        groups["per-host"] = [{d for d, h in host.items() if h == name} for name in hosts]
+    bounds = []
+    for name, sets in groups.items():
+        leaving = sum(topology.links[k].bandwidth_gbps for s in sets for k in chosen
+                      if (topology.links[k].a in s) != (topology.links[k].b in s))
+        bounds.append(Bound(leaving / (2 * (len(sets) - 1)), name))
+    return min(bounds, key=lambda b: b.algbw_gbps)
