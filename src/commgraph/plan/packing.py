@@ -221,16 +221,66 @@ class Bound:
 
 
 def partition_bound(topology: Topology, workers: list[str], links: list[int] | None = None) -> Bound:
-    """The tightest partition bound of the singletons and of the hosts, over ``links`` (default: all)."""
-    chosen = range(len(topology.links)) if links is None else links
+    """The tightest partition bound of four families over ``links`` (default: all): the workers
+    alone, the hosts, and each of these grown to the side of a minimum cut around it (the cut
+    separating a worker, or a host's workers, from every other worker: on a server whose NICs hang
+    off PCIe, a host's cut runs through its GPUs' PCIe links). A family whose cuts overlap is
+    skipped (the bound needs disjoint groups)."""
+    chosen = list(range(len(topology.links))) if links is None else list(links)
     host = {d.id: d.host for d in topology.devices}
-    groups = {"per-GPU": [{w} for w in workers]}
     hosts = list(dict.fromkeys(host[w] for w in workers))
+    families = {"per-GPU": [{w} for w in workers]}
     if len(hosts) > 1:
-        groups["per-host"] = [{d for d, h in host.items() if h == name} for name in hosts]
+        families["per-host"] = [{d for d, h in host.items() if h == name} for name in hosts]
+    cuts = _MinCut(topology, chosen, workers)
+    families["per-GPU cut"] = [cuts.side({w}) for w in workers]
+    if len(hosts) > 1:
+        families["per-host cut"] = [cuts.side({w for w in workers if host[w] == name}) for name in hosts]
     bounds = []
-    for name, sets in groups.items():
+    for name, sets in families.items():
+        if sum(len(s) for s in sets) != len(set().union(*sets)):
+            continue
         leaving = sum(topology.links[k].bandwidth_gbps for s in sets for k in chosen
                       if (topology.links[k].a in s) != (topology.links[k].b in s))
         bounds.append(Bound(leaving / (2 * (len(sets) - 1)), name))
     return min(bounds, key=lambda b: b.algbw_gbps)
+
+
+class _MinCut:
+    """Minimum cuts between sets of workers over the chosen links (capacities in MB/s, integers
+    for scipy's maximum flow)."""
+
+    def __init__(self, topology: Topology, links: list[int], workers: list[str]):
+        self.topology, self.workers = topology, workers
+        n = len(topology.devices)
+        self.source, self.sink = n, n + 1
+        rows, cols, caps = [], [], []
+        for k in links:
+            link = topology.links[k]
+            a, b, c = topology.index[link.a], topology.index[link.b], int(round(link.bandwidth_gbps * 1000))
+            rows += [a, b]
+            cols += [b, a]
+            caps += [c, c]
+        self.edges = (rows, cols, caps)
+        self.big = 2 * sum(caps) + 1
+
+    def side(self, group: set[str]) -> set[str]:
+        """The devices on ``group``'s side of a minimum cut from it to every other worker."""
+        from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
+        rows, cols, caps = (list(x) for x in self.edges)
+        index = self.topology.index
+        for w in self.workers:
+            if w in group:
+                rows.append(self.source), cols.append(index[w]), caps.append(self.big)
+            else:
+                rows.append(index[w]), cols.append(self.sink), caps.append(self.big)
+        size = self.sink + 1
+        capacity = csr_matrix((np.array(caps, dtype=np.int64), (rows, cols)), shape=(size, size))
+        capacity.sum_duplicates()
+        flow = maximum_flow(capacity.astype(np.int32) if capacity.max() < 2**31 else capacity, self.source, self.sink).flow
+        residual = (capacity - flow).tocsr()
+        residual.data[residual.data < 0] = 0
+        residual.eliminate_zeros()
+        reached = breadth_first_order(residual, self.source, directed=True, return_predecessors=False)
+        return {self.topology.devices[i].id for i in reached if i < self.source}
