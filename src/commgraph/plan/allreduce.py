@@ -487,11 +487,14 @@ def _routed_trees(graph: CostGraph) -> tuple[AllReduceSchedule, dict]:
             hops.append(tuple(Route(share / weight, routes.devices(path if child == a else path[::-1]))
                               for path, share in split[a, b].items()))
         trees.append(Tree(weight, graph.workers[root], tuple(edges), tuple(hops)))
-    unit = routes.unit_gbps
+    unit, links = routes.unit_gbps, graph.topology.links
+    load = sum(w * c.load for w, c in packing.columns).reshape(-1, 2).max(axis=1)
+    utilisation = {f"{links[k].a}-{links[k].b}": float(load[k] / packing.value) for k in np.flatnonzero(load)}
     notes = {"optimum": packing.value, "optimum_fraction": str(Fraction(packing.value).limit_denominator(1000)),
              "certificate": {"lower_bound": packing.lower_bound, "converged": packing.converged,
                              "algbw_gbps_at_most": unit / packing.lower_bound},
-             "trees": [{"weight": t.weight, "edges": [list(e) for e in t.edges]} for t in trees]}
+             "trees": [{"weight": t.weight, "edges": [list(e) for e in t.edges]} for t in trees],
+             "link_utilisation": utilisation}
     return AllReduceSchedule("lp", tuple(graph.workers), trees=tuple(trees)), notes
 
 

@@ -94,7 +94,7 @@ def _generate(cheapest, columns: list[Column], seen: set, cap: float | None, max
             b_ub = np.zeros(n_res)
         else:
             objective = a_res.sum(axis=0)
-            a_ub, a_eq, b_ub = a_res, np.ones((1, n_cols)), np.full(n_res, cap * (1 + 1e-9))
+            a_ub, a_eq, b_ub = a_res, np.ones((1, n_cols)), np.full(n_res, cap)
         result = linprog(objective, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
                          bounds=[(0, None)] * objective.size, method="highs")
         if result.status != 0:
