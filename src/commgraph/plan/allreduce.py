@@ -25,9 +25,10 @@ setting it) against the partition bound of :mod:`commgraph.plan.packing` (per-GP
 ``ring`` runs as NCCL's rings: one ring order per GPU position of a server across several servers
 (channel c enters every server at its GPU c, so the channels leave by different NICs), one order on
 one server, and every ring hop's bytes split over the routes by a min-max routing LP (the same
-column generation, a column routing every hop on a cheapest path), which spreads them over NVSwitch
-planes and NICs as NCCL's channels and the NVSwitch's striping do. ``tree`` routes NCCL's double
-binary tree the same way. On an NVLink mesh without switches (DGX-1) NCCL also packs several
+multi-commodity flow LP, paths generated as cheapest paths under link prices), which spreads them over NVSwitch
+planes and NICs as NCCL's channels and the NVSwitch's striping do. ``tree`` routes NCCL's trees
+the same way: across servers, per channel a chain through each server joined by a double binary
+tree over the servers; on one server, the double binary tree over the GPUs. On an NVLink mesh without switches (DGX-1) NCCL also packs several
 Hamiltonian rings; ``ring`` does not search them and runs the one ring of ``ring1`` split over the
 routes the topology has.
 
@@ -53,8 +54,8 @@ import numpy as np
 
 from commgraph.errors import PlanError
 from commgraph.plan.model import CommPlan, Send
-from commgraph.plan.packing import Column, RouteGraph, pack, partition_bound
-from commgraph.plan.price import price
+from commgraph.plan.packing import Column, RouteGraph, pack, partition_bound, route_demands
+from commgraph.plan.price import price, steady_seconds
 from commgraph.topology import Topology
 
 PLANNERS = ("ring", "ring1", "tree", "tree1", "ps", "lp")
@@ -318,7 +319,7 @@ def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
         schedule, notes = _routed_trees(graph)
         plan.notes.update(notes)
     elif planner in ("ring", "tree"):
-        schedule = _routed(graph, _ring(graph, channels=True) if planner == "ring" else _double_binary_trees(graph))
+        schedule = _routed(graph, _ring(graph, channels=True) if planner == "ring" else _nccl_trees(graph))
     else:
         schedule = {"ring1": _ring, "tree1": _double_binary_trees, "ps": _sharded_servers}[planner](graph)
     plan.stages.append(_sends(graph, schedule, nbytes))
@@ -403,6 +404,25 @@ def _double_binary_trees(graph: CostGraph) -> AllReduceSchedule:
     return AllReduceSchedule("tree1", tuple(graph.workers), trees=tuple(trees))
 
 
+def _nccl_trees(graph: CostGraph) -> AllReduceSchedule:
+    """NCCL's trees across servers of equally many workers: per channel c (one per GPU position)
+    and per tree of the double binary tree over the servers, a chain through every server's
+    workers from its c-th on, the chains' heads joined by that binary tree; 1/(2 x channels) of the
+    data each. On one server (or unequal ones), ``tree1``'s double binary tree over the workers."""
+    hosts = _hosts(graph)
+    if len(hosts) < 2 or len({len(h) for h in hosts}) != 1:
+        return _double_binary_trees(graph)
+    size, count, trees = len(hosts[0]), len(hosts), []
+    for c in range(size):
+        for shift in (0, 1):
+            order = [hosts[(k + shift * (count // 2)) % count] for k in range(count)]
+            chains = [h[c:] + h[:c] for h in order]
+            edges = [(chain[i], chain[i - 1]) for chain in chains for i in range(1, size)]
+            edges += [(chains[k][0], chains[(k - 1) // 2][0]) for k in range(1, count)]
+            trees.append(Tree(1.0 / (2 * size), chains[0][0], tuple(edges)))
+    return AllReduceSchedule("tree", tuple(graph.workers), trees=tuple(trees))
+
+
 def _sharded_servers(graph: CostGraph) -> AllReduceSchedule:
     """The parameter server as trees: worker b serves 1/n of the data, a star rooted at b that
     every other worker sends its share to and receives the sum from."""
@@ -413,7 +433,7 @@ def _sharded_servers(graph: CostGraph) -> AllReduceSchedule:
 
 def _routed(graph: CostGraph, schedule: AllReduceSchedule) -> AllReduceSchedule:
     """``schedule`` (single-route rings or trees) with every hop split over the topology's routes by
-    the min-max routing LP: a column routes every hop on one cheapest path, the mix splits them."""
+    the min-max routing LP (:func:`commgraph.plan.packing.route_demands`)."""
     routes = RouteGraph(graph.topology, graph.workers)
     index = {w: i for i, w in enumerate(graph.workers)}
     n = graph.n
@@ -427,18 +447,8 @@ def _routed(graph: CostGraph, schedule: AllReduceSchedule) -> AllReduceSchedule:
             key = tuple(sorted((index[child], index[parent])))
             demand[key] = demand.get(key, 0.0) + tree.weight
     hops, both_ways = sorted(demand), bool(schedule.trees)
-
-    def cheapest(prices: np.ndarray) -> Column:
-        paths = routes.shortest(prices, symmetric=both_ways)
-        chosen = tuple(paths.path(a, b) for a, b in hops)
-        load = sum(demand[hop] * routes.load(path, both_ways) for hop, path in zip(hops, chosen))
-        return Column(chosen, load)
-
-    packing = pack(cheapest, routes.resources)
-    split: dict[tuple[int, int], dict[tuple[int, ...], float]] = {hop: {} for hop in hops}
-    for weight, column in packing.columns:
-        for hop, path in zip(hops, column.key):
-            split[hop][path] = split[hop].get(path, 0.0) + weight
+    routing = route_demands(routes, [(a, b, demand[a, b]) for a, b in hops], both_ways)
+    split = dict(zip(hops, routing.split))
 
     def routes_of(a: str, b: str) -> tuple[Route, ...]:
         hop = (index[a], index[b])
@@ -554,14 +564,7 @@ def _bandwidth(plan: CommPlan, graph: CostGraph, nbytes: float, gpu_links_only: 
     partition bound over the links the planner may use (``gpu_links_only``: ``lp`` on a
     direct-link machine packs trees of GPU-to-GPU links only, as the paper does)."""
     topology = graph.topology
-    load = np.zeros(2 * len(topology.links))
-    for send in plan.stages[0]:
-        hops = topology.route(send.src, send.dst) if not send.route else [
-            h for x, y in zip(send.route, send.route[1:]) for h in topology.route(x, y)]
-        for hop in hops:
-            load[hop.resource] += send.nbytes
-    seconds = float(np.max(load / np.repeat([l.bandwidth_gbps * 1e9 for l in topology.links], 2)))
-    algbw = nbytes / seconds / 1e9
+    algbw = nbytes / steady_seconds(plan.stages[0], topology) / 1e9
     workers = set(graph.workers)
     links = [k for k, l in enumerate(topology.links) if l.a in workers and l.b in workers] if gpu_links_only else None
     bound = partition_bound(topology, graph.workers, links)

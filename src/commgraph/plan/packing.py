@@ -111,9 +111,75 @@ def _generate(cheapest, columns: list[Column], seen: set, cap: float | None, max
         if done or len(columns) >= max_columns:
             mix = [(float(w), c) for w, c in zip(weights_now, columns) if w > 1e-10]
             total = sum(w for w, _ in mix)
-            return bottleneck, [(w / total, c) for w, c in mix], min(reduced, bottleneck), done
+            return bottleneck, [(w / total, c) for w, c in mix], min(reduced, bottleneck), bool(done)
         columns.append(column)
         seen.add(column.key)
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Demands split over paths: ``value`` the busiest resource's load, ``split[d]`` demand d's
+    paths (device indices) with their shares (summing to 1)."""
+
+    value: float
+    split: list[dict[tuple[int, ...], float]]
+
+
+def route_demands(routes: RouteGraph, demands: list[tuple[int, int, float]], both_ways: bool,
+                  max_rounds: int = 500) -> Routing:
+    """Min-max multi-commodity routing of fixed demands (worker a, worker b, amount; ``both_ways``:
+    the amount also flows back along the same path): path flows, a path added per demand and round
+    while its reduced cost is negative (the cheapest path under the link prices, against the
+    demand's dual), HiGHS on the restricted LP. A second pass, as in ``pack``, keeps the bottleneck
+    and moves the least data."""
+    pool: list[tuple[int, tuple[int, ...], np.ndarray]] = []  # (demand, path, load of the whole demand)
+    known: set[tuple[int, tuple[int, ...]]] = set()
+
+    def add(prices: np.ndarray, duals: np.ndarray | None) -> bool:
+        paths, added = routes.shortest(prices, symmetric=both_ways), False
+        for d, (a, b, amount) in enumerate(demands):
+            path = paths.path(a, b)
+            load = amount * routes.load(path, both_ways)
+            if (d, path) not in known and (duals is None or float(prices @ load) < duals[d] - _TOL * max(abs(duals[d]), 1e-12)):
+                pool.append((d, path, load))
+                known.add((d, path))
+                added = True
+        return added
+
+    add(np.ones(routes.resources), None)
+    value, x = None, None
+    for cap in (None, "keep"):
+        for _ in range(max_rounds):
+            loads = np.array([load for _, _, load in pool]).T  # [resources, paths]
+            used = np.flatnonzero(loads.any(axis=1))
+            a_res = loads[used]
+            n_res, n_paths = a_res.shape
+            a_eq = np.zeros((len(demands), n_paths))
+            a_eq[[d for d, _, _ in pool], np.arange(n_paths)] = 1.0
+            if cap is None:
+                objective = np.concatenate([np.zeros(n_paths), [1.0]])
+                a_ub = np.hstack([a_res, -np.ones((n_res, 1))])
+                a_eq = np.hstack([a_eq, np.zeros((len(demands), 1))])
+                b_ub = np.zeros(n_res)
+            else:
+                objective, a_ub, b_ub = a_res.sum(axis=0), a_res, np.full(n_res, value)
+            result = linprog(objective, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(len(demands)),
+                             bounds=[(0, None)] * objective.size, method="highs")
+            if result.status != 0:
+                raise PlanError(f"the routing LP failed: {result.message}")
+            x = result.x[:n_paths]
+            bottleneck = float((a_res @ x).max())
+            prices = np.zeros(routes.resources)
+            prices[used] = np.maximum(-result.ineqlin.marginals, 0.0)
+            if not add(prices if cap is None else 1.0 + prices, result.eqlin.marginals):
+                break
+        value = bottleneck if cap is None else value
+    split: list[dict[tuple[int, ...], float]] = [{} for _ in demands]
+    for (d, path, _), share in zip(pool, x):
+        if share > 1e-10:
+            split[d][path] = split[d].get(path, 0.0) + float(share)
+    split = [{p: v / sum(s.values()) for p, v in s.items()} for s in split]
+    return Routing(value, split)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ holds segment i+1 summed over all ranks, and n-1 more rounds pass the sums aroun
 Trees (Wang, Li, Liberty and Smola, SysML'18: a convex combination of spanning trees, each
 reducing its share of the data towards its root and broadcasting the result back down): the
 tensor is cut into one contiguous share per tree by weight (rounded cumulative shares, so every
-element belongs to exactly one tree) and each share into chunks of about ``chunk_bytes``. Chunk c is
+element belongs to exactly one tree) and every share into the same number of chunks, the largest
+share's in chunks of about ``chunk_bytes``, so all trees advance together, each at its weight. Chunk c is
 pipelined: a node of height h (0 at a leaf) sends its partial sum of chunk c to its parent in round
 c + h, having added its children's in earlier rounds; the root, of height H, has the total after
 round c + H - 1, and a node at depth d receives it in round c + H + d - 1 and passes it to its
@@ -114,9 +115,10 @@ def compile_program(schedule: AllReduceSchedule, devices: list[str], rank: int, 
                   k * 2 * (len(ring.order) - 1))
     else:
         bounds = tree_shares(schedule.trees, numel)
+        count = max(1, -(-int(np.diff(bounds).max()) // chunk_elements))  # every tree in as many chunks
         first_chunk = 0
         for tree, lo, hi in zip(schedule.trees, bounds[:-1], bounds[1:]):
-            chunks = lo + _split(hi - lo, -(-(hi - lo) // chunk_elements))
+            chunks = lo + _split(hi - lo, count)
             _tree(rounds, tree, rank_of, devices[rank], chunks, first_chunk)
             first_chunk += len(chunks) - 1
     return Program(numel, rounds.build())
