@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
+from scipy.sparse import hstack as sparse_hstack
 from scipy.sparse.csgraph import dijkstra
 
 from commgraph.errors import PlanError
@@ -89,12 +90,12 @@ def _generate(cheapest, columns: list[Column], seen: set, cap: float | None, max
         n_res, n_cols = a_res.shape
         if cap is None:  # variables: column weights, then z
             objective = np.concatenate([np.zeros(n_cols), [1.0]])
-            a_ub = np.hstack([a_res, -np.ones((n_res, 1))])
+            a_ub = sparse_hstack([csr_matrix(a_res), csr_matrix(-np.ones((n_res, 1)))]).tocsr()
             a_eq = np.concatenate([np.ones(n_cols), [0.0]])[None, :]
             b_ub = np.zeros(n_res)
         else:
             objective = a_res.sum(axis=0)
-            a_ub, a_eq, b_ub = a_res, np.ones((1, n_cols)), np.full(n_res, cap)
+            a_ub, a_eq, b_ub = csr_matrix(a_res), np.ones((1, n_cols)), np.full(n_res, cap)
         result = linprog(objective, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
                          bounds=[(0, None)] * objective.size, method="highs")
         if result.status != 0:
