@@ -75,6 +75,8 @@ import numpy as np
 import torch
 
 from commgraph.errors import CommgraphError
+from commgraph.graph.datasets import home
+from commgraph.graph.nodefile import save_npy_in_chunks
 from commgraph.runtime import gather_kernel, table_memory
 from commgraph.runtime.features import FeatureStore
 
@@ -83,7 +85,7 @@ STAGES = ("prepare", "big", "train", "sweep", "pin")  # the order they run in
 QUICK = {"table_gb": 1.0, "repeats": 3, "sizes": "256,2048,2052,8192", "pin_gb": 1.0, "small_share": 0.01,
          "big_share": 0.03, "epochs": 4}
 WARM_UP_EPOCHS = 2
-SCRATCH = Path(os.environ.get("COMMGRAPH_CACHE", Path.home() / ".cache" / "commgraph")) / "feature-gather"
+SCRATCH = home() / "feature-gather"
 BIG_SHARE = 0.55  # of GPU memory: "features take more than half of GPU memory"
 
 
@@ -164,19 +166,11 @@ def report(results: list[dict]) -> None:
 
 # -- pinning a large table ---------------------------------------------------------------------------
 
-def write_table(path: Path, table_bytes: int, width: int, chunk_bytes: int = 1 << 26) -> None:
-    """A float32 ``[table_bytes // (4 width), width]`` ``.npy`` file written ``chunk_bytes`` at a time
-    (row r holds the value r), so the writer never holds the table."""
-    rows = table_bytes // (4 * width)
-    header = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows, width))
-    offset = header.offset
-    del header  # the file now has its header and its full (sparse) length
-    step = max(chunk_bytes // (4 * width), 1)
-    with open(path, "r+b") as handle:
-        handle.seek(offset)
-        for start in range(0, rows, step):
-            values = np.arange(start, min(start + step, rows), dtype=np.float32)
-            handle.write(np.repeat(values, width).data)
+def write_table(path: Path, table_bytes: int, width: int) -> None:
+    """A float32 ``[table_bytes // (4 width), width]`` ``.npy`` file written a chunk at a time (row r
+    holds the value r), so the writer never holds the table."""
+    save_npy_in_chunks(path, np.float32, (table_bytes // (4 * width), width),
+                       lambda start, stop: np.repeat(np.arange(start, stop, dtype=np.float32)[:, None], width, axis=1))
 
 
 def pin_stage(gigabytes: float, width: int, scratch: Path) -> None:

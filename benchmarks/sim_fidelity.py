@@ -44,7 +44,8 @@ from commgraph.partition import load_partition_set, partition_graph, partition_m
 from commgraph.plan import plan_allgather, price
 from commgraph.plan.allreduce import allreduce_schedule, native_seconds, plan_allreduce
 from commgraph.runtime.allreduce import CHUNK_BYTES, ScheduledAllReduce, rounds_plan
-from commgraph.runtime import (Communicator, Exchange, gather_halo, in_torchrun, join, keep_freed_memory, launch_local,
+from commgraph.plan.exchange import Exchange
+from commgraph.runtime import (Communicator, gather_halo, in_torchrun, join, keep_freed_memory, launch_local,
                                layerwise)
 from commgraph.runtime.calibrate import ProbeSpec, calibrate
 from commgraph.topology import Topology, load_preset, read_yaml, write_yaml

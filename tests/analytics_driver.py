@@ -15,6 +15,7 @@ import numpy as np
 
 from commgraph.analytics import AnalyzeOptions
 from commgraph.analytics.worker import run_worker
+from commgraph.runtime.job import JobOptions
 from commgraph.runtime import join
 
 
@@ -22,8 +23,8 @@ def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     world = join(60, "cpu")
     for run in spec["runs"]:
-        result = run_worker(world, Path(run["partdir"]), AnalyzeOptions(**run["options"]), plan=run["plan"],
-                            topology="detect", placement=None)
+        result = run_worker(world, Path(run["partdir"]), AnalyzeOptions(**run["options"]),
+                            JobOptions(plan=run["plan"]))
         if result is not None:
             np.savez(Path(spec["out"]) / f"{run['name']}.npz", values=result.values,
                      parents=np.array([]) if result.parents is None else result.parents,

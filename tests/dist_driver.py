@@ -50,7 +50,7 @@ def main() -> None:
         if device == "cuda":  # the peak of this run alone: the last run's tensors are gone
             gc.collect()
             torch.cuda.reset_peak_memory_stats()
-        result = train_worker(world, spec["partdir"], TrainConfig(**options, progress=False))
+        result = train_worker(world, spec["partdir"], TrainConfig.build(**options, progress=False))
         peak = torch.cuda.max_memory_allocated() if device == "cuda" else -1
         if world.is_leader:
             params = {f"param:{k}": v.detach().cpu().numpy() for k, v in result.model.state_dict().items()}

@@ -17,7 +17,8 @@ import torch
 
 from commgraph.partition import load_partition_set
 from commgraph.plan import plan_allgather
-from commgraph.runtime import Communicator, Exchange, gather_halo, join, layerwise, scatter_back
+from commgraph.plan.exchange import Exchange
+from commgraph.runtime import Communicator, gather_halo, join, layerwise, scatter_back
 from commgraph.topology import load_preset
 
 

@@ -18,6 +18,7 @@ import torch
 from commgraph.cli.main import main
 from commgraph.errors import FeatureError
 from commgraph.graph import load_graph
+from commgraph.graph import nodefile
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
 from commgraph.plan.features import HEADROOM, place_features
 from commgraph.runtime import features as store_module
@@ -458,8 +459,9 @@ def test_the_benchmark_estimates_the_big_stage_from_two_smaller_graphs(bench):
     assert costs.estimate(3 * 10**9) is None  # measured, not estimated
 
 
-def test_the_benchmark_writes_its_table_a_chunk_at_a_time(bench, tmp_path):
-    bench.write_table(tmp_path / "t.npy", 4 * 16 * 37, 16, chunk_bytes=4 * 16 * 5)  # 37 rows, 5 a chunk
+def test_the_benchmark_writes_its_table_a_chunk_at_a_time(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(nodefile, "CHUNK_BYTES", 4 * 16 * 5)  # 37 rows, 5 a chunk
+    bench.write_table(tmp_path / "t.npy", 4 * 16 * 37, 16)
     table = np.load(tmp_path / "t.npy")
     assert table.dtype == np.float32 and table.shape == (37, 16)
     np.testing.assert_array_equal(table, np.repeat(np.arange(37, dtype=np.float32)[:, None], 16, axis=1))

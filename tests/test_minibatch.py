@@ -129,7 +129,7 @@ def test_batches_are_read_from_the_feature_store_whichever_features_value(sets, 
 def test_a_sampled_checkpoint_is_not_resumed_as_full_graph_training(tmp_path):
     from commgraph.train import TrainConfig, checkpoint
 
-    checkpoint.save(tmp_path, {"identity": checkpoint.identity("abc", 2, TrainConfig(sampler="neighbor"))})
+    checkpoint.save(tmp_path, {"identity": checkpoint.identity("abc", 2, TrainConfig.build(sampler="neighbor"))})
     with pytest.raises(TrainingError, match="sampler='neighbor', this run has sampler=None"):
         checkpoint.load(tmp_path, checkpoint.identity("abc", 2, TrainConfig()))
 

@@ -12,11 +12,10 @@ from commgraph.graph import from_edges, load_graph
 from commgraph.nn import GNN
 from commgraph.nn.dropout import dropout
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
-from commgraph.plan import plan_allgather
-from commgraph.runtime import Communicator
-from commgraph.topology import load_preset
 from commgraph.train import schedule
-from commgraph.train.executor import BarrierExecutor, ReplicateExecutor, Wiring
+from commgraph.runtime import World
+from commgraph.runtime.job import Job, JobOptions
+from commgraph.train.executor import BarrierExecutor, ReplicateExecutor
 
 
 @pytest.fixture(scope="module", params=["cora", "cora with self loops"])
@@ -73,11 +72,9 @@ def test_block_model_equals_pyg_on_the_whole_graph(kind, executor_class, cora_wh
     graph, pset = cora_whole
     torch.manual_seed(0)
     model = GNN(kind, graph.features.shape[1], 8, 7, layers=2, heads=2, dropout=0.0).eval()
-    if executor_class is ReplicateExecutor:
-        extra = (2,)
-    else:  # one part: the plan moves nothing
-        extra = (Wiring(plan_allgather("p2p", pset, load_preset("localhost-cpu:1"), 32), ["cpu0"], "tagged"),)
-    executor = executor_class(pset.part(0), pset, Communicator(world=None), torch.device("cpu"), *extra)
+    job = Job(World.alone(), pset, JobOptions(topology="localhost-cpu:1", plan="p2p"))
+    # one part: the plan moves nothing
+    executor = ReplicateExecutor(job, 2) if executor_class is ReplicateExecutor else executor_class(job, job.wire(32))
     edge_index = torch.from_numpy(np.stack([graph.indices, np.repeat(np.arange(graph.num_nodes),
                                                                       np.diff(graph.indptr))]).astype(np.int64))
     ours = executor.forward(model)

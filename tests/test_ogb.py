@@ -1,10 +1,13 @@
+import argparse
 import gzip
 
 import numpy as np
 import pytest
 
+from commgraph.cli.graph_args import graph_from_args
 from commgraph.errors import GraphFormatError, GraphSpecError
 from commgraph.graph import load_graph, load_ogb
+from commgraph.partition import MANIFEST
 
 
 def write_csv_gz(path, rows, fmt):
@@ -95,9 +98,12 @@ def test_unknown_directory_and_missing_path(tmp_path):
     (tmp_path / "junk" / "readme.md").write_text("hi")
     with pytest.raises(GraphFormatError, match="no known format"):
         load_graph(tmp_path / "junk")
-    (tmp_path / "junk" / "manifest.json").write_text("{}")  # what a partition set holds
-    with pytest.raises(GraphFormatError, match="is a partition set, not a graph: describe it with commgraph partition-info"):
+    (tmp_path / "junk" / MANIFEST).write_text("{}")  # what a partition set holds
+    with pytest.raises(GraphFormatError, match="no known format"):  # the graph layer knows no partition sets
         load_graph(tmp_path / "junk")
+    given = argparse.Namespace(graph=str(tmp_path / "junk"), format=None, name=None, split=None)
+    with pytest.raises(GraphFormatError, match="is a partition set, not a graph: describe it with commgraph partition-info"):
+        graph_from_args(given)  # what every command reading a GRAPH calls
     with pytest.raises(GraphSpecError, match="nor an existing path"):
         load_graph(tmp_path / "missing.txt")
     with pytest.raises(GraphFormatError, match="cannot tell the format"):

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from commgraph.errors import PartitionError
-from commgraph.graph import from_edges, load_graph, sbm
+from commgraph.graph import from_edges, load_graph, nodefile, sbm
 from commgraph.partition import (
-    METHODS, RemoteTracker, g3, load_partition_set, partition_graph, partition_metrics, write_partition_set,
+    MANIFEST, METHODS, RemoteTracker, g3, is_partition_set, load_partition_set, partition_graph, partition_metrics,
+    write_partition_set,
 )
 from commgraph.partition import store as store_module
 from commgraph.partition.metis import metis_multi_constraint, undirected_adjacency
@@ -176,7 +177,7 @@ def test_partition_set_round_trip_and_halo_exchange_equals_global_aggregation(co
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int64, bool])
 def test_per_node_data_is_written_in_chunks_as_np_save_writes_it(tmp_path, monkeypatch, dtype):
-    monkeypatch.setattr(store_module, "_CHUNK_BYTES", 100)  # several chunks and a short last one
+    monkeypatch.setattr(nodefile, "CHUNK_BYTES", 100)  # several chunks and a short last one
     values = (np.random.default_rng(0).standard_normal((50, 3)) > 0).astype(dtype)
     rows = np.array([4, 0, 49, 7, 7, 12, 30, 2, 11])
     for array in (values, values[:, 0]):  # a table, and one value per node
@@ -203,6 +204,8 @@ def test_partition_set_refuses_mismatches_and_damage(cora, tmp_path):
         damaged.part(1)
     with pytest.raises(PartitionError, match="owned.npy does not match its checksum"):
         load_partition_set(tmp_path / "p").verify_all()
+    assert is_partition_set(tmp_path / "p") and not is_partition_set(tmp_path)
+    assert not is_partition_set(tmp_path / "p" / MANIFEST) and not is_partition_set(tmp_path / "missing")
     with pytest.raises(PartitionError, match="not a partition set"):
         load_partition_set(tmp_path)
     manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())

@@ -114,11 +114,13 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
 @pytest.mark.parametrize("kind", ["gcn", "gat"])
 def test_predict_across_workers_equals_one_process(cora, cora_parts, tmp_path, capsys, kind):
     """Two processes, each predicting its own part with the halo exchanged layer by layer, give the
-    single-process predictions and accuracies."""
+    single-process predictions and accuracies: on a partition set, and on a GRAPH the launcher
+    partitions first, as for training."""
     torch.manual_seed(0)
     model = GNN(kind, cora.features.shape[1], 16, 7)
     _save(tmp_path / "ck", model, kind, 7, graph=cora.checksum())
-    job = subprocess.run([sys.executable, "-m", "commgraph", "predict", str(cora_parts), "--checkpoint-dir",
+    given = [str(cora_parts)] if kind == "gcn" else ["cora", "--partition-dir", str(tmp_path / "parts")]
+    job = subprocess.run([sys.executable, "-m", "commgraph", "predict", *given, "--checkpoint-dir",
                           str(tmp_path / "ck"), "--workers", "2", "--json", "--out", str(tmp_path / "p.npy")],
                          capture_output=True, text=True, timeout=180)
     assert job.returncode == 0, job.stderr
@@ -163,9 +165,10 @@ def test_predictions_csv_uses_original_node_ids(cora, tmp_path, capsys):
 
 
 def test_prediction_files_round_trip_across_chunks(tmp_path, monkeypatch):
+    import commgraph.graph.nodefile as nodefile
     import commgraph.train.predict as module
 
-    monkeypatch.setattr(module, "CSV_CHUNK", 7)  # 20 rows: three chunks, the last one short
+    monkeypatch.setattr(nodefile, "CSV_CHUNK", 7)  # 20 rows: three chunks, the last one short
     predicted, ids = np.arange(20) % 3, np.arange(20) * 5 + 1
     module.write_predictions(tmp_path / "p.csv", predicted, ids)
     module.write_predictions(tmp_path / "p.npy", predicted)
@@ -190,7 +193,7 @@ class _Payload:
     ("ok", ["--out", "p.txt"], "must end in .npy or .csv"),
     ("ok", ["--out", "exists.npy"], "exists; pass --force"),
     ("ok", ["--best"], "has no best.pt: the run evaluated no epoch on validation nodes"),
-    ("ok", ["--workers", "2"], "--workers needs a partition set as GRAPH: make one with commgraph partition cora"),
+    ("ok", ["--workers", "0"], "--workers must be >= 1"),
     ("narrow", [], "has 1433 features per node, but the model was trained on 5"),
     ("garbage", [], "is not a readable checkpoint"),
     ("code", [], "holds Python objects beyond tensors"),

@@ -12,12 +12,11 @@ from commgraph.graph import from_edges, load_graph
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
-from commgraph.plan import plan_allgather
-from commgraph.runtime import Communicator
 from commgraph.sample import (ClusterSampler, DGSMasks, DGSSampler, FastGCNSampler, LADIESSampler,
                               NeighborSampler, SamplingGraph, forward_blocks, parse_fanouts)
-from commgraph.topology import load_preset
-from commgraph.train.executor import BarrierExecutor, Wiring
+from commgraph.runtime import World
+from commgraph.runtime.job import Job, JobOptions
+from commgraph.train.executor import BarrierExecutor
 
 
 def _sampling_graph(src, dst, n, owner=None, part=None) -> SamplingGraph:
@@ -220,8 +219,8 @@ def cora_one_part(tmp_path_factory):
 
 def _full_graph_gradient(model: GNN, graph, pset) -> list[torch.Tensor]:
     """Full-graph training's loss (the trainer's: summed over training nodes, over their count)."""
-    wiring = Wiring(plan_allgather("p2p", pset, load_preset("localhost-cpu:1"), 32), ["cpu0"], "tagged")
-    executor = BarrierExecutor(pset.part(0), pset, Communicator(world=None), torch.device("cpu"), wiring)
+    job = Job(World.alone(), pset, JobOptions(topology="localhost-cpu:1", plan="p2p"))
+    executor = BarrierExecutor(job, job.wire(32))
     train = torch.from_numpy(graph.train_mask)
     logits = executor.forward(model)
     y = torch.from_numpy(graph.labels)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from commgraph.cli.main import main
-from commgraph.errors import TrainingError
+from commgraph.errors import JobError, SamplingError, TrainingError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.runtime import launch_local, pick_device
@@ -422,11 +422,18 @@ def test_options_are_checked_once_in_the_configuration():
     from commgraph.train import TrainConfig
 
     with pytest.raises(TrainingError, match="--epochs must be >= 1"):
-        TrainConfig(epochs=0)
+        TrainConfig.build(epochs=0)
     with pytest.raises(TrainingError, match="unknown --allreduce 'fast'"):
-        TrainConfig(allreduce="fast")
+        TrainConfig.build(allreduce="fast")
     with pytest.raises(TrainingError, match="--resume needs --checkpoint-dir"):
-        TrainConfig(resume=True)
-    config = TrainConfig(model="gat", hidden=32, plan="spst", resume=True, checkpoint_dir="ck")
+        TrainConfig.build(resume=True)
+    with pytest.raises(TrainingError, match="unknown training option.*hiden"):
+        TrainConfig.build(hiden=32)
+    with pytest.raises(JobError, match="--plan 'fastest'"):
+        TrainConfig.build(plan="fastest")
+    with pytest.raises(SamplingError, match="--fanout gives 3 values"):
+        TrainConfig.build(sampler="neighbor", fanout="5,5,5", layers=2)
+    config = TrainConfig.build(model="gat", hidden=32, plan="spst", resume=True, checkpoint_dir="ck")
+    assert (config.gnn.model, config.gnn.hidden, config.job.plan, config.log.checkpoint_dir) == ("gat", 32, "spst", "ck")
     assert config.to_argv() == ["--model", "gat", "--hidden", "32", "--plan", "spst", "--checkpoint-dir", "ck",
                                 "--resume"]

@@ -44,6 +44,11 @@ class PlanError(CommgraphError, ValueError):
     """A communication plan cannot be made (parts vs devices, disconnected GPUs) or read."""
 
 
+class JobError(CommgraphError, ValueError):
+    """A distributed job cannot be set up: its partition set does not fit the world (parts vs
+    workers), or its topology, placement or plan does not fit the set."""
+
+
 class TrainingError(CommgraphError, ValueError):
     """A training request is inconsistent (workers vs parts, model options, checkpoint mismatch)."""
 

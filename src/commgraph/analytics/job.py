@@ -7,32 +7,37 @@ boundary values moving through the job's all-gather plan and the runtime's execu
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank, check_pagerank
+from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank, check_pagerank, check_weights
 from commgraph.analytics.program import (Alone, Boundary, LocalGraph, RunStats, VertexProgram, compile_hooks,
                                          run_program, whole_out_degree)
 from commgraph.errors import AnalyticsError
+from commgraph.options import Options, option
 from commgraph.graph import Graph
 from commgraph.graph.build import from_edges
-from commgraph.partition import Part
+from commgraph.partition import Part, PartitionSet
 
 ALGORITHMS = ("bfs", "sssp", "pagerank", "cc")
 WEIGHT_RANGE = (1.0, 100.0)  # seeded SSSP weights: uniform in [low, high)
 
 
 @dataclass(frozen=True)
-class AnalyzeOptions:
-    """One analytics request, validated once (``check``) against the graph's size."""
+class AnalyzeOptions(Options):
+    """One analytics request, validated once (``check``) against the graph's size. ``source`` is a
+    global id (0..N-1) here; the command line's ``--source`` is an original id, turned into one."""
 
-    algo: str
-    source: int | None = None  # a global id (0..N-1)
-    damping: float = 0.85
-    tol: float = 1e-6
-    max_iterations: int = 100  # PageRank's cap; the sparse programs run until nothing changes
-    weight_seed: int | None = None  # SSSP: seeded weights instead of the graph's own
+    error = AnalyticsError
+    algo: str = option("the analysis to run", choices=ALGORITHMS)
+    source: int | None = option("BFS and SSSP: the source node, an original id", type=int, default=None)
+    damping: float = option("PageRank's damping", type=float, default=0.85)
+    tol: float = option("PageRank stops when the L1 change is below N * tol", type=float, default=1e-6)
+    max_iterations: int = option("PageRank's iteration cap (the other programs run until nothing changes)",
+                                 type=int, default=100)
+    weight_seed: int | None = option("SSSP: seeded weights in [1, 100) instead of the graph's own", type=int,
+                                     metavar="S", default=None)
 
     def check(self, num_nodes: int | None) -> None:
         """Refuse bad options; with ``num_nodes``, a source outside the graph too."""
@@ -193,3 +198,44 @@ def combine(algo: str, num_nodes: int, reports: list[dict]) -> Analysis:
     return Analysis(algo, values, parents, first["iterations"], max(r["seconds"] for r in reports),
                     sum(r["bytes"] for r in reports), sum(r["edges"] for r in reports), first["converged"],
                     first["exchanges"])
+
+
+def options_for_graph(options: AnalyzeOptions, graph: Graph) -> AnalyzeOptions:
+    """``options`` checked against ``graph``, with ``source`` (an original id, as the command line
+    gives it) turned into the node's index."""
+    source = options.source
+    if source is not None and graph.node_ids is not None:
+        ids = graph.node_ids
+        at = int(np.searchsorted(ids, source))
+        if at >= graph.num_nodes or ids[at] != source:
+            raise AnalyticsError(f"source {source} is not a node of the graph (its ids run {ids[0]}..{ids[-1]} "
+                                 "with gaps)")
+        source = at
+    options = replace(options, source=source)
+    options.check(graph.num_nodes)
+    if options.algo == "sssp" and options.weight_seed is None:
+        check_weights(graph.edge_weights)
+    return options
+
+
+def check_partition_set(options: AnalyzeOptions, pset: PartitionSet) -> None:
+    """Refuse what ``options`` cannot run on ``pset``: a source outside it, negative SSSP weights,
+    or connected components on a directed graph."""
+    options.check(int(pset.manifest["graph"]["num_nodes"]))
+    if options.algo == "sssp" and options.weight_seed is None:
+        for k in range(pset.num_parts):
+            weights = pset.part(k).weights
+            check_weights(None if weights is None else np.asarray(weights))
+    if options.algo == "cc":
+        _check_symmetric(pset)
+
+
+def _check_symmetric(pset: PartitionSet) -> None:
+    from scipy.sparse import csr_matrix
+
+    indptr, indices = pset.in_edges()
+    n = indptr.shape[0] - 1
+    matrix = csr_matrix((np.ones(indices.shape[0], dtype=np.int8), indices, indptr), shape=(n, n))
+    if (matrix != matrix.T).nnz:
+        raise AnalyticsError(f"{pset.path} holds a directed graph; connected components need both directions: pass "
+                             "the GRAPH itself (analyze symmetrises it) or partition a symmetrised graph")

@@ -14,10 +14,8 @@ import numpy as np
 import torch
 
 from commgraph.analytics.job import AnalyzeOptions, Analysis, combine, execute, part_graph, stats_dict
-from commgraph.partition import load_partition_set
-from commgraph.plan.choose import choose_allgather, job_topology, parse_placement
-from commgraph.runtime import Communicator, Exchange, ExchangeRunner, World, gather_halo, layerwise, scatter_back
-from commgraph.runtime.exchange import match_ordering
+from commgraph.runtime import Communicator, ExchangeRunner, World, gather_halo, scatter_back
+from commgraph.runtime.job import Job, JobOptions
 
 ROW_BYTES = 8  # one float64 per boundary row
 LAYER = 1  # the message tags' layer (0 is set-up)
@@ -49,21 +47,15 @@ class PlanBoundary:
         return int(sum(self.comm.bytes.values()))
 
 
-def run_worker(world: World, partition_dir: Path, options: AnalyzeOptions, *, plan: str, topology: str,
-               placement: str | None) -> Analysis | None:
+def run_worker(world: World, partition_dir: Path, options: AnalyzeOptions, job_options: JobOptions) -> Analysis | None:
     """This rank's part of the job; rank 0 gets the whole :class:`Analysis` (the others None)."""
-    pset = load_partition_set(partition_dir)
-    part = pset.part(world.rank)
-    num_nodes = int(pset.manifest["graph"]["num_nodes"])
-    comm = Communicator(world)
-    choice = choose_allgather(plan, pset, job_topology(topology, world.size, world.device.type), ROW_BYTES,
-                              parse_placement(placement), verify=False)
-    ordering = match_ordering("auto", world.backend)
-    exchange = Exchange.from_plan(choice.plan, world.rank, choice.devices, np.asarray(part.owned),
-                                  np.asarray(part.halo))
-    boundary = PlanBoundary(comm, layerwise(comm, exchange, world.device, ordering))
+    job = Job(world, partition_dir, job_options)
+    part = job.part
+    num_nodes = int(job.pset.manifest["graph"]["num_nodes"])
+    wiring = job.wire(ROW_BYTES)
+    boundary = PlanBoundary(job.comm, job.layerwise(job.exchange(wiring.plan, part.owned, part.halo)))
     graph = part_graph(part, num_nodes, options)
-    comm.barrier()  # set-up (loading, planning) is not the run's time
+    job.comm.barrier()  # set-up (loading, planning) is not the run's time
     program, stats, seconds = execute(options, graph, boundary)
-    reports = comm.all_gather_object(stats_dict(program, stats, seconds, np.asarray(part.owned)))
+    reports = job.comm.all_gather_object(stats_dict(program, stats, seconds, np.asarray(part.owned)))
     return combine(options.algo, num_nodes, reports) if world.is_leader else None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from commgraph.errors import GraphFormatError
 from commgraph.graph import FORMATS, Graph, load_graph
+from commgraph.partition import is_partition_set
 
 
 def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,5 +23,10 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", help="split scheme of an OGB directory that has several")
 
 
-def graph_from_args(args: argparse.Namespace) -> Graph:
-    return load_graph(args.graph, format=args.format, name=args.name, split=args.split)
+def graph_from_args(args: argparse.Namespace, **options) -> Graph:
+    """The graph GRAPH names (``options``: further :func:`~commgraph.graph.load_graph` options); a
+    partition set given where a graph is expected is refused with what reads one."""
+    if is_partition_set(args.graph):
+        raise GraphFormatError(args.graph, "is a partition set, not a graph: describe it with commgraph partition-info; "
+                                           "commgraph train, predict and analyze take it as their GRAPH")
+    return load_graph(args.graph, format=args.format, name=args.name, split=args.split, **options)

@@ -10,11 +10,10 @@ import math
 from pathlib import Path
 
 from commgraph.cli import describe, pick_names
-from commgraph.cli.topo import _speeds
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import MATCHINGS, SCHEDULERS, run_schedule
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
-from commgraph.topology import load_topology
+from commgraph.topology import parse_speeds, resolve_topology
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_iteration, gpu, model
 
 PCIE_GEN5 = 64.0  # GB/s per direction, x16: the H100 servers' GPU-NIC path
@@ -62,8 +61,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     tp, pp, ep = DEFAULT_LAYOUT[args.model]
     chunks = args.chunks or (2 if args.schedule == "interleaved" else 1)
     layout = Layout(args.tp or tp, args.pp or pp, args.dp, args.ep or ep, args.microbatches, args.schedule, chunks)
-    speeds = {"pcie": PCIE_GEN5, "ib": args.network_gbps / 8, **_speeds(args.speeds)}
-    topology = load_topology(args.topology, speeds)
+    speeds = {"pcie": PCIE_GEN5, "ib": args.network_gbps / 8, **parse_speeds(args.speeds)}
+    topology = resolve_topology(args.topology, device="auto", speeds=speeds)
     iteration = build_iteration(spec, layout, gpu(args.gpu, args.efficiency), topology,
                                 dp_allreduce=args.dp_allreduce, routing_alpha=args.routing_alpha, seed=args.seed)
     outcomes = {name: run_schedule(name, iteration.tasks, iteration.coflows, topology,

@@ -7,108 +7,111 @@ accuracy on each split the graph has, and with ``--out`` writes the predicted cl
 ``.npy`` (one int64 per node) or ``.csv`` (``node,class``, in the graph's original node ids when its
 loader kept them).
 
-With ``--workers N`` and a partition set of N parts, N processes predict instead, each its own part
-(layer-wise exchange of halo rows, as in training), for graphs whose activations do not fit in one
-process; rank 0 reports and writes the file. Under torchrun it joins torchrun's world.
+With ``--workers N``, N processes predict instead, each its own part (layer-wise exchange of halo
+rows, as in training), for graphs whose activations do not fit in one process; a GRAPH is
+partitioned first (cached, as for training), a partition set is used as it is. Rank 0 reports and
+writes the file. Under torchrun it joins torchrun's world.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from commgraph.cli import describe
-from commgraph.cli.graph_args import add_graph_arguments
-from commgraph.cli.ranks import run_rank
+from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
-from commgraph.graph import load_graph
-from commgraph.partition import load_partition_set
-from commgraph.runtime import in_torchrun, launch_local, pick_device
+from commgraph.launch import JobSpec, LaunchOptions, launch
+from commgraph.options import Options, option
+from commgraph.partition import is_partition_set, load_partition_set
+from commgraph.runtime import in_torchrun, pick_device
+from commgraph.runtime.job import JobOptions
 from commgraph.train.predict import (check_predictions_path, load_model, predict, predict_part, split_accuracy,
                                      split_counts, write_predictions)
+
+
+@dataclass(frozen=True)
+class PredictOptions(Options):
+    """Which model, and what to report and write."""
+
+    error = TrainingError
+    checkpoint_dir: str = option("the --checkpoint-dir of a commgraph train run", metavar="DIR")
+    best: bool = option("the model of the epoch with the best validation accuracy, not the last one", type=bool,
+                        default=False)
+    out: str | None = option("write the predicted classes (.npy or .csv)", metavar="FILE", default=None)
+    force: bool = option("overwrite an existing --out file", type=bool, default=False)
+    json: bool = option("print one JSON object", type=bool, default=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.out is not None:
+            check_predictions_path(Path(self.out))
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("predict", help="label every node with a trained model",
                                    description=describe(__doc__))
     add_graph_arguments(parser)
-    parser.add_argument("--checkpoint-dir", required=True, type=Path, metavar="DIR",
-                        help="the --checkpoint-dir of a commgraph train run")
-    parser.add_argument("--best", action="store_true",
-                        help="the model of the epoch with the best validation accuracy, not the last one")
-    parser.add_argument("--out", type=Path, metavar="FILE", help="write the predicted classes (.npy or .csv)")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="auto: the first GPU if there is one, else CPU")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--workers", type=int, help="predict with this many local processes, one per part of a "
-                        "partition set given as GRAPH (default: one process, the whole graph)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="with --workers: seconds any exchange may wait before the job stops (default 120)")
+    PredictOptions.add_arguments(parser)
+    LaunchOptions.add_arguments(parser.add_argument_group("workers (with --workers: one process per part)"))
+    JobOptions.add_arguments(parser.add_argument_group("topology and plans (with --workers)"))
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if in_torchrun():
-        return run_rank(args, lambda: Path(args.graph), partial(_predict_rank, args))
-    if args.out is not None:
-        check_predictions_path(args.out)
-        if args.out.exists() and not args.force:
-            raise TrainingError(f"{str(args.out)!r} exists; pass --force to overwrite it")
-    device = pick_device(args.device, args.workers or 1, say=lambda line: print(line, file=sys.stderr))
-    model, trained = load_model(args.checkpoint_dir, best=args.best)
-    is_set = (Path(args.graph) / "manifest.json").is_file()
-    if args.workers is not None:
-        if args.workers < 1 or args.timeout <= 0:
-            raise TrainingError("need --workers >= 1 and a positive --timeout")
-        if not is_set:
-            raise TrainingError(f"--workers needs a partition set as GRAPH: make one with commgraph partition "
-                                f"{args.graph} --parts {args.workers} --out DIR, then predict DIR")
-        parts = load_partition_set(args.graph, verify=False).num_parts
-        if parts != args.workers:
-            raise TrainingError(f"{args.graph} has {parts} parts; pass --workers {parts} or another partition set")
-        argv = ["predict", args.graph, "--checkpoint-dir", str(args.checkpoint_dir), "--device", args.device,
-                "--timeout", str(args.timeout), *(["--best"] * args.best), *(["--json"] * args.json),
-                *(["--debug"] * args.debug), *(["--out", str(args.out)] if args.out is not None else [])]
-        return launch_local(argv, args.workers, grace=args.timeout + 15)
-    if is_set:
+    launcher = LaunchOptions.from_args(args)
+    options = PredictOptions.from_args(args)
+    if in_torchrun() or launcher.workers is not None:
+        if options.out is not None and Path(options.out).exists() and not options.force and not in_torchrun():
+            raise TrainingError(f"{options.out!r} exists; pass --force to overwrite it")
+        model, _ = load_model(options.checkpoint_dir, best=options.best)  # a bad checkpoint: said once, here
+        job = JobOptions.from_args(args)
+        spec = JobSpec("predict", args.graph, partial(graph_from_args, args), launcher, job,
+                       row_bytes=4 * model.widths[1], options=[options], debug=args.debug)
+        return launch(spec, partial(_predict_rank, options, job))
+    if options.out is not None and Path(options.out).exists() and not options.force:
+        raise TrainingError(f"{options.out!r} exists; pass --force to overwrite it")
+    device = pick_device(launcher.device, 1, say=None if launcher.quiet else print)
+    model, trained = load_model(options.checkpoint_dir, best=options.best)
+    if is_partition_set(args.graph):
         pset = load_partition_set(args.graph)
         graph, checksum = pset.graph(), pset.manifest["graph"]["checksum"]
     else:
-        graph = load_graph(args.graph, format=args.format, name=args.name, split=args.split)
+        graph = graph_from_args(args)
         checksum = graph.checksum()
     start = time.perf_counter()
     predicted = predict(model, graph, device).argmax(dim=1).cpu().numpy()
     seconds = time.perf_counter() - start
-    if args.out is not None:
-        write_predictions(args.out, predicted, graph.node_ids)
-    _report(args, trained, graph.name, graph.num_nodes, checksum, split_accuracy(split_counts(graph, predicted)), seconds)
+    if options.out is not None:
+        write_predictions(Path(options.out), predicted, graph.node_ids)
+    _report(options, trained, graph.name, graph.num_nodes, checksum, split_accuracy(split_counts(graph, predicted)),
+            seconds)
     return 0
 
 
-def _predict_rank(args: argparse.Namespace, world, partition_dir: Path) -> None:
+def _predict_rank(options: PredictOptions, job: JobOptions, world, partition_dir: Path) -> None:
     start = time.perf_counter()
-    predicted, accuracy, trained = predict_part(world, partition_dir, args.checkpoint_dir, args.best)
+    predicted, accuracy, trained = predict_part(world, partition_dir, options.checkpoint_dir, options.best, job)
     seconds = time.perf_counter() - start
     if predicted is None:  # not rank 0
         return
-    if args.out is not None:
-        write_predictions(args.out, predicted)
+    if options.out is not None:
+        write_predictions(Path(options.out), predicted)
     manifest = load_partition_set(partition_dir, verify=False).manifest
-    _report(args, trained, manifest["graph"]["name"], predicted.shape[0], manifest["graph"]["checksum"], accuracy,
+    _report(options, trained, manifest["graph"]["name"], predicted.shape[0], manifest["graph"]["checksum"], accuracy,
             seconds)
 
 
-def _report(args: argparse.Namespace, trained: dict, name: str, num_nodes: int, checksum: str, accuracy: dict,
+def _report(options: PredictOptions, trained: dict, name: str, num_nodes: int, checksum: str, accuracy: dict,
             seconds: float) -> None:
     report = {"graph": name, "num_nodes": num_nodes, "model": trained["model"], "layers": trained["layers"],
               "hidden": trained["hidden"], "epoch": trained["epoch"], "same_graph": checksum == trained["graph"],
-              "accuracy": accuracy, "out": None if args.out is None else str(args.out), "seconds": seconds}
-    if args.json:
+              "accuracy": accuracy, "out": options.out, "seconds": seconds}
+    if options.json:
         print(json.dumps(report), flush=True)
         return
     origin = "the graph it was trained on" if report["same_graph"] else "a graph it was not trained on"
@@ -116,6 +119,5 @@ def _report(args: argparse.Namespace, trained: dict, name: str, num_nodes: int, 
           f"{trained['epoch']}, on {origin}: {name}, {num_nodes:,} nodes in {seconds:.2f} s")
     for split, result in accuracy.items():
         print(f"{split:<5} accuracy {result['accuracy']:.4f} ({result['nodes']:,} nodes)")
-    if args.out is not None:
-        print(f"predicted classes -> {args.out}", flush=True)
-
+    if options.out is not None:
+        print(f"predicted classes -> {options.out}", flush=True)

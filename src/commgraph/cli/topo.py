@@ -13,7 +13,7 @@ from pathlib import Path
 
 from commgraph.cli import describe
 from commgraph.errors import TopologyError
-from commgraph.topology import load_topology, preset_names, read_yaml, write_yaml
+from commgraph.topology import SPEED_KEYS, parse_speeds, preset_names, read_yaml, resolve_topology, write_yaml
 from commgraph.topology.detect import detect, parse_topo_matrix
 from commgraph.topology.draw import draw_topology
 from commgraph.topology.files import to_yaml
@@ -63,30 +63,17 @@ def register(subparsers) -> None:
 
 
 def add_topology_argument(parser: argparse.ArgumentParser, *, positional: bool) -> None:
-    help_text = "a preset (commgraph topo list) or a YAML file"
+    help_text = "detect (this machine), a preset (commgraph topo list) or a YAML file"
     if positional:
         parser.add_argument("topology", metavar="TOPOLOGY", help=help_text)
     else:
         parser.add_argument("--topology", required=True, metavar="TOPOLOGY", help=help_text)
     parser.add_argument("--speeds", metavar="K=GBPS,...",
-                        help="override preset link speeds, e.g. nv2=40,pcie=24 (keys: nv1 nv2 pcie qpi ib ethernet shm)")
+                        help=f"override a preset's link speeds in GB/s, e.g. nv2=40,pcie=24 (keys: {SPEED_KEYS})")
 
 
 def topology_from_args(args: argparse.Namespace) -> Topology:
-    return load_topology(args.topology, _speeds(args.speeds))
-
-
-def _speeds(text: str | None) -> dict[str, float]:
-    speeds = {}
-    for item in filter(None, (text or "").split(",")):
-        key, sep, value = item.partition("=")
-        try:
-            speeds[key.strip()] = float(value)
-        except ValueError:
-            raise TopologyError(f"bad --speeds entry {item!r}: expected key=GB/s") from None
-        if not sep:
-            raise TopologyError(f"bad --speeds entry {item!r}: expected key=GB/s")
-    return speeds
+    return resolve_topology(args.topology, device="auto", speeds=parse_speeds(args.speeds))
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -22,14 +22,29 @@ def from_edges(
     weights=None,
     **node_data,
 ) -> Graph:
-    """Build a CSR graph from edges ``src[i] -> dst[i]``.
+    """Build a CSR :class:`Graph` from edges ``src[i] -> dst[i]``, with one sort of the edge keys
+    (de-duplication and CSR order at once).
 
-    ``symmetrize`` adds every reverse edge (what GNN training on citation or web graphs expects);
-    duplicate edges are always removed; self-loops are dropped unless ``self_loops`` is true
-    (PyG's datasets drop them too, and GCN-style layers add their own). ``num_nodes`` defaults to
-    the largest id + 1. ``weights[i]`` is edge ``i``'s weight (a reverse edge added by ``symmetrize``
-    gets it too; of repeated edges the lightest is kept). ``node_data`` goes to :class:`Graph`
-    (features, labels, masks, node_ids, name).
+    Args:
+        src, dst: the edges' end points, node ids ``0..N-1``.
+        num_nodes: ``N`` (default: the largest id + 1).
+        symmetrize: add every reverse edge (what GNN training on citation or web graphs expects).
+        self_loops: keep self loops; they are dropped by default (PyG's datasets drop them too, and
+            GCN-style layers add their own). Duplicate edges are always removed.
+        weights: edge ``i``'s weight (a reverse edge added by ``symmetrize`` gets it too; of
+            repeated edges the lightest is kept).
+        **node_data: passed on to :class:`Graph` (``features``, ``labels``, the masks,
+            ``node_ids``, ``name``).
+
+    Returns:
+        Graph: validated.
+
+    Shapes:
+        - **src, dst, weights:** ``[E]``
+
+    Raises:
+        GraphValidationError: ids that are negative, not integers, or not below ``num_nodes``;
+            ``src`` and ``dst`` of different lengths.
     """
     src = _ids(src, "src")
     dst = _ids(dst, "dst")
@@ -121,7 +136,17 @@ def split_masks(
     num_nodes: int, train: float, val: float, seed: int, eligible: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Random train/val/test masks over ``eligible`` nodes (all by default): fractions ``train`` and
-    ``val``, the rest test. Deterministic for a seed."""
+    ``val``, the rest test. Deterministic for a seed.
+
+    Args:
+        num_nodes: ``N``.
+        train, val: the fractions (``0 < train``, ``0 <= val``, ``train + val <= 1``).
+        seed: the random seed.
+        eligible: the nodes that may be drawn (say, the labelled ones); bool, ``[N]``.
+
+    Returns:
+        tuple[np.ndarray, np.ndarray, np.ndarray]: the train, val and test masks, bool, ``[N]`` each.
+    """
     if not (0 < train < 1 and 0 <= val < 1 and train + val <= 1):
         raise GraphValidationError(
             f"split fractions must satisfy 0 < train, 0 <= val, train + val <= 1; got {train}, {val}"

@@ -21,12 +21,34 @@ MASK_NAMES = ("train_mask", "val_mask", "test_mask")
 @dataclass(eq=False)
 class Graph:
     """A graph in CSR form with optional features, labels, split masks, original node ids and edge
-    weights.
+    weights: what every loader returns and every other layer reads.
 
+    Row ``v`` of the CSR holds the sources of ``v``'s in-edges, ``indices[indptr[v]:indptr[v + 1]]``.
     ``node_ids`` keeps the original id of every node when a loader remapped sparse ids to 0..N-1
     (SNAP files), so results can be reported in the user's ids. Labels of -1 mark unlabelled nodes;
-    no split mask may select one. Arrays are validated on construction; use :func:`from_edges`
-    to build one from an edge list.
+    no split mask may select one. Arrays are converted to the dtypes below (a lossy conversion is
+    refused) and validated on construction (:meth:`validate`); :func:`from_edges` builds one from an
+    edge list, :func:`~commgraph.graph.to_pyg` and :func:`~commgraph.graph.from_pyg` convert to and
+    from PyG's ``Data``.
+
+    Args:
+        indptr: row pointers, ascending from 0 to ``E``.
+        indices: the source node of every stored edge, row by row.
+        features: node features (float32), if any.
+        labels: node classes ``0..C-1``, ``-1`` for unlabelled nodes; given with the masks.
+        train_mask, val_mask, test_mask: the split (bool); given with the labels.
+        node_ids: every node's id in the source file, when the loader renumbered them.
+        edge_weights: a weight per stored edge (float64), aligned with ``indices``.
+        name: the graph's name (shown by ``commgraph info``, recorded in partition sets).
+
+    Shapes:
+        - **indptr:** ``[N + 1]`` (int64)
+        - **indices, edge_weights:** ``[E]``
+        - **features:** ``[N, F]`` (float32)
+        - **labels, train_mask, val_mask, test_mask, node_ids:** ``[N]``
+
+    Raises:
+        GraphValidationError: an array of the wrong shape or range, NaN features, masks without labels.
     """
 
     indptr: np.ndarray
@@ -61,6 +83,7 @@ class Graph:
 
     @property
     def num_nodes(self) -> int:
+        """Nodes ``N``: CSR rows, isolated nodes included."""
         return int(self.indptr.shape[0] - 1)
 
     @property
@@ -70,15 +93,18 @@ class Graph:
 
     @property
     def num_features(self) -> int:
+        """Feature columns ``F`` (0 without features)."""
         return 0 if self.features is None else int(self.features.shape[1])
 
     @property
     def num_classes(self) -> int:
+        """Classes ``C``: the largest label plus one (0 without labels)."""
         if self.labels is None or self.labels.size == 0:
             return 0
         return int(self.labels.max()) + 1
 
     def in_degrees(self) -> np.ndarray:
+        """Every node's in-degree (stored edges into it, self loops included); shape ``[N]``."""
         return np.diff(self.indptr)
 
     def num_components(self) -> int:
@@ -91,11 +117,12 @@ class Graph:
         return int(connected_components(matrix, directed=True, connection="weak")[0])
 
     def edge_list(self) -> tuple[np.ndarray, np.ndarray]:
-        """(src, dst) of every stored edge, in CSR order."""
+        """``(src, dst)`` of every stored edge, in CSR order; each of shape ``[E]``."""
         dst = np.repeat(np.arange(self.num_nodes, dtype=np.int64), self.in_degrees())
         return self.indices, dst
 
     def nbytes(self) -> int:
+        """Bytes held by the graph's arrays."""
         return sum(a.nbytes for a in self._arrays().values())
 
     def _arrays(self) -> dict[str, np.ndarray]:

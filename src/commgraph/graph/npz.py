@@ -28,8 +28,15 @@ _OPTIONAL = ("features", "labels", *MASK_NAMES, "node_ids", "edge_weights")
 
 
 def save_npz(graph: Graph, path: str | Path, *, compress: bool = True) -> None:
-    """Write ``graph`` to ``path`` atomically (a crash leaves no partial file); ``compress=False``
-    stores the arrays uncompressed, so that :func:`load_npz` can memory-map them."""
+    """Write ``graph`` to ``path`` in commgraph's own format: every array by name, with a format
+    marker; the round trip through :func:`load_npz` is exact.
+
+    Args:
+        graph: the graph to save.
+        path: the ``.npz`` file; written atomically (a crash leaves no partial file).
+        compress: deflate the members (small files to copy around); ``False`` stores them as they
+            are, so that :func:`load_npz` memory-maps them instead of reading them.
+    """
     arrays = {"commgraph_format": np.array(FORMAT_VERSION), "name": np.array(graph.name),
               "indptr": graph.indptr, "indices": graph.indices}
     arrays.update({k: getattr(graph, k) for k in _OPTIONAL if getattr(graph, k) is not None})
@@ -38,6 +45,19 @@ def save_npz(graph: Graph, path: str | Path, *, compress: bool = True) -> None:
 
 
 def load_npz(path: str | Path, *, name: str | None = None) -> Graph:
+    """Read a graph written by :func:`save_npz` (never unpickling: a graph file cannot run code).
+
+    Args:
+        path: the ``.npz`` file.
+        name: rename the graph (default: the stored name).
+
+    Returns:
+        Graph: stored members memory-mapped copy-on-write, compressed ones read into memory.
+
+    Raises:
+        GraphFormatError: not a readable ``.npz``, not a commgraph graph, another format version,
+            or arrays that do not make a valid graph.
+    """
     path = Path(path)
     if not path.is_file():
         raise GraphFormatError(path, "no such file")

@@ -13,7 +13,21 @@ from commgraph.graph.core import MASK_NAMES, Graph
 
 
 def to_pyg(graph: Graph):
-    """A ``torch_geometric.data.Data`` sharing nothing with ``graph`` (tensors are copies)."""
+    """``graph`` as a PyG ``torch_geometric.data.Data``, sharing no memory with it (tensors are
+    copies): ``edge_index`` (row 0 sources, row 1 destinations, in CSR order), ``x``, ``y``, the
+    three split masks, ``node_ids`` and ``name``, each where the graph has it. Edge weights are not
+    carried over.
+
+    Args:
+        graph: the graph to convert.
+
+    Returns:
+        torch_geometric.data.Data: with ``num_nodes`` set, so isolated nodes survive.
+
+    Shapes:
+        - **edge_index:** ``[2, E]`` (int64)
+        - **x:** ``[N, F]`` (float32); **y**, masks, **node_ids:** ``[N]``
+    """
     import torch
     from torch_geometric.data import Data
 
@@ -34,8 +48,25 @@ def to_pyg(graph: Graph):
 
 def from_pyg(data, *, name: str | None = None, symmetrize: bool = True,
              self_loops: bool = False) -> Graph:
-    """Build a Graph from a PyG ``Data``: ``x``, ``y`` (1-D class labels), the three split masks and
-    an optional ``node_ids`` attribute are carried over."""
+    """A :class:`Graph` from a PyG ``Data``, built by :func:`~commgraph.graph.from_edges`: ``x``,
+    ``y`` (class labels; a ``[N, 1]`` column is flattened), the three split masks and an optional
+    ``node_ids`` attribute are carried over. ``to_pyg`` then ``from_pyg`` gives the graph back.
+
+    Args:
+        data: a ``torch_geometric.data.Data`` with ``edge_index`` (tensors may be on any device).
+        name: the graph's name (default: ``data.name``, else ``"graph"``).
+        symmetrize: add every reverse edge, as training expects.
+        self_loops: keep self loops (dropped by default, as PyG's datasets do).
+
+    Returns:
+        Graph: duplicate edges removed, validated.
+
+    Shapes:
+        - **data.edge_index:** ``[2, E]``; **data.x:** ``[N, F]``; **data.y:** ``[N]`` or ``[N, 1]``
+
+    Raises:
+        GraphValidationError: no ``edge_index``, a malformed one, or multi-column labels.
+    """
     if getattr(data, "edge_index", None) is None:
         raise GraphValidationError("PyG Data has no edge_index")
     edge_index = data.edge_index.detach().cpu().numpy()

@@ -31,13 +31,31 @@ def load_graph(
     split: str | None = None,
     directed: bool = False,
 ) -> Graph:
-    """Load a bundled graph by name, a registry dataset by name (downloaded and converted once, see
-    :mod:`commgraph.graph.datasets`), generate a synthetic one from ``kind:key=value,...``, or read
-    a file or directory, detecting its format unless ``format`` is given.
+    """The graph a GRAPH argument names: what every ``commgraph`` command that reads a graph calls.
 
-    ``name`` names the graph (and picks the dataset inside a Planetoid folder); ``split`` picks the
-    split scheme of an OGB directory that has several; ``directed`` keeps a SNAP file's edges one-way
-    (other sources are taken as they are stored or generated).
+    In this order, ``spec`` is a bundled graph (``cora``, offline), a registry dataset
+    (``ogbn-arxiv``, ``reddit``, ``web-Google``, ...: downloaded, verified and converted once, see
+    :mod:`commgraph.graph.datasets`), a synthetic spec ``kind:key=value,...`` (``rmat:`` gives
+    :func:`~commgraph.graph.rmat`'s arguments, ``sbm:`` :func:`~commgraph.graph.sbm`'s), or a file
+    or directory whose format is detected from the path: a SNAP edge list (``.txt``, ``.txt.gz``,
+    ...), an OGB directory, Planetoid files, or commgraph's ``.npz``.
+
+    Args:
+        spec: the name, spec or path.
+        format: force a format (one of :data:`FORMATS`: ``snap``, ``ogb``, ``planetoid``, ``npz``)
+            instead of detecting it.
+        name: the graph's name; also picks the dataset inside a Planetoid folder.
+        split: the split scheme of an OGB directory that has several.
+        directed: keep a SNAP file's edges one-way (other sources are taken as they are stored or
+            generated; the default symmetrises, as training expects).
+
+    Returns:
+        Graph: validated, duplicate edges removed, self loops dropped.
+
+    Raises:
+        GraphSpecError: ``spec`` is no known name, no valid synthetic spec and no existing path.
+        GraphFormatError: the file or directory cannot be read in its format (names the file and
+            line at fault).
     """
     text = str(spec)
     if format is None and text in BUNDLED:
@@ -85,9 +103,6 @@ def _detect(path: Path, name: str | None) -> str:
             return "ogb"
         if find_planetoid(path, name) is not None:
             return "planetoid"
-        if (path / "manifest.json").is_file():  # a partition set, given where a graph is expected
-            raise GraphFormatError(path, "is a partition set, not a graph: describe it with commgraph partition-info; "
-                                         "commgraph train and predict take it as their GRAPH")
         raise GraphFormatError(
             path, "is a directory in no known format: expected an OGB dataset (raw/edge.csv.gz) "
             "or Planetoid files (ind.<name>.*); pass --format to force one"

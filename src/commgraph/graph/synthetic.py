@@ -30,11 +30,31 @@ def rmat(
     features: int = 0,
     classes: int = 0,
 ) -> Graph:
-    """An RMAT graph (Chakrabarti et al.; Graph500's a, b, c defaults) with exactly ``edges`` distinct
-    undirected edges, no self-loops, symmetrised (so ``num_edges == 2 * edges``). Node ids are
-    randomly permuted, as in Graph500, so that id order carries no locality. ``features`` > 0 adds
-    Gaussian features and ``classes`` > 0 random labels with a 10/10/80 split: a graph for
-    throughput runs, not for accuracy (use :func:`sbm` for that)."""
+    """An R-MAT power-law graph from `"R-MAT: A Recursive Model for Graph Mining"
+    <https://doi.org/10.1137/1.9781611972740.43>`_ (Chakrabarti, Zhan and Faloutsos, SDM 2004),
+    with Graph500's quadrant probabilities by default.
+
+    Each edge picks one quadrant of the adjacency matrix per bit of the node id, with probabilities
+    ``a``, ``b``, ``c`` and ``d = 1 - a - b - c``. Draws outside ``0..nodes-1``, self loops and repeats
+    are discarded and more are drawn until exactly ``edges`` distinct undirected edges remain; the
+    graph is symmetrised (so ``num_edges == 2 * edges``). Node ids are randomly permuted, as in
+    Graph500, so that id order carries no locality. Deterministic for a seed.
+
+    Args:
+        nodes: node count ``N``.
+        edges: distinct undirected edges, at most ``N (N - 1) / 2``.
+        seed: the random seed.
+        a, b, c: quadrant probabilities (``a > 0``, ``b, c >= 0``, ``a + b + c < 1``).
+        features: if > 0, standard normal features of this width (:func:`gaussian_table`).
+        classes: if > 0, uniformly random labels and a random 10/10/80 train/val/test split: a
+            graph for throughput runs, not for accuracy (use :func:`sbm` for that).
+
+    Returns:
+        Graph: named ``rmat-N-M-sS`` (plus any non-default option).
+
+    Raises:
+        GraphSpecError: bad sizes or probabilities, or more edges than the nodes can hold.
+    """
     _check_positive(nodes=nodes, edges=edges)
     if not (a > 0 and b >= 0 and c >= 0 and a + b + c < 1):
         raise GraphSpecError(f"rmat needs a > 0, b, c >= 0 and a + b + c < 1; got {a}, {b}, {c}")
@@ -108,10 +128,36 @@ def sbm(
     train: float = 0.1,
     val: float = 0.1,
 ) -> Graph:
-    """A stochastic block model whose labels a GNN can learn: ``classes`` equal-sized blocks,
-    average degree about ``degree``, a fraction ``homophily`` of edges inside a block, and
-    features = class centroid (unit Gaussian) + ``noise`` x Gaussian noise, so features alone
-    separate classes only partly and aggregating neighbours helps, as on citation graphs."""
+    r"""A stochastic block model (Holland, Laskey and Leinhardt, `"Stochastic blockmodels: First
+    steps" <https://doi.org/10.1016/0378-8733(83)90021-7>`_, 1983) whose labels a GNN can learn.
+
+    Nodes fall into ``classes`` equal-sized blocks (their labels). About ``N * degree / 2`` edges
+    are drawn, a fraction ``homophily`` of them inside a block, then symmetrised. A node's features
+    are its class centroid plus noise,
+
+    .. math::
+        \mathbf{x}_i = \boldsymbol{\mu}_{y_i} + \sigma \boldsymbol{\epsilon}_i, \qquad
+        \boldsymbol{\mu}_c, \boldsymbol{\epsilon}_i \sim \mathcal{N}(0, I_F),
+
+    with :math:`\sigma` = ``noise``, so features alone separate classes only partly and aggregating
+    neighbours helps, as on citation graphs. Deterministic for a seed.
+
+    Args:
+        nodes: node count ``N``.
+        classes: blocks (classes) ``C``, at most ``N``.
+        features: feature width ``F``.
+        seed: the random seed.
+        degree: the average degree wanted.
+        homophily: the fraction of edges inside a block, in ``[0, 1]``.
+        noise: the features' noise scale :math:`\sigma`.
+        train, val: fractions of nodes in the random train and validation masks (the rest test).
+
+    Returns:
+        Graph: with features, labels and a split.
+
+    Raises:
+        GraphSpecError: non-positive sizes, more classes than nodes, or out-of-range options.
+    """
     _check_positive(nodes=nodes, classes=classes, features=features)
     if classes > nodes:
         raise GraphSpecError(f"sbm needs at least one node per class: {classes} classes > {nodes} nodes")

@@ -18,6 +18,23 @@ import torch
 
 @dataclass
 class Block:
+    r"""The edges one layer computes on: every in-edge of ``num_dst`` destinations, read from a table
+    of ``num_src`` rows (see the module's description). Derived tensors (self loops, PyG's
+    adjacency, the compaction) are built once, on first use, and kept in ``cache``.
+
+    Args:
+        num_src: rows of the table the block reads :math:`|\mathcal{V}_s|` (owned, then halo).
+        num_dst: destinations :math:`|\mathcal{V}_t|`.
+        edge_index: row 0 the table row of each edge's source, row 1 its destination
+            (``0..num_dst-1``).
+        src_degree: every table row's in-degree in the whole graph, self loops not counted (float).
+        dst_start: destination ``i`` is table row ``dst_start + i``.
+
+    Shapes:
+        - **edge_index:** ``[2, E]`` (int64)
+        - **src_degree:** :math:`(|\mathcal{V}_s|,)`
+    """
+
     num_src: int  # rows of the table the block reads
     num_dst: int
     edge_index: torch.Tensor  # (2, E): row 0 indexes table rows, row 1 destinations (0..num_dst-1)
@@ -72,5 +89,6 @@ class Block:
         return self.cache["compact"]
 
     def to(self, device: torch.device) -> Block:
+        """The block with its tensors on ``device`` (its cache is rebuilt there on use)."""
         return Block(self.num_src, self.num_dst, self.edge_index.to(device), self.src_degree.to(device),
                      self.dst_start)

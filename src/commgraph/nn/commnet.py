@@ -15,6 +15,28 @@ from commgraph.nn.block import Block
 
 
 class CommNetLayer(MessagePassing):
+    r"""The communication step of `"Learning Multiagent Communication with Backpropagation"
+    <https://arxiv.org/abs/1605.07736>`_ (Sukhbaatar, Szlam and Fergus, NeurIPS 2016), with the
+    agents' neighbours given by the graph:
+
+    .. math::
+        \mathbf{h}^{\prime}_i = \tanh\left( \mathbf{H} \mathbf{h}_i + \mathbf{C} \cdot
+        \mathrm{mean}_{j \in \mathcal{N}(i)} \mathbf{h}_j \right)
+
+    (a bias with :math:`\mathbf{H}`, none with :math:`\mathbf{C}`; an agent that hears nobody gets
+    a zero mean). The mean runs over every in-edge of the destination in the whole graph.
+
+    Args:
+        in_dim: width of the agents' states :math:`\mathbf{h}`, :math:`F_{in}`.
+        out_dim: width of the new states :math:`\mathbf{h}^{\prime}`, :math:`F_{out}`.
+
+    Shapes:
+        - **input:** the states of the table's agents ``x_src`` :math:`(|\mathcal{V}_s|, F_{in})`,
+          the destinations' own states ``x_dst`` :math:`(|\mathcal{V}_t|, F_{in})`, a
+          :class:`~commgraph.nn.Block`
+        - **output:** the destinations' new states :math:`(|\mathcal{V}_t|, F_{out})`
+    """
+
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__(aggr="mean")
         self.self_map = torch.nn.Linear(in_dim, out_dim)  # H

@@ -10,11 +10,31 @@ from commgraph.nn.block import Block
 
 
 class GCNLayer(torch.nn.Module):
-    """``D^-1/2 (A + I) D^-1/2 X W + b`` with the weights of a PyG ``GCNConv``. The normalisation
-    needs the degree of every source, including halo nodes owned elsewhere, so it comes from the
-    block's global degrees rather than from the block's own edges. ``GCNConv`` multiplies by ``W``
-    before aggregating, which on a block would transform every table row; the normalisation is
-    fixed, so aggregating first gives the same result and transforms only the destinations."""
+    r"""The graph convolution of `"Semi-supervised Classification with Graph Convolutional Networks"
+    <https://arxiv.org/abs/1609.02907>`_ (Kipf and Welling, ICLR 2017), on a block:
+
+    .. math::
+        \mathbf{x}^{\prime}_i = \mathbf{\Theta}^{\top} \sum_{j \in \mathcal{N}(i) \cup \{ i \}}
+        \frac{1}{\sqrt{\hat{d}_j \hat{d}_i}} \mathbf{x}_j + \mathbf{b},
+        \qquad \hat{d}_i = 1 + \deg(i),
+
+    that is ``D^-1/2 (A + I) D^-1/2 X W + b``, with the weights of a PyG ``GCNConv``; :math:`\deg`
+    counts a node's in-edges in the whole graph, self loops not counted (every node gets exactly one).
+    The normalisation needs the degree of every source, including halo nodes owned elsewhere, so it
+    comes from the block's global degrees rather than from the block's own edges: a part computes
+    the single-graph result. ``GCNConv`` multiplies by :math:`\mathbf{\Theta}` before aggregating,
+    which on a block would transform every table row; the normalisation is fixed, so aggregating
+    first gives the same result and transforms only the destinations.
+
+    Args:
+        in_dim: input width :math:`F_{in}`.
+        out_dim: output width :math:`F_{out}`.
+
+    Shapes:
+        - **input:** table rows ``x_src`` :math:`(|\mathcal{V}_s|, F_{in})`, the destinations' own
+          rows ``x_dst`` :math:`(|\mathcal{V}_t|, F_{in})`, a :class:`~commgraph.nn.Block`
+        - **output:** :math:`(|\mathcal{V}_t|, F_{out})`
+    """
 
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__()

@@ -30,6 +30,40 @@ def check_model_options(layers: int, hidden: int, heads: int, dropout: float) ->
 
 
 class GNN(torch.nn.Module):
+    r"""A GNN of ``layers`` message-passing layers of one ``kind``, which a trainer drives one layer
+    (and one bin) at a time: :meth:`encode`, then for each layer ``l`` :meth:`layer` (or
+    :meth:`conv` and :meth:`activate`) on a block whose table is ``widths[l]`` wide, then
+    :meth:`decode`. On the whole graph as one block it computes what the same stack of PyG layers
+    computes.
+
+    - ``gcn``: :class:`~commgraph.nn.gcn.GCNLayer`, ReLU and dropout between layers;
+    - ``sage``: :class:`~commgraph.nn.sage.SAGELayer`, ReLU and dropout;
+    - ``gat``: :class:`~commgraph.nn.gat.GATLayer`, ``heads`` heads concatenated in the hidden
+      layers and one head in the output layer, ELU and dropout;
+    - ``gin``: :class:`~commgraph.nn.gin.GINLayer`, ReLU and dropout;
+    - ``commnet``: a linear encoder, :class:`~commgraph.nn.commnet.CommNetLayer` steps (their own
+      tanh) with dropout between them, a linear decoder.
+
+    Args:
+        kind: one of :data:`MODELS`.
+        in_dim: input feature width :math:`F`.
+        hidden: hidden width (per head for GAT).
+        out_dim: output width :math:`C` (the classes).
+        layers: message-passing layers, >= 1.
+        heads: GAT's attention heads in the hidden layers.
+        dropout: dropout probability after every layer but the last, in ``[0, 1)``.
+
+    Shapes:
+        - **encode:** :math:`(N, F)` to :math:`(N, \mathrm{widths}[0])`
+        - **layer** ``l``: a table :math:`(|\mathcal{V}_s|, \mathrm{widths}[l])` to
+          :math:`(|\mathcal{V}_t|, \mathrm{widths}[l + 1])`; the last layer's output is
+          ``hidden`` wide for CommNet, else :math:`C`
+        - **decode:** the last layer's output to :math:`(N, C)`
+
+    Raises:
+        TrainingError: an unknown ``kind`` or a shape no GNN can have.
+    """
+
     def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, *, layers: int = 2, heads: int = 4,
                  dropout: float = 0.5):
         super().__init__()
@@ -61,9 +95,11 @@ class GNN(torch.nn.Module):
 
     @property
     def num_layers(self) -> int:
+        """Message-passing layers."""
         return len(self.convs)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """The pointwise step before the first exchange: CommNet's encoder, else ``x`` itself."""
         return self.encoder(x) if self.encoder is not None else x
 
     def layer(self, index: int, x_src: torch.Tensor, block: Block, x_dst: torch.Tensor | None = None) -> torch.Tensor:
@@ -88,4 +124,5 @@ class GNN(torch.nn.Module):
         return out
 
     def decode(self, h: torch.Tensor) -> torch.Tensor:
+        """The pointwise step after the last layer: CommNet's decoder, else ``h`` itself."""
         return self.decoder(h) if self.decoder is not None else h

@@ -9,6 +9,28 @@ from commgraph.nn.block import Block
 
 
 class SAGELayer(torch.nn.Module):
+    r"""The GraphSAGE operator of `"Inductive Representation Learning on Large Graphs"
+    <https://arxiv.org/abs/1706.02216>`_ (Hamilton, Ying and Leskovec, NeurIPS 2017), mean
+    aggregator, on a block (PyG's ``SAGEConv`` in its bipartite form):
+
+    .. math::
+        \mathbf{x}^{\prime}_i = \mathbf{W}_1 \mathbf{x}_i + \mathbf{W}_2 \cdot
+        \mathrm{mean}_{j \in \mathcal{N}(i)} \mathbf{x}_j
+
+    (a bias with :math:`\mathbf{W}_2`; a node without in-edges gets :math:`\mathbf{W}_1 \mathbf{x}_i`
+    plus the bias). The mean runs over every in-edge of the destination in the whole graph, so a
+    part computes the single-graph result.
+
+    Args:
+        in_dim: input width :math:`F_{in}`.
+        out_dim: output width :math:`F_{out}`.
+
+    Shapes:
+        - **input:** the table ``x_src`` :math:`(|\mathcal{V}_s|, F_{in})`, the destinations' own
+          rows ``x_dst`` :math:`(|\mathcal{V}_t|, F_{in})`, and a :class:`~commgraph.nn.Block`
+        - **output:** :math:`(|\mathcal{V}_t|, F_{out})`
+    """
+
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__()
         self.conv = SAGEConv(in_dim, out_dim, aggr="mean")

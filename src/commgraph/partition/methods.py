@@ -26,8 +26,29 @@ def check_parts(parts: int, num_nodes: int | None = None) -> None:
 
 def partition_graph(graph: Graph, parts: int, method: str = "g3", seed: int = 0, *,
                     log: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
-    """Assign every node of ``graph`` to one of ``parts`` parts. Returns (assignment, details).
-    ``log`` hears g3's progress through its stages, a line each."""
+    """Assign every node of ``graph`` to one of ``parts`` parts, deterministically for a seed.
+
+    Methods: ``random`` (a random permutation dealt round-robin: exactly balanced sizes), ``chunk``
+    (consecutive id ranges), ``metis`` (METIS k-way edge cut, Karypis and Kumar, `"A Fast and High
+    Quality Multilevel Scheme for Partitioning Irregular Graphs"
+    <https://doi.org/10.1137/S1064827595287997>`_, SIAM J. Sci. Comput. 1998) and ``g3`` (G3's
+    two stages: METIS balancing nodes and degrees, then swaps that balance the parts' remote nodes;
+    :func:`~commgraph.partition.g3_partition`).
+
+    Args:
+        graph: the graph.
+        parts: number of parts, ``1..N``.
+        method: one of :data:`METHODS`.
+        seed: the random seed.
+        log: hears g3's progress through its stages, a line each.
+
+    Returns:
+        tuple[np.ndarray, dict]: every node's part (int64, ``[N]``) and what the method reports
+        (g3: each stage's seconds, swaps and remote balance; the others: nothing).
+
+    Raises:
+        PartitionError: an unknown method, or a part count no partition can have.
+    """
     if method not in METHODS:
         raise PartitionError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     check_parts(parts, graph.num_nodes)

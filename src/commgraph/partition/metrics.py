@@ -32,7 +32,19 @@ def remote_pairs(graph: Graph, assignment: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int) -> dict:
-    """The figures ``commgraph partition`` reports, as JSON-ready values."""
+    """The figures ``commgraph partition`` reports, as JSON-ready values.
+
+    Args:
+        graph: the graph.
+        assignment: every node's part, ``[N]``.
+        parts: number of parts.
+
+    Returns:
+        dict: ``parts`` (per part: ``num_nodes``, ``num_edges`` (in-edges of its nodes) and
+        ``num_remote`` (its halo: nodes of other parts its nodes have in-edges from)),
+        ``total_remote``, ``edge_cut`` (edges between parts), ``node_imbalance``,
+        ``edge_imbalance`` and ``remote_imbalance`` (largest over mean) and ``remote_min_max``.
+    """
     assignment = check_assignment(graph, assignment, parts)
     nodes = np.bincount(assignment, minlength=parts)
     edges = np.bincount(assignment, weights=graph.in_degrees(), minlength=parts).astype(np.int64)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from commgraph.atomic import atomic_write
+from commgraph.plotting import pyplot, save_png
 
 
 def plot_metrics(metrics: dict, title: str, path: str | Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     parts = metrics["parts"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
@@ -26,6 +23,4 @@ def plot_metrics(metrics: dict, title: str, path: str | Path) -> None:
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{title}: total remote {metrics['total_remote']:,}, edge cut {metrics['edge_cut']:,}, "
                  f"remote min/max {metrics['remote_min_max']:.3f}")
-    with atomic_write(path) as handle:
-        fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_png(fig, path)

@@ -41,18 +41,27 @@ from commgraph import __version__
 from commgraph.errors import PartitionError
 from commgraph.graph import Graph
 from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
+from commgraph.graph.nodefile import save_npy_in_chunks
 from commgraph.partition.metrics import check_assignment, remote_pairs
 
 FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
 _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
 _EDGE_DATA = ("weights",)
-_CHUNK_BYTES = 1 << 26  # per-node data is written to a part this much at a time
 
 
 @dataclass
 class Part:
-    """One worker's share. Arrays are memory-mapped from disk (read-only)."""
+    """One worker's share (the arrays the module's description lists), memory-mapped from disk,
+    read-only. Local ids: ``0..num_owned-1`` are the owned nodes, then the halo nodes.
+
+    Shapes:
+        - **owned:** ``[num_owned]``; **halo, halo_owner:** ``[num_halo]`` (global ids, owner parts)
+        - **indptr:** ``[num_owned + 1]``; **indices, weights:** ``[E_k]`` (local ids)
+        - **recv_ptr, send_ptr:** ``[parts + 1]``; **degree:** ``[num_owned + num_halo]``
+        - **features:** ``[num_owned, F]``; **labels** and masks: ``[num_owned]``
+    """
 
     index: int
     owned: np.ndarray
@@ -73,16 +82,20 @@ class Part:
 
     @property
     def num_owned(self) -> int:
+        """Nodes the part owns (computes)."""
         return int(self.owned.shape[0])
 
     @property
     def num_halo(self) -> int:
+        """Remote nodes whose rows the part receives every layer."""
         return int(self.halo.shape[0])
 
     def send_to(self, peer: int) -> np.ndarray:
+        """Local ids of the owned rows sent to part ``peer``, in the order of ``peer``'s halo."""
         return self.send_index[self.send_ptr[peer] : self.send_ptr[peer + 1]]
 
     def recv_from(self, peer: int) -> slice:
+        """The halo positions (local id minus ``num_owned``) the rows from part ``peer`` fill."""
         return slice(int(self.recv_ptr[peer]), int(self.recv_ptr[peer + 1]))
 
 
@@ -99,9 +112,11 @@ class PartitionSet:
 
     @property
     def num_parts(self) -> int:
+        """Parts of the set (one per worker)."""
         return int(self.manifest["parts"])
 
     def part(self, k: int) -> Part:
+        """Part ``k``, opened (and, with ``verify``, its files checked) on first use."""
         if not 0 <= k < self.num_parts:
             raise PartitionError(f"part {k} does not exist: {self.path} has parts 0..{self.num_parts - 1}")
         if k not in self._parts:
@@ -174,6 +189,25 @@ def write_partition_set(
     graph: Graph, assignment: np.ndarray, parts: int, out: str | Path, *, method: str, seed: int,
     seconds: float, metrics: dict, force: bool = False, progress: bool = False,
 ) -> PartitionSet:
+    """Write the partition set of ``graph`` under ``assignment`` to directory ``out`` (layout: the
+    module's description), built beside it and renamed into place when complete.
+
+    Args:
+        graph: the graph partitioned.
+        assignment: every node's part, ``[N]``.
+        parts: number of parts.
+        out: the set's directory.
+        method, seed, seconds, metrics: how it was made, recorded in the manifest
+            (``metrics``: :func:`~commgraph.partition.partition_metrics`'s).
+        force: replace an existing ``out``.
+        progress: a progress bar over the parts.
+
+    Returns:
+        PartitionSet: the set written.
+
+    Raises:
+        PartitionError: ``out`` exists (without ``force``), or an assignment that does not fit.
+    """
     out = Path(out)
     assignment = check_assignment(graph, assignment, parts)
     if out.exists() and not force:
@@ -192,7 +226,7 @@ def write_partition_set(
             "method": method, "parts": parts, "seed": seed, "seconds": seconds,
             "metrics": metrics, "files": files,
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         _replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -255,31 +289,11 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     return files
 
 
-class _Hashing:
-    """A binary file being written, and the sha256 of what was written to it."""
-
-    def __init__(self, handle):
-        self.handle, self.digest = handle, hashlib.sha256()
-
-    def write(self, data) -> int:
-        self.digest.update(data)
-        return self.handle.write(data)
-
-
 def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray) -> str:
-    """Save ``values[rows]`` as ``.npy`` (what ``np.save`` writes), ``_CHUNK_BYTES`` at a time, so a
-    part's copy of a large table is never held in memory; returns the file's sha256, computed as it
-    is written."""
-    row_bytes = max(int(np.prod(values.shape[1:], dtype=np.int64)) * values.itemsize, 1)
-    step = max(_CHUNK_BYTES // row_bytes, 1)
-    header = {"descr": np.lib.format.dtype_to_descr(values.dtype), "fortran_order": False,
-              "shape": (rows.shape[0], *values.shape[1:])}
-    with open(path, "wb") as handle:
-        out = _Hashing(handle)
-        np.lib.format.write_array_header_1_0(out, header)
-        for start in range(0, rows.shape[0], step):
-            out.write(memoryview(np.ascontiguousarray(values[rows[start : start + step]])).cast("B"))
-    return out.digest.hexdigest()
+    """Save ``values[rows]`` as ``.npy`` a chunk at a time, so a part's copy of a large table is never
+    held in memory; returns the file's sha256."""
+    return save_npy_in_chunks(path, values.dtype, (rows.shape[0], *values.shape[1:]),
+                              lambda start, stop: values[rows[start:stop]])
 
 
 def _send_lists(k, owned, halo_node, halo_bounds, assignment, parts):
@@ -301,14 +315,19 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def is_partition_set(path: str | Path) -> bool:
+    """Whether ``path`` is a partition set's directory (it holds a manifest), not a graph."""
+    return (Path(path) / MANIFEST).is_file()
+
+
 def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: bool = True) -> PartitionSet:
     """Open a partition set, checking its format and, given ``graph``, that it was made from that
     very graph. With ``verify`` each part's files are checked against their checksums when the part
     is first read (``verify_all`` checks every file at once)."""
     path = Path(path)
-    manifest_file = path / "manifest.json"
-    if not manifest_file.is_file():
-        raise PartitionError(f"{path} is not a partition set (no manifest.json); make one with commgraph partition")
+    if not is_partition_set(path):
+        raise PartitionError(f"{path} is not a partition set (no {MANIFEST}); make one with commgraph partition")
+    manifest_file = path / MANIFEST
     try:
         manifest = json.loads(manifest_file.read_text())
     except json.JSONDecodeError as exc:

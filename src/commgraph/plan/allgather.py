@@ -1,4 +1,5 @@
-"""Graph all-gather planners (DGCL's graphAllgather): every layer, each part needs the embeddings of
+"""Graph all-gather planners (the graphAllgather of Cai et al., "DGCL: An Efficient Communication
+Library for Distributed GNN Training", EuroSys 2021): every layer, each part needs the embeddings of
 its halo nodes from their owners.
 
 - ``p2p``: each part fetches every remote row straight from its owner, all at once (the baseline).
@@ -14,7 +15,8 @@ its halo nodes from their owners.
   each stage: cost = sum over stages of (slowest route latency)^2 + sum over link directions of
   (seconds of traffic)^2, a smooth stand-in for each stage's time (latency plus bottleneck link)
   that, unlike the max, also sees links below the bottleneck.
-- ``hybrid``: ChattyGraph's per-message choice of transfer method (zero-copy or peer copy) by the
+- ``hybrid``: ChattyGraph's (Jiang et al., "ChattyGraph: Highly Scalable Graph Computing System for
+  Heterogeneous Multi Accelerators") per-message choice of transfer method (zero-copy or peer copy) by the
   cost model of :mod:`commgraph.plan.methods`; otherwise the p2p pattern. Its sends carry the
   methods' measured per-message costs, which the other planners' sends (batched into one
   collective per stage) do not, so it is compared with the same messages sent all by zero-copy
@@ -44,7 +46,12 @@ PLANNERS = ("p2p", "replicate", "swap", "spst", "hybrid")
 
 
 def placement(pset: PartitionSet, topology: Topology, devices: list[str] | None = None) -> list[str]:
-    """The device each part runs on: the topology's workers in order unless given."""
+    """The device each part runs on: the topology's workers in order unless ``devices`` are given.
+
+    Raises:
+        PlanError: more parts than worker devices; ``devices`` of the wrong length or with repeats.
+        TopologyError: a device the topology does not have.
+    """
     workers = [d.id for d in topology.workers]
     parts = pset.num_parts
     if devices is None:
@@ -75,6 +82,27 @@ def demands(pset: PartitionSet) -> dict[tuple[int, int], np.ndarray]:
 
 def plan_allgather(planner: str, pset: PartitionSet, topology: Topology, row_bytes: int,
                    devices: list[str] | None = None, layers: int = 2) -> CommPlan:
+    """The graph all-gather plan of ``planner`` (the module's description) for a partition set on
+    a topology: one plan that every layer's exchange follows.
+
+    ``spst`` is priced against ``p2p`` on the simulator and the ``p2p`` plan is returned, named
+    ``spst`` with a ``fallback`` note, when the trees price slower.
+
+    Args:
+        planner: one of :data:`PLANNERS`.
+        pset: the partition set; part ``k`` runs on ``devices[k]``.
+        topology: the hardware.
+        row_bytes: bytes of one embedding row (``width * 4`` for float32).
+        devices: the device of each part (default: :func:`placement`'s).
+        layers: message-passing layers (``replicate`` keeps an L-hop halo).
+
+    Returns:
+        CommPlan: ``kind="allgather"``; sends carry the global ids of the rows they move.
+
+    Raises:
+        PlanError: an unknown planner or a bad placement.
+        TopologyError: two placed devices without a route between them.
+    """
     if planner not in PLANNERS:
         raise PlanError(f"unknown all-gather planner {planner!r}; choose one of {', '.join(PLANNERS)}")
     devs = placement(pset, topology, devices)

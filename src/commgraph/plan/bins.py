@@ -37,6 +37,7 @@ class RowBins:
         return cls(ids, bins)
 
     def of(self, ids: np.ndarray) -> np.ndarray:
+        """The bin of each row of ``ids``; a row no owner listed is refused (:class:`PlanError`)."""
         at = np.minimum(np.searchsorted(self.ids, ids), max(self.ids.size - 1, 0))
         if ids.size and (self.ids.size == 0 or not np.array_equal(self.ids[at], ids)):
             raise PlanError("the plan sends rows that no worker's bins cover; was it made for this partition set?")

@@ -23,9 +23,31 @@ PLANNERS = ("arborescence",)
 
 
 def plan_broadcast(topology: Topology, root: str, nbytes: float) -> CommPlan:
-    """Broadcast from ``root`` by packing arborescences rooted there (pipelined, one stage). On a
-    GPU graph with direct links the optimum's reciprocal is the number of edge-disjoint
-    arborescences Edmonds' theorem promises (6 per root on a DGX-1: each GPU has 6 NVLinks)."""
+    r"""Broadcast from ``root`` by packing arborescences rooted there (pipelined, one stage): the
+    LP of the module's description,
+
+    .. math::
+        \min_{\lambda \geq 0,\ \sum_T \lambda_T = 1} \; \max_{\ell}
+        \sum_{T \ni \ell} \lambda_T \, c_\ell,
+
+    over arborescences :math:`T` out of the root (an arc is a direct link, or a route where the
+    workers have too few direct links), :math:`c_\ell` the time per byte of link direction
+    :math:`\ell` relative to the other links' (inverse bandwidth; ``1 / count`` on NVLink); a
+    fraction :math:`\lambda_T` of the bytes follows tree :math:`T`. On
+    a GPU graph with direct links the optimum's reciprocal is the number of edge-disjoint
+    arborescences Edmonds' theorem promises (6 per root on a DGX-1: each GPU has 6 NVLinks).
+
+    Args:
+        topology: the hardware; its worker devices receive.
+        root: the worker device that holds the data.
+        nbytes: the bytes broadcast.
+
+    Returns:
+        CommPlan: ``kind="broadcast"``, one stage of sends of opaque bytes.
+
+    Raises:
+        PlanError: ``nbytes`` not positive, or a ``root`` that is not a worker device.
+    """
     import networkx as nx  # here, not at the top: importing commgraph.plan stays quick
 
     if not nbytes > 0:

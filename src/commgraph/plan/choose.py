@@ -3,7 +3,7 @@ whose plan the simulator prices fastest on the topology the job runs on) and its
 all-reduce (``native``, a planned schedule, or ``auto``).
 
 A plan from a file is checked against the partition set and the placement before any worker
-starts: every rank's share must be executable (:meth:`commgraph.runtime.exchange.Exchange.from_plan`
+starts: every rank's share must be executable (:meth:`commgraph.plan.exchange.Exchange.from_plan`
 does that check, and it is pure), so a plan made for another partition set, world size or
 placement is refused with the reason.
 """
@@ -16,11 +16,12 @@ from pathlib import Path
 from commgraph.errors import PlanError
 from commgraph.partition import PartitionSet
 from commgraph.plan.allgather import placement, plan_allgather
+from commgraph.plan.exchange import Exchange
 from commgraph.plan.allreduce import (AllReduceSchedule, choose_allreduce, make_allreduce, native_seconds,
                                       plan_allreduce)
 from commgraph.plan.model import CommPlan
 from commgraph.plan.price import price
-from commgraph.topology import Topology, load_topology
+from commgraph.topology import Topology
 
 # planners a training job can execute, in the order ties are broken (the simplest first)
 EXECUTABLE = ("p2p", "spst", "hybrid", "swap")
@@ -39,18 +40,6 @@ class PlanChoice:
                            if name != self.plan.planner)
         return (f"all-gather plan {self.plan.planner}: {self.modeled_seconds * 1e3:.3f} ms per layer modelled on "
                 f"{self.plan.topology}" + (f" (also priced: {others})" if others else ""))
-
-
-def job_topology(spec: str, workers: int, device: str) -> Topology:
-    """``detect``: this machine's GPUs when the job runs on them (``nvidia-smi``), else
-    ``localhost-cpu:N``, one CPU worker per rank; otherwise a preset name or a YAML file."""
-    if spec == "detect":
-        if device == "cuda":
-            from commgraph.topology.detect import detect
-
-            return detect()
-        return load_topology(f"localhost-cpu:{workers}")
-    return load_topology(spec)
 
 
 def parse_placement(text: str | None) -> list[str] | None:
@@ -87,8 +76,6 @@ def choose_allgather(spec: str, pset: PartitionSet, topology: Topology, row_byte
 def check_fits(plan: CommPlan, pset: PartitionSet, topology: Topology, devices: list[str]) -> None:
     """Refuse a plan that some rank could not execute on this partition set, topology and
     placement. Devices no rank runs on may appear only as host memory (not as worker devices)."""
-    from commgraph.runtime.exchange import Exchange  # pure numpy: the executor's own check
-
     if plan.kind != "allgather":
         raise PlanError(f"the plan is a {plan.kind} plan; training needs an all-gather plan")
     if plan.planner == "replicate":

@@ -10,6 +10,7 @@ import numpy as np
 
 from commgraph.atomic import atomic_write
 from commgraph.plan.coflow import Outcome
+from commgraph.plotting import pyplot, save_png
 from commgraph.sim.dag import Compute
 
 COLOURS = {"pp": "C0", "dp": "C1", "ep": "C2", "tp": "C3"}
@@ -18,10 +19,7 @@ COLOURS = {"pp": "C0", "dp": "C1", "ep": "C2", "tp": "C3"}
 def plot_schedulers(outcomes: dict[str, Outcome], rows: list[str], path: str | Path) -> None:
     """One panel per scheduler: a row per device in ``rows`` (computations, grey) and a row per
     coflow type (each coflow from its first flow's start to its last flow's end)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(len(outcomes), 1, figsize=(12, 2.2 + 0.25 * len(rows) * len(outcomes) + 1.5 * len(outcomes)),
                              sharex=True, squeeze=False)
@@ -40,9 +38,7 @@ def plot_schedulers(outcomes: dict[str, Outcome], rows: list[str], path: str | P
         ax.invert_yaxis()
         ax.set_title(f"{name}: iteration {result.makespan:.3f} s", fontsize=9)
     axes[-1, 0].set_xlabel("time (s)")
-    with atomic_write(path) as handle:
-        fig.savefig(handle, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def write_trace(outcomes: dict[str, Outcome], path: str | Path) -> None:

@@ -34,8 +34,16 @@ class FeaturePlacement:
 
 
 def place_features(mode: str, device_type: str, table_bytes: int, free_bytes: int | None = None) -> FeaturePlacement:
-    """The placement of a table of ``table_bytes`` for ``--features mode`` on a ``device_type``
-    (``cuda`` or ``cpu``) device with ``free_bytes`` free (needed for ``cuda``).
+    """The placement of a feature table by PyTorch-Direct's rule (the module's description).
+
+    Args:
+        mode: ``auto``, ``gpu`` or ``host`` (``--features``).
+        device_type: ``cuda`` or ``cpu``; on a CPU the table is host memory whatever is asked.
+        table_bytes: the table's size.
+        free_bytes: the device's free memory (needed for ``cuda``).
+
+    Returns:
+        FeaturePlacement: ``gpu``, ``host`` (pinned, zero-copy reads) or ``cpu``, and why.
 
     Raises:
         FeatureError: an unknown mode, or ``gpu`` asked for a table larger than the free memory.

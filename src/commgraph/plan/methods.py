@@ -24,11 +24,26 @@ SEED_COPY_MS = np.array([0.025, 0.050, 0.124, 0.372, 1.419, 5.307, 28.302])
 
 @dataclass(frozen=True)
 class TransferMethod:
+    r"""One way of moving a message, priced as
+
+    .. math::
+        t(s) = t_0 + \ell + \frac{s}{\eta \, B},
+
+    :math:`s` bytes over a route of latency :math:`\ell` and bandwidth :math:`B`.
+
+    Args:
+        name: ``zero_copy`` or ``copy``.
+        overhead_s: the fixed cost per message :math:`t_0`, in seconds.
+        efficiency: the fraction :math:`\eta` of the route's bandwidth the method sustains.
+    """
+
     name: str
     overhead_s: float  # fixed cost per message
     efficiency: float  # fraction of the route's bandwidth the method sustains
 
     def seconds(self, nbytes: float, route_gbps: float, route_latency_s: float) -> float:
+        """The time of one message of ``nbytes`` alone on a route of ``route_gbps`` GB/s and
+        ``route_latency_s`` seconds."""
         return self.overhead_s + route_latency_s + nbytes / (self.efficiency * route_gbps * 1e9)
 
 
@@ -40,6 +55,8 @@ def _fit(times_ms: np.ndarray) -> tuple[float, float]:
 
 
 def fitted_methods() -> dict[str, TransferMethod]:
+    """Both methods, fitted to ChattyGraph's table (the module's description); the copy's
+    efficiency is 1 by definition."""
     zero_latency, zero_per_kb = _fit(SEED_ZERO_COPY_MS)
     copy_latency, copy_per_kb = _fit(SEED_COPY_MS)
     return {

@@ -28,6 +28,23 @@ FORMAT_VERSION = 1
 
 @dataclass
 class Send:
+    """One message of a plan: ``nbytes`` from device ``src`` to device ``dst``.
+
+    Args:
+        src, dst: device ids of the plan's topology.
+        nbytes: bytes moved (``len(ids) * row_bytes`` for a send of rows).
+        ids: the global vertex ids of the embedding rows it carries, or None for opaque bytes
+            (all-reduce, broadcast).
+        route: the devices it crosses, ``src`` first and ``dst`` last; empty: the topology's own
+            route (:meth:`~commgraph.topology.Topology.route`).
+        priority: its priority class (0 highest).
+        method: ``"zero_copy"`` or ``"copy"`` when a planner chose the transfer method (hybrid).
+        bin: the owner's G3 pipeline bin of the rows it carries (0 without bins).
+
+    Shapes:
+        - **ids:** ``[len(ids)]`` (int64)
+    """
+
     src: str
     dst: str
     nbytes: float
@@ -40,6 +57,28 @@ class Send:
 
 @dataclass
 class CommPlan:
+    """Every byte one collective moves, as plain data (see the module's description): stages in
+    order, the sends of a stage concurrent. Planners make it (:data:`commgraph.plan.PLANNERS`),
+    :func:`~commgraph.plan.price` prices it on the simulator, the runtime executes it, and
+    :meth:`save` / :meth:`load` keep it in a file.
+
+    Args:
+        kind: the collective (``allgather``, ``allreduce``, ``broadcast``, ``h2d``).
+        planner: the planner that made it (``p2p``, ``spst``, ``ring``, ...).
+        topology: the name of the topology it was planned on.
+        stages: lists of :class:`Send`; a stage starts when the previous one has finished.
+        row_bytes: bytes of one embedding row (sends of rows), else 0.
+        notes: plain JSON-ready facts the planner reports (a fallback taken, duplicated nodes, ...).
+
+    Example::
+
+        >>> from commgraph.plan import CommPlan, Send
+        >>> plan = CommPlan("allgather", "p2p", "dgx1-v100", row_bytes=512)
+        >>> plan.stages.append([Send("gpu0", "gpu1", 1024.0), Send("gpu1", "gpu0", 512.0)])
+        >>> plan.total_bytes, plan.num_sends
+        (1536.0, 2)
+    """
+
     kind: str  # "allgather" | "allreduce"
     planner: str
     topology: str
@@ -49,10 +88,12 @@ class CommPlan:
 
     @property
     def total_bytes(self) -> float:
+        """Bytes over all sends of all stages."""
         return float(sum(s.nbytes for stage in self.stages for s in stage))
 
     @property
     def num_sends(self) -> int:
+        """Sends over all stages."""
         return sum(len(stage) for stage in self.stages)
 
     # -- files ---------------------------------------------------------------------------------
@@ -81,6 +122,11 @@ class CommPlan:
 
     @classmethod
     def load(cls, path: str | Path) -> CommPlan:
+        """A plan written by :meth:`save` (JSON, or ``.npz`` by its suffix); never unpickles.
+
+        Raises:
+            PlanError: an unreadable file or another format version.
+        """
         path = Path(path)
         try:
             if path.suffix == ".npz":
@@ -107,6 +153,7 @@ class CommPlan:
         return plan
 
     def same_as(self, other: CommPlan) -> bool:
+        """Whether ``other`` is the same plan: header, stages and every send, ids included."""
         if (self.kind, self.planner, self.topology, self.row_bytes, self.notes) != \
                 (other.kind, other.planner, other.topology, other.row_bytes, other.notes):
             return False

@@ -6,15 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-from commgraph.atomic import atomic_write
 from commgraph.plan.model import CommPlan
+from commgraph.plotting import pyplot, save_png
 
 
 def plot_traffic(plans: list[CommPlan], devices: list[str], path: str | Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     index = {d: i for i, d in enumerate(devices)}
     extra = sorted({s.src for p in plans for st in p.stages for s in st} - set(index)
@@ -35,17 +32,12 @@ def plot_traffic(plans: list[CommPlan], devices: list[str], path: str | Path) ->
         ax.set_xlabel("to")
         ax.set_ylabel("from")
         fig.colorbar(image, ax=ax, fraction=0.046, label="MB")
-    with atomic_write(path) as handle:
-        fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def plot_completions(jct: dict[str, np.ndarray], title: str, path: str | Path) -> None:
     """Completion-time CDF of each selector's requests (log time axis)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, seconds in jct.items():
@@ -57,6 +49,4 @@ def plot_completions(jct: dict[str, np.ndarray], title: str, path: str | Path) -
     ax.set_ylabel("fraction of requests")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    with atomic_write(path) as handle:
-        fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_png(fig, path)

@@ -64,7 +64,20 @@ def _paced(plan: CommPlan, stage, topology: Topology) -> float | None:
 
 
 def price(plan: CommPlan, topology: Topology) -> dict:
-    """Modelled seconds, bytes and busy time per link direction, the busiest link, per-stage time."""
+    """The modelled time of ``plan`` on ``topology``: its stages in order on the flow-level
+    simulator (:func:`commgraph.sim.simulate`), each stage's sends concurrent, max-min fair
+    sharing of every link direction, priority classes strict; row copies priced where devices
+    have a measured ``copy_gbps`` (the module's description).
+
+    Args:
+        plan: the plan, made for ``topology``.
+        topology: the hardware.
+
+    Returns:
+        dict: ``modeled_seconds`` (the makespan), ``bytes`` (:attr:`CommPlan.total_bytes`),
+        ``stages``, ``stage_seconds`` (each stage's time), ``busiest_link`` (``link``, ``kind``,
+        ``bytes``, ``busy_seconds``, or None) and ``links`` (a row per link direction used).
+    """
     tasks: list[Transfer | Compute] = []
     barrier: tuple[str, ...] = ()
     anchor = topology.devices[0].id  # barriers are zero-second tasks; any device will do

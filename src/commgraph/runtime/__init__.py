@@ -5,7 +5,6 @@ process's allocator setting."""
 
 from commgraph.runtime.allreduce import NativeAllReduce, ScheduledAllReduce
 from commgraph.runtime.comm import Communicator
-from commgraph.runtime.exchange import ORDERINGS, Exchange, Message, MessageId
 from commgraph.runtime.grads import GradientSync
 from commgraph.runtime.halo import gather_halo, halo_exchange, layerwise, scatter_back
 from commgraph.runtime.launch import launch_local
@@ -13,7 +12,7 @@ from commgraph.runtime.memory import keep_freed_memory
 from commgraph.runtime.stream import ExchangeRunner, GradientReturn, HaloStream
 from commgraph.runtime.world import World, in_torchrun, join, pick_device
 
-__all__ = ["ORDERINGS", "Communicator", "Exchange", "ExchangeRunner", "GradientReturn", "GradientSync", "HaloStream",
+__all__ = ["Communicator", "ExchangeRunner", "GradientReturn", "GradientSync", "HaloStream",
            "NativeAllReduce", "ScheduledAllReduce",
-           "Message", "MessageId", "World", "gather_halo", "halo_exchange", "in_torchrun", "join",
+           "World", "gather_halo", "halo_exchange", "in_torchrun", "join",
            "keep_freed_memory", "launch_local", "layerwise", "pick_device", "scatter_back"]

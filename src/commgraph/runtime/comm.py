@@ -2,7 +2,7 @@
 measures how long its worker sat blocked waiting for messages (``wait_seconds``).
 
 What moves is described elsewhere: an all-gather plan's share for this rank is an ``Exchange``
-(:mod:`commgraph.runtime.exchange`), executed by :mod:`commgraph.runtime.stream`.
+(:mod:`commgraph.plan.exchange`), executed by :mod:`commgraph.runtime.stream`.
 """
 
 from __future__ import annotations

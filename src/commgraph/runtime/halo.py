@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from commgraph.runtime.comm import Communicator
-from commgraph.runtime.exchange import Exchange
+from commgraph.plan.exchange import Exchange
 from commgraph.runtime.stream import ExchangeRunner, GradientReturn
 
 

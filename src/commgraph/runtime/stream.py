@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from commgraph.runtime.comm import Communicator
-from commgraph.runtime.exchange import Exchange, Message, MessageId
+from commgraph.plan.exchange import Exchange, Message, MessageId
 
 
 @dataclass

@@ -44,6 +44,11 @@ class World:
     _store: object = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
 
+    @classmethod
+    def alone(cls, device: str | torch.device = "cpu") -> World:
+        """A job of one process, which joins no process group (nothing crosses processes)."""
+        return cls(rank=0, size=1, local_rank=0, device=torch.device(device), backend="none", timeout=0.0)
+
     @property
     def is_leader(self) -> bool:
         return self.rank == 0

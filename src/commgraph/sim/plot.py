@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from commgraph.atomic import atomic_write
+from commgraph.plotting import pyplot, save_png
 from commgraph.sim.dag import Compute
 from commgraph.sim.engine import SimResult
 
@@ -14,10 +14,7 @@ TOP_LINKS = 12
 
 
 def plot_timeline(result: SimResult, path: str | Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (tasks_ax, links_ax) = plt.subplots(2, 1, figsize=(12, 8), sharex=True)
     rows: dict[str, int] = {}
@@ -45,6 +42,4 @@ def plot_timeline(result: SimResult, path: str | Path) -> None:
     links_ax.set_ylabel(f"utilisation (top {TOP_LINKS} links)")
     links_ax.set_xlabel("time (s)")
     links_ax.set_ylim(0, 1.05)
-    with atomic_write(path) as handle:
-        fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_png(fig, path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from commgraph.atomic import atomic_write
+from commgraph.plotting import pyplot, save_png
 from commgraph.topology.model import Topology
 
 _ROWS = {"switch": 4.0, "cpu": 3.0, "nvswitch": 3.0, "nic": 2.3, "pcie_switch": 1.4, "gpu": 0.0}
@@ -15,10 +15,8 @@ _COLOURS = {"nvlink": "tab:green", "nvswitch": "tab:green", "pcie": "tab:blue", 
 
 
 def draw_topology(topology: Topology, path: str | Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """A PNG of ``topology`` at ``path`` (layout: the module's description)."""
+    plt = pyplot()
     from matplotlib.patches import FancyArrowPatch
 
     position = _layout(topology)
@@ -50,9 +48,7 @@ def draw_topology(topology: Topology, path: str | Path) -> None:
                  f"{len(topology.links)} links (line width = bandwidth)")
     ax.set_ylim(-1.0, 5.0)
     ax.axis("off")
-    with atomic_write(path) as handle:
-        fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_png(fig, path)
 
 
 def _layout(topology: Topology) -> dict[str, tuple[float, float]]:

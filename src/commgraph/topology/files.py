@@ -13,10 +13,12 @@ from commgraph.topology.presets import load_preset
 
 
 def to_yaml(topology: Topology) -> str:
+    """``topology`` as YAML text (:meth:`Topology.to_dict`'s fields, in order)."""
     return yaml.safe_dump(topology.to_dict(), sort_keys=False, default_flow_style=None, width=120)
 
 
 def write_yaml(topology: Topology, path: str | Path) -> None:
+    """Write ``topology`` to ``path`` as YAML, atomically; :func:`read_yaml` reads it back exactly."""
     with atomic_write(path) as handle:
         handle.write(to_yaml(topology).encode())
 
@@ -33,6 +35,7 @@ def load_yaml(path: str | Path, error: type[Exception] = TopologyError):
 
 
 def read_yaml(path: str | Path) -> Topology:
+    """The topology a YAML file describes; errors name the file and the entry at fault."""
     return Topology.from_dict(load_yaml(path), source=str(path))
 
 

@@ -40,6 +40,18 @@ FORWARDING_KINDS = frozenset({"cpu", "nic", "pcie_switch", "nvswitch", "switch"}
 
 @dataclass(frozen=True)
 class Device:
+    """One device of a topology: a GPU, a CPU socket, a NIC, or a switch.
+
+    Args:
+        id: unique within the topology (``gpu0``; ``n1.gpu0`` in a cluster preset).
+        kind: one of :data:`DEVICE_KINDS`: ``gpu`` and ``cpu`` run workers (GPUs only send and
+            receive); ``nic``, ``pcie_switch``, ``nvswitch``, ``switch`` and ``cpu`` forward.
+        host: the machine it belongs to.
+        copy_gbps: the rate (GB/s) at which it gathers rows into a message and scatters a received
+            one into its table, when measured (unset: copies are not priced).
+        forward_gbps: the most (GB/s) a switch forwards, all its links together, when measured.
+    """
+
     id: str
     kind: str
     host: str = "node0"
@@ -54,6 +66,21 @@ class Device:
 
 @dataclass(frozen=True)
 class Link:
+    """``count`` parallel full-duplex physical links between devices ``a`` and ``b``, as one entry:
+    each direction is one resource of ``bandwidth_gbps`` for the whole entry. A message alone
+    on it takes ``latency_us + overhead_us`` microseconds plus its bytes over the bandwidth
+    (:meth:`seconds`).
+
+    Args:
+        a, b: the joined devices' ids (two different devices).
+        kind: one of :data:`LINK_KINDS`.
+        count: physical links in the entry (an NV2 GPU pair is one entry with ``count=2``).
+        bandwidth_gbps: GB/s per direction, all ``count`` links together.
+        latency_us: time in flight; other messages proceed meanwhile.
+        overhead_us: per-message time the direction is occupied (packing, a copy set-up, a Gloo
+            round through the sending process), so messages sharing a link pay it one after another.
+    """
+
     a: str
     b: str
     kind: str
@@ -99,6 +126,7 @@ class Calibration:
         return self.allreduce["latency_us"] * 1e-6 + nbytes / (self.allreduce["bandwidth_gbps"] * 1e9)
 
     def validate(self) -> None:
+        """Raise :class:`TopologyError` naming the first field that is wrong."""
         for name in ("when", "how", "host"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise TopologyError(f"calibrated.{name} must be a non-empty string")
@@ -130,12 +158,29 @@ class Hop:
 
     @property
     def resource(self) -> int:
+        """The (link, direction) resource the hop occupies: ``2 * link``, plus 1 against the link's
+        ``a -> b`` direction."""
         return 2 * self.link + (0 if self.forward else 1)
 
 
 @dataclass
 class Topology:
-    """Devices and links of one machine or cluster; validated on construction."""
+    """Devices and links of one machine or cluster, as plain data: what planners plan against and
+    the simulator prices. Built by :func:`~commgraph.topology.load_preset`, read from YAML
+    (:func:`~commgraph.topology.read_yaml`), detected from ``nvidia-smi topo -m``, or made by hand;
+    validated on construction. :meth:`to_dict` and :meth:`from_dict` round-trip exactly.
+
+    Args:
+        name: the topology's name.
+        devices: its devices, ids unique; worker rank ``r`` runs on ``workers[r]``.
+        links: its links; one entry per device pair and kind.
+        calibrated: where its figures come from when they were measured (``commgraph topo
+            calibrate``).
+
+    Raises:
+        TopologyError: unknown kinds, duplicate ids or links, non-positive speeds, a device no link
+            reaches.
+    """
 
     name: str
     devices: list[Device]
@@ -154,9 +199,11 @@ class Topology:
 
     @cached_property
     def index(self) -> dict[str, int]:
+        """Device id to its position in :attr:`devices`."""
         return {d.id: i for i, d in enumerate(self.devices)}
 
     def device(self, device_id: str) -> Device:
+        """The device named ``device_id``; a :class:`TopologyError` names an unknown one."""
         try:
             return self.devices[self.index[device_id]]
         except KeyError:
@@ -174,6 +221,7 @@ class Topology:
 
     @property
     def hosts(self) -> list[str]:
+        """The machines, in the order their first devices appear."""
         return list(dict.fromkeys(d.host for d in self.devices))
 
     @cached_property
@@ -278,6 +326,7 @@ class Topology:
     # -- validation ----------------------------------------------------------------------------
 
     def validate(self) -> None:
+        """Raise :class:`TopologyError` naming the first device or link that is wrong."""
         seen: set[str] = set()
         for device in self.devices:
             if not device.id or not isinstance(device.id, str):
@@ -342,6 +391,7 @@ class Topology:
     # -- plain data ----------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
+        """Plain data (``name``, ``calibrated``, ``devices``, ``links``), as the YAML file holds it."""
         data = {"name": self.name}
         if self.gpu_forwarding:
             data["gpu_forwarding"] = True
@@ -353,6 +403,8 @@ class Topology:
 
     @classmethod
     def from_dict(cls, data: dict, *, source: str = "topology") -> Topology:
+        """The topology plain ``data`` describes (:meth:`to_dict`'s form; a link's ``count`` defaults
+        to 1, its ``latency_us`` to 0); errors name ``source`` and the entry at fault."""
         if not isinstance(data, dict) or not {"devices", "links"} <= data.keys():
             raise TopologyError(f"{source}: expected a mapping with 'devices' and 'links'")
         unknown = sorted(set(data) - {"name", "calibrated", "gpu_forwarding", "devices", "links"})
@@ -369,6 +421,7 @@ class Topology:
                    gpu_forwarding=data.get("gpu_forwarding", False))
 
     def same_as(self, other: Topology) -> bool:
+        """Whether ``other`` has the same name, calibration, devices and links."""
         return self.to_dict() == other.to_dict()
 
 

@@ -1,6 +1,7 @@
 """Real machines, wired as they are built, and clusters made of them.
 
-Speeds default to DGCL's measurements (dgcl-slides.txt, Table 1), in GB/s per direction:
+Speeds default to DGCL's measurements (Cai et al., "DGCL: An Efficient Communication Library for
+Distributed GNN Training", EuroSys 2021; dgcl-slides.txt, Table 1), in GB/s per direction:
 NV2 48.35, NV1 24.22, PCIe 11.13, QPI 9.56, IB 6.37, Ethernet 3.12. An NVSwitch port entry of
 ``count`` links gets ``count x nv1``. Every preset takes other speeds (``speeds={"pcie": 24}``).
 Latencies are typical one-hop figures, not measurements: NVLink 1 us, PCIe 1.5 us, QPI 1 us,
@@ -19,6 +20,35 @@ into edge switch i mod K/2 of that pod, so same-rail traffic of a pod crosses on
 ``bisection=full`` gives every edge-aggregation and aggregation-core link as many NIC speeds as a
 server has NICs, so the fabric carries all NICs at line rate (the default, ``edge``, gives each of
 those links one NIC speed).
+
+Where each wiring comes from:
+
+- ``dgx1-v100``, ``p3.16xlarge``: NVIDIA, "DGX-1 with Tesla V100 System Architecture" (white paper,
+  2017): 8 V100s in a hybrid cube-mesh of NVLinks (:data:`DGX1_NV2`, :data:`DGX1_NV1`, in
+  ``nvidia-smi`` numbering), two GPUs and one InfiniBand NIC per PCIe switch, two switches per
+  CPU socket. AWS's p3.16xlarge is the same board.
+- ``p3.8xlarge``: AWS EC2 P3, 4 V100s: GPUs 0-3 of the same board and their NVLinks.
+- ``p2.16xlarge``: AWS EC2 P2, 8 K80 boards of 2 GPUs each behind the board's PCIe switch.
+- ``pcie-8gpu-qpi``: 8 GPUs without NVLink on two sockets joined by QPI, like DGCL's 8 x 1080 Ti
+  machine (dgcl-slides.txt, "Experiment Setup").
+- ``dgx-a100``: NVIDIA, "DGX A100 System Architecture" (white paper, 2020): 6 NVSwitches, 2
+  NVLink3 links from every GPU to each (12 per GPU); 4 PCIe gen4 switches with 2 GPUs and 2
+  ConnectX-6 HDR 200 Gb/s NICs each. Speeds (``SERVER_SPEEDS``): NVLink3 20 GB/s per link and
+  direction, NCCL's effective rate (src/graph/topo.h SM80_NVLINK_BW; 25 on the wire, ~20 with the
+  SMs' 128-byte payloads: S. Jeaugey, github.com/NVIDIA/nccl-tests/issues/149, where 8 GPUs reach
+  an all_reduce_perf bus bandwidth of ~230 GB/s); PCIe gen4 x16 24 GB/s; NICs 25 GB/s.
+- ``hgx-h100``: NVIDIA, "DGX H100 System Architecture" / "H100 Tensor Core GPU Architecture"
+  (white papers, 2022): 4 third-generation NVSwitches, 18 NVLink4 links per GPU split 5, 4, 4, 5
+  (900 GB/s both directions); PCIe gen5; 8 ConnectX-7 NDR 400 Gb/s NICs. Speeds: NVLink4 20.6 GB/s
+  per link and direction (topo.h SM90_NVLINK_BW; 370 GB/s per GPU, the effective NVLink bandwidth
+  NCCL reaches, S. Jeaugey, github.com/NVIDIA/nccl-tests/issues/212); PCIe gen5 x16 48 GB/s; NICs
+  50 GB/s.
+- ``fattree:``: Al-Fares, Loukissas and Vahdat, "A Scalable, Commodity Data Center Network
+  Architecture", SIGCOMM 2008; ``rail=1`` as NVIDIA's DGX SuperPOD reference architecture wires
+  its rails.
+
+Latencies and the NVSwitch servers' speeds (``count x nv1``) are not measured on those machines;
+``commgraph topo calibrate`` measures a real one.
 """
 
 from __future__ import annotations
@@ -57,7 +87,15 @@ DGX1_NV1 = ((0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7))
 
 def make_link(a: str, b: str, kind: str, count: int = 1,
               speeds: dict[str, float] = DEFAULT_SPEEDS) -> Link:
-    """A link of ``kind`` with the speed and latency the tables above give it."""
+    """A link of ``kind`` with the speed and latency the tables above give it.
+
+    Args:
+        a, b: the joined devices' ids.
+        kind: one of :data:`~commgraph.topology.LINK_KINDS`.
+        count: physical links in the entry: an ``nvlink`` pair of 2 gets ``nv2``, else ``count x
+            nv1``; an ``nvswitch`` port entry gets ``count x nv1``.
+        speeds: GB/s per direction by key (:data:`DEFAULT_SPEEDS`).
+    """
     if kind == "nvlink":
         bandwidth = speeds["nv2"] if count == 2 else count * speeds["nv1"]
     elif kind == "nvswitch":
@@ -194,12 +232,28 @@ _NETWORK = {"ib": "infiniband", "eth": "ethernet"}
 
 
 def preset_names() -> list[str]:
+    """The preset names and name patterns :func:`load_preset` takes."""
     return [*SERVERS, "localhost-cpu:N", "NxPRESET-ib|eth[-railsR][-pxn]",
             "fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full"]
 
 
 def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
-    """Build the topology a preset name describes (see the module docstring)."""
+    """Build the topology a preset name describes (names, wirings and their sources: the module
+    docstring).
+
+    Args:
+        name: a server (``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``,
+            ``pcie-8gpu-qpi``, ``dgx-a100``, ``hgx-h100``), ``localhost-cpu:N`` (N CPU worker
+            processes on one machine, sharing memory), ``NxSERVER-ib`` / ``NxSERVER-eth`` (N servers
+            on one non-blocking switch) or ``fattree:k=K,...``.
+        speeds: GB/s overrides by key of :data:`DEFAULT_SPEEDS` (``{"pcie": 24}``).
+
+    Returns:
+        Topology: validated.
+
+    Raises:
+        TopologyError: an unknown name or speed key, or bad options.
+    """
     b = _Builder(speeds or {})
     if name in SERVERS:
         SERVERS[name](b.for_server(name), "", "node0")

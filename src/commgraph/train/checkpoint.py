@@ -48,8 +48,9 @@ def read(directory: Path, name: str = FILE) -> dict:
 def identity(graph_checksum: str, workers: int, config) -> dict:
     """What a checkpoint must share with the run that resumes from it: the graph, the workers, the
     model's shape and the sampler (None: full-graph training), from a ``TrainConfig``."""
-    return {"graph": graph_checksum, "workers": workers, "model": config.model, "layers": config.layers,
-            "hidden": config.hidden, "heads": config.heads, "sampler": config.sampler}
+    gnn = config.gnn
+    return {"graph": graph_checksum, "workers": workers, "model": gnn.model, "layers": gnn.layers,
+            "hidden": gnn.hidden, "heads": gnn.heads, "sampler": config.sampling.sampler}
 
 
 def load(directory: Path, identity: dict) -> dict:

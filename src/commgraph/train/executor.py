@@ -20,45 +20,20 @@ chunk from host memory (``streamed``: by default exactly when the store is there
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN, Block
-from commgraph.partition.store import Part, PartitionSet
 from commgraph.plan.bins import RowBins, split_by_bins
-from commgraph.plan.choose import PlanChoice, choose_allgather, parse_placement
 from commgraph.plan.model import CommPlan
-from commgraph.runtime import Communicator, Exchange, ExchangeRunner, gather_halo, halo_exchange, layerwise
-from commgraph.runtime.exchange import match_ordering
+from commgraph.runtime import gather_halo, halo_exchange
 from commgraph.runtime.features import FeatureStore, gathered
-from commgraph.topology import Topology
+from commgraph.runtime.job import Job, Wiring
 from commgraph.train import schedule
 from commgraph.train.streamed import InputTable
 
 EXCHANGES = ("pipelined", "barrier", "replicate")
-
-
-@dataclass(frozen=True)
-class Wiring:
-    """How a job's exchanges run: its all-gather ``plan``, the plan device of each rank
-    (``devices[rank]``), and how messages are matched (``tagged`` or ``ordered``)."""
-
-    plan: CommPlan
-    devices: list[str]
-    ordering: str
-
-
-def job_wiring(pset: PartitionSet, world, topology: Topology, row_bytes: int, *, plan: str = "auto",
-               placement: str | None = None, ordering: str = "auto") -> tuple[Wiring, PlanChoice]:
-    """The plan a job's exchanges follow on ``topology`` (see ``choose_allgather``; a plan file
-    was checked by the launcher, and each rank checks its own share as it builds its exchange),
-    and how its messages are matched (``auto``: in order on NCCL, else tagged)."""
-    ordering = match_ordering(ordering, world.backend)
-    choice = choose_allgather(plan, pset, topology, row_bytes, parse_placement(placement), verify=False)
-    return Wiring(choice.plan, choice.devices, ordering), choice
 
 
 def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int,
@@ -76,14 +51,13 @@ class _Tables:
     layer 0 streams them chunk by chunk (:class:`~commgraph.train.streamed.InputTable`; ``streamed``
     forces either way); otherwise the table is built once."""
 
-    def __init__(self, part: Part, comm: Communicator, wiring: Wiring, device, store: FeatureStore,
-                 order: np.ndarray | None = None, streamed: bool | None = None):
+    def __init__(self, job: Job, wiring: Wiring, store: FeatureStore, order: np.ndarray | None = None,
+                 streamed: bool | None = None):
+        part, device = job.part, job.device
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
         sent = np.unique(np.asarray(part.send_index))  # the rows the halo fetch reads, from the store
-        first = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned)[sent],
-                                   np.asarray(part.halo))
-        x_halo = gather_halo(layerwise(comm, first, device, wiring.ordering),
-                             gathered(store, torch.from_numpy(sent).to(device)), layer=0)
+        first = job.exchange(wiring.plan, np.asarray(part.owned)[sent], part.halo)
+        x_halo = gather_halo(job.layerwise(first), gathered(store, torch.from_numpy(sent).to(device)), layer=0)
         degree = np.asarray(part.degree, dtype=np.float32)
         rows = None  # the store row of each owned row, in table order: the store's order
         if order is not None:  # owned rows in the executor's order; halo rows as the part has them
@@ -98,16 +72,14 @@ class BarrierExecutor:
 
     name = "barrier"
 
-    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring,
-                 store: FeatureStore | None = None, streamed: bool | None = None):
-        store = store or FeatureStore.create(part.features, device)
-        self.tables = _Tables(part, comm, wiring, device, store, streamed=streamed)
+    def __init__(self, job: Job, wiring: Wiring, store: FeatureStore | None = None, streamed: bool | None = None):
+        part = job.part
+        store = store or FeatureStore.create(part.features, job.device)
+        self.tables = _Tables(job, wiring, store, streamed=streamed)
         self.feature_note = store.describe()
         self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
-                               part.num_owned + part.num_halo, self.tables.degree, device)
-        exchange = Exchange.from_plan(wiring.plan, part.index, wiring.devices, np.asarray(part.owned),
-                                      np.asarray(part.halo))
-        self.runner = layerwise(comm, exchange, device, wiring.ordering)
+                               part.num_owned + part.num_halo, self.tables.degree, job.device)
+        self.runner = job.layerwise(job.exchange(wiring.plan, part.owned, part.halo))
 
     def forward(self, model: GNN) -> torch.Tensor:
         h = self.tables.input.first_layer(model)(self.block)
@@ -124,9 +96,8 @@ class ReplicateExecutor:
 
     name = "replicate"
 
-    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, layers: int,
-                 features: str = "auto", streamed: bool | None = None):
-        self.comm = comm
+    def __init__(self, job: Job, layers: int, features: str = "auto", streamed: bool | None = None):
+        part, pset, device = job.part, job.pset, job.device
         indptr, indices = pset.in_edges()
         nodes, sizes = schedule.hop_sets(indptr, indices, np.asarray(part.owned), layers)
         degree = torch.from_numpy(loop_free_in_degrees(indptr, indices)[nodes].astype(np.float32)).to(device)
@@ -140,7 +111,7 @@ class ReplicateExecutor:
         store = FeatureStore.create(pset.rows("features", nodes), device, features)
         self.feature_note = store.describe()
         self.input = InputTable(store, streamed=streamed)
-        comm.count_as("features")
+        job.comm.count_as("features")
 
     def forward(self, model: GNN) -> torch.Tensor:
         h = self.input.first_layer(model)(self.blocks[0])
@@ -161,13 +132,14 @@ class PipelinedExecutor:
 
     name = "pipelined"
 
-    def __init__(self, part: Part, pset: PartitionSet, comm: Communicator, device, wiring: Wiring, bin_size: int,
-                 store: FeatureStore | None = None, streamed: bool | None = None):
+    def __init__(self, job: Job, wiring: Wiring, bin_size: int, store: FeatureStore | None = None,
+                 streamed: bool | None = None):
+        part, device = job.part, job.device
         store = store or FeatureStore.create(part.features, device)
         n_owned = part.num_owned
         order, boundary = schedule.priority_order(np.asarray(part.indptr), np.asarray(part.indices), n_owned,
                                                   np.asarray(part.send_index))
-        self.tables = _Tables(part, comm, wiring, device, store, order, streamed)
+        self.tables = _Tables(job, wiring, store, order, streamed)
         self.feature_note = store.describe()
         indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
         self.edges = schedule.bins(boundary, n_owned, bin_size)
@@ -177,19 +149,20 @@ class PipelinedExecutor:
         position = np.empty(n_owned, dtype=np.int64)
         position[order] = np.arange(n_owned)
         self.part_order = torch.from_numpy(position).to(device)  # output row of each part row
-        exchange = Exchange.from_plan(self._binned_plan(part, comm, wiring.plan, position), part.index,
-                                      wiring.devices, np.asarray(part.owned)[order], np.asarray(part.halo))
-        self.runner = ExchangeRunner(comm, exchange, self.edges, device, wiring.ordering)
+        exchange = job.exchange(self._binned_plan(job, wiring.plan, position), np.asarray(part.owned)[order],
+                                part.halo)
+        self.runner = job.binned(exchange, self.edges)
         self.needs = []  # per bin: the receives delivering the halo rows it reads
         for a, b in zip(self.edges[:-1], self.edges[1:]):
             halo = indices[indptr[a] : indptr[b]]
             self.needs.append(exchange.receives_for(halo[halo >= n_owned] - n_owned))
 
-    def _binned_plan(self, part: Part, comm: Communicator, plan: CommPlan, position: np.ndarray) -> CommPlan:
+    def _binned_plan(self, job: Job, plan: CommPlan, position: np.ndarray) -> CommPlan:
         """The plan split by the owners' bins; the ranks learn each other's bins once, here."""
+        part = job.part
         sent = np.unique(np.asarray(part.send_index))
         mine = (np.asarray(part.owned)[sent], np.searchsorted(self.edges, position[sent], side="right") - 1)
-        everyone = comm.all_gather_object(mine) if comm.world.size > 1 else [mine]
+        everyone = job.comm.all_gather_object(mine) if job.world.size > 1 else [mine]
         return split_by_bins(plan, RowBins.concat(everyone))
 
     def forward(self, model: GNN) -> torch.Tensor:

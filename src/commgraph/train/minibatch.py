@@ -27,24 +27,21 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+from commgraph.nn import GNN
 from commgraph.plan.allgather import plan_fetch
-from commgraph.runtime import Exchange, gather_halo, layerwise
+from commgraph.runtime import GradientSync, gather_halo
 from commgraph.runtime.alltoall import MatchingAllToAll
-from commgraph.runtime.exchange import match_ordering
-from commgraph.runtime.features import gathered
+from commgraph.runtime.features import FeatureStore, gathered
+from commgraph.runtime.job import Job
 from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SampledBatch, SamplingGraph, forward_blocks)
 from commgraph.sample.dgs import EPSILON, FEATURE_RATE, DGSMasks
 from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
-
-if TYPE_CHECKING:
-    from commgraph.train.trainer import Trainer
 
 
 @dataclass
@@ -71,19 +68,20 @@ class Fetched:
 
 def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
     """The sampler ``config`` names, on ``graph``, with defaults filled in."""
-    name = config.sampler
+    options, layers = config.sampling, config.gnn.layers
+    name = options.sampler
     if name == "neighbor":
         return NeighborSampler(graph, config.fanouts)
     if name == "dgs":
-        return DGSSampler(graph, config.fanouts, feature_rate=config.feature_rate or FEATURE_RATE,
-                          epsilon=EPSILON if config.epsilon is None else config.epsilon)
+        return DGSSampler(graph, config.fanouts, feature_rate=options.feature_rate or FEATURE_RATE,
+                          epsilon=EPSILON if options.epsilon is None else options.epsilon)
     if name in ("fastgcn", "ladies"):
-        sizes = [config.layer_size or LAYER_SIZE] * config.layers
+        sizes = [options.layer_size or LAYER_SIZE] * layers
         return (FastGCNSampler if name == "fastgcn" else LADIESSampler)(graph, sizes)
     local = graph.local_nodes().shape[0]
-    clusters = config.clusters or max(1, math.ceil(local / (config.batch_size or BATCH_SIZE)))
-    return ClusterSampler(graph, config.layers, train, num_clusters=clusters,
-                          clusters_per_batch=config.clusters_per_batch or 1, seed=config.seed)
+    clusters = options.clusters or max(1, math.ceil(local / (options.batch_size or BATCH_SIZE)))
+    return ClusterSampler(graph, layers, train, num_clusters=clusters,
+                          clusters_per_batch=options.clusters_per_batch or 1, seed=config.optim.seed)
 
 
 class FeatureFetch:
@@ -96,14 +94,11 @@ class FeatureFetch:
     threads read directly (PyTorch-Direct), so only a batch's rows reach the device, and both the
     rows it serves to other workers and its own input table are gathered there."""
 
-    def __init__(self, trainer: Trainer, graph: SamplingGraph):
-        part, world = trainer.part, trainer.world
-        self.comm, self.world, self.graph, self.device = trainer.comm, world, graph, world.device
-        self.topology, self.devices = trainer.topology, trainer.devices
-        self.ordering = match_ordering(trainer.config.ordering, world.backend)
-        self.owned = np.asarray(part.owned)
-        self.store = trainer.feature_store
-        self.columns: list[np.ndarray | None] = [None] * world.size  # each worker's last announced columns
+    def __init__(self, job: Job, store: FeatureStore, graph: SamplingGraph):
+        self.job, self.comm, self.world, self.graph, self.device = job, job.comm, job.world, graph, job.device
+        self.owned = np.asarray(job.part.owned)
+        self.store = store
+        self.columns: list[np.ndarray | None] = [None] * job.world.size  # each worker's last announced columns
         self.alltoall = MatchingAllToAll(self.comm)
 
     def _index(self, positions: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
@@ -156,40 +151,56 @@ class FeatureFetch:
         asked = np.split(requested, np.cumsum(counts[:, rank])[:-1])
         mine = np.split(wanted, np.cumsum(counts[rank])[:-1])
         pairs = {**{(rank, r): asked[r] for r in range(size)}, **{(q, rank): mine[q] for q in range(size)}}
-        plan = plan_fetch(pairs, self.devices, self.topology, 4 * self.store.width)
+        plan = plan_fetch(pairs, self.job.devices, self.job.topology, 4 * self.store.width)
         served = np.unique(requested)
-        exchange = Exchange.from_plan(plan, rank, self.devices, served, wanted)
+        exchange = self.job.exchange(plan, served, wanted)
         columns = [None if c is None else torch.from_numpy(np.asarray(c, dtype=np.int64)) for c in self.columns]
-        runner = layerwise(self.comm, exchange, self.device, self.ordering)
-        return gather_halo(runner, self.local_rows(served), layer=0, columns=columns)
+        return gather_halo(self.job.layerwise(exchange), self.local_rows(served), layer=0, columns=columns)
+
+
+@dataclass
+class TrainingState:
+    """What a training step updates: the model, its optimiser and the gradient sum over workers."""
+
+    model: GNN
+    optimizer: torch.optim.Optimizer
+    sync: GradientSync
 
 
 class SampledEpochs:
-    """A worker's epochs of sampled batches: seeds, sampling, fetch, step; and DGS's explainer."""
+    """A worker's epochs of sampled batches: seeds, sampling, fetch, step; and DGS's explainer.
 
-    def __init__(self, trainer: Trainer):
-        self.trainer = trainer
-        config, world, part = trainer.config, trainer.world, trainer.part
+    Args:
+        job: the worker's job (its part, communicator, topology and runners).
+        config: the run's options (the sampler's, the model's layers, the seed).
+        state: the model, optimiser and gradient sum each step updates.
+        store: the part's features, where ``--features`` placed them.
+    """
+
+    def __init__(self, job: Job, config: TrainConfig, state: TrainingState, store: FeatureStore):
+        part, world = job.part, job.world
+        self.comm, self.training = job.comm, state
         self.config, self.world, self.device = config, world, world.device
-        self.graph = SamplingGraph.from_partition(trainer.pset, world.rank)
+        self.graph = SamplingGraph.from_partition(job.pset, world.rank)
         self.owned = np.asarray(part.owned)
         self.train = self.owned[np.asarray(part.train_mask, dtype=bool)]
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
         self.sampler = make_sampler(config, self.graph, self.train)
-        counts = trainer.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
-        self.steps = max(1, math.ceil(max(counts) / (config.batch_size or BATCH_SIZE)))
-        self.rng = np.random.default_rng([config.seed, world.rank])
-        self.fetch = FeatureFetch(trainer, self.graph)
+        counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
+        self.steps = max(1, math.ceil(max(counts) / (config.sampling.batch_size or BATCH_SIZE)))
+        self.rng = np.random.default_rng([config.optim.seed, world.rank])
+        self.fetch = FeatureFetch(job, store, self.graph)
         self.iteration = 0
         self.explainer: OnlineExplainer | None = None
         self.explain_bytes = 0
-        if config.sampler == "dgs":
+        if config.sampling.sampler == "dgs":
             self.explainer = self._explainer()
 
     def _explainer(self) -> OnlineExplainer:
         """DGS's explainer thread, on this worker's explanation graph, whose remote rows are
         fetched once here (``explain_bytes``)."""
-        whole = NeighborSampler(self.graph, [-1] * self.config.layers).sample(self.graph.local_nodes(),
+        layers = self.config.gnn.layers
+        whole = NeighborSampler(self.graph, [-1] * layers).sample(self.graph.local_nodes(),
                                                                                np.random.default_rng(0))
         table = self.fetch(whole, torch.device("cpu")).x.numpy()
         self.explain_bytes = 4 * int(whole.remote_input.sum()) * table.shape[1]
@@ -197,11 +208,11 @@ class SampledEpochs:
         sorter = np.argsort(ids)
         explanation = ExplanationGraph.build(self.graph, lambda nodes: table[sorter[np.searchsorted(ids, nodes,
                                                                                                      sorter=sorter)]],
-                                             self.config.layers)
-        if self.world.is_leader and self.config.progress:
+                                             layers)
+        if self.world.is_leader and self.config.log.progress:
             print(f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes, "
                   f"{self.explain_bytes / 1e6:.2f} MB of their features fetched once (rank 0)", file=sys.stderr)
-        explainer = DGSExplainer(self.graph, explanation, self.trainer.model, self.config.explainer_options())
+        explainer = DGSExplainer(self.graph, explanation, self.training.model, self.config.sampling.explainer_options())
         return OnlineExplainer(explainer, self.sampler.set_masks)
 
     # -- an epoch ---------------------------------------------------------------------------------
@@ -211,12 +222,12 @@ class SampledEpochs:
         where this worker has nothing left."""
         if isinstance(self.sampler, ClusterSampler):
             batches = list(self.sampler.epoch(self.rng))
-            steps = max(self.trainer.comm.all_gather_object(len(batches))) if self.world.size > 1 else len(batches)
+            steps = max(self.comm.all_gather_object(len(batches))) if self.world.size > 1 else len(batches)
             return batches + [None] * (steps - len(batches))
         return [seeds if seeds.size else None for seeds in np.array_split(self.rng.permutation(self.train), self.steps)]
 
     def epoch(self) -> SampledEpoch:
-        comm = self.trainer.comm
+        comm = self.comm
         before, waited = dict(comm.bytes), comm.wait_seconds
         started = time.perf_counter()
         totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0}
@@ -231,11 +242,10 @@ class SampledEpochs:
                             comm.wait_seconds - waited, totals["sample"], len(batches), moved, totals["sync"])
 
     def _step(self, work, totals: dict) -> None:
-        trainer = self.trainer
         started = time.perf_counter()
         batch = work if work is None or isinstance(work, SampledBatch) else self.sampler.sample(work, self.rng)
         totals["sample"] += time.perf_counter() - started
-        model, optimizer = trainer.model, trainer.optimizer
+        model, optimizer = self.training.model, self.training.optimizer
         model.train()
         optimizer.zero_grad(set_to_none=True)
         fetched = self.fetch(batch)
@@ -248,7 +258,7 @@ class SampledEpochs:
             loss = summed / fetched.global_seeds
             loss.backward()
             totals["loss"] += float(loss.detach())
-        trainer.sync.finish()
+        self.training.sync.finish()
         optimizer.step()
         self.iteration += 1
         if self.explainer is not None and batch is not None:

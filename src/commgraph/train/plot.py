@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from commgraph.atomic import atomic_write
 from commgraph.errors import TrainingError
+from commgraph.plotting import pyplot, save_png
 
 ACCURACIES = (("train_acc", ":"), ("val_acc", "--"), ("test_acc", "-"))
 
@@ -35,10 +35,7 @@ def read_metrics(path: Path) -> list[dict]:
 def plot_runs(runs: dict[str, list[dict]], path: str | Path) -> None:
     """Two panels, loss and accuracy against epoch, one colour per run (train dotted, val dashed,
     test solid); written atomically as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
     for index, (label, records) in enumerate(runs.items()):
@@ -53,6 +50,4 @@ def plot_runs(runs: dict[str, list[dict]], path: str | Path) -> None:
     for ax in (loss_ax, acc_ax):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    with atomic_write(path) as handle:
-        fig.savefig(handle, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_png(fig, path)

@@ -16,21 +16,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from commgraph.atomic import atomic_write
 from commgraph.errors import TrainingError
 from commgraph.graph import Graph
 from commgraph.graph.core import loop_free_in_degrees
+from commgraph.graph.nodefile import check_node_file, write_node_values
 from commgraph.nn import GNN
-from commgraph.partition import load_partition_set
 from commgraph.partition.store import Part
 from commgraph.runtime import Communicator, World
+from commgraph.runtime.job import Job, JobOptions
 from commgraph.train import checkpoint
-from commgraph.plan.choose import job_topology
-from commgraph.train.executor import BarrierExecutor, job_wiring, row_block
+from commgraph.train.executor import BarrierExecutor, row_block
 
-PREDICTION_SUFFIXES = (".npy", ".csv")
 SPLITS = ("train", "val", "test")
-CSV_CHUNK = 1 << 20  # rows formatted at a time: bounded memory on graphs of any size
 
 
 def load_model(checkpoint_dir: str | Path, best: bool = False) -> tuple[GNN, dict]:
@@ -71,22 +68,20 @@ def predict(model: GNN, graph: Graph, device: str | torch.device = "cpu") -> tor
         return model.decode(h)
 
 
-def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | Path,
-                 best: bool = False) -> tuple[np.ndarray | None, dict, dict]:
+def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | Path, best: bool = False,
+                 job_options: JobOptions = JobOptions()) -> tuple[np.ndarray | None, dict, dict]:
     """This worker's share of a distributed prediction over a partition set: (the predicted class
     of every node on rank 0, None elsewhere; accuracy and node count per split; the checkpoint's
     identity and epoch, as ``load_model`` gives them)."""
-    pset = load_partition_set(partition_dir)  # every worker checks its files, as in training
-    part = pset.part(world.rank)
+    job = Job(world, partition_dir, job_options)
+    part = job.part
     model, trained = load_model(checkpoint_dir, best)
     if part.features is None or part.features.shape[1] != model.in_dim:
         width = "no" if part.features is None else part.features.shape[1]
         raise TrainingError(f"{partition_dir} has {width} features per node, but the model was trained on "
                             f"{model.in_dim}")
-    comm = Communicator(world)
-    topology = job_topology("detect", world.size, world.device.type)
-    wiring, _ = job_wiring(pset, world, topology, row_bytes=4 * model.widths[1])
-    executor = BarrierExecutor(part, pset, comm, world.device, wiring, streamed=True)  # one forward pass
+    comm = job.comm
+    executor = BarrierExecutor(job, job.wire(4 * model.widths[1]), streamed=True)  # one forward pass
     model.to(world.device)
     with torch.no_grad():
         predicted = executor.forward(model).argmax(dim=1).cpu().numpy()
@@ -130,21 +125,11 @@ def gather_predictions(comm: Communicator, part: Part, predicted: torch.Tensor |
 
 def check_predictions_path(path: Path) -> None:
     """Refuse an output name we cannot write, before any work is spent on the predictions."""
-    if Path(path).suffix not in PREDICTION_SUFFIXES:
-        raise TrainingError(f"a predictions file must end in .npy or .csv, got {str(path)!r}")
+    check_node_file(path, TrainingError, "a predictions file")
 
 
 def write_predictions(path: Path, predicted: np.ndarray, node_ids: np.ndarray | None = None) -> None:
     """The predicted class of every node, atomically: ``.npy`` (one int64 per node) or ``.csv``
     (``node,class``, under ``node_ids`` when the graph's loader kept its original ids)."""
-    path = Path(path)
     check_predictions_path(path)
-    with atomic_write(path) as handle:
-        if path.suffix == ".npy":
-            np.save(handle, predicted.astype(np.int64), allow_pickle=False)
-            return
-        ids = node_ids if node_ids is not None else np.arange(predicted.shape[0])
-        handle.write(b"node,class\n")
-        for start in range(0, predicted.shape[0], CSV_CHUNK):  # str.format is 5x np.savetxt's speed
-            rows = slice(start, start + CSV_CHUNK)
-            handle.write("".join(map("{},{}\n".format, ids[rows].tolist(), predicted[rows].tolist())).encode())
+    write_node_values(path, predicted.astype(np.int64), node_ids, column="class")

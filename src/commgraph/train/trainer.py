@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -24,15 +23,14 @@ import torch
 
 from commgraph.errors import TrainingError
 from commgraph.nn import GNN
-from commgraph.partition import load_partition_set
-from commgraph.plan.choose import AllReduceChoice, choose_job_allreduce, job_topology, parse_placement
-from commgraph.runtime import Communicator, GradientSync, World, keep_freed_memory
+from commgraph.plan.choose import AllReduceChoice
+from commgraph.runtime import World, keep_freed_memory
 from commgraph.runtime.features import FeatureStore
-from commgraph.topology import Topology, join_hosts
+from commgraph.runtime.job import Job, Wiring
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
-from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor, Wiring, job_wiring
-from commgraph.train.minibatch import SampledEpochs
+from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor
+from commgraph.train.minibatch import SampledEpochs, TrainingState
 from commgraph.train.predict import gather_predictions, write_predictions
 from commgraph.train.schedule import bin_size_for_memory
 
@@ -96,7 +94,8 @@ def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -
 
 
 class Trainer:
-    """One worker's training: set-up, then per epoch a step, an evaluation and a checkpoint."""
+    """One worker's training: set-up, then per epoch a step, an evaluation and a checkpoint. The
+    worker's part, communicator, topology, plans and runners are its :class:`~commgraph.runtime.job.Job`'s."""
 
     def __init__(self, world: World, partition_dir: str | Path, config: TrainConfig):
         self.world, self.config = world, config
@@ -104,33 +103,27 @@ class Trainer:
         threads = os.environ.get("COMMGRAPH_THREADS")
         if threads:
             torch.set_num_threads(int(threads))
-        self.pset = pset = load_partition_set(partition_dir)
-        if pset.num_parts != world.size:
-            raise TrainingError(f"{partition_dir} has {pset.num_parts} parts but the job has {world.size} workers; "
-                                f"use --workers {pset.num_parts} or re-partition")
-        self.part = part = pset.part(world.rank)
+        self.job = job = Job(world, partition_dir, config.job)
+        part, comm, gnn = job.part, job.comm, config.gnn
         if part.features is None or part.labels is None or part.train_mask is None:
             raise TrainingError(f"{partition_dir}: the graph has no features, labels or train mask to train on")
-        self.comm = comm = Communicator(world)
         classes = max(comm.all_gather_object(int(np.max(part.labels, initial=-1)) + 1)) if world.size > 1 else \
             int(np.max(part.labels, initial=-1)) + 1
-        torch.manual_seed(config.seed)
-        self.model = GNN(config.model, part.features.shape[1], config.hidden, classes, layers=config.layers,
-                         heads=config.heads, dropout=config.dropout).to(world.device)
+        torch.manual_seed(config.optim.seed)
+        self.model = GNN(gnn.model, part.features.shape[1], gnn.hidden, classes, layers=gnn.layers, heads=gnn.heads,
+                         dropout=gnn.dropout).to(world.device)
         for param in self.model.parameters():  # same seed gives the same weights; make sure of it
             comm.broadcast_(param.data)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        self.topology, self.placement = self._topology()
-        self.wiring, self.plan_seconds = self._wiring()
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.optim.lr,
+                                          weight_decay=config.optim.weight_decay)
+        self.wiring = self._wiring()
         self.allreduce = self._allreduce()
-        self.sync = GradientSync(list(self.model.parameters()), comm, self.allreduce.schedule,
-                                 devices=self.devices if self.allreduce.schedule is not None else None)
+        self.sync = job.gradient_sync(list(self.model.parameters()), self.allreduce)
         store = self._features()
         self.executor = self._executor(store)
-        self.feature_store = store if config.sampler else None  # a full-graph executor holds what it needs
         self._say(self.executor.feature_note)
-        torch.manual_seed(config.seed * 7919 + world.rank)  # dropout masks differ per worker
-        self.identity = checkpoint.identity(pset.manifest["graph"]["checksum"], world.size, config)
+        torch.manual_seed(config.optim.seed * 7919 + world.rank)  # dropout masks differ per worker
+        self.identity = checkpoint.identity(job.pset.manifest["graph"]["checksum"], world.size, config)
         self.widths = {"in": int(part.features.shape[1]), "out": classes}
         self.train_total = comm.global_sum([float(np.count_nonzero(part.train_mask))])[0]
         if self.train_total == 0:
@@ -138,96 +131,69 @@ class Trainer:
         self.y = torch.from_numpy(np.array(part.labels, dtype=np.int64)).to(world.device)
         self.masks = {name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
                       for name in SPLITS}
-        self.sampled = SampledEpochs(self) if config.sampler else None
-        if self.sampled is not None and config.exchange == "replicate":  # evaluation has a table of its own
-            self._say(f"mini-batch {self.feature_store.describe()}")
+        self.sampled = None
+        if config.sampling.sampler:
+            state = TrainingState(self.model, self.optimizer, self.sync)
+            self.sampled = SampledEpochs(job, config, state, store)
+            if config.comm.exchange == "replicate":  # evaluation has a table of its own
+                self._say(f"mini-batch {store.describe()}")
         self.start_epoch, self.best = 1, None
-        if config.resume:
+        if config.log.resume:
             self._resume()
-        elif config.checkpoint_dir and world.is_leader:  # a fresh run: another run's best model is not ours
-            (Path(config.checkpoint_dir) / checkpoint.BEST).unlink(missing_ok=True)
+        elif config.log.checkpoint_dir and world.is_leader:  # a fresh run: another run's best model is not ours
+            (Path(config.log.checkpoint_dir) / checkpoint.BEST).unlink(missing_ok=True)
         self.predicted: torch.Tensor | None = None
 
     # -- set-up ----------------------------------------------------------------------------------
 
-    def _topology(self) -> tuple[Topology, str | None]:
-        """The topology the plans are made for, and the placement. ``detect`` under torchrun across
-        machines: every machine's own topology (detected by its first rank, with as many CPU
-        workers as it has ranks), joined by a network switch, the ranks of a machine on its worker
-        devices in rank order."""
-        config, world = self.config, self.world
-        if config.topology != "detect" or world.size == 1:
-            return job_topology(config.topology, world.size, world.device.type), config.placement
-        places = self.comm.all_gather_object(socket.gethostname())
-        hosts = list(dict.fromkeys(places))
-        if len(hosts) == 1:
-            return job_topology("detect", world.size, world.device.type), config.placement
-        here = [r for r, host in enumerate(places) if host == places[world.rank]]
-        mine = job_topology("detect", len(here), world.device.type).to_dict() if here[0] == world.rank else None
-        local = {places[r]: Topology.from_dict(t) for r, t in enumerate(self.comm.all_gather_object(mine))
-                 if t is not None}
-        workers = {host: [d.id for d in local[host].workers] for host in hosts}
-        nth = [places[:r].count(host) for r, host in enumerate(places)]  # the rank's place on its machine
-        placement = ",".join(f"{host}/{workers[host][k]}" for host, k in zip(places, nth))
-        return join_hosts([(host, local[host]) for host in hosts]), config.placement or placement
-
-    def _wiring(self) -> tuple[Wiring | None, float]:
+    def _wiring(self) -> Wiring | None:
         """The job's all-gather plan (none for the replicate exchange, which moves nothing per
-        layer) and its modelled seconds per layer; printed when this rank chose it."""
+        layer); printed when this rank chose it."""
         config = self.config
-        if config.exchange == "replicate":
-            return None, 0.0
-        wiring, choice = job_wiring(self.pset, self.world, self.topology, 4 * config.hidden, plan=config.plan,
-                                    placement=self.placement, ordering=config.ordering)
-        if Path(config.plan).suffix not in (".json", ".npz"):  # the launcher printed a plan it chose
-            self._say(choice.describe())
-        return wiring, choice.modeled_seconds
-
-    @property
-    def devices(self) -> list[str]:
-        """The topology device of each rank."""
-        if self.wiring is not None:
-            return self.wiring.devices
-        return parse_placement(self.placement) or [d.id for d in self.topology.workers][: self.world.size]
+        if config.comm.exchange == "replicate":
+            return None
+        wiring = self.job.wire(4 * config.gnn.hidden)
+        if Path(config.job.plan).suffix not in (".json", ".npz"):  # the launcher printed a plan it chose
+            self._say(wiring.choice.describe())
+        return wiring
 
     def _allreduce(self) -> AllReduceChoice:
         nbytes = sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
-        choice = choose_job_allreduce(self.config.allreduce, self.topology, self.devices, nbytes)
+        choice = self.job.allreduce(self.config.comm.allreduce, nbytes)
         if self.world.size > 1:
             self._say(choice.describe())
         return choice
 
     def _say(self, line: str) -> None:
-        if self.world.is_leader and self.config.progress:
+        if self.world.is_leader and self.config.log.progress:
             print(f"commgraph: {line}", file=sys.stderr)
 
     def _features(self) -> FeatureStore | None:
         """The part's features, placed as ``--features`` says: read by the full-graph executor (not
         ``replicate``, which holds a table of its own) and by the mini-batch trainer's fetches."""
-        if self.config.exchange == "replicate" and not self.config.sampler:
+        comm = self.config.comm
+        if comm.exchange == "replicate" and not self.config.sampling.sampler:
             return None
-        return FeatureStore.create(self.part.features, self.world.device, self.config.features)
+        return FeatureStore.create(self.job.part.features, self.world.device, comm.features)
 
     def _executor(self, store: FeatureStore | None):
         """The full-graph executor on ``store``: training's, or evaluation's in sampled training,
         where its input table is streamed from the store (never a second copy of it; ``replicate``
         holds a table of its own, its hop sets' rows)."""
-        config, world, part = self.config, self.world, self.part
-        streamed = True if config.sampler else None
-        if config.exchange == "replicate":
-            return ReplicateExecutor(part, self.pset, self.comm, world.device, config.layers, config.features,
-                                     streamed)
-        if config.exchange == "barrier":
-            return BarrierExecutor(part, self.pset, self.comm, world.device, self.wiring, store, streamed)
-        bin_size = config.bin_size
+        config, job = self.config, self.job
+        streamed = True if config.sampling.sampler else None
+        if config.comm.exchange == "replicate":
+            return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
+        if config.comm.exchange == "barrier":
+            return BarrierExecutor(job, self.wiring, store, streamed)
+        bin_size = config.comm.bin_size
         if bin_size is None:
-            bin_size = bin_size_for_memory(_available_memory(world.device), self.model.widths,
-                                           len(part.indices) / max(part.num_owned, 1))
-        return PipelinedExecutor(part, self.pset, self.comm, world.device, self.wiring, bin_size, store,
-                                 streamed)
+            bin_size = bin_size_for_memory(_available_memory(self.world.device), self.model.widths,
+                                           len(job.part.indices) / max(job.part.num_owned, 1))
+        return PipelinedExecutor(job, self.wiring, bin_size, store, streamed)
 
     def _resume(self) -> None:
-        state = checkpoint.load(Path(self.config.checkpoint_dir), self.identity)
+        state = checkpoint.load(Path(self.config.log.checkpoint_dir), self.identity)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"][self.world.rank])
@@ -242,13 +208,14 @@ class Trainer:
         """One epoch's training: a full-graph step, or the sampled batches' steps."""
         if self.sampled is not None:
             epoch = self.sampled.epoch()
-            return _Step(epoch.loss, epoch.seconds, epoch.wait_seconds, epoch.moved, epoch.steps,
-                         epoch.sample_seconds, epoch.sync_bytes)
+            return _Step(loss=epoch.loss, seconds=epoch.seconds, wait_seconds=epoch.wait_seconds, moved=epoch.moved,
+                         steps=epoch.steps, sample_seconds=epoch.sample_seconds, sync_bytes=epoch.sync_bytes)
         return self.full_graph_step()
 
     def full_graph_step(self) -> _Step:
         """One full-graph training step: forward, backward, gradient sum, optimiser step."""
-        before, waited = dict(self.comm.bytes), self.comm.wait_seconds
+        comm = self.job.comm
+        before, waited = dict(comm.bytes), comm.wait_seconds
         started = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -256,7 +223,7 @@ class Trainer:
         train = self.masks["train"]
         loss = torch.nn.functional.cross_entropy(logits[train], self.y[train], reduction="sum") / self.train_total
         loss.backward()
-        halo_wait = self.comm.wait_seconds - waited
+        halo_wait = comm.wait_seconds - waited
         synced = time.perf_counter()
         self.sync.finish()
         sync_wait = time.perf_counter() - synced
@@ -264,8 +231,8 @@ class Trainer:
         if self.world.device.type == "cuda":  # kernels run asynchronously: time the work, not its launch
             torch.cuda.synchronize(self.world.device)
         seconds = time.perf_counter() - started
-        moved = {k: v - before.get(k, 0) for k, v in self.comm.bytes.items()}
-        return _Step(float(loss.detach()), seconds, halo_wait + sync_wait, moved)
+        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
+        return _Step(loss=float(loss.detach()), seconds=seconds, wait_seconds=halo_wait + sync_wait, moved=moved)
 
     def evaluate(self) -> dict[str, float]:
         """Correct predictions and nodes of each split on this worker (``train_correct``, ``train_nodes``, ...)."""
@@ -281,33 +248,38 @@ class Trainer:
 
     def record(self, epoch: int, step: _Step, counts: dict[str, float] | None) -> EpochRecord:
         """The epoch's totals over every worker."""
-        layers = [f"halo_forward:{i}" for i in range(1, self.config.layers)]
+        layers = [f"halo_forward:{i}" for i in range(1, self.config.gnn.layers)]
         local = {"loss": step.loss, **(counts or {}), "halo_backward": step.moved.get("halo_backward", 0),
                  "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers},
                  "features": step.moved.get("features", 0), "requests": step.moved.get("requests", 0),
                  "sync": step.sync_bytes}
-        total = dict(zip(local, self.comm.global_sum(list(local.values()))))
+        total = dict(zip(local, self.job.comm.global_sum(list(local.values()))))
 
         def accuracy(name: str) -> float | None:  # None: not evaluated this epoch, or an empty split
             nodes = total.get(f"{name}_nodes", 0)
             return total[f"{name}_correct"] / nodes if nodes else None
 
         forward = [int(total[k]) for k in layers]
-        sampled = int(total["features"]) + int(total["requests"])
-        return EpochRecord(epoch, total["loss"], accuracy("train"), accuracy("val"), accuracy("test"), step.seconds,
-                           step.wait_seconds, sum(forward) + int(total["halo_backward"]) + sampled, forward,
-                           int(total["halo_backward"]), int(total["allreduce"]),
-                           self.wiring.plan.planner if self.wiring else "replicate", self.plan_seconds,
-                           self.allreduce.name, self.allreduce.modeled_seconds, step.steps, step.sample_seconds,
-                           int(total["features"]), int(total["requests"]), int(total["sync"]))
+        backward, features, requests = int(total["halo_backward"]), int(total["features"]), int(total["requests"])
+        return EpochRecord(
+            epoch=epoch, loss=total["loss"], train_acc=accuracy("train"), val_acc=accuracy("val"),
+            test_acc=accuracy("test"), epoch_seconds=step.seconds, comm_wait_seconds=step.wait_seconds,
+            comm_bytes=sum(forward) + backward + features + requests, halo_forward_bytes=forward,
+            halo_backward_bytes=backward, allreduce_bytes=int(total["allreduce"]),
+            plan=self.wiring.plan.planner if self.wiring else "replicate",
+            plan_modeled_seconds=self.wiring.choice.modeled_seconds if self.wiring else 0.0,
+            allreduce=self.allreduce.name, allreduce_modeled_seconds=self.allreduce.modeled_seconds,
+            steps=step.steps, sample_seconds=step.sample_seconds, feature_bytes=features, structure_bytes=requests,
+            sync_bytes=int(total["sync"]))
 
     def checkpoint(self, record: EpochRecord, improved: bool) -> None:
         """After every epoch with ``--checkpoint-dir``: the state to resume from, and the best model."""
-        rng = self.comm.all_gather_object(torch.get_rng_state())
-        sampling = self.comm.all_gather_object(self.sampled.state()) if self.sampled is not None else None
+        comm = self.job.comm
+        rng = comm.all_gather_object(torch.get_rng_state())
+        sampling = comm.all_gather_object(self.sampled.state()) if self.sampled is not None else None
         if not self.world.is_leader:
             return
-        directory = Path(self.config.checkpoint_dir)
+        directory = Path(self.config.log.checkpoint_dir)
         kept = {"epoch": record.epoch, "model": self.model.state_dict(), "identity": self.identity,
                 "widths": self.widths}
         checkpoint.save(directory, {**kept, "optimizer": self.optimizer.state_dict(), "rng": rng, "best": self.best,
@@ -322,9 +294,10 @@ class Trainer:
         log = _MetricsLog(config, self.world, self.start_epoch)
         bar = _progress(config, self.world, self.start_epoch)
         history = []
-        for epoch in range(self.start_epoch, config.epochs + 1):
+        epochs, log_options = config.optim.epochs, config.log
+        for epoch in range(self.start_epoch, epochs + 1):
             step = self.step()
-            evaluate = epoch % config.eval_every == 0 or epoch == config.epochs  # the same on every worker
+            evaluate = epoch % log_options.eval_every == 0 or epoch == epochs  # the same on every worker
             counts = self.evaluate() if evaluate else None
             record = self.record(epoch, step, counts)
             history.append(asdict(record))
@@ -332,17 +305,17 @@ class Trainer:
             improved = record.val_acc is not None and (self.best is None or record.val_acc > self.best["val_acc"])
             if improved:
                 self.best = {"epoch": epoch, "val_acc": record.val_acc, "test_acc": record.test_acc}
-            if config.checkpoint_dir:
+            if log_options.checkpoint_dir:
                 self.checkpoint(record, improved)
         log.close()
         if self.sampled is not None:
             self.sampled.close()
         if bar is not None:
             bar.close()
-        if config.predictions_out and history:  # the last epoch is always evaluated
-            every = gather_predictions(self.comm, self.part, self.predicted)
+        if log_options.predictions_out and history:  # the last epoch is always evaluated
+            every = gather_predictions(self.job.comm, self.job.part, self.predicted)
             if every is not None:
-                write_predictions(Path(config.predictions_out), every)
+                write_predictions(Path(log_options.predictions_out), every)
         return TrainResult(history, self.model, self.best)
 
 
@@ -357,11 +330,11 @@ def _available_memory(device: torch.device) -> int:
 
 
 def _progress(config: TrainConfig, world: World, start: int):
-    if not (config.progress and world.is_leader):
+    if not (config.log.progress and world.is_leader):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=config.epochs, initial=start - 1, desc="training", unit="epoch", leave=False)
+    return tqdm(total=config.optim.epochs, initial=start - 1, desc="training", unit="epoch", leave=False)
 
 
 class _MetricsLog:
@@ -369,6 +342,7 @@ class _MetricsLog:
     lines after its checkpoint."""
 
     def __init__(self, config: TrainConfig, world: World, start_epoch: int):
+        config = config.log
         self.path = Path(config.metrics_out) if config.metrics_out and world.is_leader else None
         self.leader = world.is_leader
         self.board = None

@@ -1,10 +1,8 @@
-"""One rank of a multi-process job, as ``train`` and ``predict`` run it (started by our launcher or
-by torchrun): prepare, join the world, work; and on any failure tell the other ranks, name this rank
+"""One rank of a multi-process job (started by our launcher or by torchrun): prepare, join the world, work; and on any failure tell the other ranks, name this rank
 and exit at once, since tearing down a process group after a peer died could itself wait forever."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -16,15 +14,16 @@ from commgraph.runtime import World, join
 T = TypeVar("T")
 
 
-def run_rank(args: argparse.Namespace, prepare: Callable[[], T], work: Callable[[World, T], None]) -> int:
+def run_rank(timeout: float, device: str, debug: bool, prepare: Callable[[], T],
+             work: Callable[[World, T], None]) -> int:
     """``prepare`` runs before joining (partitioning may take longer than the join may wait);
-    ``work`` gets the world and what ``prepare`` returned. Uses ``args.timeout``, ``args.device``
-    and ``args.debug``."""
+    ``work`` gets the world (joined with ``timeout`` on ``device``) and what ``prepare`` returned;
+    ``debug`` prints a bug's traceback."""
     rank = int(os.environ["RANK"])
     world = None
     try:
         prepared = prepare()
-        world = join(args.timeout, args.device)
+        world = join(timeout, device)
         work(world, prepared)
         world.close()
         return 0
@@ -37,7 +36,7 @@ def run_rank(args: argparse.Namespace, prepare: Callable[[], T], work: Callable[
     except Exception as exc:  # noqa: BLE001 - a bug or an engine error: name it, tell the others, stop
         if world is not None:
             world.report_failure(f"{type(exc).__name__}: {exc}")
-        if args.debug:
+        if debug:
             import traceback
 
             traceback.print_exc()

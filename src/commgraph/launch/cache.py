@@ -1,0 +1,48 @@
+"""The partition cache: a GRAPH given to a job is partitioned once per graph, method, part count
+and seed, into ``$COMMGRAPH_HOME/partitions/`` (the root the dataset cache shares; default
+``~/.cache/commgraph``), and later jobs reuse the set while its files check out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from commgraph.errors import CommgraphError
+from commgraph.graph import Graph
+from commgraph.graph.datasets import home
+from commgraph.partition import (check_parts, is_partition_set, load_partition_set, partition_graph,
+                                 partition_metrics, write_partition_set)
+
+
+def partition_cache() -> Path:
+    """Where cached partition sets live."""
+    return home() / "partitions"
+
+
+def partition_cache_entry(graph: Graph, method: str, parts: int, seed: int) -> Path:
+    """The cache directory of ``graph`` split by ``method`` into ``parts`` with ``seed`` (named by
+    the graph's checksum, so another graph of the same name never reuses it)."""
+    return partition_cache() / f"{graph.name}-{graph.checksum()[:16]}-{method}-k{parts}-s{seed}"
+
+
+def cached_partition_set(graph: Graph, parts: int, method: str, seed: int, folder: Path | None = None, *,
+                         log: Callable[[str], None] | None = None) -> Path:
+    """A partition set of ``graph`` into ``parts``: ``folder`` (default: its cache entry) if it
+    holds a sound one, else made there now (``log`` hears the progress)."""
+    check_parts(parts, graph.num_nodes)
+    target = folder or partition_cache_entry(graph, method, parts, seed)
+    if is_partition_set(target):
+        try:
+            load_partition_set(target, graph, verify=True).verify_all()
+            return target
+        except CommgraphError:
+            pass  # stale or damaged: make it again
+    if log is not None:
+        log(f"partitioning {graph.name} into {parts} parts with {method} -> {target}")
+    start = time.perf_counter()
+    assignment, details = partition_graph(graph, parts, method, seed, log=log)
+    write_partition_set(graph, assignment, parts, target, method=method, seed=seed,
+                        seconds=time.perf_counter() - start,
+                        metrics={**partition_metrics(graph, assignment, parts), **details}, force=True)
+    return target

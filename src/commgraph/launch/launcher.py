@@ -1,0 +1,209 @@
+"""The one launcher of multi-process jobs (``train``, ``predict``, ``analyze``).
+
+A command builds a :class:`JobSpec` (what to run, on which graph, with which options) and a
+``work`` function (what one rank does with its :class:`~commgraph.runtime.World` and partition
+set), and calls :func:`launch`. The launcher then:
+
+1. takes GRAPH as it is when it is a partition set's directory, else loads the graph and
+   partitions it into a cached set (:mod:`commgraph.launch.cache`);
+2. checks the set's files once, and that it has one part per worker;
+3. resolves the topology (:func:`~commgraph.topology.resolve_topology`) and chooses or checks the
+   job's all-gather plan once, before any worker starts, handing the workers the plan and the
+   topology it was made on as files;
+4. starts the workers, each running the same command on the partition set with the command line
+   rebuilt from the spec's options (:meth:`~commgraph.options.Options.to_argv`), and watches them
+   (:func:`~commgraph.runtime.launch_local`: a dead worker stops the job, its rank named).
+
+Under torchrun (or in a worker our launcher started) the same call is the worker's side: each
+machine's local rank 0 partitions a GRAPH, the others wait for its set, and every rank joins the
+world and runs ``work`` (:func:`~commgraph.launch.rank.run_rank`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from commgraph.errors import JobError
+from commgraph.graph import Graph
+from commgraph.launch.cache import cached_partition_set, partition_cache_entry
+from commgraph.launch.rank import run_rank
+from commgraph.options import Options, option
+from commgraph.partition import METHODS, PartitionSet, is_partition_set, load_partition_set
+from commgraph.plan.allgather import placement
+from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
+from commgraph.runtime import World, in_torchrun, launch_local, pick_device
+from commgraph.runtime.job import JobOptions
+from commgraph.topology import parse_speeds, resolve_topology, write_yaml
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class LaunchOptions(Options):
+    """The launcher's own options, the same flags in every command that runs a job."""
+
+    error = JobError
+    workers: int | None = option("local worker processes, one per part (default: the partition set's parts, else 1); "
+                                 "ignored under torchrun, which sets the world size", type=int, default=None)
+    partition: str = option("how to split a GRAPH into parts", choices=METHODS, default="g3")
+    partition_dir: str | None = option("where to keep the partition set of a GRAPH (default: a cache under "
+                                       "$COMMGRAPH_HOME/partitions)", metavar="DIR", default=None)
+    timeout: float = option("seconds any exchange may wait before the job stops", type=float, default=120.0)
+    device: str = option("auto: one GPU per worker with NCCL if there are GPUs, else CPU with Gloo",
+                         choices=DEVICES, default="auto")
+    threads: int | None = option("compute threads per worker (default: cores / local workers)", type=int,
+                                 default=None)
+    quiet: bool = option("no progress bar or progress lines; only the result", type=bool, default=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.workers is not None and self.workers < 1:
+            raise JobError("--workers must be >= 1")
+        if not self.timeout > 0:
+            raise JobError("--timeout must be positive")
+        if self.threads is not None and self.threads < 1:
+            raise JobError("--threads must be >= 1")
+
+
+@dataclass
+class JobSpec:
+    """What a command asks the launcher to run.
+
+    Args:
+        command: the subcommand each worker runs (``train``, ``predict``, ``analyze``).
+        graph: GRAPH as given: a partition set's directory, or what ``load`` loads.
+        load: the graph GRAPH names, loaded (called only when GRAPH is not a partition set).
+        launch: the launcher's options.
+        job: the job's topology and plan options.
+        row_bytes: bytes of one exchanged row, for choosing the plan once here (None: the job
+            exchanges nothing per layer, and its options go to the workers as given).
+        seed: the partitioning seed.
+        options: the command's own options; with ``launch`` and ``job`` they rebuild the
+            worker's command line.
+        extra_argv: further worker arguments (e.g. a file the launcher wrote).
+        allreduce: a gradient all-reduce to check against the topology (training).
+        check: refuses a graph (before partitioning it) or a part the command cannot run on.
+        prepare: any further check of the partition set before the workers start.
+        debug: workers show tracebacks.
+    """
+
+    command: str
+    graph: str
+    load: Callable[[], Graph]
+    launch: LaunchOptions
+    job: JobOptions = field(default_factory=JobOptions)
+    row_bytes: int | None = None
+    seed: int = 0
+    options: list[Options] = field(default_factory=list)
+    extra_argv: list[str] = field(default_factory=list)
+    allreduce: str | None = None
+    check: Callable[[str, object], None] | None = None
+    prepare: Callable[[PartitionSet], None] | None = None
+    debug: bool = False
+
+    def say(self, line: str) -> None:
+        if not self.launch.quiet:
+            print(line, file=sys.stderr)
+
+
+def launch(spec: JobSpec, work: Callable[[World, Path], None],
+           describe: Callable[[Path, int], str] | None = None) -> int:
+    """Run ``spec`` as a multi-process job: start and watch its workers here, or, in a worker
+    (ours or torchrun's), be one rank of it. ``describe`` gives the line said before the workers
+    start. The job's exit code."""
+    if in_torchrun():
+        if spec.launch.threads is not None:  # under torchrun; our launcher passes it as COMMGRAPH_THREADS
+            os.environ["COMMGRAPH_THREADS"] = str(spec.launch.threads)
+        return run_rank(spec.launch.timeout, spec.launch.device, spec.debug, lambda: shared_partition_set(spec),
+                        work)
+    partition_dir = partition_set(spec, spec.launch.workers or 1)
+    pset = checked_set(spec, partition_dir)
+    workers = pset.num_parts
+    device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)
+    if spec.prepare is not None:
+        spec.prepare(pset)
+    with tempfile.TemporaryDirectory(prefix=f"commgraph-{spec.command}-") as scratch:
+        job = resolve_job(spec, pset, workers, device, Path(scratch))
+        if describe is not None:
+            spec.say(describe(partition_dir, workers))
+        return launch_local(worker_argv(spec, partition_dir, job), workers, grace=spec.launch.timeout + 15,
+                            threads_per_worker=spec.launch.threads)
+
+
+def partition_set(spec: JobSpec, parts: int) -> Path:
+    """The partition set to run on: GRAPH itself if it is one, else a (cached) fresh one of ``parts``."""
+    if is_partition_set(spec.graph):
+        return Path(spec.graph)
+    graph = spec.load()
+    if spec.check is not None:
+        spec.check(graph.name, graph)  # before minutes of partitioning
+    folder = Path(spec.launch.partition_dir) if spec.launch.partition_dir else None
+    return cached_partition_set(graph, parts, spec.launch.partition, spec.seed, folder,
+                                log=None if spec.launch.quiet else spec.say)
+
+
+def checked_set(spec: JobSpec, partition_dir: Path) -> PartitionSet:
+    """The set, its files checked once here (a damaged set: one message, not one per worker),
+    with one part per worker."""
+    pset = load_partition_set(partition_dir, verify=False)
+    pset.verify_all()
+    if spec.check is not None:
+        spec.check(str(partition_dir), pset.part(0))
+    if spec.launch.workers is not None and spec.launch.workers != pset.num_parts:
+        raise JobError(f"{partition_dir} has {pset.num_parts} parts; pass --workers {pset.num_parts} or another "
+                       "partition set")
+    return pset
+
+
+def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, scratch: Path) -> JobOptions:
+    """Check the topology and placement, and choose (or check) the all-gather plan once, before any
+    worker starts; the workers get the plan itself and the topology it was made on, as files in
+    ``scratch`` (a job that exchanges nothing per layer gets its options as given)."""
+    job = spec.job
+    topology = resolve_topology(job.topology, workers=workers, device=device, speeds=parse_speeds(job.speeds))
+    devices = placement(pset, topology, parse_placement(job.placement))
+    if spec.allreduce is not None:
+        check_allreduce(spec.allreduce, topology, devices)
+    if spec.row_bytes is None:
+        return job
+    choice = choose_allgather(job.plan, pset, topology, spec.row_bytes, devices)
+    if Path(job.plan).suffix not in (".json", ".npz"):
+        spec.say(f"commgraph: {choice.describe()}")
+    plan_file, topology_file = scratch / "plan.npz", scratch / "topology.yaml"
+    choice.plan.save(plan_file)
+    write_yaml(topology, topology_file)
+    return replace(job, plan=str(plan_file), topology=str(topology_file), speeds=None,
+                   placement=",".join(choice.devices))
+
+
+def worker_argv(spec: JobSpec, partition_dir: Path, job: JobOptions) -> list[str]:
+    """The command line each worker runs: the same command on the partition set, from one source
+    (the options' own :meth:`~commgraph.options.Options.to_argv`)."""
+    sources = [replace(spec.launch, workers=None, partition_dir=None), job, *spec.options]
+    return [spec.command, str(partition_dir), *[arg for options in sources for arg in options.to_argv()],
+            *spec.extra_argv, *["--debug"] * spec.debug]
+
+
+def shared_partition_set(spec: JobSpec) -> Path:
+    """Under torchrun with a GRAPH, each machine's local rank 0 partitions (deterministically, so
+    every machine gets the same set) and the other local ranks wait for it."""
+    if is_partition_set(spec.graph):
+        return Path(spec.graph)
+    workers = int(os.environ["WORLD_SIZE"])
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        return partition_set(spec, workers)
+    graph = spec.load()
+    target = Path(spec.launch.partition_dir) if spec.launch.partition_dir else \
+        partition_cache_entry(graph, spec.launch.partition, workers, spec.seed)
+    deadline = time.monotonic() + max(spec.launch.timeout, 600)
+    while not is_partition_set(target):
+        if time.monotonic() > deadline:
+            raise JobError(f"local rank 0 did not produce the partition set {target} in time")
+        time.sleep(0.5)
+    return target
