@@ -43,8 +43,8 @@ def planners_table() -> None:
             seconds[planner] = time.perf_counter() - start
             row[planner] = plan
         bound = row["lp"].notes["bandwidth"]["bound"]
-        cells = "  ".join(f"{p} {plan.notes['bandwidth']['algbw_gbps']:7.2f} ({plan.notes['bandwidth']['of_bound']:.3f})"
-                          for p, plan in row.items())
+        cells = "  ".join(f"{p} {plan.notes['bandwidth']['algbw_gbps']:7.2f} "
+                          f"({plan.notes['bandwidth']['of_bound']:.3f})" for p, plan in row.items())
         lp, ring = row["lp"].notes, row["ring"].notes
         certificate = lp.get("certificate")
         proof = (f"certificate <= {certificate['algbw_gbps_at_most']:.2f} GB/s, converged {certificate['converged']}"

@@ -17,7 +17,7 @@ from commgraph.plan import (PLANNERS, AllReduceSchedule, CommPlan, Tree, allredu
 from commgraph.plan.allreduce import Ring, Route
 from commgraph.runtime import launch_local
 from commgraph.runtime.allreduce import compile_program, tree_shares
-from commgraph.topology import Device, Link, Topology, load_preset, load_topology, write_yaml
+from commgraph.topology import load_preset, load_topology, write_yaml
 
 TESTS = Path(__file__).parent
 TOPOLOGIES = ("localhost-cpu:2", "localhost-cpu:5", "p3.8xlarge", "dgx1-v100", "p2.16xlarge", "2xp3.8xlarge-ib",
@@ -184,24 +184,15 @@ def test_a_schedule_for_other_devices_is_refused():
 
 # -- real runs on Gloo ----------------------------------------------------------------------------
 
-def planes_yaml(folder: Path, gpus: int, planes: int) -> str:
-    """``gpus`` GPUs, each joined to every one of ``planes`` switches (NVSwitch planes), as a YAML file."""
-    topology = Topology(f"planes-{gpus}x{planes}", [Device(f"gpu{g}", "gpu") for g in range(gpus)]
-                        + [Device(f"sw{s}", "nvswitch") for s in range(planes)],
-                        [Link(f"gpu{g}", f"sw{s}", "nvswitch", 2, 40.0, 1.0) for g in range(gpus) for s in range(planes)])
-    path = folder / f"{topology.name}.yaml"
-    write_yaml(topology, path)
-    return str(path)
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("workers, topology, reverse", [(2, "planes:3", False), (4, "p3.8xlarge", True),
                                                         (4, "planes:2", True), (8, "dgx-a100", False)])
-def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, workers, topology, reverse):
+def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, switch_planes, workers, topology, reverse):
     """Every planner, split-route schedules among them (``lp`` over NVSwitch planes: each tree edge's
     messages cut into one piece per plane), sums like torch's all_reduce on 2, 4 and 8 workers."""
-    if topology.startswith("planes:"):
-        topology = planes_yaml(tmp_path, workers, int(topology.split(":")[1]))
+    if topology.startswith("planes:"):  # a YAML file of NVSwitch planes
+        write_yaml(switch_planes(workers, int(topology.split(":")[1])), tmp_path / "planes.yaml")
+        topology = str(tmp_path / "planes.yaml")
     if topology != "p3.8xlarge":
         assert make_allreduce("lp", load_topology(topology), 4e6).fan_out > 1  # the routes are split
     sizes = [1, 7, 1000003]

@@ -252,14 +252,8 @@ def test_hybrid_picks_methods_by_size_and_is_never_worse_than_one_method(cora8):
 
 # -- all-reduce through switches ------------------------------------------------------------------
 
-def _planes(gpus: int, planes: int, gbps: float = 40.0) -> Topology:
-    """``gpus`` GPUs, each joined to every one of ``planes`` switches by a link of ``gbps``."""
-    return Topology(f"planes-{gpus}x{planes}", [Device(f"gpu{g}", "gpu") for g in range(gpus)]
-                    + [Device(f"sw{s}", "nvswitch") for s in range(planes)],
-                    [Link(f"gpu{g}", f"sw{s}", "nvswitch", 2, gbps, 1.0) for g in range(gpus) for s in range(planes)])
-
-
-def test_k_parallel_switch_planes_give_k_times_one_planes_throughput():
+def test_k_parallel_switch_planes_give_k_times_one_planes_throughput(switch_planes):
+    _planes = switch_planes
     one = plan_allreduce("lp", _planes(4, 1), 1e9).notes["bandwidth"]["algbw_gbps"]
     assert one == pytest.approx(40.0 * 4 / (2 * 3), rel=1e-9)  # per-GPU bandwidth / (2(n-1)/n)
     for k in (2, 3, 4):

@@ -24,17 +24,18 @@ setting it) against the partition bound of :mod:`commgraph.plan.packing` (per-GP
 
 ``ring`` runs as NCCL's rings: one ring order per GPU position of a server across several servers
 (channel c enters every server at its GPU c, so the channels leave by different NICs), one order on
-one server, and every ring hop's bytes split over the routes by a min-max routing LP (the same
-multi-commodity flow LP, paths generated as cheapest paths under link prices), which spreads them over NVSwitch
-planes and NICs as NCCL's channels and the NVSwitch's striping do. ``tree`` routes NCCL's trees
-the same way: across servers, per channel a chain through each server joined by a double binary
-tree over the servers; on one server, the double binary tree over the GPUs. On an NVLink mesh without switches (DGX-1) NCCL also packs several
-Hamiltonian rings; ``ring`` does not search them and runs the one ring of ``ring1`` split over the
-routes the topology has.
+one server, and every ring hop's bytes split over the routes by a min-max multi-commodity flow LP
+(:func:`commgraph.plan.packing.route_demands`), which spreads them over NVSwitch planes and NICs
+as NCCL's channels and the NVSwitch's striping do. ``tree`` routes NCCL's trees the same way:
+across servers, per channel a chain through each server joined by a double binary tree over the
+servers; on one server, the double binary tree over the GPUs. On an NVLink mesh without switches
+(DGX-1) NCCL also packs several Hamiltonian rings; ``ring`` does not search them and runs the one
+ring of ``ring1`` split over the routes the topology has.
 
 Every all-reduce plan is one stage: its sends stream concurrently (chunks pipelined through the
-trees or the rings), and each carries its total bytes, so pricing it in the simulator gives the
-steady-state time.
+trees or the rings, every tree and ring advancing at its share), and each carries its total bytes,
+so pricing it in the simulator (which paces such a stage's sends together, ``plan.price``) gives the
+steady-state time plus the routes' latencies.
 
 Each plan also keeps the schedule its sends come from, as data the runtime executes
 (:mod:`commgraph.runtime.allreduce`): rings (reduce-scatter then all-gather), each with its share of
@@ -47,7 +48,7 @@ bytes split over, with their shares (empty: the topology's one route).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -140,7 +141,8 @@ class AllReduceSchedule:
             raise PlanError(f"{where}: needs rings or trees (exactly one of them)")
         for k, ring in enumerate(self.rings):
             if sorted(ring.order) != sorted(self.devices):
-                raise PlanError(f"{where}: ring {k} {list(ring.order)} does not visit each of {list(self.devices)} once")
+                raise PlanError(f"{where}: ring {k} {list(ring.order)} does not visit each of "
+                                f"{list(self.devices)} once")
             hops = [(a, ring.order[(i + 1) % len(ring.order)]) for i, a in enumerate(ring.order)]
             _check_routes(ring.routes, hops, f"{where}, ring {k}")
         for k, tree in enumerate(self.trees):
@@ -236,7 +238,6 @@ class CostGraph:
             hops = [topology.route(self.workers[a], self.workers[b]) for a, b in self.pairs]
             uses = [[h.link for h in route] for route in hops]
             self.paths = [(route[0].src, *(h.dst for h in route)) for route in hops]
-        self._pair_index = {(a, b): p for p, (a, b) in enumerate(self.pairs)}
         self.links = sorted({k for u in uses for k in u})
         column = {k: i for i, k in enumerate(self.links)}
         self.usage = np.zeros((len(self.pairs), len(self.links)))  # times each pair's path crosses a link
@@ -254,12 +255,6 @@ class CostGraph:
     @property
     def n(self) -> int:
         return len(self.workers)
-
-    def path(self, a: int, b: int) -> tuple[str, ...]:
-        """The devices a tree edge from worker ``a`` to worker ``b`` crosses."""
-        if (a, b) in self._pair_index:
-            return self.paths[self._pair_index[a, b]]
-        return self.paths[self._pair_index[b, a]][::-1]
 
     def lower_bound(self) -> float | None:
         """Lemma 2.1: (n - 1) / sum_e 1/c_e. It holds when GPUs aggregate on every edge (direct
@@ -379,7 +374,8 @@ def _ring(graph: CostGraph, channels: bool = False) -> AllReduceSchedule:
     order = [graph.workers[i] for i in _ring_order(graph)]
     hosts = _hosts(graph)
     if not channels or len(hosts) < 2 or len({len(h) for h in hosts}) != 1:
-        return AllReduceSchedule("ring" if channels else "ring1", tuple(graph.workers), rings=(Ring(1.0, tuple(order)),))
+        name = "ring" if channels else "ring1"
+        return AllReduceSchedule(name, tuple(graph.workers), rings=(Ring(1.0, tuple(order)),))
     size = len(hosts[0])
     rings = tuple(Ring(1.0 / size, tuple(w for h in hosts for w in h[c:] + h[:c])) for c in range(size))
     return AllReduceSchedule("ring", tuple(graph.workers), rings=rings)

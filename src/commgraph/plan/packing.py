@@ -141,7 +141,8 @@ def route_demands(routes: RouteGraph, demands: list[tuple[int, int, float]], bot
         for d, (a, b, amount) in enumerate(demands):
             path = paths.path(a, b)
             load = amount * routes.load(path, both_ways)
-            if (d, path) not in known and (duals is None or float(prices @ load) < duals[d] - _TOL * max(abs(duals[d]), 1e-12)):
+            better = duals is None or float(prices @ load) < duals[d] - _TOL * max(abs(duals[d]), 1e-12)
+            if (d, path) not in known and better:
                 pool.append((d, path, load))
                 known.add((d, path))
                 added = True
@@ -345,7 +346,8 @@ class _MinCut:
         size = self.sink + 1
         capacity = csr_matrix((np.array(caps, dtype=np.int64), (rows, cols)), shape=(size, size))
         capacity.sum_duplicates()
-        flow = maximum_flow(capacity.astype(np.int32) if capacity.max() < 2**31 else capacity, self.source, self.sink).flow
+        small = capacity.astype(np.int32) if capacity.max() < 2**31 else capacity
+        flow = maximum_flow(small, self.source, self.sink).flow
         residual = (capacity - flow).tocsr()
         residual.data[residual.data < 0] = 0
         residual.eliminate_zeros()

@@ -12,14 +12,15 @@ user's ``speeds`` still override.
 
 Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``,
 ``dgx-a100``, ``hgx-h100``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
-one network switch), ``NxPRESET-ib-railsR`` (rail-split: R network switches, NIC i of every server on
-switch i mod R, so even NICs on one switch and odd on another for R = 2), either with a ``-pxn``
-suffix (GPUs forward, as NCCL's PXN does: ``Topology.gpu_forwarding``) and ``fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full`` (k-ary
-fat-tree of K^3/4 servers). ``rail=1`` wires it rail-optimised: NIC i of every server in a pod plugs
-into edge switch i mod K/2 of that pod, so same-rail traffic of a pod crosses one switch.
-``bisection=full`` gives every edge-aggregation and aggregation-core link as many NIC speeds as a
-server has NICs, so the fabric carries all NICs at line rate (the default, ``edge``, gives each of
-those links one NIC speed).
+one network switch), ``NxPRESET-ib-railsR`` (rail-split: R network switches, NIC i of every server
+on switch i mod R, so even NICs on one switch and odd on another for R = 2), either with a ``-pxn``
+suffix (GPUs forward, as NCCL's PXN does: ``Topology.gpu_forwarding``) and
+``fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full`` (k-ary fat-tree of K^3/4
+servers). ``rail=1`` wires it rail-optimised: NIC i of every server in a pod plugs into edge switch
+i mod K/2 of that pod, so same-rail traffic of a pod crosses one switch. ``bisection=full`` gives
+every edge-aggregation and aggregation-core link as many NIC speeds as a server has NICs, so the
+fabric carries all NICs at line rate (the default, ``edge``, gives each of those links one NIC
+speed).
 
 Where each wiring comes from:
 
@@ -200,13 +201,8 @@ def _pcie_8gpu_qpi(b: _Builder, p: str, host: str) -> list[str]:
 
 def _nvswitch_server(ports: tuple[int, ...]) -> Callable[[_Builder, str, str], list[str]]:
     """8 GPUs, each joined to every NVSwitch with ``ports[s]`` links; 4 PCIe switches with 2 GPUs
-    and 2 NICs each, 2 per CPU socket (DGX A100 / HGX H100 layout).
-
-    ``dgx-a100``: 6 NVSwitches, 2 NVLink3 links from every GPU to each (12 per GPU; NVIDIA DGX A100
-    System Architecture whitepaper, 2020), PCIe gen4, 8 ConnectX-6 HDR NICs for compute.
-    ``hgx-h100``: 4 NVSwitches joined by 5, 4, 4 and 5 NVLink4 links from every GPU (18 per GPU, 900
-    GB/s both directions; NVIDIA DGX H100 / HGX H100 datasheets), PCIe gen5, 8 ConnectX-7 NDR 400
-    Gb/s NICs. Speeds: ``SERVER_SPEEDS``."""
+    and 2 NICs each, 2 per CPU socket (DGX A100 / HGX H100 layout; sources and speeds: the module
+    docstring)."""
 
     def build(b: _Builder, p: str, host: str) -> list[str]:
         nics = _pcie_tree(b, p, host, gpus=8, per_switch=2, sockets=2, nics_per_switch=2)
