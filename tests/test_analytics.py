@@ -181,7 +181,10 @@ def test_workers_give_the_one_worker_results(worker_runs, workers, name):
         options = _options(algo, graph)
         alone = analyze(graph, options)
         got = np.load(worker_runs[workers] / f"{name}-{algo}.npz")
-        assert int(got["iterations"]) == alone.iterations, algo
+        if algo == "cc":  # one worker's union-find is the answer; workers propagate labels across parts
+            assert alone.iterations == 0 and alone.converged and int(got["iterations"]) >= 1
+        else:
+            assert int(got["iterations"]) == alone.iterations, algo
         if algo == "pagerank":  # sums over workers group the dangling mass differently: last bits only
             np.testing.assert_allclose(got["values"], alone.values, rtol=1e-12, atol=0)
         else:
@@ -189,3 +192,31 @@ def test_workers_give_the_one_worker_results(worker_runs, workers, name):
         if algo == "bfs":
             np.testing.assert_array_equal(got["parents"], alone.parents)
         assert int(got["bytes"]) > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_union_find_components_equal_scipy(seed):
+    """Afforest on a symmetric graph (one giant component, small ones, isolated vertices), and plain
+    union-find on a part's table (owned rows' in-edges from owned and halo rows), against scipy."""
+    from commgraph.analytics import kernels
+
+    rng = np.random.default_rng(seed)
+    n = 3000
+    src = np.concatenate([rng.integers(0, 1500, 6000), rng.integers(1500, n, 300)])
+    dst = np.concatenate([rng.integers(0, 1500, 6000), rng.integers(1500, n, 300)])
+    graph = from_edges(src, dst, n, symmetrize=True)
+    roots, linked = kernels.components(graph.indptr, graph.indices, n, True)
+    matrix = csr_matrix((np.ones(graph.indices.shape[0]), graph.indices, graph.indptr), shape=(n, n))
+    count, expected = connected_components(matrix, directed=False)
+    assert len(np.unique(roots)) == count and linked <= graph.indices.shape[0]
+    assert all(len(np.unique(expected[roots == r])) == 1 for r in np.unique(roots))
+    assert np.array_equal(roots, kernels.lowest_per_component(roots, np.arange(n)))  # roots are the smallest rows
+    owned = 2000  # a part: rows 0..1999 owned, the rest halo rows without edge lists of their own
+    indptr, indices = graph.indptr[: owned + 1], graph.indices[: graph.indptr[owned]]
+    roots, _ = kernels.components(indptr, indices, n, False)
+    part = csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(owned, n))
+    square = csr_matrix((part.data, part.indices, np.concatenate([part.indptr, np.full(n - owned, part.nnz)])),
+                        shape=(n, n))
+    count, expected = connected_components(square, directed=False)
+    assert len(np.unique(roots)) == count
+    assert all(len(np.unique(expected[roots == r])) == 1 for r in np.unique(roots))

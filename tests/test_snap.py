@@ -42,6 +42,18 @@ def test_dense_ids_kept_and_declared_count_adds_isolated_nodes(tmp_path):
     assert g.stats()["isolated_nodes"] == 3
 
 
+def test_a_header_range_counts_the_nodes_no_edge_names(tmp_path):
+    """email-Enron's trap: the header's 0..N-1 holds an id in the middle that no edge names. The
+    graph has the header's N nodes (as SNAP publishes), ids kept, not N - 1 renumbered ones."""
+    path = write(tmp_path / "g.txt", "# Nodes: 5 Edges: 3\n0 1\n1 3\n3 4\n")
+    g = load_snap(path)
+    assert g.node_ids is None and g.num_nodes == 5 and g.stats()["isolated_nodes"] == 1
+    assert sorted(map(tuple, np.stack(g.edge_list(), axis=1).tolist())) == [(0, 1), (1, 0), (1, 3), (3, 1), (3, 4),
+                                                                              (4, 3)]
+    sparse = write(tmp_path / "s.txt", "# Nodes: 3 Edges: 2\n10 20\n20 30\n")  # ids beyond the range: ids that occur
+    assert load_snap(sparse).node_ids.tolist() == [10, 20, 30]
+
+
 def test_extra_columns_and_directed_option(tmp_path):
     path = write(tmp_path / "g.txt", "0 1 0.5 1234\n1 2 0.1 99\n")
     g = load_snap(path, symmetrize=False)

@@ -81,21 +81,40 @@ class SSSP(VertexProgram):
 
 
 class ConnectedComponents(VertexProgram):
-    """Connected components by min-label propagation: every vertex takes the smallest label among
-    itself and its in-neighbours until none changes, so a component is labelled by its smallest
-    global id. On a symmetric graph these are the (weak) components; :func:`commgraph.analytics.
-    analyze` symmetrises a directed graph first.
+    r"""Connected components, each labelled by its smallest global id. On a symmetric graph these are
+    the (weak) components; :func:`commgraph.analytics.analyze` symmetrises a directed graph first.
+
+    Each worker first finds the components of its own table (owned rows and halo rows, joined by
+    its part's edges) by union-find (:func:`~commgraph.analytics.kernels.components`; Afforest on
+    a whole graph) and labels every owned vertex with the smallest id of its local component. The
+    owners' labels then reach the halo rows, and min-label propagation runs across parts only:
+
+    .. math::
+        \ell(v) \leftarrow \min_{w \in C(v)} \min\big(\ell(w), \min_{u \to w} \ell(u)\big)
+
+    where :math:`C(v)` is ``v``'s local component, so a label crosses a whole part in one
+    iteration. One worker (no halo) is done after the union-find.
     """
 
+    exchange_init = True
+
     def init(self, graph: LocalGraph) -> tuple[np.ndarray, np.ndarray]:
-        label = graph.ids.astype(np.float64)
-        self.label = label[: graph.num_owned].copy()
+        symmetric = graph.num_rows == graph.num_owned  # a whole graph, which analyze symmetrised
+        roots, self.init_edges = kernels.components(graph.indptr, graph.indices, graph.num_rows, symmetric)
+        label = kernels.lowest_per_component(roots, graph.ids.astype(np.int64)).astype(np.float64)
+        n = graph.num_owned
+        self.settled = graph.num_rows == n
+        self.roots = roots[:n]
+        self.label = label[:n].copy()
         return label, np.ones(graph.num_rows, dtype=bool)
 
     def update(self, reduced, iteration, totals):
-        smaller = reduced < self.label
-        self.label[smaller] = reduced[smaller]
-        return self.label, smaller
+        lowest = np.full(self.label.shape[0], np.inf)
+        np.minimum.at(lowest, self.roots, np.minimum(self.label, reduced))
+        folded = lowest[self.roots]
+        changed = folded < self.label
+        self.label = folded
+        return self.label, changed
 
     def result(self) -> np.ndarray:
         return self.label.astype(np.int64)

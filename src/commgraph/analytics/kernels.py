@@ -100,3 +100,87 @@ def source_id(value, weight, source):
 def path_length(value, weight, source):
     """SSSP's scatter: the distance through the source."""
     return value + weight
+
+
+@njit(cache=True, inline="always")
+def _root(parent, x):
+    while parent[x] != x:  # path halving
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@njit(cache=True, inline="always")
+def _link(parent, u, v):
+    """Join the trees of ``u`` and ``v``, the larger root under the smaller."""
+    a, b = _root(parent, u), _root(parent, v)
+    if a < b:
+        parent[b] = a
+    elif b < a:
+        parent[a] = b
+
+
+@njit(cache=True)
+def _flatten(parent):
+    """Point every row at its root in one pass: a row's parent is never larger than the row (the
+    smaller root wins every link, path halving only shortens), so parents are flattened first."""
+    for x in range(parent.shape[0]):
+        parent[x] = parent[parent[x]]
+
+
+@njit(cache=True)
+def _largest_sampled(parent, n):
+    """The most frequent root among 1,024 evenly spaced rows of the first ``n``."""
+    sample = np.empty(min(n, 1024), dtype=np.int64)
+    for k in range(sample.shape[0]):
+        sample[k] = parent[(k * n) // sample.shape[0]]
+    sample.sort()
+    best, best_run, run = sample[0], 0, 0
+    for k in range(sample.shape[0]):
+        run = run + 1 if k > 0 and sample[k] == sample[k - 1] else 1
+        if run > best_run:
+            best, best_run = sample[k], run
+    return best
+
+
+@njit(cache=True)
+def components(indptr, indices, num_rows, symmetric):
+    """The root of every table row's component over the edges ``indptr``/``indices`` (rows: owned
+    vertices; columns: table rows), by union-find. On a symmetric graph (every edge listed at both
+    ends) it runs Afforest (Sutton, Ben-Nun and Barak, IPDPS 2018): two rounds linking each vertex to
+    one more neighbour, then the rest of the edges of the vertices outside the largest component a
+    sample finds (a skipped vertex's edges to other components are listed at their other end).
+    Returns (roots [num_rows], each the smallest row of its component; edges linked)."""
+    parent = np.arange(num_rows)
+    n = indptr.shape[0] - 1
+    rounds = 2 if symmetric else 0
+    linked = 0
+    for r in range(rounds):
+        for v in range(n):
+            e = indptr[v] + r
+            if e < indptr[v + 1]:
+                _link(parent, v, indices[e])
+                linked += 1
+        _flatten(parent)
+    skip = _largest_sampled(parent, n) if symmetric and n > 0 else -1
+    for v in range(n):
+        if _root(parent, v) == skip:
+            continue
+        for e in range(indptr[v] + rounds, indptr[v + 1]):
+            _link(parent, v, indices[e])
+            linked += 1
+    _flatten(parent)
+    return parent, linked
+
+
+@njit(cache=True)
+def lowest_per_component(roots, ids):
+    """The smallest of ``ids`` in each row's component (``roots`` from :func:`components`)."""
+    low = np.full(roots.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
+    for x in range(roots.shape[0]):
+        if ids[x] < low[roots[x]]:
+            low[roots[x]] = ids[x]
+    out = np.empty(roots.shape[0], dtype=np.int64)
+    for x in range(roots.shape[0]):
+        out[x] = low[roots[x]]
+    return out

@@ -101,6 +101,9 @@ class VertexProgram:
     reduce = kernels.minimum  # ComputeReduce
     identity: float = np.inf  # what a vertex that no message reaches gets
     dense: bool = False  # every vertex active every iteration (exchange every iteration too)
+    exchange_init: bool = False  # the halo rows start from their owners' initial values
+    settled: bool = False  # set by init: its values are already the answer (every worker's must be)
+    init_edges: int = 0  # set by init: the edges it scanned
 
     def init(self, graph: LocalGraph) -> tuple[np.ndarray, np.ndarray]:  # InitVertex
         """Shared values (float64) and active flags of every table row, from the rows' global ids."""
@@ -192,13 +195,14 @@ def run_program(program: VertexProgram, graph: LocalGraph, boundary: Boundary, m
     values, active = program.init(graph)
     values = np.array(values, dtype=np.float64)
     n = graph.num_owned
-    if program.dense:  # halo values that only their owners can compute (PageRank's contributions)
+    if program.dense or program.exchange_init:  # halo values that only their owners can compute
         values[n:] = boundary.exchange(values[:n])
-    totals = boundary.global_sum(program.totals())
-    edges = exchanges = pushes = 0
+    first = boundary.global_sum([float(program.settled), 1.0, *program.totals()])
+    converged = first[0] == first[1]  # every worker's init gave the answer
+    totals = first[2:]
+    edges, exchanges, pushes = program.init_edges, 0, 0
     iteration = 0
-    converged = False
-    while iteration < max_iterations:
+    while not converged and iteration < max_iterations:
         reduced, scanned, pushed = _gather(program, graph, values, active)
         edges += scanned
         pushes += pushed

@@ -7,7 +7,10 @@ The upstream files are the ones PyG's and OGB's own loaders fetch: Planetoid's r
 ``data.dgl.ai`` (PyG's ``Reddit``), and SNAP's gzipped edge lists from ``snap.stanford.edu/data/``.
 Cora stays bundled (:data:`commgraph.graph.resolve.BUNDLED`).
 
-Statistics: ``nodes``; ``edges`` as the publisher counts them, either the edge lines of the
+Statistics are checked on the graph as it loads, so a correct download always passes: ``nodes``
+as the loader counts them (a SNAP header's N when every id lies in its range 0..N-1, isolated ids
+included, as SNAP publishes; else the ids that occur; OGB's ``num-node-list``; Planetoid's test
+index range, CiteSeer's isolated test nodes included); ``edges`` as the publisher counts them, either the edge lines of the
 upstream file (``edges_counted="listed"``: SNAP, OGB, Reddit) or the stored directed edges after
 symmetrisation without self loops (``"stored"``: PyG's Planetoid counts); ``features``, the width of
 a node's feature vector; ``classes``, the number of label classes.

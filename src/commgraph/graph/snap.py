@@ -1,8 +1,11 @@
 """SNAP edge lists: one ``src dst`` pair per line (tab or spaces), ``#`` comments, optionally gzipped.
 
-SNAP ids are often sparse (web-Google's run to 916,427 for 875,713 nodes); they are remapped to
-0..N-1 and the original ids kept in ``Graph.node_ids``. Dense ids (0..N-1 already) are kept as they
-are, and a ``# Nodes: N`` header then also counts isolated nodes.
+The node count is the header's where the file has one: when every id lies in the range
+0..N-1 of a ``# Nodes: N`` header, the ids are kept as they are and the graph has N nodes, those
+that no edge names included (email-Enron's header says 36,692 and its edges name 36,691 of them:
+it has 36,692 nodes, as SNAP publishes). Otherwise the nodes are the ids that occur: sparse ids
+(web-Google's run to 916,427 for 875,713 nodes, as its header says) are remapped to 0..N-1 and the
+original ids kept in ``Graph.node_ids``; dense ones (0..N-1 already) are kept as they are.
 
 A file of exactly three columns is weighted (``src dst weight``); more columns (timestamps and the
 like) are ignored. Unweighted files are parsed in chunks straight into CSR; a weighted file's edges
@@ -49,7 +52,8 @@ def read_snap(
     if edges.rows == 0:
         raise GraphFormatError(path, "contains no edges (only comments or blank lines)")
     declared = declared_node_count(path)
-    node_ids = compact_ids(edges, declared)
+    in_range = declared is not None and edges.max_id < declared  # the header's range names every node
+    node_ids = None if in_range else compact_ids(edges, declared)
     num_nodes = int(node_ids.shape[0]) if node_ids is not None else edges.max_id + 1
     if declared is not None:
         if node_ids is None and num_nodes > declared:
