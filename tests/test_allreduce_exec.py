@@ -123,10 +123,13 @@ def test_malformed_schedules_are_refused():
 
 
 def test_auto_chooses_the_cheapest_by_price_and_native_stands_for_the_ring():
-    assert choose_allreduce(load_preset("dgx1-v100"), 1e8) == "lp"
+    assert choose_allreduce(load_preset("dgx-a100"), 1e8) == "lp"
+    assert choose_allreduce(load_preset("p3.8xlarge"), 1e8) == "lp"
+    # NCCL's six NVLink rings on a DGX-1 reach the LP's optimum: a tie, which goes to native
+    assert choose_allreduce(load_preset("dgx1-v100"), 1e8) == "native"
     assert choose_allreduce(load_preset("localhost-cpu:4"), 1e8) == "native"  # a star: every schedule ties
     assert make_allreduce("auto", load_preset("localhost-cpu:4"), 1e8) is None
-    assert make_allreduce("auto", load_preset("dgx1-v100"), 1e8).planner == "lp"
+    assert make_allreduce("auto", load_preset("p3.8xlarge"), 1e8).planner == "lp"
     assert make_allreduce("native", load_preset("dgx1-v100"), 1e8) is None
     with pytest.raises(PlanError, match="unknown --allreduce 'magic'"):
         make_allreduce("magic", load_preset("dgx1-v100"), 1e8)

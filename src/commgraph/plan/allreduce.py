@@ -29,8 +29,8 @@ one server, and every ring hop's bytes split over the routes by a min-max multi-
 as NCCL's channels and the NVSwitch's striping do. ``tree`` routes NCCL's trees the same way:
 across servers, per channel a chain through each server joined by a double binary tree over the
 servers; on one server, the double binary tree over the GPUs. On an NVLink mesh without switches
-(DGX-1) NCCL also packs several Hamiltonian rings; ``ring`` does not search them and runs the one
-ring of ``ring1`` split over the routes the topology has.
+(DGX-1) ``ring`` runs NCCL's several rings: as many Hamiltonian cycles as share no NVLink (three on
+a DGX-1), each in both directions.
 
 Every all-reduce plan is one stage: its sends stream concurrently (chunks pipelined through the
 trees or the rings, every tree and ring advancing at its share), and each carries its total bytes,
@@ -321,7 +321,8 @@ def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
     plan.notes["schedule"] = schedule.to_json()
     plan.notes["normalized_time"] = normalized_time(plan, graph, nbytes)
     plan.notes["lower_bound"] = graph.lower_bound()
-    plan.notes["bandwidth"] = _bandwidth(plan, graph, nbytes, gpu_links_only=planner == "lp" and graph.direct)
+    gpu_links = graph.direct and all(len(send.route) == 2 for send in plan.stages[0])
+    plan.notes["bandwidth"] = _bandwidth(plan, graph, nbytes, gpu_links_only=gpu_links)
     return plan
 
 
@@ -369,10 +370,15 @@ def make_allreduce(name: str, topology: Topology, nbytes: float) -> AllReduceSch
 # -- schedules ------------------------------------------------------------------------------------
 
 def _ring(graph: CostGraph, channels: bool = False) -> AllReduceSchedule:
-    """``ring1``'s one ring; with ``channels``, on servers of equally many workers, one ring per
-    GPU position: ring c visits every server's workers from its c-th on (module docstring)."""
+    """``ring1``'s one ring; with ``channels``, on an NVLink mesh its link-disjoint Hamiltonian
+    cycles both ways, and on servers of equally many workers one ring per GPU position: ring c
+    visits every server's workers from its c-th on (module docstring)."""
     order = [graph.workers[i] for i in _ring_order(graph)]
     hosts = _hosts(graph)
+    cycles = _disjoint_cycles(graph) if channels and graph.direct else []
+    if len(cycles) > 1:  # NCCL's rings on an NVLink mesh: link-disjoint cycles, each both ways
+        rings = [tuple(graph.workers[i] for i in c) for cycle in cycles for c in (cycle, cycle[:1] + cycle[:0:-1])]
+        return AllReduceSchedule("ring", tuple(graph.workers), rings=tuple(Ring(1.0 / len(rings), r) for r in rings))
     if not channels or len(hosts) < 2 or len({len(h) for h in hosts}) != 1:
         name = "ring" if channels else "ring1"
         return AllReduceSchedule(name, tuple(graph.workers), rings=(Ring(1.0, tuple(order)),))
@@ -430,7 +436,6 @@ def _sharded_servers(graph: CostGraph) -> AllReduceSchedule:
 def _routed(graph: CostGraph, schedule: AllReduceSchedule) -> AllReduceSchedule:
     """``schedule`` (single-route rings or trees) with every hop split over the topology's routes by
     the min-max routing LP (:func:`commgraph.plan.packing.route_demands`)."""
-    routes = RouteGraph(graph.topology, graph.workers)
     index = {w: i for i, w in enumerate(graph.workers)}
     n = graph.n
     demand: dict[tuple[int, int], float] = {}  # (sender, receiver) -> share of the data it carries
@@ -443,6 +448,12 @@ def _routed(graph: CostGraph, schedule: AllReduceSchedule) -> AllReduceSchedule:
             key = tuple(sorted((index[child], index[parent])))
             demand[key] = demand.get(key, 0.0) + tree.weight
     hops, both_ways = sorted(demand), bool(schedule.trees)
+    topology, workers = graph.topology, graph.workers
+    direct = [k for k, l in enumerate(topology.links) if l.a in index and l.b in index]
+    if graph.direct and all(topology.links_between(workers[a], workers[b]) for a, b in hops):
+        routes = RouteGraph(topology, workers, direct)  # NCCL's NVLink rings: the GPUs' own links only
+    else:
+        routes = RouteGraph(topology, workers)
     routing = route_demands(routes, [(a, b, demand[a, b]) for a, b in hops], both_ways)
     split = dict(zip(hops, routing.split))
 
@@ -557,8 +568,8 @@ def _sends(graph: CostGraph, schedule: AllReduceSchedule, nbytes: float) -> list
 def _bandwidth(plan: CommPlan, graph: CostGraph, nbytes: float, gpu_links_only: bool) -> dict:
     """The plan's algorithm bandwidth in the steady state (bytes over the busiest link direction's
     time), its bus bandwidth (nccl-tests: x 2(n-1)/n) and the algorithm bandwidth against the
-    partition bound over the links the planner may use (``gpu_links_only``: ``lp`` on a
-    direct-link machine packs trees of GPU-to-GPU links only, as the paper does)."""
+    partition bound over the links the plan may use (``gpu_links_only``: on a direct-link machine
+    ``lp`` packs trees of GPU-to-GPU links only, as the paper does, and NCCL's rings run on them)."""
     topology = graph.topology
     algbw = nbytes / steady_seconds(plan.stages[0], topology) / 1e9
     workers = set(graph.workers)
@@ -654,3 +665,55 @@ def _ring_order(graph: CostGraph) -> list[int]:
 
     search([0], np.inf)
     return best[1]
+
+
+def _disjoint_cycles(graph: CostGraph, budget: int = 200_000) -> list[list[int]]:
+    """As many Hamiltonian cycles over the direct links as the links' counts allow, each link used
+    by at most ``count`` of them (NVLink rings that share no NVLink: three on a DGX-1), by
+    depth-first search with backtracking over the cycles found (at most ``budget`` steps); none
+    beyond 16 workers."""
+    n = graph.n
+    if n > 16 or n < 3:
+        return []
+    capacity = np.zeros((n, n), dtype=int)
+    for p, (a, b) in enumerate(graph.pairs):
+        count = graph.topology.links[graph.links[int(graph.usage[p].argmax())]].count
+        capacity[a, b] = capacity[b, a] = capacity[a, b] + count
+    steps, best = 0, []
+
+    def cycles(found: list[list[int]]) -> None:
+        nonlocal best, steps
+        if len(found) > len(best):
+            best = [list(c) for c in found]
+        path, seen = [0], {0}
+
+        def extend() -> bool:
+            nonlocal steps
+            steps += 1
+            if steps > budget:
+                return True
+            if len(path) == n:
+                if capacity[path[-1], 0] > 0:
+                    hops = list(zip(path, path[1:] + path[:1]))
+                    for a, b in hops:
+                        capacity[a, b] -= 1
+                        capacity[b, a] -= 1
+                    cycles(found + [list(path)])
+                    for a, b in hops:
+                        capacity[a, b] += 1
+                        capacity[b, a] += 1
+                return steps > budget
+            for nxt in range(n):
+                if nxt not in seen and capacity[path[-1], nxt] > 0:
+                    path.append(nxt)
+                    seen.add(nxt)
+                    if extend():
+                        return True
+                    path.pop()
+                    seen.discard(nxt)
+            return False
+
+        extend()
+
+    cycles([])
+    return best
