@@ -46,6 +46,7 @@ from commgraph.analytics import AnalyzeOptions
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.runtime import in_torchrun, join, launch_local
+from commgraph.runtime.job import JobOptions
 from commgraph.runtime.table_memory import status_bytes
 
 GRAPHS = ("rmat:nodes=1000000,edges=10000000,seed=0", "sbm:nodes=1000000,classes=16,features=1,degree=20,seed=0")
@@ -77,8 +78,7 @@ def worker(job_file: str) -> None:
     for algo in job["algos"]:
         times = []
         for repeat in range(job["repeats"] + 1):  # the first is the warm-up
-            result = run_worker(world, Path(job["partdir"]), _options(algo, job["source"]), plan="auto",
-                                topology="detect", placement=None)
+            result = run_worker(world, Path(job["partdir"]), _options(algo, job["source"]), JobOptions())
             if world.is_leader and repeat > 0:
                 times.append({"seconds": result.seconds, "iterations": result.iterations, "bytes": result.bytes,
                               "edges": result.edges})

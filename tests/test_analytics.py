@@ -213,10 +213,11 @@ def test_union_find_components_equal_scipy(seed):
     assert np.array_equal(roots, kernels.lowest_per_component(roots, np.arange(n)))  # roots are the smallest rows
     owned = 2000  # a part: rows 0..1999 owned, the rest halo rows without edge lists of their own
     indptr, indices = graph.indptr[: owned + 1], graph.indices[: graph.indptr[owned]]
-    roots, _ = kernels.components(indptr, indices, n, False)
     part = csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(owned, n))
     square = csr_matrix((part.data, part.indices, np.concatenate([part.indptr, np.full(n - owned, part.nnz)])),
                         shape=(n, n))
     count, expected = connected_components(square, directed=False)
-    assert len(np.unique(roots)) == count
-    assert all(len(np.unique(expected[roots == r])) == 1 for r in np.unique(roots))
+    for symmetric in (True, False):  # Afforest (owned-to-owned edges listed both ways), plain union-find
+        roots, _ = kernels.components(indptr, indices, n, symmetric)
+        assert len(np.unique(roots)) == count
+        assert all(len(np.unique(expected[roots == r])) == 1 for r in np.unique(roots))

@@ -17,7 +17,7 @@ def run(capsys, *argv):
 
 
 def test_info_cora_json(capsys):
-    code, out, err = run(capsys, "info", "cora", "--json")
+    code, out, err = run(capsys, "graph", "info", "cora", "--json")
     stats = json.loads(out)
     assert code == 0 and err == ""
     assert (stats["num_nodes"], stats["num_features"], stats["num_classes"]) == (2708, 1433, 7)
@@ -25,7 +25,7 @@ def test_info_cora_json(capsys):
 
 
 def test_info_table_and_synthetic_spec(capsys):
-    code, out, _ = run(capsys, "info", "sbm:nodes=200,classes=2,features=4,seed=0")
+    code, out, _ = run(capsys, "graph", "info", "sbm:nodes=200,classes=2,features=4,seed=0")
     assert code == 0
     assert "nodes" in out and "200" in out and "train / val / test nodes" in out
 
@@ -33,8 +33,8 @@ def test_info_table_and_synthetic_spec(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["info", "nope"], "is not a bundled graph"),
-        (["info", "rmat:nodes=5"], "missing edges"),
+        (["graph", "info", "nope"], "is not a bundled graph"),
+        (["graph", "info", "rmat:nodes=5"], "missing edges"),
     ],
 )
 def test_errors_are_one_line_and_nonzero(capsys, argv, message):
@@ -46,21 +46,21 @@ def test_errors_are_one_line_and_nonzero(capsys, argv, message):
 def test_bad_file_error_names_file_and_line(capsys, tmp_path):
     path = tmp_path / "g.txt.gz"
     path.write_bytes(gzip.compress(b"0 1\n1 two\n"))
-    code, _, err = run(capsys, "info", str(path))
+    code, _, err = run(capsys, "graph", "info", str(path))
     assert code == 2 and f"{path}, line 2: expected an integer, found 'two'" in err
 
 
 def test_debug_shows_traceback(capsys):
-    code, _, err = run(capsys, "--debug", "info", "nope")
+    code, _, err = run(capsys, "--debug", "graph", "info", "nope")
     assert code == 2 and "Traceback" in err
 
 
 def test_convert_writes_npz_and_refuses_to_overwrite(capsys, tmp_path):
     out = tmp_path / "c.npz"
-    assert run(capsys, "convert", "cora", "--out", str(out))[0] == 0
-    code, _, err = run(capsys, "convert", "cora", "--out", str(out))
+    assert run(capsys, "graph", "convert", "cora", "--out", str(out))[0] == 0
+    code, _, err = run(capsys, "graph", "convert", "cora", "--out", str(out))
     assert code == 2 and "pass --force" in err
-    code, out_text, _ = run(capsys, "info", str(out), "--json")
+    code, out_text, _ = run(capsys, "graph", "info", str(out), "--json")
     assert json.loads(out_text)["num_nodes"] == 2708
 
 
@@ -70,7 +70,7 @@ def test_console_script_version_and_help():
     result = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == f"commgraph {__version__}"
     result = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and "info" in result.stdout
+    assert result.returncode == 0 and all(group in result.stdout for group in ("graph", "partition", "sim"))
 
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -107,21 +107,21 @@ def test_simulate_cli(capsys, tmp_path):
     dag.write_text(json.dumps({"tasks": [
         {"id": f"x{i}", "type": "transfer", "src": f"gpu{i}", "dst": f"gpu{4 + i}", "bytes": 1e9}
         for i in range(2)]}))
-    code, out, _ = run(capsys, "simulate", str(dag), "--topology", "pcie-8gpu-qpi", "--json",
+    code, out, _ = run(capsys, "sim", "dag", str(dag), "--topology", "pcie-8gpu-qpi", "--json",
                        "--png", str(tmp_path / "tl.png"))
     result = json.loads(out)
     assert code == 0 and result["makespan"] == pytest.approx(2e9 / 9.56e9, rel=1e-4)
     assert {row["link"] for row in result["links"] if row["kind"] == "qpi"} == {"cpu0->cpu1"}
     assert (tmp_path / "tl.png").read_bytes()[:4] == b"\x89PNG"
-    code, out, _ = run(capsys, "simulate", str(dag), "--topology", "pcie-8gpu-qpi", "--speeds", "qpi=19.12")
+    code, out, _ = run(capsys, "sim", "dag", str(dag), "--topology", "pcie-8gpu-qpi", "--speeds", "qpi=19.12")
     assert code == 0 and "makespan" in out and "cpu0->cpu1" in out
-    code, _, err = run(capsys, "simulate", str(dag), "--topology", "dgx1-v100", "--speeds", "qpi")
+    code, _, err = run(capsys, "sim", "dag", str(dag), "--topology", "dgx1-v100", "--speeds", "qpi")
     assert code == 2 and "bad --speeds entry" in err
 
 
 def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     out = tmp_path / "cora4"
-    code, text, _ = run(capsys, "partition", "cora", "--parts", "4", "--method", "g3", "--out", str(out),
+    code, text, _ = run(capsys, "partition", "make", "cora", "--parts", "4", "--method", "g3", "--out", str(out),
                         "--json", "--plot", str(tmp_path / "p.png"))
     result = json.loads(text)
     assert code == 0 and result["method"] == "g3" and len(result["parts"]) == 4
@@ -129,21 +129,21 @@ def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     assert {"total_remote", "edge_cut", "seconds"} <= set(result)
     assert sum(p["num_nodes"] for p in result["parts"]) == 2708
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
-    code, text, _ = run(capsys, "partition-info", str(out), "--json")
+    code, text, _ = run(capsys, "partition", "info", str(out), "--json")
     assert code == 0 and json.loads(text)["total_remote"] == result["total_remote"]
     assert result["isolated_nodes"] == 0 and result["components"] == 78  # Cora, as PyG counts it
-    code, _, err = run(capsys, "partition", "cora", "--parts", "4", "--out", str(out))
+    code, _, err = run(capsys, "partition", "make", "cora", "--parts", "4", "--out", str(out))
     assert code == 2 and "already exists; pass --force" in err
-    code, text, err = run(capsys, "partition", "cora", "--parts", "2", "--out", str(tmp_path / "c2"))
+    code, text, err = run(capsys, "partition", "make", "cora", "--parts", "2", "--out", str(tmp_path / "c2"))
     assert code == 0 and "note: 0 isolated nodes and 78 connected components" in err
     assert "g3 stage 2: " in err and "swaps kept" in err  # progress as the stages run
     summary = [line for line in text.splitlines() if line.startswith("g3 stage 1 (")]
-    assert summary and summary == [line for line in run(capsys, "partition-info", str(tmp_path / "c2"))[1].splitlines()
+    assert summary and summary == [line for line in run(capsys, "partition", "info", str(tmp_path / "c2"))[1].splitlines()
                                    if line.startswith("g3 stage 1 (")]
-    code, _, err = run(capsys, "partition", "cora", "--parts", "0", "--out", str(tmp_path / "x"))
+    code, _, err = run(capsys, "partition", "make", "cora", "--parts", "0", "--out", str(tmp_path / "x"))
     assert code == 2 and ">= 1" in err and not (tmp_path / "x").exists()
     assert "partitioning" not in err  # refused before any work
-    code, _, err = run(capsys, "partition", "cora", "--parts", "3000", "--out", str(tmp_path / "x"))
+    code, _, err = run(capsys, "partition", "make", "cora", "--parts", "3000", "--out", str(tmp_path / "x"))
     assert code == 2 and "cannot split 2708 nodes into 3000" in err and "partitioning" not in err
 
 
@@ -152,18 +152,18 @@ def test_partition_cli_reports_the_large_graph_refinement(capsys, tmp_path, monk
 
     monkeypatch.setattr(g3, "SMALL_GRAPH_EDGES", 0)  # the large-graph path on a graph that is quick
     out = tmp_path / "r4"
-    code, text, err = run(capsys, "partition", "rmat:nodes=5000,edges=40000", "--parts", "4", "--out", str(out))
+    code, text, err = run(capsys, "partition", "make", "rmat:nodes=5000,edges=40000", "--parts", "4", "--out", str(out))
     assert code == 0 and "edge cut minimised, then volume-lowering moves" in err
     summary = [line for line in text.splitlines() if line.startswith("g3 stage 1 (")]
     assert len(summary) == 1 and "volume-lowering moves" in summary[0]
-    assert summary == [line for line in run(capsys, "partition-info", str(out))[1].splitlines()
+    assert summary == [line for line in run(capsys, "partition", "info", str(out))[1].splitlines()
                        if line.startswith("g3 stage 1 (")]
-    assert json.loads(run(capsys, "partition-info", str(out), "--json")[1])["refine_moves"] > 0
+    assert json.loads(run(capsys, "partition", "info", str(out), "--json")[1])["refine_moves"] > 0
 
 
 def test_plan_cli(capsys, tmp_path):
     parts = tmp_path / "cora8"
-    assert run(capsys, "partition", "cora", "--parts", "8", "--out", str(parts), "--json")[0] == 0
+    assert run(capsys, "partition", "make", "cora", "--parts", "8", "--out", str(parts), "--json")[0] == 0
     code, out, _ = run(capsys, "plan", "allgather", str(parts), "--topology", "dgx1-v100", "--feature-dim", "128",
                        "--json", "--png", str(tmp_path / "ag.png"))
     result = json.loads(out)["planners"]

@@ -102,7 +102,7 @@ def test_unknown_directory_and_missing_path(tmp_path):
     with pytest.raises(GraphFormatError, match="no known format"):  # the graph layer knows no partition sets
         load_graph(tmp_path / "junk")
     given = argparse.Namespace(graph=str(tmp_path / "junk"), format=None, name=None, split=None)
-    with pytest.raises(GraphFormatError, match="is a partition set, not a graph: describe it with commgraph partition-info"):
+    with pytest.raises(GraphFormatError, match="is a partition set, not a graph: describe it with commgraph partition info"):
         graph_from_args(given)  # what every command reading a GRAPH calls
     with pytest.raises(GraphSpecError, match="nor an existing path"):
         load_graph(tmp_path / "missing.txt")

@@ -85,8 +85,8 @@ class ConnectedComponents(VertexProgram):
     the (weak) components; :func:`commgraph.analytics.analyze` symmetrises a directed graph first.
 
     Each worker first finds the components of its own table (owned rows and halo rows, joined by
-    its part's edges) by union-find (:func:`~commgraph.analytics.kernels.components`; Afforest on
-    a whole graph) and labels every owned vertex with the smallest id of its local component. The
+    its part's edges) by union-find (:func:`~commgraph.analytics.kernels.components`, Afforest)
+    and labels every owned vertex with the smallest id of its local component. The
     owners' labels then reach the halo rows, and min-label propagation runs across parts only:
 
     .. math::
@@ -99,14 +99,16 @@ class ConnectedComponents(VertexProgram):
     exchange_init = True
 
     def init(self, graph: LocalGraph) -> tuple[np.ndarray, np.ndarray]:
-        symmetric = graph.num_rows == graph.num_owned  # a whole graph, which analyze symmetrised
-        roots, self.init_edges = kernels.components(graph.indptr, graph.indices, graph.num_rows, symmetric)
+        # a part of a symmetric graph (analyze symmetrises it): owned-to-owned edges are listed both ways
+        roots, self.init_edges = kernels.components(graph.indptr, graph.indices, graph.num_rows, True)
         label = kernels.lowest_per_component(roots, graph.ids.astype(np.int64)).astype(np.float64)
         n = graph.num_owned
         self.settled = graph.num_rows == n
         self.roots = roots[:n]
         self.label = label[:n].copy()
-        return label, np.ones(graph.num_rows, dtype=bool)
+        active = np.zeros(graph.num_rows, dtype=bool)
+        active[n:] = True  # owned rows' labels are folded over their local components already
+        return label, active
 
     def update(self, reduced, iteration, totals):
         lowest = np.full(self.label.shape[0], np.inf)

@@ -145,12 +145,16 @@ def _largest_sampled(parent, n):
 
 @njit(cache=True)
 def components(indptr, indices, num_rows, symmetric):
-    """The root of every table row's component over the edges ``indptr``/``indices`` (rows: owned
-    vertices; columns: table rows), by union-find. On a symmetric graph (every edge listed at both
-    ends) it runs Afforest (Sutton, Ben-Nun and Barak, IPDPS 2018): two rounds linking each vertex to
-    one more neighbour, then the rest of the edges of the vertices outside the largest component a
-    sample finds (a skipped vertex's edges to other components are listed at their other end).
-    Returns (roots [num_rows], each the smallest row of its component; edges linked)."""
+    """The root of every table row's component over the edges ``indptr``/``indices`` (rows: the
+    first ``n`` table rows, a worker's owned vertices; columns: any table row), by union-find.
+
+    With ``symmetric`` (every edge between two of the first ``n`` rows is listed at both ends, as
+    in any part of a symmetric graph) it runs Afforest (Sutton, Ben-Nun and Barak, IPDPS 2018): two
+    rounds linking each vertex to one more neighbour, then the rest of the edges, except, for the
+    vertices already in the largest component a sample finds, their edges to other listed rows
+    (those are linked from the other end). Edges to the rows beyond ``n`` (halo rows, which list
+    nothing) are always linked. Returns (roots [num_rows], each the smallest row of its component;
+    edges linked)."""
     parent = np.arange(num_rows)
     n = indptr.shape[0] - 1
     rounds = 2 if symmetric else 0
@@ -164,11 +168,12 @@ def components(indptr, indices, num_rows, symmetric):
         _flatten(parent)
     skip = _largest_sampled(parent, n) if symmetric and n > 0 else -1
     for v in range(n):
-        if _root(parent, v) == skip:
-            continue
+        skipped = _root(parent, v) == skip
         for e in range(indptr[v] + rounds, indptr[v + 1]):
-            _link(parent, v, indices[e])
-            linked += 1
+            u = indices[e]
+            if not (skipped and u < n):
+                _link(parent, v, u)
+                linked += 1
     _flatten(parent)
     return parent, linked
 

@@ -1,4 +1,4 @@
-"""``commgraph llm simulate``: one training iteration of a large language model (tensor, pipeline,
+"""``commgraph sim llm``: one training iteration of a large language model (tensor, pipeline,
 data and expert parallelism, 1F1B or interleaved 1F1B) simulated on a topology under each coflow
 scheduler: fair sharing, Lina, Varys, Sincronia and Hermod (exact and 6-bit DSCP)."""
 
@@ -20,11 +20,8 @@ PCIE_GEN5 = 64.0  # GB/s per direction, x16: the H100 servers' GPU-NIC path
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("llm", help="simulate LLM training iterations under coflow schedulers",
-                                   description=describe(__doc__))
-    commands = parser.add_subparsers(dest="llm_command", metavar="COMMAND", required=True)
-    sim = commands.add_parser("simulate", help="one iteration under one or all schedulers",
-                              description=describe(__doc__))
+    sim = subparsers.add_parser("llm", help="one LLM training iteration under one or all coflow schedulers",
+                                description=describe(__doc__))
     sim.add_argument("--model", required=True, choices=sorted(MODELS))
     sim.add_argument("--tp", type=int, help="tensor-parallel degree (default: Table 5.5's for the model)")
     sim.add_argument("--pp", type=int, help="pipeline stages (default: Table 5.5's)")

@@ -1,4 +1,4 @@
-"""``commgraph multipath simulate``: choose a communication path for each request of a stream
+"""``commgraph sim multipath simulate``: choose a communication path for each request of a stream
 (direct, greedy-e2e, greedy-intra, toll, lp) and price the choices on the flow simulator.
 
 The workload is ``poisson:load=L,size=S,types=SRC:DST+...`` (load as a fraction of the direct
@@ -21,10 +21,7 @@ from commgraph.plan.multipath import SELECTORS, compare_selectors, load_workload
 from commgraph.plan.plot import plot_completions
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("multipath", help="multi-path selection for request streams (LEO)",
-                                   description=describe(__doc__))
-    actions = parser.add_subparsers(dest="multipath_action", metavar="ACTION", required=True)
+def register(actions) -> None:
     run_parser = actions.add_parser("simulate", help="compare path selectors on a request stream",
                                     description=describe(__doc__))
     add_topology_argument(run_parser, positional=False)

@@ -1,4 +1,4 @@
-"""``commgraph partition GRAPH --parts K --method M --out DIR`` and ``commgraph partition-info DIR``."""
+"""``commgraph partition make GRAPH --parts K --method M --out DIR`` and ``commgraph partition info DIR``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from commgraph.partition.plot import plot_metrics
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("partition", help="split a graph into parts, one per worker",
+    parser = subparsers.add_parser("make", help="split a graph into parts, one per worker",
                                    description=describe(__doc__))
     add_graph_arguments(parser)
     parser.add_argument("--parts", type=int, required=True, metavar="K", help="number of parts (workers)")
@@ -31,7 +31,7 @@ def register(subparsers) -> None:
     parser.add_argument("--plot", type=Path, metavar="PNG", help="bar chart of per-part nodes, edges, remote nodes")
     parser.set_defaults(run=run)
 
-    info = subparsers.add_parser("partition-info", help="describe a partition set")
+    info = subparsers.add_parser("info", help="describe a partition set (checksums verified)")
     info.add_argument("dir", type=Path, metavar="DIR")
     info.add_argument("--json", action="store_true")
     info.set_defaults(run=run_info)

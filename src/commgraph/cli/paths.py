@@ -1,4 +1,4 @@
-"""``commgraph paths TOPOLOGY --src cpu0 --dst gpu3``: the communication paths between two devices
+"""``commgraph sim multipath paths TOPOLOGY --src cpu0 --dst gpu3``: the communication paths between two devices
 that the topology's routes allow (the route itself, relays through NVLink peers, staging through
 host memory), with their traverse times. ``--file paths.yaml`` checks a path set instead, naming
 any hop the topology lacks; ``--yaml`` prints the candidates as a path set to edit."""

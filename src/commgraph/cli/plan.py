@@ -1,4 +1,5 @@
-"""``commgraph plan allgather|allreduce|broadcast|h2d``: plan communication against a topology and price it."""
+"""``commgraph plan allgather|allreduce|broadcast``: plan communication against a topology and price it
+(``commgraph sim multipath h2d`` splits a host-to-GPU copy over paths)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def register(subparsers) -> None:
     _common(cast)
     cast.set_defaults(run=run_broadcast, planner="arborescence")
 
+
+def register_h2d(kinds) -> None:
     bulk = kinds.add_parser("h2d", help="bulk copy from host memory to GPUs, split over paths (max-flow LP)",
                             description="Bulk host -> GPU copies: each GPU's route (direct) or split over the "
                                         "candidate paths of every GPU at once by a max-flow LP that shares each "

@@ -1,4 +1,4 @@
-"""``commgraph simulate DAG.json --topology T``: run a task DAG in the flow-level simulator."""
+"""``commgraph sim dag DAG.json --topology T``: run a task DAG in the flow-level simulator."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ TABLE_LIMIT = 40
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("simulate", help="simulate a task DAG on a topology", description=describe(__doc__))
+    parser = subparsers.add_parser("dag", help="a task DAG on a topology, in the flow-level simulator", description=describe(__doc__))
     parser.add_argument("dag", type=Path, metavar="DAG.json",
-                        help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see README)')
+                        help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see docs/simulation.md)')
     add_topology_argument(parser, positional=False)
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("--png", type=Path, metavar="timeline.png", help="draw the timeline")

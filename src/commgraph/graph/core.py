@@ -39,7 +39,7 @@ class Graph:
         train_mask, val_mask, test_mask: the split (bool); given with the labels.
         node_ids: every node's id in the source file, when the loader renumbered them.
         edge_weights: a weight per stored edge (float64), aligned with ``indices``.
-        name: the graph's name (shown by ``commgraph info``, recorded in partition sets).
+        name: the graph's name (shown by ``commgraph graph info``, recorded in partition sets).
 
     Shapes:
         - **indptr:** ``[N + 1]`` (int64)
@@ -226,7 +226,7 @@ class Graph:
     # -- summary -------------------------------------------------------------------------------
 
     def stats(self) -> dict:
-        """The figures ``commgraph info`` prints, as plain JSON-ready values."""
+        """The figures ``commgraph graph info`` prints, as plain JSON-ready values."""
         deg = self.in_degrees()
         src, dst = self.edge_list()
         out: dict = {

@@ -77,7 +77,7 @@ def _load_path(path: Path, format: str | None, name: str | None, split: str | No
     if not path.exists() and find_planetoid(path, name) is None:
         raise GraphSpecError(
             f"{str(path)!r} is not a bundled graph ({', '.join(BUNDLED)}), a dataset name "
-            f"(commgraph datasets list), a synthetic spec "
+            f"(commgraph graph datasets list), a synthetic spec "
             f"(e.g. rmat:nodes=1000,edges=10000,seed=0 or sbm:nodes=1000,classes=4,features=16) "
             f"nor an existing path"
         )

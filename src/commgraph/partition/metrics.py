@@ -32,7 +32,7 @@ def remote_pairs(graph: Graph, assignment: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int) -> dict:
-    """The figures ``commgraph partition`` reports, as JSON-ready values.
+    """The figures ``commgraph partition make`` reports, as JSON-ready values.
 
     Args:
         graph: the graph.

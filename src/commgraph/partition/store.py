@@ -326,7 +326,7 @@ def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: 
     is first read (``verify_all`` checks every file at once)."""
     path = Path(path)
     if not is_partition_set(path):
-        raise PartitionError(f"{path} is not a partition set (no {MANIFEST}); make one with commgraph partition")
+        raise PartitionError(f"{path} is not a partition set (no {MANIFEST}); make one with commgraph partition make")
     manifest_file = path / MANIFEST
     try:
         manifest = json.loads(manifest_file.read_text())
