@@ -184,6 +184,8 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
                 band = row["bandwidth"]
                 text += f"   algbw {band['algbw_gbps']:.2f} GB/s (busbw {band['busbw_gbps']:.2f}), " \
                         f"{band['of_bound']:.3f} of the bound"
+            if "certificate" in row:
+                text += f"; certificate: no tree schedule beats {row['certificate']['algbw_gbps_at_most']:.2f} GB/s"
         else:
             busiest = row["busiest_link"]
             text += f"   {row['bytes'] / 1e6:10.3f} MB in {row['stages']} stage(s)"
