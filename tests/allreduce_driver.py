@@ -3,7 +3,7 @@ all_reduce and with every planned schedule, and writes what this rank saw.
 
 Usage (through ``launch_local(..., module="allreduce_driver")``): ``python -m allreduce_driver
 SPEC.json``, the spec naming an output folder, the topologies (``{"name", "reverse"}``: rank r runs
-on the topology's r-th worker, or the r-th from the end), the tensor sizes and the chunk size. Rank
+on the topology's (a preset's or a YAML file's) r-th worker, or the r-th from the end), the tensor sizes and the chunk size. Rank
 r's tensors are uniform in [0, 1) from seed (r, size). All sizes of a planner are started at once
 and waited for together, as the gradient sync does with its buckets. Rank r writes
 ``<out>/rank<r>.json``: per case (``topology/planner/size``) the largest error relative to native and
@@ -22,7 +22,7 @@ import torch.distributed as dist
 from commgraph.errors import PlanError
 from commgraph.plan import PLANNERS, make_allreduce
 from commgraph.runtime import Communicator, GradientSync, ScheduledAllReduce, join
-from commgraph.topology import load_preset
+from commgraph.topology import load_preset, load_topology
 
 
 def tensor(rank: int, size: int) -> torch.Tensor:
@@ -54,7 +54,7 @@ def main() -> None:
     comm = Communicator(world)
     result = {"cases": {}, "sync": {}}
     for case in spec["topologies"]:
-        topology = load_preset(case["name"])
+        topology = load_topology(case["name"])
         devices = [d.id for d in topology.workers][:: -1 if case["reverse"] else 1]
         native = {}
         for size in spec["sizes"]:

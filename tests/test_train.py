@@ -21,6 +21,7 @@ from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.runtime import launch_local, pick_device
 from commgraph.runtime.world import placement_conflict
+from commgraph.topology import Device, Link, Topology, write_yaml
 from commgraph.train import checkpoint
 
 TESTS = Path(__file__).parent
@@ -416,6 +417,13 @@ def test_plans_that_do_not_fit_are_refused_before_any_worker_starts(partition_se
         assert main(["train", str(two), "--workers", "2", "--epochs", "1", "--quiet", *extra]) == 2, extra
         err = capsys.readouterr().err
         assert message in err and err.count("error") == 1 and "error: rank" not in err, (extra, err)
+    chain = Topology("chain", [Device(f"gpu{g}", "gpu") for g in range(4)],  # GPUs do not forward: 0 cannot reach 2
+                     [Link(f"gpu{g}", f"gpu{g + 1}", "nvlink", 1, 24.22, 1.0) for g in range(3)])
+    write_yaml(chain, tmp_path / "chain.yaml")
+    assert main(["train", str(four), "--workers", "4", "--epochs", "1", "--quiet",
+                 "--topology", str(tmp_path / "chain.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "no route from 'gpu0' to 'gpu2'" in err and err.count("error") == 1 and "error: rank" not in err, err
 
 
 def test_options_are_checked_once_in_the_configuration():

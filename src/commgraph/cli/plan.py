@@ -102,11 +102,18 @@ def run_allreduce(args: argparse.Namespace) -> int:
         plans.append(plan)
         bound = plan.notes["lower_bound"]
         report[name] = {"normalized_time": plan.notes["normalized_time"],
-                        "modeled_seconds": price(plan, topology)["modeled_seconds"]}
+                        "modeled_seconds": price(plan, topology)["modeled_seconds"],
+                        "bandwidth": plan.notes["bandwidth"]}
         if name == "lp":
-            report[name].update({k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees")})
+            report[name].update({k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees", "certificate")
+                                 if k in plan.notes})
     devices = [d.id for d in topology.workers]
     _finish(args, plans, devices, {"planners": report, "lower_bound": bound})
+    if not args.json:
+        bounds = {(r["bandwidth"]["bound"]["algbw_gbps"], r["bandwidth"]["bound"]["partition"],
+                   r["bandwidth"]["bound"]["links"]) for r in report.values()}
+        for gbps, partition, links in sorted(bounds):
+            print(f"throughput bound ({partition} partition, {links} links): {gbps:.2f} GB/s of algorithm bandwidth")
     return 0
 
 
@@ -173,6 +180,12 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
             text += f"   normalised time {row['normalized_time']:.4f}"
             if "trees" in row:
                 text += f" (= {row['optimum_fraction']}, {len(row['trees'])} trees)"
+            if "bandwidth" in row:
+                band = row["bandwidth"]
+                text += f"   algbw {band['algbw_gbps']:.2f} GB/s (busbw {band['busbw_gbps']:.2f}), " \
+                        f"{band['of_bound']:.3f} of the bound"
+            if "certificate" in row:
+                text += f"; certificate: no tree schedule beats {row['certificate']['algbw_gbps_at_most']:.2f} GB/s"
         else:
             busiest = row["busiest_link"]
             text += f"   {row['bytes'] / 1e6:10.3f} MB in {row['stages']} stage(s)"

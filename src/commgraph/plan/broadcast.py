@@ -14,7 +14,8 @@ from fractions import Fraction
 import numpy as np
 
 from commgraph.errors import PlanError
-from commgraph.plan.allreduce import CostGraph, pack
+from commgraph.plan.allreduce import CostGraph
+from commgraph.plan.packing import Column, pack
 from commgraph.plan.model import CommPlan, Send
 from commgraph.topology import Topology
 
@@ -67,16 +68,19 @@ def plan_broadcast(topology: Topology, root: str, nbytes: float) -> CommPlan:
             load_per_arc[i, column[2 * k + (0 if topology.links[k].a == x else 1)]] += cost[k]
     r = graph.workers.index(root)
 
-    def cheapest(weights: np.ndarray) -> list[int]:
+    def cheapest(prices: np.ndarray) -> Column:
+        weights = load_per_arc @ prices
         digraph = nx.DiGraph()
         digraph.add_nodes_from(range(graph.n))
         for i, (a, b, _) in enumerate(arcs):
             if b != r and (not digraph.has_edge(a, b) or digraph[a][b]["weight"] > weights[i]):
                 digraph.add_edge(a, b, weight=float(weights[i]), arc=i)
         tree = nx.minimum_spanning_arborescence(digraph, preserve_attrs=True)
-        return sorted(data["arc"] for _, _, data in tree.edges(data=True))
+        chosen = tuple(sorted(data["arc"] for _, _, data in tree.edges(data=True)))
+        return Column(chosen, load_per_arc[list(chosen)].sum(axis=0))
 
-    value, arborescences = pack(load_per_arc, cheapest)
+    packing = pack(cheapest, len(resources))
+    value, arborescences = packing.value, [(w, c.key) for w, c in packing.columns]
     sends: dict[int, float] = {}
     for weight, chosen in arborescences:
         for i in chosen:

@@ -131,9 +131,12 @@ def choose_job_allreduce(spec: str, topology: Topology, devices: list[str], nbyt
 
 def check_allreduce(spec: str, topology: Topology, devices: list[str]) -> bool:
     """Whether a planned schedule can run (the topology's workers are exactly the job's devices);
-    one named explicitly that cannot is refused."""
+    one named explicitly that cannot is refused, and so is a topology where two of the job's
+    devices have no route between them (TopologyError naming the pair), before any worker starts."""
     workers = [d.id for d in topology.workers]
     fits = sorted(workers) == sorted(devices)
+    if fits:
+        topology.check_routes(devices)
     if spec not in ("auto", "native") and not fits and len(devices) > 1:
         raise PlanError(f"--allreduce {spec} plans over every worker of {topology.name!r} ({len(workers)}), but the "
                         f"job runs on {len(devices)} of them: use a topology with one worker per rank, or "

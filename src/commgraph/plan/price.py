@@ -41,6 +41,28 @@ def _copies(stage, topology: Topology, side: str) -> dict[str, float]:
     return dict(seconds)
 
 
+def steady_seconds(sends, topology: Topology) -> float:
+    """The busiest link direction's bytes over its bandwidth: how long a stage of ``sends`` takes
+    when they all advance together (latencies left out)."""
+    load = np.zeros(2 * len(topology.links))
+    for send in sends:
+        hops = topology.route(send.src, send.dst) if not send.route else [
+            h for x, y in zip(send.route, send.route[1:]) for h in topology.route(x, y)]
+        for hop in hops:
+            load[hop.resource] += send.nbytes
+    capacity = np.repeat([link.bandwidth_gbps * 1e9 for link in topology.links], 2)
+    return float(np.max(load / capacity)) if len(load) else 0.0
+
+
+def _paced(plan: CommPlan, stage, topology: Topology) -> float | None:
+    """A pipelined all-reduce stage (one stage, not executed rounds) advances every tree and ring
+    together, each at its share of the data: its sends are paced to finish in the stage's steady
+    time (a cap on each send's rate) instead of sharing links max-min fairly and finishing apart."""
+    if plan.kind != "allreduce" or plan.notes.get("rounds") or len(plan.stages) != 1:
+        return None
+    return steady_seconds(stage, topology) or None
+
+
 def price(plan: CommPlan, topology: Topology) -> dict:
     """The modelled time of ``plan`` on ``topology``: its stages in order on the flow-level
     simulator (:func:`commgraph.sim.simulate`), each stage's sends concurrent, max-min fair
@@ -64,12 +86,16 @@ def price(plan: CommPlan, topology: Topology) -> dict:
         for device, seconds in gathers.items():
             tasks.append(Compute(f"gather{i}.{device}", device, seconds, barrier))
         names, into = [], defaultdict(list)
+        paced = _paced(plan, stage, topology)
         for j, send in enumerate(stage):
             names.append(f"s{i}.{j}")
             into[send.dst].append(names[-1])
             deps = (f"gather{i}.{send.src}",) if send.src in gathers else barrier
+            overhead, cap = _method_terms(send, topology)
+            if paced is not None:
+                cap = send.nbytes / paced * (1 + 1e-9)
             tasks.append(Transfer(names[-1], send.src, send.dst, send.nbytes, send.priority,
-                                  send.route or None, deps, *_method_terms(send, topology)))
+                                  send.route or None, deps, overhead, cap))
         scatters = _copies(stage, topology, "dst")
         for device, seconds in scatters.items():
             tasks.append(Compute(f"scatter{i}.{device}", device, seconds, tuple(into[device])))

@@ -6,21 +6,30 @@ receives of contiguous slices of the flat tensor. A round's operations run concu
 round starts when they are all done, so no operation's data is ever in use by another. Rounds are
 numbered alike on every rank: a message is sent and received in rounds of the same index.
 
-Ring (reduce-scatter, then all-gather; Patarasuk and Yuan, JPDC 2009): the tensor is cut into n
-segments (their sizes differ by at most one element). In round s < n-1 the rank at ring position i
+Rings (reduce-scatter, then all-gather; Patarasuk and Yuan, JPDC 2009): the tensor is cut into one
+contiguous share per ring by weight (rounded cumulative shares, as for trees), the rings run side by
+side (NCCL's channels), and each ring's share into n segments (their sizes differ by at most one
+element). In round s < n-1 the rank at ring position i
 sends segment i-s to the next rank and adds segment i-s-1 from the previous one into its own; it then
 holds segment i+1 summed over all ranks, and n-1 more rounds pass the sums around.
 
 Trees (Wang, Li, Liberty and Smola, SysML'18: a convex combination of spanning trees, each
 reducing its share of the data towards its root and broadcasting the result back down): the
 tensor is cut into one contiguous share per tree by weight (rounded cumulative shares, so every
-element belongs to exactly one tree) and each share into chunks of about ``chunk_bytes``. Chunk c is
+element belongs to exactly one tree) and every share into the same number of chunks, the largest
+share's in chunks of about ``chunk_bytes``, so all trees advance together, each at its weight. Chunk c is
 pipelined: a node of height h (0 at a leaf) sends its partial sum of chunk c to its parent in round
 c + h, having added its children's in earlier rounds; the root, of height H, has the total after
 round c + H - 1, and a node at depth d receives it in round c + H + d - 1 and passes it to its
 children in the next. Once the pipeline is full every round moves one chunk over every tree edge in
 each direction, for all trees at once. A node's broadcast receive of chunk c comes at least one
 round after it sent its partial sum of chunk c up, so it lands in place, in the tensor.
+
+Routes: a ring hop or tree edge whose schedule splits it over several routes sends each of its
+messages as that many messages, the slice cut by the routes' shares (rounded cumulative shares),
+each with its own tag (the message's tag x the schedule's ``fan_out`` + the route's index). On Gloo
+and on NCCL's point-to-point the pieces all travel between the same two ranks, over whatever path
+the library takes between them; relaying a piece through a third GPU (PXN) is not executed.
 
 Execution: on Gloo a round posts tagged ``isend``/``irecv`` and waits for them; on NCCL it is one
 ``batch_isend_irecv`` of the round's operations in tag order (the order both ends of a pair agree
@@ -36,14 +45,14 @@ import datetime
 import queue
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
 from commgraph.errors import PlanError
-from commgraph.plan.allreduce import AllReduceSchedule, Tree
+from commgraph.plan.allreduce import AllReduceSchedule, Ring, Route, Tree
 from commgraph.plan.model import CommPlan, Send
 from commgraph.runtime.comm import Communicator
 
@@ -98,14 +107,18 @@ def compile_program(schedule: AllReduceSchedule, devices: list[str], rank: int, 
     """The rounds rank ``rank`` runs to all-reduce ``numel`` elements; ``devices[r]`` is the
     schedule device rank ``r`` runs on (every device of the schedule, once)."""
     rank_of = ranks_of(schedule, devices)
-    rounds = _Rounds()
-    if schedule.ring:
-        _ring(rounds, [rank_of[d] for d in schedule.ring], rank, numel)
+    rounds = _Rounds(schedule.fan_out)
+    if schedule.rings:
+        bounds = tree_shares(schedule.rings, numel)
+        for k, (ring, lo, hi) in enumerate(zip(schedule.rings, bounds[:-1], bounds[1:])):
+            _ring(rounds, ring, [rank_of[d] for d in ring.order], rank, int(lo), int(hi),
+                  k * 2 * (len(ring.order) - 1))
     else:
         bounds = tree_shares(schedule.trees, numel)
+        count = max(1, -(-int(np.diff(bounds).max()) // chunk_elements))  # every tree in as many chunks
         first_chunk = 0
         for tree, lo, hi in zip(schedule.trees, bounds[:-1], bounds[1:]):
-            chunks = lo + _split(hi - lo, -(-(hi - lo) // chunk_elements))
+            chunks = lo + _split(hi - lo, count)
             _tree(rounds, tree, rank_of, devices[rank], chunks, first_chunk)
             first_chunk += len(chunks) - 1
     return Program(numel, rounds.build())
@@ -137,9 +150,10 @@ def ranks_of(schedule: AllReduceSchedule, devices: list[str]) -> dict[str, int]:
     return {device: rank for rank, device in enumerate(devices)}
 
 
-def tree_shares(trees: tuple[Tree, ...], numel: int) -> np.ndarray:
-    """Boundaries of each tree's contiguous share: rounded cumulative weights, from 0 to ``numel``."""
-    cumulative = np.cumsum([tree.weight for tree in trees])
+def tree_shares(parts: tuple[Tree, ...] | tuple[Ring, ...], numel: int) -> np.ndarray:
+    """Boundaries of each tree's (or ring's) contiguous share: rounded cumulative weights, from 0
+    to ``numel``."""
+    cumulative = np.cumsum([part.weight for part in parts])
     bounds = np.rint(cumulative / cumulative[-1] * numel).astype(np.int64)
     return np.concatenate([[0], bounds])
 
@@ -150,40 +164,56 @@ def _split(numel: int, parts: int) -> np.ndarray:
 
 
 class _Rounds:
-    """Transfers collected by round index; ``build`` drops the rounds this rank has no part in."""
+    """Transfers collected by round index; ``build`` drops the rounds this rank has no part in. A
+    transfer over several routes is cut into one transfer per route (module docstring)."""
 
-    def __init__(self):
+    def __init__(self, fan_out: int = 1):
+        self.fan_out = fan_out
         self._sends: dict[int, list[Transfer]] = {}
         self._recvs: dict[int, list[Transfer]] = {}
 
-    def send(self, round_: int, transfer: Transfer) -> None:
-        if transfer.size:
-            self._sends.setdefault(round_, []).append(transfer)
+    def send(self, round_: int, transfer: Transfer, routes: tuple[Route, ...] = ()) -> None:
+        for piece in self._pieces(transfer, routes):
+            self._sends.setdefault(round_, []).append(piece)
 
-    def recv(self, round_: int, transfer: Transfer) -> None:
-        if transfer.size:
-            self._recvs.setdefault(round_, []).append(transfer)
+    def recv(self, round_: int, transfer: Transfer, routes: tuple[Route, ...] = ()) -> None:
+        for piece in self._pieces(transfer, routes):
+            self._recvs.setdefault(round_, []).append(piece)
+
+    def _pieces(self, transfer: Transfer, routes: tuple[Route, ...]) -> list[Transfer]:
+        shares = [r.share for r in routes] or [1.0]
+        cumulative = np.cumsum(shares)
+        stops = transfer.start + np.rint(cumulative / cumulative[-1] * transfer.size).astype(np.int64)
+        starts = [transfer.start, *stops[:-1].tolist()]
+        pieces = [replace(transfer, start=int(a), stop=int(b), tag=transfer.tag * self.fan_out + k)
+                  for k, (a, b) in enumerate(zip(starts, stops.tolist()))]
+        return [piece for piece in pieces if piece.size]
 
     def build(self) -> tuple[Round, ...]:
         indices = sorted(self._sends.keys() | self._recvs.keys())
         return tuple(Round(r, tuple(self._sends.get(r, ())), tuple(self._recvs.get(r, ()))) for r in indices)
 
 
-def _ring(rounds: _Rounds, ring: list[int], rank: int, numel: int) -> None:
-    n = len(ring)
-    i = ring.index(rank)
-    after, before = ring[(i + 1) % n], ring[(i - 1) % n]
-    bounds = _split(numel, n)
+def _ring(rounds: _Rounds, ring: Ring, order: list[int], rank: int, lo: int, hi: int, first_tag: int) -> None:
+    """Elements [lo, hi) around one ring; tags ``first_tag`` to ``first_tag + 2(n-1) - 1``."""
+    n = len(order)
+    i = order.index(rank)
+    after, before = order[(i + 1) % n], order[(i - 1) % n]
+    out_routes = ring.routes[i] if ring.routes else ()  # hop i: from position i to i + 1
+    in_routes = ring.routes[(i - 1) % n] if ring.routes else ()
+    bounds = lo + _split(hi - lo, n)
 
     def segment(k: int) -> tuple[int, int]:
         return int(bounds[k % n]), int(bounds[k % n + 1])
 
     for s in range(n - 1):  # reduce-scatter: add the previous rank's partial sums into ours
-        rounds.send(s, Transfer(after, *segment(i - s), tag=s))
-        rounds.recv(s, Transfer(before, *segment(i - s - 1), tag=s, add=True))
+        tag = first_tag + s
+        rounds.send(s, Transfer(after, *segment(i - s), tag=tag), out_routes)
+        rounds.recv(s, Transfer(before, *segment(i - s - 1), tag=tag, add=True), in_routes)
     for s in range(n - 1):  # all-gather: pass the finished segments on
-        rounds.send(n - 1 + s, Transfer(after, *segment(i + 1 - s), tag=n - 1 + s))
-        rounds.recv(n - 1 + s, Transfer(before, *segment(i - s), tag=n - 1 + s))
+        tag = first_tag + n - 1 + s
+        rounds.send(n - 1 + s, Transfer(after, *segment(i + 1 - s), tag=tag), out_routes)
+        rounds.recv(n - 1 + s, Transfer(before, *segment(i - s), tag=tag), in_routes)
 
 
 def _tree(rounds: _Rounds, tree: Tree, rank_of: dict[str, int], me: str, chunks: np.ndarray,
@@ -192,14 +222,17 @@ def _tree(rounds: _Rounds, tree: Tree, rank_of: dict[str, int], me: str, chunks:
     (down) for the call's k-th chunk."""
     children, depth, height = tree.children()[me], tree.depths(), tree.heights()
     top, parent = height[tree.root], next((p for c, p in tree.edges if c == me), None)
+    routes = {edge: tree.routes[k] if tree.routes else () for k, edge in enumerate(tree.edges)}
     for c, (lo, hi) in enumerate(zip(chunks[:-1].tolist(), chunks[1:].tolist())):
         up, down = 2 * (first_chunk + c), 2 * (first_chunk + c) + 1
         for child in children:
-            rounds.recv(c + height[child], Transfer(rank_of[child], lo, hi, up, add=True))
-            rounds.send(c + top + depth[me], Transfer(rank_of[child], lo, hi, down))
+            edge = routes[child, me]
+            rounds.recv(c + height[child], Transfer(rank_of[child], lo, hi, up, add=True), edge)
+            rounds.send(c + top + depth[me], Transfer(rank_of[child], lo, hi, down), edge)
         if parent is not None:
-            rounds.send(c + height[me], Transfer(rank_of[parent], lo, hi, up))
-            rounds.recv(c + top + depth[me] - 1, Transfer(rank_of[parent], lo, hi, down))
+            edge = routes[me, parent]
+            rounds.send(c + height[me], Transfer(rank_of[parent], lo, hi, up), edge)
+            rounds.recv(c + top + depth[me] - 1, Transfer(rank_of[parent], lo, hi, down), edge)
 
 
 # -- execution ------------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ planner treats each (link, direction) as one resource. A message crossing a link
 ``latency_us`` (in flight: other messages proceed meanwhile) and occupies the link direction for
 ``overhead_us`` (per-message software cost: packing, a copy set-up, a Gloo round through the
 sending process), so the messages sharing a link pay their overheads one after another. Routes
-never relay through a GPU: a GPU-to-GPU transfer without NVLink goes through PCIe switches, CPUs
-and NICs, as the hardware does.
+relay through a GPU only when the topology says GPUs forward (``gpu_forwarding``: NCCL's PXN, where
+a GPU hands a message over NVLink to the GPU beside the NIC on the right rail); otherwise a
+GPU-to-GPU transfer without NVLink goes through PCIe switches, CPUs and NICs, as the hardware does.
 
 A device may give ``copy_gbps``, the rate at which it gathers rows into a message and scatters a
 received message into its table (measured by calibration; unset, copies are not priced), and a
@@ -185,6 +186,7 @@ class Topology:
     devices: list[Device]
     links: list[Link]
     calibrated: Calibration | None = None
+    gpu_forwarding: bool = False  # routes may relay through GPUs (PXN); see the module docstring
     _route_cache: dict = field(default_factory=dict, repr=False, compare=False)
     _distances: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -232,6 +234,11 @@ class Topology:
             adjacency[b].append((a, k))
         return adjacency
 
+    def forwards(self, device: Device) -> bool:
+        """Whether routes may pass through ``device``: switches, CPUs and NICs always; GPUs only
+        when the topology allows ``gpu_forwarding``."""
+        return device.kind in FORWARDING_KINDS or (self.gpu_forwarding and device.kind == "gpu")
+
     def links_between(self, a: str, b: str) -> list[int]:
         ia, ib = self.index[a], self.index[b]
         return [k for n, k in self._adjacency[ia] if n == ib]
@@ -241,7 +248,7 @@ class Topology:
     def route(self, src: str, dst: str) -> list[Hop]:
         """The path a transfer from ``src`` to ``dst`` takes: the direct link if there is one
         (the fastest, if several), else the cheapest path (sum of seconds per GB) whose
-        intermediate devices all forward (switches, CPUs, NICs; never a GPU). Among equal-cost
+        intermediate devices all forward (switches, CPUs, NICs; GPUs only with ``gpu_forwarding``). Among equal-cost
         paths (a fat-tree has many) each pair picks one by a stable hash of (src, dst), as ECMP
         does, so traffic spreads over the fabric deterministically. Empty if src == dst."""
         key = (src, dst)
@@ -268,7 +275,7 @@ class Topology:
         leave). Returns (CSR of link weights in seconds per GB, per in-node the list of
         (out-node, link, weight) arriving there)."""
         n = len(self.devices)
-        out_node = [i if d.kind in FORWARDING_KINDS else n + i for i, d in enumerate(self.devices)]
+        out_node = [i if self.forwards(d) else n + i for i, d in enumerate(self.devices)]
         best: dict[tuple[int, int], tuple[float, int]] = {}
         for k, link in enumerate(self.links):
             a, b, w = self.index[link.a], self.index[link.b], 1.0 / link.bandwidth_gbps
@@ -283,6 +290,14 @@ class Topology:
         graph = csr_matrix((weights, (rows, cols)), shape=(2 * n, 2 * n))
         return graph, arriving, out_node
 
+    def check_routes(self, devices: list[str]) -> None:
+        """Refuse, naming the first pair, ``devices`` of which some two have no route between them
+        (a rail-split fabric whose GPUs may not forward, a link missing from a YAML file)."""
+        for a, src in enumerate(devices):
+            for dst in devices[a + 1:]:
+                self.route(src, dst)
+                self.route(dst, src)
+
     def _cheapest_path(self, start: int, target: int) -> list[Hop]:
         graph, arriving, out_node = self._routing_graph
         source = out_node[start]
@@ -290,9 +305,10 @@ class Topology:
             self._distances[source] = dijkstra(graph, indices=source)
         dist = self._distances[source]
         if not np.isfinite(dist[target]):
+            hint = "" if self.gpu_forwarding else " (GPUs do not forward here: set gpu_forwarding, as NCCL's PXN does)"
             raise TopologyError(
                 f"no route from {self.devices[start].id!r} to {self.devices[target].id!r} "
-                f"in topology {self.name!r}"
+                f"in topology {self.name!r}{hint}"
             )
         pair = f"{self.devices[start].id}->{self.devices[target].id}"
         n = len(self.devices)
@@ -377,6 +393,8 @@ class Topology:
     def to_dict(self) -> dict:
         """Plain data (``name``, ``calibrated``, ``devices``, ``links``), as the YAML file holds it."""
         data = {"name": self.name}
+        if self.gpu_forwarding:
+            data["gpu_forwarding"] = True
         if self.calibrated is not None:
             data["calibrated"] = self.calibrated.to_dict()
         data["devices"] = [d.to_dict() for d in self.devices]
@@ -389,14 +407,18 @@ class Topology:
         to 1, its ``latency_us`` to 0); errors name ``source`` and the entry at fault."""
         if not isinstance(data, dict) or not {"devices", "links"} <= data.keys():
             raise TopologyError(f"{source}: expected a mapping with 'devices' and 'links'")
-        unknown = sorted(set(data) - {"name", "calibrated", "devices", "links"})
+        unknown = sorted(set(data) - {"name", "calibrated", "gpu_forwarding", "devices", "links"})
         if unknown:
-            raise TopologyError(f"{source}: unknown field(s) {unknown}; expected name, calibrated, devices, links")
+            raise TopologyError(f"{source}: unknown field(s) {unknown}; expected name, calibrated, gpu_forwarding, "
+                                "devices, links")
+        if not isinstance(data.get("gpu_forwarding", False), bool):
+            raise TopologyError(f"{source}: gpu_forwarding must be true or false, got {data['gpu_forwarding']!r}")
         devices = [_entry(Device, d, f"{source}: device {i}") for i, d in enumerate(data["devices"] or [])]
         links = [_entry(Link, link, f"{source}: link {i}") for i, link in enumerate(data["links"] or [])]
         calibrated = None if data.get("calibrated") is None else _entry(Calibration, data["calibrated"],
                                                                          f"{source}: calibrated")
-        return cls(name=str(data.get("name", source)), devices=devices, links=links, calibrated=calibrated)
+        return cls(name=str(data.get("name", source)), devices=devices, links=links, calibrated=calibrated,
+                   gpu_forwarding=data.get("gpu_forwarding", False))
 
     def same_as(self, other: Topology) -> bool:
         """Whether ``other`` has the same name, calibration, devices and links."""

@@ -7,14 +7,20 @@ NV2 48.35, NV1 24.22, PCIe 11.13, QPI 9.56, IB 6.37, Ethernet 3.12. An NVSwitch 
 Latencies are typical one-hop figures, not measurements: NVLink 1 us, PCIe 1.5 us, QPI 1 us,
 InfiniBand 2 us, Ethernet 10 us, shared memory 0.5 us.
 
+``dgx-a100`` and ``hgx-h100`` have speeds of their own (``SERVER_SPEEDS``, sources below), which a
+user's ``speeds`` still override.
+
 Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``,
 ``dgx-a100``, ``hgx-h100``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
-one network switch) and ``fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full`` (k-ary
-fat-tree of K^3/4 servers). ``rail=1`` wires it rail-optimised: NIC i of every server in a pod plugs
-into edge switch i mod K/2 of that pod, so same-rail traffic of a pod crosses one switch.
-``bisection=full`` gives every edge-aggregation and aggregation-core link as many NIC speeds as a
-server has NICs, so the fabric carries all NICs at line rate (the default, ``edge``, gives each of
-those links one NIC speed).
+one network switch), ``NxPRESET-ib-railsR`` (rail-split: R network switches, NIC i of every server
+on switch i mod R, so even NICs on one switch and odd on another for R = 2), either with a ``-pxn``
+suffix (GPUs forward, as NCCL's PXN does: ``Topology.gpu_forwarding``) and
+``fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full`` (k-ary fat-tree of K^3/4
+servers). ``rail=1`` wires it rail-optimised: NIC i of every server in a pod plugs into edge switch
+i mod K/2 of that pod, so same-rail traffic of a pod crosses one switch. ``bisection=full`` gives
+every edge-aggregation and aggregation-core link as many NIC speeds as a server has NICs, so the
+fabric carries all NICs at line rate (the default, ``edge``, gives each of those links one NIC
+speed).
 
 Where each wiring comes from:
 
@@ -27,9 +33,17 @@ Where each wiring comes from:
 - ``pcie-8gpu-qpi``: 8 GPUs without NVLink on two sockets joined by QPI, like DGCL's 8 x 1080 Ti
   machine (dgcl-slides.txt, "Experiment Setup").
 - ``dgx-a100``: NVIDIA, "DGX A100 System Architecture" (white paper, 2020): 6 NVSwitches, 2
-  NVLinks from every GPU to each; 4 PCIe switches with 2 GPUs and 2 NICs each.
+  NVLink3 links from every GPU to each (12 per GPU); 4 PCIe gen4 switches with 2 GPUs and 2
+  ConnectX-6 HDR 200 Gb/s NICs each. Speeds (``SERVER_SPEEDS``): NVLink3 20 GB/s per link and
+  direction, NCCL's effective rate (src/graph/topo.h SM80_NVLINK_BW; 25 on the wire, ~20 with the
+  SMs' 128-byte payloads: S. Jeaugey, github.com/NVIDIA/nccl-tests/issues/149, where 8 GPUs reach
+  an all_reduce_perf bus bandwidth of ~230 GB/s); PCIe gen4 x16 24 GB/s; NICs 25 GB/s.
 - ``hgx-h100``: NVIDIA, "DGX H100 System Architecture" / "H100 Tensor Core GPU Architecture"
-  (white papers, 2022): 4 third-generation NVSwitches, 18 NVLinks per GPU split 5, 4, 4, 5.
+  (white papers, 2022): 4 third-generation NVSwitches, 18 NVLink4 links per GPU split 5, 4, 4, 5
+  (900 GB/s both directions); PCIe gen5; 8 ConnectX-7 NDR 400 Gb/s NICs. Speeds: NVLink4 20.6 GB/s
+  per link and direction (topo.h SM90_NVLINK_BW; 370 GB/s per GPU, the effective NVLink bandwidth
+  NCCL reaches, S. Jeaugey, github.com/NVIDIA/nccl-tests/issues/212); PCIe gen5 x16 48 GB/s; NICs
+  50 GB/s.
 - ``fattree:``: Al-Fares, Loukissas and Vahdat, "A Scalable, Commodity Data Center Network
   Architecture", SIGCOMM 2008; ``rail=1`` as NVIDIA's DGX SuperPOD reference architecture wires
   its rails.
@@ -49,6 +63,21 @@ from commgraph.topology.model import Device, Link, Topology
 
 DEFAULT_SPEEDS = {"nv1": 24.22, "nv2": 48.35, "pcie": 11.13, "qpi": 9.56, "ib": 6.37,
                   "ethernet": 3.12, "shm": 8.0}
+# PCIe x16 per direction as NCCL's topology model rates it (width x GT/s / 80, src/graph/topo.cc;
+# gen3 x16 = 12 GB/s, its PCI_BW): gen4 24 GB/s, gen5 48 GB/s.
+PCIE_GEN4_GBPS = 24.0
+PCIE_GEN5_GBPS = 48.0
+
+# Per-server speeds (GB/s per direction), for the servers whose links are not DGCL's V100-era ones.
+# NVLink: one link's effective bandwidth as NCCL's topology model rates it (src/graph/topo.h:
+# SM80_NVLINK_BW 20.0, SM90_NVLINK_BW 20.6): NVLink3 and NVLink4 run 25 GB/s per link and direction
+# on the wire, of which about 20 carry data with the SMs' 128-byte payloads (S. Jeaugey, NVIDIA,
+# github.com/NVIDIA/nccl-tests/issues/149). NICs: ConnectX-6 HDR 200 Gb/s = 25 GB/s (DGX A100) and
+# ConnectX-7 NDR 400 Gb/s = 50 GB/s (HGX H100).
+SERVER_SPEEDS = {
+    "dgx-a100": {"nv1": 20.0, "pcie": PCIE_GEN4_GBPS, "ib": 25.0},
+    "hgx-h100": {"nv1": 20.6, "pcie": PCIE_GEN5_GBPS, "ib": 50.0},
+}
 LATENCY_US = {"nvlink": 1.0, "nvswitch": 1.0, "pcie": 1.5, "qpi": 1.0, "infiniband": 2.0,
               "ethernet": 10.0, "shared_memory": 0.5, "loopback": 0.1}
 
@@ -84,9 +113,15 @@ class _Builder:
         unknown = set(speeds) - DEFAULT_SPEEDS.keys()
         if unknown:
             raise TopologyError(f"unknown speed key(s) {sorted(unknown)}; use {sorted(DEFAULT_SPEEDS)}")
+        self.given = dict(speeds)
         self.speeds = {**DEFAULT_SPEEDS, **speeds}
         self.devices: list[Device] = []
         self.links: list[Link] = []
+
+    def for_server(self, server: str) -> _Builder:
+        """This builder with ``server``'s own speeds (``SERVER_SPEEDS``) under the user's."""
+        self.speeds = {**DEFAULT_SPEEDS, **SERVER_SPEEDS.get(server, {}), **self.given}
+        return self
 
     def device(self, device_id: str, kind: str, host: str) -> str:
         self.devices.append(Device(device_id, kind, host))
@@ -166,7 +201,8 @@ def _pcie_8gpu_qpi(b: _Builder, p: str, host: str) -> list[str]:
 
 def _nvswitch_server(ports: tuple[int, ...]) -> Callable[[_Builder, str, str], list[str]]:
     """8 GPUs, each joined to every NVSwitch with ``ports[s]`` links; 4 PCIe switches with 2 GPUs
-    and 2 NICs each, 2 per CPU socket (DGX A100 / HGX H100 layout)."""
+    and 2 NICs each, 2 per CPU socket (DGX A100 / HGX H100 layout; sources and speeds: the module
+    docstring)."""
 
     def build(b: _Builder, p: str, host: str) -> list[str]:
         nics = _pcie_tree(b, p, host, gpus=8, per_switch=2, sockets=2, nics_per_switch=2)
@@ -193,7 +229,7 @@ _NETWORK = {"ib": "infiniband", "eth": "ethernet"}
 
 def preset_names() -> list[str]:
     """The preset names and name patterns :func:`load_preset` takes."""
-    return [*SERVERS, "localhost-cpu:N", "NxPRESET-ib|eth",
+    return [*SERVERS, "localhost-cpu:N", "NxPRESET-ib|eth[-railsR][-pxn]",
             "fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full"]
 
 
@@ -216,12 +252,14 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
     """
     b = _Builder(speeds or {})
     if name in SERVERS:
-        SERVERS[name](b, "", "node0")
+        SERVERS[name](b.for_server(name), "", "node0")
         return b.build(name)
     if match := re.fullmatch(r"localhost-cpu:(\d+)", name):
         return _localhost(b, int(match.group(1)), name)
-    if match := re.fullmatch(r"(\d+)x(.+?)(?:-(ib|eth))?", name):
-        return _cluster(b, int(match.group(1)), match.group(2), match.group(3) or "ib", name)
+    if match := re.fullmatch(r"(\d+)x(.+?)(?:-(ib|eth))?(?:-rails(\d+))?(-pxn)?", name):
+        topology = _cluster(b.for_server(match.group(2)), int(match.group(1)), match.group(2), match.group(3) or "ib",
+                            name, int(match.group(4) or 1))
+        return replace(topology, gpu_forwarding=bool(match.group(5)))
     if name.startswith("fattree:"):
         return _fat_tree(b, name)
     raise TopologyError(f"unknown topology {name!r}; presets: {', '.join(preset_names())}")
@@ -244,15 +282,17 @@ def _server(name: str) -> Callable[[_Builder, str, str], list[str]]:
     return SERVERS[name]
 
 
-def _cluster(b: _Builder, count: int, server: str, network: str, name: str) -> Topology:
-    """``count`` servers whose NICs all plug into one non-blocking network switch."""
+def _cluster(b: _Builder, count: int, server: str, network: str, name: str, rails: int = 1) -> Topology:
+    """``count`` servers whose NICs plug into one non-blocking network switch, or with ``rails`` > 1
+    into ``rails`` switches (NIC i of every server into switch i mod rails)."""
     build = _server(server)
-    if count < 1:
-        raise TopologyError(f"{name}: need at least 1 server")
-    nics = [nic for s in range(count) for nic in build(b, f"n{s}.", f"node{s}")]
-    switch = b.device("netswitch", "switch", "network")
-    for nic in nics:
-        b.link(nic, switch, _NETWORK[network])
+    if count < 1 or rails < 1:
+        raise TopologyError(f"{name}: need at least 1 server and 1 rail")
+    servers = [build(b, f"n{s}.", f"node{s}") for s in range(count)]
+    switches = [b.device("netswitch" if rails == 1 else f"railswitch{r}", "switch", "network") for r in range(rails)]
+    for nics in servers:
+        for i, nic in enumerate(nics):
+            b.link(nic, switches[i % rails], _NETWORK[network])
     return b.build(name)
 
 

@@ -1,0 +1,109 @@
+"""All-reduce planning on the machines people own (issue #30).
+
+1. Every planner's algorithm bandwidth (bytes over the busiest link direction's time) against the
+   partition bound, on dgx-a100, hgx-h100, 2x and 4x servers of each on one IB switch, a rail-split
+   2xdgx-a100 fabric with PXN, and the DGX-1; the LP's certificate; lp / ring (NCCL's channels).
+2. Simulated bus bandwidth (nccl-tests' definition) of the multi-channel ring, all-reduce and its
+   all-gather half, priced by the flow simulator at 8 GiB, against published nccl-tests figures.
+3. Synthesis time of the LP for 16, 32 and 64 GPUs (2, 4, 8 x dgx-a100 on one IB switch), repeated.
+
+    python benchmarks/allreduce_plan.py [--repeats 3] [--skip-64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from commgraph.plan import CommPlan, Send, plan_allreduce, price
+from commgraph.topology import load_preset
+
+TOPOLOGIES = ("dgx-a100", "hgx-h100", "2xdgx-a100-ib", "4xdgx-a100-ib", "2xhgx-h100-ib", "4xhgx-h100-ib",
+              "2xdgx-a100-ib-rails2-pxn", "dgx1-v100")
+PLANNERS = ("ring", "ring1", "tree", "tree1", "ps", "lp")
+# Published nccl-tests bus bandwidth, 8 GPUs of one server, large messages (GB/s), with the source.
+PUBLISHED = {
+    "dgx-a100": (230.0, "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/149: 8xA100 NVSwitch, "
+                        "all_reduce_perf busbw ~230 GB/s at 8 GB (12 NVLinks x ~20 GB/s effective = 240)"),
+    "hgx-h100": (370.0, "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/212: 8xH100, effective NVLink "
+                        "bandwidth 370 GB/s seen as busbw of non-allreduce operations or all_reduce with "
+                        "NCCL_ALGO=RING (NVLS all-reduce: ~480)"),
+}
+
+
+def planners_table() -> None:
+    print("\n1. algorithm bandwidth (GB/s) per planner, and its fraction of the partition bound")
+    for name in TOPOLOGIES:
+        topology = load_preset(name)
+        row, seconds = {}, {}
+        for planner in PLANNERS:
+            start = time.perf_counter()
+            plan = plan_allreduce(planner, topology, 1e9)
+            seconds[planner] = time.perf_counter() - start
+            row[planner] = plan
+        bound = row["lp"].notes["bandwidth"]["bound"]
+        cells = "  ".join(f"{p} {plan.notes['bandwidth']['algbw_gbps']:7.2f} "
+                          f"({plan.notes['bandwidth']['of_bound']:.3f})" for p, plan in row.items())
+        lp, ring = row["lp"].notes, row["ring"].notes
+        certificate = lp.get("certificate")
+        proof = (f"certificate <= {certificate['algbw_gbps_at_most']:.2f} GB/s, converged {certificate['converged']}"
+                 if certificate else "direct links: trees of GPU-to-GPU links, the paper's LP")
+        print(f"  {name:>26} ({len(topology.workers)} GPUs): {cells}")
+        print(f"  {'':>26}  bound {bound['algbw_gbps']:.2f} GB/s ({bound['partition']}, {bound['links']} links); "
+              f"lp / ring {lp['bandwidth']['algbw_gbps'] / ring['bandwidth']['algbw_gbps']:.3f}; lp planned in "
+              f"{seconds['lp']:.2f} s; {proof}")
+
+
+def all_gather_half(plan: CommPlan) -> CommPlan:
+    """The ring all-reduce's all-gather phase alone: every hop carries (n-1)/n of the data, half of
+    the all-reduce's 2(n-1)/n."""
+    half = CommPlan("allreduce", "ring-allgather", plan.topology)
+    half.stages = [[Send(s.src, s.dst, s.nbytes / 2, route=s.route) for s in plan.stages[0]]]
+    return half
+
+
+def nccl_tests_check() -> None:
+    print("\n2. simulated bus bandwidth of the multi-channel ring at 8 GiB (nccl-tests: all-reduce busbw = "
+          "algbw x 2(n-1)/n, all-gather busbw = algbw x (n-1)/n)")
+    size = 8 * 2**30
+    for name, (published, source) in PUBLISHED.items():
+        topology = load_preset(name)
+        n = len(topology.workers)
+        plan = plan_allreduce("ring", topology, size)
+        reduce_bus = size / price(plan, topology)["modeled_seconds"] / 1e9 * 2 * (n - 1) / n
+        gather_bus = size / price(all_gather_half(plan), topology)["modeled_seconds"] / 1e9 * (n - 1) / n
+        ring1 = plan_allreduce("ring1", topology, size)
+        ring1_bus = size / price(ring1, topology)["modeled_seconds"] / 1e9 * 2 * (n - 1) / n
+        print(f"  {name}: all-reduce busbw {reduce_bus:.1f} GB/s ({reduce_bus / published - 1:+.1%} vs published "
+              f"{published:.0f}), all-gather busbw {gather_bus:.1f} GB/s ({gather_bus / published - 1:+.1%}); "
+              f"single-channel ring1 all-reduce busbw {ring1_bus:.1f}\n      source: {source}")
+
+
+def synthesis(repeats: int, skip_64: bool) -> None:
+    print("\n3. lp synthesis time (s), median and spread of the repeats")
+    for servers in (2, 4) + (() if skip_64 else (8,)):
+        topology = load_preset(f"{servers}xdgx-a100-ib")
+        runs = []
+        for _ in range(repeats if servers < 8 else 1):
+            start = time.perf_counter()
+            plan = plan_allreduce("lp", topology, 1e9)
+            runs.append(time.perf_counter() - start)
+        band = plan.notes["bandwidth"]
+        print(f"  {8 * servers} GPUs ({topology.name}): median {statistics.median(runs):.2f} s, "
+              f"min {min(runs):.2f}, max {max(runs):.2f} over {len(runs)}; lp {band['algbw_gbps']:.2f} GB/s, "
+              f"{band['of_bound']:.4f} of the bound, {len(plan.notes['trees'])} trees")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-64", action="store_true", help="leave out the 64-GPU synthesis (minutes)")
+    args = parser.parse_args()
+    planners_table()
+    nccl_tests_check()
+    synthesis(args.repeats, args.skip_64)
+
+
+if __name__ == "__main__":
+    main()
