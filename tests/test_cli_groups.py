@@ -170,4 +170,5 @@ def test_a_command_loads_only_its_own_modules():
 
 
 def test_the_top_level_list_is_the_same_whatever_is_loaded():
-    assert build_parser(load=set()).format_help() == build_parser().format_help()
+    # a top-level Command's help in main.TREE must be the one its module's register gives
+    assert build_parser(load=set()).format_help() == build_parser().format_help(), "update main.TREE's help"
