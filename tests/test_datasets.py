@@ -368,3 +368,28 @@ def test_papers100m_binary_and_proteins_multitask_layouts(server):
                     labels=proteins.labels)
     g = load_dataset(entry, progress=False)
     assert g.labels is None and g.features is None and np.array_equal(g.indices, reference.indices)
+
+
+SNAP_TRAPS = {
+    # email-Enron: the header's range 0..N-1 holds an id no edge names; N nodes, as published
+    "header-range": ("# Nodes: 6 Edges: 4\n", [(0, 1), (1, 2), (2, 5), (5, 0)], 6),
+    # web-Google: sparse ids, the header counts the ids that occur
+    "sparse-ids": ("# Nodes: 4 Edges: 4\n", [(10, 20), (20, 30), (30, 916), (916, 10)], 4),
+    # soc-LiveJournal1: self loops and both directions are lines of the file, counted as listed
+    "self-loops": ("# Nodes: 3 Edges: 5\n", [(0, 0), (0, 1), (1, 0), (1, 2), (2, 2)], 3),
+    # com-orkut / com-friendster ungraph: each undirected edge listed once, no header
+    "ungraph": ("# Undirected graph\n", [(0, 1), (0, 2), (1, 2), (2, 3)], 4),
+}
+
+
+@pytest.mark.parametrize("trap", sorted(SNAP_TRAPS))
+def test_a_correct_snap_download_passes_its_check_whatever_the_trap(server, trap):
+    """The published figures are counted as the file loads: header N (or the ids that occur) for
+    nodes, the file's edge lines for edges; a correct file always passes, a wrong count is refused."""
+    header, pairs, nodes = SNAP_TRAPS[trap]
+    server.files[f"/data/{trap}.txt.gz"] = gz_lines(pairs, header)
+    remote = (RemoteFile(f"{UPSTREAM}/data/{trap}.txt.gz"),)
+    g = load_dataset(Dataset(f"toy-{trap}", "snap", remote, "t", Stats(nodes, len(pairs))), progress=False)
+    assert g.num_nodes == nodes
+    with pytest.raises(DatasetError, match=f"loaded {nodes} nodes but the publisher states {nodes + 1}"):
+        load_dataset(Dataset(f"bad-{trap}", "snap", remote, "t", Stats(nodes + 1, len(pairs))), progress=False)
