@@ -196,9 +196,14 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
                  "--trace", str(trace)])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"schedulers", "flows"} and report["flows"] > 0
+    assert set(report) == {"schedulers", "flows", "baseline", "ceiling", "iterations"} and report["flows"] > 0
+    top = report["ceiling"]
+    assert report["baseline"] == "fair" and top["baseline_seconds"] == report["schedulers"]["fair"]["iteration_seconds"]
+    assert top["ceiling"] == pytest.approx(top["baseline_seconds"] / top["free_communication_seconds"])
+    assert top["exposed_share"] == pytest.approx(1 - top["free_communication_seconds"] / top["baseline_seconds"])
     for row in report["schedulers"].values():
-        assert {"iteration_seconds", "tokens_per_second", "coflows"} <= set(row)
+        assert {"iteration_seconds", "tokens_per_second", "coflows", "speedup", "headroom_reached"} <= set(row)
+        assert row["iteration_seconds"] >= top["free_communication_seconds"] * (1 - 1e-9)
         assert set(row["coflows"]) == {"pp", "dp"}
         assert row["tokens_per_second"] == pytest.approx(4 * 4 * 2048 * 2 / row["iteration_seconds"])
     assert png.read_bytes()[:4] == b"\x89PNG"
