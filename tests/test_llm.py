@@ -196,9 +196,14 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
                  "--trace", str(trace)])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"schedulers", "flows"} and report["flows"] > 0
+    assert set(report) == {"schedulers", "flows", "baseline", "ceiling", "iterations"} and report["flows"] > 0
+    top = report["ceiling"]
+    assert report["baseline"] == "fair" and top["baseline_seconds"] == report["schedulers"]["fair"]["iteration_seconds"]
+    assert top["ceiling"] == pytest.approx(top["baseline_seconds"] / top["free_communication_seconds"])
+    assert top["exposed_share"] == pytest.approx(1 - top["free_communication_seconds"] / top["baseline_seconds"])
     for row in report["schedulers"].values():
-        assert {"iteration_seconds", "tokens_per_second", "coflows"} <= set(row)
+        assert {"iteration_seconds", "tokens_per_second", "coflows", "speedup", "headroom_reached"} <= set(row)
+        assert row["iteration_seconds"] >= top["free_communication_seconds"] * (1 - 1e-9)
         assert set(row["coflows"]) == {"pp", "dp"}
         assert row["tokens_per_second"] == pytest.approx(4 * 4 * 2048 * 2 / row["iteration_seconds"])
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -226,3 +231,138 @@ def test_matching_all_to_all_equals_all_to_all_single_on_gloo(tmp_path, monkeypa
         assert len(result) == 4
         for case, row in result.items():
             assert row["equal"] and row["counts_agree"], (rank, case)
+
+
+# -- the thesis's regime (issue 33) ------------------------------------------------------------------
+
+def _small(p=2, d=2, m=4, iterations=1, collective="allreduce", bandwidth=1e12):
+    layout = Layout(1, p, d, microbatches=m)
+    net = star(p * d, bandwidth=bandwidth)
+    return net, build_iteration(DENSE, layout, gpu("h100"), net, iterations=iterations, dp_collective=collective)
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "zero2"])
+def test_free_communication_gives_every_scheduler_the_compute_critical_path(collective):
+    from commgraph.plan.coflow import free_communication, iteration_seconds
+
+    p, m = 2, 4
+    net, it = _small(p=p, m=m, collective=collective)
+    per_layer = gpu("h100").seconds(DENSE.attention_flops() + DENSE.mlp_flops())
+    critical = (m + p - 1) * 3 * per_layer * DENSE.layers / p  # 1F1B: busy / (1 - bubble)
+    slow_net, slow = _small(p=p, m=m, collective=collective, bandwidth=1.0)
+    assert free_communication(slow_net, slow.tasks).makespan == pytest.approx(critical, rel=1e-9)
+    for name in SCHEDULERS:
+        zero = [replace_bytes(t) for t in it.tasks]
+        assert simulate(_free_pipeline(p * 2), zero, timeline=False).makespan == pytest.approx(critical, rel=1e-9)
+        assert iteration_seconds(run_schedule(name, it.tasks, it.coflows, net).result) >= critical * (1 - 1e-9)
+
+
+def replace_bytes(task):
+    from dataclasses import replace
+
+    return replace(task, bytes=0.0, overhead_s=0.0) if isinstance(task, Transfer) else task
+
+
+def test_megatron_never_runs_two_of_a_ranks_dp_buckets_at_once():
+    net, it = _small(p=2, d=4, m=2, collective="zero2", bandwidth=5.0)
+    outcome = run_schedule("megatron", it.tasks, it.coflows, net)
+    tasks, start, finish = outcome.schedule.tasks, outcome.result.start, outcome.result.finish
+    spans: dict[str, list[tuple[float, float, str]]] = {}
+    for c in outcome.schedule.coflows:
+        if c.kind != "dp":
+            continue
+        for i in c.flows:
+            for rank in (tasks[i].src, tasks[i].dst):
+                spans.setdefault(rank, []).append((start[i], finish[i], c.id))
+    assert spans
+    for rank, rows in spans.items():
+        by_coflow = {}
+        for s, f, cid in rows:
+            lo, hi = by_coflow.get(cid, (np.inf, -np.inf))
+            by_coflow[cid] = (min(lo, s), max(hi, f))
+        ordered = sorted(by_coflow.values())
+        assert all(a[1] <= b[0] + 1e-12 for a, b in zip(ordered, ordered[1:])), rank
+    fair = run_schedule("fair", it.tasks, it.coflows, net)
+    assert fair.result.makespan != outcome.result.makespan  # the stream changes what happens
+
+
+def test_case_iii_next_forward_waits_for_its_layers_dp_and_overlaps_the_rest():
+    net, it = _small(p=1, d=4, m=2, iterations=2, collective="zero2", bandwidth=2.0)
+    keys = hermod_keys(it.coflows)
+    assert keys.shape[1] == 5
+    by_id = {c.id: k for c, k in zip(it.coflows, keys.tolist())}
+    dp = [c for c in it.coflows if c.kind == "dp" and c.iteration == 0]
+    assert all(by_id[c.id][0] == 1 for c in dp)  # after every coflow of iteration 0
+    outcome = run_schedule("hermod", it.tasks, it.coflows, net)
+    index = {t.id: i for i, t in enumerate(outcome.schedule.tasks)}
+    start, finish = outcome.result.start, outcome.result.finish
+    gather_end = {}
+    for c in outcome.schedule.coflows:
+        if c.id.startswith("dp.ag"):
+            gather_end[c.layer] = max(gather_end.get(c.layer, 0.0), max(finish[i] for i in c.flows))
+    for layer, end in gather_end.items():
+        assert start[index[f"i1.c0.0.F0.L{layer}"]] >= end - 1e-12  # waits for its all-gather on replica 0
+    first = start[index["i1.c0.0.F0.L0"]]
+    assert first < max(gather_end.values())  # no barrier: iteration 1 starts while later layers gather
+
+
+def test_hermod_orders_dp_among_the_next_iterations_first_microbatch_by_layer():
+    mk = lambda cid, kind, mb, layer, it: Coflow(cid, kind, mb, layer, (0,), it)  # noqa: E731
+    coflows = [mk("pp0", "pp", 3, 5, 0), mk("dp3", "dp", 3, 3, 0), mk("pp1", "pp", 0, 2, 1),
+               mk("pp2", "pp", 0, 3, 1), mk("pp3", "pp", 1, 0, 1), mk("dp3b", "dp", 3, 3, 1)]
+    order = np.argsort(np.lexsort(hermod_keys(coflows).T[::-1]))
+    ranked = [coflows[i].id for i in np.argsort(order)]
+    assert ranked == ["pp0", "pp1", "dp3", "pp2", "pp3", "dp3b"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--tp", "3", "--pp", "4", "--dp", "4"], "48 GPUs, the topology has 64"),
+    (["--tp", "0"], "--tp must be >= 1"),
+    (["--pp", "-1"], "--pp must be >= 1"),
+    (["--tp", "4", "--pp", "4", "--dp", "8"], "128 GPUs, the topology has 64"),
+])
+def test_bad_layouts_are_one_line_and_exit_2(argv, message, capsys):
+    code = main(["sim", "llm", "--model", "gpt3-13b", "--topology", "8xhgx-h100-ib", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_ep_not_dividing_experts_exits_2(capsys):
+    code = main(["sim", "llm", "--model", "mixtral-8x7b", "--topology", "hgx-h100", "--tp", "1", "--pp", "2",
+                 "--dp", "4", "--ep", "3"])
+    assert code == 2 and "ep=3" in capsys.readouterr().err
+
+
+def test_fat_tree_nics_wires_that_many_links_per_server():
+    one = load_preset("fattree:k=2,server=hgx-h100,nics=1,latency=1,bisection=full")
+    all8 = load_preset("fattree:k=2,server=hgx-h100,bisection=full")
+    ib = lambda t: [l for l in t.links if l.kind == "infiniband" and ".nic" in l.a]  # noqa: E731
+    assert len(ib(one)) == 2 and len(ib(all8)) == 16
+    assert {l.latency_us for l in one.links if l.kind == "infiniband"} == {1.0}
+    thesis = load_preset("hermod-thesis")
+    assert len(thesis.gpus) == 1024 and len(ib(thesis)) == 128
+    with pytest.raises(TopologyError, match="nics=3"):
+        load_preset("fattree:k=2,server=hgx-h100,nics=3")
+    with pytest.raises(TopologyError, match="nics must be"):
+        load_preset("fattree:k=2,server=hgx-h100,nics=0")
+
+
+def test_tensor_parallel_all_reduce_spreads_over_every_nvswitch_plane():
+    net = load_preset("hgx-h100")
+    layout = Layout(8, 1, 1, microbatches=1)
+    it = build_iteration(DENSE, layout, gpu("h100"), net)
+    per_gpu = sum(l.bandwidth_gbps for l in net.links if l.a == "gpu0" and l.kind == "nvswitch") * 1e9
+    S, n = DENSE.activation_bytes(), 8
+    ring = 2 * (n - 1) / n * S / per_gpu + 2 * (n - 1) * 2e-6  # two 1 us hops per step
+    compute = gpu("h100").seconds((DENSE.attention_flops() + DENSE.mlp_flops()) / 8)
+    forward = next(t for t in it.tasks if t.id == "c0.0.F0.L0")
+    assert forward.seconds == pytest.approx(compute + 2 * ring, rel=1e-6)
+
+
+def test_zero2_splits_each_layers_dp_into_reduce_scatter_then_all_gather():
+    _, plain = _small(p=1, d=4, m=1)
+    _, zero = _small(p=1, d=4, m=1, collective="zero2")
+    dp = lambda it: [c for c in it.coflows if c.kind == "dp"]  # noqa: E731
+    assert len(dp(zero)) == 2 * len(dp(plain))
+    size = lambda it, c: sum(it.tasks[i].bytes for i in c.flows)  # noqa: E731
+    assert sum(size(zero, c) for c in dp(zero)) == pytest.approx(sum(size(plain, c) for c in dp(plain)))

@@ -1,6 +1,7 @@
-"""``commgraph sim llm``: one training iteration of a large language model (tensor, pipeline,
-data and expert parallelism, 1F1B or interleaved 1F1B) simulated on a topology under each coflow
-scheduler: fair sharing, Lina, Varys, Sincronia and Hermod (exact and 6-bit DSCP)."""
+"""``commgraph sim llm``: training iterations of a large language model (tensor, pipeline,
+data and expert parallelism, 1F1B or interleaved 1F1B, all-reduce or ZeRO-2) simulated on a
+topology under each coflow scheduler: Megatron-LM, fair sharing, Lina, Varys, Sincronia and Hermod
+(exact and 6-bit DSCP), beside the ceiling: the same DAG with free communication."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 
 from commgraph.cli import describe, pick_names
 from commgraph.errors import SimulationError
-from commgraph.plan.coflow import MATCHINGS, SCHEDULERS, run_schedule
+from commgraph.plan.coflow import (MATCHINGS, SCHEDULERS, ceiling, free_communication, headroom_reached,
+                                   iteration_seconds, run_schedule)
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
 from commgraph.topology import parse_speeds, resolve_topology
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_iteration, gpu, model
+from commgraph.workload.iteration import DP_COLLECTIVES
 
 PCIE_GEN5 = 64.0  # GB/s per direction, x16: the H100 servers' GPU-NIC path
 
@@ -25,7 +28,7 @@ def register(subparsers) -> None:
     sim.add_argument("--model", required=True, choices=sorted(MODELS))
     sim.add_argument("--tp", type=int, help="tensor-parallel degree (default: Table 5.5's for the model)")
     sim.add_argument("--pp", type=int, help="pipeline stages (default: Table 5.5's)")
-    sim.add_argument("--dp", type=int, default=1, help="data-parallel replicas")
+    sim.add_argument("--dp", type=int, help="data-parallel replicas (default: the topology's GPUs / (tp x pp))")
     sim.add_argument("--ep", type=int, help="expert-parallel degree (default: Table 5.5's)")
     sim.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration")
     sim.add_argument("--schedule", choices=("1f1b", "interleaved"), default="1f1b",
@@ -41,6 +44,13 @@ def register(subparsers) -> None:
     sim.add_argument("--matching", choices=MATCHINGS,
                      help="how EP all-to-alls send (default: alg3 for hermod, direct for the others)")
     sim.add_argument("--dp-allreduce", choices=("ring", "tree"), default="ring")
+    sim.add_argument("--dp-collective", choices=DP_COLLECTIVES, default="allreduce",
+                     help="DP gradients: one all-reduce per layer, or ZeRO-2's reduce-scatter + all-gather")
+    sim.add_argument("--iterations", type=int, default=1,
+                     help="iterations run back to back without a barrier (clip-by-value); > 1 reports the "
+                          "steady-state iteration time")
+    sim.add_argument("--idle-gpus", action="store_true",
+                     help="allow tp x pp x dp below the topology's GPUs (the rest stay idle)")
     sim.add_argument("--routing-alpha", type=float, default=4.0,
                      help="Dirichlet concentration of expert popularity (smaller: more skewed tokens)")
     sim.add_argument("--seed", type=int, default=0, help="seed of the expert-parallel token-routing skew")
@@ -55,19 +65,26 @@ def run_simulate(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
         raise SimulationError(f"--network-gbps must be > 0, got {args.network_gbps}")
     spec = model(args.model)
-    tp, pp, ep = DEFAULT_LAYOUT[args.model]
-    chunks = args.chunks or (2 if args.schedule == "interleaved" else 1)
-    layout = Layout(args.tp or tp, args.pp or pp, args.dp, args.ep or ep, args.microbatches, args.schedule, chunks)
     speeds = {"pcie": PCIE_GEN5, "ib": args.network_gbps / 8, **parse_speeds(args.speeds)}
     topology = resolve_topology(args.topology, device="auto", speeds=speeds)
+    layout = layout_of(args, len(topology.gpus))
+    if args.iterations < 1:
+        raise SimulationError(f"--iterations must be >= 1, got {args.iterations}")
     iteration = build_iteration(spec, layout, gpu(args.gpu, args.efficiency), topology,
-                                dp_allreduce=args.dp_allreduce, routing_alpha=args.routing_alpha, seed=args.seed)
+                                dp_allreduce=args.dp_allreduce, routing_alpha=args.routing_alpha, seed=args.seed,
+                                iterations=args.iterations, dp_collective=args.dp_collective)
     outcomes = {name: run_schedule(name, iteration.tasks, iteration.coflows, topology,
                                    interleaved=layout.schedule == "interleaved", matching=args.matching,
                                    timeline=False)
                 for name in names}
-    report = {"schedulers": {name: o.summary(iteration.tokens) for name, o in outcomes.items()},
-              "flows": iteration.flows}
+    rows = {name: o.summary(iteration.tokens, iteration.ends) for name, o in outcomes.items()}
+    free = iteration_seconds(free_communication(topology, iteration.tasks), iteration.ends)
+    base = rows[names[0]]["iteration_seconds"]
+    for row in rows.values():
+        row["speedup"] = base / row["iteration_seconds"]
+        row["headroom_reached"] = headroom_reached(base, row["iteration_seconds"], free)
+    report = {"schedulers": rows, "baseline": names[0], "ceiling": ceiling(base, free), "flows": iteration.flows,
+              "iterations": iteration.iterations}
     if args.png:
         plot_schedulers(outcomes, iteration.leaders[:: layout.dp][: 16], args.png)
     if args.trace:
@@ -76,15 +93,42 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(report))
         return 0
     print(f"{spec.name} tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep} m={layout.microbatches} "
-          f"{layout.schedule} on {topology.name} ({layout.gpus} GPUs, {args.network_gbps:g} Gbit/s): "
+          f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, "
+          f"{args.network_gbps:g} Gbit/s), {iteration.iterations} iteration(s): "
           f"{len(iteration.coflows)} coflows, {iteration.flows} flows")
-    base = report["schedulers"][names[0]]["iteration_seconds"]
-    print(f"  {'scheduler':<12} {'iteration s':>12} {'tokens/s':>12} {'vs ' + names[0]:>10}  coflow mean completion (ms)")
+    top = report["ceiling"]
+    print(f"  free communication: {free:.4f} s/iteration; {names[0]} exposes {top['exposed_share']:.1%} of its "
+          f"iteration, so no scheduler beats {top['ceiling']:.3f}x over it")
+    print(f"  {'scheduler':<12} {'iteration s':>12} {'tokens/s':>12} {'vs ' + names[0]:>10} {'headroom':>9}"
+          f"  coflow mean completion (ms)")
     for name, row in report["schedulers"].items():
         ccts = "  ".join(f"{kind} {c['mean_seconds'] * 1e3:.2f}" for kind, c in row["coflows"].items())
+        reached = "-" if row["headroom_reached"] is None else f"{row['headroom_reached']:.0%}"
         print(f"  {name:<12} {row['iteration_seconds']:12.4f} {row['tokens_per_second']:12.0f} "
-              f"{base / row['iteration_seconds']:9.3f}x  {ccts}")
+              f"{row['speedup']:9.3f}x {reached:>9}  {ccts}")
     for path, what in ((args.png, "timeline"), (args.trace, "trace")):
         if path:
             print(f"{what} written to {path}")
     return 0
+
+
+def layout_of(args: argparse.Namespace, gpus: int) -> Layout:
+    """The layout the options give (Table 5.5's degrees where left out, ``dp`` filling the
+    topology); it must use every GPU unless ``--idle-gpus``."""
+    tp, pp, ep = DEFAULT_LAYOUT[args.model]
+    tp, pp, ep = (tp if args.tp is None else args.tp, pp if args.pp is None else args.pp,
+                  ep if args.ep is None else args.ep)
+    for name, value in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", args.dp), ("microbatches", args.microbatches),
+                        ("chunks", args.chunks)):
+        if value is not None and value < 1:
+            raise SimulationError(f"--{name} must be >= 1, got {value}")
+    dp = args.dp if args.dp is not None else max(gpus // (tp * pp), 1)
+    chunks = args.chunks or (2 if args.schedule == "interleaved" else 1)
+    layout = Layout(tp, pp, dp, ep, args.microbatches, args.schedule, chunks)
+    if layout.gpus > gpus:
+        raise SimulationError(f"tp x pp x dp = {layout.gpus} GPUs, the topology has {gpus}")
+    if layout.gpus != gpus and not args.idle_gpus:
+        raise SimulationError(f"tp x pp x dp = {tp} x {pp} x {dp} = {layout.gpus} GPUs, the topology has {gpus}: "
+                              f"change the degrees or pass --idle-gpus to leave {gpus - layout.gpus} idle")
+    layout.check(model(args.model))
+    return layout

@@ -2,8 +2,15 @@
 flow-level simulator (class 0 first, max-min sharing within a class), and may rewrite the flows of
 an all-to-all into matching sub-phases (:mod:`commgraph.plan.matching`).
 
-- ``fair``: one class, per-flow max-min sharing (Megatron-LM on a shared fabric).
-- ``lina``: expert-parallel all-to-all first, everything else after (Li et al., ATC'23).
+- ``megatron``: vanilla Megatron-LM: one class (the fabric serves flows FIFO-fairly, no priorities)
+  and each rank's DP collectives serialised on its one communication stream, in the order the rank
+  issues them: a DP coflow's flow from a rank starts after that rank's previous DP coflow sent and
+  received its part.
+- ``fair``: one class, per-flow max-min sharing, every DP coflow free to run at once (a reference,
+  not a published system).
+- ``lina``: expert-parallel all-to-all first, everything else after (Li et al., ATC'23). Lina
+  partitions DP all-reduces into small chunks so that an all-to-all preempts them at a chunk
+  boundary; the flow model's strict priority preempts at once, the limit of that partitioning.
 - ``varys``: smallest effective bottleneck first (SEBF) with MADD rates: a coflow's bottleneck
   :math:`\\Gamma = \\max_{port} bytes_{port} / B_{port}`; coflows in ascending Γ, each flow capped at
   ``bytes / Γ`` so all of a coflow's flows finish together (Chowdhury et al., SIGCOMM'14).
@@ -11,8 +18,13 @@ an all-to-all into matching sub-phases (:mod:`commgraph.plan.matching`).
   SIGCOMM'18), one class per coflow in its order.
 - ``hermod``: microbatch ID, then coflow type (EP & PP before DP; EP before PP before DP for
   interleaved 1F1B), then layer ID, lower first (thesis-dgs-g3-hermod-leo, Tables 5.3-5.4), one class
-  per distinct key. DP coflows carry the last microbatch's ID, so against an EP or PP coflow the
-  type decides; among DP coflows, the lower layer goes first.
+  per distinct key. DP coflows carry the last microbatch's ID, so against an EP or PP coflow of their
+  iteration the type decides; among DP coflows, the lower layer goes first. Table 5.4's rule where DP
+  is present across iterations: a DP coflow of iteration ``k`` is "micro-batch 0" of iteration
+  ``k + 1`` and there the layer ID decides (ties to DP): it runs after every coflow of iteration
+  ``k``, before micro-batch 0's coflows of its layer and above, after those of lower layers. A strict
+  order cannot also put it after later micro-batches' lower layers (the pairwise rule is not
+  transitive there); it goes before them, as MID says.
 - ``hermod-dscp``: the same key in 6 bits as deployed: 3 bits microbatch (capped at 7), 1 bit type
   (DP or not), 2 bits layer quartile.
 
@@ -33,7 +45,7 @@ from commgraph.sim.coflow import Coflow, check_coflows, coflow_times
 from commgraph.sim.dag import Task, Transfer
 from commgraph.topology.model import Topology
 
-SCHEDULERS = ("fair", "lina", "varys", "sincronia", "hermod", "hermod-dscp")
+SCHEDULERS = ("megatron", "fair", "lina", "varys", "sincronia", "hermod", "hermod-dscp")
 MATCHINGS = ("direct", *MATCHERS)
 
 
@@ -59,7 +71,7 @@ def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topo
     if matching not in MATCHINGS:
         raise PlanError(f"unknown matching {matching!r}; choose one of {', '.join(MATCHINGS)}")
     rates = None
-    if name == "fair":
+    if name in ("fair", "megatron"):
         classes = np.zeros(len(coflows), dtype=np.int64)
     elif name == "lina":
         classes = np.array([0 if c.kind == "ep" else 1 for c in coflows], dtype=np.int64)
@@ -72,6 +84,8 @@ def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topo
     else:
         keys = hermod_keys(coflows, interleaved=interleaved)
         classes = _dense_rank_rows(keys) if name == "hermod" else dscp(keys, _layers(coflows), interleaved=interleaved)
+    if name == "megatron":
+        tasks = one_stream(tasks, coflows)
     new_tasks, new_coflows = _apply(tasks, coflows, classes, rates, matching)
     return Schedule(name, new_tasks, new_coflows, int(classes.max(initial=-1)) + 1)
 
@@ -79,17 +93,59 @@ def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topo
 # -- Hermod ----------------------------------------------------------------------------------------
 
 def hermod_keys(coflows: list[Coflow], *, interleaved: bool = False) -> np.ndarray:
-    """Rows ``(microbatch, type rank, layer)``: Table 5.3's factors, compared in that order."""
+    """Rows ``(microbatch, type rank, layer)``: Table 5.3's factors, compared in that order, behind
+    an iteration column and with a last column that breaks Table 5.4's DP ties when a DAG holds
+    several iterations (module docstring). One iteration gives the three factors alone."""
     rank = {"ep": 0, "tp": 0, "pp": 1 if interleaved else 0, "dp": 2 if interleaved else 1}
-    return np.array([(c.microbatch, rank[c.kind], c.layer) for c in coflows], dtype=np.int64).reshape(-1, 3)
+    iterations = _iterations(coflows)
+    rows = []
+    for c in coflows:
+        if c.kind == "dp" and c.iteration + 1 < iterations:  # micro-batch 0 of the next iteration,
+            rows.append((c.iteration + 1, 0, 0, c.layer, 0))  # lowest type: the layer decides
+        else:
+            rows.append((c.iteration, c.microbatch, rank[c.kind], c.layer, 0 if c.kind == "dp" else 1))
+    keys = np.array(rows, dtype=np.int64).reshape(-1, 5)
+    return keys[:, 1:4] if iterations == 1 else keys
 
 
 def dscp(keys: np.ndarray, layers: int, *, interleaved: bool = False) -> np.ndarray:
-    """6-bit DSCP classes of :func:`hermod_keys` rows: ``mid[3] | dp[1] | layer quartile[2]``."""
+    """6-bit DSCP classes of :func:`hermod_keys` rows: ``mid[3] | dp[1] | layer quartile[2]`` (the
+    iteration does not fit in the 6 bits and is dropped)."""
+    keys = keys[:, 1:4] if keys.shape[1] == 5 else keys
     mid = np.minimum(keys[:, 0], 7)
     is_dp = keys[:, 1] == (2 if interleaved else 1)
     quartile = np.minimum(keys[:, 2] * 4 // max(layers, 1), 3)
     return (mid << 3) | (is_dp.astype(np.int64) << 2) | quartile
+
+
+def _iterations(coflows: list[Coflow]) -> int:
+    return max((c.iteration for c in coflows), default=0) + 1
+
+
+# -- Megatron-LM -----------------------------------------------------------------------------------
+
+def one_stream(tasks: list[Task], coflows: list[Coflow]) -> list[Task]:
+    """Megatron-LM's one communication stream per rank for DP: DP coflows over the same ranks run
+    in the order they appear (the order ranks issue them); a rank's flow of one waits for that
+    rank's flows, out and in, of the one before."""
+    out = list(tasks)
+    previous: dict[frozenset, dict[str, list[str]]] = {}
+    for coflow in coflows:
+        if coflow.kind != "dp":
+            continue
+        flows = [tasks[i] for i in coflow.flows]
+        group = frozenset(f.src for f in flows) | frozenset(f.dst for f in flows)
+        before = previous.get(group, {})
+        for i, f in zip(coflow.flows, flows):
+            extra = tuple(before.get(f.src, ()))
+            if extra:
+                out[i] = replace(f, deps=tuple(dict.fromkeys((*f.deps, *extra))))
+        mine: dict[str, list[str]] = {}
+        for f in flows:
+            mine.setdefault(f.src, []).append(f.id)
+            mine.setdefault(f.dst, []).append(f.id)
+        previous[group] = mine
+    return out
 
 
 def _layers(coflows: list[Coflow]) -> int:
@@ -245,10 +301,11 @@ class Outcome:
     coflow_start: np.ndarray
     coflow_finish: np.ndarray
 
-    def summary(self, tokens: int) -> dict:
-        """The ``--json`` entry: iteration time, throughput, per coflow type its completion times,
-        and how busy the network links were."""
-        seconds = self.result.makespan
+    def summary(self, tokens: int, ends: list[list[str]] | None = None) -> dict:
+        """The ``--json`` entry: iteration time (steady state when ``ends`` names several
+        iterations' last computations: :func:`iteration_seconds`), throughput, per coflow type its
+        completion times, and how busy the network links were."""
+        seconds = iteration_seconds(self.result, ends)
         cct = self.coflow_finish - self.coflow_start
         kinds = np.array([c.kind for c in self.schedule.coflows])
         coflows = {}
@@ -271,3 +328,37 @@ def run_schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: 
     result = simulate(topology, plan.tasks, timeline=timeline)
     start, finish = coflow_times(result.start, result.finish, plan.coflows)
     return Outcome(plan, result, start, finish)
+
+
+def iteration_seconds(result: SimResult, ends: list[list[str]] | None = None) -> float:
+    """The steady-state iteration time: with ``k > 1`` iterations, (when the last one's computations
+    end - when the first one's end) / (k - 1); with one, the makespan (its DP coflows included)."""
+    if not ends or len(ends) < 2:
+        return result.makespan
+    index = {t.id: i for i, t in enumerate(result.tasks)}
+    first, last = (max(result.finish[index[i]] for i in ids) for ids in (ends[0], ends[-1]))
+    return float(last - first) / (len(ends) - 1)
+
+
+def free_communication(topology: Topology, tasks: list[Task]) -> SimResult:
+    """The same DAG with every transfer free (no bytes, latency or overhead): its makespan is the
+    computations' critical path, a bound no scheduler beats (an oracle, not a baseline)."""
+    instant = Topology(f"{topology.name} (free communication)", topology.devices,
+                       [replace(link, latency_us=0.0, overhead_us=0.0) for link in topology.links])
+    free = [replace(t, bytes=0.0, overhead_s=0.0, max_rate=None) if isinstance(t, Transfer) else t for t in tasks]
+    return simulate(instant, free, timeline=False)
+
+
+def ceiling(baseline_seconds: float, free_seconds: float) -> dict:
+    """What a baseline's iteration leaves to gain: the free-communication time, the share of the
+    baseline's iteration that is exposed communication, and the ceiling ratio T(baseline) / T(free)."""
+    return {"baseline_seconds": baseline_seconds, "free_communication_seconds": free_seconds,
+            "exposed_share": 1.0 - free_seconds / baseline_seconds if baseline_seconds > 0 else 0.0,
+            "ceiling": baseline_seconds / free_seconds if free_seconds > 0 else float("inf")}
+
+
+def headroom_reached(baseline_seconds: float, seconds: float, free_seconds: float) -> float | None:
+    """(T(baseline) - T) / (T(baseline) - T(free)): the share of the possible gain reached (None
+    when nothing is exposed)."""
+    gap = baseline_seconds - free_seconds
+    return (baseline_seconds - seconds) / gap if gap > 1e-12 * baseline_seconds else None

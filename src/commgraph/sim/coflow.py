@@ -16,13 +16,15 @@ KINDS = ("tp", "pp", "dp", "ep")
 
 @dataclass(frozen=True)
 class Coflow:
-    """``flows`` are positions of this coflow's transfers in the task list."""
+    """``flows`` are positions of this coflow's transfers in the task list; ``iteration`` counts
+    training iterations from 0 when a DAG holds several."""
 
     id: str
     kind: str
     microbatch: int
     layer: int
     flows: tuple[int, ...]
+    iteration: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -17,10 +17,11 @@ on switch i mod R, so even NICs on one switch and odd on another for R = 2), eit
 suffix (GPUs forward, as NCCL's PXN does: ``Topology.gpu_forwarding``) and
 ``fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full`` (k-ary fat-tree of K^3/4
 servers). ``rail=1`` wires it rail-optimised: NIC i of every server in a pod plugs into edge switch
-i mod K/2 of that pod, so same-rail traffic of a pod crosses one switch. ``bisection=full`` gives
-every edge-aggregation and aggregation-core link as many NIC speeds as a server has NICs, so the
-fabric carries all NICs at line rate (the default, ``edge``, gives each of those links one NIC
-speed).
+i mod K/2 of that pod, so same-rail traffic of a pod crosses one switch. ``nics=N`` wires only N of
+a server's NICs (evenly spread; N divides its NICs), so the server's GPUs share N network links;
+``latency=US`` sets the network links' latency. ``bisection=full`` gives every edge-aggregation and
+aggregation-core link as many NIC speeds as a server has NICs, so the fabric carries all NICs at line
+rate (the default, ``edge``, gives each of those links one NIC speed).
 
 Where each wiring comes from:
 
@@ -225,11 +226,14 @@ SERVERS: dict[str, Callable[[_Builder, str, str], list[str]]] = {
     "hgx-h100": _nvswitch_server((5, 4, 4, 5)),
 }
 _NETWORK = {"ib": "infiniband", "eth": "ethernet"}
+# Hermod's simulated cluster (thesis-dgs-g3-hermod-leo, section 5.5): 128 servers of 8 GPUs, one
+# network link per server, 1 us links, full-bisection fat-tree (link speed: the ``ib`` speed key).
+NAMED = {"hermod-thesis": "fattree:k=8,server=hgx-h100,nics=1,latency=1,bisection=full"}
 
 
 def preset_names() -> list[str]:
     """The preset names and name patterns :func:`load_preset` takes."""
-    return [*SERVERS, "localhost-cpu:N", "NxPRESET-ib|eth[-railsR][-pxn]",
+    return [*SERVERS, *NAMED, "localhost-cpu:N", "NxPRESET-ib|eth[-railsR][-pxn]",
             "fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full"]
 
 
@@ -239,7 +243,7 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
 
     Args:
         name: a server (``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``,
-            ``pcie-8gpu-qpi``, ``dgx-a100``, ``hgx-h100``), ``localhost-cpu:N`` (N CPU worker
+            ``pcie-8gpu-qpi``, ``dgx-a100``, ``hgx-h100``), a named cluster (:data:`NAMED`), ``localhost-cpu:N`` (N CPU worker
             processes on one machine, sharing memory), ``NxSERVER-ib`` / ``NxSERVER-eth`` (N servers
             on one non-blocking switch) or ``fattree:k=K,...``.
         speeds: GB/s overrides by key of :data:`DEFAULT_SPEEDS` (``{"pcie": 24}``).
@@ -251,6 +255,8 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
         TopologyError: an unknown name or speed key, or bad options.
     """
     b = _Builder(speeds or {})
+    if name in NAMED:
+        return replace(load_preset(NAMED[name], speeds), name=name)
     if name in SERVERS:
         SERVERS[name](b.for_server(name), "", "node0")
         return b.build(name)
@@ -301,8 +307,9 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
     (k/2)^2 core switches, k/2 servers per edge switch, so k^3/4 servers in all (options: module
     docstring)."""
     options = dict(item.split("=", 1) for item in name.split(":", 1)[1].split(",") if "=" in item)
-    usage = f"{name}: expected fattree:k=K[,server=PRESET][,link=ib|eth][,rail=0|1][,bisection=edge|full]"
-    unknown = set(options) - {"k", "server", "link", "rail", "bisection"}
+    usage = (f"{name}: expected fattree:k=K[,server=PRESET][,link=ib|eth][,rail=0|1][,bisection=edge|full]"
+             "[,nics=N][,latency=US]")
+    unknown = set(options) - {"k", "server", "link", "rail", "bisection", "nics", "latency"}
     if unknown or "k" not in options:
         raise TopologyError(usage)
     try:
@@ -317,6 +324,7 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
     rail, bisection = options.get("rail", "0"), options.get("bisection", "edge")
     if rail not in ("0", "1") or bisection not in ("edge", "full"):
         raise TopologyError(usage)
+    nics_wanted, latency = _positive(options, "nics", int, name), _positive(options, "latency", float, name)
     kind, half = _NETWORK[network], k // 2
     servers = 0
     nics_per_server = 1
@@ -325,12 +333,15 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
         edges = [f"edge{pod}.{e}" for e in range(half)]
         edges_by_pod.append(edges)
         for e in range(half * half):
-            nics = build(b, f"s{servers}.", f"server{servers}")
+            nics = _wired_nics(build(b, f"s{servers}.", f"server{servers}"), nics_wanted, name)
             nics_per_server = len(nics)
             for i, nic in enumerate(nics):
                 b.link(nic, edges[i % half] if rail == "1" else edges[e // half], kind)
             servers += 1
     up = make_link("x", "y", kind, 1, b.speeds)
+    if latency is not None:
+        up = replace(up, latency_us=latency)
+        b.links = [replace(link, latency_us=latency) if link.kind == kind else link for link in b.links]
     width = nics_per_server if bisection == "full" else 1
     for pod, edges in enumerate(edges_by_pod):
         for edge in edges:
@@ -345,6 +356,29 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
                     b.device(core, "switch", "network")
                 b.links.append(replace(up, a=agg, b=core, count=width, bandwidth_gbps=up.bandwidth_gbps * width))
     return b.build(name)
+
+
+def _positive(options: dict[str, str], key: str, kind: type, name: str):
+    """Option ``key`` as a number > 0, or None when absent."""
+    if key not in options:
+        return None
+    try:
+        value = kind(options[key])
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise TopologyError(f"{name}: {key} must be a number > 0, got {options[key]!r}")
+    return value
+
+
+def _wired_nics(nics: list[str], wanted: int | None, name: str) -> list[str]:
+    """The ``wanted`` NICs of a server that get a network link, evenly spread over its NICs (all
+    when None); the others stay unplugged, so the server's traffic shares the wired ones."""
+    if wanted is None:
+        return nics
+    if len(nics) % wanted:
+        raise TopologyError(f"{name}: nics={wanted} must divide the server's {len(nics)} NICs")
+    return nics[:: len(nics) // wanted]
 
 
 def join_hosts(hosts: list[tuple[str, Topology]], network: str = "eth") -> Topology:

@@ -59,6 +59,17 @@ def tree_allreduce(n: int, nbytes: float) -> FlowSet:
     return FlowSet(src, dst, np.full(src.shape[0], nbytes / 2.0), max(2 * depth - 1, 0))
 
 
+def ring_half(n: int, nbytes: float) -> FlowSet:
+    """A ring reduce-scatter or all-gather of ``nbytes``: half a ring all-reduce, ``(n-1)/n S`` per
+    neighbour pair and ``n - 1`` steps' latencies."""
+    if n < 1:
+        raise SimulationError("a reduce-scatter needs at least one rank")
+    if n == 1:
+        return FlowSet(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+    src = np.arange(n)
+    return FlowSet(src, (src + 1) % n, np.full(n, (n - 1) / n * nbytes), n - 2)
+
+
 ALLREDUCE = {"ring": ring_allreduce, "tree": tree_allreduce}
 
 

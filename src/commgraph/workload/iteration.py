@@ -13,7 +13,14 @@ layer's last backward pass its gradients are all-reduced across replicas. Coflow
   backward), flow sizes from seeded token routing (:func:`token_counts`); a stage's expert time is
   its busiest rank's tokens;
 - ``dp``: one tensor-parallel rank's gradient all-reduce of one layer across replicas, ring or tree,
-  labelled with the last micro-batch (it starts after the last one, Table 5.4).
+  labelled with the last micro-batch (it starts after the last one, Table 5.4); with ZeRO-2
+  (Rajbhandari et al., SC'20) a ring reduce-scatter and, after it, a ring all-gather of the updated
+  parameters, each ``(n - 1)/n`` of the bytes per flow.
+
+Several iterations run without a barrier between them (clip-by-value, the thesis's Case III): a
+stage's next iteration starts after its last backward pass, and its first micro-batch's forward
+pass of a layer waits only for that layer's DP coflow (the all-gather under ZeRO-2) to reach its
+GPUs. Ids of iteration ``k > 0`` start with ``i{k}.``.
 
 Tensor-parallel all-reduces stay inside a server, where only they use the NVSwitch links; each is
 priced once by simulating it alone on the server and added to the computation it blocks.
@@ -30,7 +37,8 @@ from commgraph.sim import Compute, Transfer, simulate
 from commgraph.sim.coflow import Coflow
 from commgraph.sim.dag import Task
 from commgraph.topology.model import Topology
-from commgraph.workload.collectives import ALLREDUCE, FlowSet, all_to_all, path_latency, ring_allreduce, token_counts
+from commgraph.workload.collectives import (ALLREDUCE, FlowSet, all_to_all, path_latency, ring_allreduce, ring_half,
+                                            token_counts)
 from commgraph.workload.layout import Layout, Op
 from commgraph.workload.models import GPUSpec, ModelSpec
 
@@ -49,25 +57,41 @@ class Iteration:
     coflows: list[Coflow]
     tokens: int
     leaders: list[str] = field(default_factory=list)
+    ends: list[list[str]] = field(default_factory=list)  # per iteration: each pipeline's last computation
+
+    @property
+    def iterations(self) -> int:
+        return max(len(self.ends), 1)
 
     @property
     def flows(self) -> int:
         return sum(len(c.flows) for c in self.coflows)
 
 
+DP_COLLECTIVES = ("allreduce", "zero2")
+
+
 def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: Topology, *,
-                    dp_allreduce: str = "ring", routing_alpha: float = 1.0, seed: int = 0) -> Iteration:
-    """The DAG of one iteration of ``model`` split by ``layout`` over ``topology``'s first GPUs."""
+                    dp_allreduce: str = "ring", routing_alpha: float = 1.0, seed: int = 0,
+                    iterations: int = 1, dp_collective: str = "allreduce") -> Iteration:
+    """The DAG of ``iterations`` iterations of ``model`` split by ``layout`` over ``topology``'s
+    first GPUs; ``dp_collective`` is ``allreduce`` (ring or tree, ``dp_allreduce``) or ``zero2``
+    (ring reduce-scatter then all-gather)."""
     layout.check(model)
     if dp_allreduce not in ALLREDUCE:
         raise SimulationError(f"dp all-reduce must be one of {sorted(ALLREDUCE)}, got {dp_allreduce!r}")
+    if dp_collective not in DP_COLLECTIVES:
+        raise SimulationError(f"dp collective must be one of {DP_COLLECTIVES}, got {dp_collective!r}")
+    if iterations < 1:
+        raise SimulationError(f"iterations must be >= 1, got {iterations}")
     if not routing_alpha > 0:
         raise SimulationError(f"routing skew alpha must be > 0, got {routing_alpha}")
     gpus = [d.id for d in topology.gpus]
     if len(gpus) < layout.gpus:
         raise SimulationError(f"the layout needs {layout.gpus} GPUs, topology {topology.name!r} has {len(gpus)}")
     builder = _Builder(model, layout, gpu, topology, gpus[: layout.gpus], dp_allreduce, routing_alpha, seed)
-    return builder.build()
+    builder.zero2 = dp_collective == "zero2"
+    return builder.build(iterations)
 
 
 class _Builder:
@@ -80,33 +104,43 @@ class _Builder:
         self.per_vstage = model.layers // self.vstages
         self.tp_seconds = self._tp_allreduce_seconds(model.activation_bytes())
         self.counts: dict[tuple[int, int, int, int], np.ndarray] = {}
+        self.zero2 = False
+        self.iteration = 0
+        self.prefix = ""
+        self.gates: dict[tuple[int, int, int], list[str]] = {}  # (stage, replica, layer): DP flows in
 
     # -- names ------------------------------------------------------------------------------------
 
     def gpu_of(self, stage: int, replica: int, tp_rank: int) -> str:
         return self.gpus[self.layout.rank(stage, replica, tp_rank)]
 
-    @staticmethod
-    def compute_id(stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
-        return f"c{stage}.{replica}.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}{part}"
+    def compute_id(self, stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
+        return f"{self.prefix}c{stage}.{replica}.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}{part}"
 
     def pp_id(self, op: Op, vstage: int, replica: int) -> str:
-        return f"pp.{'B' if op.backward else 'F'}{op.microbatch}.v{vstage}.d{replica}"
+        return f"{self.prefix}pp.{'B' if op.backward else 'F'}{op.microbatch}.v{vstage}.d{replica}"
 
     # -- building -----------------------------------------------------------------------------------
 
-    def build(self) -> Iteration:
+    def build(self, iterations: int) -> Iteration:
         L = self.layout
-        for stage in range(L.pp):
-            ops = L.stage_ops(stage)
-            for replica in range(L.dp):
-                last = None
-                for op in ops:
-                    last = self._op(stage, replica, op, last)
-        self._dp_coflows()
+        tails: dict[tuple[int, int], str | None] = {}
+        ends = []
+        for k in range(iterations):
+            self.iteration, self.prefix = k, (f"i{k}." if k else "")
+            for stage in range(L.pp):
+                ops = L.stage_ops(stage)
+                for replica in range(L.dp):
+                    last = tails.get((stage, replica))
+                    for op in ops:
+                        last = self._op(stage, replica, op, last)
+                    tails[(stage, replica)] = last
+            ends.append(list(tails.values()))
+            self.gates = {}
+            self._dp_coflows()
         tokens = L.microbatches * self.model.tokens * L.dp
         leaders = [self.gpu_of(s, d, 0) for s in range(L.pp) for d in range(L.dp)]
-        return Iteration(self.model, L, self.gpu, self.topology, self.tasks, self.coflows, tokens, leaders)
+        return Iteration(self.model, L, self.gpu, self.topology, self.tasks, self.coflows, tokens, leaders, ends)
 
     def _compute(self, task_id: str, device: str, seconds: float, deps: list[str]) -> str:
         self.tasks.append(Compute(task_id, device, seconds, tuple(deps)))
@@ -121,7 +155,8 @@ class _Builder:
             overhead = flows.overhead_hops * path_latency(self.topology, members[a], members[b])
             self.tasks.append(Transfer(ids[k], members[a], members[b], size, deps=deps[a], overhead_s=overhead))
         if len(self.tasks) > first:
-            self.coflows.append(Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks)))))
+            self.coflows.append(Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks))),
+                                       self.iteration))
         return ids
 
     def _op(self, stage: int, replica: int, op: Op, last: str | None) -> str:
@@ -139,6 +174,8 @@ class _Builder:
             deps = [self._compute(self.compute_id(stage, replica, op, layers[-1], ".in"), leader, 0.0, deps)]
         for layer in (reversed(layers) if op.backward else layers):
             head = M.head_flops() if layer == M.layers - 1 else 0.0
+            if not op.backward and op.microbatch == 0:  # the layer's parameters, from the last iteration
+                deps = deps + self.gates.get((stage, replica, layer), [])
             if not M.moe:
                 seconds = scale * (self.gpu.seconds((M.attention_flops() + M.mlp_flops() + head) / L.tp)
                                    + 2 * self.tp_seconds)
@@ -187,7 +224,7 @@ class _Builder:
         return float(busiest)
 
     def _ep_id(self, stage: int, op: Op, layer: int, which: int, group: int) -> str:
-        return f"ep.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}.{which}.s{stage}.g{group}"
+        return f"{self.prefix}ep.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}.{which}.s{stage}.g{group}"
 
     def _experts(self, stage: int, replica: int, op: Op, layer: int, deps: list[str], *, first: bool) -> list[str]:
         """The all-to-all before (``first``) or after the experts: the group's coflows are added once,
@@ -230,31 +267,73 @@ class _Builder:
     # -- data parallelism -------------------------------------------------------------------------
 
     def _dp_coflows(self) -> None:
+        """Every layer's DP coflows, in the order a rank issues them: reduce-scatters (or
+        all-reduces) from the last layer down, as backward passes finish, then all-gathers from the
+        first layer up; records the flows into each server that the next forward pass waits for."""
         L, M = self.layout, self.model
         if L.dp == 1:
             return
         params = 4.0 * M.hidden ** 2 / L.tp + (3.0 * M.hidden * M.ffn * M.experts / L.ep if M.moe
                                                  else 8.0 * M.hidden ** 2 / L.tp)
-        flows = ALLREDUCE[self.dp_allreduce](L.dp, params * GRAD_BYTES)
+        nbytes = params * GRAD_BYTES
+        first = ring_half(L.dp, nbytes) if self.zero2 else ALLREDUCE[self.dp_allreduce](L.dp, nbytes)
         last = L.microbatches - 1
-        for layer in range(M.layers):
-            vstage = layer // self.per_vstage
-            stage, chunk = vstage % L.pp, vstage // L.pp
+        arrived: dict[tuple[int, int, int], list[str]] = {}  # (layer, tp rank, replica): flows into it
+        for layer in reversed(range(M.layers)):
+            stage, chunk = self._stage_of(layer)
             op = Op(True, chunk, last)
             part = ".a" if M.moe else ""
             ready = [self.compute_id(stage, d, op, layer, part) for d in range(L.dp)]
             for t in range(L.tp):
                 members = [self.gpu_of(stage, d, t) for d in range(L.dp)]
-                self._coflow(f"dp.L{layer}.s{stage}.t{t}", "dp", last, layer, flows, members,
-                             [(r,) for r in ready])
+                name = "dp.rs" if self.zero2 else "dp"
+                ids = self._coflow(f"{self.prefix}{name}.L{layer}.s{stage}.t{t}", "dp", last, layer, first,
+                                   members, [(r,) for r in ready])
+                for d in range(L.dp):
+                    arrived[(layer, t, d)] = [i for i, dst in zip(ids, first.dst.tolist()) if dst == d]
+        if self.zero2:
+            gather = ring_half(L.dp, nbytes)
+            for layer in range(M.layers):
+                stage, _ = self._stage_of(layer)
+                for t in range(L.tp):
+                    members = [self.gpu_of(stage, d, t) for d in range(L.dp)]
+                    ids = self._coflow(f"{self.prefix}dp.ag.L{layer}.s{stage}.t{t}", "dp", last, layer, gather,
+                                       members, [tuple(arrived[(layer, t, d)]) for d in range(L.dp)])
+                    for d in range(L.dp):
+                        arrived[(layer, t, d)] = [i for i, dst in zip(ids, gather.dst.tolist()) if dst == d]
+        for (layer, t, d), ids in arrived.items():
+            self.gates.setdefault((self._stage_of(layer)[0], d, layer), []).extend(ids)
+
+    def _stage_of(self, layer: int) -> tuple[int, int]:
+        """(pipeline stage, model chunk) holding ``layer``."""
+        vstage = layer // self.per_vstage
+        return vstage % self.layout.pp, vstage // self.layout.pp
 
     def _tp_allreduce_seconds(self, nbytes: float) -> float:
-        """One tensor-parallel all-reduce of ``nbytes``, simulated alone on the first server's GPUs."""
+        """One tensor-parallel all-reduce of ``nbytes``, simulated alone on the first server's GPUs,
+        every ring flow split over the NVSwitch planes its two GPUs share in proportion to their
+        port bandwidth (NCCL's channels span every plane), or routed as usual without NVSwitches."""
         if self.layout.tp == 1:
             return 0.0
         members = [self.gpus[t] for t in range(self.layout.tp)]
         flows = ring_allreduce(self.layout.tp, nbytes)
-        tasks = [Transfer(f"tp{k}", members[a], members[b], size,
-                          overhead_s=flows.overhead_hops * path_latency(self.topology, members[a], members[b]))
-                 for k, (a, b, size) in enumerate(zip(flows.src.tolist(), flows.dst.tolist(), flows.bytes.tolist()))]
+        tasks = []
+        for k, (a, b, size) in enumerate(zip(flows.src.tolist(), flows.dst.tolist(), flows.bytes.tolist())):
+            src, dst = members[a], members[b]
+            overhead = flows.overhead_hops * path_latency(self.topology, src, dst)
+            planes = _shared_planes(self.topology, src, dst)
+            total = sum(planes.values())
+            tasks += [Transfer(f"tp{k}.{p}", src, dst, size * share / total, overhead_s=overhead, route=(src, p, dst))
+                      for p, share in planes.items()] or [Transfer(f"tp{k}", src, dst, size, overhead_s=overhead)]
         return simulate(self.topology, tasks, timeline=False).makespan
+
+
+def _shared_planes(topology: Topology, a: str, b: str) -> dict[str, float]:
+    """NVSwitches both GPUs plug into, with ``a``'s port bandwidth to each (GB/s)."""
+    planes = {}
+    for device in topology.devices:
+        if device.kind == "nvswitch" and topology.links_between(b, device.id):
+            ports = topology.links_between(a, device.id)
+            if ports:
+                planes[device.id] = sum(topology.links[k].bandwidth_gbps for k in ports)
+    return planes
