@@ -6,8 +6,12 @@
 2. Simulated bus bandwidth (nccl-tests' definition) of the multi-channel ring, all-reduce and its
    all-gather half, priced by the flow simulator at 8 GiB, against published nccl-tests figures.
 3. Synthesis time of the LP for 16, 32 and 64 GPUs (2, 4, 8 x dgx-a100 on one IB switch), repeated.
+4. The LP on ForestColl's published A100 model (arXiv 2402.06787, its public topologies.py: each GPU
+   at 300 GB/s to one NVSwitch node and 25 GB/s to its own NIC, NICs on two IB switches by GPU
+   parity), 2, 4 and 8 boxes: algorithm bandwidth against ForestColl's optimum (all-gather algbw / 2 for
+   an all-reduce) and synthesis time, to set beside ForestColl's own generation time on that model.
 
-    python benchmarks/allreduce_plan.py [--repeats 3] [--skip-64]
+    python benchmarks/allreduce_plan.py [--repeats 3] [--skip-64] [--parts 1,2,3,4]
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import statistics
 import time
 
 from commgraph.plan import CommPlan, Send, plan_allreduce, price
-from commgraph.topology import load_preset
+from commgraph.topology import Device, Link, Topology, load_preset
 
 TOPOLOGIES = ("dgx-a100", "hgx-h100", "2xdgx-a100-ib", "4xdgx-a100-ib", "2xhgx-h100-ib", "4xhgx-h100-ib",
               "2xdgx-a100-ib-rails2-pxn", "dgx1-v100")
@@ -95,14 +99,60 @@ def synthesis(repeats: int, skip_64: bool) -> None:
               f"{band['of_bound']:.4f} of the bound, {len(plan.notes['trees'])} trees")
 
 
+def forestcoll_a100(boxes: int) -> Topology:
+    """ForestColl's A100 model as a commgraph topology: per box 8 GPUs on one NVSwitch node (300 GB/s
+    each way per GPU), a NIC per GPU (25 GB/s), NIC ``b`` of every box on IB switch ``b % 2``. A GPU
+    reaches the other parity's switch only by forwarding (PXN), so ``gpu_forwarding`` is on."""
+    devices = [Device("ib0", "switch", "fabric"), Device("ib1", "switch", "fabric")]
+    links = []
+    for box in range(boxes):
+        switch = f"b{box}.nvswitch"
+        devices.append(Device(switch, "nvswitch", f"b{box}"))
+        for g in range(8):
+            gpu, nic = f"b{box}.gpu{g}", f"b{box}.nic{g}"
+            devices += [Device(gpu, "gpu", f"b{box}"), Device(nic, "nic", f"b{box}")]
+            links += [Link(gpu, switch, "nvswitch", 1, 300.0, 1.0), Link(gpu, nic, "pcie", 1, 25.0, 1.0),
+                      Link(nic, f"ib{g % 2}", "infiniband", 1, 25.0, 1.0)]
+    return Topology(f"forestcoll-a100-{boxes}box", devices, links, gpu_forwarding=True)
+
+
+# ForestColl's optimal all-gather algorithm bandwidth on its A100 model (GB/s); its README gives the
+# 2-box figure, the 4- and 8-box ones are its code's output (see benchmarks/RESULTS.md).
+FORESTCOLL_ALLGATHER = {2: 346.67, 4: 266.67, 8: 228.57}
+
+
+def forestcoll_model(repeats: int) -> None:
+    print("\n4. lp on ForestColl's A100 model: all-reduce algbw against ForestColl's optimum "
+          "(all-gather algbw / 2) and synthesis time")
+    for boxes, allgather in FORESTCOLL_ALLGATHER.items():
+        topology = forestcoll_a100(boxes)
+        runs = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            plan = plan_allreduce("lp", topology, 1e9)
+            runs.append(time.perf_counter() - start)
+        band = plan.notes["bandwidth"]
+        print(f"  {8 * boxes} GPUs: lp {band['algbw_gbps']:.2f} GB/s, {band['of_bound']:.4f} of the bound, "
+              f"ForestColl's optimum {allgather / 2:.2f} (ratio {band['algbw_gbps'] / (allgather / 2):.4f}); "
+              f"synthesis median {statistics.median(runs):.2f} s, min {min(runs):.2f}, max {max(runs):.2f} "
+              f"over {len(runs)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-64", action="store_true", help="leave out the 64-GPU synthesis (minutes)")
+    parser.add_argument("--parts", default="1,2,3,4", help="which numbered parts to run (default: all)")
     args = parser.parse_args()
-    planners_table()
-    nccl_tests_check()
-    synthesis(args.repeats, args.skip_64)
+    parts = set(args.parts.split(","))
+    if "1" in parts:
+        planners_table()
+    if "2" in parts:
+        nccl_tests_check()
+    if "3" in parts:
+        synthesis(args.repeats, args.skip_64)
+    if "4" in parts:
+        forestcoll_model(args.repeats)
 
 
 if __name__ == "__main__":
