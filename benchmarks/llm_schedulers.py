@@ -123,6 +123,8 @@ def main() -> None:
     models = args.models.split(",")
     default_gpus = {"engine": "1024,8192", "scale": ",".join(map(str, FAT_TREE_K))}.get(args.part, "1024")
     args.gpus = [int(g) for g in (args.gpus or default_gpus).split(",")]
+    if set(args.gpus) - set(FAT_TREE_K):
+        parser.error(f"--gpus must be among {', '.join(map(str, FAT_TREE_K))}")
     speeds = [float(g) for g in (args.gbps or ("40,100,400" if args.part == "bandwidth" else "100")).split(",")]
     if args.part == "scale":
         sweep("scale, 100 Gbit/s per server", [(m, g, 100.0, 1) for m in models for g in args.gpus], args)
