@@ -1,15 +1,25 @@
-"""Coflow schedulers on simulated LLM training (issue: Hermod), Table 5.5's simulation layouts on
-fat-trees of HGX H100 servers (8 GPUs, 8 NICs each, full bisection), one iteration per run.
+"""Coflow schedulers on simulated LLM training in the Hermod thesis's setting (issue 33): Table 5.5's
+layouts on a full-bisection fat-tree of 8-GPU H100 servers with one network link per server (``nics``)
+and 1 us links, several iterations back to back without a barrier (steady-state iteration time),
+ZeRO-2's reduce-scatter and all-gather for DP, MoE models with as many micro-batches as pipeline
+stages and Hermod's Algorithm 3 all-to-alls.
 
-Parts (each prints a markdown table; ratios are against ``fair`` and ``lina`` of the same run):
+Every row gives Megatron-LM's (one DP stream, FIFO: the baseline), Lina's and Hermod's iteration
+time, the same DAG with free communication (an oracle: the compute critical path), the share of
+Megatron's iteration that is exposed communication, the ceiling T(megatron) / T(free), Hermod over
+Megatron and over Lina, and the share of the headroom Hermod closes:
+(T(megatron) - T(hermod)) / (T(megatron) - T(free)).
 
-- ``layouts``: the three simulation models on 1,024 GPUs (128 servers, 100 Gbit/s);
-- ``scale``: GPT-3 175B on 1,024 / 2,048 / 4,096 / 8,192 GPUs (data parallelism 16..128);
-- ``bandwidth``: GPT-3 175B on 1,024 GPUs at 40 / 100 / 200 / 400 Gbit/s;
-- ``engine``: wall time, flows and peak memory of simulating one GPT-3 175B iteration on 1,024 and
-  8,192 GPUs, against the same engine recomputing every rate at every event (1,024 GPUs only).
+Parts (``--part``; ``--models``, ``--gpus`` and ``--gbps`` narrow a part to some of its cases):
 
-    python benchmarks/llm_schedulers.py [--part all] [--microbatches 8] [--moe-microbatches 2]
+- ``scale``: GPT-3 175B and Mixtral 8x22B on 1,024 / 2,048 / 4,096 / 8,192 GPUs at 100 Gbit/s;
+- ``bandwidth``: both models on 1,024 GPUs at 40 / 100 / 400 Gbit/s;
+- ``nics``: the sensitivity run: 8 NICs per server (one per GPU), 1,024 GPUs, 100 Gbit/s;
+- ``qwen``: qwen-moe-24l on 1,024 GPUs at 100 Gbit/s, timed (target: 10 minutes);
+- ``engine``: wall time and peak memory of building and simulating GPT-3 175B under Hermod on
+  1,024 and 8,192 GPUs (target: 8,192 GPUs in 60 s).
+
+    python benchmarks/llm_schedulers.py --part scale --models gpt3-175b --gpus 1024
 """
 
 from __future__ import annotations
@@ -18,113 +28,115 @@ import argparse
 import resource
 import time
 
-from commgraph.plan.coflow import SCHEDULERS, run_schedule, schedule
+from commgraph.plan.coflow import free_communication, iteration_seconds, run_schedule, schedule
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
 
-SIMULATION_MODELS = ("gpt3-175b", "mixtral-8x22b", "qwen-moe-24l")
+MODELS = ("gpt3-175b", "mixtral-8x22b")
 FAT_TREE_K = {1024: 8, 2048: 12, 4096: 14, 8192: 16}  # smallest k-ary fat-tree with GPUs / 8 servers
+SCHEDULERS = ("megatron", "lina", "hermod")
 
 
-def topology(gpus: int, gbps: float):
-    return load_preset(f"fattree:k={FAT_TREE_K[gpus]},server=hgx-h100,bisection=full",
+def topology(gpus: int, gbps: float, nics: int):
+    """The thesis's cluster (``hermod-thesis`` at 1,024 GPUs) grown to ``gpus``."""
+    return load_preset(f"fattree:k={FAT_TREE_K[gpus]},server=hgx-h100,nics={nics},latency=1,bisection=full",
                        speeds={"ib": gbps / 8, "pcie": 64.0})
 
 
-def iteration(name: str, gpus: int, gbps: float, microbatches: int):
+def microbatches(name: str, args: argparse.Namespace) -> int:
+    """``--microbatches``, or for MoE models the pipeline depth when ``--moe-microbatches`` is 0."""
+    if not model(name).moe:
+        return args.microbatches
+    return args.moe_microbatches or DEFAULT_LAYOUT[name][1]
+
+
+def iteration(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace):
     tp, pp, ep = DEFAULT_LAYOUT[name]
-    net = topology(gpus, gbps)
-    layout = Layout(tp, pp, gpus // (tp * pp), ep, microbatches)
-    return net, build_iteration(model(name), layout, gpu("h100"), net)
+    net = topology(gpus, gbps, nics)
+    layout = Layout(tp, pp, gpus // (tp * pp), ep, microbatches(name, args))
+    return net, layout, build_iteration(model(name), layout, gpu("h100"), net, iterations=args.iterations,
+                                        dp_collective=args.dp_collective)
 
 
-def compare(name: str, gpus: int, gbps: float, microbatches: int, schedulers: list[str],
-            matching: str | None) -> dict[str, float]:
+def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace) -> dict:
+    """Each scheduler's steady-state iteration time on one case, the free-communication time and
+    the wall time the case took."""
     start = time.perf_counter()
-    net, it = iteration(name, gpus, gbps, microbatches)
-    tokens = {s: it.tokens / run_schedule(s, it.tasks, it.coflows, net, matching=matching).result.makespan
-              for s in schedulers}
-    tokens["_flows"] = it.flows
-    tokens["_seconds"] = time.perf_counter() - start
-    return tokens
+    net, layout, it = iteration(name, gpus, gbps, nics, args)
+    row = {s: iteration_seconds(run_schedule(s, it.tasks, it.coflows, net).result, it.ends) for s in SCHEDULERS}
+    row["free"] = iteration_seconds(free_communication(net, it.tasks), it.ends)
+    row.update(m=layout.microbatches, flows=it.flows, wall=time.perf_counter() - start)
+    return row
 
 
-def header(schedulers: list[str]) -> None:
-    print("| case | flows | " + " | ".join(f"{s} tokens/s" for s in schedulers)
-          + " | hermod / fair | hermod / lina | wall s |")
-    print("|---" * (len(schedulers) + 5) + "|")
+def header() -> None:
+    print("| case | m | flows | megatron s | lina s | hermod s | free s | exposed | ceiling | hermod / megatron "
+          "| hermod / lina | headroom closed | wall s |")
+    print("|---" * 13 + "|")
 
 
-def table(rows: list[tuple[str, dict]], schedulers: list[str]) -> None:
-    for label, r in rows:
-        cells = " | ".join(f"{r[s]:,.0f}" if s in r else "-" for s in schedulers)
-        print(f"| {label} | {r['_flows']:,} | {cells} | {r['hermod'] / r['fair']:.3f}x | "
-              f"{r['hermod'] / r['lina']:.3f}x | {r['_seconds']:.0f} |", flush=True)
+def line(label: str, r: dict) -> None:
+    base, free, hermod = r["megatron"], r["free"], r["hermod"]
+    closed = f"{(base - hermod) / (base - free):.0%}" if base - free > 1e-12 * base else "-"
+    print(f"| {label} | {r['m']} | {r['flows']:,} | {base:.3f} | {r['lina']:.3f} | {hermod:.3f} | {free:.3f} | "
+          f"{1 - free / base:.1%} | {base / free:.3f}x | {base / hermod:.3f}x | {r['lina'] / hermod:.3f}x | "
+          f"{closed} | {r['wall']:.0f} |", flush=True)
 
 
-def engine(microbatches: int) -> None:
-    print("| GPUs | tasks | flows | build s | simulate s | full-reallocation s | ratio | peak RSS GB |")
-    print("|---|---|---|---|---|---|---|---|")
-    for gpus in (1024, 8192):
+def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.Namespace) -> None:
+    print(f"\n{title} ({args.iterations} iterations, {args.dp_collective})")
+    header()
+    for name, gpus, gbps, nics in cases:
+        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", compare(name, gpus, gbps, nics, args))
+
+
+def engine(args: argparse.Namespace) -> None:
+    print(f"\nengine: GPT-3 175B, {args.iterations} iterations, hermod, 100 Gbit/s, nics=1")
+    print("| GPUs | tasks | flows | build + schedule s | simulate s | total s | peak RSS GB |")
+    print("|---|---|---|---|---|---|---|")
+    for gpus in args.gpus:
         start = time.perf_counter()
-        net, it = iteration("gpt3-175b", gpus, 100.0, microbatches)
+        net, _, it = iteration("gpt3-175b", gpus, 100.0, 1, args)
         plan = schedule("hermod", it.tasks, it.coflows, net)
         built = time.perf_counter() - start
         start = time.perf_counter()
-        fast = simulate(net, plan.tasks, timeline=False)
-        fast_s = time.perf_counter() - start
-        slow_s, ratio = "-", "-"
-        if gpus == 1024:
-            start = time.perf_counter()
-            slow = simulate(net, plan.tasks, timeline=False, incremental=False)
-            slow_s = time.perf_counter() - start
-            assert abs(slow.makespan - fast.makespan) <= 1e-9 * fast.makespan
-            slow_s, ratio = f"{slow_s:.1f}", f"{slow_s / fast_s:.2f}x"
+        simulate(net, plan.tasks, timeline=False)
+        simulated = time.perf_counter() - start
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        print(f"| {gpus:,} | {len(plan.tasks):,} | {it.flows:,} | {built:.1f} | {fast_s:.1f} | {slow_s} | {ratio} | "
-              f"{rss:.2f} |", flush=True)
+        print(f"| {gpus:,} | {len(plan.tasks):,} | {it.flows:,} | {built:.1f} | {simulated:.1f} | "
+              f"{built + simulated:.1f} | {rss:.2f} |", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("all", "layouts", "scale", "bandwidth", "engine"), default="all")
-    parser.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration (GPT-3)")
-    parser.add_argument("--moe-microbatches", type=int, default=2,
-                        help="micro-batches for the MoE models (their all-to-alls are most of the flows)")
-    parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
-    parser.add_argument("--models", default=",".join(SIMULATION_MODELS), help="models of the layouts part")
-    parser.add_argument("--moe-schedulers", default="fair,lina,hermod",
-                        help="schedulers run on the MoE models (each run simulates hundreds of thousands of flows)")
-    parser.add_argument("--moe-matching", default="direct", choices=("direct", "alg3", "bvn"),
-                        help="EP all-to-all sending for every scheduler on the MoE models")
+    parser.add_argument("--part", choices=("scale", "bandwidth", "nics", "qwen", "engine"), required=True)
+    parser.add_argument("--models", default=",".join(MODELS), help="models of the scale and bandwidth parts")
+    parser.add_argument("--gpus", default="", help="comma list of GPU counts (default: the part's)")
+    parser.add_argument("--gbps", default="", help="comma list of link speeds in Gbit/s (bandwidth part)")
+    parser.add_argument("--iterations", type=int, default=3, help="iterations without a barrier")
+    parser.add_argument("--dp-collective", choices=("allreduce", "zero2"), default="zero2")
+    parser.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration (dense models)")
+    parser.add_argument("--moe-microbatches", type=int, default=0,
+                        help="micro-batches for the MoE models (0: as many as pipeline stages)")
     args = parser.parse_args()
-    schedulers = args.schedulers.split(",")
-    parts = ("layouts", "scale", "bandwidth", "engine") if args.part == "all" else (args.part,)
-    if "layouts" in parts:
-        print("\n1,024 GPUs, 100 Gbit/s, Table 5.5 layouts (dp 16)")
-        header(schedulers)
-        for name in args.models.split(","):
-            dense = not model(name).moe
-            m = args.microbatches if dense else args.moe_microbatches
-            chosen = schedulers if dense else [s for s in schedulers if s in args.moe_schedulers.split(",")]
-            r = compare(name, 1024, 100.0, m, chosen, None if dense else args.moe_matching)
-            table([(f"{name} m={m}", r)], schedulers)
-    if "scale" in parts:
-        print("\nGPT-3 175B, 100 Gbit/s, tp 8 pp 8")
-        header(schedulers)
-        for gpus in FAT_TREE_K:
-            table([(f"{gpus:,} GPUs (dp {gpus // 64})", compare("gpt3-175b", gpus, 100.0, args.microbatches,
-                                                               schedulers, None))], schedulers)
-    if "bandwidth" in parts:
-        print("\nGPT-3 175B, 1,024 GPUs")
-        header(schedulers)
-        for gbps in (40, 100, 200, 400):
-            table([(f"{gbps} Gbit/s", compare("gpt3-175b", 1024, gbps, args.microbatches, schedulers, None))],
-                  schedulers)
-    if "engine" in parts:
-        print(f"\nengine: one GPT-3 175B iteration (m={args.microbatches}, hermod)")
-        engine(args.microbatches)
+    models = args.models.split(",")
+    default_gpus = {"engine": "1024,8192", "scale": ",".join(map(str, FAT_TREE_K))}.get(args.part, "1024")
+    args.gpus = [int(g) for g in (args.gpus or default_gpus).split(",")]
+    if set(args.gpus) - set(FAT_TREE_K):
+        parser.error(f"--gpus must be among {', '.join(map(str, FAT_TREE_K))}")
+    speeds = [float(g) for g in (args.gbps or ("40,100,400" if args.part == "bandwidth" else "100")).split(",")]
+    if args.part == "scale":
+        sweep("scale, 100 Gbit/s per server", [(m, g, 100.0, 1) for m in models for g in args.gpus], args)
+    elif args.part == "bandwidth":
+        sweep("bandwidth, 1,024 GPUs", [(m, g, s, 1) for m in models for g in args.gpus for s in speeds], args)
+    elif args.part == "nics":
+        sweep("sensitivity: 8 NICs per server", [(m, g, s, 8) for m in models for g in args.gpus for s in speeds],
+              args)
+    elif args.part == "qwen":
+        sweep("qwen-moe-24l", [("qwen-moe-24l", g, s, 1) for g in args.gpus for s in speeds], args)
+    else:
+        engine(args)
 
 
 if __name__ == "__main__":

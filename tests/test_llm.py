@@ -366,3 +366,22 @@ def test_zero2_splits_each_layers_dp_into_reduce_scatter_then_all_gather():
     assert len(dp(zero)) == 2 * len(dp(plain))
     size = lambda it, c: sum(it.tasks[i].bytes for i in c.flows)  # noqa: E731
     assert sum(size(zero, c) for c in dp(zero)) == pytest.approx(sum(size(plain, c) for c in dp(plain)))
+
+
+def test_table_5_2_naive_priorities_order_around_the_baseline():
+    """Table 5.2: DP-first slows training, PP-first and EP-first speed it up, against no
+    prioritisation (``fair``). A small MoE on 4 one-NIC servers, EP groups across servers."""
+    spec = ModelSpec("moe-small", layers=4, hidden=1024, heads=16, seq_len=1024, micro_batch=2, vocab=0,
+                     experts=8, top_k=2, ffn=2048)
+    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full",
+                      speeds={"ib": 100 / 8, "pcie": 64.0})
+    it = build_iteration(spec, Layout(tp=2, pp=2, dp=8, ep=8, microbatches=4), gpu("h100"), net)
+    assert {c.kind for c in it.coflows} == {"dp", "pp", "ep"}
+    host = {d.id: d.host for d in net.devices}
+    assert any(host[it.tasks[i].src] != host[it.tasks[i].dst] for c in it.coflows if c.kind == "ep" for i in c.flows)
+    seconds = {name: run_schedule(name, it.tasks, it.coflows, net, matching="direct").result.makespan
+               for name in ("fair", "dp-first", "pp-first", "ep-first")}
+    speedup = {name: seconds["fair"] / s for name, s in seconds.items()}
+    assert speedup["dp-first"] < 0.95
+    assert speedup["pp-first"] > 1.02
+    assert speedup["ep-first"] > 1.005

@@ -11,6 +11,8 @@ an all-to-all into matching sub-phases (:mod:`commgraph.plan.matching`).
 - ``lina``: expert-parallel all-to-all first, everything else after (Li et al., ATC'23). Lina
   partitions DP all-reduces into small chunks so that an all-to-all preempts them at a chunk
   boundary; the flow model's strict priority preempts at once, the limit of that partitioning.
+- ``dp-first``, ``pp-first``, ``ep-first``: Table 5.2's naive heuristics: that type's coflows in
+  one class above every other coflow, per-flow max-min sharing within each class.
 - ``varys``: smallest effective bottleneck first (SEBF) with MADD rates: a coflow's bottleneck
   :math:`\\Gamma = \\max_{port} bytes_{port} / B_{port}`; coflows in ascending Γ, each flow capped at
   ``bytes / Γ`` so all of a coflow's flows finish together (Chowdhury et al., SIGCOMM'14).
@@ -45,7 +47,9 @@ from commgraph.sim.coflow import Coflow, check_coflows, coflow_times
 from commgraph.sim.dag import Task, Transfer
 from commgraph.topology.model import Topology
 
-SCHEDULERS = ("megatron", "fair", "lina", "varys", "sincronia", "hermod", "hermod-dscp")
+SCHEDULERS = ("megatron", "fair", "lina", "dp-first", "pp-first", "ep-first", "varys", "sincronia", "hermod",
+              "hermod-dscp")
+FIRST = {"dp-first": "dp", "pp-first": "pp", "ep-first": "ep"}  # Table 5.2's heuristics: the type they favour
 MATCHINGS = ("direct", *MATCHERS)
 
 
@@ -74,7 +78,9 @@ def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topo
     if name in ("fair", "megatron"):
         classes = np.zeros(len(coflows), dtype=np.int64)
     elif name == "lina":
-        classes = np.array([0 if c.kind == "ep" else 1 for c in coflows], dtype=np.int64)
+        classes = _first("ep", coflows)
+    elif name in FIRST:
+        classes = _first(FIRST[name], coflows)
     elif name == "varys":
         bottleneck = _bottlenecks(tasks, coflows, topology)
         classes = _dense_rank(bottleneck)
@@ -146,6 +152,11 @@ def one_stream(tasks: list[Task], coflows: list[Coflow]) -> list[Task]:
             mine.setdefault(f.dst, []).append(f.id)
         previous[group] = mine
     return out
+
+
+def _first(kind: str, coflows: list[Coflow]) -> np.ndarray:
+    """Class 0 for the coflows of ``kind``, class 1 for the rest."""
+    return np.array([0 if c.kind == kind else 1 for c in coflows], dtype=np.int64)
 
 
 def _layers(coflows: list[Coflow]) -> int:
