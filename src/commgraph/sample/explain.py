@@ -194,11 +194,17 @@ class _Failure:
     error: str
 
 
-def _serve(explainer: DGSExplainer, requests, results) -> None:
-    """The explainer process: at the lowest CPU priority and with one compute thread, explain each
-    snapshot handed over until told to stop (None) or training's end of the pipe closes."""
-    _lowest_priority()
-    torch.set_num_threads(1)
+def _serve(explainer: DGSExplainer, requests, results, cpu: float | None) -> None:
+    """The explainer process: explain each snapshot handed over until told to stop (None) or
+    training's end of the pipe closes. Without a budget (``cpu`` None) it runs one compute thread
+    at the lowest CPU priority; with ``cpu`` cores it runs ``max(1, floor(cpu))`` threads at normal
+    priority and, below one core per thread, sleeps after each explanation so that its busy share
+    of the time is ``cpu / threads``."""
+    threads = 1 if cpu is None else max(1, int(cpu))
+    if cpu is None:
+        _lowest_priority()
+    torch.set_num_threads(threads)
+    duty = 1.0 if cpu is None else min(1.0, cpu / threads)
     while True:
         try:
             request = requests.get()
@@ -208,48 +214,60 @@ def _serve(explainer: DGSExplainer, requests, results) -> None:
             return
         state, iteration = request
         try:
-            results.put(explainer.explain(state, iteration))
+            result = explainer.explain(state, iteration)
         except Exception as exc:  # noqa: BLE001 - reported to training by observe() and close()
             results.put(_Failure(f"{type(exc).__name__}: {exc}"))
             return
+        results.put(result)
+        if duty < 1:
+            time.sleep(result.seconds * (1 / duty - 1))
 
 
 class OnlineExplainer:
-    """Runs a :class:`DGSExplainer` beside training in a process of its own, at the lowest CPU
-    priority: its own interpreter, so it never holds a lock training needs (a thread would share
-    the GIL), and it takes only the cycles training leaves idle (on a machine without spare cores
-    the masks come late, or not at all).
+    """Runs a :class:`DGSExplainer` beside training in a process of its own: its own interpreter,
+    so it never holds a lock training needs (a thread would share the GIL). Without a CPU budget
+    (``cpu`` None) it runs at the lowest CPU priority and takes only the cycles training leaves
+    idle (on a machine without spare cores the masks come late, or not at all); with ``cpu``
+    cores it competes with training for at most that much CPU (see :func:`_serve`).
 
     Training calls :meth:`observe` after every iteration with its loss: the call keeps a copy of
     the parameters when the loss is the lowest of the current window of ``period`` iterations and,
     at the window's end, hands that snapshot to the process if it is idle (if it is still busy the
-    window is skipped: training never waits). Each finished explanation is passed to ``publish``
-    (e.g. :meth:`DGSSampler.set_masks`) by a thread of training's process that waits on the
-    results. An error in the explainer is raised by the next :meth:`observe` or by :meth:`close`.
+    window is skipped). :meth:`wait_for_masks` instead hands over a snapshot at once and blocks
+    until the first masks are published (``--dgs-wait``). Each finished explanation is passed to
+    ``publish`` (e.g. :meth:`DGSSampler.set_masks`) by a thread of training's process that waits
+    on the results. An error in the explainer is raised by the next :meth:`observe`,
+    :meth:`wait_for_masks` or by :meth:`close`.
     """
 
-    def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None]):
+    def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None], cpu: float | None = None):
+        if cpu is not None and not cpu > 0:
+            raise SamplingError(f"the online explainer needs a CPU budget > 0 cores; got {cpu}")
         self.explainer, self.publish = explainer, publish
         self.period = explainer.options.period
         self.rounds: list[ExplanationRound] = []
         self.skipped = 0
         self._best: tuple[float, int, dict] | None = None
         self._busy = False
+        self._published = threading.Event()
         self._error: str | None = None
         context = multiprocessing.get_context("spawn")  # no fork of a process with live threads
         self._requests, self._results = context.Queue(), context.Queue()
-        self._process = context.Process(target=_serve, args=(explainer, self._requests, self._results),
+        self._process = context.Process(target=_serve, args=(explainer, self._requests, self._results, cpu),
                                         name="dgs-explainer", daemon=True)
         self._process.start()
         self._receiver = threading.Thread(target=self._receive, name="dgs-masks", daemon=True)
         self._receiver.start()
 
+    @staticmethod
+    def _snapshot(model: torch.nn.Module) -> dict:
+        return {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
+
     def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
         """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
         self._raise_error()
         if self._best is None or loss < self._best[0]:
-            state = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
-            self._best = (loss, iteration, state)
+            self._best = (loss, iteration, self._snapshot(model))
         if iteration % self.period:
             return
         _, best_iteration, state = self._best
@@ -259,6 +277,20 @@ class OnlineExplainer:
             return
         self._busy = True
         self._requests.put((state, best_iteration))
+
+    def wait_for_masks(self, model: torch.nn.Module, iteration: int, timeout: float = 3600.0) -> float:
+        """Block until the first masks are published, handing ``model`` (trained up to
+        ``iteration``) to the explainer unless it is already explaining; returns the seconds
+        waited."""
+        started = time.perf_counter()
+        if not self._published.is_set() and not self._busy:
+            self._busy = True
+            self._requests.put((self._snapshot(model), iteration))
+        while not self._published.wait(0.05):
+            self._raise_error()
+            if time.perf_counter() - started > timeout:
+                raise SamplingError(f"no DGS masks after {timeout:.0f} s of --dgs-wait")
+        return time.perf_counter() - started
 
     def _receive(self) -> None:
         while True:
@@ -273,6 +305,7 @@ class OnlineExplainer:
                 return
             self.rounds.append(result)
             self.publish(result.masks)
+            self._published.set()
             self._busy = False
 
     def _raise_error(self) -> None:
