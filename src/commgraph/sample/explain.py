@@ -154,7 +154,8 @@ class DGSExplainer:
         while epochs < self.options.epochs:
             optimizer.zero_grad()
             node, feature = node_logit.sigmoid(), feature_logit.sigmoid()
-            log_probs = torch.log_softmax(forward_blocks(self.model, x * node * feature, self.blocks), dim=-1)
+            log_probs = torch.log_softmax(forward_blocks(self.model, _Masked.apply(x, node, feature), self.blocks),
+                                          dim=-1)
             total = -log_probs[0, target] + _regulariser(node) + _regulariser(feature)
             total.backward()
             optimizer.step()
@@ -165,6 +166,24 @@ class DGSExplainer:
         node_prob[self.explanation.remote] = node_logit.detach()[1:, 0].sigmoid().numpy()
         masks = DGSMasks(node_prob, feature_logit.detach()[0].sigmoid().numpy(), iteration)
         return ExplanationRound(masks, epochs, loss, time.perf_counter() - started, time.process_time() - cpu)
+
+
+class _Masked(torch.autograd.Function):
+    r""":math:`X' = X \odot n f^\top` for a constant :math:`X` (``[N, F]``), node mask ``n``
+    (``[N, 1]``) and feature mask ``f`` (``[1, F]``), with its gradients as two matrix-vector
+    products of :math:`G \odot X`: one pass over the table each way, where autograd's chain of
+    two broadcasts makes several."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, node: torch.Tensor, feature: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, node, feature)
+        return torch.mul(x, node).mul_(feature)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, node, feature = ctx.saved_tensors
+        weighted = grad * x
+        return None, weighted @ feature.t(), node.t() @ weighted
 
 
 def _regulariser(mask: torch.Tensor) -> torch.Tensor:
