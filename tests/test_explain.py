@@ -48,14 +48,14 @@ def test_explanation_graph_pools_the_local_nodes_and_links_every_remote_node(cor
     assert explanation.edge_index.shape[1] == 2 * m + 1
 
 
-def test_explainer_learns_node_and_feature_masks_with_pyg(cora_part):
+def test_one_explainer_learns_node_and_feature_masks_and_honours_epochs_and_threshold(cora_part):
     graph, sampling, explanation = cora_part
     torch.manual_seed(0)
     model = GNN("sage", graph.num_features, 16, 7, dropout=0.0)
     explainer = DGSExplainer(sampling, explanation, model, ExplainerOptions(epochs=5, loss_threshold=0.0))
     result = explainer.explain(model.state_dict(), iteration=7)
     masks = result.masks
-    assert masks.iteration == 7 and result.node_epochs == 5 and result.feature_epochs == 5
+    assert masks.iteration == 7 and result.epochs == 5 and result.seconds > 0 and result.cpu_seconds > 0
     assert masks.node_prob.shape == (graph.num_nodes,) and masks.feature_mask.shape == (graph.num_features,)
     remote = np.zeros(graph.num_nodes, dtype=bool)
     remote[explanation.remote] = True
@@ -63,9 +63,15 @@ def test_explainer_learns_node_and_feature_masks_with_pyg(cora_part):
     assert np.all((masks.node_prob[remote] > 0) & (masks.node_prob[remote] < 1))
     assert np.all((masks.feature_mask >= 0) & (masks.feature_mask <= 1))
     assert np.unique(masks.node_prob[remote]).shape[0] > 1  # learnt, not constant
-    # the loss threshold stops GNNExplainer early (after the first epoch, which fixes its hard masks)
+    assert np.unique(masks.feature_mask).shape[0] > 1
+    # the same snapshot gives the same masks; more epochs move them further from the start
+    again = explainer.explain(model.state_dict(), iteration=7).masks
+    assert np.array_equal(again.node_prob, masks.node_prob) and np.array_equal(again.feature_mask, masks.feature_mask)
+    longer = DGSExplainer(sampling, explanation, model, ExplainerOptions(epochs=20, loss_threshold=0.0))
+    assert longer.explain(model.state_dict(), iteration=7).loss < result.loss
+    # the loss threshold L stops GNNExplainer at the first epoch whose loss is at most L
     early = DGSExplainer(sampling, explanation, model, ExplainerOptions(epochs=50, loss_threshold=1e9))
-    assert early.explain(model.state_dict()).node_epochs == 2
+    assert early.explain(model.state_dict()).epochs == 1
     # and the masks drive DGS's sampler
     dgs = DGSSampler(sampling, [5, 5])
     dgs.set_masks(masks)

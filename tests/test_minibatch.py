@@ -69,6 +69,75 @@ def test_all_neighbours_and_one_batch_train_exactly_like_the_full_graph(sets, tm
             assert record["feature_bytes"] == 4 * 1433 * remote
             assert record["structure_bytes"] == 8 * remote
             assert record["comm_bytes"] == record["feature_bytes"] + record["structure_bytes"]
+            assert record["total_bytes"] == record["comm_bytes"] + record["allreduce_bytes"] > record["comm_bytes"]
+            if sampler == "dgs":  # no masks yet: said, step by step
+                assert record["dgs_steps"] == 2 and record["dgs_masked_steps"] == 0
+                assert record["dgs_masks_age_steps"] == -1
+            else:
+                assert record["dgs_steps"] is None
+
+
+def _remote_inputs(partdir: Path) -> int:
+    """Remote input rows of one batch of every training node, fanout -1,-1, summed over workers."""
+    pset = load_partition_set(partdir)
+    remote = 0
+    for k in range(pset.num_parts):
+        part = pset.part(k)
+        seeds = np.asarray(part.owned)[np.asarray(part.train_mask, bool)]
+        graph = SamplingGraph.from_partition(pset, k)
+        remote += int(NeighborSampler(graph, [-1, -1]).sample(seeds, np.random.default_rng(0)).remote_input.sum())
+    return remote
+
+
+@pytest.mark.timeout(300)
+def test_dgs_masks_written_by_one_run_are_used_from_the_first_step_of_another(sets, tmp_path):
+    """``--dgs-masks-out`` explains the trained model on every worker; ``--dgs-masks`` samples with
+    those masks on every step, and remote rows carry exactly ceil(N_f * F) columns on the wire."""
+    masks = tmp_path / "masks.npz"
+    common = ("--sampler", "dgs", "--explain-cpu", "0", "--explain-epochs", "5", "--seed", "1")
+    _train(sets["g3"], 2, tmp_path / "a.jsonl", *common, "--epochs", "1", "--dgs-masks-out", str(masks))
+    from commgraph.sample.maskfile import load_masks
+
+    loaded = load_masks(masks, load_partition_set(sets["g3"]), 1433)
+    assert len(loaded) == 2 and all(m.feature_mask.shape == (1433,) for m in loaded)
+    records, _ = _train(sets["g3"], 2, tmp_path / "b.jsonl", *common, "--epochs", "2", "--dgs-masks", str(masks),
+                        "--fanout", "-1,-1", "--batch-size", "1000", "--feature-rate", "0.5")
+    remote, columns = _remote_inputs(sets["g3"]), 717  # ceil(0.5 * 1433)
+    for epoch, record in enumerate(records):
+        assert record["dgs_masked_steps"] == record["dgs_steps"] == 2 and record["dgs_explanations"] == 0
+        assert record["feature_bytes"] == 4 * columns * remote
+        # node ids, and each worker's column list once, to the other worker, when it first changes
+        assert record["structure_bytes"] == 8 * remote + (2 * 8 * columns if epoch == 0 else 0)
+
+
+@pytest.mark.timeout(300)
+def test_dgs_wait_never_runs_a_step_without_masks(sets, tmp_path):
+    records, _ = _train(sets["g3"], 2, tmp_path / "w.jsonl", "--sampler", "dgs", "--dgs-wait", "--epochs", "2",
+                        "--fanout", "5,5", "--batch-size", "32", "--explain-epochs", "3",
+                        "--explain-period", "1000", "--explain-cpu", "1")
+    assert all(r["dgs_masked_steps"] == r["dgs_steps"] > 0 for r in records)
+    assert records[0]["dgs_wait_seconds"] > 0 and records[1]["dgs_wait_seconds"] == 0
+    assert records[0]["dgs_explanations"] == 2  # one per worker, the one waited for
+    from commgraph.train.trainer import EpochRecord
+
+    fields = {k: v for k, v in records[0].items() if k in EpochRecord.__dataclass_fields__}
+    assert "masks 100% of steps (age " in EpochRecord(**fields).line() and "waited" in EpochRecord(**fields).line()
+
+
+def test_a_mask_file_for_another_partition_set_is_refused_before_any_worker_starts(sets, tmp_path, capsys):
+    from commgraph.sample import DGSMasks
+    from commgraph.sample.maskfile import save_masks
+
+    graph = load_graph("cora")
+    pset = load_partition_set(sets["chunk"])
+    other = tmp_path / "other.npz"
+    save_masks(other, pset, [DGSMasks(np.ones(graph.num_nodes), np.ones(1433))] * 3)
+    assert main(["train", str(sets["g3"]), "--quiet", "--sampler", "dgs", "--dgs-masks", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "was made for another partition set" in err and "rank" not in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    assert main(["train", str(sets["g3"]), "--quiet", "--sampler", "dgs", "--dgs-masks", str(tmp_path / "junk.npz")]) == 2
+    assert "not a mask file" in capsys.readouterr().err
 
 
 @pytest.mark.timeout(400)
@@ -169,6 +238,10 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
     (["--sampler", "dgs", "--feature-rate", "0"], "--feature-rate (N_f) must lie in (0, 1]"),
     (["--sampler", "dgs", "--epsilon", "1.5"], "--epsilon must lie in [0, 1]"),
     (["--sampler", "dgs", "--explain-period", "0"], "--explain-period (T_ex) must be >= 1"),
+    (["--sampler", "dgs", "--explain-cpu", "-1"], "--explain-cpu must be >= 0 cores"),
+    (["--sampler", "dgs", "--dgs-wait", "--explain-cpu", "0"], "--dgs-wait waits for the online explainer"),
+    (["--sampler", "dgs", "--dgs-masks", "/nonexistent.npz"], "--dgs-masks /nonexistent.npz: no such file"),
+    (["--sampler", "neighbor", "--dgs-wait"], "--dgs-wait is a sampler option for --sampler dgs"),
     (["--sampler", "cluster", "--clusters", "2", "--clusters-per-batch", "3"], "exceeds --clusters"),
     (["--sampler", "fastgcn", "--layer-size", "0"], "--layer-size must be >= 1"),
 ])

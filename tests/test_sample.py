@@ -32,13 +32,14 @@ def _fan_in(sources_per_destination: int, destinations: int):
     return src, dst, destinations * (1 + sources_per_destination)
 
 
-def _inclusion(sampler, seeds, draws: int, n: int) -> np.ndarray:
-    """How often each node was a sampled in-neighbour of a seed, over ``draws`` batches."""
+def _inclusion(sampler, seeds, draws: int, n: int, at_most: int = 5) -> np.ndarray:
+    """How often each node was a sampled in-neighbour of a seed, over ``draws`` batches (each seed
+    with at most ``at_most`` of them)."""
     rng = np.random.default_rng(7)
     hits = np.zeros(n)
     for _ in range(draws):
         last = sampler.sample(seeds, rng).layers[-1]
-        assert np.all(np.bincount(last.edge_dst) <= 5)  # never more than the fanout
+        assert np.all(np.bincount(last.edge_dst) <= at_most)
         hits[last.src[last.edge_src]] += 1
     return hits / draws
 
@@ -141,7 +142,7 @@ def _two_parts():
 def test_dgs_samples_like_neighbor_before_masks_and_in_distribution_with_neutral_masks():
     graph, n = _two_parts()
     seeds = np.arange(10)
-    dgs, neighbor = DGSSampler(graph, [5], feature_rate=1.0, epsilon=0.0), NeighborSampler(graph, [5])
+    dgs, neighbor = DGSSampler(graph, [5], feature_rate=1.0, epsilon=0.0, rule="split"), NeighborSampler(graph, [5])
     before, same = dgs.sample(seeds, np.random.default_rng(5)), neighbor.sample(seeds, np.random.default_rng(5))
     assert np.array_equal(before.layers[0].src, same.layers[0].src) and before.feature_columns is None
     dgs.set_masks(DGSMasks(np.ones(n), np.ones(16)))
@@ -155,6 +156,35 @@ def test_dgs_samples_like_neighbor_before_masks_and_in_distribution_with_neutral
     assert np.array_equal(batch.feature_columns, np.arange(16))
     features = np.random.default_rng(0).random((n, 16)).astype(np.float32)
     assert torch.equal(batch.input_features(features), torch.from_numpy(features[batch.input_nodes]))
+    # the thesis's rule keeps every local neighbour and draws the remote ones as uniform sampling does
+    keep = DGSSampler(graph, [5], feature_rate=1.0, epsilon=0.0)
+    keep.set_masks(DGSMasks(np.ones(n), np.ones(16)))
+    freq_keep = _inclusion(keep, seeds, draws, n, at_most=8 + 5)[10:]
+    local = graph.owner[10:] == 0
+    assert np.all(freq_keep[local] == 1.0)
+    assert np.all(np.abs(freq_keep[~local] - freq_neighbor[~local]) < bound)
+
+
+@pytest.mark.parametrize("rule", ["keep-local", "split"])
+@pytest.mark.parametrize("epsilon", [0.0, 0.2, 0.4])
+def test_dgs_drops_remote_draws_in_proportion_to_epsilon(rule, epsilon):
+    graph, n = _two_parts()
+    seeds = np.arange(10)
+    dgs = DGSSampler(graph, [5], epsilon=epsilon, rule=rule)
+    dgs.set_masks(DGSMasks(np.ones(n), np.ones(20)))
+    remote, rng = [], np.random.default_rng(3)
+    for _ in range(400):
+        layer = dgs.sample(seeds, rng).layers[0]
+        chosen = layer.src[layer.edge_src]
+        is_remote = graph.owner[chosen] == 1
+        remote.append(np.count_nonzero(is_remote) / 10)
+        local_per_seed = np.bincount(layer.edge_dst[~is_remote], minlength=10)
+        if rule == "keep-local":  # all 8 local neighbours of every seed, every time
+            assert np.array_equal(local_per_seed, np.full(10, 8))
+        else:  # the total stays at the fanout
+            assert np.array_equal(np.bincount(layer.edge_dst, minlength=10), np.full(10, 5))
+    # uniform sampling expects 5 * 12/20 = 3 remote draws per seed; epsilon drops epsilon * 5 of them
+    assert abs(np.mean(remote) - (3.0 - 5 * epsilon)) < 0.05
 
 
 def test_dgs_shifts_draws_to_local_nodes_by_epsilon_and_follows_the_masks():
@@ -163,7 +193,7 @@ def test_dgs_shifts_draws_to_local_nodes_by_epsilon_and_follows_the_masks():
     node_prob = np.ones(n)
     node_prob[10:][np.arange(200) % 20 == 19] = 0.0  # one remote neighbour of each seed is ineligible
     feature_mask = np.linspace(0, 1, 20)
-    dgs = DGSSampler(graph, [5], feature_rate=0.5, epsilon=0.2)
+    dgs = DGSSampler(graph, [5], feature_rate=0.5, epsilon=0.2, rule="split")
     dgs.set_masks(DGSMasks(node_prob, feature_mask))
     remote_counts, rng = [], np.random.default_rng(2)
     for _ in range(400):
@@ -286,6 +316,8 @@ def test_bad_sampler_input_fails_clearly():
         DGSSampler(graph, [5], feature_rate=0.0)
     with pytest.raises(SamplingError, match="epsilon"):
         DGSSampler(graph, [5], epsilon=1.5)
+    with pytest.raises(SamplingError, match="--dgs-rule must be one of keep-local, split"):
+        DGSSampler(graph, [5], rule="all")
     with pytest.raises(SamplingError, match="clusters"):
         ClusterSampler(graph, 2, np.arange(10), num_clusters=0)
     with pytest.raises(SamplingError, match="layer size"):

@@ -19,6 +19,7 @@ from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.partition import PartitionSet
+from commgraph.sample.maskfile import load_masks
 from commgraph.train import TrainConfig, checkpoint
 
 
@@ -38,12 +39,15 @@ def run(args: argparse.Namespace) -> int:
     spec = JobSpec("train", args.graph, partial(graph_from_args, args), launcher, config.job,
                    row_bytes=None if replicate else 4 * config.gnn.hidden, seed=config.optim.seed,
                    options=config.sections(), allreduce=config.comm.allreduce, check=check_trainable,
-                   prepare=partial(_check_resume, config), debug=args.debug)
+                   prepare=partial(_prepare, config), debug=args.debug)
     return launch(spec, partial(_train, config), describe=partial(_describe, config))
 
 
-def _check_resume(config: TrainConfig, pset: PartitionSet) -> None:
-    """Every worker would find the same missing or mismatched checkpoint: say it once, here."""
+def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
+    """Every worker would find the same missing or mismatched checkpoint or mask file: say it
+    once, here, before any worker starts."""
+    if config.sampling.dgs_masks is not None:
+        load_masks(config.sampling.dgs_masks, pset, pset.part(0).features.shape[1])
     if config.log.resume:
         checkpoint.load(Path(config.log.checkpoint_dir),
                         checkpoint.identity(pset.manifest["graph"]["checksum"], pset.num_parts, config))

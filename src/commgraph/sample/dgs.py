@@ -14,6 +14,7 @@ from commgraph.sample.neighbor import NeighborSampler, row_counts
 
 FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
 EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout
+RULES = ("keep-local", "split")  # what DGS does with local neighbours (see DGSSampler)
 
 
 @dataclass(frozen=True)
@@ -37,41 +38,52 @@ class DGSSampler:
     r"""DGS's sampler, from the thesis chapter "DGS: communication-efficient distributed GNN
     training with explanation-guided sampling" (section 3.2.3).
 
-    Until the explainer's first masks arrive it samples exactly like :class:`NeighborSampler`.
-    Afterwards a remote node whose node-mask probability is 0 is never drawn, and a destination :math:`v` with :math:`d_v > k` in-neighbours, :math:`b_v` of them
-    remote, keeps :math:`k` as before but splits them as
+    Until masks are set it samples exactly like :class:`NeighborSampler` (``masks`` is None, and
+    :class:`~commgraph.train.minibatch.SampledEpochs` counts such steps). With masks, a remote node
+    whose node-mask probability is 0 is never drawn, and a destination :math:`v` with
+    :math:`d_v > k` in-neighbours, :math:`b_v` of them remote (:math:`b'_v` with a non-zero
+    node-mask probability), draws
 
     .. math::
         r_v = \operatorname{round}\Big(\operatorname{clip}\big(k \tfrac{b_v}{d_v} - \epsilon k,\;
-              0,\; \min(k, b'_v)\big)\Big), \qquad l_v = k - r_v,
+              0,\; \min(k, b'_v)\big)\Big)
 
-    where :math:`b'_v` counts the remote neighbours with a non-zero node-mask probability and the
-    rounding is stochastic (so with :math:`\epsilon = 0` the expected split is uniform sampling's);
-    if :math:`l_v` exceeds the local neighbours the rest goes back to remote ones. Local neighbours
-    are drawn uniformly, remote ones without replacement with probability proportional to the node
-    mask :math:`\mathcal{SN}` (Efraimidis-Spirakis keys :math:`U^{1/w}`). Remote input nodes send
-    only the :math:`\lceil N_f F \rceil` feature columns with the highest feature mask
-    :math:`\mathcal{SF}`; the others are zero-filled.
+    remote neighbours (stochastic rounding, so with :math:`\epsilon = 0` the expected count is
+    uniform sampling's), without replacement with probability proportional to the node mask
+    :math:`\mathcal{SN}` (Efraimidis-Spirakis keys :math:`U^{1/w}`). Its local neighbours follow
+    ``rule``:
+
+    - ``keep-local`` (the thesis's words, "we only sample remote nodes but remain all local
+      nodes"): every local neighbour is kept, so a destination has :math:`n^{loc}_v + r_v` sources
+      (the total is not kept at :math:`k`: both cannot hold once :math:`n^{loc}_v > k - r_v`);
+    - ``split``: :math:`l_v = k - r_v` local neighbours drawn uniformly, so the total stays
+      :math:`k`; if :math:`l_v` exceeds the local neighbours the rest goes back to remote ones.
+
+    Remote input nodes send only the :math:`\lceil N_f F \rceil` feature columns with the highest
+    feature mask :math:`\mathcal{SF}`; the others are zero-filled.
 
     Args:
         graph: the worker's :class:`SamplingGraph` (its ``part`` says which nodes are local).
         fanouts: as :class:`NeighborSampler`.
         feature_rate: :math:`N_f`, the share of columns remote nodes send, in (0, 1].
-        epsilon: :math:`\epsilon`, the shift from remote to local draws as a share of the fanout,
-            in [0, 1].
+        epsilon: :math:`\epsilon`, the remote draws dropped per destination as a share of the
+            fanout, in [0, 1].
+        rule: ``keep-local`` (default) or ``split``, as above.
     """
 
     name = "dgs"
 
     def __init__(self, graph: SamplingGraph, fanouts, *, feature_rate: float = FEATURE_RATE,
-                 epsilon: float = EPSILON):
+                 epsilon: float = EPSILON, rule: str = RULES[0]):
         if not 0 < feature_rate <= 1:
             raise SamplingError(f"--feature-rate (N_f) must lie in (0, 1]; got {feature_rate}")
         if not 0 <= epsilon <= 1:
             raise SamplingError(f"--epsilon must lie in [0, 1]; got {epsilon}")
+        if rule not in RULES:
+            raise SamplingError(f"--dgs-rule must be one of {', '.join(RULES)}; got {rule!r}")
         self.neighbor = NeighborSampler(graph, fanouts)
         self.graph, self.fanouts = graph, self.neighbor.fanouts
-        self.feature_rate, self.epsilon = feature_rate, epsilon
+        self.feature_rate, self.epsilon, self.rule = feature_rate, epsilon, rule
         self.masks: DGSMasks | None = None
         self._scratch = Scratch()
 
@@ -91,7 +103,8 @@ class DGSSampler:
         layers, dst = [], seeds
         for fanout in self.fanouts:
             counts, sources = _sample_rows_dgs(self.graph.indptr, self.graph.indices, dst, fanout, draw_seed(rng),
-                                               self.graph.owner, part, node_prob, self.epsilon)
+                                               self.graph.owner, part, node_prob, self.epsilon,
+                                               self.rule == "keep-local")
             layer = relabel(dst, sources, counts, self._scratch, self.graph.num_nodes)
             layers.append(layer)
             dst = layer.src
@@ -101,11 +114,14 @@ class DGSSampler:
 
 
 @njit(cache=True)
-def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob, epsilon):
+def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob, epsilon, keep_local):
     np.random.seed(seed)
     n = rows.shape[0]
     counts, widest = row_counts(indptr, rows, fanout)
-    out = np.empty(counts.sum(), np.int64)
+    bound = 0  # room for every row's draws: all its locals and at most min(fanout, degree) remote ones
+    for i in range(n):
+        bound += (indptr[rows[i] + 1] - indptr[rows[i]]) if keep_local else counts[i]
+    out = np.empty(bound, np.int64)
     local = np.empty(widest, np.int64)
     remote = np.empty(widest, np.int64)
     keys = np.empty(widest, np.float64)
@@ -140,14 +156,19 @@ def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob
         n_r = int(math.floor(share))
         if np.random.random() < share - n_r:
             n_r += 1
-        n_l = fanout - n_r
-        if n_l > n_local:
+        if keep_local:  # every local neighbour: they cost no communication
             n_l = n_local
-            n_r = min(fanout - n_local, n_eligible)
-        for j in range(n_l):  # partial Fisher-Yates over the local neighbours
-            t = np.random.randint(j, n_local)
-            local[j], local[t] = local[t], local[j]
-            out[at + j] = local[j]
+            for j in range(n_l):
+                out[at + j] = local[j]
+        else:
+            n_l = fanout - n_r
+            if n_l > n_local:
+                n_l = n_local
+                n_r = min(fanout - n_local, n_eligible)
+            for j in range(n_l):  # partial Fisher-Yates over the local neighbours
+                t = np.random.randint(j, n_local)
+                local[j], local[t] = local[t], local[j]
+                out[at + j] = local[j]
         if n_r > 0:
             order = np.argsort(-keys[:n_eligible])
             for j in range(n_r):

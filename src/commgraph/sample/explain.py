@@ -1,5 +1,5 @@
-"""DGS's online explanation (thesis 3.2.2-3.2.3): PyG's GNNExplainer on a worker's explanation
-graph, in a CPU thread beside training, publishing the node and feature masks DGS samples by."""
+"""DGS's online explanation (thesis 3.2.2-3.2.3): one GNNExplainer on a worker's explanation
+graph, in a CPU process beside training, publishing the node and feature masks DGS samples by."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import copy
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch_geometric.explain import Explainer, GNNExplainer
 
 from commgraph.errors import SamplingError
 from commgraph.nn import GNN, Block
@@ -77,82 +77,62 @@ class ExplanationGraph:
         return cls(remote, x, edge_index, degree, local_x, local.blocks(graph))
 
 
-class _OnExplanationGraph(torch.nn.Module):
-    """A block model as PyG's explainers call one: ``model(x, edge_index)`` -> log-probabilities
-    of every node, every layer computing every node of the (small) explanation graph."""
-
-    def __init__(self, model: GNN, degree: torch.Tensor):
-        super().__init__()
-        self.model, self.degree = model, degree
-
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        block = Block(x.shape[0], x.shape[0], edge_index, self.degree)
-        return torch.log_softmax(forward_blocks(self.model, x, [block] * self.model.num_layers), dim=-1)
-
-
-class _Converged(Exception):
-    pass
-
-
-class _StoppingGNNExplainer(GNNExplainer):
-    """PyG's GNNExplainer that stops once its loss is at most ``threshold`` (DGS's L)."""
-
-    def __init__(self, epochs: int, lr: float, threshold: float):
-        super().__init__(epochs=epochs, lr=lr)
-        self.threshold, self.epochs_run, self.last_loss = threshold, 0, float("nan")
-
-    def forward(self, model, x, edge_index, *, target, index=None, **kwargs):
-        self.epochs_run = 0
-        try:
-            return super().forward(model, x, edge_index, target=target, index=index, **kwargs)
-        except _Converged:
-            explanation = self._create_explanation()
-            self._clean_model(model)
-            return explanation
-
-    def _loss(self, y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = super()._loss(y_hat, y)
-        self.epochs_run += 1
-        self.last_loss = float(loss.detach())
-        if self.last_loss <= self.threshold and self.epochs_run > 1:  # after the hard masks are known
-            raise _Converged
-        return loss
-
-
 @dataclass(frozen=True)
 class ExplanationRound:
-    """What one explanation produced: the masks, and the epochs and final loss of each explainer."""
+    """What one explanation produced: the masks, the GNNExplainer epochs run, the last epoch's
+    loss, and the explanation's wall and CPU seconds (in the process that ran it)."""
 
     masks: DGSMasks
-    node_epochs: int
-    feature_epochs: int
-    node_loss: float
-    feature_loss: float
+    epochs: int
+    loss: float
+    seconds: float
+    cpu_seconds: float
+
+
+# GNNExplainer's regularisers (PyG's coefficients): mask size (mean) and element-wise entropy
+SIZE_COEFF, ENTROPY_COEFF, EPS = 1.0, 0.1, 1e-15
 
 
 class DGSExplainer:
-    """Learns DGS's masks for one worker with PyG's GNNExplainer.
+    r"""Learns DGS's node mask :math:`\mathcal{SN}` and feature mask :math:`\mathcal{SF}` for one
+    worker with one GNNExplainer (Ying et al., `"GNNExplainer: Generating Explanations for Graph
+    Neural Networks" <https://arxiv.org/abs/1903.03894>`_, NeurIPS 2019), as the thesis's
+    explanation module does (section 3.2.2), on the worker's :class:`ExplanationGraph`.
 
     The model (a snapshot of the training model) predicts the local nodes on their full
-    neighbourhood; the mean of those class probabilities is :math:`v_G`'s prediction
-    :math:`h_{\\mathcal{E}}`, whose top class is the target GNNExplainer explains at :math:`v_G`.
-    One explainer learns a mask per node (``node_mask_type="object"``): the remote nodes' entries
-    are :math:`\\mathcal{SN}`; another a mask per feature column shared by all nodes
-    (``"common_attributes"``): :math:`\\mathcal{SF}`.
+    neighbourhood; the top class :math:`c` of their mean class probabilities is
+    :math:`h_{\mathcal{E}}`, the prediction of the pooled node :math:`v_G`. Both masks are learnt
+    together: a logit per explanation-graph node :math:`m_i` and per feature column :math:`f_j`,
+    the model reading :math:`x'_{ij} = x_{ij}\,\sigma(m_i)\,\sigma(f_j)`, minimising
+
+    .. math::
+        \mathcal{L} = -\log p_c(v_G \mid X') + \sum_{M \in \{\sigma(m), \sigma(f)\}}
+        \big(\alpha\,\overline{M} + \beta\,\overline{H(M)}\big),
+
+    with :math:`H` the element-wise binary entropy and GNNExplainer's coefficients
+    :math:`\alpha = 1`, :math:`\beta = 0.1`, by Adam for at most ``epochs`` (:math:`\mathcal{T}_E`)
+    epochs, stopping once :math:`\mathcal{L} \le` ``loss_threshold`` (:math:`\mathcal{L}`). Every
+    epoch is one vectorised pass over the explanation graph: its first layers compute every node of
+    the star, the last only :math:`v_G`. :math:`\sigma(m_i)` of remote node :math:`i` is its
+    sampling probability, :math:`\sigma(f)` the feature importance.
+
+    Args:
+        graph: the worker's :class:`SamplingGraph`.
+        explanation: its explanation graph.
+        model: the training model (copied).
+        options: :math:`\mathcal{T}_E`, :math:`\mathcal{L}`, the learning rate.
     """
 
     def __init__(self, graph: SamplingGraph, explanation: ExplanationGraph, model: GNN,
                  options: ExplainerOptions = ExplainerOptions()):
         self.graph, self.explanation, self.options = graph, explanation, options
         self.model = copy.deepcopy(model).eval()
-        wrapped = _OnExplanationGraph(self.model, explanation.degree)
-        self.node_algorithm = _StoppingGNNExplainer(options.epochs, options.lr, options.loss_threshold)
-        self.feature_algorithm = _StoppingGNNExplainer(options.epochs, options.lr, options.loss_threshold)
-        config = dict(mode="multiclass_classification", task_level="node", return_type="log_probs")
-        self.node_explainer = Explainer(wrapped, self.node_algorithm, explanation_type="phenomenon",
-                                        node_mask_type="object", model_config=config)
-        self.feature_explainer = Explainer(wrapped, self.feature_algorithm, explanation_type="phenomenon",
-                                           node_mask_type="common_attributes", model_config=config)
+        for param in self.model.parameters():
+            param.requires_grad_(False)
+        size = explanation.x.shape[0]
+        star = Block(size, size, explanation.edge_index, explanation.degree)
+        into_hub = explanation.edge_index[:, explanation.edge_index[1] == 0]
+        self.blocks = [star] * (self.model.num_layers - 1) + [Block(size, 1, into_hub, explanation.degree)]
 
     def target(self) -> int:
         """The top class of the local nodes' mean predicted probabilities."""
@@ -162,17 +142,54 @@ class DGSExplainer:
 
     def explain(self, state: dict, iteration: int = 0) -> ExplanationRound:
         """Masks for the model with parameters ``state`` (trained up to ``iteration``)."""
+        started, cpu = time.perf_counter(), time.process_time()
         self.model.load_state_dict(state)
         self.model.eval()
-        graph = self.explanation
-        target = torch.full((graph.x.shape[0],), self.target(), dtype=torch.int64)
-        node = self.node_explainer(graph.x, graph.edge_index, target=target, index=0)
-        feature = self.feature_explainer(graph.x, graph.edge_index, target=target, index=0)
+        x, target = self.explanation.x, self.target()
+        start = torch.Generator().manual_seed(iteration)  # GNNExplainer's initial masks, the same for a snapshot
+        node_logit = torch.nn.Parameter(0.1 * torch.randn(x.shape[0], 1, generator=start))
+        feature_logit = torch.nn.Parameter(0.1 * torch.randn(1, x.shape[1], generator=start))
+        optimizer = torch.optim.Adam([node_logit, feature_logit], lr=self.options.lr)
+        epochs, loss = 0, float("nan")
+        while epochs < self.options.epochs:
+            optimizer.zero_grad()
+            node, feature = node_logit.sigmoid(), feature_logit.sigmoid()
+            log_probs = torch.log_softmax(forward_blocks(self.model, _Masked.apply(x, node, feature), self.blocks),
+                                          dim=-1)
+            total = -log_probs[0, target] + _regulariser(node) + _regulariser(feature)
+            total.backward()
+            optimizer.step()
+            epochs, loss = epochs + 1, float(total.detach())
+            if loss <= self.options.loss_threshold:
+                break
         node_prob = np.zeros(self.graph.num_nodes, dtype=np.float32)
-        node_prob[graph.remote] = node.node_mask[1:, 0].numpy()
-        masks = DGSMasks(node_prob, feature.node_mask.reshape(-1, graph.x.shape[1])[0].numpy().copy(), iteration)
-        return ExplanationRound(masks, self.node_algorithm.epochs_run, self.feature_algorithm.epochs_run,
-                                self.node_algorithm.last_loss, self.feature_algorithm.last_loss)
+        node_prob[self.explanation.remote] = node_logit.detach()[1:, 0].sigmoid().numpy()
+        masks = DGSMasks(node_prob, feature_logit.detach()[0].sigmoid().numpy(), iteration)
+        return ExplanationRound(masks, epochs, loss, time.perf_counter() - started, time.process_time() - cpu)
+
+
+class _Masked(torch.autograd.Function):
+    r""":math:`X' = X \odot n f^\top` for a constant :math:`X` (``[N, F]``), node mask ``n``
+    (``[N, 1]``) and feature mask ``f`` (``[1, F]``), with its gradients as two matrix-vector
+    products of :math:`G \odot X`: one pass over the table each way, where autograd's chain of
+    two broadcasts makes several."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, node: torch.Tensor, feature: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, node, feature)
+        return torch.mul(x, node).mul_(feature)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, node, feature = ctx.saved_tensors
+        weighted = grad * x
+        return None, weighted @ feature.t(), node.t() @ weighted
+
+
+def _regulariser(mask: torch.Tensor) -> torch.Tensor:
+    """GNNExplainer's size and entropy terms of one mask (values in (0, 1))."""
+    entropy = -mask * torch.log(mask + EPS) - (1 - mask) * torch.log(1 - mask + EPS)
+    return SIZE_COEFF * mask.mean() + ENTROPY_COEFF * entropy.mean()
 
 
 def _lowest_priority() -> None:
@@ -196,11 +213,17 @@ class _Failure:
     error: str
 
 
-def _serve(explainer: DGSExplainer, requests, results) -> None:
-    """The explainer process: at the lowest CPU priority and with one compute thread, explain each
-    snapshot handed over until told to stop (None) or training's end of the pipe closes."""
-    _lowest_priority()
-    torch.set_num_threads(1)
+def _serve(explainer: DGSExplainer, requests, results, cpu: float | None) -> None:
+    """The explainer process: explain each snapshot handed over until told to stop (None) or
+    training's end of the pipe closes. Without a budget (``cpu`` None) it runs one compute thread
+    at the lowest CPU priority; with ``cpu`` cores it runs ``max(1, floor(cpu))`` threads at normal
+    priority and, below one core per thread, sleeps after each explanation so that its busy share
+    of the time is ``cpu / threads``."""
+    threads = 1 if cpu is None else max(1, int(cpu))
+    if cpu is None:
+        _lowest_priority()
+    torch.set_num_threads(threads)
+    duty = 1.0 if cpu is None else min(1.0, cpu / threads)
     while True:
         try:
             request = requests.get()
@@ -210,48 +233,60 @@ def _serve(explainer: DGSExplainer, requests, results) -> None:
             return
         state, iteration = request
         try:
-            results.put(explainer.explain(state, iteration))
+            result = explainer.explain(state, iteration)
         except Exception as exc:  # noqa: BLE001 - reported to training by observe() and close()
             results.put(_Failure(f"{type(exc).__name__}: {exc}"))
             return
+        results.put(result)
+        if duty < 1:
+            time.sleep(result.seconds * (1 / duty - 1))
 
 
 class OnlineExplainer:
-    """Runs a :class:`DGSExplainer` beside training in a process of its own, at the lowest CPU
-    priority: its own interpreter, so it never holds a lock training needs (a thread would share
-    the GIL), and it takes only the cycles training leaves idle (on a machine without spare cores
-    the masks come late, or not at all).
+    """Runs a :class:`DGSExplainer` beside training in a process of its own: its own interpreter,
+    so it never holds a lock training needs (a thread would share the GIL). Without a CPU budget
+    (``cpu`` None) it runs at the lowest CPU priority and takes only the cycles training leaves
+    idle (on a machine without spare cores the masks come late, or not at all); with ``cpu``
+    cores it competes with training for at most that much CPU (see :func:`_serve`).
 
     Training calls :meth:`observe` after every iteration with its loss: the call keeps a copy of
     the parameters when the loss is the lowest of the current window of ``period`` iterations and,
     at the window's end, hands that snapshot to the process if it is idle (if it is still busy the
-    window is skipped: training never waits). Each finished explanation is passed to ``publish``
-    (e.g. :meth:`DGSSampler.set_masks`) by a thread of training's process that waits on the
-    results. An error in the explainer is raised by the next :meth:`observe` or by :meth:`close`.
+    window is skipped). :meth:`wait_for_masks` instead hands over a snapshot at once and blocks
+    until the first masks are published (``--dgs-wait``). Each finished explanation is passed to
+    ``publish`` (e.g. :meth:`DGSSampler.set_masks`) by a thread of training's process that waits
+    on the results. An error in the explainer is raised by the next :meth:`observe`,
+    :meth:`wait_for_masks` or by :meth:`close`.
     """
 
-    def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None]):
+    def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None], cpu: float | None = None):
+        if cpu is not None and not cpu > 0:
+            raise SamplingError(f"the online explainer needs a CPU budget > 0 cores; got {cpu}")
         self.explainer, self.publish = explainer, publish
         self.period = explainer.options.period
         self.rounds: list[ExplanationRound] = []
         self.skipped = 0
         self._best: tuple[float, int, dict] | None = None
         self._busy = False
+        self._published = threading.Event()
         self._error: str | None = None
         context = multiprocessing.get_context("spawn")  # no fork of a process with live threads
         self._requests, self._results = context.Queue(), context.Queue()
-        self._process = context.Process(target=_serve, args=(explainer, self._requests, self._results),
+        self._process = context.Process(target=_serve, args=(explainer, self._requests, self._results, cpu),
                                         name="dgs-explainer", daemon=True)
         self._process.start()
         self._receiver = threading.Thread(target=self._receive, name="dgs-masks", daemon=True)
         self._receiver.start()
 
+    @staticmethod
+    def _snapshot(model: torch.nn.Module) -> dict:
+        return {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
+
     def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
         """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
         self._raise_error()
         if self._best is None or loss < self._best[0]:
-            state = {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
-            self._best = (loss, iteration, state)
+            self._best = (loss, iteration, self._snapshot(model))
         if iteration % self.period:
             return
         _, best_iteration, state = self._best
@@ -261,6 +296,20 @@ class OnlineExplainer:
             return
         self._busy = True
         self._requests.put((state, best_iteration))
+
+    def wait_for_masks(self, model: torch.nn.Module, iteration: int, timeout: float = 3600.0) -> float:
+        """Block until the first masks are published, handing ``model`` (trained up to
+        ``iteration``) to the explainer unless it is already explaining; returns the seconds
+        waited."""
+        started = time.perf_counter()
+        if not self._published.is_set() and not self._busy:
+            self._busy = True
+            self._requests.put((self._snapshot(model), iteration))
+        while not self._published.wait(0.05):
+            self._raise_error()
+            if time.perf_counter() - started > timeout:
+                raise SamplingError(f"no DGS masks after {timeout:.0f} s of --dgs-wait")
+        return time.perf_counter() - started
 
     def _receive(self) -> None:
         while True:
@@ -275,6 +324,7 @@ class OnlineExplainer:
                 return
             self.rounds.append(result)
             self.publish(result.masks)
+            self._published.set()
             self._busy = False
 
     def _raise_error(self) -> None:

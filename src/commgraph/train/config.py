@@ -23,7 +23,7 @@ from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
 from commgraph.runtime.job import JobOptions
 from commgraph.sample import SAMPLERS, parse_fanouts
-from commgraph.sample.dgs import EPSILON, FEATURE_RATE
+from commgraph.sample.dgs import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.explain import ExplainerOptions
 from commgraph.train.executor import EXCHANGES
 
@@ -31,7 +31,8 @@ BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 # the samplers each sampler option applies to (batch size: every one)
 SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "ladies"),
                    "clusters": ("cluster",), "clusters_per_batch": ("cluster",), "feature_rate": ("dgs",),
-                   "epsilon": ("dgs",), "explain_period": ("dgs",), "explain_epochs": ("dgs",),
+                   "epsilon": ("dgs",), "dgs_rule": ("dgs",), "dgs_masks": ("dgs",), "dgs_masks_out": ("dgs",),
+                   "dgs_wait": ("dgs",), "explain_cpu": ("dgs",), "explain_period": ("dgs",), "explain_epochs": ("dgs",),
                    "explain_loss_threshold": ("dgs",), "batch_size": SAMPLERS}
 
 
@@ -114,6 +115,19 @@ class SamplingOptions(Options):
                                         f"{FEATURE_RATE})", type=float, default=None)
     epsilon: float | None = option(f"DGS's epsilon: draws moved from remote to local neighbours, a share of the "
                                    f"fanout (dgs; default {EPSILON})", type=float, default=None)
+    dgs_rule: str | None = option(f"DGS's local neighbours: keep-local keeps them all (the thesis), split draws "
+                                  f"fanout minus the remote draws of them (dgs; default {RULES[0]})", choices=RULES,
+                                  default=None)
+    dgs_masks: str | None = option("DGS's masks from this file (written by --dgs-masks-out) from the first step "
+                                   "(dgs)", metavar="FILE", default=None)
+    dgs_masks_out: str | None = option("after training, explain the final model on every worker and write the "
+                                       "masks here, for --dgs-masks (dgs)", metavar="FILE", default=None)
+    dgs_wait: bool = option("wait for the first explanation before the first step, the wait reported as "
+                            "dgs_wait_seconds (dgs)", type=bool, default=False)
+    explain_cpu: float | None = option("the online explainer's CPU budget in cores (0.5: half a core, 2: two "
+                                       "threads); 0: no online explainer (masks only from --dgs-masks) (dgs; "
+                                       "default: one thread on the cycles training leaves idle)", type=float,
+                                       metavar="CORES", default=None)
     explain_period: int | None = option(f"DGS's T_ex: explain every N iterations (dgs; default "
                                         f"{ExplainerOptions.period})", type=int, metavar="N", default=None)
     explain_epochs: int | None = option(f"GNNExplainer epochs per explanation (dgs; default "
@@ -124,7 +138,7 @@ class SamplingOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name, samplers in SAMPLER_OPTIONS.items():
-            if getattr(self, name) is not None and self.sampler not in samplers:
+            if getattr(self, name) not in (None, False) and self.sampler not in samplers:
                 users = "--sampler " + "|".join(samplers)
                 raise TrainingError(f"--{flag(name)} is a sampler option for {users}; "
                                     + ("this is full-graph training" if self.sampler is None
@@ -140,6 +154,13 @@ class SamplingOptions(Options):
             raise TrainingError(f"--feature-rate (N_f) must lie in (0, 1]; got {self.feature_rate}")
         if self.epsilon is not None and not 0 <= self.epsilon <= 1:
             raise TrainingError(f"--epsilon must lie in [0, 1]; got {self.epsilon}")
+        if self.explain_cpu is not None and not self.explain_cpu >= 0:
+            raise TrainingError(f"--explain-cpu must be >= 0 cores; got {self.explain_cpu}")
+        if self.dgs_wait and self.explain_cpu == 0 and self.dgs_masks is None:
+            raise TrainingError("--dgs-wait waits for the online explainer, which --explain-cpu 0 turns off: "
+                                "give --dgs-masks FILE or a CPU budget")
+        if self.dgs_masks is not None and not Path(self.dgs_masks).is_file():
+            raise TrainingError(f"--dgs-masks {self.dgs_masks}: no such file")
         self.explainer_options()
 
     def explainer_options(self) -> ExplainerOptions:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -39,8 +39,9 @@ from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job
 from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SampledBatch, SamplingGraph, forward_blocks)
-from commgraph.sample.dgs import EPSILON, FEATURE_RATE, DGSMasks
+from commgraph.sample.dgs import EPSILON, FEATURE_RATE, RULES, DGSMasks
 from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
+from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
 
 
@@ -55,6 +56,20 @@ class SampledEpoch:
     steps: int
     moved: dict[str, int] = field(default_factory=dict)  # bytes sent, by label
     sync_bytes: int = 0  # LADIES's probability synchronisation, as the sampler counts it
+    dgs: DGSEpoch | None = None  # DGS only: its masks and explainer in this epoch
+
+
+@dataclass
+class DGSEpoch:
+    """What DGS's masks did in an epoch on this worker."""
+
+    sampled_steps: int  # steps that sampled a batch
+    masked_steps: int  # of those, steps sampled with masks (the others sampled as neighbor does)
+    masks_age_steps: int  # at the epoch's end: steps since the explained snapshot (-1: no masks yet)
+    wait_seconds: float  # blocked on the first explanation (--dgs-wait)
+    explanations: int  # explanations finished during the epoch
+    explain_seconds: float  # their wall time
+    explain_cpu_seconds: float  # their CPU time (in the explainer's process)
 
 
 @dataclass
@@ -74,7 +89,8 @@ def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
         return NeighborSampler(graph, config.fanouts)
     if name == "dgs":
         return DGSSampler(graph, config.fanouts, feature_rate=options.feature_rate or FEATURE_RATE,
-                          epsilon=EPSILON if options.epsilon is None else options.epsilon)
+                          epsilon=EPSILON if options.epsilon is None else options.epsilon,
+                          rule=options.dgs_rule or RULES[0])
     if name in ("fastgcn", "ladies"):
         sizes = [options.layer_size or LAYER_SIZE] * layers
         return (FastGCNSampler if name == "fastgcn" else LADIESSampler)(graph, sizes)
@@ -191,14 +207,23 @@ class SampledEpochs:
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
         self.fetch = FeatureFetch(job, store, self.graph)
         self.iteration = 0
+        self.job = job
+        self.dgs_explainer: DGSExplainer | None = None
         self.explainer: OnlineExplainer | None = None
         self.explain_bytes = 0
-        if config.sampling.sampler == "dgs":
-            self.explainer = self._explainer()
+        options = config.sampling
+        if options.sampler == "dgs":
+            if options.dgs_masks is not None:
+                loaded = load_masks(options.dgs_masks, job.pset, store.width)[world.rank]
+                self.sampler.set_masks(replace(loaded, iteration=0))  # made before this run: count them from step 0
+            if options.explain_cpu != 0 or options.dgs_masks_out is not None:
+                self.dgs_explainer = self._dgs_explainer()
+            if options.explain_cpu != 0:
+                self.explainer = OnlineExplainer(self.dgs_explainer, self.sampler.set_masks, options.explain_cpu)
 
-    def _explainer(self) -> OnlineExplainer:
-        """DGS's explainer thread, on this worker's explanation graph, whose remote rows are
-        fetched once here (``explain_bytes``)."""
+    def _dgs_explainer(self) -> DGSExplainer:
+        """DGS's explainer on this worker's explanation graph, whose remote rows are fetched once
+        here (``explain_bytes``)."""
         layers = self.config.gnn.layers
         whole = NeighborSampler(self.graph, [-1] * layers).sample(self.graph.local_nodes(),
                                                                                np.random.default_rng(0))
@@ -212,8 +237,7 @@ class SampledEpochs:
         if self.world.is_leader and self.config.log.progress:
             print(f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes, "
                   f"{self.explain_bytes / 1e6:.2f} MB of their features fetched once (rank 0)", file=sys.stderr)
-        explainer = DGSExplainer(self.graph, explanation, self.training.model, self.config.sampling.explainer_options())
-        return OnlineExplainer(explainer, self.sampler.set_masks)
+        return DGSExplainer(self.graph, explanation, self.training.model, self.config.sampling.explainer_options())
 
     # -- an epoch ---------------------------------------------------------------------------------
 
@@ -230,7 +254,9 @@ class SampledEpochs:
         comm = self.comm
         before, waited = dict(comm.bytes), comm.wait_seconds
         started = time.perf_counter()
-        totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0}
+        totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0, "sampled": 0, "masked": 0}
+        rounds = len(self.explainer.rounds) if self.explainer is not None else 0
+        waited_for_masks = self._wait_for_masks()
         batches = self._batches()
         for work in batches:
             self._step(work, totals)
@@ -238,8 +264,21 @@ class SampledEpochs:
             torch.cuda.synchronize(self.device)
         moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
         moved["requests"] = moved.get("requests", 0) + totals["announced"]
+        dgs = None
+        if isinstance(self.sampler, DGSSampler):
+            done = self.explainer.rounds[rounds:] if self.explainer is not None else []
+            masks = self.sampler.masks
+            dgs = DGSEpoch(totals["sampled"], totals["masked"], -1 if masks is None else self.iteration - masks.iteration,
+                           waited_for_masks, len(done), sum(r.seconds for r in done),
+                           sum(r.cpu_seconds for r in done))
         return SampledEpoch(totals["loss"] / max(len(batches), 1), time.perf_counter() - started,
-                            comm.wait_seconds - waited, totals["sample"], len(batches), moved, totals["sync"])
+                            comm.wait_seconds - waited, totals["sample"], len(batches), moved, totals["sync"], dgs)
+
+    def _wait_for_masks(self) -> float:
+        """``--dgs-wait``: block until the explainer's first masks (seconds; 0 once there are some)."""
+        if not self.config.sampling.dgs_wait or self.sampler.masks is not None:
+            return 0.0
+        return self.explainer.wait_for_masks(self.training.model, self.iteration)
 
     def _step(self, work, totals: dict) -> None:
         started = time.perf_counter()
@@ -252,6 +291,8 @@ class SampledEpochs:
         totals["announced"] += fetched.announced_bytes
         if batch is not None:
             totals["sync"] += batch.sync_bytes
+            totals["sampled"] += 1
+            totals["masked"] += batch.feature_columns is not None  # DGS sets them exactly when it has masks
             logits = forward_blocks(model, fetched.x, batch.blocks(self.graph, self.device))
             labels = self.labels[torch.from_numpy(np.searchsorted(self.owned, batch.seeds))].to(self.device)
             summed = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
@@ -282,6 +323,15 @@ class SampledEpochs:
             masks = state["masks"]
             self.sampler.set_masks(DGSMasks(masks["node_prob"].numpy(), masks["feature_mask"].numpy(),
                                             masks["iteration"]))
+
+    def write_masks(self, path: str) -> None:
+        """``--dgs-masks-out``: every worker explains the current model (synchronously, in its own
+        process) and rank 0 writes all the masks to ``path``; a collective."""
+        state = {name: value.detach().cpu().clone() for name, value in self.training.model.state_dict().items()}
+        masks = self.dgs_explainer.explain(state, self.iteration).masks
+        every = self.comm.all_gather_object(masks) if self.world.size > 1 else [masks]
+        if self.world.is_leader:
+            save_masks(path, self.job.pset, every)
 
     def close(self) -> None:
         if self.explainer is not None:

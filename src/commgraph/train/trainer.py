@@ -30,7 +30,7 @@ from commgraph.runtime.job import Job, Wiring
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor
-from commgraph.train.minibatch import SampledEpochs, TrainingState
+from commgraph.train.minibatch import DGSEpoch, SampledEpochs, TrainingState
 from commgraph.train.predict import gather_predictions, write_predictions
 from commgraph.train.schedule import bin_size_for_memory
 
@@ -61,13 +61,32 @@ class EpochRecord:
     feature_bytes: int = 0  # sampled batches' remote feature rows, all workers
     structure_bytes: int = 0  # their requests (node ids, DGS's column lists), all workers
     sync_bytes: int = 0  # LADIES's probability synchronisation as its sampler counts it (computed locally)
+    total_bytes: int = 0  # what the thesis counts: comm_bytes plus the gradients' all-reduce bytes, all workers
+    # DGS only (None otherwise), all workers: steps that sampled a batch, those sampled with masks
+    # (the others sampled as neighbor does), rank 0's mask age at the epoch's end in steps (-1: none
+    # yet), its wait for the first masks (--dgs-wait), explanations finished, their wall and CPU seconds
+    dgs_steps: int | None = None
+    dgs_masked_steps: int | None = None
+    dgs_masks_age_steps: int | None = None
+    dgs_wait_seconds: float | None = None
+    dgs_explanations: int | None = None
+    dgs_explain_seconds: float | None = None
+    dgs_explain_cpu_seconds: float | None = None
 
     def line(self) -> str:
         acc = {name: "  -  " if getattr(self, f"{name}_acc") is None else f"{getattr(self, f'{name}_acc'):.3f}"
                for name in SPLITS}
         return (f"epoch {self.epoch:4d}  loss {self.loss:.4f}  train {acc['train']}  val {acc['val']}  "
                 f"test {acc['test']}  {self.epoch_seconds * 1e3:8.1f} ms  (waiting {self.comm_wait_seconds * 1e3:6.1f} "
-                f"ms)  {self.comm_bytes / 1e6:8.3f} MB")
+                f"ms)  {self.comm_bytes / 1e6:8.3f} MB" + self._masks_note())
+
+    def _masks_note(self) -> str:
+        if self.dgs_steps is None:
+            return ""
+        share = self.dgs_masked_steps / self.dgs_steps if self.dgs_steps else 0.0
+        note = f"  masks {share:.0%} of steps" + ("" if self.dgs_masks_age_steps < 0 else
+                                                   f" (age {self.dgs_masks_age_steps})")
+        return note + (f", waited {self.dgs_wait_seconds:.1f} s" if self.dgs_wait_seconds else "")
 
 
 @dataclass
@@ -86,6 +105,7 @@ class _Step:
     steps: int = 1
     sample_seconds: float = 0.0
     sync_bytes: int = 0
+    dgs: DGSEpoch | None = None
 
 
 def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
@@ -209,7 +229,8 @@ class Trainer:
         if self.sampled is not None:
             epoch = self.sampled.epoch()
             return _Step(loss=epoch.loss, seconds=epoch.seconds, wait_seconds=epoch.wait_seconds, moved=epoch.moved,
-                         steps=epoch.steps, sample_seconds=epoch.sample_seconds, sync_bytes=epoch.sync_bytes)
+                         steps=epoch.steps, sample_seconds=epoch.sample_seconds, sync_bytes=epoch.sync_bytes,
+                         dgs=epoch.dgs)
         return self.full_graph_step()
 
     def full_graph_step(self) -> _Step:
@@ -253,6 +274,10 @@ class Trainer:
                  "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers},
                  "features": step.moved.get("features", 0), "requests": step.moved.get("requests", 0),
                  "sync": step.sync_bytes}
+        dgs = step.dgs
+        if dgs is not None:
+            local.update(dgs_steps=dgs.sampled_steps, dgs_masked=dgs.masked_steps, dgs_explanations=dgs.explanations,
+                         dgs_explain_seconds=dgs.explain_seconds, dgs_explain_cpu=dgs.explain_cpu_seconds)
         total = dict(zip(local, self.job.comm.global_sum(list(local.values()))))
 
         def accuracy(name: str) -> float | None:  # None: not evaluated this epoch, or an empty split
@@ -270,7 +295,13 @@ class Trainer:
             plan_modeled_seconds=self.wiring.choice.modeled_seconds if self.wiring else 0.0,
             allreduce=self.allreduce.name, allreduce_modeled_seconds=self.allreduce.modeled_seconds,
             steps=step.steps, sample_seconds=step.sample_seconds, feature_bytes=features, structure_bytes=requests,
-            sync_bytes=int(total["sync"]))
+            sync_bytes=int(total["sync"]),
+            total_bytes=sum(forward) + backward + features + requests + int(total["allreduce"]),
+            **({} if dgs is None else dict(
+                dgs_steps=int(total["dgs_steps"]), dgs_masked_steps=int(total["dgs_masked"]),
+                dgs_masks_age_steps=dgs.masks_age_steps, dgs_wait_seconds=dgs.wait_seconds,
+                dgs_explanations=int(total["dgs_explanations"]), dgs_explain_seconds=total["dgs_explain_seconds"],
+                dgs_explain_cpu_seconds=total["dgs_explain_cpu"])))
 
     def checkpoint(self, record: EpochRecord, improved: bool) -> None:
         """After every epoch with ``--checkpoint-dir``: the state to resume from, and the best model."""
@@ -309,6 +340,8 @@ class Trainer:
                 self.checkpoint(record, improved)
         log.close()
         if self.sampled is not None:
+            if config.sampling.dgs_masks_out:
+                self.sampled.write_masks(config.sampling.dgs_masks_out)
             self.sampled.close()
         if bar is not None:
             bar.close()
