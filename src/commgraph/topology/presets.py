@@ -78,7 +78,18 @@ PCIE_GEN5_GBPS = 48.0
 SERVER_SPEEDS = {
     "dgx-a100": {"nv1": 20.0, "pcie": PCIE_GEN4_GBPS, "ib": 25.0},
     "hgx-h100": {"nv1": 20.6, "pcie": PCIE_GEN5_GBPS, "ib": 50.0},
+    # MMA's 8 x H20 server (arXiv 2512.16056): a GPU's PCIe gen5 x16 link at its native single-path
+    # copy, 245 GB/s / 4.62 = 53.0 GB/s; the sockets' Infinity Fabric at 300 GB/s per direction (half
+    # the low end of the paper's measured 600-750 GB/s, both directions together).
+    "hgx-h20": {"nv1": 20.6, "pcie": 53.0, "ib": 50.0, "qpi": 300.0},
 }
+# hgx-h20: a PCIe switch's x16 gen5 uplink to its CPU, the top of MMA's measured 52-60 GB/s for a
+# PCIe 5.0 x16 link (its Table 1); two GPUs share it. Not a published figure for that server.
+H20_UPLINK_GBPS = 60.0
+# leo-fnic, the thesis's F-NIC testbed host (section 6.4.1): the FPGA board's PCIe gen3 x16 to the
+# host (DGCL's measured gen3 x16 rate, the ``pcie`` speed key) and its 100 GbE port, 12.5 GB/s, which
+# bounds what reaches the accelerator logic from the NIC logic beside it on the same chip.
+FNIC_ONCHIP_GBPS = 12.5
 LATENCY_US = {"nvlink": 1.0, "nvswitch": 1.0, "pcie": 1.5, "qpi": 1.0, "infiniband": 2.0,
               "ethernet": 10.0, "shared_memory": 0.5, "loopback": 0.1}
 
@@ -216,6 +227,29 @@ def _nvswitch_server(ports: tuple[int, ...]) -> Callable[[_Builder, str, str], l
     return build
 
 
+def _hgx_h20(b: _Builder, p: str, host: str) -> list[str]:
+    """The HGX layout (as ``hgx-h100``) with MMA's H20 figures: GPU PCIe links at the native copy
+    rate, PCIe switch uplinks at :data:`H20_UPLINK_GBPS` (or the user's ``pcie`` speed)."""
+    nics = _nvswitch_server((5, 4, 4, 5))(b, p, host)
+    uplink, cpus = b.given.get("pcie", H20_UPLINK_GBPS), {f"{p}cpu0", f"{p}cpu1"}
+    b.links = [replace(link, bandwidth_gbps=uplink) if link.kind == "pcie" and {link.a, link.b} & cpus else link
+               for link in b.links]
+    return nics
+
+
+def _leo_fnic(b: _Builder, p: str, host: str) -> list[str]:
+    """The thesis's F-NIC host (section 6.4.1): an 8-core Xeon Silver 4110 (``cpu0``, its memory
+    holding the key-value store's values) and a Xilinx VU35P board carrying both the RDMA NIC logic
+    (``nic0``) and the accelerator logic (``fpga0``), off-path: the NIC reaches the accelerator on
+    the chip and host memory over the board's PCIe gen3 x16."""
+    cpu = b.device(f"{p}cpu0", "cpu", host)
+    nic = b.device(f"{p}nic0", "nic", host)
+    fpga = b.device(f"{p}fpga0", "accelerator", host)
+    b.link(nic, cpu, "pcie")
+    b.links.append(Link(nic, fpga, "loopback", 1, FNIC_ONCHIP_GBPS, LATENCY_US["loopback"]))
+    return [nic]
+
+
 SERVERS: dict[str, Callable[[_Builder, str, str], list[str]]] = {
     "dgx1-v100": _dgx1,
     "p3.16xlarge": _dgx1,
@@ -224,6 +258,8 @@ SERVERS: dict[str, Callable[[_Builder, str, str], list[str]]] = {
     "pcie-8gpu-qpi": _pcie_8gpu_qpi,
     "dgx-a100": _nvswitch_server((2, 2, 2, 2, 2, 2)),
     "hgx-h100": _nvswitch_server((5, 4, 4, 5)),
+    "hgx-h20": _hgx_h20,
+    "leo-fnic": _leo_fnic,
 }
 _NETWORK = {"ib": "infiniband", "eth": "ethernet"}
 # Hermod's simulated cluster (thesis-dgs-g3-hermod-leo, section 5.5): 128 servers of 8 GPUs, one
