@@ -453,3 +453,15 @@ def test_modern_hosts_and_mma_h20_split():
     gbps = (1 << 30) / seconds["lp"] / 1e9
     assert gbps == pytest.approx(245, rel=0.10)  # MMA, arXiv 2512.16056: 245 GB/s on 8 x H20
     assert seconds["direct"] / seconds["lp"] == pytest.approx(4.62, rel=0.10)  # 4.62x one path
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lp_is_the_optimum_at_microseconds(seed):
+    """A key-value host's requests take microseconds: the MILP is solved in units of a traverse
+    time, or HiGHS's tolerances (1e-7) swallow whole services given in seconds."""
+    workload = load_workload(load_preset("leo-fnic"), f"kvs:cores=1,cpu_us=0.6,load=1.6,n=7,seed={seed}")
+    table, requests = workload.table, workload.stream
+    lp = float(select(table, requests, make_selector("lp", k=7)).model_jct(requests).sum())
+    brute = min(model_total(table, requests, p) for p in itertools.product(range(2), repeat=7))
+    greedy = float(select(table, requests, make_selector("greedy-queue")).model_jct(requests).sum())
+    assert lp == pytest.approx(brute, rel=1e-6) and lp <= greedy * (1 + 1e-9)

@@ -135,7 +135,8 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
     rows = {name: [p.row(name) for p in points] for name in names}
     best = {name: sustainable(points, name, bound) for name in names}
     if args.png:
-        plot_sweep({name: ([r["rate_per_s"] for r in rows[name]], [r["median_s"] for r in rows[name]]) for name in names},
+        curves = {name: ([r["rate_per_s"] for r in rows[name]], [r["median_s"] for r in rows[name]]) for name in names}
+        plot_sweep(curves,
                    direct, combined, bound, f"{topology.name}: {reference.label}, {args.seeds} seed(s)", args.png)
     if args.json:
         print(json.dumps({"topology": topology.name, "workload": args.workload, "direct_rate_per_s": direct,
@@ -147,8 +148,8 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
     print(f"{'load':>5} {'rate/s':>12}  " + "  ".join(f"{n:>22}" for n in names))
     print(f"{'':>5} {'':>12}  " + "  ".join(f"{'median/mean/p99 us':>22}" for _ in names))
     for i, point in enumerate(points):
-        cells = [f"{rows[n][i]['median_s'] * 1e6:6.2f}/{rows[n][i]['mean_s'] * 1e6:6.2f}/{rows[n][i]['p99_s'] * 1e6:7.1f}"
-                 for n in names]
+        cells = [f"{r['median_s'] * 1e6:6.2f}/{r['mean_s'] * 1e6:6.2f}/{r['p99_s'] * 1e6:7.1f}"
+                 for r in (rows[n][i] for n in names)]
         print(f"{point.load:5.2f} {point.rate:12,.0f}  " + "  ".join(f"{c:>22}" for c in cells))
     print(f"sustainable throughput (median under {bound * 1e6:.2f} us), requests/s:")
     for name in names:

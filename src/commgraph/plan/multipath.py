@@ -51,9 +51,10 @@ completions, never the host's queues.
   is known in advance, as in the thesis's evaluation), solved as a MILP with HiGHS; only the first
   decision is kept. ``max`` is exact as a lower bound because the objective only grows with a
   backlog; the product of a binary choice and a backlog is linearised with big-M; a request for a
-  device with several servers chooses the server too. A later request in the horizon that must
-  follow another of its type is held to that one's path (whether or not it will still be running
-  then).
+  device with several servers chooses the server too. Times enter it in units of the request's
+  traverse time: in seconds, microsecond services sit under HiGHS's 1e-7 tolerances. A later
+  request in the horizon that must follow another of its type is held to that one's path (whether
+  or not it will still be running then).
 
 **Dependencies**: a request that must follow another (``after``) takes its predecessor's path (the
 same devices) while that one is still in progress (the thesis's rule) and never completes before
@@ -74,7 +75,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import LinearConstraint, linprog, milp
@@ -201,14 +202,15 @@ class PathTable:
         for j, (k, _) in enumerate(columns):
             a_eq[k, j] = 1.0
         a_eq[:, n] = -np.asarray(shares)
-        result = linprog(np.concatenate([np.zeros(n), [-1.0]]), A_ub=np.hstack([loads[busy], np.zeros((busy.sum(), 1))]),
+        a_ub = np.hstack([loads[busy], np.zeros((busy.sum(), 1))])
+        result = linprog(np.concatenate([np.zeros(n), [-1.0]]), A_ub=a_ub,
                          b_ub=np.ones(busy.sum()), A_eq=a_eq, b_eq=np.zeros(len(shares)), bounds=[(0, None)] * (n + 1),
                          method="highs")
         if result.status != 0:
             raise PlanError(f"the capacity LP failed: {result.message}")
         return float(result.x[n])
 
-    def variants(self, path: int, backlog: np.ndarray | None = None) -> list[list[tuple[np.ndarray, bool, np.ndarray, float]]]:
+    def variants(self, path: int, backlog: np.ndarray | None = None) -> list[list[tuple]]:
         """The path with each compute step on one server, every choice of server (or, with
         ``backlog``, the least backlogged one): ``[(elements, compute, per_byte, seconds), ...]``
         per variant, for the LP."""
@@ -475,8 +477,9 @@ class TollInflight(Selector):
         super().start(table, stream)
         self.inflight = [0] * len(table.paths)
         self.k_hat = [0] * len(table.paths)
-        self.options = [{int(p): (float(table.base_fixed[p]), float(table.base_per_byte[p]), float(table.neck_seconds[p]),
-                                  float(table.neck_per_byte[p])) for p in c} for c in table.candidates]
+        self.options = [{int(p): (float(table.base_fixed[p]), float(table.base_per_byte[p]),
+                                  float(table.neck_seconds[p]), float(table.neck_per_byte[p])) for p in c}
+                        for c in table.candidates]
         self.kinds, self.sizes = stream.kind.tolist(), stream.nbytes.tolist()
 
     def _queued(self, p: int, size: float, costs: tuple[float, float, float, float]) -> tuple[float, float, float]:
@@ -551,6 +554,10 @@ def _solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, back
     step 0 the least backlogged one, where the model puts it)."""
     steps = range(t, t + k)
     cands = [table.candidates[stream.kind[s]] for s in steps]
+    # in units of this request's traverse time on its first path: HiGHS misjudges microsecond-sized
+    # coefficients given in seconds
+    unit = max(table.traverse(int(cands[0][0]), stream.nbytes[t]), 1e-12)
+    backlog = backlog / unit
     options = [[(int(p), v) for p in c for v in table.variants(int(p), backlog if i == 0 else None)]
                for i, c in enumerate(cands)]
     elements = np.unique(np.concatenate([v_e for opts in options for _, v in opts for v_e, *_ in v]))
@@ -573,7 +580,7 @@ def _solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, back
         return len(objective) - 1
 
     def service(variant, size: float) -> list[tuple[int, float]]:
-        return [(int(e), float(v)) for elems, compute, per_byte, seconds in variant
+        return [(int(e), float(v) / unit) for elems, compute, per_byte, seconds in variant
                 for e, v in zip(elems.tolist(), (np.full(elems.shape[0], seconds) if compute else size * per_byte))]
 
     # ceiling[i, e]: the most backlog element e can hold at step i (everything before it on e)
@@ -589,7 +596,7 @@ def _solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, back
         add_row([(x[i] + j, 1.0) for j in range(len(options[i]))], 1.0, 1.0)  # (6.4)
         size = stream.nbytes[s]
         for j, (p, v) in enumerate(options[i]):
-            base = table.traverse(p, size)
+            base = table.traverse(p, size) / unit
             if i == 0:
                 objective[x[i] + j] = sum(float(backlog[el].max()) for el, *_ in v) + base
                 continue
@@ -613,7 +620,7 @@ def _solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, back
             elif i > 0:
                 add_row([(x[i] + j, 1.0) for j in np.flatnonzero(paths_of == chosen[predecessor])], 1.0, 1.0)
         if i + 1 < k:  # (6.1, 6.2): B_{i+1} >= B_i + service - dt, as a lower bound
-            dt = float(stream.arrival[s + 1] - stream.arrival[s])
+            dt = float(stream.arrival[s + 1] - stream.arrival[s]) / unit
             adds: dict[int, list[tuple[int, float]]] = {}
             for j, (_, v) in enumerate(options[i]):
                 for e, amount in service(v, size):

@@ -140,8 +140,8 @@ def _request_type(entry, where: str) -> RequestType:
     dependency = str(entry.get("dependency", "none"))
     if dependency not in DEPENDENCIES:
         raise PlanError(f"{where}: dependency must be one of {', '.join(DEPENDENCIES)}, got {dependency!r}")
-    return RequestType(str(entry["name"]), nbytes, tuple(_comm_path(p, f"{where}, path {i}") for i, p in enumerate(paths)),
-                       compute, dependency)
+    comm_paths = tuple(_comm_path(p, f"{where}, path {i}") for i, p in enumerate(paths))
+    return RequestType(str(entry["name"]), nbytes, comm_paths, compute, dependency)
 
 
 def _comm_path(entry, where: str) -> CommPath:

@@ -11,7 +11,7 @@ InfiniBand 2 us, Ethernet 10 us, shared memory 0.5 us.
 user's ``speeds`` still override.
 
 Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``,
-``dgx-a100``, ``hgx-h100``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
+``dgx-a100``, ``hgx-h100``, ``hgx-h20``, ``leo-fnic``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
 one network switch), ``NxPRESET-ib-railsR`` (rail-split: R network switches, NIC i of every server
 on switch i mod R, so even NICs on one switch and odd on another for R = 2), either with a ``-pxn``
 suffix (GPUs forward, as NCCL's PXN does: ``Topology.gpu_forwarding``) and
@@ -45,6 +45,22 @@ Where each wiring comes from:
   per link and direction (topo.h SM90_NVLINK_BW; 370 GB/s per GPU, the effective NVLink bandwidth
   NCCL reaches, S. Jeaugey, github.com/NVIDIA/nccl-tests/issues/212); PCIe gen5 x16 48 GB/s; NICs
   50 GB/s.
+- ``hgx-h20``: MMA's 8 x NVIDIA H20 server (Tang et al., "MultiPath Memory Access: Breaking
+  Host-GPU Bandwidth Bottlenecks in LLM Services", arXiv 2512.16056, 2025: dual AMD EPYC 9005,
+  NVLink 4.0, PCIe 5.0 x16), wired as ``hgx-h100`` (4 PCIe switches, 2 GPUs and 2 NICs each, 2 per
+  socket; 4 NVSwitches). Speeds: a GPU's PCIe link 53.0 GB/s, the paper's native single-path copy
+  (245 GB/s / 4.62; its Table 1 gives 52-60 GB/s real for PCIe 5.0 x16); a switch's uplink 60 GB/s
+  (:data:`H20_UPLINK_GBPS`, the top of that measured range: no published figure for this server's
+  uplinks; at the bottom, 52, the split would reach 208 GB/s); the sockets' Infinity Fabric 300
+  GB/s per direction (half the low end of the paper's 600-750 GB/s real); NVLink4 as ``hgx-h100``.
+  ``commgraph sim multipath h2d --topology hgx-h20 --gpus 0``: the split reaches 239.7 GB/s,
+  4.52x one path, against the paper's 245 GB/s and 4.62x.
+- ``leo-fnic``: the thesis's F-NIC testbed host (thesis-dgs-g3-hermod-leo, section 6.4.1): an
+  8-core Xeon Silver 4110 (``cpu0``; the key-value store's 8 cores are a workload option) and a
+  Xilinx VU35P FPGA board carrying both the RDMA NIC logic (``nic0``) and the accelerator logic
+  (``fpga0``, an ``accelerator`` device), off-path: the NIC reaches the accelerator on the chip
+  (12.5 GB/s, the board's 100 GbE port; 0.1 us) and host memory over PCIe gen3 x16 (the ``pcie``
+  speed, DGCL's 11.13 GB/s; 1.5 us).
 - ``fattree:``: Al-Fares, Loukissas and Vahdat, "A Scalable, Commodity Data Center Network
   Architecture", SIGCOMM 2008; ``rail=1`` as NVIDIA's DGX SuperPOD reference architecture wires
   its rails.
@@ -279,8 +295,9 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
 
     Args:
         name: a server (``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``,
-            ``pcie-8gpu-qpi``, ``dgx-a100``, ``hgx-h100``), a named cluster (:data:`NAMED`), ``localhost-cpu:N`` (N CPU worker
-            processes on one machine, sharing memory), ``NxSERVER-ib`` / ``NxSERVER-eth`` (N servers
+            ``pcie-8gpu-qpi``, ``dgx-a100``, ``hgx-h100``, ``hgx-h20``, ``leo-fnic``), a named cluster
+            (:data:`NAMED`), ``localhost-cpu:N`` (N CPU worker processes on one machine, sharing
+            memory), ``NxSERVER-ib`` / ``NxSERVER-eth`` (N servers
             on one non-blocking switch) or ``fattree:k=K,...``.
         speeds: GB/s overrides by key of :data:`DEFAULT_SPEEDS` (``{"pcie": 24}``).
 
