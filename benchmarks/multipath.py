@@ -1,100 +1,181 @@
-"""Multi-path selection figures (issue: LEO communication paths and multi-path selection).
+"""Multi-path selection figures (issues 20 and 29: LEO's paths, selectors and its key-value store).
 
-1. Mean completion time over load: Poisson streams of 1 MiB requests at 30-90% of the direct paths'
-   capacity on dgx1-v100 (host memory cpu0 -> gpu0: the route and relays through gpu0's NVLink
-   peers) and pcie-8gpu-qpi (cpu0 -> gpu0 or gpu2, a request served at either: no NVLink, so the
-   only second path is another GPU), every selector's choices priced on the flow simulator; each
-   point is the median over seeds, with the spread (min-max). Ratios against the better greedy
-   rule and against ``lp`` are taken per seed, then their median. A third case is the thesis's
-   own: key-value GETs of 64 KiB from the NIC, served by the GPU (20 us) or by the CPU (60 us).
-2. Decision time per request: ``toll`` and ``lp`` (median and 10-90th percentile over requests).
-3. Bulk host -> GPU copy of 1 GiB, one GPU and all 8 of a DGX-1: ``direct`` and the ``lp`` split,
-   simulated, and the ratio.
+1. The thesis's key-value store (section 6.4.2) on its F-NIC testbed host (``leo-fnic``): YCSB-C
+   (GETs only) and YCSB-B (5% PUTs, CPU only, ordered per key), 8 B keys, 64 B values, two round
+   trips, 8 CPU cores, the accelerator 3x the CPU. Rates from 0.3x the direct paths' capacity
+   (every GET on the accelerator) to past every path's capacity together; per point ``--seeds``
+   streams of ``--n`` requests, every selector's choices priced on the flow simulator. Median,
+   mean and p99 over all seeds' requests; ratios per seed, then their median (min-max). The better
+   *faithful* greedy rule is, per seed and metric, the better of ``greedy-intra`` and
+   ``greedy-e2e`` (``greedy-queue``, the k = 1 LP that reads the model's queues, is a reference
+   only). Sustainable throughput: the highest rate whose median stays under twice ``direct``'s
+   median at 0.3x. ``lp`` (k = ``--k``) runs at two loads past saturation, on the first
+   ``--lp-seeds`` streams.
+2. Decision time per request, per selector.
+3. Bulk host -> GPU copies: MMA's 8 x H20 server (``hgx-h20``) against its published 245 GB/s and
+   4.62x, and 1 GiB on dgx1-v100 (one GPU, all 8).
 
-    python benchmarks/multipath.py [--n 200] [--seeds 3] [--k 8]
+    python benchmarks/multipath.py [--n 1000] [--seeds 8] [--k 8] [--lp-seeds 4] [--png-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from commgraph.plan.multipath import SELECTORS, compare_selectors, load_workload, plan_bulk
-from commgraph.plan.paths import CommPath, PathSet, RequestType
+from commgraph.plan.multipath import (FAITHFUL_GREEDY, LP_SECONDS, LP_STATS, SELECTORS, load_workload, plan_bulk,
+                                      sustainable, sweep)
+from commgraph.plan.plot import plot_sweep
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 
-# A key-value GET (the thesis's case): 64 KiB from the NIC, served by the GPU (20 us) or the CPU (60 us).
-KVS = PathSet((RequestType("get", 65536.0, (CommPath(("nic0", "pcie0", "gpu0")), CommPath(("nic0", "pcie0", "cpu0"))),
-                           {"gpu0": 2e-5, "cpu0": 6e-5}),))
-CASES = (("dgx1-v100", "cpu0:gpu0", None), ("pcie-8gpu-qpi", "cpu0:gpu0|gpu2", None), ("dgx1-v100", "get", KVS))
-LOADS = (0.3, 0.5, 0.7, 0.9)
+LOADS = (0.3, 0.5, 0.7, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4, 1.5)
+LP_LOADS = (1.1, 1.2)
+MIXES = ("c", "b")
+HEURISTICS = [n for n in SELECTORS if n != "lp"]
 
 
-def spread(values) -> str:
-    values = np.asarray(values)
-    return f"{np.median(values):.3g} ({values.min():.3g}-{values.max():.3g})"
+def spread(values, digits: int = 3) -> str:
+    values = np.asarray(values, dtype=float)
+    return f"{np.median(values):.{digits}g} ({values.min():.{digits}g}-{values.max():.{digits}g})"
 
 
-def load_curve(n: int, seeds: int, k: int) -> dict[str, list[float]]:
-    decisions: dict[str, list[float]] = {"toll": [], "lp": []}
-    print("\n| topology | load | " + " | ".join(f"{s} mean us" for s in SELECTORS)
-          + " | better greedy / toll | toll / lp |")
-    print("|---|---|" + "---|" * (len(SELECTORS) + 2))
-    for preset, types, paths in CASES:
-        topology = load_preset(preset)
-        for load in LOADS:
-            means = {name: [] for name in SELECTORS}
-            gain, gap = [], []
-            for seed in range(seeds):
-                workload = load_workload(topology, f"poisson:load={load},size=1M,types={types},n={n},seed={seed}",
-                                         paths)
-                reports = compare_selectors(workload, list(SELECTORS), k)
-                for name, report in reports.items():
-                    means[name].append(report.priced.jct.mean() * 1e6)
-                for name in decisions:
-                    decisions[name].extend(reports[name].selection.decide_seconds.tolist())
-                greedy = min(means["greedy-e2e"][-1], means["greedy-intra"][-1])
-                gain.append(greedy / means["toll"][-1])
-                gap.append(means["toll"][-1] / means["lp"][-1])
-            print(f"| {preset} ({types}) | {load:.1f} | " + " | ".join(spread(means[s]) for s in SELECTORS)
-                  + f" | {spread(gain)} | {spread(gap)} |", flush=True)
-    return decisions
+def per_seed(point, name: str, stat) -> np.ndarray:
+    return np.array([stat(j) for j in point.jct[name]])
 
 
-def decision_times(decisions: dict[str, list[float]]) -> None:
-    print("\ndecision time per request (all points above):")
-    for name, seconds in decisions.items():
-        us = np.array(seconds) * 1e6
-        print(f"  {name:>5}: median {np.median(us):10.2f} us  (10-90%: {np.percentile(us, 10):.2f}-"
-              f"{np.percentile(us, 90):.2f} us, {us.size} decisions)")
+def better_greedy(point, stat) -> np.ndarray:
+    return np.minimum(*(per_seed(point, g, stat) for g in FAITHFUL_GREEDY))
+
+
+def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisions: dict[str, list]) -> None:
+    topology = load_preset("leo-fnic")
+    for mix in MIXES:
+        spec = f"kvs:ycsb={mix},n={n}"
+        reference = load_workload(topology, spec + ",load=1")
+        direct, combined = reference.direct_rate(), reference.combined_rate()
+        start = time.perf_counter()
+        points = sweep(topology, spec, list(LOADS), HEURISTICS, k, seeds)
+        lp_points = {p.load: p for p in sweep(topology, spec, list(LP_LOADS), ["lp"], k, min(lp_seeds, seeds))}
+        elapsed = time.perf_counter() - start
+        for point in points:
+            for name in HEURISTICS:
+                decisions[name].extend(np.concatenate(point.decide[name]).tolist())
+        for point in lp_points.values():
+            decisions["lp"].extend(np.concatenate(point.decide["lp"]).tolist())
+        bound = 2 * points[0].row("direct")["median_s"]
+        print(f"\n### {reference.label} on leo-fnic: direct paths {direct / 1e6:.2f} Mrps, every path "
+              f"{combined / 1e6:.2f} Mrps; {n} requests x {seeds} seeds per point ({elapsed:.0f} s)\n")
+        print("Median completion time, us (all seeds' requests):\n")
+        print("| load | Mrps | " + " | ".join(HEURISTICS) + " | lp |")
+        print("|---|---|" + "---|" * (len(HEURISTICS) + 1))
+        for point in points:
+            lp = f"{lp_points[point.load].row('lp')['median_s'] * 1e6:.2f}" if point.load in lp_points else ""
+            print(f"| {point.load:.2f} | {point.rate / 1e6:.2f} | "
+                  + " | ".join(f"{point.row(s)['median_s'] * 1e6:.2f}" for s in HEURISTICS) + f" | {lp} |")
+        print("\nMean and p99, us:\n")
+        print("| load | " + " | ".join(HEURISTICS) + " | lp |")
+        print("|---|" + "---|" * (len(HEURISTICS) + 1))
+        for point in points:
+            lp = (f"{lp_points[point.load].row('lp')['mean_s'] * 1e6:.2f} / "
+                  f"{lp_points[point.load].row('lp')['p99_s'] * 1e6:.1f}") if point.load in lp_points else ""
+            print(f"| {point.load:.2f} | " + " | ".join(
+                f"{point.row(s)['mean_s'] * 1e6:.2f} / {point.row(s)['p99_s'] * 1e6:.1f}" for s in HEURISTICS)
+                + f" | {lp} |")
+        print("\ntoll-inflight against the better faithful greedy (greedy-intra, greedy-e2e), per seed; the "
+              "literal eq. 6.5 beside it (>1: the selector is faster):\n")
+        print("| load | median: toll-inflight | median: toll | median: toll-jct | mean: toll-inflight | "
+              "mean: toll | mean: toll-jct | mean toll-inflight / lp |")
+        print("|---|---|---|---|---|---|---|---|")
+        for point in points:
+            if point.load < 0.9:
+                continue
+            cells = []
+            for stat in (np.median, np.mean):
+                greedy = better_greedy(point, stat)
+                cells += [spread(greedy / per_seed(point, s, stat)) for s in ("toll-inflight", "toll", "toll-jct")]
+            gap = ""
+            if point.load in lp_points:
+                lp = per_seed(lp_points[point.load], "lp", np.mean)
+                gap = spread(per_seed(point, "toll-inflight", np.mean)[: lp.size] / lp)
+            print(f"| {point.load:.2f} | " + " | ".join(cells) + f" | {gap} |")
+        print(f"\nSustainable throughput (median under {bound * 1e6:.2f} us = 2x direct's at 0.3x), Mrps, on the "
+              f"sweep's grid; per seed:\n")
+        print("| selector | sustainable Mrps (seeds pooled) | per seed: median (min-max) |")
+        print("|---|---|---|")
+        seed_rates = {}
+        for name in HEURISTICS:
+            singles = []
+            for i in range(seeds):
+                best = 0.0
+                for point in points:
+                    if np.median(point.jct[name][i]) > bound:
+                        break
+                    best = point.rate
+                singles.append(best)
+            seed_rates[name] = np.array(singles)
+            print(f"| {name} | {sustainable(points, name, bound) / 1e6:.2f} | {spread(np.array(singles) / 1e6)} |")
+        greedy = np.maximum(*(seed_rates[g] for g in FAITHFUL_GREEDY))
+        print(f"\ntoll-inflight's sustainable throughput over the better faithful greedy's, per seed: "
+              f"{spread(seed_rates['toll-inflight'] / greedy)}; toll: {spread(seed_rates['toll'] / greedy)}; "
+              f"toll-jct: {spread(seed_rates['toll-jct'] / greedy)}")
+        if png_dir is not None:
+            png_dir.mkdir(parents=True, exist_ok=True)
+            curves = {name: ([p.rate for p in points], [p.row(name)["median_s"] for p in points])
+                      for name in HEURISTICS}
+            curves["lp"] = ([p.rate for p in lp_points.values()], [p.row("lp")["median_s"] for p in lp_points.values()])
+            plot_sweep(curves, direct, combined, bound, f"leo-fnic: {reference.label}, {seeds} seeds x {n} requests",
+                       png_dir / f"kvs-ycsb-{mix}.png")
+
+
+def decision_times(decisions: dict[str, list]) -> None:
+    print("\nDecision time per request (the requests each selector decided, every point above):\n")
+    print("| selector | mean us | median us | 90th pct us | decisions |")
+    print("|---|---|---|---|---|")
+    for name in SELECTORS:
+        us = np.array(decisions[name]) * 1e6
+        print(f"| {name} | {us.mean():.2f} | {np.median(us):.2f} | {np.percentile(us, 90):.2f} | {us.size} |")
 
 
 def bulk() -> None:
-    topology = load_preset("dgx1-v100")
-    print("\nbulk host (cpu0) -> GPU copy of 1 GiB per GPU on dgx1-v100, simulated:")
-    for gpus in (["gpu0"], [g.id for g in topology.gpus]):
-        seconds = {}
-        for planner in ("direct", "lp"):
-            start = time.perf_counter()
-            plan = plan_bulk(topology, "cpu0", gpus, float(1 << 30), planner)
-            planned = time.perf_counter() - start
-            seconds[planner] = simulate(topology, plan.tasks(), timeline=False).makespan
-            print(f"  {len(gpus)} GPU(s) {planner:>6}: {seconds[planner] * 1e3:9.3f} ms  "
-                  f"({len(plan.parts)} paths, planned in {planned * 1e3:.1f} ms)")
-        print(f"  {len(gpus)} GPU(s) direct / lp = {seconds['direct'] / seconds['lp']:.2f}x")
+    print("\nBulk host (cpu0) -> GPU copies of 1 GiB per GPU, simulated:\n")
+    print("| host | GPUs | direct ms | lp split ms | split GB/s | split / direct | paths | planned ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for preset, counts in (("hgx-h20", (1,)), ("dgx1-v100", (1, 8))):
+        topology = load_preset(preset)
+        for count in counts:
+            gpus = [g.id for g in topology.gpus[:count]]
+            seconds = {}
+            for planner in ("direct", "lp"):
+                start = time.perf_counter()
+                plan = plan_bulk(topology, "cpu0", gpus, float(1 << 30), planner)
+                planned = time.perf_counter() - start
+                seconds[planner] = simulate(topology, plan.tasks(), timeline=False).makespan
+            print(f"| {preset} | {count} | {seconds['direct'] * 1e3:.3f} | {seconds['lp'] * 1e3:.3f} | "
+                  f"{count * (1 << 30) / seconds['lp'] / 1e9:.1f} | {seconds['direct'] / seconds['lp']:.2f}x | "
+                  f"{len(plan.parts)} | {planned * 1e3:.1f} |")
+    print("\nMMA (arXiv 2512.16056) on 8 x H20: 245 GB/s host -> GPU, 4.62x one path.")
 
 
 def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=200, help="requests per stream (default 200)")
-    parser.add_argument("--seeds", type=int, default=3, help="streams per point (default 3)")
+    parser.add_argument("--n", type=int, default=1000, help="requests per stream (default 1000)")
+    parser.add_argument("--seeds", type=int, default=8, help="streams per point (default 8)")
     parser.add_argument("--k", type=int, default=8, help="the LP's horizon (default 8)")
+    parser.add_argument("--lp-seeds", type=int, default=4, help="streams per lp point (default 4, the first seeds)")
+    parser.add_argument("--png-dir", type=Path, help="write median-against-rate curves here")
     args = parser.parse_args()
     bulk()
-    decision_times(load_curve(args.n, args.seeds, args.k))
+    decisions: dict[str, list] = {name: [] for name in SELECTORS}
+    kvs(args.n, args.seeds, args.k, args.lp_seeds, args.png_dir, decisions)
+    decision_times(decisions)
+    print(f"\nlp: {LP_STATS['solves']} MILP solves, {LP_STATS['time_limited']} stopped at the {LP_SECONDS:g} s "
+          "limit with their best solution")
 
 
 if __name__ == "__main__":

@@ -8,12 +8,12 @@ import pytest
 
 from commgraph.cli.main import main
 from commgraph.errors import PlanError
-from commgraph.plan.multipath import (SELECTORS, PathTable, Selector, Toll, load_workload, make_selector,
-                                      plan_bulk, price_selection, select)
+from commgraph.plan.multipath import (FAITHFUL_GREEDY, SELECTORS, PathTable, Selector, Toll, load_workload,
+                                      make_selector, plan_bulk, price_selection, select, sweep, sustainable)
 from commgraph.plan.paths import (CommPath, PathSet, RequestType, auto_path_set, candidate_paths, read_paths,
                                   write_paths)
-from commgraph.plan.requests import RequestStream, parse_poisson
-from commgraph.sim import simulate
+from commgraph.plan.requests import RequestStream, parse_kvs, parse_poisson
+from commgraph.sim import Compute, simulate
 from commgraph.topology import Device, Link, Topology, load_preset
 
 GB = 1e9
@@ -133,7 +133,9 @@ def test_no_contention_every_selector_is_direct_and_the_model_is_the_simulator()
     requests = RequestStream(np.arange(9) * 0.01, np.tile([0, 1, 2], 3), np.full(9, 4e6), np.full(9, -1))
     direct = select(table, requests, make_selector("direct")).path
     for name in SELECTORS:
-        selection = select(table, requests, make_selector(name, k=2))
+        # the relays are 1-2 us slower than the route: 3-9 us of requester-NIC jitter would make
+        # greedy-e2e misselect with no contention at all (the thesis's point), so none here
+        selection = select(table, requests, make_selector(name, k=2, jitter=(0.0, 0.0)))
         assert np.array_equal(selection.path, direct), name
         priced = price_selection(table, requests, selection.path)
         alone = [table.traverse(p, 4e6) for p in selection.path]
@@ -179,12 +181,12 @@ def test_toll_counts_queued_completions():
     assert toll.choose(0, None) == 0
     base = table.traverse(0, 1e6)
     for _ in range(2):
-        toll.observe(0, base * 2, base)
+        toll.observe(0, 0, base * 2, base)
     assert toll.k_hat[0] == 2
     # 2 x toll(direct) + T(direct) against T of the relays
     costs = [toll.k_hat[p] * table.paths[p].toll_seconds(1e6) + table.traverse(p, 1e6) for p in range(3)]
     assert toll.choose(1, None) == int(np.argmin(costs)) == 1
-    toll.observe(0, base, base)
+    toll.observe(0, 0, base, base)
     assert toll.k_hat[0] == 0 and toll.choose(1, None) == 0
 
 
@@ -212,7 +214,7 @@ def test_multipath_cli(capsys, tmp_path):
     for row in result.values():
         assert row["median_s"] <= row["p99_s"] <= row["max_s"] and row["mean_s"] > 0
         assert sum(row["paths"].values()) == 40
-    assert result["greedy-intra"]["mean_s"] < result["direct"]["mean_s"]
+    assert result["greedy-queue"]["mean_s"] < result["direct"]["mean_s"]
     assert (tmp_path / "cdf.png").read_bytes()[:4] == b"\x89PNG"
     code, _, err = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
                        "poisson:load=0.5", "--selector", "toll")
@@ -227,12 +229,12 @@ def test_multipath_cli_with_a_path_set_and_a_trace(capsys, tmp_path):
                                         + "6e-5,get,5\n")
     code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--paths",
                        str(tmp_path / "kvs.yaml"), "--workload", str(tmp_path / "trace.csv"),
-                       "--selector", "direct,greedy-intra,lp", "--k", "3", "--json")
+                       "--selector", "direct,greedy-queue,lp", "--k", "3", "--json")
     result = json.loads(out)
     assert code == 0 and result["requests"] == 7 and result["rate_per_s"] is None
-    # one GET every 10 us on a 26 us GPU path: greedy-intra sends some to the CPU
+    # one GET every 10 us on a 26 us GPU path: greedy-queue sends some to the CPU
     assert result["selectors"]["direct"]["paths"] == {"nic0>pcie0>gpu0": 7}
-    assert set(result["selectors"]["greedy-intra"]["paths"]) == {"nic0>pcie0>gpu0", "nic0>pcie0>cpu0"}
+    assert set(result["selectors"]["greedy-queue"]["paths"]) == {"nic0>pcie0>gpu0", "nic0>pcie0>cpu0"}
     assert result["selectors"]["lp"]["mean_s"] <= result["selectors"]["direct"]["mean_s"]
 
 
@@ -268,3 +270,198 @@ def test_plan_h2d_cli(capsys):
     assert code == 0 and "simulated only" in out
     code, _, err = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--gpus", "9")
     assert code == 2 and "GPU 9 out of range" in err
+
+
+# -- the thesis's baselines, its key-value store, toll-inflight ---------------------------------------
+
+
+def two_paths() -> tuple[PathTable, RequestStream]:
+    """A hand-built host: cpu0 reaches gpu0 over its own switch at 10 GB/s or through gpu1 (8 GB/s
+    PCIe, then NVLink); 1 MB requests, the second sent 1 us after the first, long before it ends."""
+    devices = [Device("cpu0", "cpu"), Device("sw0", "pcie_switch"), Device("sw1", "pcie_switch"),
+               Device("gpu0", "gpu"), Device("gpu1", "gpu")]
+    links = [Link("cpu0", "sw0", "pcie", 1, 10.0, 1.0), Link("sw0", "gpu0", "pcie", 1, 10.0, 1.0),
+             Link("cpu0", "sw1", "pcie", 1, 8.0, 1.0), Link("sw1", "gpu1", "pcie", 1, 8.0, 1.0),
+             Link("gpu1", "gpu0", "nvlink", 2, 40.0, 1.0)]
+    kind = RequestType("h2d", 1e6, (CommPath(("cpu0", "sw0", "gpu0")), CommPath(("cpu0", "sw1", "gpu1", "gpu0"))))
+    return PathTable(Topology("two-paths", devices, links), PathSet((kind,))), stream([0.0, 1e-6])
+
+
+def test_completion_fed_greedy_cannot_see_a_request_in_flight_and_greedy_queue_can():
+    table, requests = two_paths()
+    assert table.traverse(0, 1e6) < table.traverse(1, 1e6) < table.traverse(0, 1e6) + 1e6 / 10e9
+    # nothing has completed when the second request comes: the thesis's greedy rules see two idle paths
+    for name in FAITHFUL_GREEDY:
+        assert select(table, requests, make_selector(name)).path.tolist() == [0, 0], name
+    # the model's queue holds the first request: greedy-queue (the k = 1 LP) sends the second around it
+    assert select(table, requests, make_selector("greedy-queue")).path.tolist() == [0, 1]
+    # so does the dispatcher that counts its own requests in flight, reading no queue
+    assert select(table, requests, make_selector("toll-inflight")).path.tolist() == [0, 1]
+    # once the first has completed, the completion-fed greedy sees an idle direct path again
+    later = stream([0.0, 1.0])
+    assert select(table, later, make_selector("greedy-intra")).path.tolist() == [0, 0]
+
+
+def test_toll_jct_reads_the_latest_completed_jct():
+    workload = load_workload(load_preset("leo-fnic"), "kvs:load=1,n=5")
+    table, requests = workload.table, workload.stream
+    literal, current = Toll(), make_selector("toll-jct")
+    for toll in (literal, current):
+        toll.start(table, requests)
+        toll.observe(0, 0, 12e-6, table.traverse(0, 72))  # a GET on the accelerator queued to 12 us
+    assert literal.k_hat[0] == current.k_hat[0] == 1
+    # base time T: 1 x toll (0.2 us) + T(accelerator) 3.4 us, below the CPU's 10.8 us
+    assert literal.choose(1, None) == 0
+    # the current JCT, 12 us, in place of T: the CPU
+    assert current.choose(1, None) == 1
+
+
+def kvs_devices(table: PathTable, path: int) -> tuple[str, ...]:
+    return table.paths[path].path.devices
+
+
+def test_kvs_puts_never_take_the_accelerator_and_each_key_stays_in_order():
+    topology = load_preset("leo-fnic")
+    workload = load_workload(topology, "kvs:ycsb=b,put=0.2,get=0.8,load=1.25,n=400,keys=20,seed=4")
+    requests, keys, table = workload.stream, workload.keys, workload.table
+    puts = np.flatnonzero(requests.kind == 1)
+    assert puts.size > 50 and (requests.after >= 0).sum() > 100
+    assert [p.path.name for p in table.paths] == ["nic0>fpga0>nic0>cpu0>nic0", "nic0>cpu0>nic0>cpu0>nic0",
+                                                  "nic0>cpu0>nic0>cpu0>nic0"]
+    assert table.cores == {"cpu0": 8}
+    names = [n for n in SELECTORS if n != "lp"]
+    for name in names + ["lp"]:
+        short = requests if name != "lp" else RequestStream(*(a[:60] for a in (requests.arrival, requests.kind,
+                                                                                requests.nbytes, requests.after)))
+        selection = select(table, short, make_selector(name, k=2))
+        assert not any("fpga0" in kvs_devices(table, p) for p in selection.path[short.kind == 1]), name
+        if name == "direct":  # a GET after a PUT still in progress takes its path (the CPU)
+            chosen = selection.path[(short.kind == 0) & selection.decided]
+            assert all("fpga0" in kvs_devices(table, p) for p in chosen)
+            pinned = selection.path[(short.kind == 0) & ~selection.decided]
+            assert pinned.size > 0 and all("fpga0" not in kvs_devices(table, p) for p in pinned)
+        priced = price_selection(table, short, selection.path)
+        for finish in (selection.completion, priced.jct + short.arrival):
+            for key in np.unique(keys[: len(short)]):
+                mine = np.flatnonzero(keys[: len(short)] == key)
+                for p in mine[short.kind[mine] == 1]:
+                    earlier, later = mine[mine < p], mine[mine > p]
+                    # a PUT ends after the key's request before it, every later request after the PUT
+                    assert earlier.size == 0 or finish[p] >= finish[earlier[-1]] - 1e-12, (name, key)
+                    assert np.all(finish[later] >= finish[p] - 1e-12), (name, key)
+    selection = select(table, requests, make_selector("toll-inflight"))  # GETs do use the CPU under load
+    assert any(p == 1 for p in selection.path[requests.kind == 0])
+
+
+def test_kvs_with_no_contention_every_selector_is_direct():
+    topology = load_preset("leo-fnic")
+    workload = load_workload(topology, "kvs:ycsb=b,put=0.3,get=0.7,rate=10000,n=40,keys=5")
+    direct = select(workload.table, workload.stream, make_selector("direct"))
+    for name in SELECTORS:  # the default 3-9 us jitter: the CPU path is 7.4 us slower than the accelerator's
+        selection = select(workload.table, workload.stream, make_selector(name, k=3))
+        assert np.array_equal(selection.path, direct.path), name
+        np.testing.assert_allclose(selection.completion, direct.completion)
+    alone = [workload.table.traverse(p, 72) for p in direct.path]
+    np.testing.assert_allclose(price_selection(workload.table, workload.stream, direct.path).jct, alone, rtol=1e-6)
+    assert alone[0] == pytest.approx(0.2e-6 + 2 * 0.1e-6 + 2 * 1.5e-6 + 72 / 12.5e9 + 72 / 11.13e9)
+
+
+@pytest.mark.parametrize("workload, message", [
+    ("kvs:rate=0", "rate must be > 0"),
+    ("kvs:rate=-5,ycsb=b", "rate must be > 0"),
+    ("kvs:load=0", "load must be > 0"),
+    ("kvs:load=1,get=0.5,put=0.4", "must be >= 0 and sum to 1"),
+    ("kvs:load=1,cores=0", "cores must be >= 1"),
+    ("kvs:load=1,ycsb=a", "ycsb must be one of c, b"),
+    ("kvs:load=1,colour=red", "bad workload option 'colour=red'"),
+    ("kvs:ycsb=c", "exactly one of load"),
+])
+def test_bad_kvs_options_are_one_line_and_exit_2(capsys, workload, message):
+    code, out, err = run(capsys, "sim", "multipath", "simulate", "--topology", "leo-fnic", "--workload", workload)
+    assert code == 2 and message in err and err.count("\n") == 1 and out == ""
+
+
+def test_kvs_defaults_are_the_thesis_testbed():
+    spec = parse_kvs("kvs:load=1")
+    assert (spec.get, spec.put, spec.key, spec.value, spec.cores) == (1.0, 0.0, 8, 64, 8)
+    assert parse_kvs("kvs:ycsb=b,load=1").put == 0.05
+    workload = load_workload(load_preset("leo-fnic"), "kvs:load=1,n=10")
+    # the accelerator serves 3x the 8 cores together; the CPU adds a third of its capacity
+    assert workload.direct_rate() == pytest.approx(5e6)
+    assert workload.combined_rate() == pytest.approx(5e6 + 8 / 4.8e-6)
+    # on an NVSwitch server the first GPU is the accelerator, behind the NIC's PCIe switch
+    gpu = load_workload(load_preset("dgx-a100"), "kvs:load=1,n=10")
+    assert gpu.table.paths[0].path.devices[:3] == ("nic0", "pcie0", "gpu0")
+
+
+def test_sweep_cli_reports_sustainable_throughput_and_draws_the_curves(capsys, tmp_path):
+    code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "leo-fnic", "--workload",
+                       "kvs:ycsb=c,n=200", "--sweep", "0.3,1.0,1.4", "--selector",
+                       "direct,greedy-intra,toll-inflight", "--bound-us", "6", "--json", "--png",
+                       str(tmp_path / "curve.png"))
+    result = json.loads(out)
+    assert code == 0 and result["bound_s"] == pytest.approx(6e-6)
+    assert result["direct_rate_per_s"] == pytest.approx(5e6)
+    rows = result["selectors"]["toll-inflight"]
+    assert [r["load"] for r in rows] == [0.3, 1.0, 1.4]
+    assert [r["rate_per_s"] for r in rows] == pytest.approx([1.5e6, 5e6, 7e6])
+    assert all(r["median_s"] <= r["p99_s"] for r in rows)
+    assert result["sustainable_per_s"]["toll-inflight"] >= result["sustainable_per_s"]["direct"] > 0
+    assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    code, _, err = run(capsys, "sim", "multipath", "simulate", "--topology", "leo-fnic", "--workload",
+                       "kvs:ycsb=c", "--sweep", "0.5,-1")
+    assert code == 2 and "--sweep loads must be > 0" in err
+
+
+def test_sustainable_throughput_is_the_last_rate_under_the_bound():
+    points = sweep(load_preset("leo-fnic"), "kvs:n=100", [0.3, 0.6], ["direct"])
+    assert sustainable(points, "direct", 1.0) == pytest.approx(3e6)
+    assert sustainable(points, "direct", 1e-9) == 0.0
+
+
+def test_simulator_runs_as_many_computes_at_once_as_a_device_has_cores():
+    topology = load_preset("leo-fnic")
+    tasks = [Compute(f"c{i}", "cpu0", 1.0) for i in range(5)]
+    assert simulate(topology, tasks, timeline=False).makespan == pytest.approx(5.0)
+    assert simulate(topology, tasks, timeline=False, cores={"cpu0": 2}).makespan == pytest.approx(3.0)
+    with pytest.raises(Exception, match="cores"):
+        simulate(topology, tasks, cores={"cpu0": 0})
+
+
+def test_a_path_with_its_own_compute_pays_it_at_the_first_visit_and_splits_at_a_second_round_trip(tmp_path):
+    topology = load_preset("leo-fnic")
+    kind = RequestType("get", 72.0, (CommPath(("nic0", "cpu0", "nic0", "cpu0", "nic0"), (("cpu0", 4.8e-6),)),))
+    write_paths(PathSet((kind,)), tmp_path / "p.yaml")
+    assert "compute: {cpu0: 4.8e-06}" in (tmp_path / "p.yaml").read_text()
+    again = read_paths(tmp_path / "p.yaml")
+    assert again == PathSet((kind,))
+    steps = PathTable(topology, again).paths[0].steps
+    assert [type(s).__name__ for s in steps] == ["Segment", "ComputeStep", "Segment", "Segment"]
+    assert [s.devices for s in steps if not hasattr(s, "seconds")] == [("nic0", "cpu0"), ("cpu0", "nic0", "cpu0"),
+                                                                      ("cpu0", "nic0")]
+
+
+def test_modern_hosts_and_mma_h20_split():
+    a100, h100 = load_preset("dgx-a100"), load_preset("hgx-h100")
+    assert {l.bandwidth_gbps for l in a100.links if l.kind == "pcie"} == {24.0}  # gen4 x16
+    assert {l.bandwidth_gbps for l in h100.links if l.kind == "pcie"} == {48.0}  # gen5 x16
+    h20 = load_preset("hgx-h20")
+    direct = plan_bulk(h20, "cpu0", ["gpu0"], float(1 << 30), "direct")
+    split = plan_bulk(h20, "cpu0", ["gpu0"], float(1 << 30), "lp")
+    seconds = {name: simulate(h20, plan.tasks(), timeline=False).makespan for name, plan in
+               (("direct", direct), ("lp", split))}
+    gbps = (1 << 30) / seconds["lp"] / 1e9
+    assert gbps == pytest.approx(245, rel=0.10)  # MMA, arXiv 2512.16056: 245 GB/s on 8 x H20
+    assert seconds["direct"] / seconds["lp"] == pytest.approx(4.62, rel=0.10)  # 4.62x one path
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lp_is_the_optimum_at_microseconds(seed):
+    """A key-value host's requests take microseconds: the MILP is solved in units of a traverse
+    time, or HiGHS's tolerances (1e-7) swallow whole services given in seconds."""
+    workload = load_workload(load_preset("leo-fnic"), f"kvs:cores=1,cpu_us=0.6,load=1.6,n=7,seed={seed}")
+    table, requests = workload.table, workload.stream
+    lp = float(select(table, requests, make_selector("lp", k=7)).model_jct(requests).sum())
+    brute = min(model_total(table, requests, p) for p in itertools.product(range(2), repeat=7))
+    greedy = float(select(table, requests, make_selector("greedy-queue")).model_jct(requests).sum())
+    assert lp == pytest.approx(brute, rel=1e-6) and lp <= greedy * (1 + 1e-9)

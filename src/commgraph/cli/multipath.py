@@ -1,10 +1,18 @@
 """``commgraph sim multipath simulate``: choose a communication path for each request of a stream
-(direct, greedy-e2e, greedy-intra, toll, lp) and price the choices on the flow simulator.
+(direct, greedy-intra, greedy-e2e, toll, toll-jct, toll-inflight, greedy-queue, lp) and price the
+choices on the flow simulator.
 
 The workload is ``poisson:load=L,size=S,types=SRC:DST+...`` (load as a fraction of the direct
-paths' capacity, or rate=R per second; n, seed, dep, compute are optional) or a CSV trace with
-columns time,type[,bytes][,after]. Types are SRC:DST (SRC:DST1|DST2 to serve at either), or names
-of a path set given with --paths."""
+paths' capacity, or rate=R per second; n, seed, dep, compute are optional), ``kvs:ycsb=c|b,load=L``
+(the thesis's key-value store: GETs on the accelerator or the CPU, PUTs on the CPU only, two round
+trips each; options get, put, rate, n, seed, key, value, cores, acc_us, cpu_us, put_us, keys,
+zipf, nic, acc, cpu) or a CSV trace with columns time,type[,bytes][,after]. Types are SRC:DST
+(SRC:DST1|DST2 to serve at either), or names of a path set given with --paths.
+
+--sweep runs the workload at several loads (multiples of the direct paths' capacity) and reports
+each selector's median, mean and p99 completion time there, and its sustainable throughput: the
+highest rate whose median stays under --bound-us. Everything is simulated (a request-level model
+decides, the flow simulator prices); relays through peer GPUs (chained copies) are simulated only."""
 
 from __future__ import annotations
 
@@ -12,38 +20,78 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from commgraph.cli import describe, pick_names
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
-from commgraph.plan.multipath import SELECTORS, compare_selectors, load_workload
-from commgraph.plan.plot import plot_completions
+from commgraph.plan.multipath import (JITTER, SELECTORS, compare_selectors, load_workload, sustainable, sweep,
+                                      with_option)
+from commgraph.plan.plot import plot_completions, plot_sweep
 
 
 def register(actions) -> None:
     run_parser = actions.add_parser("simulate", help="compare path selectors on a request stream",
                                     description=describe(__doc__))
     add_topology_argument(run_parser, positional=False)
-    run_parser.add_argument("--workload", required=True, metavar="poisson:...|trace.csv",
-                            help="e.g. poisson:load=0.7,size=1M,types=cpu0:gpu0 (see above)")
+    run_parser.add_argument("--workload", required=True, metavar="poisson:...|kvs:...|trace.csv",
+                            help="e.g. poisson:load=0.7,size=1M,types=cpu0:gpu0 or kvs:ycsb=b,load=1.1 (see above)")
     run_parser.add_argument("--paths", type=Path, metavar="PATHS.yaml", help="request types and their paths")
     run_parser.add_argument("--selector", default="all", metavar="NAME[,NAME]",
                             help=f"all, or some of {', '.join(SELECTORS)} (default: all)")
     run_parser.add_argument("--k", type=int, default=8, help="the LP's horizon in requests (default 8)")
+    run_parser.add_argument("--jitter-us", default="3,9", metavar="LO,HI",
+                            help="greedy-e2e's requester-NIC delay, uniform in LO..HI microseconds (default 3,9)")
+    run_parser.add_argument("--sweep", metavar="L1,L2,...|LO:HI:STEP",
+                            help="loads (x the direct paths' capacity) to run the workload at, e.g. 0.3:1.5:0.1")
+    run_parser.add_argument("--seeds", type=int, default=1, help="streams per sweep point (seeds from the workload's)")
+    run_parser.add_argument("--bound-us", type=float,
+                            help="median bound of the sustainable throughput (default: twice direct's median at "
+                                 "the sweep's lowest load)")
     run_parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    run_parser.add_argument("--png", type=Path, help="completion-time CDF of every selector")
+    run_parser.add_argument("--png", type=Path,
+                            help="completion-time CDF of every selector; with --sweep, median against offered rate")
     run_parser.set_defaults(run=run_simulate)
+
+
+def _jitter(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(v) * 1e-6 for v in text.split(","))
+    except ValueError:
+        raise PlanError(f"--jitter-us must be LO,HI in microseconds such as 3,9, got {text!r}") from None
+    if not 0 <= lo <= hi:
+        raise PlanError(f"--jitter-us must have 0 <= LO <= HI, got {text!r}")
+    return lo, hi
+
+
+def _loads(text: str) -> list[float]:
+    try:
+        if ":" in text:
+            lo, hi, step = (float(v) for v in text.split(":"))
+            if not (lo > 0 and hi >= lo and step > 0):
+                raise ValueError
+            return [round(float(v), 6) for v in np.arange(lo, hi + step / 2, step)]
+        loads = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise PlanError(f"--sweep must be loads such as 0.5,1,1.2 or LO:HI:STEP with 0 < LO <= HI, got {text!r}") \
+            from None
+    if not loads or any(not v > 0 for v in loads):
+        raise PlanError(f"--sweep loads must be > 0, got {text!r}")
+    return loads
 
 
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.selector, SELECTORS, "selector", PlanError)
     if args.k < 1:
         raise PlanError(f"--k must be >= 1, got {args.k}")
+    jitter = _jitter(args.jitter_us) if args.jitter_us else JITTER
     topology = topology_from_args(args)
+    if args.sweep:
+        return _run_sweep(args, topology, names, jitter)
     workload = load_workload(topology, args.workload, str(args.paths) if args.paths else None)
     with tqdm(total=len(names), desc="selectors", disable=args.json, leave=False) as bar:
-        reports = compare_selectors(workload, names, args.k, progress=lambda name: bar.update())
+        reports = compare_selectors(workload, names, args.k, progress=lambda name: bar.update(), jitter=jitter)
     table, stream = workload.table, workload.stream
     rows = {name: report.to_dict(table, stream) for name, report in reports.items()}
     if args.png:
@@ -62,4 +110,51 @@ def run_simulate(args: argparse.Namespace) -> int:
               f"p99 {row['p99_s'] * 1e6:10.2f} us  decide {row['decide_us']:9.2f} us/request{link}")
     if args.png:
         print(f"CDF written to {args.png}")
+    return 0
+
+
+def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tuple[float, float]) -> int:
+    if args.paths or not args.workload.startswith(("poisson", "kvs")):
+        raise PlanError("--sweep takes a poisson: or kvs: workload (it sets load=), without --paths")
+    if args.seeds < 1:
+        raise PlanError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.bound_us is not None and not args.bound_us > 0:
+        raise PlanError(f"--bound-us must be > 0, got {args.bound_us}")
+    loads = _loads(args.sweep)
+    reference = load_workload(topology, with_option(args.workload, "load", 1))
+    direct, combined = reference.direct_rate(), reference.combined_rate()
+    with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=args.json, leave=False) as bar:
+        points = sweep(topology, args.workload, loads, names, args.k, args.seeds, jitter,
+                       progress=lambda load, seed: bar.update())
+    if args.bound_us is not None:
+        bound = args.bound_us * 1e-6
+    else:
+        lowest = min(points, key=lambda p: p.load)
+        bound = 2 * (lowest.row("direct")["median_s"] if "direct" in names
+                     else min(lowest.row(n)["median_s"] for n in names))
+    rows = {name: [p.row(name) for p in points] for name in names}
+    best = {name: sustainable(points, name, bound) for name in names}
+    if args.png:
+        curves = {name: ([r["rate_per_s"] for r in rows[name]], [r["median_s"] for r in rows[name]]) for name in names}
+        plot_sweep(curves,
+                   direct, combined, bound, f"{topology.name}: {reference.label}, {args.seeds} seed(s)", args.png)
+    if args.json:
+        print(json.dumps({"topology": topology.name, "workload": args.workload, "direct_rate_per_s": direct,
+                          "combined_rate_per_s": combined, "bound_s": bound, "sustainable_per_s": best,
+                          "selectors": rows}))
+        return 0
+    print(f"{reference.label} on {topology.name}: direct paths' capacity {direct:,.0f} requests/s, every path together "
+          f"{combined:,.0f}; {len(points[0].jct[names[0]][0])} requests x {args.seeds} seed(s) per point, simulated")
+    print(f"{'load':>5} {'rate/s':>12}  " + "  ".join(f"{n:>22}" for n in names))
+    print(f"{'':>5} {'':>12}  " + "  ".join(f"{'median/mean/p99 us':>22}" for _ in names))
+    for i, point in enumerate(points):
+        cells = [f"{r['median_s'] * 1e6:6.2f}/{r['mean_s'] * 1e6:6.2f}/{r['p99_s'] * 1e6:7.1f}"
+                 for r in (rows[n][i] for n in names)]
+        print(f"{point.load:5.2f} {point.rate:12,.0f}  " + "  ".join(f"{c:>22}" for c in cells))
+    print(f"sustainable throughput (median under {bound * 1e6:.2f} us), requests/s:")
+    for name in names:
+        decide = np.mean([r["decide_us"] for r in rows[name]])
+        print(f"  {name:<14} {best[name]:12,.0f}   decide {decide:9.2f} us/request")
+    if args.png:
+        print(f"median against offered rate written to {args.png}")
     return 0

@@ -6,7 +6,8 @@ A :class:`CommPath` is the sequence of devices a request crosses inside one host
 topology; unlike the topology's own routes, a path may relay through a GPU (a chained copy).
 
 A :class:`RequestType` gives a request's size, the compute it needs on each device
-(``compute: {gpu0: 2.0e-5}`` seconds, paid where the chosen path visits that device), its
+(``compute: {gpu0: 2.0e-5}`` seconds, paid where the chosen path first visits that device; a path
+written as a mapping, ``{devices: [...], compute: {...}}``, gives its own compute instead), its
 dependency (``ordered``: each request of the type follows the previous one, as a PUT and a GET of one
 key must; ``none``, the default: requests are independent) and its candidate paths. A
 :class:`PathSet` is the YAML a user reads and edits::
@@ -19,11 +20,17 @@ key must; ``none``, the default: requests are independent) and its candidate pat
         paths:
           - [cpu0, pcie0, gpu0]
           - [cpu0, pcie1, gpu3, gpu0]
+      - name: get                     # a key-value GET: two round trips, computed where the path says
+        bytes: 72
+        paths:
+          - {devices: [nic0, fpga0, nic0, cpu0, nic0], compute: {fpga0: 2.0e-7}}
+          - {devices: [nic0, cpu0, nic0, cpu0, nic0], compute: {cpu0: 4.8e-6}}
 
 :func:`resolve_paths` checks a path set against a topology, naming the bad hop, and turns each path
 into the data the selectors and the simulator use (:class:`ResolvedPath`): its links, its transfer
 *segments* (a request streams through all links of a segment at once, at the slowest link's
-bandwidth, as a DMA does) separated by the devices where it computes.
+bandwidth, as a DMA does) separated by the devices where it computes, and where the path comes back
+over a link direction it already crossed (a second round trip starts a new segment).
 """
 
 from __future__ import annotations
@@ -46,13 +53,21 @@ DEPENDENCIES = ("none", "ordered")
 
 @dataclass(frozen=True)
 class CommPath:
-    """One way through the host: ``devices`` in the order the request crosses them."""
+    """One way through the host: ``devices`` in the order the request crosses them. ``compute``
+    (device, seconds) pairs, when given, replace the request type's compute on this path (a GET
+    served by the accelerator computes there, the same GET served by the CPU on the CPU)."""
 
     devices: tuple[str, ...]
+    compute: tuple[tuple[str, float], ...] | None = None
 
     @property
     def name(self) -> str:
         return ">".join(self.devices)
+
+    def to_yaml(self):
+        if self.compute is None:
+            return list(self.devices)
+        return {"devices": list(self.devices), "compute": dict(self.compute)}
 
 
 @dataclass(frozen=True)
@@ -72,7 +87,7 @@ class RequestType:
             data["compute"] = dict(self.compute)
         if self.dependency != "none":
             data["dependency"] = self.dependency
-        data["paths"] = [list(p.devices) for p in self.paths]
+        data["paths"] = [p.to_yaml() for p in self.paths]
         return data
 
 
@@ -120,13 +135,29 @@ def _request_type(entry, where: str) -> RequestType:
     if not nbytes >= 0 or any(not v >= 0 for v in compute.values()):
         raise PlanError(f"{where}: bytes and compute seconds must be >= 0")
     paths = entry["paths"]
-    if not isinstance(paths, list) or not paths or not all(isinstance(p, list) for p in paths):
+    if not isinstance(paths, list) or not paths:
         raise PlanError(f"{where}: paths must be a non-empty list of device lists such as [cpu0, pcie0, gpu0]")
     dependency = str(entry.get("dependency", "none"))
     if dependency not in DEPENDENCIES:
         raise PlanError(f"{where}: dependency must be one of {', '.join(DEPENDENCIES)}, got {dependency!r}")
-    return RequestType(str(entry["name"]), nbytes, tuple(CommPath(tuple(str(d) for d in p)) for p in paths), compute,
-                       dependency)
+    comm_paths = tuple(_comm_path(p, f"{where}, path {i}") for i, p in enumerate(paths))
+    return RequestType(str(entry["name"]), nbytes, comm_paths, compute, dependency)
+
+
+def _comm_path(entry, where: str) -> CommPath:
+    """A path: a device list, or ``{devices: [...], compute: {device: seconds}}``."""
+    if isinstance(entry, list):
+        return CommPath(tuple(str(d) for d in entry))
+    if not isinstance(entry, dict) or set(entry) - {"devices", "compute"} or not isinstance(entry.get("devices"), list):
+        raise PlanError(f"{where}: a path is a device list such as [cpu0, pcie0, gpu0], or a mapping with devices "
+                        "and compute")
+    try:
+        compute = tuple((str(k), float(v)) for k, v in (entry.get("compute") or {}).items())
+    except (TypeError, ValueError, AttributeError):
+        raise PlanError(f"{where}: compute must be a mapping of device to seconds") from None
+    if any(not v >= 0 for _, v in compute):
+        raise PlanError(f"{where}: compute seconds must be >= 0")
+    return CommPath(tuple(str(d) for d in entry["devices"]), compute)
 
 
 def read_paths(path: str | Path) -> PathSet:
@@ -214,7 +245,7 @@ def resolve_paths(paths: PathSet, topology: Topology) -> list[list[ResolvedPath]
     only on known devices. Raises :class:`PlanError` naming the type, the path and the bad hop."""
     resolved = []
     for k, kind in enumerate(paths.types):
-        for device in kind.compute:
+        for device in [*kind.compute, *(d for p in kind.paths for d, _ in p.compute or ())]:
             if device not in topology.index:
                 raise PlanError(f"request type {kind.name!r}: compute on unknown device {device!r} "
                                 f"(topology {topology.name!r})")
@@ -236,16 +267,23 @@ def _resolve(k: int, kind: RequestType, path: CommPath, topology: Topology) -> R
             raise PlanError(f"{where}: hop {n} {a} -> {b} has no link in topology {topology.name!r}")
         j = max(links, key=lambda i: topology.links[i].bandwidth_gbps)
         hops.append(Hop(j, a, b, topology.links[j].a == a))
+    compute = kind.compute if path.compute is None else dict(path.compute)
     steps: list[Segment | ComputeStep] = []
-    start = 0
+    start, seen, used = 0, set(), set()
     for n, device in enumerate(path.devices):
-        seconds = kind.compute.get(device, 0.0)
+        if n > start and hops[n - 1].resource in used:  # back over a link: a new segment from the device before
+            steps.append(_segment(path.devices[start:n], hops[start : n - 1], topology))
+            start, used = n - 1, set()
+        if n > 0:
+            used.add(hops[n - 1].resource)
+        seconds = compute.get(device, 0.0) if device not in seen else 0.0
+        seen.add(device)
         if seconds <= 0:
             continue
         if n > start:
             steps.append(_segment(path.devices[start : n + 1], hops[start:n], topology))
         steps.append(ComputeStep(device, seconds))
-        start = n
+        start, used = n, set()
     if start < len(path.devices) - 1:
         steps.append(_segment(path.devices[start:], hops[start:], topology))
     return ResolvedPath(k, path, tuple(steps))

@@ -175,3 +175,114 @@ def read_trace(path: str | Path, type_names: list[str], type_bytes: np.ndarray) 
             raise PlanError(f"{path}, line {line}: times must not decrease")
     return RequestStream(np.array(arrival), np.array(kind, dtype=np.int64), np.array(nbytes),
                          np.array(after, dtype=np.int64))
+
+
+# -- the thesis's key-value store (section 6.4.2) ---------------------------------------------------
+
+KVS_KEYS = ("ycsb", "get", "put", "load", "rate", "n", "seed", "key", "value", "cores", "acc_us", "cpu_us",
+            "put_us", "keys", "zipf", "nic", "acc", "cpu")
+YCSB_MIXES = {"c": (1.0, 0.0), "b": (0.95, 0.05)}  # (GET, PUT) shares: YCSB's workloads C and B
+
+
+@dataclass(frozen=True)
+class KvsSpec:
+    """A key-value store's request stream and its servers (see :func:`parse_kvs`)."""
+
+    get: float
+    put: float
+    load: float | None
+    rate: float | None
+    n: int
+    seed: int
+    key: float
+    value: float
+    cores: int
+    acc_us: float
+    cpu_us: float
+    put_us: float
+    keys: int
+    zipf: float
+    nic: str | None
+    acc: str | None
+    cpu: str | None
+
+    @property
+    def name(self) -> str:
+        mix = next((f"YCSB-{m.upper()}" for m, shares in YCSB_MIXES.items() if shares == (self.get, self.put)),
+                   f"GET {self.get:g} / PUT {self.put:g}")
+        return f"KVS {mix}"
+
+
+def parse_kvs(text: str) -> KvsSpec:
+    """``kvs:ycsb=b,load=1.2,cores=8`` -> its options, checked; a bad one is one line
+    (:class:`PlanError`). Defaults: the thesis's testbed (section 6.4.1, 6.4.2): YCSB-C, 8 B keys and
+    64 B values, 8 CPU cores; an accelerator serving a GET in 0.2 us (the 5 Mrps where the thesis's
+    accelerator-only KVS saturates, Figure 6.10a) and a CPU core in 4.8 us, so the accelerator serves
+    3x the whole CPU's rate (the ratio of the 71.8 and 23.0 Mops the thesis takes from its [139]);
+    keys drawn from 100,000 by YCSB's Zipf law (0.99)."""
+    body = text.split(":", 1)[1] if ":" in text else ""
+    options: dict[str, str] = {}
+    for item in filter(None, body.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or key not in KVS_KEYS:
+            raise PlanError(f"bad workload option {item!r}; kvs takes {', '.join(k + '=' for k in KVS_KEYS)}")
+        options[key] = value
+    if ("load" in options) == ("rate" in options):
+        raise PlanError("a kvs workload needs exactly one of load=FRACTION (of the direct paths' capacity) "
+                        "or rate=PER_SECOND")
+    ycsb = options.get("ycsb", "c").lower()
+    if ycsb not in YCSB_MIXES:
+        raise PlanError(f"bad kvs workload: ycsb must be one of {', '.join(YCSB_MIXES)}, got {ycsb!r}")
+    try:
+        get, put = YCSB_MIXES[ycsb]
+        if "get" in options or "put" in options:
+            get, put = float(options.get("get", 0.0)), float(options.get("put", 0.0))
+        cpu_us = float(options.get("cpu_us", 4.8))
+        spec = KvsSpec(
+            get=get, put=put,
+            load=float(options["load"]) if "load" in options else None,
+            rate=float(options["rate"]) if "rate" in options else None,
+            n=int(options.get("n", 1000)), seed=int(options.get("seed", 0)),
+            key=parse_bytes(options.get("key", "8")), value=parse_bytes(options.get("value", "64")),
+            cores=int(options.get("cores", 8)), acc_us=float(options.get("acc_us", 0.2)), cpu_us=cpu_us,
+            put_us=float(options.get("put_us", cpu_us)), keys=int(options.get("keys", 100000)),
+            zipf=float(options.get("zipf", 0.99)),
+            nic=options.get("nic"), acc=options.get("acc"), cpu=options.get("cpu"))
+    except ValueError as exc:
+        raise PlanError(f"bad kvs workload {text!r}: {exc}") from None
+    if not (spec.load if spec.load is not None else spec.rate) > 0:
+        raise PlanError(f"bad kvs workload {text!r}: {'load' if spec.load is not None else 'rate'} must be > 0")
+    if spec.get < 0 or spec.put < 0 or abs(spec.get + spec.put - 1.0) > 1e-9:
+        raise PlanError(f"bad kvs workload {text!r}: the mix get={spec.get:g}, put={spec.put:g} must be >= 0 "
+                        "and sum to 1")
+    if spec.cores < 1:
+        raise PlanError(f"bad kvs workload {text!r}: cores must be >= 1, got {spec.cores}")
+    if spec.n < 1 or spec.keys < 1 or spec.zipf < 0 or not min(spec.acc_us, spec.cpu_us, spec.put_us) > 0:
+        raise PlanError(f"bad kvs workload {text!r}: n and keys must be >= 1, zipf >= 0, acc_us, cpu_us and "
+                        "put_us > 0")
+    return spec
+
+
+def kvs_stream(spec: KvsSpec, type_bytes: np.ndarray, rate: float) -> tuple[RequestStream, np.ndarray]:
+    """``spec.n`` requests at ``rate`` per second: type 0 a GET, 1 a PUT (by the mix), keys drawn by
+    Zipf's law. Per key, requests are ordered at every PUT: a GET follows the key's latest earlier
+    PUT (it reads that write), a PUT the key's latest earlier request (so the PUTs of a key finish
+    in order, each after the GETs that read the one before). GETs between two PUTs are
+    concurrent. Returns the stream and each request's key."""
+    rng = np.random.default_rng(spec.seed)
+    arrival = np.cumsum(rng.exponential(1.0 / rate, spec.n))
+    kind = (rng.random(spec.n) < spec.put).astype(np.int64)
+    weights = 1.0 / np.arange(1, spec.keys + 1) ** spec.zipf
+    keys = rng.choice(spec.keys, size=spec.n, p=weights / weights.sum())
+    after = np.full(spec.n, -1, dtype=np.int64)
+    last: dict[int, int] = {}  # latest request per key
+    last_put: dict[int, int] = {}
+    for t in range(spec.n):
+        k = int(keys[t])
+        if kind[t] == 1:
+            after[t] = last.get(k, -1)
+            last_put[k] = t
+        else:
+            after[t] = last_put.get(k, -1)
+        last[k] = t
+    return RequestStream(arrival, kind, type_bytes[kind].astype(np.float64), after), keys

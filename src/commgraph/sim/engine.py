@@ -7,7 +7,8 @@ bandwidth`` bytes occupies that link direction alone, so messages sharing a link
 overheads one after another (two messages on one link take 2 x overhead + bytes / bandwidth), while
 the hops of one message set up concurrently. When all its setup flows are done, its data flow
 crosses the whole route. Flows share resources max-min fairly within strict priority classes; after
-its last byte a transfer waits the sum of its links' latencies, then finishes. Computations on one device run one at a time, in the
+its last byte a transfer waits the sum of its links' latencies, then finishes. Computations on one
+device run one at a time (``cores`` gives a device several servers: that many at once), in the
 order they become ready. Rates change only at events (a flow or task starting or ending), and then
 only in the connected part of the network the event touched: flows that share no resource, even
 transitively, with a changed one keep their rates, because max-min allocations of disjoint
@@ -77,13 +78,17 @@ class SimResult:
 
 
 def simulate(topology: Topology, tasks: list[Task], *, timeline: bool = True,
-             incremental: bool = True) -> SimResult:
+             incremental: bool = True, cores: dict[str, int] | None = None) -> SimResult:
     """Run ``tasks`` on ``topology`` and return when everything happened. ``timeline`` records
     every utilisation change (for plots); ``incremental=False`` recomputes all rates at every event
-    (the textbook method, same results, for comparison)."""
+    (the textbook method, same results, for comparison); ``cores`` (device id -> servers, default
+    1) lets a device run that many computations at once, first come first served."""
     dependents = check_dag(tasks)
     flows = _Flows(topology, tasks)
-    return _Run(topology, tasks, dependents, flows, timeline, incremental).run()
+    for device, count in (cores or {}).items():
+        if device not in topology.index or not (isinstance(count, int) and count >= 1):
+            raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
+    return _Run(topology, tasks, dependents, flows, timeline, incremental, cores or {}).run()
 
 
 class _Flows:
@@ -177,7 +182,8 @@ def _hops(topology: Topology, task: Transfer) -> list[Hop]:
 
 
 class _Run:
-    def __init__(self, topology, tasks, dependents, flows: _Flows, timeline: bool, incremental: bool):
+    def __init__(self, topology, tasks, dependents, flows: _Flows, timeline: bool, incremental: bool,
+                 cores: dict[str, int]):
         self.tasks, self.dependents, self.flows = tasks, dependents, flows
         n, n_flows, n_res = len(tasks), flows.sizes.shape[0], flows.capacity.shape[0]
         self.topology = topology
@@ -193,7 +199,8 @@ class _Run:
         self.changed: list[np.ndarray] = []
         self.timers: list[tuple[float, int, int]] = []
         self.queues: dict[str, deque[int]] = {}
-        self.device_busy: set[str] = set()
+        self.device_busy: dict[str, int] = {}  # computations running per device
+        self.cores = cores
         self.time = 0.0
         self.record = [] if timeline else None
         self.incremental = incremental
@@ -255,10 +262,11 @@ class _Run:
     def _begin(self, i: int) -> None:
         task = self.tasks[i]
         if isinstance(task, Compute):
-            if task.device in self.device_busy:
+            running = self.device_busy.get(task.device, 0)
+            if running >= self.cores.get(task.device, 1):
                 self.queues.setdefault(task.device, deque()).append(i)
                 return
-            self.device_busy.add(task.device)
+            self.device_busy[task.device] = running + 1
             self.start[i] = self.time
             self._timer(self.time + task.seconds, i)
             return
@@ -295,7 +303,7 @@ class _Run:
         self.finish[i] = self.time
         task = self.tasks[i]
         if isinstance(task, Compute):
-            self.device_busy.discard(task.device)
+            self.device_busy[task.device] -= 1
             queue = self.queues.get(task.device)
             if queue:
                 self._begin(queue.popleft())

@@ -8,7 +8,7 @@ from pathlib import Path
 from commgraph.plotting import pyplot, save_png
 from commgraph.topology.model import Topology
 
-_ROWS = {"switch": 4.0, "cpu": 3.0, "nvswitch": 3.0, "nic": 2.3, "pcie_switch": 1.4, "gpu": 0.0}
+_ROWS = {"switch": 4.0, "cpu": 3.0, "nvswitch": 3.0, "nic": 2.3, "pcie_switch": 1.4, "gpu": 0.0, "accelerator": 0.0}
 _COLOURS = {"nvlink": "tab:green", "nvswitch": "tab:green", "pcie": "tab:blue", "qpi": "tab:red",
             "infiniband": "tab:purple", "ethernet": "tab:orange", "shared_memory": "tab:gray",
             "loopback": "tab:gray"}

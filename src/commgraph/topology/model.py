@@ -32,7 +32,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from commgraph.errors import TopologyError
 
-DEVICE_KINDS = ("gpu", "cpu", "nic", "pcie_switch", "nvswitch", "switch")
+DEVICE_KINDS = ("gpu", "cpu", "nic", "pcie_switch", "nvswitch", "switch", "accelerator")
 LINK_KINDS = ("nvlink", "pcie", "qpi", "infiniband", "ethernet", "nvswitch", "shared_memory", "loopback")
 # Devices that forward traffic between their neighbours; GPUs only send and receive.
 FORWARDING_KINDS = frozenset({"cpu", "nic", "pcie_switch", "nvswitch", "switch"})
@@ -45,7 +45,8 @@ class Device:
     Args:
         id: unique within the topology (``gpu0``; ``n1.gpu0`` in a cluster preset).
         kind: one of :data:`DEVICE_KINDS`: ``gpu`` and ``cpu`` run workers (GPUs only send and
-            receive); ``nic``, ``pcie_switch``, ``nvswitch``, ``switch`` and ``cpu`` forward.
+            receive); ``nic``, ``pcie_switch``, ``nvswitch``, ``switch`` and ``cpu`` forward; an
+            ``accelerator`` (an FPGA or a smartNIC's cores) only computes, sends and receives.
         host: the machine it belongs to.
         copy_gbps: the rate (GB/s) at which it gathers rows into a message and scatters a received
             one into its table, when measured (unset: copies are not priced).

@@ -11,7 +11,7 @@ InfiniBand 2 us, Ethernet 10 us, shared memory 0.5 us.
 user's ``speeds`` still override.
 
 Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``,
-``dgx-a100``, ``hgx-h100``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
+``dgx-a100``, ``hgx-h100``, ``hgx-h20``, ``leo-fnic``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
 one network switch), ``NxPRESET-ib-railsR`` (rail-split: R network switches, NIC i of every server
 on switch i mod R, so even NICs on one switch and odd on another for R = 2), either with a ``-pxn``
 suffix (GPUs forward, as NCCL's PXN does: ``Topology.gpu_forwarding``) and
@@ -45,6 +45,22 @@ Where each wiring comes from:
   per link and direction (topo.h SM90_NVLINK_BW; 370 GB/s per GPU, the effective NVLink bandwidth
   NCCL reaches, S. Jeaugey, github.com/NVIDIA/nccl-tests/issues/212); PCIe gen5 x16 48 GB/s; NICs
   50 GB/s.
+- ``hgx-h20``: MMA's 8 x NVIDIA H20 server (Tang et al., "MultiPath Memory Access: Breaking
+  Host-GPU Bandwidth Bottlenecks in LLM Services", arXiv 2512.16056, 2025: dual AMD EPYC 9005,
+  NVLink 4.0, PCIe 5.0 x16), wired as ``hgx-h100`` (4 PCIe switches, 2 GPUs and 2 NICs each, 2 per
+  socket; 4 NVSwitches). Speeds: a GPU's PCIe link 53.0 GB/s, the paper's native single-path copy
+  (245 GB/s / 4.62; its Table 1 gives 52-60 GB/s real for PCIe 5.0 x16); a switch's uplink 60 GB/s
+  (:data:`H20_UPLINK_GBPS`, the top of that measured range: no published figure for this server's
+  uplinks; at the bottom, 52, the split would reach 208 GB/s); the sockets' Infinity Fabric 300
+  GB/s per direction (half the low end of the paper's 600-750 GB/s real); NVLink4 as ``hgx-h100``.
+  ``commgraph sim multipath h2d --topology hgx-h20 --gpus 0``: the split reaches 239.7 GB/s,
+  4.52x one path, against the paper's 245 GB/s and 4.62x.
+- ``leo-fnic``: the thesis's F-NIC testbed host (thesis-dgs-g3-hermod-leo, section 6.4.1): an
+  8-core Xeon Silver 4110 (``cpu0``; the key-value store's 8 cores are a workload option) and a
+  Xilinx VU35P FPGA board carrying both the RDMA NIC logic (``nic0``) and the accelerator logic
+  (``fpga0``, an ``accelerator`` device), off-path: the NIC reaches the accelerator on the chip
+  (12.5 GB/s, the board's 100 GbE port; 0.1 us) and host memory over PCIe gen3 x16 (the ``pcie``
+  speed, DGCL's 11.13 GB/s; 1.5 us).
 - ``fattree:``: Al-Fares, Loukissas and Vahdat, "A Scalable, Commodity Data Center Network
   Architecture", SIGCOMM 2008; ``rail=1`` as NVIDIA's DGX SuperPOD reference architecture wires
   its rails.
@@ -78,7 +94,18 @@ PCIE_GEN5_GBPS = 48.0
 SERVER_SPEEDS = {
     "dgx-a100": {"nv1": 20.0, "pcie": PCIE_GEN4_GBPS, "ib": 25.0},
     "hgx-h100": {"nv1": 20.6, "pcie": PCIE_GEN5_GBPS, "ib": 50.0},
+    # MMA's 8 x H20 server (arXiv 2512.16056): a GPU's PCIe gen5 x16 link at its native single-path
+    # copy, 245 GB/s / 4.62 = 53.0 GB/s; the sockets' Infinity Fabric at 300 GB/s per direction (half
+    # the low end of the paper's measured 600-750 GB/s, both directions together).
+    "hgx-h20": {"nv1": 20.6, "pcie": 53.0, "ib": 50.0, "qpi": 300.0},
 }
+# hgx-h20: a PCIe switch's x16 gen5 uplink to its CPU, the top of MMA's measured 52-60 GB/s for a
+# PCIe 5.0 x16 link (its Table 1); two GPUs share it. Not a published figure for that server.
+H20_UPLINK_GBPS = 60.0
+# leo-fnic, the thesis's F-NIC testbed host (section 6.4.1): the FPGA board's PCIe gen3 x16 to the
+# host (DGCL's measured gen3 x16 rate, the ``pcie`` speed key) and its 100 GbE port, 12.5 GB/s, which
+# bounds what reaches the accelerator logic from the NIC logic beside it on the same chip.
+FNIC_ONCHIP_GBPS = 12.5
 LATENCY_US = {"nvlink": 1.0, "nvswitch": 1.0, "pcie": 1.5, "qpi": 1.0, "infiniband": 2.0,
               "ethernet": 10.0, "shared_memory": 0.5, "loopback": 0.1}
 
@@ -216,6 +243,29 @@ def _nvswitch_server(ports: tuple[int, ...]) -> Callable[[_Builder, str, str], l
     return build
 
 
+def _hgx_h20(b: _Builder, p: str, host: str) -> list[str]:
+    """The HGX layout (as ``hgx-h100``) with MMA's H20 figures: GPU PCIe links at the native copy
+    rate, PCIe switch uplinks at :data:`H20_UPLINK_GBPS` (or the user's ``pcie`` speed)."""
+    nics = _nvswitch_server((5, 4, 4, 5))(b, p, host)
+    uplink, cpus = b.given.get("pcie", H20_UPLINK_GBPS), {f"{p}cpu0", f"{p}cpu1"}
+    b.links = [replace(link, bandwidth_gbps=uplink) if link.kind == "pcie" and {link.a, link.b} & cpus else link
+               for link in b.links]
+    return nics
+
+
+def _leo_fnic(b: _Builder, p: str, host: str) -> list[str]:
+    """The thesis's F-NIC host (section 6.4.1): an 8-core Xeon Silver 4110 (``cpu0``, its memory
+    holding the key-value store's values) and a Xilinx VU35P board carrying both the RDMA NIC logic
+    (``nic0``) and the accelerator logic (``fpga0``), off-path: the NIC reaches the accelerator on
+    the chip and host memory over the board's PCIe gen3 x16."""
+    cpu = b.device(f"{p}cpu0", "cpu", host)
+    nic = b.device(f"{p}nic0", "nic", host)
+    fpga = b.device(f"{p}fpga0", "accelerator", host)
+    b.link(nic, cpu, "pcie")
+    b.links.append(Link(nic, fpga, "loopback", 1, FNIC_ONCHIP_GBPS, LATENCY_US["loopback"]))
+    return [nic]
+
+
 SERVERS: dict[str, Callable[[_Builder, str, str], list[str]]] = {
     "dgx1-v100": _dgx1,
     "p3.16xlarge": _dgx1,
@@ -224,6 +274,8 @@ SERVERS: dict[str, Callable[[_Builder, str, str], list[str]]] = {
     "pcie-8gpu-qpi": _pcie_8gpu_qpi,
     "dgx-a100": _nvswitch_server((2, 2, 2, 2, 2, 2)),
     "hgx-h100": _nvswitch_server((5, 4, 4, 5)),
+    "hgx-h20": _hgx_h20,
+    "leo-fnic": _leo_fnic,
 }
 _NETWORK = {"ib": "infiniband", "eth": "ethernet"}
 # Hermod's simulated cluster (thesis-dgs-g3-hermod-leo, section 5.5): 128 servers of 8 GPUs, one
@@ -243,8 +295,9 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
 
     Args:
         name: a server (``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``,
-            ``pcie-8gpu-qpi``, ``dgx-a100``, ``hgx-h100``), a named cluster (:data:`NAMED`), ``localhost-cpu:N`` (N CPU worker
-            processes on one machine, sharing memory), ``NxSERVER-ib`` / ``NxSERVER-eth`` (N servers
+            ``pcie-8gpu-qpi``, ``dgx-a100``, ``hgx-h100``, ``hgx-h20``, ``leo-fnic``), a named cluster
+            (:data:`NAMED`), ``localhost-cpu:N`` (N CPU worker processes on one machine, sharing
+            memory), ``NxSERVER-ib`` / ``NxSERVER-eth`` (N servers
             on one non-blocking switch) or ``fattree:k=K,...``.
         speeds: GB/s overrides by key of :data:`DEFAULT_SPEEDS` (``{"pcie": 24}``).
 
