@@ -13,7 +13,7 @@ take the shortest path back. The report gives, per discipline, each coflow's com
 both simulators (median and worst relative difference) and the mean completion per coflow type,
 so that a gap between FIFO and the bands that only packets open shows.
 
-    python benchmarks/ns3_crosscheck.py [--scenario FILE | --write FILE] [--json OUT]
+    python benchmarks/ns3_crosscheck.py [--scenario FILE | --write FILE] [--flows N] [--json OUT]
 
 Without ``--scenario`` it builds the default scenario: a small MoE (4 layers, hidden 512, 8
 experts, tp 2, pp 2, dp 8, ep 8, 4 micro-batches) on 32 GPUs of a ``fattree:k=4,nics=1``
@@ -27,6 +27,7 @@ import argparse
 import json
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -225,9 +226,13 @@ def main() -> None:
     parser.add_argument("--scenario", type=Path, help="a scenario file (default: build the default scenario)")
     parser.add_argument("--write", type=Path, help="write the scenario here before running it")
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
+    parser.add_argument("--flows", type=int, default=0, help="replay only the first N flows (by release; 0: all)")
     parser.add_argument("--seed", type=int, default=1, help="ns-3's random seed")
     args = parser.parse_args()
     scenario = read_scenario(args.scenario) if args.scenario else default_scenario()
+    if args.flows:
+        first = sorted(scenario.flows, key=lambda f: f.release_s)[: args.flows]
+        scenario = replace(scenario, flows=tuple(first), name=f"{scenario.name}, first {len(first)} flows")
     if args.write:
         write_scenario(scenario, args.write)
     report = compare(scenario, args.seed)
