@@ -465,3 +465,11 @@ def test_lp_is_the_optimum_at_microseconds(seed):
     brute = min(model_total(table, requests, p) for p in itertools.product(range(2), repeat=7))
     greedy = float(select(table, requests, make_selector("greedy-queue")).model_jct(requests).sum())
     assert lp == pytest.approx(brute, rel=1e-6) and lp <= greedy * (1 + 1e-9)
+
+
+def test_lp_holds_a_path_that_crosses_a_link_twice():
+    """The CPU's GET path crosses nic0 -> cpu0 in both round trips: the MILP's backlog ceilings add
+    both, or the problem it builds is infeasible."""
+    workload = load_workload(load_preset("leo-fnic"), "kvs:ycsb=b,load=1.1,n=60,seed=7")
+    selection = select(workload.table, workload.stream, make_selector("lp", k=8))
+    assert np.all(selection.path >= 0)

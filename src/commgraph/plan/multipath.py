@@ -592,8 +592,10 @@ def _solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, back
     for i, s in enumerate(steps[:-1]):
         most = np.zeros(table.n_elements)
         for _, v in options[i]:
+            total = np.zeros(table.n_elements)  # a path may cross a link direction twice (two round trips)
             for e, amount in service(v, stream.nbytes[s]):
-                most[e] = max(most[e], amount)
+                total[e] += amount
+            np.maximum(most, total, out=most)
         ceiling[i + 1] = ceiling[i] + most[elements]
     for i, s in enumerate(steps):
         add_row([(x[i] + j, 1.0) for j in range(len(options[i]))], 1.0, 1.0)  # (6.4)
