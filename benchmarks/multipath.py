@@ -129,7 +129,7 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
                       for name in HEURISTICS}
             curves["lp"] = ([p.rate for p in lp_points.values()], [p.row("lp")["median_s"] for p in lp_points.values()])
             plot_sweep(curves, direct, combined, bound, f"leo-fnic: {reference.label}, {seeds} seeds x {n} requests",
-                       png_dir / f"kvs-ycsb-{mix}.png")
+                       png_dir / f"multipath_kvs_ycsb_{mix}.png")
 
 
 def decision_times(decisions: dict[str, list]) -> None:
