@@ -84,14 +84,19 @@ def check_dag(tasks: list[Task]) -> list[list[int]]:
     return dependents
 
 
-def read_dag(path: str | Path) -> list[Task]:
+def read_json(path: str | Path):
+    """A JSON file's contents; :class:`SimulationError` if it is missing or not JSON."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError:
         raise SimulationError(f"{path}: no such file") from None
     except json.JSONDecodeError as exc:
         raise SimulationError(f"{path}: not valid JSON ({exc})") from None
+
+
+def read_dag(path: str | Path) -> list[Task]:
+    data = read_json(path)
     entries = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(entries, list):
         raise SimulationError(f"{path}: expected {{\"tasks\": [...]}}")

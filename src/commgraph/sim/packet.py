@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from commgraph.atomic import atomic_write
 from commgraph.errors import SimulationError
 from commgraph.sim.coflow import Coflow
-from commgraph.sim.dag import Compute, Task, Transfer
+from commgraph.sim.dag import Compute, Task, Transfer, read_json
 from commgraph.sim.engine import simulate
 from commgraph.topology.model import Device, Link, Topology
 
@@ -115,23 +116,15 @@ def _network_path(topology: Topology, task: Transfer) -> tuple[str, ...]:
 
 
 def write_scenario(scenario: Scenario, path: str | Path) -> None:
-    """JSON, written to a temporary name and renamed."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(scenario.to_dict()))
-    tmp.replace(path)
+    """JSON, written atomically."""
+    with atomic_write(path) as out:
+        out.write(json.dumps(scenario.to_dict()).encode())
 
 
 def read_scenario(path: str | Path) -> Scenario:
     """A scenario written by :func:`write_scenario`, validated; :class:`SimulationError` naming the
     first problem otherwise."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SimulationError(f"{path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise SimulationError(f"{path}: not valid JSON ({exc})") from None
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
         raise SimulationError(f"{path}: not a {FORMAT} version {VERSION} file")
     try:
