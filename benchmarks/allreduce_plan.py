@@ -84,15 +84,21 @@ def nccl_tests_check() -> None:
               f"single-channel ring1 all-reduce busbw {ring1_bus:.1f}\n      source: {source}")
 
 
+def timed_lp(topology: Topology, repeats: int) -> tuple[CommPlan, list[float]]:
+    """The LP's plan for 1 GB on ``topology`` and the seconds each of ``repeats`` syntheses took."""
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        plan = plan_allreduce("lp", topology, 1e9)
+        runs.append(time.perf_counter() - start)
+    return plan, runs
+
+
 def synthesis(repeats: int, skip_64: bool) -> None:
     print("\n3. lp synthesis time (s), median and spread of the repeats")
     for servers in (2, 4) + (() if skip_64 else (8,)):
         topology = load_preset(f"{servers}xdgx-a100-ib")
-        runs = []
-        for _ in range(repeats if servers < 8 else 1):
-            start = time.perf_counter()
-            plan = plan_allreduce("lp", topology, 1e9)
-            runs.append(time.perf_counter() - start)
+        plan, runs = timed_lp(topology, repeats if servers < 8 else 1)
         band = plan.notes["bandwidth"]
         print(f"  {8 * servers} GPUs ({topology.name}): median {statistics.median(runs):.2f} s, "
               f"min {min(runs):.2f}, max {max(runs):.2f} over {len(runs)}; lp {band['algbw_gbps']:.2f} GB/s, "
@@ -125,12 +131,7 @@ def forestcoll_model(repeats: int) -> None:
     print("\n4. lp on ForestColl's A100 model: all-reduce algbw against ForestColl's optimum "
           "(all-gather algbw / 2) and synthesis time")
     for boxes, allgather in FORESTCOLL_ALLGATHER.items():
-        topology = forestcoll_a100(boxes)
-        runs = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            plan = plan_allreduce("lp", topology, 1e9)
-            runs.append(time.perf_counter() - start)
+        plan, runs = timed_lp(forestcoll_a100(boxes), repeats)
         band = plan.notes["bandwidth"]
         print(f"  {8 * boxes} GPUs: lp {band['algbw_gbps']:.2f} GB/s, {band['of_bound']:.4f} of the bound, "
               f"ForestColl's optimum {allgather / 2:.2f} (ratio {band['algbw_gbps'] / (allgather / 2):.4f}); "

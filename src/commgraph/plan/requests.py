@@ -81,15 +81,22 @@ class PoissonSpec:
     compute: float
 
 
-def parse_poisson(text: str) -> PoissonSpec:
-    """``poisson:load=0.7,size=1M,types=cpu0:gpu0+cpu0:gpu3`` -> its options, checked."""
+def _workload_options(text: str, kind: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """``KIND:key=value,...`` -> {key: value}; an unknown key or an item without ``=`` is a
+    :class:`PlanError` naming the keys ``kind`` takes."""
     body = text.split(":", 1)[1] if ":" in text else ""
     options: dict[str, str] = {}
     for item in filter(None, body.split(",")):
         key, sep, value = item.partition("=")
-        if not sep or key not in POISSON_KEYS:
-            raise PlanError(f"bad workload option {item!r}; poisson takes {', '.join(k + '=' for k in POISSON_KEYS)}")
+        if not sep or key not in keys:
+            raise PlanError(f"bad workload option {item!r}; {kind} takes {', '.join(k + '=' for k in keys)}")
         options[key] = value
+    return options
+
+
+def parse_poisson(text: str) -> PoissonSpec:
+    """``poisson:load=0.7,size=1M,types=cpu0:gpu0+cpu0:gpu3`` -> its options, checked."""
+    options = _workload_options(text, "poisson", POISSON_KEYS)
     if ("load" in options) == ("rate" in options):
         raise PlanError("a poisson workload needs exactly one of load=FRACTION or rate=PER_SECOND")
     try:
@@ -220,13 +227,7 @@ def parse_kvs(text: str) -> KvsSpec:
     accelerator-only KVS saturates, Figure 6.10a) and a CPU core in 4.8 us, so the accelerator serves
     3x the whole CPU's rate (the ratio of the 71.8 and 23.0 Mops the thesis takes from its [139]);
     keys drawn from 100,000 by YCSB's Zipf law (0.99)."""
-    body = text.split(":", 1)[1] if ":" in text else ""
-    options: dict[str, str] = {}
-    for item in filter(None, body.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep or key not in KVS_KEYS:
-            raise PlanError(f"bad workload option {item!r}; kvs takes {', '.join(k + '=' for k in KVS_KEYS)}")
-        options[key] = value
+    options = _workload_options(text, "kvs", KVS_KEYS)
     if ("load" in options) == ("rate" in options):
         raise PlanError("a kvs workload needs exactly one of load=FRACTION (of the direct paths' capacity) "
                         "or rate=PER_SECOND")
