@@ -149,3 +149,36 @@ def test_rate_cap_and_overhead():
     assert result.bytes_moved[0] == pytest.approx(2 * GB)
     with pytest.raises(SimulationError, match="max_rate > 0"):
         simulate(line(), [Transfer("x", "a", "b", GB, max_rate=0.0)])
+
+
+def random_case(seed):
+    """A random network (GPUs on two switches, one with a forwarding limit; random bandwidths,
+    latencies and per-message overheads) and a random DAG of computations and transfers with
+    priorities, overheads and rate caps; a device with two cores."""
+    rng = np.random.default_rng(seed)
+    gpus = [f"g{i}" for i in range(6)]
+    devices = [Device(g, "gpu") for g in gpus] + [Device("s0", "switch"), Device("s1", "switch", forward_gbps=15.0)]
+    links = [Link(g, f"s{i % 2}", "pcie", 1, float(rng.choice([4.0, 10.0, 25.0])), float(rng.choice([0.0, 2.0])),
+                  float(rng.choice([0.0, 0.0, 5.0]))) for i, g in enumerate(gpus)]
+    links.append(Link("s0", "s1", "ethernet", 1, 12.0, 1.0))
+    tasks = []
+    for i in range(int(rng.integers(30, 60))):
+        deps = tuple(f"t{j}" for j in rng.choice(i, size=min(i, int(rng.integers(0, 3))), replace=False))
+        if rng.random() < 0.3:
+            tasks.append(Compute(f"t{i}", str(rng.choice(gpus)), float(rng.integers(0, 5)) * 1e-3, deps))
+            continue
+        src, dst = rng.choice(gpus, size=2, replace=False)
+        tasks.append(Transfer(f"t{i}", str(src), str(dst), float(rng.integers(0, 40)) * 1e6, int(rng.integers(0, 3)),
+                              deps=deps, overhead_s=float(rng.choice([0.0, 1e-5])),
+                              max_rate=float(rng.choice([2e9, 1e12])) if rng.random() < 0.3 else None))
+    return Topology("random", devices, links), tasks, {"g0": 2}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_incremental_matches_full_recomputation_on_random_dags(seed):
+    topology, tasks, cores = random_case(seed)
+    fast = simulate(topology, tasks, incremental=True, cores=cores)
+    slow = simulate(topology, tasks, incremental=False, cores=cores)
+    assert np.isfinite(fast.finish).all() and fast.makespan > 0
+    for field in ("start", "finish", "busy_seconds", "bytes_moved"):
+        assert np.allclose(getattr(fast, field), getattr(slow, field), rtol=1e-9, atol=1e-15), field

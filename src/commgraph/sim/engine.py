@@ -12,23 +12,21 @@ device run one at a time (``cores`` gives a device several servers: that many at
 order they become ready. Rates change only at events (a flow or task starting or ending), and then
 only in the connected part of the network the event touched: flows that share no resource, even
 transitively, with a changed one keep their rates, because max-min allocations of disjoint
-components are independent. Events at the same instant are handled together.
+components are independent. Events at the same instant are handled together. The event loop
+runs compiled (:mod:`commgraph.sim.events`), and an event costs in proportion to the part of the
+network it touched, not to the number of links or live flows.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from commgraph.errors import SimulationError, TopologyError
 from commgraph.sim.dag import Compute, Task, Transfer, check_dag
-from commgraph.sim.maxmin import reallocate
+from commgraph.sim.events import Flows, Outcome, Tasks, simulate_events
 from commgraph.topology.model import Hop, Topology
-
-_DONE = 1e-9  # a flow with this fraction of its bytes left has finished (rounding)
 
 
 @dataclass
@@ -88,7 +86,9 @@ def simulate(topology: Topology, tasks: list[Task], *, timeline: bool = True,
     for device, count in (cores or {}).items():
         if device not in topology.index or not (isinstance(count, int) and count >= 1):
             raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
-    return _Run(topology, tasks, dependents, flows, timeline, incremental, cores or {}).run()
+    outcome = simulate_events(flows.arrays(), _task_arrays(topology, tasks, dependents, flows, cores or {}),
+                              incremental, timeline)
+    return _result(topology, tasks, flows, outcome, timeline)
 
 
 class _Flows:
@@ -145,8 +145,9 @@ class _Flows:
         self.lengths = np.diff(self.ptr)
         self.capacity = np.array(capacity, dtype=np.float64)
 
-    def route_of(self, flow: int) -> np.ndarray:
-        return self.resources[self.ptr[flow] : self.ptr[flow + 1]]
+    def arrays(self) -> Flows:
+        return Flows(self.ptr, self.resources, self.sizes, self.latency, self.priority, self.task_of, self.owner,
+                     self.setups, self.capacity)
 
     def bytes_per_resource(self) -> np.ndarray:
         """Bytes every resource carries: each data flow's size on each resource of its route."""
@@ -181,149 +182,33 @@ def _hops(topology: Topology, task: Transfer) -> list[Hop]:
     return hops
 
 
-class _Run:
-    def __init__(self, topology, tasks, dependents, flows: _Flows, timeline: bool, incremental: bool,
-                 cores: dict[str, int]):
-        self.tasks, self.dependents, self.flows = tasks, dependents, flows
-        n, n_flows, n_res = len(tasks), flows.sizes.shape[0], flows.capacity.shape[0]
-        self.topology = topology
-        self.start = np.full(n, np.nan)
-        self.finish = np.full(n, np.nan)
-        self.waiting = np.array([len(t.deps) for t in tasks], dtype=np.int64)
-        self.setting_up = flows.setups.copy()  # per data flow: setup flows not yet done
-        self.remaining = flows.sizes.copy()
-        self.rates = np.zeros(n_flows)
-        self.active = np.zeros(n_flows, dtype=bool)
-        self.load = np.zeros(n_res)
-        self.busy = np.zeros(n_res)
-        self.changed: list[np.ndarray] = []
-        self.timers: list[tuple[float, int, int]] = []
-        self.queues: dict[str, deque[int]] = {}
-        self.device_busy: dict[str, int] = {}  # computations running per device
-        self.cores = cores
-        self.time = 0.0
-        self.record = [] if timeline else None
-        self.incremental = incremental
-        self.everywhere = np.arange(n_res, dtype=np.int64)
+def _task_arrays(topology: Topology, tasks: list[Task], dependents: list[list[int]], flows: _Flows,
+                 cores: dict[str, int]) -> Tasks:
+    """The DAG as arrays for the event loop: computations' devices and seconds, transfers' data
+    flows, dependents as a CSR, and per device its servers and the room of its ready queue."""
+    compute = np.array([isinstance(t, Compute) for t in tasks], dtype=bool)
+    device = np.array([topology.index[t.device] if isinstance(t, Compute) else -1 for t in tasks], dtype=np.int64)
+    seconds = np.array([t.seconds if isinstance(t, Compute) else 0.0 for t in tasks], dtype=np.float64)
+    n_dev = len(topology.devices)
+    servers = np.ones(n_dev, dtype=np.int64)
+    for name, count in cores.items():
+        servers[topology.index[name]] = count
+    lengths = np.array([len(d) for d in dependents], dtype=np.int64)
+    dep_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    dep_idx = np.fromiter((j for d in dependents for j in d), dtype=np.int64, count=int(dep_ptr[-1]))
+    queue_ptr = np.concatenate([[0], np.cumsum(np.bincount(device[compute], minlength=n_dev))]).astype(np.int64)
+    waiting = np.array([len(t.deps) for t in tasks], dtype=np.int64)
+    return Tasks(compute, seconds, device, flows.task_flow, dep_ptr, dep_idx, waiting, servers, queue_ptr)
 
-    def run(self) -> SimResult:
-        for i in np.flatnonzero(self.waiting == 0):
-            self._begin(int(i))
-        while True:
-            if self.changed:
-                self._reallocate()
-            live = np.flatnonzero(self.active)
-            dt_flow = np.inf
-            if live.size:
-                with np.errstate(divide="ignore"):
-                    dt_flow = float((self.remaining[live] / self.rates[live]).min())
-            t_next = min(self.time + dt_flow, self.timers[0][0] if self.timers else np.inf)
-            if t_next == np.inf:
-                break
-            dt = t_next - self.time
-            if dt > 0 and live.size:
-                self.remaining[live] -= self.rates[live] * dt
-                self.busy[self.load > 0] += dt
-            self.time = t_next
-            if live.size:
-                # finished: rounding leaves a sliver of bytes, or less time than the clock can resolve
-                left = self.remaining[live]
-                done = live[(left <= _DONE * self.flows.sizes[live])
-                            | (left <= self.rates[live] * max(self.time, 1.0) * 1e-15)]
-                for f in done:
-                    self.active[f] = False
-                    self.remaining[f] = 0.0
-                    self.changed.append(self.flows.route_of(f))
-                    self._flow_done(int(f))
-            while self.timers and self.timers[0][0] <= self.time:
-                _, _, task = heapq.heappop(self.timers)
-                self._end(task)
-        unfinished = np.flatnonzero(np.isnan(self.finish))
-        if unfinished.size:
-            raise SimulationError(
-                f"task {self.tasks[unfinished[0]].id!r} never finished: its flow gets no bandwidth"
-            )
-        timeline = None
-        if self.record is not None:
-            parts = list(zip(*self.record)) if self.record else ([], [], [])
-            timeline = tuple(np.concatenate(p) if len(p) else np.empty(0) for p in parts)
-        real = 2 * len(self.topology.links)  # forwarding limits and private rate caps are not links
-        if timeline is not None:
-            keep = timeline[1] < real
-            timeline = tuple(part[keep] for part in timeline)
-        return SimResult(self.topology, self.tasks, self.start, self.finish, self.busy[:real],
-                         self.flows.bytes_per_resource()[:real], timeline)
 
-    # -- task lifecycle ------------------------------------------------------------------------
-
-    def _timer(self, when: float, task: int) -> None:
-        heapq.heappush(self.timers, (when, task, task))
-
-    def _begin(self, i: int) -> None:
-        task = self.tasks[i]
-        if isinstance(task, Compute):
-            running = self.device_busy.get(task.device, 0)
-            if running >= self.cores.get(task.device, 1):
-                self.queues.setdefault(task.device, deque()).append(i)
-                return
-            self.device_busy[task.device] = running + 1
-            self.start[i] = self.time
-            self._timer(self.time + task.seconds, i)
-            return
-        self.start[i] = self.time
-        f = int(self.flows.task_flow[i])
-        if self.flows.setups[f]:
-            for g in range(f + 1, f + 1 + self.flows.setups[f]):
-                self._activate(g)
-        else:
-            self._send(f)
-
-    def _send(self, f: int) -> None:
-        """Start data flow ``f`` (its latency alone when it has no bytes or no hops)."""
-        if self.flows.sizes[f] == 0 or self.flows.lengths[f] == 0:
-            self._timer(self.time + self.flows.latency[f], int(self.flows.task_of[f]))
-        else:
-            self._activate(f)
-
-    def _activate(self, f: int) -> None:
-        self.active[f] = True
-        self.changed.append(self.flows.route_of(f))
-
-    def _flow_done(self, f: int) -> None:
-        """A setup flow's end may start its data flow; a data flow's end starts its latency."""
-        owner = self.flows.owner[f]
-        if owner < 0:
-            self._timer(self.time + self.flows.latency[f], int(self.flows.task_of[f]))
-            return
-        self.setting_up[owner] -= 1
-        if self.setting_up[owner] == 0:
-            self._send(int(owner))
-
-    def _end(self, i: int) -> None:
-        self.finish[i] = self.time
-        task = self.tasks[i]
-        if isinstance(task, Compute):
-            self.device_busy[task.device] -= 1
-            queue = self.queues.get(task.device)
-            if queue:
-                self._begin(queue.popleft())
-        for j in self.dependents[i]:
-            self.waiting[j] -= 1
-            if self.waiting[j] == 0:
-                self._begin(j)
-
-    # -- rates -----------------------------------------------------------------------------------
-
-    def _reallocate(self) -> None:
-        """Recompute rates where the changed resources are (everywhere unless ``incremental``)."""
-        changed = np.unique(np.concatenate(self.changed)) if self.incremental else self.everywhere
-        self.changed = []
-        load = np.empty_like(self.load)
-        reallocate(self.flows.ptr, self.flows.resources, np.flatnonzero(self.active), self.flows.priority,
-                   self.flows.capacity, changed, self.rates, load)
-        if self.record is not None:
-            moved = np.flatnonzero(load != self.load)
-            if moved.size:
-                self.record.append((np.full(moved.size, self.time), moved,
-                                    load[moved] / self.flows.capacity[moved]))
-        self.load = load
+def _result(topology: Topology, tasks: list[Task], flows: _Flows, outcome: Outcome, timeline: bool) -> SimResult:
+    unfinished = np.flatnonzero(np.isnan(outcome.finish))
+    if unfinished.size:
+        raise SimulationError(f"task {tasks[unfinished[0]].id!r} never finished: its flow gets no bandwidth")
+    real = 2 * len(topology.links)  # forwarding limits and private rate caps are not links
+    points = None
+    if timeline:
+        keep = outcome.record_resource < real
+        points = (outcome.record_time[keep], outcome.record_resource[keep], outcome.record_utilisation[keep])
+    return SimResult(topology, tasks, outcome.start, outcome.finish, outcome.busy[:real],
+                     flows.bytes_per_resource()[:real], points)

@@ -1,0 +1,468 @@
+"""The flow-level simulator's core, compiled with numba: the event loop (task lifecycle, flows,
+timers) and max-min fair rates with strict priority classes, in one call per simulation.
+
+Flows are a CSR over resources (``ptr``, ``resources``: one resource per link direction). Classes
+are served in ascending ``priority`` (0 first); each class shares fairly what the classes before it
+left (progressive filling). Each event costs in proportion to what it touched, not to the network:
+
+- the index resource -> active flows (:class:`Index`) is kept incrementally: a flow is inserted
+  when it starts and swap-removed when it ends, in O(route length);
+- rates are recomputed only for the flows connected (through shared resources, transitively) to a
+  changed resource (:func:`component`): disjoint components of the flow-resource graph have
+  independent max-min allocations, so the others keep their rates exactly; scratch state is reset
+  only where it was used (epoch stamps, residual capacities of the recomputed flows' resources);
+- bytes are counted lazily: a flow keeps the bytes it had left when its rate last changed and the
+  time of that change, and its projected finish time sits in a heap with a version stamp (entries
+  of an older rate are skipped), so advancing time costs nothing per live flow, and a flow's
+  accounting changes only when its rate did;
+- a resource's load is re-summed only where the component reached, and its busy time grows by the
+  spans during which its load was above zero.
+
+Computations and timers (a computation's end, a transfer's latency after its last byte) share a
+heap ordered by (time, task). Events at the same instant are handled together: flows first, then
+timers, then one reallocation. Everything compiled lives in this one module because numba's disk
+cache of a function is refreshed only when its own file changes, not its callees'.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+DONE = 1e-9  # a flow with this fraction of its bytes left has finished (rounding)
+_TIE = 1e-9  # resources whose fair share is within this factor of the minimum saturate together
+
+
+class Index(NamedTuple):
+    """Resource -> active flows, kept incrementally. Route entry ``j`` (a position in
+    ``resources``) belongs to flow ``entry_flow[j]``; resource ``r``'s active entries are
+    ``users[first[r] : first[r] + count[r]]`` and entry ``j`` sits at ``users[slot[j]]`` while its
+    flow is active."""
+
+    entry_flow: np.ndarray
+    first: np.ndarray
+    users: np.ndarray
+    count: np.ndarray
+    slot: np.ndarray
+
+
+def make_index(ptr: np.ndarray, resources: np.ndarray, n_res: int) -> Index:
+    """An empty index with room for every flow's route at once."""
+    entry_flow = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
+    first = np.zeros(n_res + 1, dtype=np.int64)
+    first[1:] = np.cumsum(np.bincount(resources, minlength=n_res))
+    return Index(entry_flow, first, np.empty(resources.shape[0], dtype=np.int64),
+                 np.zeros(n_res, dtype=np.int64), np.full(resources.shape[0], -1, dtype=np.int64))
+
+
+@njit(cache=True)
+def insert(index, ptr, resources, f):  # pragma: no cover
+    """Add flow ``f`` to the users of every resource on its route."""
+    for j in range(ptr[f], ptr[f + 1]):
+        r = resources[j]
+        k = index.first[r] + index.count[r]
+        index.users[k] = j
+        index.slot[j] = k
+        index.count[r] += 1
+
+
+@njit(cache=True)
+def remove(index, ptr, resources, f):  # pragma: no cover
+    """Take flow ``f`` out of its resources' users (the last user of each takes its place)."""
+    for j in range(ptr[f], ptr[f + 1]):
+        r = resources[j]
+        last = index.first[r] + index.count[r] - 1
+        k = index.slot[j]
+        moved = index.users[last]
+        index.users[k] = moved
+        index.slot[moved] = k
+        index.slot[j] = -1
+        index.count[r] -= 1
+
+
+@njit(cache=True)
+def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark, touched, picked):  # pragma: no cover
+    """The active flows reachable from ``seeds[:n_seeds]`` through shared resources, into
+    ``picked``, and the resources visited (the seeds and the picked flows' routes), into
+    ``touched``. Marks are ``epoch`` stamps. Returns ``(n_picked, n_touched)``."""
+    n_touched = 0
+    for s in range(n_seeds):
+        r = seeds[s]
+        if res_mark[r] != epoch:
+            res_mark[r] = epoch
+            touched[n_touched] = r
+            n_touched += 1
+    n_picked = 0
+    done = 0  # touched[:done] have had their users visited
+    while done < n_touched:
+        r = touched[done]
+        done += 1
+        for u in range(index.first[r], index.first[r] + index.count[r]):
+            f = index.entry_flow[index.users[u]]
+            if flow_mark[f] != epoch:
+                flow_mark[f] = epoch
+                picked[n_picked] = f
+                n_picked += 1
+                for j in range(ptr[f], ptr[f + 1]):
+                    r2 = resources[j]
+                    if res_mark[r2] != epoch:
+                        res_mark[r2] = epoch
+                        touched[n_touched] = r2
+                        n_touched += 1
+    return n_picked, n_touched
+
+
+@njit(cache=True)
+def fill(ptr, resources, priority, capacity, flows, rates, residual, counts):  # pragma: no cover
+    """Max-min fair ``rates`` (bytes/s, in place) of ``flows``, which hold every active flow on
+    their resources, by progressive filling class by class. A flow whose resources higher classes
+    saturate gets rate 0 until they finish (preemption). ``residual`` is scratch; ``counts`` must
+    be zero on the flows' resources and is left so."""
+    n = flows.shape[0]
+    for i in range(n):
+        f = flows[i]
+        for j in range(ptr[f], ptr[f + 1]):
+            residual[resources[j]] = capacity[resources[j]]
+    order = flows[np.argsort(priority[flows], kind="mergesort")]
+    pending = np.empty(n, np.int64)
+    frozen = np.empty(n, np.int64)
+    run_start = 0
+    while run_start < n:
+        c = priority[order[run_start]]
+        run_end = run_start
+        while run_end < n and priority[order[run_end]] == c:
+            run_end += 1
+        n_pending = run_end - run_start
+        pending[:n_pending] = order[run_start:run_end]
+        run_start = run_end
+        while n_pending > 0:
+            for i in range(n_pending):
+                f = pending[i]
+                for j in range(ptr[f], ptr[f + 1]):
+                    counts[resources[j]] += 1
+            level = np.inf
+            for i in range(n_pending):
+                f = pending[i]
+                for j in range(ptr[f], ptr[f + 1]):
+                    share = residual[resources[j]] / counts[resources[j]]
+                    if share < level:
+                        level = share
+            bound = level * (1.0 + _TIE)
+            kept = 0
+            n_frozen = 0
+            for i in range(n_pending):
+                f = pending[i]
+                saturated = False
+                for j in range(ptr[f], ptr[f + 1]):
+                    if residual[resources[j]] / counts[resources[j]] <= bound:
+                        saturated = True
+                        break
+                if saturated:
+                    rates[f] = level
+                    frozen[n_frozen] = f
+                    n_frozen += 1
+                else:
+                    pending[kept] = f  # kept <= i: never overwrites an unvisited entry
+                    kept += 1
+            for i in range(n_frozen):
+                f = frozen[i]
+                for j in range(ptr[f], ptr[f + 1]):
+                    r = resources[j]
+                    residual[r] = max(residual[r] - level, 0.0)
+                    counts[r] = 0
+            for i in range(kept):
+                f = pending[i]
+                for j in range(ptr[f], ptr[f + 1]):
+                    counts[resources[j]] = 0
+            n_pending = kept
+
+
+class Flows(NamedTuple):
+    """Per flow: route (``ptr``, ``resources``), size, latency, class, task, owner (its data flow
+    for a setup flow, -1 for a data flow) and setup-flow count; per resource: capacity."""
+
+    ptr: np.ndarray
+    resources: np.ndarray
+    sizes: np.ndarray
+    latency: np.ndarray
+    priority: np.ndarray
+    task_of: np.ndarray
+    owner: np.ndarray
+    setups: np.ndarray
+    capacity: np.ndarray
+
+
+class Tasks(NamedTuple):
+    """Per task: computation or transfer, seconds and device (computations), data flow (transfers),
+    dependents (CSR ``dep_ptr``, ``dep_idx``) and dependency count; per device: servers and the
+    room of its ready queue (CSR ``queue_ptr``)."""
+
+    compute: np.ndarray
+    seconds: np.ndarray
+    device: np.ndarray
+    flow: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    waiting: np.ndarray
+    cores: np.ndarray
+    queue_ptr: np.ndarray
+
+
+class Outcome(NamedTuple):
+    """Per task start and finish, per resource busy seconds, and the utilisation change points
+    (time, resource, utilisation; empty unless recorded)."""
+
+    start: np.ndarray
+    finish: np.ndarray
+    busy: np.ndarray
+    record_time: np.ndarray
+    record_resource: np.ndarray
+    record_utilisation: np.ndarray
+
+
+class _State(NamedTuple):
+    time: np.ndarray  # [now]
+    rates: np.ndarray
+    left: np.ndarray  # bytes left at `since`
+    since: np.ndarray
+    version: np.ndarray
+    setting_up: np.ndarray
+    load: np.ndarray
+    busy: np.ndarray
+    busy_since: np.ndarray
+    start: np.ndarray
+    finish: np.ndarray
+    waiting: np.ndarray
+    running: np.ndarray  # computations running per device
+    queue: np.ndarray
+    queue_head: np.ndarray
+    queue_tail: np.ndarray
+    changed: np.ndarray  # [count, resources...] changed since the last reallocation
+    changed_mark: np.ndarray
+    marks: np.ndarray  # [epoch]
+    res_mark: np.ndarray
+    flow_mark: np.ndarray
+    touched: np.ndarray
+    picked: np.ndarray
+    old_rates: np.ndarray
+    residual: np.ndarray
+    counts: np.ndarray
+
+
+def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool) -> Outcome:
+    """Run every task from time 0 until nothing is left to happen; ``incremental=False``
+    recomputes every active flow's rate at every event; ``record`` keeps the utilisation change
+    points."""
+    n_flows, n_res, n_tasks = flows.sizes.shape[0], flows.capacity.shape[0], tasks.compute.shape[0]
+    n_dev = tasks.cores.shape[0]
+    state = _State(
+        np.zeros(1), np.zeros(n_flows), flows.sizes.copy(), np.zeros(n_flows), np.zeros(n_flows, np.int64),
+        flows.setups.copy(), np.zeros(n_res), np.zeros(n_res), np.zeros(n_res),
+        np.full(n_tasks, np.nan), np.full(n_tasks, np.nan), tasks.waiting.copy(), np.zeros(n_dev, np.int64),
+        np.empty(tasks.queue_ptr[-1], np.int64), tasks.queue_ptr[:-1].copy(), tasks.queue_ptr[:-1].copy(),
+        np.zeros(n_res + 1, np.int64), np.zeros(n_res, np.int64), np.zeros(1, np.int64),
+        np.zeros(n_res, np.int64), np.zeros(n_flows, np.int64), np.empty(n_res, np.int64),
+        np.empty(n_flows, np.int64), np.empty(n_flows), np.empty(n_res), np.zeros(n_res, np.int64),
+    )
+    index = make_index(flows.ptr, flows.resources, n_res)
+    return Outcome(state.start, state.finish, state.busy, *_run(flows, tasks, index, state, incremental, record))
+
+
+@njit(cache=True)
+def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
+    timers = [(0.0, 0)]
+    timers.pop()
+    finishing = [(0.0, 0, 0)]  # (projected finish, flow, version)
+    finishing.pop()
+    rec_t, rec_r, rec_u = np.empty(0), np.empty(0, np.int64), np.empty(0)
+    n_rec = 0
+    if record:
+        rec_t, rec_r, rec_u = np.empty(1024), np.empty(1024, np.int64), np.empty(1024)
+    for i in range(tasks.compute.shape[0]):
+        if state.waiting[i] == 0:
+            _begin(flows, tasks, index, state, timers, i)
+    while True:
+        if state.changed[0] > 0:
+            n_rec, rec_t, rec_r, rec_u = _reallocate(flows, index, state, finishing, incremental, record,
+                                                     n_rec, rec_t, rec_r, rec_u)
+        while finishing and finishing[0][2] != state.version[finishing[0][1]]:
+            heapq.heappop(finishing)
+        t_next = np.inf
+        if finishing:
+            t_next = finishing[0][0]
+        if timers and timers[0][0] < t_next:
+            t_next = timers[0][0]
+        if t_next == np.inf:
+            break
+        now = state.time[0] = max(t_next, state.time[0])
+        while finishing:
+            when, f, version = finishing[0]
+            if version != state.version[f]:
+                heapq.heappop(finishing)
+                continue
+            left = state.left[f] - state.rates[f] * (now - state.since[f])
+            # finished: its projected end, a sliver of bytes left, or less time than the clock resolves
+            if not (when <= now or left <= DONE * flows.sizes[f] or left <= state.rates[f] * max(now, 1.0) * 1e-15):
+                break
+            heapq.heappop(finishing)
+            _flow_done(flows, tasks, index, state, timers, f)
+        while timers and timers[0][0] <= now:
+            _end(flows, tasks, index, state, timers, heapq.heappop(timers)[1])
+    return rec_t[:n_rec], rec_r[:n_rec], rec_u[:n_rec]
+
+
+@njit(cache=True)
+def _begin(flows, tasks, index, state, timers, i):  # pragma: no cover
+    """Task ``i`` is ready: a computation starts or queues for a server; a transfer starts its
+    setup flows, or its data flow when it has none."""
+    now = state.time[0]
+    if tasks.compute[i]:
+        d = tasks.device[i]
+        if state.running[d] >= tasks.cores[d]:
+            state.queue[state.queue_tail[d]] = i
+            state.queue_tail[d] += 1
+            return
+        state.running[d] += 1
+        state.start[i] = now
+        heapq.heappush(timers, (now + tasks.seconds[i], i))
+        return
+    state.start[i] = now
+    f = tasks.flow[i]
+    if flows.setups[f]:
+        for g in range(f + 1, f + 1 + flows.setups[f]):
+            _activate(flows, index, state, g)
+    else:
+        _send(flows, index, state, timers, f)
+
+
+@njit(cache=True)
+def _send(flows, index, state, timers, f):  # pragma: no cover
+    """Start data flow ``f`` (its latency alone when it has no bytes or no hops)."""
+    if flows.sizes[f] == 0 or flows.ptr[f + 1] == flows.ptr[f]:
+        heapq.heappush(timers, (state.time[0] + flows.latency[f], flows.task_of[f]))
+    else:
+        _activate(flows, index, state, f)
+
+
+@njit(cache=True)
+def _activate(flows, index, state, f):  # pragma: no cover
+    insert(index, flows.ptr, flows.resources, f)
+    state.left[f] = flows.sizes[f]
+    state.since[f] = state.time[0]
+    state.rates[f] = 0.0
+    _mark_changed(flows, state, f)
+
+
+@njit(cache=True)
+def _mark_changed(flows, state, f):  # pragma: no cover
+    for j in range(flows.ptr[f], flows.ptr[f + 1]):
+        r = flows.resources[j]
+        if state.changed_mark[r] != state.marks[0] + 1:  # stamped for the next reallocation
+            state.changed_mark[r] = state.marks[0] + 1
+            state.changed[0] += 1
+            state.changed[state.changed[0]] = r
+
+
+@njit(cache=True)
+def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
+    """Flow ``f`` sent its last byte: a setup flow's end may start its data flow; a data flow's
+    end starts its latency."""
+    remove(index, flows.ptr, flows.resources, f)
+    _mark_changed(flows, state, f)
+    state.rates[f] = 0.0
+    state.left[f] = 0.0
+    state.version[f] += 1
+    owner = flows.owner[f]
+    if owner < 0:
+        heapq.heappush(timers, (state.time[0] + flows.latency[f], flows.task_of[f]))
+        return
+    state.setting_up[owner] -= 1
+    if state.setting_up[owner] == 0:
+        _send(flows, index, state, timers, owner)
+
+
+@njit(cache=True)
+def _end(flows, tasks, index, state, timers, i):  # pragma: no cover
+    """Task ``i`` finished: its server takes the next queued computation, and its dependents
+    whose last dependency it was begin."""
+    state.finish[i] = state.time[0]
+    if tasks.compute[i]:
+        d = tasks.device[i]
+        state.running[d] -= 1
+        if state.queue_head[d] < state.queue_tail[d]:
+            state.queue_head[d] += 1
+            _begin(flows, tasks, index, state, timers, state.queue[state.queue_head[d] - 1])
+    for k in range(tasks.dep_ptr[i], tasks.dep_ptr[i + 1]):
+        j = tasks.dep_idx[k]
+        state.waiting[j] -= 1
+        if state.waiting[j] == 0:
+            _begin(flows, tasks, index, state, timers, j)
+
+
+@njit(cache=True)
+def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_t, rec_r, rec_u):  # pragma: no cover
+    """Recompute rates on the component of the changed resources (of every resource unless
+    ``incremental``); re-time the flows whose rate moved and re-sum their resources' loads."""
+    now = state.time[0]
+    state.marks[0] += 1
+    epoch = state.marks[0]
+    if incremental:
+        seeds, n_seeds = state.changed[1:], state.changed[0]
+    else:
+        seeds, n_seeds = np.arange(flows.capacity.shape[0]), flows.capacity.shape[0]
+    n_picked, _ = component(index, flows.ptr, flows.resources, seeds, n_seeds, epoch,
+                                    state.res_mark, state.flow_mark, state.touched, state.picked)
+    state.changed[0] = 0
+    picked = state.picked[:n_picked]
+    old = state.old_rates[:n_picked]
+    old[:] = state.rates[picked]
+    fill(flows.ptr, flows.resources, flows.priority, flows.capacity, picked, state.rates, state.residual,
+         state.counts)
+    n_moved = 0  # resources whose load may have moved: the changed ones and those of re-rated flows
+    for s in range(n_seeds):
+        state.res_mark[seeds[s]] = -epoch
+        state.touched[n_moved] = seeds[s]
+        n_moved += 1
+    for k in range(n_picked):
+        f = picked[k]
+        rate = state.rates[f]
+        if rate != old[k]:
+            state.left[f] -= old[k] * (now - state.since[f])
+            state.since[f] = now
+            state.version[f] += 1
+            if rate > 0:
+                heapq.heappush(finishing, (now + state.left[f] / rate, f, state.version[f]))
+            for j in range(flows.ptr[f], flows.ptr[f + 1]):
+                r = flows.resources[j]
+                if state.res_mark[r] != -epoch:
+                    state.res_mark[r] = -epoch
+                    state.touched[n_moved] = r
+                    n_moved += 1
+    for r in np.sort(state.touched[:n_moved]):  # ascending, as the timeline lists them
+        load = 0.0
+        for u in range(index.first[r], index.first[r] + index.count[r]):
+            load += state.rates[index.entry_flow[index.users[u]]]
+        was = state.load[r]
+        if load == was:
+            continue
+        if was == 0.0:
+            state.busy_since[r] = now
+        elif load == 0.0:
+            state.busy[r] += now - state.busy_since[r]
+        state.load[r] = load
+        if record:
+            if n_rec == rec_t.shape[0]:
+                rec_t, rec_r, rec_u = _grow(rec_t), _grow(rec_r), _grow(rec_u)
+            rec_t[n_rec], rec_r[n_rec], rec_u[n_rec] = now, r, load / flows.capacity[r]
+            n_rec += 1
+    return n_rec, rec_t, rec_r, rec_u
+
+
+@njit(cache=True)
+def _grow(a):  # pragma: no cover
+    b = np.empty(2 * a.shape[0], a.dtype)
+    b[: a.shape[0]] = a
+    return b
