@@ -116,24 +116,24 @@ class _Flows:
             owner.append(data_flow)
             setups.append(0)
 
+        paths: dict[tuple, tuple] = {}  # per (src, dst, route) seen
         for i, task in enumerate(tasks):
             if isinstance(task, Compute):
                 if task.device not in topology.index:
                     _unknown(task, task.device)
                 continue
-            hops = _hops(topology, task)
+            key = (task.src, task.dst, task.route)
+            if key not in paths:
+                paths[key] = _path(topology, task, forwarding)
+            route, seconds, overheads = paths[key]
             f = self.task_flow[i] = len(sizes)
-            route = [h.resource for h in hops] + [forwarding[h.dst] for h in hops[:-1] if h.dst in forwarding]
-            if task.max_rate is not None and hops:  # a private resource of that capacity
-                route.append(len(capacity))
+            if task.max_rate is not None and route:  # a private resource of that capacity
+                route = [*route, len(capacity)]
                 capacity.append(task.max_rate)
-            add(route, task.bytes,
-                sum(topology.links[h.link].latency_us for h in hops) * 1e-6 + task.overhead_s, i, -1)
-            for h in hops:
-                overhead = topology.links[h.link].overhead_us * 1e-6
-                if overhead > 0:
-                    add([h.resource], overhead * capacity[h.resource], 0.0, i, f)
-                    setups[f] += 1
+            add(route, task.bytes, seconds + task.overhead_s, i, -1)
+            for r, setup_bytes in overheads:
+                add([r], setup_bytes, 0.0, i, f)
+            setups[f] = len(overheads)
         self.ptr = np.array(ptr, dtype=np.int64)
         self.resources = np.array(resources, dtype=np.int64)
         self.sizes = np.array(sizes, dtype=np.float64)
@@ -154,6 +154,18 @@ class _Flows:
         data = np.repeat(self.owner < 0, self.lengths)
         weights = np.repeat(self.sizes, self.lengths)[data]
         return np.bincount(self.resources[data], weights=weights, minlength=self.capacity.shape[0])
+
+
+def _path(topology: Topology, task: Transfer, forwarding: dict[str, int]) -> tuple:
+    """A transfer's route as resources (its link directions, then the forwarding limits of the
+    switches it crosses), the sum of its links' latencies in seconds, and per link direction with
+    a per-message overhead, the bytes of its setup flow (``overhead x bandwidth``)."""
+    hops = _hops(topology, task)
+    route = [h.resource for h in hops] + [forwarding[h.dst] for h in hops[:-1] if h.dst in forwarding]
+    seconds = sum(topology.links[h.link].latency_us for h in hops) * 1e-6
+    setups = [(h.resource, topology.links[h.link].overhead_us * 1e-6 * (topology.links[h.link].bandwidth_gbps * 1e9))
+              for h in hops if topology.links[h.link].overhead_us > 0]
+    return route, seconds, setups
 
 
 def _unknown(task: Task, device: str) -> None:

@@ -37,50 +37,53 @@ _TIE = 1e-9  # resources whose fair share is within this factor of the minimum s
 
 
 class Index(NamedTuple):
-    """Resource -> active flows, kept incrementally. Route entry ``j`` (a position in
-    ``resources``) belongs to flow ``entry_flow[j]``; resource ``r``'s active entries are
-    ``users[first[r] : first[r] + count[r]]`` and entry ``j`` sits at ``users[slot[j]]`` while its
-    flow is active."""
+    """Resource -> active flows, kept incrementally. Resource ``r``'s active flows are
+    ``flow[first[r] : first[r] + count[r]]``; ``entry`` holds, beside each, the position of ``r``
+    in that flow's route (in ``resources``), and ``slot[j]`` is where route position ``j`` sits
+    while its flow is active."""
 
-    entry_flow: np.ndarray
     first: np.ndarray
-    users: np.ndarray
+    flow: np.ndarray
+    entry: np.ndarray
     count: np.ndarray
     slot: np.ndarray
 
 
 def make_index(ptr: np.ndarray, resources: np.ndarray, n_res: int) -> Index:
     """An empty index with room for every flow's route at once."""
-    entry_flow = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
     first = np.zeros(n_res + 1, dtype=np.int64)
     first[1:] = np.cumsum(np.bincount(resources, minlength=n_res))
-    return Index(entry_flow, first, np.empty(resources.shape[0], dtype=np.int64),
-                 np.zeros(n_res, dtype=np.int64), np.full(resources.shape[0], -1, dtype=np.int64))
+    n = resources.shape[0]
+    return Index(first, np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.zeros(n_res, dtype=np.int64),
+                 np.full(n, -1, dtype=np.int64))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def insert(index, ptr, resources, f):  # pragma: no cover
     """Add flow ``f`` to the users of every resource on its route."""
+    first, flow, entry, count, slot = index
     for j in range(ptr[f], ptr[f + 1]):
         r = resources[j]
-        k = index.first[r] + index.count[r]
-        index.users[k] = j
-        index.slot[j] = k
-        index.count[r] += 1
+        k = first[r] + count[r]
+        flow[k] = f
+        entry[k] = j
+        slot[j] = k
+        count[r] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def remove(index, ptr, resources, f):  # pragma: no cover
     """Take flow ``f`` out of its resources' users (the last user of each takes its place)."""
+    first, flow, entry, count, slot = index
     for j in range(ptr[f], ptr[f + 1]):
         r = resources[j]
-        last = index.first[r] + index.count[r] - 1
-        k = index.slot[j]
-        moved = index.users[last]
-        index.users[k] = moved
-        index.slot[moved] = k
-        index.slot[j] = -1
-        index.count[r] -= 1
+        last = first[r] + count[r] - 1
+        k = slot[j]
+        flow[k] = flow[last]
+        entry[k] = entry[last]
+        slot[entry[k]] = k
+        slot[j] = -1
+        count[r] -= 1
 
 
 @njit(cache=True)
@@ -88,6 +91,7 @@ def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark,
     """The active flows reachable from ``seeds[:n_seeds]`` through shared resources, into
     ``picked``, and the resources visited (the seeds and the picked flows' routes), into
     ``touched``. Marks are ``epoch`` stamps. Returns ``(n_picked, n_touched)``."""
+    first, flow, count = index.first, index.flow, index.count
     n_touched = 0
     for s in range(n_seeds):
         r = seeds[s]
@@ -100,8 +104,8 @@ def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark,
     while done < n_touched:
         r = touched[done]
         done += 1
-        for u in range(index.first[r], index.first[r] + index.count[r]):
-            f = index.entry_flow[index.users[u]]
+        for u in range(first[r], first[r] + count[r]):
+            f = flow[u]
             if flow_mark[f] != epoch:
                 flow_mark[f] = epoch
                 picked[n_picked] = f
@@ -224,6 +228,9 @@ class Outcome(NamedTuple):
 
 
 class _State(NamedTuple):
+    """What the loop mutates: the clock, per flow its rate and lazy byte count, per resource its
+    load and busy time, per task its times, per device its queue, and scratch (epoch stamps)."""
+
     time: np.ndarray  # [now]
     rates: np.ndarray
     left: np.ndarray  # bytes left at `since`
@@ -273,6 +280,7 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
 
 @njit(cache=True)
 def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
+    """The event loop; returns the recorded utilisation change points (time, resource, value)."""
     timers = [(0.0, 0)]
     timers.pop()
     finishing = [(0.0, 0, 0)]  # (projected finish, flow, version)
@@ -281,6 +289,7 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
     n_rec = 0
     if record:
         rec_t, rec_r, rec_u = np.empty(1024), np.empty(1024, np.int64), np.empty(1024)
+    rates, left, since, version, sizes = state.rates, state.left, state.since, state.version, flows.sizes
     for i in range(tasks.compute.shape[0]):
         if state.waiting[i] == 0:
             _begin(flows, tasks, index, state, timers, i)
@@ -288,7 +297,7 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
         if state.changed[0] > 0:
             n_rec, rec_t, rec_r, rec_u = _reallocate(flows, index, state, finishing, incremental, record,
                                                      n_rec, rec_t, rec_r, rec_u)
-        while finishing and finishing[0][2] != state.version[finishing[0][1]]:
+        while finishing and finishing[0][2] != version[finishing[0][1]]:
             heapq.heappop(finishing)
         t_next = np.inf
         if finishing:
@@ -299,13 +308,13 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
             break
         now = state.time[0] = max(t_next, state.time[0])
         while finishing:
-            when, f, version = finishing[0]
-            if version != state.version[f]:
+            when, f, stamp = finishing[0]
+            if stamp != version[f]:
                 heapq.heappop(finishing)
                 continue
-            left = state.left[f] - state.rates[f] * (now - state.since[f])
+            bytes_left = left[f] - rates[f] * (now - since[f])
             # finished: its projected end, a sliver of bytes left, or less time than the clock resolves
-            if not (when <= now or left <= DONE * flows.sizes[f] or left <= state.rates[f] * max(now, 1.0) * 1e-15):
+            if not (when <= now or bytes_left <= DONE * sizes[f] or bytes_left <= rates[f] * max(now, 1.0) * 1e-15):
                 break
             heapq.heappop(finishing)
             _flow_done(flows, tasks, index, state, timers, f)
@@ -314,7 +323,7 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
     return rec_t[:n_rec], rec_r[:n_rec], rec_u[:n_rec]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _begin(flows, tasks, index, state, timers, i):  # pragma: no cover
     """Task ``i`` is ready: a computation starts or queues for a server; a transfer starts its
     setup flows, or its data flow when it has none."""
@@ -338,7 +347,7 @@ def _begin(flows, tasks, index, state, timers, i):  # pragma: no cover
         _send(flows, index, state, timers, f)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _send(flows, index, state, timers, f):  # pragma: no cover
     """Start data flow ``f`` (its latency alone when it has no bytes or no hops)."""
     if flows.sizes[f] == 0 or flows.ptr[f + 1] == flows.ptr[f]:
@@ -347,7 +356,7 @@ def _send(flows, index, state, timers, f):  # pragma: no cover
         _activate(flows, index, state, f)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _activate(flows, index, state, f):  # pragma: no cover
     insert(index, flows.ptr, flows.resources, f)
     state.left[f] = flows.sizes[f]
@@ -356,7 +365,7 @@ def _activate(flows, index, state, f):  # pragma: no cover
     _mark_changed(flows, state, f)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _mark_changed(flows, state, f):  # pragma: no cover
     for j in range(flows.ptr[f], flows.ptr[f + 1]):
         r = flows.resources[j]
@@ -366,7 +375,7 @@ def _mark_changed(flows, state, f):  # pragma: no cover
             state.changed[state.changed[0]] = r
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
     """Flow ``f`` sent its last byte: a setup flow's end may start its data flow; a data flow's
     end starts its latency."""
@@ -384,7 +393,7 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
         _send(flows, index, state, timers, owner)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _end(flows, tasks, index, state, timers, i):  # pragma: no cover
     """Task ``i`` finished: its server takes the next queued computation, and its dependents
     whose last dependency it was begin."""
@@ -409,54 +418,58 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
     now = state.time[0]
     state.marks[0] += 1
     epoch = state.marks[0]
+    ptr, resources, capacity = flows.ptr, flows.resources, flows.capacity
+    rates, left, since, version, res_mark, touched = state.rates, state.left, state.since, state.version, \
+        state.res_mark, state.touched
+    load, busy, busy_since, first, users, count = state.load, state.busy, state.busy_since, index.first, \
+        index.flow, index.count
     if incremental:
         seeds, n_seeds = state.changed[1:], state.changed[0]
     else:
         seeds, n_seeds = np.arange(flows.capacity.shape[0]), flows.capacity.shape[0]
-    n_picked, _ = component(index, flows.ptr, flows.resources, seeds, n_seeds, epoch,
-                                    state.res_mark, state.flow_mark, state.touched, state.picked)
+    n_picked, _ = component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched,
+                            state.picked)
     state.changed[0] = 0
     picked = state.picked[:n_picked]
     old = state.old_rates[:n_picked]
-    old[:] = state.rates[picked]
-    fill(flows.ptr, flows.resources, flows.priority, flows.capacity, picked, state.rates, state.residual,
-         state.counts)
+    old[:] = rates[picked]
+    fill(ptr, resources, flows.priority, capacity, picked, rates, state.residual, state.counts)
     n_moved = 0  # resources whose load may have moved: the changed ones and those of re-rated flows
     for s in range(n_seeds):
-        state.res_mark[seeds[s]] = -epoch
-        state.touched[n_moved] = seeds[s]
+        res_mark[seeds[s]] = -epoch
+        touched[n_moved] = seeds[s]
         n_moved += 1
     for k in range(n_picked):
         f = picked[k]
-        rate = state.rates[f]
+        rate = rates[f]
         if rate != old[k]:
-            state.left[f] -= old[k] * (now - state.since[f])
-            state.since[f] = now
-            state.version[f] += 1
+            left[f] -= old[k] * (now - since[f])
+            since[f] = now
+            version[f] += 1
             if rate > 0:
-                heapq.heappush(finishing, (now + state.left[f] / rate, f, state.version[f]))
-            for j in range(flows.ptr[f], flows.ptr[f + 1]):
-                r = flows.resources[j]
-                if state.res_mark[r] != -epoch:
-                    state.res_mark[r] = -epoch
-                    state.touched[n_moved] = r
+                heapq.heappush(finishing, (now + left[f] / rate, f, version[f]))
+            for j in range(ptr[f], ptr[f + 1]):
+                r = resources[j]
+                if res_mark[r] != -epoch:
+                    res_mark[r] = -epoch
+                    touched[n_moved] = r
                     n_moved += 1
-    for r in np.sort(state.touched[:n_moved]):  # ascending, as the timeline lists them
-        load = 0.0
-        for u in range(index.first[r], index.first[r] + index.count[r]):
-            load += state.rates[index.entry_flow[index.users[u]]]
-        was = state.load[r]
-        if load == was:
+    for r in np.sort(touched[:n_moved]):  # ascending, as the timeline lists them
+        total = 0.0
+        for u in range(first[r], first[r] + count[r]):
+            total += rates[users[u]]
+        was = load[r]
+        if total == was:
             continue
         if was == 0.0:
-            state.busy_since[r] = now
-        elif load == 0.0:
-            state.busy[r] += now - state.busy_since[r]
-        state.load[r] = load
+            busy_since[r] = now
+        elif total == 0.0:
+            busy[r] += now - busy_since[r]
+        load[r] = total
         if record:
             if n_rec == rec_t.shape[0]:
                 rec_t, rec_r, rec_u = _grow(rec_t), _grow(rec_r), _grow(rec_u)
-            rec_t[n_rec], rec_r[n_rec], rec_u[n_rec] = now, r, load / flows.capacity[r]
+            rec_t[n_rec], rec_r[n_rec], rec_u[n_rec] = now, r, total / capacity[r]
             n_rec += 1
     return n_rec, rec_t, rec_r, rec_u
 
