@@ -182,3 +182,17 @@ def test_incremental_matches_full_recomputation_on_random_dags(seed):
     assert np.isfinite(fast.finish).all() and fast.makespan > 0
     for field in ("start", "finish", "busy_seconds", "bytes_moved"):
         assert np.allclose(getattr(fast, field), getattr(slow, field), rtol=1e-9, atol=1e-15), field
+
+
+def test_timeline_lists_each_utilisation_change_once():
+    # x alone is capped at 4 GB/s; y joins at 0.1 s and takes the other 6; x ends at 0.25 s and y
+    # takes all 10 (the link stays full: no point); y ends at 0.28 s.
+    tasks = [Transfer("x", "a", "b", 1 * GB, max_rate=4 * GB), Compute("c", "a", 0.1),
+             Transfer("y", "a", "b", 1.2 * GB, deps=("c",))]
+    result = simulate(line(), tasks)
+    times, resources, utilisation = result.timeline
+    assert resources.tolist() == [0, 0, 0]  # the rate cap is not a link
+    assert times == pytest.approx([0.0, 0.1, 0.28], rel=1e-12)
+    assert utilisation == pytest.approx([0.4, 1.0, 0.0], rel=1e-12)
+    assert result.finish[[0, 2]] == pytest.approx([0.25, 0.28], rel=1e-12)
+    assert result.busy_seconds.tolist() == pytest.approx([0.28, 0.0], rel=1e-12)
