@@ -89,8 +89,8 @@ def remove(index, ptr, resources, f):  # pragma: no cover
 @njit(cache=True)
 def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark, touched, picked):  # pragma: no cover
     """The active flows reachable from ``seeds[:n_seeds]`` through shared resources, into
-    ``picked``, and the resources visited (the seeds and the picked flows' routes), into
-    ``touched``. Marks are ``epoch`` stamps. Returns ``(n_picked, n_touched)``."""
+    ``picked``; returns how many. ``touched`` is the queue of resources to visit; marks are
+    ``epoch`` stamps."""
     first, flow, count = index.first, index.flow, index.count
     n_touched = 0
     for s in range(n_seeds):
@@ -116,7 +116,7 @@ def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark,
                         res_mark[r2] = epoch
                         touched[n_touched] = r2
                         n_touched += 1
-    return n_picked, n_touched
+    return n_picked
 
 
 @njit(cache=True)
@@ -427,8 +427,8 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         seeds, n_seeds = state.changed[1:], state.changed[0]
     else:
         seeds, n_seeds = np.arange(flows.capacity.shape[0]), flows.capacity.shape[0]
-    n_picked, _ = component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched,
-                            state.picked)
+    n_picked = component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched,
+                         state.picked)
     state.changed[0] = 0
     picked = state.picked[:n_picked]
     old = state.old_rates[:n_picked]
