@@ -2,7 +2,9 @@
 layouts on a full-bisection fat-tree of 8-GPU H100 servers with one network link per server (``nics``)
 and 1 us links, several iterations back to back without a barrier (steady-state iteration time),
 ZeRO-2's reduce-scatter and all-gather for DP, MoE models with as many micro-batches as pipeline
-stages and Hermod's Algorithm 3 all-to-alls.
+stages and Hermod's Algorithm 3 all-to-alls. ``--ep-flows server`` sends the MoE all-to-alls server to
+server (one flow per pair of servers, the EP groups over those servers summed: a coarser model,
+:func:`commgraph.workload.build_iteration`) so that the MoE cases fit; rows say which they use.
 
 Every row gives Megatron-LM's (one DP stream, FIFO: the baseline), Lina's and Hermod's iteration
 time, the same DAG with free communication (an oracle: the compute critical path), the share of
@@ -56,7 +58,7 @@ def iteration(name: str, gpus: int, gbps: float, nics: int, args: argparse.Names
     net = topology(gpus, gbps, nics)
     layout = Layout(tp, pp, gpus // (tp * pp), ep, microbatches(name, args))
     return net, layout, build_iteration(model(name), layout, gpu("h100"), net, iterations=args.iterations,
-                                        dp_collective=args.dp_collective)
+                                        dp_collective=args.dp_collective, ep_flows=args.ep_flows)
 
 
 def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace) -> dict:
@@ -85,7 +87,7 @@ def line(label: str, r: dict) -> None:
 
 
 def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.Namespace) -> None:
-    print(f"\n{title} ({args.iterations} iterations, {args.dp_collective})")
+    print(f"\n{title} ({args.iterations} iterations, {args.dp_collective}, ep flows per {args.ep_flows})")
     header()
     for name, gpus, gbps, nics in cases:
         line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", compare(name, gpus, gbps, nics, args))
@@ -116,6 +118,8 @@ def main() -> None:
     parser.add_argument("--gbps", default="", help="comma list of link speeds in Gbit/s (bandwidth part)")
     parser.add_argument("--iterations", type=int, default=3, help="iterations without a barrier")
     parser.add_argument("--dp-collective", choices=("allreduce", "zero2"), default="zero2")
+    parser.add_argument("--ep-flows", choices=("gpu", "server"), default="gpu",
+                        help="MoE all-to-alls GPU to GPU per EP group, or server to server (coarser)")
     parser.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration (dense models)")
     parser.add_argument("--moe-microbatches", type=int, default=0,
                         help="micro-batches for the MoE models (0: as many as pipeline stages)")
