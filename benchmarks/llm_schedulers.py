@@ -30,7 +30,7 @@ import argparse
 import resource
 import time
 
-from commgraph.plan.coflow import free_communication, iteration_seconds, run_schedule, schedule
+from commgraph.plan.coflow import free_communication, iteration_seconds, schedule
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
@@ -62,12 +62,22 @@ def iteration(name: str, gpus: int, gbps: float, nics: int, args: argparse.Names
 
 
 def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace) -> dict:
-    """Each scheduler's steady-state iteration time on one case, the free-communication time and
-    the wall time the case took."""
+    """Each scheduler's steady-state iteration time on one case, the free-communication time, the
+    wall time the case took and its parts: building the DAG, scheduling it (Algorithm 3 included)
+    and simulating it (the simulator's own DAG checks and flow tables included), per scheduler."""
     start = time.perf_counter()
     net, layout, it = iteration(name, gpus, gbps, nics, args)
-    row = {s: iteration_seconds(run_schedule(s, it.tasks, it.coflows, net).result, it.ends) for s in SCHEDULERS}
+    row = {"parts": {"build": time.perf_counter() - start}}
+    for s in SCHEDULERS:
+        begin = time.perf_counter()
+        plan = schedule(s, it.tasks, it.coflows, net)
+        scheduled = time.perf_counter()
+        row[s] = iteration_seconds(simulate(net, plan.tasks, timeline=False), it.ends)
+        row["parts"][f"schedule {s}"] = scheduled - begin
+        row["parts"][f"simulate {s} ({len(plan.tasks):,} tasks)"] = time.perf_counter() - scheduled
+    begin = time.perf_counter()
     row["free"] = iteration_seconds(free_communication(net, it.tasks), it.ends)
+    row["parts"]["simulate free"] = time.perf_counter() - begin
     row.update(m=layout.microbatches, flows=it.flows, wall=time.perf_counter() - start)
     return row
 
@@ -90,7 +100,11 @@ def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.N
     print(f"\n{title} ({args.iterations} iterations, {args.dp_collective}, ep flows per {args.ep_flows})")
     header()
     for name, gpus, gbps, nics in cases:
-        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", compare(name, gpus, gbps, nics, args))
+        row = compare(name, gpus, gbps, nics, args)
+        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", row)
+        if args.breakdown:
+            print("  wall s: " + ", ".join(f"{part} {seconds:.1f}" for part, seconds in row["parts"].items()),
+                  flush=True)
 
 
 def engine(args: argparse.Namespace) -> None:
@@ -120,6 +134,8 @@ def main() -> None:
     parser.add_argument("--dp-collective", choices=("allreduce", "zero2"), default="zero2")
     parser.add_argument("--ep-flows", choices=("gpu", "server"), default="gpu",
                         help="MoE all-to-alls GPU to GPU per EP group, or server to server (coarser)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="after each row, the wall time of building, scheduling and simulating")
     parser.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration (dense models)")
     parser.add_argument("--moe-microbatches", type=int, default=0,
                         help="micro-batches for the MoE models (0: as many as pipeline stages)")
