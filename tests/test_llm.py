@@ -387,9 +387,9 @@ def test_table_5_2_naive_priorities_order_around_the_baseline():
     assert speedup["ep-first"] > 1.005
 
 
-def _moe_small(experts=8):
+def _moe_small():
     return ModelSpec("moe-small", layers=4, hidden=1024, heads=16, seq_len=1024, micro_batch=2, vocab=0,
-                     experts=experts, top_k=2, ffn=2048)
+                     experts=8, top_k=2, ffn=2048)
 
 
 def _ep_bytes(it):
