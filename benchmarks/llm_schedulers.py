@@ -21,6 +21,9 @@ Parts (``--part``; ``--models``, ``--gpus`` and ``--gbps`` narrow a part to some
 - ``engine``: wall time and peak memory of building and simulating GPT-3 175B under Hermod on
   1,024 and 8,192 GPUs (target: 8,192 GPUs in 60 s).
 
+``--breakdown`` prints after each row the wall time of building the DAG, scheduling it and
+simulating it per scheduler.
+
     python benchmarks/llm_schedulers.py --part scale --models gpt3-175b --gpus 1024
 """
 
