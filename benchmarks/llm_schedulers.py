@@ -2,7 +2,9 @@
 layouts on a full-bisection fat-tree of 8-GPU H100 servers with one network link per server (``nics``)
 and 1 us links, several iterations back to back without a barrier (steady-state iteration time),
 ZeRO-2's reduce-scatter and all-gather for DP, MoE models with as many micro-batches as pipeline
-stages and Hermod's Algorithm 3 all-to-alls.
+stages and Hermod's Algorithm 3 all-to-alls. ``--ep-flows server`` sends the MoE all-to-alls server to
+server (one flow per pair of servers, the EP groups over those servers summed: a coarser model,
+:func:`commgraph.workload.build_iteration`) so that the MoE cases fit; rows say which they use.
 
 Every row gives Megatron-LM's (one DP stream, FIFO: the baseline), Lina's and Hermod's iteration
 time, the same DAG with free communication (an oracle: the compute critical path), the share of
@@ -19,6 +21,9 @@ Parts (``--part``; ``--models``, ``--gpus`` and ``--gbps`` narrow a part to some
 - ``engine``: wall time and peak memory of building and simulating GPT-3 175B under Hermod on
   1,024 and 8,192 GPUs (target: 8,192 GPUs in 60 s).
 
+``--breakdown`` prints after each row the wall time of building the DAG, scheduling it and
+simulating it per scheduler.
+
     python benchmarks/llm_schedulers.py --part scale --models gpt3-175b --gpus 1024
 """
 
@@ -28,7 +33,7 @@ import argparse
 import resource
 import time
 
-from commgraph.plan.coflow import free_communication, iteration_seconds, run_schedule, schedule
+from commgraph.plan.coflow import free_communication, iteration_seconds, schedule
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
@@ -56,16 +61,26 @@ def iteration(name: str, gpus: int, gbps: float, nics: int, args: argparse.Names
     net = topology(gpus, gbps, nics)
     layout = Layout(tp, pp, gpus // (tp * pp), ep, microbatches(name, args))
     return net, layout, build_iteration(model(name), layout, gpu("h100"), net, iterations=args.iterations,
-                                        dp_collective=args.dp_collective)
+                                        dp_collective=args.dp_collective, ep_flows=args.ep_flows)
 
 
 def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace) -> dict:
-    """Each scheduler's steady-state iteration time on one case, the free-communication time and
-    the wall time the case took."""
+    """Each scheduler's steady-state iteration time on one case, the free-communication time, the
+    wall time the case took and its parts: building the DAG, scheduling it (Algorithm 3 included)
+    and simulating it (the simulator's own DAG checks and flow tables included), per scheduler."""
     start = time.perf_counter()
     net, layout, it = iteration(name, gpus, gbps, nics, args)
-    row = {s: iteration_seconds(run_schedule(s, it.tasks, it.coflows, net).result, it.ends) for s in SCHEDULERS}
+    row = {"parts": {"build": time.perf_counter() - start}}
+    for s in SCHEDULERS:
+        begin = time.perf_counter()
+        plan = schedule(s, it.tasks, it.coflows, net)
+        scheduled = time.perf_counter()
+        row[s] = iteration_seconds(simulate(net, plan.tasks, timeline=False), it.ends)
+        row["parts"][f"schedule {s}"] = scheduled - begin
+        row["parts"][f"simulate {s} ({len(plan.tasks):,} tasks)"] = time.perf_counter() - scheduled
+    begin = time.perf_counter()
     row["free"] = iteration_seconds(free_communication(net, it.tasks), it.ends)
+    row["parts"]["simulate free"] = time.perf_counter() - begin
     row.update(m=layout.microbatches, flows=it.flows, wall=time.perf_counter() - start)
     return row
 
@@ -85,10 +100,14 @@ def line(label: str, r: dict) -> None:
 
 
 def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.Namespace) -> None:
-    print(f"\n{title} ({args.iterations} iterations, {args.dp_collective})")
+    print(f"\n{title} ({args.iterations} iterations, {args.dp_collective}, ep flows per {args.ep_flows})")
     header()
     for name, gpus, gbps, nics in cases:
-        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", compare(name, gpus, gbps, nics, args))
+        row = compare(name, gpus, gbps, nics, args)
+        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", row)
+        if args.breakdown:
+            print("  wall s: " + ", ".join(f"{part} {seconds:.1f}" for part, seconds in row["parts"].items()),
+                  flush=True)
 
 
 def engine(args: argparse.Namespace) -> None:
@@ -116,6 +135,10 @@ def main() -> None:
     parser.add_argument("--gbps", default="", help="comma list of link speeds in Gbit/s (bandwidth part)")
     parser.add_argument("--iterations", type=int, default=3, help="iterations without a barrier")
     parser.add_argument("--dp-collective", choices=("allreduce", "zero2"), default="zero2")
+    parser.add_argument("--ep-flows", choices=("gpu", "server"), default="gpu",
+                        help="MoE all-to-alls GPU to GPU per EP group, or server to server (coarser)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="after each row, the wall time of building, scheduling and simulating")
     parser.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration (dense models)")
     parser.add_argument("--moe-microbatches", type=int, default=0,
                         help="micro-batches for the MoE models (0: as many as pipeline stages)")

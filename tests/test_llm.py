@@ -385,3 +385,55 @@ def test_table_5_2_naive_priorities_order_around_the_baseline():
     assert speedup["dp-first"] < 0.95
     assert speedup["pp-first"] > 1.02
     assert speedup["ep-first"] > 1.005
+
+
+def _moe_small():
+    return ModelSpec("moe-small", layers=4, hidden=1024, heads=16, seq_len=1024, micro_batch=2, vocab=0,
+                     experts=8, top_k=2, ffn=2048)
+
+
+def _ep_bytes(it):
+    return {it.tasks[i].id: it.tasks[i] for c in it.coflows if c.kind == "ep" for i in c.flows}
+
+
+def test_server_ep_flows_sum_the_groups_that_span_the_same_servers():
+    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full")
+    layout = Layout(tp=2, pp=2, dp=8, ep=8, microbatches=2)  # EP group t: tp rank t of the 8 replicas
+    per_gpu = build_iteration(_moe_small(), layout, gpu("h100"), net)
+    per_server = build_iteration(_moe_small(), layout, gpu("h100"), net, ep_flows="server")
+    gpus, servers = _ep_bytes(per_gpu), _ep_bytes(per_server)
+    assert len(servers) == len(gpus) // 2
+    for name, flow in servers.items():  # exchange 0 carries groups 0 and 1: pair i-j sums theirs
+        other = name.replace(".g0.", ".g1.")
+        assert flow.bytes == gpus[name].bytes + gpus[other].bytes
+        assert (flow.src, flow.dst) == (gpus[name].src, gpus[name].dst)  # tp rank 0: the leaders
+    assert [t.seconds for t in per_server.tasks if not isinstance(t, Transfer)] == \
+           [t.seconds for t in per_gpu.tasks if not isinstance(t, Transfer)]  # expert time per GPU as before
+    plan = schedule("hermod", per_server.tasks, per_server.coflows, net)  # Algorithm 3 over servers
+    for name, flow in servers.items():
+        pieces = [t for t in plan.tasks if t.id == name or t.id.startswith(name + "#")]
+        assert pieces[-1].id == name and sum(p.bytes for p in pieces) == pytest.approx(flow.bytes, rel=1e-12)
+
+
+def test_server_ep_flows_leave_out_only_the_tokens_inside_a_server():
+    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full")
+    layout = Layout(tp=2, pp=2, dp=4, ep=8, microbatches=1)  # one EP group: both GPUs of the 4 replicas
+    per_gpu = build_iteration(_moe_small(), layout, gpu("h100"), net)
+    per_server = build_iteration(_moe_small(), layout, gpu("h100"), net, ep_flows="server")
+    replica = {g.id: (r // layout.tp) % layout.dp for r, g in enumerate(net.gpus)}
+    flows = _ep_bytes(per_gpu).values()
+    across = sum(f.bytes for f in flows if replica[f.src] != replica[f.dst])
+    assert across < sum(f.bytes for f in flows)
+    assert sum(f.bytes for f in _ep_bytes(per_server).values()) == across
+    assert len(_ep_bytes(per_gpu)) == 16 * 8 * 7 and len(_ep_bytes(per_server)) == 16 * 4 * 3  # 16 all-to-alls
+
+
+def test_server_ep_flows_with_one_gpu_per_server_build_the_same_dag():
+    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full")
+    layout = Layout(tp=1, pp=2, dp=8, ep=4, microbatches=2)
+    per_gpu = build_iteration(_moe_small(), layout, gpu("h100"), net, iterations=2, dp_collective="zero2")
+    per_server = build_iteration(_moe_small(), layout, gpu("h100"), net, iterations=2, dp_collective="zero2",
+                                 ep_flows="server")
+    assert per_server.tasks == per_gpu.tasks and per_server.coflows == per_gpu.coflows
+    with pytest.raises(SimulationError, match="ep flows"):
+        build_iteration(_moe_small(), layout, gpu("h100"), net, ep_flows="rack")

@@ -237,13 +237,22 @@ def _apply(tasks: list[Task], coflows: list[Coflow], classes: np.ndarray, bottle
            matching: str) -> tuple[list[Task], list[Coflow]]:
     out = list(tasks)
     for c, coflow in enumerate(coflows):
+        priority = int(classes[c])
         for i in coflow.flows:
             task = tasks[i]
             cap = task.bytes / bottleneck[c] if bottleneck is not None and bottleneck[c] > 0 and task.bytes > 0 else None
-            out[i] = replace(task, priority=int(classes[c]), max_rate=cap)
+            out[i] = _copy(task, priority=priority, max_rate=cap)
     if matching == "direct":
         return out, list(coflows)
     return _split_all_to_alls(out, coflows, matching)
+
+
+def _copy(task: Transfer, **changes) -> Transfer:
+    """``dataclasses.replace`` for transfers without its per-field reflection (millions of calls)."""
+    fields = {"id": task.id, "src": task.src, "dst": task.dst, "bytes": task.bytes, "priority": task.priority,
+              "route": task.route, "deps": task.deps, "overhead_s": task.overhead_s, "max_rate": task.max_rate}
+    fields.update(changes)
+    return Transfer(**fields)
 
 
 def _split_all_to_alls(tasks: list[Task], coflows: list[Coflow], matching: str) -> tuple[list[Task], list[Coflow]]:
@@ -255,16 +264,22 @@ def _split_all_to_alls(tasks: list[Task], coflows: list[Coflow], matching: str) 
         if coflow.kind == "ep":
             replaced.update(_pieces(tasks, coflow, MATCHERS[matching]))
     out: list[Task] = []
-    position: dict[int, list[int]] = {}
+    position: list[range] = []
     for i, task in enumerate(tasks):
-        pieces = replaced.get(i, [task])
-        position[i] = list(range(len(out), len(out) + len(pieces)))
-        out += pieces
+        pieces = replaced.get(i)
+        if pieces is None:
+            position.append(range(len(out), len(out) + 1))
+            out.append(task)
+        else:
+            position.append(range(len(out), len(out) + len(pieces)))
+            out += pieces
     new_coflows = [replace(c, flows=tuple(p for i in c.flows for p in position[i])) for c in coflows]
     return out, new_coflows
 
 
 def _pieces(tasks: list[Task], coflow: Coflow, matcher) -> dict[int, list[Transfer]]:
+    """Per flow of the all-to-all ``coflow`` (by position in ``tasks``), its pieces in send order:
+    one per sub-phase of ``matcher``'s plan that matches its pair."""
     flows = [tasks[i] for i in coflow.flows]
     members = list(dict.fromkeys([f.src for f in flows] + [f.dst for f in flows]))
     index = {m: k for k, m in enumerate(members)}
@@ -277,28 +292,30 @@ def _pieces(tasks: list[Task], coflow: Coflow, matcher) -> dict[int, list[Transf
         pair[(a, b)] = i
     entry = {index[f.src]: f.deps for f in flows}  # a sender's flows all wait for the same tasks
     plan = matcher(demand)
+    phases = [(k, rows.tolist(), cols.tolist(), sent.tolist())
+              for k, (rows, cols, sent) in enumerate(zip(plan.rows, plan.cols, plan.sent))]
+    final: dict[tuple[int, int], int] = {}  # a pair's last phase: its piece there keeps the pair's id
+    for k, rows, cols, _ in phases:
+        for ab in zip(rows, cols):
+            final[ab] = k
     last_out: dict[int, str] = {}
     last_in: dict[int, str] = {}
-    pieces: dict[tuple[int, int], list[Transfer]] = {}
-    for k, (rows, cols, sent) in enumerate(zip(plan.rows, plan.cols, plan.sent)):
-        for a, b, size in zip(rows.tolist(), cols.tolist(), sent.tolist()):
-            base = tasks[pair[(a, b)]]
+    pieces: dict[int, list[Transfer]] = {}
+    for k, rows, cols, sent in phases:
+        for a, b, size in zip(rows, cols, sent):
+            i = pair[(a, b)]
+            base = tasks[i]
             deps = tuple(d for d in (last_out.get(a), last_in.get(b)) if d) or entry[a]
             if a not in last_out:
                 deps = tuple(dict.fromkeys((*entry[a], *deps)))
-            piece = replace(base, id=f"{base.id}#{k}", bytes=size, deps=deps, max_rate=None)
-            pieces.setdefault((a, b), []).append(piece)
-            last_out[a] = last_in[b] = piece.id
-    result, renamed = {}, {}
+            name = base.id if final[(a, b)] == k else f"{base.id}#{k}"
+            pieces.setdefault(i, []).append(
+                Transfer(name, base.src, base.dst, size, base.priority, base.route, deps, base.overhead_s, None))
+            last_out[a] = last_in[b] = name
     for (a, b), i in pair.items():
-        chain = pieces.get((a, b))
-        if not chain:  # nothing to send: an empty flow once the sender is ready
-            result[i] = [replace(tasks[i], bytes=0.0, deps=entry[a])]
-            continue
-        renamed[chain[-1].id] = tasks[i].id
-        chain[-1] = replace(chain[-1], id=tasks[i].id)
-        result[i] = chain
-    return {i: [replace(p, deps=tuple(renamed.get(d, d) for d in p.deps)) for p in chain] for i, chain in result.items()}
+        if i not in pieces:  # nothing to send: an empty flow once the sender is ready
+            pieces[i] = [_copy(tasks[i], bytes=0.0, deps=entry[a])]
+    return pieces
 
 
 # -- running and summarising -------------------------------------------------------------------------

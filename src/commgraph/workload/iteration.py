@@ -11,7 +11,11 @@ layer's last backward pass its gradients are all-reduced across replicas. Coflow
   slice), labelled with the boundary's layer;
 - ``ep``: the all-to-all of one EP group for one MoE layer (dispatch and combine, forward and
   backward), flow sizes from seeded token routing (:func:`token_counts`); a stage's expert time is
-  its busiest rank's tokens;
+  its busiest rank's tokens. With ``ep_flows="server"`` (a coarser model, for servers whose GPUs
+  share one network link) the EP groups that span the same servers exchange as one all-to-all
+  between those servers' leaders, each flow the tokens one server's GPUs send to another's, summed
+  over the groups; tokens between two GPUs of one server (NVSwitch traffic) are left out. It has
+  ``1 / (GPUs of a server in the exchange)`` as many flows;
 - ``dp``: one tensor-parallel rank's gradient all-reduce of one layer across replicas, ring or tree,
   labelled with the last micro-batch (it starts after the last one, Table 5.4); with ZeRO-2
   (Rajbhandari et al., SC'20) a ring reduce-scatter and, after it, a ring all-gather of the updated
@@ -69,19 +73,23 @@ class Iteration:
 
 
 DP_COLLECTIVES = ("allreduce", "zero2")
+EP_FLOWS = ("gpu", "server")
 
 
 def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: Topology, *,
                     dp_allreduce: str = "ring", routing_alpha: float = 1.0, seed: int = 0,
-                    iterations: int = 1, dp_collective: str = "allreduce") -> Iteration:
+                    iterations: int = 1, dp_collective: str = "allreduce", ep_flows: str = "gpu") -> Iteration:
     """The DAG of ``iterations`` iterations of ``model`` split by ``layout`` over ``topology``'s
     first GPUs; ``dp_collective`` is ``allreduce`` (ring or tree, ``dp_allreduce``) or ``zero2``
-    (ring reduce-scatter then all-gather)."""
+    (ring reduce-scatter then all-gather); ``ep_flows`` is ``gpu`` (an all-to-all per EP group, GPU
+    to GPU) or ``server`` (per set of servers, leader to leader: module docstring)."""
     layout.check(model)
     if dp_allreduce not in ALLREDUCE:
         raise SimulationError(f"dp all-reduce must be one of {sorted(ALLREDUCE)}, got {dp_allreduce!r}")
     if dp_collective not in DP_COLLECTIVES:
         raise SimulationError(f"dp collective must be one of {DP_COLLECTIVES}, got {dp_collective!r}")
+    if ep_flows not in EP_FLOWS:
+        raise SimulationError(f"ep flows must be one of {EP_FLOWS}, got {ep_flows!r}")
     if iterations < 1:
         raise SimulationError(f"iterations must be >= 1, got {iterations}")
     if not routing_alpha > 0:
@@ -91,7 +99,17 @@ def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: To
         raise SimulationError(f"the layout needs {layout.gpus} GPUs, topology {topology.name!r} has {len(gpus)}")
     builder = _Builder(model, layout, gpu, topology, gpus[: layout.gpus], dp_allreduce, routing_alpha, seed)
     builder.zero2 = dp_collective == "zero2"
+    builder.ep_flows = ep_flows
+    builder.exchanges, builder.place = builder.ep_exchanges()
     return builder.build(iterations)
+
+
+@dataclass(frozen=True)
+class _Exchange:
+    """One all-to-all of a stage: its members as (replica, tp rank) and the EP groups it carries."""
+
+    members: list[tuple[int, int]]
+    groups: tuple[int, ...]
 
 
 class _Builder:
@@ -108,6 +126,9 @@ class _Builder:
         self.iteration = 0
         self.prefix = ""
         self.gates: dict[tuple[int, int, int], list[str]] = {}  # (stage, replica, layer): DP flows in
+        self.ep_flows = "gpu"
+        self.exchanges: list[_Exchange] = []
+        self.place: dict[tuple[int, int], tuple[int, int]] = {}  # (replica, tp rank): (exchange, position)
 
     # -- names ------------------------------------------------------------------------------------
 
@@ -152,7 +173,8 @@ class _Builder:
         first = len(self.tasks)
         ids = names or [f"{cid}.{k}" for k in range(flows.src.shape[0])]
         for k, (a, b, size) in enumerate(zip(flows.src.tolist(), flows.dst.tolist(), flows.bytes.tolist())):
-            overhead = flows.overhead_hops * path_latency(self.topology, members[a], members[b])
+            overhead = flows.overhead_hops * path_latency(self.topology, members[a], members[b]) \
+                if flows.overhead_hops else 0.0
             self.tasks.append(Transfer(ids[k], members[a], members[b], size, deps=deps[a], overhead_s=overhead))
         if len(self.tasks) > first:
             self.coflows.append(Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks))),
@@ -226,33 +248,70 @@ class _Builder:
     def _ep_id(self, stage: int, op: Op, layer: int, which: int, group: int) -> str:
         return f"{self.prefix}ep.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}.{which}.s{stage}.g{group}"
 
-    def _experts(self, stage: int, replica: int, op: Op, layer: int, deps: list[str], *, first: bool) -> list[str]:
-        """The all-to-all before (``first``) or after the experts: the group's coflows are added once,
-        by replica 0; returns the flows into this server's ranks, which its next computation waits for."""
+    def ep_exchanges(self) -> tuple[list[_Exchange], dict[tuple[int, int], tuple[int, int]]]:
+        """The all-to-alls of a stage, one per EP group (``gpu``) or one per set of servers that EP
+        groups join, members the servers' leaders (``server``); and where each rank sends from."""
         L = self.layout
+        groups = range(L.tp * L.dp // L.ep)
+        ranks = {g: [L.ep_rank(g, i) for i in range(L.ep)] for g in groups}
+        if self.ep_flows == "gpu":
+            return [_Exchange(ranks[g], (g,)) for g in groups], \
+                {(d, t): L.ep_member(d, t) for d in range(L.dp) for t in range(L.tp)}
+        root = list(range(L.dp))  # union-find over the replicas (servers) an EP group joins
+
+        def find(d: int) -> int:
+            while root[d] != d:
+                d = root[d]
+            return d
+
+        for g in groups:
+            for d, _ in ranks[g][1:]:
+                root[find(d)] = find(ranks[g][0][0])
+        servers: dict[int, list[int]] = {}
+        for d in range(L.dp):
+            servers.setdefault(find(d), []).append(d)
+        exchanges = [_Exchange([(d, 0) for d in members], tuple(g for g in groups if find(ranks[g][0][0]) == r))
+                     for r, members in servers.items()]
+        place = {(d, t): (e, x.members.index((d, 0))) for e, x in enumerate(exchanges) for d, _ in x.members
+                 for t in range(L.tp)}
+        return exchanges, place
+
+    def _exchange_counts(self, stage: int, microbatch: int, layer: int, e: int) -> np.ndarray:
+        """Tokens each member of exchange ``e`` sends to each: its EP group's routing, or with
+        server members its groups' routings summed per pair of servers."""
+        exchange = self.exchanges[e]
+        if self.ep_flows == "gpu":
+            return self._routing(stage, microbatch, layer, exchange.groups[0])
+        counts = np.zeros((len(exchange.members),) * 2, dtype=np.int64)
+        for g in exchange.groups:
+            at = np.array([self.place[self.layout.ep_rank(g, i)][1] for i in range(self.layout.ep)])
+            np.add.at(counts, (at[:, None], at[None, :]), self._routing(stage, microbatch, layer, g))
+        return counts
+
+    def _experts(self, stage: int, replica: int, op: Op, layer: int, deps: list[str], *, first: bool) -> list[str]:
+        """The all-to-all before (``first``) or after the experts: the stage's coflows are added once,
+        by replica 0; returns the flows into this server's ranks, which its next computation waits for."""
         which = 0 if first else 1
         if replica == 0:
-            for group in range(L.tp * L.dp // L.ep):
-                self._all_to_all(stage, op, layer, which, group)
+            for e in range(len(self.exchanges)):
+                self._all_to_all(stage, op, layer, which, e)
         incoming = []
-        for t in range(L.tp):
-            group, j = L.ep_member(replica, t)
-            cid = self._ep_id(stage, op, layer, which, group)
-            incoming += [f"{cid}.{i}-{j}" for i in range(L.ep) if i != j]
+        for e, j in dict.fromkeys(self.place[(replica, t)] for t in range(self.layout.tp)):
+            cid = self._ep_id(stage, op, layer, which, e)
+            incoming += [f"{cid}.{i}-{j}" for i in range(len(self.exchanges[e].members)) if i != j]
         return deps + incoming
 
-    def _all_to_all(self, stage: int, op: Op, layer: int, which: int, group: int) -> None:
-        L = self.layout
-        counts = self._routing(stage, op.microbatch, layer, group)
+    def _all_to_all(self, stage: int, op: Op, layer: int, which: int, e: int) -> None:
+        counts = self._exchange_counts(stage, op.microbatch, layer, e)
         flows = all_to_all(counts if which == 0 else counts.T, 2.0 * self.model.hidden)
-        ranks = [L.ep_rank(group, i) for i in range(L.ep)]
+        ranks = self.exchanges[e].members
         members = [self.gpu_of(stage, d, t) for d, t in ranks]
         if op.backward and which == 0:
             before = [self._previous(stage, d, op, layer) for d, _ in ranks]
         else:
             part = ".e" if (which == 1) else ".a"
             before = [self.compute_id(stage, d, op, layer, part) for d, _ in ranks]
-        cid = self._ep_id(stage, op, layer, which, group)
+        cid = self._ep_id(stage, op, layer, which, e)
         names = [f"{cid}.{i}-{j}" for i, j in zip(flows.src.tolist(), flows.dst.tolist())]
         self._coflow(cid, "ep", op.microbatch, layer, flows, members, [(b,) for b in before], names)
 
