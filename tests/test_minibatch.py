@@ -140,6 +140,23 @@ def test_a_mask_file_for_another_partition_set_is_refused_before_any_worker_star
     assert "not a mask file" in capsys.readouterr().err
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sampler, options", [
+    ("neighbor", ("--fanout", "5,5", "--batch-size", "16")),
+    ("cluster", ("--batch-size", "16")),
+])
+def test_steps_per_epoch_caps_every_epoch_at_exactly_n_steps(sets, tmp_path, sampler, options):
+    """An epoch of batch 16 on part 0's 140 training nodes has 9 steps; ``--steps-per-epoch 2``
+    runs exactly 2 on every worker in every epoch, and the metrics record the cap."""
+    capped, _ = _train(sets["chunk"], 3, tmp_path / "m.jsonl", "--sampler", sampler, "--epochs", "2",
+                       "--steps-per-epoch", "2", *options)
+    assert [(r["steps"], r["steps_cap"]) for r in capped] == [(2, 2), (2, 2)]
+    if sampler == "neighbor":
+        assert all(r["feature_bytes"] > 0 for r in capped)
+    whole, _ = _train(sets["chunk"], 3, tmp_path / "w.jsonl", "--sampler", sampler, "--epochs", "1", *options)
+    assert whole[0]["steps"] > 2 and whole[0]["steps_cap"] is None
+
+
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("sampler, options", [
     ("neighbor", ("--fanout", "5,5", "--batch-size", "32")),
@@ -232,6 +249,8 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
     (["--sampler", "neighbor", "--fanout", "10,x"], "--fanout must be integers"),
     (["--sampler", "neighbor", "--fanout", "0,5"], "each >= 1 or -1"),
     (["--sampler", "neighbor", "--batch-size", "0"], "--batch-size must be >= 1"),
+    (["--sampler", "neighbor", "--steps-per-epoch", "0"], "--steps-per-epoch must be >= 1"),
+    (["--steps-per-epoch", "5"], "--steps-per-epoch is a sampler option"),
     (["--fanout", "10,10"], "--fanout is a sampler option for --sampler neighbor|dgs; this is full-graph training"),
     (["--batch-size", "64"], "--batch-size is a sampler option"),
     (["--sampler", "neighbor", "--layer-size", "64"], "--sampler neighbor does not use it"),

@@ -15,7 +15,8 @@ What crosses workers in a step:
 
 Every worker runs the same number of steps per epoch: the worker with the most training nodes
 splits them into batches of ``--batch-size``, and every other worker splits its own into as many
-(smaller) batches, so each training node is a seed once per epoch. A worker whose batches run out
+(smaller) batches, so each training node is a seed once per epoch (``--steps-per-epoch N`` cuts an
+epoch to its first N steps, on every worker alike). A worker whose batches run out
 (ClusterGCN's batch counts differ) still takes part in each step's exchanges and all-reduce with
 nothing to compute. The loss of a step is the sum over its seeds divided by the number of seeds of
 the step on all workers, so the summed gradient is the gradient of the global batch's mean loss.
@@ -243,12 +244,15 @@ class SampledEpochs:
 
     def _batches(self) -> list:
         """This epoch's work: seed arrays to sample (ClusterGCN: its batches), one per step; None
-        where this worker has nothing left."""
+        where this worker has nothing left. ``--steps-per-epoch N`` keeps the first N."""
         if isinstance(self.sampler, ClusterSampler):
             batches = list(self.sampler.epoch(self.rng))
             steps = max(self.comm.all_gather_object(len(batches))) if self.world.size > 1 else len(batches)
-            return batches + [None] * (steps - len(batches))
-        return [seeds if seeds.size else None for seeds in np.array_split(self.rng.permutation(self.train), self.steps)]
+            batches += [None] * (steps - len(batches))
+        else:
+            batches = [seeds if seeds.size else None
+                       for seeds in np.array_split(self.rng.permutation(self.train), self.steps)]
+        return batches[: self.config.sampling.steps_per_epoch]
 
     def epoch(self) -> SampledEpoch:
         comm = self.comm
