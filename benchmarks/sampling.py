@@ -45,16 +45,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from commgraph.graph import load_graph
+from commgraph.launch import cached_partition_set
 from commgraph.nn import GNN
-from commgraph.partition import partition_graph, partition_metrics, write_partition_set
+from commgraph.partition import load_partition_set
 from commgraph.sample import (DGSMasks, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SamplingGraph, forward_blocks, parse_fanouts)
+from commgraph.sample.maskfile import load_masks, save_masks
+from commgraph.train.minibatch import epoch_steps, seed_batches
 
 
 def numpy_neighbor(graph: SamplingGraph, seeds: np.ndarray, fanouts: list[int], rng: np.random.Generator) -> int:
@@ -106,8 +110,14 @@ def time_steps(graph, sampling: SamplingGraph, sampler, batches, hidden: int, se
 
 
 TRAINERS = ("full", "neighbor", "fastgcn", "ladies", "cluster", "dgs-node", "dgs-feature", "dgs")
-# Table 3.3's rows: DGS with node sampling only (N_f = 1), feature sampling only (epsilon = 0), both
-DGS_VARIANTS = {"dgs-node": ["--feature-rate", "1"], "dgs-feature": ["--epsilon", "0"], "dgs": []}
+# Table 3.3's rows, as DGSSampler's options: node sampling only (N_f = 1), feature sampling only
+# (epsilon = 0), both
+DGS_VARIANTS = {"dgs-node": {"feature_rate": 1.0}, "dgs-feature": {"epsilon": 0.0}, "dgs": {}}
+
+
+def variant_flags(trainer: str) -> list[str]:
+    """``commgraph train``'s flags for a DGS row of Table 3.3."""
+    return [arg for name, value in DGS_VARIANTS[trainer].items() for arg in (f"--{name.replace('_', '-')}", str(value))]
 
 
 def train_run(partdir: Path, workers: int, trainer: str, args, seed: int, out: Path, masks: Path | None,
@@ -120,10 +130,12 @@ def train_run(partdir: Path, workers: int, trainer: str, args, seed: int, out: P
     sampler = "dgs" if trainer.startswith("dgs") else trainer
     if trainer != "full":
         options += ["--sampler", sampler, "--batch-size", str(args.batch_size)]
+        if args.steps_per_epoch is not None:
+            options += ["--steps-per-epoch", str(args.steps_per_epoch)]
     if sampler in ("neighbor", "dgs"):
         options += ["--fanout", args.fanout]
     if trainer in DGS_VARIANTS:
-        options += ["--explain-cpu", "0", *DGS_VARIANTS[trainer]] + (["--dgs-masks", str(masks)] if masks else [])
+        options += ["--explain-cpu", "0", *variant_flags(trainer)] + (["--dgs-masks", str(masks)] if masks else [])
     if sampler in ("fastgcn", "ladies"):
         options += ["--layer-size", str(args.layer_size)]
     job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
@@ -161,25 +173,40 @@ def summarise(records: list[dict]) -> dict[str, float]:
             "masked_share": sum(masked) / sum(steps) if steps and sum(steps) else float("nan")}
 
 
-def explanation_time(partdir: Path, args) -> dict[str, float]:
-    """One explanation of part 0 by the project's explainer on one thread (an untrained model:
-    the cost does not depend on the weights), in the process that measures it."""
-    from commgraph.partition import load_partition_set
+def part_explainer(pset, part: int, args, seed: int = 0):
+    """The project's explainer for ``part`` (its explanation graph's remote rows read from the
+    set), explaining the model ``commgraph train --seed seed`` starts from: at the thesis's scale
+    no training run fits this machine, and the explainer's cost does not depend on the weights."""
     from commgraph.sample.explain import DGSExplainer, ExplainerOptions, ExplanationGraph
 
-    pset = load_partition_set(partdir)
-    sampling = SamplingGraph.from_partition(pset, 0)
-    explanation = ExplanationGraph.build(sampling, lambda ids: pset.rows("features", ids), len(parse_fanouts(args.fanout)))
-    part = pset.part(0)
-    model = GNN("sage", part.features.shape[1], args.hidden, int(np.max(pset.rows("labels", np.arange(sampling.num_nodes)))) + 1,
-                layers=len(parse_fanouts(args.fanout)))
+    layers = len(parse_fanouts(args.fanout))
+    sampling = SamplingGraph.from_partition(pset, part)
+    explanation = ExplanationGraph.build(sampling, lambda ids: pset.rows("features", ids), layers)
+    classes = int(np.max(pset.rows("labels", np.arange(sampling.num_nodes)))) + 1
+    torch.manual_seed(seed)  # as the trainer seeds its weights
+    model = GNN("sage", pset.part(part).features.shape[1], args.hidden, classes, layers=layers, dropout=0.5)
+    return DGSExplainer(sampling, explanation, model, ExplainerOptions())
+
+
+def explanation_time(partdir: Path, args) -> dict[str, float]:
+    """One explanation of part 0 by the project's explainer on one thread, in the process that
+    measures it."""
+    explainer = part_explainer(load_partition_set(partdir), 0, args)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    explainer = DGSExplainer(sampling, explanation, model, ExplainerOptions())
-    rounds = [explainer.explain(model.state_dict(), i) for i in range(args.explain_repeats)]
+    rounds = [explainer.explain(explainer.model.state_dict(), i) for i in range(args.explain_repeats)]
     torch.set_num_threads(threads)
-    return {"remote": int(explanation.remote.shape[0]), "seconds": [r.seconds for r in rounds],
+    return {"remote": int(explainer.explanation.remote.shape[0]), "seconds": [r.seconds for r in rounds],
             "cpu_seconds": [r.cpu_seconds for r in rounds], "epochs": rounds[0].epochs}
+
+
+def partition_set(graph, workers: int, args) -> tuple[Path, float]:
+    """``graph`` split by ``--partition`` into ``workers`` parts (seed 0), made once and kept in
+    the partition cache under ``$COMMGRAPH_HOME`` (later runs, seeds and trainers reuse it); the
+    set's directory and its edge cut as a share of the edges."""
+    partdir = cached_partition_set(graph, workers, args.partition, 0, log=lambda line: print(line, flush=True))
+    metrics = load_partition_set(partdir).manifest["metrics"]
+    return partdir, metrics["edge_cut"] / max(graph.num_edges, 1)
 
 
 def explain_table(args) -> dict:
@@ -188,12 +215,8 @@ def explain_table(args) -> dict:
     100k-node, degree-100 graph)."""
     graph = load_graph(args.explain_graph)
     workers = int(args.workers.split(",")[0])
-    assignment, _ = partition_graph(graph, workers, args.partition, seed=0)
-    with tempfile.TemporaryDirectory() as tmp:
-        partdir = Path(tmp) / "set"
-        write_partition_set(graph, assignment, workers, partdir, method=args.partition, seed=0, seconds=0.0,
-                            metrics=partition_metrics(graph, assignment, workers))
-        explained = explanation_time(partdir, args)
+    partdir, _ = partition_set(graph, workers, args)
+    explained = explanation_time(partdir, args)
     wall, cpu = explained["seconds"], explained["cpu_seconds"]
     print(f"{args.explain_graph}: {graph.num_nodes} nodes, {graph.num_edges} edges, {graph.num_features} features; part 0 "
           f"of {workers} ({args.partition}): {explained['remote']} remote nodes in its explanation graph; one explanation "
@@ -203,6 +226,10 @@ def explain_table(args) -> dict:
     return explained
 
 
+def seed_list(args) -> range:
+    return range(args.first_seed, args.first_seed + args.seeds)
+
+
 def train_table(args) -> dict:
     """Every trainer on each graph and worker count, ``--seeds`` seeds, side by side."""
     results = {}
@@ -210,16 +237,11 @@ def train_table(args) -> dict:
         for spec in args.train_graphs:
             graph = load_graph(spec)
             for workers in (int(w) for w in args.workers.split(",")):
-                assignment, _ = partition_graph(graph, workers, args.partition, seed=0)
-                partdir = Path(tmp) / f"{graph.name}-{workers}"
-                metrics = partition_metrics(graph, assignment, workers)
-                write_partition_set(graph, assignment, workers, partdir, method=args.partition, seed=0, seconds=0.0,
-                                    metrics=metrics)
-                cut = metrics["edge_cut"] / max(graph.num_edges, 1)
+                partdir, cut = partition_set(graph, workers, args)
                 trainers = args.trainers.split(",")
                 runs: dict[str, list] = {t: [] for t in trainers}
                 mask_seconds = []
-                for seed in range(args.seeds):
+                for seed in seed_list(args):
                     masks = None
                     if any(t in DGS_VARIANTS for t in trainers):
                         masks, seconds = make_masks(partdir, workers, args, seed, Path(tmp) / "m.jsonl")
@@ -232,6 +254,126 @@ def train_table(args) -> dict:
                                                  "mask_job_seconds": mask_seconds}
                 print_runs(spec, graph, workers, args, runs, cut, explained, mask_seconds)
     return results
+
+
+def seed_masks(pset, args, seed: int) -> tuple[list[DGSMasks], list[float]]:
+    """Every part's masks for ``seed`` from the project's explainer (:func:`part_explainer`, one
+    part after another, one thread each) and each explanation's wall seconds; kept in
+    ``--masks-dir`` when given, and read back from there (checked against the set) by later runs."""
+    path = None if args.masks_dir is None else Path(args.masks_dir) / f"{pset.path.name}-seed{seed}.npz"
+    if path is not None and path.is_file():
+        return load_masks(path, pset, pset.part(0).features.shape[1]), []
+    masks, seconds = [], []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    for part in range(pset.num_parts):
+        explainer = part_explainer(pset, part, args, seed)
+        explained = explainer.explain(explainer.model.state_dict(), 0)
+        masks.append(explained.masks)
+        seconds.append(explained.seconds)
+        print(f"  masks of part {part} (seed {seed}): {explainer.explanation.remote.shape[0]} remote nodes, "
+              f"{explained.epochs} epochs, {explained.seconds:.1f} s", flush=True)
+        del explainer
+    torch.set_num_threads(threads)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_masks(path, pset, masks)
+    return masks, seconds
+
+
+def count_fetch(whole: SamplingGraph, trains: list[np.ndarray], trainer: str, args, seed: int,
+                masks: list[DGSMasks]) -> dict[str, float]:
+    """What ``trainer``'s workers fetch in the first ``--count-steps`` steps of a ``commgraph
+    train --seed seed`` run, drawn exactly as they draw them (each worker's generator, seeds and
+    sampler, DGS with ``masks`` from step 1), without training: per step, summed over workers,
+    feature bytes, request bytes (8 per remote row, and DGS's column list once to every other
+    worker) and remote rows per worker."""
+    fanouts, parts = parse_fanouts(args.fanout), len(trains)
+    steps = epoch_steps([t.shape[0] for t in trains], args.batch_size)
+    width = masks[0].feature_mask.shape[0]
+    features = requests = rows = counted = 0
+    for k, train in enumerate(trains):
+        graph = replace(whole, part=k)
+        if trainer == "neighbor":
+            sampler = NeighborSampler(graph, fanouts)
+        else:
+            sampler = DGSSampler(graph, fanouts, **DGS_VARIANTS[trainer])
+            sampler.set_masks(masks[k])
+            requests += 8 * sampler.masks.feature_columns(sampler.feature_rate).shape[0] * (parts - 1)
+        rng = np.random.default_rng([seed, k])  # the trainer's generator of rank k
+        batches = seed_batches(train, steps, rng)[: args.count_steps]
+        counted = max(counted, len(batches))
+        for seeds in (b for b in batches if b is not None):
+            batch = sampler.sample(seeds, rng)
+            remote = int(batch.remote_input.sum())
+            features += 4 * batch.fetched_values(width)
+            requests += 8 * remote
+            rows += remote
+    return {"feature_mb": features / counted / 1e6, "request_mb": requests / counted / 1e6,
+            "remote_rows": rows / counted / parts, "steps": counted, "epoch_steps": steps}
+
+
+def count_table(args) -> dict:
+    """``--count-steps N``: the offline count (no training) of each graph's bytes per step, for
+    ``neighbor`` and DGS's Table 3.3 rows, ``--seeds`` seeds, with every part's masks from the
+    project's explainer (:func:`seed_masks`). Gradients are the native all-reduce's bytes as the
+    trainer counts them: every worker sends its parameters once per step."""
+    results = {}
+    for spec in args.train_graphs:
+        graph = load_graph(spec)
+        about = {"nodes": graph.num_nodes, "edges": graph.num_edges, "features": graph.num_features,
+                 "classes": graph.num_classes}
+        for workers in (int(w) for w in args.workers.split(",")):
+            partdir, cut = partition_set(graph, workers, args)
+            pset = load_partition_set(partdir)
+            whole = SamplingGraph.from_partition(pset, 0)
+            trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)]
+                      for k in range(workers)]
+            model = GNN("sage", about["features"], args.hidden, about["classes"], layers=len(parse_fanouts(args.fanout)))
+            gradient_mb = workers * 4 * sum(p.numel() for p in model.parameters()) / 1e6
+            trainers = [t for t in args.trainers.split(",") if t == "neighbor" or t in DGS_VARIANTS]
+            counts: dict[str, list] = {t: [] for t in trainers}
+            explain_seconds, spread = [], []
+            for seed in seed_list(args):
+                masks, seconds = seed_masks(pset, args, seed)
+                explain_seconds += seconds
+                remote = masks[0].node_prob[whole.owner != 0]
+                spread.append([float(np.mean(remote > 0)), *np.percentile(remote[remote > 0], [5, 50, 95]).tolist()])
+                for t in trainers:
+                    counted = count_fetch(whole, trains, t, args, seed, masks)
+                    counts[t].append({**counted, "gradient_mb": gradient_mb,
+                                      "total_mb": counted["feature_mb"] + counted["request_mb"] + gradient_mb})
+            results[f"{spec} x{workers}"] = {"graph": about, "edge_cut": cut, "counts": counts,
+                                             "explain_seconds": explain_seconds, "node_prob": spread}
+            print_counts(spec, about, workers, args, cut, counts, explain_seconds, spread)
+    return results
+
+
+def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts: dict, explain_seconds, spread) -> None:
+    def fmt(values, digits: int = 1) -> str:
+        return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+    first = next(iter(counts.values()))[0]
+    print(f"{spec}: {about['nodes']} nodes, {about['edges']} edges (mean degree {about['edges'] / about['nodes']:.1f}), "
+          f"{about['features']} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; batch "
+          f"{args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; offline count (no training) of the first "
+          f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; mean (min-max) of {args.seeds} seed(s); MB "
+          f"per step, all workers")
+    p = np.array(spread)
+    print(f"  part 0's node mask on remote nodes: {p[:, 0].mean():.1%} non-zero; 5th/50th/95th percentile "
+          f"{p[:, 1].mean():.3f}/{p[:, 2].mean():.3f}/{p[:, 3].mean():.3f}"
+          + (f"; explanations {fmt(explain_seconds)} s each (one thread)" if explain_seconds else ""))
+    print(f"  {'':11s} {'features':>22s} {'requests':>9s} {'gradients':>9s} {'total':>22s} {'remote rows/worker':>26s}")
+    for name, rows in counts.items():
+        col = {k: [r[k] for r in rows] for k in rows[0]}
+        print(f"  {name:11s} {fmt(col['feature_mb']):>22s} {np.mean(col['request_mb']):9.2f} "
+              f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s}")
+    base = counts.get("neighbor")
+    for name in (n for n in DGS_VARIANTS if n in counts and base):
+        saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(counts[name], base)]
+        rows = [1 - d["remote_rows"] / n["remote_rows"] for d, n in zip(counts[name], base)]
+        print(f"  {name} vs neighbor (per seed): total bytes {np.mean(saved):+.1%} fewer ({min(saved):+.1%} to "
+              f"{max(saved):+.1%}; target for dgs >= 24%), remote rows {np.mean(rows):+.1%} fewer")
 
 
 def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, explained, mask_seconds) -> None:
@@ -339,7 +481,13 @@ def main() -> None:
     parser.add_argument("--explain-repeats", type=int, default=3, help="timed explanations of part 0")
     parser.add_argument("--workers", default="4,8", help="worker counts for the training runs")
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the training runs")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first of the --seeds seeds")
     parser.add_argument("--epochs", type=int, default=40, help="epochs of the training runs")
+    parser.add_argument("--steps-per-epoch", type=int,
+                        help="cap on the training runs' steps per epoch (commgraph train --steps-per-epoch)")
+    parser.add_argument("--count-steps", type=int,
+                        help="instead of training on --train-graphs, count the bytes of the first N steps offline")
+    parser.add_argument("--masks-dir", help="keep --count-steps's explained masks here and reuse them")
     parser.add_argument("--explain-period", type=int, default=30,
                         help="DGS's T_ex, against which one explanation's time is set")
     parser.add_argument("--explain-graph", help="time one explanation of part 0 of this graph (--workers parts)")
@@ -353,7 +501,9 @@ def main() -> None:
         figures["speed"] = speed_table(args, fanouts)
     if args.explain_graph:
         figures["explanation"] = explain_table(args)
-    if args.train_graphs:
+    if args.train_graphs and args.count_steps:
+        figures["count"] = count_table(args)
+    elif args.train_graphs:
         figures["training"] = train_table(args)
     if args.json:
         from commgraph.atomic import atomic_write

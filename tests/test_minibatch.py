@@ -3,6 +3,7 @@ training-node counts, the killed-worker and resume paths, and refused options.""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -108,6 +109,33 @@ def test_dgs_masks_written_by_one_run_are_used_from_the_first_step_of_another(se
         assert record["feature_bytes"] == 4 * columns * remote
         # node ids, and each worker's column list once, to the other worker, when it first changes
         assert record["structure_bytes"] == 8 * remote + (2 * 8 * columns if epoch == 0 else 0)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("trainer", ["neighbor", "dgs"])
+def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, trainer):
+    """``benchmarks/sampling.py --count-steps``'s count, made without training, equals the bytes a
+    real ``--steps-per-epoch 2`` run moves: feature and request bytes, to the byte."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from sampling import DGS_VARIANTS, count_fetch  # noqa: I001 - the benchmark script, on the path above
+
+    from commgraph.sample import DGSMasks
+    from commgraph.sample.maskfile import save_masks
+
+    pset = load_partition_set(sets["g3"])
+    rng = np.random.default_rng(5)
+    masks = [DGSMasks(np.where(rng.random(2708) < 0.7, rng.random(2708), 0.0), rng.random(1433)) for _ in range(2)]
+    save_masks(tmp_path / "masks.npz", pset, masks)
+    trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)] for k in range(2)]
+    args = argparse.Namespace(fanout="5,5", batch_size=16, count_steps=2)
+    counted = count_fetch(SamplingGraph.from_partition(pset, 0), trains, trainer, args, 3, masks)
+    options = ["--sampler", "dgs", "--explain-cpu", "0", "--dgs-masks", str(tmp_path / "masks.npz")] \
+        if trainer in DGS_VARIANTS else ["--sampler", "neighbor"]
+    records, _ = _train(sets["g3"], 2, tmp_path / "m.jsonl", *options, "--fanout", "5,5", "--batch-size", "16",
+                        "--steps-per-epoch", "2", "--epochs", "1", "--seed", "3", "--hidden", "16")
+    assert counted["steps"] == records[0]["steps"] == 2
+    assert round(counted["feature_mb"] * 2e6) == records[0]["feature_bytes"] > 0
+    assert round(counted["request_mb"] * 2e6) == records[0]["structure_bytes"]
 
 
 @pytest.mark.timeout(300)

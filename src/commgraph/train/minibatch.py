@@ -82,6 +82,17 @@ class Fetched:
     announced_bytes: int  # column lists this worker sent
 
 
+def epoch_steps(train_counts: list[int], batch_size: int) -> int:
+    """Steps per epoch: the most training nodes any worker holds, in batches of ``batch_size``."""
+    return max(1, math.ceil(max(train_counts) / batch_size))
+
+
+def seed_batches(train: np.ndarray, steps: int, rng: np.random.Generator) -> list[np.ndarray | None]:
+    """An epoch's seeds on one worker: ``train`` shuffled by ``rng`` and split into ``steps``
+    batches (None: an empty one)."""
+    return [seeds if seeds.size else None for seeds in np.array_split(rng.permutation(train), steps)]
+
+
 def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
     """The sampler ``config`` names, on ``graph``, with defaults filled in."""
     options, layers = config.sampling, config.gnn.layers
@@ -204,7 +215,7 @@ class SampledEpochs:
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
         self.sampler = make_sampler(config, self.graph, self.train)
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
-        self.steps = max(1, math.ceil(max(counts) / (config.sampling.batch_size or BATCH_SIZE)))
+        self.steps = epoch_steps(counts, config.sampling.batch_size or BATCH_SIZE)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
         self.fetch = FeatureFetch(job, store, self.graph)
         self.iteration = 0
@@ -250,8 +261,7 @@ class SampledEpochs:
             steps = max(self.comm.all_gather_object(len(batches))) if self.world.size > 1 else len(batches)
             batches += [None] * (steps - len(batches))
         else:
-            batches = [seeds if seeds.size else None
-                       for seeds in np.array_split(self.rng.permutation(self.train), self.steps)]
+            batches = seed_batches(self.train, self.steps, self.rng)
         return batches[: self.config.sampling.steps_per_epoch]
 
     def epoch(self) -> SampledEpoch:
