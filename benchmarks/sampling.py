@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from commgraph.errors import CommgraphError
 from commgraph.graph import load_graph
 from commgraph.launch import cached_partition_set
 from commgraph.nn import GNN
@@ -494,17 +495,23 @@ def main() -> None:
     parser.add_argument("--skip-speed", action="store_true", help="only the training runs")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
+    for name in ("steps_per_epoch", "count_steps"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
     torch.set_num_threads(args.threads)
     fanouts = parse_fanouts(args.fanout)
     figures = {"args": vars(args)}
-    if not args.skip_speed:
-        figures["speed"] = speed_table(args, fanouts)
-    if args.explain_graph:
-        figures["explanation"] = explain_table(args)
-    if args.train_graphs and args.count_steps:
-        figures["count"] = count_table(args)
-    elif args.train_graphs:
-        figures["training"] = train_table(args)
+    try:
+        if not args.skip_speed:
+            figures["speed"] = speed_table(args, fanouts)
+        if args.explain_graph:
+            figures["explanation"] = explain_table(args)
+        if args.train_graphs and args.count_steps:
+            figures["count"] = count_table(args)
+        elif args.train_graphs:
+            figures["training"] = train_table(args)
+    except CommgraphError as error:  # e.g. a registry dataset not downloaded: the error says how to get it
+        parser.exit(2, f"sampling.py: error: {error}\n")
     if args.json:
         from commgraph.atomic import atomic_write
 
