@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from commgraph.atomic import atomic_write
 from commgraph.errors import CommgraphError
 from commgraph.graph import load_graph
 from commgraph.launch import cached_partition_set
@@ -257,28 +258,45 @@ def train_table(args) -> dict:
     return results
 
 
-def seed_masks(pset, args, seed: int) -> tuple[list[DGSMasks], list[float]]:
+def seed_masks(pset, args, seed: int, parts=None) -> tuple[list[DGSMasks] | None, list[float]]:
     """Every part's masks for ``seed`` from the project's explainer (:func:`part_explainer`, one
-    part after another, one thread each) and each explanation's wall seconds; kept in
-    ``--masks-dir`` when given, and read back from there (checked against the set) by later runs."""
-    path = None if args.masks_dir is None else Path(args.masks_dir) / f"{pset.path.name}-seed{seed}.npz"
-    if path is not None and path.is_file():
-        return load_masks(path, pset, pset.part(0).features.shape[1]), []
-    masks, seconds = [], []
+    part after another, one thread each) and the wall seconds of the explanations made now. With
+    ``--masks-dir`` each part's masks are kept there as soon as they are made and every part's, once
+    all are, in one mask file that later runs read back (checked against the set). ``parts``: make
+    only those parts' masks (returns None for the masks until every part has some)."""
+    folder = None if args.masks_dir is None else Path(args.masks_dir) / f"{pset.path.name}-seed{seed}"
+    whole = None if folder is None else folder.with_suffix(".npz")
+    if whole is not None and whole.is_file():
+        return load_masks(whole, pset, pset.part(0).features.shape[1]), []
+    made, seconds = {}, []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    for part in range(pset.num_parts):
+    for part in range(pset.num_parts) if parts is None else parts:
+        kept = None if folder is None else folder / f"part{part}.npz"
+        if kept is not None and kept.is_file():
+            continue
         explainer = part_explainer(pset, part, args, seed)
         explained = explainer.explain(explainer.model.state_dict(), 0)
-        masks.append(explained.masks)
+        made[part] = explained.masks
         seconds.append(explained.seconds)
         print(f"  masks of part {part} (seed {seed}): {explainer.explanation.remote.shape[0]} remote nodes, "
               f"{explained.epochs} epochs, {explained.seconds:.1f} s", flush=True)
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_write(kept) as handle:
+                np.savez(handle, node_prob=explained.masks.node_prob, feature_mask=explained.masks.feature_mask)
         del explainer
     torch.set_num_threads(threads)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_masks(path, pset, masks)
+    if folder is not None:
+        for part in range(pset.num_parts):
+            if part not in made and (folder / f"part{part}.npz").is_file():
+                with np.load(folder / f"part{part}.npz") as data:
+                    made[part] = DGSMasks(data["node_prob"], data["feature_mask"])
+    if len(made) < pset.num_parts:
+        return None, seconds
+    masks = [made[part] for part in range(pset.num_parts)]
+    if whole is not None:
+        save_masks(whole, pset, masks)
     return masks, seconds
 
 
@@ -327,6 +345,9 @@ def count_table(args) -> dict:
         for workers in (int(w) for w in args.workers.split(",")):
             partdir, cut = partition_set(graph, workers, args)
             pset = load_partition_set(partdir)
+            if args.mask_parts is not None:  # only make these parts' masks, for a later count
+                seed_masks(pset, args, args.masks_seed, [int(k) for k in args.mask_parts.split(",")])
+                continue
             whole = SamplingGraph.from_partition(pset, 0)
             trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)]
                       for k in range(workers)]
@@ -336,7 +357,7 @@ def count_table(args) -> dict:
             counts: dict[str, list] = {t: [] for t in trainers}
             explain_seconds, spread = [], []
             for seed in seed_list(args):
-                masks, seconds = seed_masks(pset, args, seed)
+                masks, seconds = seed_masks(pset, args, seed if args.masks_seed is None else args.masks_seed)
                 explain_seconds += seconds
                 remote = masks[0].node_prob[whole.owner != 0]
                 spread.append([float(np.mean(remote > 0)), *np.percentile(remote[remote > 0], [5, 50, 95]).tolist()])
@@ -358,8 +379,9 @@ def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts:
     print(f"{spec}: {about['nodes']} nodes, {about['edges']} edges (mean degree {about['edges'] / about['nodes']:.1f}), "
           f"{about['features']} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; batch "
           f"{args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; offline count (no training) of the first "
-          f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; mean (min-max) of {args.seeds} seed(s); MB "
-          f"per step, all workers")
+          f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; DGS with the explainer's masks of "
+          f"{'each seed' if args.masks_seed is None else f'seed {args.masks_seed}'}'s initial model; mean (min-max) of "
+          f"{args.seeds} seed(s); MB per step, all workers")
     p = np.array(spread)
     print(f"  part 0's node mask on remote nodes: {p[:, 0].mean():.1%} non-zero; 5th/50th/95th percentile "
           f"{p[:, 1].mean():.3f}/{p[:, 2].mean():.3f}/{p[:, 3].mean():.3f}"
@@ -489,6 +511,10 @@ def main() -> None:
     parser.add_argument("--count-steps", type=int,
                         help="instead of training on --train-graphs, count the bytes of the first N steps offline")
     parser.add_argument("--masks-dir", help="keep --count-steps's explained masks here and reuse them")
+    parser.add_argument("--masks-seed", type=int,
+                        help="--count-steps: every seed samples with this seed's masks (default: its own)")
+    parser.add_argument("--mask-parts", metavar="K,K",
+                        help="--count-steps: only explain these parts (seed --masks-seed) into --masks-dir, no count")
     parser.add_argument("--explain-period", type=int, default=30,
                         help="DGS's T_ex, against which one explanation's time is set")
     parser.add_argument("--explain-graph", help="time one explanation of part 0 of this graph (--workers parts)")
@@ -498,6 +524,8 @@ def main() -> None:
     for name in ("steps_per_epoch", "count_steps"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.mask_parts is not None and (args.masks_dir is None or args.masks_seed is None):
+        parser.error("--mask-parts keeps masks for a later count: give --masks-dir and --masks-seed")
     torch.set_num_threads(args.threads)
     fanouts = parse_fanouts(args.fanout)
     figures = {"args": vars(args)}
@@ -513,8 +541,6 @@ def main() -> None:
     except CommgraphError as error:  # e.g. a registry dataset not downloaded: the error says how to get it
         parser.exit(2, f"sampling.py: error: {error}\n")
     if args.json:
-        from commgraph.atomic import atomic_write
-
         with atomic_write(args.json) as handle:
             handle.write(json.dumps(figures, indent=1).encode())
 
