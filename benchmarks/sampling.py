@@ -25,6 +25,15 @@ one explanation's time on one thread and the CPU an online explainer would need 
 T_ex steps. Targets: DGS moves at least 24% fewer total bytes than ``neighbor``, its test
 accuracy is within 0.5 points of ``neighbor``'s with masks on at least 90% of steps, and its
 epochs are no slower. Measure one graph and worker count per invocation on a shared machine.
+Partition sets are made once into the partition cache (``$COMMGRAPH_HOME``) and reused;
+``--steps-per-epoch N`` caps the training runs' epochs; ``--masks-dir DIR`` makes DGS's masks in
+this process instead, part after part (the explainer on each seed's initial model), and keeps them.
+
+With ``--count-steps N`` it trains nothing: it counts the bytes of the first N steps of each
+trainer's epoch 1, drawn exactly as ``commgraph train`` draws them (:func:`count_fetch`; a test
+checks it against a real run to the byte), for the graphs whose 8 training workers do not fit in
+memory here (the thesis's 500k-node regime). ``--mask-parts K,K`` only explains those parts into
+``--masks-dir`` (one lock hold each), for a later count.
 ``--explain-graph`` times one explanation of part 0 alone (target: <= 10 s on one core for a
 100k-node, degree-100 graph).
 
@@ -34,6 +43,8 @@ epochs are no slower. Measure one graph and worker count per invocation on a sha
                                   [--workers 4,8] [--seeds 3] [--epochs 40] [--partition metis]
                                   [--trainers neighbor,dgs-node,dgs-feature,dgs] [--skip-speed]
                                   [--explain-graph sbm:nodes=100000,classes=8,features=128,degree=100,seed=0]
+                                  [--steps-per-epoch N] [--first-seed S] [--count-steps N] [--masks-dir DIR]
+                                  [--masks-seed S] [--mask-parts K,K]
 """
 
 from __future__ import annotations
@@ -232,6 +243,11 @@ def seed_list(args) -> range:
     return range(args.first_seed, args.first_seed + args.seeds)
 
 
+def seed_of_masks(args, seed: int) -> int:
+    """The seed whose model's explanation gives run ``seed`` its masks (``--masks-seed``)."""
+    return seed if args.masks_seed is None else args.masks_seed
+
+
 def train_table(args) -> dict:
     """Every trainer on each graph and worker count, ``--seeds`` seeds, side by side."""
     results = {}
@@ -245,7 +261,12 @@ def train_table(args) -> dict:
                 mask_seconds = []
                 for seed in seed_list(args):
                     masks = None
-                    if any(t in DGS_VARIANTS for t in trainers):
+                    if any(t in DGS_VARIANTS for t in trainers) and args.masks_dir is not None:
+                        # made part after part in this process (a mask job's 8 explainers at once do not fit)
+                        pset, explained_seed = load_partition_set(partdir), seed_of_masks(args, seed)
+                        seed_masks(pset, args, explained_seed)
+                        masks = masks_file(pset, args, explained_seed)
+                    elif any(t in DGS_VARIANTS for t in trainers):
                         masks, seconds = make_masks(partdir, workers, args, seed, Path(tmp) / "m.jsonl")
                         mask_seconds.append(seconds)
                     for t in trainers:
@@ -258,14 +279,19 @@ def train_table(args) -> dict:
     return results
 
 
+def masks_file(pset, args, seed: int) -> Path | None:
+    """Where ``--masks-dir`` keeps every part's masks for ``seed`` (a ``--dgs-masks`` file)."""
+    return None if args.masks_dir is None else Path(args.masks_dir) / f"{pset.path.name}-seed{seed}.npz"
+
+
 def seed_masks(pset, args, seed: int, parts=None) -> tuple[list[DGSMasks] | None, list[float]]:
     """Every part's masks for ``seed`` from the project's explainer (:func:`part_explainer`, one
     part after another, one thread each) and the wall seconds of the explanations made now. With
     ``--masks-dir`` each part's masks are kept there as soon as they are made and every part's, once
     all are, in one mask file that later runs read back (checked against the set). ``parts``: make
     only those parts' masks (returns None for the masks until every part has some)."""
-    folder = None if args.masks_dir is None else Path(args.masks_dir) / f"{pset.path.name}-seed{seed}"
-    whole = None if folder is None else folder.with_suffix(".npz")
+    whole = masks_file(pset, args, seed)
+    folder = None if whole is None else whole.with_suffix("")
     if whole is not None and whole.is_file():
         return load_masks(whole, pset, pset.part(0).features.shape[1]), []
     made, seconds = {}, []
@@ -357,7 +383,7 @@ def count_table(args) -> dict:
             counts: dict[str, list] = {t: [] for t in trainers}
             explain_seconds, spread = [], []
             for seed in seed_list(args):
-                masks, seconds = seed_masks(pset, args, seed if args.masks_seed is None else args.masks_seed)
+                masks, seconds = seed_masks(pset, args, seed_of_masks(args, seed))
                 explain_seconds += seconds
                 remote = masks[0].node_prob[whole.owner != 0]
                 spread.append([float(np.mean(remote > 0)), *np.percentile(remote[remote > 0], [5, 50, 95]).tolist()])
@@ -406,7 +432,10 @@ def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, exp
     print(f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} edges (mean degree {graph.num_edges / graph.num_nodes:.1f}), "
           f"{graph.num_features} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; "
           f"{args.epochs} epochs, batch {args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; "
-          f"DGS masks from the project's explainer after {args.mask_epochs} epoch(s), in use from step 1; "
+          + (f"DGS masks from the project's explainer after {args.mask_epochs} epoch(s)" if args.masks_dir is None else
+             f"DGS masks from the project's explainer on seed {args.masks_seed if args.masks_seed is not None else 'S'}"
+             f"'s initial model (--masks-dir)") + ", in use from step 1; "
+          + (f"at most {args.steps_per_epoch} steps per epoch; " if args.steps_per_epoch else "") +
           f"mean (min-max) of {args.seeds} seeds; MB per epoch, all workers")
     print(f"  {'':11s} {'features':>20s} {'requests':>9s} {'gradients':>9s} {'total':>20s} {'sync':>7s} {'halo':>8s} "
           f"{'steps':>5s} {'epoch ms':>22s} {'test acc':>20s} {'masked':>6s}")
@@ -430,9 +459,9 @@ def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, exp
     if explained is not None:
         wall = explained["seconds"]
         print(f"  one explanation of part 0 ({explained['remote']} remote nodes, {explained['epochs']} epochs = T_E, one "
-              f"thread): {fmt(wall, 2)} s wall, {fmt(explained['cpu_seconds'], 2)} s CPU over {len(wall)} repeats; "
-              f"mask-making jobs ({args.mask_epochs} epoch(s) + the explanation on every worker): "
-              f"{fmt(mask_seconds, 1)} s")
+              f"thread): {fmt(wall, 2)} s wall, {fmt(explained['cpu_seconds'], 2)} s CPU over {len(wall)} repeats"
+              + (f"; mask-making jobs ({args.mask_epochs} epoch(s) + the explanation on every worker): "
+                 f"{fmt(mask_seconds, 1)} s" if mask_seconds else ""))
         if base:
             step = np.mean([n["epoch_s"] / n["steps"] for n in base])
             print(f"  T_ex = {args.explain_period} neighbor steps take {step * args.explain_period:.2f} s: an online "
@@ -510,9 +539,10 @@ def main() -> None:
                         help="cap on the training runs' steps per epoch (commgraph train --steps-per-epoch)")
     parser.add_argument("--count-steps", type=int,
                         help="instead of training on --train-graphs, count the bytes of the first N steps offline")
-    parser.add_argument("--masks-dir", help="keep --count-steps's explained masks here and reuse them")
+    parser.add_argument("--masks-dir", help="DGS's masks made part after part in this process (the explainer on each "
+                        "seed's initial model), kept here and reused; without it training runs use a mask job")
     parser.add_argument("--masks-seed", type=int,
-                        help="--count-steps: every seed samples with this seed's masks (default: its own)")
+                        help="with --masks-dir: every seed samples with this seed's masks (default: its own)")
     parser.add_argument("--mask-parts", metavar="K,K",
                         help="--count-steps: only explain these parts (seed --masks-seed) into --masks-dir, no count")
     parser.add_argument("--explain-period", type=int, default=30,
