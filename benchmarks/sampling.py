@@ -68,6 +68,7 @@ from commgraph.graph import load_graph
 from commgraph.launch import cached_partition_set
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set
+from commgraph.runtime.memory import keep_freed_memory
 from commgraph.sample import (DGSMasks, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SamplingGraph, forward_blocks, parse_fanouts)
 from commgraph.sample.maskfile import load_masks, save_masks
@@ -297,6 +298,7 @@ def seed_masks(pset, args, seed: int, parts=None) -> tuple[list[DGSMasks] | None
     made, seconds = {}, []
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    keep_freed_memory()  # as a training worker does, where --dgs-masks-out explains
     for part in range(pset.num_parts) if parts is None else parts:
         kept = None if folder is None else folder / f"part{part}.npz"
         if kept is not None and kept.is_file():
