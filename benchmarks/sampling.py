@@ -385,7 +385,10 @@ def count_table(args) -> dict:
             counts: dict[str, list] = {t: [] for t in trainers}
             explain_seconds, spread = [], []
             for seed in seed_list(args):
-                masks, seconds = seed_masks(pset, args, seed_of_masks(args, seed))
+                if args.uniform_masks:  # no preference: every remote node weighs 1, the first ceil(N_f F) columns
+                    masks, seconds = [DGSMasks(np.ones(about["nodes"]), np.ones(about["features"]))] * workers, []
+                else:
+                    masks, seconds = seed_masks(pset, args, seed_of_masks(args, seed))
                 explain_seconds += seconds
                 remote = masks[0].node_prob[whole.owner != 0]
                 spread.append([float(np.mean(remote > 0)), *np.percentile(remote[remote > 0], [5, 50, 95]).tolist()])
@@ -407,18 +410,22 @@ def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts:
     print(f"{spec}: {about['nodes']} nodes, {about['edges']} edges (mean degree {about['edges'] / about['nodes']:.1f}), "
           f"{about['features']} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; batch "
           f"{args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; offline count (no training) of the first "
-          f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; DGS with the explainer's masks of "
-          f"{'each seed' if args.masks_seed is None else f'seed {args.masks_seed}'}'s initial model; mean (min-max) of "
-          f"{args.seeds} seed(s); MB per step, all workers")
+          f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; DGS with "
+          + ("uniform masks (no node preferred)" if args.uniform_masks else
+             f"the explainer's masks of {'each seed' if args.masks_seed is None else f'seed {args.masks_seed}'}'s "
+             "initial model") + f"; mean (min-max) of {args.seeds} seed(s); MB per step, all workers")
     p = np.array(spread)
     print(f"  part 0's node mask on remote nodes: {p[:, 0].mean():.1%} non-zero; 5th/50th/95th percentile "
           f"{p[:, 1].mean():.3f}/{p[:, 2].mean():.3f}/{p[:, 3].mean():.3f}"
           + (f"; explanations {fmt(explain_seconds)} s each (one thread)" if explain_seconds else ""))
-    print(f"  {'':11s} {'features':>22s} {'requests':>9s} {'gradients':>9s} {'total':>22s} {'remote rows/worker':>26s}")
+    remote = about["nodes"] * (1 - 1 / workers)  # a part's remote nodes, on average
+    print(f"  {'':11s} {'features':>22s} {'requests':>9s} {'gradients':>9s} {'total':>22s} {'remote rows/worker':>26s} "
+          f"{'of remote':>9s}")
     for name, rows in counts.items():
         col = {k: [r[k] for r in rows] for k in rows[0]}
         print(f"  {name:11s} {fmt(col['feature_mb']):>22s} {np.mean(col['request_mb']):9.2f} "
-              f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s}")
+              f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s} "
+              f"{np.mean(col['remote_rows']) / remote:9.1%}")
     base = counts.get("neighbor")
     for name in (n for n in DGS_VARIANTS if n in counts and base):
         saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(counts[name], base)]
@@ -545,6 +552,8 @@ def main() -> None:
                         "seed's initial model), kept here and reused; without it training runs use a mask job")
     parser.add_argument("--masks-seed", type=int,
                         help="with --masks-dir: every seed samples with this seed's masks (default: its own)")
+    parser.add_argument("--uniform-masks", action="store_true",
+                        help="--count-steps: DGS with masks that prefer nothing, to tell its rule from its masks")
     parser.add_argument("--mask-parts", metavar="K,K",
                         help="--count-steps: only explain these parts (seed --masks-seed) into --masks-dir, no count")
     parser.add_argument("--explain-period", type=int, default=30,
