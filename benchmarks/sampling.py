@@ -334,11 +334,12 @@ def count_fetch(whole: SamplingGraph, trains: list[np.ndarray], trainer: str, ar
     train --seed seed`` run, drawn exactly as they draw them (each worker's generator, seeds and
     sampler, DGS with ``masks`` from step 1), without training: per step, summed over workers,
     feature bytes, request bytes (8 per remote row, and DGS's column list once to every other
-    worker) and remote rows per worker."""
+    worker); per worker: remote rows, sampled edges (the GNN's work) and seconds sampling."""
     fanouts, parts = parse_fanouts(args.fanout), len(trains)
     steps = epoch_steps([t.shape[0] for t in trains], args.batch_size)
     width = masks[0].feature_mask.shape[0]
-    features = requests = rows = counted = 0
+    features = requests = rows = edges = counted = 0
+    seconds = 0.0
     for k, train in enumerate(trains):
         graph = replace(whole, part=k)
         if trainer == "neighbor":
@@ -351,13 +352,17 @@ def count_fetch(whole: SamplingGraph, trains: list[np.ndarray], trainer: str, ar
         batches = seed_batches(train, steps, rng)[: args.count_steps]
         counted = max(counted, len(batches))
         for seeds in (b for b in batches if b is not None):
+            started = time.perf_counter()
             batch = sampler.sample(seeds, rng)
+            seconds += time.perf_counter() - started
+            edges += batch.num_sampled_edges
             remote = int(batch.remote_input.sum())
             features += 4 * batch.fetched_values(width)
             requests += 8 * remote
             rows += remote
     return {"feature_mb": features / counted / 1e6, "request_mb": requests / counted / 1e6,
-            "remote_rows": rows / counted / parts, "steps": counted, "epoch_steps": steps}
+            "remote_rows": rows / counted / parts, "edges": edges / counted / parts, "sample_s": seconds / counted / parts,
+            "steps": counted, "epoch_steps": steps}
 
 
 def count_table(args) -> dict:
@@ -420,12 +425,13 @@ def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts:
           + (f"; explanations {fmt(explain_seconds)} s each (one thread)" if explain_seconds else ""))
     remote = about["nodes"] * (1 - 1 / workers)  # a part's remote nodes, on average
     print(f"  {'':11s} {'features':>22s} {'requests':>9s} {'gradients':>9s} {'total':>22s} {'remote rows/worker':>26s} "
-          f"{'of remote':>9s}")
+          f"{'of remote':>9s} {'edges/worker':>12s} {'sample ms':>9s}")
     for name, rows in counts.items():
         col = {k: [r[k] for r in rows] for k in rows[0]}
         print(f"  {name:11s} {fmt(col['feature_mb']):>22s} {np.mean(col['request_mb']):9.2f} "
               f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s} "
-              f"{np.mean(col['remote_rows']) / remote:9.1%}")
+              f"{np.mean(col['remote_rows']) / remote:9.1%} {np.mean(col['edges']):12.0f} "
+              f"{np.mean(col['sample_s']) * 1e3:9.0f}")
     base = counts.get("neighbor")
     for name in (n for n in DGS_VARIANTS if n in counts and base):
         saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(counts[name], base)]
