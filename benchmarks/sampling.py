@@ -25,6 +25,15 @@ one explanation's time on one thread and the CPU an online explainer would need 
 T_ex steps. Targets: DGS moves at least 24% fewer total bytes than ``neighbor``, its test
 accuracy is within 0.5 points of ``neighbor``'s with masks on at least 90% of steps, and its
 epochs are no slower. Measure one graph and worker count per invocation on a shared machine.
+Partition sets are made once into the partition cache (``$COMMGRAPH_HOME``) and reused;
+``--steps-per-epoch N`` caps the training runs' epochs; ``--masks-dir DIR`` makes DGS's masks in
+this process instead, part after part (the explainer on each seed's initial model), and keeps them.
+
+With ``--count-steps N`` it trains nothing: it counts the bytes of the first N steps of each
+trainer's epoch 1, drawn exactly as ``commgraph train`` draws them (:func:`count_fetch`; a test
+checks it against a real run to the byte), for the graphs whose 8 training workers do not fit in
+memory here (the thesis's 500k-node regime). ``--mask-parts K,K`` only explains those parts into
+``--masks-dir`` (one lock hold each), for a later count.
 ``--explain-graph`` times one explanation of part 0 alone (target: <= 10 s on one core for a
 100k-node, degree-100 graph).
 
@@ -34,6 +43,8 @@ epochs are no slower. Measure one graph and worker count per invocation on a sha
                                   [--workers 4,8] [--seeds 3] [--epochs 40] [--partition metis]
                                   [--trainers neighbor,dgs-node,dgs-feature,dgs] [--skip-speed]
                                   [--explain-graph sbm:nodes=100000,classes=8,features=128,degree=100,seed=0]
+                                  [--steps-per-epoch N] [--first-seed S] [--count-steps N] [--masks-dir DIR]
+                                  [--masks-seed S] [--mask-parts K,K]
 """
 
 from __future__ import annotations
@@ -45,16 +56,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from commgraph.atomic import atomic_write
+from commgraph.errors import CommgraphError
 from commgraph.graph import load_graph
+from commgraph.launch import cached_partition_set
 from commgraph.nn import GNN
-from commgraph.partition import partition_graph, partition_metrics, write_partition_set
+from commgraph.partition import load_partition_set
+from commgraph.runtime.memory import keep_freed_memory
 from commgraph.sample import (DGSMasks, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SamplingGraph, forward_blocks, parse_fanouts)
+from commgraph.sample.maskfile import load_masks, save_masks
+from commgraph.train.minibatch import epoch_steps, seed_batches
 
 
 def numpy_neighbor(graph: SamplingGraph, seeds: np.ndarray, fanouts: list[int], rng: np.random.Generator) -> int:
@@ -106,8 +124,14 @@ def time_steps(graph, sampling: SamplingGraph, sampler, batches, hidden: int, se
 
 
 TRAINERS = ("full", "neighbor", "fastgcn", "ladies", "cluster", "dgs-node", "dgs-feature", "dgs")
-# Table 3.3's rows: DGS with node sampling only (N_f = 1), feature sampling only (epsilon = 0), both
-DGS_VARIANTS = {"dgs-node": ["--feature-rate", "1"], "dgs-feature": ["--epsilon", "0"], "dgs": []}
+# Table 3.3's rows, as DGSSampler's options: node sampling only (N_f = 1), feature sampling only
+# (epsilon = 0), both
+DGS_VARIANTS = {"dgs-node": {"feature_rate": 1.0}, "dgs-feature": {"epsilon": 0.0}, "dgs": {}}
+
+
+def variant_flags(trainer: str) -> list[str]:
+    """``commgraph train``'s flags for a DGS row of Table 3.3."""
+    return [arg for name, value in DGS_VARIANTS[trainer].items() for arg in (f"--{name.replace('_', '-')}", str(value))]
 
 
 def train_run(partdir: Path, workers: int, trainer: str, args, seed: int, out: Path, masks: Path | None,
@@ -120,10 +144,12 @@ def train_run(partdir: Path, workers: int, trainer: str, args, seed: int, out: P
     sampler = "dgs" if trainer.startswith("dgs") else trainer
     if trainer != "full":
         options += ["--sampler", sampler, "--batch-size", str(args.batch_size)]
+        if args.steps_per_epoch is not None:
+            options += ["--steps-per-epoch", str(args.steps_per_epoch)]
     if sampler in ("neighbor", "dgs"):
         options += ["--fanout", args.fanout]
     if trainer in DGS_VARIANTS:
-        options += ["--explain-cpu", "0", *DGS_VARIANTS[trainer]] + (["--dgs-masks", str(masks)] if masks else [])
+        options += ["--explain-cpu", "0", *variant_flags(trainer)] + (["--dgs-masks", str(masks)] if masks else [])
     if sampler in ("fastgcn", "ladies"):
         options += ["--layer-size", str(args.layer_size)]
     job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
@@ -161,25 +187,40 @@ def summarise(records: list[dict]) -> dict[str, float]:
             "masked_share": sum(masked) / sum(steps) if steps and sum(steps) else float("nan")}
 
 
-def explanation_time(partdir: Path, args) -> dict[str, float]:
-    """One explanation of part 0 by the project's explainer on one thread (an untrained model:
-    the cost does not depend on the weights), in the process that measures it."""
-    from commgraph.partition import load_partition_set
+def part_explainer(pset, part: int, args, seed: int = 0):
+    """The project's explainer for ``part`` (its explanation graph's remote rows read from the
+    set), explaining the model ``commgraph train --seed seed`` starts from: at the thesis's scale
+    no training run fits this machine, and the explainer's cost does not depend on the weights."""
     from commgraph.sample.explain import DGSExplainer, ExplainerOptions, ExplanationGraph
 
-    pset = load_partition_set(partdir)
-    sampling = SamplingGraph.from_partition(pset, 0)
-    explanation = ExplanationGraph.build(sampling, lambda ids: pset.rows("features", ids), len(parse_fanouts(args.fanout)))
-    part = pset.part(0)
-    model = GNN("sage", part.features.shape[1], args.hidden, int(np.max(pset.rows("labels", np.arange(sampling.num_nodes)))) + 1,
-                layers=len(parse_fanouts(args.fanout)))
+    layers = len(parse_fanouts(args.fanout))
+    sampling = SamplingGraph.from_partition(pset, part)
+    explanation = ExplanationGraph.build(sampling, lambda ids: pset.rows("features", ids), layers)
+    classes = int(np.max(pset.rows("labels", np.arange(sampling.num_nodes)))) + 1
+    torch.manual_seed(seed)  # as the trainer seeds its weights
+    model = GNN("sage", pset.part(part).features.shape[1], args.hidden, classes, layers=layers, dropout=0.5)
+    return DGSExplainer(sampling, explanation, model, ExplainerOptions())
+
+
+def explanation_time(partdir: Path, args) -> dict[str, float]:
+    """One explanation of part 0 by the project's explainer on one thread, in the process that
+    measures it."""
+    explainer = part_explainer(load_partition_set(partdir), 0, args)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    explainer = DGSExplainer(sampling, explanation, model, ExplainerOptions())
-    rounds = [explainer.explain(model.state_dict(), i) for i in range(args.explain_repeats)]
+    rounds = [explainer.explain(explainer.model.state_dict(), i) for i in range(args.explain_repeats)]
     torch.set_num_threads(threads)
-    return {"remote": int(explanation.remote.shape[0]), "seconds": [r.seconds for r in rounds],
+    return {"remote": int(explainer.explanation.remote.shape[0]), "seconds": [r.seconds for r in rounds],
             "cpu_seconds": [r.cpu_seconds for r in rounds], "epochs": rounds[0].epochs}
+
+
+def partition_set(graph, workers: int, args) -> tuple[Path, float]:
+    """``graph`` split by ``--partition`` into ``workers`` parts (seed 0), made once and kept in
+    the partition cache under ``$COMMGRAPH_HOME`` (later runs, seeds and trainers reuse it); the
+    set's directory and its edge cut as a share of the edges."""
+    partdir = cached_partition_set(graph, workers, args.partition, 0, log=lambda line: print(line, flush=True))
+    metrics = load_partition_set(partdir).manifest["metrics"]
+    return partdir, metrics["edge_cut"] / max(graph.num_edges, 1)
 
 
 def explain_table(args) -> dict:
@@ -188,12 +229,8 @@ def explain_table(args) -> dict:
     100k-node, degree-100 graph)."""
     graph = load_graph(args.explain_graph)
     workers = int(args.workers.split(",")[0])
-    assignment, _ = partition_graph(graph, workers, args.partition, seed=0)
-    with tempfile.TemporaryDirectory() as tmp:
-        partdir = Path(tmp) / "set"
-        write_partition_set(graph, assignment, workers, partdir, method=args.partition, seed=0, seconds=0.0,
-                            metrics=partition_metrics(graph, assignment, workers))
-        explained = explanation_time(partdir, args)
+    partdir, _ = partition_set(graph, workers, args)
+    explained = explanation_time(partdir, args)
     wall, cpu = explained["seconds"], explained["cpu_seconds"]
     print(f"{args.explain_graph}: {graph.num_nodes} nodes, {graph.num_edges} edges, {graph.num_features} features; part 0 "
           f"of {workers} ({args.partition}): {explained['remote']} remote nodes in its explanation graph; one explanation "
@@ -203,6 +240,15 @@ def explain_table(args) -> dict:
     return explained
 
 
+def seed_list(args) -> range:
+    return range(args.first_seed, args.first_seed + args.seeds)
+
+
+def seed_of_masks(args, seed: int) -> int:
+    """The seed whose model's explanation gives run ``seed`` its masks (``--masks-seed``)."""
+    return seed if args.masks_seed is None else args.masks_seed
+
+
 def train_table(args) -> dict:
     """Every trainer on each graph and worker count, ``--seeds`` seeds, side by side."""
     results = {}
@@ -210,18 +256,18 @@ def train_table(args) -> dict:
         for spec in args.train_graphs:
             graph = load_graph(spec)
             for workers in (int(w) for w in args.workers.split(",")):
-                assignment, _ = partition_graph(graph, workers, args.partition, seed=0)
-                partdir = Path(tmp) / f"{graph.name}-{workers}"
-                metrics = partition_metrics(graph, assignment, workers)
-                write_partition_set(graph, assignment, workers, partdir, method=args.partition, seed=0, seconds=0.0,
-                                    metrics=metrics)
-                cut = metrics["edge_cut"] / max(graph.num_edges, 1)
+                partdir, cut = partition_set(graph, workers, args)
                 trainers = args.trainers.split(",")
                 runs: dict[str, list] = {t: [] for t in trainers}
                 mask_seconds = []
-                for seed in range(args.seeds):
+                for seed in seed_list(args):
                     masks = None
-                    if any(t in DGS_VARIANTS for t in trainers):
+                    if any(t in DGS_VARIANTS for t in trainers) and args.masks_dir is not None:
+                        # made part after part in this process (a mask job's 8 explainers at once do not fit)
+                        pset, explained_seed = load_partition_set(partdir), seed_of_masks(args, seed)
+                        seed_masks(pset, args, explained_seed)
+                        masks = masks_file(pset, args, explained_seed)
+                    elif any(t in DGS_VARIANTS for t in trainers):
                         masks, seconds = make_masks(partdir, workers, args, seed, Path(tmp) / "m.jsonl")
                         mask_seconds.append(seconds)
                     for t in trainers:
@@ -234,6 +280,166 @@ def train_table(args) -> dict:
     return results
 
 
+def masks_file(pset, args, seed: int) -> Path | None:
+    """Where ``--masks-dir`` keeps every part's masks for ``seed`` (a ``--dgs-masks`` file)."""
+    return None if args.masks_dir is None else Path(args.masks_dir) / f"{pset.path.name}-seed{seed}.npz"
+
+
+def seed_masks(pset, args, seed: int, parts=None) -> tuple[list[DGSMasks] | None, list[float]]:
+    """Every part's masks for ``seed`` from the project's explainer (:func:`part_explainer`, one
+    part after another, one thread each) and the wall seconds of the explanations made now. With
+    ``--masks-dir`` each part's masks are kept there as soon as they are made and every part's, once
+    all are, in one mask file that later runs read back (checked against the set). ``parts``: make
+    only those parts' masks (returns None for the masks until every part has some)."""
+    whole = masks_file(pset, args, seed)
+    folder = None if whole is None else whole.with_suffix("")
+    if whole is not None and whole.is_file():
+        return load_masks(whole, pset, pset.part(0).features.shape[1]), []
+    made, seconds = {}, []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    keep_freed_memory()  # as a training worker does, where --dgs-masks-out explains
+    for part in range(pset.num_parts) if parts is None else parts:
+        kept = None if folder is None else folder / f"part{part}.npz"
+        if kept is not None and kept.is_file():
+            continue
+        explainer = part_explainer(pset, part, args, seed)
+        explained = explainer.explain(explainer.model.state_dict(), 0)
+        made[part] = explained.masks
+        seconds.append(explained.seconds)
+        print(f"  masks of part {part} (seed {seed}): {explainer.explanation.remote.shape[0]} remote nodes, "
+              f"{explained.epochs} epochs, {explained.seconds:.1f} s", flush=True)
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_write(kept) as handle:
+                np.savez(handle, node_prob=explained.masks.node_prob, feature_mask=explained.masks.feature_mask)
+        del explainer
+    torch.set_num_threads(threads)
+    if folder is not None:
+        for part in range(pset.num_parts):
+            if part not in made and (folder / f"part{part}.npz").is_file():
+                with np.load(folder / f"part{part}.npz") as data:
+                    made[part] = DGSMasks(data["node_prob"], data["feature_mask"])
+    if len(made) < pset.num_parts:
+        return None, seconds
+    masks = [made[part] for part in range(pset.num_parts)]
+    if whole is not None:
+        save_masks(whole, pset, masks)
+    return masks, seconds
+
+
+def count_fetch(whole: SamplingGraph, trains: list[np.ndarray], trainer: str, args, seed: int,
+                masks: list[DGSMasks]) -> dict[str, float]:
+    """What ``trainer``'s workers fetch in the first ``--count-steps`` steps of a ``commgraph
+    train --seed seed`` run, drawn exactly as they draw them (each worker's generator, seeds and
+    sampler, DGS with ``masks`` from step 1), without training: per step, summed over workers,
+    feature bytes, request bytes (8 per remote row, and DGS's column list once to every other
+    worker); per worker: remote rows, sampled edges (the GNN's work) and seconds sampling."""
+    fanouts, parts = parse_fanouts(args.fanout), len(trains)
+    steps = epoch_steps([t.shape[0] for t in trains], args.batch_size)
+    width = masks[0].feature_mask.shape[0]
+    features = requests = rows = edges = counted = 0
+    seconds = 0.0
+    for k, train in enumerate(trains):
+        graph = replace(whole, part=k)
+        if trainer == "neighbor":
+            sampler = NeighborSampler(graph, fanouts)
+        else:
+            sampler = DGSSampler(graph, fanouts, **DGS_VARIANTS[trainer])
+            sampler.set_masks(masks[k])
+            requests += 8 * sampler.masks.feature_columns(sampler.feature_rate).shape[0] * (parts - 1)
+        rng = np.random.default_rng([seed, k])  # the trainer's generator of rank k
+        batches = seed_batches(train, steps, rng)[: args.count_steps]
+        counted = max(counted, len(batches))
+        for seeds in (b for b in batches if b is not None):
+            started = time.perf_counter()
+            batch = sampler.sample(seeds, rng)
+            seconds += time.perf_counter() - started
+            edges += batch.num_sampled_edges
+            remote = int(batch.remote_input.sum())
+            features += 4 * batch.fetched_values(width)
+            requests += 8 * remote
+            rows += remote
+    return {"feature_mb": features / counted / 1e6, "request_mb": requests / counted / 1e6,
+            "remote_rows": rows / counted / parts, "edges": edges / counted / parts, "sample_s": seconds / counted / parts,
+            "steps": counted, "epoch_steps": steps}
+
+
+def count_table(args) -> dict:
+    """``--count-steps N``: the offline count (no training) of each graph's bytes per step, for
+    ``neighbor`` and DGS's Table 3.3 rows, ``--seeds`` seeds, with every part's masks from the
+    project's explainer (:func:`seed_masks`). Gradients are the native all-reduce's bytes as the
+    trainer counts them: every worker sends its parameters once per step."""
+    results = {}
+    for spec in args.train_graphs:
+        graph = load_graph(spec)
+        about = {"nodes": graph.num_nodes, "edges": graph.num_edges, "features": graph.num_features,
+                 "classes": graph.num_classes}
+        for workers in (int(w) for w in args.workers.split(",")):
+            partdir, cut = partition_set(graph, workers, args)
+            pset = load_partition_set(partdir)
+            if args.mask_parts is not None:  # only make these parts' masks, for a later count
+                seed_masks(pset, args, args.masks_seed, [int(k) for k in args.mask_parts.split(",")])
+                continue
+            whole = SamplingGraph.from_partition(pset, 0)
+            trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)]
+                      for k in range(workers)]
+            model = GNN("sage", about["features"], args.hidden, about["classes"], layers=len(parse_fanouts(args.fanout)))
+            gradient_mb = workers * 4 * sum(p.numel() for p in model.parameters()) / 1e6
+            trainers = [t for t in args.trainers.split(",") if t == "neighbor" or t in DGS_VARIANTS]
+            counts: dict[str, list] = {t: [] for t in trainers}
+            explain_seconds, spread = [], []
+            for seed in seed_list(args):
+                if args.uniform_masks:  # no preference: every remote node weighs 1, the first ceil(N_f F) columns
+                    masks, seconds = [DGSMasks(np.ones(about["nodes"]), np.ones(about["features"]))] * workers, []
+                else:
+                    masks, seconds = seed_masks(pset, args, seed_of_masks(args, seed))
+                explain_seconds += seconds
+                remote = masks[0].node_prob[whole.owner != 0]
+                spread.append([float(np.mean(remote > 0)), *np.percentile(remote[remote > 0], [5, 50, 95]).tolist()])
+                for t in trainers:
+                    counted = count_fetch(whole, trains, t, args, seed, masks)
+                    counts[t].append({**counted, "gradient_mb": gradient_mb,
+                                      "total_mb": counted["feature_mb"] + counted["request_mb"] + gradient_mb})
+            results[f"{spec} x{workers}"] = {"graph": about, "edge_cut": cut, "counts": counts,
+                                             "explain_seconds": explain_seconds, "node_prob": spread}
+            print_counts(spec, about, workers, args, cut, counts, explain_seconds, spread)
+    return results
+
+
+def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts: dict, explain_seconds, spread) -> None:
+    def fmt(values, digits: int = 1) -> str:
+        return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+    first = next(iter(counts.values()))[0]
+    print(f"{spec}: {about['nodes']} nodes, {about['edges']} edges (mean degree {about['edges'] / about['nodes']:.1f}), "
+          f"{about['features']} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; batch "
+          f"{args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; offline count (no training) of the first "
+          f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; DGS with "
+          + ("uniform masks (no node preferred)" if args.uniform_masks else
+             f"the explainer's masks of {'each seed' if args.masks_seed is None else f'seed {args.masks_seed}'}'s "
+             "initial model") + f"; mean (min-max) of {args.seeds} seed(s); MB per step, all workers")
+    p = np.array(spread)
+    print(f"  part 0's node mask on remote nodes: {p[:, 0].mean():.1%} non-zero; 5th/50th/95th percentile "
+          f"{p[:, 1].mean():.3f}/{p[:, 2].mean():.3f}/{p[:, 3].mean():.3f}"
+          + (f"; explanations {fmt(explain_seconds)} s each (one thread)" if explain_seconds else ""))
+    remote = about["nodes"] * (1 - 1 / workers)  # a part's remote nodes, on average
+    print(f"  {'':11s} {'features':>22s} {'requests':>9s} {'gradients':>9s} {'total':>22s} {'remote rows/worker':>26s} "
+          f"{'of remote':>9s} {'edges/worker':>12s} {'sample ms':>9s}")
+    for name, rows in counts.items():
+        col = {k: [r[k] for r in rows] for k in rows[0]}
+        print(f"  {name:11s} {fmt(col['feature_mb']):>22s} {np.mean(col['request_mb']):9.2f} "
+              f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s} "
+              f"{np.mean(col['remote_rows']) / remote:9.1%} {np.mean(col['edges']):12.0f} "
+              f"{np.mean(col['sample_s']) * 1e3:9.0f}")
+    base = counts.get("neighbor")
+    for name in (n for n in DGS_VARIANTS if n in counts and base):
+        saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(counts[name], base)]
+        rows = [1 - d["remote_rows"] / n["remote_rows"] for d, n in zip(counts[name], base)]
+        print(f"  {name} vs neighbor (per seed): total bytes {np.mean(saved):+.1%} fewer ({min(saved):+.1%} to "
+              f"{max(saved):+.1%}; target for dgs >= 24%), remote rows {np.mean(rows):+.1%} fewer")
+
+
 def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, explained, mask_seconds) -> None:
     def fmt(values, digits: int = 3) -> str:
         return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
@@ -241,7 +447,10 @@ def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, exp
     print(f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} edges (mean degree {graph.num_edges / graph.num_nodes:.1f}), "
           f"{graph.num_features} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; "
           f"{args.epochs} epochs, batch {args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; "
-          f"DGS masks from the project's explainer after {args.mask_epochs} epoch(s), in use from step 1; "
+          + (f"DGS masks from the project's explainer after {args.mask_epochs} epoch(s)" if args.masks_dir is None else
+             f"DGS masks from the project's explainer on seed {args.masks_seed if args.masks_seed is not None else 'S'}"
+             f"'s initial model (--masks-dir)") + ", in use from step 1; "
+          + (f"at most {args.steps_per_epoch} steps per epoch; " if args.steps_per_epoch else "") +
           f"mean (min-max) of {args.seeds} seeds; MB per epoch, all workers")
     print(f"  {'':11s} {'features':>20s} {'requests':>9s} {'gradients':>9s} {'total':>20s} {'sync':>7s} {'halo':>8s} "
           f"{'steps':>5s} {'epoch ms':>22s} {'test acc':>20s} {'masked':>6s}")
@@ -265,9 +474,9 @@ def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, exp
     if explained is not None:
         wall = explained["seconds"]
         print(f"  one explanation of part 0 ({explained['remote']} remote nodes, {explained['epochs']} epochs = T_E, one "
-              f"thread): {fmt(wall, 2)} s wall, {fmt(explained['cpu_seconds'], 2)} s CPU over {len(wall)} repeats; "
-              f"mask-making jobs ({args.mask_epochs} epoch(s) + the explanation on every worker): "
-              f"{fmt(mask_seconds, 1)} s")
+              f"thread): {fmt(wall, 2)} s wall, {fmt(explained['cpu_seconds'], 2)} s CPU over {len(wall)} repeats"
+              + (f"; mask-making jobs ({args.mask_epochs} epoch(s) + the explanation on every worker): "
+                 f"{fmt(mask_seconds, 1)} s" if mask_seconds else ""))
         if base:
             step = np.mean([n["epoch_s"] / n["steps"] for n in base])
             print(f"  T_ex = {args.explain_period} neighbor steps take {step * args.explain_period:.2f} s: an online "
@@ -339,25 +548,46 @@ def main() -> None:
     parser.add_argument("--explain-repeats", type=int, default=3, help="timed explanations of part 0")
     parser.add_argument("--workers", default="4,8", help="worker counts for the training runs")
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the training runs")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first of the --seeds seeds")
     parser.add_argument("--epochs", type=int, default=40, help="epochs of the training runs")
+    parser.add_argument("--steps-per-epoch", type=int,
+                        help="cap on the training runs' steps per epoch (commgraph train --steps-per-epoch)")
+    parser.add_argument("--count-steps", type=int,
+                        help="instead of training on --train-graphs, count the bytes of the first N steps offline")
+    parser.add_argument("--masks-dir", help="DGS's masks made part after part in this process (the explainer on each "
+                        "seed's initial model), kept here and reused; without it training runs use a mask job")
+    parser.add_argument("--masks-seed", type=int,
+                        help="with --masks-dir: every seed samples with this seed's masks (default: its own)")
+    parser.add_argument("--uniform-masks", action="store_true",
+                        help="--count-steps: DGS with masks that prefer nothing, to tell its rule from its masks")
+    parser.add_argument("--mask-parts", metavar="K,K",
+                        help="--count-steps: only explain these parts (seed --masks-seed) into --masks-dir, no count")
     parser.add_argument("--explain-period", type=int, default=30,
                         help="DGS's T_ex, against which one explanation's time is set")
     parser.add_argument("--explain-graph", help="time one explanation of part 0 of this graph (--workers parts)")
     parser.add_argument("--skip-speed", action="store_true", help="only the training runs")
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
+    for name in ("steps_per_epoch", "count_steps"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.mask_parts is not None and (args.masks_dir is None or args.masks_seed is None):
+        parser.error("--mask-parts keeps masks for a later count: give --masks-dir and --masks-seed")
     torch.set_num_threads(args.threads)
     fanouts = parse_fanouts(args.fanout)
     figures = {"args": vars(args)}
-    if not args.skip_speed:
-        figures["speed"] = speed_table(args, fanouts)
-    if args.explain_graph:
-        figures["explanation"] = explain_table(args)
-    if args.train_graphs:
-        figures["training"] = train_table(args)
+    try:
+        if not args.skip_speed:
+            figures["speed"] = speed_table(args, fanouts)
+        if args.explain_graph:
+            figures["explanation"] = explain_table(args)
+        if args.train_graphs and args.count_steps:
+            figures["count"] = count_table(args)
+        elif args.train_graphs:
+            figures["training"] = train_table(args)
+    except CommgraphError as error:  # e.g. a registry dataset not downloaded: the error says how to get it
+        parser.exit(2, f"sampling.py: error: {error}\n")
     if args.json:
-        from commgraph.atomic import atomic_write
-
         with atomic_write(args.json) as handle:
             handle.write(json.dumps(figures, indent=1).encode())
 

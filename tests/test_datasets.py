@@ -396,3 +396,21 @@ def test_a_correct_snap_download_passes_its_check_whatever_the_trap(server, trap
     assert g.num_nodes == nodes
     with pytest.raises(DatasetError, match=f"loaded {nodes} nodes but the publisher states {nodes + 1}"):
         load_dataset(Dataset(f"bad-{trap}", "snap", remote, "t", Stats(nodes + 1, len(pairs))), progress=False)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["reddit", "ogbn-products"])
+def test_the_thesis_datasets_go_through_the_sampling_benchmark_or_say_how_to_get_them(tmp_path, name):
+    """``benchmarks/sampling.py --train-graphs reddit`` (or ``ogbn-products``) resolves the
+    registry's name; with the dataset neither cached nor reachable, it stops with exit 2 and one
+    line saying where to put the archive, not a traceback."""
+    env = {**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home"),
+           "COMMGRAPH_MIRROR": "http://127.0.0.1:9",  # the discard port: nothing listens
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+    job = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "sampling.py"),
+                          "--skip-speed", "--train-graphs", name, "--workers", "8", "--count-steps", "1"],
+                         env=env, capture_output=True, text=True, timeout=100)
+    last = job.stderr.strip().splitlines()[-1]
+    assert job.returncode == 2 and "Traceback" not in job.stderr
+    assert last.startswith("sampling.py: error: cannot download")
+    assert str(tmp_path / "home" / "datasets" / name / "raw") in last

@@ -3,6 +3,7 @@ training-node counts, the killed-worker and resume paths, and refused options.""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -111,6 +112,33 @@ def test_dgs_masks_written_by_one_run_are_used_from_the_first_step_of_another(se
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("trainer", ["neighbor", "dgs"])
+def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, trainer):
+    """``benchmarks/sampling.py --count-steps``'s count, made without training, equals the bytes a
+    real ``--steps-per-epoch 2`` run moves: feature and request bytes, to the byte."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from sampling import DGS_VARIANTS, count_fetch  # noqa: I001 - the benchmark script, on the path above
+
+    from commgraph.sample import DGSMasks
+    from commgraph.sample.maskfile import save_masks
+
+    pset = load_partition_set(sets["g3"])
+    rng = np.random.default_rng(5)
+    masks = [DGSMasks(np.where(rng.random(2708) < 0.7, rng.random(2708), 0.0), rng.random(1433)) for _ in range(2)]
+    save_masks(tmp_path / "masks.npz", pset, masks)
+    trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)] for k in range(2)]
+    args = argparse.Namespace(fanout="5,5", batch_size=16, count_steps=2)
+    counted = count_fetch(SamplingGraph.from_partition(pset, 0), trains, trainer, args, 3, masks)
+    options = ["--sampler", "dgs", "--explain-cpu", "0", "--dgs-masks", str(tmp_path / "masks.npz")] \
+        if trainer in DGS_VARIANTS else ["--sampler", "neighbor"]
+    records, _ = _train(sets["g3"], 2, tmp_path / "m.jsonl", *options, "--fanout", "5,5", "--batch-size", "16",
+                        "--steps-per-epoch", "2", "--epochs", "1", "--seed", "3", "--hidden", "16")
+    assert counted["steps"] == records[0]["steps"] == 2
+    assert round(counted["feature_mb"] * 2e6) == records[0]["feature_bytes"] > 0
+    assert round(counted["request_mb"] * 2e6) == records[0]["structure_bytes"]
+
+
+@pytest.mark.timeout(300)
 def test_dgs_wait_never_runs_a_step_without_masks(sets, tmp_path):
     records, _ = _train(sets["g3"], 2, tmp_path / "w.jsonl", "--sampler", "dgs", "--dgs-wait", "--epochs", "2",
                         "--fanout", "5,5", "--batch-size", "32", "--explain-epochs", "3",
@@ -138,6 +166,23 @@ def test_a_mask_file_for_another_partition_set_is_refused_before_any_worker_star
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     assert main(["train", str(sets["g3"]), "--quiet", "--sampler", "dgs", "--dgs-masks", str(tmp_path / "junk.npz")]) == 2
     assert "not a mask file" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sampler, options", [
+    ("neighbor", ("--fanout", "5,5", "--batch-size", "16")),
+    ("cluster", ("--batch-size", "16")),
+])
+def test_steps_per_epoch_caps_every_epoch_at_exactly_n_steps(sets, tmp_path, sampler, options):
+    """An epoch of batch 16 on part 0's 140 training nodes has 9 steps; ``--steps-per-epoch 2``
+    runs exactly 2 on every worker in every epoch, and the metrics record the cap."""
+    capped, _ = _train(sets["chunk"], 3, tmp_path / "m.jsonl", "--sampler", sampler, "--epochs", "2",
+                       "--steps-per-epoch", "2", *options)
+    assert [(r["steps"], r["steps_cap"]) for r in capped] == [(2, 2), (2, 2)]
+    if sampler == "neighbor":
+        assert all(r["feature_bytes"] > 0 for r in capped)
+    whole, _ = _train(sets["chunk"], 3, tmp_path / "w.jsonl", "--sampler", sampler, "--epochs", "1", *options)
+    assert whole[0]["steps"] > 2 and whole[0]["steps_cap"] is None
 
 
 @pytest.mark.timeout(400)
@@ -232,6 +277,8 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
     (["--sampler", "neighbor", "--fanout", "10,x"], "--fanout must be integers"),
     (["--sampler", "neighbor", "--fanout", "0,5"], "each >= 1 or -1"),
     (["--sampler", "neighbor", "--batch-size", "0"], "--batch-size must be >= 1"),
+    (["--sampler", "neighbor", "--steps-per-epoch", "0"], "--steps-per-epoch must be >= 1"),
+    (["--steps-per-epoch", "5"], "--steps-per-epoch is a sampler option"),
     (["--fanout", "10,10"], "--fanout is a sampler option for --sampler neighbor|dgs; this is full-graph training"),
     (["--batch-size", "64"], "--batch-size is a sampler option"),
     (["--sampler", "neighbor", "--layer-size", "64"], "--sampler neighbor does not use it"),

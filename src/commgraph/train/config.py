@@ -33,7 +33,8 @@ SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "lad
                    "clusters": ("cluster",), "clusters_per_batch": ("cluster",), "feature_rate": ("dgs",),
                    "epsilon": ("dgs",), "dgs_rule": ("dgs",), "dgs_masks": ("dgs",), "dgs_masks_out": ("dgs",),
                    "dgs_wait": ("dgs",), "explain_cpu": ("dgs",), "explain_period": ("dgs",), "explain_epochs": ("dgs",),
-                   "explain_loss_threshold": ("dgs",), "batch_size": SAMPLERS}
+                   "explain_loss_threshold": ("dgs",), "batch_size": SAMPLERS,
+                   "steps_per_epoch": SAMPLERS}
 
 
 @dataclass
@@ -105,6 +106,9 @@ class SamplingOptions(Options):
     batch_size: int | None = option(f"seed nodes per batch on the worker with the most training nodes; the others "
                                     f"split theirs into as many batches (default {BATCH_SIZE})", type=int,
                                     default=None)
+    steps_per_epoch: int | None = option("at most N steps per epoch: the first N batches of each epoch's shuffled "
+                                         "seeds, as Lightning's limit_train_batches (every sampler; default: "
+                                         "every batch)", type=int, metavar="N", default=None)
     layer_size: int | None = option(f"nodes drawn per layer (fastgcn, ladies; default {LAYER_SIZE})", type=int,
                                     default=None)
     clusters: int | None = option("METIS clusters of each worker's nodes (cluster; default: its nodes / "
@@ -145,7 +149,7 @@ class SamplingOptions(Options):
                                        else f"--sampler {self.sampler} does not use it"))
         if self.sampler is None:
             return
-        for name in ("batch_size", "layer_size", "clusters", "clusters_per_batch"):
+        for name in ("batch_size", "steps_per_epoch", "layer_size", "clusters", "clusters_per_batch"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise TrainingError(f"--{flag(name)} must be >= 1; got {getattr(self, name)}")
         if self.clusters is not None and self.clusters_per_batch is not None and self.clusters_per_batch > self.clusters:

@@ -15,7 +15,8 @@ What crosses workers in a step:
 
 Every worker runs the same number of steps per epoch: the worker with the most training nodes
 splits them into batches of ``--batch-size``, and every other worker splits its own into as many
-(smaller) batches, so each training node is a seed once per epoch. A worker whose batches run out
+(smaller) batches, so each training node is a seed once per epoch (``--steps-per-epoch N`` cuts an
+epoch to its first N steps, on every worker alike). A worker whose batches run out
 (ClusterGCN's batch counts differ) still takes part in each step's exchanges and all-reduce with
 nothing to compute. The loss of a step is the sum over its seeds divided by the number of seeds of
 the step on all workers, so the summed gradient is the gradient of the global batch's mean loss.
@@ -79,6 +80,17 @@ class Fetched:
     x: torch.Tensor  # one row per input node, on the device asked for; remote rows zero outside the fetched columns
     global_seeds: int  # the step's seeds on every worker
     announced_bytes: int  # column lists this worker sent
+
+
+def epoch_steps(train_counts: list[int], batch_size: int) -> int:
+    """Steps per epoch: the most training nodes any worker holds, in batches of ``batch_size``."""
+    return max(1, math.ceil(max(train_counts) / batch_size))
+
+
+def seed_batches(train: np.ndarray, steps: int, rng: np.random.Generator) -> list[np.ndarray | None]:
+    """An epoch's seeds on one worker: ``train`` shuffled by ``rng`` and split into ``steps``
+    batches (None: an empty one)."""
+    return [seeds if seeds.size else None for seeds in np.array_split(rng.permutation(train), steps)]
 
 
 def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
@@ -203,7 +215,7 @@ class SampledEpochs:
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
         self.sampler = make_sampler(config, self.graph, self.train)
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
-        self.steps = max(1, math.ceil(max(counts) / (config.sampling.batch_size or BATCH_SIZE)))
+        self.steps = epoch_steps(counts, config.sampling.batch_size or BATCH_SIZE)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
         self.fetch = FeatureFetch(job, store, self.graph)
         self.iteration = 0
@@ -243,12 +255,14 @@ class SampledEpochs:
 
     def _batches(self) -> list:
         """This epoch's work: seed arrays to sample (ClusterGCN: its batches), one per step; None
-        where this worker has nothing left."""
+        where this worker has nothing left. ``--steps-per-epoch N`` keeps the first N."""
         if isinstance(self.sampler, ClusterSampler):
             batches = list(self.sampler.epoch(self.rng))
             steps = max(self.comm.all_gather_object(len(batches))) if self.world.size > 1 else len(batches)
-            return batches + [None] * (steps - len(batches))
-        return [seeds if seeds.size else None for seeds in np.array_split(self.rng.permutation(self.train), self.steps)]
+            batches += [None] * (steps - len(batches))
+        else:
+            batches = seed_batches(self.train, self.steps, self.rng)
+        return batches[: self.config.sampling.steps_per_epoch]
 
     def epoch(self) -> SampledEpoch:
         comm = self.comm

@@ -57,6 +57,7 @@ class EpochRecord:
     allreduce: str  # native, or the planned schedule the gradients run
     allreduce_modeled_seconds: float | None  # the gradient all-reduce as the simulator prices it
     steps: int = 1  # training steps in the epoch (sampled batches; 1 for full-graph training)
+    steps_cap: int | None = None  # --steps-per-epoch: the cap on an epoch's steps (None: every batch)
     sample_seconds: float = 0.0  # rank 0's time drawing batches
     feature_bytes: int = 0  # sampled batches' remote feature rows, all workers
     structure_bytes: int = 0  # their requests (node ids, DGS's column lists), all workers
@@ -294,7 +295,8 @@ class Trainer:
             plan=self.wiring.plan.planner if self.wiring else "replicate",
             plan_modeled_seconds=self.wiring.choice.modeled_seconds if self.wiring else 0.0,
             allreduce=self.allreduce.name, allreduce_modeled_seconds=self.allreduce.modeled_seconds,
-            steps=step.steps, sample_seconds=step.sample_seconds, feature_bytes=features, structure_bytes=requests,
+            steps=step.steps, steps_cap=self.config.sampling.steps_per_epoch, sample_seconds=step.sample_seconds,
+            feature_bytes=features, structure_bytes=requests,
             sync_bytes=int(total["sync"]),
             total_bytes=sum(forward) + backward + features + requests + int(total["allreduce"]),
             **({} if dgs is None else dict(
