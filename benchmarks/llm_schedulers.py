@@ -8,9 +8,12 @@ server (one flow per pair of servers, the EP groups over those servers summed: a
 
 Every row gives Megatron-LM's (one DP stream, FIFO: the baseline), Lina's and Hermod's iteration
 time, the same DAG with free communication (an oracle: the compute critical path), the share of
-Megatron's iteration that is exposed communication, the ceiling T(megatron) / T(free), Hermod over
-Megatron and over Lina, and the share of the headroom Hermod closes:
-(T(megatron) - T(hermod)) / (T(megatron) - T(free)).
+Megatron's iteration that is exposed communication, the ceiling T(megatron) / T(free), the link
+bound (the busiest link direction's bytes per iteration over its bandwidth, on Megatron's routes:
+no order of the same flows averages less per iteration) and the bound ceiling T(megatron) /
+max(T(free), link bound), Hermod over Megatron and over Lina, and the share of the headroom Hermod
+closes, (T(megatron) - T(hermod)) / (T(megatron) - T(free)), and of the bound's headroom, with
+max(T(free), link bound) in place of T(free).
 
 Parts (``--part``; ``--models``, ``--gpus`` and ``--gbps`` narrow a part to some of its cases):
 
@@ -33,7 +36,7 @@ import argparse
 import resource
 import time
 
-from commgraph.plan.coflow import free_communication, iteration_seconds, schedule
+from commgraph.plan.coflow import free_communication, iteration_seconds, link_bound, schedule
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
@@ -75,7 +78,10 @@ def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespa
         begin = time.perf_counter()
         plan = schedule(s, it.tasks, it.coflows, net)
         scheduled = time.perf_counter()
-        row[s] = iteration_seconds(simulate(net, plan.tasks, timeline=False), it.ends)
+        result = simulate(net, plan.tasks, timeline=False)
+        row[s] = iteration_seconds(result, it.ends)
+        if s == SCHEDULERS[0]:
+            row["links"] = link_bound(result, len(it.ends))
         row["parts"][f"schedule {s}"] = scheduled - begin
         row["parts"][f"simulate {s} ({len(plan.tasks):,} tasks)"] = time.perf_counter() - scheduled
     begin = time.perf_counter()
@@ -86,17 +92,21 @@ def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespa
 
 
 def header() -> None:
-    print("| case | m | flows | megatron s | lina s | hermod s | free s | exposed | ceiling | hermod / megatron "
-          "| hermod / lina | headroom closed | wall s |")
-    print("|---" * 13 + "|")
+    print("| case | m | flows | megatron s | lina s | hermod s | free s | exposed | ceiling | link bound s "
+          "| bound ceiling | hermod / megatron | hermod / lina | headroom closed | of bound headroom | wall s |")
+    print("|---" * 16 + "|")
 
 
 def line(label: str, r: dict) -> None:
     base, free, hermod = r["megatron"], r["free"], r["hermod"]
-    closed = f"{(base - hermod) / (base - free):.0%}" if base - free > 1e-12 * base else "-"
+    bound = max(free, r["links"])
+
+    def closed(floor: float) -> str:
+        return f"{(base - hermod) / (base - floor):.0%}" if base - floor > 1e-12 * base else "-"
+
     print(f"| {label} | {r['m']} | {r['flows']:,} | {base:.3f} | {r['lina']:.3f} | {hermod:.3f} | {free:.3f} | "
-          f"{1 - free / base:.1%} | {base / free:.3f}x | {base / hermod:.3f}x | {r['lina'] / hermod:.3f}x | "
-          f"{closed} | {r['wall']:.0f} |", flush=True)
+          f"{1 - free / base:.1%} | {base / free:.3f}x | {r['links']:.3f} | {base / bound:.3f}x | {base / hermod:.3f}x | "
+          f"{r['lina'] / hermod:.3f}x | {closed(free)} | {closed(bound)} | {r['wall']:.0f} |", flush=True)
 
 
 def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.Namespace) -> None:

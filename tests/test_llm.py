@@ -201,9 +201,10 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
     assert report["baseline"] == "fair" and top["baseline_seconds"] == report["schedulers"]["fair"]["iteration_seconds"]
     assert top["ceiling"] == pytest.approx(top["baseline_seconds"] / top["free_communication_seconds"])
     assert top["exposed_share"] == pytest.approx(1 - top["free_communication_seconds"] / top["baseline_seconds"])
+    assert top["link_seconds"] > 0 and top["bound_seconds"] >= top["free_communication_seconds"]
     for row in report["schedulers"].values():
         assert {"iteration_seconds", "tokens_per_second", "coflows", "speedup", "headroom_reached"} <= set(row)
-        assert row["iteration_seconds"] >= top["free_communication_seconds"] * (1 - 1e-9)
+        assert row["iteration_seconds"] >= top["bound_seconds"] * (1 - 1e-9)
         assert set(row["coflows"]) == {"pp", "dp"}
         assert row["tokens_per_second"] == pytest.approx(4 * 4 * 2048 * 2 / row["iteration_seconds"])
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -437,3 +438,22 @@ def test_server_ep_flows_with_one_gpu_per_server_build_the_same_dag():
     assert per_server.tasks == per_gpu.tasks and per_server.coflows == per_gpu.coflows
     with pytest.raises(SimulationError, match="ep flows"):
         build_iteration(_moe_small(), layout, gpu("h100"), net, ep_flows="rack")
+
+
+def test_link_bound_is_the_busiest_link_directions_bytes_per_iteration():
+    """Two 1 GB transfers one after the other over one 10 GB/s link, and 0.5 GB back: the a -> b
+    direction needs 0.2 s, 0.1 s per iteration of two; the bound is max(free, link) and its ceiling
+    baseline / bound."""
+    from commgraph.plan.coflow import ceiling, link_bound
+    from commgraph.sim import simulate
+    from commgraph.sim.dag import Transfer
+    from commgraph.topology.model import Device, Link, Topology
+
+    net = Topology("line", [Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 1, 10.0, 0.0)])
+    tasks = [Transfer("x", "a", "b", 1e9), Transfer("y", "a", "b", 1e9, deps=("x",)), Transfer("z", "b", "a", 5e8)]
+    result = simulate(net, tasks, timeline=False)
+    assert result.link_seconds().tolist() == pytest.approx([0.2, 0.05])
+    assert link_bound(result, 2) == pytest.approx(0.1)
+    top = ceiling(1.0, 0.05, link_bound(result, 2))
+    assert top["bound_seconds"] == pytest.approx(0.1) and top["bound_ceiling"] == pytest.approx(10.0)
+    assert ceiling(1.0, 0.5, 0.1)["bound_seconds"] == 0.5

@@ -377,12 +377,26 @@ def free_communication(topology: Topology, tasks: list[Task]) -> SimResult:
     return simulate(instant, free, timeline=False)
 
 
-def ceiling(baseline_seconds: float, free_seconds: float) -> dict:
+def ceiling(baseline_seconds: float, free_seconds: float, link_seconds: float = 0.0) -> dict:
     """What a baseline's iteration leaves to gain: the free-communication time, the share of the
-    baseline's iteration that is exposed communication, and the ceiling ratio T(baseline) / T(free)."""
+    baseline's iteration that is exposed communication, the ceiling ratio T(baseline) / T(free),
+    and with ``link_seconds`` (the busiest link direction's bytes per iteration over its bandwidth,
+    :func:`link_bound`) the bound max(T(free), link seconds), which no order of the same flows
+    beats in the long run, and T(baseline) / bound."""
+    bound = max(free_seconds, link_seconds)
     return {"baseline_seconds": baseline_seconds, "free_communication_seconds": free_seconds,
             "exposed_share": 1.0 - free_seconds / baseline_seconds if baseline_seconds > 0 else 0.0,
-            "ceiling": baseline_seconds / free_seconds if free_seconds > 0 else float("inf")}
+            "ceiling": baseline_seconds / free_seconds if free_seconds > 0 else float("inf"),
+            "link_seconds": link_seconds, "bound_seconds": bound,
+            "bound_ceiling": baseline_seconds / bound if bound > 0 else float("inf")}
+
+
+def link_bound(result: SimResult, iterations: int) -> float:
+    """The busiest link direction's seconds per iteration at full bandwidth: every iteration sends
+    the same bytes, so over many iterations no order of this DAG's flows on these routes averages
+    less per iteration (a bound, not a schedule)."""
+    seconds = result.link_seconds()
+    return float(seconds.max()) / iterations if seconds.size else 0.0
 
 
 def headroom_reached(baseline_seconds: float, seconds: float, free_seconds: float) -> float | None:

@@ -46,6 +46,12 @@ class SimResult:
     def makespan(self) -> float:
         return float(self.finish.max()) if self.finish.size else 0.0
 
+    def link_seconds(self) -> np.ndarray:
+        """Per link direction (resource ``2 * link + direction``), the seconds its bytes take at the
+        link's full bandwidth: a bound on the makespan that no schedule of the same flows beats."""
+        capacity = np.repeat([link.bandwidth_gbps * 1e9 for link in self.topology.links], 2)
+        return self.bytes_moved / capacity
+
     def resource_name(self, resource: int) -> str:
         link = self.topology.links[resource // 2]
         a, b = (link.a, link.b) if resource % 2 == 0 else (link.b, link.a)
