@@ -2,7 +2,8 @@
 layouts on a full-bisection fat-tree of 8-GPU H100 servers with one network link per server (``nics``)
 and 1 us links, several iterations back to back without a barrier (steady-state iteration time),
 ZeRO-2's reduce-scatter and all-gather for DP, MoE models with as many micro-batches as pipeline
-stages and Hermod's Algorithm 3 all-to-alls. ``--ep-flows server`` sends the MoE all-to-alls server to
+stages and Hermod's Algorithm 3 all-to-alls (``--hermod-matching direct``: Hermod's coflow order with
+the all-to-alls sent directly, a variant, not the thesis's Hermod). ``--ep-flows server`` sends the MoE all-to-alls server to
 server (one flow per pair of servers, the EP groups over those servers summed: a coarser model,
 :func:`commgraph.workload.build_iteration`) so that the MoE cases fit; rows say which they use.
 
@@ -36,7 +37,7 @@ import argparse
 import resource
 import time
 
-from commgraph.plan.coflow import free_communication, iteration_seconds, link_bound, schedule
+from commgraph.plan.coflow import MATCHINGS, free_communication, iteration_seconds, link_bound, schedule
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
@@ -76,7 +77,7 @@ def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespa
     row = {"parts": {"build": time.perf_counter() - start}}
     for s in SCHEDULERS:
         begin = time.perf_counter()
-        plan = schedule(s, it.tasks, it.coflows, net)
+        plan = schedule(s, it.tasks, it.coflows, net, matching=args.hermod_matching if s == "hermod" else None)
         scheduled = time.perf_counter()
         result = simulate(net, plan.tasks, timeline=False)
         row[s] = iteration_seconds(result, it.ends)
@@ -110,7 +111,8 @@ def line(label: str, r: dict) -> None:
 
 
 def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.Namespace) -> None:
-    print(f"\n{title} ({args.iterations} iterations, {args.dp_collective}, ep flows per {args.ep_flows})")
+    print(f"\n{title} ({args.iterations} iterations, {args.dp_collective}, ep flows per {args.ep_flows}, "
+          f"hermod matching {args.hermod_matching})")
     header()
     for name, gpus, gbps, nics in cases:
         row = compare(name, gpus, gbps, nics, args)
@@ -147,6 +149,9 @@ def main() -> None:
     parser.add_argument("--dp-collective", choices=("allreduce", "zero2"), default="zero2")
     parser.add_argument("--ep-flows", choices=("gpu", "server"), default="gpu",
                         help="MoE all-to-alls GPU to GPU per EP group, or server to server (coarser)")
+    parser.add_argument("--hermod-matching", choices=MATCHINGS, default="alg3",
+                        help="how hermod sends EP all-to-alls: alg3 (the thesis's Algorithm 3), bvn, or direct "
+                             "(every pair at once: Hermod's coflow order alone)")
     parser.add_argument("--breakdown", action="store_true",
                         help="after each row, the wall time of building, scheduling and simulating")
     parser.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration (dense models)")
