@@ -407,9 +407,14 @@ def count_table(args) -> dict:
     return results
 
 
+def mean_spread(values, digits: int = 3) -> str:
+    """The mean of ``values`` and their min-max, e.g. ``1.500 (1.000-2.000)``."""
+    return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
 def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts: dict, explain_seconds, spread) -> None:
     def fmt(values, digits: int = 1) -> str:
-        return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+        return mean_spread(values, digits)
 
     first = next(iter(counts.values()))[0]
     print(f"{spec}: {about['nodes']} nodes, {about['edges']} edges (mean degree {about['edges'] / about['nodes']:.1f}), "
@@ -441,9 +446,7 @@ def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts:
 
 
 def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, explained, mask_seconds) -> None:
-    def fmt(values, digits: int = 3) -> str:
-        return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-
+    fmt = mean_spread
     print(f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} edges (mean degree {graph.num_edges / graph.num_nodes:.1f}), "
           f"{graph.num_features} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; "
           f"{args.epochs} epochs, batch {args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; "
