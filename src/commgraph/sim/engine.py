@@ -59,16 +59,11 @@ class SimResult:
 
     def link_rows(self) -> list[dict]:
         """One row per link direction that carried traffic."""
-        rows = []
-        for r in np.flatnonzero(self.bytes_moved > 0):
-            link = self.topology.links[r // 2]
-            rows.append({
-                "link": self.resource_name(int(r)), "kind": link.kind,
-                "bytes": float(self.bytes_moved[r]), "busy_seconds": float(self.busy_seconds[r]),
-                "utilisation": float(self.bytes_moved[r] / (link.bandwidth_gbps * 1e9 * self.makespan))
-                if self.makespan > 0 else 0.0,
-            })
-        return rows
+        seconds = self.link_seconds()
+        return [{"link": self.resource_name(int(r)), "kind": self.topology.links[r // 2].kind,
+                 "bytes": float(self.bytes_moved[r]), "busy_seconds": float(self.busy_seconds[r]),
+                 "utilisation": float(seconds[r] / self.makespan) if self.makespan > 0 else 0.0}
+                for r in np.flatnonzero(self.bytes_moved > 0)]
 
     def to_dict(self) -> dict:
         return {
