@@ -20,6 +20,13 @@ Layout::
                            features.npy, labels.npy, train_mask.npy, ... of owned nodes, if any
                            weights.npy     the weight of each edge of the local CSR (aligned
                                            with indices.npy), if the graph has edge weights
+    DIR/structure/*.npy    the whole graph's in-edges once, for every worker of a machine to
+                           memory-map read-only (samplers reach remote nodes' neighbours here):
+                           indptr.npy      int64 CSR row pointers, one row per node (its in-edges)
+                           indices.npy     source of each in-edge, int32 while the ids fit
+                           degree.npy      in-degree without self loops, int32
+                           owner.npy       the part owning each node, in the narrowest integer
+                                           type that holds the part count (int8 up to 127 parts)
 
 The set is built in a temporary directory beside DIR and renamed into place when complete, so a
 crash or an error never leaves a partial set behind.
@@ -44,11 +51,12 @@ from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
 from commgraph.graph.nodefile import save_npy_in_chunks
 from commgraph.partition.metrics import check_assignment, remote_pairs
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
 _EDGE_DATA = ("weights",)
+STRUCTURE = ("indptr", "indices", "degree", "owner")
 
 
 @dataclass
@@ -109,6 +117,7 @@ class PartitionSet:
     manifest: dict
     verify: bool = True
     _parts: dict[int, Part] = field(default_factory=dict, repr=False)
+    _structure: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def num_parts(self) -> int:
@@ -133,23 +142,20 @@ class PartitionSet:
         """Check every file against the manifest now (the launcher does, once for all workers)."""
         _check_files(self.path, self.manifest["files"])
 
+    def structure(self, name: str) -> np.ndarray:
+        """The whole graph's array ``name`` (one of :data:`STRUCTURE`), memory-mapped read-only:
+        the processes of a machine that map it share one copy (checked, with ``verify``, on first
+        use)."""
+        if name not in self._structure:
+            relative = f"structure/{name}.npy"
+            if self.verify:
+                _check_files(self.path, {relative: self.manifest["files"][relative]})
+            self._structure[name] = np.load(self.path / relative, mmap_mode="r", allow_pickle=False)
+        return self._structure[name]
+
     def in_edges(self) -> tuple[np.ndarray, np.ndarray]:
-        """The whole graph's CSR (rows are destinations, global ids), rebuilt from the parts."""
-        n = int(self.manifest["graph"]["num_nodes"])
-        counts = np.zeros(n, dtype=np.int64)
-        pieces = []
-        for k in range(self.num_parts):
-            part = self.part(k)
-            counts[part.owned] = np.diff(part.indptr)
-            table = np.concatenate([part.owned, part.halo])
-            pieces.append((np.asarray(part.owned), table[part.indices]))
-        indptr = np.concatenate([[0], np.cumsum(counts)])
-        indices = np.empty(int(indptr[-1]), dtype=np.int64)
-        for owned, sources in pieces:
-            starts = np.repeat(indptr[owned], counts[owned])
-            firsts = np.concatenate([[0], np.cumsum(counts[owned])[:-1]])
-            indices[starts + np.arange(sources.shape[0]) - np.repeat(firsts, counts[owned])] = sources
-        return indptr, indices
+        """The whole graph's CSR (rows are destinations, global ids), memory-mapped read-only."""
+        return self.structure("indptr"), self.structure("indices")
 
     def graph(self) -> Graph:
         """The whole graph rebuilt from the parts: edges, features, labels and masks (original node
@@ -178,11 +184,8 @@ class PartitionSet:
         return result
 
     def assignment(self) -> np.ndarray:
-        """Part id of every global node, rebuilt from the parts' owned lists."""
-        result = np.empty(int(self.manifest["graph"]["num_nodes"]), dtype=np.int64)
-        for k in range(self.num_parts):
-            result[self.part(k).owned] = k
-        return result
+        """Part id of every global node (memory-mapped read-only, in the narrowest integer type)."""
+        return self.structure("owner")
 
 
 def write_partition_set(
@@ -217,6 +220,7 @@ def write_partition_set(
     tmp.mkdir(parents=True)
     try:
         files = _write_parts(graph, assignment, parts, tmp, progress)
+        files.update(_write_structure(graph, assignment, parts, tmp))
         manifest = {
             "format_version": FORMAT_VERSION,
             "commgraph_version": __version__,
@@ -289,6 +293,30 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     return files
 
 
+def _write_structure(graph: Graph, assignment: np.ndarray, parts: int, folder: Path) -> dict:
+    """The ``structure/`` files (layout: the module's description), written a chunk at a time."""
+    (folder / "structure").mkdir()
+    n = graph.num_nodes
+    index_type = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    arrays = {"indptr": (np.int64, graph.indptr),
+              "indices": (index_type, graph.indices),
+              "degree": (np.int32, loop_free_in_degrees(graph.indptr, graph.indices)),
+              "owner": (owner_dtype(parts), assignment)}
+    files = {}
+    for name, (dtype, values) in arrays.items():
+        files[f"structure/{name}.npy"] = save_npy_in_chunks(folder / "structure" / f"{name}.npy", dtype,
+                                                            values.shape, lambda a, b, v=values: v[a:b])
+    return files
+
+
+def owner_dtype(parts: int) -> np.dtype:
+    """The narrowest signed integer type that holds part ids ``0..parts-1``."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if parts - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
 def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray) -> str:
     """Save ``values[rows]`` as ``.npy`` a chunk at a time, so a part's copy of a large table is never
     held in memory; returns the file's sha256."""
@@ -345,8 +373,9 @@ def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: 
                 f"{made_from['num_edges']} edges), not from {graph.name!r} ({graph.num_nodes} nodes, "
                 f"{graph.num_edges} edges): re-partition this graph"
             )
-    if verify:  # files outside the parts now; each part's when it is first read
-        _check_files(path, {name: digest for name, digest in manifest["files"].items() if not name.startswith("part-")})
+    if verify:  # files outside the parts and the structure now; the others when first read
+        _check_files(path, {name: digest for name, digest in manifest["files"].items()
+                            if not name.startswith(("part-", "structure/"))})
     return PartitionSet(path, manifest, verify)
 
 

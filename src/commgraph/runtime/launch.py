@@ -1,6 +1,7 @@
 """Local launcher: ``commgraph train ... --workers N`` re-runs the same command in N processes.
 
-The launcher hosts the job's key-value store (so the store outlives any one worker, and survivors can
+The ranks are forked from one warmed interpreter (:mod:`commgraph.runtime.zygote`), so a
+machine's workers share the memory of what they import. The launcher hosts the job's key-value store (so the store outlives any one worker, and survivors can
 still read who failed), gives every child the environment torchrun would give it, and watches
 them. When a worker exits non-zero or is killed, the others are given ``grace`` seconds to notice
 and exit with their own message, then they are killed; the launcher names the first failed rank and
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 
 import torch.distributed as dist
 
@@ -27,23 +29,108 @@ def launch_local(argv: list[str], workers: int, *, grace: float, threads_per_wor
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=max(grace, 30)))
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
-    children = []
-    for rank in range(workers):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(workers), LOCAL_RANK=str(rank),
-                   LOCAL_WORLD_SIZE=str(workers), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
-                   TORCHELASTIC_USE_AGENT_STORE="True", OMP_NUM_THREADS=str(threads),
-                   COMMGRAPH_THREADS=str(threads))
-        children.append(subprocess.Popen([sys.executable, "-m", module, *argv], env=env))
+    env = dict(os.environ, WORLD_SIZE=str(workers), LOCAL_WORLD_SIZE=str(workers), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(store.port), TORCHELASTIC_USE_AGENT_STORE="True", OMP_NUM_THREADS=str(threads),
+               COMMGRAPH_THREADS=str(threads))
+    children = ForkedRanks.start(argv, workers, module, env)
     try:
-        return _watch(children, grace)
+        return _watch(children.ranks, grace)
     except KeyboardInterrupt:
-        _kill(children)
+        _kill(children.ranks)
         raise
     finally:
+        children.close()
         del store
 
 
-def _watch(children: list[subprocess.Popen], grace: float) -> int:
+@dataclass
+class Rank:
+    """A rank forked by the zygote, watched like a ``subprocess.Popen`` (``poll``, ``wait``,
+    ``kill``) through the zygote's reports."""
+
+    rank: int
+    group: ForkedRanks
+    pid: int | None = None
+    code: int | None = None
+
+    def poll(self) -> int | None:
+        self.group.read(block=False)
+        return self.code
+
+    def wait(self) -> int:
+        while self.code is None and self.group.read(block=True):
+            pass
+        return self.code
+
+    def kill(self) -> None:
+        if self.code is None and self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@dataclass
+class ForkedRanks:
+    """The zygote process and the ranks it forked, from its report pipe."""
+
+    zygote: subprocess.Popen
+    reports: int
+    ranks: list[Rank] = field(default_factory=list)
+    pending: bytes = b""
+
+    @classmethod
+    def start(cls, argv: list[str], workers: int, module: str, env: dict) -> ForkedRanks:
+        read, write = os.pipe()
+        zygote = subprocess.Popen([sys.executable, "-m", "commgraph.runtime.zygote", str(write), str(workers),
+                                   module, *argv], env=env, pass_fds=(write,))
+        os.close(write)
+        os.set_blocking(read, False)
+        group = cls(zygote, read)
+        group.ranks = [Rank(rank, group) for rank in range(workers)]
+        return group
+
+    def read(self, *, block: bool) -> bool:
+        """Take in the zygote's reports (``block``: wait for some); False once it has no more to
+        say (then every rank not reported gets the zygote's exit code, or 1)."""
+        while True:
+            try:
+                chunk = os.read(self.reports, 4096)
+            except BlockingIOError:
+                if not block:
+                    return True
+                time.sleep(POLL_SECONDS)
+                continue
+            if not chunk:
+                self._ended()
+                return False
+            self._take(chunk)
+            if block:
+                return True
+
+    def _take(self, chunk: bytes) -> None:
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        for line in lines:
+            event, rank, value = line.decode().split()
+            if event == "start":
+                self.ranks[int(rank)].pid = int(value)
+            else:
+                self.ranks[int(rank)].code = int(value)
+
+    def _ended(self) -> None:
+        code = self.zygote.wait()
+        for rank in self.ranks:
+            if rank.code is None:
+                rank.code = code or 1
+
+    def close(self) -> None:
+        if self.zygote.poll() is None:
+            self.zygote.kill()
+        self.zygote.wait()
+        os.close(self.reports)
+
+
+def _watch(children: list[Rank], grace: float) -> int:
     first_failure: tuple[int, int] | None = None
     deadline = None
     while True:
@@ -69,7 +156,7 @@ def _watch(children: list[subprocess.Popen], grace: float) -> int:
     return 1
 
 
-def _kill(children: list[subprocess.Popen]) -> None:
+def _kill(children: list[Rank]) -> None:
     for child in children:
         if child.poll() is None:
             child.kill()

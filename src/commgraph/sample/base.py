@@ -28,10 +28,12 @@ class SamplingGraph:
 
     A node's in-edges are rows of a CSR whose rows are destinations (``indices[indptr[v]:
     indptr[v + 1]]`` are the sources of edges into ``v``). Sampling a second hop needs the
-    in-edges of remote nodes, so a worker keeps the whole graph's structure (``8 * (N + 1 + E)``
-    bytes of int64, no features): what it fetches per batch is feature rows, never structure.
-    ``owner[v]`` is the part owning ``v`` and ``part`` the worker's own; with ``part`` None every
-    node is local (single-process training).
+    in-edges of remote nodes, so a worker samples on the whole graph's structure; from a partition
+    set it is the set's ``structure/`` files, memory-mapped read-only, so the workers of a machine
+    share one copy (int32 sources: ``8 (N + 1) + 4 E`` bytes per machine, no features): what a
+    worker fetches per batch is feature rows, never structure. ``owner[v]`` is the part owning
+    ``v`` and ``part`` the worker's own; with ``part`` None every node is local (single-process
+    training).
     """
 
     indptr: np.ndarray
@@ -44,13 +46,15 @@ class SamplingGraph:
     def from_graph(cls, graph: Graph) -> SamplingGraph:
         """The whole graph on one worker: every node is local."""
         return cls(graph.indptr, graph.indices, loop_free_in_degrees(graph.indptr, graph.indices),
-                   np.zeros(graph.num_nodes, dtype=np.int64), None)
+                   np.zeros(graph.num_nodes, dtype=np.int8), None)
 
     @classmethod
     def from_partition(cls, pset: PartitionSet, part: int) -> SamplingGraph:
-        """Worker ``part`` of a partition set: the set's whole in-edge CSR, with owners."""
+        """Worker ``part`` of a partition set: the set's whole in-edge CSR, degrees and owners, as
+        read-only views of its memory-mapped files."""
         indptr, indices = pset.in_edges()
-        return cls(indptr, indices, loop_free_in_degrees(indptr, indices), pset.assignment(), part)
+        return cls(np.asarray(indptr), np.asarray(indices), np.asarray(pset.structure("degree")),
+                   np.asarray(pset.assignment()), part)
 
     @property
     def num_nodes(self) -> int:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN, Block
 from commgraph.plan.bins import RowBins, split_by_bins
 from commgraph.plan.model import CommPlan
@@ -100,7 +99,7 @@ class ReplicateExecutor:
         part, pset, device = job.part, job.pset, job.device
         indptr, indices = pset.in_edges()
         nodes, sizes = schedule.hop_sets(indptr, indices, np.asarray(part.owned), layers)
-        degree = torch.from_numpy(loop_free_in_degrees(indptr, indices)[nodes].astype(np.float32)).to(device)
+        degree = torch.from_numpy(np.asarray(pset.structure("degree"))[nodes].astype(np.float32)).to(device)
         position = np.full(indptr.shape[0] - 1, -1, dtype=np.int64)
         position[nodes] = np.arange(nodes.shape[0])
         counts, sources = schedule.in_neighbours(indptr, indices, nodes[: sizes[-2]])
