@@ -143,7 +143,7 @@ def train_run(partdir: Path, workers: int, trainer: str, args, seed: int, out: P
                "--eval-every", str(args.epochs), "--metrics-out", str(out), "--quiet", "--timeout", "600", *extra]
     sampler = "dgs" if trainer.startswith("dgs") else trainer
     if trainer != "full":
-        options += ["--sampler", sampler, "--batch-size", str(args.batch_size)]
+        options += ["--sampler", sampler, "--batch-size", str(args.batch_size), "--peer-rows", "network"]
         if args.steps_per_epoch is not None:
             options += ["--steps-per-epoch", str(args.steps_per_epoch)]
     if sampler in ("neighbor", "dgs"):

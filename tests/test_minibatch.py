@@ -38,6 +38,10 @@ def sets(tmp_path_factory):
 
 def _train(partdir: Path, workers: int, out: Path, *options: str, timeout: float = 240,
            quiet: bool = True) -> tuple[list[dict], str]:
+    """A training job; sampled ones fetch peers' rows through the network (``--peer-rows network``,
+    the thesis's counts) unless ``options`` say otherwise."""
+    if "--sampler" in options and "--peer-rows" not in options:
+        options = (*options, "--peer-rows", "network")
     job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
                           "--metrics-out", str(out), *(["--quiet"] if quiet else []), "--timeout", "60", *options],
                          capture_output=True, text=True, timeout=timeout)
@@ -76,6 +80,23 @@ def test_all_neighbours_and_one_batch_train_exactly_like_the_full_graph(sets, tm
                 assert record["dgs_masks_age_steps"] == -1
             else:
                 assert record["dgs_steps"] is None
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sampler", ["neighbor", "dgs"])
+def test_peer_rows_read_from_the_shared_map_train_exactly_as_fetched_ones(sets, tmp_path, sampler):
+    """Workers of one machine read each other's rows from the partition set's files: the same
+    losses as fetching them through Gloo, no network feature bytes, and the same bytes counted as
+    local_bytes (DGS's column cut included)."""
+    common = ("--epochs", "2", "--dropout", "0", "--hidden", "8", "--seed", "4", "--sampler", sampler,
+              "--fanout", "4,4", "--batch-size", "32", "--steps-per-epoch", "3",
+              *(["--explain-period", "2", "--explain-epochs", "5", "--dgs-wait"] if sampler == "dgs" else []))
+    fetched, _ = _train(sets["g3"], 2, tmp_path / "network.jsonl", *common, "--peer-rows", "network")
+    mapped, _ = _train(sets["g3"], 2, tmp_path / "map.jsonl", *common, "--peer-rows", "map")
+    np.testing.assert_allclose([r["loss"] for r in mapped], [r["loss"] for r in fetched], rtol=1e-6)
+    for near, far in zip(mapped, fetched):
+        assert near["feature_bytes"] == 0 and far["local_bytes"] == 0
+        assert near["local_bytes"] == far["feature_bytes"] > 0
 
 
 def _remote_inputs(partdir: Path) -> int:

@@ -124,12 +124,13 @@ class PartitionSet:
         """Parts of the set (one per worker)."""
         return int(self.manifest["parts"])
 
-    def part(self, k: int) -> Part:
-        """Part ``k``, opened (and, with ``verify``, its files checked) on first use."""
+    def part(self, k: int, *, check: bool = True) -> Part:
+        """Part ``k``, opened (and, with ``verify`` and ``check``, its files checked) on first use.
+        A worker reading a peer's rows passes ``check=False``: that part's own worker checks it."""
         if not 0 <= k < self.num_parts:
             raise PartitionError(f"part {k} does not exist: {self.path} has parts 0..{self.num_parts - 1}")
         if k not in self._parts:
-            if self.verify:
+            if self.verify and check:
                 _check_files(self.path, {name: digest for name, digest in self.manifest["files"].items()
                                          if name.startswith(f"part-{k}/")})
             folder = self.path / f"part-{k}"

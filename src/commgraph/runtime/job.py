@@ -19,6 +19,7 @@ A new consumer is ``Job(world, partition_dir, options)`` and the calls it needs.
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,10 +105,21 @@ class Job:
         self.ordering = match_ordering(options.ordering, world.backend)
         self.topology, self.placement = self._topology()
         self.devices = placement(self.pset, self.topology, parse_placement(self.placement))
+        self._machine: np.ndarray | None = None
 
     @property
     def device(self) -> torch.device:
         return self.world.device
+
+    def machine_ranks(self) -> np.ndarray:
+        """The ranks on this rank's machine (itself included), which map the same partition set
+        files: one host name and torchrun ``GROUP_RANK`` (so the agents of an emulated multi-machine
+        job on one host are machines of their own). A collective, cached."""
+        if self._machine is None:
+            here = (socket.gethostname(), os.environ.get("GROUP_RANK", "0"))
+            places = self.comm.all_gather_object(here) if self.world.size > 1 else [here]
+            self._machine = np.array([r for r, place in enumerate(places) if place == here], dtype=np.int64)
+        return self._machine
 
     def _topology(self) -> tuple[Topology, str | None]:
         """The topology the plans are made for, and the placement (given, or the joined one)."""

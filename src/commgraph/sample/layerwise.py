@@ -148,9 +148,9 @@ class LADIESSampler(_LayerWise):
         if graph.part is None:
             return 0
         asked = graph.owner[dst] != graph.part
-        from_owner = graph.owner[dst[rows]]
+        from_owner = graph.owner[dst[rows]].astype(np.int64)
         remote_rows = from_owner != graph.part
         # one (owner, candidate) pair per partial sum an owner returns; diagonal entries included
         pairs = np.concatenate([from_owner[remote_rows] * graph.num_nodes + sources[remote_rows],
-                                graph.owner[dst[asked]] * graph.num_nodes + dst[asked]])
+                                graph.owner[dst[asked]].astype(np.int64) * graph.num_nodes + dst[asked]])
         return 8 * int(asked.sum()) + 12 * int(np.unique(pairs).shape[0])

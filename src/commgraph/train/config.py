@@ -28,13 +28,14 @@ from commgraph.sample.explain import ExplainerOptions
 from commgraph.train.executor import EXCHANGES
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
+PEER_ROWS = ("map", "network")
 # the samplers each sampler option applies to (batch size: every one)
 SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "ladies"),
                    "clusters": ("cluster",), "clusters_per_batch": ("cluster",), "feature_rate": ("dgs",),
                    "epsilon": ("dgs",), "dgs_rule": ("dgs",), "dgs_masks": ("dgs",), "dgs_masks_out": ("dgs",),
                    "dgs_wait": ("dgs",), "explain_cpu": ("dgs",), "explain_period": ("dgs",), "explain_epochs": ("dgs",),
                    "explain_loss_threshold": ("dgs",), "batch_size": SAMPLERS,
-                   "steps_per_epoch": SAMPLERS}
+                   "steps_per_epoch": SAMPLERS, "peer_rows": SAMPLERS}
 
 
 @dataclass
@@ -109,6 +110,10 @@ class SamplingOptions(Options):
     steps_per_epoch: int | None = option("at most N steps per epoch: the first N batches of each epoch's shuffled "
                                          "seeds, as Lightning's limit_train_batches (every sampler; default: "
                                          "every batch)", type=int, metavar="N", default=None)
+    peer_rows: str | None = option("rows owned by workers on the same machine: map reads them from the partition "
+                                   "set's shared files (counted as local_bytes), network fetches them as from "
+                                   "another machine (counted as feature_bytes; what the thesis's counts assume) "
+                                   "(every sampler; default map)", choices=PEER_ROWS, default=None)
     layer_size: int | None = option(f"nodes drawn per layer (fastgcn, ladies; default {LAYER_SIZE})", type=int,
                                     default=None)
     clusters: int | None = option("METIS clusters of each worker's nodes (cluster; default: its nodes / "

@@ -80,6 +80,7 @@ class Fetched:
     x: torch.Tensor  # one row per input node, on the device asked for; remote rows zero outside the fetched columns
     global_seeds: int  # the step's seeds on every worker
     announced_bytes: int  # column lists this worker sent
+    local_bytes: int = 0  # rows read from the shared files of workers on the same machine
 
 
 def epoch_steps(train_counts: list[int], batch_size: int) -> int:
@@ -113,21 +114,27 @@ def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
 
 
 class FeatureFetch:
-    """A batch's input rows: the worker's own from its feature store, remote ones from their owners
-    through the runtime's executor (see the module's docstring). Called by every worker at every
-    step, in step: it is a collective.
+    """A batch's input rows: the worker's own from its feature store, those of workers on the same
+    machine straight from their parts' memory-mapped files (``local`` bytes: no message, no copy
+    beside the table), and the other machines' from their owners through the runtime's executor
+    (see the module's docstring). Called by every worker at every step, in step: it is a
+    collective.
 
     The worker's features are the trainer's :class:`~commgraph.runtime.features.FeatureStore`,
     placed as ``--features`` says: on a GPU, in GPU memory or in pinned host memory that GPU
     threads read directly (PyTorch-Direct), so only a batch's rows reach the device, and both the
-    rows it serves to other workers and its own input table are gathered there."""
+    rows it serves to other workers and its own input table are gathered there. ``--peer-rows
+    network`` fetches the same machine's rows through the executor too, as if every worker were a
+    machine of its own (what the thesis's byte counts assume)."""
 
-    def __init__(self, job: Job, store: FeatureStore, graph: SamplingGraph):
+    def __init__(self, job: Job, store: FeatureStore, graph: SamplingGraph, peer_rows: str = "map"):
         self.job, self.comm, self.world, self.graph, self.device = job, job.comm, job.world, graph, job.device
         self.owned = np.asarray(job.part.owned)
         self.store = store
         self.columns: list[np.ndarray | None] = [None] * job.world.size  # each worker's last announced columns
         self.alltoall = MatchingAllToAll(self.comm)
+        machine = job.machine_ranks() if job.world.size > 1 else np.zeros(0, np.int64)
+        self.peers = machine[machine != job.world.rank] if peer_rows == "map" else np.zeros(0, np.int64)
 
     def _index(self, positions: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
         return torch.from_numpy(np.asarray(positions, dtype=np.int64)).to(device or self.device)
@@ -135,6 +142,18 @@ class FeatureFetch:
     def local_rows(self, ids: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
         """The rows of owned nodes ``ids`` (global ids), on ``device`` (default: the worker's)."""
         return gathered(self.store, self._index(np.searchsorted(self.owned, ids), device), device)
+
+    def mapped_rows(self, ids: np.ndarray, owners: np.ndarray, columns: np.ndarray | None) -> torch.Tensor:
+        """The rows of nodes ``ids`` that workers of this machine own (``owners``), read from their
+        parts' memory-mapped feature files, cut to ``columns`` (None: all)."""
+        width = self.store.width if columns is None else columns.shape[0]
+        rows = np.empty((ids.shape[0], width), dtype=np.float32)
+        for q in np.unique(owners):
+            part = self.job.pset.part(int(q), check=False)
+            pick = np.flatnonzero(owners == q)
+            table = part.features[np.searchsorted(part.owned, ids[pick])]
+            rows[pick] = table if columns is None else table[:, columns]
+        return torch.from_numpy(rows)
 
     def __call__(self, batch: SampledBatch | None, device: torch.device | None = None) -> Fetched:
         """``batch``'s input table, built on ``device`` (default: the worker's; DGS's explainer puts
@@ -150,6 +169,8 @@ class FeatureFetch:
         remote = np.zeros(0, bool) if batch is None else batch.remote_input
         at = np.flatnonzero(remote)
         owners = self.graph.owner[inputs[at]]
+        near = np.isin(owners, self.peers)
+        mapped_at, mapped_owners, at, owners = at[near], owners[near], at[~near], owners[~near]
         at = at[np.argsort(owners, kind="stable")]  # remote inputs by owner
         wanted = inputs[at]
         columns = None if batch is None else batch.feature_columns
@@ -161,15 +182,20 @@ class FeatureFetch:
                 self.columns[r] = m[2]
         requested = torch.empty(int(counts[:, rank].sum()), dtype=torch.int64)
         self.alltoall(requested, torch.from_numpy(wanted), counts, label="requests")
-        halo = self._rows(requested.numpy(), counts, wanted).to(target)
+        halo = self._rows(requested.numpy(), counts, wanted)
         x = torch.zeros((inputs.shape[0], self.store.width), device=target)
         x[self._index(np.flatnonzero(~remote), target)] = self.local_rows(inputs[~remote], target)
-        rows, mine = self._index(at, target), self.columns[rank]
-        if mine is None or halo.shape[1] == x.shape[1]:
-            x[rows] = halo
-        else:
-            x[rows.unsqueeze(1), self._index(mine, target).unsqueeze(0)] = halo
-        return Fetched(x, sum(m[1] for m in meta), 0 if announce is None else 8 * announce.shape[0] * (size - 1))
+        mine = self.columns[rank]
+        cut = None if mine is None or halo.shape[1] == x.shape[1] else mine
+        near_rows = self.mapped_rows(inputs[mapped_at], mapped_owners, cut)
+        for rows, values in ((at, halo), (mapped_at, near_rows)):
+            rows, values = self._index(rows, target), values.to(target)
+            if cut is None:
+                x[rows] = values
+            else:
+                x[rows.unsqueeze(1), self._index(cut, target).unsqueeze(0)] = values
+        return Fetched(x, sum(m[1] for m in meta), 0 if announce is None else 8 * announce.shape[0] * (size - 1),
+                       4 * int(near_rows.numel()))
 
     def _rows(self, requested: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> torch.Tensor:
         """Serve ``requested`` (what each reader asked of this worker, reader after reader) and
@@ -217,7 +243,7 @@ class SampledEpochs:
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
         self.steps = epoch_steps(counts, config.sampling.batch_size or BATCH_SIZE)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
-        self.fetch = FeatureFetch(job, store, self.graph)
+        self.fetch = FeatureFetch(job, store, self.graph, config.sampling.peer_rows or "map")
         self.iteration = 0
         self.job = job
         self.dgs_explainer: DGSExplainer | None = None
@@ -268,7 +294,7 @@ class SampledEpochs:
         comm = self.comm
         before, waited = dict(comm.bytes), comm.wait_seconds
         started = time.perf_counter()
-        totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0, "sampled": 0, "masked": 0}
+        totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0, "local": 0, "sampled": 0, "masked": 0}
         rounds = len(self.explainer.rounds) if self.explainer is not None else 0
         waited_for_masks = self._wait_for_masks()
         batches = self._batches()
@@ -278,6 +304,7 @@ class SampledEpochs:
             torch.cuda.synchronize(self.device)
         moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
         moved["requests"] = moved.get("requests", 0) + totals["announced"]
+        moved["local"] = totals["local"]
         dgs = None
         if isinstance(self.sampler, DGSSampler):
             done = self.explainer.rounds[rounds:] if self.explainer is not None else []
@@ -303,6 +330,7 @@ class SampledEpochs:
         optimizer.zero_grad(set_to_none=True)
         fetched = self.fetch(batch)
         totals["announced"] += fetched.announced_bytes
+        totals["local"] += fetched.local_bytes
         if batch is not None:
             totals["sync"] += batch.sync_bytes
             totals["sampled"] += 1

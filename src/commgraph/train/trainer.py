@@ -59,7 +59,8 @@ class EpochRecord:
     steps: int = 1  # training steps in the epoch (sampled batches; 1 for full-graph training)
     steps_cap: int | None = None  # --steps-per-epoch: the cap on an epoch's steps (None: every batch)
     sample_seconds: float = 0.0  # rank 0's time drawing batches
-    feature_bytes: int = 0  # sampled batches' remote feature rows, all workers
+    feature_bytes: int = 0  # sampled batches' remote feature rows over the network, all workers
+    local_bytes: int = 0  # their rows read from the shared files of the same machine's workers, all workers
     structure_bytes: int = 0  # their requests (node ids, DGS's column lists), all workers
     sync_bytes: int = 0  # LADIES's probability synchronisation as its sampler counts it (computed locally)
     total_bytes: int = 0  # what the thesis counts: comm_bytes plus the gradients' all-reduce bytes, all workers
@@ -274,7 +275,7 @@ class Trainer:
         local = {"loss": step.loss, **(counts or {}), "halo_backward": step.moved.get("halo_backward", 0),
                  "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers},
                  "features": step.moved.get("features", 0), "requests": step.moved.get("requests", 0),
-                 "sync": step.sync_bytes}
+                 "local": step.moved.get("local", 0), "sync": step.sync_bytes}
         dgs = step.dgs
         if dgs is not None:
             local.update(dgs_steps=dgs.sampled_steps, dgs_masked=dgs.masked_steps, dgs_explanations=dgs.explanations,
@@ -296,7 +297,7 @@ class Trainer:
             plan_modeled_seconds=self.wiring.choice.modeled_seconds if self.wiring else 0.0,
             allreduce=self.allreduce.name, allreduce_modeled_seconds=self.allreduce.modeled_seconds,
             steps=step.steps, steps_cap=self.config.sampling.steps_per_epoch, sample_seconds=step.sample_seconds,
-            feature_bytes=features, structure_bytes=requests,
+            feature_bytes=features, local_bytes=int(total["local"]), structure_bytes=requests,
             sync_bytes=int(total["sync"]),
             total_bytes=sum(forward) + backward + features + requests + int(total["allreduce"]),
             **({} if dgs is None else dict(
