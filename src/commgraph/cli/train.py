@@ -19,8 +19,10 @@ from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.partition import PartitionSet
+from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.sample.maskfile import load_masks
 from commgraph.train import TrainConfig, checkpoint
+from commgraph.train.config import BATCH_SIZE
 
 
 def register(subparsers) -> None:
@@ -29,6 +31,7 @@ def register(subparsers) -> None:
     add_graph_arguments(parser)
     LaunchOptions.add_arguments(parser.add_argument_group("workers"))
     TrainConfig.add_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="with --dry-run: the estimate as one JSON object")
     parser.set_defaults(run=run)
 
 
@@ -39,8 +42,17 @@ def run(args: argparse.Namespace) -> int:
     spec = JobSpec("train", args.graph, partial(graph_from_args, args), launcher, config.job,
                    row_bytes=None if replicate else 4 * config.gnn.hidden, seed=config.optim.seed,
                    options=config.sections(), allreduce=config.comm.allreduce, check=check_trainable,
-                   prepare=partial(_prepare, config), debug=args.debug)
+                   prepare=partial(_prepare, config), memory=partial(_memory, config), json=args.json,
+                   debug=args.debug)
     return launch(spec, partial(_train, config), describe=partial(_describe, config))
+
+
+def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEstimate:
+    """What this training run will hold (every worker on this machine)."""
+    sampling, gnn = config.sampling, config.gnn
+    return estimate_memory(pset, JobShape(workers, workers, gnn.hidden, gnn.layers, sampling.sampler,
+                                          sampling.batch_size or BATCH_SIZE, tuple(config.fanouts or ()),
+                                          sampling.peer_rows or "map"))
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:

@@ -21,6 +21,7 @@ world and runs ``work`` (:func:`~commgraph.launch.rank.run_rank`).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -37,7 +38,9 @@ from commgraph.options import Options, option
 from commgraph.partition import METHODS, PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
+from commgraph.plan.memory import MemoryEstimate, available_bytes
 from commgraph.runtime import World, in_torchrun, launch_local, pick_device
+from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.job import JobOptions
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
 
@@ -60,6 +63,10 @@ class LaunchOptions(Options):
     threads: int | None = option("compute threads per worker (default: cores / local workers)", type=int,
                                  default=None)
     quiet: bool = option("no progress bar or progress lines; only the result", type=bool, default=False)
+    dry_run: bool = option("print the memory the job will hold per worker and per machine, by part, and exit "
+                           "without starting workers (with --json: one JSON object)", type=bool, default=False)
+    ignore_memory: bool = option("start even when the memory estimate exceeds what the machine has available",
+                                 type=bool, default=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -90,6 +97,10 @@ class JobSpec:
         allreduce: a gradient all-reduce to check against the topology (training).
         check: refuses a graph (before partitioning it) or a part the command cannot run on.
         prepare: any further check of the partition set before the workers start.
+        memory: the job's memory estimate on the set with so many workers on this machine
+            (:func:`~commgraph.plan.memory.estimate_memory`): printed by ``--dry-run``, and a job that
+            would not fit is refused before any worker starts.
+        json: ``--dry-run`` prints JSON.
         debug: workers show tracebacks.
     """
 
@@ -105,6 +116,8 @@ class JobSpec:
     allreduce: str | None = None
     check: Callable[[str, object], None] | None = None
     prepare: Callable[[PartitionSet], None] | None = None
+    memory: Callable[[PartitionSet, int], MemoryEstimate] | None = None
+    json: bool = False
     debug: bool = False
 
     def say(self, line: str) -> None:
@@ -128,12 +141,33 @@ def launch(spec: JobSpec, work: Callable[[World, Path], None],
     device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)
     if spec.prepare is not None:
         spec.prepare(pset)
+    if spec.memory is not None:
+        estimate = spec.memory(pset, workers)
+        if spec.launch.dry_run:
+            print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
+            return 0
+        check_fits(estimate, spec.launch)
     with tempfile.TemporaryDirectory(prefix=f"commgraph-{spec.command}-") as scratch:
         job = resolve_job(spec, pset, workers, device, Path(scratch))
         if describe is not None:
             spec.say(describe(partition_dir, workers))
+        del pset
+        release_free_memory()  # the graph and its partitioning, if this process made the set
         return launch_local(worker_argv(spec, partition_dir, job), workers, grace=spec.launch.timeout + 15,
                             threads_per_worker=spec.launch.threads)
+
+
+def check_fits(estimate: MemoryEstimate, options: LaunchOptions) -> None:
+    """Refuse a job whose estimate exceeds the memory this machine has available (unless
+    ``--ignore-memory``)."""
+    available = available_bytes()
+    if options.ignore_memory or available is None or estimate.machine_peak_bytes <= available:
+        return
+    raise JobError(f"this job needs about {estimate.machine_peak_bytes / 1e9:.1f} GB on this machine "
+                   f"({estimate.machine_workers} worker(s) of {estimate.worker_peak_bytes / 1e9:.1f} GB and "
+                   f"{sum(estimate.machine.values()) / 1e9:.1f} GB shared) but {available / 1e9:.1f} GB is "
+                   "available: lower --batch-size or --fanout, use fewer --workers or --features host "
+                   "(--dry-run shows the estimate by part; --ignore-memory starts it anyway)")
 
 
 def partition_set(spec: JobSpec, parts: int) -> Path:
@@ -185,7 +219,8 @@ def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, sc
 def worker_argv(spec: JobSpec, partition_dir: Path, job: JobOptions) -> list[str]:
     """The command line each worker runs: the same command on the partition set, from one source
     (the options' own :meth:`~commgraph.options.Options.to_argv`)."""
-    sources = [replace(spec.launch, workers=None, partition_dir=None), job, *spec.options]
+    sources = [replace(spec.launch, workers=None, partition_dir=None, dry_run=False, ignore_memory=False), job,
+               *spec.options]
     return [spec.command, str(partition_dir), *[arg for options in sources for arg in options.to_argv()],
             *spec.extra_argv, *["--debug"] * spec.debug]
 

@@ -1,0 +1,162 @@
+"""The memory a job will hold, estimated before it starts, from its partition set and options.
+
+What a machine holds (the peak PSS of its whole process tree, as ``benchmarks/memory.py``
+measures it) is what its processes share once plus what each worker holds on its own:
+
+- **shared once per machine**: the launcher, and the interpreter the ranks are forked from with
+  everything they import (:mod:`commgraph.runtime.zygote`); the partition set's ``structure/``
+  files, memory-mapped by every sampling worker; the feature files of the machine's parts where
+  workers read each other's rows from them (sampled training with ``--peer-rows map``);
+- **per worker**: the runtime's own pages (communicator, thread pools, the pages of the shared
+  interpreter it writes); its part's feature table, read into memory for its feature store; a
+  step's tables (the input rows of a batch and the activations computed on them, or the part and
+  its halo in full-graph training); the model with its gradients and Adam's two moments; the
+  full-graph evaluation pass over its part and halo.
+
+A step's input rows are the distinct nodes a batch's hops reach: with ``B`` seeds and fanouts
+``f_1..f_L``, ``d = B (1 + f_1 + f_1 f_2 + ...)`` draws over ``N`` nodes reach about
+``N (1 - exp(-d / N))`` of them. The runtime's constants were measured on this project's CPU
+workers (``benchmarks/memory.py``, RESULTS.md: "Memory").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from commgraph.partition.store import PartitionSet
+
+GB = 1e9
+LAUNCHER_BYTES = int(0.45 * GB)  # the launcher process: torch, the store, the plan it chose
+ZYGOTE_BYTES = int(0.75 * GB)  # the warmed interpreter the ranks share
+WORKER_RUNTIME_BYTES = int(0.2 * GB)  # a rank's own runtime pages
+TABLE_COPIES = 2  # a batch's input table, and the rows in flight into it
+ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's buffers
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """What the estimate needs of a training or inference job's options.
+
+    Args:
+        workers: workers of the job; ``machine_workers`` of them on one machine.
+        hidden, layers: the model's width and depth.
+        sampler: the sampler (None: full-graph).
+        batch_size, fanouts: a sampled batch's seeds and neighbours per hop.
+        peer_rows: ``map`` (peers' rows read from their shared files) or ``network``.
+        train: whether the job trains (the model's gradients and optimiser state, a step's tables).
+    """
+
+    workers: int
+    machine_workers: int
+    hidden: int
+    layers: int
+    sampler: str | None = None
+    batch_size: int = 1024
+    fanouts: tuple[int, ...] = ()
+    peer_rows: str = "map"
+    train: bool = True
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes by part: ``machine`` once per machine, ``worker`` for each worker (its largest part
+    when parts differ)."""
+
+    machine_workers: int
+    machine: dict[str, int] = field(default_factory=dict)
+    worker: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def worker_peak_bytes(self) -> int:
+        return sum(self.worker.values())
+
+    @property
+    def machine_peak_bytes(self) -> int:
+        return sum(self.machine.values()) + self.machine_workers * self.worker_peak_bytes
+
+    def to_dict(self) -> dict:
+        return {"worker_peak_bytes": self.worker_peak_bytes, "machine_peak_bytes": self.machine_peak_bytes,
+                "machine_workers": self.machine_workers, "machine": dict(self.machine), "worker": dict(self.worker)}
+
+    def lines(self) -> list[str]:
+        """The estimate as a few readable lines."""
+        def parts(values: dict[str, int]) -> str:
+            return ", ".join(f"{name} {value / GB:.2f}" for name, value in values.items() if value)
+
+        return [f"memory estimate: {self.machine_peak_bytes / GB:.2f} GB per machine "
+                f"({self.machine_workers} worker(s) of {self.worker_peak_bytes / GB:.2f} GB each)",
+                f"  shared once per machine (GB): {parts(self.machine)}",
+                f"  each worker (GB): {parts(self.worker)}"]
+
+
+def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
+    """The memory ``shape``'s job on ``pset`` will hold (see the module's description)."""
+    n = int(pset.manifest["graph"]["num_nodes"])
+    first = pset.part(0, check=False)
+    width = 0 if first.features is None else int(first.features.shape[1])
+    sizes = [_part_sizes(pset, k) for k in range(pset.num_parts)]
+    owned = max(s[0] for s in sizes)
+    local = max(s[0] + s[1] for s in sizes)
+    machine = {"launcher": LAUNCHER_BYTES, "runtime": ZYGOTE_BYTES}
+    worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 4 * owned * width}
+    full_graph_tables = 4 * local * (width + ACTIVATION_COPIES * shape.hidden * shape.layers)
+    if shape.sampler is not None:
+        machine["structure"] = _structure_bytes(pset)
+        if shape.peer_rows == "map" and shape.machine_workers > 1:
+            machine["features"] = 4 * n * width * min(1.0, shape.machine_workers / shape.workers)
+        rows = reached_nodes(n, shape.batch_size, shape.fanouts)
+        worker["tables"] = 4 * rows * (TABLE_COPIES * width + ACTIVATION_COPIES * shape.hidden * shape.layers) \
+            + 8 * n  # the sampler's node-indexed scratch
+        worker["evaluation"] = full_graph_tables
+    else:
+        worker["tables"] = full_graph_tables if shape.train else 0
+        worker["evaluation"] = 0 if shape.train else full_graph_tables
+    if shape.train:
+        worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, pset)
+    return MemoryEstimate(shape.machine_workers, {k: int(v) for k, v in machine.items()},
+                          {k: int(v) for k, v in worker.items()})
+
+
+def reached_nodes(num_nodes: int, batch_size: int, fanouts: tuple[int, ...]) -> int:
+    """Expected distinct input nodes of a batch of ``batch_size`` seeds sampled with ``fanouts``
+    (-1: every neighbour, taken as the whole graph)."""
+    if any(f < 0 for f in fanouts):
+        return num_nodes
+    draws, width = float(batch_size), float(batch_size)
+    for fanout in fanouts:
+        width *= fanout
+        draws += width
+    return int(min(num_nodes, num_nodes * -math.expm1(-draws / max(num_nodes, 1))) + min(batch_size, num_nodes))
+
+
+def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int]:
+    """Owned and halo nodes of part ``k``, from its arrays' shapes (no data read)."""
+    part = pset.part(k, check=False)
+    return part.num_owned, part.num_halo
+
+
+def _structure_bytes(pset: PartitionSet) -> int:
+    return sum((pset.path / "structure" / f"{name}.npy").stat().st_size
+               for name in ("indptr", "indices", "degree", "owner"))
+
+
+def _parameters(width: int, hidden: int, layers: int, pset: PartitionSet) -> int:
+    """About how many parameters the model has (its weights; biases are negligible)."""
+    labels = pset.part(0, check=False).labels
+    classes = 1 if labels is None or labels.shape[0] == 0 else int(np.max(labels)) + 1
+    return 2 * (width * hidden + max(layers - 2, 0) * hidden * hidden + hidden * max(classes, hidden))
+
+
+def available_bytes() -> int | None:
+    """The memory this machine can still give (``MemAvailable``; None where it is not known)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
