@@ -33,7 +33,8 @@ from commgraph.errors import AnalyticsError
 from commgraph.graph.nodefile import check_node_file, write_node_values
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.options import Options, option
-from commgraph.partition import is_partition_set, load_partition_set
+from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
+from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.runtime import in_torchrun
 from commgraph.runtime.job import JobOptions
 
@@ -98,8 +99,15 @@ def run(args: argparse.Namespace) -> int:
             report = replace(report, node_ids=str(Path(scratch) / "node_ids.npy"))
             np.save(report.node_ids, graph.node_ids)
         spec = JobSpec("analyze", args.graph, lambda: graph, launcher, job, row_bytes=ROW_BYTES, seed=args.seed,
-                       options=[options, report], extra_argv=_ids_argv(report), debug=args.debug)
+                       options=[options, report], extra_argv=_ids_argv(report), debug=args.debug,
+                       memory=_memory, json=report.json)
         return launch(spec, partial(_rank, options, job, report), describe=_describe)
+
+
+def _memory(pset: PartitionSet, workers: int) -> MemoryEstimate:
+    """What an analysis holds: its part's structure and a value or two per node, no features."""
+    return estimate_memory(pset, JobShape(workers, workers, hidden=ROW_BYTES // 4, layers=1, train=False,
+                                          features=False))
 
 
 def _run_partition_set(partdir: str, options: AnalyzeOptions, launcher: LaunchOptions, job: JobOptions,
@@ -111,7 +119,7 @@ def _run_partition_set(partdir: str, options: AnalyzeOptions, launcher: LaunchOp
         _report(report, analyze_part(pset.part(0), int(pset.manifest["graph"]["num_nodes"]), options), None)
         return 0
     spec = JobSpec("analyze", partdir, _needs_partition_set, launcher, job, row_bytes=ROW_BYTES,
-                   options=[options, report], debug=debug)
+                   options=[options, report], debug=debug, memory=_memory, json=report.json)
     return launch(spec, partial(_rank, options, job, report), describe=_describe)
 
 

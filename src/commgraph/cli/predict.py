@@ -26,6 +26,7 @@ from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
+from commgraph.plan.memory import JobShape, estimate_memory
 from commgraph.options import Options, option
 from commgraph.partition import is_partition_set, load_partition_set
 from commgraph.runtime import in_torchrun, pick_device
@@ -70,8 +71,12 @@ def run(args: argparse.Namespace) -> int:
             raise TrainingError(f"{options.out!r} exists; pass --force to overwrite it")
         model, _ = load_model(options.checkpoint_dir, best=options.best)  # a bad checkpoint: said once, here
         job = JobOptions.from_args(args)
+        shape = partial(JobShape, hidden=model.widths[1], layers=len(model.widths) - 1, train=False)
         spec = JobSpec("predict", args.graph, partial(graph_from_args, args), launcher, job,
-                       row_bytes=4 * model.widths[1], options=[options], debug=args.debug)
+                       row_bytes=4 * model.widths[1], options=[options],
+                       memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
+                       json=options.json,
+                       debug=args.debug)
         return launch(spec, partial(_predict_rank, options, job))
     if options.out is not None and Path(options.out).exists() and not options.force:
         raise TrainingError(f"{options.out!r} exists; pass --force to overwrite it")

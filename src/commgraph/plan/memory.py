@@ -47,6 +47,7 @@ class JobShape:
         batch_size, fanouts: a sampled batch's seeds and neighbours per hop.
         peer_rows: ``map`` (peers' rows read from their shared files) or ``network``.
         train: whether the job trains (the model's gradients and optimiser state, a step's tables).
+        features: whether the job reads the node features (analytics does not).
     """
 
     workers: int
@@ -58,6 +59,7 @@ class JobShape:
     fanouts: tuple[int, ...] = ()
     peer_rows: str = "map"
     train: bool = True
+    features: bool = True
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     """The memory ``shape``'s job on ``pset`` will hold (see the module's description)."""
     n = int(pset.manifest["graph"]["num_nodes"])
     first = pset.part(0, check=False)
-    width = 0 if first.features is None else int(first.features.shape[1])
+    width = 0 if first.features is None or not shape.features else int(first.features.shape[1])
     sizes = [_part_sizes(pset, k) for k in range(pset.num_parts)]
     owned = max(s[0] for s in sizes)
     local = max(s[0] + s[1] for s in sizes)
