@@ -225,3 +225,26 @@ def test_failed_write_leaves_nothing(cora, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         write(cora, 2, tmp_path / "p", method="chunk")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_whole_structure_is_stored_once_in_its_narrowest_types(cora, tmp_path):
+    """``structure/``: the graph's own in-edge CSR with int32 sources, loop-free degrees and int8
+    owners, memory-mapped read-only (what every sampling worker of a machine shares)."""
+    from commgraph.graph.core import loop_free_in_degrees
+
+    assignment, _ = write(cora, 3, tmp_path / "p")
+    pset = load_partition_set(tmp_path / "p", cora)
+    indptr, indices = pset.in_edges()
+    assert indices.dtype == np.int32 and pset.assignment().dtype == np.int8
+    assert isinstance(indices, np.memmap) and not indices.flags.writeable
+    assert np.array_equal(indptr, cora.indptr) and np.array_equal(indices, cora.indices)
+    assert np.array_equal(pset.structure("degree"), loop_free_in_degrees(cora.indptr, cora.indices))
+    assert np.array_equal(pset.assignment(), assignment)
+    (tmp_path / "p" / "structure" / "indices.npy").write_bytes(b"damaged")
+    with pytest.raises(PartitionError, match="structure/indices.npy does not match its checksum"):
+        load_partition_set(tmp_path / "p").in_edges()
+
+
+@pytest.mark.parametrize("parts, dtype", [(2, np.int8), (128, np.int8), (129, np.int16), (40000, np.int32)])
+def test_owner_ids_take_the_narrowest_type_that_holds_them(parts, dtype):
+    assert store_module.owner_dtype(parts) == np.dtype(dtype)

@@ -131,7 +131,7 @@ def reached_nodes(num_nodes: int, batch_size: int, fanouts: tuple[int, ...]) -> 
     for fanout in fanouts:
         width *= fanout
         draws += width
-    return int(min(num_nodes, num_nodes * -math.expm1(-draws / max(num_nodes, 1))) + min(batch_size, num_nodes))
+    return min(num_nodes, round(num_nodes * -math.expm1(-draws / max(num_nodes, 1))) + batch_size)
 
 
 def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int]:

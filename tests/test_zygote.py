@@ -1,0 +1,73 @@
+"""Ranks forked from one warmed interpreter: exit codes come back per rank, a failed rank stops the
+job with its rank named, and no rank outlives its zygote."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from commgraph.runtime import launch_local
+
+DRIVER = '''
+import os, sys, time
+rank = int(os.environ["RANK"])
+print(f"rank {rank} of {os.environ['WORLD_SIZE']} pid {os.getpid()}", flush=True)
+if sys.argv[1] == "fail" and rank == 1:
+    sys.exit(5)
+if sys.argv[1] == "sleep":
+    time.sleep(120)
+'''
+
+
+@pytest.fixture
+def driver(tmp_path, monkeypatch):
+    (tmp_path / "zygote_driver.py").write_text(DRIVER)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    return tmp_path
+
+
+@pytest.mark.timeout(120)
+def test_every_rank_runs_the_module_with_its_own_rank(driver, capfd):
+    assert launch_local(["ok"], 3, grace=10, module="zygote_driver") == 0
+    out = capfd.readouterr().out
+    assert sorted(line.split()[1] for line in out.splitlines() if line.startswith("rank")) == ["0", "1", "2"]
+    assert len({line.split()[-1] for line in out.splitlines() if line.startswith("rank")}) == 3  # three processes
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_rank_stops_the_job_with_its_rank_named(driver, capfd):
+    started = time.monotonic()
+    assert launch_local(["fail"], 2, grace=1, module="zygote_driver") == 1
+    assert "worker rank 1 exited with code 5" in capfd.readouterr().err
+    assert time.monotonic() - started < 60  # rank 0 would sleep 120 s: it was killed
+
+
+@pytest.mark.timeout(120)
+def test_no_rank_outlives_a_killed_zygote(driver):
+    read, write = os.pipe()
+    zygote = subprocess.Popen([sys.executable, "-m", "commgraph.runtime.zygote", str(write), "2", "zygote_driver",
+                               "sleep"], pass_fds=(write,), env={**os.environ, "WORLD_SIZE": "2"},
+                              stdout=subprocess.DEVNULL)
+    os.close(write)
+    reports = os.fdopen(read)
+    pids = [int(reports.readline().split()[2]) for _ in range(2)]
+    zygote.send_signal(signal.SIGKILL)
+    zygote.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
