@@ -83,6 +83,26 @@ class Fetched:
     local_bytes: int = 0  # rows read from the shared files of workers on the same machine
 
 
+FILL_BYTES = 1 << 24  # rows are written into a batch's input table this many bytes at a time
+
+
+def fill(x: torch.Tensor, at: np.ndarray, rows, columns: np.ndarray | None = None) -> None:
+    """Write rows into table ``x`` in place, a chunk of :data:`FILL_BYTES` at a time, so no
+    table-sized staging copy is ever made: ``rows(a, b)`` gives the values of table rows
+    ``at[a:b]``, cut to ``columns`` (None: every column)."""
+    width = x.shape[1] if columns is None else columns.shape[0]
+    step = max(1, FILL_BYTES // (4 * max(width, 1)))
+    cut = None if columns is None else torch.from_numpy(np.asarray(columns, dtype=np.int64)).to(x.device)
+    for a in range(0, at.shape[0], step):
+        b = min(a + step, at.shape[0])
+        index = torch.from_numpy(np.asarray(at[a:b], dtype=np.int64)).to(x.device)
+        values = rows(a, b).to(x.device)
+        if cut is None:
+            x[index] = values
+        else:
+            x[index.unsqueeze(1), cut.unsqueeze(0)] = values
+
+
 def epoch_steps(train_counts: list[int], batch_size: int) -> int:
     """Steps per epoch: the most training nodes any worker holds, in batches of ``batch_size``."""
     return max(1, math.ceil(max(train_counts) / batch_size))
@@ -183,19 +203,16 @@ class FeatureFetch:
         requested = torch.empty(int(counts[:, rank].sum()), dtype=torch.int64)
         self.alltoall(requested, torch.from_numpy(wanted), counts, label="requests")
         halo = self._rows(requested.numpy(), counts, wanted)
-        x = torch.zeros((inputs.shape[0], self.store.width), device=target)
-        x[self._index(np.flatnonzero(~remote), target)] = self.local_rows(inputs[~remote], target)
         mine = self.columns[rank]
-        cut = None if mine is None or halo.shape[1] == x.shape[1] else mine
-        near_rows = self.mapped_rows(inputs[mapped_at], mapped_owners, cut)
-        for rows, values in ((at, halo), (mapped_at, near_rows)):
-            rows, values = self._index(rows, target), values.to(target)
-            if cut is None:
-                x[rows] = values
-            else:
-                x[rows.unsqueeze(1), self._index(cut, target).unsqueeze(0)] = values
+        cut = None if mine is None or halo.shape[1] == self.store.width else mine
+        x = torch.zeros((inputs.shape[0], self.store.width), device=target)
+        own = np.flatnonzero(~remote)
+        fill(x, own, lambda a, b: self.local_rows(inputs[own[a:b]], target))
+        fill(x, at, lambda a, b: halo[a:b], cut)
+        fill(x, mapped_at, lambda a, b: self.mapped_rows(inputs[mapped_at[a:b]], mapped_owners[a:b], cut), cut)
+        local = 4 * mapped_at.shape[0] * (self.store.width if cut is None else cut.shape[0])
         return Fetched(x, sum(m[1] for m in meta), 0 if announce is None else 8 * announce.shape[0] * (size - 1),
-                       4 * int(near_rows.numel()))
+                       local)
 
     def _rows(self, requested: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> torch.Tensor:
         """Serve ``requested`` (what each reader asked of this worker, reader after reader) and
