@@ -22,7 +22,7 @@ FENCE = re.compile(r"^```[^\n]*\n(.*?)^```$", re.S | re.M)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 PAGE_SECONDS = 150  # one page's blocks; each command is a fresh process that imports torch (~8 s here)
 TOPICS = ("datasets", "partitioning", "topologies", "planning", "simulation", "llm", "multipath", "training",
-          "features", "sampling", "analytics", "api", "testing", "architecture")
+          "features", "sampling", "memory", "analytics", "api", "testing", "architecture")
 
 
 def runnable_blocks(text: str) -> list[str]:
