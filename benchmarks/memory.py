@@ -464,7 +464,7 @@ def main() -> None:
         if scenario.makes and rows[-1].status != "ok":
             print(f"# {scenario.name} did not make {scenario.makes}: stopping", file=sys.stderr)
             break
-    print(f"commit {_commit()}, {os.cpu_count()} cores, {_memory_gb():.0f} GB, PSS every {opts.every} s"
+    print(f"src at commit {_commit()}, {os.cpu_count()} cores, {_memory_gb():.0f} GB, PSS every {opts.every} s"
           + (f", cap {opts.cap_gb:g} GB" if opts.cap_gb else "") + f", {opts.repeats} repeat(s)\n")
     print(table(rows))
     for row in rows:
@@ -475,10 +475,12 @@ def main() -> None:
 
 
 def _commit() -> str:
-    proc = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(CHECKOUT), "status", "--porcelain", "--", "src"], capture_output=True,
-                           text=True).stdout.strip()
-    return proc.stdout.strip() + (" (src modified)" if dirty else "")
+    """The last commit that changed this checkout's ``src`` (the code measured), and whether ``src``
+    has changes not committed yet."""
+    git = ["git", "-C", str(CHECKOUT)]
+    commit = subprocess.run([*git, "log", "-1", "--format=%h", "--", "src"], capture_output=True, text=True)
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "src"], capture_output=True, text=True)
+    return commit.stdout.strip() + (" plus uncommitted changes" if dirty.stdout.strip() else "")
 
 
 def _memory_gb() -> float:
