@@ -1,0 +1,240 @@
+"""DGL against commgraph on one process: seeds per second and peak memory, side by side (issue 38).
+
+What users run instead of commgraph on a graph that fits one machine is DGL's ``NeighborSampler`` and
+``DataLoader``. DGL 2.1.0 is its newest wheel for Python 3.11 and loads with torch 2.0-2.2.1 only, so
+it never becomes a dependency of the package: this benchmark makes its own environment,
+``.bench-envs/dgl`` (git-ignored), with ``python -m venv`` and pip::
+
+    torch==2.2.1 dgl==2.1.0 torchdata==0.7.1 "numpy<2" "pandas<2.3" pydantic pyyaml
+
+Then, on one graph written once as a commgraph ``.npz`` (``commgraph graph convert SPEC --out
+FILE.npz`` with this checkout's environment), it measures under the same whole-tree PSS sampler as
+``benchmarks/memory.py`` (every 0.5 s, :func:`memory.measure`):
+
+- ``dgl-train``: ``benchmarks/dgl_train.py`` in the DGL environment: the graph as a DGLGraph (the
+  in-edge CSR as DGL's CSC), GraphSAGE (``SAGEConv`` mean, ``--layers`` layers, ``--hidden``),
+  ``NeighborSampler(fanout)`` and ``DataLoader`` over the training nodes, ``--batch-size``, Adam,
+  ``--steps`` steps in one process;
+- ``dgl-infer``: the same script's layer-wise inference (every node, one layer at a time over all
+  neighbours, ``MultiLayerFullNeighborSampler(1)`` blocks of ``--batch-size`` nodes: DGL's own
+  example), measured apart from training;
+- ``commgraph-1``: ``commgraph train PARTDIR --workers 1 --sampler neighbor`` with the same model,
+  fanout, batch and steps (one epoch of ``--steps`` steps, then the evaluation ``train`` always runs
+  after its last epoch, inside the measured peak), from a 1-part set of the same ``.npz`` made once
+  (``partition make FILE.npz --parts 1 --method chunk``); its seeds per second are the steps times
+  the batch over the epoch's training seconds in its ``--metrics-out`` line (evaluation excluded);
+- ``commgraph-predict``: ``commgraph predict PARTDIR --checkpoint-dir DIR`` with the model
+  ``commgraph-1`` saved: commgraph's full-graph evaluation pass on its own, against ``dgl-infer``.
+
+Each row prints the peak PSS of the process tree, the command's seconds (loading included), seeds
+per second and milliseconds per step; the closing lines give commgraph/DGL for seeds per second
+(target >= 0.8) and peak memory (target <= 1.0), and the two inference passes side by side.
+
+    python benchmarks/dgl_baseline.py [--graph sbm:nodes=2450000,classes=47,features=100,degree=50,seed=0]
+                                      [--steps 20] [--rows dgl-train,dgl-infer,commgraph-1,commgraph-predict]
+                                      [--cap-gb 20] [--setup-only] [--work-dir /tmp/commgraph-membench]
+
+Run it under ``flock /tmp/commgraph-bench.lock``: the install downloads about 3 GB and each row may
+take minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memory import (CHECKOUT, GB, PRODUCTS, Measurement, commgraph_argv, commgraph_env, measure,  # noqa: E402
+                    steps_per_second)
+
+ENV_DIR = CHECKOUT / ".bench-envs" / "dgl"
+REQUIREMENTS = ("torch==2.2.1", "dgl==2.1.0", "torchdata==0.7.1", "numpy<2", "pandas<2.3", "pydantic", "pyyaml")
+TRAIN_SCRIPT = Path(__file__).resolve().parent / "dgl_train.py"
+ROWS = ("dgl-train", "dgl-infer", "commgraph-1", "commgraph-predict")
+
+
+def env_python() -> Path:
+    """The DGL environment's interpreter."""
+    return ENV_DIR / "bin" / "python"
+
+
+def ensure_env() -> Path:
+    """Make ``.bench-envs/dgl`` with pip's :data:`REQUIREMENTS` unless it already imports dgl.
+
+    Returns:
+        Path: the environment's python.
+    """
+    python = env_python()
+    if python.exists() and _imports_dgl(python):
+        return python
+    print(f"# making {ENV_DIR} ({' '.join(REQUIREMENTS)})", file=sys.stderr)
+    venv.EnvBuilder(with_pip=True, clear=True).create(ENV_DIR)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *REQUIREMENTS], check=True)
+    if not _imports_dgl(python):
+        sys.exit(f"{ENV_DIR}: dgl does not import after the install (see the lines above)")
+    return python
+
+
+def _imports_dgl(python: Path) -> bool:
+    probe = subprocess.run([str(python), "-c", "import dgl, torch; print(dgl.__version__, torch.__version__)"],
+                           capture_output=True, text=True, env={**os.environ, "DGLBACKEND": "pytorch"})
+    if probe.returncode == 0:
+        print(f"# {ENV_DIR}: dgl {probe.stdout.strip()}", file=sys.stderr)
+    return probe.returncode == 0
+
+
+@dataclass
+class BaselineRow:
+    """One measured command and the rate it reported."""
+
+    name: str
+    command: list[str]
+    run: Measurement
+    seeds_per_second: float | None = None
+    step_ms: float | None = None
+    report: dict | None = None  # dgl_train.py's JSON line, commgraph predict's --json
+
+
+def graph_files(graph: str, work: Path) -> tuple[Path, Path]:
+    """Where the graph's ``.npz`` and its 1-part partition set live: for the products-sized graph
+    the very files ``benchmarks/memory.py``'s ``graph-products`` and ``partition-products-1`` make."""
+    slug = "products" if graph == PRODUCTS else "".join(c if c.isalnum() else "-" for c in graph).strip("-")
+    return work / f"{slug}.npz", work / f"{slug}-1"
+
+
+def prepare(graph: str, work: Path, python: str) -> tuple[Path, Path]:
+    """Make the graph's ``.npz`` and 1-part set once (unmeasured here; memory.py measures them)."""
+    npz, partdir = graph_files(graph, work)
+    for made, args in ((npz, ["graph", "convert", graph, "--out", str(npz)]),
+                       (partdir, ["partition", "make", str(npz), "--parts", "1", "--method", "chunk",
+                                  "--out", str(partdir)])):
+        if not made.exists():
+            print(f"# commgraph {' '.join(args)}", file=sys.stderr, flush=True)
+            subprocess.run(commgraph_argv(python, args), env=commgraph_env(), check=True)
+    return npz, partdir
+
+
+def dgl_row(name: str, npz: Path, opts) -> BaselineRow:
+    mode = "train" if name == "dgl-train" else "infer"
+    command = [str(env_python()), str(TRAIN_SCRIPT), str(npz), mode, "--steps", str(opts.steps),
+               "--fanout", opts.fanout, "--hidden", str(opts.hidden), "--batch-size", str(opts.batch_size)]
+    out = opts.work_dir / "runs" / f"{name}.json"
+    run = _measured(name, command, opts, stdout_path=out, env={**os.environ, "DGLBACKEND": "pytorch"})
+    report = json.loads(out.read_text()) if run.status == "ok" else None
+    if mode == "train" and report:
+        return BaselineRow(name, command, run, report["seeds_per_second"], report["step_ms"], report)
+    return BaselineRow(name, command, run, report=report)
+
+
+def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
+    checkpoints = opts.work_dir / "runs" / "commgraph-1-checkpoint"
+    rows = []
+    if "commgraph-1" in names:
+        metrics = opts.work_dir / "runs" / "commgraph-1.jsonl"
+        metrics.unlink(missing_ok=True)
+        args = ["train", str(partdir), "--workers", "1", "--sampler", "neighbor", "--model", "sage",
+                "--layers", str(len(opts.fanout.split(","))), "--fanout", opts.fanout, "--hidden", str(opts.hidden),
+                "--batch-size", str(opts.batch_size), "--epochs", "1", "--steps-per-epoch", str(opts.steps),
+                "--quiet", "--metrics-out", str(metrics), "--checkpoint-dir", str(checkpoints)]
+        run = _measured("commgraph-1", commgraph_argv(opts.python, args), opts, env=commgraph_env())
+        rate = steps_per_second(metrics) if run.status == "ok" else None
+        rows.append(BaselineRow("commgraph-1", ["commgraph", *args], run,
+                                None if rate is None else rate * opts.batch_size,
+                                None if rate is None else 1e3 / rate))
+    if "commgraph-predict" in names:
+        args = ["predict", str(partdir), "--checkpoint-dir", str(checkpoints), "--json", "--quiet"]
+        out = opts.work_dir / "runs" / "commgraph-predict.json"
+        run = _measured("commgraph-predict", commgraph_argv(opts.python, args), opts, stdout_path=out,
+                        env=commgraph_env())
+        report = json.loads(out.read_text()) if run.status == "ok" else None
+        rows.append(BaselineRow("commgraph-predict", ["commgraph", *args], run, report=report))
+    return rows
+
+
+def _measured(name: str, command: list[str], opts, **kwargs) -> Measurement:
+    (opts.work_dir / "runs").mkdir(parents=True, exist_ok=True)
+    print(f"# {name}: {' '.join(command)}", file=sys.stderr, flush=True)
+    run = measure(command, cap_bytes=opts.cap_gb * GB if opts.cap_gb else None, time_limit=opts.time_limit, **kwargs)
+    print(f"#   {run.status} peak {run.peak_bytes / GB:.2f} GB in {run.seconds:.1f} s"
+          + (f"\n#   {run.stderr_tail}" if run.status != "ok" else ""), file=sys.stderr, flush=True)
+    return run
+
+
+def table(rows: list[BaselineRow]) -> str:
+    lines = ["| row | status | peak GB (PSS, tree) | seconds | seeds/s | ms/step | command |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        peak = f"{row.run.peak_bytes / GB:.2f}" if row.run.status != "capped" else f"> {row.run.peak_bytes / GB:.2f}"
+        lines.append(f"| {row.name} | {row.run.status} | {peak} | {row.run.seconds:.1f} | "
+                     f"{'-' if row.seeds_per_second is None else f'{row.seeds_per_second:,.0f}'} | "
+                     f"{'-' if row.step_ms is None else f'{row.step_ms:.0f}'} | `{' '.join(_short(row.command))}` |")
+    return "\n".join(lines)
+
+
+def _short(command: list[str]) -> list[str]:
+    """The command with this checkout's paths made relative (a table row stays readable)."""
+    return [arg.replace(str(CHECKOUT) + "/", "") for arg in command]
+
+
+def comparison(rows: list[BaselineRow]) -> list[str]:
+    """commgraph against DGL: training (seeds/s >= 0.8x, peak <= 1.0x) and inference, side by side."""
+    by = {row.name: row for row in rows if row.run.status == "ok"}
+    lines = []
+    if "commgraph-1" in by and "dgl-train" in by:
+        ours, theirs = by["commgraph-1"], by["dgl-train"]
+        speed = ours.seeds_per_second / theirs.seeds_per_second
+        memory = ours.run.peak_bytes / theirs.run.peak_bytes
+        lines.append(f"training: commgraph/DGL seeds per second {speed:.2f}x (target >= 0.8: "
+                     f"{'met' if speed >= 0.8 else 'missed'}), peak memory {memory:.2f}x (target <= 1.0: "
+                     f"{'met' if memory <= 1.0 else 'missed'}; commgraph's peak includes its evaluation)")
+    if "commgraph-predict" in by and "dgl-infer" in by:
+        ours, theirs = by["commgraph-predict"], by["dgl-infer"]
+        lines.append(f"inference: commgraph predict {ours.run.seconds:.1f} s, {ours.run.peak_bytes / GB:.2f} GB; "
+                     f"DGL layer-wise {theirs.report['seconds']:.1f} s (+{theirs.report['load_seconds']:.1f} s load), "
+                     f"{theirs.run.peak_bytes / GB:.2f} GB")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--graph", default=PRODUCTS, help="a graph commgraph reads (default: %(default)s)")
+    parser.add_argument("--rows", default=",".join(ROWS), help="rows to measure (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fanout", default="15,10,5", help="one entry per layer (default %(default)s)")
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--cap-gb", type=float, help="kill a process tree whose PSS sum passes this many GB")
+    parser.add_argument("--time-limit", type=float, help="kill a command still running after this many seconds")
+    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/commgraph-membench"))
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs commgraph")
+    parser.add_argument("--setup-only", action="store_true", help="make the DGL environment and stop")
+    opts = parser.parse_args()
+    names = [n for n in opts.rows.split(",") if n]
+    unknown = sorted(set(names) - set(ROWS))
+    if unknown:
+        parser.error(f"unknown rows {unknown}; known: {', '.join(ROWS)}")
+    if any(n.startswith("dgl") for n in names) or opts.setup_only:
+        ensure_env()
+    if opts.setup_only:
+        return
+    opts.work_dir.mkdir(parents=True, exist_ok=True)
+    npz, partdir = prepare(opts.graph, opts.work_dir, opts.python)
+    rows = [dgl_row(name, npz, opts) for name in names if name.startswith("dgl")]
+    rows += commgraph_rows(names, partdir, opts)
+    print(f"graph {opts.graph} ({npz}); {opts.steps} steps, fanout {opts.fanout}, hidden {opts.hidden}, "
+          f"batch {opts.batch_size}, GraphSAGE mean; {os.cpu_count()} cores; PSS every 0.5 s\n")
+    print(table(rows))
+    for line in comparison(rows):
+        print(f"\n{line}")
+    for row in rows:
+        if row.run.status != "ok":
+            print(f"\n{row.name}: {row.run.status} (rc {row.run.returncode}): {row.run.stderr_tail}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""DGL's GraphSAGE on a commgraph ``.npz``, one process: run inside ``.bench-envs/dgl`` by
+``benchmarks/dgl_baseline.py`` (it imports dgl and torch 2.2.1, never commgraph).
+
+``train``: ``--steps`` steps of DGL's own node-classification recipe (``examples/pytorch/graphsage``):
+``NeighborSampler(fanout)`` and ``DataLoader`` over the training nodes, shuffled, ``--batch-size``
+seeds a batch, ``SAGEConv`` mean layers with ReLU and dropout 0.5, Adam (lr 0.01, weight decay
+5e-4, commgraph's defaults). ``infer``: the untrained model's layer-wise inference over every node
+(one layer at a time, ``MultiLayerFullNeighborSampler(1)`` blocks of ``--batch-size`` nodes, as
+DGL's example evaluates). Prints one JSON object: seconds to load, steps, seeds, the loop's seconds,
+seeds per second and milliseconds per step (training), or the pass's seconds (inference).
+
+    python dgl_train.py FILE.npz train|infer [--steps 20] [--fanout 15,10,5] [--hidden 256] [--batch-size 1024]
+"""
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+import dgl  # noqa: E402
+import dgl.nn as dglnn  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from dgl.dataloading import DataLoader, MultiLayerFullNeighborSampler, NeighborSampler  # noqa: E402
+
+
+class SAGE(torch.nn.Module):
+    """GraphSAGE with mean aggregation, as DGL's example builds it."""
+
+    def __init__(self, in_size: int, hidden: int, out_size: int, layers: int):
+        super().__init__()
+        sizes = [in_size] + [hidden] * (layers - 1) + [out_size]
+        self.layers = torch.nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(sizes, sizes[1:]))
+        self.dropout = torch.nn.Dropout(0.5)
+
+    def forward(self, blocks, x):
+        h = x
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            h = layer(block, h)
+            if i != len(self.layers) - 1:
+                h = self.dropout(F.relu(h))
+        return h
+
+    @torch.no_grad()
+    def inference(self, graph, batch_size: int) -> torch.Tensor:
+        """Every node's output, one layer at a time over all in-neighbours."""
+        loader = DataLoader(graph, torch.arange(graph.num_nodes()), MultiLayerFullNeighborSampler(1),
+                            batch_size=batch_size, shuffle=False, drop_last=False, num_workers=0)
+        feat = graph.ndata["feat"]
+        for i, layer in enumerate(self.layers):
+            out = torch.empty(graph.num_nodes(), layer._out_feats)
+            for input_nodes, output_nodes, blocks in loader:
+                h = layer(blocks[0], feat[input_nodes])
+                out[output_nodes] = F.relu(h) if i != len(self.layers) - 1 else h
+            feat = out
+        return feat
+
+
+def load(path: str):
+    """The commgraph graph file as a DGLGraph: its in-edge CSR (row v: the sources of v's in-edges)
+    is DGL's CSC; features, labels and the training mask as node data."""
+    with np.load(path, allow_pickle=False) as data:
+        indptr, indices = torch.from_numpy(data["indptr"]), torch.from_numpy(data["indices"])
+        graph = dgl.graph(("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))),
+                          num_nodes=indptr.shape[0] - 1)
+        graph.ndata["feat"] = torch.from_numpy(data["features"])
+        graph.ndata["label"] = torch.from_numpy(data["labels"].astype(np.int64))
+        train = torch.from_numpy(np.flatnonzero(data["train_mask"]))
+    return graph, train
+
+
+def train(graph, train_ids, model, opts) -> dict:
+    sampler = NeighborSampler([int(f) for f in opts.fanout.split(",")], prefetch_node_feats=["feat"],
+                              prefetch_labels=["label"])
+    loader = DataLoader(graph, train_ids, sampler, batch_size=opts.batch_size, shuffle=True, drop_last=False,
+                        num_workers=0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    model.train()
+    steps, seeds, started = 0, 0, time.perf_counter()
+    for _input_nodes, output_nodes, blocks in loader:
+        loss = F.cross_entropy(model(blocks, blocks[0].srcdata["feat"]), blocks[-1].dstdata["label"])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        steps, seeds = steps + 1, seeds + output_nodes.shape[0]
+        if steps == opts.steps:
+            break
+    seconds = time.perf_counter() - started
+    return {"steps": steps, "seeds": seeds, "seconds": seconds, "seeds_per_second": seeds / seconds,
+            "step_ms": seconds / steps * 1e3, "last_loss": float(loss)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("graph")
+    parser.add_argument("mode", choices=("train", "infer"))
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fanout", default="15,10,5")
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--seed", type=int, default=0)
+    opts = parser.parse_args()
+    torch.manual_seed(opts.seed)
+    dgl.seed(opts.seed)
+    started = time.perf_counter()
+    graph, train_ids = load(opts.graph)
+    loaded = time.perf_counter() - started
+    layers = len(opts.fanout.split(","))
+    model = SAGE(graph.ndata["feat"].shape[1], opts.hidden, int(graph.ndata["label"].max()) + 1, layers)
+    result = {"dgl": dgl.__version__, "torch": torch.__version__, "threads": torch.get_num_threads(),
+              "nodes": graph.num_nodes(), "edges": graph.num_edges(), "load_seconds": loaded}
+    if opts.mode == "train":
+        result.update(train(graph, train_ids, model, opts))
+    else:
+        model.eval()
+        started = time.perf_counter()
+        model.inference(graph, opts.batch_size)
+        result["seconds"] = time.perf_counter() - started
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
