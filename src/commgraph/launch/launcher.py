@@ -132,8 +132,7 @@ def launch(spec: JobSpec, work: Callable[[World, Path], None],
         job = resolve_job(spec, pset, workers, device, Path(scratch))
         if describe is not None:
             spec.say(describe(partition_dir, workers))
-        return launch_local(worker_argv(spec, partition_dir, job), workers, grace=spec.launch.timeout + 15,
-                            threads_per_worker=spec.launch.threads)
+        return launch_local(worker_argv(spec, partition_dir, job), workers, threads_per_worker=spec.launch.threads)
 
 
 def partition_set(spec: JobSpec, parts: int) -> Path:

@@ -3,9 +3,15 @@
 The ranks are forked from one warmed interpreter (:mod:`commgraph.runtime.zygote`), so a
 machine's workers share the memory of what they import. The launcher hosts the job's key-value store (so the store outlives any one worker, and survivors can
 still read who failed), gives every child the environment torchrun would give it, and watches
-them. When a worker exits non-zero or is killed, the others are given ``grace`` seconds to notice
-and exit with their own message, then they are killed; the launcher names the first failed rank and
-returns non-zero. Under torchrun none of this runs: torchrun's agent does the watching.
+them. When a worker exits non-zero or is killed, the others are given ``grace`` seconds (default
+:data:`STOP_SECONDS`) to notice and exit with their own message, then they are killed; the
+launcher names the first failed rank and returns non-zero. Under torchrun none of this runs:
+torchrun's agent does the watching.
+
+No process of the job outlives it: every rank runs in a process group of its own, which the
+launcher kills when the job ends, however it ends, so whatever a rank started (DGS's explainer,
+its resource tracker) goes with it; and each rank dies with the zygote, the zygote with the
+launcher (:func:`~commgraph.lifetime.die_with_parent`), even when one is killed by SIGKILL.
 """
 
 from __future__ import annotations
@@ -20,11 +26,15 @@ from dataclasses import dataclass, field
 
 import torch.distributed as dist
 
+from commgraph.lifetime import group_alive, kill_group
+
 POLL_SECONDS = 0.1
+STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit with their own message
+SWEEP_SECONDS = 1.0  # after the ranks exit, how long what they started may take to exit by itself
 
 
-def launch_local(argv: list[str], workers: int, *, grace: float, threads_per_worker: int | None = None,
-                 module: str = "commgraph") -> int:
+def launch_local(argv: list[str], workers: int, *, grace: float = STOP_SECONDS,
+                 threads_per_worker: int | None = None, module: str = "commgraph") -> int:
     """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine; the job's exit code."""
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=max(grace, 30)))
@@ -35,10 +45,9 @@ def launch_local(argv: list[str], workers: int, *, grace: float, threads_per_wor
     children = ForkedRanks.start(argv, workers, module, env)
     try:
         return _watch(children.ranks, grace)
-    except KeyboardInterrupt:
-        _kill(children.ranks)
-        raise
     finally:
+        _kill(children.ranks)
+        _sweep(children.ranks)
         children.close()
         del store
 
@@ -63,11 +72,9 @@ class Rank:
         return self.code
 
     def kill(self) -> None:
+        """SIGKILL the rank and its process group (what it started)."""
         if self.code is None and self.pid is not None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(self.pid)
 
 
 @dataclass
@@ -143,9 +150,6 @@ def _watch(children: list[Rank], grace: float) -> int:
         if all(code is not None for code in codes):
             break
         if deadline is not None and time.monotonic() > deadline:
-            _kill(children)
-            for child in children:
-                child.wait()
             break
         time.sleep(POLL_SECONDS)
     if first_failure is None:
@@ -157,6 +161,21 @@ def _watch(children: list[Rank], grace: float) -> int:
 
 
 def _kill(children: list[Rank]) -> None:
+    """Kill the ranks still running, each with its process group, and reap them."""
     for child in children:
         if child.poll() is None:
             child.kill()
+    for child in children:
+        child.wait()
+
+
+def _sweep(children: list[Rank]) -> None:
+    """What the ranks started and left behind (a process of a rank that was killed, a resource
+    tracker finishing its clean-up): given :data:`SWEEP_SECONDS` to exit, then killed."""
+    deadline = time.monotonic() + SWEEP_SECONDS
+    alive = [child.pid for child in children if child.pid is not None]
+    while alive and time.monotonic() < deadline:
+        alive = [pgid for pgid in alive if group_alive(pgid)]
+        time.sleep(POLL_SECONDS / 2)
+    for pgid in alive:
+        kill_group(pgid)

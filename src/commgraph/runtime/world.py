@@ -6,10 +6,12 @@ job started by ``commgraph train --workers N`` and one started by ``torchrun --n
 same code. Every collective runs under ``timeout``, so nothing can wait forever.
 
 Naming the failed rank: a worker whose own code raises writes its rank and message into the job's
-key-value store before it exits; every worker also bumps a heartbeat counter in the store twice a
-second from a thread. When an operation fails (Gloo reports a closed connection within about a
-second of a peer dying) or times out, the survivor reads the store: a reported failure, else the
-ranks whose heartbeat stopped, else the peer it was waiting for.
+key-value store before it exits; every worker also bumps a heartbeat counter in the store every
+:data:`BEAT_SECONDS` from a thread. When an operation fails (Gloo reports a closed connection as
+soon as a peer dies) or times out, the survivor reads the store: a reported failure, else the
+ranks whose heartbeat stopped for :data:`SILENCE_SECONDS` (not those that reported stopping
+because of another rank: they died of the failure, they did not cause it), else the peer it was
+waiting for.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import torch.distributed as dist
 
 from commgraph.errors import TrainingError, WorkerFailed
 
-BEAT_SECONDS = 0.5
+BEAT_SECONDS = 0.2
+SILENCE_SECONDS = 4 * BEAT_SECONDS  # a rank whose counter did not move for this long is dead
 _PREFIX = "commgraph/"
 
 
@@ -60,6 +63,13 @@ class World:
         except Exception:  # noqa: BLE001 - the store host itself may be the one that died
             pass
 
+    def report_stopped(self) -> None:
+        """Say that this worker exits because another one failed (best effort)."""
+        try:
+            self._store.set(f"{_PREFIX}stopped/{self.rank}", "1")
+        except Exception:  # noqa: BLE001 - the store host itself may be the one that died
+            pass
+
     def explain(self, error: BaseException, waiting_for: int | None = None) -> WorkerFailed:
         """Turn a communication error into one that names the rank responsible."""
         try:
@@ -74,7 +84,7 @@ class World:
                                 "the launcher or rank 0 died")
         if silent:
             names = ", ".join(map(str, silent))
-            return WorkerFailed(f"worker rank {names} died (no heartbeat for {2 * BEAT_SECONDS + 1:.0f} s): "
+            return WorkerFailed(f"worker rank {names} died (no heartbeat for {SILENCE_SECONDS:g} s): "
                                 f"{_first_line(error)}")
         if waiting_for is not None:
             return WorkerFailed(f"worker rank {waiting_for} did not answer within {self.timeout:.0f} s: "
@@ -84,9 +94,10 @@ class World:
     def _silent_ranks(self) -> list[int]:
         keys = [f"{_PREFIX}beat/{r}" for r in range(self.size)]
         before = [self._store.add(k, 0) for k in keys]
-        time.sleep(2 * BEAT_SECONDS + 1)
+        time.sleep(SILENCE_SECONDS)
         after = [self._store.add(k, 0) for k in keys]
-        return [r for r in range(self.size) if r != self.rank and after[r] == before[r]]
+        silent = [r for r in range(self.size) if r != self.rank and after[r] == before[r]]
+        return [r for r in silent if not self._store.check([f"{_PREFIX}stopped/{r}"])]
 
     def close(self) -> None:
         self._stop.set()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -163,8 +164,8 @@ class SamplingOptions(Options):
             raise TrainingError(f"--feature-rate (N_f) must lie in (0, 1]; got {self.feature_rate}")
         if self.epsilon is not None and not 0 <= self.epsilon <= 1:
             raise TrainingError(f"--epsilon must lie in [0, 1]; got {self.epsilon}")
-        if self.explain_cpu is not None and not self.explain_cpu >= 0:
-            raise TrainingError(f"--explain-cpu must be >= 0 cores; got {self.explain_cpu}")
+        if self.explain_cpu is not None and not (self.explain_cpu >= 0 and math.isfinite(self.explain_cpu)):
+            raise TrainingError(f"--explain-cpu must be a finite number of cores >= 0; got {self.explain_cpu}")
         if self.dgs_wait and self.explain_cpu == 0 and self.dgs_masks is None:
             raise TrainingError("--dgs-wait waits for the online explainer, which --explain-cpu 0 turns off: "
                                 "give --dgs-masks FILE or a CPU budget")
