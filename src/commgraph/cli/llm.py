@@ -10,6 +10,7 @@ import json
 import math
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe, pick_names
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import (MATCHINGS, SCHEDULERS, ceiling, free_communication, headroom_reached,
@@ -62,6 +63,8 @@ def register(subparsers) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
+    check_output(args.png, "--png")
+    check_output(args.trace, "--trace")
     if not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
         raise SimulationError(f"--network-gbps must be > 0, got {args.network_gbps}")
     spec = model(args.model)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe, pick_names
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
@@ -83,6 +84,7 @@ def _loads(text: str) -> list[float]:
 
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.selector, SELECTORS, "selector", PlanError)
+    check_output(args.png, "--png")
     if args.k < 1:
         raise PlanError(f"--k must be >= 1, got {args.k}")
     jitter = _jitter(args.jitter_us) if args.jitter_us else JITTER

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
@@ -71,9 +72,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _chosen(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    """The planners asked for; the output paths checked first."""
     chosen = list(names) if args.planner == "all" else [args.planner]
     if args.out and len(chosen) > 1:
         raise PlanError("--out saves one plan: choose it with --planner")
+    check_output(args.out, "--out")
+    check_output(args.png, "--png")
     return chosen
 
 

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.errors import SamplingError, TrainingError
 from commgraph.nn import MODELS, check_model_options
 from commgraph.options import Options, flag, option
@@ -171,6 +172,7 @@ class SamplingOptions(Options):
                                 "give --dgs-masks FILE or a CPU budget")
         if self.dgs_masks is not None and not Path(self.dgs_masks).is_file():
             raise TrainingError(f"--dgs-masks {self.dgs_masks}: no such file")
+        check_output(self.dgs_masks_out, "--dgs-masks-out")
         self.explainer_options()
 
     def explainer_options(self) -> ExplainerOptions:
@@ -211,6 +213,10 @@ class LogOptions(Options):
             from commgraph.train.predict import check_predictions_path
 
             check_predictions_path(Path(self.predictions_out))
+        check_output(self.predictions_out, "--predictions-out")
+        check_output(self.metrics_out, "--metrics-out")
+        check_output(self.tensorboard, "--tensorboard", folder=True)
+        check_output(self.checkpoint_dir, "--checkpoint-dir", folder=True)
 
 
 # the sections of a TrainConfig: attribute -> (options class, --help group title)
