@@ -46,23 +46,15 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether a process of group ``pgid`` still runs (zombies, exited but not yet reaped by
-    init, do not count: they hold nothing)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
+def group_members(pgid: int) -> dict[int, str]:
+    """The processes of group ``pgid`` still running (pid -> command line; zombies, exited but not
+    yet reaped by init, hold nothing and are left out). Empty where there is no ``/proc``."""
+    members = {}
+    for entry in Path("/proc").glob("[0-9]*"):
         try:
             state, _, group = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+            if int(group) == pgid and state not in ("Z", "X"):
+                members[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, ValueError):
             continue
-        if int(group) == pgid and state not in ("Z", "X"):
-            return True
-    return False
+    return members

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch.distributed as dist
 
-from commgraph.lifetime import group_alive, kill_group
+from commgraph.lifetime import group_members, kill_group
 
 POLL_SECONDS = 0.1
 STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit with their own message
@@ -170,12 +170,25 @@ def _kill(children: list[Rank]) -> None:
 
 
 def _sweep(children: list[Rank]) -> None:
-    """What the ranks started and left behind (a process of a rank that was killed, a resource
-    tracker finishing its clean-up): given :data:`SWEEP_SECONDS` to exit, then killed."""
+    """Kill what the ranks started and left behind (a DGS explainer of a killed rank, perhaps still
+    starting up, before it could ask to die with its parent), except the resource trackers of
+    Python's multiprocessing: they remove the rank's named semaphores once its other processes
+    are gone, and get :data:`SWEEP_SECONDS` to, then they are killed too."""
+    groups = [child.pid for child in children if child.pid is not None]
+    for pgid in groups:
+        for pid, command in group_members(pgid).items():
+            if "multiprocessing.resource_tracker" not in command:
+                _kill_pid(pid)
     deadline = time.monotonic() + SWEEP_SECONDS
-    alive = [child.pid for child in children if child.pid is not None]
-    while alive and time.monotonic() < deadline:
-        alive = [pgid for pgid in alive if group_alive(pgid)]
+    while groups and time.monotonic() < deadline:
+        groups = [pgid for pgid in groups if group_members(pgid)]
         time.sleep(POLL_SECONDS / 2)
-    for pgid in alive:
+    for pgid in groups:
         kill_group(pgid)
+
+
+def _kill_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
