@@ -144,8 +144,22 @@ def run_detect(args: argparse.Namespace) -> int:
     return 0
 
 
+ROUTE_CHECK_ALL = 64  # up to this many workers, validate checks a route between every two
+
+
 def run_validate(args: argparse.Namespace) -> int:
+    """A topology is valid when it reads and its workers reach each other: between every two of
+    them up to :data:`ROUTE_CHECK_ALL` workers, beyond that from each of the first eight to every
+    other (one shortest-path search per source)."""
     topology = read_yaml(args.file)
+    workers = [d.id for d in topology.workers]
+    if len(workers) <= ROUTE_CHECK_ALL:
+        topology.check_routes(workers)
+    else:
+        for src in workers[:8]:
+            for dst in workers:
+                if dst != src:
+                    topology.route(src, dst)
     print(f"{args.file}: valid ({len(topology.devices)} devices, {len(topology.links)} links)")
     return 0
 
