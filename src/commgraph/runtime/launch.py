@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 import torch.distributed as dist
 
 from commgraph.lifetime import group_members, kill_group
+from commgraph.runtime.world import failed_key
 
 POLL_SECONDS = 0.1
 STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit with their own message
@@ -44,7 +46,7 @@ def launch_local(argv: list[str], workers: int, *, grace: float = STOP_SECONDS,
                COMMGRAPH_THREADS=str(threads))
     children = ForkedRanks.start(argv, workers, module, env)
     try:
-        return _watch(children.ranks, grace)
+        return _watch(children.ranks, grace, store)
     finally:
         _kill(children.ranks)
         _sweep(children.ranks)
@@ -106,7 +108,7 @@ class ForkedRanks:
             except BlockingIOError:
                 if not block:
                     return True
-                time.sleep(POLL_SECONDS)
+                select.select([self.reports], [], [], POLL_SECONDS)  # wakes as soon as a report comes
                 continue
             if not chunk:
                 self._ended()
@@ -137,7 +139,9 @@ class ForkedRanks:
         os.close(self.reports)
 
 
-def _watch(children: list[Rank], grace: float) -> int:
+def _watch(children: list[Rank], grace: float, store) -> int:
+    """Wait for the ranks; the job's exit code. A rank that fails is announced in ``store``
+    (unless it said why itself), so that the others name it at once."""
     first_failure: tuple[int, int] | None = None
     deadline = None
     while True:
@@ -147,6 +151,8 @@ def _watch(children: list[Rank], grace: float) -> int:
             if failed:
                 first_failure = failed[0]
                 deadline = time.monotonic() + grace
+                for rank, code in failed:
+                    _announce(store, rank, code)
         if all(code is not None for code in codes):
             break
         if deadline is not None and time.monotonic() > deadline:
@@ -155,9 +161,20 @@ def _watch(children: list[Rank], grace: float) -> int:
     if first_failure is None:
         return 0
     rank, code = first_failure
-    how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-    print(f"commgraph: error: worker rank {rank} {how}; the job stopped", file=sys.stderr)
+    print(f"commgraph: error: worker rank {rank} {_ending(code)}; the job stopped", file=sys.stderr)
     return 1
+
+
+def _ending(code: int) -> str:
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+
+
+def _announce(store, rank: int, code: int) -> None:
+    """Write how ``rank`` ended where the others look first (:func:`~commgraph.runtime.world.failed_key`),
+    unless the rank wrote its own reason."""
+    key = failed_key(rank)
+    if not store.check([key]):
+        store.set(key, _ending(code))
 
 
 def _kill(children: list[Rank]) -> None:
