@@ -1,5 +1,6 @@
 """A local HTTP file server for the dataset tests: 127.0.0.1 only, threaded, with Range requests,
-and per-path faults (server errors, connections cut mid-body, slow transfers)."""
+and per-path faults (server errors, connections cut mid-body, slow transfers, silences before the
+answer or mid-body)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ class Fault:
     cut_after: int | None = None  # close the connection after this many body bytes
     times: int = 1 << 30  # how many requests the fault applies to
     bytes_per_second: float | None = None  # throttle the body
+    silent_seconds: float = 0.0  # accept the connection, then say nothing this long before answering
+    stall_after: int | None = None  # send this many body bytes, then go silent for stall_seconds
+    stall_seconds: float = 0.0
 
 
 @dataclass
@@ -40,6 +44,7 @@ class FileServer:
                     fault.times -= 1
                 else:
                     fault = Fault()
+                time.sleep(fault.silent_seconds)
                 if fault.status is not None:
                     self.send_error(fault.status)
                     return
@@ -64,6 +69,11 @@ class FileServer:
                 self.end_headers()
                 if fault.cut_after is not None:
                     body = body[: fault.cut_after]
+                if fault.stall_after is not None:
+                    self.wfile.write(body[: fault.stall_after])
+                    self.wfile.flush()
+                    time.sleep(fault.stall_seconds)
+                    body = b""
                 step = 1 << 16
                 for offset in range(0, len(body), step):
                     self.wfile.write(body[offset:offset + step])

@@ -414,3 +414,33 @@ def test_the_thesis_datasets_go_through_the_sampling_benchmark_or_say_how_to_get
     assert job.returncode == 2 and "Traceback" not in job.stderr
     assert last.startswith("sampling.py: error: cannot download")
     assert str(tmp_path / "home" / "datasets" / name / "raw") in last
+
+
+def test_a_silent_mirror_is_waited_for_as_long_as_asked_and_said(server, capsys):
+    """A mirror that accepts and never answers: each read waits --read-timeout seconds, --tries
+    times, each abandoned try said on stderr; the error names both and how to change them."""
+    _, stats = serve_ogb(server)
+    server.faults["/ogb/data/nodeproppred/arxiv.zip"] = Fault(silent_seconds=5)
+    started = time.monotonic()
+    code = main(["graph", "datasets", "download", "ogbn-arxiv", "--no-convert", "--read-timeout", "0.3",
+                 "--tries", "2"])
+    err = capsys.readouterr().err
+    assert code == 2 and time.monotonic() - started < 4
+    assert "sent nothing for 0.3 s; 0 bytes kept; try 2 of 2 (at most 0.3 s per read)" in err
+    assert err.strip().splitlines()[-1].startswith("commgraph: error: cannot download arxiv.zip (")
+    assert "2 tries of at most 0.3 s per read" in err and "--tries N --read-timeout S" in err
+
+
+def test_a_stalled_download_keeps_and_reports_the_bytes_that_arrived(server, monkeypatch):
+    monkeypatch.setattr("commgraph.graph.download.time.sleep", lambda s: None)
+    data, stats = serve_ogb(server)
+    server.faults["/ogb/data/nodeproppred/arxiv.zip"] = Fault(stall_after=1000, stall_seconds=3)
+    monkeypatch.setenv("COMMGRAPH_DOWNLOAD_TIMEOUT", "0.3")
+    monkeypatch.setenv("COMMGRAPH_DOWNLOAD_TRIES", "1")
+    with pytest.raises(DatasetError, match="1,000 bytes kept"):
+        fetch(ogb_entry(stats=stats), progress=False)
+    part = dataset_dir("toy-arxiv") / "raw" / "arxiv.zip.part"
+    assert part.read_bytes() == data[:1000]
+    server.faults.clear()  # the next run resumes from byte 1000
+    assert load_dataset(ogb_entry(stats=stats), progress=False).num_nodes == stats.nodes
+    assert server.log[-1][1] == "bytes=1000-"

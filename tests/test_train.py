@@ -156,21 +156,20 @@ def test_one_worker_on_the_gpu_equals_the_cpu(partition_sets, tmp_path, monkeypa
 
 
 def _children(pid: int) -> dict[int, int]:
-    """rank -> pid of the processes our launcher started (read from /proc)."""
-    found = {}
+    """rank -> pid of the ranks of the job launched by process ``pid`` (forked by its zygote, each
+    named ``commgraph-rN``; read from /proc)."""
+    parents, names = {}, {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            environ = (entry / "environ").read_bytes().split(b"\0")
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            names[int(entry.name)] = (entry / "comm").read_text().strip()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            ranks = [e for e in environ if e.startswith(b"RANK=")]
-            if ranks:
-                found[int(ranks[0][5:])] = int(entry.name)
-    return found
+    zygotes = {p for p, parent in parents.items() if parent == pid}
+    return {int(name[len("commgraph-r"):]): p for p, name in names.items()
+            if parents.get(p) in zygotes and name.startswith("commgraph-r")}
 
 
 def _cli(*args: str, **kwargs) -> subprocess.Popen:

@@ -1,7 +1,5 @@
 """``python -m commgraph`` is the ``commgraph`` command."""
 
-import sys
+from commgraph.cli.main import entry
 
-from commgraph.cli.main import main
-
-sys.exit(main())
+entry()

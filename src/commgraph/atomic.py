@@ -1,7 +1,10 @@
-"""Atomic file output: a reader (or a crashed run) never sees a half-written file."""
+"""File output: every path a command will write is checked before any work
+(:func:`check_output`), and written atomically (:func:`atomic_write`), so that a reader (or a
+crashed run) never sees a half-written file."""
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from collections.abc import Iterator
@@ -9,15 +12,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from commgraph.errors import OutputError
+
 
 @contextmanager
 def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Open a temporary file beside ``path`` for binary writing; rename it onto ``path`` only if the
-    block finishes without an exception, otherwise delete it. Same directory, so the rename is atomic."""
+    block finishes without an exception, otherwise delete it. Same directory, so the rename is atomic.
+    The file gets the mode the umask gives a new file (``0666 & ~umask``, as ``open`` would), and the
+    temporary files an interrupted write left beside ``path`` (their writer is dead) are removed."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    _remove_stale(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -26,3 +35,70 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _remove_stale(target: Path) -> None:
+    """Delete ``.<name>.<pid>.*.tmp`` beside ``target`` whose writer ``pid`` no longer runs."""
+    for stale in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+        writer = stale.name[len(target.name) + 2:].split(".", 1)[0]
+        if not writer.isdigit() or not _running(int(writer)):
+            stale.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux shows it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+def check_output(path: str | os.PathLike[str] | None, what: str, *, force: bool | None = None,
+                 folder: bool = False) -> None:
+    """Refuse, before any work, a ``path`` that could not be written when the work is done. The
+    one check of every command that writes a file (or, with ``folder``, a folder); ``what`` names
+    the option that gave it in the message. Nothing is created.
+
+    - a file must not be an existing folder (a folder output not an existing file);
+    - the nearest existing folder above it must be a folder (not a file) this process can write
+      in: folders still missing are made when it is written;
+    - with ``force`` given (a command that has ``--force``), an existing path is refused unless
+      ``force`` is true; without the option, an existing file is replaced.
+
+    Raises:
+        OutputError: saying what is wrong and what to pass instead.
+    """
+    if path is None:
+        return
+    target = Path(path)
+    if not folder and target.is_dir():
+        raise OutputError(f"{what} {target} is a folder: name a file, e.g. {target / 'out'}")
+    if folder and target.exists() and not target.is_dir():
+        raise OutputError(f"{what} {target} is a file: name a folder")
+    if force is False and target.exists():
+        raise OutputError(f"{what} {target} exists; pass --force to replace it")
+    above = target.absolute().parent
+    while not above.exists():
+        above = above.parent
+    if not above.is_dir():
+        raise OutputError(f"{what} {target}: {above} is a file, not a folder; name a path in a folder")
+    try:
+        with tempfile.TemporaryFile(dir=above):
+            pass
+    except OSError as exc:
+        raise OutputError(f"{what} {target}: cannot write in {above} ({exc.strerror or exc}); name a path in a "
+                          "writable folder") from None

@@ -73,3 +73,9 @@ class SamplingError(CommgraphError, ValueError):
 class FeatureError(CommgraphError, ValueError):
     """A feature store request is invalid: an index out of range or empty, a table that cannot be
     placed where it was asked (``--features gpu`` larger than the GPU's free memory)."""
+
+
+class OutputError(CommgraphError, ValueError):
+    """A file or folder a command was asked to write cannot be written there (a folder where a
+    file was asked, a path under a file, a folder it may not write in, an existing file without
+    ``--force``); refused before any work is done."""

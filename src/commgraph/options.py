@@ -2,12 +2,14 @@
 choices, so the parser's flags (:meth:`Options.add_arguments`), the options built from parsed
 arguments (:meth:`Options.from_args`) and the command line handed to a worker process
 (:meth:`Options.to_argv`) all come from one definition. Checks belong in ``__post_init__``, so
-options are validated once, when they are made.
+options are validated once, when they are made; a float option that is not finite (``inf``,
+``nan``) is refused for every field.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import MISSING, field, fields
 from pathlib import Path
 
@@ -35,6 +37,8 @@ class Options:
             choices, value = f.metadata["choices"], getattr(self, f.name)
             if choices and value is not None and value not in choices:
                 raise self.error(f"unknown --{flag(f.name)} {value!r}; choose one of {', '.join(choices)}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise self.error(f"--{flag(f.name)} must be a finite number; got {value}")
 
     @classmethod
     def flags(cls) -> list:

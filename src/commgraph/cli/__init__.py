@@ -30,6 +30,10 @@ class Parser(argparse.ArgumentParser):
         # a value such as ``--fanout -1,-1`` is a list of negative numbers, not an option
         self._negative_number_matcher = re.compile(r"^-\d+(,-?\d+)*$|^-\d*\.\d+$")
 
+    def error(self, message: str):
+        """A usage error in the one-line form of every other error (exit 2), pointing at ``--help``."""
+        self.exit(2, f"commgraph: error: {message} (see {self.prog} --help)\n")
+
 
 def pick_names(text: str, known, what: str, error: type[Exception]) -> list[str]:
     """``all`` or a comma-separated subset of ``known`` (``what`` names them in the error)."""

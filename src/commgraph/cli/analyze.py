@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from commgraph.atomic import check_output
 from commgraph.analytics import Analysis, AnalyzeOptions, analyze, symmetrized
 from commgraph.analytics.job import analyze_part, check_partition_set, options_for_graph
 from commgraph.cli import describe
@@ -77,8 +78,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     launcher = LaunchOptions.from_args(args, device="cpu", quiet=args.quiet or args.json)
     report = Report.from_args(args, node_ids=args.node_ids)
-    if report.out is not None and Path(report.out).exists() and not report.force and not in_torchrun():
-        raise AnalyticsError(f"{report.out} exists; pass --force to overwrite it")
+    check_output(report.out, "--out", force=None if in_torchrun() else report.force)  # a worker: checked already
     options = AnalyzeOptions.from_args(args)
     options.check(None)  # algorithm options, before the graph loads
     job = JobOptions.from_args(args)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import GraphSpecError
@@ -23,8 +24,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.out.suffix != ".npz":
         raise GraphSpecError(f"--out must end in .npz, got {str(args.out)!r}")
-    if args.out.exists() and not args.force:
-        raise GraphSpecError(f"{str(args.out)!r} exists; pass --force to overwrite it")
+    check_output(args.out, "--out", force=args.force)
     graph = graph_from_args(args)
     save_npz(graph, args.out)
     print(f"wrote {args.out} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges)")

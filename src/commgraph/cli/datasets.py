@@ -2,7 +2,10 @@
 
 Every command that takes GRAPH also takes one of these names and downloads it on first use. The
 cache is ``$COMMGRAPH_HOME/datasets/<name>/`` (default ``~/.cache/commgraph``);
-``COMMGRAPH_MIRROR=URL`` fetches every file from a mirror with the same paths.
+``COMMGRAPH_MIRROR=URL`` fetches every file from a mirror with the same paths. A server that goes
+silent is waited for at most --read-timeout seconds per read, over --tries tries per file, each
+resuming from the bytes kept (``COMMGRAPH_DOWNLOAD_TIMEOUT`` and ``COMMGRAPH_DOWNLOAD_TRIES`` set
+them for every command).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 
 from commgraph.cli import describe
 from commgraph.graph.datasets import cache_state, dataset_dir, fetch, load_dataset
+from commgraph.graph.download import ATTEMPTS, TIMEOUT, TIMEOUT_ENV, TRIES_ENV, Patience
 from commgraph.graph.registry import REGISTRY, lookup
 
 
@@ -26,6 +30,12 @@ def register(subparsers) -> None:
     download.add_argument("--no-convert", action="store_true",
                           help="only download and verify the files; convert on first use")
     download.add_argument("--quiet", action="store_true", help="no progress bar")
+    download.add_argument("--read-timeout", type=float, metavar="SECONDS",
+                          help=f"how long one read may wait for the server before the try is given up (default "
+                               f"${TIMEOUT_ENV}, else {TIMEOUT:g})")
+    download.add_argument("--tries", type=int, metavar="N",
+                          help=f"tries per file, each resuming from the bytes kept (default ${TRIES_ENV}, else "
+                               f"{ATTEMPTS})")
     download.set_defaults(run=run_download)
 
 
@@ -51,11 +61,14 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_download(args: argparse.Namespace) -> int:
+    default = Patience.from_env()
+    patience = Patience(default.read_seconds if args.read_timeout is None else args.read_timeout,
+                        default.tries if args.tries is None else args.tries)
     for name in args.names:
         entry = lookup(name)
         if args.no_convert:
-            fetch(entry, progress=not args.quiet)
+            fetch(entry, progress=not args.quiet, patience=patience)
         else:
-            graph = load_dataset(entry, progress=not args.quiet)
+            graph = load_dataset(entry, progress=not args.quiet, patience=patience)
             print(f"{name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} stored edges -> {dataset_dir(name)}")
     return 0

@@ -10,12 +10,14 @@ import json
 import math
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe, pick_names
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import (MATCHINGS, SCHEDULERS, ceiling, free_communication, headroom_reached,
                                    iteration_seconds, link_bound, run_schedule)
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
 from commgraph.topology import parse_speeds, resolve_topology
+from commgraph.topology.files import is_topology_file
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_iteration, gpu, model
 from commgraph.workload.iteration import DP_COLLECTIVES
 
@@ -38,7 +40,7 @@ def register(subparsers) -> None:
     sim.add_argument("--efficiency", type=float, default=0.5, help="fraction of peak FLOP/s reached")
     sim.add_argument("--topology", required=True, metavar="TOPOLOGY",
                      help="a preset (NxPRESET-ib, fattree:k=K,server=PRESET[,rail=1][,bisection=full]) or YAML")
-    sim.add_argument("--network-gbps", type=float, default=100.0, help="network link speed in Gbit/s (IB links)")
+    sim.add_argument("--network-gbps", type=float, default=100.0, help="network link speed in Gbit/s (a preset's IB links; a YAML file has its own)")
     sim.add_argument("--speeds", metavar="K=GBPS,...", help=f"other link speeds in GB/s (pcie defaults to {PCIE_GEN5})")
     sim.add_argument("--scheduler", default="all", help=f"'all' or a comma list of {','.join(SCHEDULERS)}")
     sim.add_argument("--matching", choices=MATCHINGS,
@@ -62,10 +64,14 @@ def register(subparsers) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
+    check_output(args.png, "--png")
+    check_output(args.trace, "--trace")
     if not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
         raise SimulationError(f"--network-gbps must be > 0, got {args.network_gbps}")
     spec = model(args.model)
-    speeds = {"pcie": PCIE_GEN5, "ib": args.network_gbps / 8, **parse_speeds(args.speeds)}
+    speeds = parse_speeds(args.speeds)  # a YAML file has its own; a preset gets the defaults below
+    if not is_topology_file(args.topology):
+        speeds = {"pcie": PCIE_GEN5, "ib": args.network_gbps / 8, **speeds}
     topology = resolve_topology(args.topology, device="auto", speeds=speeds)
     layout = layout_of(args, len(topology.gpus))
     if args.iterations < 1:

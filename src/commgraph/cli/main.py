@@ -156,5 +156,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def entry() -> None:
+    """The ``commgraph`` command: :func:`main`, then exit at once. Every file is written and closed
+    by then; skipping the interpreter's teardown (seconds of unloading torch and PyG) is what lets
+    a job stop within two seconds of a worker's death."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # a closed pipe: nothing more can reach it
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

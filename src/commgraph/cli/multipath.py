@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe, pick_names
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.plan.multipath import (JITTER, SELECTORS, compare_selectors, load_workload, sustainable, sweep,
                                       with_option)
 from commgraph.plan.plot import plot_completions, plot_sweep
+
+MAX_SWEEP_POINTS = 1000  # loads of one --sweep (each a full simulation of every selector)
 
 
 def register(actions) -> None:
@@ -45,10 +49,11 @@ def register(actions) -> None:
                             help="greedy-e2e's requester-NIC delay, uniform in LO..HI microseconds (default 3,9)")
     run_parser.add_argument("--sweep", metavar="L1,L2,...|LO:HI:STEP",
                             help="loads (x the direct paths' capacity) to run the workload at, e.g. 0.3:1.5:0.1")
-    run_parser.add_argument("--seeds", type=int, default=1, help="streams per sweep point (seeds from the workload's)")
+    run_parser.add_argument("--seeds", type=int, help="streams per sweep point (seeds from the workload's; "
+                            "with --sweep; default 1)")
     run_parser.add_argument("--bound-us", type=float,
-                            help="median bound of the sustainable throughput (default: twice direct's median at "
-                                 "the sweep's lowest load)")
+                            help="median bound of the sustainable throughput (with --sweep; default: twice direct's "
+                                 "median at the sweep's lowest load)")
     run_parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     run_parser.add_argument("--png", type=Path,
                             help="completion-time CDF of every selector; with --sweep, median against offered rate")
@@ -60,31 +65,45 @@ def _jitter(text: str) -> tuple[float, float]:
         lo, hi = (float(v) * 1e-6 for v in text.split(","))
     except ValueError:
         raise PlanError(f"--jitter-us must be LO,HI in microseconds such as 3,9, got {text!r}") from None
-    if not 0 <= lo <= hi:
-        raise PlanError(f"--jitter-us must have 0 <= LO <= HI, got {text!r}")
+    if not 0 <= lo <= hi < math.inf:
+        raise PlanError(f"--jitter-us must have 0 <= LO <= HI, both finite, got {text!r}")
     return lo, hi
 
 
 def _loads(text: str) -> list[float]:
+    """The loads ``--sweep`` names, at most :data:`MAX_SWEEP_POINTS` of them, each finite and > 0."""
     try:
         if ":" in text:
             lo, hi, step = (float(v) for v in text.split(":"))
-            if not (lo > 0 and hi >= lo and step > 0):
+            if not (0 < lo <= hi < math.inf and step > 0):
                 raise ValueError
-            return [round(float(v), 6) for v in np.arange(lo, hi + step / 2, step)]
-        loads = [float(v) for v in text.split(",") if v.strip()]
+            points = math.floor((hi - lo) / step + 0.5) + 1
+        else:
+            loads = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise PlanError(f"--sweep must be loads such as 0.5,1,1.2 or LO:HI:STEP with 0 < LO <= HI, got {text!r}") \
             from None
-    if not loads or any(not v > 0 for v in loads):
-        raise PlanError(f"--sweep loads must be > 0, got {text!r}")
+    if ":" in text:
+        _check_points(points, text)
+        return [round(float(v), 6) for v in np.arange(lo, hi + step / 2, step)]
+    if not loads or any(not 0 < v < math.inf for v in loads):
+        raise PlanError(f"--sweep loads must be finite and > 0, got {text!r}")
+    _check_points(len(loads), text)
     return loads
+
+
+def _check_points(points: int, text: str) -> None:
+    if points > MAX_SWEEP_POINTS:
+        raise PlanError(f"--sweep {text} makes {points:,} points; at most {MAX_SWEEP_POINTS} (a larger STEP)")
 
 
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.selector, SELECTORS, "selector", PlanError)
+    check_output(args.png, "--png")
     if args.k < 1:
         raise PlanError(f"--k must be >= 1, got {args.k}")
+    if not args.sweep and (args.seeds is not None or args.bound_us is not None):
+        raise PlanError("--seeds and --bound-us apply to a sweep: add --sweep LOADS, or leave them out")
     jitter = _jitter(args.jitter_us) if args.jitter_us else JITTER
     topology = topology_from_args(args)
     if args.sweep:
@@ -116,10 +135,11 @@ def run_simulate(args: argparse.Namespace) -> int:
 def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tuple[float, float]) -> int:
     if args.paths or not args.workload.startswith(("poisson", "kvs")):
         raise PlanError("--sweep takes a poisson: or kvs: workload (it sets load=), without --paths")
-    if args.seeds < 1:
-        raise PlanError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.bound_us is not None and not args.bound_us > 0:
-        raise PlanError(f"--bound-us must be > 0, got {args.bound_us}")
+    args.seeds = 1 if args.seeds is None else args.seeds
+    if not 1 <= args.seeds <= MAX_SWEEP_POINTS:
+        raise PlanError(f"--seeds must be 1..{MAX_SWEEP_POINTS}, got {args.seeds}")
+    if args.bound_us is not None and not 0 < args.bound_us < math.inf:
+        raise PlanError(f"--bound-us must be finite and > 0, got {args.bound_us}")
     loads = _loads(args.sweep)
     reference = load_workload(topology, with_option(args.workload, "load", 1))
     direct, combined = reference.direct_rate(), reference.combined_rate()

@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
-from commgraph.errors import PartitionError
 from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
                                  write_partition_set)
 from commgraph.partition.plot import plot_metrics
@@ -38,8 +38,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.out.exists() and not args.force:  # refuse before spending minutes partitioning
-        raise PartitionError(f"{args.out} already exists; pass --force to replace it")
+    check_output(args.out, "--out", force=args.force, folder=True)  # before minutes of partitioning
     check_parts(args.parts)
     graph = graph_from_args(args)
     check_parts(args.parts, graph.num_nodes)

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
@@ -35,7 +36,7 @@ def register(subparsers) -> None:
 
     reduce = kinds.add_parser("allreduce", help="gradient all-reduce across the workers")
     add_topology_argument(reduce, positional=False)
-    reduce.add_argument("--bytes", type=float, default=100e6, help="bytes to all-reduce (default 1e8)")
+    reduce.add_argument("--bytes", default="1e8", help="bytes to all-reduce, K/M/G suffixes (default 1e8)")
     reduce.add_argument("--planner", choices=("all", *PLANNERS["allreduce"]), default="all")
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
@@ -43,7 +44,7 @@ def register(subparsers) -> None:
     cast = kinds.add_parser("broadcast", help="broadcast from one worker by arborescence packing")
     add_topology_argument(cast, positional=False)
     cast.add_argument("--root", required=True, help="the device that holds the data (e.g. gpu0)")
-    cast.add_argument("--bytes", type=float, default=100e6, help="bytes to broadcast (default 1e8)")
+    cast.add_argument("--bytes", default="1e8", help="bytes to broadcast, K/M/G suffixes (default 1e8)")
     _common(cast)
     cast.set_defaults(run=run_broadcast, planner="arborescence")
 
@@ -71,9 +72,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _chosen(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    """The planners asked for; the output paths checked first."""
     chosen = list(names) if args.planner == "all" else [args.planner]
     if args.out and len(chosen) > 1:
         raise PlanError("--out saves one plan: choose it with --planner")
+    check_output(args.out, "--out")
+    check_output(args.png, "--png")
     return chosen
 
 
@@ -95,10 +99,11 @@ def run_allgather(args: argparse.Namespace) -> int:
 
 
 def run_allreduce(args: argparse.Namespace) -> int:
+    nbytes = parse_bytes(args.bytes)
     topology = topology_from_args(args)
     plans, report, bound = [], {}, None
     for name in _chosen(args, PLANNERS["allreduce"]):
-        plan = plan_allreduce(name, topology, args.bytes)
+        plan = plan_allreduce(name, topology, nbytes)
         plans.append(plan)
         bound = plan.notes["lower_bound"]
         report[name] = {"normalized_time": plan.notes["normalized_time"],
@@ -119,7 +124,7 @@ def run_allreduce(args: argparse.Namespace) -> int:
 
 def run_broadcast(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
-    plan = plan_broadcast(topology, args.root, args.bytes)
+    plan = plan_broadcast(topology, args.root, parse_bytes(args.bytes))
     row = {"normalized_time": plan.notes["normalized_time"], "modeled_seconds": price(plan, topology)["modeled_seconds"],
            **{k: plan.notes[k] for k in ("optimum", "optimum_fraction", "arborescences_rate")}}
     _finish(args, [plan], [d.id for d in topology.workers], {"planners": {"arborescence": row}})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.errors import TrainingError
 from commgraph.train.plot import plot_runs, read_metrics
@@ -22,6 +23,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.png.suffix != ".png":
         raise TrainingError(f"--png must end in .png, got {str(args.png)!r}")
+    check_output(args.png, "--png")
     runs = {}
     for path in args.runs:
         label = path.stem if path.stem not in runs else str(path)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
@@ -66,9 +67,8 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     launcher = LaunchOptions.from_args(args)
     options = PredictOptions.from_args(args)
+    check_output(options.out, "--out", force=None if in_torchrun() else options.force)  # a worker: checked already
     if in_torchrun() or launcher.workers is not None:
-        if options.out is not None and Path(options.out).exists() and not options.force and not in_torchrun():
-            raise TrainingError(f"{options.out!r} exists; pass --force to overwrite it")
         model, _ = load_model(options.checkpoint_dir, best=options.best)  # a bad checkpoint: said once, here
         job = JobOptions.from_args(args)
         shape = partial(JobShape, hidden=model.widths[1], layers=len(model.widths) - 1, train=False)
@@ -78,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
                        json=options.json,
                        debug=args.debug)
         return launch(spec, partial(_predict_rank, options, job))
-    if options.out is not None and Path(options.out).exists() and not options.force:
-        raise TrainingError(f"{options.out!r} exists; pass --force to overwrite it")
     device = pick_device(launcher.device, 1, say=None if launcher.quiet else print)
     model, trained = load_model(options.checkpoint_dir, best=options.best)
     if is_partition_set(args.graph):

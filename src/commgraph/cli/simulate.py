@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.sim import read_dag, simulate
@@ -25,6 +26,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output(args.png, "--png")
     topology = topology_from_args(args)
     tasks = read_dag(args.dag)
     result = simulate(topology, tasks, timeline=args.png is not None)

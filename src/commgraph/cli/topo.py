@@ -7,10 +7,10 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.errors import TopologyError
 from commgraph.topology import SPEED_KEYS, parse_speeds, preset_names, read_yaml, resolve_topology, write_yaml
@@ -83,6 +83,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    check_output(args.png, "--png")
     topology = topology_from_args(args)
     if args.png:
         draw_topology(topology, args.png)
@@ -126,6 +127,7 @@ def _describe(topology: Topology) -> None:
 
 
 def run_detect(args: argparse.Namespace) -> int:
+    check_output(args.out, "--out")
     if args.from_file:
         try:
             text = args.from_file.read_text()
@@ -142,8 +144,22 @@ def run_detect(args: argparse.Namespace) -> int:
     return 0
 
 
+ROUTE_CHECK_ALL = 64  # up to this many workers, validate checks a route between every two
+
+
 def run_validate(args: argparse.Namespace) -> int:
+    """A topology is valid when it reads and its workers reach each other: between every two of
+    them up to :data:`ROUTE_CHECK_ALL` workers, beyond that from each of the first eight to every
+    other (one shortest-path search per source)."""
     topology = read_yaml(args.file)
+    workers = [d.id for d in topology.workers]
+    if len(workers) <= ROUTE_CHECK_ALL:
+        topology.check_routes(workers)
+    else:
+        for src in workers[:8]:
+            for dst in workers:
+                if dst != src:
+                    topology.route(src, dst)
     print(f"{args.file}: valid ({len(topology.devices)} devices, {len(topology.links)} links)")
     return 0
 
@@ -153,8 +169,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from commgraph.runtime.calibrate import ProbeSpec, calibrate, check_workers, collect
 
     spec = ProbeSpec(sizes=tuple(_sizes(args.sizes)), messages=tuple(_counts(args.messages)), repeats=args.repeats)
-    if args.out:
-        _check_writable(args.out)
+    check_output(args.out, "--out")
     say = sys.stdout if args.out else sys.stderr  # without --out the YAML alone goes to stdout
     if in_torchrun():
         world = join(args.timeout, args.device)
@@ -201,19 +216,6 @@ def _counts(text: str) -> list[int]:
         return [int(item) for item in filter(None, text.replace(" ", "").split(","))]
     except ValueError:
         raise TopologyError(f"bad --messages {text!r}: expected integers such as 1,4") from None
-
-
-def _check_writable(path: Path) -> None:
-    """Fail before measuring, not after, when the YAML cannot be written where asked."""
-    if path.is_dir():
-        raise TopologyError(f"--out {path} is a folder: name a file such as {path / 'calibrated.yaml'}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path.parent):
-            pass
-    except OSError as exc:
-        raise TopologyError(f"cannot write --out {path}: {exc.strerror or exc}; pass a path in a writable folder") \
-            from None
 
 
 def _print_fit(result, out) -> None:

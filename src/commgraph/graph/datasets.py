@@ -32,7 +32,7 @@ from pathlib import Path
 from commgraph.atomic import atomic_write
 from commgraph.errors import DatasetError
 from commgraph.graph.core import Graph
-from commgraph.graph.download import check_archive, download, mirrored, sha256
+from commgraph.graph.download import Patience, check_archive, download, mirrored, sha256
 from commgraph.graph.npz import load_npz, save_npz
 from commgraph.graph.ogb import read_ogb
 from commgraph.graph.planetoid import load_planetoid
@@ -66,17 +66,18 @@ def cache_state(entry: Dataset) -> str:
     return "-"
 
 
-def fetch(entry: Dataset, *, progress: bool = True) -> Path:
-    """Download ``entry``'s files into the cache (or check those already there); returns its folder."""
+def fetch(entry: Dataset, *, progress: bool = True, patience: Patience | None = None) -> Path:
+    """Download ``entry``'s files into the cache (or check those already there); returns its folder.
+    ``patience``: how long a silent server is waited for (:class:`~commgraph.graph.download.Patience`)."""
     root = dataset_dir(entry.name)
     with _locked(root):
-        _download_all(entry, root, progress)
+        _download_all(entry, root, progress, patience)
     return root
 
 
-def load_dataset(name: str | Dataset, *, progress: bool = True) -> Graph:
+def load_dataset(name: str | Dataset, *, progress: bool = True, patience: Patience | None = None) -> Graph:
     """The graph of a registry dataset: from the cache's verified ``graph.npz`` (memory-mapped) when
-    there is one, else downloaded, checked and converted first."""
+    there is one, else downloaded (``patience``: as :func:`fetch`), checked and converted first."""
     entry = lookup(name) if isinstance(name, str) else name
     root = dataset_dir(entry.name)
     with _locked(root):
@@ -86,7 +87,7 @@ def load_dataset(name: str | Dataset, *, progress: bool = True) -> Graph:
             if sha256(graph_file) == recorded:
                 return load_npz(graph_file)
             _say(progress, f"commgraph: {graph_file} does not match its recorded SHA-256; converting again")
-        _download_all(entry, root, progress)
+        _download_all(entry, root, progress, patience)
         _say(progress, f"commgraph: converting {entry.name} (once) -> {graph_file}")
         loaded = _read(entry, root)
         check_stats(entry, loaded)
@@ -111,7 +112,7 @@ def check_stats(entry: Dataset, loaded: EdgeFileLoad) -> None:
                 f"be damaged or changed upstream: delete {dataset_dir(entry.name)} and run again")
 
 
-def _download_all(entry: Dataset, root: Path, progress: bool) -> None:
+def _download_all(entry: Dataset, root: Path, progress: bool, patience: Patience | None) -> None:
     recorded = _read_checksums(root)
     for remote in entry.files:
         key = f"raw/{remote.filename}"
@@ -125,7 +126,7 @@ def _download_all(entry: Dataset, root: Path, progress: bool) -> None:
         if dest.is_file():  # complete but never recorded (a run stopped right after the rename)
             check_archive(dest, dest.name)
         else:
-            download(mirrored(remote.url), dest, progress=progress)
+            download(mirrored(remote.url), dest, progress=progress, patience=patience)
         if remote.size is not None and dest.stat().st_size != remote.size:
             size = dest.stat().st_size
             dest.unlink()

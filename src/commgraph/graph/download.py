@@ -5,6 +5,11 @@ resumed with an HTTP ``Range`` request from the bytes already there. The file is
 ``dest`` only once it has the length the server announced and, for a ``.zip`` or ``.gz``, every
 member's CRC checks out. ``COMMGRAPH_MIRROR`` (e.g. ``http://mirror.lan:8080``) replaces the scheme
 and host of every URL and keeps its path.
+
+How long a silent server is waited for is :class:`Patience`: each read waits at most
+:data:`TIMEOUT` seconds (``COMMGRAPH_DOWNLOAD_TIMEOUT``, ``graph datasets download --read-timeout``)
+and a file gets :data:`ATTEMPTS` tries (``COMMGRAPH_DOWNLOAD_TRIES``, ``--tries``), each resuming
+from the bytes already kept; every abandoned try is said on stderr with what comes next.
 """
 
 from __future__ import annotations
@@ -12,14 +17,17 @@ from __future__ import annotations
 import gzip
 import hashlib
 import http.client
+import math
 import os
 import re
 import socket
+import sys
 import time
 import urllib.error
 import urllib.request
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,6 +38,31 @@ BLOCK = 1 << 20
 ATTEMPTS = 4
 TIMEOUT = 60.0
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+TIMEOUT_ENV, TRIES_ENV = "COMMGRAPH_DOWNLOAD_TIMEOUT", "COMMGRAPH_DOWNLOAD_TRIES"
+
+
+@dataclass(frozen=True)
+class Patience:
+    """How long a download waits: ``read_seconds`` for any one read (connecting included) before
+    the try is abandoned, and ``tries`` per file."""
+
+    read_seconds: float = TIMEOUT
+    tries: int = ATTEMPTS
+
+    def __post_init__(self) -> None:
+        if not 0 < self.read_seconds < math.inf:
+            raise DatasetError(f"the read timeout must be a finite number of seconds > 0, got {self.read_seconds}")
+        if self.tries < 1:
+            raise DatasetError(f"a download needs at least 1 try, got {self.tries}")
+
+    @classmethod
+    def from_env(cls) -> Patience:
+        """The defaults, or ``$COMMGRAPH_DOWNLOAD_TIMEOUT`` and ``$COMMGRAPH_DOWNLOAD_TRIES``."""
+        try:
+            return cls(float(os.environ.get(TIMEOUT_ENV, TIMEOUT)), int(os.environ.get(TRIES_ENV, ATTEMPTS)))
+        except ValueError:
+            raise DatasetError(f"{TIMEOUT_ENV} must be seconds and {TRIES_ENV} a count, got "
+                               f"{os.environ.get(TIMEOUT_ENV)!r} and {os.environ.get(TRIES_ENV)!r}") from None
 
 
 def mirrored(url: str) -> str:
@@ -45,29 +78,40 @@ def mirrored(url: str) -> str:
     return urlunsplit((base.scheme, base.netloc, base.path.rstrip("/") + original.path, original.query, ""))
 
 
-def download(url: str, dest: Path, *, progress: bool = True) -> None:
+def download(url: str, dest: Path, *, progress: bool = True, patience: Patience | None = None) -> None:
     """Fetch ``url`` to ``dest`` (resuming ``dest.part``), check its length and archive CRCs,
-    then rename it into place. Server errors (5xx) and broken transfers are retried."""
+    then rename it into place. Server errors (5xx), silences longer than a read may wait and broken
+    transfers are retried, ``patience`` (default :meth:`Patience.from_env`) saying how long and how
+    often."""
+    patience = patience or Patience.from_env()
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    for attempt in range(ATTEMPTS):
+    host = urlsplit(url).netloc
+    for attempt in range(1, patience.tries + 1):
+        why = None
         try:
-            if _transfer(url, part, progress):
+            if _transfer(url, part, progress, patience.read_seconds):
                 break
+            why = "the transfer broke off"
         except urllib.error.HTTPError as exc:
-            if exc.code < 500 or attempt == ATTEMPTS - 1:
+            if exc.code < 500 or attempt == patience.tries:
                 raise DatasetError(f"{url} answered HTTP {exc.code} {exc.reason} (fetching {dest.name})") from None
+            why = f"HTTP {exc.code}"
         except (urllib.error.URLError, socket.timeout, ConnectionError) as exc:
-            if attempt == ATTEMPTS - 1:
-                reason = getattr(exc, "reason", exc)
+            reason = getattr(exc, "reason", exc)
+            if attempt == patience.tries:
                 raise DatasetError(
-                    f"cannot download {dest.name} ({reason}): fetch {url} yourself and put it at {dest}, "
-                    f"then run again (or set {MIRROR_ENV})") from None
-        time.sleep(min(0.2 * 2 ** attempt, 2.0))
+                    f"cannot download {dest.name} ({reason}; {_kept(part)}, {_spent(patience)}): fetch {url} "
+                    f"yourself and put it at {dest}, then run again (or set {MIRROR_ENV})") from None
+            why = f"{reason}" if not isinstance(exc, socket.timeout) else \
+                f"{host} sent nothing for {patience.read_seconds:g} s"
+        if progress and attempt < patience.tries:
+            print(f"commgraph: {dest.name}: {why}; {_kept(part)}; try {attempt + 1} of {patience.tries} "
+                  f"(at most {patience.read_seconds:g} s per read)", file=sys.stderr)
+        time.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
     else:
-        have = part.stat().st_size if part.exists() else 0
-        raise DatasetError(f"{url} kept breaking off ({have:,} bytes of {dest.name} kept in {part}); "
-                           "run again to resume")
+        raise DatasetError(f"{url} kept breaking off ({_kept(part)} in {part}, {_spent(patience)}); run again to "
+                           "resume")
     try:
         check_archive(part, dest.name)
     except DatasetError:
@@ -76,14 +120,24 @@ def download(url: str, dest: Path, *, progress: bool = True) -> None:
     os.replace(part, dest)
 
 
-def _transfer(url: str, part: Path, progress: bool) -> bool:
-    """One request; True when ``part`` then holds the whole file."""
+def _kept(part: Path) -> str:
+    return f"{part.stat().st_size if part.exists() else 0:,} bytes kept"
+
+
+def _spent(patience: Patience) -> str:
+    return (f"{patience.tries} tries of at most {patience.read_seconds:g} s per read; `graph datasets download "
+            f"--tries N --read-timeout S`, or {TRIES_ENV} and {TIMEOUT_ENV}, change them")
+
+
+def _transfer(url: str, part: Path, progress: bool, timeout: float) -> bool:
+    """One request, each read waiting at most ``timeout`` seconds; True when ``part`` then holds
+    the whole file. What arrived is kept as it arrives, so a try that breaks off loses nothing."""
     have = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": "commgraph"}
     if have:
         headers["Range"] = f"bytes={have}-"
     try:
-        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=TIMEOUT)
+        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.HTTPError as exc:
         if exc.code == 416 and have:  # our partial file is not a prefix the server knows: start over
             part.unlink()
@@ -100,7 +154,7 @@ def _transfer(url: str, part: Path, progress: bool) -> bool:
             disable=not progress, leave=False,
         ) as bar:
             try:
-                while block := response.read(BLOCK):
+                while block := response.read1(BLOCK):  # what has come, not a whole block: kept if the next read fails
                     out.write(block)
                     bar.update(len(block))
             except (http.client.IncompleteRead, ConnectionError, socket.timeout):

@@ -153,8 +153,7 @@ def launch(spec: JobSpec, work: Callable[[World, Path], None],
             spec.say(describe(partition_dir, workers))
         del pset
         release_free_memory()  # the graph and its partitioning, if this process made the set
-        return launch_local(worker_argv(spec, partition_dir, job), workers, grace=spec.launch.timeout + 15,
-                            threads_per_worker=spec.launch.threads)
+        return launch_local(worker_argv(spec, partition_dir, job), workers, threads_per_worker=spec.launch.threads)
 
 
 def check_fits(estimate: MemoryEstimate, options: LaunchOptions) -> None:

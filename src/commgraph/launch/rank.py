@@ -28,6 +28,8 @@ def run_rank(timeout: float, device: str, debug: bool, prepare: Callable[[], T],
         world.close()
         return 0
     except WorkerFailed as exc:
+        if world is not None:
+            world.report_stopped()
         _die(f"commgraph: error: rank {rank} stopped: {exc}", 1)
     except CommgraphError as exc:
         if world is not None:

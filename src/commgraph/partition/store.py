@@ -49,6 +49,7 @@ from commgraph.errors import PartitionError
 from commgraph.graph import Graph
 from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
 from commgraph.graph.nodefile import save_npy_in_chunks
+from commgraph.partition.manifest import check_manifest
 from commgraph.partition.metrics import check_assignment, remote_pairs
 
 FORMAT_VERSION = 2
@@ -359,13 +360,9 @@ def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: 
     manifest_file = path / MANIFEST
     try:
         manifest = json.loads(manifest_file.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PartitionError(f"{manifest_file}: not valid JSON ({exc})") from None
-    version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
-        raise PartitionError(
-            f"{path} has partition format {version}; this commgraph reads format {FORMAT_VERSION}: re-partition"
-        )
+    check_manifest(manifest, manifest_file, FORMAT_VERSION)
     if graph is not None:
         made_from = manifest["graph"]
         if made_from["checksum"] != graph.checksum():

@@ -17,6 +17,7 @@ Types are ``SRC:DST`` (or ``SRC:DST1|DST2``, served at either) with paths from
 
 from __future__ import annotations
 
+import math
 import csv
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,8 +38,8 @@ def parse_bytes(text: str) -> float:
         value = float(number) * _UNITS[unit]
     except ValueError:
         raise PlanError(f"bad size {text!r}: expected bytes such as 4096, 64K, 1M or 1e9") from None
-    if not value > 0:
-        raise PlanError(f"bad size {text!r}: must be > 0")
+    if not (value > 0 and math.isfinite(value)):
+        raise PlanError(f"bad size {text!r}: must be a finite number > 0")
     return value
 
 
@@ -90,8 +91,18 @@ def _workload_options(text: str, kind: str, keys: tuple[str, ...]) -> dict[str, 
         key, sep, value = item.partition("=")
         if not sep or key not in keys:
             raise PlanError(f"bad workload option {item!r}; {kind} takes {', '.join(k + '=' for k in keys)}")
+        if not _finite_or_text(value):
+            raise PlanError(f"bad workload option {item!r}: must be a finite number")
         options[key] = value
     return options
+
+
+def _finite_or_text(value: str) -> bool:
+    """False for a number that is not finite (``inf``, ``nan``); True for any other value."""
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return True
 
 
 def parse_poisson(text: str) -> PoissonSpec:

@@ -386,7 +386,7 @@ def calibrate(workers: int, spec: ProbeSpec = ProbeSpec(), *, device: str = "aut
         job = Path(folder) / "job.json"
         job.write_text(json.dumps({"spec": asdict(spec), "device": chosen, "timeout": timeout,
                                    "progress": progress, "out": str(Path(folder) / "points.json")}))
-        code = launch_local([str(job)], workers, grace=timeout + 15, module="commgraph.runtime.calibrate")
+        code = launch_local([str(job)], workers, module="commgraph.runtime.calibrate")
         if code != 0:
             raise TopologyError(f"calibration failed: a worker exited with code {code} (its message is above)")
         return CalibratedLinks(**_from_json(json.loads((Path(folder) / "points.json").read_text())))

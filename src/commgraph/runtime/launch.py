@@ -3,15 +3,22 @@
 The ranks are forked from one warmed interpreter (:mod:`commgraph.runtime.zygote`), so a
 machine's workers share the memory of what they import. The launcher hosts the job's key-value store (so the store outlives any one worker, and survivors can
 still read who failed), gives every child the environment torchrun would give it, and watches
-them. When a worker exits non-zero or is killed, the others are given ``grace`` seconds to notice
-and exit with their own message, then they are killed; the launcher names the first failed rank and
-returns non-zero. Under torchrun none of this runs: torchrun's agent does the watching.
+them. When a worker exits non-zero or is killed, the others are given ``grace`` seconds (default
+:data:`STOP_SECONDS`) to notice and exit with their own message, then they are killed; the
+launcher names the first failed rank and returns non-zero. Under torchrun none of this runs:
+torchrun's agent does the watching.
+
+No process of the job outlives it: every rank runs in a process group of its own, which the
+launcher kills when the job ends, however it ends, so whatever a rank started (DGS's explainer,
+its resource tracker) goes with it; and each rank dies with the zygote, the zygote with the
+launcher (:func:`~commgraph.lifetime.die_with_parent`), even when one is killed by SIGKILL.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -20,11 +27,16 @@ from dataclasses import dataclass, field
 
 import torch.distributed as dist
 
+from commgraph.lifetime import group_members, kill_group
+from commgraph.runtime.world import failed_key
+
 POLL_SECONDS = 0.1
+STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit with their own message
+SWEEP_SECONDS = 1.0  # after the ranks exit, how long what they started may take to exit by itself
 
 
-def launch_local(argv: list[str], workers: int, *, grace: float, threads_per_worker: int | None = None,
-                 module: str = "commgraph") -> int:
+def launch_local(argv: list[str], workers: int, *, grace: float = STOP_SECONDS,
+                 threads_per_worker: int | None = None, module: str = "commgraph") -> int:
     """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine; the job's exit code."""
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=max(grace, 30)))
@@ -34,11 +46,10 @@ def launch_local(argv: list[str], workers: int, *, grace: float, threads_per_wor
                COMMGRAPH_THREADS=str(threads))
     children = ForkedRanks.start(argv, workers, module, env)
     try:
-        return _watch(children.ranks, grace)
-    except KeyboardInterrupt:
-        _kill(children.ranks)
-        raise
+        return _watch(children.ranks, grace, store)
     finally:
+        _kill(children.ranks)
+        _sweep(children.ranks)
         children.close()
         del store
 
@@ -63,11 +74,9 @@ class Rank:
         return self.code
 
     def kill(self) -> None:
+        """SIGKILL the rank and its process group (what it started)."""
         if self.code is None and self.pid is not None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(self.pid)
 
 
 @dataclass
@@ -99,7 +108,7 @@ class ForkedRanks:
             except BlockingIOError:
                 if not block:
                     return True
-                time.sleep(POLL_SECONDS)
+                select.select([self.reports], [], [], POLL_SECONDS)  # wakes as soon as a report comes
                 continue
             if not chunk:
                 self._ended()
@@ -130,7 +139,9 @@ class ForkedRanks:
         os.close(self.reports)
 
 
-def _watch(children: list[Rank], grace: float) -> int:
+def _watch(children: list[Rank], grace: float, store) -> int:
+    """Wait for the ranks; the job's exit code. A rank that fails is announced in ``store``
+    (unless it said why itself), so that the others name it at once."""
     first_failure: tuple[int, int] | None = None
     deadline = None
     while True:
@@ -140,23 +151,61 @@ def _watch(children: list[Rank], grace: float) -> int:
             if failed:
                 first_failure = failed[0]
                 deadline = time.monotonic() + grace
+                for rank, code in failed:
+                    _announce(store, rank, code)
         if all(code is not None for code in codes):
             break
         if deadline is not None and time.monotonic() > deadline:
-            _kill(children)
-            for child in children:
-                child.wait()
             break
         time.sleep(POLL_SECONDS)
     if first_failure is None:
         return 0
     rank, code = first_failure
-    how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-    print(f"commgraph: error: worker rank {rank} {how}; the job stopped", file=sys.stderr)
+    print(f"commgraph: error: worker rank {rank} {_ending(code)}; the job stopped", file=sys.stderr)
     return 1
 
 
+def _ending(code: int) -> str:
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+
+
+def _announce(store, rank: int, code: int) -> None:
+    """Write how ``rank`` ended where the others look first (:func:`~commgraph.runtime.world.failed_key`),
+    unless the rank wrote its own reason."""
+    key = failed_key(rank)
+    if not store.check([key]):
+        store.set(key, _ending(code))
+
+
 def _kill(children: list[Rank]) -> None:
+    """Kill the ranks still running, each with its process group, and reap them."""
     for child in children:
         if child.poll() is None:
             child.kill()
+    for child in children:
+        child.wait()
+
+
+def _sweep(children: list[Rank]) -> None:
+    """Kill what the ranks started and left behind (a DGS explainer of a killed rank, perhaps still
+    starting up, before it could ask to die with its parent), except the resource trackers of
+    Python's multiprocessing: they remove the rank's named semaphores once its other processes
+    are gone, and get :data:`SWEEP_SECONDS` to, then they are killed too."""
+    groups = [child.pid for child in children if child.pid is not None]
+    for pgid in groups:
+        for pid, command in group_members(pgid).items():
+            if "multiprocessing.resource_tracker" not in command:
+                _kill_pid(pid)
+    deadline = time.monotonic() + SWEEP_SECONDS
+    while groups and time.monotonic() < deadline:
+        groups = [pgid for pgid in groups if group_members(pgid)]
+        time.sleep(POLL_SECONDS / 2)
+    for pgid in groups:
+        kill_group(pgid)
+
+
+def _kill_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

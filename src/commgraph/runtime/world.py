@@ -6,10 +6,13 @@ job started by ``commgraph train --workers N`` and one started by ``torchrun --n
 same code. Every collective runs under ``timeout``, so nothing can wait forever.
 
 Naming the failed rank: a worker whose own code raises writes its rank and message into the job's
-key-value store before it exits; every worker also bumps a heartbeat counter in the store twice a
-second from a thread. When an operation fails (Gloo reports a closed connection within about a
-second of a peer dying) or times out, the survivor reads the store: a reported failure, else the
-ranks whose heartbeat stopped, else the peer it was waiting for.
+key-value store before it exits (our launcher writes how a rank ended when the rank could not:
+killed by a signal); every worker also bumps a heartbeat counter in the store every
+:data:`BEAT_SECONDS` from a thread. When an operation fails (Gloo reports a closed connection as
+soon as a peer dies) or times out, the survivor reads the store: a reported failure, else the
+ranks whose heartbeat stopped for :data:`SILENCE_SECONDS` (not those that reported stopping
+because of another rank: they died of the failure, they did not cause it), else the peer it was
+waiting for.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import torch.distributed as dist
 
 from commgraph.errors import TrainingError, WorkerFailed
 
-BEAT_SECONDS = 0.5
+BEAT_SECONDS = 0.2
+SILENCE_SECONDS = 4 * BEAT_SECONDS  # a rank whose counter did not move for this long is dead
 _PREFIX = "commgraph/"
 
 
@@ -56,42 +60,63 @@ class World:
     def report_failure(self, message: str) -> None:
         """Tell the others why this worker is about to exit (best effort: the store may be gone)."""
         try:
-            self._store.set(f"{_PREFIX}failed/{self.rank}", message[:500])
+            self._store.set(failed_key(self.rank), message[:500])
+        except Exception:  # noqa: BLE001 - the store host itself may be the one that died
+            pass
+
+    def report_stopped(self) -> None:
+        """Say that this worker exits because another one failed (best effort)."""
+        try:
+            self._store.set(f"{_PREFIX}stopped/{self.rank}", "1")
         except Exception:  # noqa: BLE001 - the store host itself may be the one that died
             pass
 
     def explain(self, error: BaseException, waiting_for: int | None = None) -> WorkerFailed:
-        """Turn a communication error into one that names the rank responsible."""
+        """Turn a communication error into one that names the rank responsible: a rank that
+        reported its failure (itself, or the launcher for it), else, after watching the heartbeats
+        for :data:`SILENCE_SECONDS` (a report arriving meanwhile ends the watch), the silent ones."""
         try:
-            for rank in range(self.size):
-                key = f"{_PREFIX}failed/{rank}"
-                if rank != self.rank and self._store.check([key]):
-                    reason = self._store.get(key).decode(errors="replace")
-                    return WorkerFailed(f"worker rank {rank} failed: {reason}")
-            silent = self._silent_ranks()
+            keys = [f"{_PREFIX}beat/{r}" for r in range(self.size)]
+            before = [self._store.add(k, 0) for k in keys]
+            watch_until = time.monotonic() + SILENCE_SECONDS
+            while (reported := self._reported()) is None and time.monotonic() < watch_until:
+                time.sleep(BEAT_SECONDS / 2)
+            if reported is not None:
+                return reported
+            after = [self._store.add(k, 0) for k in keys]
+            silent = [r for r in range(self.size) if r != self.rank and after[r] == before[r]
+                      and not self._store.check([f"{_PREFIX}stopped/{r}"])]
         except Exception:  # noqa: BLE001 - the store lives with the launcher or rank 0's agent
             return WorkerFailed(f"lost contact with the job's store ({_first_line(error)}); "
                                 "the launcher or rank 0 died")
         if silent:
             names = ", ".join(map(str, silent))
-            return WorkerFailed(f"worker rank {names} died (no heartbeat for {2 * BEAT_SECONDS + 1:.0f} s): "
+            return WorkerFailed(f"worker rank {names} died (no heartbeat for {SILENCE_SECONDS:g} s): "
                                 f"{_first_line(error)}")
         if waiting_for is not None:
             return WorkerFailed(f"worker rank {waiting_for} did not answer within {self.timeout:.0f} s: "
                                 f"{_first_line(error)}")
         return WorkerFailed(f"a collective failed and no worker is known dead: {_first_line(error)}")
 
-    def _silent_ranks(self) -> list[int]:
-        keys = [f"{_PREFIX}beat/{r}" for r in range(self.size)]
-        before = [self._store.add(k, 0) for k in keys]
-        time.sleep(2 * BEAT_SECONDS + 1)
-        after = [self._store.add(k, 0) for k in keys]
-        return [r for r in range(self.size) if r != self.rank and after[r] == before[r]]
+    def _reported(self) -> WorkerFailed | None:
+        """The first other rank's reported failure, if any."""
+        for rank in range(self.size):
+            key = failed_key(rank)
+            if rank != self.rank and self._store.check([key]):
+                reason = self._store.get(key).decode(errors="replace")
+                return WorkerFailed(f"worker rank {rank} failed: {reason}")
+        return None
 
     def close(self) -> None:
         self._stop.set()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def failed_key(rank: int) -> str:
+    """The store key where the reason rank ``rank`` failed is written (by the rank itself, or by
+    the launcher when the rank was killed or died without a word)."""
+    return f"{_PREFIX}failed/{rank}"
 
 
 def in_torchrun() -> bool:

@@ -15,36 +15,27 @@ running ``python -m MODULE ARGV...`` with ``RANK`` and ``LOCAL_RANK`` set (the r
 environment is the zygote's), and reports on file descriptor ``FD`` one line per event:
 ``start RANK PID`` and ``exit RANK CODE`` (CODE is ``-SIGNAL`` for a rank killed by a signal).
 The zygote dies with its launcher and every rank dies with the zygote (Linux's parent-death
-signal), so no rank outlives the job whatever is killed.
+signal), so no rank outlives the job whatever is killed. Each rank leads a process group of its
+own (its pid), which the launcher kills with it, and is named ``commgraph-rN`` (``ps``, ``top``,
+``/proc/PID/comm``).
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import gc
 import importlib
 import os
 import runpy
-import signal
 import sys
 import traceback
 import warnings
 
+from commgraph.lifetime import die_with_parent, name_process
+
 # what a worker of any command imports; imported once here, shared by every rank
 WARM = ("torch", "torch.distributed", "torch_geometric", "commgraph.cli.main", "commgraph.train.trainer",
         "commgraph.train.minibatch", "commgraph.train.predict", "commgraph.analytics.worker")
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent exits (elsewhere: nothing happens)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
 
 
 def warm() -> None:
@@ -57,12 +48,14 @@ def warm() -> None:
     gc.freeze()
 
 
-def run_rank(rank: int, module: str, argv: list[str]) -> None:
-    """In a forked child: become rank ``rank`` running ``python -m module argv``, and exit with its
-    exit code (never returns)."""
+def run_rank(rank: int, module: str, argv: list[str], zygote: int) -> None:
+    """In a forked child of process ``zygote``: become rank ``rank`` running ``python -m module
+    argv``, and exit with its exit code (never returns)."""
     code = 1
     try:
-        die_with_parent()
+        die_with_parent(zygote)
+        os.setpgid(0, 0)
+        name_process(f"commgraph-r{rank}")
         os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(rank)
         atexit._clear()  # the zygote's exit handlers are not this rank's
         sys.argv = [module, *argv]
@@ -97,12 +90,12 @@ def main(argv: list[str]) -> int:
     die_with_parent()
     report = os.fdopen(fd, "w", buffering=1)
     warm()
-    ranks = {}
+    ranks, zygote = {}, os.getpid()
     for rank in range(workers):
         pid = os.fork()
         if pid == 0:
             report.close()
-            run_rank(rank, module, worker_argv)
+            run_rank(rank, module, worker_argv, zygote)
         ranks[pid] = rank
         report.write(f"start {rank} {pid}\n")
     while ranks:

@@ -4,8 +4,10 @@ graph, in a CPU process beside training, publishing the node and feature masks D
 from __future__ import annotations
 
 import copy
+import math
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +17,7 @@ import numpy as np
 import torch
 
 from commgraph.errors import SamplingError
+from commgraph.lifetime import die_with_parent
 from commgraph.nn import GNN, Block
 from commgraph.sample.base import SamplingGraph, forward_blocks
 from commgraph.sample.dgs import DGSMasks
@@ -213,33 +216,37 @@ class _Failure:
     error: str
 
 
-def _serve(explainer: DGSExplainer, requests, results, cpu: float | None) -> None:
-    """The explainer process: explain each snapshot handed over until told to stop (None) or
-    training's end of the pipe closes. Without a budget (``cpu`` None) it runs one compute thread
-    at the lowest CPU priority; with ``cpu`` cores it runs ``max(1, floor(cpu))`` threads at normal
-    priority and, below one core per thread, sleeps after each explanation so that its busy share
-    of the time is ``cpu / threads``."""
-    threads = 1 if cpu is None else max(1, int(cpu))
-    if cpu is None:
-        _lowest_priority()
-    torch.set_num_threads(threads)
-    duty = 1.0 if cpu is None else min(1.0, cpu / threads)
-    while True:
-        try:
-            request = requests.get()
-        except (EOFError, OSError):
-            return
-        if request is None:
-            return
-        state, iteration = request
-        try:
+def _serve(requests, results, cpu: float | None, parent: int) -> None:
+    """The explainer process: take the :class:`DGSExplainer` (the first request), then explain
+    each snapshot handed over until told to stop (None) or training's end of the pipe closes; it
+    dies with training's process ``parent`` however that exits
+    (:func:`~commgraph.lifetime.die_with_parent`). Without a budget (``cpu`` None) it runs
+    one compute thread at the lowest CPU priority; with ``cpu`` cores it runs
+    ``max(1, floor(cpu))`` threads (at most this machine's cores) at normal priority and, below
+    one core per thread, sleeps after each explanation so that its busy share of the time is
+    ``cpu / threads``. Any error is reported to training as a :class:`_Failure`."""
+    die_with_parent(parent)
+    try:
+        explainer = requests.get()
+        threads = 1 if cpu is None else max(1, min(int(cpu), os.cpu_count() or 1))
+        if cpu is None:
+            _lowest_priority()
+        torch.set_num_threads(threads)
+        duty = 1.0 if cpu is None else min(1.0, cpu / threads)
+        while True:
+            try:
+                request = requests.get()
+            except (EOFError, OSError):
+                return
+            if request is None:
+                return
+            state, iteration = request
             result = explainer.explain(state, iteration)
-        except Exception as exc:  # noqa: BLE001 - reported to training by observe() and close()
-            results.put(_Failure(f"{type(exc).__name__}: {exc}"))
-            return
-        results.put(result)
-        if duty < 1:
-            time.sleep(result.seconds * (1 / duty - 1))
+            results.put(result)
+            if duty < 1:
+                time.sleep(result.seconds * (1 / duty - 1))
+    except Exception as exc:  # noqa: BLE001 - reported to training by observe(), wait_for_masks() and close()
+        results.put(_Failure(f"{type(exc).__name__}: {exc}"))
 
 
 class OnlineExplainer:
@@ -255,13 +262,15 @@ class OnlineExplainer:
     window is skipped). :meth:`wait_for_masks` instead hands over a snapshot at once and blocks
     until the first masks are published (``--dgs-wait``). Each finished explanation is passed to
     ``publish`` (e.g. :meth:`DGSSampler.set_masks`) by a thread of training's process that waits
-    on the results. An error in the explainer is raised by the next :meth:`observe`,
-    :meth:`wait_for_masks` or by :meth:`close`.
+    on the results. An error in the explainer, or its process's death, is raised by the next
+    :meth:`observe`, :meth:`wait_for_masks` or by :meth:`close`, naming the process. The process
+    dies with the one that made this object (made in its main thread: the parent-death signal
+    follows the thread that started the child).
     """
 
     def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None], cpu: float | None = None):
-        if cpu is not None and not cpu > 0:
-            raise SamplingError(f"the online explainer needs a CPU budget > 0 cores; got {cpu}")
+        if cpu is not None and not (cpu > 0 and math.isfinite(cpu)):
+            raise SamplingError(f"the online explainer needs a finite CPU budget > 0 cores; got {cpu}")
         self.explainer, self.publish = explainer, publish
         self.period = explainer.options.period
         self.rounds: list[ExplanationRound] = []
@@ -272,9 +281,14 @@ class OnlineExplainer:
         self._error: str | None = None
         context = multiprocessing.get_context("spawn")  # no fork of a process with live threads
         self._requests, self._results = context.Queue(), context.Queue()
-        self._process = context.Process(target=_serve, args=(explainer, self._requests, self._results, cpu),
+        # the explainer (megabytes) goes by the queue, not as an argument: start() writes its
+        # arguments into a pipe it also holds open, and would wait forever if the child died reading
+        self._requests.cancel_join_thread()  # nor may a dead child's unread queue hold up our exit
+        self._process = context.Process(target=_serve, args=(self._requests, self._results, cpu, os.getpid()),
                                         name="dgs-explainer", daemon=True)
+        self._closing = False
         self._process.start()
+        self._requests.put(explainer)
         self._receiver = threading.Thread(target=self._receive, name="dgs-masks", daemon=True)
         self._receiver.start()
 
@@ -284,7 +298,7 @@ class OnlineExplainer:
 
     def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
         """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
-        self._raise_error()
+        self._check()
         if self._best is None or loss < self._best[0]:
             self._best = (loss, iteration, self._snapshot(model))
         if iteration % self.period:
@@ -297,18 +311,21 @@ class OnlineExplainer:
         self._busy = True
         self._requests.put((state, best_iteration))
 
-    def wait_for_masks(self, model: torch.nn.Module, iteration: int, timeout: float = 3600.0) -> float:
+    def wait_for_masks(self, model: torch.nn.Module, iteration: int, timeout: float) -> float:
         """Block until the first masks are published, handing ``model`` (trained up to
         ``iteration``) to the explainer unless it is already explaining; returns the seconds
-        waited."""
+        waited. Raises :class:`SamplingError` once ``timeout`` seconds (the job's ``--timeout``)
+        pass, or at once if the explainer fails or its process dies."""
         started = time.perf_counter()
         if not self._published.is_set() and not self._busy:
             self._busy = True
             self._requests.put((self._snapshot(model), iteration))
         while not self._published.wait(0.05):
-            self._raise_error()
+            self._check()
             if time.perf_counter() - started > timeout:
-                raise SamplingError(f"no DGS masks after {timeout:.0f} s of --dgs-wait")
+                raise SamplingError(f"the DGS explainer process (pid {self._process.pid}) published no masks within "
+                                    f"--timeout {timeout:g} s of --dgs-wait: raise --timeout, or give it more CPU "
+                                    "with --explain-cpu")
         return time.perf_counter() - started
 
     def _receive(self) -> None:
@@ -329,15 +346,32 @@ class OnlineExplainer:
 
     def _raise_error(self) -> None:
         if self._error is not None:
-            raise SamplingError(f"the DGS explainer failed: {self._error}")
+            raise SamplingError(f"the DGS explainer failed in its process (pid {self._process.pid}): {self._error}")
+
+    def _check(self) -> None:
+        """Raise the explainer's error, or its process's death (its last report read first)."""
+        self._raise_error()
+        if self._closing or self._process.is_alive():
+            return
+        self._receiver.join(0.5)  # a failure it sent before exiting is still on its way
+        self._raise_error()
+        code = self._process.exitcode
+        how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else \
+            f"exited with code {code}"
+        raise SamplingError(f"the DGS explainer process (pid {self._process.pid}) {how}; the run stopped")
 
     def close(self, timeout: float = 30.0) -> None:
-        """Stop the explainer: an explanation still running is dropped (training is over)."""
-        self._requests.put(None)
-        self._process.join(timeout if not self._busy else 0.5)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join(timeout)
-        self._results.put(None)
-        self._receiver.join(timeout)
+        """Stop the explainer: an explanation still running is dropped (training is over). Raises
+        its error, or its death before it was told to stop, once the process is stopped."""
+        try:
+            self._check()
+        finally:
+            self._closing = True
+            self._requests.put(None)
+            self._process.join(timeout if not self._busy else 0.5)
+            if self._process.is_alive():
+                self._process.terminate()
+                self._process.join(timeout)
+            self._results.put(None)
+            self._receiver.join(timeout)
         self._raise_error()

@@ -17,6 +17,8 @@ The file is one ``.npz`` (no pickles):
 from __future__ import annotations
 
 import hashlib
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -49,19 +51,40 @@ def save_masks(path: str | Path, pset: PartitionSet, masks: list[DGSMasks]) -> N
                  iteration=np.array([m.iteration for m in masks], dtype=np.int64))
 
 
+def _read(path: str | Path) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` at ``path``; anything else (a ``.npy``, text, an empty,
+    truncated or corrupt file) is refused with a :class:`SamplingError`."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        raise _refused(path, "empty, damaged or of another format") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise _refused(path, "a single .npy array")
+    try:
+        with loaded:
+            return {name: loaded[name] for name in loaded.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error):
+        raise _refused(path, "truncated or damaged") from None
+
+
+def _refused(path: str | Path, why: str) -> SamplingError:
+    return SamplingError(f"--dgs-masks {path} is {why}, not a {FORMAT} file (an .npz): write one with "
+                         "--dgs-masks-out")
+
+
 def load_masks(path: str | Path, pset: PartitionSet, num_features: int) -> list[DGSMasks]:
     """The masks in ``path``, one per part, refused with a :class:`SamplingError` unless they were
     made for exactly this partition set and feature width."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-    except (OSError, ValueError) as exc:
-        raise SamplingError(f"--dgs-masks {path}: not a mask file ({exc})") from None
+    arrays = _read(path)
     missing = {"format", "graph_checksum", "parts", "assignment_sha256", "node_prob", "feature_mask",
                "iteration"} - set(arrays)
     if missing or str(arrays["format"]) != FORMAT:
         raise SamplingError(f"--dgs-masks {path}: not a {FORMAT} file (write one with --dgs-masks-out)")
     identity = partition_identity(pset)
+    if any(arrays[key].shape != () for key in (*identity, "format")) or not all(
+            np.issubdtype(arrays[key].dtype, np.floating) for key in ("node_prob", "feature_mask")) \
+            or not np.issubdtype(arrays["iteration"].dtype, np.integer):
+        raise _refused(path, "damaged (arrays of the wrong kind)")
     for key, value in identity.items():
         found = arrays[key].item()
         if found != value:
@@ -69,7 +92,8 @@ def load_masks(path: str | Path, pset: PartitionSet, num_features: int) -> list[
                                 f"{value}): write masks for {pset.path} with --dgs-masks-out")
     nodes = int(pset.manifest["graph"]["num_nodes"])
     node_prob, feature_mask = arrays["node_prob"], arrays["feature_mask"]
-    if node_prob.shape != (pset.num_parts, nodes) or feature_mask.shape != (pset.num_parts, num_features):
+    if node_prob.shape != (pset.num_parts, nodes) or feature_mask.shape != (pset.num_parts, num_features) \
+            or arrays["iteration"].shape != (pset.num_parts,):
         raise SamplingError(f"--dgs-masks {path}: masks of shape {node_prob.shape} and {feature_mask.shape}, expected "
                             f"({pset.num_parts}, {nodes}) and ({pset.num_parts}, {num_features})")
     if not (np.all((node_prob >= 0) & (node_prob <= 1)) and np.all(np.isfinite(feature_mask))):

@@ -27,9 +27,13 @@ def load_yaml(path: str | Path, error: type[Exception] = TopologyError):
     """A YAML file's data; a missing or malformed file raises ``error`` naming it."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start}); save the YAML file as UTF-8") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
         raise error(f"{path}: not valid YAML ({exc})".replace("\\n", " ")) from None
 
@@ -39,10 +43,16 @@ def read_yaml(path: str | Path) -> Topology:
     return Topology.from_dict(load_yaml(path), source=str(path))
 
 
+def is_topology_file(spec: str | Path) -> bool:
+    """Whether ``spec`` names a YAML file (by its suffix, or an existing file), not a preset."""
+    text = str(spec)
+    return text.endswith((".yaml", ".yml")) or Path(text).is_file()
+
+
 def load_topology(spec: str | Path, speeds: dict[str, float] | None = None) -> Topology:
     """A preset name (``dgx1-v100``, ``2xdgx1-v100-ib``, ``localhost-cpu:4``, ...) or a YAML file."""
     text = str(spec)
-    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+    if is_topology_file(text):
         if speeds:
             raise TopologyError("speed overrides apply to presets; edit the YAML file instead")
         return read_yaml(text)

@@ -343,11 +343,15 @@ def _server(name: str) -> Callable[[_Builder, str, str], list[str]]:
 
 def _cluster(b: _Builder, count: int, server: str, network: str, name: str, rails: int = 1) -> Topology:
     """``count`` servers whose NICs plug into one non-blocking network switch, or with ``rails`` > 1
-    into ``rails`` switches (NIC i of every server into switch i mod rails)."""
+    into ``rails`` switches (NIC i of every server into switch i mod rails; at most one rail per
+    NIC)."""
     build = _server(server)
     if count < 1 or rails < 1:
         raise TopologyError(f"{name}: need at least 1 server and 1 rail")
     servers = [build(b, f"n{s}.", f"node{s}") for s in range(count)]
+    if rails > max(1, len(servers[0])):  # a rail switch no NIC plugs into would be disconnected
+        raise TopologyError(f"{name}: {rails} rails but a {server} server has {len(servers[0])} NICs, one per rail; "
+                            f"use at most -rails{len(servers[0])}")
     switches = [b.device("netswitch" if rails == 1 else f"railswitch{r}", "switch", "network") for r in range(rails)]
     for nics in servers:
         for i, nic in enumerate(nics):

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from commgraph.atomic import check_output
 from commgraph.errors import SamplingError, TrainingError
 from commgraph.nn import MODELS, check_model_options
 from commgraph.options import Options, flag, option
@@ -163,13 +165,14 @@ class SamplingOptions(Options):
             raise TrainingError(f"--feature-rate (N_f) must lie in (0, 1]; got {self.feature_rate}")
         if self.epsilon is not None and not 0 <= self.epsilon <= 1:
             raise TrainingError(f"--epsilon must lie in [0, 1]; got {self.epsilon}")
-        if self.explain_cpu is not None and not self.explain_cpu >= 0:
-            raise TrainingError(f"--explain-cpu must be >= 0 cores; got {self.explain_cpu}")
+        if self.explain_cpu is not None and not (self.explain_cpu >= 0 and math.isfinite(self.explain_cpu)):
+            raise TrainingError(f"--explain-cpu must be a finite number of cores >= 0; got {self.explain_cpu}")
         if self.dgs_wait and self.explain_cpu == 0 and self.dgs_masks is None:
             raise TrainingError("--dgs-wait waits for the online explainer, which --explain-cpu 0 turns off: "
                                 "give --dgs-masks FILE or a CPU budget")
         if self.dgs_masks is not None and not Path(self.dgs_masks).is_file():
             raise TrainingError(f"--dgs-masks {self.dgs_masks}: no such file")
+        check_output(self.dgs_masks_out, "--dgs-masks-out")
         self.explainer_options()
 
     def explainer_options(self) -> ExplainerOptions:
@@ -210,6 +213,10 @@ class LogOptions(Options):
             from commgraph.train.predict import check_predictions_path
 
             check_predictions_path(Path(self.predictions_out))
+        check_output(self.predictions_out, "--predictions-out")
+        check_output(self.metrics_out, "--metrics-out")
+        check_output(self.tensorboard, "--tensorboard", folder=True)
+        check_output(self.checkpoint_dir, "--checkpoint-dir", folder=True)
 
 
 # the sections of a TrainConfig: attribute -> (options class, --help group title)

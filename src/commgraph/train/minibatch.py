@@ -333,10 +333,11 @@ class SampledEpochs:
                             comm.wait_seconds - waited, totals["sample"], len(batches), moved, totals["sync"], dgs)
 
     def _wait_for_masks(self) -> float:
-        """``--dgs-wait``: block until the explainer's first masks (seconds; 0 once there are some)."""
+        """``--dgs-wait``: block until the explainer's first masks (seconds; 0 once there are some),
+        at most the job's ``--timeout`` (an hour in a process of its own)."""
         if not self.config.sampling.dgs_wait or self.sampler.masks is not None:
             return 0.0
-        return self.explainer.wait_for_masks(self.training.model, self.iteration)
+        return self.explainer.wait_for_masks(self.training.model, self.iteration, self.world.timeout or 3600.0)
 
     def _step(self, work, totals: dict) -> None:
         started = time.perf_counter()
