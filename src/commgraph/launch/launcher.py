@@ -41,6 +41,7 @@ from commgraph.plan.choose import check_allreduce, choose_allgather, parse_place
 from commgraph.plan.memory import MemoryEstimate, available_bytes
 from commgraph.runtime import World, in_torchrun, launch_local, pick_device
 from commgraph.runtime.memory import release_free_memory
+from commgraph.runtime.zygote import ForkedZygote
 from commgraph.runtime.job import JobOptions
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
 
@@ -135,6 +136,17 @@ def launch(spec: JobSpec, work: Callable[[World, Path], None],
             os.environ["COMMGRAPH_THREADS"] = str(spec.launch.threads)
         return run_rank(spec.launch.timeout, spec.launch.device, spec.debug, lambda: shared_partition_set(spec),
                         work)
+    zygote = None if spec.launch.dry_run else ForkedZygote.fork()  # before any work: it shares our imports
+    try:
+        return _launch_here(spec, work, describe, zygote)
+    finally:
+        if zygote is not None and zygote.returncode is None and not zygote.started:
+            zygote.discard()
+
+
+def _launch_here(spec: JobSpec, work: Callable[[World, Path], None], describe: Callable[[Path, int], str] | None,
+                 zygote: ForkedZygote | None) -> int:
+    """Prepare the job here, then start and watch its workers (forked by ``zygote`` if given)."""
     partition_dir = partition_set(spec, spec.launch.workers or 1)
     pset = checked_set(spec, partition_dir)
     workers = pset.num_parts
@@ -153,7 +165,8 @@ def launch(spec: JobSpec, work: Callable[[World, Path], None],
             spec.say(describe(partition_dir, workers))
         del pset
         release_free_memory()  # the graph and its partitioning, if this process made the set
-        return launch_local(worker_argv(spec, partition_dir, job), workers, threads_per_worker=spec.launch.threads)
+        return launch_local(worker_argv(spec, partition_dir, job), workers, threads_per_worker=spec.launch.threads,
+                            zygote=zygote)
 
 
 def check_fits(estimate: MemoryEstimate, options: LaunchOptions) -> None:

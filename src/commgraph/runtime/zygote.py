@@ -25,11 +25,14 @@ from __future__ import annotations
 import atexit
 import gc
 import importlib
+import json
 import os
 import runpy
+import signal
 import sys
 import traceback
 import warnings
+from dataclasses import dataclass
 
 from commgraph.lifetime import die_with_parent, name_process
 
@@ -57,6 +60,8 @@ def run_rank(rank: int, module: str, argv: list[str], zygote: int) -> None:
         os.setpgid(0, 0)
         name_process(f"commgraph-r{rank}")
         os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(rank)
+        if os.environ.get("OMP_NUM_THREADS"):  # OpenMP read the environment when the zygote loaded it
+            sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         atexit._clear()  # the zygote's exit handlers are not this rank's
         sys.argv = [module, *argv]
         try:
@@ -85,17 +90,16 @@ def _exit_code(code) -> int:
     return 1
 
 
-def main(argv: list[str]) -> int:
-    fd, workers, module, worker_argv = int(argv[0]), int(argv[1]), argv[2], argv[3:]
-    die_with_parent()
-    report = os.fdopen(fd, "w", buffering=1)
-    warm()
+def serve(report_fd: int, workers: int, module: str, argv: list[str]) -> int:
+    """Fork ``workers`` ranks of ``python -m module argv`` from this (warmed) process, report their
+    starts and exits on ``report_fd``, and return once every rank has exited."""
+    report = os.fdopen(report_fd, "w", buffering=1)
     ranks, zygote = {}, os.getpid()
     for rank in range(workers):
         pid = os.fork()
         if pid == 0:
             report.close()
-            run_rank(rank, module, worker_argv, zygote)
+            run_rank(rank, module, argv, zygote)
         ranks[pid] = rank
         report.write(f"start {rank} {pid}\n")
     while ranks:
@@ -104,6 +108,97 @@ def main(argv: list[str]) -> int:
             code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             report.write(f"exit {ranks.pop(pid)} {code}\n")
     return 0
+
+
+@dataclass
+class ForkedZygote:
+    """A zygote forked from the launcher itself before the launcher does any work, so the launcher,
+    the zygote and every rank share one copy of what the launcher had imported. It warms up while
+    the launcher loads and partitions, then waits for its job on ``control``: :meth:`start` sends
+    it; closing the pipe unsent (:meth:`discard`) makes it exit. Watched like a
+    ``subprocess.Popen`` (``poll``, ``wait``, ``kill``)."""
+
+    pid: int
+    control: int  # write end: the job, as one JSON object
+    reports: int  # read end: the zygote's start and exit reports
+    returncode: int | None = None
+    started: bool = False  # the job was sent
+
+    @classmethod
+    def fork(cls) -> ForkedZygote | None:
+        """Fork one now, or None where that is not safe: other threads running (a fork copies
+        only the caller's, and their locks as they stand) or CUDA initialised."""
+        import threading
+
+        import torch
+
+        if not hasattr(os, "fork") or threading.active_count() > 1 or torch.cuda.is_initialized():
+            return None
+        control_read, control = os.pipe()
+        reports, report_write = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the zygote
+            code = 1
+            try:
+                os.close(control), os.close(reports)
+                die_with_parent(parent)
+                name_process("commgraph-zyg")
+                warm()
+                with os.fdopen(control_read) as handle:
+                    text = handle.read()
+                if text:
+                    job = json.loads(text)
+                    os.environ.clear()
+                    os.environ.update(job["env"])
+                    code = serve(report_write, job["workers"], job["module"], job["argv"])
+                else:
+                    code = 0
+            except BaseException:  # noqa: BLE001 - the zygote never returns into the launcher's code
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(control_read), os.close(report_write)
+        return cls(pid, control, reports)
+
+    def start(self, argv: list[str], workers: int, module: str, env: dict) -> int:
+        """Send the job; the read end of the zygote's reports."""
+        self.started = True
+        with os.fdopen(self.control, "w") as handle:
+            json.dump({"argv": argv, "workers": workers, "module": module, "env": env}, handle)
+        return self.reports
+
+    def discard(self) -> None:
+        """No job after all: the zygote exits, and is reaped."""
+        for fd in (self.control, self.reports):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.wait()
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    fd, workers, module, worker_argv = int(argv[0]), int(argv[1]), argv[2], argv[3:]
+    die_with_parent()
+    warm()
+    return serve(fd, workers, module, worker_argv)
 
 
 if __name__ == "__main__":
