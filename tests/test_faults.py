@@ -119,7 +119,7 @@ ROWS = [
     Row("predict-out-folder", "predict cora --checkpoint-dir {tmp} --out {tmp}/p.npy", "--out {tmp}/p.npy is a folder",
         _folder("p.npy")),
     Row("predict-out-exists", "predict cora --checkpoint-dir {tmp} --out {tmp}/p.npy",
-        "--out {tmp}/p.npy exists; pass --force", _file("p.npy")),
+        "--out {tmp}/p.npy already exists; pass --force", _file("p.npy")),
     Row("analyze-out-folder", "analyze cora --algo bfs --out {tmp}/a.csv", "--out {tmp}/a.csv is a folder",
         _folder("a.csv")),
     Row("train-metrics-folder", f"train {GRAPH} --metrics-out {{tmp}}", "--metrics-out {tmp} is a folder"),
@@ -335,3 +335,23 @@ def test_a_killed_explainer_during_dgs_wait_is_named_at_once(pset):
     assert f"rank 1: the DGS explainer process (pid {victim}) was killed by SIGKILL" in err, err
     assert "worker rank 1 exited with code 2" in err, err
     assert _alive(everything) == []
+
+
+def test_a_rank_that_stopped_because_of_another_is_not_named_dead():
+    """Item 14: rank 0 exited because rank 1 died, so neither beats any more; rank 2 must name
+    rank 1 alone (rank 0 said it stopped), not "worker rank 0, 1 died"."""
+    import torch
+    import torch.distributed as dist
+
+    from commgraph.runtime.world import World
+
+    store = dist.HashStore()
+    stopped = World(rank=0, size=3, local_rank=0, device=torch.device("cpu"), backend="gloo", timeout=5.0,
+                    _store=store)
+    stopped.report_stopped()
+    survivor = World(rank=2, size=3, local_rank=2, device=torch.device("cpu"), backend="gloo", timeout=5.0,
+                     _store=store)
+    failed = survivor.explain(ConnectionError("Connection reset by peer"))
+    assert str(failed).startswith("worker rank 1 died (no heartbeat for 0.8 s)"), failed
+    store.set("commgraph/failed/1", "was killed by SIGKILL")  # the launcher's word, when it has one
+    assert str(survivor.explain(ConnectionError("reset"))) == "worker rank 1 failed: was killed by SIGKILL"

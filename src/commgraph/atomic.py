@@ -90,7 +90,7 @@ def check_output(path: str | os.PathLike[str] | None, what: str, *, force: bool 
     if folder and target.exists() and not target.is_dir():
         raise OutputError(f"{what} {target} is a file: name a folder")
     if force is False and target.exists():
-        raise OutputError(f"{what} {target} exists; pass --force to replace it")
+        raise OutputError(f"{what} {target} already exists; pass --force to replace it")
     above = target.absolute().parent
     while not above.exists():
         above = above.parent

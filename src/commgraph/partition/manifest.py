@@ -3,8 +3,9 @@ damaged or hand-edited manifest is refused in one line naming the field, not met
 internal error in a worker.
 
 :data:`SCHEMA` says what every field the readers use must hold (a type, and for numbers a least
-value); beyond it the manifest must agree with itself: ``parts`` is the number of ``part-<k>/``
-folders its ``files`` list (each with its ``owned.npy``) and of its per-part metrics. Fields the
+value; :data:`METRICS` the metrics, when there are any); beyond it the manifest must agree with
+itself: ``parts`` is the number of ``part-<k>/`` folders its ``files`` list (each with its
+``owned.npy``) and of its per-part metrics. Fields the
 schema does not name are left alone (a later format may add some).
 """
 
@@ -25,10 +26,11 @@ SCHEMA = {
     "seed": (int, None),
     "seconds": (_NUMBER, 0),
     "files": (dict, None),
-    "metrics": {"parts": (list, None), "total_remote": (int, 0), "edge_cut": (int, 0),
-                "node_imbalance": (_NUMBER, 0), "edge_imbalance": (_NUMBER, 0), "remote_imbalance": (_NUMBER, 0),
-                "remote_min_max": (_NUMBER, 0)},
+    "metrics": (dict, None),
 }
+# the metrics `partition make` records (a set written from Python may record none)
+METRICS = {"parts": (list, None), "total_remote": (int, 0), "edge_cut": (int, 0), "node_imbalance": (_NUMBER, 0),
+           "edge_imbalance": (_NUMBER, 0), "remote_imbalance": (_NUMBER, 0), "remote_min_max": (_NUMBER, 0)}
 PART_METRICS = ("num_nodes", "num_edges", "num_remote")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _PART_FILE = re.compile(r"^part-(\d+)/")
@@ -53,6 +55,9 @@ def check_manifest(manifest: object, where: str | Path, version: int) -> None:
     listed = sorted({int(m.group(1)) for m in map(_PART_FILE.match, files) if m})
     if listed != list(range(parts)) or any(f"part-{k}/owned.npy" not in files for k in range(parts)):
         _refuse(where, f"parts is {parts} but files lists part folders {listed}")
+    if not manifest["metrics"]:
+        return
+    _check_object(manifest["metrics"], METRICS, "metrics.", where)
     per_part = manifest["metrics"]["parts"]
     if len(per_part) != parts or not all(isinstance(p, dict) and all(_is(p.get(key), int, 0) for key in PART_METRICS)
                                          for p in per_part):
