@@ -71,3 +71,18 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+@pytest.mark.timeout(120)
+def test_a_zygote_forked_from_the_launcher_runs_the_job_or_exits_unused(driver, capfd):
+    from commgraph.runtime.zygote import ForkedZygote
+
+    zygote = ForkedZygote.fork()
+    assert zygote is not None  # the test process runs no other thread
+    assert launch_local(["ok"], 2, grace=10, module="zygote_driver", zygote=zygote) == 0
+    assert sorted(line.split()[1] for line in capfd.readouterr().out.splitlines() if line.startswith("rank")) \
+        == ["0", "1"]
+    assert zygote.returncode == 0
+    unused = ForkedZygote.fork()
+    unused.discard()
+    assert unused.returncode == 0 and not _alive(unused.pid)

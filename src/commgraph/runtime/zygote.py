@@ -151,6 +151,8 @@ class ForkedZygote:
                     job = json.loads(text)
                     os.environ.clear()
                     os.environ.update(job["env"])
+                    paths = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+                    sys.path[:0] = [entry for entry in paths if entry not in sys.path]  # as a new interpreter would
                     code = serve(report_write, job["workers"], job["module"], job["argv"])
                 else:
                     code = 0
