@@ -29,9 +29,11 @@ import numpy as np
 from commgraph.partition.store import PartitionSet
 
 GB = 1e9
-LAUNCHER_BYTES = int(0.45 * GB)  # the launcher process: torch, the store, the plan it chose
-ZYGOTE_BYTES = int(0.75 * GB)  # the warmed interpreter the ranks share
-WORKER_RUNTIME_BYTES = int(0.2 * GB)  # a rank's own runtime pages
+# measured on Cora with 4 CPU workers (1.05-1.12 GB in all; RESULTS.md "Memory"): while the workers
+# run, the launcher and the zygote it forked share their imports and hold about 0.45 GB together
+LAUNCHER_BYTES = int(0.3 * GB)  # the launcher process: its imports, the store, the plan it chose
+ZYGOTE_BYTES = int(0.15 * GB)  # the warmed interpreter the ranks are forked from, beyond the launcher's pages
+WORKER_RUNTIME_BYTES = int(0.15 * GB)  # a rank's own runtime pages (what it writes of the shared ones)
 TABLE_COPIES = 2  # a batch's input table, and the rows in flight into it
 ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's buffers
 
