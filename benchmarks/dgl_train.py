@@ -7,7 +7,7 @@ seeds a batch, ``SAGEConv`` mean layers with ReLU and dropout 0.5, Adam (lr 0.01
 5e-4, commgraph's defaults). ``infer``: the untrained model's layer-wise inference over every node
 (one layer at a time, ``MultiLayerFullNeighborSampler(1)`` blocks of ``--infer-batch-size`` nodes,
 4096 as DGL's example evaluates). Prints one JSON object: seconds to load, steps, seeds, the loop's seconds,
-seeds per second and milliseconds per step (training), or the pass's seconds (inference).
+seeds per second and milliseconds per step (training), or the pass's seconds and each layer's (inference).
 
     python dgl_train.py FILE.npz train|infer [--steps 20] [--fanout 15,10,5] [--hidden 256] [--batch-size 1024]
                                           [--infer-batch-size 4096]
@@ -16,6 +16,7 @@ seeds per second and milliseconds per step (training), or the pass's seconds (in
 import argparse
 import json
 import os
+import sys
 import time
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
@@ -46,18 +47,21 @@ class SAGE(torch.nn.Module):
         return h
 
     @torch.no_grad()
-    def inference(self, graph, batch_size: int) -> torch.Tensor:
-        """Every node's output, one layer at a time over all in-neighbours."""
+    def inference(self, graph, batch_size: int) -> list[float]:
+        """Every node's output, one layer at a time over all in-neighbours; each layer's seconds."""
         loader = DataLoader(graph, torch.arange(graph.num_nodes()), MultiLayerFullNeighborSampler(1),
                             batch_size=batch_size, shuffle=False, drop_last=False, num_workers=0)
-        feat = graph.ndata["feat"]
+        feat, seconds = graph.ndata["feat"], []
         for i, layer in enumerate(self.layers):
+            started = time.perf_counter()
             out = torch.empty(graph.num_nodes(), layer._out_feats)
             for input_nodes, output_nodes, blocks in loader:
                 h = layer(blocks[0], feat[input_nodes])
                 out[output_nodes] = F.relu(h) if i != len(self.layers) - 1 else h
             feat = out
-        return feat
+            seconds.append(time.perf_counter() - started)
+            print(f"layer {i + 1}: {seconds[-1]:.1f} s", file=sys.stderr, flush=True)
+        return seconds
 
 
 def load(path: str):
@@ -119,7 +123,7 @@ def main() -> None:
     else:
         model.eval()
         started = time.perf_counter()
-        model.inference(graph, opts.infer_batch_size)
+        result["layer_seconds"] = model.inference(graph, opts.infer_batch_size)
         result["seconds"] = time.perf_counter() - started
     print(json.dumps(result))
 
