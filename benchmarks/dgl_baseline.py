@@ -31,7 +31,8 @@ per second and milliseconds per step; the closing lines give commgraph/DGL for s
 (target >= 0.8) and peak memory (target <= 1.0), and the two inference passes side by side.
 
     python benchmarks/dgl_baseline.py [--graph sbm:nodes=2450000,classes=47,features=100,degree=50,seed=0]
-                                      [--steps 20] [--repeats 1] [--infer-batch-size 4096] [--rows dgl-train,dgl-infer,commgraph-1,commgraph-predict]
+                                      [--steps 20] [--repeats 1] [--infer-batch-size 4096]
+                                      [--rows dgl-train,dgl-infer,commgraph-1,commgraph-predict]
                                       [--cap-gb 20] [--setup-only] [--work-dir /tmp/commgraph-membench]
 
 Run it under ``flock /tmp/commgraph-bench.lock``: the install downloads about 3 GB and each row may

@@ -435,7 +435,8 @@ def process_peaks(run: Measurement) -> str:
 
 def table(rows: list[Row]) -> str:
     head = ("| scenario | status | machine peak GB | per-process peaks GB (command / others) | /dev/shm +GB | target "
-            "| met? | estimate GB (worker) | estimate/measured | dry run s | seconds | samples (mean s apart) | train steps/s | command |")
+            "| met? | estimate GB (worker) | estimate/measured | dry run s | seconds | samples (mean s apart) "
+            "| train steps/s | command |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for row in rows:
         peaks = row.peaks()
