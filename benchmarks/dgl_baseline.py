@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -158,6 +159,7 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
                 "--batch-size", str(opts.batch_size), "--epochs", "1", "--steps-per-epoch", str(opts.steps),
                 "--quiet", "--metrics-out", str(metrics), "--checkpoint-dir", str(checkpoints)]
         row = BaselineRow("commgraph-1", ["commgraph", *args])
+        shutil.rmtree(checkpoints, ignore_errors=True)  # commgraph-predict reads this run's model only
         for _ in range(opts.repeats):
             metrics.unlink(missing_ok=True)
             run = _measured("commgraph-1", commgraph_argv(opts.python, args), opts, env=commgraph_env())
@@ -167,7 +169,9 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
                 row.seeds_per_second.append(rate * opts.batch_size)
                 row.step_ms.append(1e3 / rate)
         rows.append(row)
-    if "commgraph-predict" in names:
+    if "commgraph-predict" in names and not checkpoints.is_dir():
+        print(f"# commgraph-predict: skipped, no model in {checkpoints} (commgraph-1 did not finish)", file=sys.stderr)
+    elif "commgraph-predict" in names:
         args = ["predict", str(partdir), "--checkpoint-dir", str(checkpoints), "--json", "--quiet"]
         out = opts.work_dir / "runs" / "commgraph-predict.json"
         row = BaselineRow("commgraph-predict", ["commgraph", *args])
