@@ -169,7 +169,7 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
                 row.seeds_per_second.append(rate * opts.batch_size)
                 row.step_ms.append(1e3 / rate)
         rows.append(row)
-    if "commgraph-predict" in names and not checkpoints.is_dir():
+    if "commgraph-predict" in names and not (checkpoints / "checkpoint.pt").is_file():
         print(f"# commgraph-predict: skipped, no model in {checkpoints} (commgraph-1 did not finish)", file=sys.stderr)
     elif "commgraph-predict" in names:
         args = ["predict", str(partdir), "--checkpoint-dir", str(checkpoints), "--json", "--quiet"]
