@@ -16,8 +16,8 @@ FILE.npz`` with this checkout's environment), it measures under the same whole-t
   ``NeighborSampler(fanout)`` and ``DataLoader`` over the training nodes, ``--batch-size``, Adam,
   ``--steps`` steps in one process;
 - ``dgl-infer``: the same script's layer-wise inference (every node, one layer at a time over all
-  neighbours, ``MultiLayerFullNeighborSampler(1)`` blocks of ``--batch-size`` nodes: DGL's own
-  example), measured apart from training;
+  neighbours, ``MultiLayerFullNeighborSampler(1)`` blocks of ``--infer-batch-size`` nodes, 4096 as in
+  DGL's own example), measured apart from training;
 - ``commgraph-1``: ``commgraph train PARTDIR --workers 1 --sampler neighbor`` with the same model,
   fanout, batch and steps (one epoch of ``--steps`` steps, then the evaluation ``train`` always runs
   after its last epoch, inside the measured peak), from a 1-part set of the same ``.npz`` made once
@@ -31,7 +31,8 @@ per second and milliseconds per step; the closing lines give commgraph/DGL for s
 (target >= 0.8) and peak memory (target <= 1.0), and the two inference passes side by side.
 
     python benchmarks/dgl_baseline.py [--graph sbm:nodes=2450000,classes=47,features=100,degree=50,seed=0]
-                                      [--steps 20] [--rows dgl-train,dgl-infer,commgraph-1,commgraph-predict]
+                                      [--steps 20] [--repeats 1] [--infer-batch-size 4096]
+                                      [--rows dgl-train,dgl-infer,commgraph-1,commgraph-predict]
                                       [--cap-gb 20] [--setup-only] [--work-dir /tmp/commgraph-membench]
 
 Run it under ``flock /tmp/commgraph-bench.lock``: the install downloads about 3 GB and each row may
@@ -43,15 +44,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import venv
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory import (CHECKOUT, GB, PRODUCTS, Measurement, commgraph_argv, commgraph_env, measure,  # noqa: E402
-                    steps_per_second)
+                    spread, steps_per_second)
 
 ENV_DIR = CHECKOUT / ".bench-envs" / "dgl"
 REQUIREMENTS = ("torch==2.2.1", "dgl==2.1.0", "torchdata==0.7.1", "numpy<2", "pandas<2.3", "pydantic", "pyyaml")
@@ -91,14 +94,21 @@ def _imports_dgl(python: Path) -> bool:
 
 @dataclass
 class BaselineRow:
-    """One measured command and the rate it reported."""
+    """One measured command over its repeats, and the rates it reported."""
 
     name: str
     command: list[str]
-    run: Measurement
-    seeds_per_second: float | None = None
-    step_ms: float | None = None
-    report: dict | None = None  # dgl_train.py's JSON line, commgraph predict's --json
+    runs: list[Measurement] = field(default_factory=list)
+    seeds_per_second: list[float] = field(default_factory=list)  # one per repeat that reported
+    step_ms: list[float] = field(default_factory=list)
+    reports: list[dict] = field(default_factory=list)  # dgl_train.py's JSON line, commgraph predict's --json
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.runs) and all(run.status == "ok" for run in self.runs)
+
+    def peak(self) -> float:
+        return statistics.median(run.peak_bytes for run in self.runs)
 
 
 def graph_files(graph: str, work: Path) -> tuple[Path, Path]:
@@ -121,39 +131,53 @@ def prepare(graph: str, work: Path, python: str) -> tuple[Path, Path]:
 
 
 def dgl_row(name: str, npz: Path, opts) -> BaselineRow:
+    """``dgl-train`` (``--repeats`` runs) or ``dgl-infer`` (one) in the DGL environment."""
     mode = "train" if name == "dgl-train" else "infer"
-    command = [str(env_python()), str(TRAIN_SCRIPT), str(npz), mode, "--steps", str(opts.steps),
-               "--fanout", opts.fanout, "--hidden", str(opts.hidden), "--batch-size", str(opts.batch_size)]
-    out = opts.work_dir / "runs" / f"{name}.json"
-    run = _measured(name, command, opts, stdout_path=out, env={**os.environ, "DGLBACKEND": "pytorch"})
-    report = json.loads(out.read_text()) if run.status == "ok" else None
-    if mode == "train" and report:
-        return BaselineRow(name, command, run, report["seeds_per_second"], report["step_ms"], report)
-    return BaselineRow(name, command, run, report=report)
+    row = BaselineRow(name, [str(env_python()), str(TRAIN_SCRIPT), str(npz), mode, "--steps", str(opts.steps),
+                             "--fanout", opts.fanout, "--hidden", str(opts.hidden), "--batch-size",
+                             str(opts.batch_size), "--infer-batch-size", str(opts.infer_batch_size)])
+    for repeat in range(opts.repeats if mode == "train" else 1):
+        out = opts.work_dir / "runs" / f"{name}-{repeat}.json"
+        run = _measured(name, row.command, opts, stdout_path=out, env={**os.environ, "DGLBACKEND": "pytorch"})
+        row.runs.append(run)
+        if run.status == "ok":
+            row.reports.append(json.loads(out.read_text()))
+            if mode == "train":
+                row.seeds_per_second.append(row.reports[-1]["seeds_per_second"])
+                row.step_ms.append(row.reports[-1]["step_ms"])
+    return row
 
 
 def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
+    """``commgraph-1`` (``--repeats`` runs, the last one's checkpoint kept) and ``commgraph-predict``."""
     checkpoints = opts.work_dir / "runs" / "commgraph-1-checkpoint"
     rows = []
     if "commgraph-1" in names:
         metrics = opts.work_dir / "runs" / "commgraph-1.jsonl"
-        metrics.unlink(missing_ok=True)
         args = ["train", str(partdir), "--workers", "1", "--sampler", "neighbor", "--model", "sage",
                 "--layers", str(len(opts.fanout.split(","))), "--fanout", opts.fanout, "--hidden", str(opts.hidden),
                 "--batch-size", str(opts.batch_size), "--epochs", "1", "--steps-per-epoch", str(opts.steps),
                 "--quiet", "--metrics-out", str(metrics), "--checkpoint-dir", str(checkpoints)]
-        run = _measured("commgraph-1", commgraph_argv(opts.python, args), opts, env=commgraph_env())
-        rate = steps_per_second(metrics) if run.status == "ok" else None
-        rows.append(BaselineRow("commgraph-1", ["commgraph", *args], run,
-                                None if rate is None else rate * opts.batch_size,
-                                None if rate is None else 1e3 / rate))
-    if "commgraph-predict" in names:
+        row = BaselineRow("commgraph-1", ["commgraph", *args])
+        shutil.rmtree(checkpoints, ignore_errors=True)  # commgraph-predict reads this run's model only
+        for _ in range(opts.repeats):
+            metrics.unlink(missing_ok=True)
+            run = _measured("commgraph-1", commgraph_argv(opts.python, args), opts, env=commgraph_env())
+            row.runs.append(run)
+            rate = steps_per_second(metrics) if run.status == "ok" else None
+            if rate is not None:
+                row.seeds_per_second.append(rate * opts.batch_size)
+                row.step_ms.append(1e3 / rate)
+        rows.append(row)
+    if "commgraph-predict" in names and not (checkpoints / "checkpoint.pt").is_file():
+        print(f"# commgraph-predict: skipped, no model in {checkpoints} (commgraph-1 did not finish)", file=sys.stderr)
+    elif "commgraph-predict" in names:
         args = ["predict", str(partdir), "--checkpoint-dir", str(checkpoints), "--json", "--quiet"]
         out = opts.work_dir / "runs" / "commgraph-predict.json"
-        run = _measured("commgraph-predict", commgraph_argv(opts.python, args), opts, stdout_path=out,
-                        env=commgraph_env())
-        report = json.loads(out.read_text()) if run.status == "ok" else None
-        rows.append(BaselineRow("commgraph-predict", ["commgraph", *args], run, report=report))
+        row = BaselineRow("commgraph-predict", ["commgraph", *args])
+        row.runs.append(_measured(row.name, commgraph_argv(opts.python, args), opts, stdout_path=out,
+                                  env=commgraph_env()))
+        rows.append(row)
     return rows
 
 
@@ -167,12 +191,15 @@ def _measured(name: str, command: list[str], opts, **kwargs) -> Measurement:
 
 
 def table(rows: list[BaselineRow]) -> str:
-    lines = ["| row | status | peak GB (PSS, tree) | seconds | seeds/s | ms/step | command |", "|---|---|---|---|---|---|---|"]
+    lines = ["| row | status | peak GB (PSS, tree) | seconds (whole command) | seeds/s | ms/step | command |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
-        peak = f"{row.run.peak_bytes / GB:.2f}" if row.run.status != "capped" else f"> {row.run.peak_bytes / GB:.2f}"
-        lines.append(f"| {row.name} | {row.run.status} | {peak} | {row.run.seconds:.1f} | "
-                     f"{'-' if row.seeds_per_second is None else f'{row.seeds_per_second:,.0f}'} | "
-                     f"{'-' if row.step_ms is None else f'{row.step_ms:.0f}'} | `{' '.join(_short(row.command))}` |")
+        status = next((run.status for run in row.runs if run.status != "ok"), "ok")
+        peaks = [run.peak_bytes / GB for run in row.runs]
+        peak = spread(peaks) if status != "capped" else f"> {max(peaks):.2f} (capped)"
+        lines.append(f"| {row.name} | {status} | {peak} | {spread([run.seconds for run in row.runs], '{:.1f}')} | "
+                     f"{spread(row.seeds_per_second, '{:,.0f}')} | {spread(row.step_ms, '{:.0f}')} | "
+                     f"`{' '.join(_short(row.command))}` |")
     return "\n".join(lines)
 
 
@@ -182,21 +209,22 @@ def _short(command: list[str]) -> list[str]:
 
 
 def comparison(rows: list[BaselineRow]) -> list[str]:
-    """commgraph against DGL: training (seeds/s >= 0.8x, peak <= 1.0x) and inference, side by side."""
-    by = {row.name: row for row in rows if row.run.status == "ok"}
+    """commgraph against DGL, medians: training (seeds/s >= 0.8x, peak <= 1.0x) and inference."""
+    by = {row.name: row for row in rows if row.ok}
     lines = []
     if "commgraph-1" in by and "dgl-train" in by:
         ours, theirs = by["commgraph-1"], by["dgl-train"]
-        speed = ours.seeds_per_second / theirs.seeds_per_second
-        memory = ours.run.peak_bytes / theirs.run.peak_bytes
+        speed = statistics.median(ours.seeds_per_second) / statistics.median(theirs.seeds_per_second)
+        memory = ours.peak() / theirs.peak()
         lines.append(f"training: commgraph/DGL seeds per second {speed:.2f}x (target >= 0.8: "
                      f"{'met' if speed >= 0.8 else 'missed'}), peak memory {memory:.2f}x (target <= 1.0: "
                      f"{'met' if memory <= 1.0 else 'missed'}; commgraph's peak includes its evaluation)")
     if "commgraph-predict" in by and "dgl-infer" in by:
         ours, theirs = by["commgraph-predict"], by["dgl-infer"]
-        lines.append(f"inference: commgraph predict {ours.run.seconds:.1f} s, {ours.run.peak_bytes / GB:.2f} GB; "
-                     f"DGL layer-wise {theirs.report['seconds']:.1f} s (+{theirs.report['load_seconds']:.1f} s load), "
-                     f"{theirs.run.peak_bytes / GB:.2f} GB")
+        report = theirs.reports[0]
+        lines.append(f"inference: commgraph predict {ours.runs[0].seconds:.1f} s, {ours.peak() / GB:.2f} GB; "
+                     f"DGL layer-wise {report['seconds']:.1f} s (+{report['load_seconds']:.1f} s load), "
+                     f"{theirs.peak() / GB:.2f} GB")
     return lines
 
 
@@ -208,6 +236,8 @@ def main() -> None:
     parser.add_argument("--fanout", default="15,10,5", help="one entry per layer (default %(default)s)")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--infer-batch-size", type=int, default=4096, help="dgl-infer's nodes per block")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each training row (inference: 1)")
     parser.add_argument("--cap-gb", type=float, help="kill a process tree whose PSS sum passes this many GB")
     parser.add_argument("--time-limit", type=float, help="kill a command still running after this many seconds")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/commgraph-membench"))
@@ -232,8 +262,9 @@ def main() -> None:
     for line in comparison(rows):
         print(f"\n{line}")
     for row in rows:
-        if row.run.status != "ok":
-            print(f"\n{row.name}: {row.run.status} (rc {row.run.returncode}): {row.run.stderr_tail}")
+        for run in row.runs:
+            if run.status != "ok":
+                print(f"\n{row.name}: {run.status} (rc {run.returncode}): {run.stderr_tail}")
 
 
 if __name__ == "__main__":

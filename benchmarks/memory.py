@@ -4,7 +4,9 @@ Each scenario is a ``commgraph`` CLI command run as a user runs it (``python -m 
 a subprocess, with ``--python``, default this interpreter, and ``PYTHONPATH`` set to this checkout's
 ``src``). Every 0.5 s (``--every``) the benchmark sums the proportional set size (PSS, from
 ``/proc/PID/smaps_rollup``: a page shared by k processes counts 1/k in each, so the sum is what the
-tree really costs the machine) of the command and all its descendants. Per scenario it reports:
+tree really costs the machine) of the command and all its descendants; a sample of many large
+processes can take longer than the period (the kernel walks their page tables), so the table gives
+the samples taken and their mean spacing. Per scenario it reports:
 
 - the machine peak (the largest such sum) and each process's own peak (the command's first, then
   the others from largest; processes under 0.05 GB left out);
@@ -169,6 +171,7 @@ def measure(command: list[str], *, env: dict | None = None, cap_bytes: float | N
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=err)
         peak, each, shm_peak, samples, status = 0, {}, 0, 0, None
         while proc.poll() is None:
+            tick = time.perf_counter()
             pids = process_tree(proc.pid)
             sizes = {pid: pss_bytes(pid) for pid in pids}
             samples += 1
@@ -183,7 +186,9 @@ def measure(command: list[str], *, env: dict | None = None, cap_bytes: float | N
             if status is not None:
                 kill_tree(process_tree(proc.pid))
                 break
-            time.sleep(every)
+            # the next sample one period after this one began: reading a large process's PSS walks its
+            # page tables, so a sample of many big processes can itself take longer than a period
+            time.sleep(max(0.0, every - (time.perf_counter() - tick)))
         proc.wait()
         seconds = time.perf_counter() - started
         err.seek(0)
@@ -430,7 +435,8 @@ def process_peaks(run: Measurement) -> str:
 
 def table(rows: list[Row]) -> str:
     head = ("| scenario | status | machine peak GB | per-process peaks GB (command / others) | /dev/shm +GB | target "
-            "| met? | estimate GB (worker) | estimate/measured | dry run s | seconds | train steps/s | command |")
+            "| met? | estimate GB (worker) | estimate/measured | dry run s | seconds | samples (mean s apart) "
+            "| train steps/s | command |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for row in rows:
         peaks = row.peaks()
@@ -451,7 +457,8 @@ def table(rows: list[Row]) -> str:
         lines.append(" | ".join([
             f"| {row.scenario}", row.status, peak, process_peaks(last), f"{last.shm_peak_bytes / GB:.2f}",
             row.target, row.met, estimate, ratio, dry_seconds,
-            spread([run.seconds for run in row.runs], "{:.1f}"), spread(row.steps_per_second),
+            spread([run.seconds for run in row.runs], "{:.1f}"),
+            f"{last.samples} ({last.seconds / max(last.samples, 1):.1f})", spread(row.steps_per_second),
             f"`{row.command}` |"]))
     return "\n".join(lines)
 
