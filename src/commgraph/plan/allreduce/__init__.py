@@ -176,6 +176,7 @@ def _bandwidth(plan: CommPlan, graph: CostGraph, nbytes: float, gpu_links_only: 
             "bound": {**bound.to_json(), "links": "gpu-to-gpu" if gpu_links_only else "all"},
             "of_bound": algbw / bound.algbw_gbps}
 
+
 def _route(graph: CostGraph, a: str, b: str) -> tuple[str, ...]:
     """Direct-link graphs: the tree edge itself; otherwise the topology's route (left empty)."""
     return (a, b) if graph.direct and graph.topology.links_between(a, b) else ()

@@ -4,6 +4,7 @@ and the links each uses (``CostGraph``), and the tree helpers they share."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -12,7 +13,12 @@ from commgraph.topology import Topology
 
 
 class CostGraph:
-    """The GPUs, the candidate tree edges between them, and the physical links each one uses."""
+    """The GPUs, the candidate tree edges between them (``pairs``), the path each takes (``paths``)
+    and the physical links each crosses (``usage``, over ``links``), and every link's cost ``cost``
+    (module docstring of :mod:`commgraph.plan.allreduce`). On a direct-link machine the candidates
+    are the GPUs' direct links and ``links`` the links they use; otherwise the candidates are every
+    two GPUs on the topology's route (made on first use: a cluster has many), and ``links`` are all
+    links of the machine (the fastest between any two devices, as routes take)."""
 
     def __init__(self, topology: Topology):
         self.topology = topology
@@ -25,20 +31,14 @@ class CostGraph:
         pairs = [(a, b) for _, a, b in direct]
         self.direct = len(min_spanning_tree(len(self.workers), pairs, np.zeros(len(pairs)))) == len(self.workers) - 1
         if self.direct:
-            self.pairs = [(a, b) for _, a, b in direct]
-            uses = [[k] for k, _, _ in direct]
-            self.paths = [(self.workers[a], self.workers[b]) for a, b in self.pairs]
+            self.links = sorted({k for k, _, _ in direct})
         else:
-            self.pairs = [(a, b) for a in range(len(self.workers)) for b in range(a + 1, len(self.workers))]
-            hops = [topology.route(self.workers[a], self.workers[b]) for a, b in self.pairs]
-            uses = [[h.link for h in route] for route in hops]
-            self.paths = [(route[0].src, *(h.dst for h in route)) for route in hops]
-        self.links = sorted({k for u in uses for k in u})
-        column = {k: i for i, k in enumerate(self.links)}
-        self.usage = np.zeros((len(self.pairs), len(self.links)))  # times each pair's path crosses a link
-        for p, u in enumerate(uses):
-            for k in u:
-                self.usage[p, column[k]] += 1
+            fastest: dict[tuple[str, str], int] = {}
+            for k, link in enumerate(topology.links):
+                pair = tuple(sorted((link.a, link.b)))
+                if pair not in fastest or link.bandwidth_gbps > topology.links[fastest[pair]].bandwidth_gbps:
+                    fastest[pair] = k
+            self.links = sorted(fastest.values())
         chosen = [topology.links[k] for k in self.links]
         if all(l.kind == "nvlink" for l in chosen):
             self.cost = np.array([1.0 / l.count for l in chosen])
@@ -46,6 +46,38 @@ class CostGraph:
             unit = min(l.bandwidth_gbps / l.count for l in chosen)
             self.cost = np.array([unit / l.bandwidth_gbps for l in chosen])
         self.unit_gbps = min(topology.links[k].bandwidth_gbps * c for k, c in zip(self.links, self.cost))
+
+    @cached_property
+    def _candidates(self) -> tuple[list[tuple[int, int]], list[tuple[str, ...]], list[list[int]]]:
+        """(pairs, their paths, the links each path crosses)."""
+        topology, workers = self.topology, self.workers
+        if self.direct:
+            index = {w: i for i, w in enumerate(workers)}
+            direct = [(k, index[l.a], index[l.b]) for k, l in enumerate(topology.links)
+                      if l.a in index and l.b in index]
+            pairs = [(a, b) for _, a, b in direct]
+            return pairs, [(workers[a], workers[b]) for a, b in pairs], [[k] for k, _, _ in direct]
+        pairs = [(a, b) for a in range(len(workers)) for b in range(a + 1, len(workers))]
+        hops = [topology.route(workers[a], workers[b]) for a, b in pairs]
+        return pairs, [(route[0].src, *(h.dst for h in route)) for route in hops], [[h.link for h in r] for r in hops]
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        return self._candidates[0]
+
+    @property
+    def paths(self) -> list[tuple[str, ...]]:
+        return self._candidates[1]
+
+    @cached_property
+    def usage(self) -> np.ndarray:
+        """[pairs, links]: times each pair's path crosses each link."""
+        column = {k: i for i, k in enumerate(self.links)}
+        usage = np.zeros((len(self.pairs), len(self.links)))
+        for p, crossed in enumerate(self._candidates[2]):
+            for k in crossed:
+                usage[p, column[k]] += 1
+        return usage
 
     @property
     def n(self) -> int:
