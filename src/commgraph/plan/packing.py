@@ -221,6 +221,33 @@ def partition_bound(topology: Topology, workers: list[str], links: list[int] | N
     off PCIe, a host's cut runs through its GPUs' PCIe links). A family whose cuts overlap is
     skipped (the bound needs disjoint groups)."""
     chosen = list(range(len(topology.links))) if links is None else list(links)
+    bounds = []
+    for name, sets in _families(topology, workers, chosen).items():
+        if sum(len(s) for s in sets) != len(set().union(*sets)):
+            continue
+        leaving = sum(_leaving(topology, chosen, s) for s in sets)
+        bounds.append(Bound(leaving / (2 * (len(sets) - 1)), name))
+    return min(bounds, key=lambda b: b.algbw_gbps)
+
+
+def gather_bound(topology: Topology, workers: list[str]) -> Bound:
+    """The cut bound of an all-gather (and of a reduce-scatter, its reverse): a set S of devices
+    holding k of the n workers' shards, 0 < k < n, must take in the other n - k shards (each 1/n
+    of the tensor M) over the links entering it, so M / T <= B(S) n / (n - k). The tightest over
+    the sets of :func:`partition_bound`'s four families (any one set is a bound here); ForestColl
+    shows the best set's bound is reached (Zhao et al., arXiv 2402.06787)."""
+    chosen, n, worker_set = list(range(len(topology.links))), len(workers), set(workers)
+    bounds = []
+    for name, sets in _families(topology, workers, chosen).items():
+        for group in sets:
+            inside = len(group & worker_set)
+            if 0 < inside < n:
+                bounds.append(Bound(_leaving(topology, chosen, group) * n / (n - inside), name))
+    return min(bounds, key=lambda b: b.algbw_gbps)
+
+
+def _families(topology: Topology, workers: list[str], chosen: list[int]) -> dict[str, list[set[str]]]:
+    """The device sets of the four families (:func:`partition_bound`)."""
     host = {d.id: d.host for d in topology.devices}
     hosts = list(dict.fromkeys(host[w] for w in workers))
     families = {"per-GPU": [{w} for w in workers]}
@@ -230,14 +257,13 @@ def partition_bound(topology: Topology, workers: list[str], links: list[int] | N
     families["per-GPU cut"] = [cuts.side({w}) for w in workers]
     if len(hosts) > 1:
         families["per-host cut"] = [cuts.side({w for w in workers if host[w] == name}) for name in hosts]
-    bounds = []
-    for name, sets in families.items():
-        if sum(len(s) for s in sets) != len(set().union(*sets)):
-            continue
-        leaving = sum(topology.links[k].bandwidth_gbps for s in sets for k in chosen
-                      if (topology.links[k].a in s) != (topology.links[k].b in s))
-        bounds.append(Bound(leaving / (2 * (len(sets) - 1)), name))
-    return min(bounds, key=lambda b: b.algbw_gbps)
+    return families
+
+
+def _leaving(topology: Topology, chosen: list[int], group: set[str]) -> float:
+    """GB/s of the chosen links with one end in ``group`` (each way)."""
+    return sum(topology.links[k].bandwidth_gbps for k in chosen
+               if (topology.links[k].a in group) != (topology.links[k].b in group))
 
 
 class _MinCut:

@@ -95,6 +95,12 @@ def find_symmetry(topology: Topology, workers: list[str]) -> Symmetry:
     return Symmetry(np.array(shifts), twin, tuple(members), classes.astype(np.int64))
 
 
+def no_symmetry(topology: Topology) -> Symmetry:
+    """The trivial group: every resource its own orbit (the plain LP)."""
+    n = len(topology.devices)
+    return Symmetry(np.arange(n)[None, :], np.full(n, -1), (), np.arange(2 * len(topology.links)))
+
+
 class _LinkIndex:
     """The links by their two ends and attributes, to find a link's image under a permutation."""
 

@@ -12,7 +12,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 from commgraph.plan.allreduce.graph import CostGraph, tree_centre, min_spanning_tree, tree_search
 from commgraph.plan.allreduce.schedule import AllReduceSchedule, Route, Tree
 from commgraph.plan.packing import Column, RouteGraph, pack
-from commgraph.plan.symmetry import Symmetry, find_symmetry
+from commgraph.plan.symmetry import Symmetry, find_symmetry, no_symmetry
 
 
 def solve_tree_packing(graph: CostGraph, max_columns: int = 3000) -> tuple[float, list[tuple[float, list[int]]]]:
@@ -28,14 +28,14 @@ def solve_tree_packing(graph: CostGraph, max_columns: int = 3000) -> tuple[float
     return packing.value, [(w, list(c.key)) for w, c in packing.columns]
 
 
-def routed_trees(graph: CostGraph) -> tuple[AllReduceSchedule, dict]:
+def routed_trees(graph: CostGraph, symmetric: bool = True) -> tuple[AllReduceSchedule, dict]:
     """``lp`` through switches: spanning trees whose edges take any route, packed by column
     generation (a column: a minimum spanning tree of the workers under the cheapest routed path
-    between every two) with one master row per orbit of the machine's symmetry, the mix expanded
-    over the symmetry (:mod:`commgraph.plan.symmetry`), the trees merged with their edges split over
-    the routes."""
+    between every two) with one master row per orbit of the machine's symmetry (``symmetric``; else
+    one per link direction), the mix expanded over the symmetry (:mod:`commgraph.plan.symmetry`),
+    the trees merged with their edges split over the routes."""
     routes = RouteGraph(graph.topology, graph.workers)
-    symmetry = find_symmetry(graph.topology, graph.workers)
+    symmetry = find_symmetry(graph.topology, graph.workers) if symmetric else no_symmetry(graph.topology)
     n = graph.n
     upper = np.triu_indices(n, 1)
 
