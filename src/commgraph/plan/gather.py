@@ -19,7 +19,10 @@ Both are one stage of aggregated sends, priced like the all-reduce (its sends pa
 ``notes["pipelined"]``): algorithm bandwidth (nbytes over
 the busiest link direction's time in the simulator's steady state) against the cut bound
 :func:`commgraph.plan.packing.gather_bound`, and for ``lp`` the column generation's certificate.
-They are planned and priced only: :mod:`commgraph.runtime.allreduce` executes all-reduce schedules.
+Both keep the arborescences as an ``AllReduceSchedule`` of trees rooted at the shards' owners
+(``notes["schedule"]``, ``collective`` set; ``ring``'s: the chain from every worker around every
+ring), which :mod:`commgraph.runtime.allreduce` executes: an all-gather as the trees' broadcast
+down, a reduce-scatter as their reduction up.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from commgraph.errors import PlanError
-from commgraph.plan.allreduce import CostGraph
+from commgraph.plan.allreduce import AllReduceSchedule, CostGraph, Route, Tree
 from commgraph.plan.allreduce.nccl import nccl_rings, routed
 from commgraph.plan.model import CommPlan, Send
 from commgraph.plan.packing import Column, RouteGraph, gather_bound, pack
@@ -59,14 +62,15 @@ def plan_collective(collective: str, planner: str, topology: Topology, nbytes: f
     graph = CostGraph(topology)
     plan = CommPlan(collective, planner, topology.name, notes={"pipelined": True})
     if planner == "ring":
-        sends = _ring_sends(graph, nbytes)
+        trees = _ring_chains(graph)
     else:
-        arcs, notes = _arborescences(graph)
-        sends = {(a, b, path): share * nbytes for (a, b, path), share in arcs.items()}
+        trees, notes = _arborescences(graph)
         plan.notes.update(notes)
-    if collective == "reducescatter":  # the same trees backwards: shards reduced towards their owners
-        sends = {(b, a, path[::-1]): amount for (a, b, path), amount in sends.items()}
-    plan.stages.append([Send(a, b, amount, route=path) for (a, b, path), amount in sorted(sends.items())])
+    order = {d: i for i, d in enumerate(graph.workers)}
+    schedule = AllReduceSchedule(planner, tuple(graph.workers), trees=tuple(sorted(trees, key=lambda t: order[t.root])),
+                                 collective=collective)
+    plan.stages.append(_sends(schedule, nbytes))
+    plan.notes["schedule"] = schedule.to_json()
     algbw = nbytes / steady_seconds(plan.stages[0], topology) / 1e9
     bound = gather_bound(topology, graph.workers)
     plan.notes["bandwidth"] = {"algbw_gbps": algbw, "busbw_gbps": algbw * (graph.n - 1) / graph.n,
@@ -74,21 +78,36 @@ def plan_collective(collective: str, planner: str, topology: Topology, nbytes: f
     return plan
 
 
-def _ring_sends(graph: CostGraph, nbytes: float) -> dict[tuple[str, str, tuple[str, ...]], float]:
-    """NCCL's rings, routed as the all-reduce's: every hop (n-1)/n of its ring's share."""
+def _sends(schedule: AllReduceSchedule, nbytes: float) -> list[Send]:
+    """Every tree edge carries its tree's share: down from parent to child (all-gather) or up
+    (reduce-scatter), over its routes."""
+    sends: dict[tuple[str, str, tuple[str, ...]], float] = {}
+    down = schedule.collective == "allgather"
+    for tree in schedule.trees:
+        for (child, parent), routes in zip(tree.edges, tree.routes):
+            for route in routes:
+                key = (parent, child, route.path[::-1]) if down else (child, parent, route.path)
+                sends[key] = sends.get(key, 0.0) + tree.weight * nbytes * route.share
+    return [Send(a, b, amount, route=path) for (a, b, path), amount in sorted(sends.items())]
+
+
+def _ring_chains(graph: CostGraph) -> list[Tree]:
+    """NCCL's rings as arborescences: on every ring, the chain from each worker around it, carrying
+    1/n of the ring's share (its shard); every hop then carries (n-1)/n of the ring's share."""
     schedule = routed(graph, nccl_rings(graph, channels=True))
-    n, sends = graph.n, {}
+    n, trees = graph.n, []
     for ring in schedule.rings:
-        for i, (a, b) in enumerate(zip(ring.order, ring.order[1:] + ring.order[:1])):
-            for route in ring.routes[i]:
-                key = (a, b, route.path)
-                sends[key] = sends.get(key, 0.0) + (n - 1) / n * ring.weight * nbytes * route.share
-    return sends
+        for j in range(n):
+            hops = [(j + i) % n for i in range(n - 1)]  # hop h leads from order[h] to order[h + 1]
+            edges = tuple((ring.order[(h + 1) % n], ring.order[h]) for h in hops)
+            routes = tuple(tuple(Route(r.share, r.path[::-1]) for r in ring.routes[h]) for h in hops)
+            trees.append(Tree(ring.weight / n, ring.order[j], edges, routes))
+    return trees
 
 
-def _arborescences(graph: CostGraph) -> tuple[dict[tuple[str, str, tuple[str, ...]], float], dict]:
-    """``lp``: the share of the tensor on every (sender, receiver, route) of the optimal mix of
-    routed arborescences (module docstring), and the notes: optimum, certificate, synthesis."""
+def _arborescences(graph: CostGraph) -> tuple[list[Tree], dict]:
+    """``lp``: the optimal mix of routed arborescences (module docstring), expanded over the
+    symmetry, and the notes: optimum, certificate, synthesis."""
     topology, n = graph.topology, graph.n
     routes = RouteGraph(topology, graph.workers)
     symmetry = find_symmetry(topology, graph.workers)
@@ -108,31 +127,39 @@ def _arborescences(graph: CostGraph) -> tuple[dict[tuple[str, str, tuple[str, ..
         return columns
 
     packing = pack(cheapest, routes.resources, classes=symmetry.classes, groups=len(roots))
-    shares = _expanded_arcs(routes, symmetry, workers, packing.columns, n)
-    arcs = {(graph.workers[a], graph.workers[b], routes.devices(path)): share for (a, b, path), share in shares.items()}
+    trees = _expanded_arborescences(graph, routes, symmetry, workers, packing.columns)
     notes = {"optimum": packing.value, "optimum_fraction": str(Fraction(packing.value).limit_denominator(1000)),
              "normalized_time": packing.value,
              "certificate": {"lower_bound": packing.lower_bound, "converged": packing.converged,
                              "algbw_gbps_at_most": routes.unit_gbps / packing.lower_bound},
              "synthesis": {"rounds": packing.rounds, "columns": len(packing.columns), "orbits": symmetry.orbits,
                            "server_shifts": len(symmetry.shifts), "roots_priced": len(roots)},
-             "arborescences": len(packing.columns) * len(symmetry.shifts)}
-    return arcs, notes
+             "arborescences": len(trees)}
+    return trees, notes
 
 
-def _expanded_arcs(routes: RouteGraph, symmetry: Symmetry, workers: list[list[int]], columns, n: int) -> dict:
-    """Every arc's share of the tensor over the mix expanded by the symmetry: a root's
-    arborescence of weight w carries w / n of the tensor; its images under the shifts that keep the
-    root in place are as many copies of it, each carrying its share over as many."""
-    shares: dict[tuple[int, int, tuple[int, ...]], float] = {}
+def _expanded_arborescences(graph: CostGraph, routes: RouteGraph, symmetry: Symmetry, workers: list[list[int]],
+                            columns) -> list[Tree]:
+    """The mix over every server shift: a root's arborescence of weight w carries w / n of the
+    tensor, its images under the shifts that keep the root in place as many copies, each with its
+    share over as many; every arc split over the twins on its path. A Tree's edges point from child
+    to parent, its routes too."""
+    n, trees = graph.n, []
     for weight, column in columns:
-        root = column.key[0]
+        root, arcs = column.key
         copies = sum(1 for w in workers if w[root] == root)
-        for a, b, path in column.key[1]:
-            for k, share, image in symmetry.expand(path):
-                key = (workers[k][a], workers[k][b], image)
-                shares[key] = shares.get(key, 0.0) + weight / n / copies * share
-    return shares
+        expanded = [symmetry.expand(path) for _, _, path in arcs]
+        for k, shifted in enumerate(workers):
+            edges = tuple((graph.workers[shifted[b]], graph.workers[shifted[a]]) for a, b, _ in arcs)
+            hops = []
+            for images in expanded:
+                split: dict[tuple[int, ...], float] = {}
+                for image_shift, share, image in images:
+                    if image_shift == k:
+                        split[image] = split.get(image, 0.0) + share
+                hops.append(tuple(Route(share, routes.devices(path[::-1])) for path, share in split.items()))
+            trees.append(Tree(weight / n / copies, graph.workers[shifted[root]], edges, tuple(hops)))
+    return trees
 
 
 def min_arborescence(cost: np.ndarray, root: int) -> np.ndarray:

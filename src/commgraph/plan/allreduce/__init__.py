@@ -52,7 +52,7 @@ from commgraph.errors import PlanError
 from commgraph.plan.allreduce.graph import CostGraph
 from commgraph.plan.allreduce.lp import packed_trees, packing_notes, routed_trees, solve_tree_packing
 from commgraph.plan.allreduce.nccl import double_binary_trees, nccl_rings, nccl_trees, routed, sharded_servers
-from commgraph.plan.allreduce.schedule import AllReduceSchedule, Ring, Route, Tree
+from commgraph.plan.allreduce.schedule import COLLECTIVES, AllReduceSchedule, Ring, Route, Tree
 from commgraph.plan.model import CommPlan, Send
 from commgraph.plan.packing import partition_bound
 from commgraph.plan.price import price, steady_seconds
@@ -98,11 +98,12 @@ def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
 
 
 def allreduce_schedule(plan: CommPlan) -> AllReduceSchedule:
-    """The schedule an all-reduce plan was made from (checked: see :class:`AllReduceSchedule`)."""
-    if plan.kind != "allreduce":
+    """The schedule an all-reduce plan was made from (checked: see :class:`AllReduceSchedule`), or
+    an all-gather's or reduce-scatter's across the workers (:mod:`commgraph.plan.gather`)."""
+    if plan.kind not in COLLECTIVES:
         raise PlanError(f"an all-reduce schedule comes from an all-reduce plan, not {plan.kind!r}")
     if "schedule" not in plan.notes:
-        raise PlanError(f"the {plan.planner!r} all-reduce plan for {plan.topology!r} carries no schedule; "
+        raise PlanError(f"the {plan.planner!r} {plan.kind} plan for {plan.topology!r} carries no schedule; "
                         "plan it again with this version of commgraph")
     return AllReduceSchedule.from_json(plan.planner, plan.notes["schedule"])
 

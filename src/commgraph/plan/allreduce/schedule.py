@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from commgraph.errors import PlanError
 
 _WEIGHT_TOL = 1e-6  # a schedule's tree weights (and a hop's route shares) sum to 1 within this
+COLLECTIVES = ("allreduce", "allgather", "reducescatter")
 
 
 @dataclass(frozen=True)
@@ -73,15 +74,25 @@ class AllReduceSchedule:
     weight. Exactly one of the two is given; both are checked when the schedule is made: every ring
     visits every device once, every tree spans the devices with the root at its top, weights are
     positive and sum to 1, every hop's routes join its two ends and their shares sum to 1. A schedule
-    that breaks this raises PlanError."""
+    that breaks this raises PlanError.
+
+    ``collective`` ``allgather`` or ``reducescatter`` (:mod:`commgraph.plan.gather`): trees only,
+    each rooted at the worker whose shard it carries, grouped by root in device order, every root's
+    weights summing to 1/n; an all-gather runs only their broadcast down, a reduce-scatter only their
+    reduction up. Worker k's shard is then the trees of the k-th root, contiguous."""
 
     planner: str
     devices: tuple[str, ...]
     rings: tuple[Ring, ...] = ()
     trees: tuple[Tree, ...] = ()
+    collective: str = "allreduce"
 
     def __post_init__(self) -> None:
-        where = f"all-reduce schedule {self.planner!r}"
+        where = f"{self.collective} schedule {self.planner!r}"
+        if self.collective not in COLLECTIVES:
+            raise PlanError(f"{where}: unknown collective; choose one of {', '.join(COLLECTIVES)}")
+        if self.collective != "allreduce":
+            _check_shards(self, where)
         if len(self.devices) < 2 or len(set(self.devices)) != len(self.devices):
             raise PlanError(f"{where}: needs 2 or more distinct devices, got {list(self.devices)}")
         if bool(self.rings) == bool(self.trees):
@@ -112,10 +123,11 @@ class AllReduceSchedule:
             return {"routes": [[{"share": r.share, "path": list(r.path)} for r in hop] for hop in part.routes]} \
                 if part.routes else {}
 
+        which = {} if self.collective == "allreduce" else {"collective": self.collective}
         if self.rings:
-            return {"devices": list(self.devices),
+            return {"devices": list(self.devices), **which,
                     "rings": [{"weight": r.weight, "order": list(r.order), **routes(r)} for r in self.rings]}
-        return {"devices": list(self.devices),
+        return {"devices": list(self.devices), **which,
                 "trees": [{"weight": t.weight, "root": t.root, "edges": [list(e) for e in t.edges], **routes(t)}
                           for t in self.trees]}
 
@@ -132,7 +144,7 @@ class AllReduceSchedule:
                           for r in data.get("rings", ()))
             if "ring" in data:  # one ring on the topology's routes, as plans before rings had channels
                 rings += (Ring(1.0, tuple(map(str, data["ring"]))),)
-            return cls(planner, tuple(map(str, data["devices"])), rings, trees)
+            return cls(planner, tuple(map(str, data["devices"])), rings, trees, str(data.get("collective", "allreduce")))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise PlanError(f"all-reduce schedule {planner!r} is malformed ({type(exc).__name__}: {exc})") from None
 
@@ -161,3 +173,18 @@ def _check_tree(tree: Tree, devices: tuple[str, ...], where: str) -> None:
                         f"spanning tree of {list(devices)} with one parent per node")
     if len(tree.depths()) != len(devices):
         raise PlanError(f"{where}: not every device reaches the root {tree.root!r} (the edges hold a cycle)")
+
+
+def _check_shards(schedule: AllReduceSchedule, where: str) -> None:
+    """An all-gather's or reduce-scatter's trees: grouped by root in device order, 1/n per root."""
+    n = len(schedule.devices)
+    if schedule.rings:
+        raise PlanError(f"{where}: runs over trees rooted at the shards' owners, not rings")
+    roots = [t.root for t in schedule.trees]
+    changes = sum(1 for a, b in zip(roots, roots[1:]) if a != b)
+    if list(dict.fromkeys(roots)) != list(schedule.devices) or changes != n - 1:
+        raise PlanError(f"{where}: needs trees rooted at every device, grouped by root in device order")
+    for device in schedule.devices:
+        total = sum(t.weight for t in schedule.trees if t.root == device)
+        if abs(total * n - 1.0) > _WEIGHT_TOL:
+            raise PlanError(f"{where}: the trees rooted at {device} carry {total} of the data, not 1/{n}")
