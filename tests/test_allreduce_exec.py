@@ -265,3 +265,20 @@ def test_collective_schedules_are_checked_and_round_trip():
         AllReduceSchedule("lp", schedule.devices, trees=halved, collective="reducescatter")
     with pytest.raises(PlanError, match="unknown collective"):
         AllReduceSchedule("lp", schedule.devices, trees=schedule.trees, collective="alltoall")
+
+
+@pytest.mark.timeout(300)
+def test_allgather_and_reducescatter_run_on_gloo_workers(tmp_path, monkeypatch):
+    """The ``ring`` and ``lp`` all-gather and reduce-scatter of a 4-GPU P3 (``lp``'s arborescences
+    partly routed through a PCIe switch), executed on 4 Gloo workers: every rank ends with the whole
+    tensor, or with its shard of the sum."""
+    sizes = [4, 7, 100003]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"out": str(tmp_path), "sizes": sizes, "chunk_bytes": 65536, "topology": "p3.8xlarge"}))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    assert launch_local([str(spec)], 4, grace=30, module="gather_driver", threads_per_worker=1) == 0
+    for rank in range(4):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert len(result) == 2 * 2 * len(sizes)
+        for case, error in result.items():
+            assert error <= (0.0 if case.startswith("allgather") else 1e-6), (rank, case)

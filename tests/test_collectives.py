@@ -154,7 +154,7 @@ def test_cli_plans_an_allgather(capsys):
     assert result["planners"]["lp"]["bandwidth"]["algbw_gbps"] == pytest.approx(264 * 8 / 7)
     code = main(["plan", "allreduce", "--topology", "dgx-a100", "--collective", "reducescatter"])
     out = capsys.readouterr().out
-    assert code == 0 and "ring:" in out and "lp:" in out and "planned and priced only" in out
+    assert code == 0 and "ring:" in out and "lp:" in out and "throughput bound (per-GPU cut): 301.71 GB/s" in out
     code = main(["plan", "allreduce", "--topology", "dgx-a100", "--collective", "allgather", "--planner", "ps"])
     err = capsys.readouterr().err
     assert code == 2 and "unknown allgather planner 'ps'; choose one of ring, lp" in err and len(err.splitlines()) == 1

@@ -144,8 +144,7 @@ def run_gather(args: argparse.Namespace) -> int:
     _finish(args, plans, [d.id for d in topology.workers], {"collective": args.collective, "planners": report})
     if not args.json:
         bound = next(iter(report.values()))["bandwidth"]["bound"]
-        print(f"throughput bound ({bound['partition']} cut): {bound['algbw_gbps']:.2f} GB/s of algorithm bandwidth; "
-              "planned and priced only (the runtime executes all-reduces)")
+        print(f"throughput bound ({bound['partition']} cut): {bound['algbw_gbps']:.2f} GB/s of algorithm bandwidth")
     return 0
 
 
