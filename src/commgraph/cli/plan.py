@@ -106,7 +106,8 @@ def run_allreduce(args: argparse.Namespace) -> int:
     if args.collective != "allreduce":
         return run_gather(args)
     if args.planner not in ("all", *PLANNERS["allreduce"]):
-        raise PlanError(f"unknown all-reduce planner {args.planner!r}; choose one of {', '.join(PLANNERS['allreduce'])}")
+        raise PlanError(f"unknown all-reduce planner {args.planner!r}; "
+                        f"choose one of {', '.join(PLANNERS['allreduce'])}")
     topology = topology_from_args(args)
     plans, report, bound = [], {}, None
     for name in _chosen(args, PLANNERS["allreduce"]):
@@ -132,19 +133,22 @@ def run_allreduce(args: argparse.Namespace) -> int:
 def run_gather(args: argparse.Namespace) -> int:
     """``plan allreduce --collective allgather|reducescatter``: ``ring`` and ``lp``, priced as the all-reduce."""
     if args.planner not in ("all", *GATHER_PLANNERS):
-        raise PlanError(f"unknown {args.collective} planner {args.planner!r}; choose one of {', '.join(GATHER_PLANNERS)}")
+        raise PlanError(f"unknown {args.collective} planner {args.planner!r}; "
+                        f"choose one of {', '.join(GATHER_PLANNERS)}")
     topology = topology_from_args(args)
     plans, report = [], {}
     for name in _chosen(args, GATHER_PLANNERS):
         plan = plan_collective(args.collective, name, topology, args.bytes)
         plans.append(plan)
-        report[name] = {"modeled_seconds": price(plan, topology)["modeled_seconds"], "bandwidth": plan.notes["bandwidth"]}
+        report[name] = {"modeled_seconds": price(plan, topology)["modeled_seconds"],
+                        "bandwidth": plan.notes["bandwidth"]}
         report[name].update({k: plan.notes[k] for k in ("normalized_time", "optimum", "optimum_fraction", "certificate",
                                                         "synthesis", "arborescences") if k in plan.notes})
     _finish(args, plans, [d.id for d in topology.workers], {"collective": args.collective, "planners": report})
     if not args.json:
         bound = next(iter(report.values()))["bandwidth"]["bound"]
-        print(f"throughput bound ({bound['partition']} cut): {bound['algbw_gbps']:.2f} GB/s of algorithm bandwidth")
+        print(f"throughput bound (all-gather cut, {bound['partition']}): {bound['algbw_gbps']:.2f} GB/s "
+              "of algorithm bandwidth")
     return 0
 
 

@@ -100,8 +100,9 @@ def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
 def allreduce_schedule(plan: CommPlan) -> AllReduceSchedule:
     """The schedule an all-reduce plan was made from (checked: see :class:`AllReduceSchedule`), or
     an all-gather's or reduce-scatter's across the workers (:mod:`commgraph.plan.gather`)."""
-    if plan.kind not in COLLECTIVES:
-        raise PlanError(f"an all-reduce schedule comes from an all-reduce plan, not {plan.kind!r}")
+    if plan.kind not in COLLECTIVES or (plan.kind != "allreduce" and "schedule" not in plan.notes):
+        raise PlanError(f"an all-reduce schedule comes from an all-reduce plan (or an all-gather or reduce-scatter "
+                        f"across the workers), not the {plan.planner!r} {plan.kind} plan")
     if "schedule" not in plan.notes:
         raise PlanError(f"the {plan.planner!r} {plan.kind} plan for {plan.topology!r} carries no schedule; "
                         "plan it again with this version of commgraph")

@@ -144,7 +144,8 @@ class AllReduceSchedule:
                           for r in data.get("rings", ()))
             if "ring" in data:  # one ring on the topology's routes, as plans before rings had channels
                 rings += (Ring(1.0, tuple(map(str, data["ring"]))),)
-            return cls(planner, tuple(map(str, data["devices"])), rings, trees, str(data.get("collective", "allreduce")))
+            collective = str(data.get("collective", "allreduce"))
+            return cls(planner, tuple(map(str, data["devices"])), rings, trees, collective)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise PlanError(f"all-reduce schedule {planner!r} is malformed ({type(exc).__name__}: {exc})") from None
 
