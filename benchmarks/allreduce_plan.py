@@ -15,7 +15,7 @@
 5. All-gather and reduce-scatter (``commgraph.plan.gather``) on ForestColl's A100 model, 2, 4 and 8
    boxes: ``lp`` and ``ring`` algorithm bandwidth against ForestColl's optimum, and synthesis time.
 
-    python benchmarks/allreduce_plan.py [--repeats 3] [--max-gpus 512] [--parts 1,2,3,4,5]
+    python benchmarks/allreduce_plan.py [--repeats 3] [--max-gpus 512] [--parts 1,2,3,4,5] [--presets A,B]
 """
 
 from __future__ import annotations
@@ -132,9 +132,9 @@ SYNTHESIS = ("2xdgx-a100-ib", "4xdgx-a100-ib", "8xdgx-a100-ib", "16xdgx-a100-ib"
              "16xhgx-h100-ib-rails8-pxn")
 
 
-def synthesis(repeats: int, max_gpus: int) -> None:
+def synthesis(repeats: int, max_gpus: int, presets: tuple[str, ...] = SYNTHESIS) -> None:
     print("\n3. lp synthesis time (s), median and spread of the repeats, each preset in a fresh process")
-    for name in SYNTHESIS:
+    for name in presets:
         gpus = 8 * int(name.split("x", 1)[0])
         if gpus > max_gpus:
             continue
@@ -205,6 +205,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-gpus", type=int, default=512, help="leave out larger syntheses (512 GPUs: a minute)")
     parser.add_argument("--parts", default="1,2,3,4,5", help="which numbered parts to run (default: all)")
+    parser.add_argument("--presets", default=",".join(SYNTHESIS), help="part 3's presets (default: all of them)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     if "1" in parts:
@@ -212,7 +213,7 @@ def main() -> None:
     if "2" in parts:
         nccl_tests_check()
     if "3" in parts:
-        synthesis(args.repeats, args.max_gpus)
+        synthesis(args.repeats, args.max_gpus, tuple(args.presets.split(",")))
     if "4" in parts:
         forestcoll_model(args.repeats)
     if "5" in parts:
