@@ -5,22 +5,32 @@
    2xdgx-a100 fabric with PXN, and the DGX-1; the LP's certificate; lp / ring (NCCL's channels).
 2. Simulated bus bandwidth (nccl-tests' definition) of the multi-channel ring, all-reduce and its
    all-gather half, priced by the flow simulator at 8 GiB, against published nccl-tests figures.
-3. Synthesis time of the LP for 16, 32 and 64 GPUs (2, 4, 8 x dgx-a100 on one IB switch), repeated.
+3. Synthesis time and peak memory of the LP from 16 to 512 GPUs (2 to 64 x dgx-a100 on one IB switch,
+   and 8 / 16 x hgx-h100, with and without 8 rails and PXN), each size in a fresh process (its peak
+   resident memory is the row's), repeated up to 64 GPUs, once beyond.
 4. The LP on ForestColl's published A100 model (arXiv 2402.06787, its public topologies.py: each GPU
    at 300 GB/s to one NVSwitch node and 25 GB/s to its own NIC, NICs on two IB switches by GPU
    parity), 2, 4 and 8 boxes: algorithm bandwidth against ForestColl's optimum (all-gather algbw / 2 for
    an all-reduce) and synthesis time, to set beside ForestColl's own generation time on that model.
+5. All-gather and reduce-scatter (``commgraph.plan.gather``) on ForestColl's A100 model, 2, 4 and 8
+   boxes: ``lp`` and ``ring`` algorithm bandwidth against ForestColl's optimum, and synthesis time.
 
-    python benchmarks/allreduce_plan.py [--repeats 3] [--skip-64] [--parts 1,2,3,4]
+    python benchmarks/allreduce_plan.py [--repeats 3] [--max-gpus 512] [--parts 1,2,3,4,5] [--presets A,B]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import resource
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 
 from commgraph.plan import CommPlan, Send, plan_allreduce, price
+from commgraph.plan.gather import COLLECTIVES, plan_collective
+from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
 from commgraph.topology import Device, Link, Topology, load_preset
 
 TOPOLOGIES = ("dgx-a100", "hgx-h100", "2xdgx-a100-ib", "4xdgx-a100-ib", "2xhgx-h100-ib", "4xhgx-h100-ib",
@@ -94,15 +104,46 @@ def timed_lp(topology: Topology, repeats: int) -> tuple[CommPlan, list[float]]:
     return plan, runs
 
 
-def synthesis(repeats: int, skip_64: bool) -> None:
-    print("\n3. lp synthesis time (s), median and spread of the repeats")
-    for servers in (2, 4) + (() if skip_64 else (8,)):
-        topology = load_preset(f"{servers}xdgx-a100-ib")
-        plan, runs = timed_lp(topology, repeats if servers < 8 else 1)
-        band = plan.notes["bandwidth"]
-        print(f"  {8 * servers} GPUs ({topology.name}): median {statistics.median(runs):.2f} s, "
-              f"min {min(runs):.2f}, max {max(runs):.2f} over {len(runs)}; lp {band['algbw_gbps']:.2f} GB/s, "
-              f"{band['of_bound']:.4f} of the bound, {len(plan.notes['trees'])} trees")
+@dataclass(frozen=True)
+class Synthesis:
+    """One preset's LP syntheses in a fresh process: seconds per run, the plan's figures, and the
+    process's peak resident memory."""
+
+    runs: list[float]
+    algbw_gbps: float
+    of_bound: float
+    certificate_gbps: float
+    converged: bool
+    rounds: int
+    trees: int
+    peak_mb: float
+
+
+def _synthesise(name: str, repeats: int) -> Synthesis:
+    plan, runs = timed_lp(load_preset(name), repeats)
+    band, proof = plan.notes["bandwidth"], plan.notes["certificate"]
+    return Synthesis(runs, band["algbw_gbps"], band["of_bound"], proof["algbw_gbps_at_most"], proof["converged"],
+                     plan.notes["synthesis"]["rounds"], len(plan.notes["trees"]),
+                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+SYNTHESIS = ("2xdgx-a100-ib", "4xdgx-a100-ib", "8xdgx-a100-ib", "16xdgx-a100-ib", "64xdgx-a100-ib",
+             "8xhgx-h100-ib", "16xhgx-h100-ib", "8xdgx-a100-ib-rails8-pxn", "8xhgx-h100-ib-rails8-pxn",
+             "16xhgx-h100-ib-rails8-pxn")
+
+
+def synthesis(repeats: int, max_gpus: int, presets: tuple[str, ...] = SYNTHESIS) -> None:
+    print("\n3. lp synthesis time (s), median and spread of the repeats, each preset in a fresh process")
+    for name in presets:
+        gpus = 8 * int(name.split("x", 1)[0])
+        if gpus > max_gpus:
+            continue
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            row = pool.submit(_synthesise, name, repeats if gpus <= 64 else 1).result()
+        print(f"  {gpus} GPUs ({name}): median {statistics.median(row.runs):.2f} s, min {min(row.runs):.2f}, "
+              f"max {max(row.runs):.2f} over {len(row.runs)}; lp {row.algbw_gbps:.2f} GB/s, {row.of_bound:.4f} of "
+              f"the bound, certificate <= {row.certificate_gbps:.2f} (converged {row.converged}); {row.rounds} "
+              f"rounds, {row.trees} trees; peak memory {row.peak_mb:.0f} MB", flush=True)
 
 
 def forestcoll_a100(boxes: int) -> Topology:
@@ -139,11 +180,32 @@ def forestcoll_model(repeats: int) -> None:
               f"over {len(runs)}")
 
 
+def gather_model(repeats: int) -> None:
+    print("\n5. all-gather and reduce-scatter on ForestColl's A100 model: algbw against ForestColl's optimum "
+          "and synthesis time")
+    for boxes, optimum in FORESTCOLL_ALLGATHER.items():
+        topology = forestcoll_a100(boxes)
+        for collective in COLLECTIVES:
+            cells = []
+            for planner in GATHER_PLANNERS:
+                runs = []
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    plan = plan_collective(collective, planner, topology, 1e9)
+                    runs.append(time.perf_counter() - start)
+                band = plan.notes["bandwidth"]
+                cells.append(f"{planner} {band['algbw_gbps']:.2f} GB/s ({band['algbw_gbps'] / optimum:.4f} of the "
+                             f"optimum) in {statistics.median(runs):.2f} s ({min(runs):.2f}-{max(runs):.2f})")
+            print(f"  {8 * boxes} GPUs {collective}: ForestColl's optimum {optimum:.2f}; " + "; ".join(cells),
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--skip-64", action="store_true", help="leave out the 64-GPU synthesis (minutes)")
-    parser.add_argument("--parts", default="1,2,3,4", help="which numbered parts to run (default: all)")
+    parser.add_argument("--max-gpus", type=int, default=512, help="leave out larger syntheses (512 GPUs: a minute)")
+    parser.add_argument("--parts", default="1,2,3,4,5", help="which numbered parts to run (default: all)")
+    parser.add_argument("--presets", default=",".join(SYNTHESIS), help="part 3's presets (default: all of them)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     if "1" in parts:
@@ -151,9 +213,11 @@ def main() -> None:
     if "2" in parts:
         nccl_tests_check()
     if "3" in parts:
-        synthesis(args.repeats, args.skip_64)
+        synthesis(args.repeats, args.max_gpus, tuple(args.presets.split(",")))
     if "4" in parts:
         forestcoll_model(args.repeats)
+    if "5" in parts:
+        gather_model(args.repeats)
 
 
 if __name__ == "__main__":

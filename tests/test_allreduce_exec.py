@@ -215,3 +215,70 @@ def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, switch
                 sum(bytes_sent(schedule, devices[rank], size) for size in sizes)
         assert result["sync"][topology]["buckets"] > 1 and result["sync"][topology]["error"] <= 1e-5
         assert f"but the job has {workers} ranks" in result["refused"]
+
+
+# -- all-gather and reduce-scatter over the same machinery ------------------------------------------
+
+@pytest.mark.parametrize("topology", ("localhost-cpu:5", "dgx-a100", "2xp3.8xlarge-ib"))
+def test_allgather_and_reducescatter_programs_move_the_shards(topology):
+    from commgraph.plan.gather import plan_collective
+    from commgraph.runtime.allreduce import shard_bounds
+
+    rng = np.random.default_rng(1)
+    for planner in ("ring", "lp"):
+        gather = allreduce_schedule(plan_collective("allgather", planner, load_preset(topology), 1e8))
+        scatter = allreduce_schedule(plan_collective("reducescatter", planner, load_preset(topology), 1e8))
+        devices = list(gather.devices)[::-1]
+        n = len(devices)
+        for numel, chunk in ((n, 1), (1003, 64)):
+            shards = shard_bounds(gather, numel)
+            assert sorted(shards.values())[0][0] == 0 and sum(b - a for a, b in shards.values()) == numel
+            full = rng.random(numel, dtype=np.float32)
+            mine = [np.zeros(numel, dtype=np.float32) for _ in devices]
+            for rank, device in enumerate(devices):
+                lo, hi = shards[device]
+                mine[rank][lo:hi] = full[lo:hi]
+            gathered, programs = run_in_lockstep(gather, devices, mine, chunk)
+            for got in gathered:
+                np.testing.assert_array_equal(got, full)
+            assert sum(p.elements_sent for p in programs) == (n - 1) * numel  # every shard once to every other
+            data = [rng.random(numel, dtype=np.float32) for _ in devices]
+            reduced, programs = run_in_lockstep(scatter, devices, data, chunk)
+            want = np.sum(data, axis=0, dtype=np.float64)
+            for rank, device in enumerate(devices):
+                lo, hi = shard_bounds(scatter, numel)[device]
+                np.testing.assert_allclose(reduced[rank][lo:hi], want[lo:hi], rtol=1e-6)
+            assert sum(p.elements_sent for p in programs) == (n - 1) * numel
+
+
+def test_collective_schedules_are_checked_and_round_trip():
+    from commgraph.plan.gather import plan_collective
+
+    plan = plan_collective("allgather", "lp", load_preset("dgx-a100"), 1e8)
+    schedule = allreduce_schedule(plan)
+    assert schedule.collective == "allgather" and AllReduceSchedule.from_json("lp", schedule.to_json()) == schedule
+    first = schedule.trees[0]
+    with pytest.raises(PlanError, match="rooted at every device, grouped by root"):
+        AllReduceSchedule("lp", schedule.devices, trees=(Tree(1.0, first.root, first.edges),), collective="allgather")
+    halved = tuple(Tree(t.weight * (2 if t.root == first.root else 1), t.root, t.edges) for t in schedule.trees)
+    with pytest.raises(PlanError, match="carry .* of the data, not 1/8"):
+        AllReduceSchedule("lp", schedule.devices, trees=halved, collective="reducescatter")
+    with pytest.raises(PlanError, match="unknown collective"):
+        AllReduceSchedule("lp", schedule.devices, trees=schedule.trees, collective="alltoall")
+
+
+@pytest.mark.timeout(300)
+def test_allgather_and_reducescatter_run_on_gloo_workers(tmp_path, monkeypatch):
+    """The ``ring`` and ``lp`` all-gather and reduce-scatter of a 4-GPU P3 (``lp``'s arborescences
+    partly routed through a PCIe switch), executed on 4 Gloo workers: every rank ends with the whole
+    tensor, or with its shard of the sum."""
+    sizes = [4, 7, 100003]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"out": str(tmp_path), "sizes": sizes, "chunk_bytes": 65536, "topology": "p3.8xlarge"}))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    assert launch_local([str(spec)], 4, grace=30, module="gather_driver", threads_per_worker=1) == 0
+    for rank in range(4):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert len(result) == 2 * 2 * len(sizes)
+        for case, error in result.items():
+            assert error <= (0.0 if case.startswith("allgather") else 1e-6), (rank, case)

@@ -473,3 +473,24 @@ def test_lp_holds_a_path_that_crosses_a_link_twice():
     workload = load_workload(load_preset("leo-fnic"), "kvs:ycsb=b,load=1.1,n=60,seed=7")
     selection = select(workload.table, workload.stream, make_selector("lp", k=8))
     assert np.all(selection.path >= 0)
+
+
+def test_greedy_queue_prices_as_the_simulator_and_loses_to_a_rule_by_myopia():
+    """On the key-value store past the accelerator's capacity, greedy-queue's model completion times
+    are the simulator's (YCSB-C: the same mean and median, every request within 2%), so its loss to
+    toll-inflight is not a pricing error: it sends GETs to the queued accelerator that toll-inflight
+    sends to the CPU."""
+    workload = load_workload(load_preset("leo-fnic"), "kvs:ycsb=c,n=1000,load=1.15,seed=0")
+    table, stream = workload.table, workload.stream
+    medians, accelerator = {}, {}
+    for name in ("greedy-queue", "toll-inflight"):
+        selection = select(table, stream, make_selector(name))
+        simulated = price_selection(table, stream, selection.path).jct
+        model = selection.model_jct(stream)
+        np.testing.assert_allclose(model, simulated, rtol=0.02)
+        assert model.mean() == pytest.approx(simulated.mean(), rel=2e-3)
+        assert np.median(model) == pytest.approx(np.median(simulated), rel=2e-3)
+        medians[name] = float(np.median(simulated))
+        accelerator[name] = int(np.sum(selection.path == 0))
+    assert medians["greedy-queue"] > 1.5 * medians["toll-inflight"]
+    assert accelerator["greedy-queue"] > accelerator["toll-inflight"]

@@ -1,5 +1,7 @@
 """``commgraph plan allgather|allreduce|broadcast``: plan communication against a topology and price it
-(``commgraph sim multipath h2d`` splits a host-to-GPU copy over paths)."""
+(``commgraph sim multipath h2d`` splits a host-to-GPU copy over paths). ``plan allreduce
+--collective allgather|reducescatter`` plans those collectives across the workers instead (``ring``
+or ``lp``); ``plan allgather`` is the halo exchange of a partition set."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
 from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, plan_bulk, price
 from commgraph.plan.allgather import placement
+from commgraph.plan.gather import COLLECTIVES, plan_collective
+from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
 from commgraph.plan.requests import parse_bytes
 from commgraph.sim import simulate
 from commgraph.plan.plot import plot_traffic
@@ -36,8 +40,12 @@ def register(subparsers) -> None:
 
     reduce = kinds.add_parser("allreduce", help="gradient all-reduce across the workers")
     add_topology_argument(reduce, positional=False)
-    reduce.add_argument("--bytes", default="1e8", help="bytes to all-reduce, K/M/G suffixes (default 1e8)")
-    reduce.add_argument("--planner", choices=("all", *PLANNERS["allreduce"]), default="all")
+    reduce.add_argument("--bytes", default="1e8",
+                        help="bytes to all-reduce, or of the whole gathered tensor; K/M/G suffixes (default 1e8)")
+    reduce.add_argument("--collective", choices=("allreduce", *COLLECTIVES), default="allreduce",
+                        help="the collective across the workers (all-gather and reduce-scatter: ring or lp)")
+    reduce.add_argument("--planner", choices=("all", *dict.fromkeys(PLANNERS["allreduce"] + GATHER_PLANNERS)),
+                        default="all")
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
 
@@ -100,6 +108,11 @@ def run_allgather(args: argparse.Namespace) -> int:
 
 def run_allreduce(args: argparse.Namespace) -> int:
     nbytes = parse_bytes(args.bytes)
+    if args.collective != "allreduce":
+        return run_gather(args, nbytes)
+    if args.planner not in ("all", *PLANNERS["allreduce"]):
+        raise PlanError(f"unknown all-reduce planner {args.planner!r}; "
+                        f"choose one of {', '.join(PLANNERS['allreduce'])}")
     topology = topology_from_args(args)
     plans, report, bound = [], {}, None
     for name in _chosen(args, PLANNERS["allreduce"]):
@@ -119,6 +132,28 @@ def run_allreduce(args: argparse.Namespace) -> int:
                    r["bandwidth"]["bound"]["links"]) for r in report.values()}
         for gbps, partition, links in sorted(bounds):
             print(f"throughput bound ({partition} partition, {links} links): {gbps:.2f} GB/s of algorithm bandwidth")
+    return 0
+
+
+def run_gather(args: argparse.Namespace, nbytes: float) -> int:
+    """``plan allreduce --collective allgather|reducescatter``: ``ring`` and ``lp``, priced as the all-reduce."""
+    if args.planner not in ("all", *GATHER_PLANNERS):
+        raise PlanError(f"unknown {args.collective} planner {args.planner!r}; "
+                        f"choose one of {', '.join(GATHER_PLANNERS)}")
+    topology = topology_from_args(args)
+    plans, report = [], {}
+    for name in _chosen(args, GATHER_PLANNERS):
+        plan = plan_collective(args.collective, name, topology, nbytes)
+        plans.append(plan)
+        report[name] = {"modeled_seconds": price(plan, topology)["modeled_seconds"],
+                        "bandwidth": plan.notes["bandwidth"]}
+        report[name].update({k: plan.notes[k] for k in ("normalized_time", "optimum", "optimum_fraction", "certificate",
+                                                        "synthesis", "arborescences") if k in plan.notes})
+    _finish(args, plans, [d.id for d in topology.workers], {"collective": args.collective, "planners": report})
+    if not args.json:
+        bound = next(iter(report.values()))["bandwidth"]["bound"]
+        print(f"throughput bound (all-gather cut, {bound['partition']}): {bound['algbw_gbps']:.2f} GB/s "
+              "of algorithm bandwidth")
     return 0
 
 
@@ -181,16 +216,20 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
         return
     for name, row in result["planners"].items():
         text = f"{name:>10}: modelled {row['modeled_seconds'] * 1e6:12.2f} us"
-        if "normalized_time" in row:
-            text += f"   normalised time {row['normalized_time']:.4f}"
+        if "normalized_time" in row or "bandwidth" in row:
+            if "normalized_time" in row:
+                text += f"   normalised time {row['normalized_time']:.4f}"
             if "trees" in row:
                 text += f" (= {row['optimum_fraction']}, {len(row['trees'])} trees)"
+            if "arborescences" in row:
+                text += f" (= {row['optimum_fraction']}, {row['arborescences']} arborescences)"
             if "bandwidth" in row:
                 band = row["bandwidth"]
                 text += f"   algbw {band['algbw_gbps']:.2f} GB/s (busbw {band['busbw_gbps']:.2f}), " \
                         f"{band['of_bound']:.3f} of the bound"
             if "certificate" in row:
-                text += f"; certificate: no tree schedule beats {row['certificate']['algbw_gbps_at_most']:.2f} GB/s"
+                family = "tree" if "trees" in row else "arborescence"
+                text += f"; certificate: no {family} schedule beats {row['certificate']['algbw_gbps_at_most']:.2f} GB/s"
         else:
             busiest = row["busiest_link"]
             text += f"   {row['bytes'] / 1e6:10.3f} MB in {row['stages']} stage(s)"

@@ -1,13 +1,9 @@
 """Packing columns (spanning trees, arborescences, routings) under a bottleneck, the routes through
 switches that the columns use, and the partition bound every all-reduce schedule obeys.
 
-``pack`` is the column generation of Wang, Li, Liberty and Smola (SysML'18) for any family of
-columns with a pricing oracle: minimise max_r sum_c alpha_c load_c[r] over convex combinations
-(alpha >= 0, sum alpha = 1), the restricted master solved by HiGHS (scipy), its duals y (link
-prices, sum y = 1) handed to ``cheapest(y)``, which returns the column of least y . load. That
-least price is a lower bound on the optimum for any y (weak duality: sum_r y_r load[r] <= max_r
-load[r]), so the bound at the last prices is an optimality certificate: it meets the value when
-no column can improve.
+``pack`` (:mod:`commgraph.plan.colgen`, re-exported here) is the column generation of Wang, Li,
+Liberty and Smola (SysML'18) for any family of columns with a pricing oracle, on a warm-started
+HiGHS master.
 
 ``RouteGraph`` is the network the columns are routed over: every device, and the link directions
 between them as resources (``Hop.resource`` numbering), paths passing only through devices that
@@ -31,90 +27,20 @@ bound holds for every schedule here. We take the tightest of the singletons and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
-from scipy.sparse import hstack as sparse_hstack
 from scipy.sparse.csgraph import dijkstra
 
 from commgraph.errors import PlanError
+from commgraph.plan.colgen import Column, Packing, pack
 from commgraph.topology import Topology
 
-_TOL = 1e-9  # relative: a column improves when its reduced cost is below -_TOL x the value
+_TOL = 1e-9  # relative: a path improves when its reduced cost is below -_TOL x its demand's dual
+__all__ = ["Column", "Packing", "pack", "partition_bound", "route_demands", "RouteGraph"]
 _TIE = 1e-7  # added to every link price in the path search: among equally priced paths, the fastest, shortest
-
-
-@dataclass(frozen=True)
-class Column:
-    """One member of the packed family: ``key`` says what it is (for the caller), ``load`` its load
-    on every resource."""
-
-    key: Hashable
-    load: np.ndarray
-
-
-@dataclass(frozen=True)
-class Packing:
-    """The optimum ``value`` (the busiest resource's load), the columns of the mix with their
-    weights, and ``lower_bound``, the certificate: the least priced column at the final prices
-    (equal to ``value`` within 1e-9 relative when ``converged``)."""
-
-    value: float
-    columns: list[tuple[float, Column]]
-    lower_bound: float
-    converged: bool
-
-
-def pack(cheapest: Callable[[np.ndarray], Column], resources: int, max_columns: int = 3000) -> Packing:
-    """Column generation (module docstring) over ``resources`` resources; ``cheapest(prices)``
-    returns the column of least ``prices . load``. The optimum is often reached by many mixes; a
-    second LP picks, among them, one of least total load, so resources off the bottleneck carry no
-    more than needed."""
-    first = cheapest(np.ones(resources))
-    columns, seen = [first], {first.key}
-    value, _, lower, converged = _generate(cheapest, columns, seen, None, max_columns)
-    _, mix, _, _ = _generate(cheapest, columns, seen, value, max_columns)
-    return Packing(value, mix, lower, converged)
-
-
-def _generate(cheapest, columns: list[Column], seen: set, cap: float | None, max_columns: int):
-    """Minimise the bottleneck (``cap`` None) or, every resource at most ``cap``, the total load.
-    ``columns`` grows in place. Returns (bottleneck, weighted columns, lower bound, converged)."""
-    while True:
-        full = np.array([c.load for c in columns]).T  # [resources, columns]
-        used = np.flatnonzero(full.any(axis=1))
-        a_res = full[used]
-        n_res, n_cols = a_res.shape
-        if cap is None:  # variables: column weights, then z
-            objective = np.concatenate([np.zeros(n_cols), [1.0]])
-            a_ub = sparse_hstack([csr_matrix(a_res), csr_matrix(-np.ones((n_res, 1)))]).tocsr()
-            a_eq = np.concatenate([np.ones(n_cols), [0.0]])[None, :]
-            b_ub = np.zeros(n_res)
-        else:
-            objective = a_res.sum(axis=0)
-            a_ub, a_eq, b_ub = csr_matrix(a_res), np.ones((1, n_cols)), np.full(n_res, cap)
-        result = linprog(objective, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0],
-                         bounds=[(0, None)] * objective.size, method="highs")
-        if result.status != 0:
-            raise PlanError(f"the packing LP failed: {result.message}")
-        prices = np.zeros(full.shape[0])
-        prices[used] = np.maximum(-result.ineqlin.marginals, 0.0)  # what one more unit on a resource costs
-        weights = prices if cap is None else 1.0 + prices
-        convexity = result.eqlin.marginals[0]
-        column = cheapest(weights)
-        reduced = float(weights @ column.load)
-        weights_now = result.x[:n_cols]
-        bottleneck = float((a_res @ weights_now).max())
-        done = reduced >= convexity - _TOL * max(abs(convexity), bottleneck) or column.key in seen
-        if done or len(columns) >= max_columns:
-            mix = [(float(w), c) for w, c in zip(weights_now, columns) if w > 1e-10]
-            total = sum(w for w, _ in mix)
-            return bottleneck, [(w / total, c) for w, c in mix], min(reduced, bottleneck), bool(done)
-        columns.append(column)
-        seen.add(column.key)
 
 
 @dataclass(frozen=True)
@@ -295,6 +221,33 @@ def partition_bound(topology: Topology, workers: list[str], links: list[int] | N
     off PCIe, a host's cut runs through its GPUs' PCIe links). A family whose cuts overlap is
     skipped (the bound needs disjoint groups)."""
     chosen = list(range(len(topology.links))) if links is None else list(links)
+    bounds = []
+    for name, sets in _families(topology, workers, chosen).items():
+        if sum(len(s) for s in sets) != len(set().union(*sets)):
+            continue
+        leaving = sum(_leaving(topology, chosen, s) for s in sets)
+        bounds.append(Bound(leaving / (2 * (len(sets) - 1)), name))
+    return min(bounds, key=lambda b: b.algbw_gbps)
+
+
+def gather_bound(topology: Topology, workers: list[str]) -> Bound:
+    """The cut bound of an all-gather (and of a reduce-scatter, its reverse): a set S of devices
+    holding k of the n workers' shards, 0 < k < n, must take in the other n - k shards (each 1/n
+    of the tensor M) over the links entering it, so M / T <= B(S) n / (n - k). The tightest over
+    the sets of :func:`partition_bound`'s four families (any one set is a bound here); ForestColl
+    shows the best set's bound is reached (Zhao et al., arXiv 2402.06787)."""
+    chosen, n, worker_set = list(range(len(topology.links))), len(workers), set(workers)
+    bounds = []
+    for name, sets in _families(topology, workers, chosen).items():
+        for group in sets:
+            inside = len(group & worker_set)
+            if 0 < inside < n:
+                bounds.append(Bound(_leaving(topology, chosen, group) * n / (n - inside), name))
+    return min(bounds, key=lambda b: b.algbw_gbps)
+
+
+def _families(topology: Topology, workers: list[str], chosen: list[int]) -> dict[str, list[set[str]]]:
+    """The device sets of the four families (:func:`partition_bound`)."""
     host = {d.id: d.host for d in topology.devices}
     hosts = list(dict.fromkeys(host[w] for w in workers))
     families = {"per-GPU": [{w} for w in workers]}
@@ -304,14 +257,13 @@ def partition_bound(topology: Topology, workers: list[str], links: list[int] | N
     families["per-GPU cut"] = [cuts.side({w}) for w in workers]
     if len(hosts) > 1:
         families["per-host cut"] = [cuts.side({w for w in workers if host[w] == name}) for name in hosts]
-    bounds = []
-    for name, sets in families.items():
-        if sum(len(s) for s in sets) != len(set().union(*sets)):
-            continue
-        leaving = sum(topology.links[k].bandwidth_gbps for s in sets for k in chosen
-                      if (topology.links[k].a in s) != (topology.links[k].b in s))
-        bounds.append(Bound(leaving / (2 * (len(sets) - 1)), name))
-    return min(bounds, key=lambda b: b.algbw_gbps)
+    return families
+
+
+def _leaving(topology: Topology, chosen: list[int], group: set[str]) -> float:
+    """GB/s of the chosen links with one end in ``group`` (each way)."""
+    return sum(topology.links[k].bandwidth_gbps for k in chosen
+               if (topology.links[k].a in group) != (topology.links[k].b in group))
 
 
 class _MinCut:

@@ -57,8 +57,10 @@ def steady_seconds(sends, topology: Topology) -> float:
 def _paced(plan: CommPlan, stage, topology: Topology) -> float | None:
     """A pipelined all-reduce stage (one stage, not executed rounds) advances every tree and ring
     together, each at its share of the data: its sends are paced to finish in the stage's steady
-    time (a cap on each send's rate) instead of sharing links max-min fairly and finishing apart."""
-    if plan.kind != "allreduce" or plan.notes.get("rounds") or len(plan.stages) != 1:
+    time (a cap on each send's rate) instead of sharing links max-min fairly and finishing apart.
+    So do the all-gather and reduce-scatter of :mod:`commgraph.plan.gather` (``notes["pipelined"]``)."""
+    pipelined = plan.kind == "allreduce" or plan.notes.get("pipelined")
+    if not pipelined or plan.notes.get("rounds") or len(plan.stages) != 1:
         return None
     return steady_seconds(stage, topology) or None
 

@@ -1,5 +1,6 @@
 """Executed all-reduce schedules: the ring and the weighted spanning trees of
-:mod:`commgraph.plan.allreduce`, run on point-to-point operations, beside torch's own all_reduce.
+:mod:`commgraph.plan.allreduce`, run on point-to-point operations, beside torch's own all_reduce;
+and the arborescences of an all-gather or reduce-scatter (:mod:`commgraph.plan.gather`).
 
 A schedule is compiled, for one rank and one tensor length, into a ``Program``: rounds of sends and
 receives of contiguous slices of the flat tensor. A round's operations run concurrently; the next
@@ -24,6 +25,13 @@ round c + H - 1, and a node at depth d receives it in round c + H + d - 1 and pa
 children in the next. Once the pipeline is full every round moves one chunk over every tree edge in
 each direction, for all trees at once. A node's broadcast receive of chunk c comes at least one
 round after it sent its partial sum of chunk c up, so it lands in place, in the tensor.
+
+All-gather and reduce-scatter (``schedule.collective``, :mod:`commgraph.plan.gather`): the trees are
+rooted at the shards' owners, grouped by root, so device k's shard (``shard_bounds``) is the shares
+of its trees; an all-gather runs only the broadcast down of every tree (each rank's tensor holding its
+own shard beforehand, every shard after), a reduce-scatter only the reduction up (every rank's
+tensor holding its whole input; afterwards its own shard holds the sum, the rest partial sums). The
+rounds and tags are the all-reduce's, the other phase left out.
 
 Routes: a ring hop or tree edge whose schedule splits it over several routes sends each of its
 messages as that many messages, the slice cut by the routes' shares (rounded cumulative shares),
@@ -117,9 +125,10 @@ def compile_program(schedule: AllReduceSchedule, devices: list[str], rank: int, 
         bounds = tree_shares(schedule.trees, numel)
         count = max(1, -(-int(np.diff(bounds).max()) // chunk_elements))  # every tree in as many chunks
         first_chunk = 0
+        up, down = schedule.collective != "allgather", schedule.collective != "reducescatter"
         for tree, lo, hi in zip(schedule.trees, bounds[:-1], bounds[1:]):
             chunks = lo + _split(hi - lo, count)
-            _tree(rounds, tree, rank_of, devices[rank], chunks, first_chunk)
+            _tree(rounds, tree, rank_of, devices[rank], chunks, first_chunk, up, down)
             first_chunk += len(chunks) - 1
     return Program(numel, rounds.build())
 
@@ -156,6 +165,19 @@ def tree_shares(parts: tuple[Tree, ...] | tuple[Ring, ...], numel: int) -> np.nd
     cumulative = np.cumsum([part.weight for part in parts])
     bounds = np.rint(cumulative / cumulative[-1] * numel).astype(np.int64)
     return np.concatenate([[0], bounds])
+
+
+def shard_bounds(schedule: AllReduceSchedule, numel: int) -> dict[str, tuple[int, int]]:
+    """An all-gather's or reduce-scatter's shards: the elements ``[start, stop)`` of the tensor
+    each device holds before the all-gather, or ends with summed after the reduce-scatter (the
+    shares of the trees rooted at it, contiguous)."""
+    if schedule.collective == "allreduce":
+        raise PlanError("an all-reduce has no shards: every rank ends with the whole sum")
+    bounds, shards = tree_shares(schedule.trees, numel), {}
+    for tree, lo, hi in zip(schedule.trees, bounds[:-1].tolist(), bounds[1:].tolist()):
+        start, _ = shards.get(tree.root, (lo, hi))
+        shards[tree.root] = (start, hi)
+    return shards
 
 
 def _split(numel: int, parts: int) -> np.ndarray:
@@ -217,22 +239,26 @@ def _ring(rounds: _Rounds, ring: Ring, order: list[int], rank: int, lo: int, hi:
 
 
 def _tree(rounds: _Rounds, tree: Tree, rank_of: dict[str, int], me: str, chunks: np.ndarray,
-          first_chunk: int) -> None:
-    """Reduce up, then broadcast down, chunk by chunk (module docstring); tags 2k (up) and 2k + 1
-    (down) for the call's k-th chunk."""
+          first_chunk: int, up: bool = True, down: bool = True) -> None:
+    """Reduce ``up``, then broadcast ``down``, chunk by chunk (module docstring); tags 2k (up) and
+    2k + 1 (down) for the call's k-th chunk."""
     children, depth, height = tree.children()[me], tree.depths(), tree.heights()
     top, parent = height[tree.root], next((p for c, p in tree.edges if c == me), None)
     routes = {edge: tree.routes[k] if tree.routes else () for k, edge in enumerate(tree.edges)}
     for c, (lo, hi) in enumerate(zip(chunks[:-1].tolist(), chunks[1:].tolist())):
-        up, down = 2 * (first_chunk + c), 2 * (first_chunk + c) + 1
+        up_tag, down_tag = 2 * (first_chunk + c), 2 * (first_chunk + c) + 1
         for child in children:
             edge = routes[child, me]
-            rounds.recv(c + height[child], Transfer(rank_of[child], lo, hi, up, add=True), edge)
-            rounds.send(c + top + depth[me], Transfer(rank_of[child], lo, hi, down), edge)
+            if up:
+                rounds.recv(c + height[child], Transfer(rank_of[child], lo, hi, up_tag, add=True), edge)
+            if down:
+                rounds.send(c + top + depth[me], Transfer(rank_of[child], lo, hi, down_tag), edge)
         if parent is not None:
             edge = routes[me, parent]
-            rounds.send(c + height[me], Transfer(rank_of[parent], lo, hi, up), edge)
-            rounds.recv(c + top + depth[me] - 1, Transfer(rank_of[parent], lo, hi, down), edge)
+            if up:
+                rounds.send(c + height[me], Transfer(rank_of[parent], lo, hi, up_tag), edge)
+            if down:
+                rounds.recv(c + top + depth[me] - 1, Transfer(rank_of[parent], lo, hi, down_tag), edge)
 
 
 # -- execution ------------------------------------------------------------------------------------
