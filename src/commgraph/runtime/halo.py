@@ -20,16 +20,22 @@ def layerwise(comm: Communicator, exchange: Exchange, device, ordering: str) -> 
     return ExchangeRunner(comm, exchange, np.array([0, exchange.num_owned]), device, ordering)
 
 
-def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int, columns=None) -> torch.Tensor:
+def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int, columns=None,
+                table: torch.Tensor | None = None) -> torch.Tensor:
     """The halo rows, filled from their owners as the plan says (no autograd). With ``columns``
     (one entry per rank: a tensor of column indices, or None for whole rows) each rank's rows
-    arrive cut to its own entry's columns, in that order."""
+    arrive cut to its own entry's columns, in that order. Given ``table`` (owned rows, then halo
+    rows) they land in its halo rows in place and ``table`` is returned: no second copy of them."""
     mine = None if columns is None else columns[runner.comm.world.rank]
     width = owned.shape[1] if mine is None else int(mine.numel())
     stream = runner.forward(layer, width, owned.dtype, columns)
+    if table is not None:  # the exchange's halo rows follow its own owned rows; the table's follow the table's
+        exchange = runner.exchange
+        stream.shift = exchange.num_owned - (table.shape[0] - exchange.num_halo)
+        stream.attach(table)
     stream.bin_done(0, owned.detach())
     stream.finish()
-    halo = stream.halo()
+    halo = table if table is not None else stream.halo()
     stream.close()
     return halo
 

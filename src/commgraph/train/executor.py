@@ -30,7 +30,7 @@ from commgraph.runtime import gather_halo, halo_exchange
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job, Wiring
 from commgraph.train import schedule
-from commgraph.train.streamed import InputTable
+from commgraph.train.streamed import InputTable, owned_table
 
 EXCHANGES = ("pipelined", "barrier", "replicate")
 
@@ -55,15 +55,19 @@ class _Tables:
         part, device = job.part, job.device
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
         sent = np.unique(np.asarray(part.send_index))  # the rows the halo fetch reads, from the store
-        first = job.exchange(wiring.plan, np.asarray(part.owned)[sent], part.halo)
-        x_halo = gather_halo(job.layerwise(first), gathered(store, torch.from_numpy(sent).to(device)), layer=0)
+        first = job.layerwise(job.exchange(wiring.plan, np.asarray(part.owned)[sent], part.halo))
+        served = gathered(store, torch.from_numpy(sent).to(device))
         degree = np.asarray(part.degree, dtype=np.float32)
         rows = None  # the store row of each owned row, in table order: the store's order
         if order is not None:  # owned rows in the executor's order; halo rows as the part has them
             rows = torch.from_numpy(order).to(device)
             degree = np.concatenate([degree[order], degree[self.num_owned :]])
         self.degree = torch.from_numpy(degree).to(device)
-        self.input = InputTable(store, rows, x_halo, streamed)
+        if InputTable.streams(store, streamed):
+            self.input = InputTable(store, rows, gather_halo(first, served, layer=0), streamed=True)
+        else:  # the halo rows land in the table itself
+            table = owned_table(store, rows, self.num_halo)
+            self.input = InputTable.built(gather_halo(first, served, layer=0, table=table))
 
 
 class BarrierExecutor:

@@ -60,13 +60,27 @@ class InputTable:
 
     def __init__(self, store: FeatureStore, rows: torch.Tensor | None = None, extra: torch.Tensor | None = None,
                  streamed: bool | None = None):
-        self.streamed = store.placement == "host" if streamed is None else streamed
+        self.streamed = self.streams(store, streamed)
         extra = extra if extra is not None else torch.empty((0, store.width), device=store.device)
         if self.streamed:
             self.x, self.store, self.extra = None, store, extra
             self.rows = rows if rows is not None else torch.arange(store.num_rows, device=store.device)
         else:
             self.x, self.store, self.rows, self.extra = _whole(store, rows, extra), None, None, None
+
+    @staticmethod
+    def streams(store: FeatureStore, streamed: bool | None = None) -> bool:
+        """Whether a table of ``store`` is streamed (``streamed``, by default when the store is in
+        host memory)."""
+        return store.placement == "host" if streamed is None else streamed
+
+    @classmethod
+    def built(cls, table: torch.Tensor) -> InputTable:
+        """A table built once by the caller (e.g. with :func:`owned_table`, its halo rows landed in
+        place by the exchange)."""
+        made = cls.__new__(cls)
+        made.streamed, made.x, made.store, made.rows, made.extra = False, table, None, None, None
+        return made
 
     def first_layer(self, model: GNN):
         """Layer 0 of ``model`` (activated) as a function of a block of this table, for one forward
@@ -114,18 +128,24 @@ class InputTable:
 def _whole(store: FeatureStore, rows: torch.Tensor | None, extra: torch.Tensor) -> torch.Tensor:
     """The table built once: the store's own table when that is the table, else one allocation
     filled in place (the store's table and this one are the peak, never a third copy)."""
-    on_device = store.placement != "host"  # the store's table is where layer 0 runs
-    if rows is None and extra.shape[0] == 0 and on_device:
+    if rows is None and extra.shape[0] == 0 and store.placement != "host":
         return store.table
+    x = owned_table(store, rows, extra.shape[0])
+    x[x.shape[0] - extra.shape[0]:] = extra
+    return x
+
+
+def owned_table(store: FeatureStore, rows: torch.Tensor | None, extra_rows: int) -> torch.Tensor:
+    """One allocation of the store's rows ``rows`` (None: all, in order) followed by
+    ``extra_rows`` rows left for the caller to fill."""
     owned = store.num_rows if rows is None else rows.shape[0]
-    x = torch.empty((owned + extra.shape[0], store.width), device=store.device)
+    x = torch.empty((owned + extra_rows, store.width), device=store.device)
     if rows is None:
         x[:owned] = store.table
-    elif on_device:
+    elif store.placement != "host":
         torch.index_select(store.table, 0, rows, out=x[:owned])
     else:
         x[:owned] = gathered(store, rows)
-    x[owned:] = extra
     return x
 
 
