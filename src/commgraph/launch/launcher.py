@@ -148,17 +148,18 @@ def _launch_here(spec: JobSpec, work: Callable[[World, Path], None], describe: C
                  zygote: ForkedZygote | None) -> int:
     """Prepare the job here, then start and watch its workers (forked by ``zygote`` if given)."""
     partition_dir = partition_set(spec, spec.launch.workers or 1)
+    if spec.memory is not None:  # from the manifest and the arrays' shapes, before any file is hashed
+        unchecked = load_partition_set(partition_dir, verify=False)
+        estimate = spec.memory(unchecked, unchecked.num_parts)
+        if spec.launch.dry_run:
+            print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
+            return 0
+        check_fits(estimate, spec.launch)
     pset = checked_set(spec, partition_dir)
     workers = pset.num_parts
     device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)
     if spec.prepare is not None:
         spec.prepare(pset)
-    if spec.memory is not None:
-        estimate = spec.memory(pset, workers)
-        if spec.launch.dry_run:
-            print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
-            return 0
-        check_fits(estimate, spec.launch)
     with tempfile.TemporaryDirectory(prefix=f"commgraph-{spec.command}-") as scratch:
         job = resolve_job(spec, pset, workers, device, Path(scratch))
         if describe is not None:

@@ -171,12 +171,13 @@ class ForkedZygote:
         return self.reports
 
     def discard(self) -> None:
-        """No job after all: the zygote exits, and is reaped."""
+        """No job after all: the zygote is stopped (it may still be warming up) and reaped."""
         for fd in (self.control, self.reports):
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self.kill()
         self.wait()
 
     def poll(self) -> int | None:
