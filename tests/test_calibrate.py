@@ -200,7 +200,7 @@ def test_unwritable_out_fails_before_measuring(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert cli(["topo", "calibrate", "--out", str(blocker / "here.yaml")]) == 2
-    assert "cannot write --out" in capsys.readouterr().err
+    assert "is a file, not a folder" in capsys.readouterr().err
     assert cli(["topo", "calibrate", "--out", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
 

@@ -410,7 +410,7 @@ def test_sweep_cli_reports_sustainable_throughput_and_draws_the_curves(capsys, t
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
     code, _, err = run(capsys, "sim", "multipath", "simulate", "--topology", "leo-fnic", "--workload",
                        "kvs:ycsb=c", "--sweep", "0.5,-1")
-    assert code == 2 and "--sweep loads must be > 0" in err
+    assert code == 2 and "--sweep loads must be finite and > 0" in err
 
 
 def test_sustainable_throughput_is_the_last_rate_under_the_bound():

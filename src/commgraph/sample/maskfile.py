@@ -68,7 +68,7 @@ def _read(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def _refused(path: str | Path, why: str) -> SamplingError:
-    return SamplingError(f"--dgs-masks {path} is {why}, not a {FORMAT} file (an .npz): write one with "
+    return SamplingError(f"--dgs-masks {path} is {why}: not a mask file ({FORMAT}, an .npz); write one with "
                          "--dgs-masks-out")
 
 
