@@ -16,11 +16,9 @@ from commgraph.plan.coflow import (MATCHINGS, SCHEDULERS, ceiling, free_communic
                                    iteration_seconds, link_bound, run_schedule)
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
 from commgraph.topology import parse_speeds, resolve_topology
+from commgraph.topology.model import ROUTINGS
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_iteration, gpu, model
 from commgraph.workload.iteration import DP_COLLECTIVES
-
-PCIE_GEN5 = 64.0  # GB/s per direction, x16: the H100 servers' GPU-NIC path
-
 
 def register(subparsers) -> None:
     sim = subparsers.add_parser("llm", help="one LLM training iteration under one or all coflow schedulers",
@@ -38,8 +36,12 @@ def register(subparsers) -> None:
     sim.add_argument("--efficiency", type=float, default=0.5, help="fraction of peak FLOP/s reached")
     sim.add_argument("--topology", required=True, metavar="TOPOLOGY",
                      help="a preset (NxPRESET-ib, fattree:k=K,server=PRESET[,rail=1][,bisection=full]) or YAML")
-    sim.add_argument("--network-gbps", type=float, default=100.0, help="network link speed in Gbit/s (IB links)")
-    sim.add_argument("--speeds", metavar="K=GBPS,...", help=f"other link speeds in GB/s (pcie defaults to {PCIE_GEN5})")
+    sim.add_argument("--network-gbps", type=float, metavar="GBIT_S",
+                     help="override the network (InfiniBand) links' speed, in Gbit/s (default: the topology's)")
+    sim.add_argument("--speeds", metavar="K=GBPS,...", help="override other link speeds, in GB/s (e.g. pcie=64)")
+    sim.add_argument("--routing", choices=ROUTINGS,
+                     help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
+                          "evenly over them); default: the topology's (ecmp unless its YAML says otherwise)")
     sim.add_argument("--scheduler", default="all", help=f"'all' or a comma list of {','.join(SCHEDULERS)}")
     sim.add_argument("--matching", choices=MATCHINGS,
                      help="how EP all-to-alls send (default: alg3 for hermod, direct for the others)")
@@ -62,11 +64,15 @@ def register(subparsers) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
-    if not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
-        raise SimulationError(f"--network-gbps must be > 0, got {args.network_gbps}")
+    if args.network_gbps is not None and not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
+        raise SimulationError(f"--network-gbps must be > 0 (Gbit/s), got {args.network_gbps}")
     spec = model(args.model)
-    speeds = {"pcie": PCIE_GEN5, "ib": args.network_gbps / 8, **parse_speeds(args.speeds)}
-    topology = resolve_topology(args.topology, device="auto", speeds=speeds)
+    speeds = parse_speeds(args.speeds)
+    if args.network_gbps is not None:
+        speeds["ib"] = args.network_gbps / 8
+    topology = resolve_topology(args.topology, device="auto", speeds=speeds or None)
+    if args.routing:
+        topology = topology.with_routing(args.routing)
     layout = layout_of(args, len(topology.gpus))
     if args.iterations < 1:
         raise SimulationError(f"--iterations must be >= 1, got {args.iterations}")
@@ -94,8 +100,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(report))
         return 0
     print(f"{spec.name} tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep} m={layout.microbatches} "
-          f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, "
-          f"{args.network_gbps:g} Gbit/s), {iteration.iterations} iteration(s): "
+          f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, network "
+          f"{network_gbits(topology)} Gbit/s, {topology.routing}), {iteration.iterations} iteration(s): "
           f"{len(iteration.coflows)} coflows, {iteration.flows} flows")
     top = report["ceiling"]
     print(f"  free communication: {free:.4f} s/iteration; {names[0]} exposes {top['exposed_share']:.1%} of its "
@@ -112,6 +118,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         if path:
             print(f"{what} written to {path}")
     return 0
+
+
+def network_gbits(topology) -> str:
+    """The speeds of the topology's network links (InfiniBand, Ethernet) in Gbit/s, e.g. ``400``."""
+    speeds = sorted({link.bandwidth_gbps * 8 for link in topology.links if link.kind in ("infiniband", "ethernet")})
+    return "/".join(f"{s:g}" for s in speeds) or "no network"
 
 
 def layout_of(args: argparse.Namespace, gpus: int) -> Layout:
