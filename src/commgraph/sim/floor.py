@@ -102,10 +102,12 @@ def alone_seconds(tasks: list[Task], flows: _Flows) -> np.ndarray:
     return seconds
 
 
-def dag_floor(topology: Topology, tasks: list[Task], *, cores: dict[str, int] | None = None) -> DagFloor:
+def dag_floor(topology: Topology, tasks: list[Task], *, cores: dict[str, int] | None = None,
+              graph: Graph | None = None) -> DagFloor:
     """A lower bound on the makespan of ``tasks`` on ``topology`` under any schedule (module
-    docstring); ``cores`` as :func:`~commgraph.sim.simulate` takes them."""
-    graph = task_graph(topology, tasks)
+    docstring); ``cores`` as :func:`~commgraph.sim.simulate` takes them; ``graph``: their
+    :func:`task_graph` when already built."""
+    graph = graph or task_graph(topology, tasks)
     heads, tails = graph.heads(), graph.tails()
     path = float((heads + graph.seconds + tails).max()) if len(tasks) else 0.0
     best, where = 0.0, ""
@@ -146,7 +148,7 @@ def _resources(topology: Topology, tasks: list[Task], graph: Graph, cores: dict[
     shared = 2 * len(topology.links) + sum(d.forward_gbps is not None for d in topology.devices)
     for res, flow, seconds in zip(np.split(entry_res, bounds), np.split(entry_flow, bounds), np.split(work, bounds)):
         if res[0] < shared:  # a private rate cap is the flow's own, not shared
-            yield _resource_name(topology, int(res[0])), flows.task_of[flow], seconds, flows.latency[flow]
+            yield resource_name(topology, int(res[0])), flows.task_of[flow], seconds, flows.latency[flow]
     device = np.array([topology.index[t.device] if isinstance(t, Compute) else -1 for t in tasks], dtype=np.int64)
     for d in np.unique(device[device >= 0]):
         jobs = np.flatnonzero(device == d)
@@ -154,7 +156,8 @@ def _resources(topology: Topology, tasks: list[Task], graph: Graph, cores: dict[
         yield topology.devices[d].id, jobs, graph.seconds[jobs] / servers, np.zeros(jobs.size)
 
 
-def _resource_name(topology: Topology, r: int) -> str:
+def resource_name(topology: Topology, r: int) -> str:
+    """Resource ``r`` of the simulator: a link direction ``a->b`` or a switch's forwarding limit."""
     if r < 2 * len(topology.links):
         link = topology.links[r // 2]
         a, b = (link.a, link.b) if r % 2 == 0 else (link.b, link.a)

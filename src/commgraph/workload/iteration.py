@@ -104,6 +104,12 @@ def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: To
     return builder.build(iterations)
 
 
+def compute_id(prefix: str, stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
+    """The id of a stage's computation of ``op`` on ``layer`` (``part``: ``.a`` attention, ``.e``
+    experts of a MoE layer); ``prefix`` is ``i{k}.`` for iteration ``k > 0``."""
+    return f"{prefix}c{stage}.{replica}.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}{part}"
+
+
 @dataclass(frozen=True)
 class _Exchange:
     """One all-to-all of a stage: its members as (replica, tp rank) and the EP groups it carries."""
@@ -136,7 +142,7 @@ class _Builder:
         return self.gpus[self.layout.rank(stage, replica, tp_rank)]
 
     def compute_id(self, stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
-        return f"{self.prefix}c{stage}.{replica}.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}{part}"
+        return compute_id(self.prefix, stage, replica, op, layer, part)
 
     def pp_id(self, op: Op, vstage: int, replica: int) -> str:
         return f"{self.prefix}pp.{'B' if op.backward else 'F'}{op.microbatch}.v{vstage}.d{replica}"
