@@ -47,6 +47,7 @@ from commgraph.workload.layout import Layout, Op
 from commgraph.workload.models import GPUSpec, ModelSpec
 
 GRAD_BYTES = 2.0  # bf16 gradients
+PARAM_BYTES = 2.0  # bf16 parameters (what ZeRO-2's all-gather sends)
 
 
 @dataclass
@@ -78,11 +79,17 @@ EP_FLOWS = ("gpu", "server")
 
 def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: Topology, *,
                     dp_allreduce: str = "ring", routing_alpha: float = 1.0, seed: int = 0,
-                    iterations: int = 1, dp_collective: str = "allreduce", ep_flows: str = "gpu") -> Iteration:
+                    iterations: int = 1, dp_collective: str = "allreduce", ep_flows: str = "gpu",
+                    barrier: bool = False, grad_bytes: float = GRAD_BYTES) -> Iteration:
     """The DAG of ``iterations`` iterations of ``model`` split by ``layout`` over ``topology``'s
     first GPUs; ``dp_collective`` is ``allreduce`` (ring or tree, ``dp_allreduce``) or ``zero2``
     (ring reduce-scatter then all-gather); ``ep_flows`` is ``gpu`` (an all-to-all per EP group, GPU
-    to GPU) or ``server`` (per set of servers, leader to leader: module docstring)."""
+    to GPU) or ``server`` (per set of servers, leader to leader: module docstring). ``barrier``
+    adds clip-by-norm's barrier (the thesis's l.1494): the global gradient norm needs every
+    layer's gradients reduced, so no parameter update (ZeRO-2's all-gathers, or with all-reduces
+    the next iteration's forward passes) starts before every reduce-scatter (all-reduce) of the
+    iteration has ended. ``grad_bytes`` is the bytes per reduced gradient (2: bf16; 4: fp32, as
+    Megatron-LM reduces bf16 models' gradients by default); all-gathers send bf16 parameters."""
     layout.check(model)
     if dp_allreduce not in ALLREDUCE:
         raise SimulationError(f"dp all-reduce must be one of {sorted(ALLREDUCE)}, got {dp_allreduce!r}")
@@ -94,12 +101,15 @@ def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: To
         raise SimulationError(f"iterations must be >= 1, got {iterations}")
     if not routing_alpha > 0:
         raise SimulationError(f"routing skew alpha must be > 0, got {routing_alpha}")
+    if not grad_bytes > 0:
+        raise SimulationError(f"gradient bytes must be > 0, got {grad_bytes}")
     gpus = [d.id for d in topology.gpus]
     if len(gpus) < layout.gpus:
         raise SimulationError(f"the layout needs {layout.gpus} GPUs, topology {topology.name!r} has {len(gpus)}")
     builder = _Builder(model, layout, gpu, topology, gpus[: layout.gpus], dp_allreduce, routing_alpha, seed)
     builder.zero2 = dp_collective == "zero2"
     builder.ep_flows = ep_flows
+    builder.barrier, builder.grad_bytes = barrier, grad_bytes
     builder.exchanges, builder.place = builder.ep_exchanges()
     return builder.build(iterations)
 
@@ -133,6 +143,8 @@ class _Builder:
         self.prefix = ""
         self.gates: dict[tuple[int, int, int], list[str]] = {}  # (stage, replica, layer): DP flows in
         self.ep_flows = "gpu"
+        self.barrier = False
+        self.grad_bytes = GRAD_BYTES
         self.exchanges: list[_Exchange] = []
         self.place: dict[tuple[int, int], tuple[int, int]] = {}  # (replica, tp rank): (exchange, position)
 
@@ -340,7 +352,7 @@ class _Builder:
             return
         params = 4.0 * M.hidden ** 2 / L.tp + (3.0 * M.hidden * M.ffn * M.experts / L.ep if M.moe
                                                  else 8.0 * M.hidden ** 2 / L.tp)
-        nbytes = params * GRAD_BYTES
+        nbytes = params * self.grad_bytes
         first = ring_half(L.dp, nbytes) if self.zero2 else ALLREDUCE[self.dp_allreduce](L.dp, nbytes)
         last = L.microbatches - 1
         arrived: dict[tuple[int, int, int], list[str]] = {}  # (layer, tp rank, replica): flows into it
@@ -356,8 +368,13 @@ class _Builder:
                                    members, [(r,) for r in ready])
                 for d in range(L.dp):
                     arrived[(layer, t, d)] = [i for i, dst in zip(ids, first.dst.tolist()) if dst == d]
+        if self.barrier:  # the global norm: a zero-time step that waits for every reduction
+            norm = f"{self.prefix}norm"
+            reduced = tuple(i for ids in arrived.values() for i in ids)
+            self.tasks.append(Transfer(norm, self.gpus[0], self.gpus[0], 0.0, deps=reduced))
+            arrived = {key: [norm] for key in arrived}
         if self.zero2:
-            gather = ring_half(L.dp, nbytes)
+            gather = ring_half(L.dp, params * PARAM_BYTES)
             for layer in range(M.layers):
                 stage, _ = self._stage_of(layer)
                 for t in range(L.tp):
