@@ -49,6 +49,10 @@ def register(subparsers) -> None:
     sim.add_argument("--dp-allreduce", choices=("ring", "tree"), default="ring")
     sim.add_argument("--dp-collective", choices=DP_COLLECTIVES, default="allreduce",
                      help="DP gradients: one all-reduce per layer, or ZeRO-2's reduce-scatter + all-gather")
+    sim.add_argument("--barrier", action="store_true",
+                     help="clip-by-norm's iteration barrier: no parameter update before every gradient is reduced")
+    sim.add_argument("--fp32-grads", action="store_true",
+                     help="reduce gradients in fp32 (Megatron-LM's default for bf16 models) instead of bf16")
     sim.add_argument("--iterations", type=int, default=1,
                      help="iterations run back to back without a barrier (clip-by-value); > 1 reports the "
                           "steady-state iteration time")
@@ -79,7 +83,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         raise SimulationError(f"--iterations must be >= 1, got {args.iterations}")
     iteration = build_iteration(spec, layout, gpu(args.gpu, args.efficiency), topology,
                                 dp_allreduce=args.dp_allreduce, routing_alpha=args.routing_alpha, seed=args.seed,
-                                iterations=args.iterations, dp_collective=args.dp_collective)
+                                iterations=args.iterations, dp_collective=args.dp_collective, barrier=args.barrier,
+                                grad_bytes=4.0 if args.fp32_grads else 2.0)
     outcomes = {name: run_schedule(name, iteration.tasks, iteration.coflows, topology,
                                    interleaved=layout.schedule == "interleaved", matching=args.matching,
                                    timeline=False)
