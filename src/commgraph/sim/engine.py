@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commgraph.errors import SimulationError, TopologyError
-from commgraph.sim.dag import Compute, Task, Transfer, check_dag
+from commgraph.sim.dag import Compute, Dependents, Task, Transfer, check_dag
 from commgraph.sim.events import Flows, Outcome, Tasks, simulate_events
 from commgraph.topology.model import Hop, Topology
 
@@ -208,7 +208,7 @@ def _hops(topology: Topology, task: Transfer) -> list[Hop]:
     return hops
 
 
-def _task_arrays(topology: Topology, tasks: list[Task], dependents: list[list[int]], flows: _Flows,
+def _task_arrays(topology: Topology, tasks: list[Task], dependents: Dependents, flows: _Flows,
                  cores: dict[str, int]) -> Tasks:
     """The DAG as arrays for the event loop: computations' devices and seconds, transfers' data
     flows, dependents as a CSR, and per device its servers and the room of its ready queue."""
@@ -219,9 +219,7 @@ def _task_arrays(topology: Topology, tasks: list[Task], dependents: list[list[in
     servers = np.ones(n_dev, dtype=np.int64)
     for name, count in cores.items():
         servers[topology.index[name]] = count
-    lengths = np.array([len(d) for d in dependents], dtype=np.int64)
-    dep_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    dep_idx = np.fromiter((j for d in dependents for j in d), dtype=np.int64, count=int(dep_ptr[-1]))
+    dep_ptr, dep_idx = dependents.ptr, dependents.idx
     queue_ptr = np.concatenate([[0], np.cumsum(np.bincount(device[compute], minlength=n_dev))]).astype(np.int64)
     waiting = np.array([len(t.deps) for t in tasks], dtype=np.int64)
     return Tasks(compute, seconds, device, flows.task_flow, dep_ptr, dep_idx, waiting, servers, queue_ptr)

@@ -76,12 +76,7 @@ def task_graph(topology: Topology, tasks: list[Task]) -> Graph:
     does)."""
     dependents = check_dag(tasks)
     flows = _Flows(topology, tasks)
-    lengths = np.array([len(d) for d in dependents], dtype=np.int64)
-    succ_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    succ_idx = np.fromiter((j for d in dependents for j in d), dtype=np.int64, count=int(succ_ptr[-1]))
-    waiting = np.array([len(t.deps) for t in tasks], dtype=np.int64)
-    order = _topological(succ_ptr, succ_idx, waiting)
-    return Graph(alone_seconds(tasks, flows), succ_ptr, succ_idx, order, flows)
+    return Graph(alone_seconds(tasks, flows), dependents.ptr, dependents.idx, dependents.order, flows)
 
 
 def alone_seconds(tasks: list[Task], flows: _Flows) -> np.ndarray:
@@ -164,29 +159,6 @@ def resource_name(topology: Topology, r: int) -> str:
         return f"{a}->{b}"
     limited = [d.id for d in topology.devices if d.forward_gbps is not None]
     return f"{limited[r - 2 * len(topology.links)]} (forwarding)"
-
-
-@njit(cache=True)
-def _topological(succ_ptr, succ_idx, waiting):  # pragma: no cover
-    n = waiting.shape[0]
-    left = waiting.copy()
-    order = np.empty(n, np.int64)
-    tail = 0
-    for i in range(n):
-        if left[i] == 0:
-            order[tail] = i
-            tail += 1
-    head = 0
-    while head < tail:
-        v = order[head]
-        head += 1
-        for k in range(succ_ptr[v], succ_ptr[v + 1]):
-            j = succ_idx[k]
-            left[j] -= 1
-            if left[j] == 0:
-                order[tail] = j
-                tail += 1
-    return order
 
 
 @njit(cache=True)
