@@ -133,6 +133,7 @@ class _Builder:
         self.model, self.layout, self.gpu, self.topology, self.gpus = model, layout, gpu, topology, gpus
         self.dp_allreduce, self.alpha, self.seed = dp_allreduce, alpha, seed
         self.tasks: list[Task] = []
+        self.latencies: dict[tuple[str, str], float] = {}
         self.coflows: list[Coflow] = []
         self.vstages = layout.pp * layout.chunks
         self.per_vstage = model.layers // self.vstages
@@ -191,13 +192,19 @@ class _Builder:
         first = len(self.tasks)
         ids = names or [f"{cid}.{k}" for k in range(flows.src.shape[0])]
         for k, (a, b, size) in enumerate(zip(flows.src.tolist(), flows.dst.tolist(), flows.bytes.tolist())):
-            overhead = flows.overhead_hops * path_latency(self.topology, members[a], members[b]) \
-                if flows.overhead_hops else 0.0
+            overhead = flows.overhead_hops * self._latency(members[a], members[b]) if flows.overhead_hops else 0.0
             self.tasks.append(Transfer(ids[k], members[a], members[b], size, deps=deps[a], overhead_s=overhead))
         if len(self.tasks) > first:
             self.coflows.append(Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks))),
                                        self.iteration))
         return ids
+
+    def _latency(self, a: str, b: str) -> float:
+        """:func:`path_latency` from ``a`` to ``b``, once per pair."""
+        key = (a, b)
+        if key not in self.latencies:
+            self.latencies[key] = path_latency(self.topology, a, b)
+        return self.latencies[key]
 
     def _op(self, stage: int, replica: int, op: Op, last: str | None) -> str:
         L, M = self.layout, self.model
