@@ -510,3 +510,21 @@ def test_iteration_floor_is_below_every_scheduler(routing):
                  for name in ("megatron", "hermod", "dp-first")}
         assert floor.seconds >= floor.link_seconds > 0
         assert all(t >= floor.seconds * (1 - 1e-9) for t in times.values()), (spec.name, floor, times)
+
+
+def test_barrier_and_fp32_gradients_change_the_dag_as_megatron_runs_it():
+    net = load_preset("2xhgx-h100-ib")
+    layout = Layout(4, 2, 2, microbatches=2)
+    plain = build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, iterations=2, dp_collective="zero2")
+    both = build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, iterations=2, dp_collective="zero2",
+                           barrier=True, grad_bytes=4.0)
+    by_id = {t.id: t for t in both.tasks}
+    reductions = [f for c in both.coflows if c.id.startswith("dp.rs") for f in c.flows]
+    assert set(by_id["norm"].deps) == {both.tasks[i].id for i in reductions}  # the global norm waits for all
+    gathers = [both.tasks[i] for c in both.coflows if c.id.startswith("dp.ag") for i in c.flows]
+    assert gathers and all(g.deps == ("norm",) for g in gathers)
+    size = {t.id: t.bytes for t in plain.tasks if isinstance(t, Transfer)}
+    assert all(both.tasks[i].bytes == 2 * size[both.tasks[i].id] for i in reductions)  # fp32: twice bf16
+    assert all(g.bytes == size[g.id] for g in gathers)  # parameters stay bf16
+    with pytest.raises(SimulationError, match="gradient bytes must be > 0"):
+        build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, grad_bytes=0.0)
