@@ -258,3 +258,20 @@ def test_floor_is_never_above_any_simulated_schedule(seed):
         for _ in range(4):  # random priorities: other orders of the same flows
             shuffled = [replace(t, priority=int(rng.integers(0, 4))) if isinstance(t, Transfer) else t for t in tasks]
             assert floor.seconds <= simulate(net, shuffled, timeline=False, cores=cores).makespan * (1 + 1e-9)
+
+
+def test_sim_dag_routing_option_and_yaml_field(tmp_path, capsys):
+    from commgraph.cli.main import main
+    from commgraph.topology import write_yaml
+
+    write_yaml(leaf_spine("ecmp"), tmp_path / "fabric.yaml")
+    dag = tmp_path / "dag.json"
+    dag.write_text(json.dumps({"tasks": [{"id": f"{a}{b}", "type": "transfer", "src": a, "dst": b, "bytes": GB}
+                                         for a, b in (("h0", "h3"), ("h1", "h5"), ("h2", "h4"))]}))
+    for routing, makespan in (("ecmp", 0.3), ("spray", 0.15)):
+        assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "fabric.yaml"), "--routing", routing,
+                     "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["makespan"] == pytest.approx(makespan, rel=1e-12)
+    write_yaml(leaf_spine("spray"), tmp_path / "sprayed.yaml")
+    assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "sprayed.yaml")]) == 0
+    assert "(spray): makespan 150.0000 ms" in capsys.readouterr().out
