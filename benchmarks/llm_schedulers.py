@@ -8,22 +8,29 @@ server (one flow per pair of servers, the EP groups over those servers summed: a
 :func:`commgraph.workload.build_iteration`) so that the MoE cases fit; rows say which they use.
 
 Every row gives Megatron-LM's (one DP stream, FIFO: the baseline), Lina's and Hermod's iteration
-time, the same DAG with free communication (an oracle: the compute critical path), the share of
-Megatron's iteration that is exposed communication, the ceiling T(megatron) / T(free), the link
-bound (the busiest link direction's bytes per iteration over its bandwidth, on Megatron's routes:
-no order of the same flows averages less per iteration) and the bound ceiling T(megatron) /
-max(T(free), link bound), Hermod over Megatron and over Lina, and the share of the headroom Hermod
-closes, (T(megatron) - T(hermod)) / (T(megatron) - T(free)), and of the bound's headroom, with
-max(T(free), link bound) in place of T(free).
+time, the same DAG with free communication (an oracle: every byte moves in no time; the ceiling
+T(megatron) / T(free)), the **floor** (:func:`commgraph.workload.floor.iteration_floor`: every
+dependency kept, each link's data-parallel bytes priced in the window between a layer's last
+backward and its next forward; no schedule's steady state beats it), the link bound (the busiest
+link direction's bytes per iteration over its bandwidth), Hermod over Megatron, over Lina and over
+the floor, and the share of the headroom Hermod closes, (T(megatron) - T(hermod)) / (T(megatron) -
+T(floor)), beside the same against the oracle. ``--routing spray`` sprays every flow over the
+fat-tree's equal-cost paths instead of hashing it onto one (ECMP, the default);
+``--barrier`` and ``--fp32-grads`` are Megatron-LM's variants (clip-by-norm's iteration barrier,
+gradients reduced in fp32), applied to the DAG every scheduler runs; ``--routing-alpha`` the MoE
+token skew.
 
 Parts (``--part``; ``--models``, ``--gpus`` and ``--gbps`` narrow a part to some of its cases):
 
-- ``scale``: GPT-3 175B and Mixtral 8x22B on 1,024 / 2,048 / 4,096 / 8,192 GPUs at 100 Gbit/s;
+- ``scale``: GPT-3 175B and Mixtral 8x22B on 256 / 1,024 / 2,048 / 4,096 / 8,192 GPUs at 100 Gbit/s (256 GPUs:
+  the first 32 servers of a k=6 fat-tree);
 - ``bandwidth``: both models on 1,024 GPUs at 40 / 100 / 400 Gbit/s;
 - ``nics``: the sensitivity run: 8 NICs per server (one per GPU), 1,024 GPUs, 100 Gbit/s;
 - ``qwen``: qwen-moe-24l on 1,024 GPUs at 100 Gbit/s, timed (target: 10 minutes);
 - ``engine``: wall time and peak memory of building and simulating GPT-3 175B under Hermod on
-  1,024 and 8,192 GPUs (target: 8,192 GPUs in 60 s).
+  1,024 and 8,192 GPUs (target: 8,192 GPUs in 60 s);
+- ``heuristics``: Table 5.2's naive priorities (DP-first, PP-first, EP-first) against Megatron on
+  ``--models`` (default Mixtral 8x22B) at 1,024 GPUs.
 
 ``--breakdown`` prints after each row the wall time of building the DAG, scheduling it and
 simulating it per scheduler.
@@ -41,16 +48,17 @@ from commgraph.plan.coflow import MATCHINGS, free_communication, iteration_secon
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
+from commgraph.workload.floor import iteration_floor
 
 MODELS = ("gpt3-175b", "mixtral-8x22b")
-FAT_TREE_K = {1024: 8, 2048: 12, 4096: 14, 8192: 16}  # smallest k-ary fat-tree with GPUs / 8 servers
+FAT_TREE_K = {256: 6, 1024: 8, 2048: 12, 4096: 14, 8192: 16}  # smallest k-ary fat-tree with GPUs / 8 servers
 SCHEDULERS = ("megatron", "lina", "hermod")
 
 
-def topology(gpus: int, gbps: float, nics: int):
+def topology(gpus: int, gbps: float, nics: int, routing: str = "ecmp"):
     """The thesis's cluster (``hermod-thesis`` at 1,024 GPUs) grown to ``gpus``."""
     return load_preset(f"fattree:k={FAT_TREE_K[gpus]},server=hgx-h100,nics={nics},latency=1,bisection=full",
-                       speeds={"ib": gbps / 8, "pcie": 64.0})
+                       speeds={"ib": gbps / 8, "pcie": 64.0}).with_routing(routing)
 
 
 def microbatches(name: str, args: argparse.Namespace) -> int:
@@ -62,10 +70,12 @@ def microbatches(name: str, args: argparse.Namespace) -> int:
 
 def iteration(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace):
     tp, pp, ep = DEFAULT_LAYOUT[name]
-    net = topology(gpus, gbps, nics)
+    net = topology(gpus, gbps, nics, args.routing)
     layout = Layout(tp, pp, gpus // (tp * pp), ep, microbatches(name, args))
     return net, layout, build_iteration(model(name), layout, gpu("h100"), net, iterations=args.iterations,
-                                        dp_collective=args.dp_collective, ep_flows=args.ep_flows)
+                                        dp_collective=args.dp_collective, ep_flows=args.ep_flows,
+                                        routing_alpha=args.routing_alpha, barrier=args.barrier,
+                                        grad_bytes=4.0 if args.fp32_grads else 2.0)
 
 
 def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace) -> dict:
@@ -75,13 +85,17 @@ def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespa
     start = time.perf_counter()
     net, layout, it = iteration(name, gpus, gbps, nics, args)
     row = {"parts": {"build": time.perf_counter() - start}}
-    for s in SCHEDULERS:
+    begin = time.perf_counter()
+    floor = iteration_floor(it)
+    row.update(floor=floor.seconds, binding=floor.binding)
+    row["parts"]["floor"] = time.perf_counter() - begin
+    for s in args.schedulers:
         begin = time.perf_counter()
         plan = schedule(s, it.tasks, it.coflows, net, matching=args.hermod_matching if s == "hermod" else None)
         scheduled = time.perf_counter()
         result = simulate(net, plan.tasks, timeline=False)
         row[s] = iteration_seconds(result, it.ends)
-        if s == SCHEDULERS[0]:
+        if s == args.schedulers[0]:
             row["links"] = link_bound(result, len(it.ends))
         row["parts"][f"schedule {s}"] = scheduled - begin
         row["parts"][f"simulate {s} ({len(plan.tasks):,} tasks)"] = time.perf_counter() - scheduled
@@ -92,31 +106,37 @@ def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespa
     return row
 
 
-def header() -> None:
-    print("| case | m | flows | megatron s | lina s | hermod s | free s | exposed | ceiling | link bound s "
-          "| bound ceiling | hermod / megatron | hermod / lina | headroom closed | of bound headroom | wall s |")
-    print("|---" * 16 + "|")
+def header(args: argparse.Namespace) -> None:
+    others = args.schedulers[1:]
+    print(f"| case | m | flows | {' | '.join(s + ' s' for s in args.schedulers)} | free s (oracle) | ceiling "
+          f"| floor s | link bound s | {' | '.join(s + ' / megatron' for s in others)} | {others[-1]} / floor "
+          f"| headroom closed (floor) | of oracle headroom | wall s |")
+    print("|---" * (10 + 2 * len(args.schedulers)) + "|")
 
 
-def line(label: str, r: dict) -> None:
-    base, free, hermod = r["megatron"], r["free"], r["hermod"]
-    bound = max(free, r["links"])
+def line(label: str, r: dict, args: argparse.Namespace) -> None:
+    base, free, floor = r["megatron"], r["free"], r["floor"]
+    last = r[args.schedulers[-1]]
 
-    def closed(floor: float) -> str:
-        return f"{(base - hermod) / (base - floor):.0%}" if base - floor > 1e-12 * base else "-"
+    def closed(bottom: float) -> str:
+        return f"{(base - last) / (base - bottom):.0%}" if base - bottom > 1e-12 * base else "-"
 
-    print(f"| {label} | {r['m']} | {r['flows']:,} | {base:.3f} | {r['lina']:.3f} | {hermod:.3f} | {free:.3f} | "
-          f"{1 - free / base:.1%} | {base / free:.3f}x | {r['links']:.3f} | {base / bound:.3f}x | {base / hermod:.3f}x | "
-          f"{r['lina'] / hermod:.3f}x | {closed(free)} | {closed(bound)} | {r['wall']:.0f} |", flush=True)
+    times = " | ".join(f"{r[s]:.3f}" for s in args.schedulers)
+    ratios = " | ".join(f"{base / r[s]:.3f}x" for s in args.schedulers[1:])
+    print(f"| {label} | {r['m']} | {r['flows']:,} | {times} | {free:.3f} | {base / free:.3f}x | {floor:.3f} | "
+          f"{r['links']:.3f} | {ratios} | {last / floor:.3f}x | {closed(floor)} | {closed(free)} | {r['wall']:.0f} |",
+          flush=True)
+    print(f"  floor binds at: {r['binding']}", flush=True)
 
 
 def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.Namespace) -> None:
     print(f"\n{title} ({args.iterations} iterations, {args.dp_collective}, ep flows per {args.ep_flows}, "
-          f"hermod matching {args.hermod_matching})")
-    header()
+          f"hermod matching {args.hermod_matching}, routing {args.routing}, alpha {args.routing_alpha:g}"
+          f"{', barrier' if args.barrier else ''}{', fp32 gradients' if args.fp32_grads else ''})")
+    header(args)
     for name, gpus, gbps, nics in cases:
         row = compare(name, gpus, gbps, nics, args)
-        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", row)
+        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", row, args)
         if args.breakdown:
             print("  wall s: " + ", ".join(f"{part} {seconds:.1f}" for part, seconds in row["parts"].items()),
                   flush=True)
@@ -141,7 +161,8 @@ def engine(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("scale", "bandwidth", "nics", "qwen", "engine"), required=True)
+    parser.add_argument("--part", choices=("scale", "bandwidth", "nics", "qwen", "engine", "heuristics"),
+                        required=True)
     parser.add_argument("--models", default=",".join(MODELS), help="models of the scale and bandwidth parts")
     parser.add_argument("--gpus", default="", help="comma list of GPU counts (default: the part's)")
     parser.add_argument("--gbps", default="", help="comma list of link speeds in Gbit/s (bandwidth part)")
@@ -154,10 +175,20 @@ def main() -> None:
                              "(every pair at once: Hermod's coflow order alone)")
     parser.add_argument("--breakdown", action="store_true",
                         help="after each row, the wall time of building, scheduling and simulating")
+    parser.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
+                        help="per-flow ECMP hashing, or every flow sprayed over the fat-tree's equal-cost paths")
+    parser.add_argument("--routing-alpha", type=float, default=1.0,
+                        help="Dirichlet concentration of MoE expert popularity (inf: uniform)")
+    parser.add_argument("--barrier", action="store_true",
+                        help="clip-by-norm's iteration barrier: no update before every gradient is reduced")
+    parser.add_argument("--fp32-grads", action="store_true", help="reduce gradients in fp32 (Megatron-LM's default)")
     parser.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration (dense models)")
     parser.add_argument("--moe-microbatches", type=int, default=0,
                         help="micro-batches for the MoE models (0: as many as pipeline stages)")
     args = parser.parse_args()
+    args.schedulers = ("megatron", "dp-first", "pp-first", "ep-first") if args.part == "heuristics" else SCHEDULERS
+    if args.part == "heuristics" and args.models == ",".join(MODELS):
+        args.models = "mixtral-8x22b"
     models = args.models.split(",")
     default_gpus = {"engine": "1024,8192", "scale": ",".join(map(str, FAT_TREE_K))}.get(args.part, "1024")
     args.gpus = [int(g) for g in (args.gpus or default_gpus).split(",")]
@@ -171,6 +202,8 @@ def main() -> None:
     elif args.part == "nics":
         sweep("sensitivity: 8 NICs per server", [(m, g, s, 8) for m in models for g in args.gpus for s in speeds],
               args)
+    elif args.part == "heuristics":
+        sweep("Table 5.2's heuristics", [(m, g, s, 1) for m in models for g in args.gpus for s in speeds], args)
     elif args.part == "qwen":
         sweep("qwen-moe-24l", [("qwen-moe-24l", g, s, 1) for g in args.gpus for s in speeds], args)
     else:

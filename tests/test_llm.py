@@ -5,13 +5,14 @@ import pytest
 
 from commgraph.cli.main import main
 from commgraph.errors import PlanError, SimulationError, TopologyError
-from commgraph.plan.coflow import SCHEDULERS, bssi_order, dscp, hermod_keys, run_schedule, schedule
+from commgraph.plan.coflow import SCHEDULERS, bssi_order, dscp, hermod_keys, iteration_seconds, run_schedule, schedule
 from commgraph.plan.matching import alg3, bvn, lower_bound
 from commgraph.sim import Transfer, simulate
 from commgraph.sim.coflow import Coflow, coflow_times
 from commgraph.topology import Device, Link, Topology, load_preset
 from commgraph.workload import Layout, ModelSpec, build_iteration, gpu, model
 from commgraph.workload.collectives import path_latency, ring_allreduce, token_counts
+from commgraph.workload.floor import iteration_floor
 
 
 def star(n, bandwidth=10.0, latency_us=0.0):
@@ -196,7 +197,8 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
                  "--trace", str(trace)])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"schedulers", "flows", "baseline", "ceiling", "iterations"} and report["flows"] > 0
+    assert set(report) == {"schedulers", "flows", "baseline", "ceiling", "iterations", "routing"} and report["flows"] > 0
+    assert report["routing"] == "ecmp"
     top = report["ceiling"]
     assert report["baseline"] == "fair" and top["baseline_seconds"] == report["schedulers"]["fair"]["iteration_seconds"]
     assert top["ceiling"] == pytest.approx(top["baseline_seconds"] / top["free_communication_seconds"])
@@ -205,6 +207,9 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
     for row in report["schedulers"].values():
         assert {"iteration_seconds", "tokens_per_second", "coflows", "speedup", "headroom_reached"} <= set(row)
         assert row["iteration_seconds"] >= top["bound_seconds"] * (1 - 1e-9)
+        assert row["iteration_seconds"] >= top["floor_seconds"] * (1 - 1e-9)
+        assert row["headroom_reached"] == pytest.approx(
+            (top["baseline_seconds"] - row["iteration_seconds"]) / (top["baseline_seconds"] - top["floor_seconds"]))
         assert set(row["coflows"]) == {"pp", "dp"}
         assert row["tokens_per_second"] == pytest.approx(4 * 4 * 2048 * 2 / row["iteration_seconds"])
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -457,3 +462,69 @@ def test_link_bound_is_the_busiest_link_directions_bytes_per_iteration():
     top = ceiling(1.0, 0.05, link_bound(result, 2))
     assert top["bound_seconds"] == pytest.approx(0.1) and top["bound_ceiling"] == pytest.approx(10.0)
     assert ceiling(1.0, 0.5, 0.1)["bound_seconds"] == 0.5
+
+
+def test_cli_keeps_the_presets_speeds_and_network_gbps_overrides_in_gbits(capsys):
+    argv = ["sim", "llm", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--dp", "2", "--microbatches", "2",
+            "--topology", "2xhgx-h100-ib", "--scheduler", "megatron"]
+    assert main(argv) == 0
+    assert "network 400 Gbit/s, ecmp" in capsys.readouterr().out  # the preset's NICs
+    assert main([*argv, "--network-gbps", "100", "--routing", "spray"]) == 0
+    out = capsys.readouterr().out
+    assert "network 100 Gbit/s, spray" in out and "floor (every dependency kept" in out
+    assert main([*argv, "--network-gbps", "0"]) == 2
+    assert "--network-gbps must be > 0 (Gbit/s)" in capsys.readouterr().err
+
+
+def test_floor_is_exact_on_one_layer_two_replicas():
+    """One layer, one micro-batch, two replicas on two GPUs behind a switch, no latency: each
+    iteration is forward, backward, then the reduce-scatter and the all-gather, one after the
+    other on each link direction. The floor's window (the layer's forward to its backward, then
+    its bytes) is exactly the steady-state iteration."""
+    net = Topology("pair", [Device("a", "gpu"), Device("b", "gpu"), Device("s", "switch")],
+                   [Link("a", "s", "ethernet", 1, 10.0, 0.0), Link("b", "s", "ethernet", 1, 10.0, 0.0)])
+    tiny = ModelSpec("tiny", layers=1, hidden=1024, heads=8, seq_len=512, micro_batch=1, vocab=1000)
+    it = build_iteration(tiny, Layout(1, 1, 2, microbatches=1), gpu("h100"), net, iterations=3,
+                         dp_collective="zero2")
+    compute = sum(t.seconds for t in it.tasks[:2])  # replica 0's forward and backward
+    moved = sum(it.tasks[i].bytes for c in it.coflows[:2] for i in c.flows[:1]) / 10e9  # a->b: rs then ag
+    floor = iteration_floor(it)
+    assert floor.seconds == pytest.approx(compute + moved, rel=1e-12) and floor.binding.startswith("data-parallel")
+    for name in ("megatron", "hermod", "fair"):
+        seconds = iteration_seconds(run_schedule(name, it.tasks, it.coflows, net).result, it.ends)
+        assert seconds == pytest.approx(floor.seconds, rel=1e-9)
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "spray"])
+def test_iteration_floor_is_below_every_scheduler(routing):
+    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full",
+                      speeds={"ib": 12.5, "pcie": 64.0}).with_routing(routing)
+    moe = ModelSpec("tiny-moe", layers=4, hidden=512, heads=8, seq_len=512, micro_batch=1, vocab=1000, experts=8,
+                    top_k=2, ffn=1024)
+    cases = [(model("gpt3-13b"), Layout(4, 4, 8, microbatches=4), 2), (moe, Layout(2, 2, 8, 8, 4), 3),
+             (model("gpt3-13b"), Layout(4, 4, 8, microbatches=4), 1)]
+    for spec, layout, iterations in cases:
+        it = build_iteration(spec, layout, gpu("h100"), net, iterations=iterations, dp_collective="zero2")
+        floor = iteration_floor(it)
+        times = {name: iteration_seconds(run_schedule(name, it.tasks, it.coflows, net).result, it.ends)
+                 for name in ("megatron", "hermod", "dp-first")}
+        assert floor.seconds >= floor.link_seconds > 0
+        assert all(t >= floor.seconds * (1 - 1e-9) for t in times.values()), (spec.name, floor, times)
+
+
+def test_barrier_and_fp32_gradients_change_the_dag_as_megatron_runs_it():
+    net = load_preset("2xhgx-h100-ib")
+    layout = Layout(4, 2, 2, microbatches=2)
+    plain = build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, iterations=2, dp_collective="zero2")
+    both = build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, iterations=2, dp_collective="zero2",
+                           barrier=True, grad_bytes=4.0)
+    by_id = {t.id: t for t in both.tasks}
+    reductions = [f for c in both.coflows if c.id.startswith("dp.rs") for f in c.flows]
+    assert set(by_id["norm"].deps) == {both.tasks[i].id for i in reductions}  # the global norm waits for all
+    gathers = [both.tasks[i] for c in both.coflows if c.id.startswith("dp.ag") for i in c.flows]
+    assert gathers and all(g.deps == ("norm",) for g in gathers)
+    size = {t.id: t.bytes for t in plain.tasks if isinstance(t, Transfer)}
+    assert all(both.tasks[i].bytes == 2 * size[both.tasks[i].id] for i in reductions)  # fp32: twice bf16
+    assert all(g.bytes == size[g.id] for g in gathers)  # parameters stay bf16
+    with pytest.raises(SimulationError, match="gradient bytes must be > 0"):
+        build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, grad_bytes=0.0)

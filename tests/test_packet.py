@@ -100,6 +100,8 @@ def test_export_refuses_coflows_that_stay_inside_servers():
     tasks = [Transfer("x", "gpu0", "gpu1", 1e6)]
     with pytest.raises(SimulationError, match="crosses the network"):
         export_scenario(net, tasks, [Coflow("c", "dp", 0, 0, (0,))], np.zeros(1))
+    with pytest.raises(SimulationError, match="routes by spray: export it with ecmp routing"):
+        export_scenario(net.with_routing("spray"), tasks, [Coflow("c", "dp", 0, 0, (0,))], np.zeros(1))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ns") is None,

@@ -1,10 +1,12 @@
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from commgraph.errors import SimulationError
 from commgraph.sim import Compute, Transfer, read_dag, simulate
+from commgraph.sim.floor import dag_floor
 from commgraph.topology import Device, Link, Topology, load_preset
 
 GB = 1e9
@@ -196,3 +198,80 @@ def test_timeline_lists_each_utilisation_change_once():
     assert utilisation == pytest.approx([0.4, 1.0, 0.0], rel=1e-12)
     assert result.finish[[0, 2]] == pytest.approx([0.25, 0.28], rel=1e-12)
     assert result.busy_seconds.tolist() == pytest.approx([0.28, 0.0], rel=1e-12)
+
+
+def leaf_spine(routing="ecmp"):
+    """Hosts h0-h2 on leaf l0, h3-h5 on leaf l1, both leaves on spines p0 and p1; every link
+    10 GB/s, no latency. Under ECMP h0->h3, h1->h5 and h2->h4 all hash onto p1."""
+    hosts = [f"h{i}" for i in range(6)]
+    devices = [Device(h, "gpu") for h in hosts] + [Device(s, "switch") for s in ("l0", "l1", "p0", "p1")]
+    links = [Link(h, f"l{i // 3}", "ethernet", 1, 10.0, 0.0) for i, h in enumerate(hosts)]
+    links += [Link(leaf, spine, "ethernet", 1, 10.0, 0.0) for leaf in ("l0", "l1") for spine in ("p0", "p1")]
+    return Topology("leaf-spine", devices, links, routing=routing)
+
+
+@pytest.mark.parametrize("pairs, ecmp, spray", [
+    ([("h0", "h3"), ("h1", "h5")], 0.2, 0.1),  # ECMP: both on p1 at 5 GB/s; sprayed: 10 GB/s each
+    ([("h0", "h3"), ("h1", "h5"), ("h2", "h4")], 0.3, 0.15),  # sprayed: each leaf uplink carries 3r/2 = 10
+])
+def test_ecmp_collisions_and_packet_spraying(pairs, ecmp, spray):
+    assert {leaf_spine().route(a, b)[1].dst for a, b in pairs} == {"p1"}
+    tasks = [Transfer(f"{a}{b}", a, b, GB) for a, b in pairs]
+    hashed = simulate(leaf_spine("ecmp"), tasks)
+    sprayed = simulate(leaf_spine("spray"), tasks)
+    assert np.allclose(hashed.finish, ecmp, rtol=1e-12)
+    assert np.allclose(sprayed.finish, spray, rtol=1e-12)
+    uplinks = [2 * k for k, link in enumerate(sprayed.topology.links) if link.a == "l0"]  # l0 -> p0, l0 -> p1
+    assert sprayed.bytes_moved[uplinks] == pytest.approx([len(pairs) * GB / 2] * 2, rel=1e-12)
+
+
+def test_a_sprayed_flow_alone_and_an_explicit_route_stay_on_one_path():
+    alone = simulate(leaf_spine("spray"), [Transfer("x", "h0", "h3", GB)])
+    assert alone.finish[0] == pytest.approx(0.1, rel=1e-12)  # the host link caps it, not half a spine
+    pinned = simulate(leaf_spine("spray"), [Transfer("x", "h0", "h3", GB, route=("h0", "l0", "p0", "l1", "h3")),
+                                           Transfer("y", "h1", "h5", GB, route=("h1", "l0", "p0", "l1", "h5"))])
+    assert np.allclose(pinned.finish, 0.2, rtol=1e-12)
+
+
+def test_floor_prices_a_links_bytes_in_the_window_where_they_can_move():
+    # both transfers wait for c0 (1 s) and c1 waits for both: the critical path is 1 + 1 + 1 s,
+    # but the link carries 2 s of bytes after c0 and before c1, so no order beats 4 s: exact.
+    tasks = [Compute("c0", "a", 1.0), Transfer("x", "a", "b", 10 * GB, deps=("c0",)),
+             Transfer("y", "a", "b", 10 * GB, deps=("c0",)), Compute("c1", "b", 1.0, deps=("x", "y"))]
+    floor = dag_floor(line(latency_us=0.0), tasks)
+    assert floor.path_seconds == pytest.approx(3.0, rel=1e-12)
+    assert floor.window_seconds == pytest.approx(4.0, rel=1e-12) and floor.resource == "a->b"
+    assert floor.seconds == pytest.approx(simulate(line(), tasks).makespan, rel=1e-12)
+    sprayed = [Transfer("x", "h0", "h3", GB), Transfer("y", "h1", "h5", GB), Transfer("z", "h2", "h4", GB)]
+    assert dag_floor(leaf_spine("spray"), sprayed).seconds == pytest.approx(0.15, rel=1e-12)  # exact, as simulated
+    assert dag_floor(leaf_spine("ecmp"), sprayed).seconds == pytest.approx(0.3, rel=1e-12)  # all three on p1
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_floor_is_never_above_any_simulated_schedule(seed):
+    topology, tasks, cores = random_case(seed)
+    rng = np.random.default_rng(100 + seed)
+    for routing in ("ecmp", "spray"):
+        net = topology.with_routing(routing)
+        floor = dag_floor(net, tasks, cores=cores)
+        assert floor.seconds > 0
+        for _ in range(4):  # random priorities: other orders of the same flows
+            shuffled = [replace(t, priority=int(rng.integers(0, 4))) if isinstance(t, Transfer) else t for t in tasks]
+            assert floor.seconds <= simulate(net, shuffled, timeline=False, cores=cores).makespan * (1 + 1e-9)
+
+
+def test_sim_dag_routing_option_and_yaml_field(tmp_path, capsys):
+    from commgraph.cli.main import main
+    from commgraph.topology import write_yaml
+
+    write_yaml(leaf_spine("ecmp"), tmp_path / "fabric.yaml")
+    dag = tmp_path / "dag.json"
+    dag.write_text(json.dumps({"tasks": [{"id": f"{a}{b}", "type": "transfer", "src": a, "dst": b, "bytes": GB}
+                                         for a, b in (("h0", "h3"), ("h1", "h5"), ("h2", "h4"))]}))
+    for routing, makespan in (("ecmp", 0.3), ("spray", 0.15)):
+        assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "fabric.yaml"), "--routing", routing,
+                     "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["makespan"] == pytest.approx(makespan, rel=1e-12)
+    write_yaml(leaf_spine("spray"), tmp_path / "sprayed.yaml")
+    assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "sprayed.yaml")]) == 0
+    assert "(spray): makespan 150.0000 ms" in capsys.readouterr().out

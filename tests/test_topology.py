@@ -204,3 +204,18 @@ def test_machines_of_a_job_join_into_one_topology():
     assert sum(link.kind == "infiniband" for link in gpus.links) == 8  # 4 NICs a DGX-1
     with pytest.raises(TopologyError, match="listed twice"):
         join_hosts([("a", load_preset("localhost-cpu:1"))] * 2)
+
+
+def test_routing_is_a_field_that_round_trips_and_spray_splits_over_every_core_path(tmp_path):
+    t = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full").with_routing("spray")
+    again = read_yaml(_written(t, tmp_path))
+    assert again.routing == "spray" and again.same_as(t) and "routing: spray" in to_yaml(t)
+    assert "routing" not in t.with_routing("ecmp").to_dict()  # the default reads as before
+    a, b = t.gpus[0].id, t.gpus[-1].id  # servers in different pods: 4 core paths
+    shares = {(h.src, h.dst): share for h, share in t.spread(a, b)}
+    assert [shares[(h.src, h.dst)] for h in t.route(a, b)] == [1, 1, 1, 1 / 2, 1 / 4, 1 / 4, 1 / 2, 1, 1, 1, 1, 1, 1]
+    assert sum(share for (src, dst), share in shares.items() if dst.startswith("core")) == pytest.approx(1.0)
+    assert len([1 for (src, dst) in shares if dst.startswith("core")]) == 4
+    assert [(h, 1.0) for h in t.route(a, b)] == t.with_routing("ecmp").spread(a, b)
+    with pytest.raises(TopologyError, match="routing must be one of ecmp, spray, got 'random'"):
+        t.with_routing("random")

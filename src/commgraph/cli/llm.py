@@ -17,12 +17,10 @@ from commgraph.plan.coflow import (MATCHINGS, SCHEDULERS, ceiling, free_communic
                                    iteration_seconds, link_bound, run_schedule)
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
 from commgraph.topology import parse_speeds, resolve_topology
-from commgraph.topology.files import is_topology_file
+from commgraph.topology.model import ROUTINGS
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_iteration, gpu, model
+from commgraph.workload.floor import iteration_floor
 from commgraph.workload.iteration import DP_COLLECTIVES
-
-PCIE_GEN5 = 64.0  # GB/s per direction, x16: the H100 servers' GPU-NIC path
-
 
 def register(subparsers) -> None:
     sim = subparsers.add_parser("llm", help="one LLM training iteration under one or all coflow schedulers",
@@ -40,14 +38,22 @@ def register(subparsers) -> None:
     sim.add_argument("--efficiency", type=float, default=0.5, help="fraction of peak FLOP/s reached")
     sim.add_argument("--topology", required=True, metavar="TOPOLOGY",
                      help="a preset (NxPRESET-ib, fattree:k=K,server=PRESET[,rail=1][,bisection=full]) or YAML")
-    sim.add_argument("--network-gbps", type=float, default=100.0, help="network link speed in Gbit/s (a preset's IB links; a YAML file has its own)")
-    sim.add_argument("--speeds", metavar="K=GBPS,...", help=f"other link speeds in GB/s (pcie defaults to {PCIE_GEN5})")
+    sim.add_argument("--network-gbps", type=float, metavar="GBIT_S",
+                     help="override the network (InfiniBand) links' speed, in Gbit/s (default: the topology's)")
+    sim.add_argument("--speeds", metavar="K=GBPS,...", help="override other link speeds, in GB/s (e.g. pcie=64)")
+    sim.add_argument("--routing", choices=ROUTINGS,
+                     help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
+                          "evenly over them); default: the topology's (ecmp unless its YAML says otherwise)")
     sim.add_argument("--scheduler", default="all", help=f"'all' or a comma list of {','.join(SCHEDULERS)}")
     sim.add_argument("--matching", choices=MATCHINGS,
                      help="how EP all-to-alls send (default: alg3 for hermod, direct for the others)")
     sim.add_argument("--dp-allreduce", choices=("ring", "tree"), default="ring")
     sim.add_argument("--dp-collective", choices=DP_COLLECTIVES, default="allreduce",
                      help="DP gradients: one all-reduce per layer, or ZeRO-2's reduce-scatter + all-gather")
+    sim.add_argument("--barrier", action="store_true",
+                     help="clip-by-norm's iteration barrier: no parameter update before every gradient is reduced")
+    sim.add_argument("--fp32-grads", action="store_true",
+                     help="reduce gradients in fp32 (Megatron-LM's default for bf16 models) instead of bf16")
     sim.add_argument("--iterations", type=int, default=1,
                      help="iterations run back to back without a barrier (clip-by-value); > 1 reports the "
                           "steady-state iteration time")
@@ -66,32 +72,37 @@ def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
     check_output(args.png, "--png")
     check_output(args.trace, "--trace")
-    if not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
-        raise SimulationError(f"--network-gbps must be > 0, got {args.network_gbps}")
+    if args.network_gbps is not None and not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
+        raise SimulationError(f"--network-gbps must be > 0 (Gbit/s), got {args.network_gbps}")
     spec = model(args.model)
-    speeds = parse_speeds(args.speeds)  # a YAML file has its own; a preset gets the defaults below
-    if not is_topology_file(args.topology):
-        speeds = {"pcie": PCIE_GEN5, "ib": args.network_gbps / 8, **speeds}
-    topology = resolve_topology(args.topology, device="auto", speeds=speeds)
+    speeds = parse_speeds(args.speeds)
+    if args.network_gbps is not None:
+        speeds["ib"] = args.network_gbps / 8
+    topology = resolve_topology(args.topology, device="auto", speeds=speeds or None)
+    if args.routing:
+        topology = topology.with_routing(args.routing)
     layout = layout_of(args, len(topology.gpus))
     if args.iterations < 1:
         raise SimulationError(f"--iterations must be >= 1, got {args.iterations}")
     iteration = build_iteration(spec, layout, gpu(args.gpu, args.efficiency), topology,
                                 dp_allreduce=args.dp_allreduce, routing_alpha=args.routing_alpha, seed=args.seed,
-                                iterations=args.iterations, dp_collective=args.dp_collective)
+                                iterations=args.iterations, dp_collective=args.dp_collective, barrier=args.barrier,
+                                grad_bytes=4.0 if args.fp32_grads else 2.0)
     outcomes = {name: run_schedule(name, iteration.tasks, iteration.coflows, topology,
                                    interleaved=layout.schedule == "interleaved", matching=args.matching,
                                    timeline=False)
                 for name in names}
     rows = {name: o.summary(iteration.tokens, iteration.ends) for name, o in outcomes.items()}
     free = iteration_seconds(free_communication(topology, iteration.tasks), iteration.ends)
+    floor = iteration_floor(iteration)
     base = rows[names[0]]["iteration_seconds"]
     for row in rows.values():
         row["speedup"] = base / row["iteration_seconds"]
-        row["headroom_reached"] = headroom_reached(base, row["iteration_seconds"], free)
+        row["headroom_reached"] = headroom_reached(base, row["iteration_seconds"], floor.seconds)
     links = link_bound(outcomes[names[0]].result, iteration.iterations)
-    report = {"schedulers": rows, "baseline": names[0], "ceiling": ceiling(base, free, links), "flows": iteration.flows,
-              "iterations": iteration.iterations}
+    top = {**ceiling(base, free, links, floor.seconds), "floor_binding": floor.binding}
+    report = {"schedulers": rows, "baseline": names[0], "ceiling": top, "flows": iteration.flows,
+              "iterations": iteration.iterations, "routing": topology.routing}
     if args.png:
         plot_schedulers(outcomes, iteration.leaders[:: layout.dp][: 16], args.png)
     if args.trace:
@@ -100,13 +111,16 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(json.dumps(report))
         return 0
     print(f"{spec.name} tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep} m={layout.microbatches} "
-          f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, "
-          f"{args.network_gbps:g} Gbit/s), {iteration.iterations} iteration(s): "
+          f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, network "
+          f"{network_gbits(topology)} Gbit/s, {topology.routing}), {iteration.iterations} iteration(s): "
           f"{len(iteration.coflows)} coflows, {iteration.flows} flows")
     top = report["ceiling"]
-    print(f"  free communication: {free:.4f} s/iteration; {names[0]} exposes {top['exposed_share']:.1%} of its "
+    print(f"  free communication (an oracle): {free:.4f} s/iteration; {names[0]} exposes {top['exposed_share']:.1%} of its "
           f"iteration, so no scheduler beats {top['ceiling']:.3f}x over it; its busiest link needs "
           f"{top['link_seconds']:.4f} s/iteration, so over many iterations none beats {top['bound_ceiling']:.3f}x")
+    print(f"  floor (every dependency kept, link bytes priced where they can move): {top['floor_seconds']:.4f} "
+          f"s/iteration ({top['floor_binding']}): no scheduler beats {top['floor_ceiling']:.3f}x over {names[0]}; "
+          f"headroom is measured against it")
     print(f"  {'scheduler':<12} {'iteration s':>12} {'tokens/s':>12} {'vs ' + names[0]:>10} {'headroom':>9}"
           f"  coflow mean completion (ms)")
     for name, row in report["schedulers"].items():
@@ -118,6 +132,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         if path:
             print(f"{what} written to {path}")
     return 0
+
+
+def network_gbits(topology) -> str:
+    """The speeds of the topology's network links (InfiniBand, Ethernet) in Gbit/s, e.g. ``400``."""
+    speeds = sorted({link.bandwidth_gbps * 8 for link in topology.links if link.kind in ("infiniband", "ethernet")})
+    return "/".join(f"{s:g}" for s in speeds) or "no network"
 
 
 def layout_of(args: argparse.Namespace, gpus: int) -> Layout:

@@ -11,6 +11,7 @@ from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.sim import read_dag, simulate
 from commgraph.sim.plot import plot_timeline
+from commgraph.topology.model import ROUTINGS
 
 TABLE_LIMIT = 40
 
@@ -20,6 +21,9 @@ def register(subparsers) -> None:
     parser.add_argument("dag", type=Path, metavar="DAG.json",
                         help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see docs/simulation.md)')
     add_topology_argument(parser, positional=False)
+    parser.add_argument("--routing", choices=ROUTINGS,
+                        help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
+                             "evenly over them); default: the topology's")
     parser.add_argument("--json", action="store_true", help="print the full result as JSON")
     parser.add_argument("--png", type=Path, metavar="timeline.png", help="draw the timeline")
     parser.set_defaults(run=run)
@@ -28,6 +32,8 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     check_output(args.png, "--png")
     topology = topology_from_args(args)
+    if args.routing:
+        topology = topology.with_routing(args.routing)
     tasks = read_dag(args.dag)
     result = simulate(topology, tasks, timeline=args.png is not None)
     if args.png:
@@ -35,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict()))
         return 0
-    print(f"{len(tasks)} tasks on {topology.name}: makespan {result.makespan * 1e3:.4f} ms")
+    print(f"{len(tasks)} tasks on {topology.name} ({topology.routing}): makespan {result.makespan * 1e3:.4f} ms")
     if len(tasks) <= TABLE_LIMIT:
         for task, start, finish in zip(tasks, result.start, result.finish):
             print(f"  {task.id:<20} {start * 1e3:10.4f} -> {finish * 1e3:10.4f} ms")

@@ -377,18 +377,25 @@ def free_communication(topology: Topology, tasks: list[Task]) -> SimResult:
     return simulate(instant, free, timeline=False)
 
 
-def ceiling(baseline_seconds: float, free_seconds: float, link_seconds: float = 0.0) -> dict:
-    """What a baseline's iteration leaves to gain: the free-communication time, the share of the
-    baseline's iteration that is exposed communication, the ceiling ratio T(baseline) / T(free),
-    and with ``link_seconds`` (the busiest link direction's bytes per iteration over its bandwidth,
-    :func:`link_bound`) the bound max(T(free), link seconds), which no order of the same flows
-    beats in the long run, and T(baseline) / bound."""
+def ceiling(baseline_seconds: float, free_seconds: float, link_seconds: float = 0.0,
+            floor_seconds: float | None = None) -> dict:
+    """What a baseline's iteration leaves to gain: the free-communication time (an oracle: every
+    byte moves in no time), the share of the baseline's iteration that is exposed communication,
+    the ceiling ratio T(baseline) / T(free), and with ``link_seconds`` (the busiest link
+    direction's bytes per iteration over its bandwidth, :func:`link_bound`) the bound max(T(free),
+    link seconds), which no order of the same flows beats in the long run, and T(baseline) / bound.
+    ``floor_seconds`` (:func:`commgraph.workload.floor.iteration_floor`: every dependency kept,
+    each link's bytes priced where they can move) adds the floor and T(baseline) / floor."""
     bound = max(free_seconds, link_seconds)
-    return {"baseline_seconds": baseline_seconds, "free_communication_seconds": free_seconds,
-            "exposed_share": 1.0 - free_seconds / baseline_seconds if baseline_seconds > 0 else 0.0,
-            "ceiling": baseline_seconds / free_seconds if free_seconds > 0 else float("inf"),
-            "link_seconds": link_seconds, "bound_seconds": bound,
-            "bound_ceiling": baseline_seconds / bound if bound > 0 else float("inf")}
+    top = {"baseline_seconds": baseline_seconds, "free_communication_seconds": free_seconds,
+           "exposed_share": 1.0 - free_seconds / baseline_seconds if baseline_seconds > 0 else 0.0,
+           "ceiling": baseline_seconds / free_seconds if free_seconds > 0 else float("inf"),
+           "link_seconds": link_seconds, "bound_seconds": bound,
+           "bound_ceiling": baseline_seconds / bound if bound > 0 else float("inf")}
+    if floor_seconds is not None:
+        top.update(floor_seconds=floor_seconds,
+                   floor_ceiling=baseline_seconds / floor_seconds if floor_seconds > 0 else float("inf"))
+    return top
 
 
 def link_bound(result: SimResult, iterations: int) -> float:
@@ -399,8 +406,8 @@ def link_bound(result: SimResult, iterations: int) -> float:
     return float(seconds.max()) / iterations if seconds.size else 0.0
 
 
-def headroom_reached(baseline_seconds: float, seconds: float, free_seconds: float) -> float | None:
-    """(T(baseline) - T) / (T(baseline) - T(free)): the share of the possible gain reached (None
-    when nothing is exposed)."""
-    gap = baseline_seconds - free_seconds
+def headroom_reached(baseline_seconds: float, seconds: float, floor_seconds: float) -> float | None:
+    """(T(baseline) - T) / (T(baseline) - T(floor)): the share of the possible gain reached, against
+    a floor (the DAG's floor, or the free-communication oracle); None when nothing is left."""
+    gap = baseline_seconds - floor_seconds
     return (baseline_seconds - seconds) / gap if gap > 1e-12 * baseline_seconds else None

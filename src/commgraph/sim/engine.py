@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commgraph.errors import SimulationError, TopologyError
-from commgraph.sim.dag import Compute, Task, Transfer, check_dag
+from commgraph.sim.dag import Compute, Dependents, Task, Transfer, check_dag
 from commgraph.sim.events import Flows, Outcome, Tasks, simulate_events
 from commgraph.topology.model import Hop, Topology
 
@@ -99,7 +99,7 @@ class _Flows:
 
     def __init__(self, topology: Topology, tasks: list[Task]):
         self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
-        ptr, resources, sizes, latency, priority, task_of, owner, setups = [0], [], [], [], [], [], [], []
+        ptr, resources, weights, sizes, latency, priority, task_of, owner, setups = [0], [], [], [], [], [], [], [], []
         capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
         forwarding = {}  # a switch with a forwarding limit: one resource shared by all that cross it
         for device in topology.devices:
@@ -107,8 +107,10 @@ class _Flows:
                 forwarding[device.id] = len(capacity)
                 capacity.append(device.forward_gbps * 1e9)
 
-        def add(route: list[int], size: float, seconds: float, task: int, data_flow: int) -> None:
+        def add(route: list[int], shares: list[float], size: float, seconds: float, task: int,
+                data_flow: int) -> None:
             resources.extend(route)
+            weights.extend(shares)
             ptr.append(len(resources))
             sizes.append(size)
             latency.append(seconds)
@@ -126,17 +128,18 @@ class _Flows:
             key = (task.src, task.dst, task.route)
             if key not in paths:
                 paths[key] = _path(topology, task, forwarding)
-            route, seconds, overheads = paths[key]
+            route, shares, seconds, overheads = paths[key]
             f = self.task_flow[i] = len(sizes)
             if task.max_rate is not None and route:  # a private resource of that capacity
-                route = [*route, len(capacity)]
+                route, shares = [*route, len(capacity)], [*shares, 1.0]
                 capacity.append(task.max_rate)
-            add(route, task.bytes, seconds + task.overhead_s, i, -1)
+            add(route, shares, task.bytes, seconds + task.overhead_s, i, -1)
             for r, setup_bytes in overheads:
-                add([r], setup_bytes, 0.0, i, f)
+                add([r], [1.0], setup_bytes, 0.0, i, f)
             setups[f] = len(overheads)
         self.ptr = np.array(ptr, dtype=np.int64)
         self.resources = np.array(resources, dtype=np.int64)
+        self.weights = np.array(weights, dtype=np.float64)
         self.sizes = np.array(sizes, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)
         self.priority = np.array(priority, dtype=np.int64)
@@ -147,26 +150,36 @@ class _Flows:
         self.capacity = np.array(capacity, dtype=np.float64)
 
     def arrays(self) -> Flows:
-        return Flows(self.ptr, self.resources, self.sizes, self.latency, self.priority, self.task_of, self.owner,
-                     self.setups, self.capacity)
+        return Flows(self.ptr, self.resources, self.weights, self.sizes, self.latency, self.priority, self.task_of,
+                     self.owner, self.setups, self.capacity)
 
     def bytes_per_resource(self) -> np.ndarray:
-        """Bytes every resource carries: each data flow's size on each resource of its route."""
+        """Bytes every resource carries: each data flow's size times its share on each resource of
+        its route."""
         data = np.repeat(self.owner < 0, self.lengths)
-        weights = np.repeat(self.sizes, self.lengths)[data]
+        weights = (np.repeat(self.sizes, self.lengths) * self.weights)[data]
         return np.bincount(self.resources[data], weights=weights, minlength=self.capacity.shape[0])
 
 
 def _path(topology: Topology, task: Transfer, forwarding: dict[str, int]) -> tuple:
     """A transfer's route as resources (its link directions, then the forwarding limits of the
-    switches it crosses), the sum of its links' latencies in seconds, and per link direction with
-    a per-message overhead, the bytes of its setup flow (``overhead x bandwidth``)."""
+    switches it crosses) with the share of its bytes each carries (1 on one path; a sprayed flow's
+    fraction of paths through the link: :meth:`Topology.spread`), the sum of its links' latencies in
+    seconds, and per link direction with a per-message overhead, the bytes of its setup flow
+    (``overhead x bandwidth``). Latencies and overheads are those of the flow's ECMP route (a
+    fabric's equal-cost paths have the same hops' kinds)."""
     hops = _hops(topology, task)
-    route = [h.resource for h in hops] + [forwarding[h.dst] for h in hops[:-1] if h.dst in forwarding]
+    spread = [(h, 1.0) for h in hops] if task.route is not None else topology.spread(task.src, task.dst)
+    crossed: dict[str, float] = {}  # switch with a forwarding limit -> share of the flow crossing it
+    for h, share in spread:
+        if h.dst in forwarding and h.dst != task.dst:
+            crossed[h.dst] = crossed.get(h.dst, 0.0) + share
+    route = [h.resource for h, _ in spread] + [forwarding[d] for d in crossed]
+    shares = [share for _, share in spread] + list(crossed.values())
     seconds = sum(topology.links[h.link].latency_us for h in hops) * 1e-6
     setups = [(h.resource, topology.links[h.link].overhead_us * 1e-6 * (topology.links[h.link].bandwidth_gbps * 1e9))
               for h in hops if topology.links[h.link].overhead_us > 0]
-    return route, seconds, setups
+    return route, shares, seconds, setups
 
 
 def _unknown(task: Task, device: str) -> None:
@@ -195,7 +208,7 @@ def _hops(topology: Topology, task: Transfer) -> list[Hop]:
     return hops
 
 
-def _task_arrays(topology: Topology, tasks: list[Task], dependents: list[list[int]], flows: _Flows,
+def _task_arrays(topology: Topology, tasks: list[Task], dependents: Dependents, flows: _Flows,
                  cores: dict[str, int]) -> Tasks:
     """The DAG as arrays for the event loop: computations' devices and seconds, transfers' data
     flows, dependents as a CSR, and per device its servers and the room of its ready queue."""
@@ -206,9 +219,7 @@ def _task_arrays(topology: Topology, tasks: list[Task], dependents: list[list[in
     servers = np.ones(n_dev, dtype=np.int64)
     for name, count in cores.items():
         servers[topology.index[name]] = count
-    lengths = np.array([len(d) for d in dependents], dtype=np.int64)
-    dep_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    dep_idx = np.fromiter((j for d in dependents for j in d), dtype=np.int64, count=int(dep_ptr[-1]))
+    dep_ptr, dep_idx = dependents.ptr, dependents.idx
     queue_ptr = np.concatenate([[0], np.cumsum(np.bincount(device[compute], minlength=n_dev))]).astype(np.int64)
     waiting = np.array([len(t.deps) for t in tasks], dtype=np.int64)
     return Tasks(compute, seconds, device, flows.task_flow, dep_ptr, dep_idx, waiting, servers, queue_ptr)

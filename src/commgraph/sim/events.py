@@ -1,7 +1,9 @@
 """The flow-level simulator's core, compiled with numba: the event loop (task lifecycle, flows,
 timers) and max-min fair rates with strict priority classes, in one call per simulation.
 
-Flows are a CSR over resources (``ptr``, ``resources``: one resource per link direction). Classes
+Flows are a CSR over resources (``ptr``, ``resources``: one resource per link direction), each entry
+with the share of the flow's rate that resource carries (``weights``: 1 on a flow's one path; a
+sprayed flow's ``1/c`` on each of ``c`` parallel core links). Classes
 are served in ascending ``priority`` (0 first); each class shares fairly what the classes before it
 left (progressive filling). Each event costs in proportion to what it touched, not to the network:
 
@@ -120,11 +122,13 @@ def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark,
 
 
 @njit(cache=True)
-def fill(ptr, resources, priority, capacity, flows, rates, residual, counts):  # pragma: no cover
+def fill(ptr, resources, weights, priority, capacity, flows, rates, residual, counts):  # pragma: no cover
     """Max-min fair ``rates`` (bytes/s, in place) of ``flows``, which hold every active flow on
-    their resources, by progressive filling class by class. A flow whose resources higher classes
-    saturate gets rate 0 until they finish (preemption). ``residual`` is scratch; ``counts`` must
-    be zero on the flows' resources and is left so."""
+    their resources, by progressive filling class by class: all unfrozen flows' rates rise
+    together, a resource consuming the sum of its flows' ``weights`` per unit of rate, and a
+    resource's flows freeze when it fills. A flow whose resources higher classes saturate gets
+    rate 0 until they finish (preemption). ``residual`` is scratch; ``counts`` (the weights summed
+    per resource) must be zero on the flows' resources and is left so."""
     n = flows.shape[0]
     for i in range(n):
         f = flows[i]
@@ -146,7 +150,7 @@ def fill(ptr, resources, priority, capacity, flows, rates, residual, counts):  #
             for i in range(n_pending):
                 f = pending[i]
                 for j in range(ptr[f], ptr[f + 1]):
-                    counts[resources[j]] += 1
+                    counts[resources[j]] += weights[j]
             level = np.inf
             for i in range(n_pending):
                 f = pending[i]
@@ -175,21 +179,23 @@ def fill(ptr, resources, priority, capacity, flows, rates, residual, counts):  #
                 f = frozen[i]
                 for j in range(ptr[f], ptr[f + 1]):
                     r = resources[j]
-                    residual[r] = max(residual[r] - level, 0.0)
-                    counts[r] = 0
+                    residual[r] = max(residual[r] - level * weights[j], 0.0)
+                    counts[r] = 0.0
             for i in range(kept):
                 f = pending[i]
                 for j in range(ptr[f], ptr[f + 1]):
-                    counts[resources[j]] = 0
+                    counts[resources[j]] = 0.0
             n_pending = kept
 
 
 class Flows(NamedTuple):
-    """Per flow: route (``ptr``, ``resources``), size, latency, class, task, owner (its data flow
-    for a setup flow, -1 for a data flow) and setup-flow count; per resource: capacity."""
+    """Per flow: route (``ptr``, ``resources``, the share of its rate on each: ``weights``), size,
+    latency, class, task, owner (its data flow for a setup flow, -1 for a data flow) and setup-flow
+    count; per resource: capacity."""
 
     ptr: np.ndarray
     resources: np.ndarray
+    weights: np.ndarray
     sizes: np.ndarray
     latency: np.ndarray
     priority: np.ndarray
@@ -272,7 +278,7 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
         np.empty(tasks.queue_ptr[-1], np.int64), tasks.queue_ptr[:-1].copy(), tasks.queue_ptr[:-1].copy(),
         np.zeros(n_res + 1, np.int64), np.zeros(n_res, np.int64), np.zeros(1, np.int64),
         np.zeros(n_res, np.int64), np.zeros(n_flows, np.int64), np.empty(n_res, np.int64),
-        np.empty(n_flows, np.int64), np.empty(n_flows), np.empty(n_res), np.zeros(n_res, np.int64),
+        np.empty(n_flows, np.int64), np.empty(n_flows), np.empty(n_res), np.zeros(n_res),
     )
     index = make_index(flows.ptr, flows.resources, n_res)
     return Outcome(state.start, state.finish, state.busy, *_run(flows, tasks, index, state, incremental, record))
@@ -433,7 +439,7 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
     picked = state.picked[:n_picked]
     old = state.old_rates[:n_picked]
     old[:] = rates[picked]
-    fill(ptr, resources, flows.priority, capacity, picked, rates, state.residual, state.counts)
+    fill(ptr, resources, flows.weights, flows.priority, capacity, picked, rates, state.residual, state.counts)
     n_moved = 0  # resources whose load may have moved: the changed ones and those of re-rated flows
     for s in range(n_seeds):
         res_mark[seeds[s]] = -epoch
@@ -457,7 +463,7 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
     for r in np.sort(touched[:n_moved]):  # ascending, as the timeline lists them
         total = 0.0
         for u in range(first[r], first[r] + count[r]):
-            total += rates[users[u]]
+            total += rates[users[u]] * flows.weights[index.entry[u]]
         was = load[r]
         if total == was:
             continue

@@ -87,6 +87,9 @@ def export_scenario(topology: Topology, tasks: list[Task], coflows: list[Coflow]
     NICs become hosts, network switches stay switches, links crossed by no flow are kept."""
     if bands < 1:
         raise SimulationError(f"bands must be >= 1, got {bands}")
+    if topology.routing != "ecmp":
+        raise SimulationError(f"a scenario sends each flow on one path; topology {topology.name!r} routes by "
+                              f"{topology.routing}: export it with ecmp routing (topology.with_routing('ecmp'))")
     picked = []
     for coflow in coflows:
         for i in coflow.flows:

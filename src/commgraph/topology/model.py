@@ -10,6 +10,12 @@ relay through a GPU only when the topology says GPUs forward (``gpu_forwarding``
 a GPU hands a message over NVLink to the GPU beside the NIC on the right rail); otherwise a
 GPU-to-GPU transfer without NVLink goes through PCIe switches, CPUs and NICs, as the hardware does.
 
+Where several cheapest paths tie (a fat-tree's many paths through its core), the fabric's
+``routing`` decides what a flow uses: ``ecmp`` (per-flow hashing: each (src, dst) pair takes one of
+them by a stable hash, so two flows may collide on one link while another idles) or ``spray``
+(packet spraying: a flow's bytes split evenly over every equal-cost path, so a link carries the
+share of the flow's paths that cross it; :meth:`Topology.spread`).
+
 A device may give ``copy_gbps``, the rate at which it gathers rows into a message and scatters a
 received message into its table (measured by calibration; unset, copies are not priced), and a
 switch may give ``forward_gbps``, the most it forwards, all its links together: one resource that
@@ -32,6 +38,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from commgraph.errors import TopologyError
 
+ROUTINGS = ("ecmp", "spray")  # how the fabric spreads a flow over equal-cost paths (Topology.routing)
 DEVICE_KINDS = ("gpu", "cpu", "nic", "pcie_switch", "nvswitch", "switch", "accelerator")
 LINK_KINDS = ("nvlink", "pcie", "qpi", "infiniband", "ethernet", "nvswitch", "shared_memory", "loopback")
 # Devices that forward traffic between their neighbours; GPUs only send and receive.
@@ -177,6 +184,7 @@ class Topology:
         links: its links; one entry per device pair and kind.
         calibrated: where its figures come from when they were measured (``commgraph topo
             calibrate``).
+        routing: ``ecmp`` (default) or ``spray``: how a flow uses equal-cost paths (module docstring).
 
     Raises:
         TopologyError: unknown kinds, duplicate ids or links, non-positive speeds, a device no link
@@ -188,6 +196,7 @@ class Topology:
     links: list[Link]
     calibrated: Calibration | None = None
     gpu_forwarding: bool = False  # routes may relay through GPUs (PXN); see the module docstring
+    routing: str = "ecmp"
     _route_cache: dict = field(default_factory=dict, repr=False, compare=False)
     _distances: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -268,6 +277,61 @@ class Topology:
             hops = self._cheapest_path(start, target)
         self._route_cache[key] = hops
         return hops
+
+    def spread(self, src: str, dst: str) -> list[tuple[Hop, float]]:
+        """The link directions a flow from ``src`` to ``dst`` loads and the share of its bytes each
+        carries: under ``ecmp`` its one :meth:`route`, every hop carrying it all; under ``spray``
+        every cheapest path, the flow split evenly over them, so a hop carries the fraction of those
+        paths that cross it (a server's own links 1, each of a fat-tree's ``c`` core paths ``1/c``).
+        Hops are in the order of the :meth:`route` hops first, then the other paths' links."""
+        hops = self.route(src, dst)
+        if self.routing == "ecmp" or len(hops) <= 1:
+            return [(h, 1.0) for h in hops]
+        key = ("spray", src, dst)
+        if key not in self._route_cache:
+            self._route_cache[key] = self._sprayed(self.index[src], self.index[dst], hops)
+        return self._route_cache[key]
+
+    def _sprayed(self, start: int, target: int, route: list[Hop]) -> list[tuple[Hop, float]]:
+        """Per link direction on some cheapest path from ``start`` to ``target``, the fraction of
+        those paths crossing it: paths into its tail times paths out of its head, over all paths."""
+        graph, arriving, out_node = self._routing_graph
+        dist = self._distances[out_node[start]]
+        n = len(self.devices)
+        edges: dict[int, list[tuple[int, int]]] = {}  # node -> (predecessor, link) on cheapest paths
+        order, stack, seen = [], [target], {target}
+        while stack:  # every node on a cheapest path, found backwards from the target
+            node = stack.pop()
+            order.append(node)
+            if node == out_node[start]:
+                continue
+            edges[node] = [(u, k) for u, k, w in arriving[node] if abs(dist[u] + w - dist[node]) <= 1e-9 * dist[node]]
+            for u, _ in edges[node]:
+                if u not in seen:
+                    seen.add(u)
+                    stack.append(u)
+        order.sort(key=lambda v: dist[v])
+        into = {out_node[start]: 1.0}  # cheapest paths from the start to a node
+        for node in order:
+            if node in edges:
+                into[node] = sum(into[u] for u, _ in edges[node])
+        out = {target: 1.0}  # cheapest paths from a node to the target
+        for node in reversed(order):
+            for u, _ in edges.get(node, ()):
+                out[u] = out.get(u, 0.0) + out[node]
+        total = into[target]
+        shares: dict[tuple[int, str], float] = {}
+        for node, options in edges.items():
+            for u, k in options:
+                a = self.devices[u % n].id
+                shares[(k, a)] = shares.get((k, a), 0.0) + into[u] * out[node] / total
+        first = {(h.link, h.src): h for h in route}
+        result = [(h, shares[(h.link, h.src)]) for h in route]
+        for (k, a), share in sorted(shares.items()):
+            if (k, a) not in first:
+                link = self.links[k]
+                result.append((Hop(k, a, link.b if link.a == a else link.a, link.a == a), share))
+        return result
 
     @cached_property
     def _routing_graph(self):
@@ -367,6 +431,9 @@ class Topology:
             pairs.add(pair)
         if self.calibrated is not None:
             self.calibrated.validate()
+        if self.routing not in ROUTINGS:
+            raise TopologyError(f"topology {self.name!r}: routing must be one of {', '.join(ROUTINGS)}, "
+                                f"got {self.routing!r}")
         self._check_connected()
 
     def _check_connected(self) -> None:
@@ -392,10 +459,13 @@ class Topology:
     # -- plain data ----------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        """Plain data (``name``, ``calibrated``, ``devices``, ``links``), as the YAML file holds it."""
+        """Plain data (``name``, ``gpu_forwarding`` and ``routing`` when not the defaults, ``calibrated``,
+        ``devices``, ``links``), as the YAML file holds it."""
         data = {"name": self.name}
         if self.gpu_forwarding:
             data["gpu_forwarding"] = True
+        if self.routing != "ecmp":
+            data["routing"] = self.routing
         if self.calibrated is not None:
             data["calibrated"] = self.calibrated.to_dict()
         data["devices"] = [d.to_dict() for d in self.devices]
@@ -408,10 +478,10 @@ class Topology:
         to 1, its ``latency_us`` to 0); errors name ``source`` and the entry at fault."""
         if not isinstance(data, dict) or not {"devices", "links"} <= data.keys():
             raise TopologyError(f"{source}: expected a mapping with 'devices' and 'links'")
-        unknown = sorted(set(data) - {"name", "calibrated", "gpu_forwarding", "devices", "links"})
+        unknown = sorted(set(data) - {"name", "calibrated", "gpu_forwarding", "routing", "devices", "links"})
         if unknown:
             raise TopologyError(f"{source}: unknown field(s) {unknown}; expected name, calibrated, gpu_forwarding, "
-                                "devices, links")
+                                "routing, devices, links")
         if not isinstance(data.get("gpu_forwarding", False), bool):
             raise TopologyError(f"{source}: gpu_forwarding must be true or false, got {data['gpu_forwarding']!r}")
         devices = [_entry(Device, d, f"{source}: device {i}") for i, d in enumerate(data["devices"] or [])]
@@ -419,7 +489,11 @@ class Topology:
         calibrated = None if data.get("calibrated") is None else _entry(Calibration, data["calibrated"],
                                                                          f"{source}: calibrated")
         return cls(name=str(data.get("name", source)), devices=devices, links=links, calibrated=calibrated,
-                   gpu_forwarding=data.get("gpu_forwarding", False))
+                   gpu_forwarding=data.get("gpu_forwarding", False), routing=str(data.get("routing", "ecmp")))
+
+    def with_routing(self, routing: str) -> Topology:
+        """The same fabric under another ``routing`` (``ecmp`` or ``spray``)."""
+        return Topology(self.name, self.devices, self.links, self.calibrated, self.gpu_forwarding, routing)
 
     def same_as(self, other: Topology) -> bool:
         """Whether ``other`` has the same name, calibration, devices and links."""

@@ -47,6 +47,7 @@ from commgraph.workload.layout import Layout, Op
 from commgraph.workload.models import GPUSpec, ModelSpec
 
 GRAD_BYTES = 2.0  # bf16 gradients
+PARAM_BYTES = 2.0  # bf16 parameters (what ZeRO-2's all-gather sends)
 
 
 @dataclass
@@ -78,11 +79,17 @@ EP_FLOWS = ("gpu", "server")
 
 def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: Topology, *,
                     dp_allreduce: str = "ring", routing_alpha: float = 1.0, seed: int = 0,
-                    iterations: int = 1, dp_collective: str = "allreduce", ep_flows: str = "gpu") -> Iteration:
+                    iterations: int = 1, dp_collective: str = "allreduce", ep_flows: str = "gpu",
+                    barrier: bool = False, grad_bytes: float = GRAD_BYTES) -> Iteration:
     """The DAG of ``iterations`` iterations of ``model`` split by ``layout`` over ``topology``'s
     first GPUs; ``dp_collective`` is ``allreduce`` (ring or tree, ``dp_allreduce``) or ``zero2``
     (ring reduce-scatter then all-gather); ``ep_flows`` is ``gpu`` (an all-to-all per EP group, GPU
-    to GPU) or ``server`` (per set of servers, leader to leader: module docstring)."""
+    to GPU) or ``server`` (per set of servers, leader to leader: module docstring). ``barrier``
+    adds clip-by-norm's barrier (the thesis's l.1494): the global gradient norm needs every
+    layer's gradients reduced, so no parameter update (ZeRO-2's all-gathers, or with all-reduces
+    the next iteration's forward passes) starts before every reduce-scatter (all-reduce) of the
+    iteration has ended. ``grad_bytes`` is the bytes per reduced gradient (2: bf16; 4: fp32, as
+    Megatron-LM reduces bf16 models' gradients by default); all-gathers send bf16 parameters."""
     layout.check(model)
     if dp_allreduce not in ALLREDUCE:
         raise SimulationError(f"dp all-reduce must be one of {sorted(ALLREDUCE)}, got {dp_allreduce!r}")
@@ -94,14 +101,23 @@ def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: To
         raise SimulationError(f"iterations must be >= 1, got {iterations}")
     if not routing_alpha > 0:
         raise SimulationError(f"routing skew alpha must be > 0, got {routing_alpha}")
+    if not grad_bytes > 0:
+        raise SimulationError(f"gradient bytes must be > 0, got {grad_bytes}")
     gpus = [d.id for d in topology.gpus]
     if len(gpus) < layout.gpus:
         raise SimulationError(f"the layout needs {layout.gpus} GPUs, topology {topology.name!r} has {len(gpus)}")
     builder = _Builder(model, layout, gpu, topology, gpus[: layout.gpus], dp_allreduce, routing_alpha, seed)
     builder.zero2 = dp_collective == "zero2"
     builder.ep_flows = ep_flows
+    builder.barrier, builder.grad_bytes = barrier, grad_bytes
     builder.exchanges, builder.place = builder.ep_exchanges()
     return builder.build(iterations)
+
+
+def compute_id(prefix: str, stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
+    """The id of a stage's computation of ``op`` on ``layer`` (``part``: ``.a`` attention, ``.e``
+    experts of a MoE layer); ``prefix`` is ``i{k}.`` for iteration ``k > 0``."""
+    return f"{prefix}c{stage}.{replica}.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}{part}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,7 @@ class _Builder:
         self.model, self.layout, self.gpu, self.topology, self.gpus = model, layout, gpu, topology, gpus
         self.dp_allreduce, self.alpha, self.seed = dp_allreduce, alpha, seed
         self.tasks: list[Task] = []
+        self.latencies: dict[tuple[str, str], float] = {}
         self.coflows: list[Coflow] = []
         self.vstages = layout.pp * layout.chunks
         self.per_vstage = model.layers // self.vstages
@@ -127,6 +144,8 @@ class _Builder:
         self.prefix = ""
         self.gates: dict[tuple[int, int, int], list[str]] = {}  # (stage, replica, layer): DP flows in
         self.ep_flows = "gpu"
+        self.barrier = False
+        self.grad_bytes = GRAD_BYTES
         self.exchanges: list[_Exchange] = []
         self.place: dict[tuple[int, int], tuple[int, int]] = {}  # (replica, tp rank): (exchange, position)
 
@@ -136,7 +155,7 @@ class _Builder:
         return self.gpus[self.layout.rank(stage, replica, tp_rank)]
 
     def compute_id(self, stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
-        return f"{self.prefix}c{stage}.{replica}.{'B' if op.backward else 'F'}{op.microbatch}.L{layer}{part}"
+        return compute_id(self.prefix, stage, replica, op, layer, part)
 
     def pp_id(self, op: Op, vstage: int, replica: int) -> str:
         return f"{self.prefix}pp.{'B' if op.backward else 'F'}{op.microbatch}.v{vstage}.d{replica}"
@@ -173,13 +192,19 @@ class _Builder:
         first = len(self.tasks)
         ids = names or [f"{cid}.{k}" for k in range(flows.src.shape[0])]
         for k, (a, b, size) in enumerate(zip(flows.src.tolist(), flows.dst.tolist(), flows.bytes.tolist())):
-            overhead = flows.overhead_hops * path_latency(self.topology, members[a], members[b]) \
-                if flows.overhead_hops else 0.0
+            overhead = flows.overhead_hops * self._latency(members[a], members[b]) if flows.overhead_hops else 0.0
             self.tasks.append(Transfer(ids[k], members[a], members[b], size, deps=deps[a], overhead_s=overhead))
         if len(self.tasks) > first:
             self.coflows.append(Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks))),
                                        self.iteration))
         return ids
+
+    def _latency(self, a: str, b: str) -> float:
+        """:func:`path_latency` from ``a`` to ``b``, once per pair."""
+        key = (a, b)
+        if key not in self.latencies:
+            self.latencies[key] = path_latency(self.topology, a, b)
+        return self.latencies[key]
 
     def _op(self, stage: int, replica: int, op: Op, last: str | None) -> str:
         L, M = self.layout, self.model
@@ -334,7 +359,7 @@ class _Builder:
             return
         params = 4.0 * M.hidden ** 2 / L.tp + (3.0 * M.hidden * M.ffn * M.experts / L.ep if M.moe
                                                  else 8.0 * M.hidden ** 2 / L.tp)
-        nbytes = params * GRAD_BYTES
+        nbytes = params * self.grad_bytes
         first = ring_half(L.dp, nbytes) if self.zero2 else ALLREDUCE[self.dp_allreduce](L.dp, nbytes)
         last = L.microbatches - 1
         arrived: dict[tuple[int, int, int], list[str]] = {}  # (layer, tp rank, replica): flows into it
@@ -350,8 +375,13 @@ class _Builder:
                                    members, [(r,) for r in ready])
                 for d in range(L.dp):
                     arrived[(layer, t, d)] = [i for i, dst in zip(ids, first.dst.tolist()) if dst == d]
+        if self.barrier:  # the global norm: a zero-time step that waits for every reduction
+            norm = f"{self.prefix}norm"
+            reduced = tuple(i for ids in arrived.values() for i in ids)
+            self.tasks.append(Transfer(norm, self.gpus[0], self.gpus[0], 0.0, deps=reduced))
+            arrived = {key: [norm] for key in arrived}
         if self.zero2:
-            gather = ring_half(L.dp, nbytes)
+            gather = ring_half(L.dp, params * PARAM_BYTES)
             for layer in range(M.layers):
                 stage, _ = self._stage_of(layer)
                 for t in range(L.tp):
