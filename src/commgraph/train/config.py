@@ -166,7 +166,7 @@ class SamplingOptions(Options):
         if self.epsilon is not None and not 0 <= self.epsilon <= 1:
             raise TrainingError(f"--epsilon must lie in [0, 1]; got {self.epsilon}")
         if self.explain_cpu is not None and not (self.explain_cpu >= 0 and math.isfinite(self.explain_cpu)):
-            raise TrainingError(f"--explain-cpu must be a finite number of cores >= 0; got {self.explain_cpu}")
+            raise TrainingError(f"--explain-cpu must be >= 0 cores, a finite number; got {self.explain_cpu}")
         if self.dgs_wait and self.explain_cpu == 0 and self.dgs_masks is None:
             raise TrainingError("--dgs-wait waits for the online explainer, which --explain-cpu 0 turns off: "
                                 "give --dgs-masks FILE or a CPU budget")
