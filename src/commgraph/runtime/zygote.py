@@ -137,6 +137,8 @@ class ForkedZygote:
         control_read, control = os.pipe()
         reports, report_write = os.pipe()
         parent = os.getpid()
+        gc.collect()
+        gc.freeze()  # nor may the launcher's own collections write to the pages it now shares
         pid = os.fork()
         if pid == 0:  # the zygote
             code = 1
