@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from commgraph.errors import JobError
+from commgraph.errors import CommgraphError, JobError
 from commgraph.graph import Graph
 from commgraph.launch.cache import cached_partition_set, partition_cache_entry
 from commgraph.launch.rank import run_rank
@@ -148,14 +148,15 @@ def _launch_here(spec: JobSpec, work: Callable[[World, Path], None], describe: C
                  zygote: ForkedZygote | None) -> int:
     """Prepare the job here, then start and watch its workers (forked by ``zygote`` if given)."""
     partition_dir = partition_set(spec, spec.launch.workers or 1)
-    if spec.memory is not None:  # from the manifest and the arrays' shapes, before any file is hashed
-        unchecked = load_partition_set(partition_dir, verify=False)
-        estimate = spec.memory(unchecked, unchecked.num_parts)
+    estimate = early_estimate(spec, partition_dir)  # before any file is hashed
+    pset = checked_set(spec, partition_dir) if estimate is None else None
+    if spec.memory is not None:
+        estimate = estimate or spec.memory(pset, pset.num_parts)
         if spec.launch.dry_run:
             print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
             return 0
         check_fits(estimate, spec.launch)
-    pset = checked_set(spec, partition_dir)
+    pset = pset or checked_set(spec, partition_dir)
     workers = pset.num_parts
     device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)
     if spec.prepare is not None:
@@ -168,6 +169,19 @@ def _launch_here(spec: JobSpec, work: Callable[[World, Path], None], describe: C
         release_free_memory()  # the graph and its partitioning, if this process made the set
         return launch_local(worker_argv(spec, partition_dir, job), workers, threads_per_worker=spec.launch.threads,
                             zygote=zygote)
+
+
+def early_estimate(spec: JobSpec, partition_dir: Path) -> MemoryEstimate | None:
+    """The job's memory estimate from the set's manifest and its arrays' shapes alone, before its
+    files are checked (None: no estimate asked for, or a set too damaged to read, which the full
+    check then names)."""
+    if spec.memory is None:
+        return None
+    try:
+        unchecked = load_partition_set(partition_dir, verify=False)
+        return spec.memory(unchecked, unchecked.num_parts)
+    except (CommgraphError, OSError, ValueError):
+        return None
 
 
 def check_fits(estimate: MemoryEstimate, options: LaunchOptions) -> None:
