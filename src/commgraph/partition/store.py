@@ -221,8 +221,9 @@ def write_partition_set(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        files = _write_parts(graph, assignment, parts, tmp, progress)
-        files.update(_write_structure(graph, assignment, parts, tmp))
+        loop_free = loop_free_in_degrees(graph.indptr, graph.indices)
+        files = _write_parts(graph, assignment, parts, tmp, progress, loop_free)
+        files.update(_write_structure(graph, assignment, parts, tmp, loop_free))
         manifest = {
             "format_version": FORMAT_VERSION,
             "commgraph_version": __version__,
@@ -249,7 +250,8 @@ def _replace(tmp: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path, progress: bool) -> dict:
+def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path, progress: bool,
+                 loop_free: np.ndarray) -> dict:
     n = graph.num_nodes
     halo_part, halo_node = remote_pairs(graph, assignment)
     # within each part, halo nodes grouped by owner, ascending ids inside a group
@@ -258,7 +260,6 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     halo_bounds = np.searchsorted(halo_part, np.arange(parts + 1))
     owned_of = [np.flatnonzero(assignment == k) for k in range(parts)]
     degree = graph.in_degrees()
-    loop_free = loop_free_in_degrees(graph.indptr, graph.indices)
     local = np.empty(n, dtype=np.int64)
     files: dict[str, str] = {}
     from tqdm import tqdm
@@ -295,14 +296,15 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     return files
 
 
-def _write_structure(graph: Graph, assignment: np.ndarray, parts: int, folder: Path) -> dict:
-    """The ``structure/`` files (layout: the module's description), written a chunk at a time."""
+def _write_structure(graph: Graph, assignment: np.ndarray, parts: int, folder: Path, loop_free: np.ndarray) -> dict:
+    """The ``structure/`` files (layout: the module's description), written a chunk at a time;
+    ``loop_free``: every node's in-degree without self loops."""
     (folder / "structure").mkdir()
     n = graph.num_nodes
     index_type = np.int32 if n < np.iinfo(np.int32).max else np.int64
     arrays = {"indptr": (np.int64, graph.indptr),
               "indices": (index_type, graph.indices),
-              "degree": (np.int32, loop_free_in_degrees(graph.indptr, graph.indices)),
+              "degree": (np.int32, loop_free),
               "owner": (owner_dtype(parts), assignment)}
     files = {}
     for name, (dtype, values) in arrays.items():

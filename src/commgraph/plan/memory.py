@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from commgraph.partition.store import PartitionSet
+from commgraph.partition.store import STRUCTURE, PartitionSet
 
 GB = 1e9
 # measured on Cora with 4 CPU workers (1.05-1.12 GB in all; RESULTS.md "Memory"): while the workers
@@ -143,8 +143,7 @@ def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int]:
 
 
 def _structure_bytes(pset: PartitionSet) -> int:
-    return sum((pset.path / "structure" / f"{name}.npy").stat().st_size
-               for name in ("indptr", "indices", "degree", "owner"))
+    return sum((pset.path / "structure" / f"{name}.npy").stat().st_size for name in STRUCTURE)
 
 
 def _parameters(width: int, hidden: int, layers: int, pset: PartitionSet) -> int:

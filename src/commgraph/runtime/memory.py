@@ -12,6 +12,7 @@ worker holds on to its peak memory between steps instead of returning it.
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
@@ -35,8 +36,6 @@ def release_free_memory() -> bool:
     """Collect garbage and hand the C heap's free pages back to the system (glibc's
     ``malloc_trim``), e.g. in a launcher that loaded and partitioned a graph before it waits on its
     workers. Returns whether the C library did (elsewhere nothing changes)."""
-    import gc
-
     gc.collect()
     if not sys.platform.startswith("linux"):
         return False
