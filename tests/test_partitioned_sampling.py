@@ -118,3 +118,86 @@ def test_a_machine_needs_only_its_parts_and_the_node_maps(sbm_set, tmp_path):
     assert np.array_equal(batch.input_nodes, expected.input_nodes)
     with pytest.raises(PartitionError, match="structure/indptr.npy is missing"):
         SamplingGraph.from_partition(pset, 0)
+
+
+# -- whole jobs: emulated machines (torchrun agents on this host) ----------------------------------
+
+SAMPLED = ["--sampler", "neighbor", "--fanout", "4,4", "--batch-size", "48", "--epochs", "3", "--steps-per-epoch",
+           "3", "--dropout", "0", "--quiet", "--device", "cpu", "--eval-every", "3", "--timeout", "60"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _agents(sets: list, per_agent: int, *args: str) -> list:
+    """One torchrun agent ("machine") per entry of ``sets`` on this host, ``per_agent`` workers each;
+    their (return code, stderr)."""
+    import subprocess
+    import sys
+
+    port = _free_port()
+    jobs = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(sets)), "--nproc-per-node",
+         str(per_agent), "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
+         "-m", "commgraph", "train", str(pset), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for node, pset in enumerate(sets)]
+    return [(job.wait(timeout=240), job.communicate()[1]) for job in jobs]
+
+
+@pytest.fixture(scope="module")
+def cora_four(tmp_path_factory):
+    from commgraph.cli.main import main
+
+    out = tmp_path_factory.mktemp("cora4") / "set"
+    assert main(["partition", "make", "cora", "--parts", "4", "--method", "metis", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_two_machines_of_two_train_like_one_machine_of_four(cora_four, tmp_path):
+    """The same seeds, blocks and features: a 4-worker job on one machine (replicated structure) and
+    the job as 2 torchrun "machines" of 2 workers (partitioned by default: hops through the other
+    machine's nodes drawn there) give the same losses; only the partitioned job moves sampling bytes."""
+    import json
+    import subprocess
+    import sys
+
+    one = tmp_path / "one.jsonl"
+    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(cora_four), "--workers", "4", *SAMPLED,
+                          "--metrics-out", str(one)], capture_output=True, text=True, timeout=240)
+    assert job.returncode == 0, job.stderr
+    two = tmp_path / "two.jsonl"
+    for code, stderr in _agents([cora_four, cora_four], 2, *SAMPLED, "--metrics-out", str(two)):
+        assert code == 0, stderr
+    records = [[json.loads(line) for line in path.read_text().splitlines()] for path in (one, two)]
+    assert [r["loss"] for r in records[0]] == pytest.approx([r["loss"] for r in records[1]], rel=1e-6, abs=1e-7)
+    assert records[0][-1]["test_acc"] == pytest.approx(records[1][-1]["test_acc"])
+    assert all(r["sampling_bytes"] == 0 for r in records[0])
+    assert all(r["sampling_bytes"] > 0 and r["structure_bytes"] > r["sampling_bytes"] for r in records[1])
+
+
+@pytest.mark.timeout(200)
+def test_agents_with_different_partition_sets_are_refused(cora_four, tmp_path):
+    from commgraph.cli.main import main
+
+    other = tmp_path / "other"
+    assert main(["partition", "make", "cora", "--parts", "4", "--method", "chunk", "--out", str(other)]) == 0
+    for code, stderr in _agents([cora_four, other], 2, *SAMPLED):
+        errors = [line for line in stderr.splitlines() if line.startswith("commgraph: error")]
+        assert code != 0 and len(errors) == 2, stderr  # one line per worker of the agent
+        assert all("files differ from rank 0's" in line for line in errors), stderr
+        assert "exitcode  : 2" in stderr  # our exit status for a refusal, as torchrun reports it
+        assert "epoch" not in stderr
+
+
+def test_partitioned_structure_is_a_neighbor_sampler_option(cora_four, capsys):
+    from commgraph.cli.main import main
+
+    assert main(["train", str(cora_four), "--workers", "4", "--sampler", "dgs", "--structure", "partitioned"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--structure is a sampler option for --sampler neighbor" in err[0]

@@ -140,6 +140,11 @@ class PartitionSet:
             self._parts[k] = Part(index=k, **arrays)
         return self._parts[k]
 
+    @property
+    def digest(self) -> str:
+        """A SHA-256 over every file's checksum: equal exactly for sets with the same files."""
+        return hashlib.sha256(json.dumps(self.manifest["files"], sort_keys=True).encode()).hexdigest()
+
     def verify_all(self) -> None:
         """Check every file against the manifest now (the launcher does, once for all workers)."""
         _check_files(self.path, self.manifest["files"])
