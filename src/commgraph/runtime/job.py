@@ -33,9 +33,9 @@ from commgraph.partition import PartitionSet, load_partition_set
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import (PLAN_CHOICES, AllReduceChoice, PlanChoice, choose_allgather, choose_job_allreduce,
                                    parse_placement)
-from commgraph.plan.exchange import ORDERINGS, Exchange, match_ordering
+from commgraph.plan.exchange import ORDERINGS, Exchange
 from commgraph.plan.model import CommPlan
-from commgraph.runtime.comm import Communicator
+from commgraph.runtime.comm import Communicator, match_ordering
 from commgraph.runtime.grads import GradientSync
 from commgraph.runtime.halo import layerwise
 from commgraph.runtime.stream import ExchangeRunner
