@@ -158,6 +158,8 @@ def cora_four(tmp_path_factory):
     return out
 
 
+@pytest.mark.multiproc
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_two_machines_of_two_train_like_one_machine_of_four(cora_four, tmp_path):
     """The same seeds, blocks and features: a 4-worker job on one machine (replicated structure) and
@@ -181,6 +183,8 @@ def test_two_machines_of_two_train_like_one_machine_of_four(cora_four, tmp_path)
     assert all(r["sampling_bytes"] > 0 and r["structure_bytes"] > r["sampling_bytes"] for r in records[1])
 
 
+@pytest.mark.multiproc
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_agents_with_different_partition_sets_are_refused(cora_four, tmp_path):
     from commgraph.cli.main import main
