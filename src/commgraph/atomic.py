@@ -14,6 +14,8 @@ from typing import BinaryIO
 
 from commgraph.errors import OutputError
 
+FORCE_HELP = "replace output files that exist already"  # every command's --force
+
 
 @contextmanager
 def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:

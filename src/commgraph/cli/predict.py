@@ -24,6 +24,7 @@ from pathlib import Path
 
 from commgraph.atomic import check_output
 from commgraph.cli import describe
+from commgraph.cli.args import FORCE_HELP, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
@@ -45,7 +46,7 @@ class PredictOptions(Options):
     best: bool = option("the model of the epoch with the best validation accuracy, not the last one", type=bool,
                         default=False)
     out: str | None = option("write the predicted classes (.npy or .csv)", metavar="FILE", default=None)
-    force: bool = option("overwrite an existing --out file", type=bool, default=False)
+    force: bool = option(FORCE_HELP, type=bool, default=False)
     json: bool = option("print one JSON object", type=bool, default=False)
 
     def __post_init__(self) -> None:
@@ -91,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     if options.out is not None:
         write_predictions(Path(options.out), predicted, graph.node_ids)
+        wrote(options.out)
     _report(options, trained, graph.name, graph.num_nodes, checksum, split_accuracy(split_counts(graph, predicted)),
             seconds)
     return 0
@@ -104,6 +106,7 @@ def _predict_rank(options: PredictOptions, job: JobOptions, world, partition_dir
         return
     if options.out is not None:
         write_predictions(Path(options.out), predicted)
+        wrote(options.out)
     manifest = load_partition_set(partition_dir, verify=False).manifest
     _report(options, trained, manifest["graph"]["name"], predicted.shape[0], manifest["graph"]["checksum"], accuracy,
             seconds)
@@ -122,5 +125,4 @@ def _report(options: PredictOptions, trained: dict, name: str, num_nodes: int, c
           f"{trained['epoch']}, on {origin}: {name}, {num_nodes:,} nodes in {seconds:.2f} s")
     for split, result in accuracy.items():
         print(f"{split:<5} accuracy {result['accuracy']:.4f} ({result['nodes']:,} nodes)")
-    if options.out is not None:
-        print(f"predicted classes -> {options.out}", flush=True)
+

@@ -49,9 +49,9 @@ class JobOptions(Options):
     ``--ordering``, the same flags in every command that runs a job."""
 
     error = JobError
-    topology: str = option("detect (this machine: its GPUs, else one CPU worker per rank), a preset such as "
-                           "dgx1-v100, or a topology YAML (e.g. from `commgraph topo calibrate`)",
-                           metavar="detect|PRESET|FILE.yaml", default=DETECT)
+    topology: str = option("detect (this machine: its GPUs, else one CPU worker per rank), a preset (commgraph topo "
+                           "list) or a topology YAML (e.g. from commgraph topo calibrate)",
+                           metavar="TOPOLOGY", default=DETECT)
     speeds: str | None = option(f"override a preset's link speeds in GB/s, e.g. nv2=40,pcie=24 (keys: {SPEED_KEYS})",
                                 metavar="K=GBPS,...", default=None)
     plan: str = option("the all-gather plan of the job's exchanges: auto (the one the simulator prices fastest), "
