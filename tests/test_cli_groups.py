@@ -175,3 +175,18 @@ def test_a_command_loads_only_its_own_modules():
 def test_the_top_level_list_is_the_same_whatever_is_loaded():
     # a top-level Command's help in main.TREE must be the one its module's register gives
     assert build_parser(load=set()).format_help() == build_parser().format_help(), "update main.TREE's help"
+
+
+def test_the_parser_and_a_dry_run_import_no_torch(tmp_path):
+    import os
+    import subprocess
+    import sys
+    code = ("import sys; from commgraph.cli.main import build_parser, main; build_parser(); "
+            "parsed = 'torch' in sys.modules; "
+            f"code = main(['train', 'cora', '--workers', '2', '--dry-run', '--json', '--partition-dir', {str(tmp_path / 'p')!r}]); "
+            "print(code, parsed, 'torch' in sys.modules, 'torch_geometric' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "COMMGRAPH_HOME": str(tmp_path / "home")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and lines[-1] == "0 False False False", done.stdout + done.stderr
+    assert json.loads(lines[0])["machine_peak_bytes"] > 0

@@ -37,8 +37,7 @@ from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.options import Options, option
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
-from commgraph.runtime import in_torchrun
-from commgraph.runtime.job import JobOptions
+from commgraph.runtime.options import JobOptions, in_torchrun
 
 ROW_BYTES = 8  # one float64 per boundary row
 

@@ -31,10 +31,7 @@ from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.plan.memory import JobShape, estimate_memory
 from commgraph.options import Options, option
 from commgraph.partition import is_partition_set, load_partition_set
-from commgraph.runtime import in_torchrun, pick_device
-from commgraph.runtime.job import JobOptions
-from commgraph.train.predict import (check_predictions_path, load_model, predict, predict_part, split_accuracy,
-                                     split_counts, write_predictions)
+from commgraph.runtime.options import JobOptions, in_torchrun
 
 
 @dataclass(frozen=True)
@@ -52,6 +49,8 @@ class PredictOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.out is not None:
+            from commgraph.train.predict import check_predictions_path
+
             check_predictions_path(Path(self.out))
 
 
@@ -66,6 +65,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from commgraph.runtime import pick_device
+    from commgraph.train.predict import load_model, predict, split_accuracy, split_counts, write_predictions
+
     launcher = LaunchOptions.from_args(args)
     options = PredictOptions.from_args(args)
     check_output(options.out, "--out", force=None if in_torchrun() else options.force)  # a worker: checked already
@@ -99,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _predict_rank(options: PredictOptions, job: JobOptions, world, partition_dir: Path) -> None:
+    from commgraph.train.predict import predict_part, write_predictions
+
     start = time.perf_counter()
     predicted, accuracy, trained = predict_part(world, partition_dir, options.checkpoint_dir, options.best, job)
     seconds = time.perf_counter() - start

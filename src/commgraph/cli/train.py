@@ -20,9 +20,7 @@ from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.partition import PartitionSet
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
-from commgraph.sample.maskfile import load_masks
-from commgraph.train import TrainConfig, checkpoint
-from commgraph.train.config import BATCH_SIZE
+from commgraph.train.config import BATCH_SIZE, TrainConfig
 
 
 def register(subparsers) -> None:
@@ -58,6 +56,9 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
     """Every worker would find the same missing or mismatched checkpoint or mask file: say it
     once, here, before any worker starts."""
+    from commgraph.sample.maskfile import load_masks
+    from commgraph.train import checkpoint
+
     if config.sampling.dgs_masks is not None:
         load_masks(config.sampling.dgs_masks, pset, pset.part(0).features.shape[1])
     if config.log.resume:

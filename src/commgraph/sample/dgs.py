@@ -11,10 +11,8 @@ from numba import njit
 from commgraph.errors import SamplingError
 from commgraph.sample.base import SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed, relabel
 from commgraph.sample.neighbor import NeighborSampler, row_counts
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 
-FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
-EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout
-RULES = ("keep-local", "split")  # what DGS does with local neighbours (see DGSSampler)
 
 
 @dataclass(frozen=True)

@@ -19,18 +19,15 @@ from pathlib import Path
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
-from commgraph.nn import MODELS, check_model_options
+from commgraph.nn.options import MODELS, check_model_options
 from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
-from commgraph.runtime.job import JobOptions
-from commgraph.runtime.world import in_torchrun
-from commgraph.sample import SAMPLERS, parse_fanouts
-from commgraph.sample.dgs import EPSILON, FEATURE_RATE, RULES
-from commgraph.sample.explain import ExplainerOptions
-from commgraph.train.executor import EXCHANGES
+from commgraph.runtime.options import JobOptions, in_torchrun
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, SAMPLERS, ExplainerOptions, parse_fanouts
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
+EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
 PEER_ROWS = ("map", "network")
 # the samplers each sampler option applies to (batch size: every one)
 SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "ladies"),

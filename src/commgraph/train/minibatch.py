@@ -40,7 +40,8 @@ from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job
 from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SampledBatch, SamplingGraph, forward_blocks)
-from commgraph.sample.dgs import EPSILON, FEATURE_RATE, RULES, DGSMasks
+from commgraph.sample.dgs import DGSMasks
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
 from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
