@@ -10,7 +10,8 @@ from numba import njit
 
 from commgraph.errors import SamplingError
 from commgraph.sample.base import SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed, relabel
-from commgraph.sample.neighbor import NeighborSampler, row_counts
+from commgraph.sample.keyed import row_counts
+from commgraph.sample.neighbor import NeighborSampler
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 
 
