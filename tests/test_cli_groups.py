@@ -179,6 +179,9 @@ def test_the_top_level_list_is_the_same_whatever_is_loaded():
     assert build_parser(load=set()).format_help() == build_parser().format_help(), "update main.TREE's help"
 
 
+@pytest.mark.multiproc
+@pytest.mark.slow
+@pytest.mark.timeout(150)
 def test_the_parser_and_a_dry_run_import_no_torch(tmp_path):
     import os
     import subprocess

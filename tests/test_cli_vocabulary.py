@@ -244,6 +244,9 @@ def test_partition_make_writes_by_the_same_rule(tmp_path, capsys):
     assert (tmp_path / "old.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.multiproc
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_train_puts_the_result_on_stdout_and_no_frames_anywhere(tmp_path):
     argv = [sys.executable, "-m", "commgraph", "train", "cora", "--epochs", "2", "--hidden", "4", "--device", "cpu",
             "--partition-dir", str(tmp_path / "parts"), "--metrics-out", str(tmp_path / "m.jsonl")]

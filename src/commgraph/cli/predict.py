@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                        json=options.json,
                        debug=args.debug)
         return launch(spec, partial(_predict_rank, options, job))
-    device = pick_device(launcher.device, 1, say=None if launcher.quiet else print)
+    device = pick_device(launcher.device, 1, say=None if launcher.quiet else partial(print, file=sys.stderr))
     model, trained = load_model(options.checkpoint_dir, best=options.best)
     if is_partition_set(args.graph):
         pset = load_partition_set(args.graph)
