@@ -102,7 +102,7 @@ ROWS = [
         _folder("d.npz")),
     Row("partition-out-file", f"partition make {GRAPH} --parts 2 --out {{tmp}}/f", "--out {tmp}/f is a file",
         _file("f")),
-    Row("topo-png-folder", "topo show dgx1-v100 --png {tmp}", "--png {tmp} is a folder"),
+    Row("topo-png-folder", "topo show --topology dgx1-v100 --png {tmp}", "--png {tmp} is a folder"),
     Row("topo-out-under-file", "topo detect --from-file {tmp}/f --out {tmp}/f/t.yaml",
         "{tmp}/f is a file, not a folder", _file("f")),
     Row("plan-out-under-file", "plan allgather {set} --topology localhost-cpu:2 --feature-dim 8 --planner p2p --out {tmp}/f/p.json",
@@ -142,8 +142,8 @@ ROWS = [
     Row("manifest-nodes", "train {tmp}/set --workers 2", "graph.num_nodes must be a JSON integer >= 0, got 'x'",
         _manifest(lambda m: {**m, "graph": {**m["graph"], "num_nodes": "x"}})),
     # 7: more rails than NICs
-    Row("rails-5", "topo show 2xdgx1-v100-ib-rails5", "5 rails but a dgx1-v100 server has 4 NICs"),
-    Row("rails-huge", "topo show 2xdgx1-v100-ib-rails99999999999", "99999999999 rails"),
+    Row("rails-5", "topo show --topology 2xdgx1-v100-ib-rails5", "5 rails but a dgx1-v100 server has 4 NICs"),
+    Row("rails-huge", "topo show --topology 2xdgx1-v100-ib-rails99999999999", "99999999999 rails"),
     # 8: a topology YAML that is not UTF-8
     Row("yaml-not-utf8", "topo validate {tmp}/t.yaml", "{tmp}/t.yaml: not UTF-8 text",
         _file("t.yaml", b"name: x\n\xff\xfe\n")),

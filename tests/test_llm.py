@@ -473,11 +473,13 @@ def test_cli_keeps_the_presets_speeds_and_network_gbps_overrides_in_gbits(capsys
             "--topology", "2xhgx-h100-ib", "--scheduler", "megatron"]
     assert main(argv) == 0
     assert "network 400 Gbit/s, ecmp" in capsys.readouterr().out  # the preset's NICs
-    assert main([*argv, "--network-gbps", "100", "--routing", "spray"]) == 0
+    assert main([*argv, "--network-gbits", "100", "--routing", "spray"]) == 0
     out = capsys.readouterr().out
     assert "network 100 Gbit/s, spray" in out and "floor (every dependency kept" in out
-    assert main([*argv, "--network-gbps", "0"]) == 2
-    assert "--network-gbps must be > 0 (Gbit/s)" in capsys.readouterr().err
+    assert main([*argv, "--network-gbits", "0"]) == 2
+    assert "--network-gbits must be > 0 (Gbit/s)" in capsys.readouterr().err
+    assert main([*argv, "--network-gbps", "100"]) == 0  # the old spelling, hidden
+    assert "network 100 Gbit/s" in capsys.readouterr().out
 
 
 def test_floor_is_exact_on_one_layer_two_replicas():

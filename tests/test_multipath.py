@@ -98,13 +98,13 @@ def test_yaml_round_trip_and_refused_hops(tmp_path):
 
 @pytest.mark.multiproc
 def test_paths_cli(capsys, tmp_path):
-    code, out, _ = run(capsys, "sim", "multipath", "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json")
+    code, out, _ = run(capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json")
     rows = json.loads(out)["paths"]
     assert code == 0 and rows[0]["devices"] == ["cpu0", "pcie1", "gpu3"]
     assert rows[0]["traverse_s"] == pytest.approx(3e-6 + (1 << 20) / 11.13e9)
-    code, out, _ = run(capsys, "sim", "multipath", "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--yaml")
+    code, out, _ = run(capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--yaml")
     (tmp_path / "p.yaml").write_text(out.replace("[cpu0, pcie0, gpu0, gpu3]", "[cpu0, pcie0, gpu2, gpu3]"))
-    code, _, err = run(capsys, "sim", "multipath", "paths", "dgx1-v100", "--file", str(tmp_path / "p.yaml"))
+    code, _, err = run(capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--file", str(tmp_path / "p.yaml"))
     assert code == 2 and "hop 2 pcie0 -> gpu2 has no link" in err and err.count("\n") == 1
 
 

@@ -271,7 +271,7 @@ def test_sim_dag_routing_option_and_yaml_field(tmp_path, capsys):
     for routing, makespan in (("ecmp", 0.3), ("spray", 0.15)):
         assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "fabric.yaml"), "--routing", routing,
                      "--json"]) == 0
-        assert json.loads(capsys.readouterr().out)["makespan"] == pytest.approx(makespan, rel=1e-12)
+        assert json.loads(capsys.readouterr().out)["makespan_seconds"] == pytest.approx(makespan, rel=1e-12)
     write_yaml(leaf_spine("spray"), tmp_path / "sprayed.yaml")
     assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "sprayed.yaml")]) == 0
     assert "(spray): makespan 150.0000 ms" in capsys.readouterr().out

@@ -251,10 +251,10 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
                  [*common, "--epochs", "8", "--metrics-out", str(part), "--checkpoint-dir", str(tmp_path / "ck"),
                   "--resume", "--eval-every", "3"]):
         job = _cli(*args)
-        _, stderr = job.communicate(timeout=200)
+        stdout, stderr = job.communicate(timeout=200)
         assert job.returncode == 0, stderr
         epochs = args[args.index("--epochs") + 1]  # counted from the start, also when resumed
-        assert stderr.splitlines()[-1].startswith(f"done: {epochs} epochs"), stderr
+        assert stdout.splitlines() == [stdout.splitlines()[0]] and stdout.startswith(f"done: {epochs} epochs"), stdout
         assert "training:" not in stderr  # --quiet: the result, no progress bar
     records = [[json.loads(line) for line in f.read_text().splitlines()] for f in (whole, part)]
     losses = [[r["loss"] for r in run] for run in records]

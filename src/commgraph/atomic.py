@@ -14,6 +14,8 @@ from typing import BinaryIO
 
 from commgraph.errors import OutputError
 
+FORCE_HELP = "replace output files that exist already"  # every command's --force
+
 
 @contextmanager
 def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
@@ -76,8 +78,8 @@ def check_output(path: str | os.PathLike[str] | None, what: str, *, force: bool 
     - a file must not be an existing folder (a folder output not an existing file);
     - the nearest existing folder above it must be a folder (not a file) this process can write
       in: folders still missing are made when it is written;
-    - with ``force`` given (a command that has ``--force``), an existing path is refused unless
-      ``force`` is true; without the option, an existing file is replaced.
+    - an existing path is refused unless ``force`` is true (every command that writes has
+      ``--force``); ``force=None`` skips that check, for a job's worker whose launcher made it.
 
     Raises:
         OutputError: saying what is wrong and what to pass instead.

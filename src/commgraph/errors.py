@@ -79,3 +79,7 @@ class OutputError(CommgraphError, ValueError):
     """A file or folder a command was asked to write cannot be written there (a folder where a
     file was asked, a path under a file, a folder it may not write in, an existing file without
     ``--force``); refused before any work is done."""
+
+
+class OptionError(CommgraphError, ValueError):
+    """A value typed on the command line or in a spec is malformed (a size that is not bytes)."""

@@ -10,12 +10,14 @@ def describe(doc: str | None) -> str:
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
-    """Appends ``(default X)`` to every option whose help does not state its default already."""
+    """Appends ``(default X)`` to every option with a default (not None, False or suppressed)
+    whose help does not show it in that form already. An option whose default is computed at run
+    time has None here and says ``(default: how)`` in its help."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if action.default is None or action.default is False or action.default == argparse.SUPPRESS \
-                or "default" in text or text == argparse.SUPPRESS:
+                or text == argparse.SUPPRESS or f"(default {action.default})" in text:
             return text
         if not action.option_strings and action.nargs not in ("?", "*"):
             return text
@@ -30,8 +32,17 @@ class Parser(argparse.ArgumentParser):
         # a value such as ``--fanout -1,-1`` is a list of negative numbers, not an option
         self._negative_number_matcher = re.compile(r"^-\d+(,-?\d+)*$|^-\d*\.\d+$")
 
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse's, except that a command (a parser without subcommands) refuses what it does
+        not know itself, so the error names that command, not ``commgraph``."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and self._subparsers is None:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
     def error(self, message: str):
-        """A usage error in the one-line form of every other error (exit 2), pointing at ``--help``."""
+        """A usage error in the one-line form of every other error (exit 2), pointing at the
+        command's own ``--help``."""
         self.exit(2, f"commgraph: error: {message} (see {self.prog} --help)\n")
 
 

@@ -29,6 +29,7 @@ from commgraph.atomic import check_output
 from commgraph.analytics import Analysis, AnalyzeOptions, analyze, symmetrized
 from commgraph.analytics.job import analyze_part, check_partition_set, options_for_graph
 from commgraph.cli import describe
+from commgraph.cli.args import FORCE_HELP, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import AnalyticsError
 from commgraph.graph.nodefile import check_node_file, write_node_values
@@ -36,8 +37,7 @@ from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.options import Options, option
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
-from commgraph.runtime import in_torchrun
-from commgraph.runtime.job import JobOptions
+from commgraph.runtime.options import JobOptions, in_torchrun
 
 ROW_BYTES = 8  # one float64 per boundary row
 
@@ -48,7 +48,7 @@ class Report(Options):
 
     error = AnalyticsError
     out: str | None = option("per-node results (.npy or .csv)", metavar="FILE", default=None)
-    force: bool = option("overwrite an existing --out file", type=bool, default=False)
+    force: bool = option(FORCE_HELP, type=bool, default=False)
     json: bool = option("print one JSON object", type=bool, default=False)
     node_ids: str | None = option("the launcher's original ids, to the workers", cli=False, default=None)
 
@@ -70,8 +70,10 @@ def register(subparsers) -> None:
     workers = parser.add_argument_group("workers")
     LaunchOptions.add_arguments(workers, skip=("device",))  # the kernels run on the CPU; workers exchange over Gloo
     JobOptions.add_arguments(parser.add_argument_group("topology and plans"), skip=("ordering",))
-    parser.add_argument("--device", choices=("cpu",), default="cpu", help=argparse.SUPPRESS)
-    parser.add_argument("--node-ids", help=argparse.SUPPRESS)
+    workers.add_argument("--device", choices=("cpu",), default="cpu",
+                         help="the kernels run on the CPU and workers exchange over Gloo")
+    workers.add_argument("--node-ids", metavar="FILE.npy",
+                         help="the graph's original node ids, which the launcher hands its workers")
     parser.set_defaults(run=run)
 
 
@@ -148,6 +150,7 @@ def _report(report: Report, result: Analysis, node_ids: np.ndarray | None) -> No
     if report.out is not None:
         values = node_ids[result.values] if result.algo == "cc" and node_ids is not None else result.values
         write_node_values(report.out, values, node_ids)
+        wrote(report.out)
     if not result.converged:
         print(f"commgraph: warning: {result.algo} did not converge in {result.iterations} iterations",
               file=sys.stderr)

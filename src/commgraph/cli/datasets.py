@@ -1,4 +1,4 @@
-"""``commgraph datasets list|download``: the datasets commgraph knows by name, and fetching them.
+"""``commgraph graph datasets list|download``: the datasets commgraph knows by name, and fetching them.
 
 Every command that takes GRAPH also takes one of these names and downloads it on first use. The
 cache is ``$COMMGRAPH_HOME/datasets/<name>/`` (default ``~/.cache/commgraph``);
@@ -21,20 +21,24 @@ from commgraph.graph.registry import REGISTRY, lookup
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("datasets", help="list and download named datasets", description=describe(__doc__))
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="every name with its size, licence, statistics and cache state")
+    actions = parser.add_subparsers(dest="action", metavar="COMMAND", required=True)
+    listing = actions.add_parser("list", help="every name with its size, licence, statistics and cache state",
+                                 description="Every dataset commgraph knows by name: its size, licence, "
+                                             "statistics and whether it is in the cache.")
     listing.add_argument("--json", action="store_true", help="one JSON object per dataset, one per line")
     listing.set_defaults(run=run_list)
-    download = actions.add_parser("download", help="fetch datasets into the cache and convert them once")
+    download = actions.add_parser("download", help="fetch datasets into the cache and convert them once",
+                                  description="Fetch datasets into $COMMGRAPH_HOME/datasets, verify them and "
+                                              "convert them once.")
     download.add_argument("names", nargs="+", metavar="NAME", choices=list(REGISTRY), help="dataset names")
     download.add_argument("--no-convert", action="store_true",
                           help="only download and verify the files; convert on first use")
     download.add_argument("--quiet", action="store_true", help="no progress bar")
     download.add_argument("--read-timeout", type=float, metavar="SECONDS",
-                          help=f"how long one read may wait for the server before the try is given up (default "
+                          help=f"how long one read may wait for the server before the try is given up (default: "
                                f"${TIMEOUT_ENV}, else {TIMEOUT:g})")
     download.add_argument("--tries", type=int, metavar="N",
-                          help=f"tries per file, each resuming from the bytes kept (default ${TRIES_ENV}, else "
+                          help=f"tries per file, each resuming from the bytes kept (default: ${TRIES_ENV}, else "
                                f"{ATTEMPTS})")
     download.set_defaults(run=run_download)
 

@@ -1,4 +1,4 @@
-"""``commgraph info GRAPH``: what a graph holds, for people (a table) or programs (``--json``)."""
+"""``commgraph graph info GRAPH``: what a graph holds, for people (a table) or programs (``--json``)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import argparse
 import json
 
 from commgraph.cli import describe
+from commgraph.cli.args import add_json
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("info", help="summarise a graph", description=describe(__doc__))
     add_graph_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(parser)
     parser.set_defaults(run=run)
 
 

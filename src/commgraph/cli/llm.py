@@ -10,8 +10,8 @@ import json
 import math
 from pathlib import Path
 
-from commgraph.atomic import check_output
 from commgraph.cli import describe, pick_names
+from commgraph.cli.args import add_force, add_json, add_png, add_speeds_argument, check_outputs, wrote
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import (MATCHINGS, SCHEDULERS, ceiling, free_communication, headroom_reached,
                                    iteration_seconds, link_bound, run_schedule)
@@ -25,7 +25,7 @@ from commgraph.workload.iteration import DP_COLLECTIVES
 def register(subparsers) -> None:
     sim = subparsers.add_parser("llm", help="one LLM training iteration under one or all coflow schedulers",
                                 description=describe(__doc__))
-    sim.add_argument("--model", required=True, choices=sorted(MODELS))
+    sim.add_argument("--model", required=True, choices=sorted(MODELS), help="the model trained (Table 5.5's)")
     sim.add_argument("--tp", type=int, help="tensor-parallel degree (default: Table 5.5's for the model)")
     sim.add_argument("--pp", type=int, help="pipeline stages (default: Table 5.5's)")
     sim.add_argument("--dp", type=int, help="data-parallel replicas (default: the topology's GPUs / (tp x pp))")
@@ -33,21 +33,25 @@ def register(subparsers) -> None:
     sim.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration")
     sim.add_argument("--schedule", choices=("1f1b", "interleaved"), default="1f1b",
                      help="pipeline schedule: 1F1B or Megatron's interleaved 1F1B")
-    sim.add_argument("--chunks", type=int, help="model chunks per device for interleaved 1F1B (default 2)")
+    sim.add_argument("--chunks", type=int, help="model chunks per device for interleaved 1F1B (default: 2)")
     sim.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="GPU whose peak FLOP/s prices compute")
     sim.add_argument("--efficiency", type=float, default=0.5, help="fraction of peak FLOP/s reached")
     sim.add_argument("--topology", required=True, metavar="TOPOLOGY",
-                     help="a preset (NxPRESET-ib, fattree:k=K,server=PRESET[,rail=1][,bisection=full]) or YAML")
-    sim.add_argument("--network-gbps", type=float, metavar="GBIT_S",
+                     help="a preset (commgraph topo list; clusters: NxPRESET-ib, "
+                          "fattree:k=K,server=PRESET[,rail=1][,bisection=full]) or a YAML file")
+    sim.add_argument("--network-gbits", type=float, metavar="GBIT_S",
                      help="override the network (InfiniBand) links' speed, in Gbit/s (default: the topology's)")
-    sim.add_argument("--speeds", metavar="K=GBPS,...", help="override other link speeds, in GB/s (e.g. pcie=64)")
+    sim.add_argument("--network-gbps", type=float, dest="network_gbits", help=argparse.SUPPRESS)
+    add_speeds_argument(sim, "override other link speeds, in GB/s (e.g. pcie=64)")
     sim.add_argument("--routing", choices=ROUTINGS,
                      help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
                           "evenly over them); default: the topology's (ecmp unless its YAML says otherwise)")
-    sim.add_argument("--scheduler", default="all", help=f"'all' or a comma list of {','.join(SCHEDULERS)}")
+    sim.add_argument("--scheduler", default="all", metavar="NAME[,NAME]",
+                     help=f"all, or some of {', '.join(SCHEDULERS)}")
     sim.add_argument("--matching", choices=MATCHINGS,
                      help="how EP all-to-alls send (default: alg3 for hermod, direct for the others)")
-    sim.add_argument("--dp-allreduce", choices=("ring", "tree"), default="ring")
+    sim.add_argument("--dp-allreduce", choices=("ring", "tree"), default="ring",
+                     help="the algorithm of the data-parallel gradient all-reduce")
     sim.add_argument("--dp-collective", choices=DP_COLLECTIVES, default="allreduce",
                      help="DP gradients: one all-reduce per layer, or ZeRO-2's reduce-scatter + all-gather")
     sim.add_argument("--barrier", action="store_true",
@@ -62,22 +66,22 @@ def register(subparsers) -> None:
     sim.add_argument("--routing-alpha", type=float, default=4.0,
                      help="Dirichlet concentration of expert popularity (smaller: more skewed tokens)")
     sim.add_argument("--seed", type=int, default=0, help="seed of the expert-parallel token-routing skew")
-    sim.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    sim.add_argument("--png", type=Path, metavar="timeline.png", help="draw each scheduler's timeline")
-    sim.add_argument("--trace", type=Path, metavar="FILE", help="write a Chrome/Perfetto trace JSON")
+    add_json(sim, "print the comparison as JSON")
+    add_png(sim, "draw each scheduler's timeline")
+    sim.add_argument("--trace", type=Path, metavar="FILE.json", help="write a Chrome/Perfetto trace JSON")
+    add_force(sim)
     sim.set_defaults(run=run_simulate)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
-    check_output(args.png, "--png")
-    check_output(args.trace, "--trace")
-    if args.network_gbps is not None and not (math.isfinite(args.network_gbps) and args.network_gbps > 0):
-        raise SimulationError(f"--network-gbps must be > 0 (Gbit/s), got {args.network_gbps}")
+    check_outputs(args, "--png", "--trace")
+    if args.network_gbits is not None and not (math.isfinite(args.network_gbits) and args.network_gbits > 0):
+        raise SimulationError(f"--network-gbits must be > 0 (Gbit/s), got {args.network_gbits}")
     spec = model(args.model)
     speeds = parse_speeds(args.speeds)
-    if args.network_gbps is not None:
-        speeds["ib"] = args.network_gbps / 8
+    if args.network_gbits is not None:
+        speeds["ib"] = args.network_gbits / 8
     topology = resolve_topology(args.topology, device="auto", speeds=speeds or None)
     if args.routing:
         topology = topology.with_routing(args.routing)
@@ -105,8 +109,10 @@ def run_simulate(args: argparse.Namespace) -> int:
               "iterations": iteration.iterations, "routing": topology.routing}
     if args.png:
         plot_schedulers(outcomes, iteration.leaders[:: layout.dp][: 16], args.png)
+        wrote(args.png)
     if args.trace:
         write_trace(outcomes, args.trace)
+        wrote(args.trace)
     if args.json:
         print(json.dumps(report))
         return 0
@@ -128,9 +134,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         reached = "-" if row["headroom_reached"] is None else f"{row['headroom_reached']:.0%}"
         print(f"  {name:<12} {row['iteration_seconds']:12.4f} {row['tokens_per_second']:12.0f} "
               f"{row['speedup']:9.3f}x {reached:>9}  {ccts}")
-    for path, what in ((args.png, "timeline"), (args.trace, "trace")):
-        if path:
-            print(f"{what} written to {path}")
     return 0
 
 

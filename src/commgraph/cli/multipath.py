@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from commgraph.atomic import check_output
 from commgraph.cli import describe, pick_names
-from commgraph.cli.topo import add_topology_argument, topology_from_args
+from commgraph.cli.args import add_force, add_json, add_png, add_topology_argument, check_outputs, topology_from_args, \
+    wrote
 from commgraph.errors import PlanError
 from commgraph.plan.multipath import (JITTER, SELECTORS, compare_selectors, load_workload, sustainable, sweep,
                                       with_option)
@@ -38,12 +38,12 @@ MAX_SWEEP_POINTS = 1000  # loads of one --sweep (each a full simulation of every
 def register(actions) -> None:
     run_parser = actions.add_parser("simulate", help="compare path selectors on a request stream",
                                     description=describe(__doc__))
-    add_topology_argument(run_parser, positional=False)
+    add_topology_argument(run_parser)
     run_parser.add_argument("--workload", required=True, metavar="poisson:...|kvs:...|trace.csv",
                             help="e.g. poisson:load=0.7,size=1M,types=cpu0:gpu0 or kvs:ycsb=b,load=1.1 (see above)")
     run_parser.add_argument("--paths", type=Path, metavar="PATHS.yaml", help="request types and their paths")
     run_parser.add_argument("--selector", default="all", metavar="NAME[,NAME]",
-                            help=f"all, or some of {', '.join(SELECTORS)} (default: all)")
+                            help=f"all, or some of {', '.join(SELECTORS)}")
     run_parser.add_argument("--k", type=int, default=8, help="the LP's horizon in requests (default 8)")
     run_parser.add_argument("--jitter-us", default="3,9", metavar="LO,HI",
                             help="greedy-e2e's requester-NIC delay, uniform in LO..HI microseconds (default 3,9)")
@@ -54,9 +54,9 @@ def register(actions) -> None:
     run_parser.add_argument("--bound-us", type=float,
                             help="median bound of the sustainable throughput (with --sweep; default: twice direct's "
                                  "median at the sweep's lowest load)")
-    run_parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    run_parser.add_argument("--png", type=Path,
-                            help="completion-time CDF of every selector; with --sweep, median against offered rate")
+    add_json(run_parser)
+    add_png(run_parser, "completion-time CDF of every selector; with --sweep, median against offered rate")
+    add_force(run_parser)
     run_parser.set_defaults(run=run_simulate)
 
 
@@ -99,7 +99,7 @@ def _check_points(points: int, text: str) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.selector, SELECTORS, "selector", PlanError)
-    check_output(args.png, "--png")
+    check_outputs(args, "--png")
     if args.k < 1:
         raise PlanError(f"--k must be >= 1, got {args.k}")
     if not args.sweep and (args.seeds is not None or args.bound_us is not None):
@@ -109,13 +109,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.sweep:
         return _run_sweep(args, topology, names, jitter)
     workload = load_workload(topology, args.workload, str(args.paths) if args.paths else None)
-    with tqdm(total=len(names), desc="selectors", disable=args.json, leave=False) as bar:
+    with tqdm(total=len(names), desc="selectors", disable=True if args.json else None, leave=False) as bar:
         reports = compare_selectors(workload, names, args.k, progress=lambda name: bar.update(), jitter=jitter)
     table, stream = workload.table, workload.stream
     rows = {name: report.to_dict(table, stream) for name, report in reports.items()}
     if args.png:
         plot_completions({name: r.priced.jct for name, r in reports.items()},
                          f"{topology.name}: {len(stream)} requests, {args.workload}", args.png)
+        wrote(args.png)
     if args.json:
         print(json.dumps({"topology": topology.name, "requests": len(stream), "rate_per_s": workload.rate,
                           "selectors": rows}))
@@ -127,8 +128,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         link = f"  busiest {busiest['link']} {busiest['utilisation']:.0%}" if busiest else ""
         print(f"  {name:<13} mean {row['mean_s'] * 1e6:10.2f} us  median {row['median_s'] * 1e6:10.2f} us  "
               f"p99 {row['p99_s'] * 1e6:10.2f} us  decide {row['decide_us']:9.2f} us/request{link}")
-    if args.png:
-        print(f"CDF written to {args.png}")
     return 0
 
 
@@ -143,7 +142,7 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
     loads = _loads(args.sweep)
     reference = load_workload(topology, with_option(args.workload, "load", 1))
     direct, combined = reference.direct_rate(), reference.combined_rate()
-    with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=args.json, leave=False) as bar:
+    with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=True if args.json else None, leave=False) as bar:
         points = sweep(topology, args.workload, loads, names, args.k, args.seeds, jitter,
                        progress=lambda load, seed: bar.update())
     if args.bound_us is not None:
@@ -158,6 +157,7 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
         curves = {name: ([r["rate_per_s"] for r in rows[name]], [r["median_s"] for r in rows[name]]) for name in names}
         plot_sweep(curves,
                    direct, combined, bound, f"{topology.name}: {reference.label}, {args.seeds} seed(s)", args.png)
+        wrote(args.png)
     if args.json:
         print(json.dumps({"topology": topology.name, "workload": args.workload, "direct_rate_per_s": direct,
                           "combined_rate_per_s": combined, "bound_s": bound, "sustainable_per_s": best,
@@ -175,6 +175,4 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
     for name in names:
         decide = np.mean([r["decide_us"] for r in rows[name]])
         print(f"  {name:<14} {best[name]:12,.0f}   decide {decide:9.2f} us/request")
-    if args.png:
-        print(f"median against offered rate written to {args.png}")
     return 0

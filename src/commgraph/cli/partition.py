@@ -10,6 +10,7 @@ from pathlib import Path
 
 from commgraph.atomic import check_output
 from commgraph.cli import describe
+from commgraph.cli.args import add_force, add_json, add_png, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
                                  write_partition_set)
@@ -22,23 +23,28 @@ def register(subparsers) -> None:
     add_graph_arguments(parser)
     parser.add_argument("--parts", type=int, required=True, metavar="K", help="number of parts (workers)")
     parser.add_argument("--method", choices=METHODS, default="g3",
-                        help="g3 (default): balanced compute and communication; metis: minimum edge cut; "
+                        help="g3: balanced compute and communication; metis: minimum edge cut; "
                         "chunk: consecutive ids; random")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="partition set directory")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--force", action="store_true", help="replace an existing DIR")
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    parser.add_argument("--plot", type=Path, metavar="PNG", help="bar chart of per-part nodes, edges, remote nodes")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the partitioner's random choices")
+    add_force(parser)
+    add_json(parser)
+    add_png(parser, "bar chart of per-part nodes, edges, remote nodes")
+    parser.add_argument("--plot", type=Path, dest="png", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
-    info = subparsers.add_parser("info", help="describe a partition set (checksums verified)")
-    info.add_argument("dir", type=Path, metavar="DIR")
-    info.add_argument("--json", action="store_true")
+    info = subparsers.add_parser("info", help="describe a partition set (checksums verified)",
+                                 description="What a partition set holds, as its partitioning measured it: parts, "
+                                             "their nodes, edges and remote nodes, and the method's figures; every "
+                                             "file's checksum is verified.")
+    info.add_argument("dir", type=Path, metavar="DIR", help="the partition set (commgraph partition make --out DIR)")
+    add_json(info)
     info.set_defaults(run=run_info)
 
 
 def run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out", force=args.force, folder=True)  # before minutes of partitioning
+    check_output(args.png, "--png", force=args.force)
     check_parts(args.parts)
     graph = graph_from_args(args)
     check_parts(args.parts, graph.num_nodes)
@@ -46,10 +52,14 @@ def run(args: argparse.Namespace) -> int:
                f"into {args.parts} parts with {args.method}")
     stats = graph.stats()
     structure = {key: stats[key] for key in ("isolated_nodes", "components")}
-    if structure["isolated_nodes"] or structure["components"] > 1:
-        _say(args, f"note: {structure['isolated_nodes']:,} isolated nodes and {structure['components']:,} "
-                   "connected components. Isolated nodes exchange nothing and only fill parts up to the node "
-                   "balance; separate components need no communication between them.")
+    notes = []
+    if structure["isolated_nodes"]:
+        notes.append(f"{structure['isolated_nodes']:,} isolated nodes (they exchange nothing and only fill parts "
+                     "up to the node balance)")
+    if structure["components"] > 1:
+        notes.append(f"{structure['components']:,} connected components (no communication between them)")
+    if notes:
+        _say(args, "note: " + " and ".join(notes))
     start = time.perf_counter()
     assignment, details = partition_graph(graph, args.parts, args.method, args.seed,
                                           log=lambda line: _say(args, line))
@@ -57,12 +67,16 @@ def run(args: argparse.Namespace) -> int:
     metrics = {**partition_metrics(graph, assignment, args.parts), **details, **structure}
     write_partition_set(graph, assignment, args.parts, args.out, method=args.method, seed=args.seed,
                         seconds=seconds, metrics=metrics, force=args.force, progress=not args.json)
-    if args.plot:
-        plot_metrics(metrics, f"{graph.name} / {args.method} / {args.parts} parts", args.plot)
+    wrote(args.out, f"{args.parts} parts")
+    if args.png:
+        plot_metrics(metrics, f"{graph.name} / {args.method} / {args.parts} parts", args.png)
+        wrote(args.png)
     result = {"method": args.method, "graph": graph.name, "seconds": seconds, "out": str(args.out), **metrics}
     if args.json:
         print(json.dumps(result))
     else:
+        print(f"{result['graph']}: {result['method']} into {len(result['parts'])} parts in {seconds:.2f} s "
+              f"-> {result['out']}")
         _table(result)
     return 0
 
@@ -76,6 +90,8 @@ def run_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
+        print(f"{args.dir}: {result['graph']} in {len(result['parts'])} parts by {result['method']} (seed "
+              f"{result['seed']}; partitioning took {result['seconds']:.2f} s); checksums verified")
         _table(result)
     return 0
 
@@ -86,8 +102,7 @@ def _say(args: argparse.Namespace, text: str) -> None:
 
 
 def _table(result: dict) -> None:
-    print(f"{result['graph']}: {result['method']} into {len(result['parts'])} parts in {result['seconds']:.2f} s "
-          f"-> {result['out']}")
+    """The parts and the partitioning's figures (below the command's own first line)."""
     print(f"{'part':>5} {'nodes':>12} {'edges':>14} {'remote':>12}")
     for k, part in enumerate(result["parts"]):
         print(f"{k:>5} {part['num_nodes']:>12,} {part['num_edges']:>14,} {part['num_remote']:>12,}")

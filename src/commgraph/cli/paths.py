@@ -1,4 +1,4 @@
-"""``commgraph sim multipath paths TOPOLOGY --src cpu0 --dst gpu3``: the communication paths between two devices
+"""``commgraph sim multipath paths --topology TOPOLOGY --src cpu0 --dst gpu3``: the communication paths between two devices
 that the topology's routes allow (the route itself, relays through NVLink peers, staging through
 host memory), with their traverse times. ``--file paths.yaml`` checks a path set instead, naming
 any hop the topology lacks; ``--yaml`` prints the candidates as a path set to edit."""
@@ -10,20 +10,20 @@ import json
 from pathlib import Path
 
 from commgraph.cli import describe
-from commgraph.cli.topo import add_topology_argument, topology_from_args
+from commgraph.cli.args import add_topology_argument, byte_count, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.plan.paths import PathSet, RequestType, candidate_paths, paths_yaml, read_paths, resolve_paths
-from commgraph.workload.requests import parse_bytes
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("paths", help="communication paths between two devices, or check a path set",
                                    description=describe(__doc__))
-    add_topology_argument(parser, positional=True)
+    add_topology_argument(parser)
     parser.add_argument("--src", help="where requests start (e.g. cpu0, nic0)")
     parser.add_argument("--dst", help="where they go (e.g. gpu3)")
     parser.add_argument("--file", type=Path, metavar="PATHS.yaml", help="check and list this path set instead")
-    parser.add_argument("--bytes", default="1M", help="request size for the times shown (default 1M)")
+    parser.add_argument("--bytes", type=byte_count, default="1M", metavar="SIZE",
+                        help="request size for the times shown, K/M/G suffixes")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the paths as JSON")
     output.add_argument("--yaml", action="store_true", help="print the candidates as a path set (YAML)")
@@ -32,7 +32,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
-    nbytes = parse_bytes(args.bytes)
+    nbytes = args.bytes
     if args.file:
         if args.src or args.dst or args.yaml:
             raise PlanError("--file lists a path set: leave out --src, --dst and --yaml")

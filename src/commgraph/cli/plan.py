@@ -9,50 +9,59 @@ import argparse
 import json
 from pathlib import Path
 
-from commgraph.atomic import check_output
 from commgraph.cli import describe
-from commgraph.cli.topo import add_topology_argument, topology_from_args
+from commgraph.cli.args import add_force, add_json, add_png, add_topology_argument, byte_count, check_outputs, \
+    topology_from_args, wrote
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
 from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, plan_bulk, price
 from commgraph.plan.allgather import placement
 from commgraph.plan.gather import COLLECTIVES, plan_collective
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
-from commgraph.workload.requests import parse_bytes
 from commgraph.sim import simulate
 from commgraph.plan.plot import plot_traffic
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("plan", help="plan and price communication", description=describe(__doc__))
-    kinds = parser.add_subparsers(dest="plan_kind", metavar="KIND", required=True)
+    kinds = parser.add_subparsers(dest="plan_kind", metavar="COMMAND", required=True)
 
-    gather = kinds.add_parser("allgather", help="per-layer halo exchange of a partition set")
-    gather.add_argument("partdir", type=Path, metavar="PARTDIR", help="partition set (commgraph partition)")
-    add_topology_argument(gather, positional=False)
+    gather = kinds.add_parser("allgather", help="per-layer halo exchange of a partition set",
+                              description="Plan each GNN layer's halo exchange of a partition set on a topology "
+                                          "with every planner (or one) and price the plans on the flow simulator.")
+    gather.add_argument("partdir", type=Path, metavar="PARTDIR", help="partition set (commgraph partition make)")
+    add_topology_argument(gather)
     gather.add_argument("--feature-dim", type=int, required=True, metavar="F",
                         help="embedding width; rows are F float32 values")
-    gather.add_argument("--planner", choices=("all", *PLANNERS["allgather"]), default="all")
+    gather.add_argument("--planner", choices=("all", *PLANNERS["allgather"]), default="all",
+                        help="the planner to run, or all of them")
     gather.add_argument("--placement", metavar="DEV,DEV,...", help="device of each part (default: GPUs in order)")
     gather.add_argument("--layers", type=int, default=2, help="GNN layers (for replicate's L-hop halo)")
     _common(gather)
     gather.set_defaults(run=run_allgather)
 
-    reduce = kinds.add_parser("allreduce", help="gradient all-reduce across the workers")
-    add_topology_argument(reduce, positional=False)
-    reduce.add_argument("--bytes", default="1e8",
-                        help="bytes to all-reduce, or of the whole gathered tensor; K/M/G suffixes (default 1e8)")
+    reduce = kinds.add_parser("allreduce", help="gradient all-reduce across the workers",
+                              description="Plan an all-reduce (or, with --collective, an all-gather or "
+                                          "reduce-scatter) across the topology's workers with every planner (or "
+                                          "one), beside the throughput bound, and price the plans.")
+    add_topology_argument(reduce)
+    reduce.add_argument("--bytes", type=byte_count, default="1e8", metavar="SIZE",
+                        help="bytes to all-reduce, or of the whole gathered tensor; K/M/G suffixes")
     reduce.add_argument("--collective", choices=("allreduce", *COLLECTIVES), default="allreduce",
                         help="the collective across the workers (all-gather and reduce-scatter: ring or lp)")
     reduce.add_argument("--planner", choices=("all", *dict.fromkeys(PLANNERS["allreduce"] + GATHER_PLANNERS)),
-                        default="all")
+                        default="all", help="the planner to run, or all of them (all-gather and reduce-scatter: "
+                                            "ring or lp)")
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
 
-    cast = kinds.add_parser("broadcast", help="broadcast from one worker by arborescence packing")
-    add_topology_argument(cast, positional=False)
+    cast = kinds.add_parser("broadcast", help="broadcast from one worker by arborescence packing",
+                            description="Plan a broadcast from one device to every worker by packing "
+                                        "edge-disjoint arborescences, and price it.")
+    add_topology_argument(cast)
     cast.add_argument("--root", required=True, help="the device that holds the data (e.g. gpu0)")
-    cast.add_argument("--bytes", default="1e8", help="bytes to broadcast, K/M/G suffixes (default 1e8)")
+    cast.add_argument("--bytes", type=byte_count, default="1e8", metavar="SIZE",
+                      help="bytes to broadcast, K/M/G suffixes")
     _common(cast)
     cast.set_defaults(run=run_broadcast, planner="arborescence")
 
@@ -64,19 +73,21 @@ def register_h2d(kinds) -> None:
                                         "link (lp), priced on the flow simulator. Simulated only: commgraph has "
                                         "no executor for a split copy yet, and a machine with one GPU has no "
                                         "second path.")
-    add_topology_argument(bulk, positional=False)
-    bulk.add_argument("--bytes", default="1G", help="bytes per GPU, K/M/G suffixes (default 1G)")
-    bulk.add_argument("--gpus", default="0", metavar="I,J,...", help="target GPUs by index or id (default 0)")
+    add_topology_argument(bulk)
+    bulk.add_argument("--bytes", type=byte_count, default="1G", metavar="SIZE", help="bytes per GPU, K/M/G suffixes")
+    bulk.add_argument("--gpus", default="0", metavar="I,J,...", help="target GPUs by index or id")
     bulk.add_argument("--src", help="host memory the bytes start in (default: the first CPU)")
-    bulk.add_argument("--planner", choices=("all", *PLANNERS["h2d"]), default="all")
-    bulk.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    bulk.add_argument("--planner", choices=("all", *PLANNERS["h2d"]), default="all",
+                      help="the planner to run, or all of them")
+    add_json(bulk)
     bulk.set_defaults(run=run_h2d)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_json(parser)
     parser.add_argument("--out", type=Path, metavar="PLAN", help="save the plan (.json or .npz); needs one --planner")
-    parser.add_argument("--png", type=Path, help="heat map of bytes between devices")
+    add_png(parser, "heat map of bytes between devices")
+    add_force(parser)
 
 
 def _chosen(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
@@ -84,8 +95,7 @@ def _chosen(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
     chosen = list(names) if args.planner == "all" else [args.planner]
     if args.out and len(chosen) > 1:
         raise PlanError("--out saves one plan: choose it with --planner")
-    check_output(args.out, "--out")
-    check_output(args.png, "--png")
+    check_outputs(args, "--out", "--png")
     return chosen
 
 
@@ -107,7 +117,7 @@ def run_allgather(args: argparse.Namespace) -> int:
 
 
 def run_allreduce(args: argparse.Namespace) -> int:
-    nbytes = parse_bytes(args.bytes)
+    nbytes = args.bytes
     if args.collective != "allreduce":
         return run_gather(args, nbytes)
     if args.planner not in ("all", *PLANNERS["allreduce"]):
@@ -158,8 +168,9 @@ def run_gather(args: argparse.Namespace, nbytes: float) -> int:
 
 
 def run_broadcast(args: argparse.Namespace) -> int:
+    check_outputs(args, "--out", "--png")
     topology = topology_from_args(args)
-    plan = plan_broadcast(topology, args.root, parse_bytes(args.bytes))
+    plan = plan_broadcast(topology, args.root, args.bytes)
     row = {"normalized_time": plan.notes["normalized_time"], "modeled_seconds": price(plan, topology)["modeled_seconds"],
            **{k: plan.notes[k] for k in ("optimum", "optimum_fraction", "arborescences_rate")}}
     _finish(args, [plan], [d.id for d in topology.workers], {"planners": {"arborescence": row}})
@@ -175,7 +186,7 @@ def run_h2d(args: argparse.Namespace) -> int:
     if args.src is None and not cpus:
         raise PlanError(f"topology {topology.name!r} has no CPU: name the source with --src")
     src = args.src or cpus[0]
-    nbytes = parse_bytes(args.bytes)
+    nbytes = args.bytes
     report = {}
     for name in (PLANNERS["h2d"] if args.planner == "all" else (args.planner,)):
         plan = plan_bulk(topology, src, gpus, nbytes, name)
@@ -209,16 +220,18 @@ def _gpu(topology, item: str) -> str:
 def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
     if args.out:
         plans[0].save(args.out)
+        wrote(args.out)
     if args.png:
         plot_traffic(plans, devices, args.png)
+        wrote(args.png)
     if args.json:
         print(json.dumps(result))
         return
     for name, row in result["planners"].items():
-        text = f"{name:>10}: modelled {row['modeled_seconds'] * 1e6:12.2f} us"
+        text = f"{name:>10}: modeled {row['modeled_seconds'] * 1e6:12.2f} us"
         if "normalized_time" in row or "bandwidth" in row:
             if "normalized_time" in row:
-                text += f"   normalised time {row['normalized_time']:.4f}"
+                text += f"   normalized time {row['normalized_time']:.4f}"
             if "trees" in row:
                 text += f" (= {row['optimum_fraction']}, {len(row['trees'])} trees)"
             if "arborescences" in row:
@@ -243,5 +256,3 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
         print(text)
     if result.get("lower_bound") is not None:
         print(f"lower bound (Lemma 2.1): {result['lower_bound']:.4f}")
-    if args.out:
-        print(f"plan written to {args.out}")

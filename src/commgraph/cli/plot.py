@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from commgraph.atomic import check_output
 from commgraph.cli import describe
+from commgraph.cli.args import add_force, add_png, check_outputs, wrote
 from commgraph.errors import TrainingError
 from commgraph.train.plot import plot_runs, read_metrics
 
@@ -16,19 +16,20 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("plot", help="draw training curves from metrics.jsonl files",
                                    description=describe(__doc__))
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl", help="metrics files, one per run")
-    parser.add_argument("--png", required=True, type=Path, metavar="FILE.png", help="the picture to write")
+    add_png(parser, "the picture to write", required=True)
+    add_force(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.png.suffix != ".png":
         raise TrainingError(f"--png must end in .png, got {str(args.png)!r}")
-    check_output(args.png, "--png")
+    check_outputs(args, "--png")
     runs = {}
     for path in args.runs:
         label = path.stem if path.stem not in runs else str(path)
         runs[label] = read_metrics(path)
     plot_runs(runs, args.png)
     epochs = ", ".join(f"{label}: {len(records)} epochs" for label, records in runs.items())
-    print(f"wrote {args.png} ({epochs})")
+    wrote(args.png, epochs)
     return 0

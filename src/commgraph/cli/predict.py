@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -24,16 +25,14 @@ from pathlib import Path
 
 from commgraph.atomic import check_output
 from commgraph.cli import describe
+from commgraph.cli.args import FORCE_HELP, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.plan.memory import JobShape, estimate_memory
 from commgraph.options import Options, option
 from commgraph.partition import is_partition_set, load_partition_set
-from commgraph.runtime import in_torchrun, pick_device
-from commgraph.runtime.job import JobOptions
-from commgraph.train.predict import (check_predictions_path, load_model, predict, predict_part, split_accuracy,
-                                     split_counts, write_predictions)
+from commgraph.runtime.options import JobOptions, in_torchrun
 
 
 @dataclass(frozen=True)
@@ -45,12 +44,14 @@ class PredictOptions(Options):
     best: bool = option("the model of the epoch with the best validation accuracy, not the last one", type=bool,
                         default=False)
     out: str | None = option("write the predicted classes (.npy or .csv)", metavar="FILE", default=None)
-    force: bool = option("overwrite an existing --out file", type=bool, default=False)
+    force: bool = option(FORCE_HELP, type=bool, default=False)
     json: bool = option("print one JSON object", type=bool, default=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.out is not None:
+            from commgraph.train.predict import check_predictions_path
+
             check_predictions_path(Path(self.out))
 
 
@@ -65,6 +66,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from commgraph.runtime import pick_device
+    from commgraph.train.predict import load_model, predict, split_accuracy, split_counts, write_predictions
+
     launcher = LaunchOptions.from_args(args)
     options = PredictOptions.from_args(args)
     check_output(options.out, "--out", force=None if in_torchrun() else options.force)  # a worker: checked already
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                        json=options.json,
                        debug=args.debug)
         return launch(spec, partial(_predict_rank, options, job))
-    device = pick_device(launcher.device, 1, say=None if launcher.quiet else print)
+    device = pick_device(launcher.device, 1, say=None if launcher.quiet else partial(print, file=sys.stderr))
     model, trained = load_model(options.checkpoint_dir, best=options.best)
     if is_partition_set(args.graph):
         pset = load_partition_set(args.graph)
@@ -91,12 +95,15 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     if options.out is not None:
         write_predictions(Path(options.out), predicted, graph.node_ids)
+        wrote(options.out)
     _report(options, trained, graph.name, graph.num_nodes, checksum, split_accuracy(split_counts(graph, predicted)),
             seconds)
     return 0
 
 
 def _predict_rank(options: PredictOptions, job: JobOptions, world, partition_dir: Path) -> None:
+    from commgraph.train.predict import predict_part, write_predictions
+
     start = time.perf_counter()
     predicted, accuracy, trained = predict_part(world, partition_dir, options.checkpoint_dir, options.best, job)
     seconds = time.perf_counter() - start
@@ -104,6 +111,7 @@ def _predict_rank(options: PredictOptions, job: JobOptions, world, partition_dir
         return
     if options.out is not None:
         write_predictions(Path(options.out), predicted)
+        wrote(options.out)
     manifest = load_partition_set(partition_dir, verify=False).manifest
     _report(options, trained, manifest["graph"]["name"], predicted.shape[0], manifest["graph"]["checksum"], accuracy,
             seconds)
@@ -122,5 +130,4 @@ def _report(options: PredictOptions, trained: dict, name: str, num_nodes: int, c
           f"{trained['epoch']}, on {origin}: {name}, {num_nodes:,} nodes in {seconds:.2f} s")
     for split, result in accuracy.items():
         print(f"{split:<5} accuracy {result['accuracy']:.4f} ({result['nodes']:,} nodes)")
-    if options.out is not None:
-        print(f"predicted classes -> {options.out}", flush=True)
+

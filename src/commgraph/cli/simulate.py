@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from commgraph.atomic import check_output
 from commgraph.cli import describe
-from commgraph.cli.topo import add_topology_argument, topology_from_args
+from commgraph.cli.args import add_force, add_json, add_png, add_topology_argument, check_outputs, topology_from_args, \
+    wrote
 from commgraph.sim import read_dag, simulate
 from commgraph.sim.plot import plot_timeline
 from commgraph.topology.model import ROUTINGS
@@ -20,17 +20,18 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("dag", help="a task DAG on a topology, in the flow-level simulator", description=describe(__doc__))
     parser.add_argument("dag", type=Path, metavar="DAG.json",
                         help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see docs/simulation.md)')
-    add_topology_argument(parser, positional=False)
+    add_topology_argument(parser)
     parser.add_argument("--routing", choices=ROUTINGS,
                         help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
                              "evenly over them); default: the topology's")
-    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
-    parser.add_argument("--png", type=Path, metavar="timeline.png", help="draw the timeline")
+    add_json(parser, "print the full result as JSON")
+    add_png(parser, "draw the timeline")
+    add_force(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    check_output(args.png, "--png")
+    check_outputs(args, "--png")
     topology = topology_from_args(args)
     if args.routing:
         topology = topology.with_routing(args.routing)
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     result = simulate(topology, tasks, timeline=args.png is not None)
     if args.png:
         plot_timeline(result, args.png)
+        wrote(args.png)
     if args.json:
         print(json.dumps(result.to_dict()))
         return 0
@@ -51,6 +53,4 @@ def run(args: argparse.Namespace) -> int:
         for row in rows:
             print(f"  {row['link']:<28} {row['kind']:<10} {row['bytes'] / 1e6:12.3f} MB  "
                   f"busy {row['busy_seconds'] * 1e3:9.4f} ms  utilisation {row['utilisation']:.1%}")
-    if args.png:
-        print(f"timeline written to {args.png}")
     return 0

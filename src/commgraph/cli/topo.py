@@ -10,10 +10,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from commgraph.atomic import check_output
 from commgraph.cli import describe
+from commgraph.cli.args import add_force, add_json, add_png, add_topology_argument, byte_counts, check_outputs, \
+    topology_from_args, wrote
 from commgraph.errors import TopologyError
-from commgraph.topology import SPEED_KEYS, parse_speeds, preset_names, read_yaml, resolve_topology, write_yaml
+from commgraph.topology import preset_names, read_yaml, write_yaml
 from commgraph.topology.detect import detect, parse_topo_matrix
 from commgraph.topology.draw import draw_topology
 from commgraph.topology.files import to_yaml
@@ -24,83 +25,87 @@ TABLE_LIMIT = 120
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("topo", help="hardware topologies", description=describe(__doc__))
-    commands = parser.add_subparsers(dest="topo_command", metavar="ACTION", required=True)
+    commands = parser.add_subparsers(dest="topo_command", metavar="COMMAND", required=True)
 
-    commands.add_parser("list", help="list the presets").set_defaults(run=run_list)
+    listing = commands.add_parser("list", help="list the presets", description="The preset topologies, one name a "
+                                  "line; each is a --topology value (NxPRESET-ib and fattree:... build clusters).")
+    add_json(listing, "print the names as one JSON object")
+    listing.set_defaults(run=run_list)
 
-    show = commands.add_parser("show", help="describe a preset or YAML file")
-    add_topology_argument(show, positional=True)
+    show = commands.add_parser("show", help="describe a preset or YAML file",
+                               description="A topology's hosts, devices and links, as text, JSON or YAML, or drawn.")
+    add_topology_argument(show)
     show.add_argument("--json", action="store_true", help="print devices and links as JSON")
     show.add_argument("--yaml", action="store_true", help="print the topology as YAML")
-    show.add_argument("--png", type=Path, help="draw devices and links to this PNG")
+    add_png(show, "draw devices and links to this PNG")
+    add_force(show)
     show.set_defaults(run=run_show)
 
-    found = commands.add_parser("detect", help="this machine's topology (nvidia-smi topo -m, or CPU only)")
-    found.add_argument("--out", type=Path, help="write YAML here instead of printing it")
+    found = commands.add_parser("detect", help="this machine's topology (nvidia-smi topo -m, or CPU only)",
+                                description="This machine's topology from nvidia-smi topo -m (a CPU-only machine: "
+                                            "its CPUs), as YAML on stdout or into --out.")
+    found.add_argument("--out", type=Path, metavar="FILE.yaml", help="write YAML here instead of printing it")
     found.add_argument("--from-file", type=Path, metavar="TXT",
                        help="parse saved 'nvidia-smi topo -m' output (e.g. from another machine)")
+    add_force(found)
     found.set_defaults(run=run_detect)
 
     measured = commands.add_parser("calibrate", help="measure the links between worker processes on this machine "
-                                   "and write a calibrated topology")
-    measured.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 1),
+                                   "and write a calibrated topology",
+                                   description="Measure point-to-point and all-reduce times between worker "
+                                               "processes on this machine, fit latency and bandwidth per link, and "
+                                               "write the calibrated topology (YAML on stdout or into --out).")
+    measured.add_argument("--workers", type=int,
                           help="worker processes to measure (default: one per core, at least 2); under torchrun "
                                "its world is measured")
-    measured.add_argument("--out", type=Path, help="write the topology YAML here instead of printing it")
-    measured.add_argument("--sizes", default="4K,64K,1M,16M,64M", metavar="S,...",
-                          help="message sizes in bytes, K/M/G suffixes (default: 4K,64K,1M,16M,64M)")
+    measured.add_argument("--out", type=Path, metavar="FILE.yaml",
+                          help="write the topology YAML here instead of printing it")
+    measured.add_argument("--sizes", type=byte_counts, default="4K,64K,1M,16M,64M", metavar="SIZE,...",
+                          help="message sizes in bytes, K/M/G suffixes")
     measured.add_argument("--messages", default="1,4", metavar="M,...",
-                          help="messages each worker sends at once (default: 1,4)")
+                          help="messages each worker sends at once")
     measured.add_argument("--repeats", type=int, default=5, help="timed repeats per point; the median counts")
     measured.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                          help="cpu: Gloo workers; cuda: NCCL, a GPU per worker (default: GPUs if there are enough)")
+                          help="cpu: Gloo workers; cuda: NCCL, a GPU per worker; auto: GPUs if there are enough")
     measured.add_argument("--timeout", type=float, default=60.0, help="seconds any one exchange may take")
+    add_force(measured)
     measured.set_defaults(run=run_calibrate)
 
-    check = commands.add_parser("validate", help="check a topology YAML file")
-    check.add_argument("file", type=Path)
+    check = commands.add_parser("validate", help="check a topology YAML file",
+                                description="Check that a topology YAML file reads and that its workers reach "
+                                            "each other.")
+    check.add_argument("file", type=Path, metavar="FILE.yaml", help="the topology file to check")
     check.set_defaults(run=run_validate)
 
 
-def add_topology_argument(parser: argparse.ArgumentParser, *, positional: bool) -> None:
-    help_text = "detect (this machine), a preset (commgraph topo list) or a YAML file"
-    if positional:
-        parser.add_argument("topology", metavar="TOPOLOGY", help=help_text)
-    else:
-        parser.add_argument("--topology", required=True, metavar="TOPOLOGY", help=help_text)
-    parser.add_argument("--speeds", metavar="K=GBPS,...",
-                        help=f"override a preset's link speeds in GB/s, e.g. nv2=40,pcie=24 (keys: {SPEED_KEYS})")
-
-
-def topology_from_args(args: argparse.Namespace) -> Topology:
-    return resolve_topology(args.topology, device="auto", speeds=parse_speeds(args.speeds))
-
-
 def run_list(args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps({"presets": preset_names()}))
+        return 0
     for name in preset_names():
         print(name)
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    check_output(args.png, "--png")
+    check_outputs(args, "--png")
     topology = topology_from_args(args)
     if args.png:
         draw_topology(topology, args.png)
+        wrote(args.png)
     if args.json:
         print(json.dumps(topology.to_dict()))
     elif args.yaml:
         print(to_yaml(topology), end="")
     else:
         _describe(topology)
-        if args.png:
-            print(f"drawing written to {args.png}")
     return 0
 
 
 def _describe(topology: Topology) -> None:
     devices = Counter(d.kind for d in topology.devices)
-    print(f"{topology.name}: {len(topology.hosts)} host(s), "
+    hosts = [host for host in topology.hosts if any(d.host == host and d.kind != "switch" for d in topology.devices)]
+    print(f"{topology.name}: {len(hosts)} host(s), "
           + ", ".join(f"{n} {kind}" for kind, n in devices.items()))
     kinds = Counter()
     for link in topology.links:
@@ -127,7 +132,7 @@ def _describe(topology: Topology) -> None:
 
 
 def run_detect(args: argparse.Namespace) -> int:
-    check_output(args.out, "--out")
+    check_outputs(args, "--out")
     if args.from_file:
         try:
             text = args.from_file.read_text()
@@ -138,7 +143,7 @@ def run_detect(args: argparse.Namespace) -> int:
         topology = detect()
     if args.out:
         write_yaml(topology, args.out)
-        print(f"wrote {args.out} ({len(topology.gpus)} GPUs, {len(topology.devices)} devices)")
+        wrote(args.out, f"{len(topology.gpus)} GPUs, {len(topology.devices)} devices")
     else:
         print(to_yaml(topology), end="")
     return 0
@@ -168,8 +173,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from commgraph.runtime import in_torchrun, join
     from commgraph.runtime.calibrate import ProbeSpec, calibrate, check_workers, collect
 
-    spec = ProbeSpec(sizes=tuple(_sizes(args.sizes)), messages=tuple(_counts(args.messages)), repeats=args.repeats)
-    check_output(args.out, "--out")
+    spec = ProbeSpec(sizes=tuple(int(s) if float(s).is_integer() else s for s in args.sizes),
+                     messages=tuple(_counts(args.messages)), repeats=args.repeats)
+    check_outputs(args, "--out")
+    workers = args.workers if args.workers is not None else max(2, os.cpu_count() or 1)
     say = sys.stdout if args.out else sys.stderr  # without --out the YAML alone goes to stdout
     if in_torchrun():
         world = join(args.timeout, args.device)
@@ -180,35 +187,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
         if result is None:
             return 0
     else:
-        check_workers(args.workers, "cuda" if args.device == "cuda" else "cpu")
-        result = calibrate(args.workers, spec, device=args.device, timeout=args.timeout, progress=True)
+        check_workers(workers, "cuda" if args.device == "cuda" else "cpu")
+        result = calibrate(workers, spec, device=args.device, timeout=args.timeout, progress=True)
     _print_fit(result, say)
     topology = result.topology()
     if args.out:
         write_yaml(topology, args.out)
-        print(f"wrote {args.out} ({topology.name}; use it as --topology {args.out})", file=say)
+        wrote(args.out, f"{topology.name}; use it as --topology {args.out}")
     else:
         print(to_yaml(topology), end="")
     return 0
-
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def _sizes(text: str) -> list[int]:
-    sizes = []
-    for item in filter(None, text.replace(" ", "").split(",")):
-        number, unit = (item[:-1], item[-1].upper()) if item[-1].upper() in "KMG" else (item, "")
-        try:
-            value = float(number) * _UNITS[unit]
-        except ValueError:
-            raise TopologyError(f"bad --sizes entry {item!r}: expected bytes such as 4096, 64K or 16M") from None
-        if not value >= 1 or value != int(value):
-            raise TopologyError(f"bad --sizes entry {item!r}: sizes must be positive whole bytes")
-        sizes.append(int(value))
-    if not sizes:
-        raise TopologyError("--sizes is empty: give message sizes such as 4K,64K,1M,16M,64M")
-    return sizes
 
 
 def _counts(text: str) -> list[int]:

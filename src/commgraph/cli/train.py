@@ -10,19 +10,17 @@ joins torchrun's world instead, so several machines need nothing else.
 from __future__ import annotations
 
 import argparse
-import sys
 from functools import partial
 from pathlib import Path
 
 from commgraph.cli import describe
+from commgraph.cli.args import wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.partition import PartitionSet
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
-from commgraph.sample.maskfile import load_masks
-from commgraph.train import TrainConfig, checkpoint
-from commgraph.train.config import BATCH_SIZE
+from commgraph.train.config import BATCH_SIZE, TrainConfig
 
 
 def register(subparsers) -> None:
@@ -58,6 +56,9 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
     """Every worker would find the same missing or mismatched checkpoint or mask file: say it
     once, here, before any worker starts."""
+    from commgraph.sample.maskfile import load_masks
+    from commgraph.train import checkpoint
+
     if config.sampling.dgs_masks is not None:
         load_masks(config.sampling.dgs_masks, pset, pset.part(0).features.shape[1])
     if config.log.resume:
@@ -81,7 +82,12 @@ def _train(config: TrainConfig, world, partition_dir: Path) -> None:
         test = "-" if last["test_acc"] is None else f"{last['test_acc']:.4f}"
         print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {test}"
               + (f"; best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
-                 f"(test {best['test_acc']:.4f})" if best else ""), file=sys.stderr)
+                 f"(test {best['test_acc']:.4f})" if best else ""), flush=True)
+        log = config.log
+        for path in (log.metrics_out, log.predictions_out, config.sampling.dgs_masks_out, log.checkpoint_dir,
+                     log.tensorboard):
+            if path is not None and Path(path).exists():
+                wrote(path)
 
 
 def check_trainable(name: str, data) -> None:

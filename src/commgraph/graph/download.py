@@ -151,7 +151,7 @@ def _transfer(url: str, part: Path, progress: bool, timeout: float) -> bool:
 
         with open(part, "ab" if have else "wb") as out, tqdm(
             total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=part.name[:-5],
-            disable=not progress, leave=False,
+            disable=None if progress else True, leave=False,
         ) as bar:
             try:
                 while block := response.read1(BLOCK):  # what has come, not a whole block: kept if the next read fails

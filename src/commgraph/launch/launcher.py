@@ -29,55 +29,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commgraph.errors import CommgraphError, JobError
 from commgraph.graph import Graph
 from commgraph.launch.cache import cached_partition_set, partition_cache_entry
-from commgraph.launch.rank import run_rank
-from commgraph.options import Options, option
-from commgraph.partition import METHODS, PartitionSet, is_partition_set, load_partition_set
+from commgraph.launch.options import LaunchOptions
+from commgraph.options import Options
+from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
 from commgraph.plan.memory import MemoryEstimate, available_bytes
-from commgraph.runtime import World, in_torchrun, launch_local, pick_device
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.zygote import ForkedZygote
-from commgraph.runtime.job import JobOptions
+from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
 
-DEVICES = ("auto", "cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class LaunchOptions(Options):
-    """The launcher's own options, the same flags in every command that runs a job."""
-
-    error = JobError
-    workers: int | None = option("local worker processes, one per part (default: the partition set's parts, else 1); "
-                                 "ignored under torchrun, which sets the world size", type=int, default=None)
-    partition: str = option("how to split a GRAPH into parts", choices=METHODS, default="g3")
-    partition_dir: str | None = option("where to keep the partition set of a GRAPH (default: a cache under "
-                                       "$COMMGRAPH_HOME/partitions)", metavar="DIR", default=None)
-    timeout: float = option("seconds any exchange may wait before the job stops", type=float, default=120.0)
-    device: str = option("auto: one GPU per worker with NCCL if there are GPUs, else CPU with Gloo",
-                         choices=DEVICES, default="auto")
-    threads: int | None = option("compute threads per worker (default: cores / local workers)", type=int,
-                                 default=None)
-    quiet: bool = option("no progress bar or progress lines; only the result", type=bool, default=False)
-    dry_run: bool = option("print the memory the job will hold per worker and per machine, by part, and exit "
-                           "without starting workers (with --json: one JSON object)", type=bool, default=False)
-    ignore_memory: bool = option("start even when the memory estimate exceeds what the machine has available",
-                                 type=bool, default=False)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.workers is not None and self.workers < 1:
-            raise JobError("--workers must be >= 1")
-        if not self.timeout > 0:
-            raise JobError("--timeout must be positive")
-        if self.threads is not None and self.threads < 1:
-            raise JobError("--threads must be >= 1")
-
+if TYPE_CHECKING:
+    from commgraph.runtime import World
 
 @dataclass
 class JobSpec:
@@ -132,6 +101,8 @@ def launch(spec: JobSpec, work: Callable[[World, Path], None],
     (ours or torchrun's), be one rank of it. ``describe`` gives the line said before the workers
     start. The job's exit code."""
     if in_torchrun():
+        from commgraph.launch.rank import run_rank
+
         if spec.launch.threads is not None:  # under torchrun; our launcher passes it as COMMGRAPH_THREADS
             os.environ["COMMGRAPH_THREADS"] = str(spec.launch.threads)
         return run_rank(spec.launch.timeout, spec.launch.device, spec.debug, lambda: shared_partition_set(spec),
@@ -156,6 +127,8 @@ def _launch_here(spec: JobSpec, work: Callable[[World, Path], None], describe: C
             print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
             return 0
         check_fits(estimate, spec.launch)
+    from commgraph.runtime import launch_local, pick_device  # torch: not needed for a --dry-run
+
     pset = pset or checked_set(spec, partition_dir)
     workers = pset.num_parts
     device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)

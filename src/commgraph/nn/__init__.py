@@ -1,7 +1,10 @@
 """GNN layers and models that compute on a partition's local blocks (GCN, GraphSAGE, GAT, GIN,
-CommNet), reusing PyTorch Geometric's message passing."""
+CommNet), reusing PyTorch Geometric's message passing. Its names load on first use
+(:mod:`commgraph.lazy`): the model options (:mod:`commgraph.nn.options`) do not import torch."""
 
-from commgraph.nn.block import Block
-from commgraph.nn.model import GNN, MODELS, check_model_options
+from commgraph.lazy import exports
 
 __all__ = ["GNN", "MODELS", "Block", "check_model_options"]
+
+__getattr__ = exports(__name__, {"Block": "block", "GNN": "model", "MODELS": "options",
+                                 "check_model_options": "options"})

@@ -18,15 +18,8 @@ from commgraph.nn.dropout import dropout
 from commgraph.nn.gat import GATLayer
 from commgraph.nn.gcn import GCNLayer
 from commgraph.nn.gin import GINLayer
+from commgraph.nn.options import MODELS, check_model_options
 from commgraph.nn.sage import SAGELayer
-
-MODELS = ("gcn", "sage", "gat", "gin", "commnet")
-
-
-def check_model_options(layers: int, hidden: int, heads: int, dropout: float) -> None:
-    """Refuse a model shape no GNN can have; the CLI asks before it partitions or starts workers."""
-    if layers < 1 or hidden < 1 or heads < 1 or not 0 <= dropout < 1:
-        raise TrainingError("need --layers >= 1, --hidden >= 1, --heads >= 1 and 0 <= --dropout < 1")
 
 
 class GNN(torch.nn.Module):

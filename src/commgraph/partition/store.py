@@ -270,7 +270,7 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
     files: dict[str, str] = {}
     from tqdm import tqdm
 
-    for k in tqdm(range(parts), desc="writing parts", unit="part", disable=not progress):
+    for k in tqdm(range(parts), desc="writing parts", unit="part", disable=None if progress else True):
         owned = owned_of[k]
         halo = halo_node[halo_bounds[k] : halo_bounds[k + 1]]
         owner = assignment[halo]

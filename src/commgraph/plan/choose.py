@@ -38,7 +38,7 @@ class PlanChoice:
     def describe(self) -> str:
         others = ", ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds in self.candidates.items()
                            if name != self.plan.planner)
-        return (f"all-gather plan {self.plan.planner}: {self.modeled_seconds * 1e3:.3f} ms per layer modelled on "
+        return (f"all-gather plan {self.plan.planner}: {self.modeled_seconds * 1e3:.3f} ms per layer modeled on "
                 f"{self.plan.topology}" + (f" (also priced: {others})" if others else ""))
 
 
@@ -107,8 +107,8 @@ class AllReduceChoice:
     modeled_seconds: float | None  # the gradient's all-reduce as priced (native: ``native_seconds``)
 
     def describe(self) -> str:
-        modeled = "not modelled: the topology has other workers" if self.modeled_seconds is None else \
-            f"{self.modeled_seconds * 1e3:.3f} ms per step modelled"
+        modeled = "not modeled: the topology has other workers" if self.modeled_seconds is None else \
+            f"{self.modeled_seconds * 1e3:.3f} ms per step modeled"
         return f"all-reduce {self.name}: {modeled}"
 
 

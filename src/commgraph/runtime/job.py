@@ -28,47 +28,19 @@ import numpy as np
 import torch
 
 from commgraph.errors import JobError
-from commgraph.options import Options, option
 from commgraph.partition import PartitionSet, load_partition_set
 from commgraph.plan.allgather import placement
-from commgraph.plan.choose import (PLAN_CHOICES, AllReduceChoice, PlanChoice, choose_allgather, choose_job_allreduce,
+from commgraph.plan.choose import (AllReduceChoice, PlanChoice, choose_allgather, choose_job_allreduce,
                                    parse_placement)
-from commgraph.plan.exchange import ORDERINGS, Exchange
+from commgraph.plan.exchange import Exchange
 from commgraph.plan.model import CommPlan
 from commgraph.runtime.comm import Communicator, match_ordering
 from commgraph.runtime.grads import GradientSync
 from commgraph.runtime.halo import layerwise
+from commgraph.runtime.options import JobOptions
 from commgraph.runtime.stream import ExchangeRunner
 from commgraph.runtime.world import World
-from commgraph.topology import DETECT, SPEED_KEYS, Topology, join_hosts, parse_speeds, resolve_topology
-
-
-@dataclass(frozen=True)
-class JobOptions(Options):
-    """How a job communicates: ``--topology``, ``--speeds``, ``--plan``, ``--placement`` and
-    ``--ordering``, the same flags in every command that runs a job."""
-
-    error = JobError
-    topology: str = option("detect (this machine: its GPUs, else one CPU worker per rank), a preset such as "
-                           "dgx1-v100, or a topology YAML (e.g. from `commgraph topo calibrate`)",
-                           metavar="detect|PRESET|FILE.yaml", default=DETECT)
-    speeds: str | None = option(f"override a preset's link speeds in GB/s, e.g. nv2=40,pcie=24 (keys: {SPEED_KEYS})",
-                                metavar="K=GBPS,...", default=None)
-    plan: str = option("the all-gather plan of the job's exchanges: auto (the one the simulator prices fastest), "
-                       "a planner, or a plan file from `commgraph plan`",
-                       metavar="|".join(PLAN_CHOICES) + "|FILE.json", default="auto")
-    placement: str | None = option("the topology device of each worker, comma-separated (default: its worker "
-                                   "devices in order)", metavar="DEV,DEV,...", default=None)
-    ordering: str = option("how messages are matched: tagged (any order; Gloo), ordered (in plan order, as "
-                           "NCCL needs), or auto (ordered on NCCL, else tagged)",
-                           choices=("auto", *ORDERINGS), default="auto")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.plan not in PLAN_CHOICES and Path(self.plan).suffix not in (".json", ".npz"):
-            raise JobError(f"--plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file "
-                           "(.json or .npz) written by `commgraph plan`")
-        parse_speeds(self.speeds)
+from commgraph.topology import DETECT, Topology, join_hosts, parse_speeds, resolve_topology
 
 
 @dataclass(frozen=True)

@@ -119,11 +119,6 @@ def failed_key(rank: int) -> str:
     return f"{_PREFIX}failed/{rank}"
 
 
-def in_torchrun() -> bool:
-    """True when the environment already describes a world to join (torchrun or our launcher)."""
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
-
-
 def pick_device(choice: str, local_workers: int = 1, say: Callable[[str], None] | None = None) -> str:
     """``auto``: ``cuda`` when torch sees a GPU for each of this machine's ``local_workers``, else
     ``cpu`` (``say`` hears why, when there are GPUs but too few). NCCL cannot put two ranks on one

@@ -161,20 +161,6 @@ def forward_blocks(model: GNN, x: torch.Tensor, blocks: list[Block]) -> torch.Te
     return model.decode(h)
 
 
-def parse_fanouts(text: str | list[int], layers: int | None = None) -> list[int]:
-    """``"10,5"`` -> ``[10, 5]``: the neighbours drawn per destination at hop 1 (the seeds'
-    neighbours, read by the last layer), hop 2, ...; ``-1`` takes every neighbour."""
-    try:
-        fanouts = [int(part) for part in text.split(",")] if isinstance(text, str) else [int(f) for f in text]
-    except ValueError:
-        raise SamplingError(f"--fanout must be integers separated by commas, such as 10,5; got {text!r}") from None
-    if not fanouts or any(f == 0 or f < -1 for f in fanouts):
-        raise SamplingError(f"--fanout needs one value per layer, each >= 1 or -1 (all); got {text!r}")
-    if layers is not None and len(fanouts) != layers:
-        raise SamplingError(f"--fanout gives {len(fanouts)} values but the model has --layers {layers}: give one per layer")
-    return fanouts
-
-
 def in_edges(graph: SamplingGraph, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every in-edge of ``dst``, destination after destination: (position in ``dst``, source)."""
     counts = graph.indptr[dst + 1] - graph.indptr[dst]

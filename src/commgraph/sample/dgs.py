@@ -12,10 +12,8 @@ from commgraph.errors import SamplingError
 from commgraph.sample.base import SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed, relabel
 from commgraph.sample.keyed import row_counts
 from commgraph.sample.neighbor import NeighborSampler
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 
-FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
-EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout
-RULES = ("keep-local", "split")  # what DGS does with local neighbours (see DGSSampler)
 
 
 @dataclass(frozen=True)

@@ -22,28 +22,7 @@ from commgraph.nn import GNN, Block
 from commgraph.sample.base import SamplingGraph, forward_blocks
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.neighbor import NeighborSampler
-
-
-@dataclass(frozen=True)
-class ExplainerOptions:
-    """The thesis's defaults (section 3.4): explain every ``period`` (T_ex) training iterations,
-    for at most ``epochs`` (T_E) GNNExplainer epochs, stopping once its loss is at most
-    ``loss_threshold`` (L); ``lr`` is GNNExplainer's learning rate."""
-
-    period: int = 30
-    epochs: int = 50
-    loss_threshold: float = 0.01
-    lr: float = 0.01
-
-    def __post_init__(self) -> None:
-        if self.period < 1:
-            raise SamplingError(f"--explain-period (T_ex) must be >= 1; got {self.period}")
-        if self.epochs < 1:
-            raise SamplingError(f"--explain-epochs must be >= 1; got {self.epochs}")
-        if self.loss_threshold < 0:
-            raise SamplingError(f"--explain-loss-threshold must be >= 0; got {self.loss_threshold}")
-        if self.lr <= 0:
-            raise SamplingError(f"the explainer's learning rate must be > 0; got {self.lr}")
+from commgraph.sample.options import ExplainerOptions
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from commgraph.sample.base import (SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed,
-                                   parse_fanouts, relabel)
+from commgraph.sample.base import SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed, relabel
+from commgraph.sample.options import parse_fanouts
 
 
 class NeighborSampler:

@@ -68,7 +68,7 @@ class SimResult:
     def to_dict(self) -> dict:
         return {
             "topology": self.topology.name,
-            "makespan": self.makespan,
+            "makespan_seconds": self.makespan,
             "tasks": [{"id": t.id, "type": "transfer" if isinstance(t, Transfer) else "compute",
                        "start": float(s), "finish": float(f)}
                       for t, s, f in zip(self.tasks, self.start, self.finish)],

@@ -17,20 +17,18 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from commgraph.atomic import check_output
+from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
-from commgraph.nn import MODELS, check_model_options
+from commgraph.nn.options import MODELS, check_model_options
 from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
-from commgraph.runtime.job import JobOptions
-from commgraph.sample import SAMPLERS, parse_fanouts
-from commgraph.sample.dgs import EPSILON, FEATURE_RATE, RULES
-from commgraph.sample.explain import ExplainerOptions
+from commgraph.runtime.options import JobOptions, in_torchrun
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, SAMPLERS, ExplainerOptions, parse_fanouts
 from commgraph.sample.partitioned import STRUCTURES
-from commgraph.train.executor import EXCHANGES
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
+EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
 PEER_ROWS = ("map", "network")
 # the samplers each sampler option applies to (batch size: every one)
 SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "ladies"),
@@ -109,7 +107,7 @@ class SamplingOptions(Options):
     fanout: str | None = option(f"neighbours drawn per node at each hop, the seeds' hop first; -1 takes all "
                                 f"(neighbor, dgs; default {FANOUT} per layer)", metavar="K,K,...", default=None)
     batch_size: int | None = option(f"seed nodes per batch on the worker with the most training nodes; the others "
-                                    f"split theirs into as many batches (default {BATCH_SIZE})", type=int,
+                                    f"split theirs into as many batches (default: {BATCH_SIZE})", type=int,
                                     default=None)
     steps_per_epoch: int | None = option("at most N steps per epoch: the first N batches of each epoch's shuffled "
                                          "seeds, as Lightning's limit_train_batches (every sampler; default: "
@@ -179,7 +177,6 @@ class SamplingOptions(Options):
                                 "give --dgs-masks FILE or a CPU budget")
         if self.dgs_masks is not None and not Path(self.dgs_masks).is_file():
             raise TrainingError(f"--dgs-masks {self.dgs_masks}: no such file")
-        check_output(self.dgs_masks_out, "--dgs-masks-out")
         self.explainer_options()
 
     def explainer_options(self) -> ExplainerOptions:
@@ -206,6 +203,7 @@ class LogOptions(Options):
     predictions_out: str | None = option("the last epoch's predicted class of every node (.npy or .csv)",
                                          metavar="FILE", default=None)
     resume: bool = option("continue from --checkpoint-dir's checkpoint", type=bool, default=False)
+    force: bool = option(FORCE_HELP, type=bool, default=False)
     progress: bool = option("progress bar and epoch lines", cli=False, default=True)
 
     def __post_init__(self) -> None:
@@ -220,10 +218,6 @@ class LogOptions(Options):
             from commgraph.train.predict import check_predictions_path
 
             check_predictions_path(Path(self.predictions_out))
-        check_output(self.predictions_out, "--predictions-out")
-        check_output(self.metrics_out, "--metrics-out")
-        check_output(self.tensorboard, "--tensorboard", folder=True)
-        check_output(self.checkpoint_dir, "--checkpoint-dir", folder=True)
 
 
 # the sections of a TrainConfig: attribute -> (options class, --help group title)
@@ -247,6 +241,19 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.sampling.fanout is not None:
             parse_fanouts(self.sampling.fanout, self.gnn.layers)
+        self.check_outputs()
+
+    def check_outputs(self) -> None:
+        """Refuse, before any work, an output that cannot be written or exists without ``--force``
+        (``--resume`` continues its own files; a worker's were checked by its launcher)."""
+        log = self.log
+        force = None if in_torchrun() else log.force or log.resume
+        for path, what, folder in ((log.predictions_out, "--predictions-out", False),
+                                   (log.metrics_out, "--metrics-out", False),
+                                   (self.sampling.dgs_masks_out, "--dgs-masks-out", False),
+                                   (log.tensorboard, "--tensorboard", True),
+                                   (log.checkpoint_dir, "--checkpoint-dir", True)):
+            check_output(path, what, force=force, folder=folder)
 
     @classmethod
     def build(cls, **flat) -> TrainConfig:

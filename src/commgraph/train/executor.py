@@ -30,9 +30,9 @@ from commgraph.runtime import gather_halo, halo_exchange
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job, Wiring
 from commgraph.train import schedule
+from commgraph.train.config import EXCHANGES
 from commgraph.train.streamed import InputTable, owned_table
 
-EXCHANGES = ("pipelined", "barrier", "replicate")
 
 
 def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int,

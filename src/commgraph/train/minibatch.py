@@ -43,8 +43,9 @@ from commgraph.runtime.job import Job
 from commgraph.runtime.sampling import RemoteSampling
 from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SampledBatch, SamplingGraph, forward_blocks)
+from commgraph.sample.dgs import DGSMasks
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.partitioned import PartitionedGraph
-from commgraph.sample.dgs import EPSILON, FEATURE_RATE, RULES, DGSMasks
 from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
 from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig

@@ -373,7 +373,9 @@ def _progress(config: TrainConfig, world: World, start: int):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=config.optim.epochs, initial=start - 1, desc="training", unit="epoch", leave=False)
+    # no bar frames into a file or pipe (disable=None: only on a terminal); the epoch lines still come
+    return tqdm(total=config.optim.epochs, initial=start - 1, desc="training", unit="epoch", leave=False,
+                disable=None)
 
 
 class _MetricsLog:
@@ -413,7 +415,7 @@ class _MetricsLog:
             self.board.flush()
         if bar is not None:
             bar.update(1)
-            bar.write(record.line())
+            bar.write(record.line(), file=sys.stderr)  # progress: stdout carries the result alone
 
     def close(self) -> None:
         if self.board is not None:

@@ -25,22 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.errors import PlanError
+from commgraph.units import parse_bytes
 
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 POISSON_KEYS = ("load", "rate", "size", "types", "n", "seed", "dep", "compute")
-
-
-def parse_bytes(text: str) -> float:
-    """``4096``, ``64K``, ``1M``, ``1G`` (powers of 1024) or ``1e9`` -> bytes."""
-    text = text.strip()
-    number, unit = (text[:-1], text[-1].upper()) if text and text[-1].upper() in "KMG" else (text, "")
-    try:
-        value = float(number) * _UNITS[unit]
-    except ValueError:
-        raise PlanError(f"bad size {text!r}: expected bytes such as 4096, 64K, 1M or 1e9") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise PlanError(f"bad size {text!r}: must be a finite number > 0")
-    return value
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,23 @@
+"""Packages whose names load on first use (PEP 562), so that importing a package for one light
+name (a tuple of choices, a dataclass of options) does not import torch with the rest: a command's
+parser is built, and ``--dry-run`` answers, without loading what only its workers need."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+
+def exports(package: str, names: dict[str, str]) -> Callable[[str], object]:
+    """The module ``__getattr__`` of ``package``: each exported name loads from its submodule
+    (``names``: exported name -> submodule, relative to the package) when first asked for.
+
+    Raises (from the returned function):
+        AttributeError: a name the package does not export.
+    """
+    def __getattr__(name: str) -> object:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+
+    return __getattr__

@@ -1,0 +1,14 @@
+"""The GNN kinds and the check of a model's shape, light to import (no torch): a command's parser
+and its checks before any worker starts use them."""
+
+from __future__ import annotations
+
+from commgraph.errors import TrainingError
+
+MODELS = ("gcn", "sage", "gat", "gin", "commnet")
+
+
+def check_model_options(layers: int, hidden: int, heads: int, dropout: float) -> None:
+    """Refuse a model shape no GNN can have; the CLI asks before it partitions or starts workers."""
+    if layers < 1 or hidden < 1 or heads < 1 or not 0 <= dropout < 1:
+        raise TrainingError("need --layers >= 1, --hidden >= 1, --heads >= 1 and 0 <= --dropout < 1")
