@@ -24,8 +24,8 @@ from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
 from commgraph.runtime.options import JobOptions, in_torchrun
-from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, SAMPLERS, ExplainerOptions, parse_fanouts
-from commgraph.sample.partitioned import STRUCTURES
+from commgraph.sample.options import (EPSILON, FEATURE_RATE, RULES, SAMPLERS, STRUCTURES, ExplainerOptions,
+                                      parse_fanouts)
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
