@@ -14,7 +14,8 @@ from commgraph.plan.multipath.lp import LookaheadLP
 from commgraph.plan.multipath.model import PathTable, Selector, SolveStats
 from commgraph.workload.requests import RequestStream
 
-SELECTORS = ("direct", "greedy-intra", "greedy-e2e", "toll", "toll-jct", "toll-inflight", "greedy-queue", "lp")
+SELECTORS = ("direct", "greedy-intra", "greedy-e2e", "toll", "toll-jct", "toll-inflight", "toll-bytes", "greedy-queue",
+             "lp")
 FAITHFUL_GREEDY = ("greedy-intra", "greedy-e2e")  # what a selector is compared against
 JITTER = (3e-6, 9e-6)  # the requester NIC's delay (seconds), thesis section 6.4.1
 _SLOWER = 1e-9  # a completion counts as queued when it took this fraction longer than its traverse time
@@ -181,6 +182,66 @@ class TollInflight(Selector):
 
 
 
+class TollBytes(Selector):
+    """The toll trade-off on a drain-time estimate from the bytes the dispatcher has in flight
+    (``docs/multipath.md``): ``T + W + k_hat b`` while ``W > 0``, ``T`` otherwise, with ``W`` the
+    wait its own dispatches leave on the path.
+
+    It keeps ``left``, the seconds of its own work it believes are still on each link direction
+    and compute server: a dispatch adds the request's bytes over each link's bandwidth (its compute
+    on the least loaded server), time drains every element at one second per second, and a
+    completion caps each element the request crossed at the work dispatched onto it after that
+    request (what was sent before it there has drained). ``W`` reads ``left`` as the model reads
+    its queues: a segment's most loaded link, a device's least loaded server. Where the model is
+    the world (a single dispatcher), ``left`` is the model's backlog and the cap never binds.
+    """
+
+    name = "toll-bytes"
+
+    def start(self, table, stream):
+        """Nothing in flight, every ``k_hat`` 0."""
+        super().start(table, stream)
+        self.left = np.zeros(table.n_elements)
+        self.sent = np.zeros(table.n_elements)  # seconds of work ever dispatched onto each element
+        self.marks: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # request -> its elements, ``sent`` after it
+        self.k_hat = [0] * len(table.paths)
+        self.now = 0.0
+
+    def _drain(self, now: float) -> None:
+        """Let ``left`` drain until ``now`` (seconds)."""
+        np.maximum(self.left - (now - self.now), 0.0, out=self.left)
+        self.now = now
+
+    def choose(self, t, backlog):
+        """The candidate with the least ``T + W + k_hat b`` (``T`` where ``W = 0``)."""
+        self._drain(float(self.stream.arrival[t]))
+        table, size = self.table, float(self.stream.nbytes[t])
+        best, best_cost = -1, float("inf")
+        for p in table.candidates[self.stream.kind[t]].tolist():
+            wait = table.queue(p, self.left)
+            cost = table.traverse(p, size) + (wait + self.k_hat[p] * table.bottleneck(p, size) if wait > 0 else 0.0)
+            if cost < best_cost:
+                best, best_cost = p, cost
+        return best
+
+    def decided(self, t, path):
+        """Add the request's work to ``left`` and update ``path``'s ``k_hat``."""
+        self._drain(float(self.stream.arrival[t]))
+        self.k_hat[path] = self.k_hat[path] + 1 if self.table.queue(path, self.left) > 0 else 0
+        before = self.left.copy()
+        self.table.add(path, float(self.stream.nbytes[t]), self.left)
+        touched = np.flatnonzero(self.left > before)
+        self.sent[touched] += self.left[touched] - before[touched]
+        self.marks[t] = (touched, self.sent[touched].copy())
+
+    def observe(self, request, path, jct, traverse):
+        """Drain ``left`` until the completion, then cap it on the request's elements at what was
+        dispatched onto them after it."""
+        self._drain(max(self.now, float(self.stream.arrival[request]) + jct))
+        touched, mark = self.marks.pop(request)
+        self.left[touched] = np.minimum(self.left[touched], self.sent[touched] - mark)
+
+
 def make_selector(name: str, k: int = 8, jitter: tuple[float, float] = JITTER, seed: int = 0) -> Selector:
     """A selector by name.
 
@@ -201,7 +262,7 @@ def make_selector(name: str, k: int = 8, jitter: tuple[float, float] = JITTER, s
     if name == "greedy-e2e":
         return GreedyE2E(jitter, seed)
     kinds = {"direct": Direct, "greedy-intra": GreedyIntra, "greedy-queue": GreedyQueue, "toll": Toll,
-             "toll-inflight": TollInflight}
+             "toll-inflight": TollInflight, "toll-bytes": TollBytes}
     if name == "toll-jct":
         return Toll(current=True)
     if name not in kinds:
