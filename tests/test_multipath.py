@@ -522,7 +522,7 @@ class _Watched(TollBytes):
 
     def choose(self, t, backlog):
         choice = super().choose(t, backlog)
-        self.gap = max(self.gap, float(np.abs(self.left - backlog).max()))
+        self.gap = max(self.gap, float(np.abs(self.left() - backlog).max()))
         return choice
 
 
@@ -551,11 +551,11 @@ def test_toll_bytes_caps_its_estimate_at_a_completion():
     selector.decided(1, 0)
     links = table.elements[0]
     assert links.shape == (2,)
-    np.testing.assert_allclose(selector.left[links], 2 * size / 48e9, rtol=1e-12)
+    np.testing.assert_allclose(selector.left()[links], 2 * size / 48e9, rtol=1e-12)
     selector.observe(0, 0, 1e-6, table.traverse(0, size))
-    np.testing.assert_allclose(selector.left[links], size / 48e9, rtol=1e-12)
+    np.testing.assert_allclose(selector.left()[links], size / 48e9, rtol=1e-12)
     selector.observe(1, 0, 2e-6, table.traverse(0, size))
-    assert np.all(selector.left == 0)
+    assert np.all(selector.left() == 0)
 
 
 def test_toll_bytes_prices_shared_links_on_copies_and_keeps_the_toll_on_the_key_value_store():
