@@ -96,6 +96,7 @@ def test_yaml_round_trip_and_refused_hops(tmp_path):
     assert workload.stream.after.tolist() == [-1, 0, 1, 2, 3]
 
 
+@pytest.mark.multiproc
 def test_paths_cli(capsys, tmp_path):
     code, out, _ = run(capsys, "sim", "multipath", "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json")
     rows = json.loads(out)["paths"]
@@ -206,6 +207,7 @@ def test_workload_errors(tmp_path):
     assert workload.stream.after.tolist() == [-1, 0] and workload.stream.nbytes.tolist() == [1000, 2000]
 
 
+@pytest.mark.multiproc
 def test_multipath_cli(capsys, tmp_path):
     code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
                        "poisson:load=0.9,size=1M,types=cpu0:gpu0,n=40", "--k", "2", "--json",
@@ -257,6 +259,7 @@ def test_bulk_split_meets_the_max_flow_bound():
         plan_bulk(topology, "cpu0", ["gpu0", "gpu0"], GB, "lp")
 
 
+@pytest.mark.multiproc
 def test_plan_h2d_cli(capsys):
     code, out, _ = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--bytes", "1G", "--gpus", "0",
                        "--json")
