@@ -32,8 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
-from commgraph.plan.multipath import (FAITHFUL_GREEDY, LP_SECONDS, SELECTORS, SolveStats, load_workload, plan_bulk,
-                                      sustainable, sweep)
+from commgraph.plan.multipath import (
+    FAITHFUL_GREEDY,
+    LP_SECONDS,
+    SELECTORS,
+    SolveStats,
+    load_workload,
+    plan_bulk,
+    sustainable,
+    sweep,
+)
 from commgraph.plan.plot import plot_sweep
 from commgraph.sim import simulate
 from commgraph.topology import load_preset

@@ -8,14 +8,26 @@ import pytest
 
 from commgraph.cli.main import main
 from commgraph.errors import PlanError
-from commgraph.plan.multipath import (FAITHFUL_GREEDY, SELECTORS, PathTable, Selector, Toll, TollBytes, load_workload,
-                                      SolveStats, make_selector, plan_bulk, price_selection, select, sweep,
-                                      sustainable)
-from commgraph.plan.paths import (CommPath, PathSet, RequestType, auto_path_set, candidate_paths, read_paths,
-                                  write_paths)
-from commgraph.workload.requests import RequestStream, parse_kvs, parse_poisson
+from commgraph.plan.multipath import (
+    FAITHFUL_GREEDY,
+    SELECTORS,
+    PathTable,
+    Selector,
+    SolveStats,
+    Toll,
+    TollBytes,
+    load_workload,
+    make_selector,
+    plan_bulk,
+    price_selection,
+    select,
+    sustainable,
+    sweep,
+)
+from commgraph.plan.paths import CommPath, PathSet, RequestType, auto_path_set, candidate_paths, read_paths, write_paths
 from commgraph.sim import Compute, simulate
 from commgraph.topology import Device, Link, Topology, load_preset
+from commgraph.workload.requests import RequestStream, parse_kvs, parse_poisson
 
 GB = 1e9
 

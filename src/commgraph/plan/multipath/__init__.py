@@ -14,10 +14,27 @@ figures are described in ``docs/multipath.md``.
 from commgraph.plan.multipath.bulk import BULK_PLANNERS, BulkPart, BulkPlan, plan_bulk
 from commgraph.plan.multipath.lp import LP_SECONDS, LookaheadLP
 from commgraph.plan.multipath.model import PathTable, Selector, SolveStats
-from commgraph.plan.multipath.selectors import (FAITHFUL_GREEDY, JITTER, SELECTORS, Selection, Toll, TollBytes,
-                                                TollInflight, make_selector, select)
-from commgraph.plan.multipath.sweep import (Priced, SelectorReport, SweepPoint, compare_selectors, price_selection,
-                                            sustainable, sweep, with_option)
+from commgraph.plan.multipath.selectors import (
+                                                FAITHFUL_GREEDY,
+                                                JITTER,
+                                                SELECTORS,
+                                                Selection,
+                                                Toll,
+                                                TollBytes,
+                                                TollInflight,
+                                                make_selector,
+                                                select,
+)
+from commgraph.plan.multipath.sweep import (
+                                                Priced,
+                                                SelectorReport,
+                                                SweepPoint,
+                                                compare_selectors,
+                                                price_selection,
+                                                sustainable,
+                                                sweep,
+                                                with_option,
+)
 from commgraph.plan.multipath.workloads import Workload, kvs_paths, kvs_workload, load_workload
 
 __all__ = ["BULK_PLANNERS", "FAITHFUL_GREEDY", "JITTER", "LP_SECONDS", "SELECTORS", "BulkPart", "BulkPlan",

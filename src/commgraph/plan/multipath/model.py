@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+
 import numpy as np
 from scipy.optimize import linprog
 
