@@ -33,7 +33,8 @@ def test_p3_8xlarge_is_the_four_gpu_half():
 
 
 @pytest.mark.parametrize("name", [*SERVERS, "localhost-cpu:3", "2xdgx1-v100-ib", "3xp3.8xlarge-eth",
-                                  "fattree:k=4,server=p3.8xlarge", "fattree:k=4,link=eth"])
+                                  *(pytest.param(spec, marks=pytest.mark.slow)  # 80 servers: seconds to draw
+                                    for spec in ("fattree:k=4,server=p3.8xlarge", "fattree:k=4,link=eth"))])
 def test_every_preset_loads_validates_round_trips_and_draws(name, tmp_path):
     t = load_preset(name)
     again = read_yaml(_written(t, tmp_path))
