@@ -42,6 +42,7 @@ class Distances:
         self.boundary = [any(hosts[m] != hosts[d] for m in neighbours[d]) for d in range(self.n)]
         self.full: dict[int, np.ndarray] = {}  # Dijkstra over the whole graph, per node
         self.inside: dict[str, _Host] = {}
+        self.local: dict[str, np.ndarray] = {}  # per host with exits: distances among its nodes inside it
         self.recent: dict[int, np.ndarray] = {}
 
     def __call__(self, node: int) -> np.ndarray:
@@ -69,8 +70,11 @@ class Distances:
         host, or through the host's first exit and on from it (module docstring)."""
         if device in self.recent:
             return self.recent[device]
-        host = self._host(self.hosts[device])
-        inside = dijkstra(host.graph, indices=host.position[self.n + device])
+        name = self.hosts[device]
+        host = self._host(name)
+        if name not in self.local:
+            self.local[name] = dijkstra(host.graph)
+        inside = self.local[name][host.position[self.n + device]]
         dist = np.full(2 * self.n, np.inf)
         for b, at in host.exits:
             if np.isfinite(inside[at]):
