@@ -61,7 +61,8 @@ class EpochRecord:
     sample_seconds: float = 0.0  # rank 0's time drawing batches
     feature_bytes: int = 0  # sampled batches' remote feature rows over the network, all workers
     local_bytes: int = 0  # their rows read from the shared files of the same machine's workers, all workers
-    structure_bytes: int = 0  # their requests (node ids, DGS's column lists), all workers
+    structure_bytes: int = 0  # their requests (node ids, DGS's column lists) and sampling_bytes, all workers
+    sampling_bytes: int = 0  # --structure partitioned: remote hops' ids asked of owners and drawn by them, all workers
     sync_bytes: int = 0  # LADIES's probability synchronisation as its sampler counts it (computed locally)
     total_bytes: int = 0  # what the thesis counts: comm_bytes plus the gradients' all-reduce bytes, all workers
     # DGS only (None otherwise), all workers: steps that sampled a batch, those sampled with masks
@@ -275,6 +276,7 @@ class Trainer:
         local = {"loss": step.loss, **(counts or {}), "halo_backward": step.moved.get("halo_backward", 0),
                  "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers},
                  "features": step.moved.get("features", 0), "requests": step.moved.get("requests", 0),
+                 "sampling": step.moved.get("sampling", 0),
                  "local": step.moved.get("local", 0), "sync": step.sync_bytes}
         dgs = step.dgs
         if dgs is not None:
@@ -287,7 +289,8 @@ class Trainer:
             return total[f"{name}_correct"] / nodes if nodes else None
 
         forward = [int(total[k]) for k in layers]
-        backward, features, requests = int(total["halo_backward"]), int(total["features"]), int(total["requests"])
+        backward, features, sampling = int(total["halo_backward"]), int(total["features"]), int(total["sampling"])
+        requests = int(total["requests"]) + sampling
         return EpochRecord(
             epoch=epoch, loss=total["loss"], train_acc=accuracy("train"), val_acc=accuracy("val"),
             test_acc=accuracy("test"), epoch_seconds=step.seconds, comm_wait_seconds=step.wait_seconds,
@@ -298,7 +301,7 @@ class Trainer:
             allreduce=self.allreduce.name, allreduce_modeled_seconds=self.allreduce.modeled_seconds,
             steps=step.steps, steps_cap=self.config.sampling.steps_per_epoch, sample_seconds=step.sample_seconds,
             feature_bytes=features, local_bytes=int(total["local"]), structure_bytes=requests,
-            sync_bytes=int(total["sync"]),
+            sampling_bytes=sampling, sync_bytes=int(total["sync"]),
             total_bytes=sum(forward) + backward + features + requests + int(total["allreduce"]),
             **({} if dgs is None else dict(
                 dgs_steps=int(total["dgs_steps"]), dgs_masked_steps=int(total["dgs_masked"]),
