@@ -102,8 +102,9 @@ def test_fat_tree_routes_spread_over_core_switches():
 
 
 
-@pytest.mark.parametrize("name", ["fattree:k=4,server=hgx-h100,nics=1,bisection=full", "fattree:k=4,server=hgx-h100,nics=8",
-                                  "fattree:k=4,server=dgx-a100,rail=1", "2xhgx-h100-ib", "dgx1-v100"])
+@pytest.mark.parametrize("name", ["fattree:k=4,server=hgx-h100,nics=1,bisection=full",
+                                  "fattree:k=4,server=hgx-h100,nics=8", "fattree:k=4,server=dgx-a100,rail=1",
+                                  "2xhgx-h100-ib", "dgx1-v100"])
 def test_a_gpus_distances_through_its_hosts_exits_equal_its_own_dijkstra(name):
     t = load_preset(name)
     graph, _, out_node = t._routing_graph
