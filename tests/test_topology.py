@@ -1,6 +1,8 @@
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.sparse.csgraph import dijkstra
 
 from commgraph.errors import TopologyError
 from commgraph.topology import Device, Link, Topology, load_preset, load_topology, read_yaml, write_yaml
@@ -99,6 +101,25 @@ def test_fat_tree_routes_spread_over_core_switches():
              for h in t.route(f"s0.gpu{i}", f"s{100 + j}.gpu{i}") if h.dst.startswith("core")}
     assert len(cores) >= 12  # of 16: ECMP-like spreading, not one shortest path for all
 
+
+
+@pytest.mark.parametrize("name", ["fattree:k=4,server=hgx-h100,nics=1,bisection=full",
+                                  "fattree:k=4,server=hgx-h100,nics=8", "fattree:k=4,server=dgx-a100,rail=1",
+                                  "2xhgx-h100-ib", "dgx1-v100"])
+def test_a_gpus_distances_through_its_hosts_exits_equal_its_own_dijkstra(name):
+    t = load_preset(name)
+    graph, _, out_node = t._routing_graph
+    for gpu in t.gpus[:8] + t.gpus[-3:]:
+        node = out_node[t.index[gpu.id]]
+        assert np.allclose(t._distances(node), dijkstra(graph, indices=node), rtol=1e-12, atol=0)
+
+
+def test_the_gpus_of_a_server_with_one_nic_share_one_dijkstra():
+    t = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full")
+    _, _, out_node = t._routing_graph
+    for gpu in t.gpus[:8]:
+        t._distances(out_node[t.index[gpu.id]])
+    assert list(t._distances.full) == [t.index["s0.nic0"]]
 
 @pytest.mark.parametrize(
     "devices, links, message",
