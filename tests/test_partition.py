@@ -49,7 +49,8 @@ def test_g3_reports_its_stages(cora):
     """Stage lines as they happen; what stage 1 left and stage 2 fixed, in the details."""
     lines = []
     assignment, details = partition_graph(cora, 4, "g3", log=lines.append)
-    assert [line.split(":")[0] for line in lines] == ["g3 stage 1", "g3 stage 1", "g3 stage 2"]
+    assert [line.split(":")[0] for line in lines] == [
+        f"g3 stage {stage} (start {start} of {g3.STARTS})" for start in range(1, g3.STARTS + 1) for stage in (1, 1, 2)]
     assert details["stage1_remote_min_max"] < 0.95 <= partition_metrics(cora, assignment, 4)["remote_min_max"]
     assert details["stage1_total_remote"] > 0 and details["kept_swaps"] > 0
     assert details["stage1_seconds"] >= 0 and details["stage2_seconds"] >= 0
