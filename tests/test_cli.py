@@ -149,7 +149,6 @@ def test_partition_cli_json_plot_and_info(capsys, tmp_path):
 
 
 def test_partition_cli_reports_the_large_graph_refinement(capsys, tmp_path, monkeypatch):
-
     monkeypatch.setattr(g3, "SMALL_GRAPH_EDGES", 0)  # the large-graph path on a graph that is quick
     out = tmp_path / "r4"
     code, text, err = run(capsys, "partition", "make", "rmat:nodes=5000,edges=40000", "--parts", "4", "--out", str(out))
