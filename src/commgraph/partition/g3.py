@@ -18,19 +18,20 @@ and then rolls back to the best state seen. Rounds repeat (at most ``MAX_ROUNDS`
 help: on RMAT graphs the first round often ends with the worst part's movable nodes all used.
 Unlike Algorithm 2's proxies (most remote neighbours; fewest neighbours outside V_max), the pair
 is chosen by the exact change of both parts' remote counts, computed from the counters: with the
-proxies most swaps raised the worst part and stage 2 stalled at once. Among the lighter parts and
-their nodes, the partner is the one whose swap raises the total remote count the least (on small
-graphs every lighter part is searched; on large ones the lightest part that has a partner).
+proxies most swaps raised the worst part and stage 2 stalled at once.
 
-On small graphs (up to ``SMALL_GRAPH_EDGES``) the whole pipeline runs from ``STARTS`` METIS seeds and
-the best result is kept: one whose smallest remote count is within ``REMOTE_BALANCE`` of the largest,
-with the lowest total remote. A single start's total varies by 5-10% with the seed and with the node
-order alone (one isolated node inserted in the middle of Cora's ids moves it from 1.09x to 1.16x
-METIS's at 8 parts), and stage 2 adds 5-14% to what stage 1 left; the best of four stays within 1.10x.
-Each start ends with a polish: single-node moves that lower the total remote count while both
-load limits hold and every part's remote count stays at most the largest stage 2 left and at least
-``REMOTE_BALANCE`` of it (or stage 2's smallest, if lower): the worst part never gets worse, nor
-the balance below what stage 2 reached or ``REMOTE_BALANCE``.
+Up to ``THOROUGH_EDGES`` stored edges (Cora, email-Enron; a start costs seconds there) g3 works
+harder for a low total. The whole pipeline runs from ``STARTS`` METIS seeds and keeps the result
+whose remote min/max reaches ``REMOTE_BALANCE`` with the lowest total remote (the lowest total if
+none does): one start's total varies by 5-10% with the seed and with the node order alone (an
+isolated node inserted in the middle of Cora's ids moves it from 1.09x to 1.16x METIS's at 8 parts),
+and stage 2 adds 5-14% to what stage 1 left. Stage 2's partner is, among the nodes of every lighter
+part, the one whose swap raises the total remote count the least (above the threshold: the node of
+the lightest part that has one that adds the fewest remote nodes to V_max). Each start ends with a
+polish: single-node moves that lower the total remote count within both load limits while every
+part's remote count stays at most the largest stage 2 left and at least ``REMOTE_BALANCE`` of it (or
+stage 2's smallest, if lower), so the worst part never gets worse. On Cora, 8 parts, seeds 1-3 this
+takes g3 from 1.09-1.14x METIS's total remote to 1.04-1.08x, in about 3 s instead of 0.7 s.
 
 Remote sets are tracked incrementally with in-partition degree counters (the "fast neighbour
 tracking" paragraph): ``count[p, u]`` = edges from u into part p; u is remote to p while u is outside
@@ -54,9 +55,9 @@ STAGE1_IMBALANCE = 1.04
 # that costs seconds at most and finds a lower volume (Cora, 8 parts: 862 -> 788). Above, it is the
 # edge-cut objective and the volume refinement (on Cora that pair sends 5-10% more after stage 2).
 SMALL_GRAPH_EDGES, SMALL_GRAPH_TRIES = 2_000_000, 4
-# Small graphs: the pipeline from STARTS METIS seeds, keeping the lowest total remote among the results
-# whose remote min/max reaches REMOTE_BALANCE (the lowest overall if none does).
-STARTS, REMOTE_BALANCE = 4, 0.95
+# Up to THOROUGH_EDGES: STARTS starts, the best kept, the partner that raises the total least, the polish
+# (a start of the 100k-node RMAT graphs, 2M stored edges, takes over a minute: one is enough there)
+THOROUGH_EDGES, STARTS, REMOTE_BALANCE = 500_000, 4, 0.95
 BALANCE_LIMIT = 1.05  # no part's node count or degree sum above this x the mean, whatever moves
 REFINE_PASSES = 8  # on RMAT graphs the passes stop gaining after about five
 GAMMA = 0.005
@@ -71,7 +72,7 @@ MAX_SWAP_DEGREE = 2048
 def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
                  max_swaps: int | None = None, patience: int | None = None,
                  log: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
-    """Stage 1 then stage 2 (from ``STARTS`` seeds on small graphs, the best kept). Returns the
+    """Stage 1 then stage 2 (from ``STARTS`` seeds up to ``THOROUGH_EDGES``, the best kept). Returns the
     assignment and what each stage of the kept start did. ``log`` hears a line as each stage starts
     and ends: on graphs of millions of nodes stage 1 alone takes a minute."""
     if parts == 1:
@@ -80,7 +81,8 @@ def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
     adjacency = undirected_adjacency(graph)
     weights = np.stack([np.ones(graph.num_nodes, dtype=np.int64), graph.in_degrees()], axis=1)
     small = graph.num_edges <= SMALL_GRAPH_EDGES
-    starts = STARTS if small else 1
+    thorough = graph.num_edges <= THOROUGH_EDGES
+    starts = STARTS if thorough else 1
     swap_limits = (max_swaps if max_swaps is not None else graph.num_nodes // 2,
                    patience if patience is not None else max(200, graph.num_nodes // (10 * parts)))
     best = None
@@ -89,7 +91,7 @@ def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
         # every start's seed distinct
         metis_seed = seed if starts == 1 else 1 + seed * starts + start
         where = "" if starts == 1 else f" (start {start + 1} of {starts})"
-        run = _one_start(graph, adjacency, weights, parts, metis_seed, small, gamma, swap_limits,
+        run = _one_start(graph, adjacency, weights, parts, metis_seed, small, thorough, gamma, swap_limits,
                          lambda line: say(line.replace(":", where + ":", 1)))
         if best is None or run.rank < best.rank:
             best = run
@@ -107,9 +109,10 @@ class _Start:
 
 
 def _one_start(graph: Graph, adjacency: tuple[np.ndarray, np.ndarray], weights: np.ndarray, parts: int,
-               seed: int, small: bool, gamma: float, swap_limits: tuple[int, int],
+               seed: int, small: bool, thorough: bool, gamma: float, swap_limits: tuple[int, int],
                say: Callable[[str], None]) -> _Start:
-    """Stage 1 from one METIS seed, stage 2, and (small graphs) the polish within the remote band."""
+    """Stage 1 from one METIS seed (``small``: the volume objective), stage 2 and, if ``thorough``,
+    the polish within the remote band."""
     say("g3 stage 1: METIS k-way, nodes and degrees balanced, " +
         ("communication volume minimised" if small else "edge cut minimised, then volume-lowering moves"))
     start = time.perf_counter()
@@ -126,14 +129,14 @@ def _one_start(graph: Graph, adjacency: tuple[np.ndarray, np.ndarray], weights: 
     swaps = kept = 0
     for _ in range(MAX_ROUNDS):  # each round may swap every node once
         done, useful = tracker.rebalance(gamma=gamma, max_swaps=swap_limits[0], patience=swap_limits[1],
-                                         every_part=small)
+                                         thorough=thorough)
         swaps, kept = swaps + done, kept + useful
         remote = tracker.remote
         if useful == 0 or remote.min() >= (1 - gamma) * remote.max():
             break
     highest = int(tracker.remote.max())
     band = (min(int(tracker.remote.min()), int(np.ceil(REMOTE_BALANCE * highest))), highest)
-    polished = tracker.refine(REFINE_PASSES, band=band) if small else 0
+    polished = tracker.refine(REFINE_PASSES, band=band) if thorough else 0
     seconds = time.perf_counter() - start
     remote = tracker.remote
     balance = remote.min() / max(remote.max(), 1)
@@ -174,9 +177,10 @@ class RemoteTracker:
         return _refine(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
                        sizes, degree_sum, node_cap, degree_cap, low, high, passes)
 
-    def rebalance(self, gamma: float, max_swaps: int, patience: int, every_part: bool = True) -> tuple[int, int]:
-        """Stage 2's swaps (one round); ``every_part``: look for the partner in every part lighter
-        than the worst, not only in the lightest that has one. Returns swaps made and kept."""
+    def rebalance(self, gamma: float, max_swaps: int, patience: int, thorough: bool = True) -> tuple[int, int]:
+        """Stage 2's swaps (one round); ``thorough``: the partner is the node of any lighter part whose
+        swap raises the total remote count the least, else the node of the lightest part that has
+        one that adds the fewest remote nodes to V_max. Returns swaps made and kept."""
         order = np.argsort(self.assignment, kind="stable")
         sizes, degree_sum = self._loads()
         starts = np.concatenate([[0], np.cumsum(sizes)])
@@ -186,7 +190,7 @@ class RemoteTracker:
         log = np.empty((max(max_swaps, 1), 2), dtype=np.int64)
         return _rebalance(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
                           order, starts, position, degree_sum, limit, gamma, max_swaps, patience,
-                          WORK_PER_SCAN, MAX_SWAP_DEGREE, every_part, log)
+                          WORK_PER_SCAN, MAX_SWAP_DEGREE, thorough, log)
 
 
 @njit(cache=True)
@@ -310,10 +314,11 @@ def _refine(indptr, indices, degree, assignment, count, remote, sizes, degree_su
 
 @njit(cache=True)
 def _partner(indptr, indices, degree, assignment, count, remote, members, starts, locked, degree_sum,
-             limit, pmax, q, vmax, gain_max, offset, work, max_degree):  # pragma: no cover
-    """The node of part q whose swap with vmax raises the total remote count the least, among those
-    that leave both parts below V_max's current remote count and within the degree limit; returns
-    it (-1 if none) and that change."""
+             limit, pmax, q, vmax, gain_max, offset, work, max_degree, thorough):  # pragma: no cover
+    """Among the nodes of part q whose swap with vmax leaves both parts below V_max's current remote
+    count and within the degree limit, the one whose swap raises the total remote count the least
+    (``thorough``) or that adds the fewest remote nodes to V_max (the first that lowers it, if any);
+    returns it (-1 if none) and what it was chosen by."""
     grow = _join_cost(indptr, indices, assignment, count, vmax, q)
     cap_max = max(limit, degree_sum[pmax])
     cap_q = max(limit, degree_sum[q])
@@ -337,15 +342,17 @@ def _partner(indptr, indices, degree, assignment, count, remote, members, starts
         leave = _leave_gain(indptr, indices, assignment, count, v, q)
         if remote[q] + grow - leave >= remote[pmax]:
             continue
-        change = grow - gain_max + cost - leave
+        change = grow - gain_max + cost - leave if thorough else cost
         if change < least:
             best, least = v, change
+            if not thorough and cost <= -1:
+                break
     return best, least
 
 
 @njit(cache=True)
 def _rebalance(indptr, indices, degree, assignment, count, remote, members, starts, position,
-               degree_sum, limit, gamma, max_swaps, patience, work, max_degree, every_part, log):  # pragma: no cover
+               degree_sum, limit, gamma, max_swaps, patience, work, max_degree, thorough, log):  # pragma: no cover
     n = assignment.shape[0]
     offset = 0
     locked = np.zeros(n, np.bool_)
@@ -381,16 +388,16 @@ def _rebalance(indptr, indices, degree, assignment, count, remote, members, star
             break
         gain_max = _leave_gain(indptr, indices, assignment, count, vmax, pmax)
         # V_min first, then the next least loaded parts: the partner that raises the total the least
-        # among them all (every_part), or the first that fits
+        # among them all (thorough), or the first that fits
         vmin, least = -1, 2 * n + 1
         for q in np.argsort(remote, kind="mergesort"):
             if q == pmax or remote[q] >= remote[pmax]:
                 break
             v, change = _partner(indptr, indices, degree, assignment, count, remote, members, starts, locked,
-                                 degree_sum, limit, pmax, q, vmax, gain_max, offset, work, max_degree)
+                                 degree_sum, limit, pmax, q, vmax, gain_max, offset, work, max_degree, thorough)
             if v >= 0 and change < least:
                 vmin, least = v, change
-                if not every_part:
+                if not thorough:
                     break
         offset += 1
         if vmin < 0:
