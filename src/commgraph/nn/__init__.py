@@ -2,6 +2,6 @@
 CommNet), reusing PyTorch Geometric's message passing."""
 
 from commgraph.nn.block import Block
-from commgraph.nn.model import GNN, MODELS, check_model_options
+from commgraph.nn.model import GNN, LINEAR_FIRST, MODELS, check_model_options
 
-__all__ = ["GNN", "MODELS", "Block", "check_model_options"]
+__all__ = ["GNN", "LINEAR_FIRST", "MODELS", "Block", "check_model_options"]
