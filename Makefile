@@ -1,12 +1,15 @@
 # Two entry points, both self-contained on a fresh machine (only python3 and PyPI needed):
 #   make demo   create .venv, install commgraph, run the main job on bundled data
 #   make test   create .venv, install commgraph with test extras, run the whole suite
+# For a developer's loop (docs/testing.md):
+#   make test-fast  the unit tier: no process started, no GPU, nothing slow
+#   make lint       ruff check and ruff format --check
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +22,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow and not multiproc and not gpu"
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff format --check src tests benchmarks
 
 bench: $(STAMP)
 	$(PY) benchmarks/load_edgelist.py

@@ -57,10 +57,15 @@ def worker(args: argparse.Namespace) -> None:
     width = int(args.row_kb * 1e3 / 4)
     data = torch.rand(int(matrix[rank].sum()), width, generator=torch.Generator().manual_seed(rank))
     received = int(matrix[:, rank].sum())
+
+    def matching(method: str):
+        exchange = MatchingAllToAll(comm, method)
+        return lambda out: exchange(out, data, matrix)
+
     runners = {
         "native": lambda out: dist.all_to_all_single(out, data, matrix[:, rank].tolist(), matrix[rank].tolist(),
                                                      group=world.grad_group),
-        **{method: (lambda out, m=MatchingAllToAll(comm, method): m(out, data, matrix)) for method in ("bvn", "alg3")},
+        **{method: matching(method) for method in ("bvn", "alg3")},
     }
     want = torch.empty(received, width)
     runners["native"](want)

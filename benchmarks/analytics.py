@@ -21,7 +21,8 @@ Each case runs ``--repeats`` times after a warm-up; the table gives the median a
 (VmHWM) less what it held after the imports, against its part's CSR (indptr, indices and weights;
 target <= 3x). Edges per second: the edges a worker scanned, summed, over the run's time.
 
-    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/analytics.py [--graphs SPEC ...] [--algos bfs ...] [--repeats 5]
+    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/analytics.py \
+        [--graphs SPEC ...] [--algos bfs ...] [--repeats 5]
 
 The whole default run takes about 6 minutes here; one graph per invocation (``--graphs``) keeps each
 under 4, so that others get the lock in between.
@@ -63,9 +64,8 @@ def _options(algo: str, source: int) -> AnalyzeOptions:
 # -- a worker of a commgraph run -------------------------------------------------------------------
 
 def worker(job_file: str) -> None:
-    from commgraph.analytics.worker import run_worker
-
     from commgraph.analytics.program import compile_hooks
+    from commgraph.analytics.worker import run_worker
 
     job = json.loads(Path(job_file).read_text())
     world = join(120, "cpu")

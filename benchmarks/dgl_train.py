@@ -6,8 +6,9 @@
 seeds a batch, ``SAGEConv`` mean layers with ReLU and dropout 0.5, Adam (lr 0.01, weight decay
 5e-4, commgraph's defaults). ``infer``: the untrained model's layer-wise inference over every node
 (one layer at a time, ``MultiLayerFullNeighborSampler(1)`` blocks of ``--infer-batch-size`` nodes,
-4096 as DGL's example evaluates). Prints one JSON object: seconds to load, steps, seeds, the loop's seconds,
-seeds per second, milliseconds per step and the first step's (training), or the pass's seconds and each layer's (inference).
+4096 as DGL's example evaluates). Prints one JSON object: seconds to load, steps, seeds, the loop's
+seconds, seeds per second, milliseconds per step and the first step's (training), or the pass's
+seconds and each layer's (inference).
 
     python dgl_train.py FILE.npz train|infer [--steps 20] [--fanout 15,10,5] [--hidden 256] [--batch-size 1024]
                                           [--infer-batch-size 4096]

@@ -108,6 +108,20 @@ def timed(run, repeats: int) -> list[float]:
     return times
 
 
+def gather_times(zero_copy: FeatureStore, staged: FeatureStore, index: torch.Tensor, width: int,
+                 repeats: int) -> dict[str, list[float]]:
+    """Seconds of each repeat of each way to gather ``index``'s rows, and of a plain pinned copy of as many bytes."""
+    index_cpu = index.cpu()
+    out = torch.empty((index.numel(), width), device=index.device)
+    pinned = torch.empty((index.numel(), width), pin_memory=True)
+    return {
+        "staged": timed(lambda: staged.gather(index_cpu), repeats),
+        "zero-copy": timed(lambda: zero_copy.gather(index), repeats),
+        "naive": timed(lambda: gather_kernel.gather_rows(zero_copy.table, index, out, align=False), repeats),
+        "copy": timed(lambda: out.copy_(pinned, non_blocking=True), repeats),
+    }
+
+
 def measure(row_bytes: int, table_bytes: int, gather_bytes: int, repeats: int, device: torch.device) -> dict:
     width = row_bytes // 4
     rows = table_bytes // row_bytes
@@ -118,16 +132,8 @@ def measure(row_bytes: int, table_bytes: int, gather_bytes: int, repeats: int, d
     if zero_copy.method != "zero-copy":
         raise StageFailed(f"no zero-copy store: {zero_copy.describe()}")
     index = torch.randint(0, rows, (count,), device=device)
-    index_cpu = index.cpu()
-    out = torch.empty((count, width), device=device)
-    pinned = torch.empty((count, width), pin_memory=True)
-    times = {
-        "staged": timed(lambda: staged.gather(index_cpu), repeats),
-        "zero-copy": timed(lambda: zero_copy.gather(index), repeats),
-        "naive": timed(lambda: gather_kernel.gather_rows(zero_copy.table, index, out, align=False), repeats),
-        "copy": timed(lambda: out.copy_(pinned, non_blocking=True), repeats),
-    }
-    if not torch.equal(zero_copy.gather(index[:1000]), staged.gather(index_cpu[:1000])):
+    times = gather_times(zero_copy, staged, index, width, repeats)
+    if not torch.equal(zero_copy.gather(index[:1000]), staged.gather(index[:1000].cpu())):
         raise StageFailed(f"zero-copy and staged gathers of {row_bytes} B rows differ")
     del zero_copy, staged, features
     gc.collect()  # unpins the table before the next one is made

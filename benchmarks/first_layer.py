@@ -117,9 +117,9 @@ def table(args, folder: Path) -> None:
               f"{r['test_acc']:.3f} |")
     for base, owner in (("neighbor", "owner"), ("dgs", "owner+dgs")):
         moved = rows[owner]["activation_bytes"] + rows[owner]["feature_bytes"]
+        total = rows[base]["total_bytes"] / rows[owner]["total_bytes"]
         print(f"{base} -> {owner}: feature bytes per step {rows[base]['feature_bytes'] / moved:.1f}x fewer "
-              f"(target >= 10x), total bytes incl. gradients {rows[base]['total_bytes'] / rows[owner]['total_bytes']:.1f}x "
-              f"fewer")
+              f"(target >= 10x), total bytes incl. gradients {total:.1f}x fewer")
 
 
 def main() -> None:

@@ -2,10 +2,11 @@
 layouts on a full-bisection fat-tree of 8-GPU H100 servers with one network link per server (``nics``)
 and 1 us links, several iterations back to back without a barrier (steady-state iteration time),
 ZeRO-2's reduce-scatter and all-gather for DP, MoE models with as many micro-batches as pipeline
-stages and Hermod's Algorithm 3 all-to-alls (``--hermod-matching direct``: Hermod's coflow order with
-the all-to-alls sent directly, a variant, not the thesis's Hermod). ``--ep-flows server`` sends the MoE all-to-alls server to
-server (one flow per pair of servers, the EP groups over those servers summed: a coarser model,
-:func:`commgraph.workload.build_iteration`) so that the MoE cases fit; rows say which they use.
+stages and Hermod's Algorithm 3 all-to-alls (``--hermod-matching direct``: Hermod's coflow order
+with the all-to-alls sent directly, a variant, not the thesis's Hermod). ``--ep-flows server`` sends
+the MoE all-to-alls server to server (one flow per pair of servers, the EP groups over those servers
+summed: a coarser model, :func:`commgraph.workload.build_iteration`) so that the MoE cases fit; rows
+say which they use.
 
 Every row gives Megatron-LM's (one DP stream, FIFO: the baseline), Lina's and Hermod's iteration
 time, the same DAG with free communication (an oracle: every byte moves in no time; the ceiling

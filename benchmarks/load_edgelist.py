@@ -63,7 +63,7 @@ def write_edge_list(path: Path, nodes: int, lines: int, cut: Path | None = None,
     """``lines`` random pairs of ids 3*[0, nodes) (sparse, so they are remapped), block by block;
     the first ``cut_lines`` lines also go to ``cut``."""
     rng = np.random.default_rng(0)
-    header = f"# Synthetic benchmark graph\n# FromNodeId\tToNodeId\n".encode()
+    header = b"# Synthetic benchmark graph\n# FromNodeId\tToNodeId\n"
     cut_handle = open(cut, "wb") if cut else None
     with open(path, "wb") as handle:
         handle.write(header)
@@ -158,7 +158,8 @@ def main() -> None:
     if not (path.is_file() and cut.is_file()):
         start = time.perf_counter()
         write_edge_list(path, args.nodes, args.lines, cut, cut_lines)
-        print(f"wrote {args.lines:,} lines ({path.stat().st_size / 2**20:,.0f} MiB) in {time.perf_counter() - start:.1f} s")
+        print(f"wrote {args.lines:,} lines ({path.stat().st_size / 2**20:,.0f} MiB) "
+              f"in {time.perf_counter() - start:.1f} s")
     try:
         from commgraph.graph import load_snap
 

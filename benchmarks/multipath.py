@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from commgraph.plan.multipath import (FAITHFUL_GREEDY, LP_SECONDS, LP_STATS, SELECTORS, load_workload, plan_bulk,
+from commgraph.plan.multipath import (FAITHFUL_GREEDY, LP_SECONDS, SELECTORS, SolveStats, load_workload, plan_bulk,
                                       sustainable, sweep)
 from commgraph.plan.plot import plot_sweep
 from commgraph.sim import simulate
@@ -52,8 +52,10 @@ def better_greedy(point, stat) -> np.ndarray:
     return np.minimum(*(per_seed(point, g, stat) for g in FAITHFUL_GREEDY))
 
 
-def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisions: dict[str, list]) -> None:
+def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisions: dict[str, list]) -> SolveStats:
+    """Both YCSB mixes' tables; returns the lp runs' MILP solves."""
     topology = load_preset("leo-fnic")
+    solves = SolveStats()
     for mix in MIXES:
         spec = f"kvs:ycsb={mix},n={n}"
         reference = load_workload(topology, spec + ",load=1")
@@ -61,6 +63,8 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
         start = time.perf_counter()
         points = sweep(topology, spec, list(LOADS), HEURISTICS, k, seeds)
         lp_points = {p.load: p for p in sweep(topology, spec, list(LP_LOADS), ["lp"], k, min(lp_seeds, seeds))}
+        for point in lp_points.values():
+            solves = solves + point.lp_stats["lp"]
         elapsed = time.perf_counter() - start
         for point in points:
             for name in HEURISTICS:
@@ -130,6 +134,7 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
             curves["lp"] = ([p.rate for p in lp_points.values()], [p.row("lp")["median_s"] for p in lp_points.values()])
             plot_sweep(curves, direct, combined, bound, f"leo-fnic: {reference.label}, {seeds} seeds x {n} requests",
                        png_dir / f"multipath_kvs_ycsb_{mix}.png")
+    return solves
 
 
 def decision_times(decisions: dict[str, list]) -> None:
@@ -172,9 +177,9 @@ def main() -> None:
     args = parser.parse_args()
     bulk()
     decisions: dict[str, list] = {name: [] for name in SELECTORS}
-    kvs(args.n, args.seeds, args.k, args.lp_seeds, args.png_dir, decisions)
+    solves = kvs(args.n, args.seeds, args.k, args.lp_seeds, args.png_dir, decisions)
     decision_times(decisions)
-    print(f"\nlp: {LP_STATS['solves']} MILP solves, {LP_STATS['time_limited']} stopped at the {LP_SECONDS:g} s "
+    print(f"\nlp: {solves.solves} MILP solves, {solves.time_limited} stopped at the {LP_SECONDS:g} s "
           "limit with their best solution")
 
 

@@ -232,9 +232,10 @@ def explain_table(args) -> dict:
     partdir, _ = partition_set(graph, workers, args)
     explained = explanation_time(partdir, args)
     wall, cpu = explained["seconds"], explained["cpu_seconds"]
-    print(f"{args.explain_graph}: {graph.num_nodes} nodes, {graph.num_edges} edges, {graph.num_features} features; part 0 "
-          f"of {workers} ({args.partition}): {explained['remote']} remote nodes in its explanation graph; one explanation "
-          f"(T_E = {explained['epochs']} epochs, hidden {args.hidden}, one thread): median {np.median(wall):.2f} s wall "
+    print(f"{args.explain_graph}: {graph.num_nodes} nodes, {graph.num_edges} edges, {graph.num_features} features; "
+          f"part 0 of {workers} ({args.partition}): {explained['remote']} remote nodes in its explanation graph; "
+          f"one explanation (T_E = {explained['epochs']} epochs, hidden {args.hidden}, one thread): "
+          f"median {np.median(wall):.2f} s wall "
           f"({min(wall):.2f}-{max(wall):.2f}), {np.median(cpu):.2f} s CPU ({min(cpu):.2f}-{max(cpu):.2f}) over "
           f"{len(wall)} repeats (target <= 10 s)")
     return explained
@@ -461,12 +462,13 @@ def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts:
 
 def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, explained, mask_seconds) -> None:
     fmt = mean_spread
-    print(f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} edges (mean degree {graph.num_edges / graph.num_nodes:.1f}), "
+    print(f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} edges "
+          f"(mean degree {graph.num_edges / graph.num_nodes:.1f}), "
           f"{graph.num_features} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; "
           f"{args.epochs} epochs, batch {args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; "
           + (f"DGS masks from the project's explainer after {args.mask_epochs} epoch(s)" if args.masks_dir is None else
-             f"DGS masks from the project's explainer on seed {args.masks_seed if args.masks_seed is not None else 'S'}"
-             f"'s initial model (--masks-dir)") + ", in use from step 1; "
+             f"DGS masks from the project's explainer on seed "
+             f"{args.masks_seed if args.masks_seed is not None else 'S'}'s initial model (--masks-dir)") + ", in use from step 1; "
           + (f"at most {args.steps_per_epoch} steps per epoch; " if args.steps_per_epoch else "") +
           f"mean (min-max) of {args.seeds} seeds; MB per epoch, all workers")
     print(f"  {'':11s} {'features':>20s} {'requests':>9s} {'gradients':>9s} {'total':>20s} {'sync':>7s} {'halo':>8s} "

@@ -15,8 +15,9 @@ Each case is timed ``--repeats`` times after a warm-up, all ranks starting toget
 a repeat's time is the slowest rank's, and the table gives the median and the spread (fastest and
 slowest repeat). Beside it: ``commgraph.plan.price`` of the same plan on the ``localhost-cpu:N``
 preset (before calibration), on the calibrated topology without its per-message overheads,
-row-copy rates and all-reduce fit (bandwidth and latency only) and on the calibrated topology itself. The target is the last one within
-+-25% of the median for every case that moves 1 MB or more in total.
+row-copy rates and all-reduce fit (bandwidth and latency only) and on the calibrated topology
+itself. The target is the last one within +-25% of the median for every case that moves 1 MB or more
+in total.
 
     flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/sim_fidelity.py [--quick] [--repeats 7]
 
@@ -43,10 +44,9 @@ from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan import plan_allgather, price
 from commgraph.plan.allreduce import allreduce_schedule, native_seconds, plan_allreduce
-from commgraph.runtime.allreduce import CHUNK_BYTES, ScheduledAllReduce, rounds_plan
 from commgraph.plan.exchange import Exchange
-from commgraph.runtime import (Communicator, gather_halo, in_torchrun, join, keep_freed_memory, launch_local,
-                               layerwise)
+from commgraph.runtime import Communicator, gather_halo, in_torchrun, join, keep_freed_memory, launch_local, layerwise
+from commgraph.runtime.allreduce import CHUNK_BYTES, ScheduledAllReduce, rounds_plan
 from commgraph.runtime.calibrate import ProbeSpec, calibrate
 from commgraph.topology import Topology, load_preset, read_yaml, write_yaml
 

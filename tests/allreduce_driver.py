@@ -3,9 +3,10 @@ all_reduce and with every planned schedule, and writes what this rank saw.
 
 Usage (through ``launch_local(..., module="allreduce_driver")``): ``python -m allreduce_driver
 SPEC.json``, the spec naming an output folder, the topologies (``{"name", "reverse"}``: rank r runs
-on the topology's (a preset's or a YAML file's) r-th worker, or the r-th from the end), the tensor sizes and the chunk size. Rank
-r's tensors are uniform in [0, 1) from seed (r, size). All sizes of a planner are started at once
-and waited for together, as the gradient sync does with its buckets. Rank r writes
+on the topology's (a preset's or a YAML file's) r-th worker, or the r-th from the end), the tensor
+sizes and the chunk size. Rank r's tensors are uniform in [0, 1) from seed (r, size). All sizes of a
+planner are started at once and waited for together, as the gradient sync does with its buckets.
+Rank r writes
 ``<out>/rank<r>.json``: per case (``topology/planner/size``) the largest error relative to native and
 the bytes charged to ``comm.bytes["allreduce"]``; per topology the error of an ``lp`` ``GradientSync``
 of a small model (several buckets) against the native one; and the message of the PlanError a gradient

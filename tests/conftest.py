@@ -1,14 +1,31 @@
+"""Shared fixtures and the suite's tiers.
+
+Markers (registered in pyproject.toml, ``--strict-markers``):
+
+- ``multiproc``: the test starts processes (a forked rank, ``python -m ...``, a spawned explainer,
+  any ``subprocess``). The rule is enforced: a test that starts a process without the mark fails at
+  teardown, naming the mark to add, so the unit tier (``make test-fast``) never starts one.
+- ``gpu``: the test needs a CUDA GPU; it is skipped, with the mark's ``reason``, where torch sees none.
+- ``slow``: the test takes more than about 5 s on a quiet 2-core machine.
+
+``make test-fast`` runs ``-m "not slow and not multiproc and not gpu"``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from multiprocessing import util as mp_util
 from pathlib import Path
 
 import pytest
 
-PLANETOID_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "planetoid"
+PLANETOID_DIR = Path(__file__).parent / "data" / "planetoid"
 
 
 @pytest.fixture
 def planetoid_dir() -> Path:
-    if not (PLANETOID_DIR / "ind.cora.graph").is_file():
-        pytest.skip(f"raw Planetoid Cora files not found at {PLANETOID_DIR}")
+    """Cora's raw Planetoid files (``ind.cora.*``), vendored under ``tests/data/planetoid``."""
     return PLANETOID_DIR
 
 
@@ -25,3 +42,79 @@ def switch_planes():
                          for g in range(gpus) for s in range(planes)])
 
     return build
+
+
+# -- the process guard behind the ``multiproc`` mark ------------------------------------------------
+
+_started: list[str] = []  # what the running test started, in this (pytest's) process
+
+
+def _note(what: str) -> None:
+    if os.getpid() == _PYTEST_PID:
+        _started.append(what)
+
+
+_PYTEST_PID = os.getpid()
+_execute_child = subprocess.Popen._execute_child
+_spawnv_passfds = mp_util.spawnv_passfds
+
+
+# tools that libraries start on their own (ctypes.util.find_library runs ldconfig, compilers for JIT
+# kernels): not the test's processes
+_TOOLS = {"ldconfig", "uname", "gcc", "cc", "c++", "g++", "ld"}
+
+
+def _execute_child_noted(self, args, *rest, **kwargs):
+    command = args if isinstance(args, (str, bytes)) else " ".join(map(str, args))
+    command = command.decode() if isinstance(command, bytes) else command
+    if os.path.basename(command.split(" ", 1)[0]) not in _TOOLS:
+        _note(f"subprocess {command}"[:200])
+    return _execute_child(self, args, *rest, **kwargs)
+
+
+def _spawnv_passfds_noted(path, args, passfds):
+    _note(f"multiprocessing spawn {' '.join(map(str, args))}"[:200])
+    return _spawnv_passfds(path, args, passfds)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    subprocess.Popen._execute_child = _execute_child_noted
+    mp_util.spawnv_passfds = _spawnv_passfds_noted
+    os.register_at_fork(before=lambda: _note("os.fork"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    subprocess.Popen._execute_child = _execute_child
+    mp_util.spawnv_passfds = _spawnv_passfds
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``gpu`` tests are skipped where torch sees no CUDA GPU."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    for item in gpu_items:
+        reason = item.get_closest_marker("gpu").kwargs.get("reason", "needs a CUDA GPU")
+        item.add_marker(pytest.mark.skip(reason=f"{reason} (torch sees no CUDA GPU)"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    _started.clear()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    result = yield
+    if _started and item.get_closest_marker("multiproc") is None:
+        first = _started[0]
+        count = len(_started)
+        _started.clear()
+        pytest.fail(f"{item.nodeid} started {count} process(es) (first: {first}) but is not marked multiproc: "
+                    "add @pytest.mark.multiproc so that the unit tier (make test-fast) leaves it out", pytrace=False)
+    return result

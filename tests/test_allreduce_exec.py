@@ -190,6 +190,7 @@ def test_a_schedule_for_other_devices_is_refused():
 @pytest.mark.timeout(300)  # 8 processes on 2 shared cores: about 35 s alone, a minute when the machine is busy
 @pytest.mark.parametrize("workers, topology, reverse", [(2, "planes:3", False), (4, "p3.8xlarge", True),
                                                         (4, "planes:2", True), (8, "dgx-a100", False)])
+@pytest.mark.multiproc
 def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, switch_planes, workers, topology, reverse):
     """Every planner, split-route schedules among them (``lp`` over NVSwitch planes: each tree edge's
     messages cut into one piece per plane), sums like torch's all_reduce on 2, 4 and 8 workers."""
@@ -267,6 +268,7 @@ def test_collective_schedules_are_checked_and_round_trip():
         AllReduceSchedule("lp", schedule.devices, trees=schedule.trees, collective="alltoall")
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_allgather_and_reducescatter_run_on_gloo_workers(tmp_path, monkeypatch):
     """The ``ring`` and ``lp`` all-gather and reduce-scatter of a 4-GPU P3 (``lp``'s arborescences

@@ -5,8 +5,6 @@ its refusals."""
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import networkx as nx
@@ -173,6 +171,7 @@ def _symmetric(graph: Graph) -> Graph:
     return symmetrized(graph)
 
 
+@pytest.mark.multiproc
 @pytest.mark.parametrize("workers", [2, 4])
 @pytest.mark.parametrize("name", GRAPHS)
 def test_workers_give_the_one_worker_results(worker_runs, workers, name):

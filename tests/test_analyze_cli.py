@@ -32,6 +32,7 @@ def weighted(tmp_path):
     return path
 
 
+@pytest.mark.multiproc
 def test_sssp_on_a_weighted_snap_file_in_original_ids(capsys, tmp_path, weighted):
     out = tmp_path / "d.csv"
     code, stdout, err = run(capsys, "analyze", str(weighted), "--directed", "--algo", "sssp", "--source", "10",
@@ -44,6 +45,7 @@ def test_sssp_on_a_weighted_snap_file_in_original_ids(capsys, tmp_path, weighted
                                                     "50": "inf", "60": "inf"}
 
 
+@pytest.mark.multiproc
 def test_bfs_npy_levels_and_components_labelled_by_original_ids(capsys, tmp_path, weighted):
     levels = tmp_path / "l.npy"
     assert run(capsys, "analyze", str(weighted), "--directed", "--algo", "bfs", "--source", "20",
@@ -69,6 +71,7 @@ def test_weighted_snap_file_keeps_the_lightest_of_repeated_edges(tmp_path):
     (["--algo", "pagerank", "--tol", "0"], "--tol must be > 0"),
     (["--algo", "pagerank", "--max-iterations", "0"], "--max-iterations must be >= 1"),
 ])
+@pytest.mark.multiproc
 def test_bad_input_is_one_line_exit_2_and_no_output(capsys, tmp_path, weighted, argv, message):
     out = tmp_path / "x.npy"
     code, _, err = run(capsys, "analyze", str(weighted), *argv, "--out", str(out))
@@ -76,6 +79,7 @@ def test_bad_input_is_one_line_exit_2_and_no_output(capsys, tmp_path, weighted, 
     assert not out.exists()
 
 
+@pytest.mark.multiproc
 def test_negative_sssp_weights_are_refused(capsys, tmp_path):
     path = tmp_path / "neg.txt"
     path.write_text("0 1 1.0\n1 2 -0.5\n")
@@ -85,6 +89,7 @@ def test_negative_sssp_weights_are_refused(capsys, tmp_path):
     assert run(capsys, "analyze", str(path), "--algo", "bfs", "--source", "0")[0] == 0  # BFS ignores weights
 
 
+@pytest.mark.multiproc
 def test_bad_output_name_and_existing_file(capsys, tmp_path):
     code, _, err = run(capsys, "analyze", "cora", "--algo", "cc", "--out", str(tmp_path / "x.txt"))
     assert code == 2 and "--out must end in .npy or .csv" in err
@@ -93,6 +98,7 @@ def test_bad_output_name_and_existing_file(capsys, tmp_path):
     assert code == 2 and "--force" in err and (tmp_path / "x.npy").read_bytes() == b"keep"
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 def test_two_workers_on_a_partition_set(tmp_path):
     """The launcher path: two processes exchange through the plan; rank 0 writes what one process gets."""
@@ -115,6 +121,7 @@ def test_two_workers_on_a_partition_set(tmp_path):
     np.testing.assert_allclose(alone, dijkstra(matrix, indices=3), rtol=1e-12)
 
 
+@pytest.mark.multiproc
 def test_components_refuse_a_directed_partition_set(capsys, tmp_path):
     graph = load_graph("cora")
     from commgraph.graph.build import from_edges
@@ -128,6 +135,7 @@ def test_components_refuse_a_directed_partition_set(capsys, tmp_path):
     assert code == 2 and "directed graph" in err
 
 
+@pytest.mark.multiproc
 def test_a_one_part_partition_set_runs_in_this_process(capsys, tmp_path, weighted):
     graph = load_graph(weighted, directed=True)
     write_partition_set(graph, np.zeros(graph.num_nodes, dtype=np.int64), 1, tmp_path / "p1", method="chunk", seed=0,

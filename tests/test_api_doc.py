@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DOC = Path(__file__).parents[1] / "docs" / "api.md"
 BLOCK = re.compile(r"^```python runnable\n(.*?)^```$", re.S | re.M)
 
@@ -23,6 +25,7 @@ def test_the_page_has_runnable_blocks_for_each_step():
         assert call in script, f"docs/api.md runs no {call}"
 
 
+@pytest.mark.multiproc
 def test_the_api_page_runs_as_written(tmp_path):
     script = tmp_path / "api_doc.py"
     script.write_text("\n\n".join(runnable_blocks(DOC.read_text())))

@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 
 from commgraph.cli.main import main as cli
 from commgraph.errors import SimulationError, TopologyError
@@ -167,6 +166,7 @@ def test_overhead_zero_keeps_the_old_prices():
         simulate(star(10.0), [Transfer("x", "a", "zz", GB)])
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(60)
 def test_a_real_two_worker_calibration_writes_a_valid_topology(tmp_path, capsys):
     out = tmp_path / "here.yaml"
@@ -205,6 +205,7 @@ def test_unwritable_out_fails_before_measuring(tmp_path, capsys):
     assert "is a folder" in capsys.readouterr().err
 
 
+@pytest.mark.multiproc
 def test_python_api_rejects_bad_inputs():
     with pytest.raises(TopologyError, match="positive whole bytes"):
         ProbeSpec(sizes=(0,))
@@ -214,7 +215,8 @@ def test_python_api_rejects_bad_inputs():
         calibrate(0, device="cpu")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.multiproc
+@pytest.mark.gpu(reason="measures a GPU's host links")
 @pytest.mark.timeout(120)
 def test_gpu_calibration_measures_host_links(tmp_path):
     result = calibrate(1, ProbeSpec(sizes=(1 << 20, 16 << 20), messages=(1, 2), repeats=2), device="cuda")

@@ -64,6 +64,7 @@ def test_convert_writes_npz_and_refuses_to_overwrite(capsys, tmp_path):
     assert json.loads(out_text)["num_nodes"] == 2708
 
 
+@pytest.mark.multiproc
 def test_console_script_version_and_help():
     script = Path(sys.executable).parent / "commgraph"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "commgraph"]
@@ -102,6 +103,7 @@ def test_topo_detect_from_file_and_validate(capsys, tmp_path):
     assert code == 2 and "has no devices" in err
 
 
+@pytest.mark.multiproc
 def test_simulate_cli(capsys, tmp_path):
     dag = tmp_path / "dag.json"
     dag.write_text(json.dumps({"tasks": [
@@ -161,6 +163,7 @@ def test_partition_cli_reports_the_large_graph_refinement(capsys, tmp_path, monk
     assert json.loads(run(capsys, "partition", "info", str(out), "--json")[1])["refine_moves"] > 0
 
 
+@pytest.mark.multiproc
 def test_plan_cli(capsys, tmp_path):
     parts = tmp_path / "cora8"
     assert run(capsys, "partition", "make", "cora", "--parts", "8", "--out", str(parts), "--json")[0] == 0

@@ -25,6 +25,7 @@ def groups(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
         yield from groups(child, (*path, name))
 
 
+@pytest.mark.multiproc
 def test_the_top_level_lists_the_groups_and_no_old_spelling():
     top = children(build_parser())
     assert list(top) == ["graph", "partition", "topo", "plan", "sim", "train", "predict", "analyze", "plot"]
@@ -158,6 +159,7 @@ def test_an_old_spelling_s_errors_are_the_new_one_s(capsys):
     assert old_err.splitlines()[1:] == new_err.splitlines() and "unknown scheduler" in new_err
 
 
+@pytest.mark.multiproc
 def test_a_command_loads_only_its_own_modules():
     import subprocess
     import sys

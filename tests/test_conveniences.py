@@ -60,6 +60,7 @@ def test_plot_refuses_bad_runs(tmp_path, capsys, content, message):
     assert message in capsys.readouterr().err and not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.multiproc
 def test_tensorboard_missing_is_a_clear_error(monkeypatch, capsys):
     import importlib.util
 
@@ -69,6 +70,7 @@ def test_tensorboard_missing_is_a_clear_error(monkeypatch, capsys):
     assert "--tensorboard needs the tensorboard package" in capsys.readouterr().err
 
 
+@pytest.mark.multiproc
 def test_tensorboard_events_match_the_metrics(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

@@ -214,6 +214,7 @@ def test_offline_is_one_line_naming_file_url_and_destination(tmp_path, monkeypat
     assert "fetch http://127.0.0.1:9/data/web-Google.txt.gz yourself" in message and f"put it at {dest}" in message
 
 
+@pytest.mark.multiproc
 def test_real_names_planetoid_and_snap_through_the_cli(server, tmp_path, capsys):
     """citeseer-layout pickles and an email-Enron-sized edge list, served at the registry's own paths."""
     folder = tmp_path / "planetoid"
@@ -270,6 +271,7 @@ def test_reddit_layout(server):
     assert g.train_mask.sum() == 14 and g.val_mask.sum() == 13 and g.num_classes == 3
 
 
+@pytest.mark.multiproc
 def test_killed_at_any_point_finishes_on_the_next_run(tmp_path):
     """Kill a download-and-convert process at points spread over a whole run, run it again each time
     from what the kill left; the last run must give exactly the graph of the file."""
@@ -340,6 +342,7 @@ def npz_bytes(**arrays) -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.multiproc
 def test_papers100m_binary_and_proteins_multitask_layouts(server):
     rng = np.random.default_rng(5)
     n, m = 30, 120
@@ -398,6 +401,7 @@ def test_a_correct_snap_download_passes_its_check_whatever_the_trap(server, trap
         load_dataset(Dataset(f"bad-{trap}", "snap", remote, "t", Stats(nodes + 1, len(pairs))), progress=False)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", ["reddit", "ogbn-products"])
 def test_the_thesis_datasets_go_through_the_sampling_benchmark_or_say_how_to_get_them(tmp_path, name):

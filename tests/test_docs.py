@@ -61,6 +61,7 @@ def doc_env(tmp_path):
     return env
 
 
+@pytest.mark.multiproc
 def test_every_documented_runnable_command_works(tmp_path, doc_env):
     jobs = {page.name: "\n".join(runnable_blocks(page.read_text())) for page in pages()}
     jobs = {name: commands for name, commands in jobs.items() if commands.strip()}
@@ -72,6 +73,7 @@ def test_every_documented_runnable_command_works(tmp_path, doc_env):
     assert all(result.stdout.strip() for result in done.values())
 
 
+@pytest.mark.multiproc
 def test_a_block_stops_at_its_first_failing_command(tmp_path, doc_env):
     result = run_block("echo before\nfalse\necho after\n", tmp_path, doc_env)
     assert result.returncode != 0 and result.stdout == "before\n"

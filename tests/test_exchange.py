@@ -20,6 +20,8 @@ from commgraph.plan import plan_allgather
 from commgraph.runtime import launch_local
 from commgraph.topology import load_preset
 
+pytestmark = pytest.mark.multiproc
+
 TESTS = Path(__file__).parent
 PLANNERS = ("p2p", "spst", "swap", "hybrid")
 

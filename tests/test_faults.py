@@ -212,6 +212,7 @@ def test_sim_llm_reads_a_topology_yaml(tmp_path, capsys):
 
 # -- item 13: atomic writes ----------------------------------------------------------------------------
 
+@pytest.mark.multiproc
 def test_atomic_writes_follow_the_umask_and_clear_what_a_killed_writer_left(tmp_path):
     target = tmp_path / "checkpoint.pt"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -290,6 +291,7 @@ def _explainer(job: subprocess.Popen, rank: int) -> int | None:
                 None)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the job's processes through /proc")
 def test_a_killed_dgs_worker_stops_the_job_in_2_s_naming_only_it_and_leaves_no_process(tmp_path):
@@ -317,6 +319,7 @@ def test_a_killed_dgs_worker_stops_the_job_in_2_s_naming_only_it_and_leaves_no_p
     assert _alive(everything) == [], [_processes().get(pid) for pid in _alive(everything)]
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the job's processes through /proc")
 def test_a_killed_explainer_during_dgs_wait_is_named_at_once(pset):

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -17,17 +18,18 @@ import torch
 
 from commgraph.cli.main import main
 from commgraph.errors import FeatureError
-from commgraph.graph import load_graph
-from commgraph.graph import nodefile
+from commgraph.graph import load_graph, nodefile
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
 from commgraph.plan.features import HEADROOM, place_features
 from commgraph.runtime import features as store_module
 from commgraph.runtime import gather_kernel, launch_local, table_memory
 from commgraph.runtime.features import FeatureStore, gathered, host_table
 
+if TYPE_CHECKING:  # the probe's annotations; Triton itself is optional and imported where it runs
+    import triton.language as tl
+
 TESTS = Path(__file__).parent
 GB = 10**9
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="zero-copy reads need a CUDA GPU")
 needs_triton = pytest.mark.skipif(not gather_kernel.available(), reason="Triton is not installed")
 
 
@@ -136,6 +138,7 @@ def test_a_truncated_file_is_refused(tmp_path):
         host_table(mapped)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="reads peak RSS from /proc")
 def test_loading_a_table_file_holds_it_once(tmp_path):
@@ -152,6 +155,7 @@ def test_loading_a_table_file_holds_it_once(tmp_path):
     assert naive.ratio >= 1.8, naive
 
 
+@pytest.mark.multiproc
 def test_measuring_a_table_refuses_an_unknown_way_and_reports_a_failed_load(tmp_path):
     with pytest.raises(FeatureError, match="no way 'mmap' to load a table; choose one of host_table, pin, naive"):
         table_memory.measure(tmp_path / "f.npy", "mmap")
@@ -302,6 +306,7 @@ def _train(partition_dir: Path, out: Path, monkeypatch, device: str, modes: tupl
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(180)
 def test_training_gives_the_same_losses_whichever_features_value(partition_dir, tmp_path, monkeypatch):
     results = _train(partition_dir, tmp_path, monkeypatch, "cpu", ("gpu", "host", "auto"))
@@ -313,6 +318,7 @@ def test_training_gives_the_same_losses_whichever_features_value(partition_dir, 
     np.testing.assert_allclose(results["barrier-auto"]["loss"], results["pipelined-auto"]["loss"], atol=1e-5)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(180)
 def test_layer_zero_streamed_from_host_features_trains_like_the_whole_table(partition_dir, tmp_path, monkeypatch):
     """``--features host`` as on a GPU (layer 0 streamed in chunks of about 40 rows, recomputed in
@@ -325,6 +331,7 @@ def test_layer_zero_streamed_from_host_features_trains_like_the_whole_table(part
                                        err_msg=f"{exchange} {key}")
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 def test_the_cli_says_where_the_features_went(partition_dir, capfd):
     assert main(["train", str(partition_dir), "--epochs", "1", "--features", "host", "--device", "cpu"]) == 0
@@ -338,7 +345,7 @@ def test_the_cli_says_where_the_features_went(partition_dir, capfd):
 
 # -- on a GPU ------------------------------------------------------------------------------------------
 
-@needs_gpu
+@pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
 @needs_triton
 @pytest.mark.parametrize("width", WIDTHS)
 def test_zero_copy_gathers_equal_the_gpu_table(width):
@@ -357,7 +364,9 @@ def test_zero_copy_gathers_equal_the_gpu_table(width):
         host.gather(torch.tensor([5000], device=device))
 
 
-@needs_gpu
+@pytest.mark.multiproc
+@pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
+@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.timeout(300)
 def test_pinning_a_table_file_holds_it_once(tmp_path):
@@ -367,7 +376,9 @@ def test_pinning_a_table_file_holds_it_once(tmp_path):
     assert measured.ratio <= 1.1, measured
 
 
-@needs_gpu
+@pytest.mark.multiproc
+@pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
+@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.timeout(300)
 def test_training_on_the_gpu_gives_the_same_losses_with_host_features(tmp_path, monkeypatch):
@@ -378,7 +389,9 @@ def test_training_on_the_gpu_gives_the_same_losses_with_host_features(tmp_path, 
                                    rtol=1e-5, atol=1e-7, err_msg=exchange)
 
 
-@needs_gpu
+@pytest.mark.multiproc
+@pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
+@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.timeout(600)
 def test_full_graph_training_with_host_features_never_holds_the_table_on_the_gpu(tmp_path, monkeypatch):
@@ -400,7 +413,9 @@ def test_full_graph_training_with_host_features_never_holds_the_table_on_the_gpu
         np.testing.assert_allclose(host["loss"], gpu["loss"], rtol=1e-5, err_msg=exchange)
 
 
-@needs_gpu
+@pytest.mark.multiproc
+@pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
+@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.timeout(300)
 def test_mini_batches_on_the_gpu_give_the_same_losses_with_host_features(tmp_path, monkeypatch):
@@ -475,6 +490,7 @@ def test_the_benchmark_writes_only_where_a_disk_has_room(bench, tmp_path):
             bench.check_scratch(Path("/dev/shm"), 1)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 def test_the_benchmark_without_a_gpu_says_so_in_one_line(tmp_path):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(sys.path), "COLUMNS": "200"}

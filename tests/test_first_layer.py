@@ -61,6 +61,8 @@ def _both(partdir: Path, workers: int, tmp_path: Path, *options: str) -> tuple[l
     return features, owner
 
 
+@pytest.mark.multiproc
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("workers", [1, 2])
 def test_sampled_sage_trains_as_with_fetched_features(sets, tmp_path, workers):
@@ -74,6 +76,8 @@ def test_sampled_sage_trains_as_with_fetched_features(sets, tmp_path, workers):
             assert o["total_bytes"] == f["total_bytes"] - f["feature_bytes"] + 2 * o["activation_bytes"]
 
 
+@pytest.mark.multiproc
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_sampled_gcn_on_4_workers_sends_one_hidden_row_per_remote_row(sets, tmp_path):
     features, owner = _both(sets[4], 4, tmp_path, "--model", "gcn", *SAMPLED)
@@ -81,6 +85,8 @@ def test_sampled_gcn_on_4_workers_sends_one_hidden_row_per_remote_row(sets, tmp_
         assert f["feature_bytes"] > 0 and o["activation_bytes"] * FEATURES == f["feature_bytes"] * HIDDEN
 
 
+@pytest.mark.multiproc
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("workers, model, exchange", [(1, "sage", "pipelined"), (2, "sage", "pipelined"),
                                                       (4, "gcn", "barrier")])
@@ -91,6 +97,8 @@ def test_full_graph_layer_0_exchanges_hidden_rows_each_step(sets, tmp_path, work
         assert o["halo_forward_bytes"] == f["halo_forward_bytes"]
 
 
+@pytest.mark.multiproc
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_dgs_owners_apply_the_readers_feature_mask(sets, tmp_path):
     """Random masks from the first step: the owner zeroes the columns its reader left out before

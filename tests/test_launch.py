@@ -54,6 +54,7 @@ def cora_two(tmp_path_factory):
     return out
 
 
+@pytest.mark.multiproc
 def test_a_job_refuses_a_set_that_does_not_fit_its_world(cora_two):
     with pytest.raises(JobError, match="has 2 parts but the job has 1 workers; use --workers 2"):
         Job(World.alone(), cora_two)
@@ -83,6 +84,7 @@ def test_job_options_are_checked_when_made():
             LaunchOptions(**bad)
 
 
+@pytest.mark.multiproc
 def test_the_worker_command_line_gives_the_workers_the_same_options(cora_two):
     """The launcher rebuilds each worker's command line from the options themselves: parsed again
     by the same parser, it gives the same configuration (the launcher's resolved plan and

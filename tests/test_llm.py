@@ -155,7 +155,10 @@ def test_moe_iteration_has_labelled_coflows_and_matchings_keep_the_bytes():
     assert len(ep) == 12 // 2 * 2 * 2 * 2 * 2  # layers per stage x 2 all-to-alls x fwd/bwd x microbatches x stages
     assert {c.microbatch for c in ep} == {0, 1} and {c.layer for c in ep} == set(range(12))
     plan = schedule("hermod", it.tasks, it.coflows, t, matching="bvn")
-    total = lambda tasks, cfs: sum(tasks[i].bytes for c in cfs if c.kind == "ep" for i in c.flows)
+
+    def total(tasks, cfs):
+        return sum(tasks[i].bytes for c in cfs if c.kind == "ep" for i in c.flows)
+
     assert total(plan.tasks, plan.coflows) == pytest.approx(total(it.tasks, it.coflows), rel=1e-9)
     result = simulate(t, plan.tasks, timeline=False)
     start, finish = coflow_times(result.start, result.finish, plan.coflows)
@@ -219,11 +222,12 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
     assert "unknown scheduler" in capsys.readouterr().err
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("workers", [2, 4, 8])
 def test_matching_all_to_all_equals_all_to_all_single_on_gloo(tmp_path, monkeypatch, workers):
-    from pathlib import Path
     import os
+    from pathlib import Path
 
     from commgraph.runtime import launch_local
 

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.multiproc
+
 # allocate, touch and free a 256 MB block again and again; report the page faults of each measured
 # round. With the setting glibc can still take a few rounds before it reuses the freed block: in 30
 # runs of 20 rounds the last one that faulted was the 8th

@@ -66,6 +66,7 @@ def test_a_job_that_cannot_fit_is_refused_in_one_line(cora_set, monkeypatch):
     check_fits(estimate, LaunchOptions())
 
 
+@pytest.mark.multiproc
 def test_dry_run_prints_the_estimate_and_starts_no_worker(cora_set):
     done = subprocess.run([sys.executable, "-m", "commgraph", "train", str(cora_set.path), "--dry-run", "--json",
                            "--sampler", "neighbor", "--fanout", "5,5", "--batch-size", "64"],

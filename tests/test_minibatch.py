@@ -49,6 +49,7 @@ def _train(partdir: Path, workers: int, out: Path, *options: str, timeout: float
     return [json.loads(line) for line in out.read_text().splitlines()], job.stderr
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_all_neighbours_and_one_batch_train_exactly_like_the_full_graph(sets, tmp_path):
     """Fanout -1 and a batch holding every training node: each epoch's one step is full-graph
@@ -82,6 +83,7 @@ def test_all_neighbours_and_one_batch_train_exactly_like_the_full_graph(sets, tm
                 assert record["dgs_steps"] is None
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("sampler", ["neighbor", "dgs"])
 def test_peer_rows_read_from_the_shared_map_train_exactly_as_fetched_ones(sets, tmp_path, sampler):
@@ -111,6 +113,7 @@ def _remote_inputs(partdir: Path) -> int:
     return remote
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_dgs_masks_written_by_one_run_are_used_from_the_first_step_of_another(sets, tmp_path):
     """``--dgs-masks-out`` explains the trained model on every worker; ``--dgs-masks`` samples with
@@ -132,6 +135,7 @@ def test_dgs_masks_written_by_one_run_are_used_from_the_first_step_of_another(se
         assert record["structure_bytes"] == 8 * remote + (2 * 8 * columns if epoch == 0 else 0)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("trainer, first_layer", [("neighbor", "features"), ("dgs", "features"), ("dgs", "owner")])
 def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, trainer, first_layer):
@@ -166,6 +170,7 @@ def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, 
     assert round(counted["request_mb"] * 2e6) == records[0]["structure_bytes"]
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_dgs_wait_never_runs_a_step_without_masks(sets, tmp_path):
     records, _ = _train(sets["g3"], 2, tmp_path / "w.jsonl", "--sampler", "dgs", "--dgs-wait", "--epochs", "2",
@@ -180,6 +185,7 @@ def test_dgs_wait_never_runs_a_step_without_masks(sets, tmp_path):
     assert "masks 100% of steps (age " in EpochRecord(**fields).line() and "waited" in EpochRecord(**fields).line()
 
 
+@pytest.mark.multiproc
 def test_a_mask_file_for_another_partition_set_is_refused_before_any_worker_starts(sets, tmp_path, capsys):
     from commgraph.sample import DGSMasks
     from commgraph.sample.maskfile import save_masks
@@ -201,6 +207,7 @@ def test_a_mask_file_for_another_partition_set_is_refused_before_any_worker_star
     ("neighbor", ("--fanout", "5,5", "--batch-size", "16")),
     ("cluster", ("--batch-size", "16")),
 ])
+@pytest.mark.multiproc
 def test_steps_per_epoch_caps_every_epoch_at_exactly_n_steps(sets, tmp_path, sampler, options):
     """An epoch of batch 16 on part 0's 140 training nodes has 9 steps; ``--steps-per-epoch 2``
     runs exactly 2 on every worker in every epoch, and the metrics record the cap."""
@@ -220,6 +227,7 @@ def test_steps_per_epoch_caps_every_epoch_at_exactly_n_steps(sets, tmp_path, sam
     ("ladies", ("--layer-size", "64", "--batch-size", "32")),
     ("dgs", ("--fanout", "5,5", "--batch-size", "16", "--explain-period", "2", "--explain-epochs", "5")),
 ])
+@pytest.mark.multiproc
 def test_workers_with_unequal_training_nodes_run_equal_steps(sets, tmp_path, sampler, options):
     """Part 0 holds all 140 training nodes, parts 1 and 2 none: every worker still runs each step
     (the others with nothing to compute), features cross workers, and training learns."""
@@ -240,6 +248,7 @@ def test_workers_with_unequal_training_nodes_run_equal_steps(sets, tmp_path, sam
     assert all(r["sample_seconds"] > 0 for r in records)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(400)
 def test_resume_continues_to_the_same_losses(sets, tmp_path):
     common = ("--sampler", "neighbor", "--fanout", "4,4", "--batch-size", "32", "--dropout", "0.5", "--seed", "3")
@@ -252,6 +261,7 @@ def test_resume_continues_to_the_same_losses(sets, tmp_path):
     assert [r["feature_bytes"] for r in resumed] == [r["feature_bytes"] for r in whole]
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_batches_are_read_from_the_feature_store_whichever_features_value(sets, tmp_path):
     """``--features`` places the feature store that batches and evaluation share; on a CPU device
@@ -276,6 +286,7 @@ def test_a_sampled_checkpoint_is_not_resumed_as_full_graph_training(tmp_path):
         checkpoint.load(tmp_path, checkpoint.identity("abc", 2, TrainConfig()))
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
 def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
@@ -320,6 +331,7 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
     (["--sampler", "cluster", "--clusters", "2", "--clusters-per-batch", "3"], "exceeds --clusters"),
     (["--sampler", "fastgcn", "--layer-size", "0"], "--layer-size must be >= 1"),
 ])
+@pytest.mark.multiproc
 def test_bad_sampling_requests_are_refused_before_any_worker_starts(sets, args, message, capsys):
     assert main(["train", str(sets["g3"]), "--quiet", *args]) == 2
     err = capsys.readouterr().err

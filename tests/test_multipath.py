@@ -9,10 +9,11 @@ import pytest
 from commgraph.cli.main import main
 from commgraph.errors import PlanError
 from commgraph.plan.multipath import (FAITHFUL_GREEDY, SELECTORS, PathTable, Selector, Toll, load_workload,
-                                      make_selector, plan_bulk, price_selection, select, sweep, sustainable)
+                                      SolveStats, make_selector, plan_bulk, price_selection, select, sweep,
+                                      sustainable)
 from commgraph.plan.paths import (CommPath, PathSet, RequestType, auto_path_set, candidate_paths, read_paths,
                                   write_paths)
-from commgraph.plan.requests import RequestStream, parse_kvs, parse_poisson
+from commgraph.workload.requests import RequestStream, parse_kvs, parse_poisson
 from commgraph.sim import Compute, simulate
 from commgraph.topology import Device, Link, Topology, load_preset
 
@@ -95,6 +96,7 @@ def test_yaml_round_trip_and_refused_hops(tmp_path):
     assert workload.stream.after.tolist() == [-1, 0, 1, 2, 3]
 
 
+@pytest.mark.multiproc
 def test_paths_cli(capsys, tmp_path):
     code, out, _ = run(capsys, "sim", "multipath", "paths", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json")
     rows = json.loads(out)["paths"]
@@ -205,6 +207,7 @@ def test_workload_errors(tmp_path):
     assert workload.stream.after.tolist() == [-1, 0] and workload.stream.nbytes.tolist() == [1000, 2000]
 
 
+@pytest.mark.multiproc
 def test_multipath_cli(capsys, tmp_path):
     code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
                        "poisson:load=0.9,size=1M,types=cpu0:gpu0,n=40", "--k", "2", "--json",
@@ -256,6 +259,7 @@ def test_bulk_split_meets_the_max_flow_bound():
         plan_bulk(topology, "cpu0", ["gpu0", "gpu0"], GB, "lp")
 
 
+@pytest.mark.multiproc
 def test_plan_h2d_cli(capsys):
     code, out, _ = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--bytes", "1G", "--gpus", "0",
                        "--json")
@@ -473,6 +477,19 @@ def test_lp_holds_a_path_that_crosses_a_link_twice():
     workload = load_workload(load_preset("leo-fnic"), "kvs:ycsb=b,load=1.1,n=60,seed=7")
     selection = select(workload.table, workload.stream, make_selector("lp", k=8))
     assert np.all(selection.path >= 0)
+
+
+def test_lp_statistics_come_with_each_selection():
+    """Every decided request is one MILP solve, counted per run (a second run of the same selector
+    starts from zero); a rule that solves nothing reports none."""
+    workload = load_workload(load_preset("leo-fnic"), "kvs:ycsb=b,load=1.1,n=40,seed=7")
+    selector = make_selector("lp", k=4)
+    first, second = (select(workload.table, workload.stream, selector) for _ in range(2))
+    assert first.lp_stats == second.lp_stats == SolveStats(int(first.decided.sum()), 0)
+    assert 0 < first.lp_stats.solves <= 40
+    assert select(workload.table, workload.stream, make_selector("toll-inflight")).lp_stats is None
+    point = sweep(load_preset("leo-fnic"), "kvs:ycsb=b,n=20", [1.1], ["lp", "direct"], k=3, seeds=2)[0]
+    assert list(point.lp_stats) == ["lp"] and point.lp_stats["lp"].solves >= 2
 
 
 def test_greedy_queue_prices_as_the_simulator_and_loses_to_a_rule_by_myopia():

@@ -107,4 +107,4 @@ def test_unknown_directory_and_missing_path(tmp_path):
     with pytest.raises(GraphSpecError, match="nor an existing path"):
         load_graph(tmp_path / "missing.txt")
     with pytest.raises(GraphFormatError, match="cannot tell the format"):
-        load_graph((tmp_path / "junk" / "readme.md"))
+        load_graph(tmp_path / "junk" / "readme.md")

@@ -1,7 +1,6 @@
 import importlib.util
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

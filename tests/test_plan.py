@@ -322,3 +322,21 @@ def test_rail_split_routes_through_a_gpu_and_plans():
     assert [s.route for s in ring.stages[0] if any("gpu" in d for d in s.route[1:-1])]  # PXN: through a GPU
     assert price(ring, pxn)["modeled_seconds"] > price(plan, pxn)["modeled_seconds"]
     assert Topology.from_dict(pxn.to_dict()).gpu_forwarding
+
+
+def test_every_public_member_of_plan_is_documented_with_its_arguments_and_result():
+    """``commgraph.plan`` and ``commgraph.plan.multipath`` export nothing undocumented: a class has a
+    docstring, a function one with ``Args:`` and ``Returns:``."""
+    import inspect
+
+    import commgraph.plan
+    import commgraph.plan.multipath
+
+    bare = []
+    for module in (commgraph.plan, commgraph.plan.multipath):
+        for name in module.__all__:
+            member = getattr(module, name)
+            doc = inspect.getdoc(member) if inspect.isclass(member) or inspect.isfunction(member) else "data"
+            if not doc or (inspect.isfunction(member) and not ("Args:" in doc and "Returns:" in doc)):
+                bare.append(f"{module.__name__}.{name}")
+    assert bare == []

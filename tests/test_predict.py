@@ -69,6 +69,7 @@ def test_predict_is_pyg_on_the_whole_graph(cora, tmp_path, kind):
     torch.testing.assert_close(predict(model, cora), h, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_parts, tmp_path, capsys):
     """Train with 2 workers; the checkpoint, run in one process, has exactly the accuracies the
@@ -110,6 +111,7 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
         f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})")
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("kind", ["gcn", "gat"])
 def test_predict_across_workers_equals_one_process(cora, cora_parts, tmp_path, capsys, kind):
@@ -136,6 +138,7 @@ def test_predict_across_workers_equals_one_process(cora, cora_parts, tmp_path, c
     assert "has 2 parts; pass --workers 2" in capsys.readouterr().err
 
 
+@pytest.mark.multiproc
 def test_predict_cli_reports_accuracy_and_origin(cora, tmp_path, capsys):
     torch.manual_seed(0)
     _save(tmp_path, GNN("sage", cora.features.shape[1], 16, 7), "sage", 7, graph=cora.checksum())
@@ -148,6 +151,7 @@ def test_predict_cli_reports_accuracy_and_origin(cora, tmp_path, capsys):
     assert "a graph it was not trained on" in capsys.readouterr().out
 
 
+@pytest.mark.multiproc
 def test_predictions_csv_uses_original_node_ids(cora, tmp_path, capsys):
     """A graph whose loader kept original ids (a SNAP file's, here set by hand in an .npz) gets its
     predictions under those ids."""
@@ -177,6 +181,7 @@ def test_prediction_files_round_trip_across_chunks(tmp_path, monkeypatch):
     np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), predicted)
 
 
+@pytest.mark.multiproc
 def test_partition_set_rebuilds_its_graph(cora, cora_parts):
     rebuilt = load_partition_set(cora_parts).graph()
     assert rebuilt.equals(cora) and rebuilt.checksum() == cora.checksum()
@@ -199,6 +204,7 @@ class _Payload:
     ("code", [], "holds Python objects beyond tensors"),
     *([("ok", ["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
 ])
+@pytest.mark.multiproc
 def test_bad_prediction_requests(cora, tmp_path, monkeypatch, capsys, setup, args, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "exists.npy").write_bytes(b"keep")

@@ -189,6 +189,7 @@ def test_detect_with_cuda_but_no_nvidia_smi(monkeypatch):
     assert [h.dst for h in t.route("gpu0", "gpu1")] == ["pcie0", "gpu1"]
 
 
+@pytest.mark.multiproc
 def test_machines_of_a_job_join_into_one_topology():
     """Under torchrun across machines, ``--topology detect`` joins each machine's own topology
     through a network switch: its NICs when it has them, else the hub its CPU workers share."""

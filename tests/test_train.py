@@ -90,6 +90,7 @@ def _check_against(single: dict, multi: dict, rows: int) -> None:
             assert result["backward_bytes"].tolist() == [sum(expected)] * EPOCHS, name  # each row's gradient, once
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path, monkeypatch):
@@ -115,6 +116,7 @@ def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path
     assert all(r["forward_bytes"].sum() == 0 for r in single.values())
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(600)
 def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, tmp_path, monkeypatch):
     """8 CPU workers standing in for a DGX-1's GPUs under SPST (rows relayed through other
@@ -140,8 +142,10 @@ def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, tmp_pa
     _check_against(single, multi, rows)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU: compares a CUDA run with a CPU run")
+@pytest.mark.gpu(reason="compares a CUDA run with a CPU run")
+@pytest.mark.multiproc
 def test_one_worker_on_the_gpu_equals_the_cpu(partition_sets, tmp_path, monkeypatch):
     """Every model trained on the GPU follows the CPU run: the same losses and weights within float
     rounding (cuSPARSE and the CPU kernels sum in different orders)."""
@@ -177,6 +181,7 @@ def _cli(*args: str, **kwargs) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
 def test_killed_worker_stops_the_whole_job_naming_its_rank(partition_sets, tmp_path):
@@ -197,6 +202,7 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(partition_sets, tmp_p
     assert "rank 0 stopped: worker rank 1" in stderr  # the survivor names it too
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 def test_a_damaged_partition_set_is_refused_once_before_any_worker_starts(partition_sets, tmp_path):
     broken = tmp_path / "broken"
@@ -210,6 +216,7 @@ def test_a_damaged_partition_set_is_refused_once_before_any_worker_starts(partit
     assert "rank" not in stderr  # found by the launcher, not by the workers
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(240)
 def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
     """A worker failing on its own exits non-zero; the others stop naming it. Under torchrun there
@@ -233,6 +240,7 @@ def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
     assert "rank 0 stopped: worker rank 1 failed" in stderr[0] and "checksum" in stderr[0]
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
     common = ["train", str(partition_sets[("cora", 2)]), "--workers", "2", "--dropout", "0.5", "--quiet",
@@ -261,6 +269,7 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
                                             f"(test {best['test_acc']:.4f})")
 
 
+@pytest.mark.multiproc
 def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
     assert main(["train", str(partition_sets[("cora", 1)]), "--epochs", "1", "--resume", "--quiet"]) == 2
     assert "--resume needs --checkpoint-dir" in capsys.readouterr().err
@@ -286,6 +295,7 @@ def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
     (["--predictions-out", "p.txt"], "must end in .npy or .csv"),
     *([(["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
 ])
+@pytest.mark.multiproc
 def test_bad_training_requests(partition_sets, args, message, capsys):
     assert main(["train", str(partition_sets[("cora", 2)]), "--quiet", *args]) == 2
     err = capsys.readouterr().err
@@ -322,6 +332,7 @@ def test_ranks_that_would_share_a_gpu_or_mix_backends_are_refused_at_join():
     assert "ranks 0 and 2 both run on the same GPU of a (GPU-0)" in shared and "CUDA_VISIBLE_DEVICES" in shared
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 def test_ranks_that_disagree_on_the_backend_stop_at_join(monkeypatch, capfd):
     """One rank sees a GPU and picks NCCL, the other Gloo: both stop when they join, before the
@@ -334,6 +345,7 @@ def test_ranks_that_disagree_on_the_backend_stop_at_join(monkeypatch, capfd):
     assert "uses gloo but rank 1 on" in out and "uses nccl" in out and "--device cpu everywhere" in out
 
 
+@pytest.mark.multiproc
 def test_cuda_with_fewer_gpus_than_workers_is_refused_before_workers_start(partition_sets, monkeypatch, capsys):
     """On one GPU, two NCCL ranks failed only at the first exchange with NCCL's bare "invalid usage"
     (seen on an H100 machine); the launcher now says what to do instead."""
@@ -344,6 +356,7 @@ def test_cuda_with_fewer_gpus_than_workers_is_refused_before_workers_start(parti
     assert "--workers 1" in err and "rank" not in err
 
 
+@pytest.mark.multiproc
 def test_more_workers_than_nodes_is_refused_before_partitioning(tmp_path, capsys):
     out = tmp_path / "set"
     assert main(["train", "cora", "--workers", "5000", "--partition-dir", str(out)]) == 2
@@ -351,6 +364,7 @@ def test_more_workers_than_nodes_is_refused_before_partitioning(tmp_path, capsys
     assert "cannot split 2708 nodes into 5000" in err and "partitioning" not in err and not out.exists()
 
 
+@pytest.mark.multiproc
 def test_graph_without_features_is_refused_before_partitioning(tmp_path, capsys):
     out = tmp_path / "set"
     assert main(["train", "rmat:nodes=500,edges=2000", "--workers", "2", "--partition-dir", str(out)]) == 2
@@ -358,6 +372,7 @@ def test_graph_without_features_is_refused_before_partitioning(tmp_path, capsys)
     assert not out.exists()
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(240)
 def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
     """Two torchrun "nodes" (one process each) on this machine train like our own launcher does. On
@@ -391,6 +406,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.multiproc
 @pytest.mark.timeout(120)
 def test_plans_that_do_not_fit_are_refused_before_any_worker_starts(partition_sets, tmp_path, capsys):
     """A plan file made for another partition set, world size or placement, and options no

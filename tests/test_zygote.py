@@ -14,6 +14,8 @@ import pytest
 
 from commgraph.runtime import launch_local
 
+pytestmark = pytest.mark.multiproc
+
 DRIVER = '''
 import os, sys, time
 rank = int(os.environ["RANK"])

@@ -13,7 +13,7 @@ from commgraph.cli import describe
 from commgraph.cli.topo import add_topology_argument, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.plan.paths import PathSet, RequestType, candidate_paths, paths_yaml, read_paths, resolve_paths
-from commgraph.plan.requests import parse_bytes
+from commgraph.workload.requests import parse_bytes
 
 
 def register(subparsers) -> None:

@@ -18,7 +18,7 @@ from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadc
 from commgraph.plan.allgather import placement
 from commgraph.plan.gather import COLLECTIVES, plan_collective
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
-from commgraph.plan.requests import parse_bytes
+from commgraph.workload.requests import parse_bytes
 from commgraph.sim import simulate
 from commgraph.plan.plot import plot_traffic
 

@@ -52,7 +52,7 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
     sampling, gnn = config.sampling, config.gnn
     return estimate_memory(pset, JobShape(workers, workers, gnn.hidden, gnn.layers, sampling.sampler,
                                           sampling.batch_size or BATCH_SIZE, tuple(config.fanouts or ()),
-                                          sampling.peer_rows or "map"))
+                                          sampling.peer_rows or "map", sampling.structure or "replicated"))
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:

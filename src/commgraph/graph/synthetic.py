@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -112,7 +112,7 @@ def _rmat_sample(rng: np.random.Generator, count: int, scale: int, a: float, b: 
     for level in range(scale):
         r = rng.random(count)
         bit = np.int64(1) << level
-        src += ((r >= a + b)).astype(np.int64) * bit  # quadrants c and d: lower half
+        src += (r >= a + b).astype(np.int64) * bit  # quadrants c and d: lower half
         dst += (((r >= a) & (r < a + b)) | (r >= a + b + c)).astype(np.int64) * bit  # b and d
     return src, dst
 

@@ -1,5 +1,6 @@
-"""One rank of a multi-process job (started by our launcher or by torchrun): prepare, join the world, work; and on any failure tell the other ranks, name this rank
-and exit at once, since tearing down a process group after a peer died could itself wait forever."""
+"""One rank of a multi-process job (started by our launcher or by torchrun): prepare, join the world,
+work; and on any failure tell the other ranks, name this rank and exit at once, since tearing down a
+process group after a peer died could itself wait forever."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ Layout::
                            indptr.npy, indices.npy
                                            local CSR: one row per owned node (its in-neighbours),
                                            columns are local ids: 0..n_owned-1 owned, then halo
+                                           (int32 while they fit)
                            recv_ptr.npy    halo[recv_ptr[q]:recv_ptr[q+1]] arrive from part q
                            send_ptr.npy, send_index.npy
                                            owned[send_index[send_ptr[q]:send_ptr[q+1]]] go to part
@@ -139,6 +140,11 @@ class PartitionSet:
                       for name in (*_REQUIRED, *_OPTIONAL, *_EDGE_DATA) if (folder / f"{name}.npy").is_file()}
             self._parts[k] = Part(index=k, **arrays)
         return self._parts[k]
+
+    @property
+    def digest(self) -> str:
+        """A SHA-256 over every file's checksum: equal exactly for sets with the same files."""
+        return hashlib.sha256(json.dumps(self.manifest["files"], sort_keys=True).encode()).hexdigest()
 
     def verify_all(self) -> None:
         """Check every file against the manifest now (the launcher does, once for all workers)."""
@@ -276,7 +282,8 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
         send_ptr, send_index = _send_lists(k, owned, halo_node, halo_bounds, assignment, parts)
         arrays = {
             "owned": owned, "halo": halo, "halo_owner": owner,
-            "indptr": np.concatenate([[0], np.cumsum(rows)]), "indices": local[graph.indices[gather]],
+            "indptr": np.concatenate([[0], np.cumsum(rows)]),
+            "indices": local[graph.indices[gather]].astype(id_dtype(owned.shape[0] + halo.shape[0])),
             "recv_ptr": np.searchsorted(owner, np.arange(parts + 1)),
             "send_ptr": send_ptr, "send_index": send_index,
             "degree": np.concatenate([loop_free[owned], loop_free[halo]]),
@@ -301,7 +308,7 @@ def _write_structure(graph: Graph, assignment: np.ndarray, parts: int, folder: P
     ``loop_free``: every node's in-degree without self loops."""
     (folder / "structure").mkdir()
     n = graph.num_nodes
-    index_type = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    index_type = id_dtype(n)
     arrays = {"indptr": (np.int64, graph.indptr),
               "indices": (index_type, graph.indices),
               "degree": (np.int32, loop_free),
@@ -311,6 +318,11 @@ def _write_structure(graph: Graph, assignment: np.ndarray, parts: int, folder: P
         files[f"structure/{name}.npy"] = save_npy_in_chunks(folder / "structure" / f"{name}.npy", dtype,
                                                             values.shape, lambda a, b, v=values: v[a:b])
     return files
+
+
+def id_dtype(count: int) -> np.dtype:
+    """The narrowest of int32 and int64 that numbers ``count`` ids."""
+    return np.dtype(np.int32 if count < 2**31 else np.int64)
 
 
 def owner_dtype(parts: int) -> np.dtype:

@@ -312,7 +312,7 @@ def _pieces(tasks: list[Task], coflow: Coflow, matcher) -> dict[int, list[Transf
             pieces.setdefault(i, []).append(
                 Transfer(name, base.src, base.dst, size, base.priority, base.route, deps, base.overhead_s, None))
             last_out[a] = last_in[b] = name
-    for (a, b), i in pair.items():
+    for (a, _b), i in pair.items():
         if i not in pieces:  # nothing to send: an empty flow once the sender is ready
             pieces[i] = [_copy(tasks[i], bytes=0.0, deps=entry[a])]
     return pieces

@@ -35,14 +35,6 @@ TAG_SPAN = 1 << 16  # one (layer, direction) uses tags [k * TAG_SPAN, (k + 1) * 
 DIRECTIONS = ("forward", "backward")
 
 
-def match_ordering(choice: str, backend: str) -> str:
-    """The ordering to run with: ``auto`` is ``ordered`` on NCCL (which matches a pair's messages in
-    the order they are posted) and ``tagged`` elsewhere."""
-    if choice != "auto":
-        return choice
-    return "ordered" if backend == "nccl" else "tagged"
-
-
 @dataclass(frozen=True)
 class MessageId:
     """Which exchange a message belongs to. Layer 0 is the input features; layer ``l > 0`` is the

@@ -48,6 +48,8 @@ class JobShape:
         sampler: the sampler (None: full-graph).
         batch_size, fanouts: a sampled batch's seeds and neighbours per hop.
         peer_rows: ``map`` (peers' rows read from their shared files) or ``network``.
+        structure: ``replicated`` (the set's whole-graph ``structure/`` files) or ``partitioned``
+            (the machine's parts' in-edges, and the owner and degree maps).
         train: whether the job trains (the model's gradients and optimiser state, a step's tables).
         features: whether the job reads the node features (analytics does not).
     """
@@ -60,6 +62,7 @@ class JobShape:
     batch_size: int = 1024
     fanouts: tuple[int, ...] = ()
     peer_rows: str = "map"
+    structure: str = "replicated"
     train: bool = True
     features: bool = True
 
@@ -108,7 +111,7 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 4 * owned * width}
     full_graph_tables = 4 * local * (width + ACTIVATION_COPIES * shape.hidden * shape.layers)
     if shape.sampler is not None:
-        machine["structure"] = _structure_bytes(pset)
+        machine["structure"] = _structure_bytes(pset, shape.structure, shape.machine_workers)
         if shape.peer_rows == "map" and shape.machine_workers > 1:
             machine["features"] = 4 * n * width * min(1.0, shape.machine_workers / shape.workers)
         rows = reached_nodes(n, shape.batch_size, shape.fanouts)
@@ -142,8 +145,17 @@ def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int]:
     return part.num_owned, part.num_halo
 
 
-def _structure_bytes(pset: PartitionSet) -> int:
-    return sum((pset.path / "structure" / f"{name}.npy").stat().st_size for name in STRUCTURE)
+def _structure_bytes(pset: PartitionSet, structure: str, machine_workers: int) -> int:
+    """The in-edges a machine maps: the whole graph's once, or (``partitioned``) the node maps and
+    its parts' CSRs (the largest parts, one per worker of the machine)."""
+    def size(name: str) -> int:
+        return (pset.path / name).stat().st_size
+
+    if structure == "replicated":
+        return sum(size(f"structure/{name}.npy") for name in STRUCTURE)
+    parts = sorted((size(f"part-{k}/indptr.npy") + size(f"part-{k}/indices.npy") for k in range(pset.num_parts)),
+                   reverse=True)
+    return size("structure/owner.npy") + size("structure/degree.npy") + sum(parts[:machine_workers])
 
 
 def _parameters(width: int, hidden: int, layers: int, pset: PartitionSet) -> int:

@@ -141,7 +141,7 @@ class _LinkIndex:
 def _twins(topology: Topology, workers: set[str]) -> tuple[np.ndarray, list[tuple[int, ...]]]:
     """Devices that are not workers, grouped by kind, host and their links' far ends and attributes."""
     neighbours: dict[int, list[tuple]] = {}
-    for k, link in enumerate(topology.links):
+    for link in topology.links:
         a, b = topology.index[link.a], topology.index[link.b]
         attributes = (link.kind, link.count, link.bandwidth_gbps, link.latency_us)
         neighbours.setdefault(a, []).append((b, *attributes))

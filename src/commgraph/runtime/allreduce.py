@@ -364,7 +364,7 @@ class ScheduledAllReduce:
                     [dist.P2POp(op, data, t.peer, self.group, t.tag) for t, data, op in posts])]
             else:
                 works = [(op(data, t.peer, group=self.group, tag=t.tag), t.peer) for t, data, op in posts]
-            for work, peer in works:
+            for work, peer in works:  # noqa: B007 - the peer waited for is named in the error below
                 work.wait()
         except Exception as exc:  # noqa: BLE001 - Gloo/NCCL raise RuntimeError subclasses
             raise self.comm.world.explain(exc, waiting_for=peer) from None

@@ -18,6 +18,22 @@ import torch.distributed as dist
 from commgraph.runtime.world import World
 
 
+def match_ordering(choice: str, backend: str) -> str:
+    """The message ordering an exchange runs with on ``backend``.
+
+    Args:
+        choice: ``auto``, or an ordering of :data:`commgraph.plan.exchange.ORDERINGS`, kept as given.
+        backend: the torch.distributed backend (``nccl``, ``gloo``).
+
+    Returns:
+        ``choice``, or for ``auto``: ``ordered`` on NCCL (which matches a pair's messages in the order
+        they are posted), ``tagged`` elsewhere.
+    """
+    if choice != "auto":
+        return choice
+    return "ordered" if backend == "nccl" else "tagged"
+
+
 @dataclass
 class Communicator:
     """Asynchronous sends and receives with byte accounting and failure naming."""

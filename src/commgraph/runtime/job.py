@@ -33,9 +33,9 @@ from commgraph.partition import PartitionSet, load_partition_set
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import (PLAN_CHOICES, AllReduceChoice, PlanChoice, choose_allgather, choose_job_allreduce,
                                    parse_placement)
-from commgraph.plan.exchange import ORDERINGS, Exchange, match_ordering
+from commgraph.plan.exchange import ORDERINGS, Exchange
 from commgraph.plan.model import CommPlan
-from commgraph.runtime.comm import Communicator
+from commgraph.runtime.comm import Communicator, match_ordering
 from commgraph.runtime.grads import GradientSync
 from commgraph.runtime.halo import layerwise
 from commgraph.runtime.stream import ExchangeRunner
@@ -102,10 +102,21 @@ class Job:
                            f"use --workers {self.pset.num_parts} or re-partition")
         self.part = self.pset.part(world.rank)
         self.comm = Communicator(world)
+        if world.size > 1:
+            self._check_one_set()
         self.ordering = match_ordering(options.ordering, world.backend)
         self.topology, self.placement = self._topology()
         self.devices = placement(self.pset, self.topology, parse_placement(self.placement))
         self._machine: np.ndarray | None = None
+
+    def _check_one_set(self) -> None:
+        """Every rank must read the same partition set (agents of a multi-machine job each name
+        their own copy): refuse, on every rank, before any work."""
+        every = self.comm.all_gather_object((self.pset.digest, str(self.pset.path)))
+        other = next((r for r, (digest, _) in enumerate(every) if digest != every[0][0]), None)
+        if other is not None:
+            raise JobError(f"rank {other} joined with partition set {every[other][1]}, whose files differ from rank "
+                           f"0's {every[0][1]}: give every agent the same set (or a copy of it)")
 
     @property
     def device(self) -> torch.device:

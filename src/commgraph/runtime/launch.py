@@ -1,12 +1,12 @@
 """Local launcher: ``commgraph train ... --workers N`` re-runs the same command in N processes.
 
-The ranks are forked from one warmed interpreter (:mod:`commgraph.runtime.zygote`), so a
-machine's workers share the memory of what they import. The launcher hosts the job's key-value
-store (so the store outlives any one worker, and survivors can still read who failed), gives every
-rank the environment torchrun would give it, and watches them. When a worker exits non-zero or is killed, the others are given ``grace`` seconds (default
-:data:`STOP_SECONDS`) to notice and exit with their own message, then they are killed; the
-launcher names the first failed rank and returns non-zero. Under torchrun none of this runs:
-torchrun's agent does the watching.
+The ranks are forked from one warmed interpreter (:mod:`commgraph.runtime.zygote`), so a machine's
+workers share the memory of what they import. The launcher hosts the job's key-value store (so the store
+outlives any one worker, and survivors can still read who failed), gives every rank the environment
+torchrun would give it, and watches them. When a worker exits non-zero or is killed, the others are
+given ``grace`` seconds (default :data:`STOP_SECONDS`) to notice and exit with their own message, then
+they are killed; the launcher names the first failed rank and returns non-zero. Under torchrun none of
+this runs: torchrun's agent does the watching.
 
 No process of the job outlives it: every rank runs in a process group of its own, which the
 launcher kills when the job ends, however it ends, so whatever a rank started (DGS's explainer,

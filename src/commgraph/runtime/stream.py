@@ -113,7 +113,8 @@ class ExchangeRunner:
     def num_bins(self) -> int:
         return len(self.edges) - 1
 
-    def forward(self, layer: int, width: int, dtype=torch.float32, columns=None, label: str | None = None) -> HaloStream:
+    def forward(self, layer: int, width: int, dtype=torch.float32, columns=None,
+                label: str | None = None) -> HaloStream:
         return HaloStream(self, layer, width, dtype, columns, label)
 
     def tag(self, layer: int, direction: str, m: Message) -> int:

@@ -20,6 +20,7 @@ from commgraph.graph import Graph
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN, Block
 from commgraph.partition.store import PartitionSet
+from commgraph.sample.keyed import sample_rows
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,11 @@ class SamplingGraph:
         if self.part is None:
             return np.arange(self.num_nodes, dtype=np.int64)
         return np.flatnonzero(self.owner == self.part)
+
+    def sample_rows(self, dst: np.ndarray, fanout: int, key: int) -> tuple[np.ndarray, np.ndarray]:
+        """A hop's draws for destinations ``dst`` (:func:`commgraph.sample.keyed.sample_rows`):
+        per-destination counts and the sources, destination after destination."""
+        return sample_rows(self.indptr, self.indices, dst, fanout, key)
 
 
 @dataclass

@@ -22,7 +22,8 @@ class ClusterSampler:
     :math:`\mathcal{V}_b` of its clusters, so every layer computes
 
     .. math::
-        H^{(l+1)}_{\mathcal{V}_b} = \sigma\big(\hat A_{\mathcal{V}_b, \mathcal{V}_b} H^{(l)}_{\mathcal{V}_b} W^{(l)}\big)
+        H^{(l+1)}_{\mathcal{V}_b} =
+        \sigma\big(\hat A_{\mathcal{V}_b, \mathcal{V}_b} H^{(l)}_{\mathcal{V}_b} W^{(l)}\big)
 
     and the loss covers the batch's training nodes, which are its seeds. Every node is the
     worker's own: no feature crosses workers. A batch holding no training node is skipped.

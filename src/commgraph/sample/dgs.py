@@ -10,7 +10,8 @@ from numba import njit
 
 from commgraph.errors import SamplingError
 from commgraph.sample.base import SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed, relabel
-from commgraph.sample.neighbor import NeighborSampler, row_counts
+from commgraph.sample.keyed import row_counts
+from commgraph.sample.neighbor import NeighborSampler
 
 FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
 EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout

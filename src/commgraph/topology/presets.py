@@ -10,11 +10,11 @@ InfiniBand 2 us, Ethernet 10 us, shared memory 0.5 us.
 ``dgx-a100`` and ``hgx-h100`` have speeds of their own (``SERVER_SPEEDS``, sources below), which a
 user's ``speeds`` still override.
 
-Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``,
-``dgx-a100``, ``hgx-h100``, ``hgx-h20``, ``leo-fnic``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N servers on
-one network switch), ``NxPRESET-ib-railsR`` (rail-split: R network switches, NIC i of every server
-on switch i mod R, so even NICs on one switch and odd on another for R = 2), either with a ``-pxn``
-suffix (GPUs forward, as NCCL's PXN does: ``Topology.gpu_forwarding``) and
+Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``, ``dgx-a100``,
+``hgx-h100``, ``hgx-h20``, ``leo-fnic``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N
+servers on one network switch), ``NxPRESET-ib-railsR`` (rail-split: R network switches, NIC i of every
+server on switch i mod R, so even NICs on one switch and odd on another for R = 2), either with a
+``-pxn`` suffix (GPUs forward, as NCCL's PXN does: ``Topology.gpu_forwarding``) and
 ``fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full`` (k-ary fat-tree of K^3/4
 servers). ``rail=1`` wires it rail-optimised: NIC i of every server in a pod plugs into edge switch
 i mod K/2 of that pod, so same-rail traffic of a pod crosses one switch. ``nics=N`` wires only N of

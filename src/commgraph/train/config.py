@@ -27,6 +27,7 @@ from commgraph.runtime.job import JobOptions
 from commgraph.sample import SAMPLERS, parse_fanouts
 from commgraph.sample.dgs import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.explain import ExplainerOptions
+from commgraph.sample.partitioned import STRUCTURES
 from commgraph.train.executor import EXCHANGES
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
@@ -38,7 +39,8 @@ SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "lad
                    "epsilon": ("dgs",), "dgs_rule": ("dgs",), "dgs_masks": ("dgs",), "dgs_masks_out": ("dgs",),
                    "dgs_wait": ("dgs",), "explain_cpu": ("dgs",), "explain_period": ("dgs",), "explain_epochs": ("dgs",),
                    "explain_loss_threshold": ("dgs",), "batch_size": SAMPLERS,
-                   "steps_per_epoch": SAMPLERS, "peer_rows": SAMPLERS}
+                   "steps_per_epoch": SAMPLERS, "peer_rows": SAMPLERS,
+                   "structure": ("neighbor",)}
 
 
 @dataclass
@@ -121,6 +123,11 @@ class SamplingOptions(Options):
                                    "set's shared files (counted as local_bytes), network fetches them as from "
                                    "another machine (counted as feature_bytes; what the thesis's counts assume) "
                                    "(every sampler; default map)", choices=PEER_ROWS, default=None)
+    structure: str | None = option("the graph's in-edges on each machine: replicated (the whole graph's, mapped once "
+                                   "per machine) or partitioned (the machine's parts' only; hops through other "
+                                   "machines' nodes are drawn by their owners, counted as structure_bytes) (neighbor; "
+                                   "default: partitioned when the job spans machines, else replicated)",
+                                   choices=STRUCTURES, default=None)
     layer_size: int | None = option(f"nodes drawn per layer (fastgcn, ladies; default {LAYER_SIZE})", type=int,
                                     default=None)
     clusters: int | None = option("METIS clusters of each worker's nodes (cluster; default: its nodes / "

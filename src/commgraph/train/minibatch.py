@@ -1,13 +1,15 @@
 """Sampled mini-batch training: what one worker does in an epoch of batches.
 
-Each worker draws its seeds from its own training nodes and samples on the whole graph's structure:
-every worker keeps the in-edge CSR of the entire graph (``8 (N + 1 + E)`` bytes of int64, no
-features; 84 MB for 1M nodes and 10M edges), so a hop through a remote node needs no request.
-What crosses workers in a step:
+Each worker draws its seeds from its own training nodes and samples on the graph's structure, as
+``--structure`` says: ``replicated``, the whole graph's in-edge CSR memory-mapped once per machine
+from the partition set (a hop through a remote node needs no request), or ``partitioned``, its
+machine's parts' in-edges only, a hop through another machine's node drawn by its owner
+(:mod:`commgraph.sample.partitioned`; the same blocks). What crosses workers in a step:
 
-1. requests (``structure_bytes``): the ids of the batch's remote input nodes, 8 bytes each, to
-   their owners by the runtime's matching all-to-all; and a DGS worker's feature columns, 8 bytes
-   each, whenever its feature mask changes them;
+1. requests (``structure_bytes``): with ``partitioned``, each hop's remote destinations and the
+   owners' draws, 8 bytes per id (``sampling``); the ids of the batch's remote input nodes, 8 bytes
+   each, to their owners by the runtime's matching all-to-all; and a DGS worker's feature columns,
+   8 bytes each, whenever its feature mask changes them;
 2. features (``feature_bytes``): the requested rows, owner -> reader, as the batch's fetch plan
    (:func:`commgraph.plan.allgather.plan_fetch`) says, run by the runtime's executor and cut to
    the columns the reader's sampler chose;
@@ -38,8 +40,10 @@ from commgraph.runtime import GradientSync, gather_halo
 from commgraph.runtime.alltoall import MatchingAllToAll
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job
+from commgraph.runtime.sampling import RemoteSampling
 from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
                               SampledBatch, SamplingGraph, forward_blocks)
+from commgraph.sample.partitioned import PartitionedGraph
 from commgraph.sample.dgs import EPSILON, FEATURE_RATE, RULES, DGSMasks
 from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
 from commgraph.sample.maskfile import load_masks, save_masks
@@ -81,7 +85,7 @@ class Fetched:
     global_seeds: int  # the step's seeds on every worker
     announced_bytes: int  # column lists this worker sent
     local_bytes: int = 0  # rows read from the shared files of workers on the same machine
-    owner: object = None  # --first-layer owner: the network rows' first layer, as their owners sent it (train.owner_fetch)
+    owner: object = None  # --first-layer owner: the network rows' first layer from their owners (train.owner_fetch)
 
 
 @dataclass
@@ -134,6 +138,18 @@ def seed_batches(train: np.ndarray, steps: int, rng: np.random.Generator) -> lis
     """An epoch's seeds on one worker: ``train`` shuffled by ``rng`` and split into ``steps``
     batches (None: an empty one)."""
     return [seeds if seeds.size else None for seeds in np.array_split(rng.permutation(train), steps)]
+
+
+def sampling_graph(job: Job, structure: str | None) -> SamplingGraph | PartitionedGraph:
+    """What this worker samples on: ``structure`` as ``--structure`` names it (None: partitioned
+    when the job spans machines, else replicated). A collective when the job has several workers."""
+    machine = job.machine_ranks() if job.world.size > 1 else np.zeros(1, np.int64)
+    if structure is None:
+        structure = "partitioned" if machine.shape[0] < job.world.size else "replicated"
+    if structure == "replicated":
+        return SamplingGraph.from_partition(job.pset, job.world.rank)
+    remote = RemoteSampling(job.comm) if machine.shape[0] < job.world.size else None
+    return PartitionedGraph.from_partition(job.pset, job.world.rank, machine, remote)
 
 
 def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
@@ -204,8 +220,8 @@ class FeatureFetch:
         sends them from there."""
         target = device or self.device
         if self.world.size == 1:
-            return Fetched(self.local_rows(batch.input_nodes, target), 0 if batch is None else int(batch.seeds.shape[0]),
-                           0)
+            seeds = 0 if batch is None else int(batch.seeds.shape[0])
+            return Fetched(self.local_rows(batch.input_nodes, target), seeds, 0)
         request = self.request(batch)
         halo = self._rows(request.requested, request.counts, request.wanted)
         return self.table(request, batch, target, halo)
@@ -304,7 +320,8 @@ class SampledEpochs:
         part, world = job.part, job.world
         self.comm, self.training = job.comm, state
         self.config, self.world, self.device = config, world, world.device
-        self.graph = SamplingGraph.from_partition(job.pset, world.rank)
+        self.graph = sampling_graph(job, config.sampling.structure if config.sampling.sampler == "neighbor" else
+                                    "replicated")
         self.owned = np.asarray(part.owned)
         self.train = self.owned[np.asarray(part.train_mask, dtype=bool)]
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
@@ -404,6 +421,8 @@ class SampledEpochs:
     def _step(self, work, totals: dict) -> None:
         started = time.perf_counter()
         batch = work if work is None or isinstance(work, SampledBatch) else self.sampler.sample(work, self.rng)
+        if work is None and isinstance(self.graph, PartitionedGraph):  # the others' hops still need us
+            self.graph.idle(len(self.sampler.fanouts))
         totals["sample"] += time.perf_counter() - started
         model, optimizer = self.training.model, self.training.optimizer
         model.train()

@@ -9,10 +9,10 @@ in the backward pass, which it carries into its own copy of ``W`` (see
 :mod:`commgraph.runtime.owner`). The loss is the feature-shipping loss up to float rounding:
 only the order of the sums differs.
 
-- Sampled training (:class:`~commgraph.train.owner_fetch.OwnerFetch`): the rows that would cross the network are computed by
-  their owners, after the reader's DGS feature mask (the columns it announced; the others are
-  zero, as a reader's fetched rows are); rows of the same machine's workers are still read from
-  their files and transformed by the reader, as they cost no network.
+- Sampled training (:class:`~commgraph.train.owner_fetch.OwnerFetch`): the rows that would cross
+  the network are computed by their owners, after the reader's DGS feature mask (the columns it
+  announced; the others are zero, as a reader's fetched rows are); rows of the same machine's
+  workers are still read from their files and transformed by the reader, as they cost no network.
 - Full-graph training (:class:`OwnerInput`): layer 0's halo exchange moves the boundary rows'
   transforms, every step, where shipping features moves the halo's feature rows once, before the
   first step; what it saves is the halo's feature table (memory), not bytes per step.

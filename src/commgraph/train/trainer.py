@@ -61,7 +61,8 @@ class EpochRecord:
     sample_seconds: float = 0.0  # rank 0's time drawing batches
     feature_bytes: int = 0  # sampled batches' remote feature rows over the network, all workers
     local_bytes: int = 0  # their rows read from the shared files of the same machine's workers, all workers
-    structure_bytes: int = 0  # their requests (node ids, DGS's column lists), all workers
+    structure_bytes: int = 0  # their requests (node ids, DGS's column lists) and sampling_bytes, all workers
+    sampling_bytes: int = 0  # --structure partitioned: remote hops' ids asked of owners and drawn by them, all workers
     sync_bytes: int = 0  # LADIES's probability synchronisation as its sampler counts it (computed locally)
     activation_bytes: int = 0  # --first-layer owner: first-layer rows its owners sent, hidden wide, all workers
     activation_grad_bytes: int = 0  # their gradients sent back to the owners, all workers
@@ -278,6 +279,7 @@ class Trainer:
         local = {"loss": step.loss, **(counts or {}), "halo_backward": step.moved.get("halo_backward", 0),
                  "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers},
                  "features": step.moved.get("features", 0), "requests": step.moved.get("requests", 0),
+                 "sampling": step.moved.get("sampling", 0),
                  "local": step.moved.get("local", 0), "sync": step.sync_bytes,
                  "activations": step.moved.get("activations", 0),
                  "activation_grads": step.moved.get("activation_grads", 0)}
@@ -292,7 +294,8 @@ class Trainer:
             return total[f"{name}_correct"] / nodes if nodes else None
 
         forward = [int(total[k]) for k in layers]
-        backward, features, requests = int(total["halo_backward"]), int(total["features"]), int(total["requests"])
+        backward, features, sampling = int(total["halo_backward"]), int(total["features"]), int(total["sampling"])
+        requests = int(total["requests"]) + sampling
         owner = int(total["activations"]) + int(total["activation_grads"])
         return EpochRecord(
             epoch=epoch, loss=total["loss"], train_acc=accuracy("train"), val_acc=accuracy("val"),
@@ -304,7 +307,7 @@ class Trainer:
             allreduce=self.allreduce.name, allreduce_modeled_seconds=self.allreduce.modeled_seconds,
             steps=step.steps, steps_cap=self.config.sampling.steps_per_epoch, sample_seconds=step.sample_seconds,
             feature_bytes=features, local_bytes=int(total["local"]), structure_bytes=requests,
-            sync_bytes=int(total["sync"]), activation_bytes=int(total["activations"]),
+            sampling_bytes=sampling, sync_bytes=int(total["sync"]), activation_bytes=int(total["activations"]),
             activation_grad_bytes=int(total["activation_grads"]),
             total_bytes=sum(forward) + backward + features + requests + owner + int(total["allreduce"]),
             **({} if dgs is None else dict(

@@ -1,4 +1,5 @@
-"""Generators of what is scheduled: LLM training iterations as task DAGs with labelled coflows."""
+"""Generators of what is scheduled: LLM training iterations as task DAGs with labelled coflows, and
+request streams for multi-path selection (:mod:`.requests`: Poisson, traces, the key-value store)."""
 
 from commgraph.workload.iteration import Iteration, build_iteration
 from commgraph.workload.layout import Layout, Op

@@ -41,8 +41,15 @@ from commgraph.sim import Compute, Transfer, simulate
 from commgraph.sim.coflow import Coflow
 from commgraph.sim.dag import Task
 from commgraph.topology.model import Topology
-from commgraph.workload.collectives import (ALLREDUCE, FlowSet, all_to_all, path_latency, ring_allreduce, ring_half,
-                                            token_counts)
+from commgraph.workload.collectives import (
+    ALLREDUCE,
+    FlowSet,
+    all_to_all,
+    path_latency,
+    ring_allreduce,
+    ring_half,
+    token_counts,
+)
 from commgraph.workload.layout import Layout, Op
 from commgraph.workload.models import GPUSpec, ModelSpec
 
@@ -390,7 +397,7 @@ class _Builder:
                                        members, [tuple(arrived[(layer, t, d)]) for d in range(L.dp)])
                     for d in range(L.dp):
                         arrived[(layer, t, d)] = [i for i, dst in zip(ids, gather.dst.tolist()) if dst == d]
-        for (layer, t, d), ids in arrived.items():
+        for (layer, _t, d), ids in arrived.items():
             self.gates.setdefault((self._stage_of(layer)[0], d, layer), []).extend(ids)
 
     def _stage_of(self, layer: int) -> tuple[int, int]:

@@ -1,49 +1,9 @@
-"""All-reduce planners: ``ring`` and ``tree``, NCCL's algorithms with as many channels as the
-topology has routes, ``ring1`` and ``tree1``, the same on one route each, ``ps`` (sharded parameter
-server) and ``lp``, the optimal schedule of Wang, Li, Liberty and Smola (SysML'18): a convex
-combination of spanning trees minimising max_e P_e c_e over the spanning-tree polytope, where P_e is
-the share of the data crossing link e and c_e the time to send all the data over e.
-
-Costs are normalised to "all the data once over one single link": on an NVLink graph c_e = 1/count
-(1 for NV1, 1/2 for NV2, as in the paper), otherwise c_e = (slowest per-link bandwidth) / bandwidth.
-
-The LP runs over the GPUs' direct links when those connect all GPUs (section 2: GPUs aggregate, so
-any spanning tree of them is a schedule). Otherwise (switches: NVSwitch planes, PCIe trees, NICs,
-clusters) a tree edge between two GPUs is a multi-commodity flow: its bytes may split over every
-route the hardware has (every NVSwitch plane, every NIC, a neighbour GPU's NIC through NVLink
-where the topology lets GPUs forward). Both are solved exactly by column generation with HiGHS
-(:func:`commgraph.plan.packing.pack`): the restricted master gives link prices, and a minimum
-spanning tree under those prices (over direct links, or over the cheapest routed path between every
-two GPUs) is the column with the most negative reduced cost; none left means optimal, and the
-least-priced tree at the last prices is the certificate (a lower bound equal to the value). No tree
-is enumerated.
-
-Every plan reports its algorithm bandwidth (bytes / steady-state time, the busiest link direction
-setting it) against the partition bound of :mod:`commgraph.plan.packing` (per-GPU bandwidth over
-2(n-1)/n, or per-host), the most any of these schedules reaches.
-
-``ring`` runs as NCCL's rings: one ring order per GPU position of a server across several servers
-(channel c enters every server at its GPU c, so the channels leave by different NICs), one order on
-one server, and every ring hop's bytes split over the routes by a min-max multi-commodity flow LP
-(:func:`commgraph.plan.packing.route_demands`), which spreads them over NVSwitch planes and NICs
-as NCCL's channels and the NVSwitch's striping do. ``tree`` routes NCCL's trees the same way:
-across servers, per channel a chain through each server joined by a double binary tree over the
-servers; on one server, the double binary tree over the GPUs. On an NVLink mesh without switches
-(DGX-1) ``ring`` runs NCCL's several rings: as many Hamiltonian cycles as share no NVLink (three on
-a DGX-1), each in both directions.
-
-Every all-reduce plan is one stage: its sends stream concurrently (chunks pipelined through the
-trees or the rings, every tree and ring advancing at its share), and each carries its total bytes,
-so pricing it in the simulator (which paces such a stage's sends together, ``plan.price``) gives the
-steady-state time plus the routes' latencies.
-
-Each plan also keeps the schedule its sends come from, as data the runtime executes
-(:mod:`commgraph.runtime.allreduce`): rings (reduce-scatter then all-gather), each with its share of
-the data, and weighted rooted spanning trees for the others: ``tree``'s two binary trees of weight
-1/2, ``ps`` as n stars of weight 1/n (worker b serves 1/n of the data), ``lp``'s packing with each
-tree rooted at its centre. A tree's share of the data is reduced along its edges towards the root
-and broadcast back down the same edges. A ring hop or tree edge may carry ``routes``: the paths its
-bytes split over, with their shares (empty: the topology's one route).
+"""All-reduce planners: ``ring`` and ``tree`` (NCCL's algorithms with as many channels as the
+topology has routes), ``ring1`` and ``tree1`` (the same on one route each), ``ps`` (sharded parameter
+server) and ``lp`` (the optimal spanning-tree packing of Wang, Li, Liberty and Smola, SysML'18,
+solved by column generation). Every plan is one stage of aggregated sends priced by the simulator,
+and keeps the schedule the runtime executes. How each is built, the cost normalisation and the bound:
+``docs/planning.md`` ("All-reduce").
 """
 
 from __future__ import annotations
@@ -67,10 +27,22 @@ __all__ = ["CHOICES", "PLANNERS", "AllReduceSchedule", "CostGraph", "Ring", "Rou
 
 
 def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
-    """The all-reduce of ``nbytes`` on ``topology`` by ``planner``: one stage of aggregated sends
-    (what the simulator prices) and, in ``notes["schedule"]``, the schedule they come from (what
-    the runtime executes; read it back with :func:`allreduce_schedule`). ``notes["bandwidth"]``:
-    the plan's algorithm bandwidth against the partition bound (module docstring)."""
+    """The all-reduce of ``nbytes`` on ``topology`` by ``planner``.
+
+    Args:
+        planner: one of :data:`PLANNERS`.
+        topology: the hardware; its worker devices take part.
+        nbytes: the bytes each worker reduces (> 0).
+
+    Returns:
+        One stage of aggregated sends (what the simulator prices). ``notes["schedule"]`` holds the
+        schedule they come from (what the runtime executes; read it back with
+        :func:`allreduce_schedule`), ``notes["bandwidth"]`` the plan's algorithm bandwidth against
+        the partition bound of :mod:`commgraph.plan.packing`.
+
+    Raises:
+        PlanError: an unknown planner or ``nbytes <= 0``.
+    """
     if planner not in PLANNERS:
         raise PlanError(f"unknown all-reduce planner {planner!r}; choose one of {', '.join(PLANNERS)}")
     if not nbytes > 0:
@@ -98,8 +70,18 @@ def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
 
 
 def allreduce_schedule(plan: CommPlan) -> AllReduceSchedule:
-    """The schedule an all-reduce plan was made from (checked: see :class:`AllReduceSchedule`), or
-    an all-gather's or reduce-scatter's across the workers (:mod:`commgraph.plan.gather`)."""
+    """The schedule a plan was made from.
+
+    Args:
+        plan: an all-reduce plan, or an all-gather or reduce-scatter across the workers
+            (:mod:`commgraph.plan.gather`).
+
+    Returns:
+        The schedule, checked (see :class:`AllReduceSchedule`).
+
+    Raises:
+        PlanError: a plan of another kind, or one that carries no schedule.
+    """
     if plan.kind not in COLLECTIVES or (plan.kind != "allreduce" and "schedule" not in plan.notes):
         raise PlanError(f"an all-reduce schedule comes from an all-reduce plan (or an all-gather or reduce-scatter "
                         f"across the workers), not the {plan.planner!r} {plan.kind} plan")
@@ -110,9 +92,17 @@ def allreduce_schedule(plan: CommPlan) -> AllReduceSchedule:
 
 
 def native_seconds(topology: Topology, nbytes: float) -> float:
-    """torch's own all_reduce of ``nbytes`` across the topology's workers: as measured when the
-    topology was calibrated with it (``calibrated.allreduce``), else priced as our ``ring``, the
-    algorithm Gloo and NCCL use for large tensors, with NCCL's channels over every route."""
+    """torch's own all_reduce of ``nbytes`` across the topology's workers.
+
+    Args:
+        topology: the hardware.
+        nbytes: the bytes each worker reduces.
+
+    Returns:
+        Seconds: as measured when the topology was calibrated with it (``calibrated.allreduce``),
+        else priced as our ``ring``, the algorithm Gloo and NCCL use for large tensors, with
+        NCCL's channels over every route.
+    """
     measured = None if topology.calibrated is None else topology.calibrated.allreduce_seconds(nbytes)
     if measured is not None:
         return measured
@@ -120,9 +110,16 @@ def native_seconds(topology: Topology, nbytes: float) -> float:
 
 
 def choose_allreduce(topology: Topology, nbytes: float) -> str:
-    """What ``auto`` runs: the all-reduce priced fastest for ``nbytes`` on ``topology``, torch's
-    own (``native_seconds``) or a planned schedule (the simulator's price). Ties (within 1e-9
-    relative) go to the earlier of ``native``, ``lp``, ``tree``, ``ps``."""
+    """What ``auto`` runs: the all-reduce priced fastest, torch's own (:func:`native_seconds`) or a
+    planned schedule (the simulator's price).
+
+    Args:
+        topology: the hardware.
+        nbytes: the bytes each worker reduces.
+
+    Returns:
+        ``native``, ``lp``, ``tree`` or ``ps``; ties (within 1e-9 relative) go to the earlier.
+    """
     seconds = {"native": native_seconds(topology, nbytes)}
     seconds |= {name: price(plan_allreduce(name, topology, nbytes), topology)["modeled_seconds"]
                 for name in ("lp", "tree", "ps")}
@@ -131,8 +128,19 @@ def choose_allreduce(topology: Topology, nbytes: float) -> str:
 
 
 def make_allreduce(name: str, topology: Topology, nbytes: float) -> AllReduceSchedule | None:
-    """The schedule ``--allreduce NAME`` runs for a gradient of ``nbytes`` on ``topology``, or None
-    for torch's own all_reduce (``native``, or what ``auto`` chose)."""
+    """The schedule ``--allreduce NAME`` runs for a gradient.
+
+    Args:
+        name: one of :data:`CHOICES`.
+        topology: the hardware.
+        nbytes: the gradient's bytes.
+
+    Returns:
+        The schedule, or None for torch's own all_reduce (``native``, or what ``auto`` chose).
+
+    Raises:
+        PlanError: an unknown name.
+    """
     if name not in CHOICES:
         raise PlanError(f"unknown --allreduce {name!r}; choose one of {', '.join(CHOICES)}")
     if name == "auto":

@@ -15,7 +15,7 @@ from commgraph.topology import Topology
 class CostGraph:
     """The GPUs, the candidate tree edges between them (``pairs``), the path each takes (``paths``)
     and the physical links each crosses (``usage``, over ``links``), and every link's cost ``cost``
-    (module docstring of :mod:`commgraph.plan.allreduce`). On a direct-link machine the candidates
+    (``docs/planning.md``, "All-reduce"). On a direct-link machine the candidates
     are the GPUs' direct links and ``links`` the links they use; otherwise the candidates are every
     two GPUs on the topology's route (made on first use: a cluster has many), and ``links`` are all
     links of the machine (the fastest between any two devices, as routes take)."""

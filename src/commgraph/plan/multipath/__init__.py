@@ -1,0 +1,27 @@
+"""Multi-path selection inside a host (LEO, thesis chapter 6.2.2): which communication path each
+request of a stream takes, decided online on a request-level model and priced on the flow
+simulator, and bulk host -> GPU copies split over paths. The model, the selectors, the LP and the
+figures are described in ``docs/multipath.md``.
+
+- :mod:`.model`: :class:`PathTable` (the queue model) and the :class:`Selector` interface;
+- :mod:`.workloads`: a request stream bound to its paths (:func:`load_workload`);
+- :mod:`.selectors`: the rules (:data:`SELECTORS`) and the online run (:func:`select`);
+- :mod:`.lp`: the k-step MILP (:class:`LookaheadLP`);
+- :mod:`.bulk`: :func:`plan_bulk`;
+- :mod:`.sweep`: selections priced on the simulator, compared, swept over the offered rate.
+"""
+
+from commgraph.plan.multipath.bulk import BULK_PLANNERS, BulkPart, BulkPlan, plan_bulk
+from commgraph.plan.multipath.lp import LP_SECONDS, LookaheadLP
+from commgraph.plan.multipath.model import PathTable, Selector, SolveStats
+from commgraph.plan.multipath.selectors import (FAITHFUL_GREEDY, JITTER, SELECTORS, Selection, Toll, TollInflight,
+                                                make_selector, select)
+from commgraph.plan.multipath.sweep import (Priced, SelectorReport, SweepPoint, compare_selectors, price_selection,
+                                            sustainable, sweep, with_option)
+from commgraph.plan.multipath.workloads import Workload, kvs_paths, kvs_workload, load_workload
+
+__all__ = ["BULK_PLANNERS", "FAITHFUL_GREEDY", "JITTER", "LP_SECONDS", "SELECTORS", "BulkPart", "BulkPlan",
+           "LookaheadLP", "PathTable", "Priced", "Selection", "Selector", "SelectorReport", "SolveStats",
+           "SweepPoint", "Toll", "TollInflight", "Workload", "compare_selectors", "kvs_paths", "kvs_workload",
+           "load_workload", "make_selector", "plan_bulk", "price_selection", "select", "sustainable", "sweep",
+           "with_option"]
