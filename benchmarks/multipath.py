@@ -11,11 +11,16 @@
    only). Sustainable throughput: the highest rate whose median stays under twice ``direct``'s
    median at 0.3x. ``lp`` (k = ``--k``) runs at two loads past saturation, on the first
    ``--lp-seeds`` streams.
-2. Decision time per request, per selector.
-3. Bulk host -> GPU copies: MMA's 8 x H20 server (``hgx-h20``) against its published 245 GB/s and
-   4.62x, and 1 GiB on dgx1-v100 (one GPU, all 8).
+2. Host -> GPU copies as a request stream (``--parts copies``): 4 MiB copies from cpu0 to gpu0 at
+   1.2x the direct path's capacity on ``hgx-h100``, ``dgx-a100`` and ``hgx-h20``, ``--copy-n``
+   requests per stream, every selector on ``--seeds`` streams and ``lp`` on the first
+   ``--lp-seeds``; each selector's mean against lp's on the same stream.
+3. Decision time per request, per selector.
+4. Bulk host -> GPU copies split by the max-flow LP (``--parts bulk``): MMA's 8 x H20 server
+   (``hgx-h20``) against its published 245 GB/s and 4.62x, and 1 GiB on dgx1-v100 (one GPU, all 8).
 
-    python benchmarks/multipath.py [--n 1000] [--seeds 8] [--k 8] [--lp-seeds 4] [--png-dir DIR]
+    python benchmarks/multipath.py [--parts copies,kvs,bulk] [--n 1000] [--copy-n 300] [--seeds 8] [--k 8]
+                                   [--lp-seeds 4] [--png-dir DIR]
 """
 
 from __future__ import annotations
@@ -27,8 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
-from commgraph.plan.multipath import (FAITHFUL_GREEDY, LP_SECONDS, SELECTORS, SolveStats, load_workload, plan_bulk,
-                                      sustainable, sweep)
+from commgraph.plan.multipath import (
+    FAITHFUL_GREEDY,
+    LP_SECONDS,
+    SELECTORS,
+    SolveStats,
+    load_workload,
+    plan_bulk,
+    sustainable,
+    sweep,
+)
 from commgraph.plan.plot import plot_sweep
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
@@ -37,6 +50,11 @@ LOADS = (0.3, 0.5, 0.7, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4, 1.5)
 LP_LOADS = (1.1, 1.2)
 MIXES = ("c", "b")
 HEURISTICS = [n for n in SELECTORS if n != "lp"]
+PRACTICAL = ("toll-inflight", "toll-bytes")  # what a dispatcher can run: its own dispatches and completions
+TOLLS = (*PRACTICAL, "toll", "toll-jct")
+COPY_PRESETS = ("hgx-h100", "dgx-a100", "hgx-h20")
+COPY_SPEC = "poisson:load=1.2,size=4M,types=cpu0:gpu0"
+PARTS = ("copies", "kvs", "bulk")
 
 
 def spread(values, digits: int = 3) -> str:
@@ -62,7 +80,8 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
         direct, combined = reference.direct_rate(), reference.combined_rate()
         start = time.perf_counter()
         points = sweep(topology, spec, list(LOADS), HEURISTICS, k, seeds)
-        lp_points = {p.load: p for p in sweep(topology, spec, list(LP_LOADS), ["lp"], k, min(lp_seeds, seeds))}
+        lp_points = ({p.load: p for p in sweep(topology, spec, list(LP_LOADS), ["lp"], k, min(lp_seeds, seeds))}
+                     if lp_seeds > 0 else {})
         for point in lp_points.values():
             solves = solves + point.lp_stats["lp"]
         elapsed = time.perf_counter() - start
@@ -90,23 +109,22 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
             print(f"| {point.load:.2f} | " + " | ".join(
                 f"{point.row(s)['mean_s'] * 1e6:.2f} / {point.row(s)['p99_s'] * 1e6:.1f}" for s in HEURISTICS)
                 + f" | {lp} |")
-        print("\ntoll-inflight against the better faithful greedy (greedy-intra, greedy-e2e), per seed; the "
-              "literal eq. 6.5 beside it (>1: the selector is faster):\n")
-        print("| load | median: toll-inflight | median: toll | median: toll-jct | mean: toll-inflight | "
-              "mean: toll | mean: toll-jct | mean toll-inflight / lp |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\nThe practical rules (toll-inflight, toll-bytes) against the better faithful greedy (greedy-intra, "
+              "greedy-e2e), per seed; the literal eq. 6.5 beside them (>1: the selector is faster):\n")
+        print("| load | " + " | ".join(f"{stat}: {s}" for stat in ("median", "mean") for s in TOLLS)
+              + " | mean toll-inflight / lp | mean toll-bytes / lp |")
+        print("|---|" + "---|" * (2 * len(TOLLS) + 2))
         for point in points:
             if point.load < 0.9:
                 continue
             cells = []
             for stat in (np.median, np.mean):
                 greedy = better_greedy(point, stat)
-                cells += [spread(greedy / per_seed(point, s, stat)) for s in ("toll-inflight", "toll", "toll-jct")]
-            gap = ""
-            if point.load in lp_points:
-                lp = per_seed(lp_points[point.load], "lp", np.mean)
-                gap = spread(per_seed(point, "toll-inflight", np.mean)[: lp.size] / lp)
-            print(f"| {point.load:.2f} | " + " | ".join(cells) + f" | {gap} |")
+                cells += [spread(greedy / per_seed(point, s, stat)) for s in TOLLS]
+            for practical in PRACTICAL:
+                lp = per_seed(lp_points[point.load], "lp", np.mean) if point.load in lp_points else None
+                cells.append(spread(per_seed(point, practical, np.mean)[: lp.size] / lp) if lp is not None else "")
+            print(f"| {point.load:.2f} | " + " | ".join(cells) + " |")
         print(f"\nSustainable throughput (median under {bound * 1e6:.2f} us = 2x direct's at 0.3x), Mrps, on the "
               f"sweep's grid; per seed:\n")
         print("| selector | sustainable Mrps (seeds pooled) | per seed: median (min-max) |")
@@ -124,9 +142,8 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
             seed_rates[name] = np.array(singles)
             print(f"| {name} | {sustainable(points, name, bound) / 1e6:.2f} | {spread(np.array(singles) / 1e6)} |")
         greedy = np.maximum(*(seed_rates[g] for g in FAITHFUL_GREEDY))
-        print(f"\ntoll-inflight's sustainable throughput over the better faithful greedy's, per seed: "
-              f"{spread(seed_rates['toll-inflight'] / greedy)}; toll: {spread(seed_rates['toll'] / greedy)}; "
-              f"toll-jct: {spread(seed_rates['toll-jct'] / greedy)}")
+        print("\nSustainable throughput over the better faithful greedy's, per seed: "
+              + "; ".join(f"{s}: {spread(seed_rates[s] / greedy)}" for s in TOLLS))
         if png_dir is not None:
             png_dir.mkdir(parents=True, exist_ok=True)
             curves = {name: ([p.rate for p in points], [p.row(name)["median_s"] for p in points])
@@ -143,7 +160,40 @@ def decision_times(decisions: dict[str, list]) -> None:
     print("|---|---|---|---|---|")
     for name in SELECTORS:
         us = np.array(decisions[name]) * 1e6
+        if us.size == 0:
+            continue
         print(f"| {name} | {us.mean():.2f} | {np.median(us):.2f} | {np.percentile(us, 90):.2f} | {us.size} |")
+
+
+def copies(n: int, seeds: int, k: int, lp_seeds: int, decisions: dict[str, list]) -> SolveStats:
+    """4 MiB host -> GPU copies as a request stream on each of COPY_PRESETS; returns lp's solves."""
+    solves = SolveStats()
+    print(f"\n### Host -> GPU copies as a stream: `{COPY_SPEC},n={n}` (cpu0 -> gpu0 over every candidate path), "
+          f"{seeds} seeds, lp (k = {k}) on the first {lp_seeds}\n")
+    print("Per seed, then the median (min-max) over seeds. `/ lp`: the selector's mean over lp's mean on the same "
+          "stream (<= 1.10: within 10% of the LP); `greedy /`: the better faithful greedy's median over the "
+          "selector's (>1: faster).\n")
+    print("| host | selector | mean us | median us | mean / lp | greedy / median |")
+    print("|---|---|---|---|---|---|")
+    for preset in COPY_PRESETS:
+        topology = load_preset(preset)
+        spec = f"{COPY_SPEC},n={n}"
+        point = sweep(topology, spec, [1.2], HEURISTICS, k, seeds)[0]
+        for name in HEURISTICS:
+            decisions[name].extend(np.concatenate(point.decide[name]).tolist())
+        lp_point = sweep(topology, spec, [1.2], ["lp"], k, min(lp_seeds, seeds))[0] if lp_seeds > 0 else None
+        if lp_point is not None:
+            solves = solves + lp_point.lp_stats["lp"]
+            decisions["lp"].extend(np.concatenate(lp_point.decide["lp"]).tolist())
+        lp_mean = per_seed(lp_point, "lp", np.mean) if lp_point is not None else None
+        greedy = better_greedy(point, np.median)
+        for name in HEURISTICS + (["lp"] if lp_point is not None else []):
+            source = lp_point if name == "lp" else point
+            mean, median = per_seed(source, name, np.mean), per_seed(source, name, np.median)
+            gap = spread(mean[: lp_mean.size] / lp_mean) if lp_mean is not None else ""
+            print(f"| {preset} | {name} | {spread(mean * 1e6, 4)} | {spread(median * 1e6, 4)} | {gap} | "
+                  f"{spread(greedy[: median.size] / median)} |")
+    return solves
 
 
 def bulk() -> None:
@@ -174,10 +224,21 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8, help="the LP's horizon (default 8)")
     parser.add_argument("--lp-seeds", type=int, default=4, help="streams per lp point (default 4, the first seeds)")
     parser.add_argument("--png-dir", type=Path, help="write median-against-rate curves here")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"which tables, comma-separated from {', '.join(PARTS)} (default all)")
+    parser.add_argument("--copy-n", type=int, default=300, help="requests per host -> GPU copy stream (default 300)")
     args = parser.parse_args()
-    bulk()
+    parts = args.parts.split(",")
+    if not set(parts) <= set(PARTS):
+        parser.error(f"--parts takes names from {', '.join(PARTS)}, got {args.parts}")
+    if "bulk" in parts:
+        bulk()
     decisions: dict[str, list] = {name: [] for name in SELECTORS}
-    solves = kvs(args.n, args.seeds, args.k, args.lp_seeds, args.png_dir, decisions)
+    solves = SolveStats()
+    if "copies" in parts:
+        solves = solves + copies(args.copy_n, args.seeds, args.k, args.lp_seeds, decisions)
+    if "kvs" in parts:
+        solves = solves + kvs(args.n, args.seeds, args.k, args.lp_seeds, args.png_dir, decisions)
     decision_times(decisions)
     print(f"\nlp: {solves.solves} MILP solves, {solves.time_limited} stopped at the {LP_SECONDS:g} s "
           "limit with their best solution")

@@ -7,13 +7,19 @@ package ``ns3``, optional extra ``packet``) and in the flow-level simulator, und
   ``PrioQueueDisc`` on every port (ns-3 maps the TOS byte to 4 socket priorities: 4 bands).
 
 In ns-3 every flow is a TCP connection (``BulkSend`` to a ``PacketSink``, NewReno, 1448-byte
-segments) released at its time, on the path the flow-level simulator's ECMP hash gave it: each
-path to a host is an address of that host with static host routes along the path; acknowledgements
-take the shortest path back. The report gives, per discipline, each coflow's completion time in
+segments) released at its time. Under ``ecmp`` routing it takes the path the flow-level simulator's
+ECMP hash gave it: each path to a host is an address of that host with static host routes along
+the path; acknowledgements take the shortest path back. Under ``spray`` (``--routing spray``, or a
+sprayed scenario file) every node routes by ns-3's global routing with ``RandomEcmpRouting``: each
+packet, acknowledgements included, leaves on one of the equal-cost next hops at random (packet
+spraying), while the flow-level simulator splits each flow evenly over every shortest path; TCP
+then waits for ``SPRAY_DUPACKS`` duplicate acknowledgements (not 3) before a fast retransmit, as
+a sprayed fabric's transport must tolerate reordering (with 3, one 12.5 MB flow over two paths
+takes longer than over one). The report gives, per discipline, each coflow's completion time in
 both simulators (median and worst relative difference) and the mean completion per coflow type,
 so that a gap between FIFO and the bands that only packets open shows.
 
-    python benchmarks/ns3_crosscheck.py [--scenario FILE | --write FILE] [--flows N] [--json OUT]
+    python benchmarks/ns3_crosscheck.py [--scenario FILE | --write FILE] [--routing spray] [--flows N] [--json OUT]
 
 Without ``--scenario`` it builds the default scenario: a small MoE (4 layers, hidden 512, 8
 experts, tp 2, pp 2, dp 8, ep 8, 4 micro-batches) on 32 GPUs of a ``fattree:k=4,nics=1``
@@ -40,6 +46,7 @@ from commgraph.workload import Layout, ModelSpec, build_iteration, gpu
 BAND_TOS = (16, 24, 8, 0)  # TOS bytes whose ns-3 socket priorities are 6, 4, 2, 0: bands 0 (first) to 3
 PRIOMAP = "3 3 2 3 1 3 0 3 3 3 3 3 3 3 3 3"  # socket priority -> band
 QUEUE_PACKETS = 1000  # per queue disc (per band in ``bands``)
+SPRAY_DUPACKS = 100  # duplicate acknowledgements before a fast retransmit when packets are sprayed
 WATCH = """
 #include "ns3/application.h"
 #include "ns3/simulator.h"
@@ -60,15 +67,15 @@ void Reset() { finish.clear(); need.clear(); got.clear(); }
 """
 
 
-def default_scenario() -> Scenario:
+def default_scenario(routing: str = "ecmp") -> Scenario:
     spec = ModelSpec("moe-tiny", layers=4, hidden=512, heads=8, seq_len=256, micro_batch=1, vocab=0, experts=8,
                      top_k=2, ffn=1024)
     net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full",
-                      speeds={"ib": 100 / 8, "pcie": 64.0})
+                      speeds={"ib": 100 / 8, "pcie": 64.0}).with_routing(routing)
     it = build_iteration(spec, Layout(tp=2, pp=2, dp=8, ep=8, microbatches=4), gpu("h100"), net)
     outcome = run_schedule("hermod", it.tasks, it.coflows, net)
     return export_scenario(net, outcome.schedule.tasks, outcome.schedule.coflows, outcome.result.start,
-                           name="moe-tiny on fattree:k=4,nics=1, hermod")
+                           name=f"moe-tiny on fattree:k=4,nics=1, {routing}, hermod")
 
 
 def ns3_replay(scenario: Scenario, *, priorities: bool, seed: int = 1) -> np.ndarray:
@@ -84,12 +91,15 @@ def ns3_replay(scenario: Scenario, *, priorities: bool, seed: int = 1) -> np.nda
     ns.Config.SetDefault("ns3::TcpSocket::SegmentSize", ns.UintegerValue(1448))
     ns.Config.SetDefault("ns3::TcpSocket::SndBufSize", ns.UintegerValue(4 << 20))
     ns.Config.SetDefault("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(4 << 20))
+    spray = scenario.routing == "spray"
+    ns.Config.SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", ns.BooleanValue(spray))
+    ns.Config.SetDefault("ns3::TcpSocketBase::ReTxThreshold", ns.UintegerValue(SPRAY_DUPACKS if spray else 3))
     names = [*scenario.hosts, *scenario.switches]
     nodes = ns.NodeContainer()
     nodes.Create(len(names))
     node = {name: nodes.Get(i) for i, name in enumerate(names)}
     stack = ns.InternetStackHelper()
-    stack.SetRoutingHelper(ns.Ipv4StaticRoutingHelper())
+    stack.SetRoutingHelper(ns.Ipv4GlobalRoutingHelper() if spray else ns.Ipv4StaticRoutingHelper())
     stack.Install(nodes)
     p2p = ns.PointToPointHelper()
     p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", ns.QueueSizeValue(ns.QueueSize("1p")))
@@ -114,13 +124,20 @@ def ns3_replay(scenario: Scenario, *, priorities: bool, seed: int = 1) -> np.nda
         for side, (me, other) in enumerate(((link.a, link.b), (link.b, link.a))):
             ipv4 = node[me].GetObject[ns.Ipv4]()
             ends[(me, other)] = (ipv4.GetInterfaceForDevice(devices.Get(side)), ifaces.GetAddress(1 - side))
-    routing = ns.Ipv4StaticRoutingHelper()
-    table = {n: routing.GetStaticRouting(node[n].GetObject[ns.Ipv4]()) for n in names}
-    _ack_routes(scenario, names, ends, table, ns)
-    aliases: dict[tuple[str, ...], object] = {}
-    for f in scenario.flows:
-        if f.path not in aliases:
-            aliases[f.path] = _alias(len(aliases), f.path, ends, node, table, ns)
+    if spray:  # shortest paths everywhere, each packet on one of them at random
+        ns.Ipv4GlobalRoutingHelper.PopulateRoutingTables()
+        address_of = {}  # a host's address on its link
+        for (_, there), (_, address) in ends.items():
+            address_of.setdefault(there, address)
+        aliases = {f.path: address_of[f.dst] for f in scenario.flows}
+    else:
+        routing = ns.Ipv4StaticRoutingHelper()
+        table = {n: routing.GetStaticRouting(node[n].GetObject[ns.Ipv4]()) for n in names}
+        _ack_routes(scenario, names, ends, table, ns)
+        aliases = {}
+        for f in scenario.flows:
+            if f.path not in aliases:
+                aliases[f.path] = _alias(len(aliases), f.path, ends, node, table, ns)
     sinks, sources = ns.ApplicationContainer(), ns.ApplicationContainer()
     for n, f in enumerate(scenario.flows):
         port = 1024 + n
@@ -228,8 +245,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
     parser.add_argument("--flows", type=int, default=0, help="replay only the first N flows (by release; 0: all)")
     parser.add_argument("--seed", type=int, default=1, help="ns-3's random seed")
+    parser.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
+                        help="the default scenario's routing: each flow on its ECMP path, or packets sprayed")
     args = parser.parse_args()
-    scenario = read_scenario(args.scenario) if args.scenario else default_scenario()
+    scenario = read_scenario(args.scenario) if args.scenario else default_scenario(args.routing)
     if args.flows:
         first = sorted(scenario.flows, key=lambda f: f.release_s)[: args.flows]
         scenario = replace(scenario, flows=tuple(first), name=f"{scenario.name}, first {len(first)} flows")

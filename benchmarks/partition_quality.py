@@ -1,6 +1,8 @@
 """Partition quality and speed (issue: G3 partitioning).
 
-Quality: Cora and two RMAT power-law graphs, K = 4 and 8, every method: total remote (communication
+Quality: Cora, two other real graphs vendored in ``benchmarks/data/`` (the French transmission grid,
+RTE's 2013 snapshot, and the Minnesota road network: sparse, near-planar shapes unlike Cora's
+citations) and two RMAT power-law graphs, K = 4 and 8, every method: total remote (communication
 volume) and its ratio to METIS's, remote min/max, node and degree (edge) imbalance, and whether g3
 meets the issue's targets (<= 1.10x METIS's volume, remote min/max >= 0.95, both balances within 5%);
 also what g3's stage 1 alone sends, and what stage 2's balancing of remote counts adds to it.
@@ -20,6 +22,8 @@ balancing degree sums instead costs.
 Skew sweep: g3's and deg-ref's volume over METIS's, METIS's degree imbalance and the share of edge
 ends the top 1% of nodes hold, on RMAT graphs from mild to Graph500 skew: where the price of degree
 balance crosses 1.10x.
+Seeds: g3's and METIS's total remote on each real graph, 8 parts, seeds 1, 2 and 3 (METIS seeds its
+generator with glibc's srand, for which 0 and 1 are the same seed), and the ratio per seed.
 Speed: rmat:nodes=1000000,edges=10000000 into 8 parts (and the same with PBBS's skew): the whole g3
 pipeline against the plain METIS call alone (the baseline, timed in the same run), and each one's
 peak memory (max RSS of a child process that runs only that step on the already-built graph). A third
@@ -28,7 +32,7 @@ on small graphs is that routine with a second constraint; on graphs this large g
 edge-cut objective and lowers the volume itself, and this row shows what that saves.
 
     python benchmarks/partition_quality.py [--rmat SPEC ...] [--skip-sweep]
-                                           [--speed-graph SPEC ...] [--skip-speed]
+                                           [--speed-graph SPEC ...] [--skip-speed] [--seeds-only]
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -49,6 +54,9 @@ from commgraph.partition.g3 import STAGE1_IMBALANCE
 from commgraph.partition.metis import metis_edge_cut, metis_multi_constraint, undirected_adjacency
 
 METHODS = ("g3", "metis", "chunk", "random")
+DATA = Path(__file__).parent / "data"
+REAL = ("cora", str(DATA / "rte6515.txt.gz"), str(DATA / "minnesota.txt.gz"))
+SEEDS = (1, 2, 3)
 RMAT = "rmat:nodes=100000,edges=1000000,seed=0"
 GRAPH500, PBBS = RMAT, RMAT + ",a=0.5,b=0.1,c=0.1"
 SWEEP = [RMAT + f",a={a},b={b},c={b}" for a, b in ((0.45, 0.15), (0.5, 0.1), (0.5, 0.2), (0.55, 0.15), (0.57, 0.19))]
@@ -127,6 +135,20 @@ def quality(spec: str) -> None:
         print(f"   g3 targets, {parts} parts: " + ("all met" if not misses else "missed: " + "; ".join(misses)))
 
 
+def seeds(specs: tuple[str, ...], parts: int = 8) -> None:
+    """g3's total remote over METIS's on each graph, one column per seed."""
+    print(f"\ntotal remote, {parts} parts, g3 / METIS, seeds {', '.join(map(str, SEEDS))}")
+    for spec in specs:
+        graph = load_graph(spec)
+        cells = []
+        for seed in SEEDS:
+            metis = partition_metrics(graph, partition_graph(graph, parts, "metis", seed=seed)[0], parts)
+            g3 = partition_metrics(graph, partition_graph(graph, parts, "g3", seed=seed)[0], parts)
+            cells.append(f"{g3['total_remote']:,} / {metis['total_remote']:,} = "
+                         f"{g3['total_remote'] / metis['total_remote']:.3f}x (remote min/max {g3['remote_min_max']:.2f})")
+        print(f"{graph.name}: " + "; ".join(cells), flush=True)
+
+
 def sweep(specs: list[str]) -> None:
     print("\nskew sweep: total remote / METIS's, and METIS's degree imbalance (max/mean degree sum)")
     print(f"{'graph':<58} {'K':>2} {'g3':>6} {'deg-ref':>8} {'METIS deg imb':>14} {'top 1% hold':>12}")
@@ -193,15 +215,19 @@ def main() -> None:
     parser.add_argument("--speed-graph", action="append",
                         help=f"graph(s) for the speed part (default: {SPEED} and {SPEED_PBBS})")
     parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--seeds-only", action="store_true",
+                        help="only the per-seed g3 / METIS table on the real graphs (under a minute)")
     parser.add_argument("--step", choices=("metis", "metis-volume", "g3"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.step:
         _step(args.step, args.speed_graph[0])
         return
+    seeds(REAL)
+    if args.seeds_only:
+        return
     if importlib.util.find_spec("mtkahypar") is None:
         print("no hyp-ref or hyp-node rows: pip install mtkahypar to add Mt-KaHyPar's partitions under one balance")
-    quality("cora")
-    for spec in args.rmat or (GRAPH500, PBBS):
+    for spec in (*REAL, *(args.rmat or (GRAPH500, PBBS))):
         quality(spec)
     if not args.skip_sweep:
         sweep(SWEEP)

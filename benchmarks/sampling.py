@@ -335,11 +335,14 @@ def count_fetch(whole: SamplingGraph, trains: list[np.ndarray], trainer: str, ar
     train --seed seed`` run, drawn exactly as they draw them (each worker's generator, seeds and
     sampler, DGS with ``masks`` from step 1), without training: per step, summed over workers,
     feature bytes, request bytes (8 per remote row, and DGS's column list once to every other
-    worker); per worker: remote rows, sampled edges (the GNN's work) and seconds sampling."""
+    worker), and with ``--first-layer owner`` the first-layer rows the owners would send instead
+    of the feature rows (GraphSAGE: each remote row's neighbour row and a root row per remote
+    destination of layer 0, ``--hidden`` wide; as many gradient rows come back); per worker:
+    remote rows, sampled edges (the GNN's work) and seconds sampling."""
     fanouts, parts = parse_fanouts(args.fanout), len(trains)
     steps = epoch_steps([t.shape[0] for t in trains], args.batch_size)
     width = masks[0].feature_mask.shape[0]
-    features = requests = rows = edges = counted = 0
+    features = requests = rows = edges = counted = activations = 0
     seconds = 0.0
     for k, train in enumerate(trains):
         graph = replace(whole, part=k)
@@ -359,9 +362,12 @@ def count_fetch(whole: SamplingGraph, trains: list[np.ndarray], trainer: str, ar
             edges += batch.num_sampled_edges
             remote = int(batch.remote_input.sum())
             features += 4 * batch.fetched_values(width)
+            destinations = batch.layers[0].dst.shape[0]
+            activations += 4 * args.hidden * (remote + int(batch.remote_input[:destinations].sum()))
             requests += 8 * remote
             rows += remote
     return {"feature_mb": features / counted / 1e6, "request_mb": requests / counted / 1e6,
+            "activation_mb": activations / counted / 1e6,
             "remote_rows": rows / counted / parts, "edges": edges / counted / parts, "sample_s": seconds / counted / parts,
             "steps": counted, "epoch_steps": steps}
 
@@ -438,6 +444,14 @@ def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts:
               f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s} "
               f"{np.mean(col['remote_rows']) / remote:9.1%} {np.mean(col['edges']):12.0f} "
               f"{np.mean(col['sample_s']) * 1e3:9.0f}")
+    print(f"  with --first-layer owner (hidden {args.hidden}): activations = gradient rows MB per step; feature "
+          f"bytes per step shipped / owner's activations; total with owner (incl. both ways and the all-reduce)")
+    for name, rows in counts.items():
+        act = [r["activation_mb"] for r in rows]
+        owner_total = [r["activation_mb"] * 2 + r["request_mb"] + r["gradient_mb"] for r in rows]
+        print(f"  {name:11s} {fmt(act, 2):>22s} {np.mean([r['feature_mb'] / r['activation_mb'] for r in rows]):8.1f}x "
+              f"{fmt(owner_total, 2):>22s} ({np.mean([r['total_mb'] / t for r, t in zip(rows, owner_total)]):.1f}x "
+              f"fewer total bytes)")
     base = counts.get("neighbor")
     for name in (n for n in DGS_VARIANTS if n in counts and base):
         saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(counts[name], base)]

@@ -122,6 +122,7 @@ def test_malformed_schedules_are_refused():
         allreduce_schedule(plan)
 
 
+@pytest.mark.slow
 def test_auto_chooses_the_cheapest_by_price_and_native_stands_for_the_ring():
     assert choose_allreduce(load_preset("dgx-a100"), 1e8) == "lp"
     assert choose_allreduce(load_preset("p3.8xlarge"), 1e8) == "lp"

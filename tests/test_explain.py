@@ -48,6 +48,7 @@ def test_explanation_graph_pools_the_local_nodes_and_links_every_remote_node(cor
     assert explanation.edge_index.shape[1] == 2 * m + 1
 
 
+@pytest.mark.slow
 def test_one_explainer_learns_node_and_feature_masks_and_honours_epochs_and_threshold(cora_part):
     graph, sampling, explanation = cora_part
     torch.manual_seed(0)
@@ -103,6 +104,7 @@ def _wait_for(condition, seconds: float = 60) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.multiproc
 def test_online_explainer_explains_the_lowest_loss_snapshot_and_never_blocks(cora_part, tmp_path):
     graph, sampling, explanation = cora_part
     torch.manual_seed(0)
@@ -129,6 +131,7 @@ def test_online_explainer_explains_the_lowest_loss_snapshot_and_never_blocks(cor
     assert not online._process.is_alive()
 
 
+@pytest.mark.multiproc
 def test_explainer_errors_reach_training(cora_part):
     graph, sampling, explanation = cora_part
     model = GNN("sage", graph.num_features, 16, 7)

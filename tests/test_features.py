@@ -366,7 +366,6 @@ def test_zero_copy_gathers_equal_the_gpu_table(width):
 
 @pytest.mark.multiproc
 @pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
-@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.timeout(300)
 def test_pinning_a_table_file_holds_it_once(tmp_path):
@@ -378,7 +377,6 @@ def test_pinning_a_table_file_holds_it_once(tmp_path):
 
 @pytest.mark.multiproc
 @pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
-@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.timeout(300)
 def test_training_on_the_gpu_gives_the_same_losses_with_host_features(tmp_path, monkeypatch):
@@ -391,7 +389,6 @@ def test_training_on_the_gpu_gives_the_same_losses_with_host_features(tmp_path, 
 
 @pytest.mark.multiproc
 @pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
-@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.timeout(600)
 def test_full_graph_training_with_host_features_never_holds_the_table_on_the_gpu(tmp_path, monkeypatch):
@@ -415,7 +412,6 @@ def test_full_graph_training_with_host_features_never_holds_the_table_on_the_gpu
 
 @pytest.mark.multiproc
 @pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
-@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.timeout(300)
 def test_mini_batches_on_the_gpu_give_the_same_losses_with_host_features(tmp_path, monkeypatch):

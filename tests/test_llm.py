@@ -406,6 +406,7 @@ def _ep_bytes(it):
     return {it.tasks[i].id: it.tasks[i] for c in it.coflows if c.kind == "ep" for i in c.flows}
 
 
+@pytest.mark.slow
 def test_server_ep_flows_sum_the_groups_that_span_the_same_servers():
     net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full")
     layout = Layout(tp=2, pp=2, dp=8, ep=8, microbatches=2)  # EP group t: tp rank t of the 8 replicas
@@ -501,6 +502,7 @@ def test_floor_is_exact_on_one_layer_two_replicas():
         assert seconds == pytest.approx(floor.seconds, rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("routing", ["ecmp", "spray"])
 def test_iteration_floor_is_below_every_scheduler(routing):
     net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full",

@@ -137,10 +137,11 @@ def test_dgs_masks_written_by_one_run_are_used_from_the_first_step_of_another(se
 
 @pytest.mark.multiproc
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("trainer", ["neighbor", "dgs"])
-def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, trainer):
+@pytest.mark.parametrize("trainer, first_layer", [("neighbor", "features"), ("dgs", "features"), ("dgs", "owner")])
+def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, trainer, first_layer):
     """``benchmarks/sampling.py --count-steps``'s count, made without training, equals the bytes a
-    real ``--steps-per-epoch 2`` run moves: feature and request bytes, to the byte."""
+    real ``--steps-per-epoch 2`` run moves: feature (or, with ``--first-layer owner``, activation)
+    and request bytes, to the byte."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from sampling import DGS_VARIANTS, count_fetch  # noqa: I001 - the benchmark script, on the path above
 
@@ -152,14 +153,20 @@ def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, 
     masks = [DGSMasks(np.where(rng.random(2708) < 0.7, rng.random(2708), 0.0), rng.random(1433)) for _ in range(2)]
     save_masks(tmp_path / "masks.npz", pset, masks)
     trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)] for k in range(2)]
-    args = argparse.Namespace(fanout="5,5", batch_size=16, count_steps=2)
+    args = argparse.Namespace(fanout="5,5", batch_size=16, count_steps=2, hidden=16)
     counted = count_fetch(SamplingGraph.from_partition(pset, 0), trains, trainer, args, 3, masks)
     options = ["--sampler", "dgs", "--explain-cpu", "0", "--dgs-masks", str(tmp_path / "masks.npz")] \
         if trainer in DGS_VARIANTS else ["--sampler", "neighbor"]
     records, _ = _train(sets["g3"], 2, tmp_path / "m.jsonl", *options, "--fanout", "5,5", "--batch-size", "16",
-                        "--steps-per-epoch", "2", "--epochs", "1", "--seed", "3", "--hidden", "16")
+                        "--steps-per-epoch", "2", "--epochs", "1", "--seed", "3", "--hidden", "16",
+                        "--first-layer", first_layer)
     assert counted["steps"] == records[0]["steps"] == 2
-    assert round(counted["feature_mb"] * 2e6) == records[0]["feature_bytes"] > 0
+    if first_layer == "owner":
+        assert round(counted["activation_mb"] * 2e6) == records[0]["activation_bytes"] > 0
+        assert records[0]["activation_grad_bytes"] == records[0]["activation_bytes"]
+        assert records[0]["feature_bytes"] == 0
+    else:
+        assert round(counted["feature_mb"] * 2e6) == records[0]["feature_bytes"] > 0
     assert round(counted["request_mb"] * 2e6) == records[0]["structure_bytes"]
 
 

@@ -55,6 +55,35 @@ def _two_hosts(*flows: ScenarioFlow) -> Scenario:
     return Scenario("two hosts", 2, ("h0", "h1"), ("sw",), links, flows)
 
 
+def _two_paths(routing: str, *flows: ScenarioFlow) -> Scenario:
+    """h0 - x at 200 Gbit/s, two 100 Gbit/s paths x - y0|y1 - z, z - h1 at 200 Gbit/s; 1 us links."""
+    links = (ScenarioLink("h0", "x", 200 * GBIT, 1.0), ScenarioLink("x", "y0", 100 * GBIT, 1.0),
+             ScenarioLink("x", "y1", 100 * GBIT, 1.0), ScenarioLink("y0", "z", 100 * GBIT, 1.0),
+             ScenarioLink("y1", "z", 100 * GBIT, 1.0), ScenarioLink("z", "h1", 200 * GBIT, 1.0))
+    return Scenario("two paths", 1, ("h0", "h1"), ("x", "y0", "y1", "z"), links, flows, routing)
+
+
+def test_a_sprayed_scenario_splits_each_flow_over_both_paths_and_round_trips(tmp_path):
+    flow = ScenarioFlow("a", "ca", "ep", "h0", "h1", 12_500_000, 0.0, 0, ("h0", "x", "y0", "z", "h1"))
+    ecmp, spray = _two_paths("ecmp", flow), _two_paths("spray", flow)
+    assert flow_level(ecmp).finish[0] == pytest.approx(1e-3 + 4e-6)  # 100 Mbit at 100 Gbit/s, 4 links' latency
+    assert flow_level(spray).finish[0] == pytest.approx(0.5e-3 + 4e-6)  # half on each path
+    write_scenario(spray, tmp_path / "s.json")
+    assert read_scenario(tmp_path / "s.json") == spray
+    with pytest.raises(SimulationError, match="routing must be one of ecmp, spray, got 'adaptive'"):
+        _two_paths("adaptive", flow)
+
+
+def test_export_of_a_sprayed_fabric_says_so_and_keeps_the_ecmp_path():
+    net, outcome = _moe_run()
+    sprayed = net.with_routing("spray")
+    tasks, coflows = outcome.schedule.tasks, outcome.schedule.coflows
+    ecmp = export_scenario(net, tasks, coflows, outcome.result.start)
+    spray = export_scenario(sprayed, tasks, coflows, outcome.result.start)
+    assert (ecmp.routing, spray.routing) == ("ecmp", "spray")
+    assert spray.flows == ecmp.flows
+
+
 def _flow(name, band, release=0.0, nbytes=1_250_000):
     return ScenarioFlow(name, f"c{name}", "dp", "h0", "h1", nbytes, release, band, ("h0", "sw", "h1"))
 
@@ -99,8 +128,6 @@ def test_export_refuses_coflows_that_stay_inside_servers():
     tasks = [Transfer("x", "gpu0", "gpu1", 1e6)]
     with pytest.raises(SimulationError, match="crosses the network"):
         export_scenario(net, tasks, [Coflow("c", "dp", 0, 0, (0,))], np.zeros(1))
-    with pytest.raises(SimulationError, match="routes by spray: export it with ecmp routing"):
-        export_scenario(net.with_routing("spray"), tasks, [Coflow("c", "dp", 0, 0, (0,))], np.zeros(1))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ns") is None,
@@ -115,3 +142,14 @@ def test_ns3_replays_a_small_scenario_close_to_the_flow_level_simulator():
     assert not np.isnan(packet).any()
     assert packet[1] < packet[0]  # the band-0 flow overtakes the earlier band-1 flow
     assert np.abs(packet / flow - 1).max() < 0.1  # TCP's handshake and slow start, headers
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ns") is None,
+                    reason="ns-3's Python bindings are absent (pip install 'commgraph[packet]')")
+def test_ns3_sprays_packets_over_both_paths():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from ns3_crosscheck import ns3_replay
+
+    flow = ScenarioFlow("a", "ca", "ep", "h0", "h1", 12_500_000, 0.0, 0, ("h0", "x", "y0", "z", "h1"))
+    packet = ns3_replay(_two_paths("spray", flow), priorities=False)[0]
+    assert flow_level(_two_paths("spray", flow)).finish[0] < packet < 0.9e-3  # one path at line rate: 1 ms

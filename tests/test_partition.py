@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,11 +46,35 @@ def test_g3_balances_compute_and_communication_on_cora(cora, parts):
     assert metis["remote_min_max"] < 0.95  # what G3 fixes: METIS leaves communication unbalanced
 
 
+REAL_GRAPHS = Path(__file__).parents[1] / "benchmarks" / "data"
+
+
+def _with_isolated_node(graph, at):
+    """``graph`` with one edgeless node inserted at id ``at``, every later id shifted by one: what a
+    SNAP header's isolated node does to the ids (email-Enron's)."""
+    src, dst = graph.edge_list()
+    return from_edges(src + (src >= at), dst + (dst >= at), graph.num_nodes + 1)
+
+
+@pytest.mark.parametrize("graph", ["cora with an isolated node", "French transmission grid"])
+def test_g3_stays_within_1_10x_of_metis_on_real_graphs(cora, graph):
+    """One isolated node in the middle of Cora's ids moved a single start of g3 from 1.09x to 1.16x
+    METIS's volume at 8 parts (as the header's isolated node did on a held-out SNAP graph, 1.10x to
+    1.20x); a sparse grid is another shape. Node and degree balance hold either way."""
+    g = _with_isolated_node(cora, cora.num_nodes // 2) if graph.startswith("cora") else \
+        load_graph(REAL_GRAPHS / "rte6515.txt.gz")
+    g3 = partition_metrics(g, partition_graph(g, 8, "g3")[0], 8)
+    metis = partition_metrics(g, partition_graph(g, 8, "metis")[0], 8)
+    assert g3["total_remote"] <= 1.10 * metis["total_remote"]
+    assert g3["node_imbalance"] <= 1.05 and g3["edge_imbalance"] <= 1.05
+
+
 def test_g3_reports_its_stages(cora):
     """Stage lines as they happen; what stage 1 left and stage 2 fixed, in the details."""
     lines = []
     assignment, details = partition_graph(cora, 4, "g3", log=lines.append)
-    assert [line.split(":")[0] for line in lines] == ["g3 stage 1", "g3 stage 1", "g3 stage 2"]
+    assert [line.split(":")[0] for line in lines] == [
+        f"g3 stage {stage} (start {start} of {g3.STARTS})" for start in range(1, g3.STARTS + 1) for stage in (1, 1, 2)]
     assert details["stage1_remote_min_max"] < 0.95 <= partition_metrics(cora, assignment, 4)["remote_min_max"]
     assert details["stage1_total_remote"] > 0 and details["kept_swaps"] > 0
     assert details["stage1_seconds"] >= 0 and details["stage2_seconds"] >= 0

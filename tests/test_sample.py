@@ -139,6 +139,7 @@ def _two_parts():
     return _sampling_graph(src, dst, n, owner=owner, part=0), n
 
 
+@pytest.mark.slow
 def test_dgs_samples_like_neighbor_before_masks_and_in_distribution_with_neutral_masks():
     graph, n = _two_parts()
     seeds = np.arange(10)

@@ -78,7 +78,6 @@ def test_matches_a_reference_build_on_random_edges(tmp_path):
         ("# c\n0 1\n2 x\n", "expected an integer, found 'x'", 3),
         ("0 1\n\n2\n", "expected at least 2 columns, found 1", 3),
         ("0 1\n-3 2\n", "negative node id -3", 2),
-        ("# Nodes: 2\n0 1\n1 2\n", "header declares 2 nodes but edges use node id 2", None),
         ("# only a comment\n", "contains no edges", None),
         ("", "contains no edges", None),
     ],
@@ -91,6 +90,27 @@ def test_bad_edge_lists_name_file_and_line(tmp_path, text, message, line):
     assert info.value.line == line
     if line is not None:
         assert f"bad.txt, line {line}:" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text, nodes, node_ids, counted",
+    [
+        ("# Nodes: 2\n0 1\n1 2\n", 3, None, 3),  # dense ids beyond the header's range
+        ("# Nodes: 2 Edges: 2\n10 20\n20 30\n", 3, [10, 20, 30], 3),  # more distinct ids than declared
+        ("# Nodes: 5\n10 20\n20 30\n", 3, [10, 20, 30], 3),  # fewer, out of the header's range
+    ],
+)
+def test_a_header_that_disagrees_with_the_edges_is_a_warning(tmp_path, capsys, text, nodes, node_ids, counted):
+    """A '# Nodes:' line is the publisher's statement, not a checksum: the graph keeps the ids its
+    edges name, and the disagreement is one warning on stderr naming the file and both counts."""
+    path = write(tmp_path / "h.txt", text)
+    g = load_snap(path)
+    assert g.num_nodes == nodes and g.num_edges == 4
+    assert (g.node_ids.tolist() if g.node_ids is not None else None) == node_ids
+    declared = int(text.split()[2])
+    assert capsys.readouterr().err == (f"commgraph: warning: {path}: counted {counted} nodes (the ids its edges "
+                                       f"name) where its '# Nodes:' header states {declared}; kept as counted "
+                                       "(a stated count is not a checksum)\n")
 
 
 def test_truncated_gzip_is_a_typed_error(tmp_path):

@@ -1,6 +1,8 @@
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.sparse.csgraph import dijkstra
 
 from commgraph.errors import TopologyError
 from commgraph.topology import Device, Link, Topology, load_preset, load_topology, read_yaml, write_yaml
@@ -33,7 +35,8 @@ def test_p3_8xlarge_is_the_four_gpu_half():
 
 
 @pytest.mark.parametrize("name", [*SERVERS, "localhost-cpu:3", "2xdgx1-v100-ib", "3xp3.8xlarge-eth",
-                                  "fattree:k=4,server=p3.8xlarge", "fattree:k=4,link=eth"])
+                                  *(pytest.param(spec, marks=pytest.mark.slow)  # 80 servers: seconds to draw
+                                    for spec in ("fattree:k=4,server=p3.8xlarge", "fattree:k=4,link=eth"))])
 def test_every_preset_loads_validates_round_trips_and_draws(name, tmp_path):
     t = load_preset(name)
     again = read_yaml(_written(t, tmp_path))
@@ -98,6 +101,25 @@ def test_fat_tree_routes_spread_over_core_switches():
              for h in t.route(f"s0.gpu{i}", f"s{100 + j}.gpu{i}") if h.dst.startswith("core")}
     assert len(cores) >= 12  # of 16: ECMP-like spreading, not one shortest path for all
 
+
+
+@pytest.mark.parametrize("name", ["fattree:k=4,server=hgx-h100,nics=1,bisection=full",
+                                  "fattree:k=4,server=hgx-h100,nics=8", "fattree:k=4,server=dgx-a100,rail=1",
+                                  "2xhgx-h100-ib", "dgx1-v100"])
+def test_a_gpus_distances_through_its_hosts_exits_equal_its_own_dijkstra(name):
+    t = load_preset(name)
+    graph, _, out_node = t._routing_graph
+    for gpu in t.gpus[:8] + t.gpus[-3:]:
+        node = out_node[t.index[gpu.id]]
+        assert np.allclose(t._distances(node), dijkstra(graph, indices=node), rtol=1e-12, atol=0)
+
+
+def test_the_gpus_of_a_server_with_one_nic_share_one_dijkstra():
+    t = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full")
+    _, _, out_node = t._routing_graph
+    for gpu in t.gpus[:8]:
+        t._distances(out_node[t.index[gpu.id]])
+    assert list(t._distances.full) == [t.index["s0.nic0"]]
 
 @pytest.mark.parametrize(
     "devices, links, message",

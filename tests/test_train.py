@@ -54,6 +54,22 @@ def _run_job(partdir: Path, runs: dict, workers: int, out: Path, monkeypatch, de
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
 
 
+@pytest.fixture(scope="module")
+def single_runs(partition_sets, tmp_path_factory):
+    """``single_runs(graph)``: every model trained by one worker on one CPU (the reference the
+    multi-worker and GPU runs are held to), each graph's job launched once for the whole module."""
+    done: dict[str, dict] = {}
+
+    def run(graph: str) -> dict:
+        if graph not in done:
+            with pytest.MonkeyPatch.context() as patch:
+                done[graph] = _run_job(partition_sets[(graph, 1)], _runs({m: "pipelined" for m in MODELS}), 1,
+                                       tmp_path_factory.mktemp(f"single-{graph}"), patch)
+        return done[graph]
+
+    return run
+
+
 VARIANTS = {  # run name suffix -> options; every variant computes the single-worker model
     "pipelined": {"exchange": "pipelined"},
     "pipelined-bins": {"exchange": "pipelined", "bin_size": 64},
@@ -93,11 +109,10 @@ def _check_against(single: dict, multi: dict, rows: int) -> None:
 @pytest.mark.multiproc
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
-def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path, monkeypatch):
+def test_multi_worker_training_equals_one_worker(graph, partition_sets, single_runs, tmp_path, monkeypatch):
     """Every model, 2 and 4 workers under the p2p plan: the same loss every epoch and the same
     final weights as one worker; the in-order mode and the executed all-reduce schedules too."""
-    single = _run_job(partition_sets[(graph, 1)], _runs({m: "pipelined" for m in MODELS}), 1,
-                      tmp_path / "w1", monkeypatch)
+    single = single_runs(graph)
     for workers in (2, 4):
         runs = _runs({m: "pipelined" for m in MODELS}, plan="p2p")
         if workers == 4:  # small bins: many messages, out-of-order arrival, eager scheduling
@@ -118,7 +133,7 @@ def test_multi_worker_training_equals_one_worker(graph, partition_sets, tmp_path
 
 @pytest.mark.multiproc
 @pytest.mark.timeout(600)
-def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, tmp_path, monkeypatch):
+def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, single_runs, tmp_path, monkeypatch):
     """8 CPU workers standing in for a DGX-1's GPUs under SPST (rows relayed through other
     workers, as the plan says) and the LP's spanning-tree all-reduce: every model follows the
     single-worker run."""
@@ -134,8 +149,7 @@ def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, tmp_pa
     assert len(plan.stages) == 2 and plan.stages[1]  # relays, not the p2p fallback
     rows = sum(send.ids.size for stage in plan.stages for send in stage)
     assert rows > load_partition_set(partdir).manifest["metrics"]["total_remote"]
-    single = _run_job(partition_sets[("cora", 1)], _runs({m: "pipelined" for m in MODELS}), 1, tmp_path / "w1",
-                      monkeypatch)
+    single = single_runs("cora")
     runs = _runs({m: "lp" for m in MODELS}, topology="dgx1-v100", plan="spst")
     runs.update(_runs({"sage": "barrier-ordered", "gat": "ordered-bins"}, topology="dgx1-v100", plan="spst"))
     multi = _run_job(partdir, runs, 8, tmp_path / "w8", monkeypatch)
@@ -145,13 +159,12 @@ def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, tmp_pa
 @pytest.mark.multiproc
 @pytest.mark.timeout(300)
 @pytest.mark.gpu(reason="compares a CUDA run with a CPU run")
-@pytest.mark.multiproc
-def test_one_worker_on_the_gpu_equals_the_cpu(partition_sets, tmp_path, monkeypatch):
+def test_one_worker_on_the_gpu_equals_the_cpu(partition_sets, single_runs, tmp_path, monkeypatch):
     """Every model trained on the GPU follows the CPU run: the same losses and weights within float
     rounding (cuSPARSE and the CPU kernels sum in different orders)."""
-    runs = _runs({m: "pipelined" for m in MODELS})
-    cpu = _run_job(partition_sets[("cora", 1)], runs, 1, tmp_path / "cpu", monkeypatch)
-    gpu = _run_job(partition_sets[("cora", 1)], runs, 1, tmp_path / "gpu", monkeypatch, device="cuda")
+    cpu = single_runs("cora")
+    gpu = _run_job(partition_sets[("cora", 1)], _runs({m: "pipelined" for m in MODELS}), 1, tmp_path / "gpu",
+                   monkeypatch, device="cuda")
     for name, reference in cpu.items():
         np.testing.assert_allclose(gpu[name]["loss"], reference["loss"], rtol=1e-3, atol=1e-4, err_msg=name)
         for key in reference:

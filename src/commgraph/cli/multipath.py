@@ -1,6 +1,6 @@
 """``commgraph sim multipath simulate``: choose a communication path for each request of a stream
-(direct, greedy-intra, greedy-e2e, toll, toll-jct, toll-inflight, greedy-queue, lp) and price the
-choices on the flow simulator.
+(direct, greedy-intra, greedy-e2e, toll, toll-jct, toll-inflight, toll-bytes, greedy-queue, lp) and price
+the choices on the flow simulator.
 
 The workload is ``poisson:load=L,size=S,types=SRC:DST+...`` (load as a fraction of the direct
 paths' capacity, or rate=R per second; n, seed, dep, compute are optional), ``kvs:ycsb=c|b,load=L``

@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass, fields
 
 import numpy as np
+from numba import njit
 
 from commgraph.errors import GraphValidationError
 
@@ -108,13 +109,9 @@ class Graph:
         return np.diff(self.indptr)
 
     def num_components(self) -> int:
-        """Weakly connected components (an isolated node is one)."""
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import connected_components
-
-        n = self.num_nodes
-        matrix = csr_matrix((np.ones(self.num_edges, dtype=np.int8), self.indices, self.indptr), shape=(n, n))
-        return int(connected_components(matrix, directed=True, connection="weak")[0])
+        """Weakly connected components (an isolated node is one): union-find over the CSR, one
+        node-indexed array, nothing edge-sized."""
+        return int(_components(self.indptr, self.indices))
 
     def edge_list(self) -> tuple[np.ndarray, np.ndarray]:
         """``(src, dst)`` of every stored edge, in CSR order; each of shape ``[E]``."""
@@ -228,16 +225,16 @@ class Graph:
     def stats(self) -> dict:
         """The figures ``commgraph graph info`` prints, as plain JSON-ready values."""
         deg = self.in_degrees()
-        src, dst = self.edge_list()
         out: dict = {
             "name": self.name,
             "num_nodes": self.num_nodes,
             "num_edges": self.num_edges,
             "num_features": self.num_features,
             "num_classes": self.num_classes,
-            "self_loops": int(np.count_nonzero(src == dst)),
+            "self_loops": int(_self_loops(self.indptr, self.indices).sum()),
             # no edge in or out: such a node is never sent, received or aggregated over
-            "isolated_nodes": int(np.count_nonzero((deg == 0) & (np.bincount(src, minlength=self.num_nodes) == 0))),
+            "isolated_nodes": int(np.count_nonzero((deg == 0) & (np.bincount(self.indices, minlength=self.num_nodes)
+                                                                 == 0))),
             "components": self.num_components(),
             "degree": {
                 "min": int(deg.min()) if deg.size else 0,
@@ -256,9 +253,42 @@ class Graph:
 def loop_free_in_degrees(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """In-degrees not counting self loops. GCN and GAT give every node exactly one self loop (PyG's
     ``add_remaining_self_loops``), so their normalisations count the other in-edges plus that one."""
-    degree = np.diff(indptr)
-    rows = np.repeat(np.arange(degree.shape[0], dtype=np.int64), degree)
-    return degree - np.bincount(rows[indices == rows], minlength=degree.shape[0])
+    return np.diff(indptr) - _self_loops(indptr, indices)
+
+
+@njit(cache=True)
+def _self_loops(indptr, indices):  # pragma: no cover - compiled
+    """Self loops of each row of a CSR."""
+    n = indptr.shape[0] - 1
+    loops = np.zeros(n, np.int64)
+    for v in range(n):
+        for e in range(indptr[v], indptr[v + 1]):
+            if indices[e] == v:
+                loops[v] += 1
+    return loops
+
+
+@njit(cache=True)
+def _root(parent, x):  # pragma: no cover - compiled
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@njit(cache=True)
+def _components(indptr, indices):  # pragma: no cover - compiled
+    """Weakly connected components of a CSR graph (union-find with path halving)."""
+    n = indptr.shape[0] - 1
+    parent = np.arange(n)
+    count = n
+    for v in range(n):
+        for e in range(indptr[v], indptr[v + 1]):
+            a, b = _root(parent, v), _root(parent, indices[e])
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+                count -= 1
+    return count
 
 
 def _as_array(value, dtype, name: str) -> np.ndarray:

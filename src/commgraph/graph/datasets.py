@@ -11,8 +11,9 @@ Every step leaves either nothing or a complete result, so a process killed at an
 by running it again: downloads resume from ``.part``; a zip is unpacked into a temporary folder that
 is renamed to ``unpacked/``; ``graph.npz`` and ``checksums.json`` are written to temporary files and
 renamed. A file whose digest is not recorded yet is checked (length, CRCs) and then recorded; a file
-whose digest no longer matches is corrupt and is fetched or made again. The statistics the publisher
-gives are checked when the graph is converted. One process at a time works on a dataset (a lock
+whose digest no longer matches is corrupt and is fetched or made again; a file whose SHA-256 the
+registry pins must match it. The statistics the publisher gives are compared when the graph is
+converted, and a disagreement is a warning (:func:`~commgraph.graph.registry.compare_count`). One process at a time works on a dataset (a lock
 file); others wait for it.
 """
 
@@ -37,7 +38,7 @@ from commgraph.graph.npz import load_npz, save_npz
 from commgraph.graph.ogb import read_ogb
 from commgraph.graph.planetoid import load_planetoid
 from commgraph.graph.reddit import read_reddit
-from commgraph.graph.registry import Dataset, lookup
+from commgraph.graph.registry import Dataset, compare_count, lookup
 from commgraph.graph.snap import EdgeFileLoad, read_snap
 
 HOME_ENV = "COMMGRAPH_HOME"
@@ -97,19 +98,18 @@ def load_dataset(name: str | Dataset, *, progress: bool = True, patience: Patien
 
 
 def check_stats(entry: Dataset, loaded: EdgeFileLoad) -> None:
-    """The loaded graph must have the publisher's node and edge counts, feature width and classes."""
+    """Compare the loaded graph's node and edge counts, feature width and classes with the publisher's;
+    each disagreement is a warning on stderr, never an error."""
     graph, stats = loaded.graph, entry.stats
     edges = loaded.rows if stats.edges_counted == "listed" else graph.num_edges
-    checks = [("nodes", graph.num_nodes, stats.nodes), (f"edges ({stats.edges_counted})", edges, stats.edges)]
+    edge_what = "edge lines" if stats.edges_counted == "listed" else "stored edges"
+    checks = [("nodes", graph.num_nodes, stats.nodes), (edge_what, edges, stats.edges)]
     if stats.features:
         checks.append(("features", graph.num_features, stats.features))
     if stats.classes:
         checks.append(("classes", graph.num_classes, stats.classes))
     for what, got, published in checks:
-        if got != published:
-            raise DatasetError(
-                f"{entry.name}: loaded {got:,} {what} but the publisher states {published:,}; the download may "
-                f"be damaged or changed upstream: delete {dataset_dir(entry.name)} and run again")
+        compare_count(entry.name, what, got, published, "the publisher")
 
 
 def _download_all(entry: Dataset, root: Path, progress: bool, patience: Patience | None) -> None:
@@ -127,11 +127,8 @@ def _download_all(entry: Dataset, root: Path, progress: bool, patience: Patience
             check_archive(dest, dest.name)
         else:
             download(mirrored(remote.url), dest, progress=progress, patience=patience)
-        if remote.size is not None and dest.stat().st_size != remote.size:
-            size = dest.stat().st_size
-            dest.unlink()
-            raise DatasetError(f"{remote.filename} from {mirrored(remote.url)} has {size:,} bytes, expected "
-                               f"{remote.size:,}; it was deleted: run again")
+        if remote.size is not None:
+            compare_count(remote.filename, "bytes", dest.stat().st_size, remote.size, "the registry")
         digest = sha256(dest)
         if remote.sha256 is not None and digest != remote.sha256:
             dest.unlink()

@@ -7,7 +7,10 @@ The upstream files are the ones PyG's and OGB's own loaders fetch: Planetoid's r
 ``data.dgl.ai`` (PyG's ``Reddit``), and SNAP's gzipped edge lists from ``snap.stanford.edu/data/``.
 Cora stays bundled (:data:`commgraph.graph.resolve.BUNDLED`).
 
-Statistics are checked on the graph as it loads, so a correct download always passes: ``nodes``
+Statistics are compared with the graph as it loads (:func:`compare_count`): a count that disagrees
+with the publisher's is a warning on stderr, never a refusal, since a page's figure is not a
+checksum; only a SHA-256 of the publisher's file (``RemoteFile.sha256``, pinned where known) refuses
+a download. They are counted as the publisher counts them: ``nodes``
 as the loader counts them (a SNAP header's N when every id lies in its range 0..N-1, isolated ids
 included, as SNAP publishes; else the ids that occur; OGB's ``num-node-list``; Planetoid's test
 index range, CiteSeer's isolated test nodes included); ``edges`` as the publisher counts them, either the edge lines of the
@@ -18,6 +21,7 @@ a node's feature vector; ``classes``, the number of label classes.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from commgraph.errors import GraphSpecError
@@ -27,8 +31,9 @@ KINDS = ("planetoid", "ogb", "reddit", "snap")
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One upstream file: its URL, its size in bytes where known, and its SHA-256 where known
-    (otherwise the digest of the first download is recorded and every later use checked against it)."""
+    """One upstream file: its URL, its size in bytes where known (a mismatch is a warning), and its
+    SHA-256 where known (a mismatch refuses the file; without one, the digest of the first download is
+    recorded and every later use checked against it)."""
 
     url: str
     size: int | None = None
@@ -118,3 +123,14 @@ def lookup(name: str) -> Dataset:
         return REGISTRY[name]
     except KeyError:
         raise GraphSpecError(f"no dataset named {name!r}; known: {', '.join(REGISTRY)}") from None
+
+
+def compare_count(source: str, what: str, counted: int, stated: int, stated_by: str) -> bool:
+    """Compare a count made on the data with the one ``stated_by`` gives (a publisher's page, a file's
+    header). A disagreement is one warning line on stderr and never an error: a stated count is not
+    a checksum. Returns True when they agree."""
+    if counted == stated:
+        return True
+    print(f"commgraph: warning: {source}: counted {counted:,} {what} where {stated_by} states {stated:,}; "
+          "kept as counted (a stated count is not a checksum)", file=sys.stderr)
+    return False

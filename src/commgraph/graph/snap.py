@@ -5,7 +5,8 @@ The node count is the header's where the file has one: when every id lies in the
 that no edge names included (email-Enron's header says 36,692 and its edges name 36,691 of them:
 it has 36,692 nodes, as SNAP publishes). Otherwise the nodes are the ids that occur: sparse ids
 (web-Google's run to 916,427 for 875,713 nodes, as its header says) are remapped to 0..N-1 and the
-original ids kept in ``Graph.node_ids``; dense ones (0..N-1 already) are kept as they are.
+original ids kept in ``Graph.node_ids``; dense ones (0..N-1 already) are kept as they are. A header
+whose N disagrees with the ids the edges name is a warning on stderr, and the graph keeps those ids.
 
 A file of exactly three columns is weighted (``src dst weight``); more columns (timestamps and the
 like) are ignored. Unweighted files are parsed in chunks straight into CSR; a weighted file's edges
@@ -23,6 +24,7 @@ from commgraph.errors import GraphFormatError
 from commgraph.graph.build import from_edges
 from commgraph.graph.core import Graph
 from commgraph.graph.edgelist import compact_ids, csr_from_chunks, read_edge_chunks
+from commgraph.graph.registry import compare_count
 from commgraph.graph.textio import declared_node_count, open_text, read_table
 
 SUFFIXES = (".txt", ".txt.gz", ".tsv", ".tsv.gz", ".edges", ".edges.gz", ".el", ".el.gz")
@@ -54,22 +56,12 @@ def read_snap(
     declared = declared_node_count(path)
     in_range = declared is not None and edges.max_id < declared  # the header's range names every node
     node_ids = None if in_range else compact_ids(edges, declared)
-    num_nodes = int(node_ids.shape[0]) if node_ids is not None else edges.max_id + 1
-    if declared is not None:
-        if node_ids is None and num_nodes > declared:
-            raise GraphFormatError(
-                path,
-                f"header declares {declared} nodes but edges use node id {num_nodes - 1}; "
-                "fix the '# Nodes:' line or remove it",
-            )
-        if node_ids is not None and num_nodes > declared:
-            raise GraphFormatError(
-                path,
-                f"header declares {declared} nodes but edges use {num_nodes} distinct ids; "
-                "fix the '# Nodes:' line or remove it",
-            )
-        if node_ids is None:
-            num_nodes = declared
+    if in_range:
+        num_nodes = declared
+    else:
+        num_nodes = int(node_ids.shape[0]) if node_ids is not None else edges.max_id + 1
+        if declared is not None:
+            compare_count(str(path), "nodes (the ids its edges name)", num_nodes, declared, "its '# Nodes:' header")
     name = name or _stem(path)
     if _columns(path) == 3:
         pairs = np.concatenate(edges.chunks).astype(np.int64)  # already renumbered by compact_ids

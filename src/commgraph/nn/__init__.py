@@ -4,7 +4,7 @@ CommNet), reusing PyTorch Geometric's message passing. Its names load on first u
 
 from commgraph.lazy import exports
 
-__all__ = ["GNN", "MODELS", "Block", "check_model_options"]
+__all__ = ["GNN", "LINEAR_FIRST", "MODELS", "Block", "check_model_options"]
 
-__getattr__ = exports(__name__, {"Block": "block", "GNN": "model", "MODELS": "options",
+__getattr__ = exports(__name__, {"Block": "block", "GNN": "model", "LINEAR_FIRST": "options", "MODELS": "options",
                                  "check_model_options": "options"})

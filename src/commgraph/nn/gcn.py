@@ -43,3 +43,16 @@ class GCNLayer(torch.nn.Module):
     def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: Block) -> torch.Tensor:
         aggregated = spmm(block.adj_t(self_loops=True, gcn_norm=True), x_src, reduce="sum")
         return self.conv.lin(aggregated) + self.conv.bias
+
+    def neighbour_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``Theta^T x_j`` for every row: the normalised sum of these
+        is the layer before its bias (the self loop's row is the destination's own)."""
+        return self.conv.lin(x)
+
+    def root_rows(self, x: torch.Tensor) -> None:
+        """GCN has no separate root term: its self loop reads :meth:`neighbour_rows`."""
+        return None
+
+    def from_rows(self, neighbour: torch.Tensor, root: None, block: Block) -> torch.Tensor:
+        """The layer from its sources' :meth:`neighbour_rows`: the normalised sum, then the bias."""
+        return spmm(block.adj_t(self_loops=True, gcn_norm=True), neighbour, reduce="sum") + self.conv.bias

@@ -18,7 +18,7 @@ from commgraph.nn.dropout import dropout
 from commgraph.nn.gat import GATLayer
 from commgraph.nn.gcn import GCNLayer
 from commgraph.nn.gin import GINLayer
-from commgraph.nn.options import MODELS, check_model_options
+from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
 from commgraph.nn.sage import SAGELayer
 
 
@@ -106,6 +106,33 @@ class GNN(torch.nn.Module):
         whole table. Row-wise per destination: computing the destinations in chunks gives the
         same rows."""
         return self.convs[index](x_src, block.dst(x_src) if x_dst is None else x_dst, block)
+
+    @property
+    def linear_first(self) -> bool:
+        """Whether layer 0 is linear in each source row before aggregation (:data:`LINEAR_FIRST`),
+        so the owner of a row can transform it (:meth:`neighbour_rows`, :meth:`root_rows`) and the
+        layer is computed from the transformed rows (:meth:`first_from_rows`)."""
+        return self.kind in LINEAR_FIRST
+
+    @property
+    def first_root(self) -> bool:
+        """Whether layer 0 has a per-destination term of its own (GraphSAGE's root weight)."""
+        return self.kind == "sage"
+
+    def neighbour_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """Layer 0's per-source transform of input rows ``x`` (``[n, F]`` to ``[n, hidden]``; GCN
+        and GraphSAGE only): what a destination aggregates, with the aggregation's weights."""
+        return self.convs[0].neighbour_rows(x)
+
+    def root_rows(self, x: torch.Tensor) -> torch.Tensor | None:
+        """Layer 0's per-destination term of input rows ``x`` (GraphSAGE's root weight; None for GCN)."""
+        return self.convs[0].root_rows(x)
+
+    def first_from_rows(self, neighbour: torch.Tensor, root: torch.Tensor | None, block: Block) -> torch.Tensor:
+        """Layer 0 (activated) on ``block`` from its table's :meth:`neighbour_rows` and its
+        destinations' :meth:`root_rows`: the same rows as :meth:`layer` on the input rows, up to
+        float rounding (the transform and the aggregation commute)."""
+        return self.activate(0, self.convs[0].from_rows(neighbour, root, block))
 
     def activate(self, index: int, out: torch.Tensor) -> torch.Tensor:
         """Layer ``index``'s activation and dropout (none after the last layer), on its whole output

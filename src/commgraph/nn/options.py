@@ -6,6 +6,7 @@ from __future__ import annotations
 from commgraph.errors import TrainingError
 
 MODELS = ("gcn", "sage", "gat", "gin", "commnet")
+LINEAR_FIRST = ("gcn", "sage")  # models whose first layer transforms each source row before aggregating
 
 
 def check_model_options(layers: int, hidden: int, heads: int, dropout: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch_geometric.nn import SAGEConv
+from torch_geometric.utils import spmm
 
 from commgraph.nn.block import Block
 
@@ -17,7 +18,7 @@ class SAGELayer(torch.nn.Module):
         \mathbf{x}^{\prime}_i = \mathbf{W}_1 \mathbf{x}_i + \mathbf{W}_2 \cdot
         \mathrm{mean}_{j \in \mathcal{N}(i)} \mathbf{x}_j
 
-    (a bias with :math:`\mathbf{W}_2`; a node without in-edges gets :math:`\mathbf{W}_1 \mathbf{x}_i`
+    (a bias with ``W_2``; a node without in-edges gets ``W_1 x_i``
     plus the bias). The mean runs over every in-edge of the destination in the whole graph, so a
     part computes the single-graph result.
 
@@ -37,3 +38,18 @@ class SAGELayer(torch.nn.Module):
 
     def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: Block) -> torch.Tensor:
         return self.conv((x_src, x_dst), block.adj_t())
+
+    def neighbour_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``W_2 x_j`` for every row (no bias): the mean of these over a
+        destination's sources is ``W_2`` times the mean of the rows."""
+        return torch.nn.functional.linear(x, self.conv.lin_l.weight)
+
+    def root_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``W_1 x_i``: a destination's own term."""
+        return self.conv.lin_r(x)
+
+    def from_rows(self, neighbour: torch.Tensor, root: torch.Tensor | None, block: Block) -> torch.Tensor:
+        """The layer from its sources' :meth:`neighbour_rows` and its destinations' :meth:`root_rows`:
+        the mean over in-edges, then the bias and the root term (a destination without in-edges
+        gets the bias, as :meth:`forward` does)."""
+        return spmm(block.adj_t(), neighbour, reduce="mean") + self.conv.lin_l.bias + root

@@ -1,8 +1,8 @@
-"""METIS, two ways. The baseline (minimum edge cut, one balance constraint) goes through pymetis.
-G3's stage 1 needs two balance constraints (nodes and degrees) and the communication-volume
-objective; pymetis fixes ``ncon = 1`` and silently drops extra weights, so that call goes straight
-to METIS's own ``METIS_PartGraphKway`` in the ``libmetis.so`` that the cmeel-metis wheel ships,
-through ctypes."""
+"""METIS k-way (Karypis and Kumar), called straight in the ``libmetis.so`` that the cmeel-metis
+wheel ships (32-bit indices), through ctypes: the baseline (minimum edge cut, node counts
+balanced within METIS's default 3%) and G3's stage 1 (two balance constraints, nodes and degrees,
+and the communication-volume objective). 32-bit indices hold METIS's copy of the graph and its
+coarsened levels in half the memory of a 64-bit build (pymetis's)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from functools import lru_cache
 from importlib import metadata
 
 import numpy as np
+from numba import njit
 
 from commgraph.errors import PartitionError
 from commgraph.graph import Graph
@@ -19,16 +20,13 @@ _NOPTIONS = 40
 _OPTION_OBJTYPE, _OPTION_NCUTS, _OPTION_SEED, _OPTION_NUMBERING = 1, 8, 9, 19
 _OBJTYPE_CUT, _OBJTYPE_VOL = 0, 1
 _STATUS = {-2: "erroneous input or options", -3: "out of memory", -4: "internal error"}
+_IDX = np.int32  # libmetis's idx_t in the cmeel-metis build
 
 
 def metis_edge_cut(adjacency: tuple[np.ndarray, np.ndarray], parts: int, seed: int) -> np.ndarray:
-    """Plain METIS k-way: minimum edge cut, node counts balanced (pymetis)."""
-    import pymetis
-
-    xadj, adjncy = (np.ascontiguousarray(a, dtype=pymetis.zero_copy_dtype()) for a in adjacency)
-    graph = pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy)
-    _, membership = pymetis.part_graph(parts, adjacency=graph, options=pymetis.Options(seed=seed))
-    return np.asarray(membership, dtype=np.int64)
+    """Plain METIS k-way, as ``gpmetis`` runs it: minimum edge cut, node counts balanced within
+    METIS's default imbalance (1.03)."""
+    return _part_kway(adjacency, parts, seed, None, None, volume=False, tries=1)
 
 
 def metis_multi_constraint(
@@ -43,26 +41,37 @@ def metis_multi_constraint(
     """METIS k-way with one balance constraint per column of ``weights`` (each within
     ``imbalance``, e.g. 1.05), minimising communication volume (or edge cut); METIS keeps the best
     of ``tries`` runs."""
+    return _part_kway(adjacency, parts, seed, weights, imbalance, volume=volume, tries=tries)
+
+
+def _part_kway(adjacency: tuple[np.ndarray, np.ndarray], parts: int, seed: int, weights: np.ndarray | None,
+               imbalance: float | None, *, volume: bool, tries: int) -> np.ndarray:
+    """``METIS_PartGraphKway`` on (xadj, adjncy); ``weights`` ``[N, ncon]`` (None: unit node
+    weights), each constraint within ``imbalance`` (None: METIS's default)."""
     lib = _libmetis()
     xadj, adjncy = adjacency
-    n, ncon = weights.shape
-    idx = np.int32
-    c_xadj = np.ascontiguousarray(xadj, dtype=idx)
-    c_adjncy = np.ascontiguousarray(adjncy, dtype=idx)
-    c_vwgt = np.ascontiguousarray(weights, dtype=idx)
-    options = np.zeros(_NOPTIONS, dtype=idx)
+    n = xadj.shape[0] - 1
+    if adjncy.shape[0] > np.iinfo(_IDX).max:
+        raise PartitionError(f"the graph has {adjncy.shape[0]:,} adjacency entries, more than the 32-bit METIS build "
+                             f"numbers; use --method chunk or random")
+    ncon = 1 if weights is None else weights.shape[1]
+    c_xadj = np.ascontiguousarray(xadj, dtype=_IDX)
+    c_adjncy = np.ascontiguousarray(adjncy, dtype=_IDX)
+    c_vwgt = None if weights is None else np.ascontiguousarray(weights, dtype=_IDX)
+    options = np.zeros(_NOPTIONS, dtype=_IDX)
     lib.METIS_SetDefaultOptions(options.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)))
     options[_OPTION_OBJTYPE] = _OBJTYPE_VOL if volume else _OBJTYPE_CUT
     options[_OPTION_SEED] = seed
     options[_OPTION_NUMBERING] = 0
     options[_OPTION_NCUTS] = tries
-    ubvec = np.full(ncon, imbalance, dtype=np.float32)
-    part = np.zeros(n, dtype=idx)
+    ubvec = None if imbalance is None else np.full(ncon, imbalance, dtype=np.float32)
+    part = np.zeros(n, dtype=_IDX)
     objective = ctypes.c_int32(0)
     nvtxs, ncon_c, nparts = ctypes.c_int32(n), ctypes.c_int32(ncon), ctypes.c_int32(parts)
     status = lib.METIS_PartGraphKway(
-        ctypes.byref(nvtxs), ctypes.byref(ncon_c), _ptr(c_xadj), _ptr(c_adjncy), _ptr(c_vwgt),
-        None, None, ctypes.byref(nparts), None, ubvec.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+        ctypes.byref(nvtxs), ctypes.byref(ncon_c), _ptr(c_xadj), _ptr(c_adjncy),
+        None if c_vwgt is None else _ptr(c_vwgt), None, None, ctypes.byref(nparts), None,
+        None if ubvec is None else ubvec.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
         _ptr(options), ctypes.byref(objective), _ptr(part),
     )
     if status != 1:
@@ -91,14 +100,43 @@ def _libmetis() -> ctypes.CDLL:
 
 
 def undirected_adjacency(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
-    """(xadj, adjncy) of the graph made undirected and loop-free, as METIS requires."""
-    from scipy.sparse import csr_matrix
+    """(xadj, adjncy) of the graph made undirected and loop-free, as METIS requires: each node's
+    in- and out-neighbours, sorted, without duplicates (``xadj`` int64, ``adjncy`` int32 while the
+    ids fit). Compiled over the CSR: the edges of both directions are gathered once, then sorted
+    and compacted row by row in place."""
+    work = np.int32 if graph.num_nodes < 2**31 else np.int64
+    return _undirected(graph.indptr, graph.indices, np.empty(0, dtype=work))
 
-    n = graph.num_nodes
-    matrix = csr_matrix((np.ones(graph.num_edges, dtype=np.int8), graph.indices, graph.indptr), shape=(n, n))
-    if (matrix != matrix.T).nnz:
-        matrix = ((matrix + matrix.T) > 0).astype(np.int8).tocsr()
-    matrix.setdiag(0)
-    matrix.eliminate_zeros()
-    matrix.sort_indices()
-    return matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64)
+
+@njit(cache=True)
+def _undirected(indptr, indices, typed):  # pragma: no cover - compiled
+    n = indptr.shape[0] - 1
+    starts = np.zeros(n + 1, np.int64)
+    for v in range(n):
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            if u != v:
+                starts[v + 1] += 1
+                starts[u + 1] += 1
+    for v in range(n):
+        starts[v + 1] += starts[v]
+    both = np.empty(starts[n], typed.dtype)
+    fill = starts[:n].copy()
+    for v in range(n):
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            if u != v:
+                both[fill[v]] = u
+                fill[v] += 1
+                both[fill[u]] = v
+                fill[u] += 1
+    xadj = np.zeros(n + 1, np.int64)
+    at = 0
+    for v in range(n):
+        row = np.sort(both[starts[v]:starts[v + 1]])
+        for j in range(row.shape[0]):
+            if j == 0 or row[j] != row[j - 1]:
+                both[at] = row[j]
+                at += 1
+        xadj[v + 1] = at
+    return xadj, both[:at].copy()

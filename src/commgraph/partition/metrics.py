@@ -6,10 +6,10 @@ the max/mean imbalance of each."""
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from commgraph.errors import PartitionError
 from commgraph.graph import Graph
-from commgraph.graph.build import unique_sorted
 
 
 def check_assignment(graph: Graph, assignment: np.ndarray, parts: int) -> np.ndarray:
@@ -23,12 +23,56 @@ def check_assignment(graph: Graph, assignment: np.ndarray, parts: int) -> np.nda
 
 def remote_pairs(graph: Graph, assignment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct (part, node) pairs where ``node`` lies outside ``part`` and has an edge into
-    it: the halo of every part at once."""
-    src, dst = graph.edge_list()
-    part_of_dst = assignment[dst]
-    crossing = assignment[src] != part_of_dst
-    keys = unique_sorted(part_of_dst[crossing] * np.int64(graph.num_nodes) + src[crossing])
-    return np.divmod(keys, np.int64(graph.num_nodes))
+    it: the halo of every part at once. Compiled over the CSR, so nothing edge-sized is built: one
+    node-indexed mark array and the pairs themselves."""
+    assignment = np.asarray(assignment, dtype=np.int64)
+    parts = int(assignment.max()) + 1 if assignment.size else 0
+    rows = np.argsort(assignment, kind="stable")
+    starts = np.searchsorted(assignment[rows], np.arange(parts + 1))
+    return _remote_pairs(graph.indptr, graph.indices, assignment, rows, starts)
+
+
+@njit(cache=True)
+def _remote_pairs(indptr, indices, assignment, rows, starts):  # pragma: no cover - compiled
+    n = assignment.shape[0]
+    seen = np.zeros(n, np.bool_)
+    parts_out, nodes_out = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    for k in range(starts.shape[0] - 1):
+        found = []
+        for i in range(starts[k], starts[k + 1]):
+            v = rows[i]
+            for e in range(indptr[v], indptr[v + 1]):
+                u = indices[e]
+                if assignment[u] != k and not seen[u]:
+                    seen[u] = True
+                    found.append(u)
+        halo = np.sort(np.array(found, np.int64)) if len(found) else np.empty(0, np.int64)
+        for u in halo:
+            seen[u] = False
+        parts_out.append(np.full(halo.shape[0], k, np.int64))
+        nodes_out.append(halo)
+    total = 0
+    for a in nodes_out:
+        total += a.shape[0]
+    part, node = np.empty(total, np.int64), np.empty(total, np.int64)
+    at = 0
+    for j in range(len(nodes_out)):
+        m = nodes_out[j].shape[0]
+        part[at:at + m] = parts_out[j]
+        node[at:at + m] = nodes_out[j]
+        at += m
+    return part, node
+
+
+@njit(cache=True)
+def _edge_cut(indptr, indices, assignment):  # pragma: no cover - compiled
+    cut = 0
+    for v in range(indptr.shape[0] - 1):
+        p = assignment[v]
+        for e in range(indptr[v], indptr[v + 1]):
+            if assignment[indices[e]] != p:
+                cut += 1
+    return cut
 
 
 def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int) -> dict:
@@ -50,8 +94,7 @@ def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int) -> dict:
     edges = np.bincount(assignment, weights=graph.in_degrees(), minlength=parts).astype(np.int64)
     halo_part, _ = remote_pairs(graph, assignment)
     remote = np.bincount(halo_part, minlength=parts)
-    src, dst = graph.edge_list()
-    edge_cut = int(np.count_nonzero(assignment[src] != assignment[dst]))
+    edge_cut = int(_edge_cut(graph.indptr, graph.indices, assignment))
     return {
         "parts": [{"num_nodes": int(n), "num_edges": int(e), "num_remote": int(r)}
                   for n, e, r in zip(nodes, edges, remote)],

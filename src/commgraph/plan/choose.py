@@ -30,12 +30,16 @@ PLAN_CHOICES = ("auto", *EXECUTABLE)
 
 @dataclass(frozen=True)
 class PlanChoice:
+    """The all-gather plan a job runs: the plan, each rank's plan device, its modelled time per
+    layer and, for ``auto``, every planner's."""
+
     plan: CommPlan
     devices: list[str]  # the plan device of each rank
     modeled_seconds: float  # one layer's exchange, priced on the topology
     candidates: dict[str, float] = field(default_factory=dict)  # every planner priced (auto only)
 
     def describe(self) -> str:
+        """One line naming the plan and its modeled time."""
         others = ", ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds in self.candidates.items()
                            if name != self.plan.planner)
         return (f"all-gather plan {self.plan.planner}: {self.modeled_seconds * 1e3:.3f} ms per layer modeled on "
@@ -43,6 +47,14 @@ class PlanChoice:
 
 
 def parse_placement(text: str | None) -> list[str] | None:
+    """A ``--placement`` value.
+
+    Args:
+        text: device ids separated by commas, or None.
+
+    Returns:
+        The device of each part in order, or None for the default placement (no text).
+    """
     return None if not text else [d.strip() for d in text.split(",") if d.strip()]
 
 
@@ -102,11 +114,14 @@ def check_fits(plan: CommPlan, pset: PartitionSet, topology: Topology, devices: 
 
 @dataclass(frozen=True)
 class AllReduceChoice:
+    """The all-reduce a job runs: its name, its schedule (None: torch's own) and its modelled time."""
+
     name: str  # native, or the planner whose schedule runs
     schedule: AllReduceSchedule | None  # None: torch's all_reduce
     modeled_seconds: float | None  # the gradient's all-reduce as priced (native: ``native_seconds``)
 
     def describe(self) -> str:
+        """One line naming the all-reduce and its modeled time."""
         modeled = "not modeled: the topology has other workers" if self.modeled_seconds is None else \
             f"{self.modeled_seconds * 1e3:.3f} ms per step modeled"
         return f"all-reduce {self.name}: {modeled}"

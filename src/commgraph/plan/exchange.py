@@ -45,6 +45,7 @@ class MessageId:
     bin: int = 0
 
     def tag(self, order: int, ordering: str) -> int:
+        """The message's tag: one per (layer, direction) when ``ordered``, else offset by its ``order``."""
         base = (2 * self.layer + DIRECTIONS.index(self.direction)) * TAG_SPAN
         return base if ordering == "ordered" else base + order
 
@@ -54,6 +55,9 @@ class MessageId:
 
 @dataclass
 class Message:
+    """One send or receive of an exchange: the peer rank, the bin, its place among the pair's
+    messages, and the extended-table rows it reads or fills."""
+
     peer: int
     bin: int
     order: int  # place among the messages between this pair, in this direction, in plan order
@@ -77,6 +81,7 @@ class Exchange:
 
     @property
     def num_rows(self) -> int:
+        """Rows of the extended table: owned, then halo, then relayed."""
         return self.num_owned + self.num_halo + self.num_extra
 
     @cached_property

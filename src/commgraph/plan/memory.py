@@ -78,13 +78,16 @@ class MemoryEstimate:
 
     @property
     def worker_peak_bytes(self) -> int:
+        """What one worker holds at its peak: the sum of its parts."""
         return sum(self.worker.values())
 
     @property
     def machine_peak_bytes(self) -> int:
+        """What a machine holds: what it shares once, plus each of its workers' peak."""
         return sum(self.machine.values()) + self.machine_workers * self.worker_peak_bytes
 
     def to_dict(self) -> dict:
+        """The estimate as JSON-ready data."""
         return {"worker_peak_bytes": self.worker_peak_bytes, "machine_peak_bytes": self.machine_peak_bytes,
                 "machine_workers": self.machine_workers, "machine": dict(self.machine), "worker": dict(self.worker)}
 

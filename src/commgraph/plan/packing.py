@@ -167,6 +167,7 @@ class RouteGraph:
 
     @property
     def resources(self) -> int:
+        """The number of resources (link directions, then forwarding devices)."""
         return self.cost.size
 
     def shortest(self, prices: np.ndarray, symmetric: bool) -> Paths:
@@ -190,6 +191,7 @@ class RouteGraph:
         return [self._arc[self.out_node[u], self.in_node[v]] for u, v in zip(path, path[1:])]
 
     def devices(self, path: tuple[int, ...]) -> tuple[str, ...]:
+        """The device ids of a path of device indices."""
         return tuple(self.topology.devices[i].id for i in path)
 
     def load(self, path: tuple[int, ...], both_ways: bool) -> np.ndarray:
@@ -211,6 +213,7 @@ class Bound:
     partition: str
 
     def to_json(self) -> dict:
+        """The bound as JSON-ready data."""
         return {"algbw_gbps": self.algbw_gbps, "partition": self.partition}
 
 

@@ -62,9 +62,11 @@ class CommPath:
 
     @property
     def name(self) -> str:
+        """The devices joined by ``>``."""
         return ">".join(self.devices)
 
     def to_yaml(self):
+        """The path as a path-set file holds it: its device list, or a mapping with its compute."""
         if self.compute is None:
             return list(self.devices)
         return {"devices": list(self.devices), "compute": dict(self.compute)}
@@ -82,6 +84,7 @@ class RequestType:
     dependency: str = "none"
 
     def to_dict(self) -> dict:
+        """The type as a path-set file holds it (defaults left out)."""
         data = {"name": self.name, "bytes": self.bytes}
         if self.compute:
             data["compute"] = dict(self.compute)
@@ -93,19 +96,32 @@ class RequestType:
 
 @dataclass(frozen=True)
 class PathSet:
+    """The request types of a workload and each type's candidate paths (a path-set YAML file)."""
+
     types: tuple[RequestType, ...]
 
     def type_index(self, name: str) -> int:
+        """The index of the type called ``name``.
+
+        Raises:
+            PlanError: no type has that name.
+        """
         for i, kind in enumerate(self.types):
             if kind.name == name:
                 return i
         raise PlanError(f"unknown request type {name!r}; the path set has {', '.join(t.name for t in self.types)}")
 
     def to_dict(self) -> dict:
+        """The path set as its YAML file holds it."""
         return {"types": [t.to_dict() for t in self.types]}
 
     @classmethod
     def from_dict(cls, data, *, source: str = "path set") -> PathSet:
+        """A path set from parsed YAML, checked; ``source`` names it in errors.
+
+        Raises:
+            PlanError: the data is not a path set (the message says where and what).
+        """
         if not isinstance(data, dict) or set(data) != {"types"} or not isinstance(data["types"], list):
             raise PlanError(f"{source}: expected a mapping with one key, 'types', holding a list")
         types = tuple(_request_type(entry, f"{source}: type {i}") for i, entry in enumerate(data["types"]))
@@ -161,15 +177,37 @@ def _comm_path(entry, where: str) -> CommPath:
 
 
 def read_paths(path: str | Path) -> PathSet:
+    """A path set from its YAML file.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The path set, checked (not yet against a topology: :func:`resolve_paths`).
+    """
     return PathSet.from_dict(load_yaml(path, PlanError), source=str(path))
 
 
 def write_paths(paths: PathSet, path: str | Path) -> None:
+    """Write a path set to a YAML file, atomically.
+
+    Args:
+        paths: the path set.
+        path: the file.
+    """
     with atomic_write(path) as handle:
         handle.write(paths_yaml(paths).encode())
 
 
 def paths_yaml(paths: PathSet) -> str:
+    """A path set as YAML text.
+
+    Args:
+        paths: the path set.
+
+    Returns:
+        The text :func:`read_paths` reads back.
+    """
     return yaml.safe_dump(paths.to_dict(), sort_keys=False, default_flow_style=None, width=120)
 
 
@@ -194,6 +232,8 @@ class Segment:
 
 @dataclass(frozen=True)
 class ComputeStep:
+    """``seconds`` of compute at ``device`` on a request's way."""
+
     device: str
     seconds: float
 
@@ -209,10 +249,12 @@ class ResolvedPath:
 
     @property
     def segments(self) -> list[Segment]:
+        """The transfer steps, in order."""
         return [s for s in self.steps if isinstance(s, Segment)]
 
     @property
     def computes(self) -> list[ComputeStep]:
+        """The compute steps, in order."""
         return [s for s in self.steps if isinstance(s, ComputeStep)]
 
     @property
@@ -232,6 +274,7 @@ class ResolvedPath:
 
     @property
     def toll_per_byte(self) -> float:
+        """Seconds per byte summed over every link of every segment (the toll's byte term)."""
         return sum(float(s.inv_bandwidth.sum()) for s in self.segments)
 
     def toll_seconds(self, nbytes: float) -> float:
@@ -242,7 +285,18 @@ class ResolvedPath:
 
 def resolve_paths(paths: PathSet, topology: Topology) -> list[list[ResolvedPath]]:
     """Every type's paths checked against ``topology``: known devices, a link for every hop, compute
-    only on known devices. Raises :class:`PlanError` naming the type, the path and the bad hop."""
+    only on known devices.
+
+    Args:
+        paths: the path set.
+        topology: the host.
+
+    Returns:
+        Per request type, its paths resolved into transfer segments and compute steps.
+
+    Raises:
+        PlanError: naming the type, the path and the bad hop or device.
+    """
     resolved = []
     for k, kind in enumerate(paths.types):
         for device in [*kind.compute, *(d for p in kind.paths for d, _ in p.compute or ())]:
@@ -307,7 +361,19 @@ def candidate_paths(topology: Topology, src: str, dst: str) -> list[CommPath]:
     then one relay through each other GPU that reaches ``dst`` (or is reached from ``src``) over
     NVLink alone (a chained copy, host -> peer GPU -> NVLink -> GPU), then, between devices that
     are not CPUs, staging through each CPU's memory. A path is listed once, never crosses a link
-    twice (there and back), and the relays are ordered by bottleneck bandwidth, then length."""
+    twice (there and back), and the relays are ordered by bottleneck bandwidth, then length.
+
+    Args:
+        topology: the host.
+        src: where the bytes start.
+        dst: where they go.
+
+    Returns:
+        The paths, the topology's route first.
+
+    Raises:
+        PlanError: ``src`` equals ``dst``; TopologyError: an unknown device.
+    """
     for device in (src, dst):
         topology.device(device)  # raises, naming an unknown device
     if src == dst:
@@ -351,7 +417,20 @@ def _bottleneck_order(topology: Topology, devices: tuple[str, ...]) -> tuple[flo
 def auto_path_set(topology: Topology, specs: list[str], nbytes: float, compute_s: float = 0.0) -> PathSet:
     """Request types from ``SRC:DST`` specs, candidate paths from :func:`candidate_paths`.
     ``SRC:DST1|DST2`` lets a request be served at any of the destinations (its paths to each, the
-    first destination's route first); ``compute_s`` is paid at the destination."""
+    first destination's route first).
+
+    Args:
+        topology: the host.
+        specs: one ``SRC:DST`` (or ``SRC:DST1|DST2``) per request type.
+        nbytes: each request's size.
+        compute_s: seconds of compute paid at the destination.
+
+    Returns:
+        The path set, one type per spec.
+
+    Raises:
+        PlanError: a malformed spec.
+    """
     types = []
     for spec in specs:
         src, sep, dsts = spec.partition(":")

@@ -11,6 +11,14 @@ from commgraph.plotting import pyplot, save_png
 
 
 def plot_traffic(plans: list[CommPlan], devices: list[str], path: str | Path) -> None:
+    """Draw each plan's bytes between devices as a heat map, one panel a plan, to a PNG.
+
+    Args:
+        plans: the plans.
+        devices: the devices in the order of the rows and columns (others, such as host memory in
+            swap plans, follow them).
+        path: the PNG file.
+    """
     plt = pyplot()
 
     index = {d: i for i, d in enumerate(devices)}

@@ -41,6 +41,7 @@ class Symmetry:
 
     @property
     def orbits(self) -> int:
+        """The number of classes of resources the symmetry leaves."""
         return int(self.classes.max()) + 1
 
     def expand(self, path: tuple[int, ...]) -> list[tuple[int, float, tuple[int, ...]]]:

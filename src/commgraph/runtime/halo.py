@@ -21,14 +21,15 @@ def layerwise(comm: Communicator, exchange: Exchange, device, ordering: str) -> 
 
 
 def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int, columns=None,
-                table: torch.Tensor | None = None) -> torch.Tensor:
+                table: torch.Tensor | None = None, label: str | None = None) -> torch.Tensor:
     """The halo rows, filled from their owners as the plan says (no autograd). With ``columns``
     (one entry per rank: a tensor of column indices, or None for whole rows) each rank's rows
     arrive cut to its own entry's columns, in that order. Given ``table`` (owned rows, then halo
-    rows) they land in its halo rows in place and ``table`` is returned: no second copy of them."""
+    rows) they land in its halo rows in place and ``table`` is returned: no second copy of them.
+    The bytes count as ``label`` (default: the stream's, by layer)."""
     mine = None if columns is None else columns[runner.comm.world.rank]
     width = owned.shape[1] if mine is None else int(mine.numel())
-    stream = runner.forward(layer, width, owned.dtype, columns)
+    stream = runner.forward(layer, width, owned.dtype, columns, label)
     if table is not None:  # the exchange's halo rows follow its own owned rows; the table's follow the table's
         exchange = runner.exchange
         stream.shift = exchange.num_owned - (table.shape[0] - exchange.num_halo)
@@ -40,9 +41,11 @@ def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int, columns
     return halo
 
 
-def scatter_back(runner: ExchangeRunner, grad_halo: torch.Tensor, layer: int) -> torch.Tensor:
-    """Every halo row's gradient back to its owner; returns the gradient of the owned rows."""
-    grads = GradientReturn(runner, layer)
+def scatter_back(runner: ExchangeRunner, grad_halo: torch.Tensor, layer: int,
+                 label: str = "halo_backward") -> torch.Tensor:
+    """Every halo row's gradient back to its owner (the bytes counted as ``label``); returns the
+    gradient of the owned rows."""
+    grads = GradientReturn(runner, layer, label)
     grads.start(grad_halo)
     owned = grads.add_to_bin(0, grad_halo.new_zeros((runner.exchange.num_owned, grad_halo.shape[1])))
     grads.finish()
@@ -51,16 +54,17 @@ def scatter_back(runner: ExchangeRunner, grad_halo: torch.Tensor, layer: int) ->
 
 class _Gather(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, owned: torch.Tensor, runner: ExchangeRunner, layer: int):
-        ctx.runner, ctx.layer = runner, layer
-        return gather_halo(runner, owned, layer)
+    def forward(ctx, owned: torch.Tensor, runner: ExchangeRunner, layer: int, labels):
+        ctx.runner, ctx.layer, ctx.labels = runner, layer, labels
+        return gather_halo(runner, owned, layer, label=labels[0])
 
     @staticmethod
     def backward(ctx, grad_halo: torch.Tensor):
-        return scatter_back(ctx.runner, grad_halo.contiguous(), ctx.layer), None, None
+        return scatter_back(ctx.runner, grad_halo.contiguous(), ctx.layer, ctx.labels[1]), None, None, None
 
 
-def halo_exchange(owned: torch.Tensor, runner: ExchangeRunner, layer: int) -> torch.Tensor:
+def halo_exchange(owned: torch.Tensor, runner: ExchangeRunner, layer: int,
+                  labels: tuple[str | None, str] = (None, "halo_backward")) -> torch.Tensor:
     """Halo rows of ``owned`` for ``layer`` as the plan fills them, differentiable with respect
-    to ``owned``."""
-    return _Gather.apply(owned, runner, layer)
+    to ``owned``; the bytes count as ``labels`` (forward: default by layer; backward)."""
+    return _Gather.apply(owned, runner, layer, labels)

@@ -113,8 +113,9 @@ class ExchangeRunner:
     def num_bins(self) -> int:
         return len(self.edges) - 1
 
-    def forward(self, layer: int, width: int, dtype=torch.float32, columns=None) -> HaloStream:
-        return HaloStream(self, layer, width, dtype, columns)
+    def forward(self, layer: int, width: int, dtype=torch.float32, columns=None,
+                label: str | None = None) -> HaloStream:
+        return HaloStream(self, layer, width, dtype, columns, label)
 
     def tag(self, layer: int, direction: str, m: Message) -> int:
         return MessageId(layer, direction, m.bin).tag(m.order, self.ordering)
@@ -123,13 +124,14 @@ class ExchangeRunner:
 class HaloStream:
     """One forward execution of the exchange for ``layer``. Received rows are ``width`` wide.
     ``columns[peer]``, where given, are the columns of each row sent to ``peer`` (a mini-batch's
-    remote rows cut to the columns their reader asked for); the others send whole rows."""
+    remote rows cut to the columns their reader asked for); the others send whole rows. The bytes
+    sent count as ``label`` (default: ``features`` for layer 0, else ``halo_forward:<layer>``)."""
 
-    def __init__(self, runner: ExchangeRunner, layer: int, width: int, dtype, columns=None):
+    def __init__(self, runner: ExchangeRunner, layer: int, width: int, dtype, columns=None, label: str | None = None):
         self.runner, self.layer, self.width, self.dtype = runner, layer, width, dtype
         self.columns = columns
         comm, exchange = runner.comm, runner.exchange
-        self.label = "features" if layer == 0 else f"halo_forward:{layer}"
+        self.label = label or ("features" if layer == 0 else f"halo_forward:{layer}")
         comm.bytes[self.label] += exchange.staged_rows * width * torch.tensor([], dtype=dtype).element_size()
         self.buffers = [torch.empty((m.index.size, width), dtype=dtype, device=runner.device) for m in exchange.recvs]
         self.works = [comm.irecv(buf, m.peer, runner.tag(layer, "forward", m))
@@ -257,10 +259,10 @@ class HaloStream:
 
 class GradientReturn:
     """The backward exchange of ``layer``: halo gradients back to their senders, and the
-    gradients of this rank's sent rows in, added bin by bin."""
+    gradients of this rank's sent rows in, added bin by bin. The bytes sent count as ``label``."""
 
-    def __init__(self, runner: ExchangeRunner, layer: int):
-        self.runner, self.layer = runner, layer
+    def __init__(self, runner: ExchangeRunner, layer: int, label: str = "halo_backward"):
+        self.runner, self.layer, self.label = runner, layer, label
         self.buffers: list[torch.Tensor] = []
         self.works: list = []
         self.arrived: list[bool] = []
@@ -281,7 +283,7 @@ class GradientReturn:
         if exchange.num_extra or any(runner.dependents.values()):
             rows = grad_halo.new_zeros((exchange.num_halo + exchange.num_extra, grad_halo.shape[1]))
             rows[: exchange.num_halo] = grad_halo
-        comm.count_as("halo_backward")
+        comm.count_as(self.label)
         for j in reversed(range(len(exchange.recvs))):
             for i in runner.dependents.get(j, ()):  # what the ranks this one forwarded to sent back
                 if not self.arrived[i]:

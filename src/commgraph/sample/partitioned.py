@@ -26,8 +26,6 @@ from commgraph.sample.keyed import keyed_slots
 # the runtime carry (commgraph.runtime.sampling.RemoteSampling); it also has an idle(serve)
 Remote = Callable[..., Any]
 
-STRUCTURES = ("replicated", "partitioned")
-
 
 @dataclass(frozen=True)
 class PartRows:

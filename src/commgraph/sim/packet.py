@@ -5,11 +5,14 @@ the same scenario replayed by this package's flow-level simulator.
 A scenario holds the network's hosts (one per NIC) and switches, its links (bits per second and
 latency per direction), and per flow its coflow, source and destination host, bytes, release time
 (when the flow-level run of the whole DAG started it, the first release at 0), priority band and
-path (the hosts and switches it crosses: the flow-level simulator's ECMP choice). Bands are the
+path (the hosts and switches it crosses: the flow-level simulator's ECMP choice). ``routing`` is
+the fabric's: ``ecmp`` sends each flow on its path; ``spray`` splits it over every shortest path
+(the flow-level replay spreads it evenly, a packet simulator sprays its packets), the path
+kept as the ECMP reference. Bands are the
 schedule's priority classes ranked and cut into ``bands`` equal ranges, 0 served first: a packet
 network has few strict-priority queues. Written as JSON::
 
-    {"format": "commgraph-packet-scenario", "version": 1, "name": "...", "bands": 4,
+    {"format": "commgraph-packet-scenario", "version": 1, "name": "...", "bands": 4, "routing": "ecmp",
      "nodes": [{"id": "s0.nic0", "kind": "host"}, {"id": "edge0.0", "kind": "switch"}, ...],
      "links": [{"a": "s0.nic0", "b": "edge0.0", "bits_per_second": 1e11, "latency_us": 1.0}, ...],
      "flows": [{"id": "...", "coflow": "...", "kind": "dp", "src": "s0.nic0", "dst": "s1.nic0",
@@ -31,7 +34,7 @@ from commgraph.errors import SimulationError
 from commgraph.sim.coflow import Coflow
 from commgraph.sim.dag import Compute, Task, Transfer, read_json
 from commgraph.sim.engine import simulate
-from commgraph.topology.model import Device, Link, Topology
+from commgraph.topology.model import ROUTINGS, Device, Link, Topology
 
 FORMAT, VERSION = "commgraph-packet-scenario", 1
 NETWORK_LINKS = ("infiniband", "ethernet")
@@ -68,12 +71,13 @@ class Scenario:
     switches: tuple[str, ...]
     links: tuple[ScenarioLink, ...]
     flows: tuple[ScenarioFlow, ...]
+    routing: str = "ecmp"
 
     def __post_init__(self) -> None:
         _check(self)
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "version": VERSION, "name": self.name, "bands": self.bands,
+        return {"format": FORMAT, "version": VERSION, "name": self.name, "bands": self.bands, "routing": self.routing,
                 "nodes": [{"id": h, "kind": "host"} for h in self.hosts]
                 + [{"id": s, "kind": "switch"} for s in self.switches],
                 "links": [asdict(link) for link in self.links],
@@ -84,12 +88,10 @@ def export_scenario(topology: Topology, tasks: list[Task], coflows: list[Coflow]
                     bands: int = 4, name: str = "scenario") -> Scenario:
     """The non-empty transfers of ``coflows`` whose route leaves a server, released at ``start`` (a
     flow-level run's start times, indexed like ``tasks``), on the network part of ``topology``:
-    NICs become hosts, network switches stay switches, links crossed by no flow are kept."""
+    NICs become hosts, network switches stay switches, links crossed by no flow are kept; the
+    scenario routes as ``topology`` does."""
     if bands < 1:
         raise SimulationError(f"bands must be >= 1, got {bands}")
-    if topology.routing != "ecmp":
-        raise SimulationError(f"a scenario sends each flow on one path; topology {topology.name!r} routes by "
-                              f"{topology.routing}: export it with ecmp routing (topology.with_routing('ecmp'))")
     picked = []
     for coflow in coflows:
         for i in coflow.flows:
@@ -110,7 +112,7 @@ def export_scenario(topology: Topology, tasks: list[Task], coflows: list[Coflow]
                   for link in topology.links if link.kind in NETWORK_LINKS)
     nodes = list(dict.fromkeys(n for link in links for n in (link.a, link.b)))
     return Scenario(name, bands, tuple(n for n in nodes if kinds[n] == "nic"),
-                    tuple(n for n in nodes if kinds[n] == "switch"), links, flows)
+                    tuple(n for n in nodes if kinds[n] == "switch"), links, flows, topology.routing)
 
 
 def _network_path(topology: Topology, task: Transfer) -> tuple[str, ...]:
@@ -139,7 +141,8 @@ def read_scenario(path: str | Path) -> Scenario:
                                            float(k["latency_us"])) for k in data["links"]),
                         tuple(ScenarioFlow(str(f["id"]), str(f["coflow"]), str(f["kind"]), str(f["src"]),
                                            str(f["dst"]), int(f["bytes"]), float(f["release_s"]), int(f["band"]),
-                                           tuple(str(p) for p in f["path"])) for f in data["flows"]))
+                                           tuple(str(p) for p in f["path"])) for f in data["flows"]),
+                        str(data.get("routing", "ecmp")))
     except KeyError as exc:
         raise SimulationError(f"{path}: missing field {exc}") from None
     except (TypeError, ValueError) as exc:
@@ -149,6 +152,8 @@ def read_scenario(path: str | Path) -> Scenario:
 def _check(s: Scenario) -> None:
     if s.bands < 1:
         raise SimulationError(f"scenario {s.name!r}: bands must be >= 1, got {s.bands}")
+    if s.routing not in ROUTINGS:
+        raise SimulationError(f"scenario {s.name!r}: routing must be one of {', '.join(ROUTINGS)}, got {s.routing!r}")
     nodes = [*s.hosts, *s.switches]
     if len(set(nodes)) != len(nodes):
         raise SimulationError(f"scenario {s.name!r}: node ids repeat")
@@ -185,8 +190,9 @@ class Replay:
 
 
 def flow_level(scenario: Scenario, *, priorities: bool = True) -> Replay:
-    """Replay the scenario on the flow-level simulator: each flow on its path, released at its
-    time, in strict priority by band (``priorities``) or all in one class."""
+    """Replay the scenario on the flow-level simulator: each flow on its path (sprayed over every
+    shortest path under ``spray``), released at its time, in strict priority by band
+    (``priorities``) or all in one class."""
     devices = [Device(h, "nic", h) for h in scenario.hosts] + [Device(w, "switch", "network")
                                                                   for w in scenario.switches]
     links = [Link(k.a, k.b, "infiniband", 1, k.bits_per_second / 8e9, k.latency_us) for k in scenario.links]
@@ -197,8 +203,9 @@ def flow_level(scenario: Scenario, *, priorities: bool = True) -> Replay:
         wait = f"release{n}"
         tasks.append(Compute(wait, f.src, f.release_s - at, (last,) if last else ()))
         clock[f.src] = (f.release_s, wait)
-        tasks.append(Transfer(f"flow{n}", f.src, f.dst, float(f.bytes), f.band if priorities else 0, f.path, (wait,)))
-    result = simulate(Topology(scenario.name, devices, links), tasks, timeline=False)
+        path = f.path if scenario.routing == "ecmp" else None
+        tasks.append(Transfer(f"flow{n}", f.src, f.dst, float(f.bytes), f.band if priorities else 0, path, (wait,)))
+    result = simulate(Topology(scenario.name, devices, links, routing=scenario.routing), tasks, timeline=False)
     index = {t.id: i for i, t in enumerate(tasks)}
     return Replay(np.array([result.finish[index[f"flow{n}"]] for n in range(len(scenario.flows))]))
 

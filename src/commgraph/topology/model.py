@@ -34,9 +34,9 @@ from functools import cached_property
 
 import numpy as np
 from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import dijkstra
 
 from commgraph.errors import TopologyError
+from commgraph.topology.distances import Distances
 
 ROUTINGS = ("ecmp", "spray")  # how the fabric spreads a flow over equal-cost paths (Topology.routing)
 DEVICE_KINDS = ("gpu", "cpu", "nic", "pcie_switch", "nvswitch", "switch", "accelerator")
@@ -198,7 +198,6 @@ class Topology:
     gpu_forwarding: bool = False  # routes may relay through GPUs (PXN); see the module docstring
     routing: str = "ecmp"
     _route_cache: dict = field(default_factory=dict, repr=False, compare=False)
-    _distances: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.devices = list(self.devices)
@@ -296,7 +295,7 @@ class Topology:
         """Per link direction on some cheapest path from ``start`` to ``target``, the fraction of
         those paths crossing it: paths into its tail times paths out of its head, over all paths."""
         graph, arriving, out_node = self._routing_graph
-        dist = self._distances[out_node[start]]
+        dist = self._distances(out_node[start])
         n = len(self.devices)
         edges: dict[int, list[tuple[int, int]]] = {}  # node -> (predecessor, link) on cheapest paths
         order, stack, seen = [], [target], {target}
@@ -355,6 +354,13 @@ class Topology:
         graph = csr_matrix((weights, (rows, cols)), shape=(2 * n, 2 * n))
         return graph, arriving, out_node
 
+    @cached_property
+    def _distances(self) -> Distances:
+        """Cheapest-path distances from a node of :attr:`_routing_graph`, shared by a host's GPUs."""
+        graph, _, out_node = self._routing_graph
+        return Distances(graph, out_node, [d.host for d in self.devices],
+                         [[m for m, _ in near] for near in self._adjacency])
+
     def check_routes(self, devices: list[str]) -> None:
         """Refuse, naming the first pair, ``devices`` of which some two have no route between them
         (a rail-split fabric whose GPUs may not forward, a link missing from a YAML file)."""
@@ -366,9 +372,7 @@ class Topology:
     def _cheapest_path(self, start: int, target: int) -> list[Hop]:
         graph, arriving, out_node = self._routing_graph
         source = out_node[start]
-        if source not in self._distances:
-            self._distances[source] = dijkstra(graph, indices=source)
-        dist = self._distances[source]
+        dist = self._distances(source)
         if not np.isfinite(dist[target]):
             hint = "" if self.gpu_forwarding else " (GPUs do not forward here: set gpu_forwarding, as NCCL's PXN does)"
             raise TopologyError(

@@ -19,17 +19,18 @@ from pathlib import Path
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
-from commgraph.nn.options import MODELS, check_model_options
+from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
 from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
 from commgraph.runtime.options import JobOptions, in_torchrun
-from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, SAMPLERS, ExplainerOptions, parse_fanouts
-from commgraph.sample.partitioned import STRUCTURES
+from commgraph.sample.options import (EPSILON, FEATURE_RATE, RULES, SAMPLERS, STRUCTURES, ExplainerOptions,
+                                      parse_fanouts)
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
 PEER_ROWS = ("map", "network")
+FIRST_LAYERS = ("features", "owner")
 # the samplers each sampler option applies to (batch size: every one)
 SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "ladies"),
                    "clusters": ("cluster",), "clusters_per_batch": ("cluster",), "feature_rate": ("dgs",),
@@ -90,6 +91,10 @@ class CommOptions(Options):
     allreduce: str = option("gradient all-reduce: native (torch's), a planned schedule run with point-to-point "
                             "messages, or auto (the fastest by the simulator's price)",
                             choices=ALLREDUCE_CHOICES, default="auto")
+    first_layer: str = option("a remote input row crosses as its features (features), or as the first layer's "
+                              "transform of it computed by its owner, hidden wide, with the gradient rows coming "
+                              "back (owner, P3's idea; gcn and sage only, whose first layer is linear before "
+                              "aggregation)", choices=FIRST_LAYERS, default="features")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -241,6 +246,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.sampling.fanout is not None:
             parse_fanouts(self.sampling.fanout, self.gnn.layers)
+        if self.comm.first_layer == "owner":
+            check_owner_first_layer(self)
         self.check_outputs()
 
     def check_outputs(self) -> None:
@@ -296,3 +303,16 @@ class TrainConfig:
         """The sampler's fanout per hop (the default where not given)."""
         layers = self.gnn.layers
         return parse_fanouts(self.sampling.fanout, layers) if self.sampling.fanout else [FANOUT] * layers
+
+
+def check_owner_first_layer(config: TrainConfig) -> None:
+    """``--first-layer owner`` is exact only where layer 0 transforms each source row before
+    aggregating, and needs a per-step exchange to replace."""
+    model = config.gnn.model
+    if model not in LINEAR_FIRST:
+        raise TrainingError(f"--first-layer owner needs a first layer that is linear before aggregation "
+                            f"({', '.join(LINEAR_FIRST)}); --model {model}'s is not, so its owner cannot compute "
+                            f"it: use --first-layer features")
+    if config.sampling.sampler is None and config.comm.exchange == "replicate":
+        raise TrainingError("--first-layer owner replaces the halo exchange of layer 0, and --exchange replicate "
+                            "has none: use --exchange pipelined or barrier")

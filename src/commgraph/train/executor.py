@@ -15,7 +15,8 @@ them up: layer-wise through the halo op (barrier), bin by bin through tensor hoo
 Input features come from a :class:`~commgraph.runtime.features.FeatureStore` (``store``: the part's,
 placed by ``auto`` unless given; ``replicate`` places its own, of its hop sets). Layer 0 reads them
 through :class:`~commgraph.train.streamed.InputTable`: a table gathered once, or streamed chunk by
-chunk from host memory (``streamed``: by default exactly when the store is there).
+chunk from host memory (``streamed``: by default exactly when the store is there); with ``owner``
+(``--first-layer owner``, pipelined and barrier) through :class:`~commgraph.train.owner.OwnerInput`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job, Wiring
 from commgraph.train import schedule
 from commgraph.train.config import EXCHANGES
+from commgraph.train.owner import OwnerInput
 from commgraph.train.streamed import InputTable, owned_table
 
 
@@ -48,21 +50,30 @@ class _Tables:
     Owned features kept in host memory (``--features host``, see
     :class:`~commgraph.runtime.features.FeatureStore`) are never gathered whole onto the device:
     layer 0 streams them chunk by chunk (:class:`~commgraph.train.streamed.InputTable`; ``streamed``
-    forces either way); otherwise the table is built once."""
+    forces either way); otherwise the table is built once. With ``owner`` (``--first-layer
+    owner``) the halo's feature rows are never fetched: layer 0's halo exchange moves the boundary
+    rows' first layer at every step (:class:`~commgraph.train.owner.OwnerInput`)."""
 
     def __init__(self, job: Job, wiring: Wiring, store: FeatureStore, order: np.ndarray | None = None,
-                 streamed: bool | None = None):
+                 streamed: bool | None = None, owner: bool = False):
         part, device = job.part, job.device
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
         sent = np.unique(np.asarray(part.send_index))  # the rows the halo fetch reads, from the store
         first = job.layerwise(job.exchange(wiring.plan, np.asarray(part.owned)[sent], part.halo))
-        served = gathered(store, torch.from_numpy(sent).to(device))
         degree = np.asarray(part.degree, dtype=np.float32)
         rows = None  # the store row of each owned row, in table order: the store's order
+        at = sent  # the table row of each sent row
         if order is not None:  # owned rows in the executor's order; halo rows as the part has them
             rows = torch.from_numpy(order).to(device)
             degree = np.concatenate([degree[order], degree[self.num_owned :]])
+            position = np.empty(self.num_owned, dtype=np.int64)
+            position[order] = np.arange(self.num_owned)
+            at = position[sent]
         self.degree = torch.from_numpy(degree).to(device)
+        if owner:
+            self.input = OwnerInput(store, rows, first, torch.from_numpy(at).to(device), streamed)
+            return
+        served = gathered(store, torch.from_numpy(sent).to(device))
         if InputTable.streams(store, streamed):
             self.input = InputTable(store, rows, gather_halo(first, served, layer=0), streamed=True)
         else:  # the halo rows land in the table itself
@@ -75,10 +86,11 @@ class BarrierExecutor:
 
     name = "barrier"
 
-    def __init__(self, job: Job, wiring: Wiring, store: FeatureStore | None = None, streamed: bool | None = None):
+    def __init__(self, job: Job, wiring: Wiring, store: FeatureStore | None = None, streamed: bool | None = None,
+                 owner: bool = False):
         part = job.part
         store = store or FeatureStore.create(part.features, job.device)
-        self.tables = _Tables(job, wiring, store, streamed=streamed)
+        self.tables = _Tables(job, wiring, store, streamed=streamed, owner=owner)
         self.feature_note = store.describe()
         self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
                                part.num_owned + part.num_halo, self.tables.degree, job.device)
@@ -136,13 +148,13 @@ class PipelinedExecutor:
     name = "pipelined"
 
     def __init__(self, job: Job, wiring: Wiring, bin_size: int, store: FeatureStore | None = None,
-                 streamed: bool | None = None):
+                 streamed: bool | None = None, owner: bool = False):
         part, device = job.part, job.device
         store = store or FeatureStore.create(part.features, device)
         n_owned = part.num_owned
         order, boundary = schedule.priority_order(np.asarray(part.indptr), np.asarray(part.indices), n_owned,
                                                   np.asarray(part.send_index))
-        self.tables = _Tables(job, wiring, store, order, streamed)
+        self.tables = _Tables(job, wiring, store, order, streamed, owner)
         self.feature_note = store.describe()
         indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
         self.edges = schedule.bins(boundary, n_owned, bin_size)

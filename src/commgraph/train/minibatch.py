@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from commgraph.nn import GNN
+from commgraph.nn import GNN, Block
 from commgraph.plan.allgather import plan_fetch
 from commgraph.runtime import GradientSync, gather_halo
 from commgraph.runtime.alltoall import MatchingAllToAll
@@ -86,6 +86,28 @@ class Fetched:
     global_seeds: int  # the step's seeds on every worker
     announced_bytes: int  # column lists this worker sent
     local_bytes: int = 0  # rows read from the shared files of workers on the same machine
+    owner: object = None  # --first-layer owner: the network rows' first layer from their owners (train.owner_fetch)
+
+
+@dataclass
+class Request:
+    """What a step's fetch asks of the other workers, once they have told each other (a batch's
+    remote inputs over the network, by owner; those of the same machine's workers, read locally)."""
+
+    inputs: np.ndarray  # the batch's input nodes
+    remote: np.ndarray  # which of them other workers own
+    at: np.ndarray  # positions in ``inputs`` of the rows that cross the network, owner after owner
+    mapped_at: np.ndarray  # positions of the rows read from the same machine's files
+    mapped_owners: np.ndarray  # their owners
+    counts: np.ndarray  # [reader, owner]: rows each worker asks of each
+    dst_counts: np.ndarray  # [reader, owner]: of those, the first layer's destinations (first in each owner's share)
+    requested: np.ndarray  # ids asked of this worker, reader after reader
+    global_seeds: int
+    announced_bytes: int
+
+    @property
+    def wanted(self) -> np.ndarray:
+        return self.inputs[self.at]
 
 
 FILL_BYTES = 1 << 24  # rows are written into a batch's input table this many bytes at a time
@@ -198,9 +220,27 @@ class FeatureFetch:
         GPU). Rows served to other workers are gathered on the worker's device, as the exchange
         sends them from there."""
         target = device or self.device
-        num_seeds = 0 if batch is None else int(batch.seeds.shape[0])
         if self.world.size == 1:
-            return Fetched(self.local_rows(batch.input_nodes, target), num_seeds, 0)
+            seeds = 0 if batch is None else int(batch.seeds.shape[0])
+            return Fetched(self.local_rows(batch.input_nodes, target), seeds, 0)
+        request = self.request(batch)
+        halo = self._rows(request.requested, request.counts, request.wanted)
+        return self.table(request, batch, target, halo)
+
+    def step(self, batch: SampledBatch | None) -> Fetched:
+        """What a training step reads: the batch's input table (see ``__call__``)."""
+        return self(batch)
+
+    def forward(self, model: GNN, fetched: Fetched, blocks: list[Block]) -> torch.Tensor:
+        """``model`` on a batch's blocks and its :meth:`step`'s table: one row per seed."""
+        return forward_blocks(model, fetched.x, blocks)
+
+    def idle(self, fetched: Fetched) -> None:
+        """What a step without a batch still owes the others after its :meth:`step` (nothing here)."""
+
+    def request(self, batch: SampledBatch | None) -> Request:
+        """Tell every worker what this one asks of it (and DGS's columns when they change), and
+        learn what they ask of this one; a collective."""
         rank, size = self.world.rank, self.world.size
         inputs = np.empty(0, np.int64) if batch is None else batch.input_nodes
         remote = np.zeros(0, bool) if batch is None else batch.remote_input
@@ -208,28 +248,40 @@ class FeatureFetch:
         owners = self.graph.owner[inputs[at]]
         near = np.isin(owners, self.peers)
         mapped_at, mapped_owners, at, owners = at[near], owners[near], at[~near], owners[~near]
-        at = at[np.argsort(owners, kind="stable")]  # remote inputs by owner
-        wanted = inputs[at]
+        order = np.argsort(owners, kind="stable")
+        at, owners = at[order], owners[order]  # remote inputs by owner
+        num_dst = 0 if batch is None else int(batch.layers[0].dst.shape[0])
         columns = None if batch is None else batch.feature_columns
         announce = columns if columns is not None and not np.array_equal(columns, self.columns[rank]) else None
-        meta = self.comm.all_gather_object((np.bincount(owners, minlength=size).tolist(), num_seeds, announce))
+        num_seeds = 0 if batch is None else int(batch.seeds.shape[0])
+        meta = self.comm.all_gather_object((np.bincount(owners, minlength=size).tolist(), num_seeds, announce,
+                                            np.bincount(owners[at < num_dst], minlength=size).tolist()))
         counts = np.array([m[0] for m in meta], dtype=np.int64)
         for r, m in enumerate(meta):
             if m[2] is not None:
                 self.columns[r] = m[2]
         requested = torch.empty(int(counts[:, rank].sum()), dtype=torch.int64)
-        self.alltoall(requested, torch.from_numpy(wanted), counts, label="requests")
-        halo = self._rows(requested.numpy(), counts, wanted)
-        mine = self.columns[rank]
-        cut = None if mine is None or halo.shape[1] == self.store.width else mine
+        self.alltoall(requested, torch.from_numpy(inputs[at]), counts, label="requests")
+        return Request(inputs, remote, at, mapped_at, mapped_owners, counts,
+                       np.array([m[3] for m in meta], dtype=np.int64), requested.numpy(), sum(m[1] for m in meta),
+                       0 if announce is None else 8 * announce.shape[0] * (size - 1))
+
+    def table(self, request: Request, batch: SampledBatch | None, target: torch.device,
+              halo: torch.Tensor | None) -> Fetched:
+        """The batch's input table on ``target``: the worker's own rows, the same machine's read
+        from their files, and the network's ``halo`` rows (None: left zero), remote rows cut to
+        this worker's columns."""
+        inputs, remote, at, mapped_at = request.inputs, request.remote, request.at, request.mapped_at
+        mine = self.columns[self.world.rank]
+        cut = None if mine is None or (halo is not None and halo.shape[1] == self.store.width) else mine
         x = torch.zeros((inputs.shape[0], self.store.width), device=target)
         own = np.flatnonzero(~remote)
         fill(x, own, lambda a, b: self.local_rows(inputs[own[a:b]], target))
-        fill(x, at, lambda a, b: halo[a:b], cut)
-        fill(x, mapped_at, lambda a, b: self.mapped_rows(inputs[mapped_at[a:b]], mapped_owners[a:b], cut), cut)
+        if halo is not None:
+            fill(x, at, lambda a, b: halo[a:b], cut)
+        fill(x, mapped_at, lambda a, b: self.mapped_rows(inputs[mapped_at[a:b]], request.mapped_owners[a:b], cut), cut)
         local = 4 * mapped_at.shape[0] * (self.store.width if cut is None else cut.shape[0])
-        return Fetched(x, sum(m[1] for m in meta), 0 if announce is None else 8 * announce.shape[0] * (size - 1),
-                       local)
+        return Fetched(x, request.global_seeds, request.announced_bytes, local)
 
     def _rows(self, requested: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> torch.Tensor:
         """Serve ``requested`` (what each reader asked of this worker, reader after reader) and
@@ -278,7 +330,7 @@ class SampledEpochs:
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
         self.steps = epoch_steps(counts, config.sampling.batch_size or BATCH_SIZE)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
-        self.fetch = FeatureFetch(job, store, self.graph, config.sampling.peer_rows or "map")
+        self.fetch = self._fetch(job, store, state.model)
         self.iteration = 0
         self.job = job
         self.dgs_explainer: DGSExplainer | None = None
@@ -293,6 +345,16 @@ class SampledEpochs:
                 self.dgs_explainer = self._dgs_explainer()
             if options.explain_cpu != 0:
                 self.explainer = OnlineExplainer(self.dgs_explainer, self.sampler.set_masks, options.explain_cpu)
+
+    def _fetch(self, job: Job, store: FeatureStore, model: GNN) -> FeatureFetch:
+        """The steps' fetch: of features, or with ``--first-layer owner`` of the first layer as the
+        rows' owners compute it (:mod:`commgraph.train.owner_fetch`)."""
+        peer_rows = self.config.sampling.peer_rows or "map"
+        if self.config.comm.first_layer != "owner":
+            return FeatureFetch(job, store, self.graph, peer_rows)
+        from commgraph.train.owner_fetch import OwnerFetch  # it builds on FeatureFetch
+
+        return OwnerFetch(job, store, self.graph, model, peer_rows)
 
     def _dgs_explainer(self) -> DGSExplainer:
         """DGS's explainer on this worker's explanation graph, whose remote rows are fetched once
@@ -366,19 +428,21 @@ class SampledEpochs:
         model, optimizer = self.training.model, self.training.optimizer
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        fetched = self.fetch(batch)
+        fetched = self.fetch.step(batch)
         totals["announced"] += fetched.announced_bytes
         totals["local"] += fetched.local_bytes
         if batch is not None:
             totals["sync"] += batch.sync_bytes
             totals["sampled"] += 1
             totals["masked"] += batch.feature_columns is not None  # DGS sets them exactly when it has masks
-            logits = forward_blocks(model, fetched.x, batch.blocks(self.graph, self.device))
+            logits = self.fetch.forward(model, fetched, batch.blocks(self.graph, self.device))
             labels = self.labels[torch.from_numpy(np.searchsorted(self.owned, batch.seeds))].to(self.device)
             summed = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
             loss = summed / fetched.global_seeds
             loss.backward()
             totals["loss"] += float(loss.detach())
+        else:
+            self.fetch.idle(fetched)
         self.training.sync.finish()
         optimizer.step()
         self.iteration += 1

@@ -64,6 +64,8 @@ class EpochRecord:
     structure_bytes: int = 0  # their requests (node ids, DGS's column lists) and sampling_bytes, all workers
     sampling_bytes: int = 0  # --structure partitioned: remote hops' ids asked of owners and drawn by them, all workers
     sync_bytes: int = 0  # LADIES's probability synchronisation as its sampler counts it (computed locally)
+    activation_bytes: int = 0  # --first-layer owner: first-layer rows its owners sent, hidden wide, all workers
+    activation_grad_bytes: int = 0  # their gradients sent back to the owners, all workers
     total_bytes: int = 0  # what the thesis counts: comm_bytes plus the gradients' all-reduce bytes, all workers
     # DGS only (None otherwise), all workers: steps that sampled a batch, those sampled with masks
     # (the others sampled as neighbor does), rank 0's mask age at the epoch's end in steps (-1: none
@@ -207,13 +209,14 @@ class Trainer:
         streamed = True if config.sampling.sampler else None
         if config.comm.exchange == "replicate":
             return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
+        owner = config.comm.first_layer == "owner" and not config.sampling.sampler  # sampled: its fetch's
         if config.comm.exchange == "barrier":
-            return BarrierExecutor(job, self.wiring, store, streamed)
+            return BarrierExecutor(job, self.wiring, store, streamed, owner)
         bin_size = config.comm.bin_size
         if bin_size is None:
             bin_size = bin_size_for_memory(_available_memory(self.world.device), self.model.widths,
                                            len(job.part.indices) / max(job.part.num_owned, 1))
-        return PipelinedExecutor(job, self.wiring, bin_size, store, streamed)
+        return PipelinedExecutor(job, self.wiring, bin_size, store, streamed, owner)
 
     def _resume(self) -> None:
         state = checkpoint.load(Path(self.config.log.checkpoint_dir), self.identity)
@@ -277,7 +280,9 @@ class Trainer:
                  "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers},
                  "features": step.moved.get("features", 0), "requests": step.moved.get("requests", 0),
                  "sampling": step.moved.get("sampling", 0),
-                 "local": step.moved.get("local", 0), "sync": step.sync_bytes}
+                 "local": step.moved.get("local", 0), "sync": step.sync_bytes,
+                 "activations": step.moved.get("activations", 0),
+                 "activation_grads": step.moved.get("activation_grads", 0)}
         dgs = step.dgs
         if dgs is not None:
             local.update(dgs_steps=dgs.sampled_steps, dgs_masked=dgs.masked_steps, dgs_explanations=dgs.explanations,
@@ -291,18 +296,20 @@ class Trainer:
         forward = [int(total[k]) for k in layers]
         backward, features, sampling = int(total["halo_backward"]), int(total["features"]), int(total["sampling"])
         requests = int(total["requests"]) + sampling
+        owner = int(total["activations"]) + int(total["activation_grads"])
         return EpochRecord(
             epoch=epoch, loss=total["loss"], train_acc=accuracy("train"), val_acc=accuracy("val"),
             test_acc=accuracy("test"), epoch_seconds=step.seconds, comm_wait_seconds=step.wait_seconds,
-            comm_bytes=sum(forward) + backward + features + requests, halo_forward_bytes=forward,
+            comm_bytes=sum(forward) + backward + features + requests + owner, halo_forward_bytes=forward,
             halo_backward_bytes=backward, allreduce_bytes=int(total["allreduce"]),
             plan=self.wiring.plan.planner if self.wiring else "replicate",
             plan_modeled_seconds=self.wiring.choice.modeled_seconds if self.wiring else 0.0,
             allreduce=self.allreduce.name, allreduce_modeled_seconds=self.allreduce.modeled_seconds,
             steps=step.steps, steps_cap=self.config.sampling.steps_per_epoch, sample_seconds=step.sample_seconds,
             feature_bytes=features, local_bytes=int(total["local"]), structure_bytes=requests,
-            sampling_bytes=sampling, sync_bytes=int(total["sync"]),
-            total_bytes=sum(forward) + backward + features + requests + int(total["allreduce"]),
+            sampling_bytes=sampling, sync_bytes=int(total["sync"]), activation_bytes=int(total["activations"]),
+            activation_grad_bytes=int(total["activation_grads"]),
+            total_bytes=sum(forward) + backward + features + requests + owner + int(total["allreduce"]),
             **({} if dgs is None else dict(
                 dgs_steps=int(total["dgs_steps"]), dgs_masked_steps=int(total["dgs_masked"]),
                 dgs_masks_age_steps=dgs.masks_age_steps, dgs_wait_seconds=dgs.wait_seconds,

@@ -380,8 +380,8 @@ class _Builder:
                 name = "dp.rs" if self.zero2 else "dp"
                 ids = self._coflow(f"{self.prefix}{name}.L{layer}.s{stage}.t{t}", "dp", last, layer, first,
                                    members, [(r,) for r in ready])
-                for d in range(L.dp):
-                    arrived[(layer, t, d)] = [i for i, dst in zip(ids, first.dst.tolist()) if dst == d]
+                for d, into in enumerate(_by_destination(ids, first.dst, L.dp)):
+                    arrived[(layer, t, d)] = into
         if self.barrier:  # the global norm: a zero-time step that waits for every reduction
             norm = f"{self.prefix}norm"
             reduced = tuple(i for ids in arrived.values() for i in ids)
@@ -395,8 +395,8 @@ class _Builder:
                     members = [self.gpu_of(stage, d, t) for d in range(L.dp)]
                     ids = self._coflow(f"{self.prefix}dp.ag.L{layer}.s{stage}.t{t}", "dp", last, layer, gather,
                                        members, [tuple(arrived[(layer, t, d)]) for d in range(L.dp)])
-                    for d in range(L.dp):
-                        arrived[(layer, t, d)] = [i for i, dst in zip(ids, gather.dst.tolist()) if dst == d]
+                    for d, into in enumerate(_by_destination(ids, gather.dst, L.dp)):
+                        arrived[(layer, t, d)] = into
         for (layer, _t, d), ids in arrived.items():
             self.gates.setdefault((self._stage_of(layer)[0], d, layer), []).extend(ids)
 
@@ -422,6 +422,14 @@ class _Builder:
             tasks += [Transfer(f"tp{k}.{p}", src, dst, size * share / total, overhead_s=overhead, route=(src, p, dst))
                       for p, share in planes.items()] or [Transfer(f"tp{k}", src, dst, size, overhead_s=overhead)]
         return simulate(self.topology, tasks, timeline=False).makespan
+
+
+def _by_destination(ids: list[str], dst: np.ndarray, members: int) -> list[list[str]]:
+    """Per member, the ids of the flows into it."""
+    into: list[list[str]] = [[] for _ in range(members)]
+    for i, d in zip(ids, dst.tolist()):
+        into[d].append(i)
+    return into
 
 
 def _shared_planes(topology: Topology, a: str, b: str) -> dict[str, float]:

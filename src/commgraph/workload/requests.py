@@ -17,8 +17,8 @@ Types are ``SRC:DST`` (or ``SRC:DST1|DST2``, served at either) with paths from
 
 from __future__ import annotations
 
-import math
 import csv
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 

@@ -63,10 +63,12 @@ class CostGraph:
 
     @property
     def pairs(self) -> list[tuple[int, int]]:
+        """The candidate tree edges, as pairs of worker indices."""
         return self._candidates[0]
 
     @property
     def paths(self) -> list[tuple[str, ...]]:
+        """The devices each candidate edge's path crosses, from one worker to the other."""
         return self._candidates[1]
 
     @cached_property
@@ -81,6 +83,7 @@ class CostGraph:
 
     @property
     def n(self) -> int:
+        """The number of workers."""
         return len(self.workers)
 
     def lower_bound(self) -> float | None:

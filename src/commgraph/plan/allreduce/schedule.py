@@ -119,6 +119,7 @@ class AllReduceSchedule:
         return max((len(r) for part in (*self.rings, *self.trees) for r in part.routes), default=1)
 
     def to_json(self) -> dict:
+        """The schedule as JSON-ready data (a plan's ``notes["schedule"]``)."""
         def routes(part) -> dict:
             return {"routes": [[{"share": r.share, "path": list(r.path)} for r in hop] for hop in part.routes]} \
                 if part.routes else {}
@@ -133,6 +134,7 @@ class AllReduceSchedule:
 
     @classmethod
     def from_json(cls, planner: str, data: dict) -> AllReduceSchedule:
+        """The schedule ``planner`` made, from :meth:`to_json`'s data, checked."""
         def routes(part: dict) -> tuple:
             return tuple(tuple(Route(float(r["share"]), tuple(map(str, r["path"]))) for r in hop)
                          for hop in part.get("routes", ()))

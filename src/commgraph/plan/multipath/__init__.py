@@ -14,14 +14,31 @@ figures are described in ``docs/multipath.md``.
 from commgraph.plan.multipath.bulk import BULK_PLANNERS, BulkPart, BulkPlan, plan_bulk
 from commgraph.plan.multipath.lp import LP_SECONDS, LookaheadLP
 from commgraph.plan.multipath.model import PathTable, Selector, SolveStats
-from commgraph.plan.multipath.selectors import (FAITHFUL_GREEDY, JITTER, SELECTORS, Selection, Toll, TollInflight,
-                                                make_selector, select)
-from commgraph.plan.multipath.sweep import (Priced, SelectorReport, SweepPoint, compare_selectors, price_selection,
-                                            sustainable, sweep, with_option)
+from commgraph.plan.multipath.selectors import (
+                                                FAITHFUL_GREEDY,
+                                                JITTER,
+                                                SELECTORS,
+                                                Selection,
+                                                Toll,
+                                                TollBytes,
+                                                TollInflight,
+                                                make_selector,
+                                                select,
+)
+from commgraph.plan.multipath.sweep import (
+                                                Priced,
+                                                SelectorReport,
+                                                SweepPoint,
+                                                compare_selectors,
+                                                price_selection,
+                                                sustainable,
+                                                sweep,
+                                                with_option,
+)
 from commgraph.plan.multipath.workloads import Workload, kvs_paths, kvs_workload, load_workload
 
 __all__ = ["BULK_PLANNERS", "FAITHFUL_GREEDY", "JITTER", "LP_SECONDS", "SELECTORS", "BulkPart", "BulkPlan",
            "LookaheadLP", "PathTable", "Priced", "Selection", "Selector", "SelectorReport", "SolveStats",
-           "SweepPoint", "Toll", "TollInflight", "Workload", "compare_selectors", "kvs_paths", "kvs_workload",
-           "load_workload", "make_selector", "plan_bulk", "price_selection", "select", "sustainable", "sweep",
-           "with_option"]
+           "SweepPoint", "Toll", "TollBytes", "TollInflight", "Workload", "compare_selectors", "kvs_paths",
+           "kvs_workload", "load_workload", "make_selector", "plan_bulk", "price_selection", "select", "sustainable",
+           "sweep", "with_option"]

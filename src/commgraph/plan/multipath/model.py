@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+
 import numpy as np
 from scipy.optimize import linprog
 
@@ -146,8 +147,8 @@ class PathTable:
 
 @dataclass
 class SolveStats:
-    """MILP solves of one selection run: how many, and how many stopped at :data:`~commgraph.plan.multipath.lp.LP_SECONDS` with
-    their best solution so far."""
+    """MILP solves of one selection run: how many, and how many stopped at the time limit
+    (:data:`~commgraph.plan.multipath.lp.LP_SECONDS`) with their best solution so far."""
 
     solves: int = 0
     time_limited: int = 0

@@ -14,7 +14,8 @@ from commgraph.plan.multipath.lp import LookaheadLP
 from commgraph.plan.multipath.model import PathTable, Selector, SolveStats
 from commgraph.workload.requests import RequestStream
 
-SELECTORS = ("direct", "greedy-intra", "greedy-e2e", "toll", "toll-jct", "toll-inflight", "greedy-queue", "lp")
+SELECTORS = ("direct", "greedy-intra", "greedy-e2e", "toll", "toll-jct", "toll-inflight", "toll-bytes", "greedy-queue",
+             "lp")
 FAITHFUL_GREEDY = ("greedy-intra", "greedy-e2e")  # what a selector is compared against
 JITTER = (3e-6, 9e-6)  # the requester NIC's delay (seconds), thesis section 6.4.1
 _SLOWER = 1e-9  # a completion counts as queued when it took this fraction longer than its traverse time
@@ -181,6 +182,96 @@ class TollInflight(Selector):
 
 
 
+class TollBytes(Selector):
+    """The toll trade-off on a drain-time estimate from the bytes the dispatcher has in flight
+    (``docs/multipath.md``): ``T + W + k_hat b`` while ``W > 0``, ``T`` otherwise, with ``W`` the
+    wait its own dispatches leave on the path.
+
+    It keeps ``left``, the seconds of its own work it believes are still on each link direction
+    and compute server: a dispatch adds the request's bytes over each link's bandwidth (its compute
+    on the least loaded server), time drains every element at one second per second, and a
+    completion caps each element the request crossed at the work dispatched onto it after that
+    request (what was sent before it there has drained). ``W`` reads ``left`` as the model reads
+    its queues: a segment's most loaded link, a device's least loaded server. Where the model is
+    the world (a single dispatcher), ``left`` is the model's backlog and the cap never binds.
+    """
+
+    name = "toll-bytes"
+
+    def start(self, table, stream):
+        """Nothing in flight, every ``k_hat`` 0."""
+        super().start(table, stream)
+        n = table.n_elements
+        self._left, self._at = [0.0] * n, [0.0] * n  # left[e] as it was at time at[e]
+        self.sent = [0.0] * n  # seconds of work ever dispatched onto each element
+        self.marks: dict[int, list[tuple[int, float]]] = {}  # request -> (element, ``sent`` after it)
+        self.k_hat = [0] * len(table.paths)
+        self.now = 0.0
+        # per path: its steps as (servers, seconds) for a compute step, ((element, seconds per byte), ...) for a
+        # segment; and T's and b's terms
+        self.steps = [[(g.elements.tolist(), g.seconds) if g.compute else tuple(zip(g.elements.tolist(),
+                                                                                   g.per_byte.tolist()))
+                       for g in groups] for groups in table.groups]
+        self.costs = [(float(table.base_fixed[p]), float(table.base_per_byte[p]), float(table.neck_seconds[p]),
+                       float(table.neck_per_byte[p])) for p in range(len(table.paths))]
+        self.kinds, self.sizes, self.arrivals = stream.kind.tolist(), stream.nbytes.tolist(), stream.arrival.tolist()
+
+    def _level(self, e: int, now: float) -> float:
+        return max(self._left[e] - (now - self._at[e]), 0.0)
+
+    def left(self) -> np.ndarray:
+        """The estimate at the latest event: seconds of its own work on each element."""
+        return np.array([self._level(e, self.now) for e in range(len(self._left))])
+
+    def _wait(self, p: int, now: float) -> float:
+        """W: the estimate read along path ``p`` (a segment's busiest link, a device's idlest server)."""
+        level = self._level
+        return sum(min(level(e, now) for e in step[0]) if isinstance(step[0], list)
+                   else max(level(e, now) for e, _ in step) for step in self.steps[p])
+
+    def choose(self, t, backlog):
+        """The candidate with the least ``T + W + k_hat b`` (``T`` where ``W = 0``)."""
+        now, size, k_hat = self.arrivals[t], self.sizes[t], self.k_hat
+        self.now = now
+        best, best_cost = -1, float("inf")
+        for p in self.table.candidates[self.kinds[t]].tolist():
+            fixed, per_byte, neck_seconds, neck_per_byte = self.costs[p]
+            wait = self._wait(p, now)
+            cost = fixed + size * per_byte
+            if wait > 0:
+                cost += wait + k_hat[p] * max(neck_seconds, size * neck_per_byte)
+            if cost < best_cost:
+                best, best_cost = p, cost
+        return best
+
+    def decided(self, t, path):
+        """Add the request's work to the estimate and update ``path``'s ``k_hat``."""
+        now, size = self.arrivals[t], self.sizes[t]
+        self.now = now
+        self.k_hat[path] = self.k_hat[path] + 1 if self._wait(path, now) > 0 else 0
+        mark = []
+        for step in self.steps[path]:
+            if isinstance(step[0], list):
+                servers, seconds = step
+                work = [(min(servers, key=lambda e: self._level(e, now)), seconds)]
+            else:
+                work = [(e, size * per_byte) for e, per_byte in step]
+            for e, amount in work:
+                if amount > 0:
+                    self._left[e], self._at[e] = self._level(e, now) + amount, now
+                    self.sent[e] += amount
+                    mark.append((e, self.sent[e]))
+        self.marks[t] = mark
+
+    def observe(self, request, path, jct, traverse):
+        """At the completion, cap the estimate on the request's elements at what was dispatched onto
+        them after it."""
+        done = max(self.now, self.arrivals[request] + jct)
+        self.now = done
+        for e, sent in self.marks.pop(request):
+            self._left[e], self._at[e] = min(self._level(e, done), self.sent[e] - sent), done
+
+
 def make_selector(name: str, k: int = 8, jitter: tuple[float, float] = JITTER, seed: int = 0) -> Selector:
     """A selector by name.
 
@@ -201,7 +292,7 @@ def make_selector(name: str, k: int = 8, jitter: tuple[float, float] = JITTER, s
     if name == "greedy-e2e":
         return GreedyE2E(jitter, seed)
     kinds = {"direct": Direct, "greedy-intra": GreedyIntra, "greedy-queue": GreedyQueue, "toll": Toll,
-             "toll-inflight": TollInflight}
+             "toll-inflight": TollInflight, "toll-bytes": TollBytes}
     if name == "toll-jct":
         return Toll(current=True)
     if name not in kinds:

@@ -11,8 +11,17 @@ from commgraph.errors import PlanError
 from commgraph.plan.multipath.model import PathTable
 from commgraph.plan.paths import CommPath, PathSet, RequestType, auto_path_set, read_paths
 from commgraph.topology import Topology
-from commgraph.workload.requests import (KvsSpec, RequestStream, kvs_stream, parse_kvs, parse_poisson, poisson_stream,
-                                         read_trace, trace_rows, with_ordered_types)
+from commgraph.workload.requests import (
+    KvsSpec,
+    RequestStream,
+    kvs_stream,
+    parse_kvs,
+    parse_poisson,
+    poisson_stream,
+    read_trace,
+    trace_rows,
+    with_ordered_types,
+)
 
 
 @dataclass

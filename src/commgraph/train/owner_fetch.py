@@ -1,0 +1,124 @@
+"""``--first-layer owner`` in sampled training: a batch's network rows arrive as their first layer,
+computed by their owners (see :mod:`commgraph.train.owner`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from commgraph.nn import GNN, Block
+from commgraph.runtime.features import FeatureStore
+from commgraph.runtime.owner import rows_to_readers, settle
+from commgraph.sample import SampledBatch
+from commgraph.train.minibatch import FeatureFetch, Fetched, Request
+
+
+@dataclass
+class OwnerRows:
+    """A batch's first-layer rows received from their owners, and where they go."""
+
+    received: torch.Tensor  # owner after owner: its neighbour rows, then its root rows
+    neighbour: torch.Tensor  # rows of ``received`` that are neighbour rows, in ``at``'s order
+    at: torch.Tensor  # their input-table positions
+    root: torch.Tensor  # rows of ``received`` that are root rows (GraphSAGE's destinations)
+    dst_at: torch.Tensor  # their destination positions
+
+
+class OwnerFetch(FeatureFetch):
+    """:class:`~commgraph.train.minibatch.FeatureFetch` whose training steps receive the network's
+    rows as the first layer of ``model`` computed by their owners (see the module's docstring).
+    The one-off tables (DGS's explanation graph) still fetch features."""
+
+    def __init__(self, job, store: FeatureStore, graph, model: GNN, peer_rows: str = "map"):
+        super().__init__(job, store, graph, peer_rows)
+        self.model = model
+
+    def step(self, batch: SampledBatch | None) -> Fetched:
+        if self.world.size == 1:
+            return replace_owner(self(batch), self.device)
+        request = self.request(batch)
+        fetched = self.table(request, batch, self.device, None)
+        dst = request.dst_counts if self.model.first_root else np.zeros_like(request.dst_counts)
+        received = rows_to_readers(self._served(request, dst), self.alltoall, (request.counts + dst).T)
+        fetched.owner = self._placed(request, dst, received)
+        return fetched
+
+    def forward(self, model: GNN, fetched: Fetched, blocks: list[Block]) -> torch.Tensor:
+        return owner_forward(model, fetched, blocks)
+
+    def idle(self, fetched: Fetched) -> None:
+        settle_idle(fetched)
+
+    def _served(self, request: Request, dst: np.ndarray) -> torch.Tensor:
+        """The rows the readers asked of this worker, reader after reader: each reader's neighbour
+        rows, then the root rows of its destinations (the first ``dst[reader, rank]`` it asked
+        for), from the rows cut to the reader's announced columns."""
+        rank, model = self.world.rank, self.model
+        asked = request.counts[:, rank]
+        x = self.local_rows(request.requested) if request.requested.size else \
+            torch.zeros((0, self.store.width), device=self.device)
+        starts = np.concatenate([[0], np.cumsum(asked)])
+        for reader, columns in enumerate(self.columns):
+            if columns is not None and asked[reader]:
+                keep = torch.zeros(self.store.width, device=x.device)
+                keep[torch.from_numpy(np.asarray(columns, dtype=np.int64)).to(x.device)] = 1.0
+                x[starts[reader] : starts[reader + 1]] *= keep
+        neighbour = model.neighbour_rows(x)
+        roots = np.concatenate([np.arange(starts[r], starts[r] + dst[r, rank]) for r in range(len(asked))])
+        if not roots.size:
+            return neighbour
+        root = model.root_rows(x.index_select(0, torch.from_numpy(roots).to(x.device)))
+        order, root_at = [], neighbour.shape[0]
+        for reader in range(len(asked)):
+            order.append(np.arange(starts[reader], starts[reader + 1]))
+            order.append(np.arange(root_at, root_at + dst[reader, rank]))
+            root_at += dst[reader, rank]
+        return torch.cat([neighbour, root]).index_select(0, torch.from_numpy(np.concatenate(order)).to(x.device))
+
+    def _placed(self, request: Request, dst: np.ndarray, received: torch.Tensor) -> OwnerRows:
+        """Where the received rows go: owner ``q``'s share is its neighbour rows for this worker's
+        inputs from ``q`` (``at``'s order), then the root rows of the first ``dst[rank, q]`` of them."""
+        rank = self.world.rank
+        asked, roots = request.counts[rank], dst[rank]
+        starts = np.concatenate([[0], np.cumsum(asked + roots)])
+        firsts = np.concatenate([[0], np.cumsum(asked)])
+        neighbour = np.concatenate([np.zeros(0, np.int64)] + [np.arange(starts[q], starts[q] + asked[q])
+                                                              for q in range(len(asked))])
+        root = np.concatenate([np.zeros(0, np.int64)] + [np.arange(starts[q] + asked[q], starts[q + 1])
+                                                         for q in range(len(asked))])
+        dst_at = np.concatenate([np.zeros(0, np.int64)] + [request.at[firsts[q] : firsts[q] + roots[q]]
+                                                           for q in range(len(asked))])
+        device = received.device
+        return OwnerRows(received, *(torch.from_numpy(v).to(device) for v in (neighbour, request.at, root, dst_at)))
+
+
+def replace_owner(fetched: Fetched, device: torch.device) -> Fetched:
+    """A fetch with nothing from other workers, as the owner's forward reads it."""
+    empty = torch.zeros(0, dtype=torch.int64, device=device)
+    fetched.owner = OwnerRows(torch.zeros((0, 1), device=device), empty, empty, empty, empty)
+    return fetched
+
+
+def owner_forward(model: GNN, fetched: Fetched, blocks: list[Block]) -> torch.Tensor:
+    """``model`` on a sampled batch whose network rows' first layer came from their owners: one row
+    per seed, the same as :func:`~commgraph.sample.forward_blocks` on the fetched features."""
+    rows: OwnerRows = fetched.owner
+    neighbour = model.neighbour_rows(fetched.x)
+    if rows.at.numel():
+        neighbour = neighbour.index_copy(0, rows.at, rows.received.index_select(0, rows.neighbour))
+    root = model.root_rows(blocks[0].dst(fetched.x))
+    if root is not None and rows.dst_at.numel():
+        root = root.index_copy(0, rows.dst_at, rows.received.index_select(0, rows.root))
+    h = model.first_from_rows(neighbour, root, blocks[0])
+    for index, block in enumerate(blocks[1:], start=1):
+        h = model.layer(index, h, block)
+    return model.decode(h)
+
+
+def settle_idle(fetched: Fetched) -> None:
+    """A step without a batch still answers its owners' backward exchange (see
+    :func:`~commgraph.runtime.owner.settle`)."""
+    if fetched.owner is not None:
+        settle(fetched.owner.received)

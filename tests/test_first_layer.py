@@ -1,0 +1,153 @@
+"""``--first-layer owner`` (P3): the owners of remote rows compute the first layer's transform and
+send hidden-wide rows. Same losses as shipping features on 1, 2 and 4 workers, sampled and
+full-graph, with DGS; the bytes it moves; the models it refuses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from commgraph.cli.main import main
+from commgraph.graph import load_graph
+from commgraph.nn import GNN
+from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.runtime.features import FeatureStore
+from commgraph.sample.dgs import DGSMasks
+from commgraph.sample.maskfile import save_masks
+from commgraph.train import owner as owner_module
+
+HIDDEN, FEATURES = 8, 1433
+SAMPLED = ("--sampler", "neighbor", "--fanout", "5,5", "--batch-size", "64", "--steps-per-epoch", "3",
+           "--peer-rows", "network")
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    """Cora in 1, 2 and 4 g3 parts."""
+    root = tmp_path_factory.mktemp("owner")
+    graph = load_graph("cora")
+    made = {}
+    for parts in (1, 2, 4):
+        assignment, _ = partition_graph(graph, parts, "g3", 0)
+        made[parts] = root / f"g3-{parts}"
+        write_partition_set(graph, assignment, parts, made[parts], method="g3", seed=0, seconds=0.0,
+                            metrics=partition_metrics(graph, assignment, parts))
+    return made
+
+
+def _train(partdir: Path, workers: int, out: Path, *options: str) -> list[dict]:
+    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
+                          "--metrics-out", str(out), "--quiet", "--timeout", "60", "--epochs", "2", "--hidden",
+                          str(HIDDEN), "--seed", "3", *options], capture_output=True, text=True, timeout=240)
+    assert job.returncode == 0, job.stderr
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _both(partdir: Path, workers: int, tmp_path: Path, *options: str) -> tuple[list[dict], list[dict]]:
+    """The same job shipping features and with the owners' first layer; their losses agree."""
+    features = _train(partdir, workers, tmp_path / "features.jsonl", *options)
+    owner = _train(partdir, workers, tmp_path / "owner.jsonl", *options, "--first-layer", "owner")
+    for f, o in zip(features, owner, strict=True):
+        assert o["loss"] == pytest.approx(f["loss"], abs=1e-5, rel=0)
+        assert o["feature_bytes"] == 0
+        assert o["activation_bytes"] == o["activation_grad_bytes"]
+        assert f["activation_bytes"] == f["activation_grad_bytes"] == 0
+    return features, owner
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sampled_sage_trains_as_with_fetched_features(sets, tmp_path, workers):
+    features, owner = _both(sets[workers], workers, tmp_path, "--model", "sage", *SAMPLED)
+    if workers == 1:
+        assert all(o["activation_bytes"] == 0 for o in owner)
+    else:  # each remote row's neighbour row, and a root row for each remote destination of layer 0
+        for f, o in zip(features, owner):
+            rows = f["feature_bytes"] // (4 * FEATURES)
+            assert rows * 4 * HIDDEN < o["activation_bytes"] < 2 * rows * 4 * HIDDEN
+            assert o["total_bytes"] == f["total_bytes"] - f["feature_bytes"] + 2 * o["activation_bytes"]
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sampled_gcn_on_4_workers_sends_one_hidden_row_per_remote_row(sets, tmp_path):
+    features, owner = _both(sets[4], 4, tmp_path, "--model", "gcn", *SAMPLED)
+    for f, o in zip(features, owner):  # GCN has no root term: exactly one hidden row per feature row
+        assert f["feature_bytes"] > 0 and o["activation_bytes"] * FEATURES == f["feature_bytes"] * HIDDEN
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("workers, model, exchange", [(1, "sage", "pipelined"), (2, "sage", "pipelined"),
+                                                      (4, "gcn", "barrier")])
+def test_full_graph_layer_0_exchanges_hidden_rows_each_step(sets, tmp_path, workers, model, exchange):
+    features, owner = _both(sets[workers], workers, tmp_path, "--model", model, "--exchange", exchange)
+    for f, o in zip(features, owner):  # layer 0's halo, hidden wide: the rows layer 1's exchange moves
+        assert o["activation_bytes"] == f["halo_backward_bytes"] == o["halo_backward_bytes"]
+        assert o["halo_forward_bytes"] == f["halo_forward_bytes"]
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_dgs_owners_apply_the_readers_feature_mask(sets, tmp_path):
+    """Random masks from the first step: the owner zeroes the columns its reader left out before
+    the transform, so the losses still agree, and the rows cost what neighbor's do."""
+    pset = load_partition_set(sets[2])
+    rng = np.random.default_rng(0)
+    nodes = pset.assignment().shape[0]
+    path = tmp_path / "masks.npz"
+    save_masks(path, pset, [DGSMasks(rng.random(nodes), rng.random(FEATURES)) for _ in range(2)])
+    options = ("--model", "sage", *SAMPLED, "--feature-rate", "0.3", "--dgs-masks", str(path), "--explain-cpu", "0")
+    features, owner = _both(sets[2], 2, tmp_path, *[o if o != "neighbor" else "dgs" for o in options])
+    columns = int(np.ceil(0.3 * FEATURES))
+    for f, o in zip(features, owner):
+        assert f["dgs_masked_steps"] == f["dgs_steps"] == o["dgs_masked_steps"] > 0
+        rows = f["feature_bytes"] // (4 * columns)
+        assert rows * 4 * columns == f["feature_bytes"] and rows * 4 * HIDDEN < o["activation_bytes"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "gat"], "--model gat's is not"),
+    (["--model", "gin", "--sampler", "neighbor"], "--model gin's is not"),
+    (["--model", "commnet"], "--model commnet's is not"),
+    (["--exchange", "replicate"], "--exchange replicate has none"),
+])
+def test_models_whose_first_layer_is_not_linear_before_aggregation_are_refused(sets, args, message, capsys):
+    assert main(["train", str(sets[2]), "--quiet", "--first-layer", "owner", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "--first-layer owner" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn"])
+def test_streamed_owned_rows_give_the_built_tables_rows_and_gradients(monkeypatch, model):
+    """A host store's rows are transformed chunk by chunk under checkpointing: the same rows, and
+    the same weight gradients, as transforming the table at once."""
+    torch.manual_seed(0)
+    gnn = GNN(model, 12, 4, 3, dropout=0)
+    store = FeatureStore.create(np.random.default_rng(1).random((50, 12), dtype=np.float32), torch.device("cpu"))
+    rows = torch.randperm(50)[:40]
+    monkeypatch.setattr(owner_module, "CHUNK_BYTES", 4 * 12 * 7)  # chunks of 7 rows
+    results = []
+    for streamed in (False, True):
+        gnn.zero_grad()
+        table = owner_module.OwnerInput(store, rows, None, torch.zeros(0, dtype=torch.int64), streamed)
+        neighbour, root = table._transformed(gnn)
+        total = neighbour.square().sum() + (0 if root is None else root.sum())
+        total.backward()
+        results.append((neighbour.detach(), None if root is None else root.detach(),
+                        [p.grad.clone() for p in gnn.parameters() if p.grad is not None]))
+    (n1, r1, g1), (n2, r2, g2) = results
+    assert torch.allclose(n1, n2, atol=1e-6) and (r1 is None) == (r2 is None) == (model == "gcn")
+    assert r1 is None or torch.allclose(r1, r2, atol=1e-6)
+    assert len(g1) == len(g2) > 0 and all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g1, g2))
