@@ -21,7 +21,7 @@ def test_plot_one_run_or_several(tmp_path, capsys):
         png = tmp_path / f"{len(runs)}.png"
         assert main(["plot", *(str(tmp_path / r) for r in runs), "--png", str(png)]) == 0
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "a: 3 epochs, b: 2 epochs" in capsys.readouterr().out
+    assert f"wrote {tmp_path / '2.png'} (a: 3 epochs, b: 2 epochs)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("content, message", [

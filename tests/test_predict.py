@@ -107,7 +107,7 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
     assert report["epoch"] == best["epoch"]
     for split in ("train", "val", "test"):
         assert report["accuracy"][split]["accuracy"] == pytest.approx(best[f"{split}_acc"], abs=1e-12)
-    assert job.stderr.splitlines()[-1].endswith(
+    assert job.stdout.splitlines()[-1].endswith(
         f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})")
 
 
