@@ -144,8 +144,9 @@ def seeds(specs: tuple[str, ...], parts: int = 8) -> None:
         for seed in SEEDS:
             metis = partition_metrics(graph, partition_graph(graph, parts, "metis", seed=seed)[0], parts)
             g3 = partition_metrics(graph, partition_graph(graph, parts, "g3", seed=seed)[0], parts)
-            cells.append(f"{g3['total_remote']:,} / {metis['total_remote']:,} = "
-                         f"{g3['total_remote'] / metis['total_remote']:.3f}x (remote min/max {g3['remote_min_max']:.2f})")
+            ratio = g3["total_remote"] / metis["total_remote"]
+            cells.append(f"{g3['total_remote']:,} / {metis['total_remote']:,} = {ratio:.3f}x "
+                         f"(remote min/max {g3['remote_min_max']:.2f})")
         print(f"{graph.name}: " + "; ".join(cells), flush=True)
 
 

@@ -135,8 +135,9 @@ def test_only_a_pinned_checksum_refuses_a_file_a_wrong_size_is_a_warning(server,
                                                 sha256=hashlib.sha256(data).hexdigest()),), "t", stats,
                     folder="arxiv", split="time")
     assert load_dataset(sized, progress=False).num_nodes == stats.nodes
-    assert capsys.readouterr().err == (f"commgraph: warning: arxiv.zip: counted {len(data):,} bytes where the registry "
-                                       f"states {len(data) + 1:,}; kept as counted (a stated count is not a checksum)\n")
+    assert capsys.readouterr().err == (
+        f"commgraph: warning: arxiv.zip: counted {len(data):,} bytes where the registry states {len(data) + 1:,}; "
+        "kept as counted (a stated count is not a checksum)\n")
 
 
 def test_server_errors(server, monkeypatch):

@@ -13,8 +13,8 @@ is renamed to ``unpacked/``; ``graph.npz`` and ``checksums.json`` are written to
 renamed. A file whose digest is not recorded yet is checked (length, CRCs) and then recorded; a file
 whose digest no longer matches is corrupt and is fetched or made again; a file whose SHA-256 the
 registry pins must match it. The statistics the publisher gives are compared when the graph is
-converted, and a disagreement is a warning (:func:`~commgraph.graph.registry.compare_count`). One process at a time works on a dataset (a lock
-file); others wait for it.
+converted, and a disagreement is a warning (:func:`~commgraph.graph.registry.compare_count`). One
+process at a time works on a dataset (a lock file); others wait for it.
 """
 
 from __future__ import annotations

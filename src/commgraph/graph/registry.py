@@ -10,13 +10,13 @@ Cora stays bundled (:data:`commgraph.graph.resolve.BUNDLED`).
 Statistics are compared with the graph as it loads (:func:`compare_count`): a count that disagrees
 with the publisher's is a warning on stderr, never a refusal, since a page's figure is not a
 checksum; only a SHA-256 of the publisher's file (``RemoteFile.sha256``, pinned where known) refuses
-a download. They are counted as the publisher counts them: ``nodes``
-as the loader counts them (a SNAP header's N when every id lies in its range 0..N-1, isolated ids
-included, as SNAP publishes; else the ids that occur; OGB's ``num-node-list``; Planetoid's test
-index range, CiteSeer's isolated test nodes included); ``edges`` as the publisher counts them, either the edge lines of the
-upstream file (``edges_counted="listed"``: SNAP, OGB, Reddit) or the stored directed edges after
-symmetrisation without self loops (``"stored"``: PyG's Planetoid counts); ``features``, the width of
-a node's feature vector; ``classes``, the number of label classes.
+a download. They are counted as the publisher counts them: ``nodes`` as the loader counts them (a
+SNAP header's N when every id lies in its range 0..N-1, isolated ids included, as SNAP publishes;
+else the ids that occur; OGB's ``num-node-list``; Planetoid's test index range, CiteSeer's isolated
+test nodes included); ``edges`` either the edge lines of the upstream file
+(``edges_counted="listed"``: SNAP, OGB, Reddit) or the stored directed edges after symmetrisation
+without self loops (``"stored"``: PyG's Planetoid counts); ``features``, the width of a node's
+feature vector; ``classes``, the number of label classes.
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ Up to ``THOROUGH_EDGES`` stored edges (Cora, email-Enron; a start costs seconds 
 harder for a low total. The whole pipeline runs from ``STARTS`` METIS seeds and keeps the result
 whose remote min/max reaches ``REMOTE_BALANCE`` with the lowest total remote (the lowest total if
 none does): one start's total varies by 5-10% with the seed and with the node order alone (an
-isolated node inserted in the middle of Cora's ids moves it from 1.09x to 1.16x METIS's at 8 parts),
+isolated node inserted in the middle of Cora's ids moves it from 1.03x to 1.12x METIS's at 8 parts),
 and stage 2 adds 5-14% to what stage 1 left. Stage 2's partner is, among the nodes of every lighter
 part, the one whose swap raises the total remote count the least (above the threshold: the node of
 the lightest part that has one that adds the fewest remote nodes to V_max). Each start ends with a
 polish: single-node moves that lower the total remote count within both load limits while every
 part's remote count stays at most the largest stage 2 left and at least ``REMOTE_BALANCE`` of it (or
 stage 2's smallest, if lower), so the worst part never gets worse. On Cora, 8 parts, seeds 1-3 this
-takes g3 from 1.09-1.14x METIS's total remote to 1.04-1.08x, in about 3 s instead of 0.7 s.
+takes g3 from 1.03-1.10x METIS's total remote to 0.99-1.04x, in about 3 s instead of 0.7 s.
 
 Remote sets are tracked incrementally with in-partition degree counters (the "fast neighbour
 tracking" paragraph): ``count[p, u]`` = edges from u into part p; u is remote to p while u is outside
