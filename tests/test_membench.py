@@ -5,6 +5,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from memory import GB, measure  # noqa: E402
 
@@ -33,6 +35,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.multiproc
 def test_peak_sums_the_tree_and_keeps_each_process_peak(tmp_path):
     run = measure([sys.executable, "-c", TREE.format(sleep=1.0), str(tmp_path / "pid")], every=0.1)
     assert run.status == "ok" and run.returncode == 0
@@ -42,6 +45,7 @@ def test_peak_sums_the_tree_and_keeps_each_process_peak(tmp_path):
     assert 230 * MB <= run.peak_bytes <= run.root_peak_bytes + run.other_peak_bytes[0]
 
 
+@pytest.mark.multiproc
 def test_cap_kills_every_process_of_the_tree(tmp_path):
     started = time.perf_counter()
     run = measure([sys.executable, "-c", TREE.format(sleep=60), str(tmp_path / "pid")], every=0.1,
@@ -55,6 +59,7 @@ def test_cap_kills_every_process_of_the_tree(tmp_path):
     assert not alive(child)
 
 
+@pytest.mark.multiproc
 def test_exit_2_is_a_refusal_with_its_line():
     run = measure([sys.executable, "-c", "import sys; sys.exit(1)"], every=0.1)
     assert run.status == "failed"
