@@ -7,13 +7,15 @@ the runs differ only in how many machines the workers are spread over and in ``-
 
 Per run and per agent it samples, every ``--every`` seconds:
 
-- **alone**: the agent's process tree's resident pages counted once each, whoever else maps them
-  (the union of the page frames of its processes, from ``/proc/PID/pagemap``): what a real machine
-  holding that agent alone would hold. PSS is not used for the per-machine figure because the
-  emulated machines share one page cache, so PSS would split the shared libraries' and files'
-  pages between the agents and make each look smaller than a machine of its own would be.
 - **PSS**: the tree's proportional set size, as ``benchmarks/memory.py`` reports it (the sum over
-  agents is what the emulation costs this host).
+  agents is what the emulation costs this host);
+- **alone**: what a real machine holding that agent alone would hold. The emulated machines share
+  one page cache, so PSS splits the shared libraries' and files' pages between agents and makes
+  each look smaller than a machine of its own would be. Every ``--alone-every`` seconds the agent's
+  resident pages are counted once each, whoever else maps them (the union of the page frames of
+  its processes, from ``/proc/PID/pagemap``: seconds per sample, too slow to catch a peak), beside
+  its PSS at that moment; the largest difference is added to the agent's PSS peak. That figure is
+  the per-machine peak (an upper bound: the difference is taken at its largest).
 
 and from the run's ``--metrics-out``: the losses (which must equal the one-machine run's), the
 structure and sampling bytes per step, and the step time (rank 0's epoch seconds over its steps).
@@ -51,20 +53,27 @@ TRAIN = (*SAMPLED_100K[:-4], "--epochs", "2", "--steps-per-epoch", "4", "--dropo
 
 
 def resident_frames(pid: int) -> np.ndarray:
-    """The page frames ``pid`` has resident (empty once it is gone)."""
+    """The page frames ``pid`` has resident (empty once it is gone): its mappings with resident
+    pages, looked up in ``/proc/PID/pagemap``."""
     frames = []
     try:
-        with open(f"/proc/{pid}/smaps") as smaps, open(f"/proc/{pid}/pagemap", "rb") as pagemap:
-            start = end = 0
+        with open(f"/proc/{pid}/smaps") as smaps:
+            regions, start, end = [], 0, 0
             for line in smaps:
-                head = line.split()
-                if "-" in head[0] and len(head) >= 5:
+                head = line.split(maxsplit=2)
+                if "-" in head[0]:
                     start, end = (int(x, 16) for x in head[0].split("-"))
                 elif head[0] == "Rss:" and int(head[1]) > 0:
+                    regions.append((start, end))
+        with open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+            for start, end in regions:
+                try:
                     pagemap.seek(start // PAGE * 8)
                     entries = np.frombuffer(pagemap.read((end - start) // PAGE * 8), dtype=np.uint64)
-                    frames.append(entries[(entries & PRESENT) != 0] & PFN_MASK)
-    except (OSError, ValueError):
+                except (OSError, ValueError):  # a region the kernel will not describe ([vsyscall])
+                    continue
+                frames.append(entries[(entries & PRESENT) != 0] & PFN_MASK)
+    except OSError:
         pass
     return np.concatenate(frames) if frames else np.zeros(0, np.uint64)
 
@@ -78,8 +87,12 @@ def alone_bytes(pids: list[int]) -> int:
 @dataclass
 class Agent:
     proc: subprocess.Popen
-    alone_peak: int = 0
     pss_peak: int = 0
+    shared_extra: int = 0  # the most its pages counted once exceeded its PSS, at one moment
+
+    @property
+    def alone_peak(self) -> int:
+        return self.pss_peak + self.shared_extra
 
 
 @dataclass
@@ -104,7 +117,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run(pset: Path, machines: int, structure: str, work: Path, every: float, python: str) -> Run:
+def run(pset: Path, machines: int, structure: str, work: Path, every: float, alone_every: float,
+        python: str) -> Run:
     """The job as ``machines`` agents, sampled until every agent exits."""
     metrics = work / f"m{machines}-{structure}.jsonl"
     metrics.unlink(missing_ok=True)
@@ -116,14 +130,19 @@ def run(pset: Path, machines: int, structure: str, work: Path, every: float, pyt
          "-m", "commgraph", "train", str(pset), *TRAIN, "--structure", structure, "--quiet",
          *(["--metrics-out", str(metrics)] if node == 0 else [])],
         env=env, stdout=subprocess.DEVNULL, stderr=logs[node])) for node in range(machines)]
-    started = time.perf_counter()
+    started = last_alone = time.perf_counter()
     try:
         while any(a.proc.poll() is None for a in agents):
             tick = time.perf_counter()
+            counting = tick - last_alone > alone_every
             for agent in agents:
                 pids = process_tree(agent.proc.pid)
-                agent.pss_peak = max(agent.pss_peak, sum(pss_bytes(p) for p in pids))
-                agent.alone_peak = max(agent.alone_peak, alone_bytes(pids))
+                pss = sum(pss_bytes(p) for p in pids)
+                agent.pss_peak = max(agent.pss_peak, pss)
+                if counting:
+                    agent.shared_extra = max(agent.shared_extra, alone_bytes(pids) - pss)
+            if counting:
+                last_alone = time.perf_counter()
             time.sleep(max(0.0, every - (time.perf_counter() - tick)))
     finally:
         for agent in agents:
@@ -169,7 +188,9 @@ def main() -> None:
     parser.add_argument("--machines", default="1,2,4", help="agent counts to run (default 1,2,4)")
     parser.add_argument("--structures", default="partitioned,replicated",
                         help="--structure values for the multi-machine runs (default partitioned,replicated)")
-    parser.add_argument("--every", type=float, default=1.0, help="seconds between samples (default 1.0)")
+    parser.add_argument("--every", type=float, default=0.5, help="seconds between PSS samples (default 0.5)")
+    parser.add_argument("--alone-every", type=float, default=10.0,
+                        help="seconds between counts of each agent's pages counted once (default 10)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter (default: this one)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the runs as JSON here")
     opts = parser.parse_args()
@@ -181,7 +202,7 @@ def main() -> None:
     runs = []
     for machines in (int(m) for m in opts.machines.split(",")):
         for structure in (["replicated"] if machines == 1 else opts.structures.split(",")):
-            runs.append(run(pset, machines, structure, opts.work_dir, opts.every, opts.python))
+            runs.append(run(pset, machines, structure, opts.work_dir, opts.every, opts.alone_every, opts.python))
             print(f"{machines} machine(s), {structure}: {runs[-1].seconds:.0f} s, rc {runs[-1].returncodes}",
                   file=sys.stderr, flush=True)
     print(f"set {pset}; train {' '.join(TRAIN)}; {WORKERS} workers; checkout {CHECKOUT}")

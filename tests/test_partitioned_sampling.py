@@ -205,3 +205,16 @@ def test_partitioned_structure_is_a_neighbor_sampler_option(cora_four, capsys):
     assert main(["train", str(cora_four), "--workers", "4", "--sampler", "dgs", "--structure", "partitioned"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--structure is a sampler option for --sampler neighbor" in err[0]
+
+
+def test_a_set_without_halo_files_is_refused_before_any_worker(cora_four, tmp_path, capsys):
+    import shutil
+
+    from commgraph.cli.main import main
+
+    broken = tmp_path / "broken"
+    shutil.copytree(cora_four, broken)
+    (broken / "part-1" / "halo.npy").unlink()
+    assert main(["train", str(broken), "--workers", "4", "--sampler", "neighbor", "--structure", "partitioned"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "part-1/halo.npy is missing" in err[0] and "rank" not in err[0]

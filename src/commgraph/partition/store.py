@@ -136,6 +136,10 @@ class PartitionSet:
                 _check_files(self.path, {name: digest for name, digest in self.manifest["files"].items()
                                          if name.startswith(f"part-{k}/")})
             folder = self.path / f"part-{k}"
+            missing = next((name for name in _REQUIRED if not (folder / f"{name}.npy").is_file()), None)
+            if missing is not None:
+                raise PartitionError(f"{self.path}: part-{k}/{missing}.npy is missing; the set is incomplete, "
+                                     f"re-partition")
             arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
                       for name in (*_REQUIRED, *_OPTIONAL, *_EDGE_DATA) if (folder / f"{name}.npy").is_file()}
             self._parts[k] = Part(index=k, **arrays)
