@@ -7,6 +7,7 @@ from torch_geometric.nn import GCNConv
 from torch_geometric.utils import spmm
 
 from commgraph.nn.block import Block
+from commgraph.nn.sage import _kept
 
 
 class GCNLayer(torch.nn.Module):
@@ -44,12 +45,13 @@ class GCNLayer(torch.nn.Module):
         aggregated = spmm(block.adj_t(self_loops=True, gcn_norm=True), x_src, reduce="sum")
         return self.conv.lin(aggregated) + self.conv.bias
 
-    def neighbour_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """``Theta^T x_j`` for every row: the normalised sum of these
-        is the layer before its bias (the self loop's row is the destination's own)."""
-        return self.conv.lin(x)
+    def neighbour_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``Theta^T x_j`` for every row: the normalised sum of these is the layer before its bias
+        (the self loop's row is the destination's own). ``keep`` (0 or 1 per column): the rows with
+        the other columns zero."""
+        return torch.nn.functional.linear(x, _kept(self.conv.lin.weight, keep), self.conv.lin.bias)
 
-    def root_rows(self, x: torch.Tensor) -> None:
+    def root_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> None:
         """GCN has no separate root term: its self loop reads :meth:`neighbour_rows`."""
         return None
 

@@ -119,14 +119,16 @@ class GNN(torch.nn.Module):
         """Whether layer 0 has a per-destination term of its own (GraphSAGE's root weight)."""
         return self.kind == "sage"
 
-    def neighbour_rows(self, x: torch.Tensor) -> torch.Tensor:
+    def neighbour_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
         """Layer 0's per-source transform of input rows ``x`` (``[n, F]`` to ``[n, hidden]``; GCN
-        and GraphSAGE only): what a destination aggregates, with the aggregation's weights."""
-        return self.convs[0].neighbour_rows(x)
+        and GraphSAGE only): what a destination aggregates, with the aggregation's weights.
+        ``keep`` (``[F]``, 0 or 1): the transform of the rows with the unkept columns zero."""
+        return self.convs[0].neighbour_rows(x, keep)
 
-    def root_rows(self, x: torch.Tensor) -> torch.Tensor | None:
-        """Layer 0's per-destination term of input rows ``x`` (GraphSAGE's root weight; None for GCN)."""
-        return self.convs[0].root_rows(x)
+    def root_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Layer 0's per-destination term of input rows ``x`` (GraphSAGE's root weight; None for
+        GCN; ``keep`` as :meth:`neighbour_rows`)."""
+        return self.convs[0].root_rows(x, keep)
 
     def first_from_rows(self, neighbour: torch.Tensor, root: torch.Tensor | None, block: Block) -> torch.Tensor:
         """Layer 0 (activated) on ``block`` from its table's :meth:`neighbour_rows` and its

@@ -39,17 +39,24 @@ class SAGELayer(torch.nn.Module):
     def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: Block) -> torch.Tensor:
         return self.conv((x_src, x_dst), block.adj_t())
 
-    def neighbour_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """``W_2 x_j`` for every row (no bias): the mean of these over a
-        destination's sources is ``W_2`` times the mean of the rows."""
-        return torch.nn.functional.linear(x, self.conv.lin_l.weight)
+    def neighbour_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``W_2 x_j`` for every row (no bias): the mean of these over a destination's sources is
+        ``W_2`` times the mean of the rows. ``keep`` (0 or 1 per column): the rows with the other
+        columns zero."""
+        return torch.nn.functional.linear(x, _kept(self.conv.lin_l.weight, keep))
 
-    def root_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """``W_1 x_i``: a destination's own term."""
-        return self.conv.lin_r(x)
+    def root_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``W_1 x_i``: a destination's own term (``keep``: as :meth:`neighbour_rows`)."""
+        return torch.nn.functional.linear(x, _kept(self.conv.lin_r.weight, keep), self.conv.lin_r.bias)
 
     def from_rows(self, neighbour: torch.Tensor, root: torch.Tensor | None, block: Block) -> torch.Tensor:
         """The layer from its sources' :meth:`neighbour_rows` and its destinations' :meth:`root_rows`:
         the mean over in-edges, then the bias and the root term (a destination without in-edges
         gets the bias, as :meth:`forward` does)."""
         return spmm(block.adj_t(), neighbour, reduce="mean") + self.conv.lin_l.bias + root
+
+
+def _kept(weight: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """``weight`` reading only the input columns ``keep`` marks: the same products as zeroing the
+    other columns of the rows, without a masked copy of the rows."""
+    return weight if keep is None else weight * keep

@@ -54,28 +54,36 @@ class OwnerFetch(FeatureFetch):
     def _served(self, request: Request, dst: np.ndarray) -> torch.Tensor:
         """The rows the readers asked of this worker, reader after reader: each reader's neighbour
         rows, then the root rows of its destinations (the first ``dst[reader, rank]`` it asked
-        for), from the rows cut to the reader's announced columns."""
+        for), of the rows cut to the reader's announced columns. Each distinct row is gathered
+        once; each reader's columns mask the weights, not a copy of its rows."""
         rank, model = self.world.rank, self.model
         asked = request.counts[:, rank]
-        x = self.local_rows(request.requested) if request.requested.size else \
-            torch.zeros((0, self.store.width), device=self.device)
+        if not request.requested.size:
+            return model.neighbour_rows(torch.zeros((0, self.store.width), device=self.device))
+        rows, index = np.unique(request.requested, return_inverse=True)
+        x = self.local_rows(rows)
         starts = np.concatenate([[0], np.cumsum(asked)])
-        for reader, columns in enumerate(self.columns):
-            if columns is not None and asked[reader]:
-                keep = torch.zeros(self.store.width, device=x.device)
-                keep[torch.from_numpy(np.asarray(columns, dtype=np.int64)).to(x.device)] = 1.0
-                x[starts[reader] : starts[reader + 1]] *= keep
-        neighbour = model.neighbour_rows(x)
-        roots = np.concatenate([np.arange(starts[r], starts[r] + dst[r, rank]) for r in range(len(asked))])
-        if not roots.size:
-            return neighbour
-        root = model.root_rows(x.index_select(0, torch.from_numpy(roots).to(x.device)))
-        order, root_at = [], neighbour.shape[0]
-        for reader in range(len(asked)):
-            order.append(np.arange(starts[reader], starts[reader + 1]))
-            order.append(np.arange(root_at, root_at + dst[reader, rank]))
-            root_at += dst[reader, rank]
-        return torch.cat([neighbour, root]).index_select(0, torch.from_numpy(np.concatenate(order)).to(x.device))
+        pieces, made = [], {}  # made: the transforms of every distinct row, per column list
+        for reader in np.flatnonzero(asked):
+            key = id(self.columns[reader])
+            if key not in made:
+                keep = self._keep(reader, x.device)
+                made[key] = (model.neighbour_rows(x, keep), model.root_rows(x, keep) if dst[:, rank].any() else None)
+            neighbour, root = made[key]
+            at = torch.from_numpy(index[starts[reader] : starts[reader + 1]]).to(x.device)
+            pieces.append(neighbour.index_select(0, at))
+            if dst[reader, rank]:
+                pieces.append(root.index_select(0, at[: dst[reader, rank]]))
+        return torch.cat(pieces)
+
+    def _keep(self, reader: int, device: torch.device) -> torch.Tensor | None:
+        """1 for each column ``reader`` announced, 0 for the others (None: it reads every column)."""
+        columns = self.columns[reader]
+        if columns is None:
+            return None
+        keep = torch.zeros(self.store.width, device=device)
+        keep[torch.from_numpy(np.asarray(columns, dtype=np.int64)).to(device)] = 1.0
+        return keep
 
     def _placed(self, request: Request, dst: np.ndarray, received: torch.Tensor) -> OwnerRows:
         """Where the received rows go: owner ``q``'s share is its neighbour rows for this worker's
