@@ -5,8 +5,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from memory import GB, measure  # noqa: E402
+
+pytestmark = pytest.mark.multiproc
 
 MB = 2**20
 
