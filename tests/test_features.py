@@ -421,6 +421,7 @@ def test_mini_batches_on_the_gpu_give_the_same_losses_with_host_features(tmp_pat
                                atol=1e-7)
 
 
+@pytest.mark.multiproc
 @needs_triton
 @pytest.mark.multiproc  # triton runs ptxas
 @pytest.mark.timeout(120)

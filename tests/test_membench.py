@@ -10,6 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from memory import GB, measure  # noqa: E402
 
+pytestmark = pytest.mark.multiproc
+
 MB = 2**20
 
 # A parent that touches 150 MB of private pages, starts a child that touches 80 MB, writes the child's
