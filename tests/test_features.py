@@ -423,7 +423,6 @@ def test_mini_batches_on_the_gpu_give_the_same_losses_with_host_features(tmp_pat
 
 @pytest.mark.multiproc
 @needs_triton
-@pytest.mark.multiproc  # triton runs ptxas
 @pytest.mark.timeout(120)
 def test_the_kernel_compiles_for_a_gpu_without_one():
     """Both variants go through Triton's whole CUDA pipeline (to a cubin for sm_80), which the

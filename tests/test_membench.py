@@ -37,7 +37,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.multiproc
 def test_peak_sums_the_tree_and_keeps_each_process_peak(tmp_path):
     run = measure([sys.executable, "-c", TREE.format(sleep=1.0), str(tmp_path / "pid")], every=0.1)
     assert run.status == "ok" and run.returncode == 0
@@ -47,7 +46,6 @@ def test_peak_sums_the_tree_and_keeps_each_process_peak(tmp_path):
     assert 230 * MB <= run.peak_bytes <= run.root_peak_bytes + run.other_peak_bytes[0]
 
 
-@pytest.mark.multiproc
 def test_cap_kills_every_process_of_the_tree(tmp_path):
     started = time.perf_counter()
     run = measure([sys.executable, "-c", TREE.format(sleep=60), str(tmp_path / "pid")], every=0.1,
@@ -61,7 +59,6 @@ def test_cap_kills_every_process_of_the_tree(tmp_path):
     assert not alive(child)
 
 
-@pytest.mark.multiproc
 def test_exit_2_is_a_refusal_with_its_line():
     run = measure([sys.executable, "-c", "import sys; sys.exit(1)"], every=0.1)
     assert run.status == "failed"
