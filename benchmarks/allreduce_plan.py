@@ -33,16 +33,30 @@ from commgraph.plan.gather import COLLECTIVES, plan_collective
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
 from commgraph.topology import Device, Link, Topology, load_preset
 
-TOPOLOGIES = ("dgx-a100", "hgx-h100", "2xdgx-a100-ib", "4xdgx-a100-ib", "2xhgx-h100-ib", "4xhgx-h100-ib",
-              "2xdgx-a100-ib-rails2-pxn", "dgx1-v100")
+TOPOLOGIES = (
+    "dgx-a100",
+    "hgx-h100",
+    "2xdgx-a100-ib",
+    "4xdgx-a100-ib",
+    "2xhgx-h100-ib",
+    "4xhgx-h100-ib",
+    "2xdgx-a100-ib-rails2-pxn",
+    "dgx1-v100",
+)
 PLANNERS = ("ring", "ring1", "tree", "tree1", "ps", "lp")
 # Published nccl-tests bus bandwidth, 8 GPUs of one server, large messages (GB/s), with the source.
 PUBLISHED = {
-    "dgx-a100": (230.0, "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/149: 8xA100 NVSwitch, "
-                        "all_reduce_perf busbw ~230 GB/s at 8 GB (12 NVLinks x ~20 GB/s effective = 240)"),
-    "hgx-h100": (370.0, "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/212: 8xH100, effective NVLink "
-                        "bandwidth 370 GB/s seen as busbw of non-allreduce operations or all_reduce with "
-                        "NCCL_ALGO=RING (NVLS all-reduce: ~480)"),
+    "dgx-a100": (
+        230.0,
+        "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/149: 8xA100 NVSwitch, "
+        "all_reduce_perf busbw ~230 GB/s at 8 GB (12 NVLinks x ~20 GB/s effective = 240)",
+    ),
+    "hgx-h100": (
+        370.0,
+        "S. Jeaugey (NVIDIA), github.com/NVIDIA/nccl-tests/issues/212: 8xH100, effective NVLink "
+        "bandwidth 370 GB/s seen as busbw of non-allreduce operations or all_reduce with "
+        "NCCL_ALGO=RING (NVLS all-reduce: ~480)",
+    ),
 }
 
 
@@ -57,16 +71,23 @@ def planners_table() -> None:
             seconds[planner] = time.perf_counter() - start
             row[planner] = plan
         bound = row["lp"].notes["bandwidth"]["bound"]
-        cells = "  ".join(f"{p} {plan.notes['bandwidth']['algbw_gbps']:7.2f} "
-                          f"({plan.notes['bandwidth']['of_bound']:.3f})" for p, plan in row.items())
+        cells = "  ".join(
+            f"{p} {plan.notes['bandwidth']['algbw_gbps']:7.2f} ({plan.notes['bandwidth']['of_bound']:.3f})"
+            for p, plan in row.items()
+        )
         lp, ring = row["lp"].notes, row["ring"].notes
         certificate = lp.get("certificate")
-        proof = (f"certificate <= {certificate['algbw_gbps_at_most']:.2f} GB/s, converged {certificate['converged']}"
-                 if certificate else "direct links: trees of GPU-to-GPU links, the paper's LP")
+        proof = (
+            f"certificate <= {certificate['algbw_gbps_at_most']:.2f} GB/s, converged {certificate['converged']}"
+            if certificate
+            else "direct links: trees of GPU-to-GPU links, the paper's LP"
+        )
         print(f"  {name:>26} ({len(topology.workers)} GPUs): {cells}")
-        print(f"  {'':>26}  bound {bound['algbw_gbps']:.2f} GB/s ({bound['partition']}, {bound['links']} links); "
-              f"lp / ring {lp['bandwidth']['algbw_gbps'] / ring['bandwidth']['algbw_gbps']:.3f}; lp planned in "
-              f"{seconds['lp']:.2f} s; {proof}")
+        print(
+            f"  {'':>26}  bound {bound['algbw_gbps']:.2f} GB/s ({bound['partition']}, {bound['links']} links); "
+            f"lp / ring {lp['bandwidth']['algbw_gbps'] / ring['bandwidth']['algbw_gbps']:.3f}; lp planned in "
+            f"{seconds['lp']:.2f} s; {proof}"
+        )
 
 
 def all_gather_half(plan: CommPlan) -> CommPlan:
@@ -78,8 +99,10 @@ def all_gather_half(plan: CommPlan) -> CommPlan:
 
 
 def nccl_tests_check() -> None:
-    print("\n2. simulated bus bandwidth of the multi-channel ring at 8 GiB (nccl-tests: all-reduce busbw = "
-          "algbw x 2(n-1)/n, all-gather busbw = algbw x (n-1)/n)")
+    print(
+        "\n2. simulated bus bandwidth of the multi-channel ring at 8 GiB (nccl-tests: all-reduce busbw = "
+        "algbw x 2(n-1)/n, all-gather busbw = algbw x (n-1)/n)"
+    )
     size = 8 * 2**30
     for name, (published, source) in PUBLISHED.items():
         topology = load_preset(name)
@@ -89,9 +112,11 @@ def nccl_tests_check() -> None:
         gather_bus = size / price(all_gather_half(plan), topology)["modeled_seconds"] / 1e9 * (n - 1) / n
         ring1 = plan_allreduce("ring1", topology, size)
         ring1_bus = size / price(ring1, topology)["modeled_seconds"] / 1e9 * 2 * (n - 1) / n
-        print(f"  {name}: all-reduce busbw {reduce_bus:.1f} GB/s ({reduce_bus / published - 1:+.1%} vs published "
-              f"{published:.0f}), all-gather busbw {gather_bus:.1f} GB/s ({gather_bus / published - 1:+.1%}); "
-              f"single-channel ring1 all-reduce busbw {ring1_bus:.1f}\n      source: {source}")
+        print(
+            f"  {name}: all-reduce busbw {reduce_bus:.1f} GB/s ({reduce_bus / published - 1:+.1%} vs published "
+            f"{published:.0f}), all-gather busbw {gather_bus:.1f} GB/s ({gather_bus / published - 1:+.1%}); "
+            f"single-channel ring1 all-reduce busbw {ring1_bus:.1f}\n      source: {source}"
+        )
 
 
 def timed_lp(topology: Topology, repeats: int) -> tuple[CommPlan, list[float]]:
@@ -122,14 +147,30 @@ class Synthesis:
 def _synthesise(name: str, repeats: int) -> Synthesis:
     plan, runs = timed_lp(load_preset(name), repeats)
     band, proof = plan.notes["bandwidth"], plan.notes["certificate"]
-    return Synthesis(runs, band["algbw_gbps"], band["of_bound"], proof["algbw_gbps_at_most"], proof["converged"],
-                     plan.notes["synthesis"]["rounds"], len(plan.notes["trees"]),
-                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return Synthesis(
+        runs,
+        band["algbw_gbps"],
+        band["of_bound"],
+        proof["algbw_gbps_at_most"],
+        proof["converged"],
+        plan.notes["synthesis"]["rounds"],
+        len(plan.notes["trees"]),
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    )
 
 
-SYNTHESIS = ("2xdgx-a100-ib", "4xdgx-a100-ib", "8xdgx-a100-ib", "16xdgx-a100-ib", "64xdgx-a100-ib",
-             "8xhgx-h100-ib", "16xhgx-h100-ib", "8xdgx-a100-ib-rails8-pxn", "8xhgx-h100-ib-rails8-pxn",
-             "16xhgx-h100-ib-rails8-pxn")
+SYNTHESIS = (
+    "2xdgx-a100-ib",
+    "4xdgx-a100-ib",
+    "8xdgx-a100-ib",
+    "16xdgx-a100-ib",
+    "64xdgx-a100-ib",
+    "8xhgx-h100-ib",
+    "16xhgx-h100-ib",
+    "8xdgx-a100-ib-rails8-pxn",
+    "8xhgx-h100-ib-rails8-pxn",
+    "16xhgx-h100-ib-rails8-pxn",
+)
 
 
 def synthesis(repeats: int, max_gpus: int, presets: tuple[str, ...] = SYNTHESIS) -> None:
@@ -140,10 +181,13 @@ def synthesis(repeats: int, max_gpus: int, presets: tuple[str, ...] = SYNTHESIS)
             continue
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             row = pool.submit(_synthesise, name, repeats if gpus <= 64 else 1).result()
-        print(f"  {gpus} GPUs ({name}): median {statistics.median(row.runs):.2f} s, min {min(row.runs):.2f}, "
-              f"max {max(row.runs):.2f} over {len(row.runs)}; lp {row.algbw_gbps:.2f} GB/s, {row.of_bound:.4f} of "
-              f"the bound, certificate <= {row.certificate_gbps:.2f} (converged {row.converged}); {row.rounds} "
-              f"rounds, {row.trees} trees; peak memory {row.peak_mb:.0f} MB", flush=True)
+        print(
+            f"  {gpus} GPUs ({name}): median {statistics.median(row.runs):.2f} s, min {min(row.runs):.2f}, "
+            f"max {max(row.runs):.2f} over {len(row.runs)}; lp {row.algbw_gbps:.2f} GB/s, {row.of_bound:.4f} of "
+            f"the bound, certificate <= {row.certificate_gbps:.2f} (converged {row.converged}); {row.rounds} "
+            f"rounds, {row.trees} trees; peak memory {row.peak_mb:.0f} MB",
+            flush=True,
+        )
 
 
 def forestcoll_a100(boxes: int) -> Topology:
@@ -158,8 +202,11 @@ def forestcoll_a100(boxes: int) -> Topology:
         for g in range(8):
             gpu, nic = f"b{box}.gpu{g}", f"b{box}.nic{g}"
             devices += [Device(gpu, "gpu", f"b{box}"), Device(nic, "nic", f"b{box}")]
-            links += [Link(gpu, switch, "nvswitch", 1, 300.0, 1.0), Link(gpu, nic, "pcie", 1, 25.0, 1.0),
-                      Link(nic, f"ib{g % 2}", "infiniband", 1, 25.0, 1.0)]
+            links += [
+                Link(gpu, switch, "nvswitch", 1, 300.0, 1.0),
+                Link(gpu, nic, "pcie", 1, 25.0, 1.0),
+                Link(nic, f"ib{g % 2}", "infiniband", 1, 25.0, 1.0),
+            ]
     return Topology(f"forestcoll-a100-{boxes}box", devices, links, gpu_forwarding=True)
 
 
@@ -169,20 +216,26 @@ FORESTCOLL_ALLGATHER = {2: 346.67, 4: 266.67, 8: 228.57}
 
 
 def forestcoll_model(repeats: int) -> None:
-    print("\n4. lp on ForestColl's A100 model: all-reduce algbw against ForestColl's optimum "
-          "(all-gather algbw / 2) and synthesis time")
+    print(
+        "\n4. lp on ForestColl's A100 model: all-reduce algbw against ForestColl's optimum "
+        "(all-gather algbw / 2) and synthesis time"
+    )
     for boxes, allgather in FORESTCOLL_ALLGATHER.items():
         plan, runs = timed_lp(forestcoll_a100(boxes), repeats)
         band = plan.notes["bandwidth"]
-        print(f"  {8 * boxes} GPUs: lp {band['algbw_gbps']:.2f} GB/s, {band['of_bound']:.4f} of the bound, "
-              f"ForestColl's optimum {allgather / 2:.2f} (ratio {band['algbw_gbps'] / (allgather / 2):.4f}); "
-              f"synthesis median {statistics.median(runs):.2f} s, min {min(runs):.2f}, max {max(runs):.2f} "
-              f"over {len(runs)}")
+        print(
+            f"  {8 * boxes} GPUs: lp {band['algbw_gbps']:.2f} GB/s, {band['of_bound']:.4f} of the bound, "
+            f"ForestColl's optimum {allgather / 2:.2f} (ratio {band['algbw_gbps'] / (allgather / 2):.4f}); "
+            f"synthesis median {statistics.median(runs):.2f} s, min {min(runs):.2f}, max {max(runs):.2f} "
+            f"over {len(runs)}"
+        )
 
 
 def gather_model(repeats: int) -> None:
-    print("\n5. all-gather and reduce-scatter on ForestColl's A100 model: algbw against ForestColl's optimum "
-          "and synthesis time")
+    print(
+        "\n5. all-gather and reduce-scatter on ForestColl's A100 model: algbw against ForestColl's optimum "
+        "and synthesis time"
+    )
     for boxes, optimum in FORESTCOLL_ALLGATHER.items():
         topology = forestcoll_a100(boxes)
         for collective in COLLECTIVES:
@@ -194,10 +247,13 @@ def gather_model(repeats: int) -> None:
                     plan = plan_collective(collective, planner, topology, 1e9)
                     runs.append(time.perf_counter() - start)
                 band = plan.notes["bandwidth"]
-                cells.append(f"{planner} {band['algbw_gbps']:.2f} GB/s ({band['algbw_gbps'] / optimum:.4f} of the "
-                             f"optimum) in {statistics.median(runs):.2f} s ({min(runs):.2f}-{max(runs):.2f})")
-            print(f"  {8 * boxes} GPUs {collective}: ForestColl's optimum {optimum:.2f}; " + "; ".join(cells),
-                  flush=True)
+                cells.append(
+                    f"{planner} {band['algbw_gbps']:.2f} GB/s ({band['algbw_gbps'] / optimum:.4f} of the "
+                    f"optimum) in {statistics.median(runs):.2f} s ({min(runs):.2f}-{max(runs):.2f})"
+                )
+            print(
+                f"  {8 * boxes} GPUs {collective}: ForestColl's optimum {optimum:.2f}; " + "; ".join(cells), flush=True
+            )
 
 
 def main() -> None:

@@ -29,8 +29,15 @@ import torch
 import torch.distributed as dist
 
 from commgraph.plan import make_allreduce
-from commgraph.runtime import (Communicator, NativeAllReduce, ScheduledAllReduce, in_torchrun, join, keep_freed_memory,
-                               launch_local)
+from commgraph.runtime import (
+    Communicator,
+    NativeAllReduce,
+    ScheduledAllReduce,
+    in_torchrun,
+    join,
+    keep_freed_memory,
+    launch_local,
+)
 from commgraph.runtime.allreduce import CHUNK_BYTES
 from commgraph.topology import load_preset
 
@@ -40,8 +47,11 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--mb", type=float, default=100.0, help="tensor size in MB (1e6 bytes)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--chunk-kb", default=str(CHUNK_BYTES["gloo"] // 1024),
-                        help="comma-separated chunk sizes to try, in KiB (default: the executor's on Gloo)")
+    parser.add_argument(
+        "--chunk-kb",
+        default=str(CHUNK_BYTES["gloo"] // 1024),
+        help="comma-separated chunk sizes to try, in KiB (default: the executor's on Gloo)",
+    )
     parser.add_argument("--planners", default="ring,tree,lp")
     parser.add_argument("--out", help=argparse.SUPPRESS)  # where rank 0 writes the times (workers only)
     return parser.parse_args()
@@ -59,8 +69,9 @@ def methods(args: argparse.Namespace) -> list[Method]:
     result = [Method("native", "native", 0)]
     for planner in args.planners.split(","):
         sizes = chunks if planner != "ring" else chunks[:1]  # the ring sends whole segments: no chunks
-        result += [Method(planner if len(sizes) == 1 else f"{planner}@{size // 1024}K", planner, size)
-                   for size in sizes]
+        result += [
+            Method(planner if len(sizes) == 1 else f"{planner}@{size // 1024}K", planner, size) for size in sizes
+        ]
     return result
 
 
@@ -75,8 +86,11 @@ def worker(args: argparse.Namespace) -> None:
     runners = {}
     for method in methods(args):
         schedule = make_allreduce(method.planner, topology, numel * 4)
-        runners[method.label] = NativeAllReduce(comm) if schedule is None else \
-            ScheduledAllReduce(schedule, devices, comm, chunk_bytes=method.chunk_bytes)
+        runners[method.label] = (
+            NativeAllReduce(comm)
+            if schedule is None
+            else ScheduledAllReduce(schedule, devices, comm, chunk_bytes=method.chunk_bytes)
+        )
     data = torch.rand(numel, generator=torch.Generator().manual_seed(world.rank))
     want = data.clone()
     dist.all_reduce(want, group=world.grad_group)
@@ -107,13 +121,17 @@ def launch(args: argparse.Namespace) -> None:
         times = json.loads(out.read_text())
     gigabytes = args.mb / 1e3
     native = gigabytes / statistics.median(times["native"])
-    print(f"{args.workers} Gloo workers, {args.mb:g} MB float32, {args.repeats} repeats "
-          f"(time: median [min-max] of the slowest rank)")
+    print(
+        f"{args.workers} Gloo workers, {args.mb:g} MB float32, {args.repeats} repeats "
+        f"(time: median [min-max] of the slowest rank)"
+    )
     print(f"{'method':>12} {'median s':>9} {'range s':>17} {'GB/s':>7} {'vs native':>9}")
     for label, samples in times.items():
         median = statistics.median(samples)
-        print(f"{label:>12} {median:9.3f} {min(samples):8.3f}-{max(samples):<8.3f} {gigabytes / median:7.3f} "
-              f"{gigabytes / median / native:8.2f}x")
+        print(
+            f"{label:>12} {median:9.3f} {min(samples):8.3f}-{max(samples):<8.3f} {gigabytes / median:7.3f} "
+            f"{gigabytes / median / native:8.2f}x"
+        )
 
 
 if __name__ == "__main__":

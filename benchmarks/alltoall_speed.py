@@ -63,8 +63,9 @@ def worker(args: argparse.Namespace) -> None:
         return lambda out: exchange(out, data, matrix)
 
     runners = {
-        "native": lambda out: dist.all_to_all_single(out, data, matrix[:, rank].tolist(), matrix[rank].tolist(),
-                                                     group=world.grad_group),
+        "native": lambda out: dist.all_to_all_single(
+            out, data, matrix[:, rank].tolist(), matrix[rank].tolist(), group=world.grad_group
+        ),
         **{method: matching(method) for method in ("bvn", "alg3")},
     }
     want = torch.empty(received, width)
@@ -83,8 +84,15 @@ def worker(args: argparse.Namespace) -> None:
             times[label].append(float(elapsed))
     if world.is_leader:
         phases = {m: len(MatchingAllToAll(comm, m).plan(matrix).weights) for m in ("bvn", "alg3")}
-        Path(args.out).write_text(json.dumps({"times": {k: v[1:] for k, v in times.items()}, "phases": phases,
-                                              "bytes": float(matrix.sum() - np.trace(matrix)) * width * 4}))
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "times": {k: v[1:] for k, v in times.items()},
+                    "phases": phases,
+                    "bytes": float(matrix.sum() - np.trace(matrix)) * width * 4,
+                }
+            )
+        )
     world.close()
 
 
@@ -92,14 +100,24 @@ def launch(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "times.json"
         os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
-        if launch_local([*sys.argv[1:], "--out", str(out)], args.workers, grace=30, threads_per_worker=1,
-                        module="alltoall_speed") != 0:
+        if (
+            launch_local(
+                [*sys.argv[1:], "--out", str(out)],
+                args.workers,
+                grace=30,
+                threads_per_worker=1,
+                module="alltoall_speed",
+            )
+            != 0
+        ):
             sys.exit("alltoall_speed: a worker failed")
         result = json.loads(out.read_text())
     times = result["times"]
     native = statistics.median(times["native"])
-    print(f"{args.workers} Gloo workers, {result['bytes'] / 1e6:.1f} MB across ranks, skewed counts, "
-          f"{args.repeats} repeats (time: median [min-max] of the slowest rank); phases {result['phases']}")
+    print(
+        f"{args.workers} Gloo workers, {result['bytes'] / 1e6:.1f} MB across ranks, skewed counts, "
+        f"{args.repeats} repeats (time: median [min-max] of the slowest rank); phases {result['phases']}"
+    )
     print(f"{'method':>8} {'median s':>9} {'range s':>17} {'speed vs native':>16}")
     for label, samples in times.items():
         median = statistics.median(samples)

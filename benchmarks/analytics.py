@@ -63,6 +63,7 @@ def _options(algo: str, source: int) -> AnalyzeOptions:
 
 # -- a worker of a commgraph run -------------------------------------------------------------------
 
+
 def worker(job_file: str) -> None:
     from commgraph.analytics.program import compile_hooks
     from commgraph.analytics.worker import run_worker
@@ -80,13 +81,20 @@ def worker(job_file: str) -> None:
         for repeat in range(job["repeats"] + 1):  # the first is the warm-up
             result = run_worker(world, Path(job["partdir"]), _options(algo, job["source"]), JobOptions())
             if world.is_leader and repeat > 0:
-                times.append({"seconds": result.seconds, "iterations": result.iterations, "bytes": result.bytes,
-                              "edges": result.edges})
+                times.append(
+                    {
+                        "seconds": result.seconds,
+                        "iterations": result.iterations,
+                        "bytes": result.bytes,
+                        "edges": result.edges,
+                    }
+                )
         results.append({"algo": algo, "runs": times})
     from commgraph.runtime import Communicator
 
-    memory = Communicator(world).all_gather_object({"peak_kb": status_bytes("VmHWM") // 1024, "baseline_kb": baseline,
-                                                    "csr_bytes": csr_bytes})
+    memory = Communicator(world).all_gather_object(
+        {"peak_kb": status_bytes("VmHWM") // 1024, "baseline_kb": baseline, "csr_bytes": csr_bytes}
+    )
     if world.is_leader:
         Path(job["out"]).write_text(json.dumps({"results": results, "memory": memory}))
     world.close()
@@ -94,14 +102,18 @@ def worker(job_file: str) -> None:
 
 # -- the parent ------------------------------------------------------------------------------------
 
+
 def networkit_times(graph, source: int, repeats: int, threads: int, algos: list[str]) -> dict[str, list[float]]:
     import networkit as nk
 
     nk.setNumberOfThreads(threads)
     src, dst = graph.edge_list()
     keep = src < dst
-    g = nk.graph.GraphFromCoo((np.ones(int(keep.sum())), (src[keep].astype(np.uint64), dst[keep].astype(np.uint64))),
-                              n=graph.num_nodes, directed=False)
+    g = nk.graph.GraphFromCoo(
+        (np.ones(int(keep.sum())), (src[keep].astype(np.uint64), dst[keep].astype(np.uint64))),
+        n=graph.num_nodes,
+        directed=False,
+    )
     runs = {
         "bfs": lambda: nk.distance.BFS(g, source, storePaths=False).run(),
         "cc": lambda: nk.components.ConnectedComponents(g).run(),
@@ -128,8 +140,9 @@ def _nk_pagerank(nk, g) -> None:
 def commgraph_run(partdir: Path, workers: int, source: int, repeats: int, folder: Path, algos: list[str]) -> dict:
     job = folder / f"job-{workers}.json"
     out = folder / f"out-{workers}.json"
-    job.write_text(json.dumps({"partdir": str(partdir), "algos": algos, "source": source, "repeats": repeats,
-                               "out": str(out)}))
+    job.write_text(
+        json.dumps({"partdir": str(partdir), "algos": algos, "source": source, "repeats": repeats, "out": str(out)})
+    )
     env_path = os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])
     os.environ["PYTHONPATH"] = env_path
     if launch_local([str(job)], workers, grace=60, module="analytics", threads_per_worker=1) != 0:
@@ -142,9 +155,17 @@ def partition_set(graph, workers: int, method: str, folder: Path) -> Path:
     if not (path / "manifest.json").is_file():
         start = time.perf_counter()
         assignment, details = partition_graph(graph, workers, method, 0)
-        write_partition_set(graph, assignment, workers, path, method=method, seed=0,
-                            seconds=time.perf_counter() - start,
-                            metrics={**partition_metrics(graph, assignment, workers), **details}, force=True)
+        write_partition_set(
+            graph,
+            assignment,
+            workers,
+            path,
+            method=method,
+            seed=0,
+            seconds=time.perf_counter() - start,
+            metrics={**partition_metrics(graph, assignment, workers), **details},
+            force=True,
+        )
         print(f"  partitioned into {workers} with {method} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return path
 
@@ -162,8 +183,12 @@ def main() -> None:
     parser.add_argument("--algos", nargs="+", choices=ALGOS, default=list(ALGOS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--partition", default="random")
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "commgraph-bench-analytics",
-                        help="where partition sets are kept between runs")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "commgraph-bench-analytics",
+        help="where partition sets are kept between runs",
+    )
     parser.add_argument("--json", type=Path, help="write every measurement here")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -171,8 +196,11 @@ def main() -> None:
     for spec in args.graphs:
         start = time.perf_counter()
         graph = load_graph(spec)
-        print(f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} directed edges "
-              f"(generated in {time.perf_counter() - start:.1f} s)", file=sys.stderr)
+        print(
+            f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} directed edges "
+            f"(generated in {time.perf_counter() - start:.1f} s)",
+            file=sys.stderr,
+        )
         source = int(np.argmax(np.diff(graph.indptr)))
         entry = {"graph": spec, "nodes": graph.num_nodes, "edges": graph.num_edges, "networkit": {}}
         for threads in (1, 2):
@@ -181,8 +209,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             for workers in (1, 2):
                 partdir = partition_set(graph, workers, args.partition, args.cache)
-                entry[f"commgraph_{workers}"] = commgraph_run(partdir, workers, source, args.repeats, Path(scratch),
-                                                             args.algos)
+                entry[f"commgraph_{workers}"] = commgraph_run(
+                    partdir, workers, source, args.repeats, Path(scratch), args.algos
+                )
                 print(f"  commgraph, {workers} worker(s): {json.dumps(entry[f'commgraph_{workers}'])}", file=sys.stderr)
         report.append(entry)
         _print(entry, args.algos)
@@ -192,8 +221,10 @@ def main() -> None:
 
 def _print(entry: dict, algos: list[str]) -> None:
     print(f"\n{entry['graph']} ({entry['nodes']} nodes, {entry['edges']} directed edges); seconds: median (spread)")
-    print(f"{'algo':9} {'NetworKit 1t':>22} {'NetworKit 2t':>22} {'commgraph 1w':>22} {'commgraph 2w':>22} "
-          f"{'1w/nk2t':>8} {'1w/nk1t':>8} {'1w/2w':>6} {'iters':>5} {'MB 2w':>7} {'Medges/s 1w':>11} {'2w':>7}")
+    print(
+        f"{'algo':9} {'NetworKit 1t':>22} {'NetworKit 2t':>22} {'commgraph 1w':>22} {'commgraph 2w':>22} "
+        f"{'1w/nk2t':>8} {'1w/nk1t':>8} {'1w/2w':>6} {'iters':>5} {'MB 2w':>7} {'Medges/s 1w':>11} {'2w':>7}"
+    )
     for k, algo in enumerate(algos):
         nk1, nk2 = entry["networkit"][1][algo], entry["networkit"][2][algo]
         one = entry["commgraph_1"]["results"][k]["runs"]
@@ -201,15 +232,19 @@ def _print(entry: dict, algos: list[str]) -> None:
         s1, s2 = [r["seconds"] for r in one], [r["seconds"] for r in two]
         m1, m2 = statistics.median(s1), statistics.median(s2)
         eps = lambda runs, m: statistics.median(r["edges"] for r in runs) / m / 1e6  # noqa: E731
-        print(f"{algo:9} {_median(nk1):>22} {_median(nk2):>22} {_median(s1):>22} {_median(s2):>22} "
-              f"{m1 / statistics.median(nk2):8.2f} {m1 / statistics.median(nk1):8.2f} {m1 / m2:6.2f} "
-              f"{one[0]['iterations']:5d} {two[0]['bytes'] / 1e6:7.1f} {eps(one, m1):11.1f} {eps(two, m2):7.1f}")
+        print(
+            f"{algo:9} {_median(nk1):>22} {_median(nk2):>22} {_median(s1):>22} {_median(s2):>22} "
+            f"{m1 / statistics.median(nk2):8.2f} {m1 / statistics.median(nk1):8.2f} {m1 / m2:6.2f} "
+            f"{one[0]['iterations']:5d} {two[0]['bytes'] / 1e6:7.1f} {eps(one, m1):11.1f} {eps(two, m2):7.1f}"
+        )
     for workers in (1, 2):
         for rank, mem in enumerate(entry[f"commgraph_{workers}"]["memory"]):
             held = (mem["peak_kb"] - mem["baseline_kb"]) * 1024
-            print(f"memory, {workers} worker(s), rank {rank}: peak {mem['peak_kb'] / 1024:.0f} MB, "
-                  f"{held / 1e6:.0f} MB above the imports = {held / mem['csr_bytes']:.2f}x its part's CSR "
-                  f"({mem['csr_bytes'] / 1e6:.0f} MB)")
+            print(
+                f"memory, {workers} worker(s), rank {rank}: peak {mem['peak_kb'] / 1024:.0f} MB, "
+                f"{held / 1e6:.0f} MB above the imports = {held / mem['csr_bytes']:.2f}x its part's CSR "
+                f"({mem['csr_bytes'] / 1e6:.0f} MB)"
+            )
 
 
 if __name__ == "__main__":

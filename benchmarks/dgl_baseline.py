@@ -53,8 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory import (CHECKOUT, GB, PRODUCTS, Measurement, commgraph_argv, commgraph_env, measure,  # noqa: E402
-                    spread, steps_per_second)
+from memory import CHECKOUT, GB, PRODUCTS, Measurement, commgraph_argv, commgraph_env, measure, spread, steps_per_second  # noqa: E402
 
 ENV_DIR = CHECKOUT / ".bench-envs" / "dgl"
 REQUIREMENTS = ("torch==2.2.1", "dgl==2.1.0", "torchdata==0.7.1", "numpy<2", "pandas<2.3", "pydantic", "pyyaml")
@@ -85,8 +84,12 @@ def ensure_env() -> Path:
 
 
 def _imports_dgl(python: Path) -> bool:
-    probe = subprocess.run([str(python), "-c", "import dgl, torch; print(dgl.__version__, torch.__version__)"],
-                           capture_output=True, text=True, env={**os.environ, "DGLBACKEND": "pytorch"})
+    probe = subprocess.run(
+        [str(python), "-c", "import dgl, torch; print(dgl.__version__, torch.__version__)"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DGLBACKEND": "pytorch"},
+    )
     if probe.returncode == 0:
         print(f"# {ENV_DIR}: dgl {probe.stdout.strip()}", file=sys.stderr)
     return probe.returncode == 0
@@ -121,9 +124,10 @@ def graph_files(graph: str, work: Path) -> tuple[Path, Path]:
 def prepare(graph: str, work: Path, python: str) -> tuple[Path, Path]:
     """Make the graph's ``.npz`` and 1-part set once (unmeasured here; memory.py measures them)."""
     npz, partdir = graph_files(graph, work)
-    for made, args in ((npz, ["graph", "convert", graph, "--out", str(npz)]),
-                       (partdir, ["partition", "make", str(npz), "--parts", "1", "--method", "chunk",
-                                  "--out", str(partdir)])):
+    for made, args in (
+        (npz, ["graph", "convert", graph, "--out", str(npz)]),
+        (partdir, ["partition", "make", str(npz), "--parts", "1", "--method", "chunk", "--out", str(partdir)]),
+    ):
         if not made.exists():
             print(f"# commgraph {' '.join(args)}", file=sys.stderr, flush=True)
             subprocess.run(commgraph_argv(python, args), env=commgraph_env(), check=True)
@@ -133,9 +137,25 @@ def prepare(graph: str, work: Path, python: str) -> tuple[Path, Path]:
 def dgl_row(name: str, npz: Path, opts) -> BaselineRow:
     """``dgl-train`` (``--repeats`` runs) or ``dgl-infer`` (one) in the DGL environment."""
     mode = "train" if name == "dgl-train" else "infer"
-    row = BaselineRow(name, [str(env_python()), str(TRAIN_SCRIPT), str(npz), mode, "--steps", str(opts.steps),
-                             "--fanout", opts.fanout, "--hidden", str(opts.hidden), "--batch-size",
-                             str(opts.batch_size), "--infer-batch-size", str(opts.infer_batch_size)])
+    row = BaselineRow(
+        name,
+        [
+            str(env_python()),
+            str(TRAIN_SCRIPT),
+            str(npz),
+            mode,
+            "--steps",
+            str(opts.steps),
+            "--fanout",
+            opts.fanout,
+            "--hidden",
+            str(opts.hidden),
+            "--batch-size",
+            str(opts.batch_size),
+            "--infer-batch-size",
+            str(opts.infer_batch_size),
+        ],
+    )
     for repeat in range(opts.repeats if mode == "train" else 1):
         out = opts.work_dir / "runs" / f"{name}-{repeat}.json"
         run = _measured(name, row.command, opts, stdout_path=out, env={**os.environ, "DGLBACKEND": "pytorch"})
@@ -154,10 +174,33 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
     rows = []
     if "commgraph-1" in names:
         metrics = opts.work_dir / "runs" / "commgraph-1.jsonl"
-        args = ["train", str(partdir), "--workers", "1", "--sampler", "neighbor", "--model", "sage",
-                "--layers", str(len(opts.fanout.split(","))), "--fanout", opts.fanout, "--hidden", str(opts.hidden),
-                "--batch-size", str(opts.batch_size), "--epochs", "1", "--steps-per-epoch", str(opts.steps),
-                "--quiet", "--metrics-out", str(metrics), "--checkpoint-dir", str(checkpoints)]
+        args = [
+            "train",
+            str(partdir),
+            "--workers",
+            "1",
+            "--sampler",
+            "neighbor",
+            "--model",
+            "sage",
+            "--layers",
+            str(len(opts.fanout.split(","))),
+            "--fanout",
+            opts.fanout,
+            "--hidden",
+            str(opts.hidden),
+            "--batch-size",
+            str(opts.batch_size),
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            str(opts.steps),
+            "--quiet",
+            "--metrics-out",
+            str(metrics),
+            "--checkpoint-dir",
+            str(checkpoints),
+        ]
         row = BaselineRow("commgraph-1", ["commgraph", *args])
         shutil.rmtree(checkpoints, ignore_errors=True)  # commgraph-predict reads this run's model only
         for _ in range(opts.repeats):
@@ -175,8 +218,9 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
         args = ["predict", str(partdir), "--checkpoint-dir", str(checkpoints), "--json", "--quiet"]
         out = opts.work_dir / "runs" / "commgraph-predict.json"
         row = BaselineRow("commgraph-predict", ["commgraph", *args])
-        row.runs.append(_measured(row.name, commgraph_argv(opts.python, args), opts, stdout_path=out,
-                                  env=commgraph_env()))
+        row.runs.append(
+            _measured(row.name, commgraph_argv(opts.python, args), opts, stdout_path=out, env=commgraph_env())
+        )
         rows.append(row)
     return rows
 
@@ -185,21 +229,29 @@ def _measured(name: str, command: list[str], opts, **kwargs) -> Measurement:
     (opts.work_dir / "runs").mkdir(parents=True, exist_ok=True)
     print(f"# {name}: {' '.join(command)}", file=sys.stderr, flush=True)
     run = measure(command, cap_bytes=opts.cap_gb * GB if opts.cap_gb else None, time_limit=opts.time_limit, **kwargs)
-    print(f"#   {run.status} peak {run.peak_bytes / GB:.2f} GB in {run.seconds:.1f} s"
-          + (f"\n#   {run.stderr_tail}" if run.status != "ok" else ""), file=sys.stderr, flush=True)
+    print(
+        f"#   {run.status} peak {run.peak_bytes / GB:.2f} GB in {run.seconds:.1f} s"
+        + (f"\n#   {run.stderr_tail}" if run.status != "ok" else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     return run
 
 
 def table(rows: list[BaselineRow]) -> str:
-    lines = ["| row | status | peak GB (PSS, tree) | seconds (whole command) | seeds/s | ms/step | command |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| row | status | peak GB (PSS, tree) | seconds (whole command) | seeds/s | ms/step | command |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
         status = next((run.status for run in row.runs if run.status != "ok"), "ok")
         peaks = [run.peak_bytes / GB for run in row.runs]
         peak = spread(peaks) if status != "capped" else f"> {max(peaks):.2f} (capped)"
-        lines.append(f"| {row.name} | {status} | {peak} | {spread([run.seconds for run in row.runs], '{:.1f}')} | "
-                     f"{spread(row.seeds_per_second, '{:,.0f}')} | {spread(row.step_ms, '{:.0f}')} | "
-                     f"`{' '.join(_short(row.command))}` |")
+        lines.append(
+            f"| {row.name} | {status} | {peak} | {spread([run.seconds for run in row.runs], '{:.1f}')} | "
+            f"{spread(row.seeds_per_second, '{:,.0f}')} | {spread(row.step_ms, '{:.0f}')} | "
+            f"`{' '.join(_short(row.command))}` |"
+        )
     return "\n".join(lines)
 
 
@@ -216,15 +268,19 @@ def comparison(rows: list[BaselineRow]) -> list[str]:
         ours, theirs = by["commgraph-1"], by["dgl-train"]
         speed = statistics.median(ours.seeds_per_second) / statistics.median(theirs.seeds_per_second)
         memory = ours.peak() / theirs.peak()
-        lines.append(f"training: commgraph/DGL seeds per second {speed:.2f}x (target >= 0.8: "
-                     f"{'met' if speed >= 0.8 else 'missed'}), peak memory {memory:.2f}x (target <= 1.0: "
-                     f"{'met' if memory <= 1.0 else 'missed'}; commgraph's peak includes its evaluation)")
+        lines.append(
+            f"training: commgraph/DGL seeds per second {speed:.2f}x (target >= 0.8: "
+            f"{'met' if speed >= 0.8 else 'missed'}), peak memory {memory:.2f}x (target <= 1.0: "
+            f"{'met' if memory <= 1.0 else 'missed'}; commgraph's peak includes its evaluation)"
+        )
     if "commgraph-predict" in by and "dgl-infer" in by:
         ours, theirs = by["commgraph-predict"], by["dgl-infer"]
         report = theirs.reports[0]
-        lines.append(f"inference: commgraph predict {ours.runs[0].seconds:.1f} s, {ours.peak() / GB:.2f} GB; "
-                     f"DGL layer-wise {report['seconds']:.1f} s (+{report['load_seconds']:.1f} s load), "
-                     f"{theirs.peak() / GB:.2f} GB")
+        lines.append(
+            f"inference: commgraph predict {ours.runs[0].seconds:.1f} s, {ours.peak() / GB:.2f} GB; "
+            f"DGL layer-wise {report['seconds']:.1f} s (+{report['load_seconds']:.1f} s load), "
+            f"{theirs.peak() / GB:.2f} GB"
+        )
     return lines
 
 
@@ -256,8 +312,10 @@ def main() -> None:
     npz, partdir = prepare(opts.graph, opts.work_dir, opts.python)
     rows = [dgl_row(name, npz, opts) for name in names if name.startswith("dgl")]
     rows += commgraph_rows(names, partdir, opts)
-    print(f"graph {opts.graph} ({npz}); {opts.steps} steps, fanout {opts.fanout}, hidden {opts.hidden}, "
-          f"batch {opts.batch_size}, GraphSAGE mean; {os.cpu_count()} cores; PSS every 0.5 s\n")
+    print(
+        f"graph {opts.graph} ({npz}); {opts.steps} steps, fanout {opts.fanout}, hidden {opts.hidden}, "
+        f"batch {opts.batch_size}, GraphSAGE mean; {os.cpu_count()} cores; PSS every 0.5 s\n"
+    )
     print(table(rows))
     for line in comparison(rows):
         print(f"\n{line}")

@@ -50,8 +50,15 @@ class SAGE(torch.nn.Module):
     @torch.no_grad()
     def inference(self, graph, batch_size: int) -> list[float]:
         """Every node's output, one layer at a time over all in-neighbours; each layer's seconds."""
-        loader = DataLoader(graph, torch.arange(graph.num_nodes()), MultiLayerFullNeighborSampler(1),
-                            batch_size=batch_size, shuffle=False, drop_last=False, num_workers=0)
+        loader = DataLoader(
+            graph,
+            torch.arange(graph.num_nodes()),
+            MultiLayerFullNeighborSampler(1),
+            batch_size=batch_size,
+            shuffle=False,
+            drop_last=False,
+            num_workers=0,
+        )
         feat, seconds = graph.ndata["feat"], []
         for i, layer in enumerate(self.layers):
             started = time.perf_counter()
@@ -70,8 +77,9 @@ def load(path: str):
     is DGL's CSC; features, labels and the training mask as node data."""
     with np.load(path, allow_pickle=False) as data:
         indptr, indices = torch.from_numpy(data["indptr"]), torch.from_numpy(data["indices"])
-        graph = dgl.graph(("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))),
-                          num_nodes=indptr.shape[0] - 1)
+        graph = dgl.graph(
+            ("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))), num_nodes=indptr.shape[0] - 1
+        )
         graph.ndata["feat"] = torch.from_numpy(data["features"])
         graph.ndata["label"] = torch.from_numpy(data["labels"].astype(np.int64))
         train = torch.from_numpy(np.flatnonzero(data["train_mask"]))
@@ -79,10 +87,12 @@ def load(path: str):
 
 
 def train(graph, train_ids, model, opts) -> dict:
-    sampler = NeighborSampler([int(f) for f in opts.fanout.split(",")], prefetch_node_feats=["feat"],
-                              prefetch_labels=["label"])
-    loader = DataLoader(graph, train_ids, sampler, batch_size=opts.batch_size, shuffle=True, drop_last=False,
-                        num_workers=0)
+    sampler = NeighborSampler(
+        [int(f) for f in opts.fanout.split(",")], prefetch_node_feats=["feat"], prefetch_labels=["label"]
+    )
+    loader = DataLoader(
+        graph, train_ids, sampler, batch_size=opts.batch_size, shuffle=True, drop_last=False, num_workers=0
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     model.train()
     seeds, started, ends = 0, time.perf_counter(), []
@@ -96,9 +106,15 @@ def train(graph, train_ids, model, opts) -> dict:
         if len(ends) == opts.steps:
             break
     seconds = ends[-1] - started
-    return {"steps": len(ends), "seeds": seeds, "seconds": seconds, "seeds_per_second": seeds / seconds,
-            "step_ms": seconds / len(ends) * 1e3, "first_step_ms": (ends[0] - started) * 1e3,
-            "last_loss": float(loss)}
+    return {
+        "steps": len(ends),
+        "seeds": seeds,
+        "seconds": seconds,
+        "seeds_per_second": seeds / seconds,
+        "step_ms": seconds / len(ends) * 1e3,
+        "first_step_ms": (ends[0] - started) * 1e3,
+        "last_loss": float(loss),
+    }
 
 
 def main() -> None:
@@ -119,8 +135,14 @@ def main() -> None:
     loaded = time.perf_counter() - started
     layers = len(opts.fanout.split(","))
     model = SAGE(graph.ndata["feat"].shape[1], opts.hidden, int(graph.ndata["label"].max()) + 1, layers)
-    result = {"dgl": dgl.__version__, "torch": torch.__version__, "threads": torch.get_num_threads(),
-              "nodes": graph.num_nodes(), "edges": graph.num_edges(), "load_seconds": loaded}
+    result = {
+        "dgl": dgl.__version__,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "nodes": graph.num_nodes(),
+        "edges": graph.num_edges(),
+        "load_seconds": loaded,
+    }
     if opts.mode == "train":
         result.update(train(graph, train_ids, model, opts))
     else:

@@ -82,8 +82,15 @@ from commgraph.runtime.features import FeatureStore
 
 SIZES = [256, 512, 1024, 2048, 4096, 8192] + list(range(2052, 2077, 4))
 STAGES = ("prepare", "big", "train", "sweep", "pin")  # the order they run in
-QUICK = {"table_gb": 1.0, "repeats": 3, "sizes": "256,2048,2052,8192", "pin_gb": 1.0, "small_share": 0.01,
-         "big_share": 0.03, "epochs": 4}
+QUICK = {
+    "table_gb": 1.0,
+    "repeats": 3,
+    "sizes": "256,2048,2052,8192",
+    "pin_gb": 1.0,
+    "small_share": 0.01,
+    "big_share": 0.03,
+    "epochs": 4,
+}
 WARM_UP_EPOCHS = 2
 SCRATCH = home() / "feature-gather"
 BIG_SHARE = 0.55  # of GPU memory: "features take more than half of GPU memory"
@@ -94,6 +101,7 @@ class StageFailed(Exception):
 
 
 # -- the gather sweep --------------------------------------------------------------------------------
+
 
 def timed(run, repeats: int) -> list[float]:
     """Seconds of ``run()`` each time, the GPU synchronised before and after; one warm-up first."""
@@ -108,8 +116,9 @@ def timed(run, repeats: int) -> list[float]:
     return times
 
 
-def gather_times(zero_copy: FeatureStore, staged: FeatureStore, index: torch.Tensor, width: int,
-                 repeats: int) -> dict[str, list[float]]:
+def gather_times(
+    zero_copy: FeatureStore, staged: FeatureStore, index: torch.Tensor, width: int, repeats: int
+) -> dict[str, list[float]]:
     """Seconds of each repeat of each way to gather ``index``'s rows, and of a plain pinned copy of as many bytes."""
     index_cpu = index.cpu()
     out = torch.empty((index.numel(), width), device=index.device)
@@ -137,17 +146,25 @@ def measure(row_bytes: int, table_bytes: int, gather_bytes: int, repeats: int, d
         raise StageFailed(f"zero-copy and staged gathers of {row_bytes} B rows differ")
     del zero_copy, staged, features
     gc.collect()  # unpins the table before the next one is made
-    return {"row_bytes": row_bytes, "rows": count, "bytes": count * row_bytes,
-            **{name: {"median": float(np.median(t)), "min": min(t), "max": max(t)} for name, t in times.items()}}
+    return {
+        "row_bytes": row_bytes,
+        "rows": count,
+        "bytes": count * row_bytes,
+        **{name: {"median": float(np.median(t)), "min": min(t), "max": max(t)} for name, t in times.items()},
+    }
 
 
 def report(results: list[dict]) -> None:
     methods = ("staged", "zero-copy", "naive", "copy")
-    print(f"{'row B':>6} {'rows':>8} | " + " ".join(f"{name + ' ms':>23}" for name in methods)
-          + f" | {'zc/staged':>9} {'zc GB/s':>8} {'of copy':>7}")
+    print(
+        f"{'row B':>6} {'rows':>8} | "
+        + " ".join(f"{name + ' ms':>23}" for name in methods)
+        + f" | {'zc/staged':>9} {'zc GB/s':>8} {'of copy':>7}"
+    )
     for r in results:
-        cells = " ".join(f"{r[k]['median'] * 1e3:9.3f} ({r[k]['min'] * 1e3:.2f}-{r[k]['max'] * 1e3:.2f})".rjust(23)
-                         for k in methods)
+        cells = " ".join(
+            f"{r[k]['median'] * 1e3:9.3f} ({r[k]['min'] * 1e3:.2f}-{r[k]['max'] * 1e3:.2f})".rjust(23) for k in methods
+        )
         speedup = r["staged"]["median"] / r["zero-copy"]["median"]
         rate = r["bytes"] / r["zero-copy"]["median"] / 1e9
         share = r["copy"]["median"] / r["zero-copy"]["median"]
@@ -155,28 +172,39 @@ def report(results: list[dict]) -> None:
     by_size = {r["row_bytes"]: r for r in results}
     speedups = [r["staged"]["median"] / r["zero-copy"]["median"] for r in results]
     mean = float(np.mean(speedups))
-    print(f"zero-copy vs staged, mean over {len(results)} sizes: {mean:.2f}x (target >= 1.5x: "
-          f"{'met' if mean >= 1.5 else 'missed'})")
+    print(
+        f"zero-copy vs staged, mean over {len(results)} sizes: {mean:.2f}x (target >= 1.5x: "
+        f"{'met' if mean >= 1.5 else 'missed'})"
+    )
     if 2048 in by_size:
         aligned = by_size[2048]["zero-copy"]["median"]
         unaligned = [r for r in results if 2048 < r["row_bytes"] <= 2076]
         if unaligned:
             worst = max(r["zero-copy"]["median"] / aligned for r in unaligned)
             naive = max(r["naive"]["median"] / aligned for r in unaligned)
-            print(f"unaligned 2,052-2,076 B vs 2,048 B: worst {worst:.3f}x with the shift (target <= 1.10: "
-                  f"{'met' if worst <= 1.10 else 'missed'}), {naive:.3f}x without")
+            print(
+                f"unaligned 2,052-2,076 B vs 2,048 B: worst {worst:.3f}x with the shift (target <= 1.10: "
+                f"{'met' if worst <= 1.10 else 'missed'}), {naive:.3f}x without"
+            )
         share = by_size[2048]["copy"]["median"] / aligned
-        print(f"zero-copy at 2,048 B rows: {share:.0%} of the pinned copy's bandwidth (target >= 85%: "
-              f"{'met' if share >= 0.85 else 'missed'})")
+        print(
+            f"zero-copy at 2,048 B rows: {share:.0%} of the pinned copy's bandwidth (target >= 85%: "
+            f"{'met' if share >= 0.85 else 'missed'})"
+        )
 
 
 # -- pinning a large table ---------------------------------------------------------------------------
 
+
 def write_table(path: Path, table_bytes: int, width: int) -> None:
     """A float32 ``[table_bytes // (4 width), width]`` ``.npy`` file written a chunk at a time (row r
     holds the value r), so the writer never holds the table."""
-    save_npy_in_chunks(path, np.float32, (table_bytes // (4 * width), width),
-                       lambda start, stop: np.repeat(np.arange(start, stop, dtype=np.float32)[:, None], width, axis=1))
+    save_npy_in_chunks(
+        path,
+        np.float32,
+        (table_bytes // (4 * width), width),
+        lambda start, stop: np.repeat(np.arange(start, stop, dtype=np.float32)[:, None], width, axis=1),
+    )
 
 
 def pin_stage(gigabytes: float, width: int, scratch: Path) -> None:
@@ -188,12 +216,15 @@ def pin_stage(gigabytes: float, width: int, scratch: Path) -> None:
         write_table(path, table_bytes, width)
         written = time.perf_counter() - started
         measured = table_memory.measure(path, "pin")
-    print(f"pinning a {measured.table_bytes / 1e9:.1f} GB table (written in {written:.0f} s): peak RSS added "
-          f"{measured.peak_added / 1e9:.2f} GB = {measured.ratio:.3f} x the table (target <= 1.10: "
-          f"{'met' if measured.ratio <= 1.10 else 'missed'}; the page cache the file read fills is not counted)")
+    print(
+        f"pinning a {measured.table_bytes / 1e9:.1f} GB table (written in {written:.0f} s): peak RSS added "
+        f"{measured.peak_added / 1e9:.2f} GB = {measured.ratio:.3f} x the table (target <= 1.10: "
+        f"{'met' if measured.ratio <= 1.10 else 'missed'}; the page cache the file read fills is not counted)"
+    )
 
 
 # -- full-graph training -----------------------------------------------------------------------------
+
 
 def table_nodes(gpu_bytes: int, share: float, width: int) -> int:
     """Nodes of a graph whose float32 ``width``-wide feature table takes ``share`` of ``gpu_bytes``."""
@@ -271,8 +302,10 @@ class SizedGraph:
         return cls(rmat_spec(nodes, width, degree), nodes, width, scratch / f"rmat-{nodes}-f{width}-d{degree}")
 
     def describe(self, gpu_bytes: int) -> str:
-        return (f"{self.spec}: table {self.table_bytes / 1e9:.1f} GB = {self.table_bytes / gpu_bytes:.2f} of the "
-                f"GPU's {gpu_bytes / 1e9:.1f} GB")
+        return (
+            f"{self.spec}: table {self.table_bytes / 1e9:.1f} GB = {self.table_bytes / gpu_bytes:.2f} of the "
+            f"GPU's {gpu_bytes / 1e9:.1f} GB"
+        )
 
 
 @dataclass
@@ -291,8 +324,10 @@ class Costs:
             slope, start = np.polyfit(list(seen), list(seen.values()), 1)
             parts[name] = start + slope * table_bytes
         total = sum(parts.values())
-        return (" + ".join(f"{name} ~{seconds:.0f} s" for name, seconds in parts.items())
-                + f" = ~{total:.0f} s ({'fits' if total < 540 else 'does not fit'} in a 10-minute command)")
+        return (
+            " + ".join(f"{name} ~{seconds:.0f} s" for name, seconds in parts.items())
+            + f" = ~{total:.0f} s ({'fits' if total < 540 else 'does not fit'} in a 10-minute command)"
+        )
 
 
 def prepare(graph: SizedGraph, costs: Costs) -> None:
@@ -302,14 +337,19 @@ def prepare(graph: SizedGraph, costs: Costs) -> None:
         return
     check_scratch(graph.folder.parent, int(1.05 * graph.table_bytes))
     print(f"preparing {graph.spec} ({graph.table_bytes / 1e9:.1f} GB table; about 11 s per GB on a 2-core VM) ...")
-    done = run_sampled(["partition", "make", graph.spec, "--parts", "1", "--out", str(graph.folder), "--force",
-                        "--json"])
+    done = run_sampled(
+        ["partition", "make", graph.spec, "--parts", "1", "--out", str(graph.folder), "--force", "--json"]
+    )
     if done.returncode != 0:
-        raise StageFailed(f"commgraph partition make {graph.spec} failed after {done.seconds:.0f} s, peak host RSS "
-                          f"{done.peak_rss / 1e9:.1f} GB: {tail(done.stderr)}")
-    print(f"prepared {graph.spec} -> {graph.folder}: {done.seconds:.0f} s, peak host RSS "
-          f"{done.peak_rss / 1e9:.1f} GB = {done.peak_rss / graph.table_bytes:.2f} x the "
-          f"{graph.table_bytes / 1e9:.1f} GB table")
+        raise StageFailed(
+            f"commgraph partition make {graph.spec} failed after {done.seconds:.0f} s, peak host RSS "
+            f"{done.peak_rss / 1e9:.1f} GB: {tail(done.stderr)}"
+        )
+    print(
+        f"prepared {graph.spec} -> {graph.folder}: {done.seconds:.0f} s, peak host RSS "
+        f"{done.peak_rss / 1e9:.1f} GB = {done.peak_rss / graph.table_bytes:.2f} x the "
+        f"{graph.table_bytes / 1e9:.1f} GB table"
+    )
     costs.prepare[graph.table_bytes] = done.seconds
 
 
@@ -322,25 +362,51 @@ class TrainRun:
     run: Sampled
 
     def line(self, table_bytes: int) -> str:
-        return (f"step {np.median(self.steps) * 1e3:.1f} ms ({min(self.steps) * 1e3:.1f}-{max(self.steps) * 1e3:.1f}), "
-                f"run {self.run.seconds:.0f} s, peak host RSS {self.run.peak_rss / 1e9:.1f} GB "
-                f"= {self.run.peak_rss / table_bytes:.2f} x the table\n      {self.placement}")
+        return (
+            f"step {np.median(self.steps) * 1e3:.1f} ms ({min(self.steps) * 1e3:.1f}-{max(self.steps) * 1e3:.1f}), "
+            f"run {self.run.seconds:.0f} s, peak host RSS {self.run.peak_rss / 1e9:.1f} GB "
+            f"= {self.run.peak_rss / table_bytes:.2f} x the table\n      {self.placement}"
+        )
 
 
 def train(folder: Path, features: str, epochs: int) -> TrainRun:
     """Full-graph GraphSAGE on one GPU on the partition set ``folder`` with ``--features features``."""
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "m.jsonl"
-        done = run_sampled(["train", str(folder), "--workers", "1", "--device", "cuda", "--model", "sage",
-                            "--features", features, "--epochs", str(epochs), "--eval-every", str(epochs),
-                            "--timeout", "600", "--metrics-out", str(metrics)])
-        said = [line.removeprefix("commgraph: ") for line in done.stderr.splitlines()
-                if line.startswith("commgraph: features:")]
+        done = run_sampled(
+            [
+                "train",
+                str(folder),
+                "--workers",
+                "1",
+                "--device",
+                "cuda",
+                "--model",
+                "sage",
+                "--features",
+                features,
+                "--epochs",
+                str(epochs),
+                "--eval-every",
+                str(epochs),
+                "--timeout",
+                "600",
+                "--metrics-out",
+                str(metrics),
+            ]
+        )
+        said = [
+            line.removeprefix("commgraph: ")
+            for line in done.stderr.splitlines()
+            if line.startswith("commgraph: features:")
+        ]
         placement = said[0] if said else "no features line printed"
         if done.returncode != 0:
             why = "out of GPU memory" if "out of memory" in done.stderr.lower() else f"exit {done.returncode}"
-            raise StageFailed(f"training {folder.name} with --features {features}: {why} after {done.seconds:.0f} s, "
-                              f"peak host RSS {done.peak_rss / 1e9:.1f} GB; {placement}; {tail(done.stderr)}")
+            raise StageFailed(
+                f"training {folder.name} with --features {features}: {why} after {done.seconds:.0f} s, "
+                f"peak host RSS {done.peak_rss / 1e9:.1f} GB; {placement}; {tail(done.stderr)}"
+            )
         seconds = [json.loads(line)["epoch_seconds"] for line in metrics.read_text().splitlines()]
     return TrainRun(seconds[WARM_UP_EPOCHS:], placement, done)
 
@@ -357,8 +423,10 @@ def tail(stderr: str, lines: int = 3) -> str:
 def big_stage(big: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, costs: Costs) -> float:
     """``--features host`` on the graph that does not fit; returns its ms per step per million nodes."""
     prepare(big, costs)
-    print(f"graph whose features take {big.table_bytes / gpu_bytes:.0%} of GPU memory "
-          f"(target: more than half), {big.describe(gpu_bytes)}")
+    print(
+        f"graph whose features take {big.table_bytes / gpu_bytes:.0%} of GPU memory "
+        f"(target: more than half), {big.describe(gpu_bytes)}"
+    )
     try:
         run = train(big.folder, "host", epochs)
     finally:
@@ -366,13 +434,16 @@ def big_stage(big: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, costs: C
             shutil.rmtree(big.folder)
     costs.host_train[big.table_bytes] = run.run.seconds
     print(f"  --features host: {run.line(big.table_bytes)}")
-    print(f"full-graph GraphSAGE with --features host on a graph whose features take more than half of GPU "
-          f"memory: runs ({'met' if big.table_bytes > gpu_bytes / 2 else 'missed: the graph is not that large'})")
+    print(
+        f"full-graph GraphSAGE with --features host on a graph whose features take more than half of GPU "
+        f"memory: runs ({'met' if big.table_bytes > gpu_bytes / 2 else 'missed: the graph is not that large'})"
+    )
     return per_million(run, big.nodes)
 
 
-def train_stage(small: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, big_per_million: float | None,
-                costs: Costs) -> None:
+def train_stage(
+    small: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, big_per_million: float | None, costs: Costs
+) -> None:
     """Both placements on the graph that fits, and the big graph's host step against the gpu one."""
     prepare(small, costs)
     print(f"graph that fits, {small.describe(gpu_bytes)}")
@@ -389,8 +460,10 @@ def train_stage(small: SizedGraph, gpu_bytes: int, epochs: int, keep: bool, big_
     print(f"  host / gpu step time on the graph that fits: {ratio:.2f}x")
     if big_per_million is not None:
         gpu = per_million(runs["gpu"], small.nodes)
-        print(f"step per million nodes: {big_per_million:.1f} ms with --features host on the big graph against "
-              f"{gpu:.1f} ms with --features gpu on the graph that fits ({big_per_million / gpu:.2f}x)")
+        print(
+            f"step per million nodes: {big_per_million:.1f} ms with --features host on the big graph against "
+            f"{gpu:.1f} ms with --features gpu on the graph that fits ({big_per_million / gpu:.2f}x)"
+        )
 
 
 def check_scratch(folder: Path, needed: int) -> None:
@@ -398,12 +471,15 @@ def check_scratch(folder: Path, needed: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     kind = filesystem(folder)
     if kind in ("tmpfs", "ramfs"):
-        raise StageFailed(f"{folder} is on {kind} (memory), which would hold the table a further "
-                          f"time; pass --scratch on a disk")
+        raise StageFailed(
+            f"{folder} is on {kind} (memory), which would hold the table a further time; pass --scratch on a disk"
+        )
     free = shutil.disk_usage(folder).free
     if free < needed:
-        raise StageFailed(f"{folder} has {free / 1e9:.1f} GB free, this stage writes "
-                          f"{needed / 1e9:.1f} GB; free some or pass --scratch elsewhere")
+        raise StageFailed(
+            f"{folder} has {free / 1e9:.1f} GB free, this stage writes "
+            f"{needed / 1e9:.1f} GB; free some or pass --scratch elsewhere"
+        )
 
 
 def filesystem(path: Path) -> str:
@@ -416,7 +492,7 @@ def filesystem(path: Path) -> str:
     return kind
 
 
-USAGE = __doc__[__doc__.index("The big graph's preparation"):]
+USAGE = __doc__[__doc__.index("The big graph's preparation") :]
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -425,12 +501,15 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionH
 
 # -- the command -------------------------------------------------------------------------------------
 
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=USAGE, formatter_class=Formatter)
     parser.add_argument("--run", default="big,train,sweep,pin", help=f"stages, comma-separated, of {', '.join(STAGES)}")
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke test of every stage: " + ", ".join(f"--{k.replace('_', '-')} {v}"
-                                                                        for k, v in QUICK.items()))
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke test of every stage: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()),
+    )
     parser.add_argument("--table-gb", type=float, default=4.0, help="sweep: host feature table per row size (GB)")
     parser.add_argument("--gather-mb", type=float, default=256.0, help="sweep: bytes gathered per call (MB)")
     parser.add_argument("--repeats", type=int, default=10, help="sweep: timed gathers per method and size")
@@ -438,13 +517,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pin-gb", type=float, default=10.0, help="pin: the table's size (GB); 0 skips the stage")
     parser.add_argument("--width", type=int, default=1024, help="train, big: features (float32) per node")
     parser.add_argument("--degree", type=int, default=10, help="train, big: mean degree of the RMAT graphs")
-    parser.add_argument("--small-share", type=float, default=0.05,
-                        help="train: the graph that fits, its table as a share of GPU memory")
+    parser.add_argument(
+        "--small-share", type=float, default=0.05, help="train: the graph that fits, its table as a share of GPU memory"
+    )
     parser.add_argument("--big-share", type=float, default=BIG_SHARE, help="big: its table as a share of GPU memory")
-    parser.add_argument("--epochs", type=int, default=6, help=f"train, big: epochs per run, the first "
-                                                              f"{WARM_UP_EPOCHS} not timed")
-    parser.add_argument("--scratch", type=Path, default=SCRATCH,
-                        help="where tables and partition sets are written (a disk, not tmpfs)")
+    parser.add_argument(
+        "--epochs", type=int, default=6, help=f"train, big: epochs per run, the first {WARM_UP_EPOCHS} not timed"
+    )
+    parser.add_argument(
+        "--scratch", type=Path, default=SCRATCH, help="where tables and partition sets are written (a disk, not tmpfs)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the partition sets made (train, big)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -471,8 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # every line out at once, should a time limit cut the run
     device = torch.device("cuda")
     gpu_bytes = torch.cuda.get_device_properties(device).total_memory
-    print(f"# {torch.cuda.get_device_name(device)} ({gpu_bytes / 1e9:.1f} GB), torch {torch.__version__}, "
-          f"stages {','.join(args.stages)}")
+    print(
+        f"# {torch.cuda.get_device_name(device)} ({gpu_bytes / 1e9:.1f} GB), torch {torch.__version__}, "
+        f"stages {','.join(args.stages)}"
+    )
     small = SizedGraph.sized(args.small_share, gpu_bytes, args.width, args.degree, args.scratch)
     big = SizedGraph.sized(args.big_share, gpu_bytes, args.width, args.degree, args.scratch)
     started = time.perf_counter()
@@ -490,8 +574,12 @@ def main(argv: list[str] | None = None) -> int:
                 train_stage(small, gpu_bytes, args.epochs, args.keep, big_per_million, costs)
             elif stage == "sweep":
                 print(f"table {args.table_gb} GB, {args.gather_mb} MB per gather, median (min-max) of {args.repeats}")
-                report([measure(size, int(args.table_gb * 1e9), int(args.gather_mb * 1e6), args.repeats, device)
-                        for size in sorted({int(s) for s in args.sizes.split(",")})])
+                report(
+                    [
+                        measure(size, int(args.table_gb * 1e9), int(args.gather_mb * 1e6), args.repeats, device)
+                        for size in sorted({int(s) for s in args.sizes.split(",")})
+                    ]
+                )
             else:
                 pin_stage(args.pin_gb, args.width, args.scratch)
         except (StageFailed, CommgraphError) as error:
@@ -503,8 +591,10 @@ def main(argv: list[str] | None = None) -> int:
     default_big = SizedGraph.sized(BIG_SHARE, gpu_bytes, args.width, args.degree, args.scratch)
     estimate = costs.estimate(default_big.table_bytes)
     if estimate:
-        print(f"the default big stage ({default_big.table_bytes / 1e9:.1f} GB table) on this machine, estimated "
-              f"from this run's graphs: {estimate}")
+        print(
+            f"the default big stage ({default_big.table_bytes / 1e9:.1f} GB table) on this machine, estimated "
+            f"from this run's graphs: {estimate}"
+        )
     print(f"## done (at {time.perf_counter() - started:.0f} s)" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
 

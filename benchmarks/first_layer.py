@@ -29,15 +29,29 @@ from pathlib import Path
 
 import numpy as np
 
-TRAINERS = {"neighbor": ("--sampler", "neighbor"), "dgs": ("--sampler", "dgs"),
-            "owner": ("--sampler", "neighbor", "--first-layer", "owner"),
-            "owner+dgs": ("--sampler", "dgs", "--first-layer", "owner")}
+TRAINERS = {
+    "neighbor": ("--sampler", "neighbor"),
+    "dgs": ("--sampler", "dgs"),
+    "owner": ("--sampler", "neighbor", "--first-layer", "owner"),
+    "owner+dgs": ("--sampler", "dgs", "--first-layer", "owner"),
+}
 
 
 def train(graph: str, workers: int, out: Path, *options: str) -> list[dict]:
     """One ``commgraph train`` job; its epoch records."""
-    command = [sys.executable, "-m", "commgraph", "train", graph, "--workers", str(workers), "--metrics-out",
-               str(out), "--quiet", *options]
+    command = [
+        sys.executable,
+        "-m",
+        "commgraph",
+        "train",
+        graph,
+        "--workers",
+        str(workers),
+        "--metrics-out",
+        str(out),
+        "--quiet",
+        *options,
+    ]
     job = subprocess.run(command, capture_output=True, text=True)
     if job.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{job.stderr[-3000:]}")
@@ -46,22 +60,38 @@ def train(graph: str, workers: int, out: Path, *options: str) -> list[dict]:
 
 def equal(args, folder: Path) -> None:
     common = ("--epochs", str(args.epochs), "--seed", "0", "--eval-every", str(args.epochs))
-    cases = {"sampled sage": ("--model", "sage", "--sampler", "neighbor", "--fanout", "10,10", "--batch-size", "256",
-                              "--peer-rows", "network"),
-             "full-graph gcn": ("--model", "gcn", "--exchange", "pipelined")}
+    cases = {
+        "sampled sage": (
+            "--model",
+            "sage",
+            "--sampler",
+            "neighbor",
+            "--fanout",
+            "10,10",
+            "--batch-size",
+            "256",
+            "--peer-rows",
+            "network",
+        ),
+        "full-graph gcn": ("--model", "gcn", "--exchange", "pipelined"),
+    }
     for graph in args.equal:
         for name, options in cases.items():
-            runs = {mode: train(graph, args.workers, folder / f"{mode}.jsonl", *common, *options, "--first-layer", mode)
-                    for mode in ("features", "owner")}
+            runs = {
+                mode: train(graph, args.workers, folder / f"{mode}.jsonl", *common, *options, "--first-layer", mode)
+                for mode in ("features", "owner")
+            }
             gap = max(abs(a["loss"] - b["loss"]) for a, b in zip(runs["features"], runs["owner"]))
             f, o = runs["features"][-1], runs["owner"][-1]
-            print(f"{graph}, {name}, {args.workers} workers, {args.epochs} epochs: largest loss difference {gap:.2e} "
-                  f"({'met' if gap <= 1e-5 else 'MISSED'}: <= 1e-5); last loss {f['loss']:.6f} / {o['loss']:.6f}; "
-                  f"test accuracy {f['test_acc']:.3f} / {o['test_acc']:.3f}; per epoch: feature MB "
-                  f"{f['feature_bytes'] / 1e6:.3f} / {o['feature_bytes'] / 1e6:.3f}, activation MB "
-                  f"{o['activation_bytes'] / 1e6:.3f} + gradient rows {o['activation_grad_bytes'] / 1e6:.3f}, halo "
-                  f"gradient MB {f['halo_backward_bytes'] / 1e6:.3f} / {o['halo_backward_bytes'] / 1e6:.3f}",
-                  flush=True)
+            print(
+                f"{graph}, {name}, {args.workers} workers, {args.epochs} epochs: largest loss difference {gap:.2e} "
+                f"({'met' if gap <= 1e-5 else 'MISSED'}: <= 1e-5); last loss {f['loss']:.6f} / {o['loss']:.6f}; "
+                f"test accuracy {f['test_acc']:.3f} / {o['test_acc']:.3f}; per epoch: feature MB "
+                f"{f['feature_bytes'] / 1e6:.3f} / {o['feature_bytes'] / 1e6:.3f}, activation MB "
+                f"{o['activation_bytes'] / 1e6:.3f} + gradient rows {o['activation_grad_bytes'] / 1e6:.3f}, halo "
+                f"gradient MB {f['halo_backward_bytes'] / 1e6:.3f} / {o['halo_backward_bytes'] / 1e6:.3f}",
+                flush=True,
+            )
 
 
 def uniform_masks(partdir: Path, folder: Path) -> Path:
@@ -80,8 +110,24 @@ def uniform_masks(partdir: Path, folder: Path) -> Path:
 def partition(graph: str, workers: int, folder: Path) -> Path:
     """``graph`` in ``workers`` METIS parts, written under ``folder``."""
     out = folder / "parts"
-    job = subprocess.run([sys.executable, "-m", "commgraph", "partition", "make", graph, "--parts", str(workers),
-                          "--method", "metis", "--out", str(out)], capture_output=True, text=True)
+    job = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "partition",
+            "make",
+            graph,
+            "--parts",
+            str(workers),
+            "--method",
+            "metis",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if job.returncode != 0:
         raise SystemExit(job.stderr[-2000:])
     return out
@@ -90,36 +136,71 @@ def partition(graph: str, workers: int, folder: Path) -> Path:
 def table(args, folder: Path) -> None:
     graph = str(partition(args.table, args.workers, folder))
     masks = args.dgs_masks or uniform_masks(Path(graph), folder)
-    common = ("--model", "sage", "--hidden", str(args.hidden), "--fanout", args.fanout, "--batch-size",
-              str(args.batch_size), "--epochs", str(args.epochs), "--eval-every", str(args.epochs), "--peer-rows",
-              "network", "--seed", "0", *(("--steps-per-epoch", str(args.steps_per_epoch)) if args.steps_per_epoch
-                                           else ()))
+    common = (
+        "--model",
+        "sage",
+        "--hidden",
+        str(args.hidden),
+        "--fanout",
+        args.fanout,
+        "--batch-size",
+        str(args.batch_size),
+        "--epochs",
+        str(args.epochs),
+        "--eval-every",
+        str(args.epochs),
+        "--peer-rows",
+        "network",
+        "--seed",
+        "0",
+        *(("--steps-per-epoch", str(args.steps_per_epoch)) if args.steps_per_epoch else ()),
+    )
     rows = {}
     for name, options in TRAINERS.items():
         dgs = ("--dgs-masks", str(masks), "--explain-cpu", "0") if "dgs" in name else ()
         records = train(graph, args.workers, folder / f"{name}.jsonl", *common, *options, *dgs)
         steps = sum(r["steps"] for r in records)
-        per = {k: sum(r[k] for r in records) / steps / 1e6 for k in
-               ("feature_bytes", "activation_bytes", "activation_grad_bytes", "structure_bytes", "allreduce_bytes",
-                "total_bytes")}
-        rows[name] = {**per, "test_acc": records[-1]["test_acc"], "steps": steps,
-                      "step_s": sum(r["epoch_seconds"] for r in records) / steps}
+        per = {
+            k: sum(r[k] for r in records) / steps / 1e6
+            for k in (
+                "feature_bytes",
+                "activation_bytes",
+                "activation_grad_bytes",
+                "structure_bytes",
+                "allreduce_bytes",
+                "total_bytes",
+            )
+        }
+        rows[name] = {
+            **per,
+            "test_acc": records[-1]["test_acc"],
+            "steps": steps,
+            "step_s": sum(r["epoch_seconds"] for r in records) / steps,
+        }
         print(json.dumps({name: rows[name]}), flush=True)
-    print(f"{args.table} (METIS): {args.workers} workers, GraphSAGE hidden {args.hidden}, fanout {args.fanout}, batch "
-          f"{args.batch_size}, {rows['neighbor']['steps']} steps, every remote row over the network; DGS with "
-          f"{'the masks in ' + str(args.dgs_masks) if args.dgs_masks else 'uniform masks'}; MB per step, all workers")
-    print("| trainer | feature rows MB | activations MB | activation gradients MB | requests MB | weight all-reduce MB "
-          "| total MB | step s (rank 0) | test acc |")
+    print(
+        f"{args.table} (METIS): {args.workers} workers, GraphSAGE hidden {args.hidden}, fanout {args.fanout}, batch "
+        f"{args.batch_size}, {rows['neighbor']['steps']} steps, every remote row over the network; DGS with "
+        f"{'the masks in ' + str(args.dgs_masks) if args.dgs_masks else 'uniform masks'}; MB per step, all workers"
+    )
+    print(
+        "| trainer | feature rows MB | activations MB | activation gradients MB | requests MB | weight all-reduce MB "
+        "| total MB | step s (rank 0) | test acc |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
-        print(f"| {name} | {r['feature_bytes']:.2f} | {r['activation_bytes']:.2f} | {r['activation_grad_bytes']:.2f} | "
-              f"{r['structure_bytes']:.2f} | {r['allreduce_bytes']:.3f} | {r['total_bytes']:.2f} | {r['step_s']:.1f} | "
-              f"{r['test_acc']:.3f} |")
+        print(
+            f"| {name} | {r['feature_bytes']:.2f} | {r['activation_bytes']:.2f} | {r['activation_grad_bytes']:.2f} | "
+            f"{r['structure_bytes']:.2f} | {r['allreduce_bytes']:.3f} | {r['total_bytes']:.2f} | {r['step_s']:.1f} | "
+            f"{r['test_acc']:.3f} |"
+        )
     for base, owner in (("neighbor", "owner"), ("dgs", "owner+dgs")):
         moved = rows[owner]["activation_bytes"] + rows[owner]["feature_bytes"]
         total = rows[base]["total_bytes"] / rows[owner]["total_bytes"]
-        print(f"{base} -> {owner}: feature bytes per step {rows[base]['feature_bytes'] / moved:.1f}x fewer "
-              f"(target >= 10x), total bytes incl. gradients {total:.1f}x fewer")
+        print(
+            f"{base} -> {owner}: feature bytes per step {rows[base]['feature_bytes'] / moved:.1f}x fewer "
+            f"(target >= 10x), total bytes incl. gradients {total:.1f}x fewer"
+        )
 
 
 def main() -> None:

@@ -58,8 +58,10 @@ SCHEDULERS = ("megatron", "lina", "hermod")
 
 def topology(gpus: int, gbps: float, nics: int, routing: str = "ecmp"):
     """The thesis's cluster (``hermod-thesis`` at 1,024 GPUs) grown to ``gpus``."""
-    return load_preset(f"fattree:k={FAT_TREE_K[gpus]},server=hgx-h100,nics={nics},latency=1,bisection=full",
-                       speeds={"ib": gbps / 8, "pcie": 64.0}).with_routing(routing)
+    return load_preset(
+        f"fattree:k={FAT_TREE_K[gpus]},server=hgx-h100,nics={nics},latency=1,bisection=full",
+        speeds={"ib": gbps / 8, "pcie": 64.0},
+    ).with_routing(routing)
 
 
 def microbatches(name: str, args: argparse.Namespace) -> int:
@@ -73,10 +75,22 @@ def iteration(name: str, gpus: int, gbps: float, nics: int, args: argparse.Names
     tp, pp, ep = DEFAULT_LAYOUT[name]
     net = topology(gpus, gbps, nics, args.routing)
     layout = Layout(tp, pp, gpus // (tp * pp), ep, microbatches(name, args))
-    return net, layout, build_iteration(model(name), layout, gpu("h100"), net, iterations=args.iterations,
-                                        dp_collective=args.dp_collective, ep_flows=args.ep_flows,
-                                        routing_alpha=args.routing_alpha, barrier=args.barrier,
-                                        grad_bytes=4.0 if args.fp32_grads else 2.0)
+    return (
+        net,
+        layout,
+        build_iteration(
+            model(name),
+            layout,
+            gpu("h100"),
+            net,
+            iterations=args.iterations,
+            dp_collective=args.dp_collective,
+            ep_flows=args.ep_flows,
+            routing_alpha=args.routing_alpha,
+            barrier=args.barrier,
+            grad_bytes=4.0 if args.fp32_grads else 2.0,
+        ),
+    )
 
 
 def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace) -> dict:
@@ -109,9 +123,11 @@ def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespa
 
 def header(args: argparse.Namespace) -> None:
     others = args.schedulers[1:]
-    print(f"| case | m | flows | {' | '.join(s + ' s' for s in args.schedulers)} | free s (oracle) | ceiling "
-          f"| floor s | link bound s | {' | '.join(s + ' / megatron' for s in others)} | {others[-1]} / floor "
-          f"| headroom closed (floor) | of oracle headroom | wall s |")
+    print(
+        f"| case | m | flows | {' | '.join(s + ' s' for s in args.schedulers)} | free s (oracle) | ceiling "
+        f"| floor s | link bound s | {' | '.join(s + ' / megatron' for s in others)} | {others[-1]} / floor "
+        f"| headroom closed (floor) | of oracle headroom | wall s |"
+    )
     print("|---" * (10 + 2 * len(args.schedulers)) + "|")
 
 
@@ -124,23 +140,28 @@ def line(label: str, r: dict, args: argparse.Namespace) -> None:
 
     times = " | ".join(f"{r[s]:.3f}" for s in args.schedulers)
     ratios = " | ".join(f"{base / r[s]:.3f}x" for s in args.schedulers[1:])
-    print(f"| {label} | {r['m']} | {r['flows']:,} | {times} | {free:.3f} | {base / free:.3f}x | {floor:.3f} | "
-          f"{r['links']:.3f} | {ratios} | {last / floor:.3f}x | {closed(floor)} | {closed(free)} | {r['wall']:.0f} |",
-          flush=True)
+    print(
+        f"| {label} | {r['m']} | {r['flows']:,} | {times} | {free:.3f} | {base / free:.3f}x | {floor:.3f} | "
+        f"{r['links']:.3f} | {ratios} | {last / floor:.3f}x | {closed(floor)} | {closed(free)} | {r['wall']:.0f} |",
+        flush=True,
+    )
     print(f"  floor binds at: {r['binding']}", flush=True)
 
 
 def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.Namespace) -> None:
-    print(f"\n{title} ({args.iterations} iterations, {args.dp_collective}, ep flows per {args.ep_flows}, "
-          f"hermod matching {args.hermod_matching}, routing {args.routing}, alpha {args.routing_alpha:g}"
-          f"{', barrier' if args.barrier else ''}{', fp32 gradients' if args.fp32_grads else ''})")
+    print(
+        f"\n{title} ({args.iterations} iterations, {args.dp_collective}, ep flows per {args.ep_flows}, "
+        f"hermod matching {args.hermod_matching}, routing {args.routing}, alpha {args.routing_alpha:g}"
+        f"{', barrier' if args.barrier else ''}{', fp32 gradients' if args.fp32_grads else ''})"
+    )
     header(args)
     for name, gpus, gbps, nics in cases:
         row = compare(name, gpus, gbps, nics, args)
         line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", row, args)
         if args.breakdown:
-            print("  wall s: " + ", ".join(f"{part} {seconds:.1f}" for part, seconds in row["parts"].items()),
-                  flush=True)
+            print(
+                "  wall s: " + ", ".join(f"{part} {seconds:.1f}" for part, seconds in row["parts"].items()), flush=True
+            )
 
 
 def engine(args: argparse.Namespace) -> None:
@@ -156,36 +177,62 @@ def engine(args: argparse.Namespace) -> None:
         simulate(net, plan.tasks, timeline=False)
         simulated = time.perf_counter() - start
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        print(f"| {gpus:,} | {len(plan.tasks):,} | {it.flows:,} | {built:.1f} | {simulated:.1f} | "
-              f"{built + simulated:.1f} | {rss:.2f} |", flush=True)
+        print(
+            f"| {gpus:,} | {len(plan.tasks):,} | {it.flows:,} | {built:.1f} | {simulated:.1f} | "
+            f"{built + simulated:.1f} | {rss:.2f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("scale", "bandwidth", "nics", "qwen", "engine", "heuristics"),
-                        required=True)
+    parser.add_argument("--part", choices=("scale", "bandwidth", "nics", "qwen", "engine", "heuristics"), required=True)
     parser.add_argument("--models", default=",".join(MODELS), help="models of the scale and bandwidth parts")
     parser.add_argument("--gpus", default="", help="comma list of GPU counts (default: the part's)")
     parser.add_argument("--gbps", default="", help="comma list of link speeds in Gbit/s (bandwidth part)")
     parser.add_argument("--iterations", type=int, default=3, help="iterations without a barrier")
     parser.add_argument("--dp-collective", choices=("allreduce", "zero2"), default="zero2")
-    parser.add_argument("--ep-flows", choices=("gpu", "server"), default="gpu",
-                        help="MoE all-to-alls GPU to GPU per EP group, or server to server (coarser)")
-    parser.add_argument("--hermod-matching", choices=MATCHINGS, default="alg3",
-                        help="how hermod sends EP all-to-alls: alg3 (the thesis's Algorithm 3), bvn, or direct "
-                             "(every pair at once: Hermod's coflow order alone)")
-    parser.add_argument("--breakdown", action="store_true",
-                        help="after each row, the wall time of building, scheduling and simulating")
-    parser.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
-                        help="per-flow ECMP hashing, or every flow sprayed over the fat-tree's equal-cost paths")
-    parser.add_argument("--routing-alpha", type=float, default=1.0,
-                        help="Dirichlet concentration of MoE expert popularity (inf: uniform)")
-    parser.add_argument("--barrier", action="store_true",
-                        help="clip-by-norm's iteration barrier: no update before every gradient is reduced")
+    parser.add_argument(
+        "--ep-flows",
+        choices=("gpu", "server"),
+        default="gpu",
+        help="MoE all-to-alls GPU to GPU per EP group, or server to server (coarser)",
+    )
+    parser.add_argument(
+        "--hermod-matching",
+        choices=MATCHINGS,
+        default="alg3",
+        help="how hermod sends EP all-to-alls: alg3 (the thesis's Algorithm 3), bvn, or direct "
+        "(every pair at once: Hermod's coflow order alone)",
+    )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="after each row, the wall time of building, scheduling and simulating"
+    )
+    parser.add_argument(
+        "--routing",
+        choices=("ecmp", "spray"),
+        default="ecmp",
+        help="per-flow ECMP hashing, or every flow sprayed over the fat-tree's equal-cost paths",
+    )
+    parser.add_argument(
+        "--routing-alpha",
+        type=float,
+        default=1.0,
+        help="Dirichlet concentration of MoE expert popularity (inf: uniform)",
+    )
+    parser.add_argument(
+        "--barrier",
+        action="store_true",
+        help="clip-by-norm's iteration barrier: no update before every gradient is reduced",
+    )
     parser.add_argument("--fp32-grads", action="store_true", help="reduce gradients in fp32 (Megatron-LM's default)")
     parser.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration (dense models)")
-    parser.add_argument("--moe-microbatches", type=int, default=0,
-                        help="micro-batches for the MoE models (0: as many as pipeline stages)")
+    parser.add_argument(
+        "--moe-microbatches",
+        type=int,
+        default=0,
+        help="micro-batches for the MoE models (0: as many as pipeline stages)",
+    )
     args = parser.parse_args()
     args.schedulers = ("megatron", "dp-first", "pp-first", "ep-first") if args.part == "heuristics" else SCHEDULERS
     if args.part == "heuristics" and args.models == ",".join(MODELS):
@@ -201,8 +248,7 @@ def main() -> None:
     elif args.part == "bandwidth":
         sweep("bandwidth, 1,024 GPUs", [(m, g, s, 1) for m in models for g in args.gpus for s in speeds], args)
     elif args.part == "nics":
-        sweep("sensitivity: 8 NICs per server", [(m, g, s, 8) for m in models for g in args.gpus for s in speeds],
-              args)
+        sweep("sensitivity: 8 NICs per server", [(m, g, s, 8) for m in models for g in args.gpus for s in speeds], args)
     elif args.part == "heuristics":
         sweep("Table 5.2's heuristics", [(m, g, s, 1) for m in models for g in args.gpus for s in speeds], args)
     elif args.part == "qwen":

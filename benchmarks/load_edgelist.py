@@ -103,8 +103,18 @@ def child_load(path: str) -> None:
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     csr = graph.indptr.nbytes + graph.indices.nbytes + (0 if graph.node_ids is None else graph.node_ids.nbytes)
-    print(json.dumps({"seconds": seconds, "peak_growth": (peak - before) * 1024, "csr_bytes": csr,
-                      "graph_bytes": graph.nbytes(), "nodes": graph.num_nodes, "edges": graph.num_edges}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_growth": (peak - before) * 1024,
+                "csr_bytes": csr,
+                "graph_bytes": graph.nbytes(),
+                "nodes": graph.num_nodes,
+                "edges": graph.num_edges,
+            }
+        )
+    )
 
 
 def cached_loads(cut: Path, lines: int, home: Path) -> tuple[float, float]:
@@ -158,8 +168,10 @@ def main() -> None:
     if not (path.is_file() and cut.is_file()):
         start = time.perf_counter()
         write_edge_list(path, args.nodes, args.lines, cut, cut_lines)
-        print(f"wrote {args.lines:,} lines ({path.stat().st_size / 2**20:,.0f} MiB) "
-              f"in {time.perf_counter() - start:.1f} s")
+        print(
+            f"wrote {args.lines:,} lines ({path.stat().st_size / 2**20:,.0f} MiB) "
+            f"in {time.perf_counter() - start:.1f} s"
+        )
     try:
         from commgraph.graph import load_snap
 
@@ -169,17 +181,27 @@ def main() -> None:
             baseline.append(_timed(lambda: np.loadtxt(cut, dtype=np.int64, comments="#", usecols=(0, 1))))
             ours.append(_timed(lambda: load_snap(cut)))
         ratios = [o / b for o, b in zip(ours, baseline)]
-        print(f"{cut_lines:,}-line cut: numpy.loadtxt parse only {_spread(baseline)} s, load_snap -> CSR "
-              f"{_spread(ours)} s, ratio {_spread(ratios)}x")
+        print(
+            f"{cut_lines:,}-line cut: numpy.loadtxt parse only {_spread(baseline)} s, load_snap -> CSR "
+            f"{_spread(ours)} s, ratio {_spread(ratios)}x"
+        )
 
-        results = [json.loads(subprocess.run([sys.executable, __file__, "--child-load", str(path)], check=True,
-                                             capture_output=True, text=True).stdout) for _ in range(args.repeats)]
+        results = [
+            json.loads(
+                subprocess.run(
+                    [sys.executable, __file__, "--child-load", str(path)], check=True, capture_output=True, text=True
+                ).stdout
+            )
+            for _ in range(args.repeats)
+        ]
         last = results[-1]
-        print(f"{args.lines:,} lines: load_snap {_spread([r['seconds'] for r in results])} s, {last['nodes']:,} nodes, "
-              f"{last['edges']:,} stored edges; peak memory growth "
-              f"{_spread([r['peak_growth'] / 2**20 for r in results], 0)} MiB = "
-              f"{_spread([r['peak_growth'] / r['csr_bytes'] for r in results])}x the final CSR "
-              f"({last['csr_bytes'] / 2**20:,.0f} MiB)")
+        print(
+            f"{args.lines:,} lines: load_snap {_spread([r['seconds'] for r in results])} s, {last['nodes']:,} nodes, "
+            f"{last['edges']:,} stored edges; peak memory growth "
+            f"{_spread([r['peak_growth'] / 2**20 for r in results], 0)} MiB = "
+            f"{_spread([r['peak_growth'] / r['csr_bytes'] for r in results])}x the final CSR "
+            f"({last['csr_bytes'] / 2**20:,.0f} MiB)"
+        )
 
         firsts, seconds = [], []
         for _ in range(args.repeats):
@@ -190,8 +212,10 @@ def main() -> None:
                 shutil.rmtree(home, ignore_errors=True)
             firsts.append(first)
             seconds.append(second)
-        print(f"dataset cache, {cut_lines:,}-line cut: first load {_spread(firsts)} s, second {_spread(seconds, 3)} s, "
-              f"second/first {_spread([s / f for s, f in zip(seconds, firsts)], 3)}")
+        print(
+            f"dataset cache, {cut_lines:,}-line cut: first load {_spread(firsts)} s, second {_spread(seconds, 3)} s, "
+            f"second/first {_spread([s / f for s, f in zip(seconds, firsts)], 3)}"
+        )
     finally:
         if args.dir is None:
             shutil.rmtree(folder, ignore_errors=True)

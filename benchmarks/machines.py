@@ -48,8 +48,21 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 PRESENT = np.uint64(1 << 63)
 PFN_MASK = np.uint64((1 << 55) - 1)
 WORKERS = 8
-TRAIN = (*SAMPLED_100K[:-4], "--epochs", "2", "--steps-per-epoch", "4", "--dropout", "0", "--eval-every", "2",
-         "--device", "cpu", "--timeout", "600")
+TRAIN = (
+    *SAMPLED_100K[:-4],
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "4",
+    "--dropout",
+    "0",
+    "--eval-every",
+    "2",
+    "--device",
+    "cpu",
+    "--timeout",
+    "600",
+)
 
 
 def resident_frames(pid: int) -> np.ndarray:
@@ -117,19 +130,46 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run(pset: Path, machines: int, structure: str, work: Path, every: float, alone_every: float,
-        python: str) -> Run:
+def run(pset: Path, machines: int, structure: str, work: Path, every: float, alone_every: float, python: str) -> Run:
     """The job as ``machines`` agents, sampled until every agent exits."""
     metrics = work / f"m{machines}-{structure}.jsonl"
     metrics.unlink(missing_ok=True)
     port, env = _free_port(), commgraph_env()
     logs = [open(work / f"m{machines}-{structure}-agent{node}.log", "w") for node in range(machines)]
-    agents = [Agent(subprocess.Popen(
-        [python, "-m", "torch.distributed.run", "--nnodes", str(machines), "--nproc-per-node",
-         str(WORKERS // machines), "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
-         "-m", "commgraph", "train", str(pset), *TRAIN, "--structure", structure, "--quiet",
-         *(["--metrics-out", str(metrics)] if node == 0 else [])],
-        env=env, stdout=subprocess.DEVNULL, stderr=logs[node])) for node in range(machines)]
+    agents = [
+        Agent(
+            subprocess.Popen(
+                [
+                    python,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    str(machines),
+                    "--nproc-per-node",
+                    str(WORKERS // machines),
+                    "--node-rank",
+                    str(node),
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    str(port),
+                    "-m",
+                    "commgraph",
+                    "train",
+                    str(pset),
+                    *TRAIN,
+                    "--structure",
+                    structure,
+                    "--quiet",
+                    *(["--metrics-out", str(metrics)] if node == 0 else []),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=logs[node],
+            )
+        )
+        for node in range(machines)
+    ]
     started = last_alone = time.perf_counter()
     try:
         while any(a.proc.poll() is None for a in agents):
@@ -152,59 +192,108 @@ def run(pset: Path, machines: int, structure: str, work: Path, every: float, alo
             log.close()
     seconds = time.perf_counter() - started
     records = [json.loads(line) for line in metrics.read_text().splitlines()] if metrics.is_file() else []
-    errors = "\n".join(line for node in range(machines)
-                       for line in (work / f"m{machines}-{structure}-agent{node}.log").read_text().splitlines()
-                       if "error" in line)[-2000:]
-    return Run(machines, structure, seconds, [a.alone_peak for a in agents], [a.pss_peak for a in agents], records,
-               [a.proc.returncode for a in agents], errors)
+    errors = "\n".join(
+        line
+        for node in range(machines)
+        for line in (work / f"m{machines}-{structure}-agent{node}.log").read_text().splitlines()
+        if "error" in line
+    )[-2000:]
+    return Run(
+        machines,
+        structure,
+        seconds,
+        [a.alone_peak for a in agents],
+        [a.pss_peak for a in agents],
+        records,
+        [a.proc.returncode for a in agents],
+        errors,
+    )
 
 
 def table(runs: list[Run]) -> str:
     base = next(r for r in runs if r.machines == 1)
     one = max(base.alone_peaks)
-    lines = ["| machines | --structure | each machine's peak, alone (GB) | vs one machine | PSS per agent (GB) | "
-             "structure bytes / step | of which sampling | step s | losses equal |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| machines | --structure | each machine's peak, alone (GB) | vs one machine | PSS per agent (GB) | "
+        "structure bytes / step | of which sampling | step s | losses equal |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in runs:
         if not r.records:
             lines.append(f"| {r.machines} | {r.structure} | failed: rc {r.returncodes} {r.errors[-200:]} ||||||")
             continue
         equal = [x["loss"] for x in r.records] == [x["loss"] for x in base.records]
         step = sum(x["epoch_seconds"] for x in r.records) / max(sum(x["steps"] for x in r.records), 1)
-        lines.append(f"| {r.machines} | {r.structure} | {', '.join(f'{b / GB:.2f}' for b in r.alone_peaks)} | "
-                     f"{max(r.alone_peaks) / one:.2f}x | {', '.join(f'{b / GB:.2f}' for b in r.pss_peaks)} | "
-                     f"{r.per_step('structure_bytes') / 1e6:.2f} MB | {r.per_step('sampling_bytes') / 1e6:.2f} MB | "
-                     f"{step:.2f} | {'yes' if equal else 'NO'} |")
+        lines.append(
+            f"| {r.machines} | {r.structure} | {', '.join(f'{b / GB:.2f}' for b in r.alone_peaks)} | "
+            f"{max(r.alone_peaks) / one:.2f}x | {', '.join(f'{b / GB:.2f}' for b in r.pss_peaks)} | "
+            f"{r.per_step('structure_bytes') / 1e6:.2f} MB | {r.per_step('sampling_bytes') / 1e6:.2f} MB | "
+            f"{step:.2f} | {'yes' if equal else 'NO'} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/cg-machines"),
-                        help="where the partition set, logs and metrics go (default /tmp/cg-machines)")
-    parser.add_argument("--set", type=Path, default=None,
-                        help="an 8-part partition set (default: the 100k-node DGS-regime graph's METIS set, made "
-                             "under --work-dir on first use)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=Path("/tmp/cg-machines"),
+        help="where the partition set, logs and metrics go (default /tmp/cg-machines)",
+    )
+    parser.add_argument(
+        "--set",
+        type=Path,
+        default=None,
+        help="an 8-part partition set (default: the 100k-node DGS-regime graph's METIS set, made "
+        "under --work-dir on first use)",
+    )
     parser.add_argument("--machines", default="1,2,4", help="agent counts to run (default 1,2,4)")
-    parser.add_argument("--structures", default="partitioned,replicated",
-                        help="--structure values for the multi-machine runs (default partitioned,replicated)")
+    parser.add_argument(
+        "--structures",
+        default="partitioned,replicated",
+        help="--structure values for the multi-machine runs (default partitioned,replicated)",
+    )
     parser.add_argument("--every", type=float, default=0.5, help="seconds between PSS samples (default 0.5)")
-    parser.add_argument("--alone-every", type=float, default=10.0,
-                        help="seconds between counts of each agent's pages counted once (default 10)")
+    parser.add_argument(
+        "--alone-every",
+        type=float,
+        default=10.0,
+        help="seconds between counts of each agent's pages counted once (default 10)",
+    )
     parser.add_argument("--python", default=sys.executable, help="the interpreter (default: this one)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the runs as JSON here")
     opts = parser.parse_args()
     opts.work_dir.mkdir(parents=True, exist_ok=True)
     pset = opts.set or opts.work_dir / "sbm100k-metis8"
     if not pset.exists():
-        subprocess.run([opts.python, "-m", "commgraph", "partition", "make", SBM_100K, "--parts", str(WORKERS),
-                        "--method", "metis", "--out", str(pset)], env=commgraph_env(), check=True)
+        subprocess.run(
+            [
+                opts.python,
+                "-m",
+                "commgraph",
+                "partition",
+                "make",
+                SBM_100K,
+                "--parts",
+                str(WORKERS),
+                "--method",
+                "metis",
+                "--out",
+                str(pset),
+            ],
+            env=commgraph_env(),
+            check=True,
+        )
     runs = []
     for machines in (int(m) for m in opts.machines.split(",")):
-        for structure in (["replicated"] if machines == 1 else opts.structures.split(",")):
+        for structure in ["replicated"] if machines == 1 else opts.structures.split(","):
             runs.append(run(pset, machines, structure, opts.work_dir, opts.every, opts.alone_every, opts.python))
-            print(f"{machines} machine(s), {structure}: {runs[-1].seconds:.0f} s, rc {runs[-1].returncodes}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{machines} machine(s), {structure}: {runs[-1].seconds:.0f} s, rc {runs[-1].returncodes}",
+                file=sys.stderr,
+                flush=True,
+            )
     print(f"set {pset}; train {' '.join(TRAIN)}; {WORKERS} workers; checkout {CHECKOUT}")
     print(table(runs))
     if opts.json_out:

@@ -67,10 +67,38 @@ GB = 1e9
 SBM_100K = "sbm:nodes=100000,classes=8,features=500,degree=100,train=0.5,seed=0"
 SBM_500K = "sbm:nodes=500000,classes=8,features=500,degree=100,train=0.5,seed=0"
 PRODUCTS = "sbm:nodes=2450000,classes=47,features=100,degree=50,seed=0"
-SAMPLED_100K = ("--sampler", "neighbor", "--fanout", "64,64", "--batch-size", "1024", "--hidden", "16",
-                "--epochs", "1", "--steps-per-epoch", "2")
-PRODUCTS_TRAIN = ("--sampler", "neighbor", "--model", "sage", "--layers", "3", "--fanout", "15,10,5",
-                  "--hidden", "256", "--batch-size", "1024", "--epochs", "1", "--steps-per-epoch", "20")
+SAMPLED_100K = (
+    "--sampler",
+    "neighbor",
+    "--fanout",
+    "64,64",
+    "--batch-size",
+    "1024",
+    "--hidden",
+    "16",
+    "--epochs",
+    "1",
+    "--steps-per-epoch",
+    "2",
+)
+PRODUCTS_TRAIN = (
+    "--sampler",
+    "neighbor",
+    "--model",
+    "sage",
+    "--layers",
+    "3",
+    "--fanout",
+    "15,10,5",
+    "--hidden",
+    "256",
+    "--batch-size",
+    "1024",
+    "--epochs",
+    "1",
+    "--steps-per-epoch",
+    "20",
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,8 +175,15 @@ class Measurement:
     stderr_tail: str = ""
 
 
-def measure(command: list[str], *, env: dict | None = None, cap_bytes: float | None = None,
-            time_limit: float | None = None, every: float = 0.5, stdout_path: Path | None = None) -> Measurement:
+def measure(
+    command: list[str],
+    *,
+    env: dict | None = None,
+    cap_bytes: float | None = None,
+    time_limit: float | None = None,
+    every: float = 0.5,
+    stdout_path: Path | None = None,
+) -> Measurement:
     """Run ``command`` and sample the PSS of its process tree every ``every`` seconds.
 
     Args:
@@ -166,8 +201,10 @@ def measure(command: list[str], *, env: dict | None = None, cap_bytes: float | N
     """
     shm_start = shm_used_bytes()
     started = time.perf_counter()
-    with tempfile.TemporaryFile(mode="w+") as err, \
-            (open(stdout_path, "w") if stdout_path else open(os.devnull, "w")) as out:
+    with (
+        tempfile.TemporaryFile(mode="w+") as err,
+        open(stdout_path, "w") if stdout_path else open(os.devnull, "w") as out,
+    ):
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=err)
         peak, each, shm_peak, samples, status = 0, {}, 0, 0, None
         while proc.poll() is None:
@@ -196,8 +233,9 @@ def measure(command: list[str], *, env: dict | None = None, cap_bytes: float | N
     root_peak = each.pop(proc.pid, 0)
     if status is None:
         status = "ok" if proc.returncode == 0 else "refused" if proc.returncode == 2 else "failed"
-    return Measurement(proc.returncode, seconds, peak, root_peak, sorted(each.values(), reverse=True),
-                       shm_peak, status, samples, tail)
+    return Measurement(
+        proc.returncode, seconds, peak, root_peak, sorted(each.values(), reverse=True), shm_peak, status, samples, tail
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,42 +264,161 @@ class Scenario:
         return [arg.replace("{work}", str(work)) for arg in self.args]
 
 
-SCENARIOS = {s.name: s for s in (
-    Scenario("cora-4", ("train", "cora", "--workers", "4"), 1.6, note="the demo: g3, 200 epochs"),
-    Scenario("partition-100k-metis", ("partition", "make", SBM_100K, "--parts", "8", "--method", "metis",
-                                      "--out", "{work}/sbm100k-metis8"), makes="sbm100k-metis8"),
-    Scenario("sampled-100k", ("train", "{work}/sbm100k-metis8", "--workers", "8", *SAMPLED_100K), 5.0,
-             needs=("partition-100k-metis",), note="2 steps + evaluation"),
-    Scenario("full-100k", ("train", "{work}/sbm100k-metis8", "--workers", "8", "--hidden", "16", "--epochs", "1"),
-             4.0, needs=("partition-100k-metis",), note="full-graph, 1 epoch"),
-    Scenario("partition-500k-metis", ("partition", "make", SBM_500K, "--parts", "8", "--method", "metis",
-                                      "--out", "{work}/sbm500k-metis8"), makes="sbm500k-metis8"),
-    Scenario("dgs-500k", ("train", "{work}/sbm500k-metis8", "--workers", "8", "--sampler", "dgs", "--dgs-wait",
-                          "--fanout", "64,64", "--batch-size", "1024", "--hidden", "16", "--epochs", "3",
-                          "--steps-per-epoch", "20"), 12.0, needs=("partition-500k-metis",),
-             note="the thesis's DGS run, 3 x 20 steps + evaluation"),
-    Scenario("graph-products", ("graph", "convert", PRODUCTS, "--out", "{work}/products.npz"),
-             makes="products.npz", note="the products-sized graph as .npz (also DGL's input)"),
-    Scenario("partition-products-metis", ("partition", "make", "{work}/products.npz", "--parts", "8", "--method",
-                                          "metis", "--out", "{work}/products-metis8"), 8.0,
-             needs=("graph-products",), makes="products-metis8"),
-    Scenario("partition-products-g3", ("partition", "make", "{work}/products.npz", "--parts", "8", "--method", "g3",
-                                       "--out", "{work}/products-g3-8"), 8.0,
-             needs=("graph-products",), makes="products-g3-8"),
-    Scenario("partition-products-1", ("partition", "make", "{work}/products.npz", "--parts", "1", "--method",
-                                      "chunk", "--out", "{work}/products-1"),
-             needs=("graph-products",), makes="products-1"),
-    Scenario("products", ("train", "{work}/products-metis8", "--workers", "8", *PRODUCTS_TRAIN), 10.0,
-             needs=("partition-products-metis",), note="20 steps + evaluation"),
-    Scenario("products-1", ("train", "{work}/products-1", "--workers", "1", *PRODUCTS_TRAIN),
-             needs=("partition-products-1",), note="20 steps + evaluation; against DGL: benchmarks/dgl_baseline.py"),
-    Scenario("refuse-products-1", ("train", "{work}/products-1", "--workers", "1", "--model", "sage", "--layers", "3",
-                                   "--hidden", "4096", "--epochs", "1"),
-             needs=("partition-products-1",), refuse_within=10.0,
-             note="cannot fit: full-graph, hidden 4096 (40 GB a layer's activations)"),
-)}
-DEFAULT_SCENARIOS = ("cora-4", "sampled-100k", "full-100k", "dgs-500k", "partition-products-metis",
-                     "partition-products-g3", "products", "products-1", "refuse-products-1")
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario("cora-4", ("train", "cora", "--workers", "4"), 1.6, note="the demo: g3, 200 epochs"),
+        Scenario(
+            "partition-100k-metis",
+            ("partition", "make", SBM_100K, "--parts", "8", "--method", "metis", "--out", "{work}/sbm100k-metis8"),
+            makes="sbm100k-metis8",
+        ),
+        Scenario(
+            "sampled-100k",
+            ("train", "{work}/sbm100k-metis8", "--workers", "8", *SAMPLED_100K),
+            5.0,
+            needs=("partition-100k-metis",),
+            note="2 steps + evaluation",
+        ),
+        Scenario(
+            "full-100k",
+            ("train", "{work}/sbm100k-metis8", "--workers", "8", "--hidden", "16", "--epochs", "1"),
+            4.0,
+            needs=("partition-100k-metis",),
+            note="full-graph, 1 epoch",
+        ),
+        Scenario(
+            "partition-500k-metis",
+            ("partition", "make", SBM_500K, "--parts", "8", "--method", "metis", "--out", "{work}/sbm500k-metis8"),
+            makes="sbm500k-metis8",
+        ),
+        Scenario(
+            "dgs-500k",
+            (
+                "train",
+                "{work}/sbm500k-metis8",
+                "--workers",
+                "8",
+                "--sampler",
+                "dgs",
+                "--dgs-wait",
+                "--fanout",
+                "64,64",
+                "--batch-size",
+                "1024",
+                "--hidden",
+                "16",
+                "--epochs",
+                "3",
+                "--steps-per-epoch",
+                "20",
+            ),
+            12.0,
+            needs=("partition-500k-metis",),
+            note="the thesis's DGS run, 3 x 20 steps + evaluation",
+        ),
+        Scenario(
+            "graph-products",
+            ("graph", "convert", PRODUCTS, "--out", "{work}/products.npz"),
+            makes="products.npz",
+            note="the products-sized graph as .npz (also DGL's input)",
+        ),
+        Scenario(
+            "partition-products-metis",
+            (
+                "partition",
+                "make",
+                "{work}/products.npz",
+                "--parts",
+                "8",
+                "--method",
+                "metis",
+                "--out",
+                "{work}/products-metis8",
+            ),
+            8.0,
+            needs=("graph-products",),
+            makes="products-metis8",
+        ),
+        Scenario(
+            "partition-products-g3",
+            (
+                "partition",
+                "make",
+                "{work}/products.npz",
+                "--parts",
+                "8",
+                "--method",
+                "g3",
+                "--out",
+                "{work}/products-g3-8",
+            ),
+            8.0,
+            needs=("graph-products",),
+            makes="products-g3-8",
+        ),
+        Scenario(
+            "partition-products-1",
+            (
+                "partition",
+                "make",
+                "{work}/products.npz",
+                "--parts",
+                "1",
+                "--method",
+                "chunk",
+                "--out",
+                "{work}/products-1",
+            ),
+            needs=("graph-products",),
+            makes="products-1",
+        ),
+        Scenario(
+            "products",
+            ("train", "{work}/products-metis8", "--workers", "8", *PRODUCTS_TRAIN),
+            10.0,
+            needs=("partition-products-metis",),
+            note="20 steps + evaluation",
+        ),
+        Scenario(
+            "products-1",
+            ("train", "{work}/products-1", "--workers", "1", *PRODUCTS_TRAIN),
+            needs=("partition-products-1",),
+            note="20 steps + evaluation; against DGL: benchmarks/dgl_baseline.py",
+        ),
+        Scenario(
+            "refuse-products-1",
+            (
+                "train",
+                "{work}/products-1",
+                "--workers",
+                "1",
+                "--model",
+                "sage",
+                "--layers",
+                "3",
+                "--hidden",
+                "4096",
+                "--epochs",
+                "1",
+            ),
+            needs=("partition-products-1",),
+            refuse_within=10.0,
+            note="cannot fit: full-graph, hidden 4096 (40 GB a layer's activations)",
+        ),
+    )
+}
+DEFAULT_SCENARIOS = (
+    "cora-4",
+    "sampled-100k",
+    "full-100k",
+    "dgs-500k",
+    "partition-products-metis",
+    "partition-products-g3",
+    "products",
+    "products-1",
+    "refuse-products-1",
+)
 
 
 def commgraph_env() -> dict:
@@ -332,8 +489,9 @@ def dry_run(python: str, args: list[str]) -> Estimate:
     """The command's ``--dry-run --json`` estimate (its ``machine_peak_bytes`` and
     ``worker_peak_bytes``); a commgraph without the option gives the error line instead."""
     started = time.perf_counter()
-    proc = subprocess.run(commgraph_argv(python, [*args, "--dry-run", "--json"]), env=commgraph_env(),
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        commgraph_argv(python, [*args, "--dry-run", "--json"]), env=commgraph_env(), capture_output=True, text=True
+    )
     seconds = time.perf_counter() - started
     report = _last_json_object(proc.stdout)
     if proc.returncode != 0 or report is None:
@@ -384,17 +542,33 @@ def run_scenario(scenario: Scenario, opts) -> Row:
             metrics.unlink(missing_ok=True)
             extra = ["--quiet", "--metrics-out", str(metrics)]
         print(f"# {scenario.name} [{repeat + 1}]: {shlex.join(['commgraph', *args])}", file=sys.stderr, flush=True)
-        run = measure(commgraph_argv(opts.python, [*args, *extra]), env=commgraph_env(),
-                      cap_bytes=opts.cap_gb * GB if opts.cap_gb else None, time_limit=opts.time_limit,
-                      every=opts.every)
-        print(f"#   {run.status} peak {run.peak_bytes / GB:.2f} GB in {run.seconds:.1f} s"
-              + (f"\n#   {run.stderr_tail}" if run.status != "ok" else ""), file=sys.stderr, flush=True)
+        run = measure(
+            commgraph_argv(opts.python, [*args, *extra]),
+            env=commgraph_env(),
+            cap_bytes=opts.cap_gb * GB if opts.cap_gb else None,
+            time_limit=opts.time_limit,
+            every=opts.every,
+        )
+        print(
+            f"#   {run.status} peak {run.peak_bytes / GB:.2f} GB in {run.seconds:.1f} s"
+            + (f"\n#   {run.stderr_tail}" if run.status != "ok" else ""),
+            file=sys.stderr,
+            flush=True,
+        )
         runs.append(run)
         rate = steps_per_second(metrics) if scenario.trains else None
         if rate is not None:
             rates.append(rate)
-    return Row(scenario.name, shlex.join(["commgraph", *args]), runs, scenario.target_gb, scenario.refuse_within,
-               scenario.note, estimate, rates)
+    return Row(
+        scenario.name,
+        shlex.join(["commgraph", *args]),
+        runs,
+        scenario.target_gb,
+        scenario.refuse_within,
+        scenario.note,
+        estimate,
+        rates,
+    )
 
 
 def plan_scenarios(names: list[str], work: Path, remake: bool) -> list[Scenario]:
@@ -434,9 +608,11 @@ def process_peaks(run: Measurement) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    head = ("| scenario | status | machine peak GB | per-process peaks GB (command / others) | /dev/shm +GB | target "
-            "| met? | estimate GB (worker) | estimate/measured | dry run s | seconds | samples (mean s apart) "
-            "| train steps/s | command |")
+    head = (
+        "| scenario | status | machine peak GB | per-process peaks GB (command / others) | /dev/shm +GB | target "
+        "| met? | estimate GB (worker) | estimate/measured | dry run s | seconds | samples (mean s apart) "
+        "| train steps/s | command |"
+    )
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for row in rows:
         peaks = row.peaks()
@@ -454,25 +630,44 @@ def table(rows: list[Row]) -> str:
                     ratio = row.estimate.machine_peak_bytes / GB / statistics.median(peaks)
                     ratio = f"{ratio:.2f} ({'within' if abs(ratio - 1) <= 0.25 else 'outside'} +-25%)"
         last = row.runs[-1]
-        lines.append(" | ".join([
-            f"| {row.scenario}", row.status, peak, process_peaks(last), f"{last.shm_peak_bytes / GB:.2f}",
-            row.target, row.met, estimate, ratio, dry_seconds,
-            spread([run.seconds for run in row.runs], "{:.1f}"),
-            f"{last.samples} ({last.seconds / max(last.samples, 1):.1f})", spread(row.steps_per_second),
-            f"`{row.command}` |"]))
+        lines.append(
+            " | ".join(
+                [
+                    f"| {row.scenario}",
+                    row.status,
+                    peak,
+                    process_peaks(last),
+                    f"{last.shm_peak_bytes / GB:.2f}",
+                    row.target,
+                    row.met,
+                    estimate,
+                    ratio,
+                    dry_seconds,
+                    spread([run.seconds for run in row.runs], "{:.1f}"),
+                    f"{last.samples} ({last.seconds / max(last.samples, 1):.1f})",
+                    spread(row.steps_per_second),
+                    f"`{row.command}` |",
+                ]
+            )
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
-                        help="comma-separated scenario names (default: %(default)s)")
+    parser.add_argument(
+        "--scenarios", default=",".join(DEFAULT_SCENARIOS), help="comma-separated scenario names (default: %(default)s)"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="runs per scenario (scenarios that make files: 1)")
     parser.add_argument("--cap-gb", type=float, help="kill a process tree whose PSS sum passes this many GB")
     parser.add_argument("--time-limit", type=float, help="kill a command still running after this many seconds")
     parser.add_argument("--every", type=float, default=0.5, help="seconds between samples (default 0.5)")
-    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/commgraph-membench"),
-                        help="partition sets, the .npz and metrics files (default %(default)s)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=Path("/tmp/commgraph-membench"),
+        help="partition sets, the .npz and metrics files (default %(default)s)",
+    )
     parser.add_argument("--remake", action="store_true", help="make the .npz and partition sets again")
     parser.add_argument("--no-estimate", action="store_true", help="skip the --dry-run --json estimates")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs commgraph")
@@ -495,8 +690,11 @@ def main() -> None:
         if scenario.makes and rows[-1].status != "ok":
             print(f"# {scenario.name} did not make {scenario.makes}: stopping", file=sys.stderr)
             break
-    print(f"src at commit {_commit()}, {os.cpu_count()} cores, {_memory_gb():.0f} GB, PSS every {opts.every} s"
-          + (f", cap {opts.cap_gb:g} GB" if opts.cap_gb else "") + f", {opts.repeats} repeat(s)\n")
+    print(
+        f"src at commit {_commit()}, {os.cpu_count()} cores, {_memory_gb():.0f} GB, PSS every {opts.every} s"
+        + (f", cap {opts.cap_gb:g} GB" if opts.cap_gb else "")
+        + f", {opts.repeats} repeat(s)\n"
+    )
     print(table(rows))
     for row in rows:
         if row.note:

@@ -80,8 +80,11 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
         direct, combined = reference.direct_rate(), reference.combined_rate()
         start = time.perf_counter()
         points = sweep(topology, spec, list(LOADS), HEURISTICS, k, seeds)
-        lp_points = ({p.load: p for p in sweep(topology, spec, list(LP_LOADS), ["lp"], k, min(lp_seeds, seeds))}
-                     if lp_seeds > 0 else {})
+        lp_points = (
+            {p.load: p for p in sweep(topology, spec, list(LP_LOADS), ["lp"], k, min(lp_seeds, seeds))}
+            if lp_seeds > 0
+            else {}
+        )
         for point in lp_points.values():
             solves = solves + point.lp_stats["lp"]
         elapsed = time.perf_counter() - start
@@ -91,28 +94,48 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
         for point in lp_points.values():
             decisions["lp"].extend(np.concatenate(point.decide["lp"]).tolist())
         bound = 2 * points[0].row("direct")["median_s"]
-        print(f"\n### {reference.label} on leo-fnic: direct paths {direct / 1e6:.2f} Mrps, every path "
-              f"{combined / 1e6:.2f} Mrps; {n} requests x {seeds} seeds per point ({elapsed:.0f} s)\n")
+        print(
+            f"\n### {reference.label} on leo-fnic: direct paths {direct / 1e6:.2f} Mrps, every path "
+            f"{combined / 1e6:.2f} Mrps; {n} requests x {seeds} seeds per point ({elapsed:.0f} s)\n"
+        )
         print("Median completion time, us (all seeds' requests):\n")
         print("| load | Mrps | " + " | ".join(HEURISTICS) + " | lp |")
         print("|---|---|" + "---|" * (len(HEURISTICS) + 1))
         for point in points:
             lp = f"{lp_points[point.load].row('lp')['median_s'] * 1e6:.2f}" if point.load in lp_points else ""
-            print(f"| {point.load:.2f} | {point.rate / 1e6:.2f} | "
-                  + " | ".join(f"{point.row(s)['median_s'] * 1e6:.2f}" for s in HEURISTICS) + f" | {lp} |")
+            print(
+                f"| {point.load:.2f} | {point.rate / 1e6:.2f} | "
+                + " | ".join(f"{point.row(s)['median_s'] * 1e6:.2f}" for s in HEURISTICS)
+                + f" | {lp} |"
+            )
         print("\nMean and p99, us:\n")
         print("| load | " + " | ".join(HEURISTICS) + " | lp |")
         print("|---|" + "---|" * (len(HEURISTICS) + 1))
         for point in points:
-            lp = (f"{lp_points[point.load].row('lp')['mean_s'] * 1e6:.2f} / "
-                  f"{lp_points[point.load].row('lp')['p99_s'] * 1e6:.1f}") if point.load in lp_points else ""
-            print(f"| {point.load:.2f} | " + " | ".join(
-                f"{point.row(s)['mean_s'] * 1e6:.2f} / {point.row(s)['p99_s'] * 1e6:.1f}" for s in HEURISTICS)
-                + f" | {lp} |")
-        print("\nThe practical rules (toll-inflight, toll-bytes) against the better faithful greedy (greedy-intra, "
-              "greedy-e2e), per seed; the literal eq. 6.5 beside them (>1: the selector is faster):\n")
-        print("| load | " + " | ".join(f"{stat}: {s}" for stat in ("median", "mean") for s in TOLLS)
-              + " | mean toll-inflight / lp | mean toll-bytes / lp |")
+            lp = (
+                (
+                    f"{lp_points[point.load].row('lp')['mean_s'] * 1e6:.2f} / "
+                    f"{lp_points[point.load].row('lp')['p99_s'] * 1e6:.1f}"
+                )
+                if point.load in lp_points
+                else ""
+            )
+            print(
+                f"| {point.load:.2f} | "
+                + " | ".join(
+                    f"{point.row(s)['mean_s'] * 1e6:.2f} / {point.row(s)['p99_s'] * 1e6:.1f}" for s in HEURISTICS
+                )
+                + f" | {lp} |"
+            )
+        print(
+            "\nThe practical rules (toll-inflight, toll-bytes) against the better faithful greedy (greedy-intra, "
+            "greedy-e2e), per seed; the literal eq. 6.5 beside them (>1: the selector is faster):\n"
+        )
+        print(
+            "| load | "
+            + " | ".join(f"{stat}: {s}" for stat in ("median", "mean") for s in TOLLS)
+            + " | mean toll-inflight / lp | mean toll-bytes / lp |"
+        )
         print("|---|" + "---|" * (2 * len(TOLLS) + 2))
         for point in points:
             if point.load < 0.9:
@@ -125,8 +148,10 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
                 lp = per_seed(lp_points[point.load], "lp", np.mean) if point.load in lp_points else None
                 cells.append(spread(per_seed(point, practical, np.mean)[: lp.size] / lp) if lp is not None else "")
             print(f"| {point.load:.2f} | " + " | ".join(cells) + " |")
-        print(f"\nSustainable throughput (median under {bound * 1e6:.2f} us = 2x direct's at 0.3x), Mrps, on the "
-              f"sweep's grid; per seed:\n")
+        print(
+            f"\nSustainable throughput (median under {bound * 1e6:.2f} us = 2x direct's at 0.3x), Mrps, on the "
+            f"sweep's grid; per seed:\n"
+        )
         print("| selector | sustainable Mrps (seeds pooled) | per seed: median (min-max) |")
         print("|---|---|---|")
         seed_rates = {}
@@ -142,15 +167,24 @@ def kvs(n: int, seeds: int, k: int, lp_seeds: int, png_dir: Path | None, decisio
             seed_rates[name] = np.array(singles)
             print(f"| {name} | {sustainable(points, name, bound) / 1e6:.2f} | {spread(np.array(singles) / 1e6)} |")
         greedy = np.maximum(*(seed_rates[g] for g in FAITHFUL_GREEDY))
-        print("\nSustainable throughput over the better faithful greedy's, per seed: "
-              + "; ".join(f"{s}: {spread(seed_rates[s] / greedy)}" for s in TOLLS))
+        print(
+            "\nSustainable throughput over the better faithful greedy's, per seed: "
+            + "; ".join(f"{s}: {spread(seed_rates[s] / greedy)}" for s in TOLLS)
+        )
         if png_dir is not None:
             png_dir.mkdir(parents=True, exist_ok=True)
-            curves = {name: ([p.rate for p in points], [p.row(name)["median_s"] for p in points])
-                      for name in HEURISTICS}
+            curves = {
+                name: ([p.rate for p in points], [p.row(name)["median_s"] for p in points]) for name in HEURISTICS
+            }
             curves["lp"] = ([p.rate for p in lp_points.values()], [p.row("lp")["median_s"] for p in lp_points.values()])
-            plot_sweep(curves, direct, combined, bound, f"leo-fnic: {reference.label}, {seeds} seeds x {n} requests",
-                       png_dir / f"multipath_kvs_ycsb_{mix}.png")
+            plot_sweep(
+                curves,
+                direct,
+                combined,
+                bound,
+                f"leo-fnic: {reference.label}, {seeds} seeds x {n} requests",
+                png_dir / f"multipath_kvs_ycsb_{mix}.png",
+            )
     return solves
 
 
@@ -168,11 +202,15 @@ def decision_times(decisions: dict[str, list]) -> None:
 def copies(n: int, seeds: int, k: int, lp_seeds: int, decisions: dict[str, list]) -> SolveStats:
     """4 MiB host -> GPU copies as a request stream on each of COPY_PRESETS; returns lp's solves."""
     solves = SolveStats()
-    print(f"\n### Host -> GPU copies as a stream: `{COPY_SPEC},n={n}` (cpu0 -> gpu0 over every candidate path), "
-          f"{seeds} seeds, lp (k = {k}) on the first {lp_seeds}\n")
-    print("Per seed, then the median (min-max) over seeds. `/ lp`: the selector's mean over lp's mean on the same "
-          "stream (<= 1.10: within 10% of the LP); `greedy /`: the better faithful greedy's median over the "
-          "selector's (>1: faster).\n")
+    print(
+        f"\n### Host -> GPU copies as a stream: `{COPY_SPEC},n={n}` (cpu0 -> gpu0 over every candidate path), "
+        f"{seeds} seeds, lp (k = {k}) on the first {lp_seeds}\n"
+    )
+    print(
+        "Per seed, then the median (min-max) over seeds. `/ lp`: the selector's mean over lp's mean on the same "
+        "stream (<= 1.10: within 10% of the LP); `greedy /`: the better faithful greedy's median over the "
+        "selector's (>1: faster).\n"
+    )
     print("| host | selector | mean us | median us | mean / lp | greedy / median |")
     print("|---|---|---|---|---|---|")
     for preset in COPY_PRESETS:
@@ -191,8 +229,10 @@ def copies(n: int, seeds: int, k: int, lp_seeds: int, decisions: dict[str, list]
             source = lp_point if name == "lp" else point
             mean, median = per_seed(source, name, np.mean), per_seed(source, name, np.median)
             gap = spread(mean[: lp_mean.size] / lp_mean) if lp_mean is not None else ""
-            print(f"| {preset} | {name} | {spread(mean * 1e6, 4)} | {spread(median * 1e6, 4)} | {gap} | "
-                  f"{spread(greedy[: median.size] / median)} |")
+            print(
+                f"| {preset} | {name} | {spread(mean * 1e6, 4)} | {spread(median * 1e6, 4)} | {gap} | "
+                f"{spread(greedy[: median.size] / median)} |"
+            )
     return solves
 
 
@@ -210,9 +250,11 @@ def bulk() -> None:
                 plan = plan_bulk(topology, "cpu0", gpus, float(1 << 30), planner)
                 planned = time.perf_counter() - start
                 seconds[planner] = simulate(topology, plan.tasks(), timeline=False).makespan
-            print(f"| {preset} | {count} | {seconds['direct'] * 1e3:.3f} | {seconds['lp'] * 1e3:.3f} | "
-                  f"{count * (1 << 30) / seconds['lp'] / 1e9:.1f} | {seconds['direct'] / seconds['lp']:.2f}x | "
-                  f"{len(plan.parts)} | {planned * 1e3:.1f} |")
+            print(
+                f"| {preset} | {count} | {seconds['direct'] * 1e3:.3f} | {seconds['lp'] * 1e3:.3f} | "
+                f"{count * (1 << 30) / seconds['lp'] / 1e9:.1f} | {seconds['direct'] / seconds['lp']:.2f}x | "
+                f"{len(plan.parts)} | {planned * 1e3:.1f} |"
+            )
     print("\nMMA (arXiv 2512.16056) on 8 x H20: 245 GB/s host -> GPU, 4.62x one path.")
 
 
@@ -224,8 +266,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8, help="the LP's horizon (default 8)")
     parser.add_argument("--lp-seeds", type=int, default=4, help="streams per lp point (default 4, the first seeds)")
     parser.add_argument("--png-dir", type=Path, help="write median-against-rate curves here")
-    parser.add_argument("--parts", default=",".join(PARTS),
-                        help=f"which tables, comma-separated from {', '.join(PARTS)} (default all)")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"which tables, comma-separated from {', '.join(PARTS)} (default all)"
+    )
     parser.add_argument("--copy-n", type=int, default=300, help="requests per host -> GPU copy stream (default 300)")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -240,8 +283,10 @@ def main() -> None:
     if "kvs" in parts:
         solves = solves + kvs(args.n, args.seeds, args.k, args.lp_seeds, args.png_dir, decisions)
     decision_times(decisions)
-    print(f"\nlp: {solves.solves} MILP solves, {solves.time_limited} stopped at the {LP_SECONDS:g} s "
-          "limit with their best solution")
+    print(
+        f"\nlp: {solves.solves} MILP solves, {solves.time_limited} stopped at the {LP_SECONDS:g} s "
+        "limit with their best solution"
+    )
 
 
 if __name__ == "__main__":

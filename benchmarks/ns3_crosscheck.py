@@ -68,21 +68,28 @@ void Reset() { finish.clear(); need.clear(); got.clear(); }
 
 
 def default_scenario(routing: str = "ecmp") -> Scenario:
-    spec = ModelSpec("moe-tiny", layers=4, hidden=512, heads=8, seq_len=256, micro_batch=1, vocab=0, experts=8,
-                     top_k=2, ffn=1024)
-    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full",
-                      speeds={"ib": 100 / 8, "pcie": 64.0}).with_routing(routing)
+    spec = ModelSpec(
+        "moe-tiny", layers=4, hidden=512, heads=8, seq_len=256, micro_batch=1, vocab=0, experts=8, top_k=2, ffn=1024
+    )
+    net = load_preset(
+        "fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full", speeds={"ib": 100 / 8, "pcie": 64.0}
+    ).with_routing(routing)
     it = build_iteration(spec, Layout(tp=2, pp=2, dp=8, ep=8, microbatches=4), gpu("h100"), net)
     outcome = run_schedule("hermod", it.tasks, it.coflows, net)
-    return export_scenario(net, outcome.schedule.tasks, outcome.schedule.coflows, outcome.result.start,
-                           name=f"moe-tiny on fattree:k=4,nics=1, {routing}, hermod")
+    return export_scenario(
+        net,
+        outcome.schedule.tasks,
+        outcome.schedule.coflows,
+        outcome.result.start,
+        name=f"moe-tiny on fattree:k=4,nics=1, {routing}, hermod",
+    )
 
 
 def ns3_replay(scenario: Scenario, *, priorities: bool, seed: int = 1) -> np.ndarray:
     """Each flow's finish time (seconds from the first release) in ns-3; NaN where a flow did not
     finish within 10x the flow-level makespan."""
-    from ns import ns  # the optional extra ``packet``
     import cppyy
+    from ns import ns  # the optional extra ``packet``
 
     if not hasattr(cppyy.gbl, "xcheck"):
         cppyy.cppdef(WATCH)
@@ -108,8 +115,13 @@ def ns3_replay(scenario: Scenario, *, priorities: bool, seed: int = 1) -> np.nda
         handle = tch.SetRootQueueDisc("ns3::PrioQueueDisc", "Priomap", ns.StringValue(PRIOMAP))
         classes = tch.AddQueueDiscClasses(handle, 4, "ns3::QueueDiscClass")
         for band in range(4):
-            tch.AddChildQueueDisc(handle, classes[band], "ns3::FifoQueueDisc",
-                                  "MaxSize", ns.QueueSizeValue(ns.QueueSize(f"{QUEUE_PACKETS}p")))
+            tch.AddChildQueueDisc(
+                handle,
+                classes[band],
+                "ns3::FifoQueueDisc",
+                "MaxSize",
+                ns.QueueSizeValue(ns.QueueSize(f"{QUEUE_PACKETS}p")),
+            )
     else:
         tch.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", ns.QueueSizeValue(ns.QueueSize(f"{QUEUE_PACKETS}p")))
     address = ns.Ipv4AddressHelper()
@@ -141,8 +153,9 @@ def ns3_replay(scenario: Scenario, *, priorities: bool, seed: int = 1) -> np.nda
     sinks, sources = ns.ApplicationContainer(), ns.ApplicationContainer()
     for n, f in enumerate(scenario.flows):
         port = 1024 + n
-        sink = ns.PacketSinkHelper("ns3::TcpSocketFactory",
-                                   ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo())
+        sink = ns.PacketSinkHelper(
+            "ns3::TcpSocketFactory", ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
+        )
         app = sink.Install(node[f.dst]).Get(0)
         cppyy.gbl.xcheck.Watch(app, n, f.bytes)
         sinks.Add(app)
@@ -198,8 +211,13 @@ def _alias(k: int, path: tuple[str, ...], ends: dict, node: dict, table: dict, n
 
 def compare(scenario: Scenario, seed: int) -> dict:
     """Per discipline: both simulators' per-coflow completion times and their relative difference."""
-    report = {"scenario": scenario.name, "flows": len(scenario.flows), "bytes": sum(f.bytes for f in scenario.flows),
-              "coflows": len({f.coflow for f in scenario.flows}), "disciplines": {}}
+    report = {
+        "scenario": scenario.name,
+        "flows": len(scenario.flows),
+        "bytes": sum(f.bytes for f in scenario.flows),
+        "coflows": len({f.coflow for f in scenario.flows}),
+        "disciplines": {},
+    }
     kinds = {f.coflow: f.kind for f in scenario.flows}
     for label, priorities in (("fifo", False), ("bands", True)):
         start = time.perf_counter()
@@ -210,32 +228,45 @@ def compare(scenario: Scenario, seed: int) -> dict:
         a = coflow_completion(scenario, flow)
         b = coflow_completion(scenario, np.where(ok, packet, np.inf))
         diff = np.array([(b[c] - a[c]) / a[c] for c in a])
-        by_kind = {k: {"flow_level_ms": 1e3 * float(np.mean([a[c] for c in a if kinds[c] == k])),
-                       "ns3_ms": 1e3 * float(np.mean([b[c] for c in b if kinds[c] == k]))}
-                   for k in dict.fromkeys(kinds.values())}
+        by_kind = {
+            k: {
+                "flow_level_ms": 1e3 * float(np.mean([a[c] for c in a if kinds[c] == k])),
+                "ns3_ms": 1e3 * float(np.mean([b[c] for c in b if kinds[c] == k])),
+            }
+            for k in dict.fromkeys(kinds.values())
+        }
         report["disciplines"][label] = {
-            "unfinished_flows": int((~ok).sum()), "ns3_wall_s": wall,
-            "makespan_flow_level_ms": 1e3 * float(flow.max()), "makespan_ns3_ms": 1e3 * float(np.nanmax(packet)),
+            "unfinished_flows": int((~ok).sum()),
+            "ns3_wall_s": wall,
+            "makespan_flow_level_ms": 1e3 * float(flow.max()),
+            "makespan_ns3_ms": 1e3 * float(np.nanmax(packet)),
             "median_relative_difference": float(np.median(np.abs(diff))),
-            "worst_relative_difference": float(diff[np.argmax(np.abs(diff))]), "by_kind": by_kind}
+            "worst_relative_difference": float(diff[np.argmax(np.abs(diff))]),
+            "by_kind": by_kind,
+        }
     return report
 
 
 def print_report(report: dict) -> None:
-    print(f"{report['scenario']}: {report['flows']:,} flows, {report['bytes'] / 1e6:.1f} MB, "
-          f"{report['coflows']} coflows")
+    print(
+        f"{report['scenario']}: {report['flows']:,} flows, {report['bytes'] / 1e6:.1f} MB, {report['coflows']} coflows"
+    )
     print("| discipline | coflow type | flow-level mean CCT ms | ns-3 mean CCT ms |")
     print("|---|---|---|---|")
     for label, d in report["disciplines"].items():
         for kind, row in d["by_kind"].items():
             print(f"| {label} | {kind} | {row['flow_level_ms']:.3f} | {row['ns3_ms']:.3f} |")
-    print("\n| discipline | makespan flow-level ms | makespan ns-3 ms | per-coflow CCT: median abs. rel. diff | "
-          "worst rel. diff | unfinished flows | ns-3 wall s |")
+    print(
+        "\n| discipline | makespan flow-level ms | makespan ns-3 ms | per-coflow CCT: median abs. rel. diff | "
+        "worst rel. diff | unfinished flows | ns-3 wall s |"
+    )
     print("|---|---|---|---|---|---|---|")
     for label, d in report["disciplines"].items():
-        print(f"| {label} | {d['makespan_flow_level_ms']:.3f} | {d['makespan_ns3_ms']:.3f} | "
-              f"{d['median_relative_difference']:.1%} | {d['worst_relative_difference']:+.1%} | "
-              f"{d['unfinished_flows']} | {d['ns3_wall_s']:.0f} |")
+        print(
+            f"| {label} | {d['makespan_flow_level_ms']:.3f} | {d['makespan_ns3_ms']:.3f} | "
+            f"{d['median_relative_difference']:.1%} | {d['worst_relative_difference']:+.1%} | "
+            f"{d['unfinished_flows']} | {d['ns3_wall_s']:.0f} |"
+        )
 
 
 def main() -> None:
@@ -245,8 +276,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the report as JSON here")
     parser.add_argument("--flows", type=int, default=0, help="replay only the first N flows (by release; 0: all)")
     parser.add_argument("--seed", type=int, default=1, help="ns-3's random seed")
-    parser.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
-                        help="the default scenario's routing: each flow on its ECMP path, or packets sprayed")
+    parser.add_argument(
+        "--routing",
+        choices=("ecmp", "spray"),
+        default="ecmp",
+        help="the default scenario's routing: each flow on its ECMP path, or packets sprayed",
+    )
     args = parser.parse_args()
     scenario = read_scenario(args.scenario) if args.scenario else default_scenario(args.routing)
     if args.flows:

@@ -67,8 +67,7 @@ METIS_IMBALANCE = 1.03  # METIS's default ufactor, 30
 
 
 def _degree_reference(graph, parts: int) -> np.ndarray:
-    return metis_multi_constraint(undirected_adjacency(graph), graph.in_degrees()[:, None], parts, 0,
-                                  STAGE1_IMBALANCE)
+    return metis_multi_constraint(undirected_adjacency(graph), graph.in_degrees()[:, None], parts, 0, STAGE1_IMBALANCE)
 
 
 def _hypergraph_reference(graph, parts: int, balance: str) -> np.ndarray | None:
@@ -86,8 +85,11 @@ def _hypergraph_reference(graph, parts: int, balance: str) -> np.ndarray | None:
     mtkahypar.set_seed(0)
     context = initializer.context_from_preset(mtkahypar.PresetType.DETERMINISTIC)
     context.logging = False
-    weights, imbalance = ((graph.in_degrees().tolist(), STAGE1_IMBALANCE - 1) if balance == "degree"
-                          else ([1] * graph.num_nodes, METIS_IMBALANCE - 1))
+    weights, imbalance = (
+        (graph.in_degrees().tolist(), STAGE1_IMBALANCE - 1)
+        if balance == "degree"
+        else ([1] * graph.num_nodes, METIS_IMBALANCE - 1)
+    )
     context.set_partitioning_parameters(parts, imbalance, mtkahypar.Objective.KM1)
     hypergraph = initializer.create_hypergraph(context, graph.num_nodes, len(nets), nets, weights, [1] * len(nets))
     return np.asarray(hypergraph.partition(context).get_partition(), dtype=np.int64)
@@ -95,19 +97,22 @@ def _hypergraph_reference(graph, parts: int, balance: str) -> np.ndarray | None:
 
 def _misses(g3: dict, volume_ratio: float) -> list[str]:
     """The issue's targets that this g3 partition misses."""
-    checks = {f"volume {volume_ratio:.3f}x > {MAX_VOLUME}x": volume_ratio > MAX_VOLUME,
-              f"remote min/max {g3['remote_min_max']:.3f} < {MIN_REMOTE_MIN_MAX}":
-                  g3["remote_min_max"] < MIN_REMOTE_MIN_MAX,
-              f"node imbalance {g3['node_imbalance']:.3f}": g3["node_imbalance"] > MAX_IMBALANCE,
-              f"degree imbalance {g3['edge_imbalance']:.3f}": g3["edge_imbalance"] > MAX_IMBALANCE}
+    checks = {
+        f"volume {volume_ratio:.3f}x > {MAX_VOLUME}x": volume_ratio > MAX_VOLUME,
+        f"remote min/max {g3['remote_min_max']:.3f} < {MIN_REMOTE_MIN_MAX}": g3["remote_min_max"] < MIN_REMOTE_MIN_MAX,
+        f"node imbalance {g3['node_imbalance']:.3f}": g3["node_imbalance"] > MAX_IMBALANCE,
+        f"degree imbalance {g3['edge_imbalance']:.3f}": g3["edge_imbalance"] > MAX_IMBALANCE,
+    }
     return [what for what, missed in checks.items() if missed]
 
 
 def quality(spec: str) -> None:
     graph = load_graph(spec)
     print(f"\n{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} stored edges")
-    print(f"{'K':>2} {'method':>7} {'total remote':>13} {'x METIS':>8} {'remote min/max':>15} "
-          f"{'node imb':>9} {'degree imb':>11} {'seconds':>8}")
+    print(
+        f"{'K':>2} {'method':>7} {'total remote':>13} {'x METIS':>8} {'remote min/max':>15} "
+        f"{'node imb':>9} {'degree imb':>11} {'seconds':>8}"
+    )
     for parts in (4, 8):
         rows, details = {}, {}
         for method in METHODS:
@@ -115,8 +120,10 @@ def quality(spec: str) -> None:
             assignment, details[method] = partition_graph(graph, parts, method, seed=0)
             rows[method] = (partition_metrics(graph, assignment, parts), time.perf_counter() - start)
         start = time.perf_counter()
-        rows["deg-ref"] = (partition_metrics(graph, _degree_reference(graph, parts), parts),
-                           time.perf_counter() - start)
+        rows["deg-ref"] = (
+            partition_metrics(graph, _degree_reference(graph, parts), parts),
+            time.perf_counter() - start,
+        )
         for name, balance in (("hyp-ref", "degree"), ("hyp-node", "node")):
             start = time.perf_counter()
             hypergraph = _hypergraph_reference(graph, parts, balance)
@@ -124,13 +131,17 @@ def quality(spec: str) -> None:
                 rows[name] = (partition_metrics(graph, hypergraph, parts), time.perf_counter() - start)
         base = rows["metis"][0]["total_remote"]
         for method, (m, seconds) in rows.items():
-            print(f"{parts:>2} {method:>7} {m['total_remote']:>13,} {m['total_remote'] / base:>8.3f} "
-                  f"{m['remote_min_max']:>15.3f} {m['node_imbalance']:>9.3f} {m['edge_imbalance']:>11.3f} "
-                  f"{seconds:>8.2f}")
+            print(
+                f"{parts:>2} {method:>7} {m['total_remote']:>13,} {m['total_remote'] / base:>8.3f} "
+                f"{m['remote_min_max']:>15.3f} {m['node_imbalance']:>9.3f} {m['edge_imbalance']:>11.3f} "
+                f"{seconds:>8.2f}"
+            )
         stage1 = details["g3"]["stage1_total_remote"]
-        print(f"   g3 stage 1 alone: {stage1 / base:.3f}x METIS's volume, remote min/max "
-              f"{details['g3']['stage1_remote_min_max']:.3f}; stage 2 adds "
-              f"{rows['g3'][0]['total_remote'] / stage1 - 1:+.1%}")
+        print(
+            f"   g3 stage 1 alone: {stage1 / base:.3f}x METIS's volume, remote min/max "
+            f"{details['g3']['stage1_remote_min_max']:.3f}; stage 2 adds "
+            f"{rows['g3'][0]['total_remote'] / stage1 - 1:+.1%}"
+        )
         misses = _misses(rows["g3"][0], rows["g3"][0]["total_remote"] / base)
         print(f"   g3 targets, {parts} parts: " + ("all met" if not misses else "missed: " + "; ".join(misses)))
 
@@ -145,8 +156,10 @@ def seeds(specs: tuple[str, ...], parts: int = 8) -> None:
             metis = partition_metrics(graph, partition_graph(graph, parts, "metis", seed=seed)[0], parts)
             g3 = partition_metrics(graph, partition_graph(graph, parts, "g3", seed=seed)[0], parts)
             ratio = g3["total_remote"] / metis["total_remote"]
-            cells.append(f"{g3['total_remote']:,} / {metis['total_remote']:,} = {ratio:.3f}x "
-                         f"(remote min/max {g3['remote_min_max']:.2f})")
+            cells.append(
+                f"{g3['total_remote']:,} / {metis['total_remote']:,} = {ratio:.3f}x "
+                f"(remote min/max {g3['remote_min_max']:.2f})"
+            )
         print(f"{graph.name}: " + "; ".join(cells), flush=True)
 
 
@@ -162,8 +175,11 @@ def sweep(specs: list[str]) -> None:
             g3 = partition_metrics(graph, partition_graph(graph, parts, "g3", seed=0)[0], parts)
             ref = partition_metrics(graph, _degree_reference(graph, parts), parts)
             base = metis["total_remote"]
-            print(f"{spec:<58} {parts:>2} {g3['total_remote'] / base:>6.3f} {ref['total_remote'] / base:>8.3f} "
-                  f"{metis['edge_imbalance']:>14.2f} {top:>12.3f}", flush=True)
+            print(
+                f"{spec:<58} {parts:>2} {g3['total_remote'] / base:>6.3f} {ref['total_remote'] / base:>8.3f} "
+                f"{metis['edge_imbalance']:>14.2f} {top:>12.3f}",
+                flush=True,
+            )
 
 
 def _step(task: str, spec: str) -> None:
@@ -175,49 +191,75 @@ def _step(task: str, spec: str) -> None:
     if task == "metis":
         assignment = metis_edge_cut(undirected_adjacency(graph), 8, 0)
     elif task == "metis-volume":
-        assignment = metis_multi_constraint(undirected_adjacency(graph), np.ones((graph.num_nodes, 1), dtype=np.int64),
-                                            8, 0, STAGE1_IMBALANCE)
+        assignment = metis_multi_constraint(
+            undirected_adjacency(graph), np.ones((graph.num_nodes, 1), dtype=np.int64), 8, 0, STAGE1_IMBALANCE
+        )
     else:
         assignment, details = partition_graph(graph, 8, "g3", 0)
     seconds = time.perf_counter() - start
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     m = partition_metrics(graph, assignment, 8)
-    print(json.dumps({"seconds": seconds, "peak_gb": peak_gb, "details": details,
-                      **{key: m[key] for key in ("total_remote", "remote_min_max", "node_imbalance", "edge_imbalance")}}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_gb": peak_gb,
+                "details": details,
+                **{key: m[key] for key in ("total_remote", "remote_min_max", "node_imbalance", "edge_imbalance")},
+            }
+        )
+    )
 
 
 def speed(spec: str) -> None:
     print(f"\n{spec} into 8 parts, each step in a fresh process (graph generation not timed)")
     results = {}
     for task in ("metis", "metis-volume", "g3"):
-        out = subprocess.run([sys.executable, __file__, "--step", task, "--speed-graph", spec],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--step", task, "--speed-graph", spec],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         results[task] = json.loads(out.strip().splitlines()[-1])
     metis, volume, g3 = results["metis"], results["metis-volume"], results["g3"]
-    for label, step in (("METIS call alone (baseline, incl. building its adjacency)", metis),
-                        ("METIS volume objective alone (1 constraint)", volume),
-                        ("whole g3 pipeline (stage 1 + stage 2)", g3)):
-        print(f"{label:<58} {step['seconds']:6.1f} s, peak RSS {step['peak_gb']:.2f} GB (graph included); "
-              f"total remote {step['total_remote']:,} ({step['total_remote'] / metis['total_remote']:.3f}x METIS), "
-              f"remote min/max {step['remote_min_max']:.3f}, imbalance nodes {step['node_imbalance']:.3f} "
-              f"degrees {step['edge_imbalance']:.3f}")
+    for label, step in (
+        ("METIS call alone (baseline, incl. building its adjacency)", metis),
+        ("METIS volume objective alone (1 constraint)", volume),
+        ("whole g3 pipeline (stage 1 + stage 2)", g3),
+    ):
+        print(
+            f"{label:<58} {step['seconds']:6.1f} s, peak RSS {step['peak_gb']:.2f} GB (graph included); "
+            f"total remote {step['total_remote']:,} ({step['total_remote'] / metis['total_remote']:.3f}x METIS), "
+            f"remote min/max {step['remote_min_max']:.3f}, imbalance nodes {step['node_imbalance']:.3f} "
+            f"degrees {step['edge_imbalance']:.3f}"
+        )
     stages = g3["details"]
-    print(f"g3: stage 1 {stages['stage1_seconds']:.1f} s ({stages['refine_moves']:,} volume-lowering moves), "
-          f"stage 2 {stages['stage2_seconds']:.1f} s")
-    print(f"ratio g3 / METIS: {g3['seconds'] / metis['seconds']:.2f}x; "
-          f"METIS volume objective / METIS: {volume['seconds'] / metis['seconds']:.2f}x")
+    print(
+        f"g3: stage 1 {stages['stage1_seconds']:.1f} s ({stages['refine_moves']:,} volume-lowering moves), "
+        f"stage 2 {stages['stage2_seconds']:.1f} s"
+    )
+    print(
+        f"ratio g3 / METIS: {g3['seconds'] / metis['seconds']:.2f}x; "
+        f"METIS volume objective / METIS: {volume['seconds'] / metis['seconds']:.2f}x"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rmat", action="append", help=f"RMAT graph(s) for the quality tables "
-                        f"(default: {GRAPH500} and {PBBS})")
+    parser.add_argument(
+        "--rmat", action="append", help=f"RMAT graph(s) for the quality tables (default: {GRAPH500} and {PBBS})"
+    )
     parser.add_argument("--skip-sweep", action="store_true")
-    parser.add_argument("--speed-graph", action="append",
-                        help=f"graph(s) for the speed part (default: {SPEED} and {SPEED_PBBS})")
+    parser.add_argument(
+        "--speed-graph", action="append", help=f"graph(s) for the speed part (default: {SPEED} and {SPEED_PBBS})"
+    )
     parser.add_argument("--skip-speed", action="store_true")
-    parser.add_argument("--seeds-only", action="store_true",
-                        help="only the per-seed g3 / METIS table on the real graphs (under a minute)")
+    parser.add_argument(
+        "--seeds-only",
+        action="store_true",
+        help="only the per-seed g3 / METIS table on the real graphs (under a minute)",
+    )
     parser.add_argument("--step", choices=("metis", "metis-volume", "g3"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.step:

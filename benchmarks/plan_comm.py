@@ -31,8 +31,16 @@ ROW_BYTES = 128 * 4
 def partition_set(spec: str, folder: Path):
     graph = load_graph(spec)
     assignment, _ = partition_graph(graph, 8, "g3", 0)
-    write_partition_set(graph, assignment, 8, folder / graph.name, method="g3", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 8))
+    write_partition_set(
+        graph,
+        assignment,
+        8,
+        folder / graph.name,
+        method="g3",
+        seed=0,
+        seconds=0.0,
+        metrics=partition_metrics(graph, assignment, 8),
+    )
     return graph.name, load_partition_set(folder / graph.name)
 
 
@@ -48,11 +56,21 @@ def allgather(psets) -> None:
             cost = price(plan, dgx1)
             p2p = p2p or cost["modeled_seconds"]
             extra = f"  ({plan.notes['total_duplicated_nodes']:,} duplicated nodes)" if planner == "replicate" else ""
-            print(f"  {planner:>9}: {cost['modeled_seconds'] * 1e6:10.2f} us  x p2p {cost['modeled_seconds'] / p2p:6.3f}"
-                  f"  {cost['bytes'] / 1e6:8.2f} MB  planned in {planned:.2f} s{extra}")
+            print(
+                f"  {planner:>9}: {cost['modeled_seconds'] * 1e6:10.2f} us  x p2p {cost['modeled_seconds'] / p2p:6.3f}"
+                f"  {cost['bytes'] / 1e6:8.2f} MB  planned in {planned:.2f} s{extra}"
+            )
     print("\nspst / p2p modelled time on other topologies (feature dim 128)")
-    for topology_name in ("dgx1-v100", "p3.16xlarge", "pcie-8gpu-qpi", "dgx-a100", "hgx-h100", "p2.16xlarge",
-                          "2xp3.8xlarge-ib", "localhost-cpu:8"):
+    for topology_name in (
+        "dgx1-v100",
+        "p3.16xlarge",
+        "pcie-8gpu-qpi",
+        "dgx-a100",
+        "hgx-h100",
+        "p2.16xlarge",
+        "2xp3.8xlarge-ib",
+        "localhost-cpu:8",
+    ):
         topology = load_preset(topology_name)
         ratios = []
         for _, pset in psets:
@@ -73,18 +91,28 @@ def allreduce() -> None:
             row[planner] = (plan.notes["normalized_time"], time.perf_counter() - start, plan)
         lp = row["lp"][2].notes
         bound = lp["lower_bound"]
-        print(f"  {topology_name:>15}: " + "  ".join(f"{p} {v:.4f}" for p, (v, _, _) in row.items())
-              + f"  | LP optimum {lp['optimum_fraction']}, bound {'-' if bound is None else f'{bound:.4f}'}"
-              f", LP planned in {row['lp'][1]:.3f} s ({len(topology.workers)} GPUs)")
+        print(
+            f"  {topology_name:>15}: "
+            + "  ".join(f"{p} {v:.4f}" for p, (v, _, _) in row.items())
+            + f"  | LP optimum {lp['optimum_fraction']}, bound {'-' if bound is None else f'{bound:.4f}'}"
+            f", LP planned in {row['lp'][1]:.3f} s ({len(topology.workers)} GPUs)"
+        )
         if topology_name == "p2.16xlarge":
             classes = {"intra-card": [], "card-central": [], "central-central": []}
             for link, share in lp["link_utilisation"].items():
                 a, b = link.split("-")
-                key = ("central-central" if "pcie_c" in a and "pcie_c" in b else
-                       "intra-card" if "gpu" in a or "gpu" in b else "card-central")
+                key = (
+                    "central-central"
+                    if "pcie_c" in a and "pcie_c" in b
+                    else "intra-card"
+                    if "gpu" in a or "gpu" in b
+                    else "card-central"
+                )
                 classes[key].append(share)
-            print("      p2.16xlarge link-class utilisation (mean share of the bottleneck): "
-                  + ", ".join(f"{k} {np.mean(v):.3f}" for k, v in classes.items()))
+            print(
+                "      p2.16xlarge link-class utilisation (mean share of the bottleneck): "
+                + ", ".join(f"{k} {np.mean(v):.3f}" for k, v in classes.items())
+            )
 
 
 def main() -> None:

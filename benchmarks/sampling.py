@@ -69,8 +69,16 @@ from commgraph.launch import cached_partition_set
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set
 from commgraph.runtime.memory import keep_freed_memory
-from commgraph.sample import (DGSMasks, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
-                              SamplingGraph, forward_blocks, parse_fanouts)
+from commgraph.sample import (
+    DGSMasks,
+    DGSSampler,
+    FastGCNSampler,
+    LADIESSampler,
+    NeighborSampler,
+    SamplingGraph,
+    forward_blocks,
+    parse_fanouts,
+)
 from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.train.minibatch import epoch_steps, seed_batches
 
@@ -134,13 +142,35 @@ def variant_flags(trainer: str) -> list[str]:
     return [arg for name, value in DGS_VARIANTS[trainer].items() for arg in (f"--{name.replace('_', '-')}", str(value))]
 
 
-def train_run(partdir: Path, workers: int, trainer: str, args, seed: int, out: Path, masks: Path | None,
-              extra: tuple[str, ...] = ()) -> list[dict]:
+def train_run(
+    partdir: Path,
+    workers: int,
+    trainer: str,
+    args,
+    seed: int,
+    out: Path,
+    masks: Path | None,
+    extra: tuple[str, ...] = (),
+) -> list[dict]:
     """One ``commgraph train`` job (its own processes, as a user runs it); its epoch records. DGS
     runs sample with ``masks`` (made by :func:`make_masks`) from the first step, with no online
     explainer beside them (``--explain-cpu 0``)."""
-    options = ["--epochs", str(args.epochs), "--seed", str(seed), "--hidden", str(args.hidden),
-               "--eval-every", str(args.epochs), "--metrics-out", str(out), "--quiet", "--timeout", "600", *extra]
+    options = [
+        "--epochs",
+        str(args.epochs),
+        "--seed",
+        str(seed),
+        "--hidden",
+        str(args.hidden),
+        "--eval-every",
+        str(args.epochs),
+        "--metrics-out",
+        str(out),
+        "--quiet",
+        "--timeout",
+        "600",
+        *extra,
+    ]
     sampler = "dgs" if trainer.startswith("dgs") else trainer
     if trainer != "full":
         options += ["--sampler", sampler, "--batch-size", str(args.batch_size), "--peer-rows", "network"]
@@ -152,8 +182,11 @@ def train_run(partdir: Path, workers: int, trainer: str, args, seed: int, out: P
         options += ["--explain-cpu", "0", *variant_flags(trainer)] + (["--dgs-masks", str(masks)] if masks else [])
     if sampler in ("fastgcn", "ladies"):
         options += ["--layer-size", str(args.layer_size)]
-    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
-                          *options], capture_output=True, text=True)
+    job = subprocess.run(
+        [sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers), *options],
+        capture_output=True,
+        text=True,
+    )
     if job.returncode != 0:
         raise SystemExit(f"{trainer} on {partdir} failed:\n{job.stderr}")
     return [json.loads(line) for line in out.read_text().splitlines()]
@@ -165,26 +198,40 @@ def make_masks(partdir: Path, workers: int, args, seed: int, out: Path) -> tuple
     every worker (T_E epochs, L, one thread each). Returns the file and the job's wall seconds."""
     masks = out.parent / f"masks-{seed}.npz"
     started = time.perf_counter()
-    train_run(partdir, workers, "dgs", argparse.Namespace(**{**vars(args), "epochs": args.mask_epochs}), seed, out, None,
-              ("--dgs-masks-out", str(masks)))
+    train_run(
+        partdir,
+        workers,
+        "dgs",
+        argparse.Namespace(**{**vars(args), "epochs": args.mask_epochs}),
+        seed,
+        out,
+        None,
+        ("--dgs-masks-out", str(masks)),
+    )
     return masks, time.perf_counter() - started
 
 
 def summarise(records: list[dict]) -> dict[str, float]:
     """Per epoch: bytes by kind (mean over the epochs), seconds (median from epoch 2 on, past
     start-up), the last epoch's test accuracy and the share of steps sampled with DGS's masks."""
+
     def mean_mb(key: str) -> float:
         return float(np.mean([r[key] for r in records])) / 1e6
 
     masked = [r["dgs_masked_steps"] for r in records if r.get("dgs_steps") is not None]
     steps = [r["dgs_steps"] for r in records if r.get("dgs_steps") is not None]
-    return {"feature_mb": mean_mb("feature_bytes"), "request_mb": mean_mb("structure_bytes"),
-            "gradient_mb": mean_mb("allreduce_bytes"), "total_mb": mean_mb("total_bytes"),
-            "sync_mb": mean_mb("sync_bytes"),
-            "halo_mb": float(np.mean([r["comm_bytes"] - r["feature_bytes"] - r["structure_bytes"] for r in records])) / 1e6,
-            "epoch_s": float(np.median([r["epoch_seconds"] for r in records[1:]] or [records[0]["epoch_seconds"]])),
-            "steps": records[-1]["steps"], "test_acc": records[-1]["test_acc"],
-            "masked_share": sum(masked) / sum(steps) if steps and sum(steps) else float("nan")}
+    return {
+        "feature_mb": mean_mb("feature_bytes"),
+        "request_mb": mean_mb("structure_bytes"),
+        "gradient_mb": mean_mb("allreduce_bytes"),
+        "total_mb": mean_mb("total_bytes"),
+        "sync_mb": mean_mb("sync_bytes"),
+        "halo_mb": float(np.mean([r["comm_bytes"] - r["feature_bytes"] - r["structure_bytes"] for r in records])) / 1e6,
+        "epoch_s": float(np.median([r["epoch_seconds"] for r in records[1:]] or [records[0]["epoch_seconds"]])),
+        "steps": records[-1]["steps"],
+        "test_acc": records[-1]["test_acc"],
+        "masked_share": sum(masked) / sum(steps) if steps and sum(steps) else float("nan"),
+    }
 
 
 def part_explainer(pset, part: int, args, seed: int = 0):
@@ -210,8 +257,12 @@ def explanation_time(partdir: Path, args) -> dict[str, float]:
     torch.set_num_threads(1)
     rounds = [explainer.explain(explainer.model.state_dict(), i) for i in range(args.explain_repeats)]
     torch.set_num_threads(threads)
-    return {"remote": int(explainer.explanation.remote.shape[0]), "seconds": [r.seconds for r in rounds],
-            "cpu_seconds": [r.cpu_seconds for r in rounds], "epochs": rounds[0].epochs}
+    return {
+        "remote": int(explainer.explanation.remote.shape[0]),
+        "seconds": [r.seconds for r in rounds],
+        "cpu_seconds": [r.cpu_seconds for r in rounds],
+        "epochs": rounds[0].epochs,
+    }
 
 
 def partition_set(graph, workers: int, args) -> tuple[Path, float]:
@@ -232,12 +283,14 @@ def explain_table(args) -> dict:
     partdir, _ = partition_set(graph, workers, args)
     explained = explanation_time(partdir, args)
     wall, cpu = explained["seconds"], explained["cpu_seconds"]
-    print(f"{args.explain_graph}: {graph.num_nodes} nodes, {graph.num_edges} edges, {graph.num_features} features; "
-          f"part 0 of {workers} ({args.partition}): {explained['remote']} remote nodes in its explanation graph; "
-          f"one explanation (T_E = {explained['epochs']} epochs, hidden {args.hidden}, one thread): "
-          f"median {np.median(wall):.2f} s wall "
-          f"({min(wall):.2f}-{max(wall):.2f}), {np.median(cpu):.2f} s CPU ({min(cpu):.2f}-{max(cpu):.2f}) over "
-          f"{len(wall)} repeats (target <= 10 s)")
+    print(
+        f"{args.explain_graph}: {graph.num_nodes} nodes, {graph.num_edges} edges, {graph.num_features} features; "
+        f"part 0 of {workers} ({args.partition}): {explained['remote']} remote nodes in its explanation graph; "
+        f"one explanation (T_E = {explained['epochs']} epochs, hidden {args.hidden}, one thread): "
+        f"median {np.median(wall):.2f} s wall "
+        f"({min(wall):.2f}-{max(wall):.2f}), {np.median(cpu):.2f} s CPU ({min(cpu):.2f}-{max(cpu):.2f}) over "
+        f"{len(wall)} repeats (target <= 10 s)"
+    )
     return explained
 
 
@@ -272,11 +325,16 @@ def train_table(args) -> dict:
                         masks, seconds = make_masks(partdir, workers, args, seed, Path(tmp) / "m.jsonl")
                         mask_seconds.append(seconds)
                     for t in trainers:
-                        runs[t].append(summarise(train_run(partdir, workers, t, args, seed, Path(tmp) / "m.jsonl",
-                                                           masks)))
+                        runs[t].append(
+                            summarise(train_run(partdir, workers, t, args, seed, Path(tmp) / "m.jsonl", masks))
+                        )
                 explained = explanation_time(partdir, args) if masks is not None else None
-                results[f"{spec} x{workers}"] = {"runs": runs, "edge_cut": cut, "explanation": explained,
-                                                 "mask_job_seconds": mask_seconds}
+                results[f"{spec} x{workers}"] = {
+                    "runs": runs,
+                    "edge_cut": cut,
+                    "explanation": explained,
+                    "mask_job_seconds": mask_seconds,
+                }
                 print_runs(spec, graph, workers, args, runs, cut, explained, mask_seconds)
     return results
 
@@ -308,8 +366,11 @@ def seed_masks(pset, args, seed: int, parts=None) -> tuple[list[DGSMasks] | None
         explained = explainer.explain(explainer.model.state_dict(), 0)
         made[part] = explained.masks
         seconds.append(explained.seconds)
-        print(f"  masks of part {part} (seed {seed}): {explainer.explanation.remote.shape[0]} remote nodes, "
-              f"{explained.epochs} epochs, {explained.seconds:.1f} s", flush=True)
+        print(
+            f"  masks of part {part} (seed {seed}): {explainer.explanation.remote.shape[0]} remote nodes, "
+            f"{explained.epochs} epochs, {explained.seconds:.1f} s",
+            flush=True,
+        )
         if kept is not None:
             kept.parent.mkdir(parents=True, exist_ok=True)
             with atomic_write(kept) as handle:
@@ -329,8 +390,9 @@ def seed_masks(pset, args, seed: int, parts=None) -> tuple[list[DGSMasks] | None
     return masks, seconds
 
 
-def count_fetch(whole: SamplingGraph, trains: list[np.ndarray], trainer: str, args, seed: int,
-                masks: list[DGSMasks]) -> dict[str, float]:
+def count_fetch(
+    whole: SamplingGraph, trains: list[np.ndarray], trainer: str, args, seed: int, masks: list[DGSMasks]
+) -> dict[str, float]:
     """What ``trainer``'s workers fetch in the first ``--count-steps`` steps of a ``commgraph
     train --seed seed`` run, drawn exactly as they draw them (each worker's generator, seeds and
     sampler, DGS with ``masks`` from step 1), without training: per step, summed over workers,
@@ -366,10 +428,16 @@ def count_fetch(whole: SamplingGraph, trains: list[np.ndarray], trainer: str, ar
             activations += 4 * args.hidden * (remote + int(batch.remote_input[:destinations].sum()))
             requests += 8 * remote
             rows += remote
-    return {"feature_mb": features / counted / 1e6, "request_mb": requests / counted / 1e6,
-            "activation_mb": activations / counted / 1e6,
-            "remote_rows": rows / counted / parts, "edges": edges / counted / parts, "sample_s": seconds / counted / parts,
-            "steps": counted, "epoch_steps": steps}
+    return {
+        "feature_mb": features / counted / 1e6,
+        "request_mb": requests / counted / 1e6,
+        "activation_mb": activations / counted / 1e6,
+        "remote_rows": rows / counted / parts,
+        "edges": edges / counted / parts,
+        "sample_s": seconds / counted / parts,
+        "steps": counted,
+        "epoch_steps": steps,
+    }
 
 
 def count_table(args) -> dict:
@@ -380,8 +448,12 @@ def count_table(args) -> dict:
     results = {}
     for spec in args.train_graphs:
         graph = load_graph(spec)
-        about = {"nodes": graph.num_nodes, "edges": graph.num_edges, "features": graph.num_features,
-                 "classes": graph.num_classes}
+        about = {
+            "nodes": graph.num_nodes,
+            "edges": graph.num_edges,
+            "features": graph.num_features,
+            "classes": graph.num_classes,
+        }
         for workers in (int(w) for w in args.workers.split(",")):
             partdir, cut = partition_set(graph, workers, args)
             pset = load_partition_set(partdir)
@@ -389,9 +461,10 @@ def count_table(args) -> dict:
                 seed_masks(pset, args, args.masks_seed, [int(k) for k in args.mask_parts.split(",")])
                 continue
             whole = SamplingGraph.from_partition(pset, 0)
-            trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)]
-                      for k in range(workers)]
-            model = GNN("sage", about["features"], args.hidden, about["classes"], layers=len(parse_fanouts(args.fanout)))
+            trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)] for k in range(workers)]
+            model = GNN(
+                "sage", about["features"], args.hidden, about["classes"], layers=len(parse_fanouts(args.fanout))
+            )
             gradient_mb = workers * 4 * sum(p.numel() for p in model.parameters()) / 1e6
             trainers = [t for t in args.trainers.split(",") if t == "neighbor" or t in DGS_VARIANTS]
             counts: dict[str, list] = {t: [] for t in trainers}
@@ -406,10 +479,20 @@ def count_table(args) -> dict:
                 spread.append([float(np.mean(remote > 0)), *np.percentile(remote[remote > 0], [5, 50, 95]).tolist()])
                 for t in trainers:
                     counted = count_fetch(whole, trains, t, args, seed, masks)
-                    counts[t].append({**counted, "gradient_mb": gradient_mb,
-                                      "total_mb": counted["feature_mb"] + counted["request_mb"] + gradient_mb})
-            results[f"{spec} x{workers}"] = {"graph": about, "edge_cut": cut, "counts": counts,
-                                             "explain_seconds": explain_seconds, "node_prob": spread}
+                    counts[t].append(
+                        {
+                            **counted,
+                            "gradient_mb": gradient_mb,
+                            "total_mb": counted["feature_mb"] + counted["request_mb"] + gradient_mb,
+                        }
+                    )
+            results[f"{spec} x{workers}"] = {
+                "graph": about,
+                "edge_cut": cut,
+                "counts": counts,
+                "explain_seconds": explain_seconds,
+                "node_prob": spread,
+            }
             print_counts(spec, about, workers, args, cut, counts, explain_seconds, spread)
     return results
 
@@ -424,83 +507,121 @@ def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts:
         return mean_spread(values, digits)
 
     first = next(iter(counts.values()))[0]
-    print(f"{spec}: {about['nodes']} nodes, {about['edges']} edges (mean degree {about['edges'] / about['nodes']:.1f}), "
-          f"{about['features']} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; batch "
-          f"{args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; offline count (no training) of the first "
-          f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; DGS with "
-          + ("uniform masks (no node preferred)" if args.uniform_masks else
-             f"the explainer's masks of {'each seed' if args.masks_seed is None else f'seed {args.masks_seed}'}'s "
-             "initial model") + f"; mean (min-max) of {args.seeds} seed(s); MB per step, all workers")
+    print(
+        f"{spec}: {about['nodes']} nodes, {about['edges']} edges (mean degree {about['edges'] / about['nodes']:.1f}), "
+        f"{about['features']} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; batch "
+        f"{args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; offline count (no training) of the first "
+        f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; DGS with "
+        + (
+            "uniform masks (no node preferred)"
+            if args.uniform_masks
+            else f"the explainer's masks of {'each seed' if args.masks_seed is None else f'seed {args.masks_seed}'}'s "
+            "initial model"
+        )
+        + f"; mean (min-max) of {args.seeds} seed(s); MB per step, all workers"
+    )
     p = np.array(spread)
-    print(f"  part 0's node mask on remote nodes: {p[:, 0].mean():.1%} non-zero; 5th/50th/95th percentile "
-          f"{p[:, 1].mean():.3f}/{p[:, 2].mean():.3f}/{p[:, 3].mean():.3f}"
-          + (f"; explanations {fmt(explain_seconds)} s each (one thread)" if explain_seconds else ""))
+    print(
+        f"  part 0's node mask on remote nodes: {p[:, 0].mean():.1%} non-zero; 5th/50th/95th percentile "
+        f"{p[:, 1].mean():.3f}/{p[:, 2].mean():.3f}/{p[:, 3].mean():.3f}"
+        + (f"; explanations {fmt(explain_seconds)} s each (one thread)" if explain_seconds else "")
+    )
     remote = about["nodes"] * (1 - 1 / workers)  # a part's remote nodes, on average
-    print(f"  {'':11s} {'features':>22s} {'requests':>9s} {'gradients':>9s} {'total':>22s} {'remote rows/worker':>26s} "
-          f"{'of remote':>9s} {'edges/worker':>12s} {'sample ms':>9s}")
+    print(
+        f"  {'':11s} {'features':>22s} {'requests':>9s} {'gradients':>9s} {'total':>22s} {'remote rows/worker':>26s} "
+        f"{'of remote':>9s} {'edges/worker':>12s} {'sample ms':>9s}"
+    )
     for name, rows in counts.items():
         col = {k: [r[k] for r in rows] for k in rows[0]}
-        print(f"  {name:11s} {fmt(col['feature_mb']):>22s} {np.mean(col['request_mb']):9.2f} "
-              f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s} "
-              f"{np.mean(col['remote_rows']) / remote:9.1%} {np.mean(col['edges']):12.0f} "
-              f"{np.mean(col['sample_s']) * 1e3:9.0f}")
-    print(f"  with --first-layer owner (hidden {args.hidden}): activations = gradient rows MB per step; feature "
-          f"bytes per step shipped / owner's activations; total with owner (incl. both ways and the all-reduce)")
+        print(
+            f"  {name:11s} {fmt(col['feature_mb']):>22s} {np.mean(col['request_mb']):9.2f} "
+            f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s} "
+            f"{np.mean(col['remote_rows']) / remote:9.1%} {np.mean(col['edges']):12.0f} "
+            f"{np.mean(col['sample_s']) * 1e3:9.0f}"
+        )
+    print(
+        f"  with --first-layer owner (hidden {args.hidden}): activations = gradient rows MB per step; feature "
+        f"bytes per step shipped / owner's activations; total with owner (incl. both ways and the all-reduce)"
+    )
     for name, rows in counts.items():
         act = [r["activation_mb"] for r in rows]
         owner_total = [r["activation_mb"] * 2 + r["request_mb"] + r["gradient_mb"] for r in rows]
-        print(f"  {name:11s} {fmt(act, 2):>22s} {np.mean([r['feature_mb'] / r['activation_mb'] for r in rows]):8.1f}x "
-              f"{fmt(owner_total, 2):>22s} ({np.mean([r['total_mb'] / t for r, t in zip(rows, owner_total)]):.1f}x "
-              f"fewer total bytes)")
+        print(
+            f"  {name:11s} {fmt(act, 2):>22s} {np.mean([r['feature_mb'] / r['activation_mb'] for r in rows]):8.1f}x "
+            f"{fmt(owner_total, 2):>22s} ({np.mean([r['total_mb'] / t for r, t in zip(rows, owner_total)]):.1f}x "
+            f"fewer total bytes)"
+        )
     base = counts.get("neighbor")
     for name in (n for n in DGS_VARIANTS if n in counts and base):
         saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(counts[name], base)]
         rows = [1 - d["remote_rows"] / n["remote_rows"] for d, n in zip(counts[name], base)]
-        print(f"  {name} vs neighbor (per seed): total bytes {np.mean(saved):+.1%} fewer ({min(saved):+.1%} to "
-              f"{max(saved):+.1%}; target for dgs >= 24%), remote rows {np.mean(rows):+.1%} fewer")
+        print(
+            f"  {name} vs neighbor (per seed): total bytes {np.mean(saved):+.1%} fewer ({min(saved):+.1%} to "
+            f"{max(saved):+.1%}; target for dgs >= 24%), remote rows {np.mean(rows):+.1%} fewer"
+        )
 
 
 def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, explained, mask_seconds) -> None:
     fmt = mean_spread
-    print(f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} edges "
-          f"(mean degree {graph.num_edges / graph.num_nodes:.1f}), "
-          f"{graph.num_features} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; "
-          f"{args.epochs} epochs, batch {args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; "
-          + (f"DGS masks from the project's explainer after {args.mask_epochs} epoch(s)" if args.masks_dir is None else
-             f"DGS masks from the project's explainer on seed "
-             f"{args.masks_seed if args.masks_seed is not None else 'S'}'s initial model (--masks-dir)") + ", in use from step 1; "
-          + (f"at most {args.steps_per_epoch} steps per epoch; " if args.steps_per_epoch else "") +
-          f"mean (min-max) of {args.seeds} seeds; MB per epoch, all workers")
-    print(f"  {'':11s} {'features':>20s} {'requests':>9s} {'gradients':>9s} {'total':>20s} {'sync':>7s} {'halo':>8s} "
-          f"{'steps':>5s} {'epoch ms':>22s} {'test acc':>20s} {'masked':>6s}")
+    print(
+        f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} edges "
+        f"(mean degree {graph.num_edges / graph.num_nodes:.1f}), "
+        f"{graph.num_features} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; "
+        f"{args.epochs} epochs, batch {args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; "
+        + (
+            f"DGS masks from the project's explainer after {args.mask_epochs} epoch(s)"
+            if args.masks_dir is None
+            else f"DGS masks from the project's explainer on seed "
+            f"{args.masks_seed if args.masks_seed is not None else 'S'}'s initial model (--masks-dir)"
+        )
+        + ", in use from step 1; "
+        + (f"at most {args.steps_per_epoch} steps per epoch; " if args.steps_per_epoch else "")
+        + f"mean (min-max) of {args.seeds} seeds; MB per epoch, all workers"
+    )
+    print(
+        f"  {'':11s} {'features':>20s} {'requests':>9s} {'gradients':>9s} {'total':>20s} {'sync':>7s} {'halo':>8s} "
+        f"{'steps':>5s} {'epoch ms':>22s} {'test acc':>20s} {'masked':>6s}"
+    )
     for name, rows in runs.items():
         col = {k: [r[k] for r in rows] for k in rows[0]}
         masked = "" if np.isnan(col["masked_share"][0]) else f"{min(col['masked_share']):.0%}"
-        print(f"  {name:11s} {fmt(col['feature_mb']):>20s} {np.mean(col['request_mb']):9.3f} "
-              f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>20s} {np.mean(col['sync_mb']):7.3f} "
-              f"{np.mean(col['halo_mb']):8.3f} {col['steps'][0]:5d} {fmt([s * 1e3 for s in col['epoch_s']], 1):>22s} "
-              f"{fmt(col['test_acc']):>20s} {masked:>6s}")
+        print(
+            f"  {name:11s} {fmt(col['feature_mb']):>20s} {np.mean(col['request_mb']):9.3f} "
+            f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>20s} {np.mean(col['sync_mb']):7.3f} "
+            f"{np.mean(col['halo_mb']):8.3f} {col['steps'][0]:5d} {fmt([s * 1e3 for s in col['epoch_s']], 1):>22s} "
+            f"{fmt(col['test_acc']):>20s} {masked:>6s}"
+        )
     base = runs.get("neighbor")
     for name in (n for n in DGS_VARIANTS if n in runs and base):
         saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(runs[name], base)]
         feat = [1 - d["feature_mb"] / n["feature_mb"] for d, n in zip(runs[name], base) if n["feature_mb"]]
         speed = [n["epoch_s"] / d["epoch_s"] for d, n in zip(runs[name], base)]
         acc = [(d["test_acc"] - n["test_acc"]) * 100 for d, n in zip(runs[name], base)]
-        print(f"  {name} vs neighbor (per seed): total bytes {np.mean(saved):+.1%} fewer ({min(saved):+.1%} to "
-              f"{max(saved):+.1%}; target for dgs >= 24%), feature bytes {np.mean(feat):+.1%} fewer; epoch speed-up "
-              f"{np.mean(speed):.2f}x ({min(speed):.2f}-{max(speed):.2f}); test accuracy {np.mean(acc):+.2f} points "
-              f"({min(acc):+.2f} to {max(acc):+.2f}; target within 0.5)")
+        print(
+            f"  {name} vs neighbor (per seed): total bytes {np.mean(saved):+.1%} fewer ({min(saved):+.1%} to "
+            f"{max(saved):+.1%}; target for dgs >= 24%), feature bytes {np.mean(feat):+.1%} fewer; epoch speed-up "
+            f"{np.mean(speed):.2f}x ({min(speed):.2f}-{max(speed):.2f}); test accuracy {np.mean(acc):+.2f} points "
+            f"({min(acc):+.2f} to {max(acc):+.2f}; target within 0.5)"
+        )
     if explained is not None:
         wall = explained["seconds"]
-        print(f"  one explanation of part 0 ({explained['remote']} remote nodes, {explained['epochs']} epochs = T_E, one "
-              f"thread): {fmt(wall, 2)} s wall, {fmt(explained['cpu_seconds'], 2)} s CPU over {len(wall)} repeats"
-              + (f"; mask-making jobs ({args.mask_epochs} epoch(s) + the explanation on every worker): "
-                 f"{fmt(mask_seconds, 1)} s" if mask_seconds else ""))
+        print(
+            f"  one explanation of part 0 ({explained['remote']} remote nodes, {explained['epochs']} epochs = T_E, one "
+            f"thread): {fmt(wall, 2)} s wall, {fmt(explained['cpu_seconds'], 2)} s CPU over {len(wall)} repeats"
+            + (
+                f"; mask-making jobs ({args.mask_epochs} epoch(s) + the explanation on every worker): "
+                f"{fmt(mask_seconds, 1)} s"
+                if mask_seconds
+                else ""
+            )
+        )
         if base:
             step = np.mean([n["epoch_s"] / n["steps"] for n in base])
-            print(f"  T_ex = {args.explain_period} neighbor steps take {step * args.explain_period:.2f} s: an online "
-                  f"explainer keeping up needs {np.mean(explained['cpu_seconds']) / (step * args.explain_period):.2f} "
-                  f"cores per worker, {workers} worker(s) on {os.cpu_count()} cores here")
+            print(
+                f"  T_ex = {args.explain_period} neighbor steps take {step * args.explain_period:.2f} s: an online "
+                f"explainer keeping up needs {np.mean(explained['cpu_seconds']) / (step * args.explain_period):.2f} "
+                f"cores per worker, {workers} worker(s) on {os.cpu_count()} cores here"
+            )
 
 
 def speed_table(args, fanouts: list[int]) -> dict:
@@ -511,12 +632,18 @@ def speed_table(args, fanouts: list[int]) -> dict:
     dgs = DGSSampler(sampling, fanouts, rule="split")  # one part: every node local, which keep-local would keep whole
     dgs.set_masks(DGSMasks(np.ones(graph.num_nodes), np.ones(graph.num_features)))
     sizes = [args.layer_size] * len(fanouts)
-    samplers = {"neighbor": neighbor, "dgs": dgs, "fastgcn": FastGCNSampler(sampling, sizes),
-                "ladies": LADIESSampler(sampling, sizes)}
+    samplers = {
+        "neighbor": neighbor,
+        "dgs": dgs,
+        "fastgcn": FastGCNSampler(sampling, sizes),
+        "ladies": LADIESSampler(sampling, sizes),
+    }
     warm = batches_of(train, args.batch_size, 1, 99)
     for sampler in samplers.values():  # compile the kernels
         time_sampler(sampler, warm, 0)
-    rows: dict[str, list[float]] = {name: [] for name in [*samplers, "numpy", "edges/s", "numpy edges/s", "step", "share"]}
+    rows: dict[str, list[float]] = {
+        name: [] for name in [*samplers, "numpy", "edges/s", "numpy edges/s", "step", "share"]
+    }
     for repeat in range(args.repeats):
         batches = batches_of(train, args.batch_size, args.batches, repeat)
         start = time.perf_counter()
@@ -537,15 +664,21 @@ def speed_table(args, fanouts: list[int]) -> dict:
         med = np.median(values) * scale
         return f"{med:.{digits}f} ({min(values) * scale:.{digits}f}-{max(values) * scale:.{digits}f})"
 
-    print(f"{graph.name}: {graph.num_nodes} nodes, {graph.num_edges} edges; batch {args.batch_size}, "
-          f"fanout {args.fanout}, {args.batches} batches x {args.repeats} repeats, torch threads {args.threads}")
-    print(f"neighbor sampling: {fmt(rows['edges/s'], 1e-6)} M sampled edges/s on one core; "
-          f"numpy baseline {fmt(rows['numpy edges/s'], 1e-6)} M/s; "
-          f"speed-up {np.median(rows['edges/s']) / np.median(rows['numpy edges/s']):.2f}x")
+    print(
+        f"{graph.name}: {graph.num_nodes} nodes, {graph.num_edges} edges; batch {args.batch_size}, "
+        f"fanout {args.fanout}, {args.batches} batches x {args.repeats} repeats, torch threads {args.threads}"
+    )
+    print(
+        f"neighbor sampling: {fmt(rows['edges/s'], 1e-6)} M sampled edges/s on one core; "
+        f"numpy baseline {fmt(rows['numpy edges/s'], 1e-6)} M/s; "
+        f"speed-up {np.median(rows['edges/s']) / np.median(rows['numpy edges/s']):.2f}x"
+    )
     for name in [*samplers, "numpy"]:
         print(f"  {name:9s} {fmt(rows[name], 1e3)} ms per batch")
-    print(f"GraphSAGE step (hidden {args.hidden}) on a neighbor batch: {fmt(rows['step'], 1e3)} ms; "
-          f"sampling's share of sample + step: {fmt(rows['share'], 100, 1)} % (target <= 20%)")
+    print(
+        f"GraphSAGE step (hidden {args.hidden}) on a neighbor batch: {fmt(rows['step'], 1e3)} ms; "
+        f"sampling's share of sample + step: {fmt(rows['share'], 100, 1)} % (target <= 20%)"
+    )
     return rows
 
 
@@ -560,8 +693,11 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for the training step")
     parser.add_argument("--train-graphs", nargs="*", default=[], help="graphs to train on with every trainer")
-    parser.add_argument("--trainers", default="neighbor,dgs-node,dgs-feature,dgs",
-                        help=f"of {','.join(TRAINERS)}: full-graph training, the samplers, and DGS's Table 3.3 rows")
+    parser.add_argument(
+        "--trainers",
+        default="neighbor,dgs-node,dgs-feature,dgs",
+        help=f"of {','.join(TRAINERS)}: full-graph training, the samplers, and DGS's Table 3.3 rows",
+    )
     parser.add_argument("--partition", default="metis", help="partitioner of the training runs")
     parser.add_argument("--mask-epochs", type=int, default=1, help="epochs trained before the masks are explained")
     parser.add_argument("--explain-repeats", type=int, default=3, help="timed explanations of part 0")
@@ -569,20 +705,37 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the training runs")
     parser.add_argument("--first-seed", type=int, default=0, help="the first of the --seeds seeds")
     parser.add_argument("--epochs", type=int, default=40, help="epochs of the training runs")
-    parser.add_argument("--steps-per-epoch", type=int,
-                        help="cap on the training runs' steps per epoch (commgraph train --steps-per-epoch)")
-    parser.add_argument("--count-steps", type=int,
-                        help="instead of training on --train-graphs, count the bytes of the first N steps offline")
-    parser.add_argument("--masks-dir", help="DGS's masks made part after part in this process (the explainer on each "
-                        "seed's initial model), kept here and reused; without it training runs use a mask job")
-    parser.add_argument("--masks-seed", type=int,
-                        help="with --masks-dir: every seed samples with this seed's masks (default: its own)")
-    parser.add_argument("--uniform-masks", action="store_true",
-                        help="--count-steps: DGS with masks that prefer nothing, to tell its rule from its masks")
-    parser.add_argument("--mask-parts", metavar="K,K",
-                        help="--count-steps: only explain these parts (seed --masks-seed) into --masks-dir, no count")
-    parser.add_argument("--explain-period", type=int, default=30,
-                        help="DGS's T_ex, against which one explanation's time is set")
+    parser.add_argument(
+        "--steps-per-epoch",
+        type=int,
+        help="cap on the training runs' steps per epoch (commgraph train --steps-per-epoch)",
+    )
+    parser.add_argument(
+        "--count-steps",
+        type=int,
+        help="instead of training on --train-graphs, count the bytes of the first N steps offline",
+    )
+    parser.add_argument(
+        "--masks-dir",
+        help="DGS's masks made part after part in this process (the explainer on each "
+        "seed's initial model), kept here and reused; without it training runs use a mask job",
+    )
+    parser.add_argument(
+        "--masks-seed", type=int, help="with --masks-dir: every seed samples with this seed's masks (default: its own)"
+    )
+    parser.add_argument(
+        "--uniform-masks",
+        action="store_true",
+        help="--count-steps: DGS with masks that prefer nothing, to tell its rule from its masks",
+    )
+    parser.add_argument(
+        "--mask-parts",
+        metavar="K,K",
+        help="--count-steps: only explain these parts (seed --masks-seed) into --masks-dir, no count",
+    )
+    parser.add_argument(
+        "--explain-period", type=int, default=30, help="DGS's T_ex, against which one explanation's time is set"
+    )
     parser.add_argument("--explain-graph", help="time one explanation of part 0 of this graph (--workers parts)")
     parser.add_argument("--skip-speed", action="store_true", help="only the training runs")
     parser.add_argument("--json", help="also write the figures here")

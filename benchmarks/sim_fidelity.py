@@ -78,6 +78,7 @@ ALLREDUCE_EXECUTORS = {"native": _native, "ring": _scheduled("ring"), "tree": _s
 
 # -- every rank --------------------------------------------------------------------------------------
 
+
 def worker(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     keep_freed_memory()  # as the trainer does: buffers are reused, not faulted in every call
@@ -120,30 +121,49 @@ def worker(job_path: str) -> None:
 
 # -- the parent: calibrate, partition, launch, price -----------------------------------------------
 
+
 def partitions(workers: int, folder: Path) -> dict[str, str]:
     result = {}
     for name, spec in GRAPHS.items():
         graph = load_graph(spec)
         assignment, _ = partition_graph(graph, workers, "g3", 0)
         path = folder / f"{name}-{workers}"
-        write_partition_set(graph, assignment, workers, path, method="g3", seed=0, seconds=0.0,
-                            metrics=partition_metrics(graph, assignment, workers))
+        write_partition_set(
+            graph,
+            assignment,
+            workers,
+            path,
+            method="g3",
+            seed=0,
+            seconds=0.0,
+            metrics=partition_metrics(graph, assignment, workers),
+        )
         result[name] = str(path)
     return result
 
 
 def links_only(topology: Topology) -> Topology:
     """The calibrated topology without per-message overheads and copy rates: bandwidth and latency."""
-    return Topology(f"{topology.name}-links-only", [replace(d, copy_gbps=None) for d in topology.devices],
-                    [replace(link, overhead_us=0.0) for link in topology.links])
+    return Topology(
+        f"{topology.name}-links-only",
+        [replace(d, copy_gbps=None) for d in topology.devices],
+        [replace(link, overhead_us=0.0) for link in topology.links],
+    )
 
 
 def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[dict]:
     topology_path = folder / f"calibrated-{workers}.yaml"
     write_yaml(calibrated, topology_path)
-    job = {"partitions": partitions(workers, folder), "topology": str(topology_path), "width": args.width,
-           "repeats": args.repeats, "allreduce_bytes": args.allreduce_bytes, "executors": list(ALLREDUCE_EXECUTORS),
-           "timeout": 300, "out": str(folder / f"measured-{workers}.json")}
+    job = {
+        "partitions": partitions(workers, folder),
+        "topology": str(topology_path),
+        "width": args.width,
+        "repeats": args.repeats,
+        "allreduce_bytes": args.allreduce_bytes,
+        "executors": list(ALLREDUCE_EXECUTORS),
+        "timeout": 300,
+        "out": str(folder / f"measured-{workers}.json"),
+    }
     (folder / "job.json").write_text(json.dumps(job))
     here = str(Path(__file__).resolve().parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
@@ -151,8 +171,11 @@ def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[
         raise SystemExit(f"the {workers}-worker measurement failed")
     measured = json.loads(Path(job["out"]).read_text())
     psets = {name: load_partition_set(path) for name, path in job["partitions"].items()}
-    models = {"preset": load_preset(f"localhost-cpu:{workers}"), "no_overhead": links_only(calibrated),
-              "calibrated": calibrated}
+    models = {
+        "preset": load_preset(f"localhost-cpu:{workers}"),
+        "no_overhead": links_only(calibrated),
+        "calibrated": calibrated,
+    }
     rows = []
     for case in measured:
         predicted = {}
@@ -169,28 +192,43 @@ def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[
                 moved = plan.total_bytes
             predicted[label] = price(plan, topology)["modeled_seconds"]
         times = np.array(case["times"])
-        rows.append({"case": case["graph"], "planner": case["planner"], "workers": workers, "bytes": moved,
-                     "measured": float(np.median(times)), "low": float(times.min()), "high": float(times.max()),
-                     **predicted})
+        rows.append(
+            {
+                "case": case["graph"],
+                "planner": case["planner"],
+                "workers": workers,
+                "bytes": moved,
+                "measured": float(np.median(times)),
+                "low": float(times.min()),
+                "high": float(times.max()),
+                **predicted,
+            }
+        )
     return rows
 
 
 def print_table(rows: list[dict]) -> None:
-    print("\n| case | plan | workers | MB | measured ms (spread) | preset ms (ratio) | bw+latency ms (ratio) "
-          "| calibrated ms (ratio) | within +-25% |")
+    print(
+        "\n| case | plan | workers | MB | measured ms (spread) | preset ms (ratio) | bw+latency ms (ratio) "
+        "| calibrated ms (ratio) | within +-25% |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ratios = {k: r[k] / r["measured"] for k in ("preset", "no_overhead", "calibrated")}
         counted = r["bytes"] >= MIN_BYTES
         verdict = ("yes" if abs(ratios["calibrated"] - 1) <= TARGET else "**no**") if counted else "(< 1 MB)"
-        print(f"| {r['case']} | {r['planner']} | {r['workers']} | {r['bytes'] / 1e6:.2f} | "
-              f"{r['measured'] * 1e3:.2f} ({r['low'] * 1e3:.2f}-{r['high'] * 1e3:.2f}) | "
-              + " | ".join(f"{r[k] * 1e3:.2f} ({ratios[k]:.2f})" for k in ("preset", "no_overhead", "calibrated"))
-              + f" | {verdict} |")
+        print(
+            f"| {r['case']} | {r['planner']} | {r['workers']} | {r['bytes'] / 1e6:.2f} | "
+            f"{r['measured'] * 1e3:.2f} ({r['low'] * 1e3:.2f}-{r['high'] * 1e3:.2f}) | "
+            + " | ".join(f"{r[k] * 1e3:.2f} ({ratios[k]:.2f})" for k in ("preset", "no_overhead", "calibrated"))
+            + f" | {verdict} |"
+        )
     counted = [r for r in rows if r["bytes"] >= MIN_BYTES]
     hits = sum(abs(r["calibrated"] / r["measured"] - 1) <= TARGET for r in counted)
-    print(f"\n{hits}/{len(counted)} cases of 1 MB or more within +-25% on the calibrated topology "
-          f"(preset: {sum(abs(r['preset'] / r['measured'] - 1) <= TARGET for r in counted)}/{len(counted)})")
+    print(
+        f"\n{hits}/{len(counted)} cases of 1 MB or more within +-25% on the calibrated topology "
+        f"(preset: {sum(abs(r['preset'] / r['measured'] - 1) <= TARGET for r in counted)}/{len(counted)})"
+    )
 
 
 def main() -> None:

@@ -94,12 +94,32 @@ def _commgraph(*args: str) -> None:
 def commgraph_run(partdir: Path, workers: int, exchange: str, epochs: int, hidden: int, extra=()) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "m.jsonl"
-        _commgraph("train", str(partdir), "--workers", str(workers), "--model", "sage", "--hidden", str(hidden),
-                   "--epochs", str(epochs), "--exchange", exchange, "--metrics-out", str(metrics), "--quiet", *extra)
+        _commgraph(
+            "train",
+            str(partdir),
+            "--workers",
+            str(workers),
+            "--model",
+            "sage",
+            "--hidden",
+            str(hidden),
+            "--epochs",
+            str(epochs),
+            "--exchange",
+            exchange,
+            "--metrics-out",
+            str(metrics),
+            "--quiet",
+            *extra,
+        )
         records = [json.loads(line) for line in metrics.read_text().splitlines()]
-    return {"seconds": median_tail([r["epoch_seconds"] for r in records]), "comm_bytes": records[-1]["comm_bytes"],
-            "wait": median_tail([r["comm_wait_seconds"] for r in records]), "test_acc": records[-1]["test_acc"],
-            "plan": records[-1]["plan"]}
+    return {
+        "seconds": median_tail([r["epoch_seconds"] for r in records]),
+        "comm_bytes": records[-1]["comm_bytes"],
+        "wait": median_tail([r["comm_wait_seconds"] for r in records]),
+        "test_acc": records[-1]["test_acc"],
+        "plan": records[-1]["plan"],
+    }
 
 
 def two_at_once(partdir: Path, epochs: int, hidden: int, extra=()) -> dict:
@@ -108,23 +128,48 @@ def two_at_once(partdir: Path, epochs: int, hidden: int, extra=()) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         jobs, files = [], [Path(tmp) / f"m{k}.jsonl" for k in range(2)]
         for metrics in files:
-            jobs.append(subprocess.Popen(
-                [sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", "1", "--threads", "1",
-                 "--model", "sage", "--hidden", str(hidden), "--epochs", str(epochs), "--metrics-out", str(metrics),
-                 "--quiet", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            jobs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "commgraph",
+                        "train",
+                        str(partdir),
+                        "--workers",
+                        "1",
+                        "--threads",
+                        "1",
+                        "--model",
+                        "sage",
+                        "--hidden",
+                        str(hidden),
+                        "--epochs",
+                        str(epochs),
+                        "--metrics-out",
+                        str(metrics),
+                        "--quiet",
+                        *extra,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         for job in jobs:
             if job.wait():
                 raise SystemExit(f"a 1-worker job failed:\n{job.stderr.read()}")
-        steps = [median_tail([json.loads(line)["epoch_seconds"] for line in f.read_text().splitlines()])
-                 for f in files]
+        steps = [median_tail([json.loads(line)["epoch_seconds"] for line in f.read_text().splitlines()]) for f in files]
     return {"seconds": float(np.mean(steps))}
 
 
 def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: str) -> None:
     graph = load_graph(spec)
-    print(f"{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.features.shape[1]} features; "
-          f"GraphSAGE 2 layers, hidden {hidden}; {os.cpu_count()} cores"
-          + (f", {torch.cuda.get_device_name()}" if device == "cuda" else ""))
+    print(
+        f"{graph.name}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {graph.features.shape[1]} features; "
+        f"GraphSAGE 2 layers, hidden {hidden}; {os.cpu_count()} cores"
+        + (f", {torch.cuda.get_device_name()}" if device == "cuda" else "")
+    )
     gpu = device == "cuda"
     two = not gpu or torch.cuda.device_count() >= 2
     if not two:
@@ -133,17 +178,27 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: 
     for parts, method in ((1, "chunk"), (2, "g3")):
         assignment, _ = partition_graph(graph, parts, method, 0)
         metrics = partition_metrics(graph, assignment, parts)
-        sets[parts] = write_partition_set(graph, assignment, parts, root / f"k{parts}", method=method, seed=0,
-                                          seconds=0.0, metrics=metrics).path
+        sets[parts] = write_partition_set(
+            graph, assignment, parts, root / f"k{parts}", method=method, seed=0, seconds=0.0, metrics=metrics
+        ).path
         if parts > 1:
             print(f"2 parts (g3): total remote {metrics['total_remote']:,} nodes")
     del graph
     threads = os.cpu_count() or 1
 
     def pyg_run(sparse: bool, keep: bool = True) -> dict:
-        out = subprocess.run([sys.executable, "-c", PYG.format(threads=threads, spec=spec, hidden=hidden, epochs=epochs,
-                                                               sparse=sparse, keep=keep, device=device)],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                PYG.format(
+                    threads=threads, spec=spec, hidden=hidden, epochs=epochs, sparse=sparse, keep=keep, device=device
+                ),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         return {"seconds": median_tail(json.loads(out.strip().splitlines()[-1]))}
 
     on = ("--device", device)
@@ -154,66 +209,95 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: 
     }
     if not gpu:
         configurations["PyG, sparse, default allocator"] = lambda: pyg_run(True, keep=False)
-        configurations["commgraph, 1 worker, 1 thread"] = lambda: commgraph_run(sets[1], 1, "pipelined", epochs,
-                                                                                hidden, (*on, "--threads", "1"))
+        configurations["commgraph, 1 worker, 1 thread"] = lambda: commgraph_run(
+            sets[1], 1, "pipelined", epochs, hidden, (*on, "--threads", "1")
+        )
         configurations["two such jobs at once"] = lambda: two_at_once(sets[1], epochs, hidden, on)
     if two:
-        configurations.update({f"commgraph, 2 workers, {how}": (lambda how=how: commgraph_run(sets[2], 2, how, epochs,
-                                                                                              hidden, on))
-                               for how in ("pipelined", "barrier", "replicate")})
+        configurations.update(
+            {
+                f"commgraph, 2 workers, {how}": (lambda how=how: commgraph_run(sets[2], 2, how, epochs, hidden, on))
+                for how in ("pipelined", "barrier", "replicate")
+            }
+        )
         configurations["commgraph, 2 workers, --plan p2p"] = lambda: commgraph_run(
-            sets[2], 2, "pipelined", epochs, hidden, (*on, "--plan", "p2p"))
+            sets[2], 2, "pipelined", epochs, hidden, (*on, "--plan", "p2p")
+        )
     # every configuration once per round, rounds interleaved: a burst of load from the machine's
     # neighbours then spoils one round of one configuration, and the spread shows it
     rounds_of: dict[str, list[dict]] = {name: [] for name in configurations}
     for _ in range(rounds):
         for name, run in configurations.items():
             rounds_of[name].append(run())
-    measured = {name: {**min(runs, key=lambda r: r["seconds"]),
-                       "seconds": float(np.median([r["seconds"] for r in runs])),
-                       "spread": (min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)),
-                       "wait": float(np.median([r.get("wait", 0.0) for r in runs]))}
-                for name, runs in rounds_of.items()}
-    pyg = {False: measured["PyG, 1 process, edge_index"]["seconds"],
-           True: measured["PyG, 1 process, sparse adj_t"]["seconds"]}
+    measured = {
+        name: {
+            **min(runs, key=lambda r: r["seconds"]),
+            "seconds": float(np.median([r["seconds"] for r in runs])),
+            "spread": (min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)),
+            "wait": float(np.median([r.get("wait", 0.0) for r in runs])),
+        }
+        for name, runs in rounds_of.items()
+    }
+    pyg = {
+        False: measured["PyG, 1 process, edge_index"]["seconds"],
+        True: measured["PyG, 1 process, sparse adj_t"]["seconds"],
+    }
     one = measured["commgraph, 1 worker"]["seconds"]
     print(f"{'configuration':<34} {'epoch s':>8} {'(min-max)':>17} {'ratio':>22}")
     print(f"{'PyG, 1 process, edge_index':<34} {pyg[False]:8.4f} {_spread(measured['PyG, 1 process, edge_index'])}")
     print(f"{'PyG, 1 process, sparse adj_t':<34} {pyg[True]:8.4f} {_spread(measured['PyG, 1 process, sparse adj_t'])}")
     if not gpu:
         default = measured["PyG, sparse, default allocator"]["seconds"]
-        print(f"{'PyG, sparse, default allocator':<34} {default:8.4f} "
-              f"{_spread(measured['PyG, sparse, default allocator'])} {default / pyg[True]:8.3f}x slower than with "
-              "keep_freed_memory")
-    print(f"{'commgraph, 1 worker':<34} {one:8.4f} {_spread(measured['commgraph, 1 worker'])} "
-          f"{one / min(pyg.values()):8.3f}x the faster PyG (<= 1.1)")
+        print(
+            f"{'PyG, sparse, default allocator':<34} {default:8.4f} "
+            f"{_spread(measured['PyG, sparse, default allocator'])} {default / pyg[True]:8.3f}x slower than with "
+            "keep_freed_memory"
+        )
+    print(
+        f"{'commgraph, 1 worker':<34} {one:8.4f} {_spread(measured['commgraph, 1 worker'])} "
+        f"{one / min(pyg.values()):8.3f}x the faster PyG (<= 1.1)"
+    )
     if not gpu:
         alone = measured["commgraph, 1 worker, 1 thread"]["seconds"]
-        print(f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.4f} {_spread(measured['commgraph, 1 worker, 1 thread'])} "
-              f"{one / alone:8.3f}x of 1 worker: what the 2nd core "
-              "gives it")
+        print(
+            f"{'commgraph, 1 worker, 1 thread':<34} {alone:8.4f} {_spread(measured['commgraph, 1 worker, 1 thread'])} "
+            f"{one / alone:8.3f}x of 1 worker: what the 2nd core "
+            "gives it"
+        )
     if not two:
         return
     results = {how: measured[f"commgraph, 2 workers, {how}"] for how in ("pipelined", "barrier", "replicate")}
     for how, r in results.items():
-        note = "(>= 1.6)" if how == "pipelined" else f"pipelined {r['seconds'] / results['pipelined']['seconds']:.3f}x faster"
-        print(f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.4f} {_spread(r)} {one / r['seconds']:8.3f}x "
-              f"speed-up {note}   {r['comm_bytes'] / 1e6:.1f} MB/epoch, waiting {r['wait'] / r['seconds']:.1%} of "
-              "the step")
+        note = (
+            "(>= 1.6)"
+            if how == "pipelined"
+            else f"pipelined {r['seconds'] / results['pipelined']['seconds']:.3f}x faster"
+        )
+        print(
+            f"{'commgraph, 2 workers, ' + how:<34} {r['seconds']:8.4f} {_spread(r)} {one / r['seconds']:8.3f}x "
+            f"speed-up {note}   {r['comm_bytes'] / 1e6:.1f} MB/epoch, waiting {r['wait'] / r['seconds']:.1%} of "
+            "the step"
+        )
     p2p, auto = measured["commgraph, 2 workers, --plan p2p"], results["pipelined"]
-    print(f"{'commgraph, 2 workers, --plan p2p':<34} {p2p['seconds']:8.4f} {_spread(p2p)} --plan auto "
-          f"({auto['plan']}) takes {auto['seconds'] / p2p['seconds']:.3f}x its step (<= 1.02)")
+    print(
+        f"{'commgraph, 2 workers, --plan p2p':<34} {p2p['seconds']:8.4f} {_spread(p2p)} --plan auto "
+        f"({auto['plan']}) takes {auto['seconds'] / p2p['seconds']:.3f}x its step (<= 1.02)"
+    )
     if not gpu:
         pair = measured["two such jobs at once"]["seconds"]
         split = results["pipelined"]
-        print(f"scaling of the split itself: 2 workers (1 thread each) vs 1 worker with 1 thread: "
-              f"{alone / split['seconds']:.3f}x")
-        print(f"the machine's own ceiling: two independent 1-thread jobs at once each step in {pair:.4f} s, "
-              f"{pair / alone:.3f}x their time alone, so two busy processes do at most {2 * alone / pair:.3f}x the "
-              f"work of one; the split waits {split['wait']:.4f} s a step on messages "
-              f"({split['wait'] / split['seconds']:.1%}); half the work at the pair's speed would take "
-              f"{pair / 2:.4f} s, the rest of the step ({split['seconds'] - split['wait'] - pair / 2:.4f} s) is work "
-              "the split adds (halo rows, copies, sends) and imbalance")
+        print(
+            f"scaling of the split itself: 2 workers (1 thread each) vs 1 worker with 1 thread: "
+            f"{alone / split['seconds']:.3f}x"
+        )
+        print(
+            f"the machine's own ceiling: two independent 1-thread jobs at once each step in {pair:.4f} s, "
+            f"{pair / alone:.3f}x their time alone, so two busy processes do at most {2 * alone / pair:.3f}x the "
+            f"work of one; the split waits {split['wait']:.4f} s a step on messages "
+            f"({split['wait'] / split['seconds']:.1%}); half the work at the pair's speed would take "
+            f"{pair / 2:.4f} s, the rest of the step ({split['seconds'] - split['wait'] - pair / 2:.4f} s) is work "
+            "the split adds (halo rows, copies, sends) and imbalance"
+        )
 
 
 def _spread(result: dict) -> str:
@@ -226,8 +310,19 @@ def accuracy() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (1, 2, 4):
             metrics = Path(tmp) / f"cora{workers}.jsonl"
-            _commgraph("train", "cora", "--workers", str(workers), "--epochs", "200", "--metrics-out", str(metrics),
-                       "--quiet", "--partition-dir", str(Path(tmp) / f"parts{workers}"))
+            _commgraph(
+                "train",
+                "cora",
+                "--workers",
+                str(workers),
+                "--epochs",
+                "200",
+                "--metrics-out",
+                str(metrics),
+                "--quiet",
+                "--partition-dir",
+                str(Path(tmp) / f"parts{workers}"),
+            )
             last = json.loads(metrics.read_text().splitlines()[-1])
             print(f"  {workers} worker(s): test {last['test_acc']:.3f}  (val {last['val_acc']:.3f})")
 
@@ -239,8 +334,12 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3, help="runs of each configuration (median and spread)")
     parser.add_argument("--skip-accuracy", action="store_true")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="where every configuration trains (cuda: a GPU per worker)")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where every configuration trains (cuda: a GPU per worker)",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

@@ -72,14 +72,23 @@ def main() -> None:
                 result["cases"][f"{case['name']}/{planner}/{size}"] = {"error": relative_error(t, native[size])}
             result["cases"][f"{case['name']}/{planner}/bytes"] = comm.bytes["allreduce"] - before
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
-                                    torch.nn.ReLU(), torch.nn.Linear(64, 3))
+        model = torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 3)
+        )
         want = gradients(model, GradientSync(list(model.parameters()), comm, bucket_bytes=8192), world.rank)
-        sync = GradientSync(list(model.parameters()), comm, make_allreduce("lp", topology, 4e6), devices=devices,
-                            bucket_bytes=8192, chunk_bytes=1024)
+        sync = GradientSync(
+            list(model.parameters()),
+            comm,
+            make_allreduce("lp", topology, 4e6),
+            devices=devices,
+            bucket_bytes=8192,
+            chunk_bytes=1024,
+        )
         got = gradients(model, sync, world.rank)
-        result["sync"][case["name"]] = {"buckets": len(sync.buckets),
-                                        "error": max(scaled_error(g, w) for g, w in zip(got, want))}
+        result["sync"][case["name"]] = {
+            "buckets": len(sync.buckets),
+            "error": max(scaled_error(g, w) for g, w in zip(got, want)),
+        }
     wrong = make_allreduce("lp", load_preset(f"localhost-cpu:{world.size + 1}"), 4e6)
     try:
         GradientSync(list(model.parameters()), comm, wrong)

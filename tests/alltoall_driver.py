@@ -31,18 +31,24 @@ def main() -> None:
         rng = np.random.default_rng(seed)
         counts = rng.zipf(1.6, size=(n, n)).clip(max=400) * (rng.random((n, n)) < 0.8)
         width = 3
-        rows = [torch.arange(counts[rank, j] * width, dtype=torch.float64).reshape(-1, width) + 1e6 * rank + 1e4 * j
-                for j in range(n)]
+        rows = [
+            torch.arange(counts[rank, j] * width, dtype=torch.float64).reshape(-1, width) + 1e6 * rank + 1e4 * j
+            for j in range(n)
+        ]
         data = torch.cat(rows)
         native = torch.empty(int(counts[:, rank].sum()), width, dtype=torch.float64)
-        dist.all_to_all_single(native, data, [int(c) for c in counts[:, rank]], [int(c) for c in counts[rank]],
-                               group=world.grad_group)
+        dist.all_to_all_single(
+            native, data, [int(c) for c in counts[:, rank]], [int(c) for c in counts[rank]], group=world.grad_group
+        )
         gathered = gather_counts(comm, counts[rank].tolist())
         for method in ("bvn", "alg3"):
             output = torch.full_like(native, -1.0)
             MatchingAllToAll(comm, method)(output, data, gathered)
-            result[f"{seed}/{method}"] = {"equal": bool(torch.equal(output, native)), "rows": int(output.shape[0]),
-                                          "counts_agree": bool((gathered == counts).all())}
+            result[f"{seed}/{method}"] = {
+                "equal": bool(torch.equal(output, native)),
+                "rows": int(output.shape[0]),
+                "counts_agree": bool((gathered == counts).all()),
+            }
     Path(spec["out"], f"rank{rank}.json").write_text(json.dumps(result))
     world.close()
 

@@ -15,20 +15,24 @@ import numpy as np
 
 from commgraph.analytics import AnalyzeOptions
 from commgraph.analytics.worker import run_worker
-from commgraph.runtime.job import JobOptions
 from commgraph.runtime import join
+from commgraph.runtime.job import JobOptions
 
 
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     world = join(60, "cpu")
     for run in spec["runs"]:
-        result = run_worker(world, Path(run["partdir"]), AnalyzeOptions(**run["options"]),
-                            JobOptions(plan=run["plan"]))
+        result = run_worker(world, Path(run["partdir"]), AnalyzeOptions(**run["options"]), JobOptions(plan=run["plan"]))
         if result is not None:
-            np.savez(Path(spec["out"]) / f"{run['name']}.npz", values=result.values,
-                     parents=np.array([]) if result.parents is None else result.parents,
-                     iterations=result.iterations, bytes=result.bytes, exchanges=result.exchanges)
+            np.savez(
+                Path(spec["out"]) / f"{run['name']}.npz",
+                values=result.values,
+                parents=np.array([]) if result.parents is None else result.parents,
+                iterations=result.iterations,
+                bytes=result.bytes,
+                exchanges=result.exchanges,
+            )
     world.close()
 
 

@@ -36,10 +36,11 @@ def switch_planes():
     from commgraph.topology import Device, Link, Topology
 
     def build(gpus: int, planes: int, gbps: float = 40.0) -> Topology:
-        return Topology(f"planes-{gpus}x{planes}", [Device(f"gpu{g}", "gpu") for g in range(gpus)]
-                        + [Device(f"sw{s}", "nvswitch") for s in range(planes)],
-                        [Link(f"gpu{g}", f"sw{s}", "nvswitch", 2, gbps, 1.0)
-                         for g in range(gpus) for s in range(planes)])
+        return Topology(
+            f"planes-{gpus}x{planes}",
+            [Device(f"gpu{g}", "gpu") for g in range(gpus)] + [Device(f"sw{s}", "nvswitch") for s in range(planes)],
+            [Link(f"gpu{g}", f"sw{s}", "nvswitch", 2, gbps, 1.0) for g in range(gpus) for s in range(planes)],
+        )
 
     return build
 
@@ -115,6 +116,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
         first = _started[0]
         count = len(_started)
         _started.clear()
-        pytest.fail(f"{item.nodeid} started {count} process(es) (first: {first}) but is not marked multiproc: "
-                    "add @pytest.mark.multiproc so that the unit tier (make test-fast) leaves it out", pytrace=False)
+        pytest.fail(
+            f"{item.nodeid} started {count} process(es) (first: {first}) but is not marked multiproc: "
+            "add @pytest.mark.multiproc so that the unit tier (make test-fast) leaves it out",
+            pytrace=False,
+        )
     return result

@@ -54,11 +54,15 @@ def main() -> None:
         peak = torch.cuda.max_memory_allocated() if device == "cuda" else -1
         if world.is_leader:
             params = {f"param:{k}": v.detach().cpu().numpy() for k, v in result.model.state_dict().items()}
-            np.savez(Path(spec["out"]) / f"{name}.npz",
-                     loss=np.array([r["loss"] for r in result.history]),
-                     forward_bytes=np.array([r["halo_forward_bytes"] for r in result.history]),
-                     backward_bytes=np.array([r["halo_backward_bytes"] for r in result.history]),
-                     widths=np.array(result.model.widths), peak_device_bytes=peak, **params)
+            np.savez(
+                Path(spec["out"]) / f"{name}.npz",
+                loss=np.array([r["loss"] for r in result.history]),
+                forward_bytes=np.array([r["halo_forward_bytes"] for r in result.history]),
+                backward_bytes=np.array([r["halo_backward_bytes"] for r in result.history]),
+                widths=np.array(result.model.widths),
+                peak_device_bytes=peak,
+                **params,
+            )
     world.close()
 
 

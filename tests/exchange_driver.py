@@ -39,9 +39,14 @@ def main() -> None:
             rows = torch.from_numpy(np.stack([owned, -owned], axis=1).astype(np.float64))
             received = gather_halo(runner, rows, layer=1)
             grad = scatter_back(runner, torch.ones(exchange.num_halo, 2, dtype=torch.float64), layer=1)
-            np.savez(Path(spec["out"]) / f"{planner}-{ordering}-{world.rank}.npz", received=received.numpy(),
-                     grad=grad.numpy(), relayed=any(m.relays for m in exchange.sends),
-                     sent_bytes=comm.bytes["halo_forward:1"], plan_rows=exchange.sent_rows())
+            np.savez(
+                Path(spec["out"]) / f"{planner}-{ordering}-{world.rank}.npz",
+                received=received.numpy(),
+                grad=grad.numpy(),
+                relayed=any(m.relays for m in exchange.sends),
+                sent_bytes=comm.bytes["halo_forward:1"],
+                plan_rows=exchange.sent_rows(),
+            )
     world.close()
 
 

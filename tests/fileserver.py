@@ -76,7 +76,7 @@ class FileServer:
                     body = b""
                 step = 1 << 16
                 for offset in range(0, len(body), step):
-                    self.wfile.write(body[offset:offset + step])
+                    self.wfile.write(body[offset : offset + step])
                     if fault.bytes_per_second:
                         time.sleep(step / fault.bytes_per_second)
                 self.wfile.flush()

@@ -12,16 +12,31 @@ import numpy as np
 import pytest
 
 from commgraph.errors import PlanError
-from commgraph.plan import (PLANNERS, AllReduceSchedule, CommPlan, Tree, allreduce_schedule, choose_allreduce,
-                            make_allreduce, plan_allreduce)
+from commgraph.plan import (
+    PLANNERS,
+    AllReduceSchedule,
+    CommPlan,
+    Tree,
+    allreduce_schedule,
+    choose_allreduce,
+    make_allreduce,
+    plan_allreduce,
+)
 from commgraph.plan.allreduce import Ring, Route
 from commgraph.runtime import launch_local
 from commgraph.runtime.allreduce import compile_program, tree_shares
 from commgraph.topology import load_preset, load_topology, write_yaml
 
 TESTS = Path(__file__).parent
-TOPOLOGIES = ("localhost-cpu:2", "localhost-cpu:5", "p3.8xlarge", "dgx1-v100", "p2.16xlarge", "2xp3.8xlarge-ib",
-              "dgx-a100")
+TOPOLOGIES = (
+    "localhost-cpu:2",
+    "localhost-cpu:5",
+    "p3.8xlarge",
+    "dgx1-v100",
+    "p2.16xlarge",
+    "2xp3.8xlarge-ib",
+    "dgx-a100",
+)
 
 
 def schedules(topology: str):
@@ -40,11 +55,16 @@ def bytes_sent(schedule: AllReduceSchedule, device: str, numel: int) -> int:
             total += 4 * (2 * int(share) - segment(i + 1) - segment(i + 2))  # every segment but one, twice
         return total
     shares = np.diff(tree_shares(schedule.trees, numel))
-    return 4 * int(sum(share * (len(tree.children()[device]) + (device != tree.root))
-                       for tree, share in zip(schedule.trees, shares)))
+    return 4 * int(
+        sum(
+            share * (len(tree.children()[device]) + (device != tree.root))
+            for tree, share in zip(schedule.trees, shares)
+        )
+    )
 
 
 # -- the schedule as data -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
 def test_every_plan_keeps_a_schedule_of_spanning_trees_or_a_ring(topology):
@@ -61,8 +81,9 @@ def test_every_plan_keeps_a_schedule_of_spanning_trees_or_a_ring(topology):
     lp = plan_allreduce("lp", load_preset(topology), 1e8)
     rooted = allreduce_schedule(lp).trees
     assert [t.weight for t in rooted] == [t["weight"] for t in lp.notes["trees"]]
-    assert [{frozenset(e) for e in t.edges} for t in rooted] == \
-        [{frozenset(e) for e in t["edges"]} for t in lp.notes["trees"]]
+    assert [{frozenset(e) for e in t.edges} for t in rooted] == [
+        {frozenset(e) for e in t["edges"]} for t in lp.notes["trees"]
+    ]
 
 
 def test_lp_roots_each_tree_at_a_centre():
@@ -101,11 +122,19 @@ def test_malformed_schedules_are_refused():
     with pytest.raises(PlanError, match="does not visit each"):
         AllReduceSchedule("ring", devices, rings=(Ring(1.0, ("a", "b")),))
     with pytest.raises(PlanError, match="does not lead from b to a"):
-        AllReduceSchedule("tree", devices, trees=(Tree(1.0, "a", (("b", "a"), ("c", "a")),
-                                                       ((Route(1.0, ("b", "x", "c")),), (Route(1.0, ("c", "a")),))),))
+        AllReduceSchedule(
+            "tree",
+            devices,
+            trees=(
+                Tree(1.0, "a", (("b", "a"), ("c", "a")), ((Route(1.0, ("b", "x", "c")),), (Route(1.0, ("c", "a")),))),
+            ),
+        )
     with pytest.raises(PlanError, match="shares summing to 1"):
-        AllReduceSchedule("tree", devices, trees=(Tree(1.0, "a", (("b", "a"), ("c", "a")),
-                                                       ((Route(0.5, ("b", "a")),), (Route(1.0, ("c", "a")),))),))
+        AllReduceSchedule(
+            "tree",
+            devices,
+            trees=(Tree(1.0, "a", (("b", "a"), ("c", "a")), ((Route(0.5, ("b", "a")),), (Route(1.0, ("c", "a")),))),),
+        )
     with pytest.raises(PlanError, match="exactly one"):
         AllReduceSchedule("tree", devices)
     with pytest.raises(PlanError, match="sum to 0.9"):
@@ -138,13 +167,19 @@ def test_auto_chooses_the_cheapest_by_price_and_native_stands_for_the_ring():
 
 # -- programs, run in lockstep in one process -----------------------------------------------------
 
+
 def run_in_lockstep(schedule: AllReduceSchedule, devices: list[str], data: list[np.ndarray], chunk: int) -> list:
     """Every rank's program, round by round: each message must be received in the round it is sent."""
     programs = [compile_program(schedule, devices, r, data[0].size, chunk) for r in range(len(devices))]
     data = [x.copy() for x in data]
     for index in sorted({r.index for p in programs for r in p.rounds}):
-        mail = {(rank, t.peer, t.tag): data[rank][t.start : t.stop].copy()
-                for rank, p in enumerate(programs) for r in p.rounds if r.index == index for t in r.sends}
+        mail = {
+            (rank, t.peer, t.tag): data[rank][t.start : t.stop].copy()
+            for rank, p in enumerate(programs)
+            for r in p.rounds
+            if r.index == index
+            for t in r.sends
+        }
         for rank, p in enumerate(programs):
             for t in (t for r in p.rounds if r.index == index for t in r.recvs):
                 message = mail.pop((t.peer, rank, t.tag))
@@ -188,9 +223,12 @@ def test_a_schedule_for_other_devices_is_refused():
 
 # -- real runs on Gloo ----------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(300)  # 8 processes on 2 shared cores: about 35 s alone, a minute when the machine is busy
-@pytest.mark.parametrize("workers, topology, reverse", [(2, "planes:3", False), (4, "p3.8xlarge", True),
-                                                        (4, "planes:2", True), (8, "dgx-a100", False)])
+@pytest.mark.parametrize(
+    "workers, topology, reverse",
+    [(2, "planes:3", False), (4, "p3.8xlarge", True), (4, "planes:2", True), (8, "dgx-a100", False)],
+)
 @pytest.mark.multiproc
 def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, switch_planes, workers, topology, reverse):
     """Every planner, split-route schedules among them (``lp`` over NVSwitch planes: each tree edge's
@@ -202,8 +240,16 @@ def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, switch
         assert make_allreduce("lp", load_topology(topology), 4e6).fan_out > 1  # the routes are split
     sizes = [1, 7, 1000003]
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"out": str(tmp_path), "sizes": sizes, "chunk_bytes": 65536,
-                                "topologies": [{"name": topology, "reverse": reverse}]}))
+    spec.write_text(
+        json.dumps(
+            {
+                "out": str(tmp_path),
+                "sizes": sizes,
+                "chunk_bytes": 65536,
+                "topologies": [{"name": topology, "reverse": reverse}],
+            }
+        )
+    )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_local([str(spec)], workers, grace=30, module="allreduce_driver", threads_per_worker=1) == 0
     devices = [d.id for d in load_topology(topology).workers][:: -1 if reverse else 1]
@@ -213,13 +259,15 @@ def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, switch
         for planner, schedule in schedules.items():
             for size in sizes:
                 assert result["cases"][f"{topology}/{planner}/{size}"]["error"] <= 1e-6, (rank, planner, size)
-            assert result["cases"][f"{topology}/{planner}/bytes"] == \
-                sum(bytes_sent(schedule, devices[rank], size) for size in sizes)
+            assert result["cases"][f"{topology}/{planner}/bytes"] == sum(
+                bytes_sent(schedule, devices[rank], size) for size in sizes
+            )
         assert result["sync"][topology]["buckets"] > 1 and result["sync"][topology]["error"] <= 1e-5
         assert f"but the job has {workers} ranks" in result["refused"]
 
 
 # -- all-gather and reduce-scatter over the same machinery ------------------------------------------
+
 
 @pytest.mark.parametrize("topology", ("localhost-cpu:5", "dgx-a100", "2xp3.8xlarge-ib"))
 def test_allgather_and_reducescatter_programs_move_the_shards(topology):

@@ -105,7 +105,7 @@ def test_bfs_parents_are_the_smallest_in_neighbour_one_level_up():
     below = (level[src] >= 0) & (level[dst] == level[src] + 1)
     expected = np.full(graph.num_nodes, np.iinfo(np.int64).max)
     np.minimum.at(expected, dst[below], src[below])
-    reached = (level > 0)
+    reached = level > 0
     np.testing.assert_array_equal(parent[reached], expected[reached])
     assert (parent[level < 0] == -1).all() and parent[options.source] == options.source
 
@@ -135,6 +135,7 @@ def test_pagerank_personalised_and_capped():
 
 # -- several workers -------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def worker_runs(tmp_path_factory):
     """One job per worker count (2 and 4) running every algorithm on every graph."""
@@ -149,11 +150,18 @@ def worker_runs(tmp_path_factory):
                 partdir = root / f"{name}-{algo == 'cc'}-{workers}"
                 if not partdir.exists():
                     assignment, _ = partition_graph(target, workers, "random", 0)
-                    write_partition_set(target, assignment, workers, partdir, method="random", seed=0, seconds=0,
-                                        metrics={})
+                    write_partition_set(
+                        target, assignment, workers, partdir, method="random", seed=0, seconds=0, metrics={}
+                    )
                 options = _options(algo, graph).__dict__
-                runs.append({"name": f"{name}-{algo}", "partdir": str(partdir), "options": options,
-                             "plan": "spst" if workers == 4 else "p2p"})
+                runs.append(
+                    {
+                        "name": f"{name}-{algo}",
+                        "partdir": str(partdir),
+                        "options": options,
+                        "plan": "spst" if workers == 4 else "p2p",
+                    }
+                )
         out = root / f"out-{workers}"
         out.mkdir()
         spec = root / f"spec-{workers}.json"
@@ -213,8 +221,9 @@ def test_union_find_components_equal_scipy(seed):
     owned = 2000  # a part: rows 0..1999 owned, the rest halo rows without edge lists of their own
     indptr, indices = graph.indptr[: owned + 1], graph.indices[: graph.indptr[owned]]
     part = csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(owned, n))
-    square = csr_matrix((part.data, part.indices, np.concatenate([part.indptr, np.full(n - owned, part.nnz)])),
-                        shape=(n, n))
+    square = csr_matrix(
+        (part.data, part.indices, np.concatenate([part.indptr, np.full(n - owned, part.nnz)])), shape=(n, n)
+    )
     count, expected = connected_components(square, directed=False)
     for symmetric in (True, False):  # Afforest (owned-to-owned edges listed both ways), plain union-find
         roots, _ = kernels.components(indptr, indices, n, symmetric)

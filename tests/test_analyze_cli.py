@@ -35,21 +35,30 @@ def weighted(tmp_path):
 @pytest.mark.multiproc
 def test_sssp_on_a_weighted_snap_file_in_original_ids(capsys, tmp_path, weighted):
     out = tmp_path / "d.csv"
-    code, stdout, err = run(capsys, "analyze", str(weighted), "--directed", "--algo", "sssp", "--source", "10",
-                            "--out", str(out), "--json")
+    code, stdout, err = run(
+        capsys, "analyze", str(weighted), "--directed", "--algo", "sssp", "--source", "10", "--out", str(out), "--json"
+    )
     assert code == 0, err
     assert set(json.loads(stdout)) == {"algo", "iterations", "seconds", "bytes", "edges_per_second"}
     rows = out.read_text().splitlines()
     assert rows[0] == "node,value"
-    assert dict(r.split(",") for r in rows[1:]) == {"10": "0.0", "20": "1.5", "30": "1.75", "40": "4.75",
-                                                    "50": "inf", "60": "inf"}
+    assert dict(r.split(",") for r in rows[1:]) == {
+        "10": "0.0",
+        "20": "1.5",
+        "30": "1.75",
+        "40": "4.75",
+        "50": "inf",
+        "60": "inf",
+    }
 
 
 @pytest.mark.multiproc
 def test_bfs_npy_levels_and_components_labelled_by_original_ids(capsys, tmp_path, weighted):
     levels = tmp_path / "l.npy"
-    assert run(capsys, "analyze", str(weighted), "--directed", "--algo", "bfs", "--source", "20",
-               "--out", str(levels))[0] == 0
+    assert (
+        run(capsys, "analyze", str(weighted), "--directed", "--algo", "bfs", "--source", "20", "--out", str(levels))[0]
+        == 0
+    )
     assert np.load(levels).tolist() == [-1, 0, 1, 2, -1, -1]
     labels = tmp_path / "c.csv"
     assert run(capsys, "analyze", str(weighted), "--directed", "--algo", "cc", "--out", str(labels))[0] == 0
@@ -63,14 +72,17 @@ def test_weighted_snap_file_keeps_the_lightest_of_repeated_edges(tmp_path):
     assert graph.edge_weights.tolist() == [2.0, 1.0]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--algo", "bfs", "--source", "99"], "source 99 is not a node"),
-    (["--algo", "sssp", "--source", "-1"], "source -1 is not a node"),
-    (["--algo", "bfs"], "needs --source"),
-    (["--algo", "pagerank", "--damping", "1.5"], "--damping must be in [0, 1]"),
-    (["--algo", "pagerank", "--tol", "0"], "--tol must be > 0"),
-    (["--algo", "pagerank", "--max-iterations", "0"], "--max-iterations must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--algo", "bfs", "--source", "99"], "source 99 is not a node"),
+        (["--algo", "sssp", "--source", "-1"], "source -1 is not a node"),
+        (["--algo", "bfs"], "needs --source"),
+        (["--algo", "pagerank", "--damping", "1.5"], "--damping must be in [0, 1]"),
+        (["--algo", "pagerank", "--tol", "0"], "--tol must be > 0"),
+        (["--algo", "pagerank", "--max-iterations", "0"], "--max-iterations must be >= 1"),
+    ],
+)
 @pytest.mark.multiproc
 def test_bad_input_is_one_line_exit_2_and_no_output(capsys, tmp_path, weighted, argv, message):
     out = tmp_path / "x.npy"
@@ -106,9 +118,29 @@ def test_two_workers_on_a_partition_set(tmp_path):
     assignment, _ = partition_graph(graph, 2, "g3", 0)
     write_partition_set(graph, assignment, 2, tmp_path / "parts", method="g3", seed=0, seconds=0, metrics={})
     out = tmp_path / "d.npy"
-    proc = subprocess.run([sys.executable, "-m", "commgraph", "analyze", str(tmp_path / "parts"), "--algo", "sssp",
-                           "--source", "3", "--weight-seed", "2", "--out", str(out), "--json", "--timeout", "30"],
-                          capture_output=True, text=True, timeout=110)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "analyze",
+            str(tmp_path / "parts"),
+            "--algo",
+            "sssp",
+            "--source",
+            "3",
+            "--weight-seed",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+            "--timeout",
+            "30",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["algo"] == "sssp" and report["bytes"] > 0 and report["edges_per_second"] > 0
@@ -129,8 +161,9 @@ def test_components_refuse_a_directed_partition_set(capsys, tmp_path):
     src, dst = graph.edge_list()
     keep = src < dst
     directed = from_edges(src[keep], dst[keep], graph.num_nodes, symmetrize=False)
-    write_partition_set(directed, np.arange(graph.num_nodes) % 2, 2, tmp_path / "p", method="chunk", seed=0,
-                        seconds=0, metrics={})
+    write_partition_set(
+        directed, np.arange(graph.num_nodes) % 2, 2, tmp_path / "p", method="chunk", seed=0, seconds=0, metrics={}
+    )
     code, _, err = run(capsys, "analyze", str(tmp_path / "p"), "--algo", "cc")
     assert code == 2 and "directed graph" in err
 
@@ -138,10 +171,19 @@ def test_components_refuse_a_directed_partition_set(capsys, tmp_path):
 @pytest.mark.multiproc
 def test_a_one_part_partition_set_runs_in_this_process(capsys, tmp_path, weighted):
     graph = load_graph(weighted, directed=True)
-    write_partition_set(graph, np.zeros(graph.num_nodes, dtype=np.int64), 1, tmp_path / "p1", method="chunk", seed=0,
-                        seconds=0, metrics={})
+    write_partition_set(
+        graph,
+        np.zeros(graph.num_nodes, dtype=np.int64),
+        1,
+        tmp_path / "p1",
+        method="chunk",
+        seed=0,
+        seconds=0,
+        metrics={},
+    )
     out = tmp_path / "d.npy"
-    code, stdout, err = run(capsys, "analyze", str(tmp_path / "p1"), "--algo", "sssp", "--source", "0",
-                            "--out", str(out))
+    code, stdout, err = run(
+        capsys, "analyze", str(tmp_path / "p1"), "--algo", "sssp", "--source", "0", "--out", str(out)
+    )
     assert code == 0, err
     assert np.load(out).tolist() == [0.0, 1.5, 1.75, 4.75, np.inf, np.inf]  # the weights travel in the set

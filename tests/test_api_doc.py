@@ -32,8 +32,9 @@ def test_the_api_page_runs_as_written(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "COMMGRAPH_HOME": str(tmp_path / "home")}
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=240)
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "spst: " in done.stdout and "epoch 50: loss" in done.stdout
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["cora-1", "cora-8"]

@@ -10,11 +10,18 @@ import pytest
 
 from commgraph.cli.main import main as cli
 from commgraph.errors import SimulationError, TopologyError
-from commgraph.plan import CommPlan, Send, price
-from commgraph.plan import choose_allreduce, plan_allreduce
+from commgraph.plan import CommPlan, Send, choose_allreduce, plan_allreduce, price
 from commgraph.plan.allreduce import native_seconds
-from commgraph.runtime.calibrate import (CalibratedLinks, LinkFit, Point, ProbeSpec, calibrate, check_workers, fit,
-                                        fit_all)
+from commgraph.runtime.calibrate import (
+    CalibratedLinks,
+    LinkFit,
+    Point,
+    ProbeSpec,
+    calibrate,
+    check_workers,
+    fit,
+    fit_all,
+)
 from commgraph.sim import Transfer, simulate
 from commgraph.topology import Device, Link, Topology, load_topology, read_yaml, write_yaml
 from commgraph.topology.files import to_yaml
@@ -52,17 +59,23 @@ def test_the_copy_fit_takes_its_rate_from_the_large_copies():
     large copies', so the copy probe is fitted on the absolute error and the large points set the rate."""
     exact = fit(synthetic("copy", 0.0, 5e-6, 4.0), relative=False)
     assert (exact.overhead_s, exact.bandwidth_gbps) == (pytest.approx(5e-6, rel=1e-6), pytest.approx(4.0, rel=1e-6))
-    cached = [Point("copy", s, m, m * s / (12.0 * GB if s <= 65536 else 4.0 * GB), 0.0, 0.0)
-              for s in (4096, 65536, 1 << 20, 16 << 20) for m in (1, 4)]
+    cached = [
+        Point("copy", s, m, m * s / (12.0 * GB if s <= 65536 else 4.0 * GB), 0.0, 0.0)
+        for s in (4096, 65536, 1 << 20, 16 << 20)
+        for m in (1, 4)
+    ]
     assert fit_all(cached)["copy"].bandwidth_gbps == pytest.approx(4.0, rel=0.02)
     assert fit(cached).bandwidth_gbps > 5.0  # the relative fit would split the difference
 
 
 def calibrated_links(workers: int = 3) -> CalibratedLinks:
-    points = synthetic("all", 20e-6, 100e-6, 1.5) + synthetic("pair", 30e-6, 0.0, 2.5) + synthetic("copy", 0.0, 5e-6, 4.0)
+    points = (
+        synthetic("all", 20e-6, 100e-6, 1.5) + synthetic("pair", 30e-6, 0.0, 2.5) + synthetic("copy", 0.0, 5e-6, 4.0)
+    )
     points += [p for p in synthetic("allreduce", 300e-6, 0.0, 1.25) if p.messages == 1]
-    return CalibratedLinks(workers, "cpu", "gloo", "testhost", "2024-05-01T12:00:00+00:00", ProbeSpec(), points,
-                           fit_all(points))
+    return CalibratedLinks(
+        workers, "cpu", "gloo", "testhost", "2024-05-01T12:00:00+00:00", ProbeSpec(), points, fit_all(points)
+    )
 
 
 def test_calibrated_topology_round_trips_exactly(tmp_path):
@@ -83,8 +96,10 @@ def test_native_allreduce_is_priced_by_its_calibrated_fit_else_as_our_ring():
     calibrated = calibrated_links(4).topology()
     assert native_seconds(calibrated, 1e8) == pytest.approx(300e-6 + 1e8 / 1.25e9, rel=1e-6)
     uncalibrated = replace(calibrated, calibrated=None)
-    assert native_seconds(uncalibrated, 1e8) == price(plan_allreduce("ring", uncalibrated, 1e8), uncalibrated)[
-        "modeled_seconds"]
+    assert (
+        native_seconds(uncalibrated, 1e8)
+        == price(plan_allreduce("ring", uncalibrated, 1e8), uncalibrated)["modeled_seconds"]
+    )
     # auto takes torch's own all-reduce where it was measured fastest, a schedule where it was not
     fast = replace(calibrated.calibrated, allreduce={"latency_us": 1.0, "bandwidth_gbps": 1000.0})
     slow = replace(calibrated.calibrated, allreduce={"latency_us": 1e6, "bandwidth_gbps": 0.001})
@@ -97,12 +112,15 @@ def test_presets_write_no_calibration_fields():
     assert "overhead_us" not in text and "calibrated" not in text and "copy_gbps" not in text
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"when": "yesterday"}, "ISO 8601"),
-    ({"host": ""}, "calibrated.host must be a non-empty string"),
-    ({"allreduce": {"latency_us": 10.0}}, "calibrated.allreduce must be a mapping"),
-    ({"allreduce": {"latency_us": 10.0, "bandwidth_gbps": 0.0}}, "calibrated.allreduce must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"when": "yesterday"}, "ISO 8601"),
+        ({"host": ""}, "calibrated.host must be a non-empty string"),
+        ({"allreduce": {"latency_us": 10.0}}, "calibrated.allreduce must be a mapping"),
+        ({"allreduce": {"latency_us": 10.0, "bandwidth_gbps": 0.0}}, "calibrated.allreduce must be a mapping"),
+    ],
+)
 def test_bad_calibration_blocks(change, message):
     good = calibrated_links().topology().to_dict()
     with pytest.raises(TopologyError, match=message):
@@ -147,8 +165,9 @@ def test_messages_from_different_senders_to_one_receiver_share_its_side():
 
 def test_price_charges_row_copies_at_the_devices_copy_rate():
     topology = star(0.0)
-    copying = Topology("star-copy", [replace(d, copy_gbps=2.0) if d.kind == "cpu" else d for d in topology.devices],
-                       topology.links)
+    copying = Topology(
+        "star-copy", [replace(d, copy_gbps=2.0) if d.kind == "cpu" else d for d in topology.devices], topology.links
+    )
     ids = np.arange(1000)
     plan = CommPlan("allgather", "p2p", "star", [[Send("a", "b", 1e6, ids), Send("b", "a", 1e6, ids)]], 1000)
     plain = price(plan, topology)["modeled_seconds"]
@@ -170,8 +189,27 @@ def test_overhead_zero_keeps_the_old_prices():
 @pytest.mark.timeout(60)
 def test_a_real_two_worker_calibration_writes_a_valid_topology(tmp_path, capsys):
     out = tmp_path / "here.yaml"
-    assert cli(["topo", "calibrate", "--workers", "2", "--device", "cpu", "--sizes", "64K,4M,16M",
-                "--messages", "1,2", "--repeats", "3", "--out", str(out)]) == 0
+    assert (
+        cli(
+            [
+                "topo",
+                "calibrate",
+                "--workers",
+                "2",
+                "--device",
+                "cpu",
+                "--sizes",
+                "64K,4M,16M",
+                "--messages",
+                "1,2",
+                "--repeats",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed, said = capsys.readouterr()
     assert "all: latency" in printed and said.splitlines()[-1].startswith(f"wrote {out} (")
     topology = read_yaml(out)
@@ -182,16 +220,19 @@ def test_a_real_two_worker_calibration_writes_a_valid_topology(tmp_path, capsys)
     assert topology.calibrated.allreduce["bandwidth_gbps"] > 0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--workers", "0"], "--workers must be >= 2"),
-    (["--workers", "1", "--device", "cpu"], "--workers must be >= 2"),
-    (["--sizes", "0,4K"], "argument --sizes: bad size '0': must be a finite number > 0"),
-    (["--sizes=-4K"], "argument --sizes: bad size '-4K': must be a finite number > 0"),
-    (["--sizes", "lots"], "argument --sizes: bad size 'lots': expected bytes such as"),
-    (["--sizes", "1.5"], "message sizes must be positive whole bytes, got [1.5]"),
-    (["--messages", "0"], "message counts must be integers >= 1"),
-    (["--repeats", "0"], "repeats must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--workers", "0"], "--workers must be >= 2"),
+        (["--workers", "1", "--device", "cpu"], "--workers must be >= 2"),
+        (["--sizes", "0,4K"], "argument --sizes: bad size '0': must be a finite number > 0"),
+        (["--sizes=-4K"], "argument --sizes: bad size '-4K': must be a finite number > 0"),
+        (["--sizes", "lots"], "argument --sizes: bad size 'lots': expected bytes such as"),
+        (["--sizes", "1.5"], "message sizes must be positive whole bytes, got [1.5]"),
+        (["--messages", "0"], "message counts must be integers >= 1"),
+        (["--repeats", "0"], "repeats must be an integer >= 1"),
+    ],
+)
 def test_bad_requests_fail_before_measuring(argv, message, capsys):
     try:
         code = cli(["topo", "calibrate", *argv])
@@ -240,8 +281,10 @@ def test_linkfit_seconds_is_the_formula():
 def test_a_switch_forwarding_limit_is_shared_by_everything_that_crosses_it(tmp_path):
     """Workers on one machine share its cores: the hub forwards at most ``forward_gbps`` in all.
     Alone a message gets its link's rate; two disjoint messages at once share the hub's limit."""
-    limited = replace(star(0.0, gbps=1.0), devices=[Device("a", "cpu"), Device("b", "cpu"), Device("c", "cpu"),
-                                                    Device("hub", "switch", forward_gbps=1.2)])
+    limited = replace(
+        star(0.0, gbps=1.0),
+        devices=[Device("a", "cpu"), Device("b", "cpu"), Device("c", "cpu"), Device("hub", "switch", forward_gbps=1.2)],
+    )
     alone = simulate(limited, [Transfer("x", "a", "b", GB)])
     assert alone.makespan == pytest.approx(1.0)  # the link, not the hub, limits one message
     both = simulate(limited, [Transfer("x", "a", "b", GB), Transfer("y", "b", "c", GB)])

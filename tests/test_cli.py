@@ -92,8 +92,9 @@ def test_topo_list_and_show_json(capsys, tmp_path):
 
 def test_topo_detect_from_file_and_validate(capsys, tmp_path):
     out_file = tmp_path / "dgx1.yaml"
-    code, _, _ = run(capsys, "topo", "detect", "--from-file", str(FIXTURES / "nvidia-smi-topo-dgx1.txt"),
-                     "--out", str(out_file))
+    code, _, _ = run(
+        capsys, "topo", "detect", "--from-file", str(FIXTURES / "nvidia-smi-topo-dgx1.txt"), "--out", str(out_file)
+    )
     assert code == 0
     code, out, _ = run(capsys, "topo", "validate", str(out_file))
     assert code == 0 and "valid" in out
@@ -107,11 +108,19 @@ def test_topo_detect_from_file_and_validate(capsys, tmp_path):
 @pytest.mark.multiproc
 def test_simulate_cli(capsys, tmp_path):
     dag = tmp_path / "dag.json"
-    dag.write_text(json.dumps({"tasks": [
-        {"id": f"x{i}", "type": "transfer", "src": f"gpu{i}", "dst": f"gpu{4 + i}", "bytes": 1e9}
-        for i in range(2)]}))
-    code, out, _ = run(capsys, "sim", "dag", str(dag), "--topology", "pcie-8gpu-qpi", "--json",
-                       "--png", str(tmp_path / "tl.png"))
+    dag.write_text(
+        json.dumps(
+            {
+                "tasks": [
+                    {"id": f"x{i}", "type": "transfer", "src": f"gpu{i}", "dst": f"gpu{4 + i}", "bytes": 1e9}
+                    for i in range(2)
+                ]
+            }
+        )
+    )
+    code, out, _ = run(
+        capsys, "sim", "dag", str(dag), "--topology", "pcie-8gpu-qpi", "--json", "--png", str(tmp_path / "tl.png")
+    )
     result = json.loads(out)
     assert code == 0 and result["makespan_seconds"] == pytest.approx(2e9 / 9.56e9, rel=1e-4)
     assert {row["link"] for row in result["links"] if row["kind"] == "qpi"} == {"cpu0->cpu1"}
@@ -124,8 +133,21 @@ def test_simulate_cli(capsys, tmp_path):
 
 def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     out = tmp_path / "cora4"
-    code, text, _ = run(capsys, "partition", "make", "cora", "--parts", "4", "--method", "g3", "--out", str(out),
-                        "--json", "--png", str(tmp_path / "p.png"))
+    code, text, _ = run(
+        capsys,
+        "partition",
+        "make",
+        "cora",
+        "--parts",
+        "4",
+        "--method",
+        "g3",
+        "--out",
+        str(out),
+        "--json",
+        "--png",
+        str(tmp_path / "p.png"),
+    )
     result = json.loads(text)
     assert code == 0 and result["method"] == "g3" and len(result["parts"]) == 4
     assert {"num_nodes", "num_edges", "num_remote"} <= set(result["parts"][0])
@@ -143,8 +165,11 @@ def test_partition_cli_json_plot_and_info(capsys, tmp_path):
     last = f"g3 stage 2 (start {g3.STARTS} of {g3.STARTS}): "
     assert last in err and "swaps kept" in err  # progress as the stages run
     summary = [line for line in text.splitlines() if line.startswith("g3 stage 1 (")]
-    assert summary and summary == [line for line in run(capsys, "partition", "info", str(tmp_path / "c2"))[1].splitlines()
-                                   if line.startswith("g3 stage 1 (")]
+    assert summary and summary == [
+        line
+        for line in run(capsys, "partition", "info", str(tmp_path / "c2"))[1].splitlines()
+        if line.startswith("g3 stage 1 (")
+    ]
     code, _, err = run(capsys, "partition", "make", "cora", "--parts", "0", "--out", str(tmp_path / "x"))
     assert code == 2 and ">= 1" in err and not (tmp_path / "x").exists()
     assert "partitioning" not in err  # refused before any work
@@ -159,8 +184,9 @@ def test_partition_cli_reports_the_large_graph_refinement(capsys, tmp_path, monk
     assert code == 0 and "edge cut minimised, then volume-lowering moves" in err
     summary = [line for line in text.splitlines() if line.startswith("g3 stage 1 (")]
     assert len(summary) == 1 and "volume-lowering moves" in summary[0]
-    assert summary == [line for line in run(capsys, "partition", "info", str(out))[1].splitlines()
-                       if line.startswith("g3 stage 1 (")]
+    assert summary == [
+        line for line in run(capsys, "partition", "info", str(out))[1].splitlines() if line.startswith("g3 stage 1 (")
+    ]
     assert json.loads(run(capsys, "partition", "info", str(out), "--json")[1])["refine_moves"] > 0
 
 
@@ -168,8 +194,19 @@ def test_partition_cli_reports_the_large_graph_refinement(capsys, tmp_path, monk
 def test_plan_cli(capsys, tmp_path):
     parts = tmp_path / "cora8"
     assert run(capsys, "partition", "make", "cora", "--parts", "8", "--out", str(parts), "--json")[0] == 0
-    code, out, _ = run(capsys, "plan", "allgather", str(parts), "--topology", "dgx1-v100", "--feature-dim", "128",
-                       "--json", "--png", str(tmp_path / "ag.png"))
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "allgather",
+        str(parts),
+        "--topology",
+        "dgx1-v100",
+        "--feature-dim",
+        "128",
+        "--json",
+        "--png",
+        str(tmp_path / "ag.png"),
+    )
     result = json.loads(out)["planners"]
     assert code == 0 and set(result) == {"p2p", "replicate", "swap", "spst", "hybrid"}
     for row in result.values():
@@ -189,6 +226,7 @@ def test_plan_cli(capsys, tmp_path):
     assert code == 2 and "re-partition into at most 4 parts" in err
     code, _, err = run(capsys, "plan", "allreduce", "--topology", "dgx1-v100", "--out", str(tmp_path / "p.json"))
     assert code == 2 and "choose it with --planner" in err
-    code, out, _ = run(capsys, "plan", "allreduce", "--topology", "p3.8xlarge", "--planner", "lp",
-                       "--out", str(tmp_path / "p.json"))
+    code, out, _ = run(
+        capsys, "plan", "allreduce", "--topology", "p3.8xlarge", "--planner", "lp", "--out", str(tmp_path / "p.json")
+    )
     assert code == 0 and "1/3" in out and (tmp_path / "p.json").is_file()

@@ -40,9 +40,12 @@ COMMANDS = [(path, parser) for path, parser in TREE if not subparsers(parser)]
 
 def arguments(parser, hidden: bool = False) -> list[argparse.Action]:
     """The parser's options and positionals (not --help, --version or a group's subcommands)."""
-    return [a for a in parser._actions
-            if not isinstance(a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction))
-            and (a.help == argparse.SUPPRESS) == hidden]
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction))
+        and (a.help == argparse.SUPPRESS) == hidden
+    ]
 
 
 def shown_help(parser, action) -> str:
@@ -85,7 +88,9 @@ def test_every_default_is_shown_exactly_once():
         if action.default is None or action.default is False or action.default == argparse.SUPPRESS:  # "(default: how)"
             assert "(default " not in text, f"{prog} {name(action)} says a default it does not have: {text}"
             continue
-        assert f"(default {action.default})" in text, f"{prog} {name(action)}: default {action.default!r} not in {text!r}"
+        assert f"(default {action.default})" in text, (
+            f"{prog} {name(action)}: default {action.default!r} not in {text!r}"
+        )
         assert text.count("(default") == 1, f"{prog} {name(action)} states its default twice: {text}"
         checked += 1
     assert checked > 60
@@ -123,8 +128,9 @@ def test_every_byte_count_parses_through_one_parser():
     assert counts >= 5
 
 
-@pytest.mark.parametrize("text, value", [("1G", 2 ** 30), ("512M", 512 * 2 ** 20), ("1e9", 1e9), ("64k", 65536),
-                                         ("4096", 4096)])
+@pytest.mark.parametrize(
+    "text, value", [("1G", 2**30), ("512M", 512 * 2**20), ("1e9", 1e9), ("64k", 65536), ("4096", 4096)]
+)
 def test_sizes_mean_the_same_everywhere(text, value):
     assert byte_count(text) == value and byte_counts(f"{text},{text}") == (value, value)
 
@@ -182,16 +188,21 @@ def test_a_wrong_option_names_the_command_it_was_given_to(path, capsys):
     assert f"(see commgraph {' '.join(path)} --help)" in err, err
 
 
-@pytest.mark.parametrize("command, rest", [
-    ("topo show", ["--topology", "dgx1-v100"]),
-    ("sim multipath paths", ["--topology", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3"]),
-    ("plan allreduce", ["--topology", "dgx1-v100", "--planner", "ring"]),
-])
+@pytest.mark.parametrize(
+    "command, rest",
+    [
+        ("topo show", ["--topology", "dgx1-v100"]),
+        ("sim multipath paths", ["--topology", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3"]),
+        ("plan allreduce", ["--topology", "dgx1-v100", "--planner", "ring"]),
+    ],
+)
 def test_an_unknown_option_after_valid_ones_names_the_command(command, rest, capsys):
     with pytest.raises(SystemExit):
         main([*command.split(), *rest, "--bogus"])
-    assert capsys.readouterr().err == \
-        f"commgraph: error: unrecognized arguments: --bogus (see commgraph {command} --help)\n"
+    assert (
+        capsys.readouterr().err
+        == f"commgraph: error: unrecognized arguments: --bogus (see commgraph {command} --help)\n"
+    )
 
 
 # -- what the commands print and write ------------------------------------------------------------------
@@ -200,8 +211,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 WRITERS = {
     "topo detect": ["topo", "detect", "--from-file", str(FIXTURES / "nvidia-smi-topo-dgx1.txt"), "--out", "{p}.yaml"],
     "topo show": ["topo", "show", "--topology", "dgx1-v100", "--json", "--png", "{p}.png"],
-    "plan allreduce": ["plan", "allreduce", "--topology", "p3.8xlarge", "--planner", "ring", "--json",
-                       "--out", "{p}.json"],
+    "plan allreduce": [
+        "plan",
+        "allreduce",
+        "--topology",
+        "p3.8xlarge",
+        "--planner",
+        "ring",
+        "--json",
+        "--out",
+        "{p}.json",
+    ],
     "plan broadcast": ["plan", "broadcast", "--topology", "p3.8xlarge", "--root", "gpu0", "--out", "{p}.json"],
     "graph convert": ["graph", "convert", "sbm:nodes=60,classes=2,features=4,seed=0", "--out", "{p}.npz"],
     "sim dag": ["sim", "dag", "{dag}", "--topology", "dgx1-v100", "--json", "--png", "{p}.png"],
@@ -213,8 +233,7 @@ WRITERS = {
 @pytest.mark.parametrize("command", WRITERS)
 def test_every_writer_refuses_to_overwrite_without_force_and_says_wrote(command, tmp_path, capsys):
     dag, run = tmp_path / "dag.json", tmp_path / "run.jsonl"
-    dag.write_text(json.dumps({"tasks": [{"id": "x", "type": "transfer", "src": "gpu0", "dst": "gpu4",
-                                          "bytes": 1e9}]}))
+    dag.write_text(json.dumps({"tasks": [{"id": "x", "type": "transfer", "src": "gpu0", "dst": "gpu4", "bytes": 1e9}]}))
     run.write_text(json.dumps({"epoch": 1, "loss": 1.0, "train_acc": 0.5, "val_acc": 0.5, "test_acc": 0.5}) + "\n")
     argv = [word.format(p=tmp_path / "result", dag=dag, run=run) for word in WRITERS[command]]
     path = next(word for word in argv if word.startswith(str(tmp_path / "result")))
@@ -226,15 +245,26 @@ def test_every_writer_refuses_to_overwrite_without_force_and_says_wrote(command,
         json.loads(out)  # stdout is the result alone
     assert main(argv) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == f"commgraph: error: {argv[argv.index(path) - 1]} {path} already exists; pass " \
-                                "--force to replace it\n"
+    assert (
+        out == ""
+        and err == f"commgraph: error: {argv[argv.index(path) - 1]} {path} already exists; pass --force to replace it\n"
+    )
     assert main([*argv, "--force"]) == 0
     assert f"wrote {path}" in capsys.readouterr().err
 
 
 def test_partition_make_writes_by_the_same_rule(tmp_path, capsys):
-    argv = ["partition", "make", "sbm:nodes=60,classes=2,features=4,seed=0", "--parts", "2", "--out",
-            str(tmp_path / "p2"), "--png", str(tmp_path / "p2.png")]
+    argv = [
+        "partition",
+        "make",
+        "sbm:nodes=60,classes=2,features=4,seed=0",
+        "--parts",
+        "2",
+        "--out",
+        str(tmp_path / "p2"),
+        "--png",
+        str(tmp_path / "p2.png"),
+    ]
     assert main(argv) == 0
     said = [line for line in capsys.readouterr().err.splitlines() if "wrote" in line]
     assert said == [f"wrote {tmp_path / 'p2'} (2 parts)", f"wrote {tmp_path / 'p2.png'}"]
@@ -248,8 +278,23 @@ def test_partition_make_writes_by_the_same_rule(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_train_puts_the_result_on_stdout_and_no_frames_anywhere(tmp_path):
-    argv = [sys.executable, "-m", "commgraph", "train", "cora", "--epochs", "2", "--hidden", "4", "--device", "cpu",
-            "--partition-dir", str(tmp_path / "parts"), "--metrics-out", str(tmp_path / "m.jsonl")]
+    argv = [
+        sys.executable,
+        "-m",
+        "commgraph",
+        "train",
+        "cora",
+        "--epochs",
+        "2",
+        "--hidden",
+        "4",
+        "--device",
+        "cpu",
+        "--partition-dir",
+        str(tmp_path / "parts"),
+        "--metrics-out",
+        str(tmp_path / "m.jsonl"),
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     with open(tmp_path / "out.txt", "w") as out:  # stdout redirected to a file, stderr a pipe: no terminal
         done = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, timeout=240, env=env)
@@ -262,6 +307,7 @@ def test_train_puts_the_result_on_stdout_and_no_frames_anywhere(tmp_path):
 
 
 # -- the defects a new user hit -------------------------------------------------------------------------
+
 
 def test_topo_show_counts_servers_not_the_network(capsys):
     assert main(["topo", "show", "--topology", "2xhgx-h100-ib"]) == 0
@@ -292,8 +338,11 @@ def test_partition_make_notes_only_what_there_is_and_info_does_not_seem_to_rerun
     assert out.splitlines()[0].startswith("cora: chunk into 2 parts in ")
     assert main(["partition", "info", str(tmp_path / "c")]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert re.fullmatch(rf"{re.escape(str(tmp_path / 'c'))}: cora in 2 parts by chunk \(seed 0; partitioning took "
-                        r"\d+\.\d\d s\); checksums verified", first), first
+    assert re.fullmatch(
+        rf"{re.escape(str(tmp_path / 'c'))}: cora in 2 parts by chunk \(seed 0; partitioning took "
+        r"\d+\.\d\d s\); checksums verified",
+        first,
+    ), first
 
 
 @pytest.mark.parametrize("group, command", [("graph", "info"), ("graph", "convert"), ("graph", "datasets")])
@@ -321,7 +370,8 @@ def test_text_and_json_spell_the_same_words(capsys, tmp_path):
 def test_plan_sizes_read_like_every_other_size(capsys):
     seconds = set()
     for size in ("1G", "1073741824", "1024M"):
-        assert main(["plan", "allreduce", "--topology", "p3.8xlarge", "--planner", "ring", "--bytes", size,
-                     "--json"]) == 0
+        assert (
+            main(["plan", "allreduce", "--topology", "p3.8xlarge", "--planner", "ring", "--bytes", size, "--json"]) == 0
+        )
         seconds.add(json.loads(capsys.readouterr().out)["planners"]["ring"]["modeled_seconds"])
     assert len(seconds) == 1 and seconds.pop() > 0

@@ -27,9 +27,11 @@ def _forestcoll_a100(boxes: int) -> Topology:
         devices.append(Device(f"b{box}.nvswitch", "nvswitch", f"b{box}"))
         for g in range(8):
             devices += [Device(f"b{box}.gpu{g}", "gpu", f"b{box}"), Device(f"b{box}.nic{g}", "nic", f"b{box}")]
-            links += [Link(f"b{box}.gpu{g}", f"b{box}.nvswitch", "nvswitch", 1, 300.0, 1.0),
-                      Link(f"b{box}.gpu{g}", f"b{box}.nic{g}", "pcie", 1, 25.0, 1.0),
-                      Link(f"b{box}.nic{g}", f"ib{g % 2}", "infiniband", 1, 25.0, 1.0)]
+            links += [
+                Link(f"b{box}.gpu{g}", f"b{box}.nvswitch", "nvswitch", 1, 300.0, 1.0),
+                Link(f"b{box}.gpu{g}", f"b{box}.nic{g}", "pcie", 1, 25.0, 1.0),
+                Link(f"b{box}.nic{g}", f"ib{g % 2}", "infiniband", 1, 25.0, 1.0),
+            ]
     return Topology(f"forestcoll-a100-{boxes}box", devices, links, gpu_forwarding=True)
 
 
@@ -86,8 +88,12 @@ def test_the_symmetric_lp_equals_the_full_lp():
 def test_pack_with_groups_and_classes_is_exact_on_a_small_lp():
     """Two groups of columns over three resources, resources 1 and 2 one class: the optimum of
     min z, z >= each resource's load, one column of each group, by hand: 3/4 + 1/4."""
-    loads = {(0, "a"): np.array([1.0, 1.0, 0.0]), (0, "b"): np.array([1.0, 0.0, 1.0]),
-             (1, "c"): np.array([0.5, 0.0, 0.0]), (1, "d"): np.array([0.0, 0.5, 0.5])}
+    loads = {
+        (0, "a"): np.array([1.0, 1.0, 0.0]),
+        (0, "b"): np.array([1.0, 0.0, 1.0]),
+        (1, "c"): np.array([0.5, 0.0, 0.0]),
+        (1, "d"): np.array([0.0, 0.5, 0.5]),
+    }
 
     def cheapest(prices):
         best = [min((k for k in loads if k[0] == g), key=lambda k: (prices @ loads[k], k)) for g in (0, 1)]
@@ -149,8 +155,21 @@ def test_ring_allgather_is_the_rings_half_and_bad_input():
 
 
 def test_cli_plans_an_allgather(capsys):
-    code = main(["plan", "allreduce", "--topology", "dgx-a100", "--collective", "allgather", "--planner", "lp",
-                 "--bytes", "1e9", "--json"])
+    code = main(
+        [
+            "plan",
+            "allreduce",
+            "--topology",
+            "dgx-a100",
+            "--collective",
+            "allgather",
+            "--planner",
+            "lp",
+            "--bytes",
+            "1e9",
+            "--json",
+        ]
+    )
     result = json.loads(capsys.readouterr().out)
     assert code == 0 and result["collective"] == "allgather"
     assert result["planners"]["lp"]["bandwidth"]["algbw_gbps"] == pytest.approx(264 * 8 / 7)

@@ -9,8 +9,10 @@ from commgraph.cli.main import main
 
 
 def write_run(path, losses, accs):
-    lines = [json.dumps({"epoch": e + 1, "loss": loss, "train_acc": acc, "val_acc": acc, "test_acc": acc})
-             for e, (loss, acc) in enumerate(zip(losses, accs))]
+    lines = [
+        json.dumps({"epoch": e + 1, "loss": loss, "train_acc": acc, "val_acc": acc, "test_acc": acc})
+        for e, (loss, acc) in enumerate(zip(losses, accs))
+    ]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -24,9 +26,14 @@ def test_plot_one_run_or_several(tmp_path, capsys):
     assert f"wrote {tmp_path / '2.png'} (a: 3 epochs, b: 2 epochs)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "no such file"), ("", "holds no epochs"), ('{"epoch": 1, "loss": 0.5}\nnot json\n', "line 2"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such file"),
+        ("", "holds no epochs"),
+        ('{"epoch": 1, "loss": 0.5}\nnot json\n', "line 2"),
+    ],
+)
 def test_plot_refuses_bad_runs(tmp_path, capsys, content, message):
     run = tmp_path / "run.jsonl"
     if content is not None:
@@ -51,9 +58,28 @@ def test_tensorboard_events_match_the_metrics(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     metrics, logdir = tmp_path / "m.jsonl", tmp_path / "tb"
-    assert main(["train", "cora", "--epochs", "3", "--hidden", "8", "--quiet", "--device", "cpu",
-                 "--partition-dir", str(tmp_path / "parts"), "--metrics-out", str(metrics),
-                 "--tensorboard", str(logdir)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "cora",
+                "--epochs",
+                "3",
+                "--hidden",
+                "8",
+                "--quiet",
+                "--device",
+                "cpu",
+                "--partition-dir",
+                str(tmp_path / "parts"),
+                "--metrics-out",
+                str(metrics),
+                "--tensorboard",
+                str(logdir),
+            ]
+        )
+        == 0
+    )
     records = [json.loads(line) for line in metrics.read_text().splitlines()]
     events = EventAccumulator(str(logdir))
     events.Reload()

@@ -56,11 +56,13 @@ def ogb_zip(folder="arxiv") -> tuple[bytes, Stats]:
     feats = rng.random((n, 4)).astype(np.float32)
     members = {
         "raw/edge.csv.gz": csv_gz(f"{a},{b}" for a, b in edges),
-        "raw/num-node-list.csv.gz": csv_gz([n]), "raw/num-edge-list.csv.gz": csv_gz([m]),
+        "raw/num-node-list.csv.gz": csv_gz([n]),
+        "raw/num-edge-list.csv.gz": csv_gz([m]),
         "raw/node-feat.csv.gz": csv_gz(",".join(f"{v:.6f}" for v in row) for row in feats),
         "raw/node-label.csv.gz": csv_gz(i % 5 for i in range(n)),
         "raw/node_year.csv.gz": csv_gz(2020 for _ in range(n)),
-        "split/time/train.csv.gz": csv_gz(range(30)), "split/time/valid.csv.gz": csv_gz(range(30, 40)),
+        "split/time/train.csv.gz": csv_gz(range(30)),
+        "split/time/valid.csv.gz": csv_gz(range(30, 40)),
         "split/time/test.csv.gz": csv_gz(range(40, 50)),
     }
     buffer = io.BytesIO()
@@ -71,8 +73,15 @@ def ogb_zip(folder="arxiv") -> tuple[bytes, Stats]:
 
 
 def ogb_entry(name="toy-arxiv", stats=None, sha=None) -> Dataset:
-    return Dataset(name, "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip", sha256=sha),),
-                   "test", stats, folder="arxiv", split="time")
+    return Dataset(
+        name,
+        "ogb",
+        (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip", sha256=sha),),
+        "test",
+        stats,
+        folder="arxiv",
+        split="time",
+    )
 
 
 def serve_ogb(server) -> tuple[bytes, Stats]:
@@ -83,7 +92,10 @@ def serve_ogb(server) -> tuple[bytes, Stats]:
 
 def test_mirror_keeps_the_path(monkeypatch):
     monkeypatch.setenv("COMMGRAPH_MIRROR", "http://mirror.lan:8080/pub")
-    assert mirrored("https://snap.stanford.edu/data/web-Google.txt.gz") == "http://mirror.lan:8080/pub/data/web-Google.txt.gz"
+    assert (
+        mirrored("https://snap.stanford.edu/data/web-Google.txt.gz")
+        == "http://mirror.lan:8080/pub/data/web-Google.txt.gz"
+    )
     monkeypatch.setenv("COMMGRAPH_MIRROR", "mirror.lan")
     with pytest.raises(DatasetError, match="not a URL"):
         mirrored("https://snap.stanford.edu/data/web-Google.txt.gz")
@@ -131,13 +143,26 @@ def test_only_a_pinned_checksum_refuses_a_file_a_wrong_size_is_a_warning(server,
         load_dataset(ogb_entry(stats=stats, sha="0" * 64), progress=False)
     assert not (dataset_dir("toy-arxiv") / "raw" / "arxiv.zip").exists()
     capsys.readouterr()
-    sized = Dataset("sized", "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip", size=len(data) + 1,
-                                                sha256=hashlib.sha256(data).hexdigest()),), "t", stats,
-                    folder="arxiv", split="time")
+    sized = Dataset(
+        "sized",
+        "ogb",
+        (
+            RemoteFile(
+                f"{UPSTREAM}/ogb/data/nodeproppred/arxiv.zip",
+                size=len(data) + 1,
+                sha256=hashlib.sha256(data).hexdigest(),
+            ),
+        ),
+        "t",
+        stats,
+        folder="arxiv",
+        split="time",
+    )
     assert load_dataset(sized, progress=False).num_nodes == stats.nodes
     assert capsys.readouterr().err == (
         f"commgraph: warning: arxiv.zip: counted {len(data):,} bytes where the registry states {len(data) + 1:,}; "
-        "kept as counted (a stated count is not a checksum)\n")
+        "kept as counted (a stated count is not a checksum)\n"
+    )
 
 
 def test_server_errors(server, monkeypatch):
@@ -149,8 +174,7 @@ def test_server_errors(server, monkeypatch):
     with pytest.raises(DatasetError, match=r"arxiv.zip answered HTTP 500"):
         fetch(ogb_entry("other", stats=stats), progress=False)
     with pytest.raises(DatasetError, match="HTTP 404"):
-        fetch(Dataset("gone", "snap", (RemoteFile(f"{UPSTREAM}/data/gone.txt.gz"),), "t", Stats(1, 1)),
-              progress=False)
+        fetch(Dataset("gone", "snap", (RemoteFile(f"{UPSTREAM}/data/gone.txt.gz"),), "t", Stats(1, 1)), progress=False)
 
 
 def test_interrupted_download_resumes_with_a_range_request(server):
@@ -203,7 +227,8 @@ def test_published_statistics_that_disagree_are_warnings_not_refusals(server, ca
         "commgraph: warning: toy-arxiv: counted 50 nodes where the publisher states 51; kept as counted "
         "(a stated count is not a checksum)",
         "commgraph: warning: toy-arxiv: counted 200 edge lines where the publisher states 999; kept as counted "
-        "(a stated count is not a checksum)"]
+        "(a stated count is not a checksum)",
+    ]
     assert load_dataset(ogb_entry(stats=wrong), progress=False).equals(g)
     assert capsys.readouterr().err == ""  # said once, when converted
     load_dataset(ogb_entry("agreed", stats=stats), progress=False)
@@ -231,10 +256,16 @@ def test_real_names_planetoid_and_snap_through_the_cli(server, tmp_path, capsys)
     for file in folder.iterdir():
         server.files[f"/kimiyoung/planetoid/raw/master/data/{file.name}"] = file.read_bytes()
     expected = load_graph(folder, name="toycite")
-    entry = Dataset("toycite", "planetoid", tuple(
-        RemoteFile(f"https://github.com/kimiyoung/planetoid/raw/master/data/ind.toycite.{p}")
-        for p in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")), "MIT",
-        Stats(expected.num_nodes, expected.num_edges, expected.num_features, expected.num_classes, "stored"))
+    entry = Dataset(
+        "toycite",
+        "planetoid",
+        tuple(
+            RemoteFile(f"https://github.com/kimiyoung/planetoid/raw/master/data/ind.toycite.{p}")
+            for p in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+        ),
+        "MIT",
+        Stats(expected.num_nodes, expected.num_edges, expected.num_features, expected.num_classes, "stored"),
+    )
     REGISTRY["toycite"] = entry
     try:
         assert main(["graph", "datasets", "download", "toycite", "--quiet"]) == 0
@@ -252,8 +283,10 @@ def test_real_names_planetoid_and_snap_through_the_cli(server, tmp_path, capsys)
     assert main(["graph", "datasets", "download", "email-Enron", "--quiet"]) == 0
     said = capsys.readouterr()
     assert said.out.startswith(f"email-Enron: {n:,} nodes, ")
-    assert said.err == ("commgraph: warning: email-Enron: counted 367,660 edge lines where the publisher states "
-                        "367,662; kept as counted (a stated count is not a checksum)\n")
+    assert said.err == (
+        "commgraph: warning: email-Enron: counted 367,660 edge lines where the publisher states "
+        "367,662; kept as counted (a stated count is not a checksum)\n"
+    )
     assert main(["graph", "info", "email-Enron", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["name"] == "email-Enron" and info["num_nodes"] == n
@@ -275,8 +308,9 @@ def test_reddit_layout(server):
         sp.save_npz(graph, sp.coo_matrix((np.ones(300), (rows, cols)), shape=(n, n)))
         archive.writestr("reddit_graph.npz", graph.getvalue())
     server.files["/dataset/reddit.zip"] = buffer.getvalue()
-    entry = Dataset("toy-reddit", "reddit", (RemoteFile("https://data.dgl.ai/dataset/reddit.zip"),), "t",
-                    Stats(n, 300, 6, 3))
+    entry = Dataset(
+        "toy-reddit", "reddit", (RemoteFile("https://data.dgl.ai/dataset/reddit.zip"),), "t", Stats(n, 300, 6, 3)
+    )
     g = load_dataset(entry, progress=False)
     pairs = {(int(a), int(b)) for a, b in zip(rows, cols) if a != b}
     src, dst = g.edge_list()
@@ -295,13 +329,17 @@ def test_killed_at_any_point_finishes_on_the_next_run(tmp_path):
     source = tmp_path / "big.txt.gz"
     source.write_bytes(data)
     expected = load_snap(source, name="big")
-    files = FileServer(files={"/data/big.txt.gz": data},
-                       faults={"/data/big.txt.gz": Fault(bytes_per_second=len(data) / 1.0)})
+    files = FileServer(
+        files={"/data/big.txt.gz": data}, faults={"/data/big.txt.gz": Fault(bytes_per_second=len(data) / 1.0)}
+    )
     url = files.start()
-    env = {**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home"), "COMMGRAPH_MIRROR": url,
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
-    spec = json.dumps({"name": "big", "url": f"{UPSTREAM}/data/big.txt.gz", "nodes": expected.num_nodes,
-                       "edges": m})
+    env = {
+        **os.environ,
+        "COMMGRAPH_HOME": str(tmp_path / "home"),
+        "COMMGRAPH_MIRROR": url,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    spec = json.dumps({"name": "big", "url": f"{UPSTREAM}/data/big.txt.gz", "nodes": expected.num_nodes, "edges": m})
     driver = [sys.executable, str(Path(__file__).parent / "dataset_driver.py"), spec]
     root = tmp_path / "home" / "datasets" / "big"
 
@@ -361,30 +399,59 @@ def test_papers100m_binary_and_proteins_multitask_layouts(server):
     n, m = 30, 120
     edge_index = rng.integers(0, n, size=(2, m))
     labels = np.where(np.arange(n) % 4 == 3, np.nan, np.arange(n) % 3).astype(np.float32)[:, None]
-    split = {f"papers100M-bin/split/time/{part}.csv.gz": csv_gz(ids)
-             for part, ids in (("train", [0, 1, 2]), ("valid", [4, 5]), ("test", [6]))}
-    server.files["/ogb/data/nodeproppred/papers100M-bin.zip"] = zipped({
-        "papers100M-bin/raw/data.npz": npz_bytes(edge_index=edge_index, node_feat=rng.random((n, 5)).astype(np.float16),
-                                                 num_nodes_list=np.array([n]), num_edges_list=np.array([m])),
-        "papers100M-bin/raw/node-label.npz": npz_bytes(node_label=labels), **split})
-    entry = Dataset("toy-papers", "ogb", (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/papers100M-bin.zip"),), "t",
-                    Stats(n, m, 5, 3), folder="papers100M-bin", split="time")
+    split = {
+        f"papers100M-bin/split/time/{part}.csv.gz": csv_gz(ids)
+        for part, ids in (("train", [0, 1, 2]), ("valid", [4, 5]), ("test", [6]))
+    }
+    server.files["/ogb/data/nodeproppred/papers100M-bin.zip"] = zipped(
+        {
+            "papers100M-bin/raw/data.npz": npz_bytes(
+                edge_index=edge_index,
+                node_feat=rng.random((n, 5)).astype(np.float16),
+                num_nodes_list=np.array([n]),
+                num_edges_list=np.array([m]),
+            ),
+            "papers100M-bin/raw/node-label.npz": npz_bytes(node_label=labels),
+            **split,
+        }
+    )
+    entry = Dataset(
+        "toy-papers",
+        "ogb",
+        (RemoteFile(f"{UPSTREAM}/ogb/data/nodeproppred/papers100M-bin.zip"),),
+        "t",
+        Stats(n, m, 5, 3),
+        folder="papers100M-bin",
+        split="time",
+    )
     g = load_dataset(entry, progress=False)
     reference = from_edges(edge_index[0], edge_index[1], n)
     assert np.array_equal(g.indptr, reference.indptr) and np.array_equal(g.indices, reference.indices)
     assert g.labels.tolist() == [-1 if i % 4 == 3 else i % 3 for i in range(n)]
     assert np.flatnonzero(g.val_mask).tolist() == [4, 5]
 
-    server.files["/ogb/data/nodeproppred/proteins.zip"] = zipped({
-        "proteins/raw/edge.csv.gz": csv_gz(f"{a},{b}" for a, b in edge_index.T),
-        "proteins/raw/edge-feat.csv.gz": csv_gz("0.1,0.2" for _ in range(m)),
-        "proteins/raw/node-label.csv.gz": csv_gz("0,1,1" for _ in range(n)),  # several binary tasks
-        "proteins/raw/num-node-list.csv.gz": csv_gz([n]),
-        "proteins/split/species/train.csv.gz": csv_gz([0]), "proteins/split/species/valid.csv.gz": csv_gz([1]),
-        "proteins/split/species/test.csv.gz": csv_gz([2])})
+    server.files["/ogb/data/nodeproppred/proteins.zip"] = zipped(
+        {
+            "proteins/raw/edge.csv.gz": csv_gz(f"{a},{b}" for a, b in edge_index.T),
+            "proteins/raw/edge-feat.csv.gz": csv_gz("0.1,0.2" for _ in range(m)),
+            "proteins/raw/node-label.csv.gz": csv_gz("0,1,1" for _ in range(n)),  # several binary tasks
+            "proteins/raw/num-node-list.csv.gz": csv_gz([n]),
+            "proteins/split/species/train.csv.gz": csv_gz([0]),
+            "proteins/split/species/valid.csv.gz": csv_gz([1]),
+            "proteins/split/species/test.csv.gz": csv_gz([2]),
+        }
+    )
     proteins = REGISTRY["ogbn-proteins"]
-    entry = Dataset("toy-proteins", "ogb", proteins.files, "t", Stats(n, m), folder="proteins", split="species",
-                    labels=proteins.labels)
+    entry = Dataset(
+        "toy-proteins",
+        "ogb",
+        proteins.files,
+        "t",
+        Stats(n, m),
+        folder="proteins",
+        split="species",
+        labels=proteins.labels,
+    )
     g = load_dataset(entry, progress=False)
     assert g.labels is None and g.features is None and np.array_equal(g.indices, reference.indices)
 
@@ -424,12 +491,29 @@ def test_the_thesis_datasets_go_through_the_sampling_benchmark_or_say_how_to_get
     """``benchmarks/sampling.py --train-graphs reddit`` (or ``ogbn-products``) resolves the
     registry's name; with the dataset neither cached nor reachable, it stops with exit 2 and one
     line saying where to put the archive, not a traceback."""
-    env = {**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home"),
-           "COMMGRAPH_MIRROR": "http://127.0.0.1:9",  # the discard port: nothing listens
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
-    job = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "sampling.py"),
-                          "--skip-speed", "--train-graphs", name, "--workers", "8", "--count-steps", "1"],
-                         env=env, capture_output=True, text=True, timeout=100)
+    env = {
+        **os.environ,
+        "COMMGRAPH_HOME": str(tmp_path / "home"),
+        "COMMGRAPH_MIRROR": "http://127.0.0.1:9",  # the discard port: nothing listens
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    job = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).parents[1] / "benchmarks" / "sampling.py"),
+            "--skip-speed",
+            "--train-graphs",
+            name,
+            "--workers",
+            "8",
+            "--count-steps",
+            "1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     last = job.stderr.strip().splitlines()[-1]
     assert job.returncode == 2 and "Traceback" not in job.stderr
     assert last.startswith("sampling.py: error: cannot download")
@@ -442,8 +526,9 @@ def test_a_silent_mirror_is_waited_for_as_long_as_asked_and_said(server, capsys)
     _, stats = serve_ogb(server)
     server.faults["/ogb/data/nodeproppred/arxiv.zip"] = Fault(silent_seconds=5)
     started = time.monotonic()
-    code = main(["graph", "datasets", "download", "ogbn-arxiv", "--no-convert", "--read-timeout", "0.3",
-                 "--tries", "2"])
+    code = main(
+        ["graph", "datasets", "download", "ogbn-arxiv", "--no-convert", "--read-timeout", "0.3", "--tries", "2"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and time.monotonic() - started < 4
     assert "sent nothing for 0.3 s; 0 bytes kept; try 2 of 2 (at most 0.3 s per read)" in err

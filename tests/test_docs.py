@@ -21,8 +21,23 @@ BLOCK = re.compile(r"^```bash runnable\n(.*?)^```$", re.S | re.M)
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```$", re.S | re.M)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 PAGE_SECONDS = 150  # one page's blocks; each command is a fresh process that imports torch (~8 s here)
-TOPICS = ("datasets", "partitioning", "topologies", "planning", "simulation", "llm", "multipath", "training",
-          "features", "sampling", "memory", "analytics", "api", "testing", "architecture")
+TOPICS = (
+    "datasets",
+    "partitioning",
+    "topologies",
+    "planning",
+    "simulation",
+    "llm",
+    "multipath",
+    "training",
+    "features",
+    "sampling",
+    "memory",
+    "analytics",
+    "api",
+    "testing",
+    "architecture",
+)
 
 
 def runnable_blocks(text: str) -> list[str]:
@@ -47,14 +62,24 @@ def commgraph_bin(folder: Path) -> Path:
 
 def run_block(commands: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["bash", "-c", "set -e -o pipefail -x\n" + commands], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=PAGE_SECONDS)
+    return subprocess.run(
+        ["bash", "-c", "set -e -o pipefail -x\n" + commands],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PAGE_SECONDS,
+    )
 
 
 @pytest.fixture
 def doc_env(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "COMMGRAPH_HOME": str(tmp_path / "home"),
-           "MPLBACKEND": "Agg"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "COMMGRAPH_HOME": str(tmp_path / "home"),
+        "MPLBACKEND": "Agg",
+    }
     env["PATH"] = os.pathsep.join((str(commgraph_bin(tmp_path / "bin")), env.get("PATH", "")))
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         env.pop(name, None)
@@ -104,8 +129,10 @@ def test_links_lead_to_pages_that_exist_inside_the_repository(document):
         page = (document.parent / path).resolve() if path else document
         assert page.is_file() and ROOT in page.parents, f"{document.name} links {target}: no such file here"
         if anchor and page.suffix == ".md":
-            headings = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
-                        for h in re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.M)}
+            headings = {
+                re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+                for h in re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.M)
+            }
             assert anchor in headings, f"{document.name} links {target}: no such section"
 
 

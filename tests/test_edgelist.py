@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from commgraph.errors import GraphFormatError
-from commgraph.graph import from_edges, load_npz, load_snap, save_npz
-from commgraph.graph import edgelist
+from commgraph.graph import edgelist, from_edges, load_npz, load_snap, save_npz
 from commgraph.graph.edgelist import read_edge_chunks
 
 
@@ -25,8 +24,15 @@ def test_chunked_build_equals_the_reference(tmp_path, monkeypatch, chunk, symmet
     path.write_bytes(gzip.compress(("# header\n\n" + "".join(lines)).rstrip("\n").encode()))
     g = load_snap(path, symmetrize=symmetrize, self_loops=self_loops)
     present = np.unique(edges)
-    ref = from_edges(np.searchsorted(present, edges[:, 0]), np.searchsorted(present, edges[:, 1]),
-                     present.shape[0], symmetrize=symmetrize, self_loops=self_loops, node_ids=present, name="g")
+    ref = from_edges(
+        np.searchsorted(present, edges[:, 0]),
+        np.searchsorted(present, edges[:, 1]),
+        present.shape[0],
+        symmetrize=symmetrize,
+        self_loops=self_loops,
+        node_ids=present,
+        name="g",
+    )
     assert g.equals(ref)
 
 
@@ -61,8 +67,13 @@ def test_csv_columns_and_line_numbers_across_chunks(tmp_path, monkeypatch):
 
 def test_stored_npz_is_memory_mapped_copy_on_write(tmp_path):
     rng = np.random.default_rng(1)
-    g = from_edges(rng.integers(0, 100, 500), rng.integers(0, 100, 500), 100,
-                   features=rng.random((100, 3)).astype(np.float32), name="m")
+    g = from_edges(
+        rng.integers(0, 100, 500),
+        rng.integers(0, 100, 500),
+        100,
+        features=rng.random((100, 3)).astype(np.float32),
+        name="m",
+    )
     save_npz(g, tmp_path / "m.npz", compress=False)
     save_npz(g, tmp_path / "c.npz")
     mapped, packed = load_npz(tmp_path / "m.npz"), load_npz(tmp_path / "c.npz")

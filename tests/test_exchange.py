@@ -31,11 +31,20 @@ def test_p2p_and_relayed_plans_move_every_row_both_ways(tmp_path, monkeypatch):
     graph, parts = load_graph("cora"), 8
     assignment, _ = partition_graph(graph, parts, "g3", 0)
     partdir = tmp_path / "parts"
-    pset = write_partition_set(graph, assignment, parts, partdir, method="g3", seed=0, seconds=0.0,
-                               metrics=partition_metrics(graph, assignment, parts))
+    pset = write_partition_set(
+        graph,
+        assignment,
+        parts,
+        partdir,
+        method="g3",
+        seed=0,
+        seconds=0.0,
+        metrics=partition_metrics(graph, assignment, parts),
+    )
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"partdir": str(partdir), "out": str(tmp_path), "topology": "dgx1-v100",
-                                "planners": list(PLANNERS)}))
+    spec.write_text(
+        json.dumps({"partdir": str(partdir), "out": str(tmp_path), "topology": "dgx1-v100", "planners": list(PLANNERS)})
+    )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_local([str(spec)], parts, grace=30, module="exchange_driver", threads_per_worker=1) == 0
     readers = np.zeros(graph.num_nodes)  # how many parts hold each node in their halo

@@ -26,8 +26,9 @@ def cora_part(tmp_path_factory):
     graph = load_graph("cora")
     assignment, _ = partition_graph(graph, 4, "metis", seed=0)
     out = tmp_path_factory.mktemp("four") / "set"
-    write_partition_set(graph, assignment, 4, out, method="metis", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 4))
+    write_partition_set(
+        graph, assignment, 4, out, method="metis", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 4)
+    )
     pset = load_partition_set(out)
     sampling = SamplingGraph.from_partition(pset, 1)
     return graph, sampling, ExplanationGraph.build(sampling, lambda ids: pset.rows("features", ids), layers=2)
@@ -135,8 +136,9 @@ def test_online_explainer_explains_the_lowest_loss_snapshot_and_never_blocks(cor
 def test_explainer_errors_reach_training(cora_part):
     graph, sampling, explanation = cora_part
     model = GNN("sage", graph.num_features, 16, 7)
-    online = OnlineExplainer(_BrokenExplainer(sampling, explanation, model, ExplainerOptions(period=1, epochs=1)),
-                             lambda masks: None)
+    online = OnlineExplainer(
+        _BrokenExplainer(sampling, explanation, model, ExplainerOptions(period=1, epochs=1)), lambda masks: None
+    )
     online.observe(model, 1.0, 1)
     _wait_for(lambda: online._error is not None)
     with pytest.raises(SamplingError, match="explainer failed.*out of memory"):

@@ -70,8 +70,15 @@ def _masks(kind: str) -> Callable[[Path, Path], None]:
             with open(tmp / "m", "wb") as handle:
                 np.save(handle, np.zeros(3))
             return
-        (tmp / "m").write_bytes({"empty": b"", "truncated": data[: len(data) // 2], "text": b"node,prob\n1,0.5\n",
-                                 "corrupt": data[:100] + bytes(200) + data[300:]}[kind])
+        (tmp / "m").write_bytes(
+            {
+                "empty": b"",
+                "truncated": data[: len(data) // 2],
+                "text": b"node,prob\n1,0.5\n",
+                "corrupt": data[:100] + bytes(200) + data[300:],
+            }[kind]
+        )
+
     return damage
 
 
@@ -80,6 +87,7 @@ def _manifest(change: Callable[[dict], object]) -> Callable[[Path, Path], None]:
         shutil.copytree(pset, tmp / "set")
         manifest = json.loads((tmp / "set" / "manifest.json").read_text())
         (tmp / "set" / "manifest.json").write_text(json.dumps(change(manifest)))
+
     return damage
 
 
@@ -94,81 +102,172 @@ MULTIPATH = "sim multipath simulate --topology dgx1-v100 --workload poisson:load
 
 ROWS = [
     # 1: a CPU budget that is not finite hung the job (each explainer died of it)
-    Row("explain-cpu-inf", f"train {GRAPH} --sampler dgs --explain-cpu inf --dgs-wait --timeout 20",
-        "--explain-cpu must be a finite number; got inf"),
+    Row(
+        "explain-cpu-inf",
+        f"train {GRAPH} --sampler dgs --explain-cpu inf --dgs-wait --timeout 20",
+        "--explain-cpu must be a finite number; got inf",
+    ),
     Row("timeout-inf", f"train {GRAPH} --timeout inf", "--timeout must be a finite number"),
     # 4: output paths, checked before any work
-    Row("convert-out-folder", "graph convert cora --out {tmp}/d.npz", "--out {tmp}/d.npz is a folder",
-        _folder("d.npz")),
-    Row("partition-out-file", f"partition make {GRAPH} --parts 2 --out {{tmp}}/f", "--out {tmp}/f is a file",
-        _file("f")),
+    Row(
+        "convert-out-folder", "graph convert cora --out {tmp}/d.npz", "--out {tmp}/d.npz is a folder", _folder("d.npz")
+    ),
+    Row(
+        "partition-out-file", f"partition make {GRAPH} --parts 2 --out {{tmp}}/f", "--out {tmp}/f is a file", _file("f")
+    ),
     Row("topo-png-folder", "topo show --topology dgx1-v100 --png {tmp}", "--png {tmp} is a folder"),
-    Row("topo-out-under-file", "topo detect --from-file {tmp}/f --out {tmp}/f/t.yaml",
-        "{tmp}/f is a file, not a folder", _file("f")),
-    Row("plan-out-under-file", "plan allgather {set} --topology localhost-cpu:2 --feature-dim 8 --planner p2p --out {tmp}/f/p.json",
-        "--out {tmp}/f/p.json: {tmp}/f is a file", _file("f")),
+    Row(
+        "topo-out-under-file",
+        "topo detect --from-file {tmp}/f --out {tmp}/f/t.yaml",
+        "{tmp}/f is a file, not a folder",
+        _file("f"),
+    ),
+    Row(
+        "plan-out-under-file",
+        "plan allgather {set} --topology localhost-cpu:2 --feature-dim 8 --planner p2p --out {tmp}/f/p.json",
+        "--out {tmp}/f/p.json: {tmp}/f is a file",
+        _file("f"),
+    ),
     Row("plan-png-folder", "plan allreduce --topology dgx1-v100 --png {tmp}", "--png {tmp} is a folder"),
-    Row("dag-png-folder", "sim dag {tmp}/dag.json --topology dgx1-v100 --png {tmp}", "--png {tmp} is a folder",
-        _file("dag.json", DAG.encode())),
-    Row("llm-trace-folder", "sim llm --model gpt3-13b --topology 2xdgx1-v100-ib --trace {tmp}",
-        "--trace {tmp} is a folder"),
-    Row("llm-png-under-file", "sim llm --model gpt3-13b --topology 2xdgx1-v100-ib --png {tmp}/f/t.png",
-        "{tmp}/f is a file, not a folder", _file("f")),
+    Row(
+        "dag-png-folder",
+        "sim dag {tmp}/dag.json --topology dgx1-v100 --png {tmp}",
+        "--png {tmp} is a folder",
+        _file("dag.json", DAG.encode()),
+    ),
+    Row(
+        "llm-trace-folder",
+        "sim llm --model gpt3-13b --topology 2xdgx1-v100-ib --trace {tmp}",
+        "--trace {tmp} is a folder",
+    ),
+    Row(
+        "llm-png-under-file",
+        "sim llm --model gpt3-13b --topology 2xdgx1-v100-ib --png {tmp}/f/t.png",
+        "{tmp}/f is a file, not a folder",
+        _file("f"),
+    ),
     Row("multipath-png-folder", f"{MULTIPATH} --png {{tmp}}", "--png {tmp} is a folder"),
     Row("plot-png-under-file", "plot {tmp}/f --png {tmp}/f/x.png", "{tmp}/f is a file, not a folder", _file("f")),
-    Row("predict-out-folder", "predict cora --checkpoint-dir {tmp} --out {tmp}/p.npy", "--out {tmp}/p.npy is a folder",
-        _folder("p.npy")),
-    Row("predict-out-exists", "predict cora --checkpoint-dir {tmp} --out {tmp}/p.npy",
-        "--out {tmp}/p.npy already exists; pass --force", _file("p.npy")),
-    Row("analyze-out-folder", "analyze cora --algo bfs --out {tmp}/a.csv", "--out {tmp}/a.csv is a folder",
-        _folder("a.csv")),
+    Row(
+        "predict-out-folder",
+        "predict cora --checkpoint-dir {tmp} --out {tmp}/p.npy",
+        "--out {tmp}/p.npy is a folder",
+        _folder("p.npy"),
+    ),
+    Row(
+        "predict-out-exists",
+        "predict cora --checkpoint-dir {tmp} --out {tmp}/p.npy",
+        "--out {tmp}/p.npy already exists; pass --force",
+        _file("p.npy"),
+    ),
+    Row(
+        "analyze-out-folder",
+        "analyze cora --algo bfs --out {tmp}/a.csv",
+        "--out {tmp}/a.csv is a folder",
+        _folder("a.csv"),
+    ),
     Row("train-metrics-folder", f"train {GRAPH} --metrics-out {{tmp}}", "--metrics-out {tmp} is a folder"),
-    Row("train-predictions-folder", f"train {GRAPH} --predictions-out {{tmp}}/p.npy",
-        "--predictions-out {tmp}/p.npy is a folder", _folder("p.npy")),
-    Row("train-masks-out-under-file", f"train {GRAPH} --sampler dgs --dgs-masks-out {{tmp}}/f/m.npz",
-        "{tmp}/f is a file, not a folder", _file("f")),
-    Row("train-checkpoint-dir-file", f"train {GRAPH} --checkpoint-dir {{tmp}}/f", "--checkpoint-dir {tmp}/f is a file",
-        _file("f")),
+    Row(
+        "train-predictions-folder",
+        f"train {GRAPH} --predictions-out {{tmp}}/p.npy",
+        "--predictions-out {tmp}/p.npy is a folder",
+        _folder("p.npy"),
+    ),
+    Row(
+        "train-masks-out-under-file",
+        f"train {GRAPH} --sampler dgs --dgs-masks-out {{tmp}}/f/m.npz",
+        "{tmp}/f is a file, not a folder",
+        _file("f"),
+    ),
+    Row(
+        "train-checkpoint-dir-file",
+        f"train {GRAPH} --checkpoint-dir {{tmp}}/f",
+        "--checkpoint-dir {tmp}/f is a file",
+        _file("f"),
+    ),
     # 5: mask files that are not mask files
-    *[Row(f"masks-{kind}", "train {set} --sampler dgs --dgs-masks {tmp}/m --explain-cpu 0",
-          f"--dgs-masks {{tmp}}/m is {why}", _masks(kind))
-      for kind, why in (("empty", "empty, damaged"), ("truncated", "empty, damaged"), ("text", "empty, damaged"),
-                        ("corrupt", "truncated or damaged"), ("npy", "a single .npy array"))],
+    *[
+        Row(
+            f"masks-{kind}",
+            "train {set} --sampler dgs --dgs-masks {tmp}/m --explain-cpu 0",
+            f"--dgs-masks {{tmp}}/m is {why}",
+            _masks(kind),
+        )
+        for kind, why in (
+            ("empty", "empty, damaged"),
+            ("truncated", "empty, damaged"),
+            ("text", "empty, damaged"),
+            ("corrupt", "truncated or damaged"),
+            ("npy", "a single .npy array"),
+        )
+    ],
     # 6: a manifest that does not follow its schema
-    Row("manifest-null", "partition info {tmp}/set", "the manifest must be a JSON object, got null",
-        _manifest(lambda m: None)),
-    Row("manifest-parts", "partition info {tmp}/set", "parts is 5 but files lists part folders [0, 1]",
-        _manifest(lambda m: {**m, "parts": 5})),
-    Row("manifest-nodes", "train {tmp}/set --workers 2", "graph.num_nodes must be a JSON integer >= 0, got 'x'",
-        _manifest(lambda m: {**m, "graph": {**m["graph"], "num_nodes": "x"}})),
+    Row(
+        "manifest-null",
+        "partition info {tmp}/set",
+        "the manifest must be a JSON object, got null",
+        _manifest(lambda m: None),
+    ),
+    Row(
+        "manifest-parts",
+        "partition info {tmp}/set",
+        "parts is 5 but files lists part folders [0, 1]",
+        _manifest(lambda m: {**m, "parts": 5}),
+    ),
+    Row(
+        "manifest-nodes",
+        "train {tmp}/set --workers 2",
+        "graph.num_nodes must be a JSON integer >= 0, got 'x'",
+        _manifest(lambda m: {**m, "graph": {**m["graph"], "num_nodes": "x"}}),
+    ),
     # 7: more rails than NICs
     Row("rails-5", "topo show --topology 2xdgx1-v100-ib-rails5", "5 rails but a dgx1-v100 server has 4 NICs"),
     Row("rails-huge", "topo show --topology 2xdgx1-v100-ib-rails99999999999", "99999999999 rails"),
     # 8: a topology YAML that is not UTF-8
-    Row("yaml-not-utf8", "topo validate {tmp}/t.yaml", "{tmp}/t.yaml: not UTF-8 text",
-        _file("t.yaml", b"name: x\n\xff\xfe\n")),
+    Row(
+        "yaml-not-utf8",
+        "topo validate {tmp}/t.yaml",
+        "{tmp}/t.yaml: not UTF-8 text",
+        _file("t.yaml", b"name: x\n\xff\xfe\n"),
+    ),
     Row("yaml-folder", "topo validate {tmp}", "{tmp}: cannot read it"),
     # 9: numbers that are not finite
     Row("jitter-inf", f"{MULTIPATH} --jitter-us inf,inf", "--jitter-us must have 0 <= LO <= HI, both finite"),
-    Row("kvs-acc-inf", "sim multipath simulate --topology dgx1-v100 --workload kvs:ycsb=c,load=1,acc_us=inf",
-        "bad workload option 'acc_us=inf': must be a finite number"),
-    Row("poisson-load-inf", "sim multipath simulate --topology dgx1-v100 --workload poisson:load=inf,types=cpu0:gpu0",
-        "bad workload option 'load=inf'"),
+    Row(
+        "kvs-acc-inf",
+        "sim multipath simulate --topology dgx1-v100 --workload kvs:ycsb=c,load=1,acc_us=inf",
+        "bad workload option 'acc_us=inf': must be a finite number",
+    ),
+    Row(
+        "poisson-load-inf",
+        "sim multipath simulate --topology dgx1-v100 --workload poisson:load=inf,types=cpu0:gpu0",
+        "bad workload option 'load=inf'",
+    ),
     Row("sweep-inf", f"{MULTIPATH} --sweep inf", "--sweep loads must be finite and > 0"),
     Row("bytes-inf", "plan allreduce --topology dgx1-v100 --bytes inf", "bad size 'inf': must be a finite number"),
     # 11: argparse's own errors, in the same one-line form
     Row("argparse-choice", "graph datasets download no-such-set", "invalid choice: 'no-such-set'"),
-    Row("argparse-int", "sim llm --model gpt3-13b --topology 2xdgx1-v100-ib --iterations 2.5",
-        "argument --iterations: invalid int value: '2.5'"),
-    Row("argparse-negative-size", "plan allreduce --topology dgx1-v100 --bytes -1G",
-        "argument --bytes: expected one argument"),
+    Row(
+        "argparse-int",
+        "sim llm --model gpt3-13b --topology 2xdgx1-v100-ib --iterations 2.5",
+        "argument --iterations: invalid int value: '2.5'",
+    ),
+    Row(
+        "argparse-negative-size",
+        "plan allreduce --topology dgx1-v100 --bytes -1G",
+        "argument --bytes: expected one argument",
+    ),
     # 12: sweep options without a sweep, and a sweep too large to run
     Row("seeds-without-sweep", f"{MULTIPATH} --seeds 3", "--seeds and --bound-us apply to a sweep"),
     Row("bound-without-sweep", f"{MULTIPATH} --bound-us 5", "--seeds and --bound-us apply to a sweep"),
     Row("sweep-huge", f"{MULTIPATH} --sweep 0.1:1e9:0.1", "makes 10,000,000,000 points; at most 1000"),
     # 15: GPUs that reach each other only through a GPU that does not forward
-    Row("validate-no-route", "topo validate {tmp}/chain.yaml",
-        "no route from 'gpu0' to 'gpu2' in topology 'chain' (GPUs do not forward here", _file("chain.yaml", CHAIN.encode())),
+    Row(
+        "validate-no-route",
+        "topo validate {tmp}/chain.yaml",
+        "no route from 'gpu0' to 'gpu2' in topology 'chain' (GPUs do not forward here",
+        _file("chain.yaml", CHAIN.encode()),
+    ),
 ]
 
 
@@ -199,18 +298,22 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(row, pset, tmp_path, ca
 
 # -- item 3: the YAML input sim llm's help offers -----------------------------------------------------
 
+
 @pytest.mark.timeout(120)
 def test_sim_llm_reads_a_topology_yaml(tmp_path, capsys):
     yaml_file = tmp_path / "t.yaml"
     write_yaml(resolve_topology("2xdgx1-v100-ib", speeds={"ib": 12.5}), yaml_file)
-    assert main(["sim", "llm", "--model", "gpt3-13b", "--topology", str(yaml_file), "--scheduler", "hermod",
-                 "--json"]) == 0
+    assert (
+        main(["sim", "llm", "--model", "gpt3-13b", "--topology", str(yaml_file), "--scheduler", "hermod", "--json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["schedulers"]["hermod"]["iteration_seconds"] > 0
     assert main(["sim", "llm", "--model", "gpt3-13b", "--topology", str(yaml_file), "--speeds", "nv2=40"]) == 2
     assert "edit the YAML file instead" in capsys.readouterr().err
 
 
 # -- item 13: atomic writes ----------------------------------------------------------------------------
+
 
 @pytest.mark.multiproc
 def test_atomic_writes_follow_the_umask_and_clear_what_a_killed_writer_left(tmp_path):
@@ -232,14 +335,18 @@ def test_atomic_writes_follow_the_umask_and_clear_what_a_killed_writer_left(tmp_
 
 # -- items 1, 2, 14, 16: kills of a running job --------------------------------------------------------
 
+
 def _processes() -> dict[int, tuple[int, str, str]]:
     """pid -> (parent pid, name, command line) of every process (from /proc)."""
     found = {}
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             stat = (entry / "stat").read_text()
-            found[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), (entry / "comm").read_text().strip(),
-                                      (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            found[int(entry.name)] = (
+                int(stat.rsplit(")", 1)[1].split()[1]),
+                (entry / "comm").read_text().strip(),
+                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"),
+            )
         except (OSError, ValueError):
             continue
     return found
@@ -267,8 +374,9 @@ def _alive(pids) -> list[int]:
 
 
 def _start(*argv: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "commgraph", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "commgraph", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _wait_for(job: subprocess.Popen, found: Callable[[], int | None], seconds: float = 150) -> int:
@@ -286,9 +394,14 @@ def _rank(job: subprocess.Popen, rank: int) -> int | None:
 
 def _explainer(job: subprocess.Popen, rank: int) -> int | None:
     below = _descendants(job.pid)
-    return next((pid for pid, (parent, _, command) in below.items()
-                 if "multiprocessing.spawn" in command and below.get(parent, (0, ""))[1] == f"commgraph-r{rank}"),
-                None)
+    return next(
+        (
+            pid
+            for pid, (parent, _, command) in below.items()
+            if "multiprocessing.spawn" in command and below.get(parent, (0, ""))[1] == f"commgraph-r{rank}"
+        ),
+        None,
+    )
 
 
 @pytest.mark.multiproc
@@ -302,8 +415,25 @@ def test_a_killed_dgs_worker_stops_the_job_in_2_s_naming_only_it_and_leaves_no_p
     parts = tmp_path / "set3"
     assert main(["partition", "make", GRAPH, "--parts", "3", "--out", str(parts), "--json"]) == 0
     metrics = tmp_path / "m.jsonl"
-    job = _start("train", str(parts), "--workers", "3", "--epochs", "100000", "--sampler", "dgs", "--batch-size", "32",
-                 "--timeout", "60", "--quiet", "--metrics-out", str(metrics), "--threads", "1")
+    job = _start(
+        "train",
+        str(parts),
+        "--workers",
+        "3",
+        "--epochs",
+        "100000",
+        "--sampler",
+        "dgs",
+        "--batch-size",
+        "32",
+        "--timeout",
+        "60",
+        "--quiet",
+        "--metrics-out",
+        str(metrics),
+        "--threads",
+        "1",
+    )
     _wait_for(job, lambda: 1 if metrics.is_file() and len(metrics.read_text().splitlines()) >= 2 else None)
     _wait_for(job, lambda: _explainer(job, 1))
     everything = set(_descendants(job.pid))
@@ -325,8 +455,24 @@ def test_a_killed_dgs_worker_stops_the_job_in_2_s_naming_only_it_and_leaves_no_p
 def test_a_killed_explainer_during_dgs_wait_is_named_at_once(pset):
     """--dgs-wait with an explanation that would take hours: killing rank 1's explainer stops the
     job at once with its name, not at --timeout (and not blaming rank 0)."""
-    job = _start("train", str(pset), "--workers", "2", "--epochs", "5", "--sampler", "dgs", "--dgs-wait",
-                 "--explain-epochs", "100000000", "--explain-loss-threshold", "0", "--timeout", "100", "--quiet")
+    job = _start(
+        "train",
+        str(pset),
+        "--workers",
+        "2",
+        "--epochs",
+        "5",
+        "--sampler",
+        "dgs",
+        "--dgs-wait",
+        "--explain-epochs",
+        "100000000",
+        "--explain-loss-threshold",
+        "0",
+        "--timeout",
+        "100",
+        "--quiet",
+    )
     victim = _wait_for(job, lambda: _explainer(job, 1))
     everything = set(_descendants(job.pid))
     os.kill(victim, signal.SIGKILL)
@@ -349,11 +495,11 @@ def test_a_rank_that_stopped_because_of_another_is_not_named_dead():
     from commgraph.runtime.world import World
 
     store = dist.HashStore()
-    stopped = World(rank=0, size=3, local_rank=0, device=torch.device("cpu"), backend="gloo", timeout=5.0,
-                    _store=store)
+    stopped = World(rank=0, size=3, local_rank=0, device=torch.device("cpu"), backend="gloo", timeout=5.0, _store=store)
     stopped.report_stopped()
-    survivor = World(rank=2, size=3, local_rank=2, device=torch.device("cpu"), backend="gloo", timeout=5.0,
-                     _store=store)
+    survivor = World(
+        rank=2, size=3, local_rank=2, device=torch.device("cpu"), backend="gloo", timeout=5.0, _store=store
+    )
     failed = survivor.explain(ConnectionError("Connection reset by peer"))
     assert str(failed).startswith("worker rank 1 died (no heartbeat for 0.8 s)"), failed
     store.set("commgraph/failed/1", "was killed by SIGKILL")  # the launcher's word, when it has one

@@ -35,6 +35,7 @@ needs_triton = pytest.mark.skipif(not gather_kernel.available(), reason="Triton 
 
 # -- placement (plan) ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["auto", "gpu", "host"])
 def test_a_cpu_device_keeps_the_table_in_host_memory_whatever_is_asked(mode):
     chosen = place_features(mode, "cpu", 5 * GB)
@@ -61,6 +62,7 @@ def test_bad_placement_requests():
 
 # -- the store on a CPU device ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["auto", "gpu", "host"])
 def test_on_a_cpu_device_every_mode_is_index_select_on_the_table_itself(mode):
     features = np.random.default_rng(0).standard_normal((50, 7)).astype(np.float32)
@@ -83,14 +85,17 @@ def test_a_table_of_another_dtype_is_converted_once_to_float32():
     np.testing.assert_array_equal(out.numpy(), features[[3, 1]].astype(np.float32))
 
 
-@pytest.mark.parametrize("index, message", [
-    (torch.tensor([], dtype=torch.int64), "empty index"),
-    (torch.tensor([0, 10]), "row id 10 is out of range for a feature table of 10 rows"),
-    (torch.tensor([-1, 2]), "row id -1 is out of range"),
-    (torch.tensor([[1, 2]]), "1-D int64 tensor of row ids, got torch.int64 of shape (1, 2)"),
-    (torch.tensor([1.0]), "got torch.float32"),
-    ([1, 2], "got list"),
-])
+@pytest.mark.parametrize(
+    "index, message",
+    [
+        (torch.tensor([], dtype=torch.int64), "empty index"),
+        (torch.tensor([0, 10]), "row id 10 is out of range for a feature table of 10 rows"),
+        (torch.tensor([-1, 2]), "row id -1 is out of range"),
+        (torch.tensor([[1, 2]]), "1-D int64 tensor of row ids, got torch.int64 of shape (1, 2)"),
+        (torch.tensor([1.0]), "got torch.float32"),
+        ([1, 2], "got list"),
+    ],
+)
 def test_bad_gathers_are_refused_clearly(index, message):
     store = FeatureStore.create(np.zeros((10, 4), dtype=np.float32), torch.device("cpu"))
     with pytest.raises(FeatureError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -111,6 +116,7 @@ def test_a_table_must_be_two_dimensional():
 
 
 # -- the host table: held once ------------------------------------------------------------------------
+
 
 def test_a_writable_float32_table_is_used_in_place():
     features = np.ones((6, 5), dtype=np.float32)
@@ -168,8 +174,17 @@ def test_measuring_a_table_refuses_an_unknown_way_and_reports_a_failed_load(tmp_
 _interpreted = None  # the kernel module as Triton's interpreter runs it (set by the fixture)
 
 
-def _probe(index, out, count, width, lead, SHIFT: tl.constexpr, LINE: tl.constexpr, BLOCK_ROWS: tl.constexpr,
-           BLOCK_COLUMNS: tl.constexpr):
+def _probe(
+    index,
+    out,
+    count,
+    width,
+    lead,
+    SHIFT: tl.constexpr,
+    LINE: tl.constexpr,
+    BLOCK_ROWS: tl.constexpr,
+    BLOCK_COLUMNS: tl.constexpr,
+):
     """out[r, p]: the column that position p of row r's tile reads (the kernel's own mapping)."""
     import triton.language as tl
 
@@ -253,8 +268,17 @@ def test_the_circular_shift_keeps_each_warp_on_one_line(interpreted, width, lead
     shifted = {}
     for shift in (True, False):
         out = torch.full((src.size, width), -1, dtype=torch.int64)
-        probe[(1,)](torch.from_numpy(src), out, src.size, width, lead, SHIFT=shift, LINE=gather_kernel.LINE,
-                    BLOCK_ROWS=src.size, BLOCK_COLUMNS=block_columns)
+        probe[(1,)](
+            torch.from_numpy(src),
+            out,
+            src.size,
+            width,
+            lead,
+            SHIFT=shift,
+            LINE=gather_kernel.LINE,
+            BLOCK_ROWS=src.size,
+            BLOCK_COLUMNS=block_columns,
+        )
         columns = out.numpy()
         assert (np.sort(columns, axis=1) == np.arange(width)).all()  # a permutation of the row
         shifted[shift] = _lines_per_group(src, columns, width, lead)
@@ -269,18 +293,35 @@ def test_the_circular_shift_keeps_each_warp_on_one_line(interpreted, width, lead
 
 
 def test_the_shift_is_used_only_for_rows_that_are_not_whole_lines():
-    assert [gather_kernel.needs_shift(w) for w in (16, 32, 33, 64, 512, 513, 519, 1024)] == \
-        [False, False, True, False, False, True, True, False]
+    assert [gather_kernel.needs_shift(w) for w in (16, 32, 33, 64, 512, 513, 519, 1024)] == [
+        False,
+        False,
+        True,
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
 
 
 # -- training ---------------------------------------------------------------------------------------
+
 
 def _partition_set(root: Path, parts: int) -> Path:
     graph = load_graph("sbm:nodes=600,classes=3,features=40,seed=5")
     assignment, _ = partition_graph(graph, parts, "g3" if parts > 1 else "chunk", 0)
     out = root / f"sbm-{parts}"
-    write_partition_set(graph, assignment, parts, out, method="g3", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, parts))
+    write_partition_set(
+        graph,
+        assignment,
+        parts,
+        out,
+        method="g3",
+        seed=0,
+        seconds=0.0,
+        metrics=partition_metrics(graph, assignment, parts),
+    )
     return out
 
 
@@ -289,18 +330,40 @@ def partition_dir(tmp_path_factory):
     return _partition_set(tmp_path_factory.mktemp("features"), 2)
 
 
-def _train(partition_dir: Path, out: Path, monkeypatch, device: str, modes: tuple[str, ...],
-           workers: int = 2, exchanges: tuple[str, ...] = ("pipelined", "barrier", "replicate"),
-           spec_options: dict | None = None, **options) -> dict:
+def _train(
+    partition_dir: Path,
+    out: Path,
+    monkeypatch,
+    device: str,
+    modes: tuple[str, ...],
+    workers: int = 2,
+    exchanges: tuple[str, ...] = ("pipelined", "barrier", "replicate"),
+    spec_options: dict | None = None,
+    **options,
+) -> dict:
     """Runs ``{exchange}-{mode}`` for every exchange and --features mode (``options`` override the run's
     defaults) in one local job of ``workers``; ``spec_options`` go to the driver's spec."""
     out.mkdir(parents=True, exist_ok=True)
-    runs = {f"{exchange}-{mode}": {"model": "sage", "epochs": 5, "hidden": 8, "dropout": 0.0, "seed": 3,
-                                   "exchange": exchange, "features": mode, **options}
-            for exchange in exchanges for mode in modes}
+    runs = {
+        f"{exchange}-{mode}": {
+            "model": "sage",
+            "epochs": 5,
+            "hidden": 8,
+            "dropout": 0.0,
+            "seed": 3,
+            "exchange": exchange,
+            "features": mode,
+            **options,
+        }
+        for exchange in exchanges
+        for mode in modes
+    }
     spec = out / "spec.json"
-    spec.write_text(json.dumps({"partdir": str(partition_dir), "out": str(out), "runs": runs, "device": device,
-                                **(spec_options or {})}))
+    spec.write_text(
+        json.dumps(
+            {"partdir": str(partition_dir), "out": str(out), "runs": runs, "device": device, **(spec_options or {})}
+        )
+    )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
@@ -323,12 +386,21 @@ def test_training_gives_the_same_losses_whichever_features_value(partition_dir, 
 def test_layer_zero_streamed_from_host_features_trains_like_the_whole_table(partition_dir, tmp_path, monkeypatch):
     """``--features host`` as on a GPU (layer 0 streamed in chunks of about 40 rows, recomputed in
     backward) against the table gathered whole, 2 workers, every exchange, GCN with dropout."""
-    results = _train(partition_dir, tmp_path, monkeypatch, "cpu", ("gpu", "host"), model="gcn", dropout=0.5,
-                     spec_options={"stream_chunk_bytes": 4 * 40 * 40})
+    results = _train(
+        partition_dir,
+        tmp_path,
+        monkeypatch,
+        "cpu",
+        ("gpu", "host"),
+        model="gcn",
+        dropout=0.5,
+        spec_options={"stream_chunk_bytes": 4 * 40 * 40},
+    )
     for exchange in ("pipelined", "barrier", "replicate"):
         for key, value in results[f"{exchange}-gpu"].items():
-            np.testing.assert_allclose(results[f"{exchange}-host"][key], value, rtol=1e-4, atol=1e-6,
-                                       err_msg=f"{exchange} {key}")
+            np.testing.assert_allclose(
+                results[f"{exchange}-host"][key], value, rtol=1e-4, atol=1e-6, err_msg=f"{exchange} {key}"
+            )
 
 
 @pytest.mark.multiproc
@@ -344,6 +416,7 @@ def test_the_cli_says_where_the_features_went(partition_dir, capfd):
 
 
 # -- on a GPU ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.gpu(reason="zero-copy reads need a CUDA GPU")
 @needs_triton
@@ -383,8 +456,13 @@ def test_training_on_the_gpu_gives_the_same_losses_with_host_features(tmp_path, 
     """With ``host`` layer 0 runs on renumbered chunks (GEMMs of other shapes): equal to rounding."""
     results = _train(_partition_set(tmp_path, 1), tmp_path / "runs", monkeypatch, "cuda", ("gpu", "host"), workers=1)
     for exchange in ("pipelined", "barrier", "replicate"):
-        np.testing.assert_allclose(results[f"{exchange}-host"]["loss"], results[f"{exchange}-gpu"]["loss"],
-                                   rtol=1e-5, atol=1e-7, err_msg=exchange)
+        np.testing.assert_allclose(
+            results[f"{exchange}-host"]["loss"],
+            results[f"{exchange}-gpu"]["loss"],
+            rtol=1e-5,
+            atol=1e-7,
+            err_msg=exchange,
+        )
 
 
 @pytest.mark.multiproc
@@ -398,12 +476,29 @@ def test_full_graph_training_with_host_features_never_holds_the_table_on_the_gpu
     graph = load_graph("sbm:nodes=50000,classes=4,features=4096,seed=2")
     assignment = np.zeros(graph.num_nodes, dtype=np.int64)
     partdir = tmp_path / "big"
-    write_partition_set(graph, assignment, 1, partdir, method="chunk", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 1))
+    write_partition_set(
+        graph,
+        assignment,
+        1,
+        partdir,
+        method="chunk",
+        seed=0,
+        seconds=0.0,
+        metrics=partition_metrics(graph, assignment, 1),
+    )
     table = graph.features.shape[0] * graph.features.shape[1] * 4
     del graph
-    results = _train(partdir, tmp_path / "runs", monkeypatch, "cuda", ("gpu", "host"), workers=1,
-                     exchanges=("pipelined", "barrier"), epochs=2, spec_options={"stream_chunk_bytes": 1 << 24})
+    results = _train(
+        partdir,
+        tmp_path / "runs",
+        monkeypatch,
+        "cuda",
+        ("gpu", "host"),
+        workers=1,
+        exchanges=("pipelined", "barrier"),
+        epochs=2,
+        spec_options={"stream_chunk_bytes": 1 << 24},
+    )
     for exchange in ("pipelined", "barrier"):
         host, gpu = results[f"{exchange}-host"], results[f"{exchange}-gpu"]
         assert host["peak_device_bytes"] < table / 4 < table < gpu["peak_device_bytes"], exchange
@@ -415,10 +510,21 @@ def test_full_graph_training_with_host_features_never_holds_the_table_on_the_gpu
 @needs_triton
 @pytest.mark.timeout(300)
 def test_mini_batches_on_the_gpu_give_the_same_losses_with_host_features(tmp_path, monkeypatch):
-    results = _train(_partition_set(tmp_path, 1), tmp_path / "runs", monkeypatch, "cuda", ("gpu", "host"), workers=1,
-                     exchanges=("pipelined",), sampler="neighbor", fanout="5,5", batch_size=64)
-    np.testing.assert_allclose(results["pipelined-host"]["loss"], results["pipelined-gpu"]["loss"], rtol=1e-6,
-                               atol=1e-7)
+    results = _train(
+        _partition_set(tmp_path, 1),
+        tmp_path / "runs",
+        monkeypatch,
+        "cuda",
+        ("gpu", "host"),
+        workers=1,
+        exchanges=("pipelined",),
+        sampler="neighbor",
+        fanout="5,5",
+        batch_size=64,
+    )
+    np.testing.assert_allclose(
+        results["pipelined-host"]["loss"], results["pipelined-gpu"]["loss"], rtol=1e-6, atol=1e-7
+    )
 
 
 @pytest.mark.multiproc
@@ -430,8 +536,18 @@ def test_the_kernel_compiles_for_a_gpu_without_one():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, compile
 
-    signature = {"table": "*fp32", "index": "*i64", "out": "*fp32", "count": "i32", "width": "i32", "lead": "i32",
-                 "SHIFT": "constexpr", "LINE": "constexpr", "BLOCK_ROWS": "constexpr", "BLOCK_COLUMNS": "constexpr"}
+    signature = {
+        "table": "*fp32",
+        "index": "*i64",
+        "out": "*fp32",
+        "count": "i32",
+        "width": "i32",
+        "lead": "i32",
+        "SHIFT": "constexpr",
+        "LINE": "constexpr",
+        "BLOCK_ROWS": "constexpr",
+        "BLOCK_COLUMNS": "constexpr",
+    }
     for shift in (True, False):
         values = {"SHIFT": shift, "LINE": gather_kernel.LINE, "BLOCK_ROWS": 4, "BLOCK_COLUMNS": 1024}
         constants = {(i,): values[name] for i, name in enumerate(signature) if name in values}
@@ -494,9 +610,13 @@ def test_the_benchmark_without_a_gpu_says_so_in_one_line(tmp_path):
     run = [sys.executable, str(BENCHMARK)]
     done = subprocess.run([*run, "--quick"], capture_output=True, text=True, env=env, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (
-        2, "", "feature_gather: needs a CUDA GPU and torch sees none; nothing measured\n")
+        2,
+        "",
+        "feature_gather: needs a CUDA GPU and torch sees none; nothing measured\n",
+    )
     done = subprocess.run([*run, "--run", "pin,bogus"], capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 2 and "--run takes stages of prepare, big, train, sweep, pin; got 'pin,bogus'" \
-        in done.stderr
+    assert (
+        done.returncode == 2 and "--run takes stages of prepare, big, train, sweep, pin; got 'pin,bogus'" in done.stderr
+    )
     done = subprocess.run([*run, "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0 and "--run prepare" in done.stdout and "(default: 0.55)" in done.stdout

@@ -23,8 +23,18 @@ from commgraph.sample.maskfile import save_masks
 from commgraph.train import owner as owner_module
 
 HIDDEN, FEATURES = 8, 1433
-SAMPLED = ("--sampler", "neighbor", "--fanout", "5,5", "--batch-size", "64", "--steps-per-epoch", "3",
-           "--peer-rows", "network")
+SAMPLED = (
+    "--sampler",
+    "neighbor",
+    "--fanout",
+    "5,5",
+    "--batch-size",
+    "64",
+    "--steps-per-epoch",
+    "3",
+    "--peer-rows",
+    "network",
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +46,46 @@ def sets(tmp_path_factory):
     for parts in (1, 2, 4):
         assignment, _ = partition_graph(graph, parts, "g3", 0)
         made[parts] = root / f"g3-{parts}"
-        write_partition_set(graph, assignment, parts, made[parts], method="g3", seed=0, seconds=0.0,
-                            metrics=partition_metrics(graph, assignment, parts))
+        write_partition_set(
+            graph,
+            assignment,
+            parts,
+            made[parts],
+            method="g3",
+            seed=0,
+            seconds=0.0,
+            metrics=partition_metrics(graph, assignment, parts),
+        )
     return made
 
 
 def _train(partdir: Path, workers: int, out: Path, *options: str) -> list[dict]:
-    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
-                          "--metrics-out", str(out), "--quiet", "--timeout", "60", "--epochs", "2", "--hidden",
-                          str(HIDDEN), "--seed", "3", *options], capture_output=True, text=True, timeout=240)
+    job = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "train",
+            str(partdir),
+            "--workers",
+            str(workers),
+            "--metrics-out",
+            str(out),
+            "--quiet",
+            "--timeout",
+            "60",
+            "--epochs",
+            "2",
+            "--hidden",
+            str(HIDDEN),
+            "--seed",
+            "3",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert job.returncode == 0, job.stderr
     return [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -88,8 +129,9 @@ def test_sampled_gcn_on_4_workers_sends_one_hidden_row_per_remote_row(sets, tmp_
 @pytest.mark.multiproc
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("workers, model, exchange", [(1, "sage", "pipelined"), (2, "sage", "pipelined"),
-                                                      (4, "gcn", "barrier")])
+@pytest.mark.parametrize(
+    "workers, model, exchange", [(1, "sage", "pipelined"), (2, "sage", "pipelined"), (4, "gcn", "barrier")]
+)
 def test_full_graph_layer_0_exchanges_hidden_rows_each_step(sets, tmp_path, workers, model, exchange):
     features, owner = _both(sets[workers], workers, tmp_path, "--model", model, "--exchange", exchange)
     for f, o in zip(features, owner):  # layer 0's halo, hidden wide: the rows layer 1's exchange moves
@@ -117,12 +159,15 @@ def test_dgs_owners_apply_the_readers_feature_mask(sets, tmp_path):
         assert rows * 4 * columns == f["feature_bytes"] and rows * 4 * HIDDEN < o["activation_bytes"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "gat"], "--model gat's is not"),
-    (["--model", "gin", "--sampler", "neighbor"], "--model gin's is not"),
-    (["--model", "commnet"], "--model commnet's is not"),
-    (["--exchange", "replicate"], "--exchange replicate has none"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "gat"], "--model gat's is not"),
+        (["--model", "gin", "--sampler", "neighbor"], "--model gin's is not"),
+        (["--model", "commnet"], "--model commnet's is not"),
+        (["--exchange", "replicate"], "--exchange replicate has none"),
+    ],
+)
 def test_models_whose_first_layer_is_not_linear_before_aggregation_are_refused(sets, args, message, capsys):
     assert main(["train", str(sets[2]), "--quiet", "--first-layer", "owner", *args]) == 2
     err = capsys.readouterr().err
@@ -145,8 +190,13 @@ def test_streamed_owned_rows_give_the_built_tables_rows_and_gradients(monkeypatc
         neighbour, root = table._transformed(gnn)
         total = neighbour.square().sum() + (0 if root is None else root.sum())
         total.backward()
-        results.append((neighbour.detach(), None if root is None else root.detach(),
-                        [p.grad.clone() for p in gnn.parameters() if p.grad is not None]))
+        results.append(
+            (
+                neighbour.detach(),
+                None if root is None else root.detach(),
+                [p.grad.clone() for p in gnn.parameters() if p.grad is not None],
+            )
+        )
     (n1, r1, g1), (n2, r2, g2) = results
     assert torch.allclose(n1, n2, atol=1e-6) and (r1 is None) == (r2 is None) == (model == "gcn")
     assert r1 is None or torch.allclose(r1, r2, atol=1e-6)

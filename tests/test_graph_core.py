@@ -18,7 +18,7 @@ def test_rows_are_destinations_and_directed_input_is_kept_when_asked():
     g = from_edges([0, 0, 3], [1, 2, 1], symmetrize=False)
     assert g.num_nodes == 4
     # row 1 lists the sources of edges into node 1
-    assert g.indices[g.indptr[1]:g.indptr[2]].tolist() == [0, 3]
+    assert g.indices[g.indptr[1] : g.indptr[2]].tolist() == [0, 3]
     assert g.in_degrees().tolist() == [0, 2, 1, 0]
 
 
@@ -61,8 +61,17 @@ def test_raw_csr_validation():
 def test_stats_and_equality():
     labels = np.array([0, 1, 1])
     masks = split_masks(3, 0.34, 0.33, seed=0)
-    g = from_edges([0, 1], [1, 2], 3, features=np.eye(3), labels=labels,
-                   train_mask=masks[0], val_mask=masks[1], test_mask=masks[2], name="tiny")
+    g = from_edges(
+        [0, 1],
+        [1, 2],
+        3,
+        features=np.eye(3),
+        labels=labels,
+        train_mask=masks[0],
+        val_mask=masks[1],
+        test_mask=masks[2],
+        name="tiny",
+    )
     stats = g.stats()
     assert stats["num_nodes"] == 3 and stats["num_edges"] == 4
     assert stats["num_features"] == 3 and stats["num_classes"] == 2

@@ -30,8 +30,9 @@ def test_speeds_mean_the_same_everywhere(tmp_path):
     slow = resolve_topology("dgx1-v100", speeds=parse_speeds("nv1=1,nv2=2"))
     fast = resolve_topology("dgx1-v100")
     assert {(link.count, link.bandwidth_gbps) for link in slow.links if link.kind == "nvlink"} == {(1, 1.0), (2, 2.0)}
-    assert [link for link in slow.links if link.kind != "nvlink"] == [link for link in fast.links
-                                                                       if link.kind != "nvlink"]
+    assert [link for link in slow.links if link.kind != "nvlink"] == [
+        link for link in fast.links if link.kind != "nvlink"
+    ]
     write_yaml(fast, tmp_path / "t.yaml")
     assert resolve_topology(tmp_path / "t.yaml").to_dict() == fast.to_dict()
     with pytest.raises(TopologyError, match="speed overrides apply to presets"):
@@ -49,8 +50,9 @@ def cora_two(tmp_path_factory):
     graph = load_graph("cora")
     assignment, _ = partition_graph(graph, 2, "chunk")
     out = tmp_path_factory.mktemp("launch") / "set"
-    write_partition_set(graph, assignment, 2, out, method="chunk", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 2))
+    write_partition_set(
+        graph, assignment, 2, out, method="chunk", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 2)
+    )
     return out
 
 
@@ -62,8 +64,16 @@ def test_a_job_refuses_a_set_that_does_not_fit_its_world(cora_two):
 
 def test_a_job_of_one_process_plans_and_runs_nothing_across(tmp_path):
     graph = load_graph("cora")
-    write_partition_set(graph, np.zeros(graph.num_nodes, dtype=np.int64), 1, tmp_path / "one", method="chunk",
-                        seed=0, seconds=0.0, metrics={})
+    write_partition_set(
+        graph,
+        np.zeros(graph.num_nodes, dtype=np.int64),
+        1,
+        tmp_path / "one",
+        method="chunk",
+        seed=0,
+        seconds=0.0,
+        metrics={},
+    )
     job = Job(World.alone(), tmp_path / "one", JobOptions(topology="detect", plan="p2p"))
     assert job.topology.name == "localhost-cpu:1" and job.devices == ["cpu0"] and job.ordering == "tagged"
     wiring = job.wire(64)
@@ -78,8 +88,12 @@ def test_job_options_are_checked_when_made():
         JobOptions(ordering="any")
     with pytest.raises(TopologyError, match="bad --speeds entry"):
         JobOptions(speeds="nv1")
-    for bad, message in (({"workers": 0}, "--workers must be >= 1"), ({"timeout": 0}, "--timeout must be positive"),
-                         ({"threads": 0}, "--threads must be >= 1"), ({"device": "tpu"}, "unknown --device")):
+    for bad, message in (
+        ({"workers": 0}, "--workers must be >= 1"),
+        ({"timeout": 0}, "--timeout must be positive"),
+        ({"threads": 0}, "--threads must be >= 1"),
+        ({"device": "tpu"}, "unknown --device"),
+    ):
         with pytest.raises(JobError, match=message):
             LaunchOptions(**bad)
 
@@ -89,9 +103,33 @@ def test_the_worker_command_line_gives_the_workers_the_same_options(cora_two):
     """The launcher rebuilds each worker's command line from the options themselves: parsed again
     by the same parser, it gives the same configuration (the launcher's resolved plan and
     topology files in place of what the user named)."""
-    argv = ["train", "cora", "--workers", "2", "--model", "gat", "--heads", "2", "--lr", "0.02", "--exchange",
-            "barrier", "--sampler", "neighbor", "--fanout", "5,5", "--eval-every", "3", "--speeds", "shm=9",
-            "--timeout", "30", "--threads", "1", "--quiet"]
+    argv = [
+        "train",
+        "cora",
+        "--workers",
+        "2",
+        "--model",
+        "gat",
+        "--heads",
+        "2",
+        "--lr",
+        "0.02",
+        "--exchange",
+        "barrier",
+        "--sampler",
+        "neighbor",
+        "--fanout",
+        "5,5",
+        "--eval-every",
+        "3",
+        "--speeds",
+        "shm=9",
+        "--timeout",
+        "30",
+        "--threads",
+        "1",
+        "--quiet",
+    ]
     args = build_parser().parse_args(argv)
     launcher, config = LaunchOptions.from_args(args), TrainConfig.from_args(args, progress=False)
     resolved = JobOptions(topology="t.yaml", plan="plan.npz", placement="cpu0,cpu1")

@@ -27,9 +27,10 @@ def test_ring_allreduce_takes_the_alpha_beta_time(n):
     t = star(n, B / 1e9, link_latency * 1e6)
     flows = ring_allreduce(n, S)
     gpus = [f"gpu{i}" for i in range(n)]
-    tasks = [Transfer(f"r{k}", gpus[a], gpus[b], size,
-                      overhead_s=flows.overhead_hops * path_latency(t, gpus[a], gpus[b]))
-             for k, (a, b, size) in enumerate(zip(flows.src, flows.dst, flows.bytes))]
+    tasks = [
+        Transfer(f"r{k}", gpus[a], gpus[b], size, overhead_s=flows.overhead_hops * path_latency(t, gpus[a], gpus[b]))
+        for k, (a, b, size) in enumerate(zip(flows.src, flows.dst, flows.bytes))
+    ]
     alpha = 2 * link_latency  # two links per route
     assert simulate(t, tasks).makespan == pytest.approx(2 * (n - 1) / n * S / B + 2 * (n - 1) * alpha, rel=1e-12)
 
@@ -132,7 +133,11 @@ def test_dscp_packs_microbatch_type_and_layer_into_6_bits():
 
 def test_sincronia_orders_a_small_coflow_on_the_bottleneck_first():
     t = star(3)
-    tasks = [Transfer("big0", "gpu0", "gpu1", 9.0), Transfer("big1", "gpu2", "gpu1", 9.0), Transfer("small", "gpu0", "gpu1", 1.0)]
+    tasks = [
+        Transfer("big0", "gpu0", "gpu1", 9.0),
+        Transfer("big1", "gpu2", "gpu1", 9.0),
+        Transfer("small", "gpu0", "gpu1", 1.0),
+    ]
     coflows = [Coflow("big", "dp", 0, 0, (0, 1)), Coflow("small", "pp", 0, 0, (2,))]
     assert bssi_order(tasks, coflows).tolist() == [1, 0]
     assert schedule("sincronia", tasks, coflows, t).tasks[2].priority == 0
@@ -195,12 +200,36 @@ def test_bad_inputs_fail_clearly():
 
 def test_cli_json_schema_and_outputs(tmp_path, capsys):
     png, trace = tmp_path / "t.png", tmp_path / "t.json"
-    code = main(["sim", "llm", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--dp", "2", "--microbatches", "4",
-                 "--topology", "2xhgx-h100-ib", "--scheduler", "fair,hermod", "--json", "--png", str(png),
-                 "--trace", str(trace)])
+    code = main(
+        [
+            "sim",
+            "llm",
+            "--model",
+            "gpt3-13b",
+            "--tp",
+            "4",
+            "--pp",
+            "2",
+            "--dp",
+            "2",
+            "--microbatches",
+            "4",
+            "--topology",
+            "2xhgx-h100-ib",
+            "--scheduler",
+            "fair,hermod",
+            "--json",
+            "--png",
+            str(png),
+            "--trace",
+            str(trace),
+        ]
+    )
     assert code == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) == {"schedulers", "flows", "baseline", "ceiling", "iterations", "routing"} and report["flows"] > 0
+    assert (
+        set(report) == {"schedulers", "flows", "baseline", "ceiling", "iterations", "routing"} and report["flows"] > 0
+    )
     assert report["routing"] == "ecmp"
     top = report["ceiling"]
     assert report["baseline"] == "fair" and top["baseline_seconds"] == report["schedulers"]["fair"]["iteration_seconds"]
@@ -212,7 +241,8 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
         assert row["iteration_seconds"] >= top["bound_seconds"] * (1 - 1e-9)
         assert row["iteration_seconds"] >= top["floor_seconds"] * (1 - 1e-9)
         assert row["headroom_reached"] == pytest.approx(
-            (top["baseline_seconds"] - row["iteration_seconds"]) / (top["baseline_seconds"] - top["floor_seconds"]))
+            (top["baseline_seconds"] - row["iteration_seconds"]) / (top["baseline_seconds"] - top["floor_seconds"])
+        )
         assert set(row["coflows"]) == {"pp", "dp"}
         assert row["tokens_per_second"] == pytest.approx(4 * 4 * 2048 * 2 / row["iteration_seconds"])
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -244,6 +274,7 @@ def test_matching_all_to_all_equals_all_to_all_single_on_gloo(tmp_path, monkeypa
 
 
 # -- the thesis's regime (issue 33) ------------------------------------------------------------------
+
 
 def _small(p=2, d=2, m=4, iterations=1, collective="allreduce", bandwidth=1e12):
     layout = Layout(1, p, d, microbatches=m)
@@ -318,19 +349,28 @@ def test_case_iii_next_forward_waits_for_its_layers_dp_and_overlaps_the_rest():
 
 def test_hermod_orders_dp_among_the_next_iterations_first_microbatch_by_layer():
     mk = lambda cid, kind, mb, layer, it: Coflow(cid, kind, mb, layer, (0,), it)  # noqa: E731
-    coflows = [mk("pp0", "pp", 3, 5, 0), mk("dp3", "dp", 3, 3, 0), mk("pp1", "pp", 0, 2, 1),
-               mk("pp2", "pp", 0, 3, 1), mk("pp3", "pp", 1, 0, 1), mk("dp3b", "dp", 3, 3, 1)]
+    coflows = [
+        mk("pp0", "pp", 3, 5, 0),
+        mk("dp3", "dp", 3, 3, 0),
+        mk("pp1", "pp", 0, 2, 1),
+        mk("pp2", "pp", 0, 3, 1),
+        mk("pp3", "pp", 1, 0, 1),
+        mk("dp3b", "dp", 3, 3, 1),
+    ]
     order = np.argsort(np.lexsort(hermod_keys(coflows).T[::-1]))
     ranked = [coflows[i].id for i in np.argsort(order)]
     assert ranked == ["pp0", "pp1", "dp3", "pp2", "pp3", "dp3b"]
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--tp", "3", "--pp", "4", "--dp", "4"], "48 GPUs, the topology has 64"),
-    (["--tp", "0"], "--tp must be >= 1"),
-    (["--pp", "-1"], "--pp must be >= 1"),
-    (["--tp", "4", "--pp", "4", "--dp", "8"], "128 GPUs, the topology has 64"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--tp", "3", "--pp", "4", "--dp", "4"], "48 GPUs, the topology has 64"),
+        (["--tp", "0"], "--tp must be >= 1"),
+        (["--pp", "-1"], "--pp must be >= 1"),
+        (["--tp", "4", "--pp", "4", "--dp", "8"], "128 GPUs, the topology has 64"),
+    ],
+)
 def test_bad_layouts_are_one_line_and_exit_2(argv, message, capsys):
     code = main(["sim", "llm", "--model", "gpt3-13b", "--topology", "8xhgx-h100-ib", *argv])
     err = capsys.readouterr().err
@@ -338,8 +378,24 @@ def test_bad_layouts_are_one_line_and_exit_2(argv, message, capsys):
 
 
 def test_ep_not_dividing_experts_exits_2(capsys):
-    code = main(["sim", "llm", "--model", "mixtral-8x7b", "--topology", "hgx-h100", "--tp", "1", "--pp", "2",
-                 "--dp", "4", "--ep", "3"])
+    code = main(
+        [
+            "sim",
+            "llm",
+            "--model",
+            "mixtral-8x7b",
+            "--topology",
+            "hgx-h100",
+            "--tp",
+            "1",
+            "--pp",
+            "2",
+            "--dp",
+            "4",
+            "--ep",
+            "3",
+        ]
+    )
     assert code == 2 and "ep=3" in capsys.readouterr().err
 
 
@@ -381,16 +437,20 @@ def test_zero2_splits_each_layers_dp_into_reduce_scatter_then_all_gather():
 def test_table_5_2_naive_priorities_order_around_the_baseline():
     """Table 5.2: DP-first slows training, PP-first and EP-first speed it up, against no
     prioritisation (``fair``). A small MoE on 4 one-NIC servers, EP groups across servers."""
-    spec = ModelSpec("moe-small", layers=4, hidden=1024, heads=16, seq_len=1024, micro_batch=2, vocab=0,
-                     experts=8, top_k=2, ffn=2048)
-    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full",
-                      speeds={"ib": 100 / 8, "pcie": 64.0})
+    spec = ModelSpec(
+        "moe-small", layers=4, hidden=1024, heads=16, seq_len=1024, micro_batch=2, vocab=0, experts=8, top_k=2, ffn=2048
+    )
+    net = load_preset(
+        "fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full", speeds={"ib": 100 / 8, "pcie": 64.0}
+    )
     it = build_iteration(spec, Layout(tp=2, pp=2, dp=8, ep=8, microbatches=4), gpu("h100"), net)
     assert {c.kind for c in it.coflows} == {"dp", "pp", "ep"}
     host = {d.id: d.host for d in net.devices}
     assert any(host[it.tasks[i].src] != host[it.tasks[i].dst] for c in it.coflows if c.kind == "ep" for i in c.flows)
-    seconds = {name: run_schedule(name, it.tasks, it.coflows, net, matching="direct").result.makespan
-               for name in ("fair", "dp-first", "pp-first", "ep-first")}
+    seconds = {
+        name: run_schedule(name, it.tasks, it.coflows, net, matching="direct").result.makespan
+        for name in ("fair", "dp-first", "pp-first", "ep-first")
+    }
     speedup = {name: seconds["fair"] / s for name, s in seconds.items()}
     assert speedup["dp-first"] < 0.95
     assert speedup["pp-first"] > 1.02
@@ -398,8 +458,9 @@ def test_table_5_2_naive_priorities_order_around_the_baseline():
 
 
 def _moe_small():
-    return ModelSpec("moe-small", layers=4, hidden=1024, heads=16, seq_len=1024, micro_batch=2, vocab=0,
-                     experts=8, top_k=2, ffn=2048)
+    return ModelSpec(
+        "moe-small", layers=4, hidden=1024, heads=16, seq_len=1024, micro_batch=2, vocab=0, experts=8, top_k=2, ffn=2048
+    )
 
 
 def _ep_bytes(it):
@@ -418,8 +479,9 @@ def test_server_ep_flows_sum_the_groups_that_span_the_same_servers():
         other = name.replace(".g0.", ".g1.")
         assert flow.bytes == gpus[name].bytes + gpus[other].bytes
         assert (flow.src, flow.dst) == (gpus[name].src, gpus[name].dst)  # tp rank 0: the leaders
-    assert [t.seconds for t in per_server.tasks if not isinstance(t, Transfer)] == \
-           [t.seconds for t in per_gpu.tasks if not isinstance(t, Transfer)]  # expert time per GPU as before
+    assert [t.seconds for t in per_server.tasks if not isinstance(t, Transfer)] == [
+        t.seconds for t in per_gpu.tasks if not isinstance(t, Transfer)
+    ]  # expert time per GPU as before
     plan = schedule("hermod", per_server.tasks, per_server.coflows, net)  # Algorithm 3 over servers
     for name, flow in servers.items():
         pieces = [t for t in plan.tasks if t.id == name or t.id.startswith(name + "#")]
@@ -443,8 +505,9 @@ def test_server_ep_flows_with_one_gpu_per_server_build_the_same_dag():
     net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full")
     layout = Layout(tp=1, pp=2, dp=8, ep=4, microbatches=2)
     per_gpu = build_iteration(_moe_small(), layout, gpu("h100"), net, iterations=2, dp_collective="zero2")
-    per_server = build_iteration(_moe_small(), layout, gpu("h100"), net, iterations=2, dp_collective="zero2",
-                                 ep_flows="server")
+    per_server = build_iteration(
+        _moe_small(), layout, gpu("h100"), net, iterations=2, dp_collective="zero2", ep_flows="server"
+    )
     assert per_server.tasks == per_gpu.tasks and per_server.coflows == per_gpu.coflows
     with pytest.raises(SimulationError, match="ep flows"):
         build_iteration(_moe_small(), layout, gpu("h100"), net, ep_flows="rack")
@@ -470,8 +533,24 @@ def test_link_bound_is_the_busiest_link_directions_bytes_per_iteration():
 
 
 def test_cli_keeps_the_presets_speeds_and_network_gbps_overrides_in_gbits(capsys):
-    argv = ["sim", "llm", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--dp", "2", "--microbatches", "2",
-            "--topology", "2xhgx-h100-ib", "--scheduler", "megatron"]
+    argv = [
+        "sim",
+        "llm",
+        "--model",
+        "gpt3-13b",
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--dp",
+        "2",
+        "--microbatches",
+        "2",
+        "--topology",
+        "2xhgx-h100-ib",
+        "--scheduler",
+        "megatron",
+    ]
     assert main(argv) == 0
     assert "network 400 Gbit/s, ecmp" in capsys.readouterr().out  # the preset's NICs
     assert main([*argv, "--network-gbits", "100", "--routing", "spray"]) == 0
@@ -488,11 +567,13 @@ def test_floor_is_exact_on_one_layer_two_replicas():
     iteration is forward, backward, then the reduce-scatter and the all-gather, one after the
     other on each link direction. The floor's window (the layer's forward to its backward, then
     its bytes) is exactly the steady-state iteration."""
-    net = Topology("pair", [Device("a", "gpu"), Device("b", "gpu"), Device("s", "switch")],
-                   [Link("a", "s", "ethernet", 1, 10.0, 0.0), Link("b", "s", "ethernet", 1, 10.0, 0.0)])
+    net = Topology(
+        "pair",
+        [Device("a", "gpu"), Device("b", "gpu"), Device("s", "switch")],
+        [Link("a", "s", "ethernet", 1, 10.0, 0.0), Link("b", "s", "ethernet", 1, 10.0, 0.0)],
+    )
     tiny = ModelSpec("tiny", layers=1, hidden=1024, heads=8, seq_len=512, micro_batch=1, vocab=1000)
-    it = build_iteration(tiny, Layout(1, 1, 2, microbatches=1), gpu("h100"), net, iterations=3,
-                         dp_collective="zero2")
+    it = build_iteration(tiny, Layout(1, 1, 2, microbatches=1), gpu("h100"), net, iterations=3, dp_collective="zero2")
     compute = sum(t.seconds for t in it.tasks[:2])  # replica 0's forward and backward
     moved = sum(it.tasks[i].bytes for c in it.coflows[:2] for i in c.flows[:1]) / 10e9  # a->b: rs then ag
     floor = iteration_floor(it)
@@ -505,17 +586,24 @@ def test_floor_is_exact_on_one_layer_two_replicas():
 @pytest.mark.slow
 @pytest.mark.parametrize("routing", ["ecmp", "spray"])
 def test_iteration_floor_is_below_every_scheduler(routing):
-    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full",
-                      speeds={"ib": 12.5, "pcie": 64.0}).with_routing(routing)
-    moe = ModelSpec("tiny-moe", layers=4, hidden=512, heads=8, seq_len=512, micro_batch=1, vocab=1000, experts=8,
-                    top_k=2, ffn=1024)
-    cases = [(model("gpt3-13b"), Layout(4, 4, 8, microbatches=4), 2), (moe, Layout(2, 2, 8, 8, 4), 3),
-             (model("gpt3-13b"), Layout(4, 4, 8, microbatches=4), 1)]
+    net = load_preset(
+        "fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full", speeds={"ib": 12.5, "pcie": 64.0}
+    ).with_routing(routing)
+    moe = ModelSpec(
+        "tiny-moe", layers=4, hidden=512, heads=8, seq_len=512, micro_batch=1, vocab=1000, experts=8, top_k=2, ffn=1024
+    )
+    cases = [
+        (model("gpt3-13b"), Layout(4, 4, 8, microbatches=4), 2),
+        (moe, Layout(2, 2, 8, 8, 4), 3),
+        (model("gpt3-13b"), Layout(4, 4, 8, microbatches=4), 1),
+    ]
     for spec, layout, iterations in cases:
         it = build_iteration(spec, layout, gpu("h100"), net, iterations=iterations, dp_collective="zero2")
         floor = iteration_floor(it)
-        times = {name: iteration_seconds(run_schedule(name, it.tasks, it.coflows, net).result, it.ends)
-                 for name in ("megatron", "hermod", "dp-first")}
+        times = {
+            name: iteration_seconds(run_schedule(name, it.tasks, it.coflows, net).result, it.ends)
+            for name in ("megatron", "hermod", "dp-first")
+        }
         assert floor.seconds >= floor.link_seconds > 0
         assert all(t >= floor.seconds * (1 - 1e-9) for t in times.values()), (spec.name, floor, times)
 
@@ -524,8 +612,9 @@ def test_barrier_and_fp32_gradients_change_the_dag_as_megatron_runs_it():
     net = load_preset("2xhgx-h100-ib")
     layout = Layout(4, 2, 2, microbatches=2)
     plain = build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, iterations=2, dp_collective="zero2")
-    both = build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, iterations=2, dp_collective="zero2",
-                           barrier=True, grad_bytes=4.0)
+    both = build_iteration(
+        model("gpt3-13b"), layout, gpu("h100"), net, iterations=2, dp_collective="zero2", barrier=True, grad_bytes=4.0
+    )
     by_id = {t.id: t for t in both.tasks}
     reductions = [f for c in both.coflows if c.id.startswith("dp.rs") for f in c.flows]
     assert set(by_id["norm"].deps) == {both.tasks[i].id for i in reductions}  # the global norm waits for all

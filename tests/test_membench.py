@@ -48,8 +48,7 @@ def test_peak_sums_the_tree_and_keeps_each_process_peak(tmp_path):
 
 def test_cap_kills_every_process_of_the_tree(tmp_path):
     started = time.perf_counter()
-    run = measure([sys.executable, "-c", TREE.format(sleep=60), str(tmp_path / "pid")], every=0.1,
-                  cap_bytes=200 * MB)
+    run = measure([sys.executable, "-c", TREE.format(sleep=60), str(tmp_path / "pid")], every=0.1, cap_bytes=200 * MB)
     assert run.status == "capped" and run.returncode == -9
     assert run.peak_bytes > 200 * MB and time.perf_counter() - started < 10
     child = int((tmp_path / "pid").read_text())
@@ -62,7 +61,8 @@ def test_cap_kills_every_process_of_the_tree(tmp_path):
 def test_exit_2_is_a_refusal_with_its_line():
     run = measure([sys.executable, "-c", "import sys; sys.exit(1)"], every=0.1)
     assert run.status == "failed"
-    run = measure([sys.executable, "-c", "import sys; print('estimate 9 GB > 4 GB', file=sys.stderr); sys.exit(2)"],
-                  every=0.1)
+    run = measure(
+        [sys.executable, "-c", "import sys; print('estimate 9 GB > 4 GB', file=sys.stderr); sys.exit(2)"], every=0.1
+    )
     assert run.status == "refused" and run.stderr_tail == "estimate 9 GB > 4 GB"
     assert run.peak_bytes < 1 * GB

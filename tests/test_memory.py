@@ -32,8 +32,13 @@ PAGES = (1 << 28) // 4096
 
 
 def _probe(mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, mode, str(WARMUP), str(MEASURED)], capture_output=True,
-                         text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, mode, str(WARMUP), str(MEASURED)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return json.loads(out.stdout)
 
 

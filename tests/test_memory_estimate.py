@@ -25,8 +25,9 @@ def cora_set(tmp_path_factory):
     graph = load_graph("cora")
     assignment, _ = partition_graph(graph, 2, "chunk", 0)
     out = tmp_path_factory.mktemp("sets") / "cora-2"
-    write_partition_set(graph, assignment, 2, out, method="chunk", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 2))
+    write_partition_set(
+        graph, assignment, 2, out, method="chunk", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 2)
+    )
     return load_partition_set(out)
 
 
@@ -41,8 +42,9 @@ def test_reached_nodes_follow_the_draws():
 
 def test_the_estimate_adds_its_parts(cora_set):
     full = estimate_memory(cora_set, JobShape(2, 2, hidden=16, layers=2))
-    sampled = estimate_memory(cora_set, JobShape(2, 2, hidden=16, layers=2, sampler="neighbor", batch_size=64,
-                                                 fanouts=(10, 10)))
+    sampled = estimate_memory(
+        cora_set, JobShape(2, 2, hidden=16, layers=2, sampler="neighbor", batch_size=64, fanouts=(10, 10))
+    )
     for estimate in (full, sampled):
         assert estimate.worker_peak_bytes == sum(estimate.worker.values())
         assert estimate.machine_peak_bytes == sum(estimate.machine.values()) + 2 * estimate.worker_peak_bytes
@@ -68,9 +70,26 @@ def test_a_job_that_cannot_fit_is_refused_in_one_line(cora_set, monkeypatch):
 
 @pytest.mark.multiproc
 def test_dry_run_prints_the_estimate_and_starts_no_worker(cora_set):
-    done = subprocess.run([sys.executable, "-m", "commgraph", "train", str(cora_set.path), "--dry-run", "--json",
-                           "--sampler", "neighbor", "--fanout", "5,5", "--batch-size", "64"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "train",
+            str(cora_set.path),
+            "--dry-run",
+            "--json",
+            "--sampler",
+            "neighbor",
+            "--fanout",
+            "5,5",
+            "--batch-size",
+            "64",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     estimate = json.loads(done.stdout)
     assert estimate["machine_workers"] == 2

@@ -31,20 +31,46 @@ def sets(tmp_path_factory):
     for name, parts, method in (("g3", 2, "g3"), ("chunk", 3, "chunk")):
         assignment, _ = partition_graph(graph, parts, method, 0)
         made[name] = root / name
-        write_partition_set(graph, assignment, parts, made[name], method=method, seed=0, seconds=0.0,
-                            metrics=partition_metrics(graph, assignment, parts))
+        write_partition_set(
+            graph,
+            assignment,
+            parts,
+            made[name],
+            method=method,
+            seed=0,
+            seconds=0.0,
+            metrics=partition_metrics(graph, assignment, parts),
+        )
     return made
 
 
-def _train(partdir: Path, workers: int, out: Path, *options: str, timeout: float = 240,
-           quiet: bool = True) -> tuple[list[dict], str]:
+def _train(
+    partdir: Path, workers: int, out: Path, *options: str, timeout: float = 240, quiet: bool = True
+) -> tuple[list[dict], str]:
     """A training job; sampled ones fetch peers' rows through the network (``--peer-rows network``,
     the thesis's counts) unless ``options`` say otherwise."""
     if "--sampler" in options and "--peer-rows" not in options:
         options = (*options, "--peer-rows", "network")
-    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(partdir), "--workers", str(workers),
-                          "--metrics-out", str(out), *(["--quiet"] if quiet else []), "--timeout", "60", *options],
-                         capture_output=True, text=True, timeout=timeout)
+    job = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "train",
+            str(partdir),
+            "--workers",
+            str(workers),
+            "--metrics-out",
+            str(out),
+            *(["--quiet"] if quiet else []),
+            "--timeout",
+            "60",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert job.returncode == 0, job.stderr
     return [json.loads(line) for line in out.read_text().splitlines()], job.stderr
 
@@ -65,9 +91,19 @@ def test_all_neighbours_and_one_batch_train_exactly_like_the_full_graph(sets, tm
         seeds = np.asarray(part.owned)[np.asarray(part.train_mask, bool)]
         remote += int(NeighborSampler(graph, [-1, -1]).sample(seeds, np.random.default_rng(0)).remote_input.sum())
     for sampler in ("neighbor", "dgs"):
-        sampled, _ = _train(sets["g3"], 2, tmp_path / f"{sampler}.jsonl", *common, "--sampler", sampler,
-                            "--fanout", "-1,-1", "--batch-size", "1000",
-                            *(["--explain-period", "1000"] if sampler == "dgs" else []))
+        sampled, _ = _train(
+            sets["g3"],
+            2,
+            tmp_path / f"{sampler}.jsonl",
+            *common,
+            "--sampler",
+            sampler,
+            "--fanout",
+            "-1,-1",
+            "--batch-size",
+            "1000",
+            *(["--explain-period", "1000"] if sampler == "dgs" else []),
+        )
         np.testing.assert_allclose([r["loss"] for r in sampled], [r["loss"] for r in full], rtol=1e-5)
         np.testing.assert_allclose([r["test_acc"] for r in sampled], [r["test_acc"] for r in full])
         for record in sampled:
@@ -90,9 +126,25 @@ def test_peer_rows_read_from_the_shared_map_train_exactly_as_fetched_ones(sets, 
     """Workers of one machine read each other's rows from the partition set's files: the same
     losses as fetching them through Gloo, no network feature bytes, and the same bytes counted as
     local_bytes (DGS's column cut included)."""
-    common = ("--epochs", "2", "--dropout", "0", "--hidden", "8", "--seed", "4", "--sampler", sampler,
-              "--fanout", "4,4", "--batch-size", "32", "--steps-per-epoch", "3",
-              *(["--explain-period", "2", "--explain-epochs", "5", "--dgs-wait"] if sampler == "dgs" else []))
+    common = (
+        "--epochs",
+        "2",
+        "--dropout",
+        "0",
+        "--hidden",
+        "8",
+        "--seed",
+        "4",
+        "--sampler",
+        sampler,
+        "--fanout",
+        "4,4",
+        "--batch-size",
+        "32",
+        "--steps-per-epoch",
+        "3",
+        *(["--explain-period", "2", "--explain-epochs", "5", "--dgs-wait"] if sampler == "dgs" else []),
+    )
     fetched, _ = _train(sets["g3"], 2, tmp_path / "network.jsonl", *common, "--peer-rows", "network")
     mapped, _ = _train(sets["g3"], 2, tmp_path / "map.jsonl", *common, "--peer-rows", "map")
     np.testing.assert_allclose([r["loss"] for r in mapped], [r["loss"] for r in fetched], rtol=1e-6)
@@ -125,8 +177,22 @@ def test_dgs_masks_written_by_one_run_are_used_from_the_first_step_of_another(se
 
     loaded = load_masks(masks, load_partition_set(sets["g3"]), 1433)
     assert len(loaded) == 2 and all(m.feature_mask.shape == (1433,) for m in loaded)
-    records, _ = _train(sets["g3"], 2, tmp_path / "b.jsonl", *common, "--epochs", "2", "--dgs-masks", str(masks),
-                        "--fanout", "-1,-1", "--batch-size", "1000", "--feature-rate", "0.5")
+    records, _ = _train(
+        sets["g3"],
+        2,
+        tmp_path / "b.jsonl",
+        *common,
+        "--epochs",
+        "2",
+        "--dgs-masks",
+        str(masks),
+        "--fanout",
+        "-1,-1",
+        "--batch-size",
+        "1000",
+        "--feature-rate",
+        "0.5",
+    )
     remote, columns = _remote_inputs(sets["g3"]), 717  # ceil(0.5 * 1433)
     for epoch, record in enumerate(records):
         assert record["dgs_masked_steps"] == record["dgs_steps"] == 2 and record["dgs_explanations"] == 0
@@ -155,11 +221,31 @@ def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, 
     trains = [np.asarray(pset.part(k).owned)[np.asarray(pset.part(k).train_mask, bool)] for k in range(2)]
     args = argparse.Namespace(fanout="5,5", batch_size=16, count_steps=2, hidden=16)
     counted = count_fetch(SamplingGraph.from_partition(pset, 0), trains, trainer, args, 3, masks)
-    options = ["--sampler", "dgs", "--explain-cpu", "0", "--dgs-masks", str(tmp_path / "masks.npz")] \
-        if trainer in DGS_VARIANTS else ["--sampler", "neighbor"]
-    records, _ = _train(sets["g3"], 2, tmp_path / "m.jsonl", *options, "--fanout", "5,5", "--batch-size", "16",
-                        "--steps-per-epoch", "2", "--epochs", "1", "--seed", "3", "--hidden", "16",
-                        "--first-layer", first_layer)
+    options = (
+        ["--sampler", "dgs", "--explain-cpu", "0", "--dgs-masks", str(tmp_path / "masks.npz")]
+        if trainer in DGS_VARIANTS
+        else ["--sampler", "neighbor"]
+    )
+    records, _ = _train(
+        sets["g3"],
+        2,
+        tmp_path / "m.jsonl",
+        *options,
+        "--fanout",
+        "5,5",
+        "--batch-size",
+        "16",
+        "--steps-per-epoch",
+        "2",
+        "--epochs",
+        "1",
+        "--seed",
+        "3",
+        "--hidden",
+        "16",
+        "--first-layer",
+        first_layer,
+    )
     assert counted["steps"] == records[0]["steps"] == 2
     if first_layer == "owner":
         assert round(counted["activation_mb"] * 2e6) == records[0]["activation_bytes"] > 0
@@ -173,9 +259,26 @@ def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, 
 @pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_dgs_wait_never_runs_a_step_without_masks(sets, tmp_path):
-    records, _ = _train(sets["g3"], 2, tmp_path / "w.jsonl", "--sampler", "dgs", "--dgs-wait", "--epochs", "2",
-                        "--fanout", "5,5", "--batch-size", "32", "--explain-epochs", "3",
-                        "--explain-period", "1000", "--explain-cpu", "1")
+    records, _ = _train(
+        sets["g3"],
+        2,
+        tmp_path / "w.jsonl",
+        "--sampler",
+        "dgs",
+        "--dgs-wait",
+        "--epochs",
+        "2",
+        "--fanout",
+        "5,5",
+        "--batch-size",
+        "32",
+        "--explain-epochs",
+        "3",
+        "--explain-period",
+        "1000",
+        "--explain-cpu",
+        "1",
+    )
     assert all(r["dgs_masked_steps"] == r["dgs_steps"] > 0 for r in records)
     assert records[0]["dgs_wait_seconds"] > 0 and records[1]["dgs_wait_seconds"] == 0
     assert records[0]["dgs_explanations"] == 2  # one per worker, the one waited for
@@ -198,21 +301,36 @@ def test_a_mask_file_for_another_partition_set_is_refused_before_any_worker_star
     err = capsys.readouterr().err
     assert "was made for another partition set" in err and "rank" not in err and len(err.strip().splitlines()) == 1
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    assert main(["train", str(sets["g3"]), "--quiet", "--sampler", "dgs", "--dgs-masks", str(tmp_path / "junk.npz")]) == 2
+    assert (
+        main(["train", str(sets["g3"]), "--quiet", "--sampler", "dgs", "--dgs-masks", str(tmp_path / "junk.npz")]) == 2
+    )
     assert "not a mask file" in capsys.readouterr().err
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("sampler, options", [
-    ("neighbor", ("--fanout", "5,5", "--batch-size", "16")),
-    ("cluster", ("--batch-size", "16")),
-])
+@pytest.mark.parametrize(
+    "sampler, options",
+    [
+        ("neighbor", ("--fanout", "5,5", "--batch-size", "16")),
+        ("cluster", ("--batch-size", "16")),
+    ],
+)
 @pytest.mark.multiproc
 def test_steps_per_epoch_caps_every_epoch_at_exactly_n_steps(sets, tmp_path, sampler, options):
     """An epoch of batch 16 on part 0's 140 training nodes has 9 steps; ``--steps-per-epoch 2``
     runs exactly 2 on every worker in every epoch, and the metrics record the cap."""
-    capped, _ = _train(sets["chunk"], 3, tmp_path / "m.jsonl", "--sampler", sampler, "--epochs", "2",
-                       "--steps-per-epoch", "2", *options)
+    capped, _ = _train(
+        sets["chunk"],
+        3,
+        tmp_path / "m.jsonl",
+        "--sampler",
+        sampler,
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "2",
+        *options,
+    )
     assert [(r["steps"], r["steps_cap"]) for r in capped] == [(2, 2), (2, 2)]
     if sampler == "neighbor":
         assert all(r["feature_bytes"] > 0 for r in capped)
@@ -221,18 +339,20 @@ def test_steps_per_epoch_caps_every_epoch_at_exactly_n_steps(sets, tmp_path, sam
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("sampler, options", [
-    ("neighbor", ("--fanout", "5,5", "--batch-size", "32")),
-    ("cluster", ("--batch-size", "100")),
-    ("ladies", ("--layer-size", "64", "--batch-size", "32")),
-    ("dgs", ("--fanout", "5,5", "--batch-size", "16", "--explain-period", "2", "--explain-epochs", "5")),
-])
+@pytest.mark.parametrize(
+    "sampler, options",
+    [
+        ("neighbor", ("--fanout", "5,5", "--batch-size", "32")),
+        ("cluster", ("--batch-size", "100")),
+        ("ladies", ("--layer-size", "64", "--batch-size", "32")),
+        ("dgs", ("--fanout", "5,5", "--batch-size", "16", "--explain-period", "2", "--explain-epochs", "5")),
+    ],
+)
 @pytest.mark.multiproc
 def test_workers_with_unequal_training_nodes_run_equal_steps(sets, tmp_path, sampler, options):
     """Part 0 holds all 140 training nodes, parts 1 and 2 none: every worker still runs each step
     (the others with nothing to compute), features cross workers, and training learns."""
-    records, stderr = _train(sets["chunk"], 3, tmp_path / "m.jsonl", "--sampler", sampler, "--epochs", "4",
-                             *options)
+    records, stderr = _train(sets["chunk"], 3, tmp_path / "m.jsonl", "--sampler", sampler, "--epochs", "4", *options)
     assert len(records) == 4
     if sampler in ("neighbor", "ladies"):
         assert {r["steps"] for r in records} == {5}  # ceil(140 / 32) on every worker
@@ -255,8 +375,9 @@ def test_resume_continues_to_the_same_losses(sets, tmp_path):
     whole, _ = _train(sets["g3"], 2, tmp_path / "whole.jsonl", *common, "--epochs", "4")
     checkpoints = str(tmp_path / "ck")
     _train(sets["g3"], 2, tmp_path / "part.jsonl", *common, "--epochs", "2", "--checkpoint-dir", checkpoints)
-    resumed, _ = _train(sets["g3"], 2, tmp_path / "part.jsonl", *common, "--epochs", "4", "--checkpoint-dir",
-                        checkpoints, "--resume")
+    resumed, _ = _train(
+        sets["g3"], 2, tmp_path / "part.jsonl", *common, "--epochs", "4", "--checkpoint-dir", checkpoints, "--resume"
+    )
     assert [r["loss"] for r in resumed] == [r["loss"] for r in whole]  # batches, dropout and Adam restored
     assert [r["feature_bytes"] for r in resumed] == [r["feature_bytes"] for r in whole]
 
@@ -293,10 +414,31 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
     from test_train import _children
 
     metrics = tmp_path / "m.jsonl"
-    job = subprocess.Popen([sys.executable, "-m", "commgraph", "train", str(sets["g3"]), "--workers", "2",
-                            "--sampler", "neighbor", "--batch-size", "8", "--epochs", "100000", "--timeout", "30",
-                            "--metrics-out", str(metrics), "--quiet"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "train",
+            str(sets["g3"]),
+            "--workers",
+            "2",
+            "--sampler",
+            "neighbor",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "100000",
+            "--timeout",
+            "30",
+            "--metrics-out",
+            str(metrics),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 2):
         assert job.poll() is None, job.communicate()
@@ -311,26 +453,29 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
     assert "rank 0 stopped: worker rank 1" in stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--sampler", "neighbor", "--fanout", "10,10,10"], "--fanout gives 3 values but the model has --layers 2"),
-    (["--sampler", "neighbor", "--fanout", "10,x"], "--fanout must be integers"),
-    (["--sampler", "neighbor", "--fanout", "0,5"], "each >= 1 or -1"),
-    (["--sampler", "neighbor", "--batch-size", "0"], "--batch-size must be >= 1"),
-    (["--sampler", "neighbor", "--steps-per-epoch", "0"], "--steps-per-epoch must be >= 1"),
-    (["--steps-per-epoch", "5"], "--steps-per-epoch is a sampler option"),
-    (["--fanout", "10,10"], "--fanout is a sampler option for --sampler neighbor|dgs; this is full-graph training"),
-    (["--batch-size", "64"], "--batch-size is a sampler option"),
-    (["--sampler", "neighbor", "--layer-size", "64"], "--sampler neighbor does not use it"),
-    (["--sampler", "dgs", "--feature-rate", "0"], "--feature-rate (N_f) must lie in (0, 1]"),
-    (["--sampler", "dgs", "--epsilon", "1.5"], "--epsilon must lie in [0, 1]"),
-    (["--sampler", "dgs", "--explain-period", "0"], "--explain-period (T_ex) must be >= 1"),
-    (["--sampler", "dgs", "--explain-cpu", "-1"], "--explain-cpu must be >= 0 cores"),
-    (["--sampler", "dgs", "--dgs-wait", "--explain-cpu", "0"], "--dgs-wait waits for the online explainer"),
-    (["--sampler", "dgs", "--dgs-masks", "/nonexistent.npz"], "--dgs-masks /nonexistent.npz: no such file"),
-    (["--sampler", "neighbor", "--dgs-wait"], "--dgs-wait is a sampler option for --sampler dgs"),
-    (["--sampler", "cluster", "--clusters", "2", "--clusters-per-batch", "3"], "exceeds --clusters"),
-    (["--sampler", "fastgcn", "--layer-size", "0"], "--layer-size must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sampler", "neighbor", "--fanout", "10,10,10"], "--fanout gives 3 values but the model has --layers 2"),
+        (["--sampler", "neighbor", "--fanout", "10,x"], "--fanout must be integers"),
+        (["--sampler", "neighbor", "--fanout", "0,5"], "each >= 1 or -1"),
+        (["--sampler", "neighbor", "--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--sampler", "neighbor", "--steps-per-epoch", "0"], "--steps-per-epoch must be >= 1"),
+        (["--steps-per-epoch", "5"], "--steps-per-epoch is a sampler option"),
+        (["--fanout", "10,10"], "--fanout is a sampler option for --sampler neighbor|dgs; this is full-graph training"),
+        (["--batch-size", "64"], "--batch-size is a sampler option"),
+        (["--sampler", "neighbor", "--layer-size", "64"], "--sampler neighbor does not use it"),
+        (["--sampler", "dgs", "--feature-rate", "0"], "--feature-rate (N_f) must lie in (0, 1]"),
+        (["--sampler", "dgs", "--epsilon", "1.5"], "--epsilon must lie in [0, 1]"),
+        (["--sampler", "dgs", "--explain-period", "0"], "--explain-period (T_ex) must be >= 1"),
+        (["--sampler", "dgs", "--explain-cpu", "-1"], "--explain-cpu must be >= 0 cores"),
+        (["--sampler", "dgs", "--dgs-wait", "--explain-cpu", "0"], "--dgs-wait waits for the online explainer"),
+        (["--sampler", "dgs", "--dgs-masks", "/nonexistent.npz"], "--dgs-masks /nonexistent.npz: no such file"),
+        (["--sampler", "neighbor", "--dgs-wait"], "--dgs-wait is a sampler option for --sampler dgs"),
+        (["--sampler", "cluster", "--clusters", "2", "--clusters-per-batch", "3"], "exceeds --clusters"),
+        (["--sampler", "fastgcn", "--layer-size", "0"], "--layer-size must be >= 1"),
+    ],
+)
 @pytest.mark.multiproc
 def test_bad_sampling_requests_are_refused_before_any_worker_starts(sets, args, message, capsys):
     assert main(["train", str(sets["g3"]), "--quiet", *args]) == 2

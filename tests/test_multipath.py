@@ -41,20 +41,35 @@ def run(capsys, *argv):
 def two_ways() -> Topology:
     """Host memory reaches gpu0 over its own switch (10 GB/s) or over a second switch (5 GB/s)
     shared by gpu1 and gpu2, each NVLinked to gpu0."""
-    devices = [Device("cpu0", "cpu"), Device("sw0", "pcie_switch"), Device("sw1", "pcie_switch"),
-               Device("gpu0", "gpu"), Device("gpu1", "gpu"), Device("gpu2", "gpu")]
-    links = [Link("cpu0", "sw0", "pcie", 1, 10.0, 1.0), Link("sw0", "gpu0", "pcie", 1, 10.0, 1.0),
-             Link("cpu0", "sw1", "pcie", 1, 5.0, 1.0), Link("sw1", "gpu1", "pcie", 1, 5.0, 1.0),
-             Link("sw1", "gpu2", "pcie", 1, 5.0, 1.0), Link("gpu1", "gpu0", "nvlink", 2, 40.0, 1.0),
-             Link("gpu2", "gpu0", "nvlink", 1, 20.0, 1.0)]
+    devices = [
+        Device("cpu0", "cpu"),
+        Device("sw0", "pcie_switch"),
+        Device("sw1", "pcie_switch"),
+        Device("gpu0", "gpu"),
+        Device("gpu1", "gpu"),
+        Device("gpu2", "gpu"),
+    ]
+    links = [
+        Link("cpu0", "sw0", "pcie", 1, 10.0, 1.0),
+        Link("sw0", "gpu0", "pcie", 1, 10.0, 1.0),
+        Link("cpu0", "sw1", "pcie", 1, 5.0, 1.0),
+        Link("sw1", "gpu1", "pcie", 1, 5.0, 1.0),
+        Link("sw1", "gpu2", "pcie", 1, 5.0, 1.0),
+        Link("gpu1", "gpu0", "nvlink", 2, 40.0, 1.0),
+        Link("gpu2", "gpu0", "nvlink", 1, 20.0, 1.0),
+    ]
     return Topology("two-ways", devices, links)
 
 
 def stream(arrival, kind=None, nbytes=1e6, after=None) -> RequestStream:
     arrival = np.asarray(arrival, dtype=np.float64)
     n = arrival.shape[0]
-    return RequestStream(arrival, np.zeros(n, dtype=np.int64) if kind is None else np.asarray(kind),
-                         np.full(n, float(nbytes)), np.full(n, -1) if after is None else np.asarray(after))
+    return RequestStream(
+        arrival,
+        np.zeros(n, dtype=np.int64) if kind is None else np.asarray(kind),
+        np.full(n, float(nbytes)),
+        np.full(n, -1) if after is None else np.asarray(after),
+    )
 
 
 class Fixed(Selector):
@@ -85,8 +100,13 @@ def test_candidates_and_traverse_times():
 
 def test_yaml_round_trip_and_refused_hops(tmp_path):
     topology = load_preset("dgx1-v100")
-    kind = RequestType("h2d", 1e6, (CommPath(("cpu0", "pcie0", "gpu0")), CommPath(("cpu0", "pcie1", "gpu3", "gpu0"))),
-                       {"gpu0": 2e-5}, "ordered")
+    kind = RequestType(
+        "h2d",
+        1e6,
+        (CommPath(("cpu0", "pcie0", "gpu0")), CommPath(("cpu0", "pcie1", "gpu3", "gpu0"))),
+        {"gpu0": 2e-5},
+        "ordered",
+    )
     write_paths(PathSet((kind,)), tmp_path / "p.yaml")
     again = read_paths(tmp_path / "p.yaml")
     assert again == PathSet((kind,))
@@ -110,13 +130,19 @@ def test_yaml_round_trip_and_refused_hops(tmp_path):
 
 @pytest.mark.multiproc
 def test_paths_cli(capsys, tmp_path):
-    code, out, _ = run(capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json")
+    code, out, _ = run(
+        capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--json"
+    )
     rows = json.loads(out)["paths"]
     assert code == 0 and rows[0]["devices"] == ["cpu0", "pcie1", "gpu3"]
     assert rows[0]["traverse_s"] == pytest.approx(3e-6 + (1 << 20) / 11.13e9)
-    code, out, _ = run(capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--yaml")
+    code, out, _ = run(
+        capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--src", "cpu0", "--dst", "gpu3", "--yaml"
+    )
     (tmp_path / "p.yaml").write_text(out.replace("[cpu0, pcie0, gpu0, gpu3]", "[cpu0, pcie0, gpu2, gpu3]"))
-    code, _, err = run(capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--file", str(tmp_path / "p.yaml"))
+    code, _, err = run(
+        capsys, "sim", "multipath", "paths", "--topology", "dgx1-v100", "--file", str(tmp_path / "p.yaml")
+    )
     assert code == 2 and "hop 2 pcie0 -> gpu2 has no link" in err and err.count("\n") == 1
 
 
@@ -133,8 +159,9 @@ def test_lp_is_the_optimum_and_never_worse_than_any_selector(seed):
     table = PathTable(topology, auto_path_set(topology, ["cpu0:gpu0"], 2e6))
     rng = np.random.default_rng(seed)
     requests = stream(np.cumsum(rng.exponential(1.2e-4, 6)), nbytes=2e6)
-    totals = {name: float(select(table, requests, make_selector(name, k=6)).model_jct(requests).sum())
-              for name in SELECTORS}
+    totals = {
+        name: float(select(table, requests, make_selector(name, k=6)).model_jct(requests).sum()) for name in SELECTORS
+    }
     brute = min(model_total(table, requests, p) for p in itertools.product(range(3), repeat=6))
     assert totals["lp"] == pytest.approx(brute, rel=1e-6)
     assert all(totals["lp"] <= v * (1 + 1e-6) for v in totals.values())
@@ -221,9 +248,21 @@ def test_workload_errors(tmp_path):
 
 @pytest.mark.multiproc
 def test_multipath_cli(capsys, tmp_path):
-    code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
-                       "poisson:load=0.9,size=1M,types=cpu0:gpu0,n=40", "--k", "2", "--json",
-                       "--png", str(tmp_path / "cdf.png"))
+    code, out, _ = run(
+        capsys,
+        "sim",
+        "multipath",
+        "simulate",
+        "--topology",
+        "dgx1-v100",
+        "--workload",
+        "poisson:load=0.9,size=1M,types=cpu0:gpu0,n=40",
+        "--k",
+        "2",
+        "--json",
+        "--png",
+        str(tmp_path / "cdf.png"),
+    )
     result = json.loads(out)["selectors"]
     assert code == 0 and set(result) == set(SELECTORS)
     for row in result.values():
@@ -231,20 +270,49 @@ def test_multipath_cli(capsys, tmp_path):
         assert sum(row["paths"].values()) == 40
     assert result["greedy-queue"]["mean_s"] < result["direct"]["mean_s"]
     assert (tmp_path / "cdf.png").read_bytes()[:4] == b"\x89PNG"
-    code, _, err = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--workload",
-                       "poisson:load=0.5", "--selector", "toll")
+    code, _, err = run(
+        capsys,
+        "sim",
+        "multipath",
+        "simulate",
+        "--topology",
+        "dgx1-v100",
+        "--workload",
+        "poisson:load=0.5",
+        "--selector",
+        "toll",
+    )
     assert code == 2 and "types=SRC:DST" in err
 
 
 def test_multipath_cli_with_a_path_set_and_a_trace(capsys, tmp_path):
-    kvs = RequestType("get", 65536.0, (CommPath(("nic0", "pcie0", "gpu0")), CommPath(("nic0", "pcie0", "cpu0"))),
-                      {"gpu0": 2e-5, "cpu0": 6e-5})
+    kvs = RequestType(
+        "get",
+        65536.0,
+        (CommPath(("nic0", "pcie0", "gpu0")), CommPath(("nic0", "pcie0", "cpu0"))),
+        {"gpu0": 2e-5, "cpu0": 6e-5},
+    )
     write_paths(PathSet((kvs,)), tmp_path / "kvs.yaml")
-    (tmp_path / "trace.csv").write_text("time,type,after\n" + "".join(f"{i * 1e-5},get,\n" for i in range(6))
-                                        + "6e-5,get,5\n")
-    code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "dgx1-v100", "--paths",
-                       str(tmp_path / "kvs.yaml"), "--workload", str(tmp_path / "trace.csv"),
-                       "--selector", "direct,greedy-queue,lp", "--k", "3", "--json")
+    (tmp_path / "trace.csv").write_text(
+        "time,type,after\n" + "".join(f"{i * 1e-5},get,\n" for i in range(6)) + "6e-5,get,5\n"
+    )
+    code, out, _ = run(
+        capsys,
+        "sim",
+        "multipath",
+        "simulate",
+        "--topology",
+        "dgx1-v100",
+        "--paths",
+        str(tmp_path / "kvs.yaml"),
+        "--workload",
+        str(tmp_path / "trace.csv"),
+        "--selector",
+        "direct,greedy-queue,lp",
+        "--k",
+        "3",
+        "--json",
+    )
     result = json.loads(out)
     assert code == 0 and result["requests"] == 7 and result["rate_per_s"] is None
     # one GET every 10 us on a 26 us GPU path: greedy-queue sends some to the CPU
@@ -273,13 +341,15 @@ def test_bulk_split_meets_the_max_flow_bound():
 
 @pytest.mark.multiproc
 def test_plan_h2d_cli(capsys):
-    code, out, _ = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--bytes", "1G", "--gpus", "0",
-                       "--json")
+    code, out, _ = run(
+        capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--bytes", "1G", "--gpus", "0", "--json"
+    )
     planners = json.loads(out)["planners"]
     assert code == 0 and planners["direct"]["seconds"] / planners["lp"]["seconds"] >= 1.8
     assert sum(p["bytes"] for p in planners["lp"]["paths"]) == pytest.approx(1 << 30)
-    code, out, _ = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--gpus", "0,1,2,3,4,5,6,7",
-                       "--json")
+    code, out, _ = run(
+        capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--gpus", "0,1,2,3,4,5,6,7", "--json"
+    )
     planners = json.loads(out)["planners"]
     assert planners["lp"]["seconds"] <= planners["direct"]["seconds"]
     code, out, _ = run(capsys, "sim", "multipath", "h2d", "--topology", "dgx1-v100", "--gpus", "0")
@@ -294,11 +364,20 @@ def test_plan_h2d_cli(capsys):
 def two_paths() -> tuple[PathTable, RequestStream]:
     """A hand-built host: cpu0 reaches gpu0 over its own switch at 10 GB/s or through gpu1 (8 GB/s
     PCIe, then NVLink); 1 MB requests, the second sent 1 us after the first, long before it ends."""
-    devices = [Device("cpu0", "cpu"), Device("sw0", "pcie_switch"), Device("sw1", "pcie_switch"),
-               Device("gpu0", "gpu"), Device("gpu1", "gpu")]
-    links = [Link("cpu0", "sw0", "pcie", 1, 10.0, 1.0), Link("sw0", "gpu0", "pcie", 1, 10.0, 1.0),
-             Link("cpu0", "sw1", "pcie", 1, 8.0, 1.0), Link("sw1", "gpu1", "pcie", 1, 8.0, 1.0),
-             Link("gpu1", "gpu0", "nvlink", 2, 40.0, 1.0)]
+    devices = [
+        Device("cpu0", "cpu"),
+        Device("sw0", "pcie_switch"),
+        Device("sw1", "pcie_switch"),
+        Device("gpu0", "gpu"),
+        Device("gpu1", "gpu"),
+    ]
+    links = [
+        Link("cpu0", "sw0", "pcie", 1, 10.0, 1.0),
+        Link("sw0", "gpu0", "pcie", 1, 10.0, 1.0),
+        Link("cpu0", "sw1", "pcie", 1, 8.0, 1.0),
+        Link("sw1", "gpu1", "pcie", 1, 8.0, 1.0),
+        Link("gpu1", "gpu0", "nvlink", 2, 40.0, 1.0),
+    ]
     kind = RequestType("h2d", 1e6, (CommPath(("cpu0", "sw0", "gpu0")), CommPath(("cpu0", "sw1", "gpu1", "gpu0"))))
     return PathTable(Topology("two-paths", devices, links), PathSet((kind,))), stream([0.0, 1e-6])
 
@@ -342,13 +421,19 @@ def test_kvs_puts_never_take_the_accelerator_and_each_key_stays_in_order():
     requests, keys, table = workload.stream, workload.keys, workload.table
     puts = np.flatnonzero(requests.kind == 1)
     assert puts.size > 50 and (requests.after >= 0).sum() > 100
-    assert [p.path.name for p in table.paths] == ["nic0>fpga0>nic0>cpu0>nic0", "nic0>cpu0>nic0>cpu0>nic0",
-                                                  "nic0>cpu0>nic0>cpu0>nic0"]
+    assert [p.path.name for p in table.paths] == [
+        "nic0>fpga0>nic0>cpu0>nic0",
+        "nic0>cpu0>nic0>cpu0>nic0",
+        "nic0>cpu0>nic0>cpu0>nic0",
+    ]
     assert table.cores == {"cpu0": 8}
     names = [n for n in SELECTORS if n != "lp"]
     for name in names + ["lp"]:
-        short = requests if name != "lp" else RequestStream(*(a[:60] for a in (requests.arrival, requests.kind,
-                                                                                requests.nbytes, requests.after)))
+        short = (
+            requests
+            if name != "lp"
+            else RequestStream(*(a[:60] for a in (requests.arrival, requests.kind, requests.nbytes, requests.after)))
+        )
         selection = select(table, short, make_selector(name, k=2))
         assert not any("fpga0" in kvs_devices(table, p) for p in selection.path[short.kind == 1]), name
         if name == "direct":  # a GET after a PUT still in progress takes its path (the CPU)
@@ -382,16 +467,19 @@ def test_kvs_with_no_contention_every_selector_is_direct():
     assert alone[0] == pytest.approx(0.2e-6 + 2 * 0.1e-6 + 2 * 1.5e-6 + 72 / 12.5e9 + 72 / 11.13e9)
 
 
-@pytest.mark.parametrize("workload, message", [
-    ("kvs:rate=0", "rate must be > 0"),
-    ("kvs:rate=-5,ycsb=b", "rate must be > 0"),
-    ("kvs:load=0", "load must be > 0"),
-    ("kvs:load=1,get=0.5,put=0.4", "must be >= 0 and sum to 1"),
-    ("kvs:load=1,cores=0", "cores must be >= 1"),
-    ("kvs:load=1,ycsb=a", "ycsb must be one of c, b"),
-    ("kvs:load=1,colour=red", "bad workload option 'colour=red'"),
-    ("kvs:ycsb=c", "exactly one of load"),
-])
+@pytest.mark.parametrize(
+    "workload, message",
+    [
+        ("kvs:rate=0", "rate must be > 0"),
+        ("kvs:rate=-5,ycsb=b", "rate must be > 0"),
+        ("kvs:load=0", "load must be > 0"),
+        ("kvs:load=1,get=0.5,put=0.4", "must be >= 0 and sum to 1"),
+        ("kvs:load=1,cores=0", "cores must be >= 1"),
+        ("kvs:load=1,ycsb=a", "ycsb must be one of c, b"),
+        ("kvs:load=1,colour=red", "bad workload option 'colour=red'"),
+        ("kvs:ycsb=c", "exactly one of load"),
+    ],
+)
 def test_bad_kvs_options_are_one_line_and_exit_2(capsys, workload, message):
     code, out, err = run(capsys, "sim", "multipath", "simulate", "--topology", "leo-fnic", "--workload", workload)
     assert code == 2 and message in err and err.count("\n") == 1 and out == ""
@@ -411,10 +499,25 @@ def test_kvs_defaults_are_the_thesis_testbed():
 
 
 def test_sweep_cli_reports_sustainable_throughput_and_draws_the_curves(capsys, tmp_path):
-    code, out, _ = run(capsys, "sim", "multipath", "simulate", "--topology", "leo-fnic", "--workload",
-                       "kvs:ycsb=c,n=200", "--sweep", "0.3,1.0,1.4", "--selector",
-                       "direct,greedy-intra,toll-inflight", "--bound-us", "6", "--json", "--png",
-                       str(tmp_path / "curve.png"))
+    code, out, _ = run(
+        capsys,
+        "sim",
+        "multipath",
+        "simulate",
+        "--topology",
+        "leo-fnic",
+        "--workload",
+        "kvs:ycsb=c,n=200",
+        "--sweep",
+        "0.3,1.0,1.4",
+        "--selector",
+        "direct,greedy-intra,toll-inflight",
+        "--bound-us",
+        "6",
+        "--json",
+        "--png",
+        str(tmp_path / "curve.png"),
+    )
     result = json.loads(out)
     assert code == 0 and result["bound_s"] == pytest.approx(6e-6)
     assert result["direct_rate_per_s"] == pytest.approx(5e6)
@@ -424,8 +527,18 @@ def test_sweep_cli_reports_sustainable_throughput_and_draws_the_curves(capsys, t
     assert all(r["median_s"] <= r["p99_s"] for r in rows)
     assert result["sustainable_per_s"]["toll-inflight"] >= result["sustainable_per_s"]["direct"] > 0
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
-    code, _, err = run(capsys, "sim", "multipath", "simulate", "--topology", "leo-fnic", "--workload",
-                       "kvs:ycsb=c", "--sweep", "0.5,-1")
+    code, _, err = run(
+        capsys,
+        "sim",
+        "multipath",
+        "simulate",
+        "--topology",
+        "leo-fnic",
+        "--workload",
+        "kvs:ycsb=c",
+        "--sweep",
+        "0.5,-1",
+    )
     assert code == 2 and "--sweep loads must be finite and > 0" in err
 
 
@@ -453,8 +566,11 @@ def test_a_path_with_its_own_compute_pays_it_at_the_first_visit_and_splits_at_a_
     assert again == PathSet((kind,))
     steps = PathTable(topology, again).paths[0].steps
     assert [type(s).__name__ for s in steps] == ["Segment", "ComputeStep", "Segment", "Segment"]
-    assert [s.devices for s in steps if not hasattr(s, "seconds")] == [("nic0", "cpu0"), ("cpu0", "nic0", "cpu0"),
-                                                                      ("cpu0", "nic0")]
+    assert [s.devices for s in steps if not hasattr(s, "seconds")] == [
+        ("nic0", "cpu0"),
+        ("cpu0", "nic0", "cpu0"),
+        ("cpu0", "nic0"),
+    ]
 
 
 def test_modern_hosts_and_mma_h20_split():
@@ -464,8 +580,9 @@ def test_modern_hosts_and_mma_h20_split():
     h20 = load_preset("hgx-h20")
     direct = plan_bulk(h20, "cpu0", ["gpu0"], float(1 << 30), "direct")
     split = plan_bulk(h20, "cpu0", ["gpu0"], float(1 << 30), "lp")
-    seconds = {name: simulate(h20, plan.tasks(), timeline=False).makespan for name, plan in
-               (("direct", direct), ("lp", split))}
+    seconds = {
+        name: simulate(h20, plan.tasks(), timeline=False).makespan for name, plan in (("direct", direct), ("lp", split))
+    }
     gbps = (1 << 30) / seconds["lp"] / 1e9
     assert gbps == pytest.approx(245, rel=0.10)  # MMA, arXiv 2512.16056: 245 GB/s on 8 x H20
     assert seconds["direct"] / seconds["lp"] == pytest.approx(4.62, rel=0.10)  # 4.62x one path
@@ -585,7 +702,12 @@ def test_toll_bytes_prices_shared_links_on_copies_and_keeps_the_toll_on_the_key_
         means[name] = float(price_selection(copies.table, copies.stream, path).jct.mean())
     assert means["toll-bytes"] <= 1.05 * means["greedy-queue"] and means["toll-bytes"] < means["toll-inflight"]
     kvs = load_workload(load_preset("leo-fnic"), "kvs:ycsb=c,n=1000,load=1.15,seed=0")
-    medians = {name: float(np.median(price_selection(kvs.table, kvs.stream,
-                                                     select(kvs.table, kvs.stream, make_selector(name)).path).jct))
-               for name in ("toll-bytes", "greedy-queue")}
+    medians = {
+        name: float(
+            np.median(
+                price_selection(kvs.table, kvs.stream, select(kvs.table, kvs.stream, make_selector(name)).path).jct
+            )
+        )
+        for name in ("toll-bytes", "greedy-queue")
+    }
     assert medians["greedy-queue"] > 1.5 * medians["toll-bytes"]

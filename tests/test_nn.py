@@ -12,9 +12,9 @@ from commgraph.graph import from_edges, load_graph
 from commgraph.nn import GNN
 from commgraph.nn.dropout import dropout
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
-from commgraph.train import schedule
 from commgraph.runtime import World
 from commgraph.runtime.job import Job, JobOptions
+from commgraph.train import schedule
 from commgraph.train.executor import BarrierExecutor, ReplicateExecutor
 
 
@@ -24,13 +24,20 @@ def cora_whole(request, tmp_path_factory):
     if request.param != "cora":  # a loop on every third node: GCN and GAT must keep one, not add another
         src, dst = graph.edge_list()
         loops = np.arange(0, graph.num_nodes, 3)
-        graph = from_edges(np.concatenate([src, loops]), np.concatenate([dst, loops]), graph.num_nodes,
-                           symmetrize=False, self_loops=True, features=graph.features)
+        graph = from_edges(
+            np.concatenate([src, loops]),
+            np.concatenate([dst, loops]),
+            graph.num_nodes,
+            symmetrize=False,
+            self_loops=True,
+            features=graph.features,
+        )
         assert graph.stats()["self_loops"] == loops.shape[0]
     assignment = np.zeros(graph.num_nodes, dtype=np.int64)
     out = tmp_path_factory.mktemp("one") / "set"
-    write_partition_set(graph, assignment, 1, out, method="chunk", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 1))
+    write_partition_set(
+        graph, assignment, 1, out, method="chunk", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 1)
+    )
     return graph, load_partition_set(out)
 
 
@@ -45,8 +52,9 @@ def _reference(model: GNN, x: torch.Tensor, edge_index: torch.Tensor) -> tuple[t
             out = conv(h, edge_index)
             used.append(conv)
         elif model.kind == "gat":
-            conv = GATConv(layer.conv.in_channels, layer.conv.out_channels, heads=layer.conv.heads,
-                           concat=layer.conv.concat)  # adds self loops itself
+            conv = GATConv(
+                layer.conv.in_channels, layer.conv.out_channels, heads=layer.conv.heads, concat=layer.conv.concat
+            )  # adds self loops itself
             conv.load_state_dict(layer.conv.state_dict())
             out = conv(h, edge_index)
             used.append(conv)
@@ -75,18 +83,22 @@ def test_block_model_equals_pyg_on_the_whole_graph(kind, executor_class, cora_wh
     job = Job(World.alone(), pset, JobOptions(topology="localhost-cpu:1", plan="p2p"))
     # one part: the plan moves nothing
     executor = ReplicateExecutor(job, 2) if executor_class is ReplicateExecutor else executor_class(job, job.wire(32))
-    edge_index = torch.from_numpy(np.stack([graph.indices, np.repeat(np.arange(graph.num_nodes),
-                                                                      np.diff(graph.indptr))]).astype(np.int64))
+    edge_index = torch.from_numpy(
+        np.stack([graph.indices, np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr))]).astype(np.int64)
+    )
     ours = executor.forward(model)
     theirs, used = _reference(model, torch.from_numpy(graph.features), edge_index)
     torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
     # and the same gradients: the sparse aggregation's backward is the edge list's
     weight = torch.randn(ours.shape, generator=torch.Generator().manual_seed(1))
     mine = [layer if kind == "commnet" else layer.conv for layer in model.convs]
-    grads = [torch.autograd.grad((out * weight).sum(), [p for m in modules for p in m.parameters()])
-             for out, modules in ((ours, mine), (theirs, used))]
+    grads = [
+        torch.autograd.grad((out * weight).sum(), [p for m in modules for p in m.parameters()])
+        for out, modules in ((ours, mine), (theirs, used))
+    ]
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
 
 def test_bad_model_options():
     with pytest.raises(TrainingError, match="unknown model 'gnn'"):

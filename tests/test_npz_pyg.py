@@ -46,8 +46,7 @@ def test_bad_npz_files(tmp_path):
     np.savez(tmp_path / "broken.npz", commgraph_format=np.array(1), indptr=[0, 1], indices=[5])
     with pytest.raises(GraphFormatError, match="out of range"):
         load_npz(tmp_path / "broken.npz")
-    np.savez(tmp_path / "objects.npz", commgraph_format=np.array(1), indptr=np.array([None]),
-             indices=[])
+    np.savez(tmp_path / "objects.npz", commgraph_format=np.array(1), indptr=np.array([None]), indices=[])
     with pytest.raises(GraphFormatError, match="not a readable"):
         load_npz(tmp_path / "objects.npz")
 

@@ -16,8 +16,9 @@ def write_csv_gz(path, rows, fmt):
     path.write_bytes(gzip.compress(lines.encode()))
 
 
-def make_ogb(root, *, num_nodes=6, edges=((0, 1), (1, 2), (3, 4), (4, 5), (5, 3)), labels=True,
-             schemes=("time",), declared=None):
+def make_ogb(
+    root, *, num_nodes=6, edges=((0, 1), (1, 2), (3, 4), (4, 5), (5, 3)), labels=True, schemes=("time",), declared=None
+):
     """A dataset folder in exactly the layout the ``ogb`` package downloads (ogbn-arxiv style)."""
     raw = root / "raw"
     write_csv_gz(raw / "edge.csv.gz", edges, lambda e: f"{e[0]},{e[1]}")
@@ -102,7 +103,9 @@ def test_unknown_directory_and_missing_path(tmp_path):
     with pytest.raises(GraphFormatError, match="no known format"):  # the graph layer knows no partition sets
         load_graph(tmp_path / "junk")
     given = argparse.Namespace(graph=str(tmp_path / "junk"), format=None, name=None, split=None)
-    with pytest.raises(GraphFormatError, match="is a partition set, not a graph: describe it with commgraph partition info"):
+    with pytest.raises(
+        GraphFormatError, match="is a partition set, not a graph: describe it with commgraph partition info"
+    ):
         graph_from_args(given)  # what every command reading a GRAPH calls
     with pytest.raises(GraphSpecError, match="nor an existing path"):
         load_graph(tmp_path / "missing.txt")

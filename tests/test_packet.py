@@ -8,8 +8,16 @@ import pytest
 
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import run_schedule
-from commgraph.sim.packet import (Scenario, ScenarioFlow, ScenarioLink, coflow_completion, export_scenario,
-                                  flow_level, read_scenario, write_scenario)
+from commgraph.sim.packet import (
+    Scenario,
+    ScenarioFlow,
+    ScenarioLink,
+    coflow_completion,
+    export_scenario,
+    flow_level,
+    read_scenario,
+    write_scenario,
+)
 from commgraph.topology import load_preset
 from commgraph.workload import Layout, ModelSpec, build_iteration, gpu
 
@@ -17,10 +25,12 @@ GBIT = 1e9
 
 
 def _moe_run():
-    spec = ModelSpec("moe-tiny", layers=2, hidden=256, heads=4, seq_len=128, micro_batch=1, vocab=0, experts=8,
-                     top_k=2, ffn=512)
-    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full",
-                      speeds={"ib": 100 / 8, "pcie": 64.0})
+    spec = ModelSpec(
+        "moe-tiny", layers=2, hidden=256, heads=4, seq_len=128, micro_batch=1, vocab=0, experts=8, top_k=2, ffn=512
+    )
+    net = load_preset(
+        "fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full", speeds={"ib": 100 / 8, "pcie": 64.0}
+    )
     it = build_iteration(spec, Layout(tp=2, pp=2, dp=8, ep=8, microbatches=2), gpu("h100"), net)
     return net, run_schedule("hermod", it.tasks, it.coflows, net)
 
@@ -30,8 +40,12 @@ def test_export_keeps_the_network_flows_their_paths_release_times_and_ranked_ban
     tasks = outcome.schedule.tasks
     scenario = export_scenario(net, tasks, outcome.schedule.coflows, outcome.result.start, bands=4)
     host = {d.id: d.host for d in net.devices}
-    crossing = [i for c in outcome.schedule.coflows for i in c.flows
-                if host[tasks[i].src] != host[tasks[i].dst] and tasks[i].bytes > 0]
+    crossing = [
+        i
+        for c in outcome.schedule.coflows
+        for i in c.flows
+        if host[tasks[i].src] != host[tasks[i].dst] and tasks[i].bytes > 0
+    ]
     assert len(scenario.flows) == len(crossing)
     assert {f.kind for f in scenario.flows} == {"ep", "pp", "dp"}
     assert min(f.release_s for f in scenario.flows) == 0.0
@@ -57,9 +71,14 @@ def _two_hosts(*flows: ScenarioFlow) -> Scenario:
 
 def _two_paths(routing: str, *flows: ScenarioFlow) -> Scenario:
     """h0 - x at 200 Gbit/s, two 100 Gbit/s paths x - y0|y1 - z, z - h1 at 200 Gbit/s; 1 us links."""
-    links = (ScenarioLink("h0", "x", 200 * GBIT, 1.0), ScenarioLink("x", "y0", 100 * GBIT, 1.0),
-             ScenarioLink("x", "y1", 100 * GBIT, 1.0), ScenarioLink("y0", "z", 100 * GBIT, 1.0),
-             ScenarioLink("y1", "z", 100 * GBIT, 1.0), ScenarioLink("z", "h1", 200 * GBIT, 1.0))
+    links = (
+        ScenarioLink("h0", "x", 200 * GBIT, 1.0),
+        ScenarioLink("x", "y0", 100 * GBIT, 1.0),
+        ScenarioLink("x", "y1", 100 * GBIT, 1.0),
+        ScenarioLink("y0", "z", 100 * GBIT, 1.0),
+        ScenarioLink("y1", "z", 100 * GBIT, 1.0),
+        ScenarioLink("z", "h1", 200 * GBIT, 1.0),
+    )
     return Scenario("two paths", 1, ("h0", "h1"), ("x", "y0", "y1", "z"), links, flows, routing)
 
 
@@ -102,16 +121,19 @@ def test_flow_level_replay_gives_line_rate_priorities_and_release_times_exactly(
     assert coflow_completion(late, finish) == pytest.approx({"ca": 102e-6, "cb": 102e-6})
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d.update(format="other"), "not a commgraph-packet-scenario"),
-    (lambda d: d["flows"][0].pop("bytes"), "missing field 'bytes'"),
-    (lambda d: d["flows"][0].update(bytes=0), "bytes >= 1"),
-    (lambda d: d["flows"][0].update(band=2), "band < 2"),
-    (lambda d: d["flows"][0].update(path=["h0", "h1"]), "no link joins"),
-    (lambda d: d["flows"][0].update(dst="sw"), "two different hosts"),
-    (lambda d: d["links"][0].update(bits_per_second=0), "bits_per_second > 0"),
-    (lambda d: d["flows"].append(dict(d["flows"][0])), "repeats"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(format="other"), "not a commgraph-packet-scenario"),
+        (lambda d: d["flows"][0].pop("bytes"), "missing field 'bytes'"),
+        (lambda d: d["flows"][0].update(bytes=0), "bytes >= 1"),
+        (lambda d: d["flows"][0].update(band=2), "band < 2"),
+        (lambda d: d["flows"][0].update(path=["h0", "h1"]), "no link joins"),
+        (lambda d: d["flows"][0].update(dst="sw"), "two different hosts"),
+        (lambda d: d["links"][0].update(bits_per_second=0), "bits_per_second > 0"),
+        (lambda d: d["flows"].append(dict(d["flows"][0])), "repeats"),
+    ],
+)
 def test_bad_scenario_files_are_refused_naming_the_problem(tmp_path, edit, message):
     data = _two_hosts(_flow("a", 0)).to_dict()
     edit(data)
@@ -130,8 +152,9 @@ def test_export_refuses_coflows_that_stay_inside_servers():
         export_scenario(net, tasks, [Coflow("c", "dp", 0, 0, (0,))], np.zeros(1))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ns") is None,
-                    reason="ns-3's Python bindings are absent (pip install 'commgraph[packet]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("ns") is None, reason="ns-3's Python bindings are absent (pip install 'commgraph[packet]')"
+)
 def test_ns3_replays_a_small_scenario_close_to_the_flow_level_simulator():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from ns3_crosscheck import ns3_replay
@@ -144,8 +167,9 @@ def test_ns3_replays_a_small_scenario_close_to_the_flow_level_simulator():
     assert np.abs(packet / flow - 1).max() < 0.1  # TCP's handshake and slow start, headers
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ns") is None,
-                    reason="ns-3's Python bindings are absent (pip install 'commgraph[packet]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("ns") is None, reason="ns-3's Python bindings are absent (pip install 'commgraph[packet]')"
+)
 def test_ns3_sprays_packets_over_both_paths():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from ns3_crosscheck import ns3_replay

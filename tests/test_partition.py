@@ -7,7 +7,14 @@ import pytest
 from commgraph.errors import PartitionError
 from commgraph.graph import from_edges, load_graph, nodefile, sbm
 from commgraph.partition import (
-    MANIFEST, METHODS, RemoteTracker, g3, is_partition_set, load_partition_set, partition_graph, partition_metrics,
+    MANIFEST,
+    METHODS,
+    RemoteTracker,
+    g3,
+    is_partition_set,
+    load_partition_set,
+    partition_graph,
+    partition_metrics,
     write_partition_set,
 )
 from commgraph.partition import store as store_module
@@ -61,8 +68,11 @@ def test_g3_stays_within_1_10x_of_metis_on_real_graphs(cora, graph):
     """One isolated node in the middle of Cora's ids moved a single start of g3 from 1.03x to 1.12x
     METIS's volume at 8 parts (as the header's isolated node did on a held-out SNAP graph, 1.10x to
     1.20x); a sparse grid is another shape. Node and degree balance hold either way."""
-    g = _with_isolated_node(cora, cora.num_nodes // 2) if graph.startswith("cora") else \
-        load_graph(REAL_GRAPHS / "rte6515.txt.gz")
+    g = (
+        _with_isolated_node(cora, cora.num_nodes // 2)
+        if graph.startswith("cora")
+        else load_graph(REAL_GRAPHS / "rte6515.txt.gz")
+    )
     g3 = partition_metrics(g, partition_graph(g, 8, "g3")[0], 8)
     metis = partition_metrics(g, partition_graph(g, 8, "metis")[0], 8)
     assert g3["total_remote"] <= 1.10 * metis["total_remote"]
@@ -74,7 +84,8 @@ def test_g3_reports_its_stages(cora):
     lines = []
     assignment, details = partition_graph(cora, 4, "g3", log=lines.append)
     assert [line.split(":")[0] for line in lines] == [
-        f"g3 stage {stage} (start {start} of {g3.STARTS})" for start in range(1, g3.STARTS + 1) for stage in (1, 1, 2)]
+        f"g3 stage {stage} (start {start} of {g3.STARTS})" for start in range(1, g3.STARTS + 1) for stage in (1, 1, 2)
+    ]
     assert details["stage1_remote_min_max"] < 0.95 <= partition_metrics(cora, assignment, 4)["remote_min_max"]
     assert details["stage1_total_remote"] > 0 and details["kept_swaps"] > 0
     assert details["stage1_seconds"] >= 0 and details["stage2_seconds"] >= 0
@@ -153,8 +164,12 @@ def test_isolated_nodes_and_several_components_partition_fine():
 
 @pytest.mark.parametrize(
     "parts, method, message",
-    [(0, "g3", ">= 1"), (-2, "metis", ">= 1"), (3000, "g3", "cannot split 2708 nodes into 3000"),
-     (4, "kmeans", "unknown method 'kmeans'")],
+    [
+        (0, "g3", ">= 1"),
+        (-2, "metis", ">= 1"),
+        (3000, "g3", "cannot split 2708 nodes into 3000"),
+        (4, "kmeans", "unknown method 'kmeans'"),
+    ],
 )
 def test_bad_requests(cora, parts, method, message):
     with pytest.raises(PartitionError, match=message):
@@ -164,8 +179,9 @@ def test_bad_requests(cora, parts, method, message):
 def write(graph, parts, out, method="g3", force=False):
     a, details = partition_graph(graph, parts, method)
     metrics = partition_metrics(graph, a, parts)
-    return a, write_partition_set(graph, a, parts, out, method=method, seed=0, seconds=0.0,
-                                  metrics=metrics, force=force)
+    return a, write_partition_set(
+        graph, a, parts, out, method=method, seed=0, seconds=0.0, metrics=metrics, force=force
+    )
 
 
 def test_partition_set_round_trip_and_halo_exchange_equals_global_aggregation(cora, tmp_path):
@@ -187,7 +203,7 @@ def test_partition_set_round_trip_and_halo_exchange_equals_global_aggregation(co
         for peer in range(parts):
             if peer != part.index:  # what the peer sends, in the order this part expects it
                 sent = loaded[peer].features[loaded[peer].send_to(part.index)]
-                local_x[part.num_owned:][part.recv_from(peer)] = sent
+                local_x[part.num_owned :][part.recv_from(peer)] = sent
         rows = np.repeat(np.arange(part.num_owned), np.diff(part.indptr))
         agg = np.zeros((part.num_owned, x.shape[1]), dtype=x.dtype)
         np.add.at(agg, rows, local_x[part.indices])

@@ -48,8 +48,9 @@ def _partitioned(pset, machines: list[list[int]]) -> tuple[dict[int, Partitioned
     remote = InProcess()
     for machine in machines:
         for rank in machine:
-            remote.graphs[rank] = PartitionedGraph.from_partition(pset, rank, np.array(machine),
-                                                                  remote if len(machines) > 1 else None)
+            remote.graphs[rank] = PartitionedGraph.from_partition(
+                pset, rank, np.array(machine), remote if len(machines) > 1 else None
+            )
     return remote.graphs, remote
 
 
@@ -77,8 +78,13 @@ def test_keyed_draws_are_uniform():
 
 
 def test_merge_rows_puts_groups_back_in_destination_order():
-    counts, sources = merge_rows(4, [(np.array([1, 3]), np.array([2, 1]), np.array([10, 11, 30])),
-                                     (np.array([0, 2]), np.array([1, 0]), np.array([0]))])
+    counts, sources = merge_rows(
+        4,
+        [
+            (np.array([1, 3]), np.array([2, 1]), np.array([10, 11, 30])),
+            (np.array([0, 2]), np.array([1, 0]), np.array([0])),
+        ],
+    )
     assert list(counts) == [1, 2, 0, 1] and list(sources) == [0, 10, 11, 30]
 
 
@@ -122,8 +128,27 @@ def test_a_machine_needs_only_its_parts_and_the_node_maps(sbm_set, tmp_path):
 
 # -- whole jobs: emulated machines (torchrun agents on this host) ----------------------------------
 
-SAMPLED = ["--sampler", "neighbor", "--fanout", "4,4", "--batch-size", "48", "--epochs", "3", "--steps-per-epoch",
-           "3", "--dropout", "0", "--quiet", "--device", "cpu", "--eval-every", "3", "--timeout", "60"]
+SAMPLED = [
+    "--sampler",
+    "neighbor",
+    "--fanout",
+    "4,4",
+    "--batch-size",
+    "48",
+    "--epochs",
+    "3",
+    "--steps-per-epoch",
+    "3",
+    "--dropout",
+    "0",
+    "--quiet",
+    "--device",
+    "cpu",
+    "--eval-every",
+    "3",
+    "--timeout",
+    "60",
+]
 
 
 def _free_port() -> int:
@@ -141,11 +166,34 @@ def _agents(sets: list, per_agent: int, *args: str) -> list:
     import sys
 
     port = _free_port()
-    jobs = [subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(sets)), "--nproc-per-node",
-         str(per_agent), "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
-         "-m", "commgraph", "train", str(pset), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for node, pset in enumerate(sets)]
+    jobs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                str(len(sets)),
+                "--nproc-per-node",
+                str(per_agent),
+                "--node-rank",
+                str(node),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                "-m",
+                "commgraph",
+                "train",
+                str(pset),
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for node, pset in enumerate(sets)
+    ]
     return [(job.wait(timeout=240), job.communicate()[1]) for job in jobs]
 
 
@@ -170,8 +218,23 @@ def test_two_machines_of_two_train_like_one_machine_of_four(cora_four, tmp_path)
     import sys
 
     one = tmp_path / "one.jsonl"
-    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(cora_four), "--workers", "4", *SAMPLED,
-                          "--metrics-out", str(one)], capture_output=True, text=True, timeout=240)
+    job = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "train",
+            str(cora_four),
+            "--workers",
+            "4",
+            *SAMPLED,
+            "--metrics-out",
+            str(one),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert job.returncode == 0, job.stderr
     two = tmp_path / "two.jsonl"
     for code, stderr in _agents([cora_four, cora_four], 2, *SAMPLED, "--metrics-out", str(two)):

@@ -19,12 +19,14 @@ def cora8(tmp_path_factory):
     graph = load_graph("cora")
     out = tmp_path_factory.mktemp("parts") / "cora8"
     assignment, _ = partition_graph(graph, 8, "g3")
-    write_partition_set(graph, assignment, 8, out, method="g3", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 8))
+    write_partition_set(
+        graph, assignment, 8, out, method="g3", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 8)
+    )
     return load_partition_set(out)
 
 
 # -- all-reduce -------------------------------------------------------------------------------------
+
 
 def test_lp_optimum_is_exactly_7_24_on_dgx1_and_1_3_on_p3_8xlarge():
     dgx1 = plan_allreduce("lp", load_preset("dgx1-v100"), 1e8)
@@ -76,9 +78,11 @@ def test_column_generation_matches_brute_force_on_random_small_graphs(seed):
     chain = [(i, i + 1) for i in range(n - 1)]  # keep it connected
     edges = sorted(set(chosen) | set(chain))
     counts = rng.integers(1, 4, len(edges))
-    topology = Topology("random", [Device(f"gpu{i}", "gpu") for i in range(n)],
-                        [Link(f"gpu{a}", f"gpu{b}", "nvlink", int(c), 24.22 * int(c), 1.0)
-                         for (a, b), c in zip(edges, counts)])
+    topology = Topology(
+        "random",
+        [Device(f"gpu{i}", "gpu") for i in range(n)],
+        [Link(f"gpu{a}", f"gpu{b}", "nvlink", int(c), 24.22 * int(c), 1.0) for (a, b), c in zip(edges, counts)],
+    )
     graph = CostGraph(topology)
     value, _ = solve_tree_packing(graph)
     trees = list(_all_spanning_trees(n, graph.pairs))
@@ -88,8 +92,15 @@ def test_column_generation_matches_brute_force_on_random_small_graphs(seed):
     a_ub[:, -1] = -1
     objective = np.zeros(len(trees) + 1)
     objective[-1] = 1
-    brute = linprog(objective, A_ub=a_ub, b_ub=np.zeros(len(graph.links)),
-                    A_eq=[[1] * len(trees) + [0]], b_eq=[1], bounds=[(0, None)] * (len(trees) + 1), method="highs")
+    brute = linprog(
+        objective,
+        A_ub=a_ub,
+        b_ub=np.zeros(len(graph.links)),
+        A_eq=[[1] * len(trees) + [0]],
+        b_eq=[1],
+        bounds=[(0, None)] * (len(trees) + 1),
+        method="highs",
+    )
     assert value == pytest.approx(brute.fun, abs=1e-9)
     assert value >= graph.lower_bound() - 1e-12  # Lemma 2.1
 
@@ -101,8 +112,13 @@ def test_switch_topology_reproduces_the_papers_15_14_8_utilisation_on_p2_16xlarg
     classes = {"intra-card": [], "card-central": [], "central-central": []}
     for link, share in plan.notes["link_utilisation"].items():
         a, b = link.split("-")
-        key = ("central-central" if "pcie_c" in a and "pcie_c" in b else
-               "intra-card" if "gpu" in a or "gpu" in b else "card-central")
+        key = (
+            "central-central"
+            if "pcie_c" in a and "pcie_c" in b
+            else "intra-card"
+            if "gpu" in a or "gpu" in b
+            else "card-central"
+        )
         classes[key].append(share)
     ratio = [15 * np.mean(classes[k]) for k in ("intra-card", "card-central", "central-central")]
     assert ratio == pytest.approx([15, 14, 8], abs=1e-6)  # intra-card links are the bottleneck
@@ -118,6 +134,7 @@ def test_allreduce_bad_input():
 
 
 # -- all-gather -------------------------------------------------------------------------------------
+
 
 def _delivered(plan: CommPlan, pset, devices):
     """Replay a plan: every send must carry rows its source holds; return what each device holds."""
@@ -200,8 +217,11 @@ def test_plan_files_round_trip(cora8, tmp_path, suffix):
 def test_allgather_bad_input(cora8, tmp_path):
     with pytest.raises(PlanError, match="8 parts but topology 'p3.8xlarge' has only 4"):
         plan_allgather("p2p", cora8, load_preset("p3.8xlarge"), 512)
-    chain = Topology("chain", [Device(f"gpu{i}", "gpu") for i in range(8)],
-                     [Link(f"gpu{i}", f"gpu{i + 1}", "nvlink", 1, 24.22, 1.0) for i in range(7)])
+    chain = Topology(
+        "chain",
+        [Device(f"gpu{i}", "gpu") for i in range(8)],
+        [Link(f"gpu{i}", f"gpu{i + 1}", "nvlink", 1, 24.22, 1.0) for i in range(7)],
+    )
     with pytest.raises(TopologyError, match="no route from 'gpu0' to 'gpu2'"):
         plan_allgather("p2p", cora8, chain, 512)
     with pytest.raises(PlanError, match="lists 2 devices for 8 parts"):
@@ -243,8 +263,16 @@ def test_hybrid_picks_methods_by_size_and_is_never_worse_than_one_method(cora8, 
     topology = load_preset("dgx1-v100")
     graph = load_graph("cora")
     assignment, _ = partition_graph(graph, 8, "metis")
-    metis = write_partition_set(graph, assignment, 8, tmp_path / "metis", method="metis", seed=0, seconds=0.0,
-                                metrics=partition_metrics(graph, assignment, 8))
+    metis = write_partition_set(
+        graph,
+        assignment,
+        8,
+        tmp_path / "metis",
+        method="metis",
+        seed=0,
+        seconds=0.0,
+        metrics=partition_metrics(graph, assignment, 8),
+    )
     small = plan_allgather("hybrid", metis, topology, 64)
     large = plan_allgather("hybrid", metis, topology, 2**20)
     assert small.notes["messages_by_method"]["zero_copy"] == small.num_sends
@@ -252,11 +280,14 @@ def test_hybrid_picks_methods_by_size_and_is_never_worse_than_one_method(cora8, 
     for row_bytes in (64, 16384, 65536, 2**20):
         plan = plan_allgather("hybrid", cora8, topology, row_bytes)
         seconds = price(plan, topology)["modeled_seconds"]
-        assert seconds <= min(plan.notes["modeled_seconds_all_zero_copy"], plan.notes["modeled_seconds_all_copy"]) + 1e-12
+        assert (
+            seconds <= min(plan.notes["modeled_seconds_all_zero_copy"], plan.notes["modeled_seconds_all_copy"]) + 1e-12
+        )
         assert {s.method for s in plan.stages[0]} <= {"zero_copy", "copy"}
 
 
 # -- all-reduce through switches ------------------------------------------------------------------
+
 
 def test_k_parallel_switch_planes_give_k_times_one_planes_throughput(switch_planes):
     _planes = switch_planes
@@ -301,9 +332,11 @@ def _rail_split(forwarding: bool) -> Topology:
         devices.append(Device(f"n{h}.nvswitch", "nvswitch", f"node{h}"))
         for g in range(2):
             devices += [Device(f"n{h}.gpu{g}", "gpu", f"node{h}"), Device(f"n{h}.nic{g}", "nic", f"node{h}")]
-            links += [Link(f"n{h}.gpu{g}", f"n{h}.nvswitch", "nvswitch", 12, 240.0, 1.0),
-                      Link(f"n{h}.gpu{g}", f"n{h}.nic{g}", "pcie", 1, 24.0, 1.5),
-                      Link(f"n{h}.nic{g}", f"rail{g}", "infiniband", 1, 25.0, 2.0)]
+            links += [
+                Link(f"n{h}.gpu{g}", f"n{h}.nvswitch", "nvswitch", 12, 240.0, 1.0),
+                Link(f"n{h}.gpu{g}", f"n{h}.nic{g}", "pcie", 1, 24.0, 1.5),
+                Link(f"n{h}.nic{g}", f"rail{g}", "infiniband", 1, 25.0, 2.0),
+            ]
     devices += [Device(f"rail{g}", "switch", "network") for g in range(2)]
     return Topology("rails", devices, links, gpu_forwarding=forwarding)
 

@@ -35,8 +35,7 @@ def test_bundled_cora_equals_raw_files(planetoid_dir):
     assert load_graph("cora").equals(load_planetoid(planetoid_dir, "cora"))
 
 
-def write_planetoid(folder, name, *, n_train=2, n_val_extra=0, test_index=(7, 5, 9), features=3,
-                    classes=3):
+def write_planetoid(folder, name, *, n_train=2, n_val_extra=0, test_index=(7, 5, 9), features=3, classes=3):
     """A Planetoid dataset written the way the original files are: pickled csr_matrix/ndarray/dict.
     With test ids 5, 7, 9 (6 and 8 missing) it has CiteSeer's gaps."""
     rng = np.random.default_rng(0)
@@ -47,8 +46,15 @@ def write_planetoid(folder, name, *, n_train=2, n_val_extra=0, test_index=(7, 5,
     y_all = np.eye(classes)[np.arange(n_all) % classes]
     ty = np.eye(classes)[np.arange(len(test_index)) % classes]
     graph = defaultdict(list, {0: [1, 5], 1: [0], 5: [0, 9], 9: [5], 7: []})
-    objects = {"x": sp.csr_matrix(x_all[:n_train]), "y": y_all[:n_train], "tx": sp.csr_matrix(tx),
-               "ty": ty, "allx": sp.csr_matrix(x_all), "ally": y_all, "graph": graph}
+    objects = {
+        "x": sp.csr_matrix(x_all[:n_train]),
+        "y": y_all[:n_train],
+        "tx": sp.csr_matrix(tx),
+        "ty": ty,
+        "allx": sp.csr_matrix(x_all),
+        "ally": y_all,
+        "graph": graph,
+    }
     for part, obj in objects.items():
         with open(folder / f"ind.{name}.{part}", "wb") as handle:
             pickle.dump(obj, handle, protocol=2)

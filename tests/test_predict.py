@@ -29,15 +29,18 @@ def cora():
 def cora_parts(cora, tmp_path_factory):
     out = tmp_path_factory.mktemp("predict") / "cora-2"
     assignment, _ = partition_graph(cora, 2, "g3", 0)
-    write_partition_set(cora, assignment, 2, out, method="g3", seed=0, seconds=0.0,
-                        metrics=partition_metrics(cora, assignment, 2))
+    write_partition_set(
+        cora, assignment, 2, out, method="g3", seed=0, seconds=0.0, metrics=partition_metrics(cora, assignment, 2)
+    )
     return out
 
 
 def _save(directory, model: GNN, kind: str, out_dim: int, *, graph: str = "x", widths: bool = True) -> None:
-    state = {"epoch": 3, "model": model.state_dict(),
-             "identity": {"graph": graph, "workers": 1, "model": kind, "layers": model.num_layers,
-                          "hidden": 16, "heads": 4}}
+    state = {
+        "epoch": 3,
+        "model": model.state_dict(),
+        "identity": {"graph": graph, "workers": 1, "model": kind, "layers": model.num_layers, "hidden": 16, "heads": 4},
+    }
     if widths:
         state["widths"] = {"in": model.in_dim, "out": out_dim}
     checkpoint.save(directory, state)
@@ -76,10 +79,33 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
     trainer measured across workers after its last epoch, from the graph or the partition set, and
     predicts what the workers predicted (``--predictions-out``)."""
     metrics, ck = tmp_path / "run.jsonl", tmp_path / "ck"
-    job = subprocess.run([sys.executable, "-m", "commgraph", "train", str(cora_parts), "--model", "gat",
-                          "--heads", "2", "--hidden", "8", "--epochs", "12", "--quiet", "--metrics-out", str(metrics),
-                          "--checkpoint-dir", str(ck), "--predictions-out", str(tmp_path / "workers.csv")],
-                         capture_output=True, text=True, timeout=250)
+    job = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "train",
+            str(cora_parts),
+            "--model",
+            "gat",
+            "--heads",
+            "2",
+            "--hidden",
+            "8",
+            "--epochs",
+            "12",
+            "--quiet",
+            "--metrics-out",
+            str(metrics),
+            "--checkpoint-dir",
+            str(ck),
+            "--predictions-out",
+            str(tmp_path / "workers.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=250,
+    )
     assert job.returncode == 0, job.stderr
     last = json.loads(metrics.read_text().splitlines()[-1])
     model, trained = load_model(ck)
@@ -108,7 +134,8 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
     for split in ("train", "val", "test"):
         assert report["accuracy"][split]["accuracy"] == pytest.approx(best[f"{split}_acc"], abs=1e-12)
     assert job.stdout.splitlines()[-1].endswith(
-        f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})")
+        f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})"
+    )
 
 
 @pytest.mark.multiproc
@@ -122,9 +149,25 @@ def test_predict_across_workers_equals_one_process(cora, cora_parts, tmp_path, c
     model = GNN(kind, cora.features.shape[1], 16, 7)
     _save(tmp_path / "ck", model, kind, 7, graph=cora.checksum())
     given = [str(cora_parts)] if kind == "gcn" else ["cora", "--partition-dir", str(tmp_path / "parts")]
-    job = subprocess.run([sys.executable, "-m", "commgraph", "predict", *given, "--checkpoint-dir",
-                          str(tmp_path / "ck"), "--workers", "2", "--json", "--out", str(tmp_path / "p.npy")],
-                         capture_output=True, text=True, timeout=180)
+    job = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commgraph",
+            "predict",
+            *given,
+            "--checkpoint-dir",
+            str(tmp_path / "ck"),
+            "--workers",
+            "2",
+            "--json",
+            "--out",
+            str(tmp_path / "p.npy"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert job.returncode == 0, job.stderr
     report = json.loads(job.stdout.splitlines()[-1])
     expected = predict(model, cora).argmax(dim=1).numpy()
@@ -132,8 +175,10 @@ def test_predict_across_workers_equals_one_process(cora, cora_parts, tmp_path, c
     assert report["same_graph"] is True and report["num_nodes"] == cora.num_nodes
     for split in ("train", "val", "test"):
         mask = getattr(cora, f"{split}_mask")
-        assert report["accuracy"][split] == {"accuracy": pytest.approx((expected[mask] == cora.labels[mask]).mean(),
-                                                                       abs=1e-12), "nodes": int(mask.sum())}
+        assert report["accuracy"][split] == {
+            "accuracy": pytest.approx((expected[mask] == cora.labels[mask]).mean(), abs=1e-12),
+            "nodes": int(mask.sum()),
+        }
     assert main(["predict", str(cora_parts), "--checkpoint-dir", str(tmp_path / "ck"), "--workers", "3"]) == 2
     assert "has 2 parts; pass --workers 2" in capsys.readouterr().err
 
@@ -160,8 +205,19 @@ def test_predictions_csv_uses_original_node_ids(cora, tmp_path, capsys):
     torch.manual_seed(0)
     model = GNN("gcn", cora.features.shape[1], 16, 7)
     _save(tmp_path / "ck", model, "gcn", 7)
-    assert main(["predict", str(tmp_path / "g.npz"), "--checkpoint-dir", str(tmp_path / "ck"),
-                 "--out", str(tmp_path / "p.csv")]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                str(tmp_path / "g.npz"),
+                "--checkpoint-dir",
+                str(tmp_path / "ck"),
+                "--out",
+                str(tmp_path / "p.csv"),
+            ]
+        )
+        == 0
+    )
     rows = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1, dtype=np.int64)
     np.testing.assert_array_equal(rows[:, 0], ids)
     np.testing.assert_array_equal(rows[:, 1], predict(model, cora).argmax(dim=1).numpy())
@@ -192,18 +248,21 @@ class _Payload:
         return (open, ("ran-code", "w"))
 
 
-@pytest.mark.parametrize("setup, args, message", [
-    ("none", [], "no checkpoint at"),
-    ("old", [], "predates prediction support"),
-    ("ok", ["--out", "p.txt"], "must end in .npy or .csv"),
-    ("ok", ["--out", "exists.npy"], "exists; pass --force"),
-    ("ok", ["--best"], "has no best.pt: the run evaluated no epoch on validation nodes"),
-    ("ok", ["--workers", "0"], "--workers must be >= 1"),
-    ("narrow", [], "has 1433 features per node, but the model was trained on 5"),
-    ("garbage", [], "is not a readable checkpoint"),
-    ("code", [], "holds Python objects beyond tensors"),
-    *([("ok", ["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
-])
+@pytest.mark.parametrize(
+    "setup, args, message",
+    [
+        ("none", [], "no checkpoint at"),
+        ("old", [], "predates prediction support"),
+        ("ok", ["--out", "p.txt"], "must end in .npy or .csv"),
+        ("ok", ["--out", "exists.npy"], "exists; pass --force"),
+        ("ok", ["--best"], "has no best.pt: the run evaluated no epoch on validation nodes"),
+        ("ok", ["--workers", "0"], "--workers must be >= 1"),
+        ("narrow", [], "has 1433 features per node, but the model was trained on 5"),
+        ("garbage", [], "is not a readable checkpoint"),
+        ("code", [], "holds Python objects beyond tensors"),
+        *([("ok", ["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
+    ],
+)
 @pytest.mark.multiproc
 def test_bad_prediction_requests(cora, tmp_path, monkeypatch, capsys, setup, args, message):
     monkeypatch.chdir(tmp_path)

@@ -12,10 +12,19 @@ from commgraph.graph import from_edges, load_graph
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
-from commgraph.sample import (ClusterSampler, DGSMasks, DGSSampler, FastGCNSampler, LADIESSampler,
-                              NeighborSampler, SamplingGraph, forward_blocks, parse_fanouts)
 from commgraph.runtime import World
 from commgraph.runtime.job import Job, JobOptions
+from commgraph.sample import (
+    ClusterSampler,
+    DGSMasks,
+    DGSSampler,
+    FastGCNSampler,
+    LADIESSampler,
+    NeighborSampler,
+    SamplingGraph,
+    forward_blocks,
+    parse_fanouts,
+)
 from commgraph.train.executor import BarrierExecutor
 
 
@@ -128,7 +137,10 @@ def test_ladies_counts_its_probability_synchronisation():
     # hop 1: destination 1 is local: nothing asked. Hop 2 computes 0, 1, 2: part 1 is asked for
     # row 2 (8 bytes) and returns partial sums for 1 and 3 (its in-neighbours) and 2 (the diagonal)
     assert batch.sync_bytes == 8 + 3 * 12
-    assert LADIESSampler(_sampling_graph(src, dst, 4), [4, 4]).sample(np.array([1]), np.random.default_rng(0)).sync_bytes == 0
+    assert (
+        LADIESSampler(_sampling_graph(src, dst, 4), [4, 4]).sample(np.array([1]), np.random.default_rng(0)).sync_bytes
+        == 0
+    )
 
 
 def _two_parts():
@@ -231,9 +243,13 @@ def test_cluster_batches_cover_the_local_nodes_once_with_induced_edges():
     edges = set(zip(graph.indices.tolist(), np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr)).tolist()))
     for batch in batches:
         nodes = batch.layers[0].src
-        inside = np.isin(graph.indices, nodes) & np.isin(np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr)), nodes)
+        inside = np.isin(graph.indices, nodes) & np.isin(
+            np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr)), nodes
+        )
         assert batch.layers[0].num_edges == int(inside.sum())
-        assert all((int(u), int(v)) in edges for u, v in zip(nodes[batch.layers[0].edge_src], nodes[batch.layers[0].edge_dst]))
+        assert all(
+            (int(u), int(v)) in edges for u, v in zip(nodes[batch.layers[0].edge_src], nodes[batch.layers[0].edge_dst])
+        )
         assert np.array_equal(np.sort(batch.seeds), np.intersect1d(nodes, train))
         assert not batch.remote_input.any()
 
@@ -243,8 +259,9 @@ def cora_one_part(tmp_path_factory):
     graph = load_graph("cora")
     assignment = np.zeros(graph.num_nodes, dtype=np.int64)
     out = tmp_path_factory.mktemp("one") / "set"
-    write_partition_set(graph, assignment, 1, out, method="chunk", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 1))
+    write_partition_set(
+        graph, assignment, 1, out, method="chunk", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 1)
+    )
     return graph, load_partition_set(out)
 
 
@@ -290,10 +307,20 @@ def test_one_batch_of_every_training_node_with_all_neighbours_gives_full_graph_g
 def test_partition_knows_local_and_remote(tmp_path):
     graph = load_graph("cora")
     assignment = (np.arange(graph.num_nodes) % 2).astype(np.int64)
-    write_partition_set(graph, assignment, 2, tmp_path / "set", method="chunk", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 2))
+    write_partition_set(
+        graph,
+        assignment,
+        2,
+        tmp_path / "set",
+        method="chunk",
+        seed=0,
+        seconds=0.0,
+        metrics=partition_metrics(graph, assignment, 2),
+    )
     sampling = SamplingGraph.from_partition(load_partition_set(tmp_path / "set"), 1)
-    assert np.array_equal(sampling.indptr, graph.indptr) and np.array_equal(sampling.local_nodes(), np.arange(1, graph.num_nodes, 2))
+    assert np.array_equal(sampling.indptr, graph.indptr) and np.array_equal(
+        sampling.local_nodes(), np.arange(1, graph.num_nodes, 2)
+    )
     batch = NeighborSampler(sampling, [10, 10]).sample(np.array([1, 3, 5]), np.random.default_rng(0))
     assert np.array_equal(batch.remote_input, batch.input_nodes % 2 == 0)
 

@@ -14,8 +14,9 @@ GB = 1e9
 
 def line(bandwidth=10.0, latency_us=0.0):
     """Two GPUs on one 10 GB/s link, no latency: analytic answers are exact."""
-    return Topology("line", [Device("a", "gpu"), Device("b", "gpu")],
-                    [Link("a", "b", "pcie", 1, bandwidth, latency_us)])
+    return Topology(
+        "line", [Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 1, bandwidth, latency_us)]
+    )
 
 
 def test_one_flow_alone_gets_full_bandwidth_plus_latency():
@@ -39,10 +40,20 @@ def test_opposite_directions_do_not_share():
 def test_max_min_fairness_on_a_parking_lot():
     # a -> b -> c, links 10 and 4 GB/s: the long flow is capped at 2 by the second link,
     # the short flow on the first link takes the remaining 8.
-    t = Topology("lot", [Device("a", "gpu"), Device("s", "switch"), Device("c", "gpu"), Device("d", "gpu")],
-                 [Link("a", "s", "pcie", 1, 10.0, 0.0), Link("s", "c", "pcie", 1, 4.0, 0.0),
-                  Link("s", "d", "pcie", 1, 100.0, 0.0)])
-    tasks = [Transfer("long1", "a", "c", 2 * GB), Transfer("long2", "d", "c", 2 * GB), Transfer("short", "a", "d", 8 * GB)]
+    t = Topology(
+        "lot",
+        [Device("a", "gpu"), Device("s", "switch"), Device("c", "gpu"), Device("d", "gpu")],
+        [
+            Link("a", "s", "pcie", 1, 10.0, 0.0),
+            Link("s", "c", "pcie", 1, 4.0, 0.0),
+            Link("s", "d", "pcie", 1, 100.0, 0.0),
+        ],
+    )
+    tasks = [
+        Transfer("long1", "a", "c", 2 * GB),
+        Transfer("long2", "d", "c", 2 * GB),
+        Transfer("short", "a", "d", 8 * GB),
+    ]
     result = simulate(t, tasks)
     # long flows get 2 GB/s each (4 / 2) for 1 s; short gets 10 - 2 = 8 GB/s for 1 s
     assert np.allclose(result.finish, [1.0, 1.0, 1.0], rtol=1e-12)
@@ -84,9 +95,10 @@ def test_incremental_and_full_reallocation_agree():
     t = load_preset("fattree:k=4,server=p3.8xlarge")
     rng = np.random.default_rng(0)
     gpus = [g.id for g in t.gpus]
-    tasks = [Transfer(f"x{i}", gpus[s], gpus[(s + 1 + d) % len(gpus)], float(rng.integers(1, 50)) * 1e6,
-                      priority=int(i % 3)) for i, (s, d) in
-             enumerate(zip(rng.integers(0, len(gpus), 300), rng.integers(0, len(gpus) - 1, 300)))]
+    tasks = [
+        Transfer(f"x{i}", gpus[s], gpus[(s + 1 + d) % len(gpus)], float(rng.integers(1, 50)) * 1e6, priority=int(i % 3))
+        for i, (s, d) in enumerate(zip(rng.integers(0, len(gpus), 300), rng.integers(0, len(gpus) - 1, 300)))
+    ]
     fast = simulate(t, tasks, incremental=True)
     slow = simulate(t, tasks, incremental=False)
     assert np.allclose(fast.finish, slow.finish, rtol=1e-9)
@@ -124,10 +136,16 @@ def test_zero_byte_transfer_costs_latency_only():
 
 def test_read_dag_json(tmp_path):
     path = tmp_path / "dag.json"
-    path.write_text(json.dumps({"tasks": [
-        {"id": "c", "type": "compute", "device": "a", "seconds": 0.1},
-        {"id": "x", "type": "transfer", "src": "a", "dst": "b", "bytes": 1e9, "deps": ["c"], "priority": 2},
-    ]}))
+    path.write_text(
+        json.dumps(
+            {
+                "tasks": [
+                    {"id": "c", "type": "compute", "device": "a", "seconds": 0.1},
+                    {"id": "x", "type": "transfer", "src": "a", "dst": "b", "bytes": 1e9, "deps": ["c"], "priority": 2},
+                ]
+            }
+        )
+    )
     tasks = read_dag(path)
     assert tasks[1] == Transfer("x", "a", "b", 1e9, 2, None, ("c",))
     assert simulate(line(), tasks).makespan == pytest.approx(0.2)
@@ -160,8 +178,18 @@ def random_case(seed):
     rng = np.random.default_rng(seed)
     gpus = [f"g{i}" for i in range(6)]
     devices = [Device(g, "gpu") for g in gpus] + [Device("s0", "switch"), Device("s1", "switch", forward_gbps=15.0)]
-    links = [Link(g, f"s{i % 2}", "pcie", 1, float(rng.choice([4.0, 10.0, 25.0])), float(rng.choice([0.0, 2.0])),
-                  float(rng.choice([0.0, 0.0, 5.0]))) for i, g in enumerate(gpus)]
+    links = [
+        Link(
+            g,
+            f"s{i % 2}",
+            "pcie",
+            1,
+            float(rng.choice([4.0, 10.0, 25.0])),
+            float(rng.choice([0.0, 2.0])),
+            float(rng.choice([0.0, 0.0, 5.0])),
+        )
+        for i, g in enumerate(gpus)
+    ]
     links.append(Link("s0", "s1", "ethernet", 1, 12.0, 1.0))
     tasks = []
     for i in range(int(rng.integers(30, 60))):
@@ -170,9 +198,18 @@ def random_case(seed):
             tasks.append(Compute(f"t{i}", str(rng.choice(gpus)), float(rng.integers(0, 5)) * 1e-3, deps))
             continue
         src, dst = rng.choice(gpus, size=2, replace=False)
-        tasks.append(Transfer(f"t{i}", str(src), str(dst), float(rng.integers(0, 40)) * 1e6, int(rng.integers(0, 3)),
-                              deps=deps, overhead_s=float(rng.choice([0.0, 1e-5])),
-                              max_rate=float(rng.choice([2e9, 1e12])) if rng.random() < 0.3 else None))
+        tasks.append(
+            Transfer(
+                f"t{i}",
+                str(src),
+                str(dst),
+                float(rng.integers(0, 40)) * 1e6,
+                int(rng.integers(0, 3)),
+                deps=deps,
+                overhead_s=float(rng.choice([0.0, 1e-5])),
+                max_rate=float(rng.choice([2e9, 1e12])) if rng.random() < 0.3 else None,
+            )
+        )
     return Topology("random", devices, links), tasks, {"g0": 2}
 
 
@@ -189,8 +226,11 @@ def test_incremental_matches_full_recomputation_on_random_dags(seed):
 def test_timeline_lists_each_utilisation_change_once():
     # x alone is capped at 4 GB/s; y joins at 0.1 s and takes the other 6; x ends at 0.25 s and y
     # takes all 10 (the link stays full: no point); y ends at 0.28 s.
-    tasks = [Transfer("x", "a", "b", 1 * GB, max_rate=4 * GB), Compute("c", "a", 0.1),
-             Transfer("y", "a", "b", 1.2 * GB, deps=("c",))]
+    tasks = [
+        Transfer("x", "a", "b", 1 * GB, max_rate=4 * GB),
+        Compute("c", "a", 0.1),
+        Transfer("y", "a", "b", 1.2 * GB, deps=("c",)),
+    ]
     result = simulate(line(), tasks)
     times, resources, utilisation = result.timeline
     assert resources.tolist() == [0, 0, 0]  # the rate cap is not a link
@@ -210,10 +250,13 @@ def leaf_spine(routing="ecmp"):
     return Topology("leaf-spine", devices, links, routing=routing)
 
 
-@pytest.mark.parametrize("pairs, ecmp, spray", [
-    ([("h0", "h3"), ("h1", "h5")], 0.2, 0.1),  # ECMP: both on p1 at 5 GB/s; sprayed: 10 GB/s each
-    ([("h0", "h3"), ("h1", "h5"), ("h2", "h4")], 0.3, 0.15),  # sprayed: each leaf uplink carries 3r/2 = 10
-])
+@pytest.mark.parametrize(
+    "pairs, ecmp, spray",
+    [
+        ([("h0", "h3"), ("h1", "h5")], 0.2, 0.1),  # ECMP: both on p1 at 5 GB/s; sprayed: 10 GB/s each
+        ([("h0", "h3"), ("h1", "h5"), ("h2", "h4")], 0.3, 0.15),  # sprayed: each leaf uplink carries 3r/2 = 10
+    ],
+)
 def test_ecmp_collisions_and_packet_spraying(pairs, ecmp, spray):
     assert {leaf_spine().route(a, b)[1].dst for a, b in pairs} == {"p1"}
     tasks = [Transfer(f"{a}{b}", a, b, GB) for a, b in pairs]
@@ -228,16 +271,25 @@ def test_ecmp_collisions_and_packet_spraying(pairs, ecmp, spray):
 def test_a_sprayed_flow_alone_and_an_explicit_route_stay_on_one_path():
     alone = simulate(leaf_spine("spray"), [Transfer("x", "h0", "h3", GB)])
     assert alone.finish[0] == pytest.approx(0.1, rel=1e-12)  # the host link caps it, not half a spine
-    pinned = simulate(leaf_spine("spray"), [Transfer("x", "h0", "h3", GB, route=("h0", "l0", "p0", "l1", "h3")),
-                                           Transfer("y", "h1", "h5", GB, route=("h1", "l0", "p0", "l1", "h5"))])
+    pinned = simulate(
+        leaf_spine("spray"),
+        [
+            Transfer("x", "h0", "h3", GB, route=("h0", "l0", "p0", "l1", "h3")),
+            Transfer("y", "h1", "h5", GB, route=("h1", "l0", "p0", "l1", "h5")),
+        ],
+    )
     assert np.allclose(pinned.finish, 0.2, rtol=1e-12)
 
 
 def test_floor_prices_a_links_bytes_in_the_window_where_they_can_move():
     # both transfers wait for c0 (1 s) and c1 waits for both: the critical path is 1 + 1 + 1 s,
     # but the link carries 2 s of bytes after c0 and before c1, so no order beats 4 s: exact.
-    tasks = [Compute("c0", "a", 1.0), Transfer("x", "a", "b", 10 * GB, deps=("c0",)),
-             Transfer("y", "a", "b", 10 * GB, deps=("c0",)), Compute("c1", "b", 1.0, deps=("x", "y"))]
+    tasks = [
+        Compute("c0", "a", 1.0),
+        Transfer("x", "a", "b", 10 * GB, deps=("c0",)),
+        Transfer("y", "a", "b", 10 * GB, deps=("c0",)),
+        Compute("c1", "b", 1.0, deps=("x", "y")),
+    ]
     floor = dag_floor(line(latency_us=0.0), tasks)
     assert floor.path_seconds == pytest.approx(3.0, rel=1e-12)
     assert floor.window_seconds == pytest.approx(4.0, rel=1e-12) and floor.resource == "a->b"
@@ -266,11 +318,21 @@ def test_sim_dag_routing_option_and_yaml_field(tmp_path, capsys):
 
     write_yaml(leaf_spine("ecmp"), tmp_path / "fabric.yaml")
     dag = tmp_path / "dag.json"
-    dag.write_text(json.dumps({"tasks": [{"id": f"{a}{b}", "type": "transfer", "src": a, "dst": b, "bytes": GB}
-                                         for a, b in (("h0", "h3"), ("h1", "h5"), ("h2", "h4"))]}))
+    dag.write_text(
+        json.dumps(
+            {
+                "tasks": [
+                    {"id": f"{a}{b}", "type": "transfer", "src": a, "dst": b, "bytes": GB}
+                    for a, b in (("h0", "h3"), ("h1", "h5"), ("h2", "h4"))
+                ]
+            }
+        )
+    )
     for routing, makespan in (("ecmp", 0.3), ("spray", 0.15)):
-        assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "fabric.yaml"), "--routing", routing,
-                     "--json"]) == 0
+        assert (
+            main(["sim", "dag", str(dag), "--topology", str(tmp_path / "fabric.yaml"), "--routing", routing, "--json"])
+            == 0
+        )
         assert json.loads(capsys.readouterr().out)["makespan_seconds"] == pytest.approx(makespan, rel=1e-12)
     write_yaml(leaf_spine("spray"), tmp_path / "sprayed.yaml")
     assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "sprayed.yaml")]) == 0

@@ -48,8 +48,14 @@ def test_a_header_range_counts_the_nodes_no_edge_names(tmp_path):
     path = write(tmp_path / "g.txt", "# Nodes: 5 Edges: 3\n0 1\n1 3\n3 4\n")
     g = load_snap(path)
     assert g.node_ids is None and g.num_nodes == 5 and g.stats()["isolated_nodes"] == 1
-    assert sorted(map(tuple, np.stack(g.edge_list(), axis=1).tolist())) == [(0, 1), (1, 0), (1, 3), (3, 1), (3, 4),
-                                                                              (4, 3)]
+    assert sorted(map(tuple, np.stack(g.edge_list(), axis=1).tolist())) == [
+        (0, 1),
+        (1, 0),
+        (1, 3),
+        (3, 1),
+        (3, 4),
+        (4, 3),
+    ]
     sparse = write(tmp_path / "s.txt", "# Nodes: 3 Edges: 2\n10 20\n20 30\n")  # ids beyond the range: ids that occur
     assert load_snap(sparse).node_ids.tolist() == [10, 20, 30]
 
@@ -108,9 +114,11 @@ def test_a_header_that_disagrees_with_the_edges_is_a_warning(tmp_path, capsys, t
     assert g.num_nodes == nodes and g.num_edges == 4
     assert (g.node_ids.tolist() if g.node_ids is not None else None) == node_ids
     declared = int(text.split()[2])
-    assert capsys.readouterr().err == (f"commgraph: warning: {path}: counted {counted} nodes (the ids its edges "
-                                       f"name) where its '# Nodes:' header states {declared}; kept as counted "
-                                       "(a stated count is not a checksum)\n")
+    assert capsys.readouterr().err == (
+        f"commgraph: warning: {path}: counted {counted} nodes (the ids its edges "
+        f"name) where its '# Nodes:' header states {declared}; kept as counted "
+        "(a stated count is not a checksum)\n"
+    )
 
 
 def test_truncated_gzip_is_a_typed_error(tmp_path):

@@ -61,7 +61,10 @@ def test_streamed_layer_zero_equals_the_whole_tables(kind, monkeypatch):
         first = inputs.first_layer(model)
         out = torch.cat([first(block) for block in blocks])
         (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
-        results[placement] = out.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+        results[placement] = (
+            out.detach(),
+            {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None},
+        )
         if placement == "host":
             assert all(len(b.cache["streamed"]) > 1 for b in blocks)  # several chunks per bin
     (out_cpu, grads_cpu), (out_host, grads_host) = results["cpu"], results["host"]

@@ -34,9 +34,19 @@ def test_p3_8xlarge_is_the_four_gpu_half():
     assert len(t.gpus) == 4 and sum(nvlinks(t).values()) == 9
 
 
-@pytest.mark.parametrize("name", [*SERVERS, "localhost-cpu:3", "2xdgx1-v100-ib", "3xp3.8xlarge-eth",
-                                  *(pytest.param(spec, marks=pytest.mark.slow)  # 80 servers: seconds to draw
-                                    for spec in ("fattree:k=4,server=p3.8xlarge", "fattree:k=4,link=eth"))])
+@pytest.mark.parametrize(
+    "name",
+    [
+        *SERVERS,
+        "localhost-cpu:3",
+        "2xdgx1-v100-ib",
+        "3xp3.8xlarge-eth",
+        *(
+            pytest.param(spec, marks=pytest.mark.slow)  # 80 servers: seconds to draw
+            for spec in ("fattree:k=4,server=p3.8xlarge", "fattree:k=4,link=eth")
+        ),
+    ],
+)
 def test_every_preset_loads_validates_round_trips_and_draws(name, tmp_path):
     t = load_preset(name)
     again = read_yaml(_written(t, tmp_path))
@@ -97,15 +107,26 @@ def test_routes_take_the_real_path_and_never_relay_through_gpus():
 
 def test_fat_tree_routes_spread_over_core_switches():
     t = load_preset("fattree:k=8")
-    cores = {h.dst for i in range(8) for j in range(20)
-             for h in t.route(f"s0.gpu{i}", f"s{100 + j}.gpu{i}") if h.dst.startswith("core")}
+    cores = {
+        h.dst
+        for i in range(8)
+        for j in range(20)
+        for h in t.route(f"s0.gpu{i}", f"s{100 + j}.gpu{i}")
+        if h.dst.startswith("core")
+    }
     assert len(cores) >= 12  # of 16: ECMP-like spreading, not one shortest path for all
 
 
-
-@pytest.mark.parametrize("name", ["fattree:k=4,server=hgx-h100,nics=1,bisection=full",
-                                  "fattree:k=4,server=hgx-h100,nics=8", "fattree:k=4,server=dgx-a100,rail=1",
-                                  "2xhgx-h100-ib", "dgx1-v100"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fattree:k=4,server=hgx-h100,nics=1,bisection=full",
+        "fattree:k=4,server=hgx-h100,nics=8",
+        "fattree:k=4,server=dgx-a100,rail=1",
+        "2xhgx-h100-ib",
+        "dgx1-v100",
+    ],
+)
 def test_a_gpus_distances_through_its_hosts_exits_equal_its_own_dijkstra(name):
     t = load_preset(name)
     graph, _, out_node = t._routing_graph
@@ -121,6 +142,7 @@ def test_the_gpus_of_a_server_with_one_nic_share_one_dijkstra():
         t._distances(out_node[t.index[gpu.id]])
     assert list(t._distances.full) == [t.index["s0.nic0"]]
 
+
 @pytest.mark.parametrize(
     "devices, links, message",
     [
@@ -130,10 +152,16 @@ def test_the_gpus_of_a_server_with_one_nic_share_one_dijkstra():
         ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 1, 0.0, 0.0)], "bandwidth_gbps must be > 0"),
         ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 1, -3.0, 0.0)], "link 0 .a - b.: bandwidth"),
         ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 0, 1.0, 0.0)], "count must be"),
-        ([Device("a", "gpu"), Device("b", "gpu"), Device("c", "cpu")], [Link("a", "b", "pcie", 1, 1.0, 0.0)],
-         "device 'c' is disconnected"),
-        ([Device("a", "gpu"), Device("b", "gpu")],
-         [Link("a", "b", "nvlink", 1, 1.0, 0.0), Link("b", "a", "nvlink", 1, 1.0, 0.0)], "duplicate nvlink"),
+        (
+            [Device("a", "gpu"), Device("b", "gpu"), Device("c", "cpu")],
+            [Link("a", "b", "pcie", 1, 1.0, 0.0)],
+            "device 'c' is disconnected",
+        ),
+        (
+            [Device("a", "gpu"), Device("b", "gpu")],
+            [Link("a", "b", "nvlink", 1, 1.0, 0.0), Link("b", "a", "nvlink", 1, 1.0, 0.0)],
+            "duplicate nvlink",
+        ),
     ],
 )
 def test_invalid_topologies_name_the_offending_entry(devices, links, message):

@@ -39,8 +39,16 @@ def partition_sets(tmp_path_factory):
         for parts in (1, 2, 4):
             assignment, _ = partition_graph(graph, parts, "g3" if parts > 1 else "chunk", 0)
             out = root / f"{key}-{parts}"
-            write_partition_set(graph, assignment, parts, out, method="g3", seed=0, seconds=0.0,
-                                metrics=partition_metrics(graph, assignment, parts))
+            write_partition_set(
+                graph,
+                assignment,
+                parts,
+                out,
+                method="g3",
+                seed=0,
+                seconds=0.0,
+                metrics=partition_metrics(graph, assignment, parts),
+            )
             sets[(key, parts)] = out
     return sets
 
@@ -63,8 +71,13 @@ def single_runs(partition_sets, tmp_path_factory):
     def run(graph: str) -> dict:
         if graph not in done:
             with pytest.MonkeyPatch.context() as patch:
-                done[graph] = _run_job(partition_sets[(graph, 1)], _runs({m: "pipelined" for m in MODELS}), 1,
-                                       tmp_path_factory.mktemp(f"single-{graph}"), patch)
+                done[graph] = _run_job(
+                    partition_sets[(graph, 1)],
+                    _runs({m: "pipelined" for m in MODELS}),
+                    1,
+                    tmp_path_factory.mktemp(f"single-{graph}"),
+                    patch,
+                )
         return done[graph]
 
     return run
@@ -140,8 +153,9 @@ def test_eight_workers_on_a_dgx1_relay_through_spst_trees(partition_sets, single
     graph = load_graph(GRAPHS["cora"])
     assignment, _ = partition_graph(graph, 8, "g3", 0)
     partdir = tmp_path / "cora-8"
-    write_partition_set(graph, assignment, 8, partdir, method="g3", seed=0, seconds=0.0,
-                        metrics=partition_metrics(graph, assignment, 8))
+    write_partition_set(
+        graph, assignment, 8, partdir, method="g3", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 8)
+    )
     from commgraph.plan import plan_allgather
     from commgraph.topology import load_preset
 
@@ -163,13 +177,21 @@ def test_one_worker_on_the_gpu_equals_the_cpu(partition_sets, single_runs, tmp_p
     """Every model trained on the GPU follows the CPU run: the same losses and weights within float
     rounding (cuSPARSE and the CPU kernels sum in different orders)."""
     cpu = single_runs("cora")
-    gpu = _run_job(partition_sets[("cora", 1)], _runs({m: "pipelined" for m in MODELS}), 1, tmp_path / "gpu",
-                   monkeypatch, device="cuda")
+    gpu = _run_job(
+        partition_sets[("cora", 1)],
+        _runs({m: "pipelined" for m in MODELS}),
+        1,
+        tmp_path / "gpu",
+        monkeypatch,
+        device="cuda",
+    )
     for name, reference in cpu.items():
         np.testing.assert_allclose(gpu[name]["loss"], reference["loss"], rtol=1e-3, atol=1e-4, err_msg=name)
         for key in reference:
             if key.startswith("param:"):
-                np.testing.assert_allclose(gpu[name][key], reference[key], rtol=1e-3, atol=1e-4, err_msg=f"{name} {key}")
+                np.testing.assert_allclose(
+                    gpu[name][key], reference[key], rtol=1e-3, atol=1e-4, err_msg=f"{name} {key}"
+                )
 
 
 def _children(pid: int) -> dict[int, int]:
@@ -185,13 +207,17 @@ def _children(pid: int) -> dict[int, int]:
         except OSError:
             continue
     zygotes = {p for p, parent in parents.items() if parent == pid}
-    return {int(name[len("commgraph-r"):]): p for p, name in names.items()
-            if parents.get(p) in zygotes and name.startswith("commgraph-r")}
+    return {
+        int(name[len("commgraph-r") :]): p
+        for p, name in names.items()
+        if parents.get(p) in zygotes and name.startswith("commgraph-r")
+    }
 
 
 def _cli(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "commgraph", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "commgraph", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
+    )
 
 
 @pytest.mark.multiproc
@@ -199,8 +225,19 @@ def _cli(*args: str, **kwargs) -> subprocess.Popen:
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the workers through /proc")
 def test_killed_worker_stops_the_whole_job_naming_its_rank(partition_sets, tmp_path):
     metrics = tmp_path / "m.jsonl"
-    job = _cli("train", str(partition_sets[("cora", 2)]), "--workers", "2", "--epochs", "100000",
-               "--timeout", "30", "--metrics-out", str(metrics), "--quiet")
+    job = _cli(
+        "train",
+        str(partition_sets[("cora", 2)]),
+        "--workers",
+        "2",
+        "--epochs",
+        "100000",
+        "--timeout",
+        "30",
+        "--metrics-out",
+        str(metrics),
+        "--quiet",
+    )
     deadline = time.monotonic() + 120
     while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= 3):
         assert job.poll() is None, job.communicate()
@@ -238,15 +275,62 @@ def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(partition_sets[("cora", 2)], broken)
     plan = tmp_path / "plan.json"
-    assert main(["plan", "allgather", str(broken), "--topology", "localhost-cpu:2", "--feature-dim", "16",
-                 "--planner", "p2p", "--out", str(plan)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "allgather",
+                str(broken),
+                "--topology",
+                "localhost-cpu:2",
+                "--feature-dim",
+                "16",
+                "--planner",
+                "p2p",
+                "--out",
+                str(plan),
+            ]
+        )
+        == 0
+    )
     (broken / "part-1" / "features.npy").write_bytes(b"not numpy")
     port = _free_port()
-    jobs = [subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-         "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
-         "-m", "commgraph", "train", str(broken), "--epochs", "5", "--quiet", "--device", "cpu", "--timeout", "30",
-         "--plan", str(plan)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for node in range(2)]
+    jobs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "1",
+                "--node-rank",
+                str(node),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                "-m",
+                "commgraph",
+                "train",
+                str(broken),
+                "--epochs",
+                "5",
+                "--quiet",
+                "--device",
+                "cpu",
+                "--timeout",
+                "30",
+                "--plan",
+                str(plan),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for node in range(2)
+    ]
     stderr = [job.communicate(timeout=200)[1] for job in jobs]
     assert all(job.returncode != 0 for job in jobs)
     assert "rank 1: " in stderr[1] and "part-1/features.npy does not match its checksum" in stderr[1]
@@ -256,13 +340,24 @@ def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
 @pytest.mark.multiproc
 @pytest.mark.timeout(300)
 def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
-    common = ["train", str(partition_sets[("cora", 2)]), "--workers", "2", "--dropout", "0.5", "--quiet",
-              "--seed", "3"]
+    common = ["train", str(partition_sets[("cora", 2)]), "--workers", "2", "--dropout", "0.5", "--quiet", "--seed", "3"]
     whole, part = tmp_path / "whole.jsonl", tmp_path / "part.jsonl"
-    for args in ([*common, "--epochs", "8", "--metrics-out", str(whole)],
-                 [*common, "--epochs", "4", "--metrics-out", str(part), "--checkpoint-dir", str(tmp_path / "ck")],
-                 [*common, "--epochs", "8", "--metrics-out", str(part), "--checkpoint-dir", str(tmp_path / "ck"),
-                  "--resume", "--eval-every", "3"]):
+    for args in (
+        [*common, "--epochs", "8", "--metrics-out", str(whole)],
+        [*common, "--epochs", "4", "--metrics-out", str(part), "--checkpoint-dir", str(tmp_path / "ck")],
+        [
+            *common,
+            "--epochs",
+            "8",
+            "--metrics-out",
+            str(part),
+            "--checkpoint-dir",
+            str(tmp_path / "ck"),
+            "--resume",
+            "--eval-every",
+            "3",
+        ],
+    ):
         job = _cli(*args)
         stdout, stderr = job.communicate(timeout=200)
         assert job.returncode == 0, stderr
@@ -278,8 +373,9 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
     assert records[1][7]["test_acc"] == records[0][7]["test_acc"]
     # the best validation epoch survives the resume: epochs 1-4 from the checkpoint, 6 and 8 after it
     best = max((r for r in records[1] if r["val_acc"] is not None), key=lambda r: (r["val_acc"], -r["epoch"]))
-    assert stderr.splitlines()[-1].endswith(f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
-                                            f"(test {best['test_acc']:.4f})")
+    assert stderr.splitlines()[-1].endswith(
+        f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})"
+    )
 
 
 @pytest.mark.multiproc
@@ -293,21 +389,24 @@ def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
         checkpoint.load(tmp_path / "elsewhere", {})
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--workers", "3"], "has 2 parts; pass --workers 2"),
-    (["--workers", "0"], "--workers must be >= 1"),
-    (["--epochs", "0"], "--epochs must be >= 1"),
-    (["--bin-size", "0"], "--bin-size must be >= 1"),
-    (["--threads", "0"], "--threads must be >= 1"),
-    (["--eval-every", "0"], "--eval-every must be >= 1"),
-    (["--timeout", "0"], "--timeout must be positive"),
-    (["--layers", "0"], "need --layers >= 1"),
-    (["--dropout", "1.5"], "0 <= --dropout < 1"),
-    (["--lr", "-1"], "need --lr > 0"),
-    (["--weight-decay", "-0.1"], "--weight-decay >= 0"),
-    (["--predictions-out", "p.txt"], "must end in .npy or .csv"),
-    *([(["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--workers", "3"], "has 2 parts; pass --workers 2"),
+        (["--workers", "0"], "--workers must be >= 1"),
+        (["--epochs", "0"], "--epochs must be >= 1"),
+        (["--bin-size", "0"], "--bin-size must be >= 1"),
+        (["--threads", "0"], "--threads must be >= 1"),
+        (["--eval-every", "0"], "--eval-every must be >= 1"),
+        (["--timeout", "0"], "--timeout must be positive"),
+        (["--layers", "0"], "need --layers >= 1"),
+        (["--dropout", "1.5"], "0 <= --dropout < 1"),
+        (["--lr", "-1"], "need --lr > 0"),
+        (["--weight-decay", "-0.1"], "--weight-decay >= 0"),
+        (["--predictions-out", "p.txt"], "must end in .npy or .csv"),
+        *([(["--device", "cuda"], "torch sees no GPU")] if not torch.cuda.is_available() else []),
+    ],
+)
 @pytest.mark.multiproc
 def test_bad_training_requests(partition_sets, args, message, capsys):
     assert main(["train", str(partition_sets[("cora", 2)]), "--quiet", *args]) == 2
@@ -321,10 +420,18 @@ def _gpus(monkeypatch, count: int) -> None:
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
 
 
-@pytest.mark.parametrize("gpus, choice, workers, expected", [
-    (0, "auto", 4, "cpu"), (1, "auto", 1, "cuda"), (1, "auto", 2, "cpu"), (2, "auto", 2, "cuda"),
-    (1, "cuda", 1, "cuda"), (0, "cpu", 1, "cpu"), (4, "cpu", 2, "cpu"),
-])
+@pytest.mark.parametrize(
+    "gpus, choice, workers, expected",
+    [
+        (0, "auto", 4, "cpu"),
+        (1, "auto", 1, "cuda"),
+        (1, "auto", 2, "cpu"),
+        (2, "auto", 2, "cuda"),
+        (1, "cuda", 1, "cuda"),
+        (0, "cpu", 1, "cpu"),
+        (4, "cpu", 2, "cpu"),
+    ],
+)
 def test_device_choice_gives_each_worker_its_own_gpu(monkeypatch, gpus, choice, workers, expected):
     _gpus(monkeypatch, gpus)
     notes = []
@@ -393,21 +500,65 @@ def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
     port = _free_port()
     jobs = []
     for node in range(2):
-        jobs.append(subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-             "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", str(port),
-             "-m", "commgraph", "train", str(partition_sets[("sbm", 2)]), "--epochs", "5", "--dropout", "0",
-             "--quiet", "--device", "cpu", "--metrics-out", str(tmp_path / "torchrun.jsonl")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        jobs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    "2",
+                    "--nproc-per-node",
+                    "1",
+                    "--node-rank",
+                    str(node),
+                    "--master-addr",
+                    "127.0.0.1",
+                    "--master-port",
+                    str(port),
+                    "-m",
+                    "commgraph",
+                    "train",
+                    str(partition_sets[("sbm", 2)]),
+                    "--epochs",
+                    "5",
+                    "--dropout",
+                    "0",
+                    "--quiet",
+                    "--device",
+                    "cpu",
+                    "--metrics-out",
+                    str(tmp_path / "torchrun.jsonl"),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for job in jobs:
         _, stderr = job.communicate(timeout=200)
         assert job.returncode == 0, stderr
-    ours = _cli("train", str(partition_sets[("sbm", 2)]), "--workers", "2", "--epochs", "5", "--dropout", "0",
-                "--quiet", "--device", "cpu", "--metrics-out", str(tmp_path / "local.jsonl"))
+    ours = _cli(
+        "train",
+        str(partition_sets[("sbm", 2)]),
+        "--workers",
+        "2",
+        "--epochs",
+        "5",
+        "--dropout",
+        "0",
+        "--quiet",
+        "--device",
+        "cpu",
+        "--metrics-out",
+        str(tmp_path / "local.jsonl"),
+    )
     ours.communicate(timeout=200)
     assert ours.returncode == 0
-    losses = [[json.loads(line)["loss"] for line in (tmp_path / f).read_text().splitlines()]
-              for f in ("torchrun.jsonl", "local.jsonl")]
+    losses = [
+        [json.loads(line)["loss"] for line in (tmp_path / f).read_text().splitlines()]
+        for f in ("torchrun.jsonl", "local.jsonl")
+    ]
     assert len(losses[0]) == 5 and losses[0] == losses[1]
 
 
@@ -426,10 +577,42 @@ def test_plans_that_do_not_fit_are_refused_before_any_worker_starts(partition_se
     worker could run, stop the launcher with one line saying why; no worker starts."""
     two, four = partition_sets[("cora", 2)], partition_sets[("cora", 4)]
     other, wide = tmp_path / "sbm.json", tmp_path / "four.json"
-    assert main(["plan", "allgather", str(partition_sets[("sbm", 2)]), "--topology", "localhost-cpu:2",
-                 "--feature-dim", "8", "--planner", "p2p", "--out", str(other)]) == 0
-    assert main(["plan", "allgather", str(four), "--topology", "localhost-cpu:4", "--feature-dim", "8",
-                 "--planner", "p2p", "--out", str(wide)]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "allgather",
+                str(partition_sets[("sbm", 2)]),
+                "--topology",
+                "localhost-cpu:2",
+                "--feature-dim",
+                "8",
+                "--planner",
+                "p2p",
+                "--out",
+                str(other),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "plan",
+                "allgather",
+                str(four),
+                "--topology",
+                "localhost-cpu:4",
+                "--feature-dim",
+                "8",
+                "--planner",
+                "p2p",
+                "--out",
+                str(wide),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     cases = [
         (["--plan", str(other)], "does not fit"),
@@ -445,11 +628,28 @@ def test_plans_that_do_not_fit_are_refused_before_any_worker_starts(partition_se
         assert main(["train", str(two), "--workers", "2", "--epochs", "1", "--quiet", *extra]) == 2, extra
         err = capsys.readouterr().err
         assert message in err and err.count("error") == 1 and "error: rank" not in err, (extra, err)
-    chain = Topology("chain", [Device(f"gpu{g}", "gpu") for g in range(4)],  # GPUs do not forward: 0 cannot reach 2
-                     [Link(f"gpu{g}", f"gpu{g + 1}", "nvlink", 1, 24.22, 1.0) for g in range(3)])
+    chain = Topology(
+        "chain",
+        [Device(f"gpu{g}", "gpu") for g in range(4)],  # GPUs do not forward: 0 cannot reach 2
+        [Link(f"gpu{g}", f"gpu{g + 1}", "nvlink", 1, 24.22, 1.0) for g in range(3)],
+    )
     write_yaml(chain, tmp_path / "chain.yaml")
-    assert main(["train", str(four), "--workers", "4", "--epochs", "1", "--quiet",
-                 "--topology", str(tmp_path / "chain.yaml")]) == 2
+    assert (
+        main(
+            [
+                "train",
+                str(four),
+                "--workers",
+                "4",
+                "--epochs",
+                "1",
+                "--quiet",
+                "--topology",
+                str(tmp_path / "chain.yaml"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "no route from 'gpu0' to 'gpu2'" in err and err.count("error") == 1 and "error: rank" not in err, err
 
@@ -470,6 +670,20 @@ def test_options_are_checked_once_in_the_configuration():
     with pytest.raises(SamplingError, match="--fanout gives 3 values"):
         TrainConfig.build(sampler="neighbor", fanout="5,5,5", layers=2)
     config = TrainConfig.build(model="gat", hidden=32, plan="spst", resume=True, checkpoint_dir="ck")
-    assert (config.gnn.model, config.gnn.hidden, config.job.plan, config.log.checkpoint_dir) == ("gat", 32, "spst", "ck")
-    assert config.to_argv() == ["--model", "gat", "--hidden", "32", "--plan", "spst", "--checkpoint-dir", "ck",
-                                "--resume"]
+    assert (config.gnn.model, config.gnn.hidden, config.job.plan, config.log.checkpoint_dir) == (
+        "gat",
+        32,
+        "spst",
+        "ck",
+    )
+    assert config.to_argv() == [
+        "--model",
+        "gat",
+        "--hidden",
+        "32",
+        "--plan",
+        "spst",
+        "--checkpoint-dir",
+        "ck",
+        "--resume",
+    ]

@@ -16,7 +16,7 @@ from commgraph.runtime import launch_local
 
 pytestmark = pytest.mark.multiproc
 
-DRIVER = '''
+DRIVER = """
 import os, sys, time
 rank = int(os.environ["RANK"])
 print(f"rank {rank} of {os.environ['WORLD_SIZE']} pid {os.getpid()}", flush=True)
@@ -24,7 +24,7 @@ if sys.argv[1] == "fail" and rank == 1:
     sys.exit(5)
 if sys.argv[1] == "sleep":
     time.sleep(120)
-'''
+"""
 
 
 @pytest.fixture
@@ -53,9 +53,12 @@ def test_a_failed_rank_stops_the_job_with_its_rank_named(driver, capfd):
 @pytest.mark.timeout(120)
 def test_no_rank_outlives_a_killed_zygote(driver):
     read, write = os.pipe()
-    zygote = subprocess.Popen([sys.executable, "-m", "commgraph.runtime.zygote", str(write), "2", "zygote_driver",
-                               "sleep"], pass_fds=(write,), env={**os.environ, "WORLD_SIZE": "2"},
-                              stdout=subprocess.DEVNULL)
+    zygote = subprocess.Popen(
+        [sys.executable, "-m", "commgraph.runtime.zygote", str(write), "2", "zygote_driver", "sleep"],
+        pass_fds=(write,),
+        env={**os.environ, "WORLD_SIZE": "2"},
+        stdout=subprocess.DEVNULL,
+    )
     os.close(write)
     reports = os.fdopen(read)
     pids = [int(reports.readline().split()[2]) for _ in range(2)]

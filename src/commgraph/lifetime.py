@@ -54,7 +54,9 @@ def group_members(pgid: int) -> dict[int, str]:
         try:
             state, _, group = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
             if int(group) == pgid and state not in ("Z", "X"):
-                members[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                members[int(entry.name)] = (
+                    (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                )
         except (OSError, ValueError):
             continue
     return members

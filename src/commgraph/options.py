@@ -17,8 +17,7 @@ from pathlib import Path
 def option(help: str, *, type=None, choices=None, metavar=None, cli: bool = True, **default):
     """A dataclass field with its flag ``--name-with-dashes`` (``cli=False``: no flag); a field
     without a default is a required flag."""
-    return field(**default, metadata={"help": help, "type": type, "choices": choices, "metavar": metavar,
-                                      "cli": cli})
+    return field(**default, metadata={"help": help, "type": type, "choices": choices, "metavar": metavar, "cli": cli})
 
 
 def flag(name: str) -> str:
@@ -45,8 +44,9 @@ class Options:
         return [f for f in fields(cls) if f.metadata.get("cli")]
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser | argparse._ArgumentGroup, skip: tuple[str, ...] = ()
-                      ) -> None:
+    def add_arguments(
+        cls, parser: argparse.ArgumentParser | argparse._ArgumentGroup, skip: tuple[str, ...] = ()
+    ) -> None:
         """One flag per field, its default shown in its help (not for the fields in ``skip``,
         which keep their defaults)."""
         for f in cls.flags():
@@ -58,9 +58,15 @@ class Options:
                 parser.add_argument(f"--{flag(f.name)}", action="store_true", help=meta["help"])
                 continue
             shown = "" if default is None else f" (default {default})"
-            parser.add_argument(f"--{flag(f.name)}", type=meta["type"] or str, choices=meta["choices"],
-                                metavar=meta["metavar"], default=default, help=meta["help"] + shown,
-                                required=f.default is MISSING)
+            parser.add_argument(
+                f"--{flag(f.name)}",
+                type=meta["type"] or str,
+                choices=meta["choices"],
+                metavar=meta["metavar"],
+                default=default,
+                help=meta["help"] + shown,
+                required=f.default is MISSING,
+            )
 
     @classmethod
     def values(cls, args: argparse.Namespace) -> dict:

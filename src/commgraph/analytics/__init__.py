@@ -4,9 +4,24 @@ Depends on :mod:`commgraph.partition` and, for several workers, :mod:`commgraph.
 """
 
 from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank
-from commgraph.analytics.job import ALGORITHMS, AnalyzeOptions, Analysis, analyze, seeded_weights, symmetrized
+from commgraph.analytics.job import ALGORITHMS, Analysis, AnalyzeOptions, analyze, seeded_weights, symmetrized
 from commgraph.analytics.program import Alone, Boundary, LocalGraph, RunStats, VertexProgram, run_program
 
-__all__ = ["ALGORITHMS", "Alone", "Analysis", "AnalyzeOptions", "BFS", "Boundary", "ConnectedComponents",
-           "LocalGraph", "PageRank", "RunStats", "SSSP", "VertexProgram", "analyze", "run_program",
-           "seeded_weights", "symmetrized"]
+__all__ = [
+    "ALGORITHMS",
+    "Alone",
+    "Analysis",
+    "AnalyzeOptions",
+    "BFS",
+    "Boundary",
+    "ConnectedComponents",
+    "LocalGraph",
+    "PageRank",
+    "RunStats",
+    "SSSP",
+    "VertexProgram",
+    "analyze",
+    "run_program",
+    "seeded_weights",
+    "symmetrized",
+]

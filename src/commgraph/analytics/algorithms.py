@@ -186,8 +186,10 @@ class PageRank(VertexProgram):
 
 def check_weights(weights: np.ndarray | None) -> None:
     if weights is not None and weights.size and weights.min() < 0:
-        raise AnalyticsError(f"SSSP needs non-negative edge weights, but the graph has weight {weights.min():g}; "
-                             "shift or drop the negative edges")
+        raise AnalyticsError(
+            f"SSSP needs non-negative edge weights, but the graph has weight {weights.min():g}; "
+            "shift or drop the negative edges"
+        )
 
 
 def check_pagerank(damping: float, tol: float, personalization: np.ndarray | None = None) -> None:

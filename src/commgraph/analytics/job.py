@@ -12,12 +12,20 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from commgraph.analytics.algorithms import BFS, SSSP, ConnectedComponents, PageRank, check_pagerank, check_weights
-from commgraph.analytics.program import (Alone, Boundary, LocalGraph, RunStats, VertexProgram, compile_hooks,
-                                         run_program, whole_out_degree)
+from commgraph.analytics.program import (
+    Alone,
+    Boundary,
+    LocalGraph,
+    RunStats,
+    VertexProgram,
+    compile_hooks,
+    run_program,
+    whole_out_degree,
+)
 from commgraph.errors import AnalyticsError
-from commgraph.options import Options, option
 from commgraph.graph import Graph
 from commgraph.graph.build import from_edges
+from commgraph.options import Options, option
 from commgraph.partition import Part, PartitionSet
 
 ALGORITHMS = ("bfs", "sssp", "pagerank", "cc")
@@ -34,10 +42,12 @@ class AnalyzeOptions(Options):
     source: int | None = option("BFS and SSSP: the source node, an original id", type=int, default=None)
     damping: float = option("PageRank's damping", type=float, default=0.85)
     tol: float = option("PageRank stops when the L1 change is below N * tol", type=float, default=1e-6)
-    max_iterations: int = option("PageRank's iteration cap (the other programs run until nothing changes)",
-                                 type=int, default=100)
-    weight_seed: int | None = option("SSSP: seeded weights in [1, 100) instead of the graph's own", type=int,
-                                     metavar="S", default=None)
+    max_iterations: int = option(
+        "PageRank's iteration cap (the other programs run until nothing changes)", type=int, default=100
+    )
+    weight_seed: int | None = option(
+        "SSSP: seeded weights in [1, 100) instead of the graph's own", type=int, metavar="S", default=None
+    )
 
     def check(self, num_nodes: int | None) -> None:
         """Refuse bad options; with ``num_nodes``, a source outside the graph too."""
@@ -86,8 +96,13 @@ class Analysis:
         return self.edges / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> dict:
-        return {"algo": self.algo, "iterations": self.iterations, "seconds": self.seconds, "bytes": self.bytes,
-                "edges_per_second": self.edges_per_second}
+        return {
+            "algo": self.algo,
+            "iterations": self.iterations,
+            "seconds": self.seconds,
+            "bytes": self.bytes,
+            "edges_per_second": self.edges_per_second,
+        }
 
 
 def seeded_weights(src: np.ndarray, dst: np.ndarray, seed: int) -> np.ndarray:
@@ -105,12 +120,20 @@ def seeded_weights(src: np.ndarray, dst: np.ndarray, seed: int) -> np.ndarray:
 def symmetrized(graph: Graph) -> Graph:
     """The graph with every edge in both directions (its weak components are the components)."""
     src, dst = graph.edge_list()
-    return from_edges(src, dst, graph.num_nodes, symmetrize=True, self_loops=True, node_ids=graph.node_ids,
-                      name=graph.name)
+    return from_edges(
+        src, dst, graph.num_nodes, symmetrize=True, self_loops=True, node_ids=graph.node_ids, name=graph.name
+    )
 
 
-def local_graph(num_nodes: int, owned: np.ndarray, halo: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
-                weights: np.ndarray | None, options: AnalyzeOptions) -> LocalGraph:
+def local_graph(
+    num_nodes: int,
+    owned: np.ndarray,
+    halo: np.ndarray,
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    weights: np.ndarray | None,
+    options: AnalyzeOptions,
+) -> LocalGraph:
     """A worker's :class:`LocalGraph` (edge weights seeded when ``options.weight_seed`` is set)."""
     ids = np.concatenate([np.asarray(owned, np.int64), np.asarray(halo, np.int64)])
     indptr, indices = np.asarray(indptr, np.int64), np.asarray(indices, np.int64)
@@ -121,8 +144,14 @@ def local_graph(num_nodes: int, owned: np.ndarray, halo: np.ndarray, indptr: np.
         weights = seeded_weights(ids[indices], dst, options.weight_seed)
     elif weights is not None:
         weights = np.asarray(weights, np.float64)
-    return LocalGraph(num_nodes, ids, int(owned.shape[0]), read_only(indptr), read_only(indices),
-                      None if weights is None else read_only(weights))
+    return LocalGraph(
+        num_nodes,
+        ids,
+        int(owned.shape[0]),
+        read_only(indptr),
+        read_only(indices),
+        None if weights is None else read_only(weights),
+    )
 
 
 def read_only(array: np.ndarray) -> np.ndarray:
@@ -137,8 +166,9 @@ def part_graph(part: Part, num_nodes: int, options: AnalyzeOptions) -> LocalGrap
     return local_graph(num_nodes, part.owned, part.halo, part.indptr, part.indices, part.weights, options)
 
 
-def execute(options: AnalyzeOptions, graph: LocalGraph, boundary: Boundary,
-            personalization: np.ndarray | None = None) -> tuple[VertexProgram, RunStats, float]:
+def execute(
+    options: AnalyzeOptions, graph: LocalGraph, boundary: Boundary, personalization: np.ndarray | None = None
+) -> tuple[VertexProgram, RunStats, float]:
     """Run one request on one worker: (the program, holding the owned vertices' results; its
     statistics; seconds from the first iteration's set-up, whole-graph out-degrees included, to the
     end; compiling the hooks and transposing the part's edges come before)."""
@@ -163,8 +193,9 @@ def analyze(graph: Graph, options: AnalyzeOptions, personalization: np.ndarray |
     if options.algo == "cc":
         graph = symmetrized(graph)
     n = graph.num_nodes
-    local = local_graph(n, np.arange(n), np.empty(0, np.int64), graph.indptr, graph.indices, graph.edge_weights,
-                        options)
+    local = local_graph(
+        n, np.arange(n), np.empty(0, np.int64), graph.indptr, graph.indices, graph.edge_weights, options
+    )
     return _alone(options, local, personalization)
 
 
@@ -176,14 +207,28 @@ def analyze_part(part: Part, num_nodes: int, options: AnalyzeOptions) -> Analysi
 
 def _alone(options: AnalyzeOptions, local: LocalGraph, personalization: np.ndarray | None = None) -> Analysis:
     program, stats, seconds = execute(options, local, Alone(), personalization)
-    return Analysis(options.algo, program.result(), getattr(program, "parent", None), stats.iterations, seconds,
-                    stats.bytes, stats.edges, stats.converged, stats.exchanges)
+    return Analysis(
+        options.algo,
+        program.result(),
+        getattr(program, "parent", None),
+        stats.iterations,
+        seconds,
+        stats.bytes,
+        stats.edges,
+        stats.converged,
+        stats.exchanges,
+    )
 
 
 def stats_dict(program: VertexProgram, stats: RunStats, seconds: float, owned: np.ndarray) -> dict:
     """What a worker reports to rank 0."""
-    return {"owned": owned, "values": program.result(), "parents": getattr(program, "parent", None),
-            "seconds": seconds, **asdict(stats)}
+    return {
+        "owned": owned,
+        "values": program.result(),
+        "parents": getattr(program, "parent", None),
+        "seconds": seconds,
+        **asdict(stats),
+    }
 
 
 def combine(algo: str, num_nodes: int, reports: list[dict]) -> Analysis:
@@ -195,9 +240,17 @@ def combine(algo: str, num_nodes: int, reports: list[dict]) -> Analysis:
         values[report["owned"]] = report["values"]
         if parents is not None:
             parents[report["owned"]] = report["parents"]
-    return Analysis(algo, values, parents, first["iterations"], max(r["seconds"] for r in reports),
-                    sum(r["bytes"] for r in reports), sum(r["edges"] for r in reports), first["converged"],
-                    first["exchanges"])
+    return Analysis(
+        algo,
+        values,
+        parents,
+        first["iterations"],
+        max(r["seconds"] for r in reports),
+        sum(r["bytes"] for r in reports),
+        sum(r["edges"] for r in reports),
+        first["converged"],
+        first["exchanges"],
+    )
 
 
 def options_for_graph(options: AnalyzeOptions, graph: Graph) -> AnalyzeOptions:
@@ -208,8 +261,9 @@ def options_for_graph(options: AnalyzeOptions, graph: Graph) -> AnalyzeOptions:
         ids = graph.node_ids
         at = int(np.searchsorted(ids, source))
         if at >= graph.num_nodes or ids[at] != source:
-            raise AnalyticsError(f"source {source} is not a node of the graph (its ids run {ids[0]}..{ids[-1]} "
-                                 "with gaps)")
+            raise AnalyticsError(
+                f"source {source} is not a node of the graph (its ids run {ids[0]}..{ids[-1]} with gaps)"
+            )
         source = at
     options = replace(options, source=source)
     options.check(graph.num_nodes)
@@ -237,5 +291,7 @@ def _check_symmetric(pset: PartitionSet) -> None:
     n = indptr.shape[0] - 1
     matrix = csr_matrix((np.ones(indices.shape[0], dtype=np.int8), indices, indptr), shape=(n, n))
     if (matrix != matrix.T).nnz:
-        raise AnalyticsError(f"{pset.path} holds a directed graph; connected components need both directions: pass "
-                             "the GRAPH itself (analyze symmetrises it) or partition a symmetrised graph")
+        raise AnalyticsError(
+            f"{pset.path} holds a directed graph; connected components need both directions: pass "
+            "the GRAPH itself (analyze symmetrises it) or partition a symmetrised graph"
+        )

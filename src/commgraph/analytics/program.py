@@ -209,14 +209,18 @@ def run_program(program: VertexProgram, graph: LocalGraph, boundary: Boundary, m
         shared, changed = program.update(reduced, iteration, totals)
         values[:n] = shared
         iteration += 1
-        counts = boundary.global_sum([float(changed.sum()), float(changed[boundary.boundary_rows].sum()),
-                                      *program.totals()])
+        counts = boundary.global_sum(
+            [float(changed.sum()), float(changed[boundary.boundary_rows].sum()), *program.totals()]
+        )
         totals = counts[2:]
         if program.converged(totals) or counts[0] == 0:
             converged = True
             break
-        active = np.ones(graph.num_rows, dtype=bool) if program.dense else np.concatenate(
-            [changed, np.zeros(graph.num_rows - n, dtype=bool)])
+        active = (
+            np.ones(graph.num_rows, dtype=bool)
+            if program.dense
+            else np.concatenate([changed, np.zeros(graph.num_rows - n, dtype=bool)])
+        )
         if counts[1] > 0:  # the same on every worker: they all exchange, or none does
             halo = boundary.exchange(values[:n])
             if not program.dense:
@@ -226,8 +230,9 @@ def run_program(program: VertexProgram, graph: LocalGraph, boundary: Boundary, m
     return RunStats(iteration, edges, boundary.sent_bytes(), exchanges, pushes, converged)
 
 
-def _gather(program: VertexProgram, graph: LocalGraph, values: np.ndarray,
-            active: np.ndarray) -> tuple[np.ndarray, int, int]:
+def _gather(
+    program: VertexProgram, graph: LocalGraph, values: np.ndarray, active: np.ndarray
+) -> tuple[np.ndarray, int, int]:
     """Each owned vertex's folded messages from its active in-neighbours; the edges scanned; and
     whether it was done by pushing (1) or pulling (0)."""
     reduced = np.full(graph.num_owned, program.identity)
@@ -238,13 +243,25 @@ def _gather(program: VertexProgram, graph: LocalGraph, values: np.ndarray,
         outptr, outdst, outweights = graph.out_edges()
         pull_edges = graph.num_edges if rows is None else int(graph.in_degree[rows].sum())
         if kernels.frontier_edges(outptr, sources) * PULL_COST < pull_edges:
-            scanned = kernels.push(outptr, outdst, outweights, values, graph.ids, sources, program.scatter,
-                                   program.reduce, reduced)
+            scanned = kernels.push(
+                outptr, outdst, outweights, values, graph.ids, sources, program.scatter, program.reduce, reduced
+            )
             return reduced, int(scanned), 1
     every = rows is None
-    scanned = kernels.pull(graph.indptr, graph.indices, weights, values, graph.ids, active,
-                           _NO_ROWS if every else rows, every, program.scatter, program.reduce, program.identity,
-                           reduced)
+    scanned = kernels.pull(
+        graph.indptr,
+        graph.indices,
+        weights,
+        values,
+        graph.ids,
+        active,
+        _NO_ROWS if every else rows,
+        every,
+        program.scatter,
+        program.reduce,
+        program.identity,
+        reduced,
+    )
     return reduced, int(scanned), 0
 
 
@@ -257,10 +274,34 @@ def compile_hooks(program: VertexProgram, weighted: bool) -> None:
     tiny = LocalGraph(2, np.arange(2), 2, indptr, indices, weights if weighted else None)
     outptr, outdst, outweights = tiny.out_edges()
     values, active, out = np.zeros(2), np.ones(2, dtype=bool), np.zeros(2)
-    kernels.pull(tiny.indptr, tiny.indices, weights, values, tiny.ids, active, _NO_ROWS, True, program.scatter,
-                 program.reduce, program.identity, out)
-    kernels.pull(tiny.indptr, tiny.indices, weights, values, tiny.ids, active, np.arange(2), False, program.scatter,
-                 program.reduce, program.identity, out)
+    kernels.pull(
+        tiny.indptr,
+        tiny.indices,
+        weights,
+        values,
+        tiny.ids,
+        active,
+        _NO_ROWS,
+        True,
+        program.scatter,
+        program.reduce,
+        program.identity,
+        out,
+    )
+    kernels.pull(
+        tiny.indptr,
+        tiny.indices,
+        weights,
+        values,
+        tiny.ids,
+        active,
+        np.arange(2),
+        False,
+        program.scatter,
+        program.reduce,
+        program.identity,
+        out,
+    )
     kernels.push(outptr, outdst, outweights, values, tiny.ids, np.arange(2), program.scatter, program.reduce, out)
     kernels.frontier_edges(outptr, np.arange(2))
 

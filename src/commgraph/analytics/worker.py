@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from commgraph.analytics.job import AnalyzeOptions, Analysis, combine, execute, part_graph, stats_dict
+from commgraph.analytics.job import Analysis, AnalyzeOptions, combine, execute, part_graph, stats_dict
 from commgraph.runtime import Communicator, ExchangeRunner, World, gather_halo, scatter_back
 from commgraph.runtime.job import Job, JobOptions
 

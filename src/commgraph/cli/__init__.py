@@ -16,8 +16,13 @@ class DefaultsFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if action.default is None or action.default is False or action.default == argparse.SUPPRESS \
-                or text == argparse.SUPPRESS or f"(default {action.default})" in text:
+        if (
+            action.default is None
+            or action.default is False
+            or action.default == argparse.SUPPRESS
+            or text == argparse.SUPPRESS
+            or f"(default {action.default})" in text
+        ):
             return text
         if not action.option_strings and action.nargs not in ("?", "*"):
             return text

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from commgraph.atomic import check_output
 from commgraph.analytics import Analysis, AnalyzeOptions, analyze, symmetrized
 from commgraph.analytics.job import analyze_part, check_partition_set, options_for_graph
+from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.args import FORCE_HELP, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
@@ -59,21 +59,27 @@ class Report(Options):
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("analyze", help="BFS, SSSP, PageRank or connected components across workers",
-                                   description=describe(__doc__))
+    parser = subparsers.add_parser(
+        "analyze", help="BFS, SSSP, PageRank or connected components across workers", description=describe(__doc__)
+    )
     add_graph_arguments(parser)
     AnalyzeOptions.add_arguments(parser)
-    parser.add_argument("--directed", action="store_true", help="keep a SNAP file's edges one-way "
-                        "(default: symmetrised, as for training)")
+    parser.add_argument(
+        "--directed",
+        action="store_true",
+        help="keep a SNAP file's edges one-way (default: symmetrised, as for training)",
+    )
     Report.add_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="partitioning seed (default 0)")
     workers = parser.add_argument_group("workers")
     LaunchOptions.add_arguments(workers, skip=("device",))  # the kernels run on the CPU; workers exchange over Gloo
     JobOptions.add_arguments(parser.add_argument_group("topology and plans"), skip=("ordering",))
-    workers.add_argument("--device", choices=("cpu",), default="cpu",
-                         help="the kernels run on the CPU and workers exchange over Gloo")
-    workers.add_argument("--node-ids", metavar="FILE.npy",
-                         help="the graph's original node ids, which the launcher hands its workers")
+    workers.add_argument(
+        "--device", choices=("cpu",), default="cpu", help="the kernels run on the CPU and workers exchange over Gloo"
+    )
+    workers.add_argument(
+        "--node-ids", metavar="FILE.npy", help="the graph's original node ids, which the launcher hands its workers"
+    )
     parser.set_defaults(run=run)
 
 
@@ -100,28 +106,51 @@ def run(args: argparse.Namespace) -> int:
         if graph.node_ids is not None:
             report = replace(report, node_ids=str(Path(scratch) / "node_ids.npy"))
             np.save(report.node_ids, graph.node_ids)
-        spec = JobSpec("analyze", args.graph, lambda: graph, launcher, job, row_bytes=ROW_BYTES, seed=args.seed,
-                       options=[options, report], extra_argv=_ids_argv(report), debug=args.debug,
-                       memory=_memory, json=report.json)
+        spec = JobSpec(
+            "analyze",
+            args.graph,
+            lambda: graph,
+            launcher,
+            job,
+            row_bytes=ROW_BYTES,
+            seed=args.seed,
+            options=[options, report],
+            extra_argv=_ids_argv(report),
+            debug=args.debug,
+            memory=_memory,
+            json=report.json,
+        )
         return launch(spec, partial(_rank, options, job, report), describe=_describe)
 
 
 def _memory(pset: PartitionSet, workers: int) -> MemoryEstimate:
     """What an analysis holds: its part's structure and a value or two per node, no features."""
-    return estimate_memory(pset, JobShape(workers, workers, hidden=ROW_BYTES // 4, layers=1, train=False,
-                                          features=False))
+    return estimate_memory(
+        pset, JobShape(workers, workers, hidden=ROW_BYTES // 4, layers=1, train=False, features=False)
+    )
 
 
-def _run_partition_set(partdir: str, options: AnalyzeOptions, launcher: LaunchOptions, job: JobOptions,
-                       report: Report, debug: bool) -> int:
+def _run_partition_set(
+    partdir: str, options: AnalyzeOptions, launcher: LaunchOptions, job: JobOptions, report: Report, debug: bool
+) -> int:
     pset = load_partition_set(partdir, verify=True)
     pset.verify_all()
     check_partition_set(options, pset)
     if pset.num_parts == 1 and launcher.workers in (None, 1):
         _report(report, analyze_part(pset.part(0), int(pset.manifest["graph"]["num_nodes"]), options), None)
         return 0
-    spec = JobSpec("analyze", partdir, _needs_partition_set, launcher, job, row_bytes=ROW_BYTES,
-                   options=[options, report], debug=debug, memory=_memory, json=report.json)
+    spec = JobSpec(
+        "analyze",
+        partdir,
+        _needs_partition_set,
+        launcher,
+        job,
+        row_bytes=ROW_BYTES,
+        options=[options, report],
+        debug=debug,
+        memory=_memory,
+        json=report.json,
+    )
     return launch(spec, partial(_rank, options, job, report), describe=_describe)
 
 
@@ -152,10 +181,11 @@ def _report(report: Report, result: Analysis, node_ids: np.ndarray | None) -> No
         write_node_values(report.out, values, node_ids)
         wrote(report.out)
     if not result.converged:
-        print(f"commgraph: warning: {result.algo} did not converge in {result.iterations} iterations",
-              file=sys.stderr)
+        print(f"commgraph: warning: {result.algo} did not converge in {result.iterations} iterations", file=sys.stderr)
     if report.json:
         print(json.dumps(result.summary()))
         return
-    print(f"{result.algo}: {result.iterations} iterations, {result.seconds:.3f} s, {result.bytes} bytes exchanged, "
-          f"{result.edges_per_second:.3g} edges/s")
+    print(
+        f"{result.algo}: {result.iterations} iterations, {result.seconds:.3f} s, {result.bytes} bytes exchanged, "
+        f"{result.edges_per_second:.3g} edges/s"
+    )

@@ -34,16 +34,18 @@ def byte_counts(text: str) -> tuple[float, ...]:
     return tuple(byte_count(item) for item in items)
 
 
-def add_topology_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str = TOPOLOGY_HELP
-                          ) -> None:
+def add_topology_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str = TOPOLOGY_HELP) -> None:
     """``--topology`` (required) and ``--speeds``."""
     parser.add_argument("--topology", required=True, metavar="TOPOLOGY", help=help)
     add_speeds_argument(parser)
 
 
 def add_speeds_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, help: str | None = None) -> None:
-    parser.add_argument("--speeds", metavar="K=GBPS,...",
-                        help=help or f"override a preset's link speeds in GB/s, e.g. nv2=40,pcie=24 (keys: {SPEED_KEYS})")
+    parser.add_argument(
+        "--speeds",
+        metavar="K=GBPS,...",
+        help=help or f"override a preset's link speeds in GB/s, e.g. nv2=40,pcie=24 (keys: {SPEED_KEYS})",
+    )
 
 
 def topology_from_args(args: argparse.Namespace):

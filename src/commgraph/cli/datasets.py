@@ -22,24 +22,37 @@ from commgraph.graph.registry import REGISTRY, lookup
 def register(subparsers) -> None:
     parser = subparsers.add_parser("datasets", help="list and download named datasets", description=describe(__doc__))
     actions = parser.add_subparsers(dest="action", metavar="COMMAND", required=True)
-    listing = actions.add_parser("list", help="every name with its size, licence, statistics and cache state",
-                                 description="Every dataset commgraph knows by name: its size, licence, "
-                                             "statistics and whether it is in the cache.")
+    listing = actions.add_parser(
+        "list",
+        help="every name with its size, licence, statistics and cache state",
+        description="Every dataset commgraph knows by name: its size, licence, "
+        "statistics and whether it is in the cache.",
+    )
     listing.add_argument("--json", action="store_true", help="one JSON object per dataset, one per line")
     listing.set_defaults(run=run_list)
-    download = actions.add_parser("download", help="fetch datasets into the cache and convert them once",
-                                  description="Fetch datasets into $COMMGRAPH_HOME/datasets, verify them and "
-                                              "convert them once.")
+    download = actions.add_parser(
+        "download",
+        help="fetch datasets into the cache and convert them once",
+        description="Fetch datasets into $COMMGRAPH_HOME/datasets, verify them and convert them once.",
+    )
     download.add_argument("names", nargs="+", metavar="NAME", choices=list(REGISTRY), help="dataset names")
-    download.add_argument("--no-convert", action="store_true",
-                          help="only download and verify the files; convert on first use")
+    download.add_argument(
+        "--no-convert", action="store_true", help="only download and verify the files; convert on first use"
+    )
     download.add_argument("--quiet", action="store_true", help="no progress bar")
-    download.add_argument("--read-timeout", type=float, metavar="SECONDS",
-                          help=f"how long one read may wait for the server before the try is given up (default: "
-                               f"${TIMEOUT_ENV}, else {TIMEOUT:g})")
-    download.add_argument("--tries", type=int, metavar="N",
-                          help=f"tries per file, each resuming from the bytes kept (default: ${TRIES_ENV}, else "
-                               f"{ATTEMPTS})")
+    download.add_argument(
+        "--read-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"how long one read may wait for the server before the try is given up (default: "
+        f"${TIMEOUT_ENV}, else {TIMEOUT:g})",
+    )
+    download.add_argument(
+        "--tries",
+        type=int,
+        metavar="N",
+        help=f"tries per file, each resuming from the bytes kept (default: ${TRIES_ENV}, else {ATTEMPTS})",
+    )
     download.set_defaults(run=run_download)
 
 
@@ -47,17 +60,40 @@ def run_list(args: argparse.Namespace) -> int:
     rows = []
     for entry in REGISTRY.values():
         stats = entry.stats
-        rows.append({"name": entry.name, "kind": entry.kind, "size": entry.size_text, "licence": entry.licence,
-                     "nodes": stats.nodes, "edges": stats.edges, "edges_counted": stats.edges_counted,
-                     "features": stats.features, "classes": stats.classes, "cached": cache_state(entry),
-                     "urls": [f.url for f in entry.files], "notes": entry.notes})
+        rows.append(
+            {
+                "name": entry.name,
+                "kind": entry.kind,
+                "size": entry.size_text,
+                "licence": entry.licence,
+                "nodes": stats.nodes,
+                "edges": stats.edges,
+                "edges_counted": stats.edges_counted,
+                "features": stats.features,
+                "classes": stats.classes,
+                "cached": cache_state(entry),
+                "urls": [f.url for f in entry.files],
+                "notes": entry.notes,
+            }
+        )
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
     header = ("name", "size", "nodes", "edges", "feat", "classes", "cached", "licence")
-    table = [header] + [(r["name"], r["size"], f"{r['nodes']:,}", f"{r['edges']:,}", str(r["features"] or "-"),
-                         str(r["classes"] or "-"), r["cached"], r["licence"]) for r in rows]
+    table = [header] + [
+        (
+            r["name"],
+            r["size"],
+            f"{r['nodes']:,}",
+            f"{r['edges']:,}",
+            str(r["features"] or "-"),
+            str(r["classes"] or "-"),
+            r["cached"],
+            r["licence"],
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
@@ -66,8 +102,10 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_download(args: argparse.Namespace) -> int:
     default = Patience.from_env()
-    patience = Patience(default.read_seconds if args.read_timeout is None else args.read_timeout,
-                        default.tries if args.tries is None else args.tries)
+    patience = Patience(
+        default.read_seconds if args.read_timeout is None else args.read_timeout,
+        default.tries if args.tries is None else args.tries,
+    )
     for name in args.names:
         entry = lookup(name)
         if args.no_convert:

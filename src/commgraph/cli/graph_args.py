@@ -14,7 +14,8 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
         "graph",
         metavar="GRAPH",
         help="a bundled name (cora), a dataset name (citeseer, ogbn-arxiv, reddit, web-Google, ...: "
-        "commgraph graph datasets list; downloaded once into $COMMGRAPH_HOME), a synthetic spec (rmat:nodes=N,edges=M,seed=S or "
+        "commgraph graph datasets list; downloaded once into $COMMGRAPH_HOME), a synthetic spec "
+        "(rmat:nodes=N,edges=M,seed=S or "
         "sbm:nodes=N,classes=C,features=F,seed=S) or a path (SNAP edge list, OGB directory, "
         "Planetoid folder, .npz)",
     )
@@ -27,6 +28,9 @@ def graph_from_args(args: argparse.Namespace, **options) -> Graph:
     """The graph GRAPH names (``options``: further :func:`~commgraph.graph.load_graph` options); a
     partition set given where a graph is expected is refused with what reads one."""
     if is_partition_set(args.graph):
-        raise GraphFormatError(args.graph, "is a partition set, not a graph: describe it with commgraph partition info; "
-                                           "commgraph train, predict and analyze take it as their GRAPH")
+        raise GraphFormatError(
+            args.graph,
+            "is a partition set, not a graph: describe it with commgraph partition info; "
+            "commgraph train, predict and analyze take it as their GRAPH",
+        )
     return load_graph(args.graph, format=args.format, name=args.name, split=args.split, **options)

@@ -27,8 +27,7 @@ def run(args: argparse.Namespace) -> int:
         ("graph", stats["name"]),
         ("nodes", f"{stats['num_nodes']:,}"),
         ("edges (directed, stored)", f"{stats['num_edges']:,}"),
-        ("in-degree min / mean / median / max",
-         f"{deg['min']} / {deg['mean']:.2f} / {deg['median']:g} / {deg['max']}"),
+        ("in-degree min / mean / median / max", f"{deg['min']} / {deg['mean']:.2f} / {deg['median']:g} / {deg['max']}"),
         ("isolated nodes", f"{stats['isolated_nodes']:,}"),
         ("connected components", f"{stats['components']:,}"),
         ("self-loops", f"{stats['self_loops']:,}"),
@@ -36,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
         ("classes", stats["num_classes"] or "none"),
     ]
     if stats["train_nodes"] is not None:
-        rows.append(("train / val / test nodes",
-                     f"{stats['train_nodes']:,} / {stats['val_nodes']:,} / {stats['test_nodes']:,}"))
+        rows.append(
+            ("train / val / test nodes", f"{stats['train_nodes']:,} / {stats['val_nodes']:,} / {stats['test_nodes']:,}")
+        )
     rows.append(("memory", _human_bytes(stats["memory_bytes"])))
     width = max(len(key) for key, _ in rows)
     for key, value in rows:

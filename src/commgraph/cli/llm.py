@@ -13,8 +13,16 @@ from pathlib import Path
 from commgraph.cli import describe, pick_names
 from commgraph.cli.args import add_force, add_json, add_png, add_speeds_argument, check_outputs, wrote
 from commgraph.errors import SimulationError
-from commgraph.plan.coflow import (MATCHINGS, SCHEDULERS, ceiling, free_communication, headroom_reached,
-                                   iteration_seconds, link_bound, run_schedule)
+from commgraph.plan.coflow import (
+    MATCHINGS,
+    SCHEDULERS,
+    ceiling,
+    free_communication,
+    headroom_reached,
+    iteration_seconds,
+    link_bound,
+    run_schedule,
+)
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
 from commgraph.topology import parse_speeds, resolve_topology
 from commgraph.topology.model import ROUTINGS
@@ -22,49 +30,93 @@ from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_itera
 from commgraph.workload.floor import iteration_floor
 from commgraph.workload.iteration import DP_COLLECTIVES
 
+
 def register(subparsers) -> None:
-    sim = subparsers.add_parser("llm", help="one LLM training iteration under one or all coflow schedulers",
-                                description=describe(__doc__))
+    sim = subparsers.add_parser(
+        "llm", help="one LLM training iteration under one or all coflow schedulers", description=describe(__doc__)
+    )
     sim.add_argument("--model", required=True, choices=sorted(MODELS), help="the model trained (Table 5.5's)")
     sim.add_argument("--tp", type=int, help="tensor-parallel degree (default: Table 5.5's for the model)")
     sim.add_argument("--pp", type=int, help="pipeline stages (default: Table 5.5's)")
     sim.add_argument("--dp", type=int, help="data-parallel replicas (default: the topology's GPUs / (tp x pp))")
     sim.add_argument("--ep", type=int, help="expert-parallel degree (default: Table 5.5's)")
     sim.add_argument("--microbatches", type=int, default=8, help="micro-batches per iteration")
-    sim.add_argument("--schedule", choices=("1f1b", "interleaved"), default="1f1b",
-                     help="pipeline schedule: 1F1B or Megatron's interleaved 1F1B")
+    sim.add_argument(
+        "--schedule",
+        choices=("1f1b", "interleaved"),
+        default="1f1b",
+        help="pipeline schedule: 1F1B or Megatron's interleaved 1F1B",
+    )
     sim.add_argument("--chunks", type=int, help="model chunks per device for interleaved 1F1B (default: 2)")
     sim.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="GPU whose peak FLOP/s prices compute")
     sim.add_argument("--efficiency", type=float, default=0.5, help="fraction of peak FLOP/s reached")
-    sim.add_argument("--topology", required=True, metavar="TOPOLOGY",
-                     help="a preset (commgraph topo list; clusters: NxPRESET-ib, "
-                          "fattree:k=K,server=PRESET[,rail=1][,bisection=full]) or a YAML file")
-    sim.add_argument("--network-gbits", type=float, metavar="GBIT_S",
-                     help="override the network (InfiniBand) links' speed, in Gbit/s (default: the topology's)")
+    sim.add_argument(
+        "--topology",
+        required=True,
+        metavar="TOPOLOGY",
+        help="a preset (commgraph topo list; clusters: NxPRESET-ib, "
+        "fattree:k=K,server=PRESET[,rail=1][,bisection=full]) or a YAML file",
+    )
+    sim.add_argument(
+        "--network-gbits",
+        type=float,
+        metavar="GBIT_S",
+        help="override the network (InfiniBand) links' speed, in Gbit/s (default: the topology's)",
+    )
     sim.add_argument("--network-gbps", type=float, dest="network_gbits", help=argparse.SUPPRESS)
     add_speeds_argument(sim, "override other link speeds, in GB/s (e.g. pcie=64)")
-    sim.add_argument("--routing", choices=ROUTINGS,
-                     help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
-                          "evenly over them); default: the topology's (ecmp unless its YAML says otherwise)")
-    sim.add_argument("--scheduler", default="all", metavar="NAME[,NAME]",
-                     help=f"all, or some of {', '.join(SCHEDULERS)}")
-    sim.add_argument("--matching", choices=MATCHINGS,
-                     help="how EP all-to-alls send (default: alg3 for hermod, direct for the others)")
-    sim.add_argument("--dp-allreduce", choices=("ring", "tree"), default="ring",
-                     help="the algorithm of the data-parallel gradient all-reduce")
-    sim.add_argument("--dp-collective", choices=DP_COLLECTIVES, default="allreduce",
-                     help="DP gradients: one all-reduce per layer, or ZeRO-2's reduce-scatter + all-gather")
-    sim.add_argument("--barrier", action="store_true",
-                     help="clip-by-norm's iteration barrier: no parameter update before every gradient is reduced")
-    sim.add_argument("--fp32-grads", action="store_true",
-                     help="reduce gradients in fp32 (Megatron-LM's default for bf16 models) instead of bf16")
-    sim.add_argument("--iterations", type=int, default=1,
-                     help="iterations run back to back without a barrier (clip-by-value); > 1 reports the "
-                          "steady-state iteration time")
-    sim.add_argument("--idle-gpus", action="store_true",
-                     help="allow tp x pp x dp below the topology's GPUs (the rest stay idle)")
-    sim.add_argument("--routing-alpha", type=float, default=4.0,
-                     help="Dirichlet concentration of expert popularity (smaller: more skewed tokens)")
+    sim.add_argument(
+        "--routing",
+        choices=ROUTINGS,
+        help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
+        "evenly over them); default: the topology's (ecmp unless its YAML says otherwise)",
+    )
+    sim.add_argument(
+        "--scheduler", default="all", metavar="NAME[,NAME]", help=f"all, or some of {', '.join(SCHEDULERS)}"
+    )
+    sim.add_argument(
+        "--matching",
+        choices=MATCHINGS,
+        help="how EP all-to-alls send (default: alg3 for hermod, direct for the others)",
+    )
+    sim.add_argument(
+        "--dp-allreduce",
+        choices=("ring", "tree"),
+        default="ring",
+        help="the algorithm of the data-parallel gradient all-reduce",
+    )
+    sim.add_argument(
+        "--dp-collective",
+        choices=DP_COLLECTIVES,
+        default="allreduce",
+        help="DP gradients: one all-reduce per layer, or ZeRO-2's reduce-scatter + all-gather",
+    )
+    sim.add_argument(
+        "--barrier",
+        action="store_true",
+        help="clip-by-norm's iteration barrier: no parameter update before every gradient is reduced",
+    )
+    sim.add_argument(
+        "--fp32-grads",
+        action="store_true",
+        help="reduce gradients in fp32 (Megatron-LM's default for bf16 models) instead of bf16",
+    )
+    sim.add_argument(
+        "--iterations",
+        type=int,
+        default=1,
+        help="iterations run back to back without a barrier (clip-by-value); > 1 reports the "
+        "steady-state iteration time",
+    )
+    sim.add_argument(
+        "--idle-gpus", action="store_true", help="allow tp x pp x dp below the topology's GPUs (the rest stay idle)"
+    )
+    sim.add_argument(
+        "--routing-alpha",
+        type=float,
+        default=4.0,
+        help="Dirichlet concentration of expert popularity (smaller: more skewed tokens)",
+    )
     sim.add_argument("--seed", type=int, default=0, help="seed of the expert-parallel token-routing skew")
     add_json(sim, "print the comparison as JSON")
     add_png(sim, "draw each scheduler's timeline")
@@ -88,14 +140,31 @@ def run_simulate(args: argparse.Namespace) -> int:
     layout = layout_of(args, len(topology.gpus))
     if args.iterations < 1:
         raise SimulationError(f"--iterations must be >= 1, got {args.iterations}")
-    iteration = build_iteration(spec, layout, gpu(args.gpu, args.efficiency), topology,
-                                dp_allreduce=args.dp_allreduce, routing_alpha=args.routing_alpha, seed=args.seed,
-                                iterations=args.iterations, dp_collective=args.dp_collective, barrier=args.barrier,
-                                grad_bytes=4.0 if args.fp32_grads else 2.0)
-    outcomes = {name: run_schedule(name, iteration.tasks, iteration.coflows, topology,
-                                   interleaved=layout.schedule == "interleaved", matching=args.matching,
-                                   timeline=False)
-                for name in names}
+    iteration = build_iteration(
+        spec,
+        layout,
+        gpu(args.gpu, args.efficiency),
+        topology,
+        dp_allreduce=args.dp_allreduce,
+        routing_alpha=args.routing_alpha,
+        seed=args.seed,
+        iterations=args.iterations,
+        dp_collective=args.dp_collective,
+        barrier=args.barrier,
+        grad_bytes=4.0 if args.fp32_grads else 2.0,
+    )
+    outcomes = {
+        name: run_schedule(
+            name,
+            iteration.tasks,
+            iteration.coflows,
+            topology,
+            interleaved=layout.schedule == "interleaved",
+            matching=args.matching,
+            timeline=False,
+        )
+        for name in names
+    }
     rows = {name: o.summary(iteration.tokens, iteration.ends) for name, o in outcomes.items()}
     free = iteration_seconds(free_communication(topology, iteration.tasks), iteration.ends)
     floor = iteration_floor(iteration)
@@ -105,10 +174,16 @@ def run_simulate(args: argparse.Namespace) -> int:
         row["headroom_reached"] = headroom_reached(base, row["iteration_seconds"], floor.seconds)
     links = link_bound(outcomes[names[0]].result, iteration.iterations)
     top = {**ceiling(base, free, links, floor.seconds), "floor_binding": floor.binding}
-    report = {"schedulers": rows, "baseline": names[0], "ceiling": top, "flows": iteration.flows,
-              "iterations": iteration.iterations, "routing": topology.routing}
+    report = {
+        "schedulers": rows,
+        "baseline": names[0],
+        "ceiling": top,
+        "flows": iteration.flows,
+        "iterations": iteration.iterations,
+        "routing": topology.routing,
+    }
     if args.png:
-        plot_schedulers(outcomes, iteration.leaders[:: layout.dp][: 16], args.png)
+        plot_schedulers(outcomes, iteration.leaders[:: layout.dp][:16], args.png)
         wrote(args.png)
     if args.trace:
         write_trace(outcomes, args.trace)
@@ -116,24 +191,35 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"{spec.name} tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep} m={layout.microbatches} "
-          f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, network "
-          f"{network_gbits(topology)} Gbit/s, {topology.routing}), {iteration.iterations} iteration(s): "
-          f"{len(iteration.coflows)} coflows, {iteration.flows} flows")
+    print(
+        f"{spec.name} tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep} m={layout.microbatches} "
+        f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, network "
+        f"{network_gbits(topology)} Gbit/s, {topology.routing}), {iteration.iterations} iteration(s): "
+        f"{len(iteration.coflows)} coflows, {iteration.flows} flows"
+    )
     top = report["ceiling"]
-    print(f"  free communication (an oracle): {free:.4f} s/iteration; {names[0]} exposes {top['exposed_share']:.1%} of its "
-          f"iteration, so no scheduler beats {top['ceiling']:.3f}x over it; its busiest link needs "
-          f"{top['link_seconds']:.4f} s/iteration, so over many iterations none beats {top['bound_ceiling']:.3f}x")
-    print(f"  floor (every dependency kept, link bytes priced where they can move): {top['floor_seconds']:.4f} "
-          f"s/iteration ({top['floor_binding']}): no scheduler beats {top['floor_ceiling']:.3f}x over {names[0]}; "
-          f"headroom is measured against it")
-    print(f"  {'scheduler':<12} {'iteration s':>12} {'tokens/s':>12} {'vs ' + names[0]:>10} {'headroom':>9}"
-          f"  coflow mean completion (ms)")
+    print(
+        f"  free communication (an oracle): {free:.4f} s/iteration; {names[0]} exposes "
+        f"{top['exposed_share']:.1%} of its "
+        f"iteration, so no scheduler beats {top['ceiling']:.3f}x over it; its busiest link needs "
+        f"{top['link_seconds']:.4f} s/iteration, so over many iterations none beats {top['bound_ceiling']:.3f}x"
+    )
+    print(
+        f"  floor (every dependency kept, link bytes priced where they can move): {top['floor_seconds']:.4f} "
+        f"s/iteration ({top['floor_binding']}): no scheduler beats {top['floor_ceiling']:.3f}x over {names[0]}; "
+        f"headroom is measured against it"
+    )
+    print(
+        f"  {'scheduler':<12} {'iteration s':>12} {'tokens/s':>12} {'vs ' + names[0]:>10} {'headroom':>9}"
+        f"  coflow mean completion (ms)"
+    )
     for name, row in report["schedulers"].items():
         ccts = "  ".join(f"{kind} {c['mean_seconds'] * 1e3:.2f}" for kind, c in row["coflows"].items())
         reached = "-" if row["headroom_reached"] is None else f"{row['headroom_reached']:.0%}"
-        print(f"  {name:<12} {row['iteration_seconds']:12.4f} {row['tokens_per_second']:12.0f} "
-              f"{row['speedup']:9.3f}x {reached:>9}  {ccts}")
+        print(
+            f"  {name:<12} {row['iteration_seconds']:12.4f} {row['tokens_per_second']:12.0f} "
+            f"{row['speedup']:9.3f}x {reached:>9}  {ccts}"
+        )
     return 0
 
 
@@ -147,10 +233,19 @@ def layout_of(args: argparse.Namespace, gpus: int) -> Layout:
     """The layout the options give (Table 5.5's degrees where left out, ``dp`` filling the
     topology); it must use every GPU unless ``--idle-gpus``."""
     tp, pp, ep = DEFAULT_LAYOUT[args.model]
-    tp, pp, ep = (tp if args.tp is None else args.tp, pp if args.pp is None else args.pp,
-                  ep if args.ep is None else args.ep)
-    for name, value in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", args.dp), ("microbatches", args.microbatches),
-                        ("chunks", args.chunks)):
+    tp, pp, ep = (
+        tp if args.tp is None else args.tp,
+        pp if args.pp is None else args.pp,
+        ep if args.ep is None else args.ep,
+    )
+    for name, value in (
+        ("tp", tp),
+        ("pp", pp),
+        ("ep", ep),
+        ("dp", args.dp),
+        ("microbatches", args.microbatches),
+        ("chunks", args.chunks),
+    ):
         if value is not None and value < 1:
             raise SimulationError(f"--{name} must be >= 1, got {value}")
     dp = args.dp if args.dp is not None else max(gpus // (tp * pp), 1)
@@ -159,7 +254,9 @@ def layout_of(args: argparse.Namespace, gpus: int) -> Layout:
     if layout.gpus > gpus:
         raise SimulationError(f"tp x pp x dp = {layout.gpus} GPUs, the topology has {gpus}")
     if layout.gpus != gpus and not args.idle_gpus:
-        raise SimulationError(f"tp x pp x dp = {tp} x {pp} x {dp} = {layout.gpus} GPUs, the topology has {gpus}: "
-                              f"change the degrees or pass --idle-gpus to leave {gpus - layout.gpus} idle")
+        raise SimulationError(
+            f"tp x pp x dp = {tp} x {pp} x {dp} = {layout.gpus} GPUs, the topology has {gpus}: "
+            f"change the degrees or pass --idle-gpus to leave {gpus - layout.gpus} idle"
+        )
     layout.check(model(args.model))
     return layout

@@ -40,11 +40,17 @@ TREE = (
     Group("partition", "make and describe partition sets (one part per worker)", ("partition",)),
     Command("topo", "hardware topologies", "topo"),
     Command("plan", "plan and price communication", "plan"),
-    Group("sim", "price work on a topology in the flow-level simulator", (
-        "simulate",
-        "llm",
-        Group("multipath", "multi-path communication inside a host (LEO)", ("multipath", "paths", "plan:register_h2d")),
-    )),
+    Group(
+        "sim",
+        "price work on a topology in the flow-level simulator",
+        (
+            "simulate",
+            "llm",
+            Group(
+                "multipath", "multi-path communication inside a host (LEO)", ("multipath", "paths", "plan:register_h2d")
+            ),
+        ),
+    ),
     Command("train", "train a GNN across workers, full-graph or on sampled mini-batches", "train"),
     Command("predict", "label every node with a trained model", "predict"),
     Command("analyze", "BFS, SSSP, PageRank or connected components across workers", "analyze"),
@@ -75,9 +81,12 @@ def build_parser(load: set[str] | None = None) -> Parser:
         prog="commgraph",
         description="Communication-efficient distributed training of graph neural networks.",
         epilog="Old spellings still work for this release, as aliases: "
-               + "; ".join(f"{' '.join(old)} = {' '.join(new)}" for old, new in ALIASES.items()
-                           if not any(other[:len(old)] == old and other != old for other in ALIASES))
-               + "; partition GRAPH = partition make GRAPH.",
+        + "; ".join(
+            f"{' '.join(old)} = {' '.join(new)}"
+            for old, new in ALIASES.items()
+            if not any(other[: len(old)] == old and other != old for other in ALIASES)
+        )
+        + "; partition GRAPH = partition make GRAPH.",
     )
     parser.add_argument("--version", action="version", version=f"commgraph {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -120,21 +129,20 @@ def new_spelling(argv: list[str]) -> list[str]:
     on stderr says which, and stdout is the new spelling's."""
     start = _command_start(argv)
     words = argv[start:]
-    for old, new in sorted(ALIASES.items(), key=lambda item: -len(item[0])):
-        if tuple(words[:len(old)]) == old:
+    for old, new in sorted(ALIASES.items(), key=lambda item: -len(item[0])):  # noqa: B007 - read after the break
+        if tuple(words[: len(old)]) == old:
             break
     else:
         if words[:1] != ["partition"] or words[1:2] == [] or words[1] in PARTITION_CHILDREN:
             return argv
         old, new = ("partition",), ("partition", "make")
-    print(f"commgraph: note: '{' '.join(old)}' is an alias of '{' '.join(new)}', kept for one release",
-          file=sys.stderr)
-    return [*argv[:start], *new, *words[len(old):]]
+    print(f"commgraph: note: '{' '.join(old)}' is an alias of '{' '.join(new)}', kept for one release", file=sys.stderr)
+    return [*argv[:start], *new, *words[len(old) :]]
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = new_spelling(sys.argv[1:] if argv is None else list(argv))
-    args = build_parser(load=set(argv[_command_start(argv):][:1])).parse_args(argv)
+    args = build_parser(load=set(argv[_command_start(argv) :][:1])).parse_args(argv)
     try:
         return args.run(args)
     except CommgraphError as exc:
@@ -151,8 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug, not a user error: say so in one line
         if args.debug:
             traceback.print_exc()
-        print(f"commgraph: internal error: {type(exc).__name__}: {exc} "
-              "(rerun with --debug for the traceback, and please report it)", file=sys.stderr)
+        print(
+            f"commgraph: internal error: {type(exc).__name__}: {exc} "
+            "(rerun with --debug for the traceback, and please report it)",
+            file=sys.stderr,
+        )
         return 1
 
 

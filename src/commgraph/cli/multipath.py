@@ -25,35 +25,66 @@ import numpy as np
 from tqdm import tqdm
 
 from commgraph.cli import describe, pick_names
-from commgraph.cli.args import add_force, add_json, add_png, add_topology_argument, check_outputs, topology_from_args, \
-    wrote
+from commgraph.cli.args import (
+    add_force,
+    add_json,
+    add_png,
+    add_topology_argument,
+    check_outputs,
+    topology_from_args,
+    wrote,
+)
 from commgraph.errors import PlanError
-from commgraph.plan.multipath import (JITTER, SELECTORS, compare_selectors, load_workload, sustainable, sweep,
-                                      with_option)
+from commgraph.plan.multipath import (
+    JITTER,
+    SELECTORS,
+    compare_selectors,
+    load_workload,
+    sustainable,
+    sweep,
+    with_option,
+)
 from commgraph.plan.plot import plot_completions, plot_sweep
 
 MAX_SWEEP_POINTS = 1000  # loads of one --sweep (each a full simulation of every selector)
 
 
 def register(actions) -> None:
-    run_parser = actions.add_parser("simulate", help="compare path selectors on a request stream",
-                                    description=describe(__doc__))
+    run_parser = actions.add_parser(
+        "simulate", help="compare path selectors on a request stream", description=describe(__doc__)
+    )
     add_topology_argument(run_parser)
-    run_parser.add_argument("--workload", required=True, metavar="poisson:...|kvs:...|trace.csv",
-                            help="e.g. poisson:load=0.7,size=1M,types=cpu0:gpu0 or kvs:ycsb=b,load=1.1 (see above)")
+    run_parser.add_argument(
+        "--workload",
+        required=True,
+        metavar="poisson:...|kvs:...|trace.csv",
+        help="e.g. poisson:load=0.7,size=1M,types=cpu0:gpu0 or kvs:ycsb=b,load=1.1 (see above)",
+    )
     run_parser.add_argument("--paths", type=Path, metavar="PATHS.yaml", help="request types and their paths")
-    run_parser.add_argument("--selector", default="all", metavar="NAME[,NAME]",
-                            help=f"all, or some of {', '.join(SELECTORS)}")
+    run_parser.add_argument(
+        "--selector", default="all", metavar="NAME[,NAME]", help=f"all, or some of {', '.join(SELECTORS)}"
+    )
     run_parser.add_argument("--k", type=int, default=8, help="the LP's horizon in requests (default 8)")
-    run_parser.add_argument("--jitter-us", default="3,9", metavar="LO,HI",
-                            help="greedy-e2e's requester-NIC delay, uniform in LO..HI microseconds (default 3,9)")
-    run_parser.add_argument("--sweep", metavar="L1,L2,...|LO:HI:STEP",
-                            help="loads (x the direct paths' capacity) to run the workload at, e.g. 0.3:1.5:0.1")
-    run_parser.add_argument("--seeds", type=int, help="streams per sweep point (seeds from the workload's; "
-                            "with --sweep; default 1)")
-    run_parser.add_argument("--bound-us", type=float,
-                            help="median bound of the sustainable throughput (with --sweep; default: twice direct's "
-                                 "median at the sweep's lowest load)")
+    run_parser.add_argument(
+        "--jitter-us",
+        default="3,9",
+        metavar="LO,HI",
+        help="greedy-e2e's requester-NIC delay, uniform in LO..HI microseconds (default 3,9)",
+    )
+    run_parser.add_argument(
+        "--sweep",
+        metavar="L1,L2,...|LO:HI:STEP",
+        help="loads (x the direct paths' capacity) to run the workload at, e.g. 0.3:1.5:0.1",
+    )
+    run_parser.add_argument(
+        "--seeds", type=int, help="streams per sweep point (seeds from the workload's; with --sweep; default 1)"
+    )
+    run_parser.add_argument(
+        "--bound-us",
+        type=float,
+        help="median bound of the sustainable throughput (with --sweep; default: twice direct's "
+        "median at the sweep's lowest load)",
+    )
     add_json(run_parser)
     add_png(run_parser, "completion-time CDF of every selector; with --sweep, median against offered rate")
     add_force(run_parser)
@@ -81,8 +112,9 @@ def _loads(text: str) -> list[float]:
         else:
             loads = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise PlanError(f"--sweep must be loads such as 0.5,1,1.2 or LO:HI:STEP with 0 < LO <= HI, got {text!r}") \
-            from None
+        raise PlanError(
+            f"--sweep must be loads such as 0.5,1,1.2 or LO:HI:STEP with 0 < LO <= HI, got {text!r}"
+        ) from None
     if ":" in text:
         _check_points(points, text)
         return [round(float(v), 6) for v in np.arange(lo, hi + step / 2, step)]
@@ -114,20 +146,28 @@ def run_simulate(args: argparse.Namespace) -> int:
     table, stream = workload.table, workload.stream
     rows = {name: report.to_dict(table, stream) for name, report in reports.items()}
     if args.png:
-        plot_completions({name: r.priced.jct for name, r in reports.items()},
-                         f"{topology.name}: {len(stream)} requests, {args.workload}", args.png)
+        plot_completions(
+            {name: r.priced.jct for name, r in reports.items()},
+            f"{topology.name}: {len(stream)} requests, {args.workload}",
+            args.png,
+        )
         wrote(args.png)
     if args.json:
-        print(json.dumps({"topology": topology.name, "requests": len(stream), "rate_per_s": workload.rate,
-                          "selectors": rows}))
+        print(
+            json.dumps(
+                {"topology": topology.name, "requests": len(stream), "rate_per_s": workload.rate, "selectors": rows}
+            )
+        )
         return 0
     rate = f", {workload.rate:,.0f} requests/s" if workload.rate else ""
     print(f"{len(stream)} requests on {topology.name}{rate}; completion times on the flow simulator:")
     for name, row in rows.items():
         busiest = row["links"][0] if row["links"] else None
         link = f"  busiest {busiest['link']} {busiest['utilisation']:.0%}" if busiest else ""
-        print(f"  {name:<13} mean {row['mean_s'] * 1e6:10.2f} us  median {row['median_s'] * 1e6:10.2f} us  "
-              f"p99 {row['p99_s'] * 1e6:10.2f} us  decide {row['decide_us']:9.2f} us/request{link}")
+        print(
+            f"  {name:<13} mean {row['mean_s'] * 1e6:10.2f} us  median {row['median_s'] * 1e6:10.2f} us  "
+            f"p99 {row['p99_s'] * 1e6:10.2f} us  decide {row['decide_us']:9.2f} us/request{link}"
+        )
     return 0
 
 
@@ -143,33 +183,50 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
     reference = load_workload(topology, with_option(args.workload, "load", 1))
     direct, combined = reference.direct_rate(), reference.combined_rate()
     with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=True if args.json else None, leave=False) as bar:
-        points = sweep(topology, args.workload, loads, names, args.k, args.seeds, jitter,
-                       progress=lambda load, seed: bar.update())
+        points = sweep(
+            topology, args.workload, loads, names, args.k, args.seeds, jitter, progress=lambda load, seed: bar.update()
+        )
     if args.bound_us is not None:
         bound = args.bound_us * 1e-6
     else:
         lowest = min(points, key=lambda p: p.load)
-        bound = 2 * (lowest.row("direct")["median_s"] if "direct" in names
-                     else min(lowest.row(n)["median_s"] for n in names))
+        bound = 2 * (
+            lowest.row("direct")["median_s"] if "direct" in names else min(lowest.row(n)["median_s"] for n in names)
+        )
     rows = {name: [p.row(name) for p in points] for name in names}
     best = {name: sustainable(points, name, bound) for name in names}
     if args.png:
         curves = {name: ([r["rate_per_s"] for r in rows[name]], [r["median_s"] for r in rows[name]]) for name in names}
-        plot_sweep(curves,
-                   direct, combined, bound, f"{topology.name}: {reference.label}, {args.seeds} seed(s)", args.png)
+        plot_sweep(
+            curves, direct, combined, bound, f"{topology.name}: {reference.label}, {args.seeds} seed(s)", args.png
+        )
         wrote(args.png)
     if args.json:
-        print(json.dumps({"topology": topology.name, "workload": args.workload, "direct_rate_per_s": direct,
-                          "combined_rate_per_s": combined, "bound_s": bound, "sustainable_per_s": best,
-                          "selectors": rows}))
+        print(
+            json.dumps(
+                {
+                    "topology": topology.name,
+                    "workload": args.workload,
+                    "direct_rate_per_s": direct,
+                    "combined_rate_per_s": combined,
+                    "bound_s": bound,
+                    "sustainable_per_s": best,
+                    "selectors": rows,
+                }
+            )
+        )
         return 0
-    print(f"{reference.label} on {topology.name}: direct paths' capacity {direct:,.0f} requests/s, every path together "
-          f"{combined:,.0f}; {len(points[0].jct[names[0]][0])} requests x {args.seeds} seed(s) per point, simulated")
+    print(
+        f"{reference.label} on {topology.name}: direct paths' capacity {direct:,.0f} requests/s, every path together "
+        f"{combined:,.0f}; {len(points[0].jct[names[0]][0])} requests x {args.seeds} seed(s) per point, simulated"
+    )
     print(f"{'load':>5} {'rate/s':>12}  " + "  ".join(f"{n:>22}" for n in names))
     print(f"{'':>5} {'':>12}  " + "  ".join(f"{'median/mean/p99 us':>22}" for _ in names))
     for i, point in enumerate(points):
-        cells = [f"{r['median_s'] * 1e6:6.2f}/{r['mean_s'] * 1e6:6.2f}/{r['p99_s'] * 1e6:7.1f}"
-                 for r in (rows[n][i] for n in names)]
+        cells = [
+            f"{r['median_s'] * 1e6:6.2f}/{r['mean_s'] * 1e6:6.2f}/{r['p99_s'] * 1e6:7.1f}"
+            for r in (rows[n][i] for n in names)
+        ]
         print(f"{point.load:5.2f} {point.rate:12,.0f}  " + "  ".join(f"{c:>22}" for c in cells))
     print(f"sustainable throughput (median under {bound * 1e6:.2f} us), requests/s:")
     for name in names:

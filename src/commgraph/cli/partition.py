@@ -12,19 +12,29 @@ from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.args import add_force, add_json, add_png, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
-from commgraph.partition import (METHODS, check_parts, load_partition_set, partition_graph, partition_metrics,
-                                 write_partition_set)
+from commgraph.partition import (
+    METHODS,
+    check_parts,
+    load_partition_set,
+    partition_graph,
+    partition_metrics,
+    write_partition_set,
+)
 from commgraph.partition.plot import plot_metrics
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("make", help="split a graph into parts, one per worker",
-                                   description=describe(__doc__))
+    parser = subparsers.add_parser(
+        "make", help="split a graph into parts, one per worker", description=describe(__doc__)
+    )
     add_graph_arguments(parser)
     parser.add_argument("--parts", type=int, required=True, metavar="K", help="number of parts (workers)")
-    parser.add_argument("--method", choices=METHODS, default="g3",
-                        help="g3: balanced compute and communication; metis: minimum edge cut; "
-                        "chunk: consecutive ids; random")
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="g3",
+        help="g3: balanced compute and communication; metis: minimum edge cut; chunk: consecutive ids; random",
+    )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="partition set directory")
     parser.add_argument("--seed", type=int, default=0, help="seed of the partitioner's random choices")
     add_force(parser)
@@ -33,10 +43,13 @@ def register(subparsers) -> None:
     parser.add_argument("--plot", type=Path, dest="png", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
-    info = subparsers.add_parser("info", help="describe a partition set (checksums verified)",
-                                 description="What a partition set holds, as its partitioning measured it: parts, "
-                                             "their nodes, edges and remote nodes, and the method's figures; every "
-                                             "file's checksum is verified.")
+    info = subparsers.add_parser(
+        "info",
+        help="describe a partition set (checksums verified)",
+        description="What a partition set holds, as its partitioning measured it: parts, "
+        "their nodes, edges and remote nodes, and the method's figures; every "
+        "file's checksum is verified.",
+    )
     info.add_argument("dir", type=Path, metavar="DIR", help="the partition set (commgraph partition make --out DIR)")
     add_json(info)
     info.set_defaults(run=run_info)
@@ -48,25 +61,39 @@ def run(args: argparse.Namespace) -> int:
     check_parts(args.parts)
     graph = graph_from_args(args)
     check_parts(args.parts, graph.num_nodes)
-    _say(args, f"partitioning {graph.name} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges) "
-               f"into {args.parts} parts with {args.method}")
+    _say(
+        args,
+        f"partitioning {graph.name} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges) "
+        f"into {args.parts} parts with {args.method}",
+    )
     stats = graph.stats()
     structure = {key: stats[key] for key in ("isolated_nodes", "components")}
     notes = []
     if structure["isolated_nodes"]:
-        notes.append(f"{structure['isolated_nodes']:,} isolated nodes (they exchange nothing and only fill parts "
-                     "up to the node balance)")
+        notes.append(
+            f"{structure['isolated_nodes']:,} isolated nodes (they exchange nothing and only fill parts "
+            "up to the node balance)"
+        )
     if structure["components"] > 1:
         notes.append(f"{structure['components']:,} connected components (no communication between them)")
     if notes:
         _say(args, "note: " + " and ".join(notes))
     start = time.perf_counter()
-    assignment, details = partition_graph(graph, args.parts, args.method, args.seed,
-                                          log=lambda line: _say(args, line))
+    assignment, details = partition_graph(graph, args.parts, args.method, args.seed, log=lambda line: _say(args, line))
     seconds = time.perf_counter() - start
     metrics = {**partition_metrics(graph, assignment, args.parts), **details, **structure}
-    write_partition_set(graph, assignment, args.parts, args.out, method=args.method, seed=args.seed,
-                        seconds=seconds, metrics=metrics, force=args.force, progress=not args.json)
+    write_partition_set(
+        graph,
+        assignment,
+        args.parts,
+        args.out,
+        method=args.method,
+        seed=args.seed,
+        seconds=seconds,
+        metrics=metrics,
+        force=args.force,
+        progress=not args.json,
+    )
     wrote(args.out, f"{args.parts} parts")
     if args.png:
         plot_metrics(metrics, f"{graph.name} / {args.method} / {args.parts} parts", args.png)
@@ -75,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{result['graph']}: {result['method']} into {len(result['parts'])} parts in {seconds:.2f} s "
-              f"-> {result['out']}")
+        print(
+            f"{result['graph']}: {result['method']} into {len(result['parts'])} parts in {seconds:.2f} s "
+            f"-> {result['out']}"
+        )
         _table(result)
     return 0
 
@@ -85,13 +114,22 @@ def run_info(args: argparse.Namespace) -> int:
     pset = load_partition_set(args.dir, verify=True)
     pset.verify_all()
     m = pset.manifest
-    result = {"method": m["method"], "graph": m["graph"]["name"], "seconds": m["seconds"], "out": str(args.dir),
-              "seed": m["seed"], "graph_checksum": m["graph"]["checksum"], **m["metrics"]}
+    result = {
+        "method": m["method"],
+        "graph": m["graph"]["name"],
+        "seconds": m["seconds"],
+        "out": str(args.dir),
+        "seed": m["seed"],
+        "graph_checksum": m["graph"]["checksum"],
+        **m["metrics"],
+    }
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{args.dir}: {result['graph']} in {len(result['parts'])} parts by {result['method']} (seed "
-              f"{result['seed']}; partitioning took {result['seconds']:.2f} s); checksums verified")
+        print(
+            f"{args.dir}: {result['graph']} in {len(result['parts'])} parts by {result['method']} (seed "
+            f"{result['seed']}; partitioning took {result['seconds']:.2f} s); checksums verified"
+        )
         _table(result)
     return 0
 
@@ -107,11 +145,15 @@ def _table(result: dict) -> None:
     for k, part in enumerate(result["parts"]):
         print(f"{k:>5} {part['num_nodes']:>12,} {part['num_edges']:>14,} {part['num_remote']:>12,}")
     print(f"total remote (communication volume) {result['total_remote']:,}; edge cut {result['edge_cut']:,}")
-    print(f"imbalance max/mean: nodes {result['node_imbalance']:.3f}, edges {result['edge_imbalance']:.3f}, "
-          f"remote {result['remote_imbalance']:.3f}; remote min/max {result['remote_min_max']:.3f}")
+    print(
+        f"imbalance max/mean: nodes {result['node_imbalance']:.3f}, edges {result['edge_imbalance']:.3f}, "
+        f"remote {result['remote_imbalance']:.3f}; remote min/max {result['remote_min_max']:.3f}"
+    )
     if "stage1_total_remote" in result:  # g3: what each stage did
         moves = result.get("refine_moves", 0)  # absent from sets written before the refinement
         refined = f" after {moves:,} volume-lowering moves" if moves else ""
-        print(f"g3 stage 1 ({result['stage1_seconds']:.1f} s): total remote {result['stage1_total_remote']:,}{refined}, "
-              f"remote min/max {result['stage1_remote_min_max']:.3f}; stage 2 ({result['stage2_seconds']:.1f} s): "
-              f"{result['kept_swaps']:,} swaps kept of {result['swaps']:,} tried")
+        print(
+            f"g3 stage 1 ({result['stage1_seconds']:.1f} s): total remote {result['stage1_total_remote']:,}{refined}, "
+            f"remote min/max {result['stage1_remote_min_max']:.3f}; stage 2 ({result['stage2_seconds']:.1f} s): "
+            f"{result['kept_swaps']:,} swaps kept of {result['swaps']:,} tried"
+        )

@@ -1,5 +1,5 @@
-"""``commgraph sim multipath paths --topology TOPOLOGY --src cpu0 --dst gpu3``: the communication paths between two devices
-that the topology's routes allow (the route itself, relays through NVLink peers, staging through
+"""``commgraph sim multipath paths --topology TOPOLOGY --src cpu0 --dst gpu3``: the communication paths
+between two devices that the topology's routes allow (the route itself, relays through NVLink peers, staging through
 host memory), with their traverse times. ``--file paths.yaml`` checks a path set instead, naming
 any hop the topology lacks; ``--yaml`` prints the candidates as a path set to edit."""
 
@@ -16,14 +16,20 @@ from commgraph.plan.paths import PathSet, RequestType, candidate_paths, paths_ya
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("paths", help="communication paths between two devices, or check a path set",
-                                   description=describe(__doc__))
+    parser = subparsers.add_parser(
+        "paths", help="communication paths between two devices, or check a path set", description=describe(__doc__)
+    )
     add_topology_argument(parser)
     parser.add_argument("--src", help="where requests start (e.g. cpu0, nic0)")
     parser.add_argument("--dst", help="where they go (e.g. gpu3)")
     parser.add_argument("--file", type=Path, metavar="PATHS.yaml", help="check and list this path set instead")
-    parser.add_argument("--bytes", type=byte_count, default="1M", metavar="SIZE",
-                        help="request size for the times shown, K/M/G suffixes")
+    parser.add_argument(
+        "--bytes",
+        type=byte_count,
+        default="1M",
+        metavar="SIZE",
+        help="request size for the times shown, K/M/G suffixes",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print the paths as JSON")
     output.add_argument("--yaml", action="store_true", help="print the candidates as a path set (YAML)")
@@ -49,13 +55,21 @@ def run(args: argparse.Namespace) -> int:
     for kind, resolved in zip(path_set.types, resolve_paths(path_set, topology)):
         size = kind.bytes if args.file else nbytes
         for p in resolved:
-            rows.append({"type": kind.name, "devices": list(p.path.devices),
-                         "bottleneck_gbps": 1e-9 / max(s.seconds_per_byte for s in p.segments),
-                         "traverse_s": p.traverse_seconds(size), "toll_s": p.toll_seconds(size)})
+            rows.append(
+                {
+                    "type": kind.name,
+                    "devices": list(p.path.devices),
+                    "bottleneck_gbps": 1e-9 / max(s.seconds_per_byte for s in p.segments),
+                    "traverse_s": p.traverse_seconds(size),
+                    "toll_s": p.toll_seconds(size),
+                }
+            )
     if args.json:
         print(json.dumps({"topology": topology.name, "paths": rows}))
         return 0
     for row in rows:
-        print(f"{row['type']:<14} {' > '.join(row['devices']):<44} {row['bottleneck_gbps']:7.2f} GB/s  "
-              f"traverse {row['traverse_s'] * 1e6:10.2f} us  toll {row['toll_s'] * 1e6:10.2f} us")
+        print(
+            f"{row['type']:<14} {' > '.join(row['devices']):<44} {row['bottleneck_gbps']:7.2f} GB/s  "
+            f"traverse {row['traverse_s'] * 1e6:10.2f} us  toll {row['toll_s'] * 1e6:10.2f} us"
+        )
     return 0

@@ -10,75 +10,111 @@ import json
 from pathlib import Path
 
 from commgraph.cli import describe
-from commgraph.cli.args import add_force, add_json, add_png, add_topology_argument, byte_count, check_outputs, \
-    topology_from_args, wrote
+from commgraph.cli.args import (
+    add_force,
+    add_json,
+    add_png,
+    add_topology_argument,
+    byte_count,
+    check_outputs,
+    topology_from_args,
+    wrote,
+)
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
 from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, plan_bulk, price
 from commgraph.plan.allgather import placement
 from commgraph.plan.gather import COLLECTIVES, plan_collective
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
-from commgraph.sim import simulate
 from commgraph.plan.plot import plot_traffic
+from commgraph.sim import simulate
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("plan", help="plan and price communication", description=describe(__doc__))
     kinds = parser.add_subparsers(dest="plan_kind", metavar="COMMAND", required=True)
 
-    gather = kinds.add_parser("allgather", help="per-layer halo exchange of a partition set",
-                              description="Plan each GNN layer's halo exchange of a partition set on a topology "
-                                          "with every planner (or one) and price the plans on the flow simulator.")
+    gather = kinds.add_parser(
+        "allgather",
+        help="per-layer halo exchange of a partition set",
+        description="Plan each GNN layer's halo exchange of a partition set on a topology "
+        "with every planner (or one) and price the plans on the flow simulator.",
+    )
     gather.add_argument("partdir", type=Path, metavar="PARTDIR", help="partition set (commgraph partition make)")
     add_topology_argument(gather)
-    gather.add_argument("--feature-dim", type=int, required=True, metavar="F",
-                        help="embedding width; rows are F float32 values")
-    gather.add_argument("--planner", choices=("all", *PLANNERS["allgather"]), default="all",
-                        help="the planner to run, or all of them")
+    gather.add_argument(
+        "--feature-dim", type=int, required=True, metavar="F", help="embedding width; rows are F float32 values"
+    )
+    gather.add_argument(
+        "--planner", choices=("all", *PLANNERS["allgather"]), default="all", help="the planner to run, or all of them"
+    )
     gather.add_argument("--placement", metavar="DEV,DEV,...", help="device of each part (default: GPUs in order)")
     gather.add_argument("--layers", type=int, default=2, help="GNN layers (for replicate's L-hop halo)")
     _common(gather)
     gather.set_defaults(run=run_allgather)
 
-    reduce = kinds.add_parser("allreduce", help="gradient all-reduce across the workers",
-                              description="Plan an all-reduce (or, with --collective, an all-gather or "
-                                          "reduce-scatter) across the topology's workers with every planner (or "
-                                          "one), beside the throughput bound, and price the plans.")
+    reduce = kinds.add_parser(
+        "allreduce",
+        help="gradient all-reduce across the workers",
+        description="Plan an all-reduce (or, with --collective, an all-gather or "
+        "reduce-scatter) across the topology's workers with every planner (or "
+        "one), beside the throughput bound, and price the plans.",
+    )
     add_topology_argument(reduce)
-    reduce.add_argument("--bytes", type=byte_count, default="1e8", metavar="SIZE",
-                        help="bytes to all-reduce, or of the whole gathered tensor; K/M/G suffixes")
-    reduce.add_argument("--collective", choices=("allreduce", *COLLECTIVES), default="allreduce",
-                        help="the collective across the workers (all-gather and reduce-scatter: ring or lp)")
-    reduce.add_argument("--planner", choices=("all", *dict.fromkeys(PLANNERS["allreduce"] + GATHER_PLANNERS)),
-                        default="all", help="the planner to run, or all of them (all-gather and reduce-scatter: "
-                                            "ring or lp)")
+    reduce.add_argument(
+        "--bytes",
+        type=byte_count,
+        default="1e8",
+        metavar="SIZE",
+        help="bytes to all-reduce, or of the whole gathered tensor; K/M/G suffixes",
+    )
+    reduce.add_argument(
+        "--collective",
+        choices=("allreduce", *COLLECTIVES),
+        default="allreduce",
+        help="the collective across the workers (all-gather and reduce-scatter: ring or lp)",
+    )
+    reduce.add_argument(
+        "--planner",
+        choices=("all", *dict.fromkeys(PLANNERS["allreduce"] + GATHER_PLANNERS)),
+        default="all",
+        help="the planner to run, or all of them (all-gather and reduce-scatter: ring or lp)",
+    )
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
 
-    cast = kinds.add_parser("broadcast", help="broadcast from one worker by arborescence packing",
-                            description="Plan a broadcast from one device to every worker by packing "
-                                        "edge-disjoint arborescences, and price it.")
+    cast = kinds.add_parser(
+        "broadcast",
+        help="broadcast from one worker by arborescence packing",
+        description="Plan a broadcast from one device to every worker by packing "
+        "edge-disjoint arborescences, and price it.",
+    )
     add_topology_argument(cast)
     cast.add_argument("--root", required=True, help="the device that holds the data (e.g. gpu0)")
-    cast.add_argument("--bytes", type=byte_count, default="1e8", metavar="SIZE",
-                      help="bytes to broadcast, K/M/G suffixes")
+    cast.add_argument(
+        "--bytes", type=byte_count, default="1e8", metavar="SIZE", help="bytes to broadcast, K/M/G suffixes"
+    )
     _common(cast)
     cast.set_defaults(run=run_broadcast, planner="arborescence")
 
 
 def register_h2d(kinds) -> None:
-    bulk = kinds.add_parser("h2d", help="bulk copy from host memory to GPUs, split over paths (max-flow LP)",
-                            description="Bulk host -> GPU copies: each GPU's route (direct) or split over the "
-                                        "candidate paths of every GPU at once by a max-flow LP that shares each "
-                                        "link (lp), priced on the flow simulator. Simulated only: commgraph has "
-                                        "no executor for a split copy yet, and a machine with one GPU has no "
-                                        "second path.")
+    bulk = kinds.add_parser(
+        "h2d",
+        help="bulk copy from host memory to GPUs, split over paths (max-flow LP)",
+        description="Bulk host -> GPU copies: each GPU's route (direct) or split over the "
+        "candidate paths of every GPU at once by a max-flow LP that shares each "
+        "link (lp), priced on the flow simulator. Simulated only: commgraph has "
+        "no executor for a split copy yet, and a machine with one GPU has no "
+        "second path.",
+    )
     add_topology_argument(bulk)
     bulk.add_argument("--bytes", type=byte_count, default="1G", metavar="SIZE", help="bytes per GPU, K/M/G suffixes")
     bulk.add_argument("--gpus", default="0", metavar="I,J,...", help="target GPUs by index or id")
     bulk.add_argument("--src", help="host memory the bytes start in (default: the first CPU)")
-    bulk.add_argument("--planner", choices=("all", *PLANNERS["h2d"]), default="all",
-                      help="the planner to run, or all of them")
+    bulk.add_argument(
+        "--planner", choices=("all", *PLANNERS["h2d"]), default="all", help="the planner to run, or all of them"
+    )
     add_json(bulk)
     bulk.set_defaults(run=run_h2d)
 
@@ -121,25 +157,35 @@ def run_allreduce(args: argparse.Namespace) -> int:
     if args.collective != "allreduce":
         return run_gather(args, nbytes)
     if args.planner not in ("all", *PLANNERS["allreduce"]):
-        raise PlanError(f"unknown all-reduce planner {args.planner!r}; "
-                        f"choose one of {', '.join(PLANNERS['allreduce'])}")
+        raise PlanError(
+            f"unknown all-reduce planner {args.planner!r}; choose one of {', '.join(PLANNERS['allreduce'])}"
+        )
     topology = topology_from_args(args)
     plans, report, bound = [], {}, None
     for name in _chosen(args, PLANNERS["allreduce"]):
         plan = plan_allreduce(name, topology, nbytes)
         plans.append(plan)
         bound = plan.notes["lower_bound"]
-        report[name] = {"normalized_time": plan.notes["normalized_time"],
-                        "modeled_seconds": price(plan, topology)["modeled_seconds"],
-                        "bandwidth": plan.notes["bandwidth"]}
+        report[name] = {
+            "normalized_time": plan.notes["normalized_time"],
+            "modeled_seconds": price(plan, topology)["modeled_seconds"],
+            "bandwidth": plan.notes["bandwidth"],
+        }
         if name == "lp":
-            report[name].update({k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees", "certificate")
-                                 if k in plan.notes})
+            report[name].update(
+                {k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees", "certificate") if k in plan.notes}
+            )
     devices = [d.id for d in topology.workers]
     _finish(args, plans, devices, {"planners": report, "lower_bound": bound})
     if not args.json:
-        bounds = {(r["bandwidth"]["bound"]["algbw_gbps"], r["bandwidth"]["bound"]["partition"],
-                   r["bandwidth"]["bound"]["links"]) for r in report.values()}
+        bounds = {
+            (
+                r["bandwidth"]["bound"]["algbw_gbps"],
+                r["bandwidth"]["bound"]["partition"],
+                r["bandwidth"]["bound"]["links"],
+            )
+            for r in report.values()
+        }
         for gbps, partition, links in sorted(bounds):
             print(f"throughput bound ({partition} partition, {links} links): {gbps:.2f} GB/s of algorithm bandwidth")
     return 0
@@ -148,22 +194,32 @@ def run_allreduce(args: argparse.Namespace) -> int:
 def run_gather(args: argparse.Namespace, nbytes: float) -> int:
     """``plan allreduce --collective allgather|reducescatter``: ``ring`` and ``lp``, priced as the all-reduce."""
     if args.planner not in ("all", *GATHER_PLANNERS):
-        raise PlanError(f"unknown {args.collective} planner {args.planner!r}; "
-                        f"choose one of {', '.join(GATHER_PLANNERS)}")
+        raise PlanError(
+            f"unknown {args.collective} planner {args.planner!r}; choose one of {', '.join(GATHER_PLANNERS)}"
+        )
     topology = topology_from_args(args)
     plans, report = [], {}
     for name in _chosen(args, GATHER_PLANNERS):
         plan = plan_collective(args.collective, name, topology, nbytes)
         plans.append(plan)
-        report[name] = {"modeled_seconds": price(plan, topology)["modeled_seconds"],
-                        "bandwidth": plan.notes["bandwidth"]}
-        report[name].update({k: plan.notes[k] for k in ("normalized_time", "optimum", "optimum_fraction", "certificate",
-                                                        "synthesis", "arborescences") if k in plan.notes})
+        report[name] = {
+            "modeled_seconds": price(plan, topology)["modeled_seconds"],
+            "bandwidth": plan.notes["bandwidth"],
+        }
+        report[name].update(
+            {
+                k: plan.notes[k]
+                for k in ("normalized_time", "optimum", "optimum_fraction", "certificate", "synthesis", "arborescences")
+                if k in plan.notes
+            }
+        )
     _finish(args, plans, [d.id for d in topology.workers], {"collective": args.collective, "planners": report})
     if not args.json:
         bound = next(iter(report.values()))["bandwidth"]["bound"]
-        print(f"throughput bound (all-gather cut, {bound['partition']}): {bound['algbw_gbps']:.2f} GB/s "
-              "of algorithm bandwidth")
+        print(
+            f"throughput bound (all-gather cut, {bound['partition']}): {bound['algbw_gbps']:.2f} GB/s "
+            "of algorithm bandwidth"
+        )
     return 0
 
 
@@ -171,8 +227,11 @@ def run_broadcast(args: argparse.Namespace) -> int:
     check_outputs(args, "--out", "--png")
     topology = topology_from_args(args)
     plan = plan_broadcast(topology, args.root, args.bytes)
-    row = {"normalized_time": plan.notes["normalized_time"], "modeled_seconds": price(plan, topology)["modeled_seconds"],
-           **{k: plan.notes[k] for k in ("optimum", "optimum_fraction", "arborescences_rate")}}
+    row = {
+        "normalized_time": plan.notes["normalized_time"],
+        "modeled_seconds": price(plan, topology)["modeled_seconds"],
+        **{k: plan.notes[k] for k in ("optimum", "optimum_fraction", "arborescences_rate")},
+    }
     _finish(args, [plan], [d.id for d in topology.workers], {"planners": {"arborescence": row}})
     if not args.json:
         print(f"rate {row['arborescences_rate']:.3f} links: as fast as that many edge-disjoint arborescences")
@@ -188,18 +247,22 @@ def run_h2d(args: argparse.Namespace) -> int:
     src = args.src or cpus[0]
     nbytes = args.bytes
     report = {}
-    for name in (PLANNERS["h2d"] if args.planner == "all" else (args.planner,)):
+    for name in PLANNERS["h2d"] if args.planner == "all" else (args.planner,):
         plan = plan_bulk(topology, src, gpus, nbytes, name)
-        report[name] = {"seconds": simulate(topology, plan.tasks(), timeline=False).makespan,
-                        "bound_seconds": plan.bound_seconds, "paths": [part.to_dict() for part in plan.parts]}
+        report[name] = {
+            "seconds": simulate(topology, plan.tasks(), timeline=False).makespan,
+            "bound_seconds": plan.bound_seconds,
+            "paths": [part.to_dict() for part in plan.parts],
+        }
     if args.json:
         print(json.dumps({"src": src, "gpus": gpus, "bytes": nbytes, "planners": report}))
         return 0
     base = report.get("direct", {}).get("seconds")
     for name, row in report.items():
         ratio = f"  ({base / row['seconds']:.2f}x direct)" if base and name != "direct" else ""
-        print(f"{name:>8}: {row['seconds'] * 1e3:10.3f} ms simulated, "
-              f"bound {row['bound_seconds'] * 1e3:10.3f} ms{ratio}")
+        print(
+            f"{name:>8}: {row['seconds'] * 1e3:10.3f} ms simulated, bound {row['bound_seconds'] * 1e3:10.3f} ms{ratio}"
+        )
         for part in row["paths"]:
             print(f"          {part['gpu']:<6} {part['bytes'] / 1e6:12.2f} MB  {' > '.join(part['devices'])}")
     print("simulated only: commgraph has no executor for a split copy yet (one GPU or none has no second path)")
@@ -238,8 +301,10 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
                 text += f" (= {row['optimum_fraction']}, {row['arborescences']} arborescences)"
             if "bandwidth" in row:
                 band = row["bandwidth"]
-                text += f"   algbw {band['algbw_gbps']:.2f} GB/s (busbw {band['busbw_gbps']:.2f}), " \
-                        f"{band['of_bound']:.3f} of the bound"
+                text += (
+                    f"   algbw {band['algbw_gbps']:.2f} GB/s (busbw {band['busbw_gbps']:.2f}), "
+                    f"{band['of_bound']:.3f} of the bound"
+                )
             if "certificate" in row:
                 family = "tree" if "trees" in row else "arborescence"
                 text += f"; certificate: no {family} schedule beats {row['certificate']['algbw_gbps_at_most']:.2f} GB/s"
@@ -251,8 +316,10 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
             if "fallback" in row:
                 text += "   [p2p: trees priced slower]"
             if "total_duplicated_nodes" in row:
-                text += f"   no exchange; {row['total_duplicated_nodes']:,} duplicated nodes, " \
-                        f"{row['extra_memory_bytes'] / 1e6:.2f} MB"
+                text += (
+                    f"   no exchange; {row['total_duplicated_nodes']:,} duplicated nodes, "
+                    f"{row['extra_memory_bytes'] / 1e6:.2f} MB"
+                )
         print(text)
     if result.get("lower_bound") is not None:
         print(f"lower bound (Lemma 2.1): {result['lower_bound']:.4f}")

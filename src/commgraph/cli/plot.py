@@ -13,8 +13,9 @@ from commgraph.train.plot import plot_runs, read_metrics
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("plot", help="draw training curves from metrics.jsonl files",
-                                   description=describe(__doc__))
+    parser = subparsers.add_parser(
+        "plot", help="draw training curves from metrics.jsonl files", description=describe(__doc__)
+    )
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl", help="metrics files, one per run")
     add_png(parser, "the picture to write", required=True)
     add_force(parser)

@@ -29,9 +29,9 @@ from commgraph.cli.args import FORCE_HELP, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
-from commgraph.plan.memory import JobShape, estimate_memory
 from commgraph.options import Options, option
 from commgraph.partition import is_partition_set, load_partition_set
+from commgraph.plan.memory import JobShape, estimate_memory
 from commgraph.runtime.options import JobOptions, in_torchrun
 
 
@@ -41,8 +41,9 @@ class PredictOptions(Options):
 
     error = TrainingError
     checkpoint_dir: str = option("the --checkpoint-dir of a commgraph train run", metavar="DIR")
-    best: bool = option("the model of the epoch with the best validation accuracy, not the last one", type=bool,
-                        default=False)
+    best: bool = option(
+        "the model of the epoch with the best validation accuracy, not the last one", type=bool, default=False
+    )
     out: str | None = option("write the predicted classes (.npy or .csv)", metavar="FILE", default=None)
     force: bool = option(FORCE_HELP, type=bool, default=False)
     json: bool = option("print one JSON object", type=bool, default=False)
@@ -56,8 +57,9 @@ class PredictOptions(Options):
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("predict", help="label every node with a trained model",
-                                   description=describe(__doc__))
+    parser = subparsers.add_parser(
+        "predict", help="label every node with a trained model", description=describe(__doc__)
+    )
     add_graph_arguments(parser)
     PredictOptions.add_arguments(parser)
     LaunchOptions.add_arguments(parser.add_argument_group("workers (with --workers: one process per part)"))
@@ -76,11 +78,18 @@ def run(args: argparse.Namespace) -> int:
         model, _ = load_model(options.checkpoint_dir, best=options.best)  # a bad checkpoint: said once, here
         job = JobOptions.from_args(args)
         shape = partial(JobShape, hidden=model.widths[1], layers=len(model.widths) - 1, train=False)
-        spec = JobSpec("predict", args.graph, partial(graph_from_args, args), launcher, job,
-                       row_bytes=4 * model.widths[1], options=[options],
-                       memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
-                       json=options.json,
-                       debug=args.debug)
+        spec = JobSpec(
+            "predict",
+            args.graph,
+            partial(graph_from_args, args),
+            launcher,
+            job,
+            row_bytes=4 * model.widths[1],
+            options=[options],
+            memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
+            json=options.json,
+            debug=args.debug,
+        )
         return launch(spec, partial(_predict_rank, options, job))
     device = pick_device(launcher.device, 1, say=None if launcher.quiet else partial(print, file=sys.stderr))
     model, trained = load_model(options.checkpoint_dir, best=options.best)
@@ -96,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
     if options.out is not None:
         write_predictions(Path(options.out), predicted, graph.node_ids)
         wrote(options.out)
-    _report(options, trained, graph.name, graph.num_nodes, checksum, split_accuracy(split_counts(graph, predicted)),
-            seconds)
+    _report(
+        options, trained, graph.name, graph.num_nodes, checksum, split_accuracy(split_counts(graph, predicted)), seconds
+    )
     return 0
 
 
@@ -113,21 +123,39 @@ def _predict_rank(options: PredictOptions, job: JobOptions, world, partition_dir
         write_predictions(Path(options.out), predicted)
         wrote(options.out)
     manifest = load_partition_set(partition_dir, verify=False).manifest
-    _report(options, trained, manifest["graph"]["name"], predicted.shape[0], manifest["graph"]["checksum"], accuracy,
-            seconds)
+    _report(
+        options,
+        trained,
+        manifest["graph"]["name"],
+        predicted.shape[0],
+        manifest["graph"]["checksum"],
+        accuracy,
+        seconds,
+    )
 
 
-def _report(options: PredictOptions, trained: dict, name: str, num_nodes: int, checksum: str, accuracy: dict,
-            seconds: float) -> None:
-    report = {"graph": name, "num_nodes": num_nodes, "model": trained["model"], "layers": trained["layers"],
-              "hidden": trained["hidden"], "epoch": trained["epoch"], "same_graph": checksum == trained["graph"],
-              "accuracy": accuracy, "out": options.out, "seconds": seconds}
+def _report(
+    options: PredictOptions, trained: dict, name: str, num_nodes: int, checksum: str, accuracy: dict, seconds: float
+) -> None:
+    report = {
+        "graph": name,
+        "num_nodes": num_nodes,
+        "model": trained["model"],
+        "layers": trained["layers"],
+        "hidden": trained["hidden"],
+        "epoch": trained["epoch"],
+        "same_graph": checksum == trained["graph"],
+        "accuracy": accuracy,
+        "out": options.out,
+        "seconds": seconds,
+    }
     if options.json:
         print(json.dumps(report), flush=True)
         return
     origin = "the graph it was trained on" if report["same_graph"] else "a graph it was not trained on"
-    print(f"{trained['model']}, {trained['layers']} layers, hidden {trained['hidden']}, after epoch "
-          f"{trained['epoch']}, on {origin}: {name}, {num_nodes:,} nodes in {seconds:.2f} s")
+    print(
+        f"{trained['model']}, {trained['layers']} layers, hidden {trained['hidden']}, after epoch "
+        f"{trained['epoch']}, on {origin}: {name}, {num_nodes:,} nodes in {seconds:.2f} s"
+    )
     for split, result in accuracy.items():
         print(f"{split:<5} accuracy {result['accuracy']:.4f} ({result['nodes']:,} nodes)")
-

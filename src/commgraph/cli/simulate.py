@@ -7,8 +7,15 @@ import json
 from pathlib import Path
 
 from commgraph.cli import describe
-from commgraph.cli.args import add_force, add_json, add_png, add_topology_argument, check_outputs, topology_from_args, \
-    wrote
+from commgraph.cli.args import (
+    add_force,
+    add_json,
+    add_png,
+    add_topology_argument,
+    check_outputs,
+    topology_from_args,
+    wrote,
+)
 from commgraph.sim import read_dag, simulate
 from commgraph.sim.plot import plot_timeline
 from commgraph.topology.model import ROUTINGS
@@ -17,13 +24,22 @@ TABLE_LIMIT = 40
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("dag", help="a task DAG on a topology, in the flow-level simulator", description=describe(__doc__))
-    parser.add_argument("dag", type=Path, metavar="DAG.json",
-                        help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see docs/simulation.md)')
+    parser = subparsers.add_parser(
+        "dag", help="a task DAG on a topology, in the flow-level simulator", description=describe(__doc__)
+    )
+    parser.add_argument(
+        "dag",
+        type=Path,
+        metavar="DAG.json",
+        help='{"tasks": [{"id", "type": "transfer"|"compute", ...}]} (see docs/simulation.md)',
+    )
     add_topology_argument(parser)
-    parser.add_argument("--routing", choices=ROUTINGS,
-                        help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
-                             "evenly over them); default: the topology's")
+    parser.add_argument(
+        "--routing",
+        choices=ROUTINGS,
+        help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
+        "evenly over them); default: the topology's",
+    )
     add_json(parser, "print the full result as JSON")
     add_png(parser, "draw the timeline")
     add_force(parser)
@@ -51,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if rows:
         print("busiest links:")
         for row in rows:
-            print(f"  {row['link']:<28} {row['kind']:<10} {row['bytes'] / 1e6:12.3f} MB  "
-                  f"busy {row['busy_seconds'] * 1e3:9.4f} ms  utilisation {row['utilisation']:.1%}")
+            print(
+                f"  {row['link']:<28} {row['kind']:<10} {row['bytes'] / 1e6:12.3f} MB  "
+                f"busy {row['busy_seconds'] * 1e3:9.4f} ms  utilisation {row['utilisation']:.1%}"
+            )
     return 0

@@ -11,8 +11,16 @@ from collections import Counter
 from pathlib import Path
 
 from commgraph.cli import describe
-from commgraph.cli.args import add_force, add_json, add_png, add_topology_argument, byte_counts, check_outputs, \
-    topology_from_args, wrote
+from commgraph.cli.args import (
+    add_force,
+    add_json,
+    add_png,
+    add_topology_argument,
+    byte_counts,
+    check_outputs,
+    topology_from_args,
+    wrote,
+)
 from commgraph.errors import TopologyError
 from commgraph.topology import preset_names, read_yaml, write_yaml
 from commgraph.topology.detect import detect, parse_topo_matrix
@@ -27,13 +35,20 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("topo", help="hardware topologies", description=describe(__doc__))
     commands = parser.add_subparsers(dest="topo_command", metavar="COMMAND", required=True)
 
-    listing = commands.add_parser("list", help="list the presets", description="The preset topologies, one name a "
-                                  "line; each is a --topology value (NxPRESET-ib and fattree:... build clusters).")
+    listing = commands.add_parser(
+        "list",
+        help="list the presets",
+        description="The preset topologies, one name a "
+        "line; each is a --topology value (NxPRESET-ib and fattree:... build clusters).",
+    )
     add_json(listing, "print the names as one JSON object")
     listing.set_defaults(run=run_list)
 
-    show = commands.add_parser("show", help="describe a preset or YAML file",
-                               description="A topology's hosts, devices and links, as text, JSON or YAML, or drawn.")
+    show = commands.add_parser(
+        "show",
+        help="describe a preset or YAML file",
+        description="A topology's hosts, devices and links, as text, JSON or YAML, or drawn.",
+    )
     add_topology_argument(show)
     show.add_argument("--json", action="store_true", help="print devices and links as JSON")
     show.add_argument("--yaml", action="store_true", help="print the topology as YAML")
@@ -41,39 +56,61 @@ def register(subparsers) -> None:
     add_force(show)
     show.set_defaults(run=run_show)
 
-    found = commands.add_parser("detect", help="this machine's topology (nvidia-smi topo -m, or CPU only)",
-                                description="This machine's topology from nvidia-smi topo -m (a CPU-only machine: "
-                                            "its CPUs), as YAML on stdout or into --out.")
+    found = commands.add_parser(
+        "detect",
+        help="this machine's topology (nvidia-smi topo -m, or CPU only)",
+        description="This machine's topology from nvidia-smi topo -m (a CPU-only machine: "
+        "its CPUs), as YAML on stdout or into --out.",
+    )
     found.add_argument("--out", type=Path, metavar="FILE.yaml", help="write YAML here instead of printing it")
-    found.add_argument("--from-file", type=Path, metavar="TXT",
-                       help="parse saved 'nvidia-smi topo -m' output (e.g. from another machine)")
+    found.add_argument(
+        "--from-file",
+        type=Path,
+        metavar="TXT",
+        help="parse saved 'nvidia-smi topo -m' output (e.g. from another machine)",
+    )
     add_force(found)
     found.set_defaults(run=run_detect)
 
-    measured = commands.add_parser("calibrate", help="measure the links between worker processes on this machine "
-                                   "and write a calibrated topology",
-                                   description="Measure point-to-point and all-reduce times between worker "
-                                               "processes on this machine, fit latency and bandwidth per link, and "
-                                               "write the calibrated topology (YAML on stdout or into --out).")
-    measured.add_argument("--workers", type=int,
-                          help="worker processes to measure (default: one per core, at least 2); under torchrun "
-                               "its world is measured")
-    measured.add_argument("--out", type=Path, metavar="FILE.yaml",
-                          help="write the topology YAML here instead of printing it")
-    measured.add_argument("--sizes", type=byte_counts, default="4K,64K,1M,16M,64M", metavar="SIZE,...",
-                          help="message sizes in bytes, K/M/G suffixes")
-    measured.add_argument("--messages", default="1,4", metavar="M,...",
-                          help="messages each worker sends at once")
+    measured = commands.add_parser(
+        "calibrate",
+        help="measure the links between worker processes on this machine and write a calibrated topology",
+        description="Measure point-to-point and all-reduce times between worker "
+        "processes on this machine, fit latency and bandwidth per link, and "
+        "write the calibrated topology (YAML on stdout or into --out).",
+    )
+    measured.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes to measure (default: one per core, at least 2); under torchrun its world is measured",
+    )
+    measured.add_argument(
+        "--out", type=Path, metavar="FILE.yaml", help="write the topology YAML here instead of printing it"
+    )
+    measured.add_argument(
+        "--sizes",
+        type=byte_counts,
+        default="4K,64K,1M,16M,64M",
+        metavar="SIZE,...",
+        help="message sizes in bytes, K/M/G suffixes",
+    )
+    measured.add_argument("--messages", default="1,4", metavar="M,...", help="messages each worker sends at once")
     measured.add_argument("--repeats", type=int, default=5, help="timed repeats per point; the median counts")
-    measured.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                          help="cpu: Gloo workers; cuda: NCCL, a GPU per worker; auto: GPUs if there are enough")
+    measured.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="cpu: Gloo workers; cuda: NCCL, a GPU per worker; auto: GPUs if there are enough",
+    )
     measured.add_argument("--timeout", type=float, default=60.0, help="seconds any one exchange may take")
     add_force(measured)
     measured.set_defaults(run=run_calibrate)
 
-    check = commands.add_parser("validate", help="check a topology YAML file",
-                                description="Check that a topology YAML file reads and that its workers reach "
-                                            "each other.")
+    check = commands.add_parser(
+        "validate",
+        help="check a topology YAML file",
+        description="Check that a topology YAML file reads and that its workers reach each other.",
+    )
     check.add_argument("file", type=Path, metavar="FILE.yaml", help="the topology file to check")
     check.set_defaults(run=run_validate)
 
@@ -105,13 +142,11 @@ def run_show(args: argparse.Namespace) -> int:
 def _describe(topology: Topology) -> None:
     devices = Counter(d.kind for d in topology.devices)
     hosts = [host for host in topology.hosts if any(d.host == host and d.kind != "switch" for d in topology.devices)]
-    print(f"{topology.name}: {len(hosts)} host(s), "
-          + ", ".join(f"{n} {kind}" for kind, n in devices.items()))
+    print(f"{topology.name}: {len(hosts)} host(s), " + ", ".join(f"{n} {kind}" for kind, n in devices.items()))
     kinds = Counter()
     for link in topology.links:
         kinds[link.kind] += link.count
-    print("links: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-          + f" ({len(topology.links)} entries)")
+    print("links: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items()) + f" ({len(topology.links)} entries)")
     if len(topology.links) > TABLE_LIMIT:
         print(f"(more than {TABLE_LIMIT} links: use --json or --yaml for the full list)")
         return
@@ -119,16 +154,20 @@ def _describe(topology: Topology) -> None:
         print(f"calibrated {topology.calibrated.when} on {topology.calibrated.host}: {topology.calibrated.how}")
         if topology.calibrated.allreduce is not None:
             fit = topology.calibrated.allreduce
-            print(f"torch's all-reduce across every worker: {fit['latency_us']:.1f} us + bytes at "
-                  f"{fit['bandwidth_gbps']:.3f} GB/s")
+            print(
+                f"torch's all-reduce across every worker: {fit['latency_us']:.1f} us + bytes at "
+                f"{fit['bandwidth_gbps']:.3f} GB/s"
+            )
     copies = [d for d in topology.devices if d.copy_gbps is not None]
     if copies:
         print("row copies: " + ", ".join(f"{d.id} {d.copy_gbps:.2f} GB/s" for d in copies))
     width = max(len(link.a) + len(link.b) for link in topology.links) + 3
     for link in topology.links:
         overhead = f"  +{link.overhead_us:.1f} us/message" if link.overhead_us else ""
-        print(f"  {link.a + ' - ' + link.b:<{width}}  {link.kind:<13} x{link.count}  "
-              f"{link.bandwidth_gbps:7.2f} GB/s  {link.latency_us:5.1f} us{overhead}")
+        print(
+            f"  {link.a + ' - ' + link.b:<{width}}  {link.kind:<13} x{link.count}  "
+            f"{link.bandwidth_gbps:7.2f} GB/s  {link.latency_us:5.1f} us{overhead}"
+        )
 
 
 def run_detect(args: argparse.Namespace) -> int:
@@ -173,8 +212,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from commgraph.runtime import in_torchrun, join
     from commgraph.runtime.calibrate import ProbeSpec, calibrate, check_workers, collect
 
-    spec = ProbeSpec(sizes=tuple(int(s) if float(s).is_integer() else s for s in args.sizes),
-                     messages=tuple(_counts(args.messages)), repeats=args.repeats)
+    spec = ProbeSpec(
+        sizes=tuple(int(s) if float(s).is_integer() else s for s in args.sizes),
+        messages=tuple(_counts(args.messages)),
+        repeats=args.repeats,
+    )
     check_outputs(args, "--out")
     workers = args.workers if args.workers is not None else max(2, os.cpu_count() or 1)
     say = sys.stdout if args.out else sys.stderr  # without --out the YAML alone goes to stdout
@@ -207,12 +249,19 @@ def _counts(text: str) -> list[int]:
 
 
 def _print_fit(result, out) -> None:
-    print(f"{'probe':<6} {'msgs':>4} {'size':>8} {'measured ms':>12} {'spread ms':>17} {'model ms':>9} {'error':>7}",
-          file=out)
+    print(
+        f"{'probe':<6} {'msgs':>4} {'size':>8} {'measured ms':>12} {'spread ms':>17} {'model ms':>9} {'error':>7}",
+        file=out,
+    )
     for row, point in zip(result.rows(), result.points):
-        print(f"{row['probe']:<6} {row['messages']:>4} {row['bytes']:>8} {row['measured_s'] * 1e3:>12.3f} "
-              f"{point.low * 1e3:>8.3f}-{point.high * 1e3:<8.3f} {row['model_s'] * 1e3:>9.3f} {row['error']:>+7.1%}",
-              file=out)
+        print(
+            f"{row['probe']:<6} {row['messages']:>4} {row['bytes']:>8} {row['measured_s'] * 1e3:>12.3f} "
+            f"{point.low * 1e3:>8.3f}-{point.high * 1e3:<8.3f} {row['model_s'] * 1e3:>9.3f} {row['error']:>+7.1%}",
+            file=out,
+        )
     for probe, fit in result.fits.items():
-        print(f"{probe}: latency {fit.latency_s * 1e6:.1f} us, overhead {fit.overhead_s * 1e6:.1f} us per message, "
-              f"{fit.bandwidth_gbps:.3f} GB/s (worst error {fit.worst_error:.0%})", file=out)
+        print(
+            f"{probe}: latency {fit.latency_s * 1e6:.1f} us, overhead {fit.overhead_s * 1e6:.1f} us per message, "
+            f"{fit.bandwidth_gbps:.3f} GB/s (worst error {fit.worst_error:.0%})",
+            file=out,
+        )

@@ -24,8 +24,9 @@ from commgraph.train.config import BATCH_SIZE, TrainConfig
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("train", help="train a GNN across workers, full-graph or on sampled mini-batches",
-                                   description=describe(__doc__))
+    parser = subparsers.add_parser(
+        "train", help="train a GNN across workers, full-graph or on sampled mini-batches", description=describe(__doc__)
+    )
     add_graph_arguments(parser)
     LaunchOptions.add_arguments(parser.add_argument_group("workers"))
     TrainConfig.add_arguments(parser)
@@ -37,20 +38,42 @@ def run(args: argparse.Namespace) -> int:
     launcher = LaunchOptions.from_args(args)
     config = TrainConfig.from_args(args, progress=not launcher.quiet)
     replicate = config.comm.exchange == "replicate"  # nothing is exchanged per layer: no plan to choose
-    spec = JobSpec("train", args.graph, partial(graph_from_args, args), launcher, config.job,
-                   row_bytes=None if replicate else 4 * config.gnn.hidden, seed=config.optim.seed,
-                   options=config.sections(), allreduce=config.comm.allreduce, check=check_trainable,
-                   prepare=partial(_prepare, config), memory=partial(_memory, config), json=args.json,
-                   debug=args.debug)
+    spec = JobSpec(
+        "train",
+        args.graph,
+        partial(graph_from_args, args),
+        launcher,
+        config.job,
+        row_bytes=None if replicate else 4 * config.gnn.hidden,
+        seed=config.optim.seed,
+        options=config.sections(),
+        allreduce=config.comm.allreduce,
+        check=check_trainable,
+        prepare=partial(_prepare, config),
+        memory=partial(_memory, config),
+        json=args.json,
+        debug=args.debug,
+    )
     return launch(spec, partial(_train, config), describe=partial(_describe, config))
 
 
 def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEstimate:
     """What this training run will hold (every worker on this machine)."""
     sampling, gnn = config.sampling, config.gnn
-    return estimate_memory(pset, JobShape(workers, workers, gnn.hidden, gnn.layers, sampling.sampler,
-                                          sampling.batch_size or BATCH_SIZE, tuple(config.fanouts or ()),
-                                          sampling.peer_rows or "map", sampling.structure or "replicated"))
+    return estimate_memory(
+        pset,
+        JobShape(
+            workers,
+            workers,
+            gnn.hidden,
+            gnn.layers,
+            sampling.sampler,
+            sampling.batch_size or BATCH_SIZE,
+            tuple(config.fanouts or ()),
+            sampling.peer_rows or "map",
+            sampling.structure or "replicated",
+        ),
+    )
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
@@ -62,14 +85,19 @@ def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
     if config.sampling.dgs_masks is not None:
         load_masks(config.sampling.dgs_masks, pset, pset.part(0).features.shape[1])
     if config.log.resume:
-        checkpoint.load(Path(config.log.checkpoint_dir),
-                        checkpoint.identity(pset.manifest["graph"]["checksum"], pset.num_parts, config))
+        checkpoint.load(
+            Path(config.log.checkpoint_dir),
+            checkpoint.identity(pset.manifest["graph"]["checksum"], pset.num_parts, config),
+        )
 
 
 def _describe(config: TrainConfig, partition_dir: Path, workers: int) -> str:
     sampling = config.sampling.sampler
-    how = f"exchange {config.comm.exchange}" if sampling is None else \
-        f"sampler {sampling}, evaluated by the full-graph pass (exchange {config.comm.exchange})"
+    how = (
+        f"exchange {config.comm.exchange}"
+        if sampling is None
+        else f"sampler {sampling}, evaluated by the full-graph pass (exchange {config.comm.exchange})"
+    )
     return f"training {config.gnn.model} on {partition_dir} with {workers} worker(s), {how}"
 
 
@@ -80,22 +108,39 @@ def _train(config: TrainConfig, world, partition_dir: Path) -> None:
     if world.is_leader and result.history:
         last, best = result.history[-1], result.best
         test = "-" if last["test_acc"] is None else f"{last['test_acc']:.4f}"
-        print(f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {test}"
-              + (f"; best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
-                 f"(test {best['test_acc']:.4f})" if best else ""), flush=True)
+        print(
+            f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {test}"
+            + (
+                f"; best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
+                f"(test {best['test_acc']:.4f})"
+                if best
+                else ""
+            ),
+            flush=True,
+        )
         log = config.log
-        for path in (log.metrics_out, log.predictions_out, config.sampling.dgs_masks_out, log.checkpoint_dir,
-                     log.tensorboard):
+        for path in (
+            log.metrics_out,
+            log.predictions_out,
+            config.sampling.dgs_masks_out,
+            log.checkpoint_dir,
+            log.tensorboard,
+        ):
             if path is not None and Path(path).exists():
                 wrote(path)
 
 
 def check_trainable(name: str, data) -> None:
     """Refuse a graph (or partition set) that node classification cannot train on."""
-    missing = [what for what, value in (("features", data.features), ("labels", data.labels),
-                                        ("train mask", data.train_mask)) if value is None]
+    missing = [
+        what
+        for what, value in (("features", data.features), ("labels", data.labels), ("train mask", data.train_mask))
+        if value is None
+    ]
     if missing:
-        raise TrainingError(f"{name} has no node {', '.join(missing)} to train on: use a dataset that has them "
-                            "(cora, an OGB or Planetoid folder, an .npz with them) or a synthetic graph that "
-                            "makes them, e.g. rmat:nodes=100000,edges=1000000,features=64,classes=8 or "
-                            "sbm:nodes=100000,classes=8,features=64")
+        raise TrainingError(
+            f"{name} has no node {', '.join(missing)} to train on: use a dataset that has them "
+            "(cora, an OGB or Planetoid folder, an .npz with them) or a synthetic graph that "
+            "makes them, e.g. rmat:nodes=100000,edges=1000000,features=64,classes=8 or "
+            "sbm:nodes=100000,classes=8,features=64"
+        )

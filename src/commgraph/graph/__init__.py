@@ -17,7 +17,22 @@ from commgraph.graph.snap import load_snap
 from commgraph.graph.synthetic import rmat, sbm
 
 __all__ = [
-    "BUNDLED", "FORMATS", "GENERATORS", "Graph", "REGISTRY", "from_edges", "from_pyg", "load_dataset",
-    "load_graph", "load_npz", "load_ogb", "load_planetoid", "load_snap", "rmat", "save_npz", "sbm",
-    "split_masks", "to_pyg",
+    "BUNDLED",
+    "FORMATS",
+    "GENERATORS",
+    "Graph",
+    "REGISTRY",
+    "from_edges",
+    "from_pyg",
+    "load_dataset",
+    "load_graph",
+    "load_npz",
+    "load_ogb",
+    "load_planetoid",
+    "load_snap",
+    "rmat",
+    "save_npz",
+    "sbm",
+    "split_masks",
+    "to_pyg",
 ]

@@ -49,18 +49,14 @@ def from_edges(
     src = _ids(src, "src")
     dst = _ids(dst, "dst")
     if src.shape != dst.shape:
-        raise GraphValidationError(
-            f"src and dst must have the same length, got {src.shape[0]} and {dst.shape[0]}"
-        )
+        raise GraphValidationError(f"src and dst must have the same length, got {src.shape[0]} and {dst.shape[0]}")
     largest = int(max(src.max(initial=-1), dst.max(initial=-1)))
     if num_nodes is None:
         num_nodes = largest + 1
     if num_nodes < 0:
         raise GraphValidationError(f"num_nodes must be >= 0, got {num_nodes}")
     if largest >= num_nodes:
-        raise GraphValidationError(
-            f"edge endpoint {largest} is out of range for a graph of {num_nodes} nodes"
-        )
+        raise GraphValidationError(f"edge endpoint {largest} is out of range for a graph of {num_nodes} nodes")
     if weights is not None:
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != src.shape:
@@ -107,8 +103,9 @@ def _csr_by_destination(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.nd
     return indptr, cols.astype(np.int64, copy=False)
 
 
-def _weighted_csr_by_destination(src: np.ndarray, dst: np.ndarray, weights: np.ndarray,
-                                 n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _weighted_csr_by_destination(
+    src: np.ndarray, dst: np.ndarray, weights: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """As :func:`_csr_by_destination`, carrying each edge's weight; a repeated edge keeps its lightest."""
     order = np.lexsort((weights, src, dst))
     rows, cols, weights = dst[order], src[order], weights[order]

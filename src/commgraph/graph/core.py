@@ -123,11 +123,7 @@ class Graph:
         return sum(a.nbytes for a in self._arrays().values())
 
     def _arrays(self) -> dict[str, np.ndarray]:
-        return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if isinstance(getattr(self, f.name), np.ndarray)
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), np.ndarray)}
 
     def checksum(self) -> str:
         """A digest of every array (names, dtypes, shapes, bytes) and nothing else: files derived
@@ -144,10 +140,7 @@ class Graph:
         return (
             self.name == other.name
             and mine.keys() == theirs.keys()
-            and all(
-                mine[k].dtype == theirs[k].dtype and np.array_equal(mine[k], theirs[k])
-                for k in mine
-            )
+            and all(mine[k].dtype == theirs[k].dtype and np.array_equal(mine[k], theirs[k]) for k in mine)
         )
 
     # -- validation ----------------------------------------------------------------------------
@@ -159,8 +152,7 @@ class Graph:
             raise GraphValidationError("indptr must be a 1-D array of length num_nodes + 1")
         if indptr[0] != 0 or indptr[-1] != indices.shape[0]:
             raise GraphValidationError(
-                f"indptr must start at 0 and end at len(indices)={indices.shape[0]}, "
-                f"got {indptr[0]} .. {indptr[-1]}"
+                f"indptr must start at 0 and end at len(indices)={indices.shape[0]}, got {indptr[0]} .. {indptr[-1]}"
             )
         if indptr.shape[0] > 1 and np.any(np.diff(indptr) < 0):
             raise GraphValidationError("indptr must be non-decreasing")
@@ -172,22 +164,16 @@ class Graph:
             if lo < 0:
                 raise GraphValidationError(f"negative node id {lo} in indices")
             if hi >= n:
-                raise GraphValidationError(
-                    f"node id {hi} in indices is out of range for a graph of {n} nodes"
-                )
+                raise GraphValidationError(f"node id {hi} in indices is out of range for a graph of {n} nodes")
         if self.features is not None:
             if self.features.ndim != 2 or self.features.shape[0] != n:
-                raise GraphValidationError(
-                    f"features must have shape [num_nodes={n}, F], got {self.features.shape}"
-                )
+                raise GraphValidationError(f"features must have shape [num_nodes={n}, F], got {self.features.shape}")
             if not np.isfinite(self.features).all():
                 bad = int(np.flatnonzero(~np.isfinite(self.features).all(axis=1))[0])
                 raise GraphValidationError(f"features of node {bad} contain NaN or inf")
         if self.labels is not None:
             if self.labels.shape != (n,):
-                raise GraphValidationError(
-                    f"labels must have shape [num_nodes={n}], got {self.labels.shape}"
-                )
+                raise GraphValidationError(f"labels must have shape [num_nodes={n}], got {self.labels.shape}")
             if self.labels.size and self.labels.min() < -1:
                 raise GraphValidationError(
                     f"label {int(self.labels.min())} is invalid: use 0..C-1, or -1 for unlabelled"
@@ -195,9 +181,7 @@ class Graph:
         masks = {m: getattr(self, m) for m in MASK_NAMES if getattr(self, m) is not None}
         for mask_name, mask in masks.items():
             if mask.shape != (n,):
-                raise GraphValidationError(
-                    f"{mask_name} must have shape [num_nodes={n}], got {mask.shape}"
-                )
+                raise GraphValidationError(f"{mask_name} must have shape [num_nodes={n}], got {mask.shape}")
         if masks and self.labels is None:
             raise GraphValidationError("split masks were given but no labels: pass labels too")
         if self.labels is not None and not masks:
@@ -209,9 +193,7 @@ class Graph:
             if self.labels is not None and np.any(self.labels[mask] < 0):
                 raise GraphValidationError(f"{mask_name} selects unlabelled nodes (label -1)")
         if self.node_ids is not None and self.node_ids.shape != (n,):
-            raise GraphValidationError(
-                f"node_ids must have shape [num_nodes={n}], got {self.node_ids.shape}"
-            )
+            raise GraphValidationError(f"node_ids must have shape [num_nodes={n}], got {self.node_ids.shape}")
         if self.edge_weights is not None:
             if self.edge_weights.shape != indices.shape:
                 raise GraphValidationError(
@@ -233,8 +215,9 @@ class Graph:
             "num_classes": self.num_classes,
             "self_loops": int(_self_loops(self.indptr, self.indices).sum()),
             # no edge in or out: such a node is never sent, received or aggregated over
-            "isolated_nodes": int(np.count_nonzero((deg == 0) & (np.bincount(self.indices, minlength=self.num_nodes)
-                                                                 == 0))),
+            "isolated_nodes": int(
+                np.count_nonzero((deg == 0) & (np.bincount(self.indices, minlength=self.num_nodes) == 0))
+            ),
             "components": self.num_components(),
             "degree": {
                 "min": int(deg.min()) if deg.size else 0,

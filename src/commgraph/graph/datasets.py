@@ -132,9 +132,11 @@ def _download_all(entry: Dataset, root: Path, progress: bool, patience: Patience
         digest = sha256(dest)
         if remote.sha256 is not None and digest != remote.sha256:
             dest.unlink()
-            raise DatasetError(f"{remote.filename} from {mirrored(remote.url)} has SHA-256 {digest}, expected "
-                               f"{remote.sha256}; it was deleted: run again, and if it persists the source serves "
-                               "other bytes than the registry expects")
+            raise DatasetError(
+                f"{remote.filename} from {mirrored(remote.url)} has SHA-256 {digest}, expected "
+                f"{remote.sha256}; it was deleted: run again, and if it persists the source serves "
+                "other bytes than the registry expects"
+            )
         _record(root, key, digest)
 
 

@@ -61,8 +61,10 @@ class Patience:
         try:
             return cls(float(os.environ.get(TIMEOUT_ENV, TIMEOUT)), int(os.environ.get(TRIES_ENV, ATTEMPTS)))
         except ValueError:
-            raise DatasetError(f"{TIMEOUT_ENV} must be seconds and {TRIES_ENV} a count, got "
-                               f"{os.environ.get(TIMEOUT_ENV)!r} and {os.environ.get(TRIES_ENV)!r}") from None
+            raise DatasetError(
+                f"{TIMEOUT_ENV} must be seconds and {TRIES_ENV} a count, got "
+                f"{os.environ.get(TIMEOUT_ENV)!r} and {os.environ.get(TRIES_ENV)!r}"
+            ) from None
 
 
 def mirrored(url: str) -> str:
@@ -97,21 +99,29 @@ def download(url: str, dest: Path, *, progress: bool = True, patience: Patience 
             if exc.code < 500 or attempt == patience.tries:
                 raise DatasetError(f"{url} answered HTTP {exc.code} {exc.reason} (fetching {dest.name})") from None
             why = f"HTTP {exc.code}"
-        except (urllib.error.URLError, socket.timeout, ConnectionError) as exc:
+        except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
             reason = getattr(exc, "reason", exc)
             if attempt == patience.tries:
                 raise DatasetError(
                     f"cannot download {dest.name} ({reason}; {_kept(part)}, {_spent(patience)}): fetch {url} "
-                    f"yourself and put it at {dest}, then run again (or set {MIRROR_ENV})") from None
-            why = f"{reason}" if not isinstance(exc, socket.timeout) else \
-                f"{host} sent nothing for {patience.read_seconds:g} s"
+                    f"yourself and put it at {dest}, then run again (or set {MIRROR_ENV})"
+                ) from None
+            why = (
+                f"{reason}"
+                if not isinstance(exc, socket.timeout)
+                else f"{host} sent nothing for {patience.read_seconds:g} s"
+            )
         if progress and attempt < patience.tries:
-            print(f"commgraph: {dest.name}: {why}; {_kept(part)}; try {attempt + 1} of {patience.tries} "
-                  f"(at most {patience.read_seconds:g} s per read)", file=sys.stderr)
+            print(
+                f"commgraph: {dest.name}: {why}; {_kept(part)}; try {attempt + 1} of {patience.tries} "
+                f"(at most {patience.read_seconds:g} s per read)",
+                file=sys.stderr,
+            )
         time.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
     else:
-        raise DatasetError(f"{url} kept breaking off ({_kept(part)} in {part}, {_spent(patience)}); run again to "
-                           "resume")
+        raise DatasetError(
+            f"{url} kept breaking off ({_kept(part)} in {part}, {_spent(patience)}); run again to resume"
+        )
     try:
         check_archive(part, dest.name)
     except DatasetError:
@@ -125,8 +135,10 @@ def _kept(part: Path) -> str:
 
 
 def _spent(patience: Patience) -> str:
-    return (f"{patience.tries} tries of at most {patience.read_seconds:g} s per read; `graph datasets download "
-            f"--tries N --read-timeout S`, or {TRIES_ENV} and {TIMEOUT_ENV}, change them")
+    return (
+        f"{patience.tries} tries of at most {patience.read_seconds:g} s per read; `graph datasets download "
+        f"--tries N --read-timeout S`, or {TRIES_ENV} and {TIMEOUT_ENV}, change them"
+    )
 
 
 def _transfer(url: str, part: Path, progress: bool, timeout: float) -> bool:
@@ -149,15 +161,24 @@ def _transfer(url: str, part: Path, progress: bool, timeout: float) -> bool:
             have = 0
         from tqdm import tqdm
 
-        with open(part, "ab" if have else "wb") as out, tqdm(
-            total=total, initial=have, unit="B", unit_scale=True, unit_divisor=1024, desc=part.name[:-5],
-            disable=None if progress else True, leave=False,
-        ) as bar:
+        with (
+            open(part, "ab" if have else "wb") as out,
+            tqdm(
+                total=total,
+                initial=have,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                desc=part.name[:-5],
+                disable=None if progress else True,
+                leave=False,
+            ) as bar,
+        ):
             try:
                 while block := response.read1(BLOCK):  # what has come, not a whole block: kept if the next read fails
                     out.write(block)
                     bar.update(len(block))
-            except (http.client.IncompleteRead, ConnectionError, socket.timeout):
+            except (TimeoutError, http.client.IncompleteRead, ConnectionError):
                 return False
     size = part.stat().st_size
     if total is not None and size > total:

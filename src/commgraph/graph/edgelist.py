@@ -87,7 +87,11 @@ def _scan(buf, comma, exact, out):
                 value = value * 10 + (buf[i] - 48)
                 digits += 1
                 i += 1
-            if digits == 0 or digits > 18 or (i < n and not (_blank(buf[i]) or _line_end(buf[i]) or (comma and buf[i] == 44))):
+            if (
+                digits == 0
+                or digits > 18
+                or (i < n and not (_blank(buf[i]) or _line_end(buf[i]) or (comma and buf[i] == 44)))
+            ):
                 return k, start, _BAD_NUMBER
             out[k, col] = value
         while i < n and _blank(buf[i]):

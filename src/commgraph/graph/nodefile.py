@@ -37,8 +37,9 @@ def check_node_file(path: str | os.PathLike[str], error: type[CommgraphError], w
         raise error(f"{what} must end in .npy or .csv, got {str(path)!r}")
 
 
-def write_node_values(path: str | os.PathLike[str], values: np.ndarray, node_ids: np.ndarray | None = None, *,
-                      column: str = "value") -> None:
+def write_node_values(
+    path: str | os.PathLike[str], values: np.ndarray, node_ids: np.ndarray | None = None, *, column: str = "value"
+) -> None:
     """Write one value per node to ``path``, atomically, in the format its suffix names.
 
     Args:
@@ -64,8 +65,9 @@ def write_node_values(path: str | os.PathLike[str], values: np.ndarray, node_ids
             handle.write("".join(map("{},{}\n".format, ids[rows].tolist(), values[rows].tolist())).encode())
 
 
-def save_npy_in_chunks(path: str | os.PathLike[str], dtype, shape: tuple[int, ...],
-                       rows: Callable[[int, int], np.ndarray]) -> str:
+def save_npy_in_chunks(
+    path: str | os.PathLike[str], dtype, shape: tuple[int, ...], rows: Callable[[int, int], np.ndarray]
+) -> str:
     """Write a ``.npy`` file (byte for byte what ``np.save`` writes) of ``shape`` whose rows
     ``start..stop-1`` are ``rows(start, stop)``, asked for :data:`CHUNK_BYTES` at a time, in order:
     a table larger than memory can be written from a memory map or made as it goes. Not atomic: the
@@ -97,8 +99,10 @@ def save_npy_in_chunks(path: str | os.PathLike[str], dtype, shape: tuple[int, ..
             stop = min(start + step, shape[0])
             chunk = np.ascontiguousarray(rows(start, stop), dtype=dtype)
             if chunk.shape != (stop - start, *shape[1:]):
-                raise ValueError(f"rows {start}..{stop - 1} of {path} came as shape {chunk.shape}, "
-                                 f"expected {(stop - start, *shape[1:])}")
+                raise ValueError(
+                    f"rows {start}..{stop - 1} of {path} came as shape {chunk.shape}, "
+                    f"expected {(stop - start, *shape[1:])}"
+                )
             out.write(memoryview(chunk).cast("B"))
     return out.digest.hexdigest()
 

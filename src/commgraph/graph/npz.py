@@ -37,8 +37,12 @@ def save_npz(graph: Graph, path: str | Path, *, compress: bool = True) -> None:
         compress: deflate the members (small files to copy around); ``False`` stores them as they
             are, so that :func:`load_npz` memory-maps them instead of reading them.
     """
-    arrays = {"commgraph_format": np.array(FORMAT_VERSION), "name": np.array(graph.name),
-              "indptr": graph.indptr, "indices": graph.indices}
+    arrays = {
+        "commgraph_format": np.array(FORMAT_VERSION),
+        "name": np.array(graph.name),
+        "indptr": graph.indptr,
+        "indices": graph.indices,
+    }
     arrays.update({k: getattr(graph, k) for k in _OPTIONAL if getattr(graph, k) is not None})
     with atomic_write(path) as handle:
         (np.savez_compressed if compress else np.savez)(handle, **arrays)
@@ -71,16 +75,15 @@ def load_npz(path: str | Path, *, name: str | None = None) -> Graph:
     if version is None:
         raise GraphFormatError(path, "is an .npz file but not a commgraph graph (no format marker)")
     if int(version) != FORMAT_VERSION:
-        raise GraphFormatError(
-            path, f"has graph format {int(version)}; this commgraph reads format {FORMAT_VERSION}"
-        )
+        raise GraphFormatError(path, f"has graph format {int(version)}; this commgraph reads format {FORMAT_VERSION}")
     missing = {"indptr", "indices"} - arrays.keys()
     if missing:
         raise GraphFormatError(path, f"lacks arrays {sorted(missing)}")
     stored_name = str(arrays.pop("name", path.stem))
     try:
-        return Graph(**{k: v for k, v in arrays.items() if k in ("indptr", "indices", *_OPTIONAL)},
-                     name=name or stored_name)
+        return Graph(
+            **{k: v for k, v in arrays.items() if k in ("indptr", "indices", *_OPTIONAL)}, name=name or stored_name
+        )
     except GraphValidationError as exc:
         raise GraphFormatError(path, str(exc)) from None
 
@@ -101,11 +104,13 @@ def _mapped_members(path: Path) -> dict[str, np.ndarray]:
             version = np.lib.format.read_magic(raw)
             if version not in ((1, 0), (2, 0)):
                 continue
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = read_header(raw)
             if dtype.hasobject or not shape or 0 in shape:
                 continue
-            mapped[info.filename[:-4]] = np.memmap(path, dtype=dtype, mode="c", offset=raw.tell(), shape=shape,
-                                                   order="F" if fortran else "C")
+            mapped[info.filename[:-4]] = np.memmap(
+                path, dtype=dtype, mode="c", offset=raw.tell(), shape=shape, order="F" if fortran else "C"
+            )
     return mapped

@@ -48,8 +48,7 @@ def load_ogb(
 ) -> Graph:
     """Read an OGB node-property-prediction directory. ``labels=False`` skips the node labels and
     the split (ogbn-proteins, whose 112 binary tasks are no single class per node)."""
-    return read_ogb(path, name=name, split=split, symmetrize=symmetrize, self_loops=self_loops,
-                    labels=labels).graph
+    return read_ogb(path, name=name, split=split, symmetrize=symmetrize, self_loops=self_loops, labels=labels).graph
 
 
 def read_ogb(
@@ -84,8 +83,9 @@ def read_ogb(
         node_labels = _labels(label_file, label_values)
         masks = _split_masks(root, split, num_nodes)
     indptr, indices = csr_from_chunks(edges, num_nodes, symmetrize=symmetrize, self_loops=self_loops)
-    graph = Graph(indptr=indptr, indices=indices, features=features, labels=node_labels, **(masks or {}),
-                  name=name or root.name)
+    graph = Graph(
+        indptr=indptr, indices=indices, features=features, labels=node_labels, **(masks or {}), name=name or root.name
+    )
     return EdgeFileLoad(graph, rows)
 
 
@@ -107,11 +107,12 @@ def _binary(raw: Path, labels: bool) -> tuple[EdgeChunks, int, np.ndarray | None
     if edge_index.size and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
         raise GraphFormatError(raw / "data.npz", f"edge_index holds ids outside 0..{num_nodes - 1}")
     pairs = edge_index.T
-    chunks = [pairs[i:i + _BINARY_CHUNK] for i in range(0, pairs.shape[0], _BINARY_CHUNK)]
+    chunks = [pairs[i : i + _BINARY_CHUNK] for i in range(0, pairs.shape[0], _BINARY_CHUNK)]
     edges = EdgeChunks(chunks, int(pairs.shape[0]), int(edge_index.max(initial=-1)))
     if features is not None and features.shape[0] != num_nodes:
-        raise GraphFormatError(raw / "data.npz", f"node_feat has {features.shape[0]} rows but the graph has "
-                                                 f"{num_nodes} nodes")
+        raise GraphFormatError(
+            raw / "data.npz", f"node_feat has {features.shape[0]} rows but the graph has {num_nodes} nodes"
+        )
     return edges, num_nodes, features, label_values
 
 
@@ -121,9 +122,7 @@ def _node_count(raw: Path, edges: EdgeChunks) -> int:
         return edges.max_id + 1
     counts = read_table(count_file, dtype=np.int64, columns=1, exact_columns=True)
     if counts.shape[0] != 1:
-        raise GraphFormatError(
-            count_file, f"holds {counts.shape[0]} graphs; only single-graph datasets are supported"
-        )
+        raise GraphFormatError(count_file, f"holds {counts.shape[0]} graphs; only single-graph datasets are supported")
     declared = int(counts[0, 0])
     if edges.max_id >= declared:
         before = 0

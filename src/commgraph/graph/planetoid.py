@@ -106,9 +106,7 @@ def load_planetoid(folder: str | Path, name: str, *, self_loops: bool = False) -
     allx, tx = (_dense(objects[p], folder / f"ind.{name}.{p}") for p in ("allx", "tx"))
     ally, ty = (np.asarray(objects[p], dtype=np.float32) for p in ("ally", "ty"))
     if tx.shape[0] != test_index.shape[0] or ty.shape[0] != test_index.shape[0]:
-        raise GraphFormatError(
-            index_file, f"lists {test_index.shape[0]} test nodes but tx has {tx.shape[0]} rows"
-        )
+        raise GraphFormatError(index_file, f"lists {test_index.shape[0]} test nodes but tx has {tx.shape[0]} rows")
     sorted_test = np.sort(test_index)
     span = int(sorted_test[-1] - sorted_test[0] + 1)
     if span != sorted_test.shape[0]:  # CiteSeer: isolated test nodes have no row in tx/ty
@@ -138,12 +136,17 @@ def load_planetoid(folder: str | Path, name: str, *, self_loops: bool = False) -
         raise GraphFormatError(folder / f"ind.{name}.graph", "is not an adjacency dict")
     lengths = np.fromiter(map(len, adjacency.values()), dtype=np.int64, count=len(adjacency))
     src = np.repeat(np.fromiter(adjacency.keys(), dtype=np.int64, count=len(adjacency)), lengths)
-    dst = np.fromiter(
-        itertools.chain.from_iterable(adjacency.values()), dtype=np.int64, count=src.shape[0]
-    )
+    dst = np.fromiter(itertools.chain.from_iterable(adjacency.values()), dtype=np.int64, count=src.shape[0])
     return from_edges(
-        src, dst, num_nodes, symmetrize=True, self_loops=self_loops,
-        features=features, labels=labels, **masks, name=name,
+        src,
+        dst,
+        num_nodes,
+        symmetrize=True,
+        self_loops=self_loops,
+        features=features,
+        labels=labels,
+        **masks,
+        name=name,
     )
 
 

@@ -46,8 +46,7 @@ def to_pyg(graph: Graph):
     return data
 
 
-def from_pyg(data, *, name: str | None = None, symmetrize: bool = True,
-             self_loops: bool = False) -> Graph:
+def from_pyg(data, *, name: str | None = None, symmetrize: bool = True, self_loops: bool = False) -> Graph:
     """A :class:`Graph` from a PyG ``Data``, built by :func:`~commgraph.graph.from_edges`: ``x``,
     ``y`` (class labels; a ``[N, 1]`` column is flattened), the three split masks and an optional
     ``node_ids`` attribute are carried over. ``to_pyg`` then ``from_pyg`` gives the graph back.
@@ -87,6 +86,11 @@ def from_pyg(data, *, name: str | None = None, symmetrize: bool = True,
         if getattr(data, key, None) is not None:
             node_data[key] = getattr(data, key).detach().cpu().numpy()
     return from_edges(
-        edge_index[0], edge_index[1], data.num_nodes, symmetrize=symmetrize, self_loops=self_loops,
-        name=name or getattr(data, "name", None) or "graph", **node_data,
+        edge_index[0],
+        edge_index[1],
+        data.num_nodes,
+        symmetrize=symmetrize,
+        self_loops=self_loops,
+        name=name or getattr(data, "name", None) or "graph",
+        **node_data,
     )

@@ -40,7 +40,7 @@ def read_reddit(folder: str | Path, *, name: str = "reddit", self_loops: bool = 
     if row.size and min(row.min(), col.min()) < 0 or max(row.max(initial=0), col.max(initial=0)) >= num_nodes:
         raise GraphFormatError(graph_file, f"holds node ids outside 0..{num_nodes - 1}")
     # entry (row, col) is the edge row -> col of PyG's edge_index; the graph is symmetrised anyway
-    chunks = [np.stack([row[i:i + _CHUNK], col[i:i + _CHUNK]], axis=1) for i in range(0, row.shape[0], _CHUNK)]
+    chunks = [np.stack([row[i : i + _CHUNK], col[i : i + _CHUNK]], axis=1) for i in range(0, row.shape[0], _CHUNK)]
     edges = EdgeChunks(chunks, int(row.shape[0]), int(max(row.max(initial=-1), col.max(initial=-1))))
     del row, col
     indptr, indices = csr_from_chunks(edges, num_nodes, symmetrize=True, self_loops=self_loops)

@@ -82,40 +82,87 @@ _SNAP_LICENCE = "SNAP: free for research use, cite the dataset's paper (no forma
 
 def _planetoid(name: str, stats: Stats, size_text: str) -> Dataset:
     parts = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
-    return Dataset(name, "planetoid", tuple(RemoteFile(f"{_PLANETOID}/ind.{name}.{p}") for p in parts),
-                   "planetoid repository (Yang et al., 2016), MIT; citation data from LINQS", stats,
-                   size_text=size_text)
+    return Dataset(
+        name,
+        "planetoid",
+        tuple(RemoteFile(f"{_PLANETOID}/ind.{name}.{p}") for p in parts),
+        "planetoid repository (Yang et al., 2016), MIT; citation data from LINQS",
+        stats,
+        size_text=size_text,
+    )
 
 
 def _ogb(name: str, zip_name: str, stats: Stats, licence: str, split: str, size_text: str, **kw) -> Dataset:
-    return Dataset(name, "ogb", (RemoteFile(f"{_OGB}/{zip_name}.zip"),), licence, stats, folder=zip_name,
-                   split=split, size_text=size_text, **kw)
+    return Dataset(
+        name,
+        "ogb",
+        (RemoteFile(f"{_OGB}/{zip_name}.zip"),),
+        licence,
+        stats,
+        folder=zip_name,
+        split=split,
+        size_text=size_text,
+        **kw,
+    )
 
 
 def _snap(name: str, path: str, stats: Stats, size_text: str) -> Dataset:
     return Dataset(name, "snap", (RemoteFile(f"{_SNAP}/{path}"),), _SNAP_LICENCE, stats, size_text=size_text)
 
 
-REGISTRY: dict[str, Dataset] = {d.name: d for d in (
-    _planetoid("citeseer", Stats(3_327, 9_104, 3_703, 6, edges_counted="stored"), "~0.5 MB"),
-    _planetoid("pubmed", Stats(19_717, 88_648, 500, 3, edges_counted="stored"), "~5 MB"),
-    _ogb("ogbn-arxiv", "arxiv", Stats(169_343, 1_166_243, 128, 40), "ODC-BY", "time", "~81 MB"),
-    _ogb("ogbn-products", "products", Stats(2_449_029, 61_859_140, 100, 47), "Amazon licence",
-         "sales_ranking", "~1.4 GB"),
-    _ogb("ogbn-proteins", "proteins", Stats(132_534, 39_561_252), "CC-0", "species", "~216 MB", labels=False,
-         notes="structure only: its 112 binary tasks are not one class per node, and its features are on edges"),
-    _ogb("ogbn-papers100M", "papers100M-bin", Stats(111_059_956, 1_615_685_872, 128, 172), "ODC-BY", "time",
-         "~56 GB", notes="needs far more memory than the edge list alone (node_feat is 111M x 128)"),
-    Dataset("reddit", "reddit", (RemoteFile("https://data.dgl.ai/dataset/reddit.zip"),),
+REGISTRY: dict[str, Dataset] = {
+    d.name: d
+    for d in (
+        _planetoid("citeseer", Stats(3_327, 9_104, 3_703, 6, edges_counted="stored"), "~0.5 MB"),
+        _planetoid("pubmed", Stats(19_717, 88_648, 500, 3, edges_counted="stored"), "~5 MB"),
+        _ogb("ogbn-arxiv", "arxiv", Stats(169_343, 1_166_243, 128, 40), "ODC-BY", "time", "~81 MB"),
+        _ogb(
+            "ogbn-products",
+            "products",
+            Stats(2_449_029, 61_859_140, 100, 47),
+            "Amazon licence",
+            "sales_ranking",
+            "~1.4 GB",
+        ),
+        _ogb(
+            "ogbn-proteins",
+            "proteins",
+            Stats(132_534, 39_561_252),
+            "CC-0",
+            "species",
+            "~216 MB",
+            labels=False,
+            notes="structure only: its 112 binary tasks are not one class per node, and its features are on edges",
+        ),
+        _ogb(
+            "ogbn-papers100M",
+            "papers100M-bin",
+            Stats(111_059_956, 1_615_685_872, 128, 172),
+            "ODC-BY",
+            "time",
+            "~56 GB",
+            notes="needs far more memory than the edge list alone (node_feat is 111M x 128)",
+        ),
+        Dataset(
+            "reddit",
+            "reddit",
+            (RemoteFile("https://data.dgl.ai/dataset/reddit.zip"),),
             "no formal licence (Hamilton et al., 2017, GraphSAGE; research use)",
-            Stats(232_965, 114_615_892, 602, 41), size_text="~1.9 GB"),
-    _snap("email-Enron", "email-Enron.txt.gz", Stats(36_692, 367_662), "~1 MB"),
-    _snap("web-Google", "web-Google.txt.gz", Stats(875_713, 5_105_039), "~21 MB"),
-    _snap("soc-LiveJournal1", "soc-LiveJournal1.txt.gz", Stats(4_847_571, 68_993_773), "~250 MB"),
-    _snap("com-orkut", "bigdata/communities/com-orkut.ungraph.txt.gz", Stats(3_072_441, 117_185_083), "~450 MB"),
-    _snap("com-friendster", "bigdata/communities/com-friendster.ungraph.txt.gz",
-          Stats(65_608_366, 1_806_067_135), "~8.7 GB"),
-)}
+            Stats(232_965, 114_615_892, 602, 41),
+            size_text="~1.9 GB",
+        ),
+        _snap("email-Enron", "email-Enron.txt.gz", Stats(36_692, 367_662), "~1 MB"),
+        _snap("web-Google", "web-Google.txt.gz", Stats(875_713, 5_105_039), "~21 MB"),
+        _snap("soc-LiveJournal1", "soc-LiveJournal1.txt.gz", Stats(4_847_571, 68_993_773), "~250 MB"),
+        _snap("com-orkut", "bigdata/communities/com-orkut.ungraph.txt.gz", Stats(3_072_441, 117_185_083), "~450 MB"),
+        _snap(
+            "com-friendster",
+            "bigdata/communities/com-friendster.ungraph.txt.gz",
+            Stats(65_608_366, 1_806_067_135),
+            "~8.7 GB",
+        ),
+    )
+}
 
 
 def lookup(name: str) -> Dataset:
@@ -131,6 +178,9 @@ def compare_count(source: str, what: str, counted: int, stated: int, stated_by: 
     a checksum. Returns True when they agree."""
     if counted == stated:
         return True
-    print(f"commgraph: warning: {source}: counted {counted:,} {what} where {stated_by} states {stated:,}; "
-          "kept as counted (a stated count is not a checksum)", file=sys.stderr)
+    print(
+        f"commgraph: warning: {source}: counted {counted:,} {what} where {stated_by} states {stated:,}; "
+        "kept as counted (a stated count is not a checksum)",
+        file=sys.stderr,
+    )
     return False

@@ -91,8 +91,9 @@ def _load_path(path: Path, format: str | None, name: str | None, split: str | No
     found = find_planetoid(path, name)
     if found is None:
         raise GraphFormatError(
-            path, "no Planetoid files ind.<name>.{x,y,tx,ty,allx,ally,graph,test.index} found"
-            + ("" if name else "; if the folder holds several datasets, pick one with --name")
+            path,
+            "no Planetoid files ind.<name>.{x,y,tx,ty,allx,ally,graph,test.index} found"
+            + ("" if name else "; if the folder holds several datasets, pick one with --name"),
         )
     return load_planetoid(*found)
 
@@ -104,8 +105,9 @@ def _detect(path: Path, name: str | None) -> str:
         if find_planetoid(path, name) is not None:
             return "planetoid"
         raise GraphFormatError(
-            path, "is a directory in no known format: expected an OGB dataset (raw/edge.csv.gz) "
-            "or Planetoid files (ind.<name>.*); pass --format to force one"
+            path,
+            "is a directory in no known format: expected an OGB dataset (raw/edge.csv.gz) "
+            "or Planetoid files (ind.<name>.*); pass --format to force one",
         )
     if path.name.endswith(".npz"):
         return "npz"
@@ -113,9 +115,7 @@ def _detect(path: Path, name: str | None) -> str:
         return "snap"
     if find_planetoid(path, name) is not None:
         return "planetoid"
-    raise GraphFormatError(
-        path, f"cannot tell the format from the name; pass --format ({', '.join(FORMATS)})"
-    )
+    raise GraphFormatError(path, f"cannot tell the format from the name; pass --format ({', '.join(FORMATS)})")
 
 
 def _parse_params(kind: str, text: str) -> dict:
@@ -131,8 +131,9 @@ def _parse_params(kind: str, text: str) -> dict:
         params[key] = _number(kind, key, value, parameters[key].annotation)
     missing = [k for k, p in parameters.items() if p.default is inspect.Parameter.empty and k not in params]
     if missing:
-        raise GraphSpecError(f"{kind} spec is missing {', '.join(missing)} (e.g. {kind}:"
-                             + ",".join(f"{k}=..." for k in missing) + ")")
+        raise GraphSpecError(
+            f"{kind} spec is missing {', '.join(missing)} (e.g. {kind}:" + ",".join(f"{k}=..." for k in missing) + ")"
+        )
     return params
 
 

@@ -39,9 +39,7 @@ class EdgeFileLoad:
     rows: int
 
 
-def load_snap(
-    path: str | Path, *, name: str | None = None, symmetrize: bool = True, self_loops: bool = False
-) -> Graph:
+def load_snap(path: str | Path, *, name: str | None = None, symmetrize: bool = True, self_loops: bool = False) -> Graph:
     """Read a SNAP edge list (chunked, straight into CSR; see :mod:`commgraph.graph.edgelist`)."""
     return read_snap(path, name=name, symmetrize=symmetrize, self_loops=self_loops).graph
 
@@ -66,8 +64,16 @@ def read_snap(
     if _columns(path) == 3:
         pairs = np.concatenate(edges.chunks).astype(np.int64)  # already renumbered by compact_ids
         weights = read_table(path, dtype=np.float64, columns=None)[:, 2]
-        graph = from_edges(pairs[:, 0], pairs[:, 1], num_nodes, symmetrize=symmetrize, self_loops=self_loops,
-                           weights=weights, node_ids=node_ids, name=name)
+        graph = from_edges(
+            pairs[:, 0],
+            pairs[:, 1],
+            num_nodes,
+            symmetrize=symmetrize,
+            self_loops=self_loops,
+            weights=weights,
+            node_ids=node_ids,
+            name=name,
+        )
         return EdgeFileLoad(graph, edges.rows)
     indptr, indices = csr_from_chunks(edges, num_nodes, symmetrize=symmetrize, self_loops=self_loops)
     return EdgeFileLoad(Graph(indptr=indptr, indices=indices, node_ids=node_ids, name=name), edges.rows)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import inspect
 import os
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -72,9 +72,7 @@ def rmat(
         lo, hi = np.minimum(src[ok], dst[ok]), np.maximum(src[ok], dst[ok])
         keys = unique_sorted(np.concatenate([keys, lo * nodes + hi]))
     else:
-        raise GraphSpecError(
-            f"rmat could not place {edges} distinct edges among {nodes} nodes; ask for fewer edges"
-        )
+        raise GraphSpecError(f"rmat could not place {edges} distinct edges among {nodes} nodes; ask for fewer edges")
     keys = rng.permutation(keys)[:edges]
     relabel = rng.permutation(nodes)
     src, dst = relabel[keys // nodes], relabel[keys % nodes]
@@ -174,17 +172,22 @@ def sbm(
     samples = max(1, int(round(nodes * degree / 2)))
     src = rng.integers(0, nodes, samples)
     inside = rng.random(samples) < homophily
-    target_class = np.where(
-        inside, labels[src], (labels[src] + rng.integers(1, max(classes, 2), samples)) % classes
-    )
+    target_class = np.where(inside, labels[src], (labels[src] + rng.integers(1, max(classes, 2), samples)) % classes)
     dst = by_class[starts[target_class] + (rng.random(samples) * sizes[target_class]).astype(np.int64)]
 
     centroids = rng.standard_normal((classes, features), dtype=np.float32)
     x = centroids[labels] + np.float32(noise) * rng.standard_normal((nodes, features), dtype=np.float32)
     masks = split_masks(nodes, train, val, seed)
     return from_edges(
-        src, dst, nodes, symmetrize=True, features=x, labels=labels,
-        train_mask=masks[0], val_mask=masks[1], test_mask=masks[2],
+        src,
+        dst,
+        nodes,
+        symmetrize=True,
+        features=x,
+        labels=labels,
+        train_mask=masks[0],
+        val_mask=masks[1],
+        test_mask=masks[2],
         name=f"sbm-{nodes}-c{classes}-f{features}-s{seed}"
         + _non_default(sbm, degree=degree, homophily=homophily, noise=noise, train=train, val=val),
     )

@@ -7,5 +7,13 @@ from commgraph.lazy import exports
 
 __all__ = ["JobSpec", "LaunchOptions", "cached_partition_set", "launch", "partition_cache"]
 
-__getattr__ = exports(__name__, {"JobSpec": "launcher", "LaunchOptions": "options", "launch": "launcher",
-                                 "cached_partition_set": "cache", "partition_cache": "cache"})
+__getattr__ = exports(
+    __name__,
+    {
+        "JobSpec": "launcher",
+        "LaunchOptions": "options",
+        "launch": "launcher",
+        "cached_partition_set": "cache",
+        "partition_cache": "cache",
+    },
+)

@@ -11,8 +11,14 @@ from pathlib import Path
 from commgraph.errors import CommgraphError
 from commgraph.graph import Graph
 from commgraph.graph.datasets import home
-from commgraph.partition import (check_parts, is_partition_set, load_partition_set, partition_graph,
-                                 partition_metrics, write_partition_set)
+from commgraph.partition import (
+    check_parts,
+    is_partition_set,
+    load_partition_set,
+    partition_graph,
+    partition_metrics,
+    write_partition_set,
+)
 
 
 def partition_cache() -> Path:
@@ -26,8 +32,15 @@ def partition_cache_entry(graph: Graph, method: str, parts: int, seed: int) -> P
     return partition_cache() / f"{graph.name}-{graph.checksum()[:16]}-{method}-k{parts}-s{seed}"
 
 
-def cached_partition_set(graph: Graph, parts: int, method: str, seed: int, folder: Path | None = None, *,
-                         log: Callable[[str], None] | None = None) -> Path:
+def cached_partition_set(
+    graph: Graph,
+    parts: int,
+    method: str,
+    seed: int,
+    folder: Path | None = None,
+    *,
+    log: Callable[[str], None] | None = None,
+) -> Path:
     """A partition set of ``graph`` into ``parts``: ``folder`` (default: its cache entry) if it
     holds a sound one, else made there now (``log`` hears the progress)."""
     check_parts(parts, graph.num_nodes)
@@ -42,7 +55,15 @@ def cached_partition_set(graph: Graph, parts: int, method: str, seed: int, folde
         log(f"partitioning {graph.name} into {parts} parts with {method} -> {target}")
     start = time.perf_counter()
     assignment, details = partition_graph(graph, parts, method, seed, log=log)
-    write_partition_set(graph, assignment, parts, target, method=method, seed=seed,
-                        seconds=time.perf_counter() - start,
-                        metrics={**partition_metrics(graph, assignment, parts), **details}, force=True)
+    write_partition_set(
+        graph,
+        assignment,
+        parts,
+        target,
+        method=method,
+        seed=seed,
+        seconds=time.perf_counter() - start,
+        metrics={**partition_metrics(graph, assignment, parts), **details},
+        force=True,
+    )
     return target

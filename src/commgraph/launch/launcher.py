@@ -41,12 +41,13 @@ from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
 from commgraph.plan.memory import MemoryEstimate, available_bytes
 from commgraph.runtime.memory import release_free_memory
-from commgraph.runtime.zygote import ForkedZygote
 from commgraph.runtime.options import JobOptions, in_torchrun
+from commgraph.runtime.zygote import ForkedZygote
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
 
 if TYPE_CHECKING:
     from commgraph.runtime import World
+
 
 @dataclass
 class JobSpec:
@@ -95,8 +96,9 @@ class JobSpec:
             print(line, file=sys.stderr)
 
 
-def launch(spec: JobSpec, work: Callable[[World, Path], None],
-           describe: Callable[[Path, int], str] | None = None) -> int:
+def launch(
+    spec: JobSpec, work: Callable[[World, Path], None], describe: Callable[[Path, int], str] | None = None
+) -> int:
     """Run ``spec`` as a multi-process job: start and watch its workers here, or, in a worker
     (ours or torchrun's), be one rank of it. ``describe`` gives the line said before the workers
     start. The job's exit code."""
@@ -105,8 +107,7 @@ def launch(spec: JobSpec, work: Callable[[World, Path], None],
 
         if spec.launch.threads is not None:  # under torchrun; our launcher passes it as COMMGRAPH_THREADS
             os.environ["COMMGRAPH_THREADS"] = str(spec.launch.threads)
-        return run_rank(spec.launch.timeout, spec.launch.device, spec.debug, lambda: shared_partition_set(spec),
-                        work)
+        return run_rank(spec.launch.timeout, spec.launch.device, spec.debug, lambda: shared_partition_set(spec), work)
     zygote = None if spec.launch.dry_run else ForkedZygote.fork()  # before any work: it shares our imports
     try:
         return _launch_here(spec, work, describe, zygote)
@@ -115,8 +116,12 @@ def launch(spec: JobSpec, work: Callable[[World, Path], None],
             zygote.discard()
 
 
-def _launch_here(spec: JobSpec, work: Callable[[World, Path], None], describe: Callable[[Path, int], str] | None,
-                 zygote: ForkedZygote | None) -> int:
+def _launch_here(
+    spec: JobSpec,
+    work: Callable[[World, Path], None],
+    describe: Callable[[Path, int], str] | None,
+    zygote: ForkedZygote | None,
+) -> int:
     """Prepare the job here, then start and watch its workers (forked by ``zygote`` if given)."""
     partition_dir = partition_set(spec, spec.launch.workers or 1)
     estimate = early_estimate(spec, partition_dir)  # before any file is hashed
@@ -140,8 +145,9 @@ def _launch_here(spec: JobSpec, work: Callable[[World, Path], None], describe: C
             spec.say(describe(partition_dir, workers))
         del pset
         release_free_memory()  # the graph and its partitioning, if this process made the set
-        return launch_local(worker_argv(spec, partition_dir, job), workers, threads_per_worker=spec.launch.threads,
-                            zygote=zygote)
+        return launch_local(
+            worker_argv(spec, partition_dir, job), workers, threads_per_worker=spec.launch.threads, zygote=zygote
+        )
 
 
 def early_estimate(spec: JobSpec, partition_dir: Path) -> MemoryEstimate | None:
@@ -163,11 +169,13 @@ def check_fits(estimate: MemoryEstimate, options: LaunchOptions) -> None:
     available = available_bytes()
     if options.ignore_memory or available is None or estimate.machine_peak_bytes <= available:
         return
-    raise JobError(f"this job needs about {estimate.machine_peak_bytes / 1e9:.1f} GB on this machine "
-                   f"({estimate.machine_workers} worker(s) of {estimate.worker_peak_bytes / 1e9:.1f} GB and "
-                   f"{sum(estimate.machine.values()) / 1e9:.1f} GB shared) but {available / 1e9:.1f} GB is "
-                   "available: lower --batch-size or --fanout, use fewer --workers or --features host "
-                   "(--dry-run shows the estimate by part; --ignore-memory starts it anyway)")
+    raise JobError(
+        f"this job needs about {estimate.machine_peak_bytes / 1e9:.1f} GB on this machine "
+        f"({estimate.machine_workers} worker(s) of {estimate.worker_peak_bytes / 1e9:.1f} GB and "
+        f"{sum(estimate.machine.values()) / 1e9:.1f} GB shared) but {available / 1e9:.1f} GB is "
+        "available: lower --batch-size or --fanout, use fewer --workers or --features host "
+        "(--dry-run shows the estimate by part; --ignore-memory starts it anyway)"
+    )
 
 
 def partition_set(spec: JobSpec, parts: int) -> Path:
@@ -178,8 +186,9 @@ def partition_set(spec: JobSpec, parts: int) -> Path:
     if spec.check is not None:
         spec.check(graph.name, graph)  # before minutes of partitioning
     folder = Path(spec.launch.partition_dir) if spec.launch.partition_dir else None
-    return cached_partition_set(graph, parts, spec.launch.partition, spec.seed, folder,
-                                log=None if spec.launch.quiet else spec.say)
+    return cached_partition_set(
+        graph, parts, spec.launch.partition, spec.seed, folder, log=None if spec.launch.quiet else spec.say
+    )
 
 
 def checked_set(spec: JobSpec, partition_dir: Path) -> PartitionSet:
@@ -190,8 +199,9 @@ def checked_set(spec: JobSpec, partition_dir: Path) -> PartitionSet:
     if spec.check is not None:
         spec.check(str(partition_dir), pset.part(0))
     if spec.launch.workers is not None and spec.launch.workers != pset.num_parts:
-        raise JobError(f"{partition_dir} has {pset.num_parts} parts; pass --workers {pset.num_parts} or another "
-                       "partition set")
+        raise JobError(
+            f"{partition_dir} has {pset.num_parts} parts; pass --workers {pset.num_parts} or another partition set"
+        )
     return pset
 
 
@@ -212,17 +222,26 @@ def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, sc
     plan_file, topology_file = scratch / "plan.npz", scratch / "topology.yaml"
     choice.plan.save(plan_file)
     write_yaml(topology, topology_file)
-    return replace(job, plan=str(plan_file), topology=str(topology_file), speeds=None,
-                   placement=",".join(choice.devices))
+    return replace(
+        job, plan=str(plan_file), topology=str(topology_file), speeds=None, placement=",".join(choice.devices)
+    )
 
 
 def worker_argv(spec: JobSpec, partition_dir: Path, job: JobOptions) -> list[str]:
     """The command line each worker runs: the same command on the partition set, from one source
     (the options' own :meth:`~commgraph.options.Options.to_argv`)."""
-    sources = [replace(spec.launch, workers=None, partition_dir=None, dry_run=False, ignore_memory=False), job,
-               *spec.options]
-    return [spec.command, str(partition_dir), *[arg for options in sources for arg in options.to_argv()],
-            *spec.extra_argv, *["--debug"] * spec.debug]
+    sources = [
+        replace(spec.launch, workers=None, partition_dir=None, dry_run=False, ignore_memory=False),
+        job,
+        *spec.options,
+    ]
+    return [
+        spec.command,
+        str(partition_dir),
+        *[arg for options in sources for arg in options.to_argv()],
+        *spec.extra_argv,
+        *["--debug"] * spec.debug,
+    ]
 
 
 def shared_partition_set(spec: JobSpec) -> Path:
@@ -234,8 +253,11 @@ def shared_partition_set(spec: JobSpec) -> Path:
     if int(os.environ.get("LOCAL_RANK", "0")) == 0:
         return partition_set(spec, workers)
     graph = spec.load()
-    target = Path(spec.launch.partition_dir) if spec.launch.partition_dir else \
-        partition_cache_entry(graph, spec.launch.partition, workers, spec.seed)
+    target = (
+        Path(spec.launch.partition_dir)
+        if spec.launch.partition_dir
+        else partition_cache_entry(graph, spec.launch.partition, workers, spec.seed)
+    )
     deadline = time.monotonic() + max(spec.launch.timeout, 600)
     while not is_partition_set(target):
         if time.monotonic() > deadline:

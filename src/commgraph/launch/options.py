@@ -16,21 +16,33 @@ class LaunchOptions(Options):
     """The launcher's own options, the same flags in every command that runs a job."""
 
     error = JobError
-    workers: int | None = option("local worker processes, one per part (default: the partition set's parts, else 1); "
-                                 "ignored under torchrun, which sets the world size", type=int, default=None)
+    workers: int | None = option(
+        "local worker processes, one per part (default: the partition set's parts, else 1); "
+        "ignored under torchrun, which sets the world size",
+        type=int,
+        default=None,
+    )
     partition: str = option("how to split a GRAPH into parts", choices=METHODS, default="g3")
-    partition_dir: str | None = option("where to keep the partition set of a GRAPH (default: a cache under "
-                                       "$COMMGRAPH_HOME/partitions)", metavar="DIR", default=None)
+    partition_dir: str | None = option(
+        "where to keep the partition set of a GRAPH (default: a cache under $COMMGRAPH_HOME/partitions)",
+        metavar="DIR",
+        default=None,
+    )
     timeout: float = option("seconds any exchange may wait before the job stops", type=float, default=120.0)
-    device: str = option("auto: one GPU per worker with NCCL if there are GPUs, else CPU with Gloo",
-                         choices=DEVICES, default="auto")
-    threads: int | None = option("compute threads per worker (default: cores / local workers)", type=int,
-                                 default=None)
+    device: str = option(
+        "auto: one GPU per worker with NCCL if there are GPUs, else CPU with Gloo", choices=DEVICES, default="auto"
+    )
+    threads: int | None = option("compute threads per worker (default: cores / local workers)", type=int, default=None)
     quiet: bool = option("no progress bar or progress lines; only the result", type=bool, default=False)
-    dry_run: bool = option("print the memory the job will hold per worker and per machine, by part, and exit "
-                           "without starting workers (with --json: one JSON object)", type=bool, default=False)
-    ignore_memory: bool = option("start even when the memory estimate exceeds what the machine has available",
-                                 type=bool, default=False)
+    dry_run: bool = option(
+        "print the memory the job will hold per worker and per machine, by part, and exit "
+        "without starting workers (with --json: one JSON object)",
+        type=bool,
+        default=False,
+    )
+    ignore_memory: bool = option(
+        "start even when the memory estimate exceeds what the machine has available", type=bool, default=False
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

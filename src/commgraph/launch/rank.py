@@ -15,8 +15,9 @@ from commgraph.runtime import World, join
 T = TypeVar("T")
 
 
-def run_rank(timeout: float, device: str, debug: bool, prepare: Callable[[], T],
-             work: Callable[[World, T], None]) -> int:
+def run_rank(
+    timeout: float, device: str, debug: bool, prepare: Callable[[], T], work: Callable[[World, T], None]
+) -> int:
     """``prepare`` runs before joining (partitioning may take longer than the join may wait);
     ``work`` gets the world (joined with ``timeout`` on ``device``) and what ``prepare`` returned;
     ``debug`` prints a bug's traceback."""

@@ -6,5 +6,13 @@ from commgraph.lazy import exports
 
 __all__ = ["GNN", "LINEAR_FIRST", "MODELS", "Block", "check_model_options"]
 
-__getattr__ = exports(__name__, {"Block": "block", "GNN": "model", "LINEAR_FIRST": "options", "MODELS": "options",
-                                 "check_model_options": "options"})
+__getattr__ = exports(
+    __name__,
+    {
+        "Block": "block",
+        "GNN": "model",
+        "LINEAR_FIRST": "options",
+        "MODELS": "options",
+        "check_model_options": "options",
+    },
+)

@@ -90,5 +90,4 @@ class Block:
 
     def to(self, device: torch.device) -> Block:
         """The block with its tensors on ``device`` (its cache is rebuilt there on use)."""
-        return Block(self.num_src, self.num_dst, self.edge_index.to(device), self.src_degree.to(device),
-                     self.dst_start)
+        return Block(self.num_src, self.num_dst, self.edge_index.to(device), self.src_degree.to(device), self.dst_start)

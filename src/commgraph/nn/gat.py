@@ -46,5 +46,4 @@ class GATLayer(torch.nn.Module):
 
     def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: Block) -> torch.Tensor:
         sources, edge_index = block.compact()
-        return self.conv((x_src.index_select(0, sources), x_dst), edge_index,
-                         size=(sources.numel(), block.num_dst))
+        return self.conv((x_src.index_select(0, sources), x_dst), edge_index, size=(sources.numel(), block.num_dst))

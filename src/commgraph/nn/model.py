@@ -57,8 +57,17 @@ class GNN(torch.nn.Module):
         TrainingError: an unknown ``kind`` or a shape no GNN can have.
     """
 
-    def __init__(self, kind: str, in_dim: int, hidden: int, out_dim: int, *, layers: int = 2, heads: int = 4,
-                 dropout: float = 0.5):
+    def __init__(
+        self,
+        kind: str,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        *,
+        layers: int = 2,
+        heads: int = 4,
+        dropout: float = 0.5,
+    ):
         super().__init__()
         if kind not in MODELS:
             raise TrainingError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")

@@ -69,9 +69,16 @@ WORK_PER_SCAN = 8_000
 MAX_SWAP_DEGREE = 2048
 
 
-def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
-                 max_swaps: int | None = None, patience: int | None = None,
-                 log: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
+def g3_partition(
+    graph: Graph,
+    parts: int,
+    seed: int,
+    *,
+    gamma: float = GAMMA,
+    max_swaps: int | None = None,
+    patience: int | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[np.ndarray, dict]:
     """Stage 1 then stage 2 (from ``STARTS`` seeds up to ``THOROUGH_EDGES``, the best kept). Returns the
     assignment and what each stage of the kept start did. ``log`` hears a line as each stage starts
     and ends: on graphs of millions of nodes stage 1 alone takes a minute."""
@@ -83,16 +90,28 @@ def g3_partition(graph: Graph, parts: int, seed: int, *, gamma: float = GAMMA,
     small = graph.num_edges <= SMALL_GRAPH_EDGES
     thorough = graph.num_edges <= THOROUGH_EDGES
     starts = STARTS if thorough else 1
-    swap_limits = (max_swaps if max_swaps is not None else graph.num_nodes // 2,
-                   patience if patience is not None else max(200, graph.num_nodes // (10 * parts)))
+    swap_limits = (
+        max_swaps if max_swaps is not None else graph.num_nodes // 2,
+        patience if patience is not None else max(200, graph.num_nodes // (10 * parts)),
+    )
     best = None
     for start in range(starts):
         # METIS seeds its generator with srand(seed), and glibc's srand(0) is srand(1): 1 + ... keeps
         # every start's seed distinct
         metis_seed = seed if starts == 1 else 1 + seed * starts + start
         where = "" if starts == 1 else f" (start {start + 1} of {starts})"
-        run = _one_start(graph, adjacency, weights, parts, metis_seed, small, thorough, gamma, swap_limits,
-                         lambda line: say(line.replace(":", where + ":", 1)))
+        run = _one_start(
+            graph,
+            adjacency,
+            weights,
+            parts,
+            metis_seed,
+            small,
+            thorough,
+            gamma,
+            swap_limits,
+            lambda line: say(line.replace(":", where + ":", 1)),
+        )
         if best is None or run.rank < best.rank:
             best = run
     return best.assignment, {**best.details, "starts": starts}
@@ -108,28 +127,46 @@ class _Start:
     rank: tuple[bool, int]
 
 
-def _one_start(graph: Graph, adjacency: tuple[np.ndarray, np.ndarray], weights: np.ndarray, parts: int,
-               seed: int, small: bool, thorough: bool, gamma: float, swap_limits: tuple[int, int],
-               say: Callable[[str], None]) -> _Start:
+def _one_start(
+    graph: Graph,
+    adjacency: tuple[np.ndarray, np.ndarray],
+    weights: np.ndarray,
+    parts: int,
+    seed: int,
+    small: bool,
+    thorough: bool,
+    gamma: float,
+    swap_limits: tuple[int, int],
+    say: Callable[[str], None],
+) -> _Start:
     """Stage 1 from one METIS seed (``small``: the volume objective), stage 2 and, if ``thorough``,
     the polish within the remote band."""
-    say("g3 stage 1: METIS k-way, nodes and degrees balanced, " +
-        ("communication volume minimised" if small else "edge cut minimised, then volume-lowering moves"))
+    say(
+        "g3 stage 1: METIS k-way, nodes and degrees balanced, "
+        + ("communication volume minimised" if small else "edge cut minimised, then volume-lowering moves")
+    )
     start = time.perf_counter()
-    assignment = metis_multi_constraint(adjacency, weights, parts, seed, STAGE1_IMBALANCE,
-                                        volume=small, tries=SMALL_GRAPH_TRIES if small else 1)
+    assignment = metis_multi_constraint(
+        adjacency, weights, parts, seed, STAGE1_IMBALANCE, volume=small, tries=SMALL_GRAPH_TRIES if small else 1
+    )
     tracker = RemoteTracker(graph, assignment, parts)
     moves = 0 if small else tracker.refine(REFINE_PASSES)
-    stage1 = {"stage1_seconds": time.perf_counter() - start, "stage1_total_remote": int(tracker.remote.sum()),
-              "stage1_remote_min_max": float(tracker.remote.min() / max(tracker.remote.max(), 1)),
-              "refine_moves": int(moves)}
-    say(f"g3 stage 1: {stage1['stage1_seconds']:.1f} s, remote min/max {stage1['stage1_remote_min_max']:.3f}; "
-        "stage 2: swapping nodes between the most and least loaded parts")
+    stage1 = {
+        "stage1_seconds": time.perf_counter() - start,
+        "stage1_total_remote": int(tracker.remote.sum()),
+        "stage1_remote_min_max": float(tracker.remote.min() / max(tracker.remote.max(), 1)),
+        "refine_moves": int(moves),
+    }
+    say(
+        f"g3 stage 1: {stage1['stage1_seconds']:.1f} s, remote min/max {stage1['stage1_remote_min_max']:.3f}; "
+        "stage 2: swapping nodes between the most and least loaded parts"
+    )
     start = time.perf_counter()
     swaps = kept = 0
     for _ in range(MAX_ROUNDS):  # each round may swap every node once
-        done, useful = tracker.rebalance(gamma=gamma, max_swaps=swap_limits[0], patience=swap_limits[1],
-                                         thorough=thorough)
+        done, useful = tracker.rebalance(
+            gamma=gamma, max_swaps=swap_limits[0], patience=swap_limits[1], thorough=thorough
+        )
         swaps, kept = swaps + done, kept + useful
         remote = tracker.remote
         if useful == 0 or remote.min() >= (1 - gamma) * remote.max():
@@ -141,8 +178,13 @@ def _one_start(graph: Graph, adjacency: tuple[np.ndarray, np.ndarray], weights: 
     remote = tracker.remote
     balance = remote.min() / max(remote.max(), 1)
     say(f"g3 stage 2: {seconds:.1f} s, {kept:,} swaps kept, remote min/max {balance:.3f}")
-    details = {"swaps": int(swaps), "kept_swaps": int(kept), "polish_moves": int(polished), **stage1,
-               "stage2_seconds": seconds}
+    details = {
+        "swaps": int(swaps),
+        "kept_swaps": int(kept),
+        "polish_moves": int(polished),
+        **stage1,
+        "stage2_seconds": seconds,
+    }
     return _Start(tracker.assignment.astype(np.int64), details, (balance < REMOTE_BALANCE, int(remote.sum())))
 
 
@@ -158,13 +200,16 @@ class RemoteTracker:
         self.parts = parts
 
     def move(self, node: int, part: int) -> None:
-        _move(self.indptr, self.indices, self.assignment, self.count, self.remote,
-              node, int(self.assignment[node]), part)
+        _move(
+            self.indptr, self.indices, self.assignment, self.count, self.remote, node, int(self.assignment[node]), part
+        )
 
     def _loads(self) -> tuple[np.ndarray, np.ndarray]:
         """Each part's node count and degree sum, which both balance limits bound."""
-        return (np.bincount(self.assignment, minlength=self.parts).astype(np.int64),
-                np.bincount(self.assignment, weights=self.degree, minlength=self.parts).astype(np.int64))
+        return (
+            np.bincount(self.assignment, minlength=self.parts).astype(np.int64),
+            np.bincount(self.assignment, weights=self.degree, minlength=self.parts).astype(np.int64),
+        )
 
     def refine(self, passes: int, band: tuple[int, int] | None = None) -> int:
         """Lower the total remote count by single-node moves within ``BALANCE_LIMIT``, and, given a
@@ -174,8 +219,21 @@ class RemoteTracker:
         node_cap = int(BALANCE_LIMIT * sizes.sum() / self.parts)
         degree_cap = int(BALANCE_LIMIT * degree_sum.sum() / self.parts)
         low, high = band if band is not None else (0, self.indptr.shape[0])
-        return _refine(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
-                       sizes, degree_sum, node_cap, degree_cap, low, high, passes)
+        return _refine(
+            self.indptr,
+            self.indices,
+            self.degree,
+            self.assignment,
+            self.count,
+            self.remote,
+            sizes,
+            degree_sum,
+            node_cap,
+            degree_cap,
+            low,
+            high,
+            passes,
+        )
 
     def rebalance(self, gamma: float, max_swaps: int, patience: int, thorough: bool = True) -> tuple[int, int]:
         """Stage 2's swaps (one round); ``thorough``: the partner is the node of any lighter part whose
@@ -188,9 +246,26 @@ class RemoteTracker:
         position[order] = np.arange(order.shape[0])
         limit = BALANCE_LIMIT * degree_sum.sum() / self.parts
         log = np.empty((max(max_swaps, 1), 2), dtype=np.int64)
-        return _rebalance(self.indptr, self.indices, self.degree, self.assignment, self.count, self.remote,
-                          order, starts, position, degree_sum, limit, gamma, max_swaps, patience,
-                          WORK_PER_SCAN, MAX_SWAP_DEGREE, thorough, log)
+        return _rebalance(
+            self.indptr,
+            self.indices,
+            self.degree,
+            self.assignment,
+            self.count,
+            self.remote,
+            order,
+            starts,
+            position,
+            degree_sum,
+            limit,
+            gamma,
+            max_swaps,
+            patience,
+            WORK_PER_SCAN,
+            MAX_SWAP_DEGREE,
+            thorough,
+            log,
+        )
 
 
 @njit(cache=True)
@@ -271,8 +346,9 @@ def _join_cost(indptr, indices, assignment, count, v, b):  # pragma: no cover - 
 
 
 @njit(cache=True)
-def _refine(indptr, indices, degree, assignment, count, remote, sizes, degree_sum, node_cap, degree_cap,
-            low, high, passes):  # pragma: no cover - compiled
+def _refine(
+    indptr, indices, degree, assignment, count, remote, sizes, degree_sum, node_cap, degree_cap, low, high, passes
+):  # pragma: no cover - compiled
     """Each pass visits the boundary nodes in id order and moves each to the neighbouring part that
     lowers the total remote count the most, if that part stays within both caps and both parts'
     remote counts stay within ``low..high``; it stops after a pass that moves nothing. The total
@@ -291,8 +367,7 @@ def _refine(indptr, indices, degree, assignment, count, remote, sizes, degree_su
                 continue
             best, best_change = -1, 0
             for b in range(parts):
-                if (b == a or count[b, v] == 0 or sizes[b] + 1 > node_cap
-                        or degree_sum[b] + degree[v] > degree_cap):
+                if b == a or count[b, v] == 0 or sizes[b] + 1 > node_cap or degree_sum[b] + degree[v] > degree_cap:
                     continue
                 join = _join_cost(indptr, indices, assignment, count, v, b)
                 if not low <= remote[b] + join <= high:
@@ -313,8 +388,27 @@ def _refine(indptr, indices, degree, assignment, count, remote, sizes, degree_su
 
 
 @njit(cache=True)
-def _partner(indptr, indices, degree, assignment, count, remote, members, starts, locked, degree_sum,
-             limit, pmax, q, vmax, gain_max, offset, work, max_degree, thorough):  # pragma: no cover
+def _partner(
+    indptr,
+    indices,
+    degree,
+    assignment,
+    count,
+    remote,
+    members,
+    starts,
+    locked,
+    degree_sum,
+    limit,
+    pmax,
+    q,
+    vmax,
+    gain_max,
+    offset,
+    work,
+    max_degree,
+    thorough,
+):  # pragma: no cover
     """Among the nodes of part q whose swap with vmax leaves both parts below V_max's current remote
     count and within the degree limit, the one whose swap raises the total remote count the least
     (``thorough``) or that adds the fewest remote nodes to V_max (the first that lowers it, if any);
@@ -351,8 +445,26 @@ def _partner(indptr, indices, degree, assignment, count, remote, members, starts
 
 
 @njit(cache=True)
-def _rebalance(indptr, indices, degree, assignment, count, remote, members, starts, position,
-               degree_sum, limit, gamma, max_swaps, patience, work, max_degree, thorough, log):  # pragma: no cover
+def _rebalance(
+    indptr,
+    indices,
+    degree,
+    assignment,
+    count,
+    remote,
+    members,
+    starts,
+    position,
+    degree_sum,
+    limit,
+    gamma,
+    max_swaps,
+    patience,
+    work,
+    max_degree,
+    thorough,
+    log,
+):  # pragma: no cover
     n = assignment.shape[0]
     offset = 0
     locked = np.zeros(n, np.bool_)
@@ -377,8 +489,9 @@ def _rebalance(indptr, indices, degree, assignment, count, remote, members, star
             outside = degree[v] - count[pmax, v]
             if locked[v] or outside <= 0 or degree[v] > max_degree:
                 continue
-            net = (_leave_gain(indptr, indices, assignment, count, v, pmax)
-                   - _join_cost(indptr, indices, assignment, count, v, pmin))
+            net = _leave_gain(indptr, indices, assignment, count, v, pmax) - _join_cost(
+                indptr, indices, assignment, count, v, pmin
+            )
             if net > best_net or (net == best_net and outside > most):
                 best_net, most, vmax = net, outside, v
             seen += 2 * degree[v] + 1
@@ -393,8 +506,27 @@ def _rebalance(indptr, indices, degree, assignment, count, remote, members, star
         for q in np.argsort(remote, kind="mergesort"):
             if q == pmax or remote[q] >= remote[pmax]:
                 break
-            v, change = _partner(indptr, indices, degree, assignment, count, remote, members, starts, locked,
-                                 degree_sum, limit, pmax, q, vmax, gain_max, offset, work, max_degree, thorough)
+            v, change = _partner(
+                indptr,
+                indices,
+                degree,
+                assignment,
+                count,
+                remote,
+                members,
+                starts,
+                locked,
+                degree_sum,
+                limit,
+                pmax,
+                q,
+                vmax,
+                gain_max,
+                offset,
+                work,
+                max_degree,
+                thorough,
+            )
             if v >= 0 and change < least:
                 vmin, least = v, change
                 if not thorough:
@@ -417,6 +549,5 @@ def _rebalance(indptr, indices, degree, assignment, count, remote, members, star
             if stale > patience:
                 break
     for i in range(n_log - 1, best_len - 1, -1):  # roll back to the best state seen
-        _swap(indptr, indices, assignment, count, remote, members, position, degree_sum, degree,
-              log[i, 0], log[i, 1])
+        _swap(indptr, indices, assignment, count, remote, members, position, degree_sum, degree, log[i, 0], log[i, 1])
     return n_log, best_len

@@ -29,8 +29,15 @@ SCHEMA = {
     "metrics": (dict, None),
 }
 # the metrics `partition make` records (a set written from Python may record none)
-METRICS = {"parts": (list, None), "total_remote": (int, 0), "edge_cut": (int, 0), "node_imbalance": (_NUMBER, 0),
-           "edge_imbalance": (_NUMBER, 0), "remote_imbalance": (_NUMBER, 0), "remote_min_max": (_NUMBER, 0)}
+METRICS = {
+    "parts": (list, None),
+    "total_remote": (int, 0),
+    "edge_cut": (int, 0),
+    "node_imbalance": (_NUMBER, 0),
+    "edge_imbalance": (_NUMBER, 0),
+    "remote_imbalance": (_NUMBER, 0),
+    "remote_min_max": (_NUMBER, 0),
+}
 PART_METRICS = ("num_nodes", "num_edges", "num_remote")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _PART_FILE = re.compile(r"^part-(\d+)/")
@@ -44,8 +51,9 @@ def check_manifest(manifest: object, where: str | Path, version: int) -> None:
         _refuse(where, f"the manifest must be a JSON object, got {_kind(manifest)}")
     found = manifest.get("format_version")
     if found != version:
-        raise PartitionError(f"{Path(where).parent} has partition format {found}; this commgraph reads format "
-                             f"{version}: re-partition")
+        raise PartitionError(
+            f"{Path(where).parent} has partition format {found}; this commgraph reads format {version}: re-partition"
+        )
     _check_object(manifest, SCHEMA, "", where)
     files = manifest["files"]
     for name, digest in files.items():
@@ -59,8 +67,9 @@ def check_manifest(manifest: object, where: str | Path, version: int) -> None:
         return
     _check_object(manifest["metrics"], METRICS, "metrics.", where)
     per_part = manifest["metrics"]["parts"]
-    if len(per_part) != parts or not all(isinstance(p, dict) and all(_is(p.get(key), int, 0) for key in PART_METRICS)
-                                         for p in per_part):
+    if len(per_part) != parts or not all(
+        isinstance(p, dict) and all(_is(p.get(key), int, 0) for key in PART_METRICS) for p in per_part
+    ):
         _refuse(where, f"metrics.parts must hold {parts} objects with {', '.join(PART_METRICS)} (counts >= 0)")
 
 
@@ -76,8 +85,9 @@ def _check_object(value: object, schema: dict, prefix: str, where: str | Path) -
         elif not _is(value[key], *rule):
             kinds, least = rule
             wanted = "a number" if kinds is _NUMBER else f"a JSON {_kind(kinds())}"
-            _refuse(where, f"{name} must be {wanted}" + ("" if least is None else f" >= {least}")
-                    + f", got {value[key]!r}")
+            _refuse(
+                where, f"{name} must be {wanted}" + ("" if least is None else f" >= {least}") + f", got {value[key]!r}"
+            )
 
 
 def _is(value: object, kinds, least) -> bool:
@@ -87,8 +97,15 @@ def _is(value: object, kinds, least) -> bool:
 
 
 def _kind(value: object) -> str:
-    return {dict: "object", list: "array", str: "string", int: "integer", float: "number",
-            type(None): "null", bool: "boolean"}.get(type(value), type(value).__name__)
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        int: "integer",
+        float: "number",
+        type(None): "null",
+        bool: "boolean",
+    }.get(type(value), type(value).__name__)
 
 
 def _refuse(where: str | Path, message: str) -> None:

@@ -24,8 +24,9 @@ def check_parts(parts: int, num_nodes: int | None = None) -> None:
         raise PartitionError(f"cannot split {num_nodes} nodes into {parts} non-empty parts")
 
 
-def partition_graph(graph: Graph, parts: int, method: str = "g3", seed: int = 0, *,
-                    log: Callable[[str], None] | None = None) -> tuple[np.ndarray, dict]:
+def partition_graph(
+    graph: Graph, parts: int, method: str = "g3", seed: int = 0, *, log: Callable[[str], None] | None = None
+) -> tuple[np.ndarray, dict]:
     """Assign every node of ``graph`` to one of ``parts`` parts, deterministically for a seed.
 
     Methods: ``random`` (a random permutation dealt round-robin: exactly balanced sizes), ``chunk``

@@ -44,16 +44,26 @@ def metis_multi_constraint(
     return _part_kway(adjacency, parts, seed, weights, imbalance, volume=volume, tries=tries)
 
 
-def _part_kway(adjacency: tuple[np.ndarray, np.ndarray], parts: int, seed: int, weights: np.ndarray | None,
-               imbalance: float | None, *, volume: bool, tries: int) -> np.ndarray:
+def _part_kway(
+    adjacency: tuple[np.ndarray, np.ndarray],
+    parts: int,
+    seed: int,
+    weights: np.ndarray | None,
+    imbalance: float | None,
+    *,
+    volume: bool,
+    tries: int,
+) -> np.ndarray:
     """``METIS_PartGraphKway`` on (xadj, adjncy); ``weights`` ``[N, ncon]`` (None: unit node
     weights), each constraint within ``imbalance`` (None: METIS's default)."""
     lib = _libmetis()
     xadj, adjncy = adjacency
     n = xadj.shape[0] - 1
     if adjncy.shape[0] > np.iinfo(_IDX).max:
-        raise PartitionError(f"the graph has {adjncy.shape[0]:,} adjacency entries, more than the 32-bit METIS build "
-                             f"numbers; use --method chunk or random")
+        raise PartitionError(
+            f"the graph has {adjncy.shape[0]:,} adjacency entries, more than the 32-bit METIS build "
+            f"numbers; use --method chunk or random"
+        )
     ncon = 1 if weights is None else weights.shape[1]
     c_xadj = np.ascontiguousarray(xadj, dtype=_IDX)
     c_adjncy = np.ascontiguousarray(adjncy, dtype=_IDX)
@@ -69,10 +79,19 @@ def _part_kway(adjacency: tuple[np.ndarray, np.ndarray], parts: int, seed: int, 
     objective = ctypes.c_int32(0)
     nvtxs, ncon_c, nparts = ctypes.c_int32(n), ctypes.c_int32(ncon), ctypes.c_int32(parts)
     status = lib.METIS_PartGraphKway(
-        ctypes.byref(nvtxs), ctypes.byref(ncon_c), _ptr(c_xadj), _ptr(c_adjncy),
-        None if c_vwgt is None else _ptr(c_vwgt), None, None, ctypes.byref(nparts), None,
+        ctypes.byref(nvtxs),
+        ctypes.byref(ncon_c),
+        _ptr(c_xadj),
+        _ptr(c_adjncy),
+        None if c_vwgt is None else _ptr(c_vwgt),
+        None,
+        None,
+        ctypes.byref(nparts),
+        None,
         None if ubvec is None else ubvec.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-        _ptr(options), ctypes.byref(objective), _ptr(part),
+        _ptr(options),
+        ctypes.byref(objective),
+        _ptr(part),
     )
     if status != 1:
         raise PartitionError(f"METIS_PartGraphKway failed: {_STATUS.get(status, status)}")
@@ -133,7 +152,7 @@ def _undirected(indptr, indices, typed):  # pragma: no cover - compiled
     xadj = np.zeros(n + 1, np.int64)
     at = 0
     for v in range(n):
-        row = np.sort(both[starts[v]:starts[v + 1]])
+        row = np.sort(both[starts[v] : starts[v + 1]])
         for j in range(row.shape[0]):
             if j == 0 or row[j] != row[j - 1]:
                 both[at] = row[j]

@@ -58,8 +58,8 @@ def _remote_pairs(indptr, indices, assignment, rows, starts):  # pragma: no cove
     at = 0
     for j in range(len(nodes_out)):
         m = nodes_out[j].shape[0]
-        part[at:at + m] = parts_out[j]
-        node[at:at + m] = nodes_out[j]
+        part[at : at + m] = parts_out[j]
+        node[at : at + m] = nodes_out[j]
         at += m
     return part, node
 
@@ -96,8 +96,9 @@ def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int) -> dict:
     remote = np.bincount(halo_part, minlength=parts)
     edge_cut = int(_edge_cut(graph.indptr, graph.indices, assignment))
     return {
-        "parts": [{"num_nodes": int(n), "num_edges": int(e), "num_remote": int(r)}
-                  for n, e, r in zip(nodes, edges, remote)],
+        "parts": [
+            {"num_nodes": int(n), "num_edges": int(e), "num_remote": int(r)} for n, e, r in zip(nodes, edges, remote)
+        ],
         "total_remote": int(remote.sum()),
         "edge_cut": edge_cut,
         "node_imbalance": _imbalance(nodes),

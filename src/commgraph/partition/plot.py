@@ -12,8 +12,9 @@ def plot_metrics(metrics: dict, title: str, path: str | Path) -> None:
 
     parts = metrics["parts"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    for ax, key, label in zip(axes, ("num_nodes", "num_edges", "num_remote"),
-                              ("|V_i| nodes", "|E(V_i)| edges", "|V_i^remote| remote nodes")):
+    for ax, key, label in zip(
+        axes, ("num_nodes", "num_edges", "num_remote"), ("|V_i| nodes", "|E(V_i)| edges", "|V_i^remote| remote nodes")
+    ):
         values = [p[key] for p in parts]
         ax.bar(range(len(values)), values, color="tab:blue")
         ax.axhline(sum(values) / len(values), color="black", linestyle="--", linewidth=1, label="mean")
@@ -21,6 +22,8 @@ def plot_metrics(metrics: dict, title: str, path: str | Path) -> None:
         ax.set_xlabel("part")
         ax.set_xticks(range(len(values)))
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"{title}: total remote {metrics['total_remote']:,}, edge cut {metrics['edge_cut']:,}, "
-                 f"remote min/max {metrics['remote_min_max']:.3f}")
+    fig.suptitle(
+        f"{title}: total remote {metrics['total_remote']:,}, edge cut {metrics['edge_cut']:,}, "
+        f"remote min/max {metrics['remote_min_max']:.3f}"
+    )
     save_png(fig, path)

@@ -133,15 +133,21 @@ class PartitionSet:
             raise PartitionError(f"part {k} does not exist: {self.path} has parts 0..{self.num_parts - 1}")
         if k not in self._parts:
             if self.verify and check:
-                _check_files(self.path, {name: digest for name, digest in self.manifest["files"].items()
-                                         if name.startswith(f"part-{k}/")})
+                _check_files(
+                    self.path,
+                    {name: digest for name, digest in self.manifest["files"].items() if name.startswith(f"part-{k}/")},
+                )
             folder = self.path / f"part-{k}"
             missing = next((name for name in _REQUIRED if not (folder / f"{name}.npy").is_file()), None)
             if missing is not None:
-                raise PartitionError(f"{self.path}: part-{k}/{missing}.npy is missing; the set is incomplete, "
-                                     f"re-partition")
-            arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-                      for name in (*_REQUIRED, *_OPTIONAL, *_EDGE_DATA) if (folder / f"{name}.npy").is_file()}
+                raise PartitionError(
+                    f"{self.path}: part-{k}/{missing}.npy is missing; the set is incomplete, re-partition"
+                )
+            arrays = {
+                name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                for name in (*_REQUIRED, *_OPTIONAL, *_EDGE_DATA)
+                if (folder / f"{name}.npy").is_file()
+            }
             self._parts[k] = Part(index=k, **arrays)
         return self._parts[k]
 
@@ -201,8 +207,17 @@ class PartitionSet:
 
 
 def write_partition_set(
-    graph: Graph, assignment: np.ndarray, parts: int, out: str | Path, *, method: str, seed: int,
-    seconds: float, metrics: dict, force: bool = False, progress: bool = False,
+    graph: Graph,
+    assignment: np.ndarray,
+    parts: int,
+    out: str | Path,
+    *,
+    method: str,
+    seed: int,
+    seconds: float,
+    metrics: dict,
+    force: bool = False,
+    progress: bool = False,
 ) -> PartitionSet:
     """Write the partition set of ``graph`` under ``assignment`` to directory ``out`` (layout: the
     module's description), built beside it and renamed into place when complete.
@@ -238,10 +253,18 @@ def write_partition_set(
             "format_version": FORMAT_VERSION,
             "commgraph_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "graph": {"name": graph.name, "checksum": graph.checksum(),
-                      "num_nodes": graph.num_nodes, "num_edges": graph.num_edges},
-            "method": method, "parts": parts, "seed": seed, "seconds": seconds,
-            "metrics": metrics, "files": files,
+            "graph": {
+                "name": graph.name,
+                "checksum": graph.checksum(),
+                "num_nodes": graph.num_nodes,
+                "num_edges": graph.num_edges,
+            },
+            "method": method,
+            "parts": parts,
+            "seed": seed,
+            "seconds": seconds,
+            "metrics": metrics,
+            "files": files,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         _replace(tmp, out)
@@ -260,8 +283,9 @@ def _replace(tmp: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path, progress: bool,
-                 loop_free: np.ndarray) -> dict:
+def _write_parts(
+    graph: Graph, assignment: np.ndarray, parts: int, folder: Path, progress: bool, loop_free: np.ndarray
+) -> dict:
     n = graph.num_nodes
     halo_part, halo_node = remote_pairs(graph, assignment)
     # within each part, halo nodes grouped by owner, ascending ids inside a group
@@ -285,11 +309,14 @@ def _write_parts(graph: Graph, assignment: np.ndarray, parts: int, folder: Path,
         gather = np.repeat(graph.indptr[owned] - firsts, rows) + np.arange(rows.sum())
         send_ptr, send_index = _send_lists(k, owned, halo_node, halo_bounds, assignment, parts)
         arrays = {
-            "owned": owned, "halo": halo, "halo_owner": owner,
+            "owned": owned,
+            "halo": halo,
+            "halo_owner": owner,
             "indptr": np.concatenate([[0], np.cumsum(rows)]),
             "indices": local[graph.indices[gather]].astype(id_dtype(owned.shape[0] + halo.shape[0])),
             "recv_ptr": np.searchsorted(owner, np.arange(parts + 1)),
-            "send_ptr": send_ptr, "send_index": send_index,
+            "send_ptr": send_ptr,
+            "send_index": send_index,
             "degree": np.concatenate([loop_free[owned], loop_free[halo]]),
         }
         if graph.edge_weights is not None:
@@ -313,14 +340,17 @@ def _write_structure(graph: Graph, assignment: np.ndarray, parts: int, folder: P
     (folder / "structure").mkdir()
     n = graph.num_nodes
     index_type = id_dtype(n)
-    arrays = {"indptr": (np.int64, graph.indptr),
-              "indices": (index_type, graph.indices),
-              "degree": (np.int32, loop_free),
-              "owner": (owner_dtype(parts), assignment)}
+    arrays = {
+        "indptr": (np.int64, graph.indptr),
+        "indices": (index_type, graph.indices),
+        "degree": (np.int32, loop_free),
+        "owner": (owner_dtype(parts), assignment),
+    }
     files = {}
     for name, (dtype, values) in arrays.items():
-        files[f"structure/{name}.npy"] = save_npy_in_chunks(folder / "structure" / f"{name}.npy", dtype,
-                                                            values.shape, lambda a, b, v=values: v[a:b])
+        files[f"structure/{name}.npy"] = save_npy_in_chunks(
+            folder / "structure" / f"{name}.npy", dtype, values.shape, lambda a, b, v=values: v[a:b]
+        )
     return files
 
 
@@ -340,8 +370,9 @@ def owner_dtype(parts: int) -> np.dtype:
 def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray) -> str:
     """Save ``values[rows]`` as ``.npy`` a chunk at a time, so a part's copy of a large table is never
     held in memory; returns the file's sha256."""
-    return save_npy_in_chunks(path, values.dtype, (rows.shape[0], *values.shape[1:]),
-                              lambda start, stop: values[rows[start:stop]])
+    return save_npy_in_chunks(
+        path, values.dtype, (rows.shape[0], *values.shape[1:]), lambda start, stop: values[rows[start:stop]]
+    )
 
 
 def _send_lists(k, owned, halo_node, halo_bounds, assignment, parts):
@@ -390,8 +421,14 @@ def load_partition_set(path: str | Path, graph: Graph | None = None, *, verify: 
                 f"{graph.num_edges} edges): re-partition this graph"
             )
     if verify:  # files outside the parts and the structure now; the others when first read
-        _check_files(path, {name: digest for name, digest in manifest["files"].items()
-                            if not name.startswith(("part-", "structure/"))})
+        _check_files(
+            path,
+            {
+                name: digest
+                for name, digest in manifest["files"].items()
+                if not name.startswith(("part-", "structure/"))
+            },
+        )
     return PartitionSet(path, manifest, verify)
 
 

@@ -11,17 +11,41 @@ topology, partition (read-only) and sim (pricing).
 from commgraph.plan.allgather import PLANNERS as ALLGATHER_PLANNERS
 from commgraph.plan.allgather import plan_allgather
 from commgraph.plan.allreduce import PLANNERS as ALLREDUCE_PLANNERS
-from commgraph.plan.allreduce import (AllReduceSchedule, Tree, allreduce_schedule, choose_allreduce, make_allreduce,
-                                      plan_allreduce)
+from commgraph.plan.allreduce import (
+    AllReduceSchedule,
+    Tree,
+    allreduce_schedule,
+    choose_allreduce,
+    make_allreduce,
+    plan_allreduce,
+)
 from commgraph.plan.broadcast import PLANNERS as BROADCAST_PLANNERS
 from commgraph.plan.broadcast import plan_broadcast
 from commgraph.plan.model import CommPlan, Send
 from commgraph.plan.multipath import BULK_PLANNERS, SELECTORS, plan_bulk
 from commgraph.plan.price import price
 
-PLANNERS = {"allgather": ALLGATHER_PLANNERS, "allreduce": ALLREDUCE_PLANNERS, "broadcast": BROADCAST_PLANNERS,
-            "h2d": BULK_PLANNERS}
+PLANNERS = {
+    "allgather": ALLGATHER_PLANNERS,
+    "allreduce": ALLREDUCE_PLANNERS,
+    "broadcast": BROADCAST_PLANNERS,
+    "h2d": BULK_PLANNERS,
+}
 
-__all__ = ["ALLGATHER_PLANNERS", "PLANNERS", "SELECTORS", "AllReduceSchedule", "CommPlan", "Send", "Tree",
-           "allreduce_schedule", "choose_allreduce", "make_allreduce", "plan_allgather", "plan_allreduce",
-           "plan_broadcast", "plan_bulk", "price"]
+__all__ = [
+    "ALLGATHER_PLANNERS",
+    "PLANNERS",
+    "SELECTORS",
+    "AllReduceSchedule",
+    "CommPlan",
+    "Send",
+    "Tree",
+    "allreduce_schedule",
+    "choose_allreduce",
+    "make_allreduce",
+    "plan_allgather",
+    "plan_allreduce",
+    "plan_broadcast",
+    "plan_bulk",
+    "price",
+]

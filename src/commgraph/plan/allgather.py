@@ -56,8 +56,10 @@ def placement(pset: PartitionSet, topology: Topology, devices: list[str] | None 
     parts = pset.num_parts
     if devices is None:
         if parts > len(workers):
-            raise PlanError(f"{parts} parts but topology {topology.name!r} has only {len(workers)} "
-                            f"worker devices; re-partition into at most {len(workers)} parts")
+            raise PlanError(
+                f"{parts} parts but topology {topology.name!r} has only {len(workers)} "
+                f"worker devices; re-partition into at most {len(workers)} parts"
+            )
         return workers[:parts]
     if len(devices) != parts:
         raise PlanError(f"--placement lists {len(devices)} devices for {parts} parts")
@@ -80,8 +82,14 @@ def demands(pset: PartitionSet) -> dict[tuple[int, int], np.ndarray]:
     return result
 
 
-def plan_allgather(planner: str, pset: PartitionSet, topology: Topology, row_bytes: int,
-                   devices: list[str] | None = None, layers: int = 2) -> CommPlan:
+def plan_allgather(
+    planner: str,
+    pset: PartitionSet,
+    topology: Topology,
+    row_bytes: int,
+    devices: list[str] | None = None,
+    layers: int = 2,
+) -> CommPlan:
     """The graph all-gather plan of ``planner`` (the module's description) for a partition set on
     a topology: one plan that every layer's exchange follows.
 
@@ -125,8 +133,9 @@ def plan_allgather(planner: str, pset: PartitionSet, topology: Topology, row_byt
     return plan
 
 
-def plan_fetch(wanted: dict[tuple[int, int], np.ndarray], devices: list[str], topology: Topology,
-               row_bytes: int) -> CommPlan:
+def plan_fetch(
+    wanted: dict[tuple[int, int], np.ndarray], devices: list[str], topology: Topology, row_bytes: int
+) -> CommPlan:
     """A mini-batch's feature fetch: ``wanted[(owner, reader)]`` are the global ids ``reader``
     asked ``owner`` for this batch, and each goes straight from its owner to its reader in one
     stage (``p2p``). Requests change every batch, so there is nothing to amortise a relaying plan
@@ -143,8 +152,9 @@ def _check_connected(topology: Topology, devs: list[str]) -> None:
 
 def _p2p(wanted, devs, topology, row_bytes) -> CommPlan:
     plan = CommPlan("allgather", "p2p", topology.name, row_bytes=row_bytes)
-    plan.stages.append([Send(devs[k], devs[q], float(ids.size * row_bytes), ids)
-                        for (k, q), ids in sorted(wanted.items())])
+    plan.stages.append(
+        [Send(devs[k], devs[q], float(ids.size * row_bytes), ids) for (k, q), ids in sorted(wanted.items())]
+    )
     return plan
 
 
@@ -200,8 +210,12 @@ def _swap(wanted, devs, topology, row_bytes) -> CommPlan:
         if devs[k] != _host_of(topology, devs[k]):
             to_host.append(Send(devs[k], _host_of(topology, devs[k]), float(ids.size * row_bytes), ids))
     plan.stages.append(to_host)
-    plan.stages.append([Send(_host_of(topology, devs[k]), devs[q], float(ids.size * row_bytes), ids)
-                        for (k, q), ids in sorted(wanted.items())])
+    plan.stages.append(
+        [
+            Send(_host_of(topology, devs[k]), devs[q], float(ids.size * row_bytes), ids)
+            for (k, q), ids in sorted(wanted.items())
+        ]
+    )
     return plan
 
 
@@ -229,9 +243,12 @@ def _replicate(pset: PartitionSet, topology: Topology, row_bytes: int, layers: i
             frontier = reached
         duplicated.append(int(have.sum()) - part.num_owned)
     plan = CommPlan("allgather", "replicate", topology.name, row_bytes=row_bytes)
-    plan.notes = {"layers": layers, "duplicated_nodes": duplicated,
-                  "total_duplicated_nodes": int(sum(duplicated)),
-                  "extra_memory_bytes": int(sum(duplicated)) * row_bytes}
+    plan.notes = {
+        "layers": layers,
+        "duplicated_nodes": duplicated,
+        "total_duplicated_nodes": int(sum(duplicated)),
+        "extra_memory_bytes": int(sum(duplicated)) * row_bytes,
+    }
     return plan
 
 
@@ -244,10 +261,16 @@ def _spst(wanted, devs, topology, row_bytes, max_depth: int = MAX_DEPTH) -> Comm
             if a != b:
                 for hop in topology.route(devs[a], devs[b]):
                     seconds_per_byte[a * k_parts + b, hop.resource] = 1.0 / (
-                        topology.links[hop.link].bandwidth_gbps * 1e9)
-    squared = (seconds_per_byte ** 2).sum(axis=1)
-    latency = np.array([sum(topology.links[h.link].latency_us for h in topology.route(devs[a], devs[b])) * 1e-6
-                        if a != b else 0.0 for a in range(k_parts) for b in range(k_parts)])
+                        topology.links[hop.link].bandwidth_gbps * 1e9
+                    )
+    squared = (seconds_per_byte**2).sum(axis=1)
+    latency = np.array(
+        [
+            sum(topology.links[h.link].latency_us for h in topology.route(devs[a], devs[b])) * 1e-6 if a != b else 0.0
+            for a in range(k_parts)
+            for b in range(k_parts)
+        ]
+    )
     load = np.zeros((max_depth, n_res))  # seconds of traffic per stage and link direction
     stage_latency = np.zeros((max_depth, 1))  # the slowest route's latency in each stage
     hops: dict[tuple[int, int, int], list[np.ndarray]] = defaultdict(list)
@@ -256,8 +279,12 @@ def _spst(wanted, devs, topology, row_bytes, max_depth: int = MAX_DEPTH) -> Comm
         depth = {owner: 0}
         left = set(targets)
         while left:
-            weight = (2 * nbytes * (load @ seconds_per_byte.T) + nbytes * nbytes * squared
-                      + np.maximum(stage_latency, latency) ** 2 - stage_latency ** 2)
+            weight = (
+                2 * nbytes * (load @ seconds_per_byte.T)
+                + nbytes * nbytes * squared
+                + np.maximum(stage_latency, latency) ** 2
+                - stage_latency**2
+            )
             path = _cheapest_path(weight.reshape(max_depth, k_parts, k_parts), depth, left)
             for a, b in path:
                 stage = depth[a]

@@ -49,8 +49,9 @@ def split_by_bins(plan: CommPlan, rows: RowBins) -> CommPlan:
     order, rows in the send's order); sends of opaque bytes are kept as they are."""
     if plan.kind != "allgather":
         raise PlanError(f"only all-gather plans are split into bins, not {plan.kind!r}")
-    split = CommPlan(plan.kind, plan.planner, plan.topology, row_bytes=plan.row_bytes,
-                     notes={**plan.notes, "bins": True})
+    split = CommPlan(
+        plan.kind, plan.planner, plan.topology, row_bytes=plan.row_bytes, notes={**plan.notes, "bins": True}
+    )
     for stage in plan.stages:
         sends = []
         for send in stage:

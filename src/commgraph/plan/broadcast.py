@@ -15,8 +15,8 @@ import numpy as np
 
 from commgraph.errors import PlanError
 from commgraph.plan.allreduce import CostGraph
-from commgraph.plan.packing import Column, pack
 from commgraph.plan.model import CommPlan, Send
+from commgraph.plan.packing import Column, pack
 from commgraph.topology import Topology
 
 PLANNERS = ("arborescence",)
@@ -86,10 +86,21 @@ def plan_broadcast(topology: Topology, root: str, nbytes: float) -> CommPlan:
         for i in chosen:
             sends[i] = sends.get(i, 0.0) + weight * nbytes
     plan = CommPlan("broadcast", "arborescence", topology.name)
-    plan.stages.append([Send(graph.workers[arcs[i][0]], graph.workers[arcs[i][1]], amount, route=arcs[i][2])
-                        for i, amount in sorted(sends.items())])
-    plan.notes = {"root": root, "optimum": value, "optimum_fraction": str(Fraction(value).limit_denominator(1000)),
-                  "arborescences_rate": 1.0 / value, "normalized_time": value,
-                  "arborescences": [{"weight": w, "arcs": [[graph.workers[arcs[i][0]], graph.workers[arcs[i][1]]]
-                                                           for i in c]} for w, c in arborescences]}
+    plan.stages.append(
+        [
+            Send(graph.workers[arcs[i][0]], graph.workers[arcs[i][1]], amount, route=arcs[i][2])
+            for i, amount in sorted(sends.items())
+        ]
+    )
+    plan.notes = {
+        "root": root,
+        "optimum": value,
+        "optimum_fraction": str(Fraction(value).limit_denominator(1000)),
+        "arborescences_rate": 1.0 / value,
+        "normalized_time": value,
+        "arborescences": [
+            {"weight": w, "arcs": [[graph.workers[arcs[i][0]], graph.workers[arcs[i][1]]] for i in c]}
+            for w, c in arborescences
+        ],
+    }
     return plan

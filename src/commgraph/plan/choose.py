@@ -16,9 +16,8 @@ from pathlib import Path
 from commgraph.errors import PlanError
 from commgraph.partition import PartitionSet
 from commgraph.plan.allgather import placement, plan_allgather
+from commgraph.plan.allreduce import AllReduceSchedule, choose_allreduce, make_allreduce, native_seconds, plan_allreduce
 from commgraph.plan.exchange import Exchange
-from commgraph.plan.allreduce import (AllReduceSchedule, choose_allreduce, make_allreduce, native_seconds,
-                                      plan_allreduce)
 from commgraph.plan.model import CommPlan
 from commgraph.plan.price import price
 from commgraph.topology import Topology
@@ -40,10 +39,13 @@ class PlanChoice:
 
     def describe(self) -> str:
         """One line naming the plan and its modeled time."""
-        others = ", ".join(f"{name} {seconds * 1e3:.3f} ms" for name, seconds in self.candidates.items()
-                           if name != self.plan.planner)
-        return (f"all-gather plan {self.plan.planner}: {self.modeled_seconds * 1e3:.3f} ms per layer modeled on "
-                f"{self.plan.topology}" + (f" (also priced: {others})" if others else ""))
+        others = ", ".join(
+            f"{name} {seconds * 1e3:.3f} ms" for name, seconds in self.candidates.items() if name != self.plan.planner
+        )
+        return (
+            f"all-gather plan {self.plan.planner}: {self.modeled_seconds * 1e3:.3f} ms per layer modeled on "
+            f"{self.plan.topology}" + (f" (also priced: {others})" if others else "")
+        )
 
 
 def parse_placement(text: str | None) -> list[str] | None:
@@ -58,8 +60,15 @@ def parse_placement(text: str | None) -> list[str] | None:
     return None if not text else [d.strip() for d in text.split(",") if d.strip()]
 
 
-def choose_allgather(spec: str, pset: PartitionSet, topology: Topology, row_bytes: int,
-                     devices: list[str] | None = None, *, verify: bool = True) -> PlanChoice:
+def choose_allgather(
+    spec: str,
+    pset: PartitionSet,
+    topology: Topology,
+    row_bytes: int,
+    devices: list[str] | None = None,
+    *,
+    verify: bool = True,
+) -> PlanChoice:
     """``spec``: ``auto``, a planner of ``EXECUTABLE``, or a plan file (``.json``/``.npz``), checked
     to fit every part unless ``verify`` is off (a worker checks its own share when it runs it)."""
     devs = placement(pset, topology, devices)
@@ -75,8 +84,10 @@ def choose_allgather(spec: str, pset: PartitionSet, topology: Topology, row_byte
         return PlanChoice(priced[best][1], devs, priced[best][0], {n: s for n, (s, _) in priced.items()})
     path = Path(spec)
     if path.suffix not in (".json", ".npz"):
-        raise PlanError(f"--plan {spec!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file (.json or .npz) "
-                        "written by `commgraph plan`")
+        raise PlanError(
+            f"--plan {spec!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file (.json or .npz) "
+            "written by `commgraph plan`"
+        )
     if not path.is_file():
         raise PlanError(f"--plan {spec}: no such file")
     plan = CommPlan.load(path)
@@ -98,12 +109,16 @@ def check_fits(plan: CommPlan, pset: PartitionSet, topology: Topology, devices: 
         for send in stage:
             for device in (send.src, send.dst):
                 if device not in present:
-                    raise PlanError(f"the plan sends between {send.src} and {send.dst}, but {device} is not a device "
-                                    f"of topology {topology.name!r} (the plan was made for {plan.topology!r})")
+                    raise PlanError(
+                        f"the plan sends between {send.src} and {send.dst}, but {device} is not a device "
+                        f"of topology {topology.name!r} (the plan was made for {plan.topology!r})"
+                    )
                 if device not in ranks and device in workers:
-                    raise PlanError(f"the plan sends between {send.src} and {send.dst}, but the {len(devices)} "
-                                    f"rank(s) run on {', '.join(devices)}: it was made for another world size "
-                                    "or placement (see --placement)")
+                    raise PlanError(
+                        f"the plan sends between {send.src} and {send.dst}, but the {len(devices)} "
+                        f"rank(s) run on {', '.join(devices)}: it was made for another world size "
+                        "or placement (see --placement)"
+                    )
     for k in range(pset.num_parts):
         part = pset.part(k)
         try:
@@ -122,8 +137,11 @@ class AllReduceChoice:
 
     def describe(self) -> str:
         """One line naming the all-reduce and its modeled time."""
-        modeled = "not modeled: the topology has other workers" if self.modeled_seconds is None else \
-            f"{self.modeled_seconds * 1e3:.3f} ms per step modeled"
+        modeled = (
+            "not modeled: the topology has other workers"
+            if self.modeled_seconds is None
+            else f"{self.modeled_seconds * 1e3:.3f} ms per step modeled"
+        )
         return f"all-reduce {self.name}: {modeled}"
 
 
@@ -153,7 +171,9 @@ def check_allreduce(spec: str, topology: Topology, devices: list[str]) -> bool:
     if fits:
         topology.check_routes(devices)
     if spec not in ("auto", "native") and not fits and len(devices) > 1:
-        raise PlanError(f"--allreduce {spec} plans over every worker of {topology.name!r} ({len(workers)}), but the "
-                        f"job runs on {len(devices)} of them: use a topology with one worker per rank, or "
-                        "--allreduce native")
+        raise PlanError(
+            f"--allreduce {spec} plans over every worker of {topology.name!r} ({len(workers)}), but the "
+            f"job runs on {len(devices)} of them: use a topology with one worker per rank, or "
+            "--allreduce native"
+        )
     return fits

@@ -47,8 +47,18 @@ from commgraph.sim.coflow import Coflow, check_coflows, coflow_times
 from commgraph.sim.dag import Task, Transfer
 from commgraph.topology.model import Topology
 
-SCHEDULERS = ("megatron", "fair", "lina", "dp-first", "pp-first", "ep-first", "varys", "sincronia", "hermod",
-              "hermod-dscp")
+SCHEDULERS = (
+    "megatron",
+    "fair",
+    "lina",
+    "dp-first",
+    "pp-first",
+    "ep-first",
+    "varys",
+    "sincronia",
+    "hermod",
+    "hermod-dscp",
+)
 FIRST = {"dp-first": "dp", "pp-first": "pp", "ep-first": "ep"}  # Table 5.2's heuristics: the type they favour
 MATCHINGS = ("direct", *MATCHERS)
 
@@ -64,8 +74,15 @@ class Schedule:
     classes: int
 
 
-def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topology, *,
-             interleaved: bool = False, matching: str | None = None) -> Schedule:
+def schedule(
+    name: str,
+    tasks: list[Task],
+    coflows: list[Coflow],
+    topology: Topology,
+    *,
+    interleaved: bool = False,
+    matching: str | None = None,
+) -> Schedule:
     """Priorities of ``name`` for every coflow; ``matching`` (default ``alg3`` for the Hermod
     schedulers, ``direct`` otherwise) says how expert-parallel all-to-alls send."""
     if name not in SCHEDULERS:
@@ -98,6 +115,7 @@ def schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topo
 
 # -- Hermod ----------------------------------------------------------------------------------------
 
+
 def hermod_keys(coflows: list[Coflow], *, interleaved: bool = False) -> np.ndarray:
     """Rows ``(microbatch, type rank, layer)``: Table 5.3's factors, compared in that order, behind
     an iteration column and with a last column that breaks Table 5.4's DP ties when a DAG holds
@@ -129,6 +147,7 @@ def _iterations(coflows: list[Coflow]) -> int:
 
 
 # -- Megatron-LM -----------------------------------------------------------------------------------
+
 
 def one_stream(tasks: list[Task], coflows: list[Coflow]) -> list[Task]:
     """Megatron-LM's one communication stream per rank for DP: DP coflows over the same ranks run
@@ -176,6 +195,7 @@ def _dense_rank(values: np.ndarray) -> np.ndarray:
 
 # -- Varys and Sincronia -----------------------------------------------------------------------------
 
+
 def _port_loads(tasks: list[Task], coflows: list[Coflow], topology: Topology | None = None) -> sp.csr_matrix:
     """Coflows x ports (a device's egress, then its ingress): seconds at the port's bottleneck rate
     (bytes when ``topology`` is None)."""
@@ -185,8 +205,10 @@ def _port_loads(tasks: list[Task], coflows: list[Coflow], topology: Topology | N
         for i in coflow.flows:
             task = tasks[i]
             rate = _route_rate(topology, task) if topology is not None else 1.0
-            for port in (2 * devices.setdefault(task.src, len(devices)),
-                         2 * devices.setdefault(task.dst, len(devices)) + 1):
+            for port in (
+                2 * devices.setdefault(task.src, len(devices)),
+                2 * devices.setdefault(task.dst, len(devices)) + 1,
+            ):
                 rows.append(c), cols.append(port), values.append(task.bytes / rate)
     return sp.csr_matrix((values, (rows, cols)), shape=(len(coflows), 2 * len(devices)))
 
@@ -213,8 +235,8 @@ def bssi_order(tasks: list[Task], coflows: list[Coflow]) -> np.ndarray:
     position = np.empty(len(coflows), dtype=np.int64)
     for slot in range(len(coflows) - 1, -1, -1):
         port = int(np.argmax(total))
-        on = by_port.indices[by_port.indptr[port]: by_port.indptr[port + 1]]
-        load = by_port.data[by_port.indptr[port]: by_port.indptr[port + 1]]
+        on = by_port.indices[by_port.indptr[port] : by_port.indptr[port + 1]]
+        load = by_port.data[by_port.indptr[port] : by_port.indptr[port + 1]]
         keep = left[on] & (load > 0)
         on, load = on[keep], load[keep]
         if not on.size:  # only empty coflows are left
@@ -233,14 +255,18 @@ def bssi_order(tasks: list[Task], coflows: list[Coflow]) -> np.ndarray:
 
 # -- turning classes into tasks ----------------------------------------------------------------------
 
-def _apply(tasks: list[Task], coflows: list[Coflow], classes: np.ndarray, bottleneck: np.ndarray | None,
-           matching: str) -> tuple[list[Task], list[Coflow]]:
+
+def _apply(
+    tasks: list[Task], coflows: list[Coflow], classes: np.ndarray, bottleneck: np.ndarray | None, matching: str
+) -> tuple[list[Task], list[Coflow]]:
     out = list(tasks)
     for c, coflow in enumerate(coflows):
         priority = int(classes[c])
         for i in coflow.flows:
             task = tasks[i]
-            cap = task.bytes / bottleneck[c] if bottleneck is not None and bottleneck[c] > 0 and task.bytes > 0 else None
+            cap = (
+                task.bytes / bottleneck[c] if bottleneck is not None and bottleneck[c] > 0 and task.bytes > 0 else None
+            )
             out[i] = _copy(task, priority=priority, max_rate=cap)
     if matching == "direct":
         return out, list(coflows)
@@ -249,8 +275,17 @@ def _apply(tasks: list[Task], coflows: list[Coflow], classes: np.ndarray, bottle
 
 def _copy(task: Transfer, **changes) -> Transfer:
     """``dataclasses.replace`` for transfers without its per-field reflection (millions of calls)."""
-    fields = {"id": task.id, "src": task.src, "dst": task.dst, "bytes": task.bytes, "priority": task.priority,
-              "route": task.route, "deps": task.deps, "overhead_s": task.overhead_s, "max_rate": task.max_rate}
+    fields = {
+        "id": task.id,
+        "src": task.src,
+        "dst": task.dst,
+        "bytes": task.bytes,
+        "priority": task.priority,
+        "route": task.route,
+        "deps": task.deps,
+        "overhead_s": task.overhead_s,
+        "max_rate": task.max_rate,
+    }
     fields.update(changes)
     return Transfer(**fields)
 
@@ -292,8 +327,10 @@ def _pieces(tasks: list[Task], coflow: Coflow, matcher) -> dict[int, list[Transf
         pair[(a, b)] = i
     entry = {index[f.src]: f.deps for f in flows}  # a sender's flows all wait for the same tasks
     plan = matcher(demand)
-    phases = [(k, rows.tolist(), cols.tolist(), sent.tolist())
-              for k, (rows, cols, sent) in enumerate(zip(plan.rows, plan.cols, plan.sent))]
+    phases = [
+        (k, rows.tolist(), cols.tolist(), sent.tolist())
+        for k, (rows, cols, sent) in enumerate(zip(plan.rows, plan.cols, plan.sent))
+    ]
     final: dict[tuple[int, int], int] = {}  # a pair's last phase: its piece there keeps the pair's id
     for k, rows, cols, _ in phases:
         for ab in zip(rows, cols):
@@ -310,7 +347,8 @@ def _pieces(tasks: list[Task], coflow: Coflow, matcher) -> dict[int, list[Transf
                 deps = tuple(dict.fromkeys((*entry[a], *deps)))
             name = base.id if final[(a, b)] == k else f"{base.id}#{k}"
             pieces.setdefault(i, []).append(
-                Transfer(name, base.src, base.dst, size, base.priority, base.route, deps, base.overhead_s, None))
+                Transfer(name, base.src, base.dst, size, base.priority, base.route, deps, base.overhead_s, None)
+            )
             last_out[a] = last_in[b] = name
     for (a, _b), i in pair.items():
         if i not in pieces:  # nothing to send: an empty flow once the sender is ready
@@ -319,6 +357,7 @@ def _pieces(tasks: list[Task], coflow: Coflow, matcher) -> dict[int, list[Transf
 
 
 # -- running and summarising -------------------------------------------------------------------------
+
 
 @dataclass
 class Outcome:
@@ -340,17 +379,36 @@ class Outcome:
         for kind in dict.fromkeys(kinds.tolist()):
             mine = cct[kinds == kind]
             size = sum(self.schedule.tasks[i].bytes for c in self.schedule.coflows if c.kind == kind for i in c.flows)
-            coflows[kind] = {"count": int(mine.size), "bytes": float(size), "mean_seconds": float(mine.mean()),
-                             "median_seconds": float(np.median(mine)), "max_seconds": float(mine.max())}
+            coflows[kind] = {
+                "count": int(mine.size),
+                "bytes": float(size),
+                "mean_seconds": float(mine.mean()),
+                "median_seconds": float(np.median(mine)),
+                "max_seconds": float(mine.max()),
+            }
         network = [row["utilisation"] for row in self.result.link_rows() if row["kind"] in ("infiniband", "ethernet")]
-        return {"iteration_seconds": seconds, "tokens_per_second": tokens / seconds if seconds > 0 else 0.0,
-                "coflows": coflows, "classes": self.schedule.classes,
-                "network_utilisation": {"mean": float(np.mean(network)) if network else 0.0,
-                                        "max": float(np.max(network)) if network else 0.0}}
+        return {
+            "iteration_seconds": seconds,
+            "tokens_per_second": tokens / seconds if seconds > 0 else 0.0,
+            "coflows": coflows,
+            "classes": self.schedule.classes,
+            "network_utilisation": {
+                "mean": float(np.mean(network)) if network else 0.0,
+                "max": float(np.max(network)) if network else 0.0,
+            },
+        }
 
 
-def run_schedule(name: str, tasks: list[Task], coflows: list[Coflow], topology: Topology, *,
-                 interleaved: bool = False, matching: str | None = None, timeline: bool = False) -> Outcome:
+def run_schedule(
+    name: str,
+    tasks: list[Task],
+    coflows: list[Coflow],
+    topology: Topology,
+    *,
+    interleaved: bool = False,
+    matching: str | None = None,
+    timeline: bool = False,
+) -> Outcome:
     """Schedule the DAG with ``name`` and simulate it."""
     plan = schedule(name, tasks, coflows, topology, interleaved=interleaved, matching=matching)
     result = simulate(topology, plan.tasks, timeline=timeline)
@@ -371,14 +429,18 @@ def iteration_seconds(result: SimResult, ends: list[list[str]] | None = None) ->
 def free_communication(topology: Topology, tasks: list[Task]) -> SimResult:
     """The same DAG with every transfer free (no bytes, latency or overhead): its makespan is the
     computations' critical path, a bound no scheduler beats (an oracle, not a baseline)."""
-    instant = Topology(f"{topology.name} (free communication)", topology.devices,
-                       [replace(link, latency_us=0.0, overhead_us=0.0) for link in topology.links])
+    instant = Topology(
+        f"{topology.name} (free communication)",
+        topology.devices,
+        [replace(link, latency_us=0.0, overhead_us=0.0) for link in topology.links],
+    )
     free = [replace(t, bytes=0.0, overhead_s=0.0, max_rate=None) if isinstance(t, Transfer) else t for t in tasks]
     return simulate(instant, free, timeline=False)
 
 
-def ceiling(baseline_seconds: float, free_seconds: float, link_seconds: float = 0.0,
-            floor_seconds: float | None = None) -> dict:
+def ceiling(
+    baseline_seconds: float, free_seconds: float, link_seconds: float = 0.0, floor_seconds: float | None = None
+) -> dict:
     """What a baseline's iteration leaves to gain: the free-communication time (an oracle: every
     byte moves in no time), the share of the baseline's iteration that is exposed communication,
     the ceiling ratio T(baseline) / T(free), and with ``link_seconds`` (the busiest link
@@ -387,14 +449,20 @@ def ceiling(baseline_seconds: float, free_seconds: float, link_seconds: float = 
     ``floor_seconds`` (:func:`commgraph.workload.floor.iteration_floor`: every dependency kept,
     each link's bytes priced where they can move) adds the floor and T(baseline) / floor."""
     bound = max(free_seconds, link_seconds)
-    top = {"baseline_seconds": baseline_seconds, "free_communication_seconds": free_seconds,
-           "exposed_share": 1.0 - free_seconds / baseline_seconds if baseline_seconds > 0 else 0.0,
-           "ceiling": baseline_seconds / free_seconds if free_seconds > 0 else float("inf"),
-           "link_seconds": link_seconds, "bound_seconds": bound,
-           "bound_ceiling": baseline_seconds / bound if bound > 0 else float("inf")}
+    top = {
+        "baseline_seconds": baseline_seconds,
+        "free_communication_seconds": free_seconds,
+        "exposed_share": 1.0 - free_seconds / baseline_seconds if baseline_seconds > 0 else 0.0,
+        "ceiling": baseline_seconds / free_seconds if free_seconds > 0 else float("inf"),
+        "link_seconds": link_seconds,
+        "bound_seconds": bound,
+        "bound_ceiling": baseline_seconds / bound if bound > 0 else float("inf"),
+    }
     if floor_seconds is not None:
-        top.update(floor_seconds=floor_seconds,
-                   floor_ceiling=baseline_seconds / floor_seconds if floor_seconds > 0 else float("inf"))
+        top.update(
+            floor_seconds=floor_seconds,
+            floor_ceiling=baseline_seconds / floor_seconds if floor_seconds > 0 else float("inf"),
+        )
     return top
 
 

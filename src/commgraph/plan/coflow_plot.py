@@ -21,8 +21,13 @@ def plot_schedulers(outcomes: dict[str, Outcome], rows: list[str], path: str | P
     coflow type (each coflow from its first flow's start to its last flow's end)."""
     plt = pyplot()
 
-    fig, axes = plt.subplots(len(outcomes), 1, figsize=(12, 2.2 + 0.25 * len(rows) * len(outcomes) + 1.5 * len(outcomes)),
-                             sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        len(outcomes),
+        1,
+        figsize=(12, 2.2 + 0.25 * len(rows) * len(outcomes) + 1.5 * len(outcomes)),
+        sharex=True,
+        squeeze=False,
+    )
     for ax, (name, outcome) in zip(axes[:, 0], outcomes.items()):
         row_of = {device: k for k, device in enumerate(rows)}
         tasks, result = outcome.schedule.tasks, outcome.result
@@ -32,8 +37,14 @@ def plot_schedulers(outcomes: dict[str, Outcome], rows: list[str], path: str | P
         kinds = list(dict.fromkeys(c.kind for c in outcome.schedule.coflows))
         for k, kind in enumerate(kinds):
             mine = np.array([c.kind == kind for c in outcome.schedule.coflows])
-            ax.barh(np.full(mine.sum(), len(rows) + k), outcome.coflow_finish[mine] - outcome.coflow_start[mine],
-                    left=outcome.coflow_start[mine], height=0.7, color=COLOURS.get(kind, "C4"), alpha=0.35)
+            ax.barh(
+                np.full(mine.sum(), len(rows) + k),
+                outcome.coflow_finish[mine] - outcome.coflow_start[mine],
+                left=outcome.coflow_start[mine],
+                height=0.7,
+                color=COLOURS.get(kind, "C4"),
+                alpha=0.35,
+            )
         ax.set_yticks(range(len(rows) + len(kinds)), [*rows, *(f"{kind} coflows" for kind in kinds)], fontsize=7)
         ax.invert_yaxis()
         ax.set_title(f"{name}: iteration {result.makespan:.3f} s", fontsize=9)
@@ -52,18 +63,37 @@ def write_trace(outcomes: dict[str, Outcome], path: str | Path) -> None:
         def tid(label: str) -> int:
             if label not in threads:
                 threads[label] = len(threads)
-                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": threads[label], "args": {"name": label}})
+                events.append(
+                    {"ph": "M", "name": "thread_name", "pid": pid, "tid": threads[label], "args": {"name": label}}
+                )
             return threads[label]
 
         result = outcome.result
         for task, start, finish in zip(outcome.schedule.tasks, result.start.tolist(), result.finish.tolist()):
             if isinstance(task, Compute) and finish > start:
-                events.append({"ph": "X", "name": task.id, "pid": pid, "tid": tid(task.device),
-                               "ts": start * 1e6, "dur": (finish - start) * 1e6})
-        for coflow, start, finish in zip(outcome.schedule.coflows, outcome.coflow_start.tolist(),
-                                         outcome.coflow_finish.tolist()):
-            events.append({"ph": "X", "name": coflow.id, "pid": pid, "tid": tid(f"{coflow.kind} coflows"),
-                           "ts": start * 1e6, "dur": (finish - start) * 1e6,
-                           "args": {"microbatch": coflow.microbatch, "layer": coflow.layer, "type": coflow.kind}})
+                events.append(
+                    {
+                        "ph": "X",
+                        "name": task.id,
+                        "pid": pid,
+                        "tid": tid(task.device),
+                        "ts": start * 1e6,
+                        "dur": (finish - start) * 1e6,
+                    }
+                )
+        for coflow, start, finish in zip(
+            outcome.schedule.coflows, outcome.coflow_start.tolist(), outcome.coflow_finish.tolist()
+        ):
+            events.append(
+                {
+                    "ph": "X",
+                    "name": coflow.id,
+                    "pid": pid,
+                    "tid": tid(f"{coflow.kind} coflows"),
+                    "ts": start * 1e6,
+                    "dur": (finish - start) * 1e6,
+                    "args": {"microbatch": coflow.microbatch, "layer": coflow.layer, "type": coflow.kind},
+                }
+            )
     with atomic_write(path) as handle:
         handle.write(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}).encode())

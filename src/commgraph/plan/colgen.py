@@ -69,8 +69,13 @@ class Packing:
 Pricing = Callable[[np.ndarray], list[Column]]
 
 
-def pack(cheapest: Callable[[np.ndarray], Column | list[Column]], resources: int, max_columns: int = 3000,
-         classes: np.ndarray | None = None, groups: int = 1) -> Packing:
+def pack(
+    cheapest: Callable[[np.ndarray], Column | list[Column]],
+    resources: int,
+    max_columns: int = 3000,
+    classes: np.ndarray | None = None,
+    groups: int = 1,
+) -> Packing:
     """Column generation (module docstring) over ``resources`` resources in ``classes`` (default:
     each its own) with ``groups`` convexity groups; ``cheapest(prices)`` returns the column of least
     ``prices . load`` of every group (a bare Column when there is one group).
@@ -86,8 +91,10 @@ def pack(cheapest: Callable[[np.ndarray], Column | list[Column]], resources: int
 
     first = price(np.ones(resources))
     if sorted(c.group for c in first) != list(range(groups)):
-        raise PlanError(f"the pricing oracle returned columns of groups {sorted(c.group for c in first)}, "
-                        f"expected one of each of {groups}")
+        raise PlanError(
+            f"the pricing oracle returned columns of groups {sorted(c.group for c in first)}, "
+            f"expected one of each of {groups}"
+        )
     master = _Master(classes, groups)
     for column in first:
         master.add(column)
@@ -115,14 +122,22 @@ def _generate(price: Pricing, master: _Master, cap: float | None, max_columns: i
         if cap is None and bound > best_bound:
             best_bound, best_prices = bound, solution.prices
         if not improving or len(master.columns) >= max_columns:
-            return (solution.bottleneck, master.mix(solution), min(best_bound, solution.bottleneck),
-                    not improving, rounds)
+            return (
+                solution.bottleneck,
+                master.mix(solution),
+                min(best_bound, solution.bottleneck),
+                not improving,
+                rounds,
+            )
         if cap is None and best_prices is not solution.prices:  # the stabilised point's columns too
             smoothed = _SMOOTHING * best_prices + (1 - _SMOOTHING) * solution.prices
             keys = {c.key for c in improving}
             for column in price(smoothed):
-                if column.key not in master.seen and column.key not in keys and \
-                        float(weights @ column.load) - solution.convexity[column.group] < -_TOL * scale:
+                if (
+                    column.key not in master.seen
+                    and column.key not in keys
+                    and float(weights @ column.load) - solution.convexity[column.group] < -_TOL * scale
+                ):
                     improving.append(column)
         for column in improving:
             master.add(column)
@@ -155,10 +170,18 @@ class _Master:
         self.highs = _quiet_highs(highspy)
         inf = highspy.kHighsInf
         empty = np.zeros(0, dtype=np.int32)
-        self.highs.addRows(self.rows, np.full(self.rows, -inf), np.zeros(self.rows), 0,
-                           np.zeros(self.rows, dtype=np.int32), empty, np.zeros(0))
-        self.highs.addRows(groups, np.ones(groups), np.ones(groups), 0, np.zeros(groups, dtype=np.int32), empty,
-                           np.zeros(0))
+        self.highs.addRows(
+            self.rows,
+            np.full(self.rows, -inf),
+            np.zeros(self.rows),
+            0,
+            np.zeros(self.rows, dtype=np.int32),
+            empty,
+            np.zeros(0),
+        )
+        self.highs.addRows(
+            groups, np.ones(groups), np.ones(groups), 0, np.zeros(groups, dtype=np.int32), empty, np.zeros(0)
+        )
         self.highs.addCol(1.0, 0.0, inf, self.rows, np.arange(self.rows, dtype=np.int32), -np.ones(self.rows))
         self._inf = inf
 
@@ -192,7 +215,7 @@ class _Master:
         values = np.asarray(solution.col_value)
         row_values = np.asarray(solution.row_value)[: self.rows]
         shares = np.maximum(-duals[: self.rows], 0.0) / self.size  # what one more unit on a resource costs
-        return _Solution(values[1:], shares[self.classes], duals[self.rows:], float((row_values + values[0]).max()))
+        return _Solution(values[1:], shares[self.classes], duals[self.rows :], float((row_values + values[0]).max()))
 
     def mix(self, solution: _Solution) -> list[tuple[float, Column]]:
         """The columns of positive weight, their weights scaled to sum to 1 in every group."""

@@ -98,8 +98,7 @@ class Exchange:
         return np.unique(self.halo_source[halo_rows]).tolist()
 
     @classmethod
-    def from_plan(cls, plan: CommPlan, rank: int, devices: list[str], owned: np.ndarray,
-                  halo: np.ndarray) -> Exchange:
+    def from_plan(cls, plan: CommPlan, rank: int, devices: list[str], owned: np.ndarray, halo: np.ndarray) -> Exchange:
         """``devices[r]`` is the plan device rank ``r`` runs on; ``owned`` and ``halo`` are the
         global ids of the rank's table rows. A plan that makes the rank send rows it does not
         hold, deliver a row twice or leave a halo row empty is refused."""
@@ -116,8 +115,9 @@ class _Builder:
         self.rank_of = {device: r for r, device in enumerate(devices)}
         me = devices[rank]
         known = np.concatenate([owned, halo])
-        delivered = [np.asarray(s.ids, np.int64) for stage in plan.stages for s in stage
-                     if s.ids is not None and s.dst == me]
+        delivered = [
+            np.asarray(s.ids, np.int64) for stage in plan.stages for s in stage if s.ids is not None and s.dst == me
+        ]
         extra = np.setdiff1d(np.concatenate(delivered), known) if delivered else known[:0]
         self.table = np.concatenate([known, extra])
         self.sorter = np.argsort(self.table, kind="stable")
@@ -134,8 +134,10 @@ class _Builder:
     def positions(self, ids: np.ndarray) -> np.ndarray:
         at = self.sorter[np.minimum(np.searchsorted(self.table, ids, sorter=self.sorter), self.table.size - 1)]
         if ids.size and (self.table.size == 0 or not np.array_equal(self.table[at], ids)):
-            raise PlanError(f"plan {self.plan.planner!r} moves rows rank {self.rank} does not know; "
-                            "was it made for this partition set?")
+            raise PlanError(
+                f"plan {self.plan.planner!r} moves rows rank {self.rank} does not know; "
+                "was it made for this partition set?"
+            )
         return at
 
     def build(self) -> Exchange:
@@ -143,8 +145,10 @@ class _Builder:
             arrived = []
             for send in stage:
                 if send.ids is None:
-                    raise PlanError(f"plan {self.plan.planner!r} has a send of bare bytes ({send.src} -> {send.dst}); "
-                                    "an all-gather executes sends of rows")
+                    raise PlanError(
+                        f"plan {self.plan.planner!r} has a send of bare bytes ({send.src} -> {send.dst}); "
+                        "an all-gather executes sends of rows"
+                    )
                 for src, ids, staged in self._pieces(send):
                     arrived += self._message(s, send.bin, src, self.rank_of[send.dst], ids, staged)
             for at, j in arrived:
@@ -153,10 +157,19 @@ class _Builder:
         n_known = self.num_owned + self.num_halo
         if not self.held[:n_known].all():
             missing = int((~self.held[:n_known]).sum())
-            raise PlanError(f"plan {self.plan.planner!r} leaves {missing} halo row(s) of rank {self.rank} empty; "
-                            "it was made for another partition set or placement")
-        return Exchange(self.sends, self.recvs, self.num_owned, self.num_halo, self.num_extra, self.staged_rows,
-                        self.filled_by[self.num_owned : n_known].copy())
+            raise PlanError(
+                f"plan {self.plan.planner!r} leaves {missing} halo row(s) of rank {self.rank} empty; "
+                "it was made for another partition set or placement"
+            )
+        return Exchange(
+            self.sends,
+            self.recvs,
+            self.num_owned,
+            self.num_halo,
+            self.num_extra,
+            self.staged_rows,
+            self.filled_by[self.num_owned : n_known].copy(),
+        )
 
     def _pieces(self, send) -> list[tuple[int, np.ndarray, bool]]:
         """(sending rank, rows, staged) of a send whose destination is a rank; sends into host
@@ -183,8 +196,9 @@ class _Builder:
             raise PlanError(f"plan {self.plan.planner!r} reads rows from {host} that never reached it")
         return [(int(r), ids[holder == r], True) for r in np.unique(holder)]
 
-    def _message(self, stage: int, bin_: int, src: int, dst: int, ids: np.ndarray,
-                 staged: bool) -> list[tuple[np.ndarray, int]]:
+    def _message(
+        self, stage: int, bin_: int, src: int, dst: int, ids: np.ndarray, staged: bool
+    ) -> list[tuple[np.ndarray, int]]:
         if src == dst or ids.size == 0:
             return []
         order = self.next_order[(src, dst)]
@@ -192,16 +206,18 @@ class _Builder:
         if src == self.rank:
             at = self.positions(ids)
             if not self.held[at].all():
-                raise PlanError(f"plan {self.plan.planner!r}: rank {self.rank} must send rows it does not hold "
-                                f"at stage {stage}")
+                raise PlanError(
+                    f"plan {self.plan.planner!r}: rank {self.rank} must send rows it does not hold at stage {stage}"
+                )
             relays = np.unique(self.filled_by[at][self.filled_by[at] >= 0])
             self.sends.append(Message(dst, bin_, order, at, stage, tuple(int(j) for j in relays), staged))
             return []
         if dst == self.rank:
             at = self.positions(ids)
             if self.held[at].any():
-                raise PlanError(f"plan {self.plan.planner!r} delivers rows rank {self.rank} already holds "
-                                f"at stage {stage}")
+                raise PlanError(
+                    f"plan {self.plan.planner!r} delivers rows rank {self.rank} already holds at stage {stage}"
+                )
             self.recvs.append(Message(src, bin_, order, at, stage))
             return [(at, len(self.recvs) - 1)]
         return []

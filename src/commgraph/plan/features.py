@@ -53,23 +53,30 @@ def place_features(mode: str, device_type: str, table_bytes: int, free_bytes: in
     size = _gb(table_bytes)
     if device_type != "cuda":
         asked = "" if mode == "auto" else f" (--features {mode} asked)"
-        return FeaturePlacement("cpu", f"{size} table in host memory: the device is the CPU{asked}, rows are "
-                                       "gathered with index_select")
+        return FeaturePlacement(
+            "cpu", f"{size} table in host memory: the device is the CPU{asked}, rows are gathered with index_select"
+        )
     if free_bytes is None:
         raise FeatureError("placing features on a GPU needs its free memory")
     free = _gb(free_bytes)
     if mode == "gpu":
         if table_bytes > free_bytes:
-            raise FeatureError(f"--features gpu: the {size} table does not fit in the {free} free on the GPU; "
-                               "use --features host (or auto) to keep it in host memory")
+            raise FeatureError(
+                f"--features gpu: the {size} table does not fit in the {free} free on the GPU; "
+                "use --features host (or auto) to keep it in host memory"
+            )
         return FeaturePlacement("gpu", f"{size} table in GPU memory (--features gpu)")
     if mode == "host":
         return FeaturePlacement("host", f"{size} table in pinned host memory, rows read by the GPU (--features host)")
     if table_bytes <= HEADROOM * free_bytes:
-        return FeaturePlacement("gpu", f"{size} table in GPU memory: it fits in {HEADROOM:.0%} of the {free} free "
-                                       "(--features auto)")
-    return FeaturePlacement("host", f"{size} table in pinned host memory, rows read by the GPU: it is more than "
-                                    f"{HEADROOM:.0%} of the {free} free on the GPU (--features auto)")
+        return FeaturePlacement(
+            "gpu", f"{size} table in GPU memory: it fits in {HEADROOM:.0%} of the {free} free (--features auto)"
+        )
+    return FeaturePlacement(
+        "host",
+        f"{size} table in pinned host memory, rows read by the GPU: it is more than "
+        f"{HEADROOM:.0%} of the {free} free on the GPU (--features auto)",
+    )
 
 
 def _gb(nbytes: int) -> str:

@@ -67,14 +67,19 @@ def plan_collective(collective: str, planner: str, topology: Topology, nbytes: f
         trees, notes = _arborescences(graph)
         plan.notes.update(notes)
     order = {d: i for i, d in enumerate(graph.workers)}
-    schedule = AllReduceSchedule(planner, tuple(graph.workers), trees=tuple(sorted(trees, key=lambda t: order[t.root])),
-                                 collective=collective)
+    schedule = AllReduceSchedule(
+        planner, tuple(graph.workers), trees=tuple(sorted(trees, key=lambda t: order[t.root])), collective=collective
+    )
     plan.stages.append(_sends(schedule, nbytes))
     plan.notes["schedule"] = schedule.to_json()
     algbw = nbytes / steady_seconds(plan.stages[0], topology) / 1e9
     bound = gather_bound(topology, graph.workers)
-    plan.notes["bandwidth"] = {"algbw_gbps": algbw, "busbw_gbps": algbw * (graph.n - 1) / graph.n,
-                               "bound": bound.to_json(), "of_bound": algbw / bound.algbw_gbps}
+    plan.notes["bandwidth"] = {
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * (graph.n - 1) / graph.n,
+        "bound": bound.to_json(),
+        "of_bound": algbw / bound.algbw_gbps,
+    }
     return plan
 
 
@@ -128,18 +133,30 @@ def _arborescences(graph: CostGraph) -> tuple[list[Tree], dict]:
 
     packing = pack(cheapest, routes.resources, classes=symmetry.classes, groups=len(roots))
     trees = _expanded_arborescences(graph, routes, symmetry, workers, packing.columns)
-    notes = {"optimum": packing.value, "optimum_fraction": str(Fraction(packing.value).limit_denominator(1000)),
-             "normalized_time": packing.value,
-             "certificate": {"lower_bound": packing.lower_bound, "converged": packing.converged,
-                             "algbw_gbps_at_most": routes.unit_gbps / packing.lower_bound},
-             "synthesis": {"rounds": packing.rounds, "columns": len(packing.columns), "orbits": symmetry.orbits,
-                           "server_shifts": len(symmetry.shifts), "roots_priced": len(roots)},
-             "arborescences": len(trees)}
+    notes = {
+        "optimum": packing.value,
+        "optimum_fraction": str(Fraction(packing.value).limit_denominator(1000)),
+        "normalized_time": packing.value,
+        "certificate": {
+            "lower_bound": packing.lower_bound,
+            "converged": packing.converged,
+            "algbw_gbps_at_most": routes.unit_gbps / packing.lower_bound,
+        },
+        "synthesis": {
+            "rounds": packing.rounds,
+            "columns": len(packing.columns),
+            "orbits": symmetry.orbits,
+            "server_shifts": len(symmetry.shifts),
+            "roots_priced": len(roots),
+        },
+        "arborescences": len(trees),
+    }
     return trees, notes
 
 
-def _expanded_arborescences(graph: CostGraph, routes: RouteGraph, symmetry: Symmetry, workers: list[list[int]],
-                            columns) -> list[Tree]:
+def _expanded_arborescences(
+    graph: CostGraph, routes: RouteGraph, symmetry: Symmetry, workers: list[list[int]], columns
+) -> list[Tree]:
     """The mix over every server shift: a root's arborescence of weight w carries w / n of the
     tensor, its images under the shifts that keep the root in place as many copies, each with its
     share over as many; every arc split over the twins on its path. A Tree's edges point from child
@@ -208,6 +225,6 @@ def _cycle(parent: np.ndarray) -> list[int]:
             walk.append(node)
             node = int(parent[node])
         if node >= 0 and state[node] == 1:
-            return walk[walk.index(node):]
+            return walk[walk.index(node) :]
         state[walk] = 2
     return []

@@ -88,18 +88,26 @@ class MemoryEstimate:
 
     def to_dict(self) -> dict:
         """The estimate as JSON-ready data."""
-        return {"worker_peak_bytes": self.worker_peak_bytes, "machine_peak_bytes": self.machine_peak_bytes,
-                "machine_workers": self.machine_workers, "machine": dict(self.machine), "worker": dict(self.worker)}
+        return {
+            "worker_peak_bytes": self.worker_peak_bytes,
+            "machine_peak_bytes": self.machine_peak_bytes,
+            "machine_workers": self.machine_workers,
+            "machine": dict(self.machine),
+            "worker": dict(self.worker),
+        }
 
     def lines(self) -> list[str]:
         """The estimate as a few readable lines."""
+
         def parts(values: dict[str, int]) -> str:
             return ", ".join(f"{name} {value / GB:.2f}" for name, value in values.items() if value)
 
-        return [f"memory estimate: {self.machine_peak_bytes / GB:.2f} GB per machine "
-                f"({self.machine_workers} worker(s) of {self.worker_peak_bytes / GB:.2f} GB each)",
-                f"  shared once per machine (GB): {parts(self.machine)}",
-                f"  each worker (GB): {parts(self.worker)}"]
+        return [
+            f"memory estimate: {self.machine_peak_bytes / GB:.2f} GB per machine "
+            f"({self.machine_workers} worker(s) of {self.worker_peak_bytes / GB:.2f} GB each)",
+            f"  shared once per machine (GB): {parts(self.machine)}",
+            f"  each worker (GB): {parts(self.worker)}",
+        ]
 
 
 def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
@@ -118,16 +126,18 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         if shape.peer_rows == "map" and shape.machine_workers > 1:
             machine["features"] = 4 * n * width * min(1.0, shape.machine_workers / shape.workers)
         rows = reached_nodes(n, shape.batch_size, shape.fanouts)
-        worker["tables"] = 4 * rows * (TABLE_COPIES * width + ACTIVATION_COPIES * shape.hidden * shape.layers) \
-            + 8 * n  # the sampler's node-indexed scratch
+        worker["tables"] = (
+            4 * rows * (TABLE_COPIES * width + ACTIVATION_COPIES * shape.hidden * shape.layers) + 8 * n
+        )  # the sampler's node-indexed scratch
         worker["evaluation"] = full_graph_tables
     else:
         worker["tables"] = full_graph_tables if shape.train else 0
         worker["evaluation"] = 0 if shape.train else full_graph_tables
     if shape.train:
         worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, pset)
-    return MemoryEstimate(shape.machine_workers, {k: int(v) for k, v in machine.items()},
-                          {k: int(v) for k, v in worker.items()})
+    return MemoryEstimate(
+        shape.machine_workers, {k: int(v) for k, v in machine.items()}, {k: int(v) for k, v in worker.items()}
+    )
 
 
 def reached_nodes(num_nodes: int, batch_size: int, fanouts: tuple[int, ...]) -> int:
@@ -151,13 +161,15 @@ def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int]:
 def _structure_bytes(pset: PartitionSet, structure: str, machine_workers: int) -> int:
     """The in-edges a machine maps: the whole graph's once, or (``partitioned``) the node maps and
     its parts' CSRs (the largest parts, one per worker of the machine)."""
+
     def size(name: str) -> int:
         return (pset.path / name).stat().st_size
 
     if structure == "replicated":
         return sum(size(f"structure/{name}.npy") for name in STRUCTURE)
-    parts = sorted((size(f"part-{k}/indptr.npy") + size(f"part-{k}/indices.npy") for k in range(pset.num_parts)),
-                   reverse=True)
+    parts = sorted(
+        (size(f"part-{k}/indptr.npy") + size(f"part-{k}/indices.npy") for k in range(pset.num_parts)), reverse=True
+    )
     return size("structure/owner.npy") + size("structure/degree.npy") + sum(parts[:machine_workers])
 
 

@@ -101,11 +101,29 @@ class CommPlan:
     def save(self, path: str | Path) -> None:
         """JSON (human-readable) or ``.npz`` (compact for large id lists), written atomically."""
         path = Path(path)
-        header = {"format_version": FORMAT_VERSION, "kind": self.kind, "planner": self.planner,
-                  "topology": self.topology, "row_bytes": self.row_bytes, "notes": self.notes}
-        sends = [{"stage": i, "src": s.src, "dst": s.dst, "nbytes": s.nbytes, "route": list(s.route),
-                  "priority": s.priority, "method": s.method, "bin": s.bin, "has_ids": s.ids is not None}
-                 for i, stage in enumerate(self.stages) for s in stage]
+        header = {
+            "format_version": FORMAT_VERSION,
+            "kind": self.kind,
+            "planner": self.planner,
+            "topology": self.topology,
+            "row_bytes": self.row_bytes,
+            "notes": self.notes,
+        }
+        sends = [
+            {
+                "stage": i,
+                "src": s.src,
+                "dst": s.dst,
+                "nbytes": s.nbytes,
+                "route": list(s.route),
+                "priority": s.priority,
+                "method": s.method,
+                "bin": s.bin,
+                "has_ids": s.ids is not None,
+            }
+            for i, stage in enumerate(self.stages)
+            for s in stage
+        ]
         ids = [s.ids for stage in self.stages for s in stage if s.ids is not None]
         if path.suffix == ".npz":
             arrays = {"header": np.array(json.dumps({**header, "sends": sends}))}
@@ -141,29 +159,51 @@ class CommPlan:
             raise PlanError(f"{path}: not a readable plan ({exc})") from None
         if header.get("format_version") != FORMAT_VERSION:
             raise PlanError(f"{path}: plan format {header.get('format_version')}, expected {FORMAT_VERSION}")
-        plan = cls(header["kind"], header["planner"], header["topology"], row_bytes=header["row_bytes"],
-                   notes=header["notes"])
+        plan = cls(
+            header["kind"], header["planner"], header["topology"], row_bytes=header["row_bytes"], notes=header["notes"]
+        )
         for record in header["sends"]:
             while len(plan.stages) <= record["stage"]:
                 plan.stages.append([])
-            plan.stages[record["stage"]].append(Send(
-                record["src"], record["dst"], float(record["nbytes"]),
-                next(chunks) if record["has_ids"] else None, tuple(record["route"]), int(record["priority"]),
-                record.get("method"), int(record.get("bin", 0))))
+            plan.stages[record["stage"]].append(
+                Send(
+                    record["src"],
+                    record["dst"],
+                    float(record["nbytes"]),
+                    next(chunks) if record["has_ids"] else None,
+                    tuple(record["route"]),
+                    int(record["priority"]),
+                    record.get("method"),
+                    int(record.get("bin", 0)),
+                )
+            )
         return plan
 
     def same_as(self, other: CommPlan) -> bool:
         """Whether ``other`` is the same plan: header, stages and every send, ids included."""
-        if (self.kind, self.planner, self.topology, self.row_bytes, self.notes) != \
-                (other.kind, other.planner, other.topology, other.row_bytes, other.notes):
+        if (self.kind, self.planner, self.topology, self.row_bytes, self.notes) != (
+            other.kind,
+            other.planner,
+            other.topology,
+            other.row_bytes,
+            other.notes,
+        ):
             return False
         if [len(s) for s in self.stages] != [len(s) for s in other.stages]:
             return False
         for mine, theirs in zip((s for st in self.stages for s in st), (s for st in other.stages for s in st)):
-            if (mine.src, mine.dst, mine.nbytes, mine.route, mine.priority, mine.method, mine.bin) != \
-                    (theirs.src, theirs.dst, theirs.nbytes, theirs.route, theirs.priority, theirs.method, theirs.bin):
+            if (mine.src, mine.dst, mine.nbytes, mine.route, mine.priority, mine.method, mine.bin) != (
+                theirs.src,
+                theirs.dst,
+                theirs.nbytes,
+                theirs.route,
+                theirs.priority,
+                theirs.method,
+                theirs.bin,
+            ):
                 return False
             if (mine.ids is None) != (theirs.ids is None) or (
-                    mine.ids is not None and not np.array_equal(mine.ids, theirs.ids)):
+                mine.ids is not None and not np.array_equal(mine.ids, theirs.ids)
+            ):
                 return False
         return True

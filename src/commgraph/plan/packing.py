@@ -52,8 +52,9 @@ class Routing:
     split: list[dict[tuple[int, ...], float]]
 
 
-def route_demands(routes: RouteGraph, demands: list[tuple[int, int, float]], both_ways: bool,
-                  max_rounds: int = 500) -> Routing:
+def route_demands(
+    routes: RouteGraph, demands: list[tuple[int, int, float]], both_ways: bool, max_rounds: int = 500
+) -> Routing:
     """Min-max multi-commodity routing of fixed demands (worker a, worker b, amount; ``both_ways``:
     the amount also flows back along the same path): path flows, a path added per demand and round
     while its reduced cost is negative (the cheapest path under the link prices, against the
@@ -91,8 +92,15 @@ def route_demands(routes: RouteGraph, demands: list[tuple[int, int, float]], bot
                 b_ub = np.zeros(n_res)
             else:
                 objective, a_ub, b_ub = a_res.sum(axis=0), a_res, np.full(n_res, value)
-            result = linprog(objective, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(len(demands)),
-                             bounds=[(0, None)] * objective.size, method="highs")
+            result = linprog(
+                objective,
+                A_ub=a_ub,
+                b_ub=b_ub,
+                A_eq=a_eq,
+                b_eq=np.ones(len(demands)),
+                bounds=[(0, None)] * objective.size,
+                method="highs",
+            )
             if result.status != 0:
                 raise PlanError(f"the routing LP failed: {result.message}")
             x = result.x[:n_paths]
@@ -265,8 +273,11 @@ def _families(topology: Topology, workers: list[str], chosen: list[int]) -> dict
 
 def _leaving(topology: Topology, chosen: list[int], group: set[str]) -> float:
     """GB/s of the chosen links with one end in ``group`` (each way)."""
-    return sum(topology.links[k].bandwidth_gbps for k in chosen
-               if (topology.links[k].a in group) != (topology.links[k].b in group))
+    return sum(
+        topology.links[k].bandwidth_gbps
+        for k in chosen
+        if (topology.links[k].a in group) != (topology.links[k].b in group)
+    )
 
 
 class _MinCut:

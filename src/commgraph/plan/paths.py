@@ -165,8 +165,9 @@ def _comm_path(entry, where: str) -> CommPath:
     if isinstance(entry, list):
         return CommPath(tuple(str(d) for d in entry))
     if not isinstance(entry, dict) or set(entry) - {"devices", "compute"} or not isinstance(entry.get("devices"), list):
-        raise PlanError(f"{where}: a path is a device list such as [cpu0, pcie0, gpu0], or a mapping with devices "
-                        "and compute")
+        raise PlanError(
+            f"{where}: a path is a device list such as [cpu0, pcie0, gpu0], or a mapping with devices and compute"
+        )
     try:
         compute = tuple((str(k), float(v)) for k, v in (entry.get("compute") or {}).items())
     except (TypeError, ValueError, AttributeError):
@@ -301,8 +302,9 @@ def resolve_paths(paths: PathSet, topology: Topology) -> list[list[ResolvedPath]
     for k, kind in enumerate(paths.types):
         for device in [*kind.compute, *(d for p in kind.paths for d, _ in p.compute or ())]:
             if device not in topology.index:
-                raise PlanError(f"request type {kind.name!r}: compute on unknown device {device!r} "
-                                f"(topology {topology.name!r})")
+                raise PlanError(
+                    f"request type {kind.name!r}: compute on unknown device {device!r} (topology {topology.name!r})"
+                )
         resolved.append([_resolve(k, kind, path, topology) for path in kind.paths])
     return resolved
 
@@ -346,7 +348,8 @@ def _resolve(k: int, kind: RequestType, path: CommPath, topology: Topology) -> R
 def _segment(devices: tuple[str, ...], hops: list[Hop], topology: Topology) -> Segment:
     links = [topology.links[h.link] for h in hops]
     return Segment(
-        devices=tuple(devices), hops=tuple(hops),
+        devices=tuple(devices),
+        hops=tuple(hops),
         resources=np.array([h.resource for h in hops], dtype=np.int64),
         inv_bandwidth=np.array([1.0 / (link.bandwidth_gbps * 1e9) for link in links]),
         latency_s=sum(link.latency_us for link in links) * 1e-6 + max(link.overhead_us for link in links) * 1e-6,
@@ -409,8 +412,10 @@ def _nvlink_only(topology: Topology, hops: list[Hop]) -> bool:
 
 
 def _bottleneck_order(topology: Topology, devices: tuple[str, ...]) -> tuple[float, int]:
-    gbps = min(max(topology.links[j].bandwidth_gbps for j in topology.links_between(a, b))
-               for a, b in zip(devices, devices[1:]))
+    gbps = min(
+        max(topology.links[j].bandwidth_gbps for j in topology.links_between(a, b))
+        for a, b in zip(devices, devices[1:])
+    )
     return (-gbps, len(devices))
 
 

@@ -22,8 +22,10 @@ def plot_traffic(plans: list[CommPlan], devices: list[str], path: str | Path) ->
     plt = pyplot()
 
     index = {d: i for i, d in enumerate(devices)}
-    extra = sorted({s.src for p in plans for st in p.stages for s in st} - set(index)
-                   | {s.dst for p in plans for st in p.stages for s in st} - set(index))
+    extra = sorted(
+        {s.src for p in plans for st in p.stages for s in st} - set(index)
+        | {s.dst for p in plans for st in p.stages for s in st} - set(index)
+    )
     for name in extra:  # host memory in swap plans
         index[name] = len(index)
     labels = list(index)
@@ -50,8 +52,12 @@ def plot_completions(jct: dict[str, np.ndarray], title: str, path: str | Path) -
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, seconds in jct.items():
         ordered = np.sort(seconds) * 1e6
-        ax.step(ordered, np.arange(1, ordered.size + 1) / ordered.size, where="post",
-                label=f"{name} (mean {ordered.mean():.1f} us)")
+        ax.step(
+            ordered,
+            np.arange(1, ordered.size + 1) / ordered.size,
+            where="post",
+            label=f"{name} (mean {ordered.mean():.1f} us)",
+        )
     ax.set_xscale("log")
     ax.set_xlabel("completion time (us)")
     ax.set_ylabel("fraction of requests")
@@ -60,8 +66,14 @@ def plot_completions(jct: dict[str, np.ndarray], title: str, path: str | Path) -
     save_png(fig, path)
 
 
-def plot_sweep(curves: dict[str, tuple[list[float], list[float]]], direct_rate: float, combined_rate: float,
-               bound_s: float, title: str, path: str | Path) -> None:
+def plot_sweep(
+    curves: dict[str, tuple[list[float], list[float]]],
+    direct_rate: float,
+    combined_rate: float,
+    bound_s: float,
+    title: str,
+    path: str | Path,
+) -> None:
     """Median completion time against offered rate, one line per selector, with the direct paths'
     capacity, every path's together and the sustainable-throughput bound marked."""
     plt = pyplot()

@@ -46,8 +46,11 @@ def steady_seconds(sends, topology: Topology) -> float:
     when they all advance together (latencies left out)."""
     load = np.zeros(2 * len(topology.links))
     for send in sends:
-        hops = topology.route(send.src, send.dst) if not send.route else [
-            h for x, y in zip(send.route, send.route[1:]) for h in topology.route(x, y)]
+        hops = (
+            topology.route(send.src, send.dst)
+            if not send.route
+            else [h for x, y in zip(send.route, send.route[1:]) for h in topology.route(x, y)]
+        )
         for hop in hops:
             load[hop.resource] += send.nbytes
     capacity = np.repeat([link.bandwidth_gbps * 1e9 for link in topology.links], 2)
@@ -96,17 +99,27 @@ def price(plan: CommPlan, topology: Topology) -> dict:
             overhead, cap = _method_terms(send, topology)
             if paced is not None:
                 cap = send.nbytes / paced * (1 + 1e-9)
-            tasks.append(Transfer(names[-1], send.src, send.dst, send.nbytes, send.priority,
-                                  send.route or None, deps, overhead, cap))
+            tasks.append(
+                Transfer(
+                    names[-1], send.src, send.dst, send.nbytes, send.priority, send.route or None, deps, overhead, cap
+                )
+            )
         scatters = _copies(stage, topology, "dst")
         for device, seconds in scatters.items():
             tasks.append(Compute(f"scatter{i}.{device}", device, seconds, tuple(into[device])))
-        tasks.append(Compute(f"stage{i}", anchor, 0.0,
-                             tuple(names) + barrier + tuple(f"scatter{i}.{d}" for d in scatters)))
+        tasks.append(
+            Compute(f"stage{i}", anchor, 0.0, tuple(names) + barrier + tuple(f"scatter{i}.{d}" for d in scatters))
+        )
         barrier = (f"stage{i}",)
     if not tasks:
-        return {"modeled_seconds": 0.0, "bytes": 0.0, "stages": 0, "stage_seconds": [], "busiest_link": None,
-                "links": []}
+        return {
+            "modeled_seconds": 0.0,
+            "bytes": 0.0,
+            "stages": 0,
+            "stage_seconds": [],
+            "busiest_link": None,
+            "links": [],
+        }
     result = simulate(topology, tasks, timeline=False)
     rows = result.link_rows()
     busiest = max(rows, key=lambda row: row["busy_seconds"]) if rows else None
@@ -116,8 +129,13 @@ def price(plan: CommPlan, topology: Topology) -> dict:
         "bytes": plan.total_bytes,
         "stages": len(plan.stages),
         "stage_seconds": [b - a for a, b in zip([0.0, *ends[:-1]], ends)],
-        "busiest_link": None if busiest is None else {"link": busiest["link"], "kind": busiest["kind"],
-                                                      "bytes": busiest["bytes"],
-                                                      "busy_seconds": busiest["busy_seconds"]},
+        "busiest_link": None
+        if busiest is None
+        else {
+            "link": busiest["link"],
+            "kind": busiest["kind"],
+            "bytes": busiest["bytes"],
+            "busy_seconds": busiest["busy_seconds"],
+        },
         "links": rows,
     }

@@ -50,8 +50,11 @@ class Symmetry:
         split = [self.members[self.twin[d]] if self.twin[d] >= 0 else (d,) for d in path]
         choices = list(product(*split))
         share = 1.0 / len(choices)
-        return [(k, share, tuple(int(x) for x in shift[list(choice)])) for k, shift in enumerate(self.shifts)
-                for choice in choices]
+        return [
+            (k, share, tuple(int(x) for x in shift[list(choice)]))
+            for k, shift in enumerate(self.shifts)
+            for choice in choices
+        ]
 
 
 def find_symmetry(topology: Topology, workers: list[str]) -> Symmetry:

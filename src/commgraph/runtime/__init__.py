@@ -6,15 +6,45 @@ process's allocator setting. Its names load on first use (:mod:`commgraph.lazy`)
 
 from commgraph.lazy import exports
 
-__all__ = ["Communicator", "ExchangeRunner", "GradientReturn", "GradientSync", "HaloStream",
-           "NativeAllReduce", "ScheduledAllReduce",
-           "World", "gather_halo", "halo_exchange", "in_torchrun", "join",
-           "keep_freed_memory", "launch_local", "layerwise", "pick_device", "scatter_back"]
+__all__ = [
+    "Communicator",
+    "ExchangeRunner",
+    "GradientReturn",
+    "GradientSync",
+    "HaloStream",
+    "NativeAllReduce",
+    "ScheduledAllReduce",
+    "World",
+    "gather_halo",
+    "halo_exchange",
+    "in_torchrun",
+    "join",
+    "keep_freed_memory",
+    "launch_local",
+    "layerwise",
+    "pick_device",
+    "scatter_back",
+]
 
-__getattr__ = exports(__name__, {
-    "NativeAllReduce": "allreduce", "ScheduledAllReduce": "allreduce", "Communicator": "comm",
-    "GradientSync": "grads", "gather_halo": "halo", "halo_exchange": "halo", "layerwise": "halo",
-    "scatter_back": "halo", "launch_local": "launch", "keep_freed_memory": "memory", "ExchangeRunner": "stream",
-    "GradientReturn": "stream", "HaloStream": "stream", "World": "world", "join": "world", "pick_device": "world",
-    "in_torchrun": "options",
-})
+__getattr__ = exports(
+    __name__,
+    {
+        "NativeAllReduce": "allreduce",
+        "ScheduledAllReduce": "allreduce",
+        "Communicator": "comm",
+        "GradientSync": "grads",
+        "gather_halo": "halo",
+        "halo_exchange": "halo",
+        "layerwise": "halo",
+        "scatter_back": "halo",
+        "launch_local": "launch",
+        "keep_freed_memory": "memory",
+        "ExchangeRunner": "stream",
+        "GradientReturn": "stream",
+        "HaloStream": "stream",
+        "World": "world",
+        "join": "world",
+        "pick_device": "world",
+        "in_torchrun": "options",
+    },
+)

@@ -110,8 +110,9 @@ class Program:
         return max((sum(t.size for t in r.recvs if t.add) for r in self.rounds), default=0)
 
 
-def compile_program(schedule: AllReduceSchedule, devices: list[str], rank: int, numel: int,
-                    chunk_elements: int) -> Program:
+def compile_program(
+    schedule: AllReduceSchedule, devices: list[str], rank: int, numel: int, chunk_elements: int
+) -> Program:
     """The rounds rank ``rank`` runs to all-reduce ``numel`` elements; ``devices[r]`` is the
     schedule device rank ``r`` runs on (every device of the schedule, once)."""
     rank_of = ranks_of(schedule, devices)
@@ -119,8 +120,7 @@ def compile_program(schedule: AllReduceSchedule, devices: list[str], rank: int, 
     if schedule.rings:
         bounds = tree_shares(schedule.rings, numel)
         for k, (ring, lo, hi) in enumerate(zip(schedule.rings, bounds[:-1], bounds[1:])):
-            _ring(rounds, ring, [rank_of[d] for d in ring.order], rank, int(lo), int(hi),
-                  k * 2 * (len(ring.order) - 1))
+            _ring(rounds, ring, [rank_of[d] for d in ring.order], rank, int(lo), int(hi), k * 2 * (len(ring.order) - 1))
     else:
         bounds = tree_shares(schedule.trees, numel)
         count = max(1, -(-int(np.diff(bounds).max()) // chunk_elements))  # every tree in as many chunks
@@ -133,8 +133,9 @@ def compile_program(schedule: AllReduceSchedule, devices: list[str], rank: int, 
     return Program(numel, rounds.build())
 
 
-def rounds_plan(schedule: AllReduceSchedule, devices: list[str], nbytes: float, chunk_bytes: int,
-                element_size: int = 4) -> CommPlan:
+def rounds_plan(
+    schedule: AllReduceSchedule, devices: list[str], nbytes: float, chunk_bytes: int, element_size: int = 4
+) -> CommPlan:
     """The schedule as executed, for the simulator: one stage per round holding every rank's
     messages of that round, so each round pays its messages' latency and per-message overhead,
     as execution does (the single-stage plan of ``plan_allreduce`` prices the steady state)."""
@@ -145,7 +146,8 @@ def rounds_plan(schedule: AllReduceSchedule, devices: list[str], nbytes: float, 
         program = compile_program(schedule, devices, rank, numel, max(1, chunk_bytes // element_size))
         for round_ in program.rounds:
             stages.setdefault(round_.index, []).extend(
-                Send(devices[rank], devices[t.peer], float(t.size * element_size)) for t in round_.sends)
+                Send(devices[rank], devices[t.peer], float(t.size * element_size)) for t in round_.sends
+            )
     plan.stages = [stages[k] for k in sorted(stages)]
     return plan
 
@@ -153,9 +155,11 @@ def rounds_plan(schedule: AllReduceSchedule, devices: list[str], nbytes: float, 
 def ranks_of(schedule: AllReduceSchedule, devices: list[str]) -> dict[str, int]:
     """Each schedule device's rank; the job's devices must be exactly the schedule's."""
     if sorted(devices) != sorted(schedule.devices):
-        raise PlanError(f"the {schedule.planner!r} all-reduce schedule spans {len(schedule.devices)} devices "
-                        f"({', '.join(schedule.devices)}) but the job's {len(devices)} ranks run on "
-                        f"{', '.join(devices)}: plan it on a topology whose workers are the job's")
+        raise PlanError(
+            f"the {schedule.planner!r} all-reduce schedule spans {len(schedule.devices)} devices "
+            f"({', '.join(schedule.devices)}) but the job's {len(devices)} ranks run on "
+            f"{', '.join(devices)}: plan it on a topology whose workers are the job's"
+        )
     return {device: rank for rank, device in enumerate(devices)}
 
 
@@ -207,8 +211,10 @@ class _Rounds:
         cumulative = np.cumsum(shares)
         stops = transfer.start + np.rint(cumulative / cumulative[-1] * transfer.size).astype(np.int64)
         starts = [transfer.start, *stops[:-1].tolist()]
-        pieces = [replace(transfer, start=int(a), stop=int(b), tag=transfer.tag * self.fan_out + k)
-                  for k, (a, b) in enumerate(zip(starts, stops.tolist()))]
+        pieces = [
+            replace(transfer, start=int(a), stop=int(b), tag=transfer.tag * self.fan_out + k)
+            for k, (a, b) in enumerate(zip(starts, stops.tolist()))
+        ]
         return [piece for piece in pieces if piece.size]
 
     def build(self) -> tuple[Round, ...]:
@@ -238,8 +244,16 @@ def _ring(rounds: _Rounds, ring: Ring, order: list[int], rank: int, lo: int, hi:
         rounds.recv(n - 1 + s, Transfer(before, *segment(i - s), tag=tag), in_routes)
 
 
-def _tree(rounds: _Rounds, tree: Tree, rank_of: dict[str, int], me: str, chunks: np.ndarray,
-          first_chunk: int, up: bool = True, down: bool = True) -> None:
+def _tree(
+    rounds: _Rounds,
+    tree: Tree,
+    rank_of: dict[str, int],
+    me: str,
+    chunks: np.ndarray,
+    first_chunk: int,
+    up: bool = True,
+    down: bool = True,
+) -> None:
     """Reduce ``up``, then broadcast ``down``, chunk by chunk (module docstring); tags 2k (up) and
     2k + 1 (down) for the call's k-th chunk."""
     children, depth, height = tree.children()[me], tree.depths(), tree.heights()
@@ -263,6 +277,7 @@ def _tree(rounds: _Rounds, tree: Tree, rank_of: dict[str, int], me: str, chunks:
 
 # -- execution ------------------------------------------------------------------------------------
 
+
 class AllReduceWork:
     """A started all-reduce; ``wait`` blocks until the tensor holds the sum (WorkerFailed names the
     rank at fault if it cannot)."""
@@ -280,13 +295,16 @@ class ScheduledAllReduce:
     backend. Made on every rank at the same point (it creates a process group); a schedule whose
     devices are not the job's is refused with PlanError."""
 
-    def __init__(self, schedule: AllReduceSchedule, devices: list[str], comm: Communicator,
-                 chunk_bytes: int | None = None):
+    def __init__(
+        self, schedule: AllReduceSchedule, devices: list[str], comm: Communicator, chunk_bytes: int | None = None
+    ):
         world = comm.world
         if len(devices) != world.size:
-            raise PlanError(f"the {schedule.planner!r} all-reduce runs on {len(devices)} devices "
-                            f"({', '.join(devices)}) but the job has {world.size} ranks: plan it on a topology "
-                            f"with {world.size} workers")
+            raise PlanError(
+                f"the {schedule.planner!r} all-reduce runs on {len(devices)} devices "
+                f"({', '.join(devices)}) but the job has {world.size} ranks: plan it on a topology "
+                f"with {world.size} workers"
+            )
         ranks_of(schedule, devices)
         chunk_bytes = CHUNK_BYTES[world.backend] if chunk_bytes is None else chunk_bytes
         if chunk_bytes < 1:
@@ -308,8 +326,9 @@ class ScheduledAllReduce:
         """This rank's program for a tensor of ``numel`` elements (compiled once per length)."""
         key = (numel, element_size)
         if key not in self._programs:
-            self._programs[key] = compile_program(self.schedule, self.devices, self.comm.world.rank, numel,
-                                                  max(1, self.chunk_bytes // element_size))
+            self._programs[key] = compile_program(
+                self.schedule, self.devices, self.comm.world.rank, numel, max(1, self.chunk_bytes // element_size)
+            )
         return self._programs[key]
 
     def start(self, tensor: torch.Tensor) -> AllReduceWork:
@@ -360,8 +379,12 @@ class ScheduledAllReduce:
         try:
             if self._nccl:  # NCCL matches a pair's messages by order: both ends post them by tag, in one batch
                 posts.sort(key=lambda post: post[0].tag)
-                works = [(work, None) for work in dist.batch_isend_irecv(
-                    [dist.P2POp(op, data, t.peer, self.group, t.tag) for t, data, op in posts])]
+                works = [
+                    (work, None)
+                    for work in dist.batch_isend_irecv(
+                        [dist.P2POp(op, data, t.peer, self.group, t.tag) for t, data, op in posts]
+                    )
+                ]
             else:
                 works = [(op(data, t.peer, group=self.group, tag=t.tag), t.peer) for t, data, op in posts]
             for work, peer in works:  # noqa: B007 - the peer waited for is named in the error below

@@ -42,19 +42,22 @@ class MatchingAllToAll:
         np.fill_diagonal(off_diagonal, 0.0)  # a rank's block for itself is copied, not sent
         return MATCHERS[self.method](off_diagonal)
 
-    def __call__(self, output: torch.Tensor, input: torch.Tensor, counts: np.ndarray,
-                 label: str = "alltoall") -> torch.Tensor:
+    def __call__(
+        self, output: torch.Tensor, input: torch.Tensor, counts: np.ndarray, label: str = "alltoall"
+    ) -> torch.Tensor:
         """Fill ``output`` from every rank's ``input`` as ``counts`` says; returns ``output``. The
         bytes sent count as ``label``."""
         rank = self.comm.world.rank
         counts = np.asarray(counts, dtype=np.int64)
         plan = self.plan(counts)
         if input.shape[0] != counts[rank].sum() or output.shape[0] != counts[:, rank].sum():
-            raise PlanError(f"rank {rank}: input has {input.shape[0]} rows and output {output.shape[0]}, "
-                            f"the counts say {counts[rank].sum()} and {counts[:, rank].sum()}")
-        send_at = np.concatenate([[0], np.cumsum(counts[rank])])   # where my block for j starts
+            raise PlanError(
+                f"rank {rank}: input has {input.shape[0]} rows and output {output.shape[0]}, "
+                f"the counts say {counts[rank].sum()} and {counts[:, rank].sum()}"
+            )
+        send_at = np.concatenate([[0], np.cumsum(counts[rank])])  # where my block for j starts
         recv_at = np.concatenate([[0], np.cumsum(counts[:, rank])])  # where i's block for me starts
-        output[recv_at[rank]: recv_at[rank + 1]] = input[send_at[rank]: send_at[rank + 1]]
+        output[recv_at[rank] : recv_at[rank + 1]] = input[send_at[rank] : send_at[rank + 1]]
         sent = np.zeros(counts.shape[0], dtype=np.int64)
         received = np.zeros(counts.shape[0], dtype=np.int64)
         self.comm.count_as(label)
@@ -66,11 +69,11 @@ class MatchingAllToAll:
                     continue
                 if src == rank:
                     start = send_at[dst] + sent[dst]
-                    works.append((self.comm.isend(input[start: start + n].contiguous(), dst, TAG_BASE + phase), dst))
+                    works.append((self.comm.isend(input[start : start + n].contiguous(), dst, TAG_BASE + phase), dst))
                     sent[dst] += n
                 else:
                     start = recv_at[src] + received[src]
-                    piece = output[start: start + n]
+                    piece = output[start : start + n]
                     buffer = piece if piece.is_contiguous() else torch.empty_like(piece)
                     works.append((self.comm.irecv(buffer, src, TAG_BASE + phase), src, piece, buffer))
                     received[src] += n

@@ -101,8 +101,12 @@ class ProbeSpec:
     def grid(self) -> list[tuple[int, int]]:
         """(size, messages) of every point, in the order they are measured."""
         largest = max(self.sizes)
-        return [(int(s), int(m)) for m in sorted(set(self.messages)) for s in sorted(set(self.sizes))
-                if m == 1 or m * s <= largest]
+        return [
+            (int(s), int(m))
+            for m in sorted(set(self.messages))
+            for s in sorted(set(self.sizes))
+            if m == 1 or m * s <= largest
+        ]
 
 
 @dataclass(frozen=True)
@@ -164,46 +168,74 @@ class CalibratedLinks:
             host_link = min((self.fits[p] for p in ("h2d", "d2h")), key=lambda f: f.bandwidth_gbps)
             devices.append(Device("cpu0", "cpu", self.host))
             links += [_link(w.id, "cpu0", "pcie", host_link) for w in workers]
-        how = (f"commgraph topo calibrate: {self.backend}, {self.workers} {self.device} worker(s), "
-               f"{len(self.spec.sizes)} sizes {min(self.spec.sizes)}..{max(self.spec.sizes)} B, "
-               f"messages {list(self.spec.messages)}, median of {self.spec.repeats}")
-        details = {f"{probe}_{key}": value for probe, fit in self.fits.items()
-                   for key, value in _rounded(fit).items()}
+        how = (
+            f"commgraph topo calibrate: {self.backend}, {self.workers} {self.device} worker(s), "
+            f"{len(self.spec.sizes)} sizes {min(self.spec.sizes)}..{max(self.spec.sizes)} B, "
+            f"messages {list(self.spec.messages)}, median of {self.spec.repeats}"
+        )
+        details = {f"{probe}_{key}": value for probe, fit in self.fits.items() for key, value in _rounded(fit).items()}
         native = self.fits.get("allreduce")
-        allreduce = None if native is None else {"latency_us": round(native.latency_s * 1e6, 3),
-                                                 "bandwidth_gbps": round(native.bandwidth_gbps, 6)}
-        return Topology(name=f"calibrated-{self.device}:{self.workers}", devices=devices, links=links,
-                        calibrated=Calibration(when=self.when, how=how, host=self.host, details=details,
-                                               allreduce=allreduce))
+        allreduce = (
+            None
+            if native is None
+            else {"latency_us": round(native.latency_s * 1e6, 3), "bandwidth_gbps": round(native.bandwidth_gbps, 6)}
+        )
+        return Topology(
+            name=f"calibrated-{self.device}:{self.workers}",
+            devices=devices,
+            links=links,
+            calibrated=Calibration(when=self.when, how=how, host=self.host, details=details, allreduce=allreduce),
+        )
 
     def rows(self) -> list[dict]:
         """Each point beside the fitted model: probe, bytes, messages, measured, model, error."""
         rows = []
         for p in self.points:
             model = float(self.fits[p.probe].seconds(p.nbytes, p.messages))
-            rows.append({"probe": p.probe, "bytes": p.nbytes, "messages": p.messages, "measured_s": p.seconds,
-                         "model_s": model, "error": model / p.seconds - 1.0})
+            rows.append(
+                {
+                    "probe": p.probe,
+                    "bytes": p.nbytes,
+                    "messages": p.messages,
+                    "measured_s": p.seconds,
+                    "model_s": model,
+                    "error": model / p.seconds - 1.0,
+                }
+            )
         return rows
 
     def to_dict(self) -> dict:
-        return {"workers": self.workers, "device": self.device, "backend": self.backend, "host": self.host,
-                "when": self.when, "spec": asdict(self.spec), "points": [asdict(p) for p in self.points],
-                "fits": {k: asdict(v) for k, v in self.fits.items()}}
+        return {
+            "workers": self.workers,
+            "device": self.device,
+            "backend": self.backend,
+            "host": self.host,
+            "when": self.when,
+            "spec": asdict(self.spec),
+            "points": [asdict(p) for p in self.points],
+            "fits": {k: asdict(v) for k, v in self.fits.items()},
+        }
 
 
 def _link(a: str, b: str, kind: str, fit: LinkFit) -> Link:
     """One of two links a route crosses: half the fitted latency each, the full per-message
     overhead (each paid by the message on its own link direction, at the same time)."""
-    return Link(a, b, kind, 1, round(fit.bandwidth_gbps, 6), round(fit.latency_s * 0.5e6, 3),
-                round(fit.overhead_s * 1e6, 3))
+    return Link(
+        a, b, kind, 1, round(fit.bandwidth_gbps, 6), round(fit.latency_s * 0.5e6, 3), round(fit.overhead_s * 1e6, 3)
+    )
 
 
 def _rounded(fit: LinkFit) -> dict:
-    return {"latency_us": round(fit.latency_s * 1e6, 3), "overhead_us": round(fit.overhead_s * 1e6, 3),
-            "bandwidth_gbps": round(fit.bandwidth_gbps, 6), "worst_error": round(fit.worst_error, 4)}
+    return {
+        "latency_us": round(fit.latency_s * 1e6, 3),
+        "overhead_us": round(fit.overhead_s * 1e6, 3),
+        "bandwidth_gbps": round(fit.bandwidth_gbps, 6),
+        "worst_error": round(fit.worst_error, 4),
+    }
 
 
 # -- fitting ---------------------------------------------------------------------------------------
+
 
 def fit(points: list[Point], relative: bool = True) -> LinkFit:
     """Least-squares fit of ``latency + m * overhead + m * s / bandwidth`` to one probe's points,
@@ -223,8 +255,10 @@ def fit(points: list[Point], relative: bool = True) -> LinkFit:
     design = np.stack(columns, axis=1) / scale[:, None]
     (latency, overhead, per_byte), _ = nnls(design, seconds / scale)
     if per_byte * size.max() < 1e-3 * seconds.max():  # the bytes explain (almost) none of the time
-        raise TopologyError("the measured times do not grow with message size, so no bandwidth can be "
-                            "fitted: include larger sizes (1 MB and up)")
+        raise TopologyError(
+            "the measured times do not grow with message size, so no bandwidth can be "
+            "fitted: include larger sizes (1 MB and up)"
+        )
     result = LinkFit(float(latency), float(overhead), float(1.0 / per_byte / 1e9), 0.0)
     worst = float(np.abs(result.seconds(size, count) / seconds - 1.0).max())
     return LinkFit(result.latency_s, result.overhead_s, result.bandwidth_gbps, worst)
@@ -237,11 +271,16 @@ def fit_all(points: list[Point]) -> dict[str, LinkFit]:
 
 # -- the probes, run by every worker ---------------------------------------------------------------
 
+
 def measure(world: World, spec: ProbeSpec, say: Callable[[str], None] | None = None) -> list[Point]:
     """Run every probe on this world; every rank must call it. Rank 0 gets the points, the others []."""
     probes = GPU_PROBES if world.backend == "nccl" else CPU_PROBES
-    jobs = [(probe, s, m) for probe in probes for s, m in spec.grid()
-            if (probe not in ("pair", "allreduce") or m == 1) and (world.size > 1 or probe in ("copy", "h2d", "d2h"))]
+    jobs = [
+        (probe, s, m)
+        for probe in probes
+        for s, m in spec.grid()
+        if (probe not in ("pair", "allreduce") or m == 1) and (world.size > 1 or probe in ("copy", "h2d", "d2h"))
+    ]
     points = []
     for n, (probe, nbytes, messages) in enumerate(jobs):
         if say is not None and world.is_leader:
@@ -250,8 +289,9 @@ def measure(world: World, spec: ProbeSpec, say: Callable[[str], None] | None = N
         slowest = torch.tensor(times, dtype=torch.float64, device=world.device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=world.grad_group)
         slowest = slowest.cpu().numpy()
-        points.append(Point(probe, nbytes, messages, float(np.median(slowest)), float(slowest.min()),
-                            float(slowest.max())))
+        points.append(
+            Point(probe, nbytes, messages, float(np.median(slowest)), float(slowest.min()), float(slowest.max()))
+        )
     if say is not None and world.is_leader:
         say("\n")
     return points if world.is_leader else []
@@ -354,8 +394,14 @@ def _rows(world: World, nbytes: int, messages: int, repeats: int) -> list[float]
     return [t / 2 for t in _timed(world, repeats, once)]
 
 
-_PROBES = {"pair": _pair, "all": _spread, "copy": _rows, "allreduce": _allreduce, "h2d": _copies(True),
-           "d2h": _copies(False)}
+_PROBES = {
+    "pair": _pair,
+    "all": _spread,
+    "copy": _rows,
+    "allreduce": _allreduce,
+    "h2d": _copies(True),
+    "d2h": _copies(False),
+}
 
 
 def _size(nbytes: int) -> str:
@@ -367,14 +413,18 @@ def _size(nbytes: int) -> str:
 
 # -- running a calibration -------------------------------------------------------------------------
 
+
 def check_workers(workers: int, device: str) -> None:
     if workers < 1 or (device == "cpu" and workers < 2):
-        raise TopologyError(f"calibration measures the links between worker processes: --workers must be >= 2 "
-                            f"(>= 1 with GPUs, for the host links alone), got {workers}")
+        raise TopologyError(
+            f"calibration measures the links between worker processes: --workers must be >= 2 "
+            f"(>= 1 with GPUs, for the host links alone), got {workers}"
+        )
 
 
-def calibrate(workers: int, spec: ProbeSpec = ProbeSpec(), *, device: str = "auto", timeout: float = 60.0,
-              progress: bool = False) -> CalibratedLinks:
+def calibrate(
+    workers: int, spec: ProbeSpec = ProbeSpec(), *, device: str = "auto", timeout: float = 60.0, progress: bool = False
+) -> CalibratedLinks:
     """Start ``workers`` local processes, measure them and fit every probe. ``device``: ``cpu``
     (Gloo), ``cuda`` (NCCL, a GPU per worker) or ``auto``; ``progress`` lets rank 0 report each
     point on stderr."""
@@ -384,8 +434,17 @@ def calibrate(workers: int, spec: ProbeSpec = ProbeSpec(), *, device: str = "aut
     check_workers(workers, chosen)
     with tempfile.TemporaryDirectory(prefix="commgraph-calibrate-") as folder:
         job = Path(folder) / "job.json"
-        job.write_text(json.dumps({"spec": asdict(spec), "device": chosen, "timeout": timeout,
-                                   "progress": progress, "out": str(Path(folder) / "points.json")}))
+        job.write_text(
+            json.dumps(
+                {
+                    "spec": asdict(spec),
+                    "device": chosen,
+                    "timeout": timeout,
+                    "progress": progress,
+                    "out": str(Path(folder) / "points.json"),
+                }
+            )
+        )
         code = launch_local([str(job)], workers, module="commgraph.runtime.calibrate")
         if code != 0:
             raise TopologyError(f"calibration failed: a worker exited with code {code} (its message is above)")
@@ -398,16 +457,25 @@ def collect(world: World, spec: ProbeSpec, progress: bool = False) -> Calibrated
     points = measure(world, spec, say)
     if not world.is_leader:
         return None
-    return CalibratedLinks(workers=world.size, device=world.device.type, backend=world.backend,
-                           host=socket.gethostname(),
-                           when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                           spec=spec, points=points, fits=fit_all(points))
+    return CalibratedLinks(
+        workers=world.size,
+        device=world.device.type,
+        backend=world.backend,
+        host=socket.gethostname(),
+        when=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        spec=spec,
+        points=points,
+        fits=fit_all(points),
+    )
 
 
 def _from_json(data: dict) -> dict:
-    return {**data, "spec": ProbeSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["spec"].items()}),
-            "points": [Point(**p) for p in data["points"]],
-            "fits": {k: LinkFit(**v) for k, v in data["fits"].items()}}
+    return {
+        **data,
+        "spec": ProbeSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in data["spec"].items()}),
+        "points": [Point(**p) for p in data["points"]],
+        "fits": {k: LinkFit(**v) for k, v in data["fits"].items()},
+    }
 
 
 def main() -> None:

@@ -54,8 +54,9 @@ class FeatureStore:
         self._copied: torch.cuda.Event | None = None  # recorded after the buffer's last copy
 
     @classmethod
-    def create(cls, features: np.ndarray, device: torch.device, mode: str = "auto", *,
-               zero_copy: bool = True) -> FeatureStore:
+    def create(
+        cls, features: np.ndarray, device: torch.device, mode: str = "auto", *, zero_copy: bool = True
+    ) -> FeatureStore:
         """A store of ``features`` (``[num_rows, width]``, any real dtype, in memory or a memory map)
         for gathers onto ``device``; ``mode`` is ``auto``, ``gpu`` or ``host`` (see
         :func:`~commgraph.plan.features.place_features`). ``zero_copy=False`` makes a host table
@@ -91,9 +92,12 @@ class FeatureStore:
 
     def describe(self) -> str:
         """One line: where the table is, why, and how rows are gathered."""
-        how = {"index_select": "index_select", "staged": "CPU gather into a pinned buffer, then a copy",
-               "zero-copy": "GPU threads read host memory (zero-copy Triton gather"
-                            + (", circular-shift aligned)" if gather_kernel.needs_shift(self.width) else ")")}
+        how = {
+            "index_select": "index_select",
+            "staged": "CPU gather into a pinned buffer, then a copy",
+            "zero-copy": "GPU threads read host memory (zero-copy Triton gather"
+            + (", circular-shift aligned)" if gather_kernel.needs_shift(self.width) else ")"),
+        }
         return f"features: {self.reason}; gathers: {how[self.method]}"
 
     def gather(self, index: torch.Tensor) -> torch.Tensor:
@@ -148,16 +152,20 @@ def gathered(store: FeatureStore, rows: torch.Tensor, device: torch.device | Non
 
 def _check_index(index: torch.Tensor, num_rows: int) -> None:
     if not isinstance(index, torch.Tensor) or index.ndim != 1 or index.dtype not in (torch.int64, torch.int32):
-        what = type(index).__name__ if not isinstance(index, torch.Tensor) else \
-            f"{index.dtype} of shape {tuple(index.shape)}"
+        what = (
+            type(index).__name__
+            if not isinstance(index, torch.Tensor)
+            else f"{index.dtype} of shape {tuple(index.shape)}"
+        )
         raise FeatureError(f"a feature gather takes a 1-D int64 tensor of row ids, got {what}")
     if index.numel() == 0:
         raise FeatureError("a feature gather got an empty index: ask for at least one row")
     low, high = (int(v) for v in torch.aminmax(index))  # one device-to-host sync on a GPU index
     if low < 0 or high >= num_rows:
         bad = low if low < 0 else high
-        raise FeatureError(f"row id {bad} is out of range for a feature table of {num_rows} rows "
-                           f"(valid: 0 to {num_rows - 1})")
+        raise FeatureError(
+            f"row id {bad} is out of range for a feature table of {num_rows} rows (valid: 0 to {num_rows - 1})"
+        )
 
 
 def _as_float32(features: np.ndarray) -> torch.Tensor:
@@ -178,8 +186,12 @@ def host_table(features: np.ndarray) -> torch.Tensor:
       (its pages are never mapped into this process, so they do not count twice);
     - anything else is converted into fresh memory ``CHUNK_BYTES`` at a time.
     """
-    if features.dtype == np.float32 and features.flags.c_contiguous and features.flags.writeable \
-            and not isinstance(features, np.memmap):
+    if (
+        features.dtype == np.float32
+        and features.flags.c_contiguous
+        and features.flags.writeable
+        and not isinstance(features, np.memmap)
+    ):
         return torch.from_numpy(features)
     rows, width = features.shape
     table = _page_aligned(rows, width)
@@ -205,8 +217,12 @@ def _page_aligned(rows: int, width: int) -> torch.Tensor:
 
 def _whole_file(features: np.ndarray) -> bool:
     """A memory map of a whole array in a file (``np.load(..., mmap_mode=...)``), not a view of one."""
-    return isinstance(features, np.memmap) and isinstance(features.base, mmap.mmap) \
-        and features.flags.c_contiguous and features.filename is not None
+    return (
+        isinstance(features, np.memmap)
+        and isinstance(features.base, mmap.mmap)
+        and features.flags.c_contiguous
+        and features.filename is not None
+    )
 
 
 def _read_file(features: np.memmap, target: np.ndarray) -> None:
@@ -248,8 +264,9 @@ def _host_method(table: torch.Tensor, zero_copy: bool) -> tuple[str, str]:
         return "staged", "Triton is not installed, so no zero-copy kernel"
     if table.numel() == 0:
         return "staged", ""
-    error = int(torch.cuda.cudart().cudaHostRegister(table.data_ptr(), table.numel() * table.element_size(),
-                                                     _REGISTER_FLAGS))
+    error = int(
+        torch.cuda.cudart().cudaHostRegister(table.data_ptr(), table.numel() * table.element_size(), _REGISTER_FLAGS)
+    )
     if error != 0:
         return "staged", f"CUDA refused to pin the table in place (cudaHostRegister error {error})"
     return "zero-copy", ""

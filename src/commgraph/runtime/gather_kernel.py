@@ -76,8 +76,18 @@ if triton is not None:
         return columns
 
     @triton.jit
-    def _gather_rows(table, index, out, count, width, lead, SHIFT: tl.constexpr, LINE: tl.constexpr,
-                     BLOCK_ROWS: tl.constexpr, BLOCK_COLUMNS: tl.constexpr):
+    def _gather_rows(
+        table,
+        index,
+        out,
+        count,
+        width,
+        lead,
+        SHIFT: tl.constexpr,
+        LINE: tl.constexpr,
+        BLOCK_ROWS: tl.constexpr,
+        BLOCK_COLUMNS: tl.constexpr,
+    ):
         rows = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
         positions = tl.program_id(1) * BLOCK_COLUMNS + tl.arange(0, BLOCK_COLUMNS)
         wanted = rows < count
@@ -104,7 +114,16 @@ def gather_rows(table: torch.Tensor, index: torch.Tensor, out: torch.Tensor, *, 
     width = table.shape[1]
     block_rows, block_columns = tile_shape(width)
     grid = (triton.cdiv(index.shape[0], block_rows), triton.cdiv(width, block_columns))
-    _gather_rows[grid](table, index, out, index.shape[0], width, lead_elements(table),
-                       SHIFT=align and needs_shift(width), LINE=LINE, BLOCK_ROWS=block_rows,
-                       BLOCK_COLUMNS=block_columns)
+    _gather_rows[grid](
+        table,
+        index,
+        out,
+        index.shape[0],
+        width,
+        lead_elements(table),
+        SHIFT=align and needs_shift(width),
+        LINE=LINE,
+        BLOCK_ROWS=block_rows,
+        BLOCK_COLUMNS=block_columns,
+    )
     return out

@@ -28,9 +28,16 @@ class GradientSync:
     (the backend's default unless given); a schedule whose devices are not the job's is refused
     with PlanError. Made on every rank at the same point."""
 
-    def __init__(self, params: list[torch.nn.Parameter], comm: Communicator,
-                 schedule: AllReduceSchedule | None = None, *, devices: list[str] | None = None,
-                 bucket_bytes: int = BUCKET_BYTES, chunk_bytes: int | None = None):
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        comm: Communicator,
+        schedule: AllReduceSchedule | None = None,
+        *,
+        devices: list[str] | None = None,
+        bucket_bytes: int = BUCKET_BYTES,
+        chunk_bytes: int | None = None,
+    ):
         self.comm = comm
         self.buckets: list[list[torch.nn.Parameter]] = []
         size = bucket_bytes

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from commgraph.runtime.comm import Communicator
 from commgraph.plan.exchange import Exchange
+from commgraph.runtime.comm import Communicator
 from commgraph.runtime.stream import ExchangeRunner, GradientReturn
 
 
@@ -20,8 +20,14 @@ def layerwise(comm: Communicator, exchange: Exchange, device, ordering: str) -> 
     return ExchangeRunner(comm, exchange, np.array([0, exchange.num_owned]), device, ordering)
 
 
-def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int, columns=None,
-                table: torch.Tensor | None = None, label: str | None = None) -> torch.Tensor:
+def gather_halo(
+    runner: ExchangeRunner,
+    owned: torch.Tensor,
+    layer: int,
+    columns=None,
+    table: torch.Tensor | None = None,
+    label: str | None = None,
+) -> torch.Tensor:
     """The halo rows, filled from their owners as the plan says (no autograd). With ``columns``
     (one entry per rank: a tensor of column indices, or None for whole rows) each rank's rows
     arrive cut to its own entry's columns, in that order. Given ``table`` (owned rows, then halo
@@ -41,8 +47,9 @@ def gather_halo(runner: ExchangeRunner, owned: torch.Tensor, layer: int, columns
     return halo
 
 
-def scatter_back(runner: ExchangeRunner, grad_halo: torch.Tensor, layer: int,
-                 label: str = "halo_backward") -> torch.Tensor:
+def scatter_back(
+    runner: ExchangeRunner, grad_halo: torch.Tensor, layer: int, label: str = "halo_backward"
+) -> torch.Tensor:
     """Every halo row's gradient back to its owner (the bytes counted as ``label``); returns the
     gradient of the owned rows."""
     grads = GradientReturn(runner, layer, label)
@@ -63,8 +70,9 @@ class _Gather(torch.autograd.Function):
         return scatter_back(ctx.runner, grad_halo.contiguous(), ctx.layer, ctx.labels[1]), None, None, None
 
 
-def halo_exchange(owned: torch.Tensor, runner: ExchangeRunner, layer: int,
-                  labels: tuple[str | None, str] = (None, "halo_backward")) -> torch.Tensor:
+def halo_exchange(
+    owned: torch.Tensor, runner: ExchangeRunner, layer: int, labels: tuple[str | None, str] = (None, "halo_backward")
+) -> torch.Tensor:
     """Halo rows of ``owned`` for ``layer`` as the plan fills them, differentiable with respect
     to ``owned``; the bytes count as ``labels`` (forward: default by layer; backward)."""
     return _Gather.apply(owned, runner, layer, labels)

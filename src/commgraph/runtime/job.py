@@ -30,8 +30,7 @@ import torch
 from commgraph.errors import JobError
 from commgraph.partition import PartitionSet, load_partition_set
 from commgraph.plan.allgather import placement
-from commgraph.plan.choose import (AllReduceChoice, PlanChoice, choose_allgather, choose_job_allreduce,
-                                   parse_placement)
+from commgraph.plan.choose import AllReduceChoice, PlanChoice, choose_allgather, choose_job_allreduce, parse_placement
 from commgraph.plan.exchange import Exchange
 from commgraph.plan.model import CommPlan
 from commgraph.runtime.comm import Communicator, match_ordering
@@ -70,8 +69,10 @@ class Job:
         # every worker checks its own files
         self.pset = partition if isinstance(partition, PartitionSet) else load_partition_set(partition)
         if self.pset.num_parts != world.size:
-            raise JobError(f"{self.pset.path} has {self.pset.num_parts} parts but the job has {world.size} workers; "
-                           f"use --workers {self.pset.num_parts} or re-partition")
+            raise JobError(
+                f"{self.pset.path} has {self.pset.num_parts} parts but the job has {world.size} workers; "
+                f"use --workers {self.pset.num_parts} or re-partition"
+            )
         self.part = self.pset.part(world.rank)
         self.comm = Communicator(world)
         if world.size > 1:
@@ -87,8 +88,10 @@ class Job:
         every = self.comm.all_gather_object((self.pset.digest, str(self.pset.path)))
         other = next((r for r, (digest, _) in enumerate(every) if digest != every[0][0]), None)
         if other is not None:
-            raise JobError(f"rank {other} joined with partition set {every[other][1]}, whose files differ from rank "
-                           f"0's {every[0][1]}: give every agent the same set (or a copy of it)")
+            raise JobError(
+                f"rank {other} joined with partition set {every[other][1]}, whose files differ from rank "
+                f"0's {every[0][1]}: give every agent the same set (or a copy of it)"
+            )
 
     @property
     def device(self) -> torch.device:
@@ -109,18 +112,24 @@ class Job:
         options, world = self.options, self.world
         speeds = parse_speeds(options.speeds)
         if options.topology != DETECT or world.size == 1:
-            return resolve_topology(options.topology, workers=world.size, device=world.device.type,
-                                    speeds=speeds), options.placement
+            return resolve_topology(
+                options.topology, workers=world.size, device=world.device.type, speeds=speeds
+            ), options.placement
         places = self.comm.all_gather_object(socket.gethostname())
         hosts = list(dict.fromkeys(places))
         if len(hosts) == 1:
-            return resolve_topology(DETECT, workers=world.size, device=world.device.type, speeds=speeds), \
-                options.placement
+            return resolve_topology(
+                DETECT, workers=world.size, device=world.device.type, speeds=speeds
+            ), options.placement
         here = [r for r, host in enumerate(places) if host == places[world.rank]]
-        mine = resolve_topology(DETECT, workers=len(here), device=world.device.type, speeds=speeds).to_dict() \
-            if here[0] == world.rank else None
-        local = {places[r]: Topology.from_dict(t) for r, t in enumerate(self.comm.all_gather_object(mine))
-                 if t is not None}
+        mine = (
+            resolve_topology(DETECT, workers=len(here), device=world.device.type, speeds=speeds).to_dict()
+            if here[0] == world.rank
+            else None
+        )
+        local = {
+            places[r]: Topology.from_dict(t) for r, t in enumerate(self.comm.all_gather_object(mine)) if t is not None
+        }
         workers = {host: [d.id for d in local[host].workers] for host in hosts}
         nth = [places[:r].count(host) for r, host in enumerate(places)]  # the rank's place on its machine
         joined = ",".join(f"{host}/{workers[host][k]}" for host, k in zip(places, nth))
@@ -129,8 +138,9 @@ class Job:
     def wire(self, row_bytes: int) -> Wiring:
         """The all-gather plan the job's exchanges of ``row_bytes``-byte rows follow. A plan file was
         checked by the launcher; each rank checks its own share as it builds its exchange."""
-        choice = choose_allgather(self.options.plan, self.pset, self.topology, row_bytes,
-                                  parse_placement(self.placement), verify=False)
+        choice = choose_allgather(
+            self.options.plan, self.pset, self.topology, row_bytes, parse_placement(self.placement), verify=False
+        )
         return Wiring(choice.plan, choice.devices, self.ordering, choice)
 
     def exchange(self, plan: CommPlan, owned: np.ndarray, halo: np.ndarray) -> Exchange:
@@ -152,5 +162,6 @@ class Job:
 
     def gradient_sync(self, params: list[torch.nn.Parameter], choice: AllReduceChoice) -> GradientSync:
         """Sums ``params``' gradients over the workers as ``choice`` says."""
-        return GradientSync(params, self.comm, choice.schedule,
-                            devices=self.devices if choice.schedule is not None else None)
+        return GradientSync(
+            params, self.comm, choice.schedule, devices=self.devices if choice.schedule is not None else None
+        )

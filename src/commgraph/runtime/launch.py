@@ -36,17 +36,31 @@ STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit
 SWEEP_SECONDS = 1.0  # after the ranks exit, how long what they started may take to exit by itself
 
 
-def launch_local(argv: list[str], workers: int, *, grace: float = STOP_SECONDS,
-                 threads_per_worker: int | None = None, module: str = "commgraph",
-                 zygote: ForkedZygote | None = None) -> int:
+def launch_local(
+    argv: list[str],
+    workers: int,
+    *,
+    grace: float = STOP_SECONDS,
+    threads_per_worker: int | None = None,
+    module: str = "commgraph",
+    zygote: ForkedZygote | None = None,
+) -> int:
     """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine, forked by ``zygote``
     (see :meth:`ForkedZygote.fork`) or by a zygote started for them; the job's exit code."""
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=max(grace, 30)))
+    store = dist.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=max(grace, 30))
+    )
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
-    env = dict(os.environ, WORLD_SIZE=str(workers), LOCAL_WORLD_SIZE=str(workers), MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(store.port), TORCHELASTIC_USE_AGENT_STORE="True", OMP_NUM_THREADS=str(threads),
-               COMMGRAPH_THREADS=str(threads))
+    env = dict(
+        os.environ,
+        WORLD_SIZE=str(workers),
+        LOCAL_WORLD_SIZE=str(workers),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(store.port),
+        TORCHELASTIC_USE_AGENT_STORE="True",
+        OMP_NUM_THREADS=str(threads),
+        COMMGRAPH_THREADS=str(threads),
+    )
     children = ForkedRanks.start(argv, workers, module, env, zygote)
     try:
         return _watch(children.ranks, grace, store)
@@ -92,16 +106,20 @@ class ForkedRanks:
     pending: bytes = b""
 
     @classmethod
-    def start(cls, argv: list[str], workers: int, module: str, env: dict,
-              zygote: ForkedZygote | None = None) -> ForkedRanks:
+    def start(
+        cls, argv: list[str], workers: int, module: str, env: dict, zygote: ForkedZygote | None = None
+    ) -> ForkedRanks:
         """The ranks, forked by ``zygote`` (one the launcher forked from itself) or by a fresh
         ``python -m commgraph.runtime.zygote``."""
         if zygote is not None:
             read = zygote.start(argv, workers, module, env)
         else:
             read, write = os.pipe()
-            zygote = subprocess.Popen([sys.executable, "-m", "commgraph.runtime.zygote", str(write), str(workers),
-                                       module, *argv], env=env, pass_fds=(write,))
+            zygote = subprocess.Popen(
+                [sys.executable, "-m", "commgraph.runtime.zygote", str(write), str(workers), module, *argv],
+                env=env,
+                pass_fds=(write,),
+            )
             os.close(write)
         os.set_blocking(read, False)
         group = cls(zygote, read)

@@ -21,27 +21,43 @@ class JobOptions(Options):
     ``--ordering``, the same flags in every command that runs a job."""
 
     error = JobError
-    topology: str = option("detect (this machine: its GPUs, else one CPU worker per rank), a preset (commgraph topo "
-                           "list) or a topology YAML (e.g. from commgraph topo calibrate)",
-                           metavar="TOPOLOGY", default=DETECT)
-    speeds: str | None = option(f"override a preset's link speeds in GB/s, e.g. nv2=40,pcie=24 (keys: {SPEED_KEYS})",
-                                metavar="K=GBPS,...", default=None)
-    plan: str = option("the all-gather plan of the job's exchanges: auto (the one the simulator prices fastest), "
-                       "a planner, or a plan file from `commgraph plan`",
-                       metavar="|".join(PLAN_CHOICES) + "|FILE.json", default="auto")
-    placement: str | None = option("the topology device of each worker, comma-separated (default: its worker "
-                                   "devices in order)", metavar="DEV,DEV,...", default=None)
-    ordering: str = option("how messages are matched: tagged (any order; Gloo), ordered (in plan order, as "
-                           "NCCL needs), or auto (ordered on NCCL, else tagged)",
-                           choices=("auto", *ORDERINGS), default="auto")
+    topology: str = option(
+        "detect (this machine: its GPUs, else one CPU worker per rank), a preset (commgraph topo "
+        "list) or a topology YAML (e.g. from commgraph topo calibrate)",
+        metavar="TOPOLOGY",
+        default=DETECT,
+    )
+    speeds: str | None = option(
+        f"override a preset's link speeds in GB/s, e.g. nv2=40,pcie=24 (keys: {SPEED_KEYS})",
+        metavar="K=GBPS,...",
+        default=None,
+    )
+    plan: str = option(
+        "the all-gather plan of the job's exchanges: auto (the one the simulator prices fastest), "
+        "a planner, or a plan file from `commgraph plan`",
+        metavar="|".join(PLAN_CHOICES) + "|FILE.json",
+        default="auto",
+    )
+    placement: str | None = option(
+        "the topology device of each worker, comma-separated (default: its worker devices in order)",
+        metavar="DEV,DEV,...",
+        default=None,
+    )
+    ordering: str = option(
+        "how messages are matched: tagged (any order; Gloo), ordered (in plan order, as "
+        "NCCL needs), or auto (ordered on NCCL, else tagged)",
+        choices=("auto", *ORDERINGS),
+        default="auto",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.plan not in PLAN_CHOICES and Path(self.plan).suffix not in (".json", ".npz"):
-            raise JobError(f"--plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file "
-                           "(.json or .npz) written by `commgraph plan`")
+            raise JobError(
+                f"--plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file "
+                "(.json or .npz) written by `commgraph plan`"
+            )
         parse_speeds(self.speeds)
-
 
 
 def in_torchrun() -> bool:

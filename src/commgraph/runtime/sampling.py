@@ -59,7 +59,7 @@ class RemoteSampling:
         counts, sources = [], []
         for q, block in enumerate(np.split(received.numpy(), np.cumsum(lengths[:, rank])[:-1])):
             counts.append(block[: wanted[q]])
-            sources.append(block[wanted[q]:])
+            sources.append(block[wanted[q] :])
         return RemoteRows(np.concatenate(counts), np.concatenate(sources))
 
     def idle(self, serve: Serve) -> None:

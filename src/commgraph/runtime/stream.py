@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from commgraph.runtime.comm import Communicator
 from commgraph.plan.exchange import Exchange, Message, MessageId
+from commgraph.runtime.comm import Communicator
 
 
 @dataclass
@@ -42,22 +42,30 @@ class _Sources:
     """Where a send's rows are read from: owned rows from the bins' outputs, relayed rows from the
     receive buffers; ``perm`` restores the plan's row order."""
 
-    def __init__(self, message: Message, exchange: Exchange, edges: np.ndarray, recv_rows: dict[str, np.ndarray],
-                 device):
+    def __init__(
+        self, message: Message, exchange: Exchange, edges: np.ndarray, recv_rows: dict[str, np.ndarray], device
+    ):
         index, n = message.index, exchange.num_owned
         owned = np.flatnonzero(index < n)
         relayed = np.flatnonzero(index >= n)
         bins = np.searchsorted(edges, index[owned], side="right") - 1
         received = recv_rows["j"][index[relayed] - n]
         pieces = [("bin", int(b), owned[bins == b], index[owned[bins == b]] - edges[b]) for b in np.unique(bins)]
-        pieces += [("recv", int(j), relayed[received == j], recv_rows["k"][index[relayed[received == j]] - n])
-                   for j in np.unique(received)]
-        self.pieces = [_Piece(kind, source, torch.from_numpy(rows).to(device), torch.from_numpy(at).to(device))
-                       for kind, source, rows, at in pieces]
+        pieces += [
+            ("recv", int(j), relayed[received == j], recv_rows["k"][index[relayed[received == j]] - n])
+            for j in np.unique(received)
+        ]
+        self.pieces = [
+            _Piece(kind, source, torch.from_numpy(rows).to(device), torch.from_numpy(at).to(device))
+            for kind, source, rows, at in pieces
+        ]
         self.bins = [p.source for p in self.pieces if p.kind == "bin"]
         order = np.concatenate([rows for _, _, rows, _ in pieces])
-        self.perm = None if np.array_equal(order, np.arange(index.size)) else \
-            torch.from_numpy(np.argsort(order, kind="stable")).to(device)
+        self.perm = (
+            None
+            if np.array_equal(order, np.arange(index.size))
+            else torch.from_numpy(np.argsort(order, kind="stable")).to(device)
+        )
 
 
 def _recv_rows(exchange: Exchange) -> dict[str, np.ndarray]:
@@ -82,8 +90,12 @@ class ExchangeRunner:
         self.land = []  # per receive: (buffer rows, table rows) of the rows that are halo, not relay-only
         for m in exchange.recvs:
             keep = m.index < n + exchange.num_halo
-            self.land.append((None if keep.all() else torch.from_numpy(np.flatnonzero(keep)).to(device),
-                              torch.from_numpy(m.index[keep]).to(device)))
+            self.land.append(
+                (
+                    None if keep.all() else torch.from_numpy(np.flatnonzero(keep)).to(device),
+                    torch.from_numpy(m.index[keep]).to(device),
+                )
+            )
         self.recv_index = [torch.from_numpy(m.index - n).to(device) for m in exchange.recvs]  # into halo+extra
         self.dependents: dict[int, list[int]] = defaultdict(list)  # receive -> sends relaying its rows
         self.sends_of_bin: dict[int, list[int]] = defaultdict(list)  # bin -> sends reading its rows
@@ -94,8 +106,9 @@ class ExchangeRunner:
             for b in self.sources[i].bins:
                 self.sends_of_bin[b].append(i)
             self.send_at[(m.peer, m.order)] = i
-        self.unmet = np.array([len(self.sources[i].bins) + len(m.relays) for i, m in enumerate(exchange.sends)],
-                              dtype=np.int64)  # what each send waits for before it may leave
+        self.unmet = np.array(
+            [len(self.sources[i].bins) + len(m.relays) for i, m in enumerate(exchange.sends)], dtype=np.int64
+        )  # what each send waits for before it may leave
         stages = np.array([m.stage for m in exchange.recvs], dtype=np.int64)  # nondecreasing: plan order
         self.stage_start = np.searchsorted(stages, stages, side="left")  # receives before j's stage
         # backward: each send's returning gradient, its owned rows added bin by bin, its relayed rows at once
@@ -106,15 +119,19 @@ class ExchangeRunner:
                 if piece.kind == "bin":
                     self.back_owned[piece.source].append((i, piece))
             relayed = np.flatnonzero(m.index >= n)
-            self.back_relayed.append(None if relayed.size == 0 else (
-                torch.from_numpy(relayed).to(device), torch.from_numpy(m.index[relayed] - n).to(device)))
+            self.back_relayed.append(
+                None
+                if relayed.size == 0
+                else (torch.from_numpy(relayed).to(device), torch.from_numpy(m.index[relayed] - n).to(device))
+            )
 
     @property
     def num_bins(self) -> int:
         return len(self.edges) - 1
 
-    def forward(self, layer: int, width: int, dtype=torch.float32, columns=None,
-                label: str | None = None) -> HaloStream:
+    def forward(
+        self, layer: int, width: int, dtype=torch.float32, columns=None, label: str | None = None
+    ) -> HaloStream:
         return HaloStream(self, layer, width, dtype, columns, label)
 
     def tag(self, layer: int, direction: str, m: Message) -> int:
@@ -134,8 +151,9 @@ class HaloStream:
         self.label = label or ("features" if layer == 0 else f"halo_forward:{layer}")
         comm.bytes[self.label] += exchange.staged_rows * width * torch.tensor([], dtype=dtype).element_size()
         self.buffers = [torch.empty((m.index.size, width), dtype=dtype, device=runner.device) for m in exchange.recvs]
-        self.works = [comm.irecv(buf, m.peer, runner.tag(layer, "forward", m))
-                      for buf, m in zip(self.buffers, exchange.recvs)]
+        self.works = [
+            comm.irecv(buf, m.peer, runner.tag(layer, "forward", m)) for buf, m in zip(self.buffers, exchange.recvs)
+        ]
         self.arrived = [False] * len(exchange.recvs)
         self.landed = [False] * len(exchange.recvs)
         self.outs: list[torch.Tensor | None] = [None] * runner.num_bins
@@ -241,8 +259,10 @@ class HaloStream:
 
     def _send(self, i: int, m: Message) -> None:
         source = self.runner.sources[i]
-        parts = [(self.outs[p.source] if p.kind == "bin" else self.buffers[p.source]).index_select(0, p.at)
-                 for p in source.pieces]
+        parts = [
+            (self.outs[p.source] if p.kind == "bin" else self.buffers[p.source]).index_select(0, p.at)
+            for p in source.pieces
+        ]
         payload = parts[0] if len(parts) == 1 else torch.cat(parts)
         if source.perm is not None:
             payload = payload.index_select(0, source.perm)
@@ -300,7 +320,9 @@ class GradientReturn:
             if not self.arrived[i]:
                 self._arrive(i)
             whole = piece.rows.numel() == self.buffers[i].shape[0]
-            grad = grad.index_add(0, piece.at, self.buffers[i] if whole else self.buffers[i].index_select(0, piece.rows))
+            grad = grad.index_add(
+                0, piece.at, self.buffers[i] if whole else self.buffers[i].index_select(0, piece.rows)
+            )
         return grad
 
     def finish(self) -> None:

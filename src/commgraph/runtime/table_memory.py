@@ -51,8 +51,13 @@ def measure(path: str | Path, how: str, *, timeout: float = 600.0) -> TableMemor
     """
     if how not in HOWS:
         raise FeatureError(f"no way {how!r} to load a table; choose one of {', '.join(HOWS)}")
-    done = subprocess.run([sys.executable, "-m", __name__, str(path), how], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    done = subprocess.run(
+        [sys.executable, "-m", __name__, str(path), how],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     if done.returncode != 0:
         last = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         raise FeatureError(f"measuring {how} of {path} failed: {last[0]}")

@@ -84,18 +84,24 @@ class World:
             if reported is not None:
                 return reported
             after = [self._store.add(k, 0) for k in keys]
-            silent = [r for r in range(self.size) if r != self.rank and after[r] == before[r]
-                      and not self._store.check([f"{_PREFIX}stopped/{r}"])]
+            silent = [
+                r
+                for r in range(self.size)
+                if r != self.rank and after[r] == before[r] and not self._store.check([f"{_PREFIX}stopped/{r}"])
+            ]
         except Exception:  # noqa: BLE001 - the store lives with the launcher or rank 0's agent
-            return WorkerFailed(f"lost contact with the job's store ({_first_line(error)}); "
-                                "the launcher or rank 0 died")
+            return WorkerFailed(
+                f"lost contact with the job's store ({_first_line(error)}); the launcher or rank 0 died"
+            )
         if silent:
             names = ", ".join(map(str, silent))
-            return WorkerFailed(f"worker rank {names} died (no heartbeat for {SILENCE_SECONDS:g} s): "
-                                f"{_first_line(error)}")
+            return WorkerFailed(
+                f"worker rank {names} died (no heartbeat for {SILENCE_SECONDS:g} s): {_first_line(error)}"
+            )
         if waiting_for is not None:
-            return WorkerFailed(f"worker rank {waiting_for} did not answer within {self.timeout:.0f} s: "
-                                f"{_first_line(error)}")
+            return WorkerFailed(
+                f"worker rank {waiting_for} did not answer within {self.timeout:.0f} s: {_first_line(error)}"
+            )
         return WorkerFailed(f"a collective failed and no worker is known dead: {_first_line(error)}")
 
     def _reported(self) -> WorkerFailed | None:
@@ -127,17 +133,23 @@ def pick_device(choice: str, local_workers: int = 1, say: Callable[[str], None] 
     instead."""
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if choice == "cuda" and gpus == 0:
-        raise TrainingError("--device cuda, but torch sees no GPU on this machine: use --device cpu "
-                            "(or auto, which takes the GPUs when there are any)")
+        raise TrainingError(
+            "--device cuda, but torch sees no GPU on this machine: use --device cpu "
+            "(or auto, which takes the GPUs when there are any)"
+        )
     if choice == "cuda" and local_workers > gpus:
-        raise TrainingError(f"--device cuda needs a GPU per worker (NCCL cannot put two processes on one GPU), but "
-                            f"{local_workers} workers would share this machine's {gpus} GPU(s): use --workers "
-                            f"{gpus} (with a partition set of that many parts), torchrun across machines, "
-                            "or --device cpu")
+        raise TrainingError(
+            f"--device cuda needs a GPU per worker (NCCL cannot put two processes on one GPU), but "
+            f"{local_workers} workers would share this machine's {gpus} GPU(s): use --workers "
+            f"{gpus} (with a partition set of that many parts), torchrun across machines, "
+            "or --device cpu"
+        )
     if choice == "auto" and 0 < gpus < local_workers:
         if say is not None:
-            say(f"commgraph: {local_workers} workers but {gpus} GPU(s) on this machine, and NCCL needs a GPU per "
-                f"worker: running on CPU with Gloo (--workers {gpus} runs on the GPU{'s' * (gpus > 1)})")
+            say(
+                f"commgraph: {local_workers} workers but {gpus} GPU(s) on this machine, and NCCL needs a GPU per "
+                f"worker: running on CPU with Gloo (--workers {gpus} runs on the GPU{'s' * (gpus > 1)})"
+            )
         return "cpu"
     return "cuda" if choice == "cuda" or (choice == "auto" and gpus > 0) else "cpu"
 
@@ -152,11 +164,13 @@ def join(timeout: float, device: str = "auto") -> World:
     else:
         torch_device, backend = torch.device("cpu"), "gloo"
     span = datetime.timedelta(seconds=timeout)
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                          timeout=span)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=span)
     # before the process group: Gloo ranks would wait in its set-up for NCCL ranks that never come
-    gpu = str(getattr(torch.cuda.get_device_properties(torch_device), "uuid", torch_device.index)) \
-        if backend == "nccl" else ""
+    gpu = (
+        str(getattr(torch.cuda.get_device_properties(torch_device), "uuid", torch_device.index))
+        if backend == "nccl"
+        else ""
+    )
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # a restarted job may place ranks anew
     keys = [f"{_PREFIX}placement/{attempt}/{r}" for r in range(size)]
     store.set(keys[rank], "\t".join((socket.gethostname(), backend, gpu)))
@@ -165,18 +179,29 @@ def join(timeout: float, device: str = "auto") -> World:
     if conflict:
         raise TrainingError(conflict)
     dist.init_process_group(backend, timeout=span)
-    world = World(rank, size, local_rank, torch_device, backend, timeout,
-                  halo_group=dist.new_group(backend=backend, timeout=span),
-                  grad_group=dist.new_group(backend=backend, timeout=span), _store=store)
+    world = World(
+        rank,
+        size,
+        local_rank,
+        torch_device,
+        backend,
+        timeout,
+        halo_group=dist.new_group(backend=backend, timeout=span),
+        grad_group=dist.new_group(backend=backend, timeout=span),
+        _store=store,
+    )
     if backend == "nccl":
         # torch: a group's first batch_isend_irecv must include every rank, but a part with no halo
         # posts nothing in a stage; a first call that every rank makes sets the groups up instead
         for group in (world.halo_group, world.grad_group):
             dist.all_reduce(torch.zeros(1, device=torch_device), group=group)
-    beat_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                               timeout=span)
-    threading.Thread(target=_heartbeat, args=(beat_store, f"{_PREFIX}beat/{rank}", world._stop),
-                     daemon=True, name="commgraph-heartbeat").start()
+    beat_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=span)
+    threading.Thread(
+        target=_heartbeat,
+        args=(beat_store, f"{_PREFIX}beat/{rank}", world._stop),
+        daemon=True,
+        name="commgraph-heartbeat",
+    ).start()
     return world
 
 
@@ -190,15 +215,19 @@ def placement_conflict(placements: list[tuple[str, str, str]]) -> str | None:
         backends.setdefault(backend, (rank, host))
     if len(backends) > 1:
         (a, (rank_a, host_a)), (b, (rank_b, host_b)) = sorted(backends.items(), key=lambda kv: kv[1])[:2]
-        return (f"rank {rank_a} on {host_a} uses {a} but rank {rank_b} on {host_b} uses {b}: with --device auto each "
-                "machine takes its GPUs only if it has one per local worker; start as many workers per machine "
-                "as it has GPUs, or pass --device cpu everywhere")
+        return (
+            f"rank {rank_a} on {host_a} uses {a} but rank {rank_b} on {host_b} uses {b}: with --device auto each "
+            "machine takes its GPUs only if it has one per local worker; start as many workers per machine "
+            "as it has GPUs, or pass --device cpu everywhere"
+        )
     owner = {}
     for rank, (host, backend, gpu) in enumerate(placements):
         if backend == "nccl" and (host, gpu) in owner:
-            return (f"ranks {owner[host, gpu]} and {rank} both run on the same GPU of {host} ({gpu}), and NCCL needs "
-                    "a GPU per process: on one machine start one torchrun with --nproc-per-node, or give each "
-                    "agent its own GPUs with CUDA_VISIBLE_DEVICES, or pass --device cpu")
+            return (
+                f"ranks {owner[host, gpu]} and {rank} both run on the same GPU of {host} ({gpu}), and NCCL needs "
+                "a GPU per process: on one machine start one torchrun with --nproc-per-node, or give each "
+                "agent its own GPUs with CUDA_VISIBLE_DEVICES, or pass --device cpu"
+            )
         owner[host, gpu] = rank
     return None
 

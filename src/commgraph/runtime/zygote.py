@@ -37,8 +37,16 @@ from dataclasses import dataclass
 from commgraph.lifetime import die_with_parent, name_process
 
 # what a worker of any command imports; imported once here, shared by every rank
-WARM = ("torch", "torch.distributed", "torch_geometric", "commgraph.cli.main", "commgraph.train.trainer",
-        "commgraph.train.minibatch", "commgraph.train.predict", "commgraph.analytics.worker")
+WARM = (
+    "torch",
+    "torch.distributed",
+    "torch_geometric",
+    "commgraph.cli.main",
+    "commgraph.train.trainer",
+    "commgraph.train.minibatch",
+    "commgraph.train.predict",
+    "commgraph.analytics.worker",
+)
 
 
 def warm() -> None:

@@ -6,12 +6,34 @@ explainer. Its names load on first use (:mod:`commgraph.lazy`): the samplers' op
 from commgraph.lazy import exports
 
 __all__ = [
-    "SAMPLERS", "ClusterSampler", "DGSMasks", "DGSSampler", "FastGCNSampler", "LADIESSampler", "LayerSample",
-    "NeighborSampler", "SampledBatch", "SamplingGraph", "forward_blocks", "parse_fanouts",
+    "SAMPLERS",
+    "ClusterSampler",
+    "DGSMasks",
+    "DGSSampler",
+    "FastGCNSampler",
+    "LADIESSampler",
+    "LayerSample",
+    "NeighborSampler",
+    "SampledBatch",
+    "SamplingGraph",
+    "forward_blocks",
+    "parse_fanouts",
 ]
 
-__getattr__ = exports(__name__, {
-    "LayerSample": "base", "SampledBatch": "base", "SamplingGraph": "base", "forward_blocks": "base",
-    "parse_fanouts": "options", "SAMPLERS": "options", "ClusterSampler": "cluster", "DGSMasks": "dgs",
-    "DGSSampler": "dgs", "FastGCNSampler": "layerwise", "LADIESSampler": "layerwise", "NeighborSampler": "neighbor",
-})
+__getattr__ = exports(
+    __name__,
+    {
+        "LayerSample": "base",
+        "SampledBatch": "base",
+        "SamplingGraph": "base",
+        "forward_blocks": "base",
+        "parse_fanouts": "options",
+        "SAMPLERS": "options",
+        "ClusterSampler": "cluster",
+        "DGSMasks": "dgs",
+        "DGSSampler": "dgs",
+        "FastGCNSampler": "layerwise",
+        "LADIESSampler": "layerwise",
+        "NeighborSampler": "neighbor",
+    },
+)

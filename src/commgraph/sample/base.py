@@ -46,16 +46,26 @@ class SamplingGraph:
     @classmethod
     def from_graph(cls, graph: Graph) -> SamplingGraph:
         """The whole graph on one worker: every node is local."""
-        return cls(graph.indptr, graph.indices, loop_free_in_degrees(graph.indptr, graph.indices),
-                   np.zeros(graph.num_nodes, dtype=np.int8), None)
+        return cls(
+            graph.indptr,
+            graph.indices,
+            loop_free_in_degrees(graph.indptr, graph.indices),
+            np.zeros(graph.num_nodes, dtype=np.int8),
+            None,
+        )
 
     @classmethod
     def from_partition(cls, pset: PartitionSet, part: int) -> SamplingGraph:
         """Worker ``part`` of a partition set: the set's whole in-edge CSR, degrees and owners, as
         read-only views of its memory-mapped files."""
         indptr, indices = pset.in_edges()
-        return cls(np.asarray(indptr), np.asarray(indices), np.asarray(pset.structure("degree")),
-                   np.asarray(pset.assignment()), part)
+        return cls(
+            np.asarray(indptr),
+            np.asarray(indices),
+            np.asarray(pset.structure("degree")),
+            np.asarray(pset.assignment()),
+            part,
+        )
 
     @property
     def num_nodes(self) -> int:
@@ -197,8 +207,7 @@ class Scratch:
         return self.position
 
 
-def relabel(dst: np.ndarray, sources: np.ndarray, counts: np.ndarray, scratch: Scratch,
-            num_nodes: int) -> LayerSample:
+def relabel(dst: np.ndarray, sources: np.ndarray, counts: np.ndarray, scratch: Scratch, num_nodes: int) -> LayerSample:
     """The block of destinations ``dst`` whose ``counts[i]`` sampled sources lie, destination after
     destination, in ``sources``: table = ``dst`` then new sources in order of first appearance."""
     src, edge_src = _relabel(dst, sources, scratch.get(num_nodes))

@@ -43,22 +43,34 @@ class ClusterSampler:
 
     name = "cluster"
 
-    def __init__(self, graph: SamplingGraph, layers: int, train_nodes: np.ndarray, *, num_clusters: int,
-                 clusters_per_batch: int = 1, seed: int = 0):
+    def __init__(
+        self,
+        graph: SamplingGraph,
+        layers: int,
+        train_nodes: np.ndarray,
+        *,
+        num_clusters: int,
+        clusters_per_batch: int = 1,
+        seed: int = 0,
+    ):
         nodes = graph.local_nodes()
         if layers < 1:
             raise SamplingError(f"ClusterGCN needs --layers >= 1; got {layers}")
         if not 1 <= clusters_per_batch <= num_clusters <= nodes.shape[0]:
             raise SamplingError(
                 f"need 1 <= --clusters-per-batch ({clusters_per_batch}) <= --clusters ({num_clusters}) "
-                f"<= the worker's {nodes.shape[0]} nodes")
+                f"<= the worker's {nodes.shape[0]} nodes"
+            )
         self.graph, self.layers, self.clusters_per_batch = graph, layers, clusters_per_batch
         self.nodes = nodes
         self.is_train = np.zeros(graph.num_nodes, dtype=bool)
         self.is_train[np.asarray(train_nodes, dtype=np.int64)] = True
         local = self._local_graph()
-        self.cluster = (metis_edge_cut(undirected_adjacency(local), num_clusters, seed) if num_clusters > 1
-                        else np.zeros(nodes.shape[0], dtype=np.int64))
+        self.cluster = (
+            metis_edge_cut(undirected_adjacency(local), num_clusters, seed)
+            if num_clusters > 1
+            else np.zeros(nodes.shape[0], dtype=np.int64)
+        )
         self.num_clusters = num_clusters
 
     def _local_graph(self) -> Graph:

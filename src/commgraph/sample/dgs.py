@@ -15,7 +15,6 @@ from commgraph.sample.neighbor import NeighborSampler
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 
 
-
 @dataclass(frozen=True)
 class DGSMasks:
     """What the explainer publishes: ``node_prob[v]`` in [0, 1] for every node (read for remote
@@ -72,8 +71,15 @@ class DGSSampler:
 
     name = "dgs"
 
-    def __init__(self, graph: SamplingGraph, fanouts, *, feature_rate: float = FEATURE_RATE,
-                 epsilon: float = EPSILON, rule: str = RULES[0]):
+    def __init__(
+        self,
+        graph: SamplingGraph,
+        fanouts,
+        *,
+        feature_rate: float = FEATURE_RATE,
+        epsilon: float = EPSILON,
+        rule: str = RULES[0],
+    ):
         if not 0 < feature_rate <= 1:
             raise SamplingError(f"--feature-rate (N_f) must lie in (0, 1]; got {feature_rate}")
         if not 0 <= epsilon <= 1:
@@ -101,15 +107,25 @@ class DGSSampler:
         node_prob = np.asarray(masks.node_prob, dtype=np.float64)
         layers, dst = [], seeds
         for fanout in self.fanouts:
-            counts, sources = _sample_rows_dgs(self.graph.indptr, self.graph.indices, dst, fanout, draw_seed(rng),
-                                               self.graph.owner, part, node_prob, self.epsilon,
-                                               self.rule == "keep-local")
+            counts, sources = _sample_rows_dgs(
+                self.graph.indptr,
+                self.graph.indices,
+                dst,
+                fanout,
+                draw_seed(rng),
+                self.graph.owner,
+                part,
+                node_prob,
+                self.epsilon,
+                self.rule == "keep-local",
+            )
             layer = relabel(dst, sources, counts, self._scratch, self.graph.num_nodes)
             layers.append(layer)
             dst = layer.src
         layers.reverse()
-        return SampledBatch(seeds, layers, self.graph.is_remote(layers[0].src),
-                            feature_columns=masks.feature_columns(self.feature_rate))
+        return SampledBatch(
+            seeds, layers, self.graph.is_remote(layers[0].src), feature_columns=masks.feature_columns(self.feature_rate)
+        )
 
 
 @njit(cache=True)

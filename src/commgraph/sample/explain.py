@@ -52,8 +52,9 @@ class ExplanationGraph:
         x = torch.cat([pooled, local_x[torch.from_numpy(np.flatnonzero(local.remote_input))]])
         others = torch.arange(1, remote.shape[0] + 1)
         hub = torch.zeros_like(others)
-        edge_index = torch.cat([torch.zeros(2, 1, dtype=torch.int64), torch.stack([others, hub]),
-                                torch.stack([hub, others])], dim=1)
+        edge_index = torch.cat(
+            [torch.zeros(2, 1, dtype=torch.int64), torch.stack([others, hub]), torch.stack([hub, others])], dim=1
+        )
         degree = torch.ones(remote.shape[0] + 1)
         degree[0] = remote.shape[0]  # in-edges without the self loop
         return cls(remote, x, edge_index, degree, local_x, local.blocks(graph))
@@ -105,8 +106,13 @@ class DGSExplainer:
         options: :math:`\mathcal{T}_E`, :math:`\mathcal{L}`, the learning rate.
     """
 
-    def __init__(self, graph: SamplingGraph, explanation: ExplanationGraph, model: GNN,
-                 options: ExplainerOptions = ExplainerOptions()):
+    def __init__(
+        self,
+        graph: SamplingGraph,
+        explanation: ExplanationGraph,
+        model: GNN,
+        options: ExplainerOptions = ExplainerOptions(),
+    ):
         self.graph, self.explanation, self.options = graph, explanation, options
         self.model = copy.deepcopy(model).eval()
         for param in self.model.parameters():
@@ -136,8 +142,9 @@ class DGSExplainer:
         while epochs < self.options.epochs:
             optimizer.zero_grad()
             node, feature = node_logit.sigmoid(), feature_logit.sigmoid()
-            log_probs = torch.log_softmax(forward_blocks(self.model, _Masked.apply(x, node, feature), self.blocks),
-                                          dim=-1)
+            log_probs = torch.log_softmax(
+                forward_blocks(self.model, _Masked.apply(x, node, feature), self.blocks), dim=-1
+            )
             total = -log_probs[0, target] + _regulariser(node) + _regulariser(feature)
             total.backward()
             optimizer.step()
@@ -263,8 +270,9 @@ class OnlineExplainer:
         # the explainer (megabytes) goes by the queue, not as an argument: start() writes its
         # arguments into a pipe it also holds open, and would wait forever if the child died reading
         self._requests.cancel_join_thread()  # nor may a dead child's unread queue hold up our exit
-        self._process = context.Process(target=_serve, args=(self._requests, self._results, cpu, os.getpid()),
-                                        name="dgs-explainer", daemon=True)
+        self._process = context.Process(
+            target=_serve, args=(self._requests, self._results, cpu, os.getpid()), name="dgs-explainer", daemon=True
+        )
         self._closing = False
         self._process.start()
         self._requests.put(explainer)
@@ -302,9 +310,11 @@ class OnlineExplainer:
         while not self._published.wait(0.05):
             self._check()
             if time.perf_counter() - started > timeout:
-                raise SamplingError(f"the DGS explainer process (pid {self._process.pid}) published no masks within "
-                                    f"--timeout {timeout:g} s of --dgs-wait: raise --timeout, or give it more CPU "
-                                    "with --explain-cpu")
+                raise SamplingError(
+                    f"the DGS explainer process (pid {self._process.pid}) published no masks within "
+                    f"--timeout {timeout:g} s of --dgs-wait: raise --timeout, or give it more CPU "
+                    "with --explain-cpu"
+                )
         return time.perf_counter() - started
 
     def _receive(self) -> None:
@@ -335,8 +345,11 @@ class OnlineExplainer:
         self._receiver.join(0.5)  # a failure it sent before exiting is still on its way
         self._raise_error()
         code = self._process.exitcode
-        how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else \
-            f"exited with code {code}"
+        how = (
+            f"was killed by {signal.Signals(-code).name}"
+            if code is not None and code < 0
+            else f"exited with code {code}"
+        )
         raise SamplingError(f"the DGS explainer process (pid {self._process.pid}) {how}; the run stopped")
 
     def close(self, timeout: float = 30.0) -> None:

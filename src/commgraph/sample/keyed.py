@@ -12,8 +12,9 @@ import numpy as np
 from numba import njit
 
 
-def sample_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, fanout: int,
-                key: int) -> tuple[np.ndarray, np.ndarray]:
+def sample_rows(
+    indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, fanout: int, key: int
+) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``rows``: ``min(fanout, degree)`` in-neighbours drawn uniformly without
     replacement (all of them with ``fanout`` -1), by :func:`keyed_slots`. Returns per-row counts
     and the sources, row after row."""
@@ -21,8 +22,9 @@ def sample_rows(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, fanou
     return counts, indices[slots].astype(np.int64, copy=False)
 
 
-def keyed_slots(indptr: np.ndarray, positions: np.ndarray, ids: np.ndarray, fanout: int,
-                key: int) -> tuple[np.ndarray, np.ndarray]:
+def keyed_slots(
+    indptr: np.ndarray, positions: np.ndarray, ids: np.ndarray, fanout: int, key: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The draws of :func:`sample_rows` as positions in the CSR's ``indices``: row ``i`` of the
     result is CSR row ``positions[i]``, the in-edges of node ``ids[i]``.
 
@@ -34,8 +36,9 @@ def keyed_slots(indptr: np.ndarray, positions: np.ndarray, ids: np.ndarray, fano
     Returns:
         per-row counts ``[len(positions)]`` and the drawn positions, row after row.
     """
-    return _keyed_slots(indptr, np.asarray(positions, dtype=np.int64), np.asarray(ids, dtype=np.int64),
-                        int(fanout), int(key))
+    return _keyed_slots(
+        indptr, np.asarray(positions, dtype=np.int64), np.asarray(ids, dtype=np.int64), int(fanout), int(key)
+    )
 
 
 @njit(cache=True)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from commgraph.errors import SamplingError
-from commgraph.sample.base import (LayerSample, SampledBatch, SamplingGraph, Scratch, check_seeds, in_edges,
-                                   relabel)
+from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, Scratch, check_seeds, in_edges, relabel
 
 
 class _LayerWise:
@@ -32,8 +31,15 @@ class _LayerWise:
         keep = sources != dst[rows]
         return rows[keep], sources[keep]
 
-    def _block(self, dst: np.ndarray, rows: np.ndarray, sources: np.ndarray, chosen: np.ndarray,
-               prob: np.ndarray, scale: np.ndarray) -> LayerSample:
+    def _block(
+        self,
+        dst: np.ndarray,
+        rows: np.ndarray,
+        sources: np.ndarray,
+        chosen: np.ndarray,
+        prob: np.ndarray,
+        scale: np.ndarray,
+    ) -> LayerSample:
         """The block of the edges from ``chosen`` nodes into ``dst``; each edge weighted
         ``A_hat[v, u] * scale[u]``; ``prob[u]`` is the probability each table row was drawn with."""
         picked = np.zeros(self.graph.num_nodes, dtype=bool)
@@ -151,6 +157,10 @@ class LADIESSampler(_LayerWise):
         from_owner = graph.owner[dst[rows]].astype(np.int64)
         remote_rows = from_owner != graph.part
         # one (owner, candidate) pair per partial sum an owner returns; diagonal entries included
-        pairs = np.concatenate([from_owner[remote_rows] * graph.num_nodes + sources[remote_rows],
-                                graph.owner[dst[asked]].astype(np.int64) * graph.num_nodes + dst[asked]])
+        pairs = np.concatenate(
+            [
+                from_owner[remote_rows] * graph.num_nodes + sources[remote_rows],
+                graph.owner[dst[asked]].astype(np.int64) * graph.num_nodes + dst[asked],
+            ]
+        )
         return 8 * int(asked.sum()) + 12 * int(np.unique(pairs).shape[0])

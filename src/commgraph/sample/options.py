@@ -24,7 +24,9 @@ def parse_fanouts(text: str | list[int], layers: int | None = None) -> list[int]
     if not fanouts or any(f == 0 or f < -1 for f in fanouts):
         raise SamplingError(f"--fanout needs one value per layer, each >= 1 or -1 (all); got {text!r}")
     if layers is not None and len(fanouts) != layers:
-        raise SamplingError(f"--fanout gives {len(fanouts)} values but the model has --layers {layers}: give one per layer")
+        raise SamplingError(
+            f"--fanout gives {len(fanouts)} values but the model has --layers {layers}: give one per layer"
+        )
     return fanouts
 
 

@@ -79,14 +79,16 @@ class PartitionedGraph:
         remote: draws hops at other machines' owners (None: a single machine holds every part).
     """
 
-    def __init__(self, parts: dict[int, PartRows], owner: np.ndarray, degree: np.ndarray, part: int,
-                 remote: Remote | None):
+    def __init__(
+        self, parts: dict[int, PartRows], owner: np.ndarray, degree: np.ndarray, part: int, remote: Remote | None
+    ):
         self.parts, self.owner, self.degree, self.part, self.remote = parts, owner, degree, part, remote
         self.machine = np.array(sorted(parts), dtype=np.int64)
 
     @classmethod
-    def from_partition(cls, pset: PartitionSet, part: int, machine: np.ndarray,
-                       remote: Remote | None) -> PartitionedGraph:
+    def from_partition(
+        cls, pset: PartitionSet, part: int, machine: np.ndarray, remote: Remote | None
+    ) -> PartitionedGraph:
         """Worker ``part`` of ``pset`` on a machine holding parts ``machine``."""
         parts = {int(q): PartRows.of(pset.part(int(q), check=int(q) == part)) for q in machine}
         return cls(parts, np.asarray(pset.assignment()), np.asarray(pset.structure("degree")), part, remote)
@@ -122,8 +124,10 @@ class PartitionedGraph:
             rows = self.remote(dst[far], owners[far], fanout, key, self.serve)
             groups.append((far, rows.counts, rows.sources))
         elif far.size:
-            raise SamplingError(f"{far.size} destinations are owned by parts this machine does not hold and no "
-                                f"remote sampling was set up")
+            raise SamplingError(
+                f"{far.size} destinations are owned by parts this machine does not hold and no "
+                f"remote sampling was set up"
+            )
         return merge_rows(dst.shape[0], groups)
 
     def serve(self, nodes: np.ndarray, fanout: int, key: int) -> tuple[np.ndarray, np.ndarray]:

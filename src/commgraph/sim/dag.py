@@ -145,7 +145,7 @@ def read_dag(path: str | Path) -> list[Task]:
     data = read_json(path)
     entries = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(entries, list):
-        raise SimulationError(f"{path}: expected {{\"tasks\": [...]}}")
+        raise SimulationError(f'{path}: expected {{"tasks": [...]}}')
     return [_task(entry, f"{path}: task {n}") for n, entry in enumerate(entries)]
 
 
@@ -153,8 +153,10 @@ def _task(entry: dict, where: str) -> Task:
     if not isinstance(entry, dict):
         raise SimulationError(f"{where}: expected an object")
     kind = entry.get("type")
-    fields = {"transfer": {"id", "type", "src", "dst", "bytes", "priority", "route", "deps"},
-              "compute": {"id", "type", "device", "seconds", "deps"}}
+    fields = {
+        "transfer": {"id", "type", "src", "dst", "bytes", "priority", "route", "deps"},
+        "compute": {"id", "type", "device", "seconds", "deps"},
+    }
     if kind not in fields:
         raise SimulationError(f"{where}: type must be 'transfer' or 'compute', got {kind!r}")
     unknown = set(entry) - fields[kind]
@@ -164,9 +166,15 @@ def _task(entry: dict, where: str) -> Task:
         deps = tuple(str(d) for d in entry.get("deps", ()))
         if kind == "transfer":
             route = entry.get("route")
-            return Transfer(str(entry["id"]), str(entry["src"]), str(entry["dst"]), float(entry["bytes"]),
-                            int(entry.get("priority", 0)),
-                            None if route is None else tuple(str(r) for r in route), deps)
+            return Transfer(
+                str(entry["id"]),
+                str(entry["src"]),
+                str(entry["dst"]),
+                float(entry["bytes"]),
+                int(entry.get("priority", 0)),
+                None if route is None else tuple(str(r) for r in route),
+                deps,
+            )
         return Compute(str(entry["id"]), str(entry["device"]), float(entry["seconds"]), deps)
     except KeyError as exc:
         raise SimulationError(f"{where}: missing field {exc}") from None

@@ -60,24 +60,42 @@ class SimResult:
     def link_rows(self) -> list[dict]:
         """One row per link direction that carried traffic."""
         seconds = self.link_seconds()
-        return [{"link": self.resource_name(int(r)), "kind": self.topology.links[r // 2].kind,
-                 "bytes": float(self.bytes_moved[r]), "busy_seconds": float(self.busy_seconds[r]),
-                 "utilisation": float(seconds[r] / self.makespan) if self.makespan > 0 else 0.0}
-                for r in np.flatnonzero(self.bytes_moved > 0)]
+        return [
+            {
+                "link": self.resource_name(int(r)),
+                "kind": self.topology.links[r // 2].kind,
+                "bytes": float(self.bytes_moved[r]),
+                "busy_seconds": float(self.busy_seconds[r]),
+                "utilisation": float(seconds[r] / self.makespan) if self.makespan > 0 else 0.0,
+            }
+            for r in np.flatnonzero(self.bytes_moved > 0)
+        ]
 
     def to_dict(self) -> dict:
         return {
             "topology": self.topology.name,
             "makespan_seconds": self.makespan,
-            "tasks": [{"id": t.id, "type": "transfer" if isinstance(t, Transfer) else "compute",
-                       "start": float(s), "finish": float(f)}
-                      for t, s, f in zip(self.tasks, self.start, self.finish)],
+            "tasks": [
+                {
+                    "id": t.id,
+                    "type": "transfer" if isinstance(t, Transfer) else "compute",
+                    "start": float(s),
+                    "finish": float(f),
+                }
+                for t, s, f in zip(self.tasks, self.start, self.finish)
+            ],
             "links": self.link_rows(),
         }
 
 
-def simulate(topology: Topology, tasks: list[Task], *, timeline: bool = True,
-             incremental: bool = True, cores: dict[str, int] | None = None) -> SimResult:
+def simulate(
+    topology: Topology,
+    tasks: list[Task],
+    *,
+    timeline: bool = True,
+    incremental: bool = True,
+    cores: dict[str, int] | None = None,
+) -> SimResult:
     """Run ``tasks`` on ``topology`` and return when everything happened. ``timeline`` records
     every utilisation change (for plots); ``incremental=False`` recomputes all rates at every event
     (the textbook method, same results, for comparison); ``cores`` (device id -> servers, default
@@ -87,8 +105,9 @@ def simulate(topology: Topology, tasks: list[Task], *, timeline: bool = True,
     for device, count in (cores or {}).items():
         if device not in topology.index or not (isinstance(count, int) and count >= 1):
             raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
-    outcome = simulate_events(flows.arrays(), _task_arrays(topology, tasks, dependents, flows, cores or {}),
-                              incremental, timeline)
+    outcome = simulate_events(
+        flows.arrays(), _task_arrays(topology, tasks, dependents, flows, cores or {}), incremental, timeline
+    )
     return _result(topology, tasks, flows, outcome, timeline)
 
 
@@ -107,8 +126,7 @@ class _Flows:
                 forwarding[device.id] = len(capacity)
                 capacity.append(device.forward_gbps * 1e9)
 
-        def add(route: list[int], shares: list[float], size: float, seconds: float, task: int,
-                data_flow: int) -> None:
+        def add(route: list[int], shares: list[float], size: float, seconds: float, task: int, data_flow: int) -> None:
             resources.extend(route)
             weights.extend(shares)
             ptr.append(len(resources))
@@ -150,8 +168,18 @@ class _Flows:
         self.capacity = np.array(capacity, dtype=np.float64)
 
     def arrays(self) -> Flows:
-        return Flows(self.ptr, self.resources, self.weights, self.sizes, self.latency, self.priority, self.task_of,
-                     self.owner, self.setups, self.capacity)
+        return Flows(
+            self.ptr,
+            self.resources,
+            self.weights,
+            self.sizes,
+            self.latency,
+            self.priority,
+            self.task_of,
+            self.owner,
+            self.setups,
+            self.capacity,
+        )
 
     def bytes_per_resource(self) -> np.ndarray:
         """Bytes every resource carries: each data flow's size times its share on each resource of
@@ -177,8 +205,11 @@ def _path(topology: Topology, task: Transfer, forwarding: dict[str, int]) -> tup
     route = [h.resource for h, _ in spread] + [forwarding[d] for d in crossed]
     shares = [share for _, share in spread] + list(crossed.values())
     seconds = sum(topology.links[h.link].latency_us for h in hops) * 1e-6
-    setups = [(h.resource, topology.links[h.link].overhead_us * 1e-6 * (topology.links[h.link].bandwidth_gbps * 1e9))
-              for h in hops if topology.links[h.link].overhead_us > 0]
+    setups = [
+        (h.resource, topology.links[h.link].overhead_us * 1e-6 * (topology.links[h.link].bandwidth_gbps * 1e9))
+        for h in hops
+        if topology.links[h.link].overhead_us > 0
+    ]
     return route, shares, seconds, setups
 
 
@@ -208,8 +239,9 @@ def _hops(topology: Topology, task: Transfer) -> list[Hop]:
     return hops
 
 
-def _task_arrays(topology: Topology, tasks: list[Task], dependents: Dependents, flows: _Flows,
-                 cores: dict[str, int]) -> Tasks:
+def _task_arrays(
+    topology: Topology, tasks: list[Task], dependents: Dependents, flows: _Flows, cores: dict[str, int]
+) -> Tasks:
     """The DAG as arrays for the event loop: computations' devices and seconds, transfers' data
     flows, dependents as a CSR, and per device its servers and the room of its ready queue."""
     compute = np.array([isinstance(t, Compute) for t in tasks], dtype=bool)
@@ -234,5 +266,6 @@ def _result(topology: Topology, tasks: list[Task], flows: _Flows, outcome: Outco
     if timeline:
         keep = outcome.record_resource < real
         points = (outcome.record_time[keep], outcome.record_resource[keep], outcome.record_utilisation[keep])
-    return SimResult(topology, tasks, outcome.start, outcome.finish, outcome.busy[:real],
-                     flows.bytes_per_resource()[:real], points)
+    return SimResult(
+        topology, tasks, outcome.start, outcome.finish, outcome.busy[:real], flows.bytes_per_resource()[:real], points
+    )

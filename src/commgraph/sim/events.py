@@ -56,8 +56,13 @@ def make_index(ptr: np.ndarray, resources: np.ndarray, n_res: int) -> Index:
     first = np.zeros(n_res + 1, dtype=np.int64)
     first[1:] = np.cumsum(np.bincount(resources, minlength=n_res))
     n = resources.shape[0]
-    return Index(first, np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.zeros(n_res, dtype=np.int64),
-                 np.full(n, -1, dtype=np.int64))
+    return Index(
+        first,
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int64),
+        np.zeros(n_res, dtype=np.int64),
+        np.full(n, -1, dtype=np.int64),
+    )
 
 
 @njit(cache=True, inline="always")
@@ -272,13 +277,32 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
     n_flows, n_res, n_tasks = flows.sizes.shape[0], flows.capacity.shape[0], tasks.compute.shape[0]
     n_dev = tasks.cores.shape[0]
     state = _State(
-        np.zeros(1), np.zeros(n_flows), flows.sizes.copy(), np.zeros(n_flows), np.zeros(n_flows, np.int64),
-        flows.setups.copy(), np.zeros(n_res), np.zeros(n_res), np.zeros(n_res),
-        np.full(n_tasks, np.nan), np.full(n_tasks, np.nan), tasks.waiting.copy(), np.zeros(n_dev, np.int64),
-        np.empty(tasks.queue_ptr[-1], np.int64), tasks.queue_ptr[:-1].copy(), tasks.queue_ptr[:-1].copy(),
-        np.zeros(n_res + 1, np.int64), np.zeros(n_res, np.int64), np.zeros(1, np.int64),
-        np.zeros(n_res, np.int64), np.zeros(n_flows, np.int64), np.empty(n_res, np.int64),
-        np.empty(n_flows, np.int64), np.empty(n_flows), np.empty(n_res), np.zeros(n_res),
+        np.zeros(1),
+        np.zeros(n_flows),
+        flows.sizes.copy(),
+        np.zeros(n_flows),
+        np.zeros(n_flows, np.int64),
+        flows.setups.copy(),
+        np.zeros(n_res),
+        np.zeros(n_res),
+        np.zeros(n_res),
+        np.full(n_tasks, np.nan),
+        np.full(n_tasks, np.nan),
+        tasks.waiting.copy(),
+        np.zeros(n_dev, np.int64),
+        np.empty(tasks.queue_ptr[-1], np.int64),
+        tasks.queue_ptr[:-1].copy(),
+        tasks.queue_ptr[:-1].copy(),
+        np.zeros(n_res + 1, np.int64),
+        np.zeros(n_res, np.int64),
+        np.zeros(1, np.int64),
+        np.zeros(n_res, np.int64),
+        np.zeros(n_flows, np.int64),
+        np.empty(n_res, np.int64),
+        np.empty(n_flows, np.int64),
+        np.empty(n_flows),
+        np.empty(n_res),
+        np.zeros(n_res),
     )
     index = make_index(flows.ptr, flows.resources, n_res)
     return Outcome(state.start, state.finish, state.busy, *_run(flows, tasks, index, state, incremental, record))
@@ -301,8 +325,9 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
             _begin(flows, tasks, index, state, timers, i)
     while True:
         if state.changed[0] > 0:
-            n_rec, rec_t, rec_r, rec_u = _reallocate(flows, index, state, finishing, incremental, record,
-                                                     n_rec, rec_t, rec_r, rec_u)
+            n_rec, rec_t, rec_r, rec_u = _reallocate(
+                flows, index, state, finishing, incremental, record, n_rec, rec_t, rec_r, rec_u
+            )
         while finishing and finishing[0][2] != version[finishing[0][1]]:
             heapq.heappop(finishing)
         t_next = np.inf
@@ -425,16 +450,27 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
     state.marks[0] += 1
     epoch = state.marks[0]
     ptr, resources, capacity = flows.ptr, flows.resources, flows.capacity
-    rates, left, since, version, res_mark, touched = state.rates, state.left, state.since, state.version, \
-        state.res_mark, state.touched
-    load, busy, busy_since, first, users, count = state.load, state.busy, state.busy_since, index.first, \
-        index.flow, index.count
+    rates, left, since, version, res_mark, touched = (
+        state.rates,
+        state.left,
+        state.since,
+        state.version,
+        state.res_mark,
+        state.touched,
+    )
+    load, busy, busy_since, first, users, count = (
+        state.load,
+        state.busy,
+        state.busy_since,
+        index.first,
+        index.flow,
+        index.count,
+    )
     if incremental:
         seeds, n_seeds = state.changed[1:], state.changed[0]
     else:
         seeds, n_seeds = np.arange(flows.capacity.shape[0]), flows.capacity.shape[0]
-    n_picked = component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched,
-                         state.picked)
+    n_picked = component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched, state.picked)
     state.changed[0] = 0
     picked = state.picked[:n_picked]
     old = state.old_rates[:n_picked]

@@ -97,8 +97,9 @@ def alone_seconds(tasks: list[Task], flows: _Flows) -> np.ndarray:
     return seconds
 
 
-def dag_floor(topology: Topology, tasks: list[Task], *, cores: dict[str, int] | None = None,
-              graph: Graph | None = None) -> DagFloor:
+def dag_floor(
+    topology: Topology, tasks: list[Task], *, cores: dict[str, int] | None = None, graph: Graph | None = None
+) -> DagFloor:
     """A lower bound on the makespan of ``tasks`` on ``topology`` under any schedule (module
     docstring); ``cores`` as :func:`~commgraph.sim.simulate` takes them; ``graph``: their
     :func:`task_graph` when already built."""

@@ -77,15 +77,28 @@ class Scenario:
         _check(self)
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "version": VERSION, "name": self.name, "bands": self.bands, "routing": self.routing,
-                "nodes": [{"id": h, "kind": "host"} for h in self.hosts]
-                + [{"id": s, "kind": "switch"} for s in self.switches],
-                "links": [asdict(link) for link in self.links],
-                "flows": [{**asdict(f), "path": list(f.path)} for f in self.flows]}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "name": self.name,
+            "bands": self.bands,
+            "routing": self.routing,
+            "nodes": [{"id": h, "kind": "host"} for h in self.hosts]
+            + [{"id": s, "kind": "switch"} for s in self.switches],
+            "links": [asdict(link) for link in self.links],
+            "flows": [{**asdict(f), "path": list(f.path)} for f in self.flows],
+        }
 
 
-def export_scenario(topology: Topology, tasks: list[Task], coflows: list[Coflow], start: np.ndarray, *,
-                    bands: int = 4, name: str = "scenario") -> Scenario:
+def export_scenario(
+    topology: Topology,
+    tasks: list[Task],
+    coflows: list[Coflow],
+    start: np.ndarray,
+    *,
+    bands: int = 4,
+    name: str = "scenario",
+) -> Scenario:
     """The non-empty transfers of ``coflows`` whose route leaves a server, released at ``start`` (a
     flow-level run's start times, indexed like ``tasks``), on the network part of ``topology``:
     NICs become hosts, network switches stay switches, links crossed by no flow are kept; the
@@ -104,15 +117,28 @@ def export_scenario(topology: Topology, tasks: list[Task], coflows: list[Coflow]
     priorities = np.array([tasks[i].priority for _, i, _ in picked])
     distinct, rank = np.unique(priorities, return_inverse=True)
     band = rank.reshape(-1) * bands // len(distinct)
-    flows = tuple(ScenarioFlow(tasks[i].id, c.id, c.kind, path[0], path[-1], math.ceil(tasks[i].bytes),
-                               float(start[i]) - t0, int(b), path)
-                  for (c, i, path), b in zip(picked, band.tolist()))
+    flows = tuple(
+        ScenarioFlow(
+            tasks[i].id, c.id, c.kind, path[0], path[-1], math.ceil(tasks[i].bytes), float(start[i]) - t0, int(b), path
+        )
+        for (c, i, path), b in zip(picked, band.tolist())
+    )
     kinds = {d.id: d.kind for d in topology.devices}
-    links = tuple(ScenarioLink(link.a, link.b, link.bandwidth_gbps * 8e9, link.latency_us)
-                  for link in topology.links if link.kind in NETWORK_LINKS)
+    links = tuple(
+        ScenarioLink(link.a, link.b, link.bandwidth_gbps * 8e9, link.latency_us)
+        for link in topology.links
+        if link.kind in NETWORK_LINKS
+    )
     nodes = list(dict.fromkeys(n for link in links for n in (link.a, link.b)))
-    return Scenario(name, bands, tuple(n for n in nodes if kinds[n] == "nic"),
-                    tuple(n for n in nodes if kinds[n] == "switch"), links, flows, topology.routing)
+    return Scenario(
+        name,
+        bands,
+        tuple(n for n in nodes if kinds[n] == "nic"),
+        tuple(n for n in nodes if kinds[n] == "switch"),
+        links,
+        flows,
+        topology.routing,
+    )
 
 
 def _network_path(topology: Topology, task: Transfer) -> tuple[str, ...]:
@@ -134,15 +160,31 @@ def read_scenario(path: str | Path) -> Scenario:
         raise SimulationError(f"{path}: not a {FORMAT} version {VERSION} file")
     try:
         nodes = data["nodes"]
-        return Scenario(str(data["name"]), int(data["bands"]),
-                        tuple(str(n["id"]) for n in nodes if n["kind"] == "host"),
-                        tuple(str(n["id"]) for n in nodes if n["kind"] == "switch"),
-                        tuple(ScenarioLink(str(k["a"]), str(k["b"]), float(k["bits_per_second"]),
-                                           float(k["latency_us"])) for k in data["links"]),
-                        tuple(ScenarioFlow(str(f["id"]), str(f["coflow"]), str(f["kind"]), str(f["src"]),
-                                           str(f["dst"]), int(f["bytes"]), float(f["release_s"]), int(f["band"]),
-                                           tuple(str(p) for p in f["path"])) for f in data["flows"]),
-                        str(data.get("routing", "ecmp")))
+        return Scenario(
+            str(data["name"]),
+            int(data["bands"]),
+            tuple(str(n["id"]) for n in nodes if n["kind"] == "host"),
+            tuple(str(n["id"]) for n in nodes if n["kind"] == "switch"),
+            tuple(
+                ScenarioLink(str(k["a"]), str(k["b"]), float(k["bits_per_second"]), float(k["latency_us"]))
+                for k in data["links"]
+            ),
+            tuple(
+                ScenarioFlow(
+                    str(f["id"]),
+                    str(f["coflow"]),
+                    str(f["kind"]),
+                    str(f["src"]),
+                    str(f["dst"]),
+                    int(f["bytes"]),
+                    float(f["release_s"]),
+                    int(f["band"]),
+                    tuple(str(p) for p in f["path"]),
+                )
+                for f in data["flows"]
+            ),
+            str(data.get("routing", "ecmp")),
+        )
     except KeyError as exc:
         raise SimulationError(f"{path}: missing field {exc}") from None
     except (TypeError, ValueError) as exc:
@@ -163,8 +205,9 @@ def _check(s: Scenario) -> None:
         if link.a not in nodes or link.b not in nodes or link.a == link.b:
             raise SimulationError(f"scenario {s.name!r}: link {link.a}-{link.b} must join two different nodes")
         if not (link.bits_per_second > 0 and link.latency_us >= 0):
-            raise SimulationError(f"scenario {s.name!r}: link {link.a}-{link.b} needs bits_per_second > 0 "
-                                  "and latency_us >= 0")
+            raise SimulationError(
+                f"scenario {s.name!r}: link {link.a}-{link.b} needs bits_per_second > 0 and latency_us >= 0"
+            )
         linked |= {(link.a, link.b), (link.b, link.a)}
     seen = set()
     for f in s.flows:
@@ -193,8 +236,9 @@ def flow_level(scenario: Scenario, *, priorities: bool = True) -> Replay:
     """Replay the scenario on the flow-level simulator: each flow on its path (sprayed over every
     shortest path under ``spray``), released at its time, in strict priority by band
     (``priorities``) or all in one class."""
-    devices = [Device(h, "nic", h) for h in scenario.hosts] + [Device(w, "switch", "network")
-                                                                  for w in scenario.switches]
+    devices = [Device(h, "nic", h) for h in scenario.hosts] + [
+        Device(w, "switch", "network") for w in scenario.switches
+    ]
     links = [Link(k.a, k.b, "infiniband", 1, k.bits_per_second / 8e9, k.latency_us) for k in scenario.links]
     tasks: list[Task] = []
     clock: dict[str, tuple[float, str | None]] = {}  # per host: the last release task, chained

@@ -22,8 +22,15 @@ def plot_timeline(result: SimResult, path: str | Path) -> None:
         row_name = task.device if isinstance(task, Compute) else f"{task.src}->{task.dst}"
         row = rows.setdefault(row_name, len(rows))
         colour = "0.6" if isinstance(task, Compute) else f"C{task.priority % 10}"
-        tasks_ax.barh(row, max(finish - start, result.makespan * 1e-3), left=start, height=0.6,
-                      color=colour, edgecolor="black", linewidth=0.3)
+        tasks_ax.barh(
+            row,
+            max(finish - start, result.makespan * 1e-3),
+            left=start,
+            height=0.6,
+            color=colour,
+            edgecolor="black",
+            linewidth=0.3,
+        )
     if len(rows) <= 40:
         tasks_ax.set_yticks(range(len(rows)), list(rows), fontsize=7)
     tasks_ax.set_ylabel("compute (grey) / transfers (colour = class)")

@@ -36,8 +36,10 @@ def parse_topo_matrix(text: str, name: str = "detected") -> Topology:
     def relation(a: str, b: str) -> str:
         return rows[a][labels.index(b)]
 
-    socket_of = _union_find(endpoints, lambda a, b: relation(a, b) in _SAME_SOCKET
-                            or (a in affinity and affinity.get(a) == affinity.get(b) != ""))
+    socket_of = _union_find(
+        endpoints,
+        lambda a, b: relation(a, b) in _SAME_SOCKET or (a in affinity and affinity.get(a) == affinity.get(b) != ""),
+    )
     switch_of = _union_find(endpoints, lambda a, b: relation(a, b) in _SAME_SWITCH)
 
     devices, links = [], []
@@ -48,7 +50,7 @@ def parse_topo_matrix(text: str, name: str = "detected") -> Topology:
     cpu = {root: f"cpu{i}" for i, root in enumerate(sockets)}
     devices += [Device(c, "cpu") for c in cpu.values()]
     for i, a in enumerate(sockets):
-        for b in sockets[i + 1:]:
+        for b in sockets[i + 1 :]:
             links.append(make_link(cpu[a], cpu[b], "qpi"))
 
     groups: dict[str, list[str]] = {}
@@ -79,7 +81,7 @@ def _read_matrix(text: str) -> tuple[list[str], dict[str, list[str]], dict[str, 
     labels = [h for h in header if h not in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")]
     rows: dict[str, list[str]] = {}
     affinity: dict[str, str] = {}
-    for line in lines[header_at + 1:]:
+    for line in lines[header_at + 1 :]:
         if not line.strip() or line.startswith("Legend") or line.startswith("NIC Legend"):
             break
         cells = [cell.strip() for cell in line.split("\t")]
@@ -113,7 +115,7 @@ def _union_find(items: list[str], joined) -> dict[str, str]:
         return item
 
     for i, a in enumerate(items):
-        for b in items[i + 1:]:
+        for b in items[i + 1 :]:
             if joined(a, b):
                 ra, rb = root(a), root(b)
                 if ra != rb:
@@ -123,15 +125,16 @@ def _union_find(items: list[str], joined) -> dict[str, str]:
 
 
 def _nvlinks(gpus: list[str], relation, devices: list[Device]) -> list[Link]:
-    counts = {(a, b): int(relation(a, b)[2:]) for a in gpus for b in gpus
-              if a != b and relation(a, b).startswith("NV")}
+    counts = {(a, b): int(relation(a, b)[2:]) for a in gpus for b in gpus if a != b and relation(a, b).startswith("NV")}
     per_gpu = {g: sum(c for (a, _), c in counts.items() if a == g) for g in gpus}
     if any(total > MAX_NVLINKS_PER_GPU for total in per_gpu.values()):
         devices.append(Device("nvswitch0", "nvswitch"))
-        return [make_link(f"gpu{int(g[3:])}", "nvswitch0", "nvswitch",
-                      max(c for (a, _), c in counts.items() if a == g)) for g in gpus if per_gpu[g]]
-    return [make_link(f"gpu{int(a[3:])}", f"gpu{int(b[3:])}", "nvlink", c)
-            for (a, b), c in counts.items() if a < b]
+        return [
+            make_link(f"gpu{int(g[3:])}", "nvswitch0", "nvswitch", max(c for (a, _), c in counts.items() if a == g))
+            for g in gpus
+            if per_gpu[g]
+        ]
+    return [make_link(f"gpu{int(a[3:])}", f"gpu{int(b[3:])}", "nvlink", c) for (a, b), c in counts.items() if a < b]
 
 
 def detect(timeout: float = 30.0) -> Topology:
@@ -148,7 +151,10 @@ def detect(timeout: float = 30.0) -> Topology:
             return parse_topo_matrix(result.stdout, name="detected")
     gpus = _cuda_device_count()
     if gpus:
-        devices = [Device(f"gpu{g}", "gpu") for g in range(gpus)] + [Device("pcie0", "pcie_switch"), Device("cpu0", "cpu")]
+        devices = [Device(f"gpu{g}", "gpu") for g in range(gpus)] + [
+            Device("pcie0", "pcie_switch"),
+            Device("cpu0", "cpu"),
+        ]
         links = [make_link(f"gpu{g}", "pcie0", "pcie") for g in range(gpus)] + [make_link("pcie0", "cpu0", "pcie")]
         return Topology(name="detected-cuda", devices=devices, links=links)
     return load_preset(f"localhost-cpu:{os.cpu_count() or 1}")

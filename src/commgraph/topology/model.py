@@ -141,17 +141,23 @@ class Calibration:
         try:
             datetime.fromisoformat(self.when)
         except ValueError:
-            raise TopologyError(f"calibrated.when must be an ISO 8601 time such as 2024-05-01T12:00:00+00:00, "
-                                f"got {self.when!r}") from None
+            raise TopologyError(
+                f"calibrated.when must be an ISO 8601 time such as 2024-05-01T12:00:00+00:00, got {self.when!r}"
+            ) from None
         if not isinstance(self.details, dict):
             raise TopologyError(f"calibrated.details must be a mapping, got {self.details!r}")
         if self.allreduce is not None:
             fit = self.allreduce
-            if (not isinstance(fit, dict) or set(fit) != {"latency_us", "bandwidth_gbps"}
-                    or not all(isinstance(v, (int, float)) for v in fit.values())
-                    or not fit["latency_us"] >= 0 or not fit["bandwidth_gbps"] > 0):
-                raise TopologyError("calibrated.allreduce must be a mapping {latency_us: >= 0, bandwidth_gbps: > 0}, "
-                                    f"got {fit!r}")
+            if (
+                not isinstance(fit, dict)
+                or set(fit) != {"latency_us", "bandwidth_gbps"}
+                or not all(isinstance(v, (int, float)) for v in fit.values())
+                or not fit["latency_us"] >= 0
+                or not fit["bandwidth_gbps"] > 0
+            ):
+                raise TopologyError(
+                    f"calibrated.allreduce must be a mapping {{latency_us: >= 0, bandwidth_gbps: > 0}}, got {fit!r}"
+                )
 
 
 @dataclass(frozen=True)
@@ -358,14 +364,15 @@ class Topology:
     def _distances(self) -> Distances:
         """Cheapest-path distances from a node of :attr:`_routing_graph`, shared by a host's GPUs."""
         graph, _, out_node = self._routing_graph
-        return Distances(graph, out_node, [d.host for d in self.devices],
-                         [[m for m, _ in near] for near in self._adjacency])
+        return Distances(
+            graph, out_node, [d.host for d in self.devices], [[m for m, _ in near] for near in self._adjacency]
+        )
 
     def check_routes(self, devices: list[str]) -> None:
         """Refuse, naming the first pair, ``devices`` of which some two have no route between them
         (a rail-split fabric whose GPUs may not forward, a link missing from a YAML file)."""
         for a, src in enumerate(devices):
-            for dst in devices[a + 1:]:
+            for dst in devices[a + 1 :]:
                 self.route(src, dst)
                 self.route(dst, src)
 
@@ -383,8 +390,7 @@ class Topology:
         n = len(self.devices)
         hops, node = [], target
         while node != source:
-            options = [(u, k) for u, k, w in arriving[node]
-                       if abs(dist[u] + w - dist[node]) <= 1e-9 * dist[node]]
+            options = [(u, k) for u, k, w in arriving[node] if abs(dist[u] + w - dist[node]) <= 1e-9 * dist[node]]
             u, k = options[zlib.crc32(f"{pair}@{node}".encode()) % len(options)] if len(options) > 1 else options[0]
             a = self.devices[u % n].id
             hops.append(Hop(k, a, self.devices[node].id, self.links[k].a == a))
@@ -436,8 +442,9 @@ class Topology:
         if self.calibrated is not None:
             self.calibrated.validate()
         if self.routing not in ROUTINGS:
-            raise TopologyError(f"topology {self.name!r}: routing must be one of {', '.join(ROUTINGS)}, "
-                                f"got {self.routing!r}")
+            raise TopologyError(
+                f"topology {self.name!r}: routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}"
+            )
         self._check_connected()
 
     def _check_connected(self) -> None:
@@ -456,9 +463,7 @@ class Topology:
                     stack.append(nxt)
         if len(reached) != len(self.devices):
             lost = next(d.id for i, d in enumerate(self.devices) if i not in reached)
-            raise TopologyError(
-                f"device {lost!r} is disconnected from {self.devices[0].id!r}: add a link to it"
-            )
+            raise TopologyError(f"device {lost!r} is disconnected from {self.devices[0].id!r}: add a link to it")
 
     # -- plain data ----------------------------------------------------------------------------
 
@@ -484,16 +489,25 @@ class Topology:
             raise TopologyError(f"{source}: expected a mapping with 'devices' and 'links'")
         unknown = sorted(set(data) - {"name", "calibrated", "gpu_forwarding", "routing", "devices", "links"})
         if unknown:
-            raise TopologyError(f"{source}: unknown field(s) {unknown}; expected name, calibrated, gpu_forwarding, "
-                                "routing, devices, links")
+            raise TopologyError(
+                f"{source}: unknown field(s) {unknown}; expected name, calibrated, gpu_forwarding, "
+                "routing, devices, links"
+            )
         if not isinstance(data.get("gpu_forwarding", False), bool):
             raise TopologyError(f"{source}: gpu_forwarding must be true or false, got {data['gpu_forwarding']!r}")
         devices = [_entry(Device, d, f"{source}: device {i}") for i, d in enumerate(data["devices"] or [])]
         links = [_entry(Link, link, f"{source}: link {i}") for i, link in enumerate(data["links"] or [])]
-        calibrated = None if data.get("calibrated") is None else _entry(Calibration, data["calibrated"],
-                                                                         f"{source}: calibrated")
-        return cls(name=str(data.get("name", source)), devices=devices, links=links, calibrated=calibrated,
-                   gpu_forwarding=data.get("gpu_forwarding", False), routing=str(data.get("routing", "ecmp")))
+        calibrated = (
+            None if data.get("calibrated") is None else _entry(Calibration, data["calibrated"], f"{source}: calibrated")
+        )
+        return cls(
+            name=str(data.get("name", source)),
+            devices=devices,
+            links=links,
+            calibrated=calibrated,
+            gpu_forwarding=data.get("gpu_forwarding", False),
+            routing=str(data.get("routing", "ecmp")),
+        )
 
     def with_routing(self, routing: str) -> Topology:
         """The same fabric under another ``routing`` (``ecmp`` or ``spray``)."""
@@ -504,8 +518,7 @@ class Topology:
         return self.to_dict() == other.to_dict()
 
 
-_REQUIRED = {Device: ("id", "kind"), Link: ("a", "b", "kind", "bandwidth_gbps"),
-             Calibration: ("when", "how", "host")}
+_REQUIRED = {Device: ("id", "kind"), Link: ("a", "b", "kind", "bandwidth_gbps"), Calibration: ("when", "how", "host")}
 
 
 def _entry(cls, values, where: str):
@@ -521,16 +534,30 @@ def _entry(cls, values, where: str):
         raise TopologyError(f"{where}: missing field(s) {missing}")
     try:
         if cls is Link:
-            return Link(a=str(values["a"]), b=str(values["b"]), kind=str(values["kind"]),
-                        count=values.get("count", 1), bandwidth_gbps=float(values["bandwidth_gbps"]),
-                        latency_us=float(values.get("latency_us", 0.0)),
-                        overhead_us=float(values.get("overhead_us", 0.0)))
+            return Link(
+                a=str(values["a"]),
+                b=str(values["b"]),
+                kind=str(values["kind"]),
+                count=values.get("count", 1),
+                bandwidth_gbps=float(values["bandwidth_gbps"]),
+                latency_us=float(values.get("latency_us", 0.0)),
+                overhead_us=float(values.get("overhead_us", 0.0)),
+            )
         if cls is Calibration:
-            return Calibration(when=str(values["when"]), how=str(values["how"]), host=str(values["host"]),
-                               details=values.get("details") or {}, allreduce=values.get("allreduce"))
+            return Calibration(
+                when=str(values["when"]),
+                how=str(values["how"]),
+                host=str(values["host"]),
+                details=values.get("details") or {},
+                allreduce=values.get("allreduce"),
+            )
         copy, forward = values.get("copy_gbps"), values.get("forward_gbps")
-        return Device(id=str(values["id"]), kind=str(values["kind"]), host=str(values.get("host", "node0")),
-                      copy_gbps=None if copy is None else float(copy),
-                      forward_gbps=None if forward is None else float(forward))
+        return Device(
+            id=str(values["id"]),
+            kind=str(values["kind"]),
+            host=str(values.get("host", "node0")),
+            copy_gbps=None if copy is None else float(copy),
+            forward_gbps=None if forward is None else float(forward),
+        )
     except (TypeError, ValueError) as exc:
         raise TopologyError(f"{where}: {exc}") from None

@@ -78,8 +78,7 @@ from dataclasses import replace
 from commgraph.errors import TopologyError
 from commgraph.topology.model import Device, Link, Topology
 
-DEFAULT_SPEEDS = {"nv1": 24.22, "nv2": 48.35, "pcie": 11.13, "qpi": 9.56, "ib": 6.37,
-                  "ethernet": 3.12, "shm": 8.0}
+DEFAULT_SPEEDS = {"nv1": 24.22, "nv2": 48.35, "pcie": 11.13, "qpi": 9.56, "ib": 6.37, "ethernet": 3.12, "shm": 8.0}
 # PCIe x16 per direction as NCCL's topology model rates it (width x GT/s / 80, src/graph/topo.cc;
 # gen3 x16 = 12 GB/s, its PCI_BW): gen4 24 GB/s, gen5 48 GB/s.
 PCIE_GEN4_GBPS = 24.0
@@ -106,16 +105,23 @@ H20_UPLINK_GBPS = 60.0
 # host (DGCL's measured gen3 x16 rate, the ``pcie`` speed key) and its 100 GbE port, 12.5 GB/s, which
 # bounds what reaches the accelerator logic from the NIC logic beside it on the same chip.
 FNIC_ONCHIP_GBPS = 12.5
-LATENCY_US = {"nvlink": 1.0, "nvswitch": 1.0, "pcie": 1.5, "qpi": 1.0, "infiniband": 2.0,
-              "ethernet": 10.0, "shared_memory": 0.5, "loopback": 0.1}
+LATENCY_US = {
+    "nvlink": 1.0,
+    "nvswitch": 1.0,
+    "pcie": 1.5,
+    "qpi": 1.0,
+    "infiniband": 2.0,
+    "ethernet": 10.0,
+    "shared_memory": 0.5,
+    "loopback": 0.1,
+}
 
 # DGX-1 / P3.16xlarge NVLink wiring in nvidia-smi numbering (hybrid cube-mesh).
 DGX1_NV2 = ((0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7))
 DGX1_NV1 = ((0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7))
 
 
-def make_link(a: str, b: str, kind: str, count: int = 1,
-              speeds: dict[str, float] = DEFAULT_SPEEDS) -> Link:
+def make_link(a: str, b: str, kind: str, count: int = 1, speeds: dict[str, float] = DEFAULT_SPEEDS) -> Link:
     """A link of ``kind`` with the speed and latency the tables above give it.
 
     Args:
@@ -164,8 +170,10 @@ class _Builder:
 
 # -- single servers: each adds one host and returns its NICs (for clusters) ------------------------
 
-def _pcie_tree(b: _Builder, p: str, host: str, gpus: int, per_switch: int, sockets: int,
-               nics_per_switch: int = 0) -> list[str]:
+
+def _pcie_tree(
+    b: _Builder, p: str, host: str, gpus: int, per_switch: int, sockets: int, nics_per_switch: int = 0
+) -> list[str]:
     """GPUs ``per_switch`` to a PCIe switch, switches spread evenly over CPU sockets joined by QPI.
     Returns the NICs, ``nics_per_switch`` under each switch, or one under cpu0 if that is 0."""
     gpu_ids = [b.device(f"{p}gpu{g}", "gpu", host) for g in range(gpus)]
@@ -248,8 +256,10 @@ def _hgx_h20(b: _Builder, p: str, host: str) -> list[str]:
     rate, PCIe switch uplinks at :data:`H20_UPLINK_GBPS` (or the user's ``pcie`` speed)."""
     nics = _nvswitch_server((5, 4, 4, 5))(b, p, host)
     uplink, cpus = b.given.get("pcie", H20_UPLINK_GBPS), {f"{p}cpu0", f"{p}cpu1"}
-    b.links = [replace(link, bandwidth_gbps=uplink) if link.kind == "pcie" and {link.a, link.b} & cpus else link
-               for link in b.links]
+    b.links = [
+        replace(link, bandwidth_gbps=uplink) if link.kind == "pcie" and {link.a, link.b} & cpus else link
+        for link in b.links
+    ]
     return nics
 
 
@@ -285,8 +295,13 @@ NAMED = {"hermod-thesis": "fattree:k=8,server=hgx-h100,nics=1,latency=1,bisectio
 
 def preset_names() -> list[str]:
     """The preset names and name patterns :func:`load_preset` takes."""
-    return [*SERVERS, *NAMED, "localhost-cpu:N", "NxPRESET-ib|eth[-railsR][-pxn]",
-            "fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full"]
+    return [
+        *SERVERS,
+        *NAMED,
+        "localhost-cpu:N",
+        "NxPRESET-ib|eth[-railsR][-pxn]",
+        "fattree:k=K,server=PRESET,link=ib|eth,rail=0|1,bisection=edge|full",
+    ]
 
 
 def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
@@ -316,8 +331,14 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
     if match := re.fullmatch(r"localhost-cpu:(\d+)", name):
         return _localhost(b, int(match.group(1)), name)
     if match := re.fullmatch(r"(\d+)x(.+?)(?:-(ib|eth))?(?:-rails(\d+))?(-pxn)?", name):
-        topology = _cluster(b.for_server(match.group(2)), int(match.group(1)), match.group(2), match.group(3) or "ib",
-                            name, int(match.group(4) or 1))
+        topology = _cluster(
+            b.for_server(match.group(2)),
+            int(match.group(1)),
+            match.group(2),
+            match.group(3) or "ib",
+            name,
+            int(match.group(4) or 1),
+        )
         return replace(topology, gpu_forwarding=bool(match.group(5)))
     if name.startswith("fattree:"):
         return _fat_tree(b, name)
@@ -350,8 +371,10 @@ def _cluster(b: _Builder, count: int, server: str, network: str, name: str, rail
         raise TopologyError(f"{name}: need at least 1 server and 1 rail")
     servers = [build(b, f"n{s}.", f"node{s}") for s in range(count)]
     if rails > max(1, len(servers[0])):  # a rail switch no NIC plugs into would be disconnected
-        raise TopologyError(f"{name}: {rails} rails but a {server} server has {len(servers[0])} NICs, one per rail; "
-                            f"use at most -rails{len(servers[0])}")
+        raise TopologyError(
+            f"{name}: {rails} rails but a {server} server has {len(servers[0])} NICs, one per rail; "
+            f"use at most -rails{len(servers[0])}"
+        )
     switches = [b.device("netswitch" if rails == 1 else f"railswitch{r}", "switch", "network") for r in range(rails)]
     for nics in servers:
         for i, nic in enumerate(nics):
@@ -364,8 +387,10 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
     (k/2)^2 core switches, k/2 servers per edge switch, so k^3/4 servers in all (options: module
     docstring)."""
     options = dict(item.split("=", 1) for item in name.split(":", 1)[1].split(",") if "=" in item)
-    usage = (f"{name}: expected fattree:k=K[,server=PRESET][,link=ib|eth][,rail=0|1][,bisection=edge|full]"
-             "[,nics=N][,latency=US]")
+    usage = (
+        f"{name}: expected fattree:k=K[,server=PRESET][,link=ib|eth][,rail=0|1][,bisection=edge|full]"
+        "[,nics=N][,latency=US]"
+    )
     unknown = set(options) - {"k", "server", "link", "rail", "bisection", "nics", "latency"}
     if unknown or "k" not in options:
         raise TopologyError(usage)
@@ -453,8 +478,9 @@ def join_hosts(hosts: list[tuple[str, Topology]], network: str = "eth") -> Topol
         b.devices += [replace(d, id=rename[d.id], host=name) for d in topology.devices]
         b.links += [replace(link, a=rename[link.a], b=rename[link.b]) for link in topology.links]
         nics = [d.id for d in topology.devices if d.kind == "nic"]
-        hubs = [d.id for d in topology.devices if d.kind == "switch"] or [d.id for d in topology.devices
-                                                                          if d.kind == "cpu"][:1]
+        hubs = [d.id for d in topology.devices if d.kind == "switch"] or [
+            d.id for d in topology.devices if d.kind == "cpu"
+        ][:1]
         for device in nics or hubs:
             b.link(rename[device], switch, _NETWORK[network])
     return b.build("+".join(name for name, _ in hosts))

@@ -43,8 +43,9 @@ def parse_speeds(text: str | None) -> dict[str, float]:
     return speeds
 
 
-def resolve_topology(spec: str | Path, *, workers: int | None = None, device: str = "cpu",
-                     speeds: dict[str, float] | None = None) -> Topology:
+def resolve_topology(
+    spec: str | Path, *, workers: int | None = None, device: str = "cpu", speeds: dict[str, float] | None = None
+) -> Topology:
     """The topology ``spec`` names (see the module docstring).
 
     Args:
@@ -62,8 +63,10 @@ def resolve_topology(spec: str | Path, *, workers: int | None = None, device: st
     if device == "cpu":
         return load_topology(f"localhost-cpu:{workers or os.cpu_count() or 1}", speeds)
     if speeds:  # the machine as it is: its GPUs' link kinds come from nvidia-smi
-        raise TopologyError("--speeds overrides a preset's link speeds, not a detected topology: write it with "
-                            "`commgraph topo detect --out FILE.yaml` and edit the file, or name a preset")
+        raise TopologyError(
+            "--speeds overrides a preset's link speeds, not a detected topology: write it with "
+            "`commgraph topo detect --out FILE.yaml` and edit the file, or name a preset"
+        )
     from commgraph.topology.detect import detect
 
     return detect()

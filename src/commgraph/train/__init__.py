@@ -6,5 +6,14 @@ from commgraph.lazy import exports
 
 __all__ = ["EXCHANGES", "EpochRecord", "TrainConfig", "TrainResult", "Trainer", "train_worker"]
 
-__getattr__ = exports(__name__, {"TrainConfig": "config", "EXCHANGES": "config", "EpochRecord": "trainer",
-                                 "Trainer": "trainer", "TrainResult": "trainer", "train_worker": "trainer"})
+__getattr__ = exports(
+    __name__,
+    {
+        "TrainConfig": "config",
+        "EXCHANGES": "config",
+        "EpochRecord": "trainer",
+        "Trainer": "trainer",
+        "TrainResult": "trainer",
+        "train_worker": "trainer",
+    },
+)

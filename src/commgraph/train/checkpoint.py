@@ -39,18 +39,28 @@ def read(directory: Path, name: str = FILE) -> dict:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
         if "global" in str(exc):  # the weights-only unpickler met a class or function to call
-            raise TrainingError(f"{path} holds Python objects beyond tensors and plain data; commgraph does not "
-                                "load those (they could run code): use a checkpoint commgraph train wrote") from None
-        raise TrainingError(f"{path} is not a readable checkpoint: truncated, or not written by commgraph train "
-                            f"({type(exc).__name__})") from None
+            raise TrainingError(
+                f"{path} holds Python objects beyond tensors and plain data; commgraph does not "
+                "load those (they could run code): use a checkpoint commgraph train wrote"
+            ) from None
+        raise TrainingError(
+            f"{path} is not a readable checkpoint: truncated, or not written by commgraph train ({type(exc).__name__})"
+        ) from None
 
 
 def identity(graph_checksum: str, workers: int, config) -> dict:
     """What a checkpoint must share with the run that resumes from it: the graph, the workers, the
     model's shape and the sampler (None: full-graph training), from a ``TrainConfig``."""
     gnn = config.gnn
-    return {"graph": graph_checksum, "workers": workers, "model": gnn.model, "layers": gnn.layers,
-            "hidden": gnn.hidden, "heads": gnn.heads, "sampler": config.sampling.sampler}
+    return {
+        "graph": graph_checksum,
+        "workers": workers,
+        "model": gnn.model,
+        "layers": gnn.layers,
+        "hidden": gnn.hidden,
+        "heads": gnn.heads,
+        "sampler": config.sampling.sampler,
+    }
 
 
 def load(directory: Path, identity: dict) -> dict:
@@ -62,6 +72,8 @@ def load(directory: Path, identity: dict) -> dict:
     state = read(directory)
     for key, value in identity.items():
         if state["identity"].get(key) != value:
-            raise TrainingError(f"--resume: {path} was written by a run with {key}={state['identity'].get(key)!r}, "
-                                f"this run has {key}={value!r}; use the same settings or another --checkpoint-dir")
+            raise TrainingError(
+                f"--resume: {path} was written by a run with {key}={state['identity'].get(key)!r}, "
+                f"this run has {key}={value!r}; use the same settings or another --checkpoint-dir"
+            )
     return state

@@ -24,21 +24,33 @@ from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
 from commgraph.runtime.options import JobOptions, in_torchrun
-from commgraph.sample.options import (EPSILON, FEATURE_RATE, RULES, SAMPLERS, STRUCTURES, ExplainerOptions,
-                                      parse_fanouts)
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, SAMPLERS, STRUCTURES, ExplainerOptions, parse_fanouts
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
 PEER_ROWS = ("map", "network")
 FIRST_LAYERS = ("features", "owner")
 # the samplers each sampler option applies to (batch size: every one)
-SAMPLER_OPTIONS = {"fanout": ("neighbor", "dgs"), "layer_size": ("fastgcn", "ladies"),
-                   "clusters": ("cluster",), "clusters_per_batch": ("cluster",), "feature_rate": ("dgs",),
-                   "epsilon": ("dgs",), "dgs_rule": ("dgs",), "dgs_masks": ("dgs",), "dgs_masks_out": ("dgs",),
-                   "dgs_wait": ("dgs",), "explain_cpu": ("dgs",), "explain_period": ("dgs",), "explain_epochs": ("dgs",),
-                   "explain_loss_threshold": ("dgs",), "batch_size": SAMPLERS,
-                   "steps_per_epoch": SAMPLERS, "peer_rows": SAMPLERS,
-                   "structure": ("neighbor",)}
+SAMPLER_OPTIONS = {
+    "fanout": ("neighbor", "dgs"),
+    "layer_size": ("fastgcn", "ladies"),
+    "clusters": ("cluster",),
+    "clusters_per_batch": ("cluster",),
+    "feature_rate": ("dgs",),
+    "epsilon": ("dgs",),
+    "dgs_rule": ("dgs",),
+    "dgs_masks": ("dgs",),
+    "dgs_masks_out": ("dgs",),
+    "dgs_wait": ("dgs",),
+    "explain_cpu": ("dgs",),
+    "explain_period": ("dgs",),
+    "explain_epochs": ("dgs",),
+    "explain_loss_threshold": ("dgs",),
+    "batch_size": SAMPLERS,
+    "steps_per_epoch": SAMPLERS,
+    "peer_rows": SAMPLERS,
+    "structure": ("neighbor",),
+}
 
 
 @dataclass
@@ -81,20 +93,31 @@ class CommOptions(Options):
     they are made for are the job's: :class:`~commgraph.runtime.job.JobOptions`)."""
 
     error = TrainingError
-    exchange: str = option("pipelined (G3 bins), barrier (layer-wise) or replicate (L-hop halo)",
-                           choices=EXCHANGES, default="pipelined")
-    features: str = option("where the input features live on a GPU: gpu (GPU memory), host (pinned host memory "
-                           "that GPU threads read directly, zero-copy) or auto (the GPU when the table fits in half "
-                           "its free memory, else the host); on a CPU device they are host memory whatever is asked",
-                           choices=FEATURE_MODES, default="auto")
+    exchange: str = option(
+        "pipelined (G3 bins), barrier (layer-wise) or replicate (L-hop halo)", choices=EXCHANGES, default="pipelined"
+    )
+    features: str = option(
+        "where the input features live on a GPU: gpu (GPU memory), host (pinned host memory "
+        "that GPU threads read directly, zero-copy) or auto (the GPU when the table fits in half "
+        "its free memory, else the host); on a CPU device they are host memory whatever is asked",
+        choices=FEATURE_MODES,
+        default="auto",
+    )
     bin_size: int | None = option("rows per bin (default: half the free memory's worth)", type=int, default=None)
-    allreduce: str = option("gradient all-reduce: native (torch's), a planned schedule run with point-to-point "
-                            "messages, or auto (the fastest by the simulator's price)",
-                            choices=ALLREDUCE_CHOICES, default="auto")
-    first_layer: str = option("a remote input row crosses as its features (features), or as the first layer's "
-                              "transform of it computed by its owner, hidden wide, with the gradient rows coming "
-                              "back (owner, P3's idea; gcn and sage only, whose first layer is linear before "
-                              "aggregation)", choices=FIRST_LAYERS, default="features")
+    allreduce: str = option(
+        "gradient all-reduce: native (torch's), a planned schedule run with point-to-point "
+        "messages, or auto (the fastest by the simulator's price)",
+        choices=ALLREDUCE_CHOICES,
+        default="auto",
+    )
+    first_layer: str = option(
+        "a remote input row crosses as its features (features), or as the first layer's "
+        "transform of it computed by its owner, hidden wide, with the gradient rows coming "
+        "back (owner, P3's idea; gcn and sage only, whose first layer is linear before "
+        "aggregation)",
+        choices=FIRST_LAYERS,
+        default="features",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -107,70 +130,135 @@ class SamplingOptions(Options):
     """Mini-batch training: the sampler and its options (none: full-graph training)."""
 
     error = TrainingError
-    sampler: str | None = option("train on mini-batches drawn by this sampler, each worker from its own training "
-                                 "nodes (default: full-graph training)", choices=SAMPLERS, default=None)
-    fanout: str | None = option(f"neighbours drawn per node at each hop, the seeds' hop first; -1 takes all "
-                                f"(neighbor, dgs; default {FANOUT} per layer)", metavar="K,K,...", default=None)
-    batch_size: int | None = option(f"seed nodes per batch on the worker with the most training nodes; the others "
-                                    f"split theirs into as many batches (default: {BATCH_SIZE})", type=int,
-                                    default=None)
-    steps_per_epoch: int | None = option("at most N steps per epoch: the first N batches of each epoch's shuffled "
-                                         "seeds, as Lightning's limit_train_batches (every sampler; default: "
-                                         "every batch)", type=int, metavar="N", default=None)
-    peer_rows: str | None = option("rows owned by workers on the same machine: map reads them from the partition "
-                                   "set's shared files (counted as local_bytes), network fetches them as from "
-                                   "another machine (counted as feature_bytes; what the thesis's counts assume) "
-                                   "(every sampler; default map)", choices=PEER_ROWS, default=None)
-    structure: str | None = option("the graph's in-edges on each machine: replicated (the whole graph's, mapped once "
-                                   "per machine) or partitioned (the machine's parts' only; hops through other "
-                                   "machines' nodes are drawn by their owners, counted as structure_bytes) (neighbor; "
-                                   "default: partitioned when the job spans machines, else replicated)",
-                                   choices=STRUCTURES, default=None)
-    layer_size: int | None = option(f"nodes drawn per layer (fastgcn, ladies; default {LAYER_SIZE})", type=int,
-                                    default=None)
-    clusters: int | None = option("METIS clusters of each worker's nodes (cluster; default: its nodes / "
-                                  "--batch-size)", type=int, default=None)
-    clusters_per_batch: int | None = option("clusters joined into one batch (cluster; default 1)", type=int,
-                                            default=None)
-    feature_rate: float | None = option(f"DGS's N_f: the share of feature columns remote nodes send (dgs; default "
-                                        f"{FEATURE_RATE})", type=float, default=None)
-    epsilon: float | None = option(f"DGS's epsilon: draws moved from remote to local neighbours, a share of the "
-                                   f"fanout (dgs; default {EPSILON})", type=float, default=None)
-    dgs_rule: str | None = option(f"DGS's local neighbours: keep-local keeps them all (the thesis), split draws "
-                                  f"fanout minus the remote draws of them (dgs; default {RULES[0]})", choices=RULES,
-                                  default=None)
-    dgs_masks: str | None = option("DGS's masks from this file (written by --dgs-masks-out) from the first step "
-                                   "(dgs)", metavar="FILE", default=None)
-    dgs_masks_out: str | None = option("after training, explain the final model on every worker and write the "
-                                       "masks here, for --dgs-masks (dgs)", metavar="FILE", default=None)
-    dgs_wait: bool = option("wait for the first explanation before the first step, the wait reported as "
-                            "dgs_wait_seconds (dgs)", type=bool, default=False)
-    explain_cpu: float | None = option("the online explainer's CPU budget in cores (0.5: half a core, 2: two "
-                                       "threads); 0: no online explainer (masks only from --dgs-masks) (dgs; "
-                                       "default: one thread on the cycles training leaves idle)", type=float,
-                                       metavar="CORES", default=None)
-    explain_period: int | None = option(f"DGS's T_ex: explain every N iterations (dgs; default "
-                                        f"{ExplainerOptions.period})", type=int, metavar="N", default=None)
-    explain_epochs: int | None = option(f"GNNExplainer epochs per explanation (dgs; default "
-                                        f"{ExplainerOptions.epochs})", type=int, default=None)
-    explain_loss_threshold: float | None = option(f"stop explaining at this loss (dgs; default "
-                                                  f"{ExplainerOptions.loss_threshold})", type=float, default=None)
+    sampler: str | None = option(
+        "train on mini-batches drawn by this sampler, each worker from its own training "
+        "nodes (default: full-graph training)",
+        choices=SAMPLERS,
+        default=None,
+    )
+    fanout: str | None = option(
+        f"neighbours drawn per node at each hop, the seeds' hop first; -1 takes all "
+        f"(neighbor, dgs; default {FANOUT} per layer)",
+        metavar="K,K,...",
+        default=None,
+    )
+    batch_size: int | None = option(
+        f"seed nodes per batch on the worker with the most training nodes; the others "
+        f"split theirs into as many batches (default: {BATCH_SIZE})",
+        type=int,
+        default=None,
+    )
+    steps_per_epoch: int | None = option(
+        "at most N steps per epoch: the first N batches of each epoch's shuffled "
+        "seeds, as Lightning's limit_train_batches (every sampler; default: "
+        "every batch)",
+        type=int,
+        metavar="N",
+        default=None,
+    )
+    peer_rows: str | None = option(
+        "rows owned by workers on the same machine: map reads them from the partition "
+        "set's shared files (counted as local_bytes), network fetches them as from "
+        "another machine (counted as feature_bytes; what the thesis's counts assume) "
+        "(every sampler; default map)",
+        choices=PEER_ROWS,
+        default=None,
+    )
+    structure: str | None = option(
+        "the graph's in-edges on each machine: replicated (the whole graph's, mapped once "
+        "per machine) or partitioned (the machine's parts' only; hops through other "
+        "machines' nodes are drawn by their owners, counted as structure_bytes) (neighbor; "
+        "default: partitioned when the job spans machines, else replicated)",
+        choices=STRUCTURES,
+        default=None,
+    )
+    layer_size: int | None = option(
+        f"nodes drawn per layer (fastgcn, ladies; default {LAYER_SIZE})", type=int, default=None
+    )
+    clusters: int | None = option(
+        "METIS clusters of each worker's nodes (cluster; default: its nodes / --batch-size)", type=int, default=None
+    )
+    clusters_per_batch: int | None = option(
+        "clusters joined into one batch (cluster; default 1)", type=int, default=None
+    )
+    feature_rate: float | None = option(
+        f"DGS's N_f: the share of feature columns remote nodes send (dgs; default {FEATURE_RATE})",
+        type=float,
+        default=None,
+    )
+    epsilon: float | None = option(
+        f"DGS's epsilon: draws moved from remote to local neighbours, a share of the fanout (dgs; default {EPSILON})",
+        type=float,
+        default=None,
+    )
+    dgs_rule: str | None = option(
+        f"DGS's local neighbours: keep-local keeps them all (the thesis), split draws "
+        f"fanout minus the remote draws of them (dgs; default {RULES[0]})",
+        choices=RULES,
+        default=None,
+    )
+    dgs_masks: str | None = option(
+        "DGS's masks from this file (written by --dgs-masks-out) from the first step (dgs)",
+        metavar="FILE",
+        default=None,
+    )
+    dgs_masks_out: str | None = option(
+        "after training, explain the final model on every worker and write the masks here, for --dgs-masks (dgs)",
+        metavar="FILE",
+        default=None,
+    )
+    dgs_wait: bool = option(
+        "wait for the first explanation before the first step, the wait reported as dgs_wait_seconds (dgs)",
+        type=bool,
+        default=False,
+    )
+    explain_cpu: float | None = option(
+        "the online explainer's CPU budget in cores (0.5: half a core, 2: two "
+        "threads); 0: no online explainer (masks only from --dgs-masks) (dgs; "
+        "default: one thread on the cycles training leaves idle)",
+        type=float,
+        metavar="CORES",
+        default=None,
+    )
+    explain_period: int | None = option(
+        f"DGS's T_ex: explain every N iterations (dgs; default {ExplainerOptions.period})",
+        type=int,
+        metavar="N",
+        default=None,
+    )
+    explain_epochs: int | None = option(
+        f"GNNExplainer epochs per explanation (dgs; default {ExplainerOptions.epochs})", type=int, default=None
+    )
+    explain_loss_threshold: float | None = option(
+        f"stop explaining at this loss (dgs; default {ExplainerOptions.loss_threshold})", type=float, default=None
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name, samplers in SAMPLER_OPTIONS.items():
             if getattr(self, name) not in (None, False) and self.sampler not in samplers:
                 users = "--sampler " + "|".join(samplers)
-                raise TrainingError(f"--{flag(name)} is a sampler option for {users}; "
-                                    + ("this is full-graph training" if self.sampler is None
-                                       else f"--sampler {self.sampler} does not use it"))
+                raise TrainingError(
+                    f"--{flag(name)} is a sampler option for {users}; "
+                    + (
+                        "this is full-graph training"
+                        if self.sampler is None
+                        else f"--sampler {self.sampler} does not use it"
+                    )
+                )
         if self.sampler is None:
             return
         for name in ("batch_size", "steps_per_epoch", "layer_size", "clusters", "clusters_per_batch"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise TrainingError(f"--{flag(name)} must be >= 1; got {getattr(self, name)}")
-        if self.clusters is not None and self.clusters_per_batch is not None and self.clusters_per_batch > self.clusters:
-            raise TrainingError(f"--clusters-per-batch ({self.clusters_per_batch}) exceeds --clusters ({self.clusters})")
+        if (
+            self.clusters is not None
+            and self.clusters_per_batch is not None
+            and self.clusters_per_batch > self.clusters
+        ):
+            raise TrainingError(
+                f"--clusters-per-batch ({self.clusters_per_batch}) exceeds --clusters ({self.clusters})"
+            )
         if self.feature_rate is not None and not 0 < self.feature_rate <= 1:
             raise TrainingError(f"--feature-rate (N_f) must lie in (0, 1]; got {self.feature_rate}")
         if self.epsilon is not None and not 0 <= self.epsilon <= 1:
@@ -178,16 +266,21 @@ class SamplingOptions(Options):
         if self.explain_cpu is not None and not (self.explain_cpu >= 0 and math.isfinite(self.explain_cpu)):
             raise TrainingError(f"--explain-cpu must be >= 0 cores, a finite number; got {self.explain_cpu}")
         if self.dgs_wait and self.explain_cpu == 0 and self.dgs_masks is None:
-            raise TrainingError("--dgs-wait waits for the online explainer, which --explain-cpu 0 turns off: "
-                                "give --dgs-masks FILE or a CPU budget")
+            raise TrainingError(
+                "--dgs-wait waits for the online explainer, which --explain-cpu 0 turns off: "
+                "give --dgs-masks FILE or a CPU budget"
+            )
         if self.dgs_masks is not None and not Path(self.dgs_masks).is_file():
             raise TrainingError(f"--dgs-masks {self.dgs_masks}: no such file")
         self.explainer_options()
 
     def explainer_options(self) -> ExplainerOptions:
         """DGS's explainer options, the thesis's defaults where not given (checked when made)."""
-        given = {"period": self.explain_period, "epochs": self.explain_epochs,
-                 "loss_threshold": self.explain_loss_threshold}
+        given = {
+            "period": self.explain_period,
+            "epochs": self.explain_epochs,
+            "loss_threshold": self.explain_loss_threshold,
+        }
         try:
             return ExplainerOptions(**{k: v for k, v in given.items() if v is not None})
         except SamplingError as exc:
@@ -199,14 +292,20 @@ class LogOptions(Options):
     """What a run reports and keeps: evaluation, metrics, checkpoints, predictions."""
 
     error = TrainingError
-    eval_every: int = option("accuracies every N epochs and after the last; the others log null", type=int,
-                             metavar="N", default=1)
+    eval_every: int = option(
+        "accuracies every N epochs and after the last; the others log null", type=int, metavar="N", default=1
+    )
     metrics_out: str | None = option("one JSON line per epoch", metavar="FILE", default=None)
-    tensorboard: str | None = option("TensorBoard event files here: loss, accuracies, epoch and waiting seconds, "
-                                     "bytes (needs the tensorboard package)", metavar="DIR", default=None)
+    tensorboard: str | None = option(
+        "TensorBoard event files here: loss, accuracies, epoch and waiting seconds, "
+        "bytes (needs the tensorboard package)",
+        metavar="DIR",
+        default=None,
+    )
     checkpoint_dir: str | None = option("checkpoint after every epoch", metavar="DIR", default=None)
-    predictions_out: str | None = option("the last epoch's predicted class of every node (.npy or .csv)",
-                                         metavar="FILE", default=None)
+    predictions_out: str | None = option(
+        "the last epoch's predicted class of every node (.npy or .csv)", metavar="FILE", default=None
+    )
     resume: bool = option("continue from --checkpoint-dir's checkpoint", type=bool, default=False)
     force: bool = option(FORCE_HELP, type=bool, default=False)
     progress: bool = option("progress bar and epoch lines", cli=False, default=True)
@@ -226,9 +325,14 @@ class LogOptions(Options):
 
 
 # the sections of a TrainConfig: attribute -> (options class, --help group title)
-SECTIONS = {"gnn": (ModelOptions, "model"), "optim": (OptimOptions, "optimiser"),
-            "comm": (CommOptions, "communication"), "job": (JobOptions, "topology and plans"), "sampling": (SamplingOptions, "sampling (mini-batch training)"),
-            "log": (LogOptions, "logging and checkpoints")}
+SECTIONS = {
+    "gnn": (ModelOptions, "model"),
+    "optim": (OptimOptions, "optimiser"),
+    "comm": (CommOptions, "communication"),
+    "job": (JobOptions, "topology and plans"),
+    "sampling": (SamplingOptions, "sampling (mini-batch training)"),
+    "log": (LogOptions, "logging and checkpoints"),
+}
 
 
 @dataclass
@@ -255,11 +359,13 @@ class TrainConfig:
         (``--resume`` continues its own files; a worker's were checked by its launcher)."""
         log = self.log
         force = None if in_torchrun() else log.force or log.resume
-        for path, what, folder in ((log.predictions_out, "--predictions-out", False),
-                                   (log.metrics_out, "--metrics-out", False),
-                                   (self.sampling.dgs_masks_out, "--dgs-masks-out", False),
-                                   (log.tensorboard, "--tensorboard", True),
-                                   (log.checkpoint_dir, "--checkpoint-dir", True)):
+        for path, what, folder in (
+            (log.predictions_out, "--predictions-out", False),
+            (log.metrics_out, "--metrics-out", False),
+            (self.sampling.dgs_masks_out, "--dgs-masks-out", False),
+            (log.tensorboard, "--tensorboard", True),
+            (log.checkpoint_dir, "--checkpoint-dir", True),
+        ):
             check_output(path, what, force=force, folder=folder)
 
     @classmethod
@@ -310,9 +416,13 @@ def check_owner_first_layer(config: TrainConfig) -> None:
     aggregating, and needs a per-step exchange to replace."""
     model = config.gnn.model
     if model not in LINEAR_FIRST:
-        raise TrainingError(f"--first-layer owner needs a first layer that is linear before aggregation "
-                            f"({', '.join(LINEAR_FIRST)}); --model {model}'s is not, so its owner cannot compute "
-                            f"it: use --first-layer features")
+        raise TrainingError(
+            f"--first-layer owner needs a first layer that is linear before aggregation "
+            f"({', '.join(LINEAR_FIRST)}); --model {model}'s is not, so its owner cannot compute "
+            f"it: use --first-layer features"
+        )
     if config.sampling.sampler is None and config.comm.exchange == "replicate":
-        raise TrainingError("--first-layer owner replaces the halo exchange of layer 0, and --exchange replicate "
-                            "has none: use --exchange pipelined or barrier")
+        raise TrainingError(
+            "--first-layer owner replaces the halo exchange of layer 0, and --exchange replicate "
+            "has none: use --exchange pipelined or barrier"
+        )

@@ -31,14 +31,13 @@ from commgraph.runtime import gather_halo, halo_exchange
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job, Wiring
 from commgraph.train import schedule
-from commgraph.train.config import EXCHANGES
 from commgraph.train.owner import OwnerInput
 from commgraph.train.streamed import InputTable, owned_table
 
 
-
-def row_block(indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int,
-              degree: torch.Tensor, device) -> Block:
+def row_block(
+    indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int, degree: torch.Tensor, device
+) -> Block:
     """The block of rows ``[start, end)`` of a table of ``num_src`` rows."""
     src, dst = schedule.range_edges(indptr, indices, start, end)
     return Block(num_src, end - start, torch.from_numpy(np.stack([src, dst])), degree, start).to(device)
@@ -54,8 +53,15 @@ class _Tables:
     owner``) the halo's feature rows are never fetched: layer 0's halo exchange moves the boundary
     rows' first layer at every step (:class:`~commgraph.train.owner.OwnerInput`)."""
 
-    def __init__(self, job: Job, wiring: Wiring, store: FeatureStore, order: np.ndarray | None = None,
-                 streamed: bool | None = None, owner: bool = False):
+    def __init__(
+        self,
+        job: Job,
+        wiring: Wiring,
+        store: FeatureStore,
+        order: np.ndarray | None = None,
+        streamed: bool | None = None,
+        owner: bool = False,
+    ):
         part, device = job.part, job.device
         self.num_owned, self.num_halo = part.num_owned, part.num_halo
         sent = np.unique(np.asarray(part.send_index))  # the rows the halo fetch reads, from the store
@@ -86,14 +92,27 @@ class BarrierExecutor:
 
     name = "barrier"
 
-    def __init__(self, job: Job, wiring: Wiring, store: FeatureStore | None = None, streamed: bool | None = None,
-                 owner: bool = False):
+    def __init__(
+        self,
+        job: Job,
+        wiring: Wiring,
+        store: FeatureStore | None = None,
+        streamed: bool | None = None,
+        owner: bool = False,
+    ):
         part = job.part
         store = store or FeatureStore.create(part.features, job.device)
         self.tables = _Tables(job, wiring, store, streamed=streamed, owner=owner)
         self.feature_note = store.describe()
-        self.block = row_block(np.asarray(part.indptr), np.asarray(part.indices), 0, part.num_owned,
-                               part.num_owned + part.num_halo, self.tables.degree, job.device)
+        self.block = row_block(
+            np.asarray(part.indptr),
+            np.asarray(part.indices),
+            0,
+            part.num_owned,
+            part.num_owned + part.num_halo,
+            self.tables.degree,
+            job.device,
+        )
         self.runner = job.layerwise(job.exchange(wiring.plan, part.owned, part.halo))
 
     def forward(self, model: GNN) -> torch.Tensor:
@@ -120,8 +139,10 @@ class ReplicateExecutor:
         position[nodes] = np.arange(nodes.shape[0])
         counts, sources = schedule.in_neighbours(indptr, indices, nodes[: sizes[-2]])
         local_indptr, local_indices = np.concatenate([[0], np.cumsum(counts)]), position[sources]
-        self.blocks = [row_block(local_indptr, local_indices, 0, sizes[layers - 1 - index],
-                                 sizes[layers - index], degree, device) for index in range(layers)]
+        self.blocks = [
+            row_block(local_indptr, local_indices, 0, sizes[layers - 1 - index], sizes[layers - index], degree, device)
+            for index in range(layers)
+        ]
         self.num_owned = part.num_owned
         store = FeatureStore.create(pset.rows("features", nodes), device, features)
         self.feature_note = store.describe()
@@ -147,25 +168,34 @@ class PipelinedExecutor:
 
     name = "pipelined"
 
-    def __init__(self, job: Job, wiring: Wiring, bin_size: int, store: FeatureStore | None = None,
-                 streamed: bool | None = None, owner: bool = False):
+    def __init__(
+        self,
+        job: Job,
+        wiring: Wiring,
+        bin_size: int,
+        store: FeatureStore | None = None,
+        streamed: bool | None = None,
+        owner: bool = False,
+    ):
         part, device = job.part, job.device
         store = store or FeatureStore.create(part.features, device)
         n_owned = part.num_owned
-        order, boundary = schedule.priority_order(np.asarray(part.indptr), np.asarray(part.indices), n_owned,
-                                                  np.asarray(part.send_index))
+        order, boundary = schedule.priority_order(
+            np.asarray(part.indptr), np.asarray(part.indices), n_owned, np.asarray(part.send_index)
+        )
         self.tables = _Tables(job, wiring, store, order, streamed, owner)
         self.feature_note = store.describe()
         indptr, indices = schedule.relabel(np.asarray(part.indptr), np.asarray(part.indices), n_owned, order)
         self.edges = schedule.bins(boundary, n_owned, bin_size)
         table_rows = n_owned + part.num_halo
-        self.blocks = [row_block(indptr, indices, int(a), int(b), table_rows, self.tables.degree, device)
-                       for a, b in zip(self.edges[:-1], self.edges[1:])]
+        self.blocks = [
+            row_block(indptr, indices, int(a), int(b), table_rows, self.tables.degree, device)
+            for a, b in zip(self.edges[:-1], self.edges[1:])
+        ]
         position = np.empty(n_owned, dtype=np.int64)
         position[order] = np.arange(n_owned)
         self.part_order = torch.from_numpy(position).to(device)  # output row of each part row
-        exchange = job.exchange(self._binned_plan(job, wiring.plan, position), np.asarray(part.owned)[order],
-                                part.halo)
+        exchange = job.exchange(self._binned_plan(job, wiring.plan, position), np.asarray(part.owned)[order], part.halo)
         self.runner = job.binned(exchange, self.edges)
         self.needs = []  # per bin: the receives delivering the halo rows it reads
         for a, b in zip(self.edges[:-1], self.edges[1:]):
@@ -199,8 +229,11 @@ class PipelinedExecutor:
                     incoming.wait_for(self.needs[pending[0]])
                     continue
                 pending.remove(b)
-                out = first(self.blocks[b]) if index == 0 else model.layer(index, table, self.blocks[b],
-                                                                           x_dst=previous[b])
+                out = (
+                    first(self.blocks[b])
+                    if index == 0
+                    else model.layer(index, table, self.blocks[b], x_dst=previous[b])
+                )
                 if not last:
                     following.bin_done(b, out)  # this bin's boundary rows leave now
                     if out.requires_grad:

@@ -41,13 +41,21 @@ from commgraph.runtime.alltoall import MatchingAllToAll
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job
 from commgraph.runtime.sampling import RemoteSampling
-from commgraph.sample import (ClusterSampler, DGSSampler, FastGCNSampler, LADIESSampler, NeighborSampler,
-                              SampledBatch, SamplingGraph, forward_blocks)
+from commgraph.sample import (
+    ClusterSampler,
+    DGSSampler,
+    FastGCNSampler,
+    LADIESSampler,
+    NeighborSampler,
+    SampledBatch,
+    SamplingGraph,
+    forward_blocks,
+)
 from commgraph.sample.dgs import DGSMasks
-from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
-from commgraph.sample.partitioned import PartitionedGraph
 from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
 from commgraph.sample.maskfile import load_masks, save_masks
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
+from commgraph.sample.partitioned import PartitionedGraph
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
 
 
@@ -160,16 +168,26 @@ def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
     if name == "neighbor":
         return NeighborSampler(graph, config.fanouts)
     if name == "dgs":
-        return DGSSampler(graph, config.fanouts, feature_rate=options.feature_rate or FEATURE_RATE,
-                          epsilon=EPSILON if options.epsilon is None else options.epsilon,
-                          rule=options.dgs_rule or RULES[0])
+        return DGSSampler(
+            graph,
+            config.fanouts,
+            feature_rate=options.feature_rate or FEATURE_RATE,
+            epsilon=EPSILON if options.epsilon is None else options.epsilon,
+            rule=options.dgs_rule or RULES[0],
+        )
     if name in ("fastgcn", "ladies"):
         sizes = [options.layer_size or LAYER_SIZE] * layers
         return (FastGCNSampler if name == "fastgcn" else LADIESSampler)(graph, sizes)
     local = graph.local_nodes().shape[0]
     clusters = options.clusters or max(1, math.ceil(local / (options.batch_size or BATCH_SIZE)))
-    return ClusterSampler(graph, layers, train, num_clusters=clusters,
-                          clusters_per_batch=options.clusters_per_batch or 1, seed=config.optim.seed)
+    return ClusterSampler(
+        graph,
+        layers,
+        train,
+        num_clusters=clusters,
+        clusters_per_batch=options.clusters_per_batch or 1,
+        seed=config.optim.seed,
+    )
 
 
 class FeatureFetch:
@@ -254,20 +272,36 @@ class FeatureFetch:
         columns = None if batch is None else batch.feature_columns
         announce = columns if columns is not None and not np.array_equal(columns, self.columns[rank]) else None
         num_seeds = 0 if batch is None else int(batch.seeds.shape[0])
-        meta = self.comm.all_gather_object((np.bincount(owners, minlength=size).tolist(), num_seeds, announce,
-                                            np.bincount(owners[at < num_dst], minlength=size).tolist()))
+        meta = self.comm.all_gather_object(
+            (
+                np.bincount(owners, minlength=size).tolist(),
+                num_seeds,
+                announce,
+                np.bincount(owners[at < num_dst], minlength=size).tolist(),
+            )
+        )
         counts = np.array([m[0] for m in meta], dtype=np.int64)
         for r, m in enumerate(meta):
             if m[2] is not None:
                 self.columns[r] = m[2]
         requested = torch.empty(int(counts[:, rank].sum()), dtype=torch.int64)
         self.alltoall(requested, torch.from_numpy(inputs[at]), counts, label="requests")
-        return Request(inputs, remote, at, mapped_at, mapped_owners, counts,
-                       np.array([m[3] for m in meta], dtype=np.int64), requested.numpy(), sum(m[1] for m in meta),
-                       0 if announce is None else 8 * announce.shape[0] * (size - 1))
+        return Request(
+            inputs,
+            remote,
+            at,
+            mapped_at,
+            mapped_owners,
+            counts,
+            np.array([m[3] for m in meta], dtype=np.int64),
+            requested.numpy(),
+            sum(m[1] for m in meta),
+            0 if announce is None else 8 * announce.shape[0] * (size - 1),
+        )
 
-    def table(self, request: Request, batch: SampledBatch | None, target: torch.device,
-              halo: torch.Tensor | None) -> Fetched:
+    def table(
+        self, request: Request, batch: SampledBatch | None, target: torch.device, halo: torch.Tensor | None
+    ) -> Fetched:
         """The batch's input table on ``target``: the worker's own rows, the same machine's read
         from their files, and the network's ``halo`` rows (None: left zero), remote rows cut to
         this worker's columns."""
@@ -321,8 +355,9 @@ class SampledEpochs:
         part, world = job.part, job.world
         self.comm, self.training = job.comm, state
         self.config, self.world, self.device = config, world, world.device
-        self.graph = sampling_graph(job, config.sampling.structure if config.sampling.sampler == "neighbor" else
-                                    "replicated")
+        self.graph = sampling_graph(
+            job, config.sampling.structure if config.sampling.sampler == "neighbor" else "replicated"
+        )
         self.owned = np.asarray(part.owned)
         self.train = self.owned[np.asarray(part.train_mask, dtype=bool)]
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
@@ -360,18 +395,20 @@ class SampledEpochs:
         """DGS's explainer on this worker's explanation graph, whose remote rows are fetched once
         here (``explain_bytes``)."""
         layers = self.config.gnn.layers
-        whole = NeighborSampler(self.graph, [-1] * layers).sample(self.graph.local_nodes(),
-                                                                               np.random.default_rng(0))
+        whole = NeighborSampler(self.graph, [-1] * layers).sample(self.graph.local_nodes(), np.random.default_rng(0))
         table = self.fetch(whole, torch.device("cpu")).x.numpy()
         self.explain_bytes = 4 * int(whole.remote_input.sum()) * table.shape[1]
         ids = whole.input_nodes
         sorter = np.argsort(ids)
-        explanation = ExplanationGraph.build(self.graph, lambda nodes: table[sorter[np.searchsorted(ids, nodes,
-                                                                                                     sorter=sorter)]],
-                                             layers)
+        explanation = ExplanationGraph.build(
+            self.graph, lambda nodes: table[sorter[np.searchsorted(ids, nodes, sorter=sorter)]], layers
+        )
         if self.world.is_leader and self.config.log.progress:
-            print(f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes, "
-                  f"{self.explain_bytes / 1e6:.2f} MB of their features fetched once (rank 0)", file=sys.stderr)
+            print(
+                f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes, "
+                f"{self.explain_bytes / 1e6:.2f} MB of their features fetched once (rank 0)",
+                file=sys.stderr,
+            )
         return DGSExplainer(self.graph, explanation, self.training.model, self.config.sampling.explainer_options())
 
     # -- an epoch ---------------------------------------------------------------------------------
@@ -406,11 +443,25 @@ class SampledEpochs:
         if isinstance(self.sampler, DGSSampler):
             done = self.explainer.rounds[rounds:] if self.explainer is not None else []
             masks = self.sampler.masks
-            dgs = DGSEpoch(totals["sampled"], totals["masked"], -1 if masks is None else self.iteration - masks.iteration,
-                           waited_for_masks, len(done), sum(r.seconds for r in done),
-                           sum(r.cpu_seconds for r in done))
-        return SampledEpoch(totals["loss"] / max(len(batches), 1), time.perf_counter() - started,
-                            comm.wait_seconds - waited, totals["sample"], len(batches), moved, totals["sync"], dgs)
+            dgs = DGSEpoch(
+                totals["sampled"],
+                totals["masked"],
+                -1 if masks is None else self.iteration - masks.iteration,
+                waited_for_masks,
+                len(done),
+                sum(r.seconds for r in done),
+                sum(r.cpu_seconds for r in done),
+            )
+        return SampledEpoch(
+            totals["loss"] / max(len(batches), 1),
+            time.perf_counter() - started,
+            comm.wait_seconds - waited,
+            totals["sample"],
+            len(batches),
+            moved,
+            totals["sync"],
+            dgs,
+        )
 
     def _wait_for_masks(self) -> float:
         """``--dgs-wait``: block until the explainer's first masks (seconds; 0 once there are some),
@@ -455,18 +506,26 @@ class SampledEpochs:
         """What a resumed run needs to draw the same batches: the sampling generator, and DGS's
         masks."""
         masks = getattr(self.sampler, "masks", None)
-        return {"rng": self.rng.bit_generator.state, "iteration": self.iteration,
-                "masks": None if masks is None else {"node_prob": torch.from_numpy(masks.node_prob),
-                                                     "feature_mask": torch.from_numpy(masks.feature_mask),
-                                                     "iteration": masks.iteration}}
+        return {
+            "rng": self.rng.bit_generator.state,
+            "iteration": self.iteration,
+            "masks": None
+            if masks is None
+            else {
+                "node_prob": torch.from_numpy(masks.node_prob),
+                "feature_mask": torch.from_numpy(masks.feature_mask),
+                "iteration": masks.iteration,
+            },
+        }
 
     def load(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
         self.iteration = state["iteration"]
         if state["masks"] is not None:
             masks = state["masks"]
-            self.sampler.set_masks(DGSMasks(masks["node_prob"].numpy(), masks["feature_mask"].numpy(),
-                                            masks["iteration"]))
+            self.sampler.set_masks(
+                DGSMasks(masks["node_prob"].numpy(), masks["feature_mask"].numpy(), masks["iteration"])
+            )
 
     def write_masks(self, path: str) -> None:
         """``--dgs-masks-out``: every worker explains the current model (synchronously, in its own

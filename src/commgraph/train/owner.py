@@ -40,8 +40,14 @@ class OwnerInput:
     ``sent``) go to the parts that read them through ``runner`` (layer 0's halo exchange), whose
     backward brings their gradients back. The halo's feature rows are never held."""
 
-    def __init__(self, store: FeatureStore, rows: torch.Tensor | None, runner: ExchangeRunner, sent: torch.Tensor,
-                 streamed: bool | None = None):
+    def __init__(
+        self,
+        store: FeatureStore,
+        rows: torch.Tensor | None,
+        runner: ExchangeRunner,
+        sent: torch.Tensor,
+        streamed: bool | None = None,
+    ):
         self.input = InputTable(store, rows, streamed=streamed)
         self.runner, self.sent = runner, sent
 
@@ -60,8 +66,10 @@ class OwnerInput:
             return model.neighbour_rows(table.x), model.root_rows(table.x)
         rows = table.rows
         step = max(CHUNK_BYTES // (4 * table.store.width), 1)
-        outs = [checkpoint(self._chunk, model, rows[a : a + step], use_reentrant=False)
-                for a in range(0, rows.numel(), step)]
+        outs = [
+            checkpoint(self._chunk, model, rows[a : a + step], use_reentrant=False)
+            for a in range(0, rows.numel(), step)
+        ]
         both = torch.cat(outs) if outs else self._chunk(model, rows)
         if not model.first_root:
             return both, None

@@ -92,12 +92,15 @@ class OwnerFetch(FeatureFetch):
         asked, roots = request.counts[rank], dst[rank]
         starts = np.concatenate([[0], np.cumsum(asked + roots)])
         firsts = np.concatenate([[0], np.cumsum(asked)])
-        neighbour = np.concatenate([np.zeros(0, np.int64)] + [np.arange(starts[q], starts[q] + asked[q])
-                                                              for q in range(len(asked))])
-        root = np.concatenate([np.zeros(0, np.int64)] + [np.arange(starts[q] + asked[q], starts[q + 1])
-                                                         for q in range(len(asked))])
-        dst_at = np.concatenate([np.zeros(0, np.int64)] + [request.at[firsts[q] : firsts[q] + roots[q]]
-                                                           for q in range(len(asked))])
+        neighbour = np.concatenate(
+            [np.zeros(0, np.int64)] + [np.arange(starts[q], starts[q] + asked[q]) for q in range(len(asked))]
+        )
+        root = np.concatenate(
+            [np.zeros(0, np.int64)] + [np.arange(starts[q] + asked[q], starts[q + 1]) for q in range(len(asked))]
+        )
+        dst_at = np.concatenate(
+            [np.zeros(0, np.int64)] + [request.at[firsts[q] : firsts[q] + roots[q]] for q in range(len(asked))]
+        )
         device = received.device
         return OwnerRows(received, *(torch.from_numpy(v).to(device) for v in (neighbour, request.at, root, dst_at)))
 

@@ -23,7 +23,8 @@ from commgraph.graph.nodefile import check_node_file, write_node_values
 from commgraph.nn import GNN
 from commgraph.partition.store import Part
 from commgraph.runtime import Communicator, World
-from commgraph.runtime.job import Job, JobOptions
+from commgraph.runtime.job import Job
+from commgraph.runtime.options import JobOptions
 from commgraph.train import checkpoint
 from commgraph.train.executor import BarrierExecutor, row_block
 
@@ -36,15 +37,25 @@ def load_model(checkpoint_dir: str | Path, best: bool = False) -> tuple[GNN, dic
     options, graph checksum, workers) with its ``epoch``."""
     name = checkpoint.BEST if best else checkpoint.FILE
     if best and not (Path(checkpoint_dir) / name).is_file() and (Path(checkpoint_dir) / checkpoint.FILE).is_file():
-        raise TrainingError(f"{checkpoint_dir} has no {name}: the run evaluated no epoch on validation nodes "
-                            "(the graph has none, or it predates best-model checkpoints); drop --best")
+        raise TrainingError(
+            f"{checkpoint_dir} has no {name}: the run evaluated no epoch on validation nodes "
+            "(the graph has none, or it predates best-model checkpoints); drop --best"
+        )
     state = checkpoint.read(Path(checkpoint_dir), name)
     if "widths" not in state:
-        raise TrainingError(f"{Path(checkpoint_dir) / name} predates prediction support (it does not "
-                            "record the model's input and output widths): train again to write a new one")
+        raise TrainingError(
+            f"{Path(checkpoint_dir) / name} predates prediction support (it does not "
+            "record the model's input and output widths): train again to write a new one"
+        )
     identity = state["identity"]
-    model = GNN(identity["model"], state["widths"]["in"], identity["hidden"], state["widths"]["out"],
-                layers=identity["layers"], heads=identity["heads"])
+    model = GNN(
+        identity["model"],
+        state["widths"]["in"],
+        identity["hidden"],
+        state["widths"]["out"],
+        layers=identity["layers"],
+        heads=identity["heads"],
+    )
     model.load_state_dict(state["model"])
     model.eval()
     return model, {**identity, "epoch": state["epoch"]}
@@ -55,8 +66,10 @@ def predict(model: GNN, graph: Graph, device: str | torch.device = "cpu") -> tor
     if graph.features is None:
         raise TrainingError(f"{graph.name} has no node features to predict from")
     if graph.features.shape[1] != model.in_dim:
-        raise TrainingError(f"{graph.name} has {graph.features.shape[1]} features per node, but the model was "
-                            f"trained on {model.in_dim}: predict on a graph with the training graph's features")
+        raise TrainingError(
+            f"{graph.name} has {graph.features.shape[1]} features per node, but the model was "
+            f"trained on {model.in_dim}: predict on a graph with the training graph's features"
+        )
     n = graph.num_nodes
     degree = torch.from_numpy(loop_free_in_degrees(graph.indptr, graph.indices).astype(np.float32))
     block = row_block(graph.indptr, graph.indices, 0, n, n, degree, device)
@@ -68,8 +81,13 @@ def predict(model: GNN, graph: Graph, device: str | torch.device = "cpu") -> tor
         return model.decode(h)
 
 
-def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | Path, best: bool = False,
-                 job_options: JobOptions = JobOptions()) -> tuple[np.ndarray | None, dict, dict]:
+def predict_part(
+    world: World,
+    partition_dir: str | Path,
+    checkpoint_dir: str | Path,
+    best: bool = False,
+    job_options: JobOptions = JobOptions(),
+) -> tuple[np.ndarray | None, dict, dict]:
     """This worker's share of a distributed prediction over a partition set: (the predicted class
     of every node on rank 0, None elsewhere; accuracy and node count per split; the checkpoint's
     identity and epoch, as ``load_model`` gives them)."""
@@ -78,8 +96,9 @@ def predict_part(world: World, partition_dir: str | Path, checkpoint_dir: str | 
     model, trained = load_model(checkpoint_dir, best)
     if part.features is None or part.features.shape[1] != model.in_dim:
         width = "no" if part.features is None else part.features.shape[1]
-        raise TrainingError(f"{partition_dir} has {width} features per node, but the model was trained on "
-                            f"{model.in_dim}")
+        raise TrainingError(
+            f"{partition_dir} has {width} features per node, but the model was trained on {model.in_dim}"
+        )
     comm = job.comm
     executor = BarrierExecutor(job, job.wire(4 * model.widths[1]), streamed=True)  # one forward pass
     model.to(world.device)
@@ -105,8 +124,11 @@ def split_counts(data: Graph | Part, predicted: np.ndarray) -> list[float]:
 
 def split_accuracy(counts: list[float]) -> dict[str, dict]:
     """Accuracy and node count of each split with nodes, from ``split_counts``."""
-    return {split: {"accuracy": counts[2 * i] / counts[2 * i + 1], "nodes": int(counts[2 * i + 1])}
-            for i, split in enumerate(SPLITS) if counts[2 * i + 1] > 0}
+    return {
+        split: {"accuracy": counts[2 * i] / counts[2 * i + 1], "nodes": int(counts[2 * i + 1])}
+        for i, split in enumerate(SPLITS)
+        if counts[2 * i + 1] > 0
+    }
 
 
 def gather_predictions(comm: Communicator, part: Part, predicted: torch.Tensor | np.ndarray) -> np.ndarray | None:

@@ -22,16 +22,18 @@ from commgraph.graph.build import unique_sorted
 MAX_BINS = 1 << 15  # bins are message tags; keep them inside one tag span
 
 
-def priority_order(indptr: np.ndarray, indices: np.ndarray, num_owned: int,
-                   sends: np.ndarray) -> tuple[np.ndarray, int]:
+def priority_order(
+    indptr: np.ndarray, indices: np.ndarray, num_owned: int, sends: np.ndarray
+) -> tuple[np.ndarray, int]:
     """Owned rows in G3's priority order, and how many of them (the front) are boundary nodes.
 
     The BFS is Cuthill-McKee's (scipy's reverse order, reversed back), which starts a BFS in every
     connected component; ``sends`` are the owned rows some peer needs."""
     rows = np.repeat(np.arange(num_owned), np.diff(indptr))
     local = indices < num_owned
-    adjacency = sp.csr_matrix((np.ones(int(local.sum()), dtype=np.int8), (rows[local], indices[local])),
-                              shape=(num_owned, num_owned))
+    adjacency = sp.csr_matrix(
+        (np.ones(int(local.sum()), dtype=np.int8), (rows[local], indices[local])), shape=(num_owned, num_owned)
+    )
     bfs = reverse_cuthill_mckee((adjacency + adjacency.T).tocsr(), symmetric_mode=True)[::-1]
     boundary = np.zeros(num_owned, dtype=bool)
     boundary[rows[~local]] = True
@@ -44,13 +46,15 @@ def bins(num_boundary: int, num_owned: int, bin_size: int) -> np.ndarray:
     """Bin edges over the renumbered rows: bin ``b`` is rows ``[edges[b], edges[b + 1])``, at most
     ``bin_size`` rows, boundary and interior apart."""
     bin_size = max(int(bin_size), 1, -(-num_owned // MAX_BINS))
-    edges = np.concatenate([np.arange(0, num_boundary, bin_size), np.arange(num_boundary, num_owned, bin_size),
-                            [num_owned]])
+    edges = np.concatenate(
+        [np.arange(0, num_boundary, bin_size), np.arange(num_boundary, num_owned, bin_size), [num_owned]]
+    )
     return edges.astype(np.int64)
 
 
-def relabel(indptr: np.ndarray, indices: np.ndarray, num_owned: int,
-            order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def relabel(
+    indptr: np.ndarray, indices: np.ndarray, num_owned: int, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The part's CSR with owned row ``order[i]`` renumbered ``i``, in its rows and its columns
     (halo columns keep their numbers)."""
     counts, columns = in_neighbours(indptr, indices, order)
@@ -79,8 +83,10 @@ def in_neighbours(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray) -> 
 def range_edges(indptr: np.ndarray, indices: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
     """In-edges of rows ``[start, end)``: source table rows and destinations counted from ``start``."""
     counts = np.diff(indptr[start : end + 1])
-    return (np.asarray(indices[indptr[start] : indptr[end]], dtype=np.int64),
-            np.repeat(np.arange(end - start, dtype=np.int64), counts))
+    return (
+        np.asarray(indices[indptr[start] : indptr[end]], dtype=np.int64),
+        np.repeat(np.arange(end - start, dtype=np.int64), counts),
+    )
 
 
 def hop_sets(indptr: np.ndarray, indices: np.ndarray, owned: np.ndarray, hops: int) -> tuple[np.ndarray, list[int]]:

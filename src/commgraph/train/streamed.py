@@ -58,8 +58,13 @@ class InputTable:
             used only for evaluation is streamed from any store, so it is never a second copy.
     """
 
-    def __init__(self, store: FeatureStore, rows: torch.Tensor | None = None, extra: torch.Tensor | None = None,
-                 streamed: bool | None = None):
+    def __init__(
+        self,
+        store: FeatureStore,
+        rows: torch.Tensor | None = None,
+        extra: torch.Tensor | None = None,
+        streamed: bool | None = None,
+    ):
         self.streamed = self.streams(store, streamed)
         extra = extra if extra is not None else torch.empty((0, store.width), device=store.device)
         if self.streamed:
@@ -93,8 +98,10 @@ class InputTable:
     def _streamed(self, model: GNN, block: Block) -> torch.Tensor:
         if "streamed" not in block.cache:
             block.cache["streamed"] = self._chunks(block)
-        outs = [checkpoint(self._conv, model, chunk, use_reentrant=False, preserve_rng_state=False)
-                for chunk in block.cache["streamed"]]
+        outs = [
+            checkpoint(self._conv, model, chunk, use_reentrant=False, preserve_rng_state=False)
+            for chunk in block.cache["streamed"]
+        ]
         return model.activate(0, outs[0] if len(outs) == 1 else torch.cat(outs))
 
     def _conv(self, model: GNN, chunk: _Chunk) -> torch.Tensor:
@@ -131,7 +138,7 @@ def _whole(store: FeatureStore, rows: torch.Tensor | None, extra: torch.Tensor) 
     if rows is None and extra.shape[0] == 0 and store.placement != "host":
         return store.table
     x = owned_table(store, rows, extra.shape[0])
-    x[x.shape[0] - extra.shape[0]:] = extra
+    x[x.shape[0] - extra.shape[0] :] = extra
     return x
 
 

@@ -79,18 +79,23 @@ class EpochRecord:
     dgs_explain_cpu_seconds: float | None = None
 
     def line(self) -> str:
-        acc = {name: "  -  " if getattr(self, f"{name}_acc") is None else f"{getattr(self, f'{name}_acc'):.3f}"
-               for name in SPLITS}
-        return (f"epoch {self.epoch:4d}  loss {self.loss:.4f}  train {acc['train']}  val {acc['val']}  "
-                f"test {acc['test']}  {self.epoch_seconds * 1e3:8.1f} ms  (waiting {self.comm_wait_seconds * 1e3:6.1f} "
-                f"ms)  {self.comm_bytes / 1e6:8.3f} MB" + self._masks_note())
+        acc = {
+            name: "  -  " if getattr(self, f"{name}_acc") is None else f"{getattr(self, f'{name}_acc'):.3f}"
+            for name in SPLITS
+        }
+        return (
+            f"epoch {self.epoch:4d}  loss {self.loss:.4f}  train {acc['train']}  val {acc['val']}  "
+            f"test {acc['test']}  {self.epoch_seconds * 1e3:8.1f} ms  (waiting {self.comm_wait_seconds * 1e3:6.1f} "
+            f"ms)  {self.comm_bytes / 1e6:8.3f} MB" + self._masks_note()
+        )
 
     def _masks_note(self) -> str:
         if self.dgs_steps is None:
             return ""
         share = self.dgs_masked_steps / self.dgs_steps if self.dgs_steps else 0.0
-        note = f"  masks {share:.0%} of steps" + ("" if self.dgs_masks_age_steps < 0 else
-                                                   f" (age {self.dgs_masks_age_steps})")
+        note = f"  masks {share:.0%} of steps" + (
+            "" if self.dgs_masks_age_steps < 0 else f" (age {self.dgs_masks_age_steps})"
+        )
         return note + (f", waited {self.dgs_wait_seconds:.1f} s" if self.dgs_wait_seconds else "")
 
 
@@ -132,15 +137,26 @@ class Trainer:
         part, comm, gnn = job.part, job.comm, config.gnn
         if part.features is None or part.labels is None or part.train_mask is None:
             raise TrainingError(f"{partition_dir}: the graph has no features, labels or train mask to train on")
-        classes = max(comm.all_gather_object(int(np.max(part.labels, initial=-1)) + 1)) if world.size > 1 else \
-            int(np.max(part.labels, initial=-1)) + 1
+        classes = (
+            max(comm.all_gather_object(int(np.max(part.labels, initial=-1)) + 1))
+            if world.size > 1
+            else int(np.max(part.labels, initial=-1)) + 1
+        )
         torch.manual_seed(config.optim.seed)
-        self.model = GNN(gnn.model, part.features.shape[1], gnn.hidden, classes, layers=gnn.layers, heads=gnn.heads,
-                         dropout=gnn.dropout).to(world.device)
+        self.model = GNN(
+            gnn.model,
+            part.features.shape[1],
+            gnn.hidden,
+            classes,
+            layers=gnn.layers,
+            heads=gnn.heads,
+            dropout=gnn.dropout,
+        ).to(world.device)
         for param in self.model.parameters():  # same seed gives the same weights; make sure of it
             comm.broadcast_(param.data)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.optim.lr,
-                                          weight_decay=config.optim.weight_decay)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
+        )
         self.wiring = self._wiring()
         self.allreduce = self._allreduce()
         self.sync = job.gradient_sync(list(self.model.parameters()), self.allreduce)
@@ -154,8 +170,10 @@ class Trainer:
         if self.train_total == 0:
             raise TrainingError(f"{partition_dir}: no node is in the training set")
         self.y = torch.from_numpy(np.array(part.labels, dtype=np.int64)).to(world.device)
-        self.masks = {name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
-                      for name in SPLITS}
+        self.masks = {
+            name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
+            for name in SPLITS
+        }
         self.sampled = None
         if config.sampling.sampler:
             state = TrainingState(self.model, self.optimizer, self.sync)
@@ -214,8 +232,11 @@ class Trainer:
             return BarrierExecutor(job, self.wiring, store, streamed, owner)
         bin_size = config.comm.bin_size
         if bin_size is None:
-            bin_size = bin_size_for_memory(_available_memory(self.world.device), self.model.widths,
-                                           len(job.part.indices) / max(job.part.num_owned, 1))
+            bin_size = bin_size_for_memory(
+                _available_memory(self.world.device),
+                self.model.widths,
+                len(job.part.indices) / max(job.part.num_owned, 1),
+            )
         return PipelinedExecutor(job, self.wiring, bin_size, store, streamed, owner)
 
     def _resume(self) -> None:
@@ -234,9 +255,16 @@ class Trainer:
         """One epoch's training: a full-graph step, or the sampled batches' steps."""
         if self.sampled is not None:
             epoch = self.sampled.epoch()
-            return _Step(loss=epoch.loss, seconds=epoch.seconds, wait_seconds=epoch.wait_seconds, moved=epoch.moved,
-                         steps=epoch.steps, sample_seconds=epoch.sample_seconds, sync_bytes=epoch.sync_bytes,
-                         dgs=epoch.dgs)
+            return _Step(
+                loss=epoch.loss,
+                seconds=epoch.seconds,
+                wait_seconds=epoch.wait_seconds,
+                moved=epoch.moved,
+                steps=epoch.steps,
+                sample_seconds=epoch.sample_seconds,
+                sync_bytes=epoch.sync_bytes,
+                dgs=epoch.dgs,
+            )
         return self.full_graph_step()
 
     def full_graph_step(self) -> _Step:
@@ -276,17 +304,29 @@ class Trainer:
     def record(self, epoch: int, step: _Step, counts: dict[str, float] | None) -> EpochRecord:
         """The epoch's totals over every worker."""
         layers = [f"halo_forward:{i}" for i in range(1, self.config.gnn.layers)]
-        local = {"loss": step.loss, **(counts or {}), "halo_backward": step.moved.get("halo_backward", 0),
-                 "allreduce": step.moved.get("allreduce", 0), **{k: step.moved.get(k, 0) for k in layers},
-                 "features": step.moved.get("features", 0), "requests": step.moved.get("requests", 0),
-                 "sampling": step.moved.get("sampling", 0),
-                 "local": step.moved.get("local", 0), "sync": step.sync_bytes,
-                 "activations": step.moved.get("activations", 0),
-                 "activation_grads": step.moved.get("activation_grads", 0)}
+        local = {
+            "loss": step.loss,
+            **(counts or {}),
+            "halo_backward": step.moved.get("halo_backward", 0),
+            "allreduce": step.moved.get("allreduce", 0),
+            **{k: step.moved.get(k, 0) for k in layers},
+            "features": step.moved.get("features", 0),
+            "requests": step.moved.get("requests", 0),
+            "sampling": step.moved.get("sampling", 0),
+            "local": step.moved.get("local", 0),
+            "sync": step.sync_bytes,
+            "activations": step.moved.get("activations", 0),
+            "activation_grads": step.moved.get("activation_grads", 0),
+        }
         dgs = step.dgs
         if dgs is not None:
-            local.update(dgs_steps=dgs.sampled_steps, dgs_masked=dgs.masked_steps, dgs_explanations=dgs.explanations,
-                         dgs_explain_seconds=dgs.explain_seconds, dgs_explain_cpu=dgs.explain_cpu_seconds)
+            local.update(
+                dgs_steps=dgs.sampled_steps,
+                dgs_masked=dgs.masked_steps,
+                dgs_explanations=dgs.explanations,
+                dgs_explain_seconds=dgs.explain_seconds,
+                dgs_explain_cpu=dgs.explain_cpu_seconds,
+            )
         total = dict(zip(local, self.job.comm.global_sum(list(local.values()))))
 
         def accuracy(name: str) -> float | None:  # None: not evaluated this epoch, or an empty split
@@ -298,23 +338,46 @@ class Trainer:
         requests = int(total["requests"]) + sampling
         owner = int(total["activations"]) + int(total["activation_grads"])
         return EpochRecord(
-            epoch=epoch, loss=total["loss"], train_acc=accuracy("train"), val_acc=accuracy("val"),
-            test_acc=accuracy("test"), epoch_seconds=step.seconds, comm_wait_seconds=step.wait_seconds,
-            comm_bytes=sum(forward) + backward + features + requests + owner, halo_forward_bytes=forward,
-            halo_backward_bytes=backward, allreduce_bytes=int(total["allreduce"]),
+            epoch=epoch,
+            loss=total["loss"],
+            train_acc=accuracy("train"),
+            val_acc=accuracy("val"),
+            test_acc=accuracy("test"),
+            epoch_seconds=step.seconds,
+            comm_wait_seconds=step.wait_seconds,
+            comm_bytes=sum(forward) + backward + features + requests + owner,
+            halo_forward_bytes=forward,
+            halo_backward_bytes=backward,
+            allreduce_bytes=int(total["allreduce"]),
             plan=self.wiring.plan.planner if self.wiring else "replicate",
             plan_modeled_seconds=self.wiring.choice.modeled_seconds if self.wiring else 0.0,
-            allreduce=self.allreduce.name, allreduce_modeled_seconds=self.allreduce.modeled_seconds,
-            steps=step.steps, steps_cap=self.config.sampling.steps_per_epoch, sample_seconds=step.sample_seconds,
-            feature_bytes=features, local_bytes=int(total["local"]), structure_bytes=requests,
-            sampling_bytes=sampling, sync_bytes=int(total["sync"]), activation_bytes=int(total["activations"]),
+            allreduce=self.allreduce.name,
+            allreduce_modeled_seconds=self.allreduce.modeled_seconds,
+            steps=step.steps,
+            steps_cap=self.config.sampling.steps_per_epoch,
+            sample_seconds=step.sample_seconds,
+            feature_bytes=features,
+            local_bytes=int(total["local"]),
+            structure_bytes=requests,
+            sampling_bytes=sampling,
+            sync_bytes=int(total["sync"]),
+            activation_bytes=int(total["activations"]),
             activation_grad_bytes=int(total["activation_grads"]),
             total_bytes=sum(forward) + backward + features + requests + owner + int(total["allreduce"]),
-            **({} if dgs is None else dict(
-                dgs_steps=int(total["dgs_steps"]), dgs_masked_steps=int(total["dgs_masked"]),
-                dgs_masks_age_steps=dgs.masks_age_steps, dgs_wait_seconds=dgs.wait_seconds,
-                dgs_explanations=int(total["dgs_explanations"]), dgs_explain_seconds=total["dgs_explain_seconds"],
-                dgs_explain_cpu_seconds=total["dgs_explain_cpu"])))
+            **(
+                {}
+                if dgs is None
+                else dict(
+                    dgs_steps=int(total["dgs_steps"]),
+                    dgs_masked_steps=int(total["dgs_masked"]),
+                    dgs_masks_age_steps=dgs.masks_age_steps,
+                    dgs_wait_seconds=dgs.wait_seconds,
+                    dgs_explanations=int(total["dgs_explanations"]),
+                    dgs_explain_seconds=total["dgs_explain_seconds"],
+                    dgs_explain_cpu_seconds=total["dgs_explain_cpu"],
+                )
+            ),
+        )
 
     def checkpoint(self, record: EpochRecord, improved: bool) -> None:
         """After every epoch with ``--checkpoint-dir``: the state to resume from, and the best model."""
@@ -324,10 +387,16 @@ class Trainer:
         if not self.world.is_leader:
             return
         directory = Path(self.config.log.checkpoint_dir)
-        kept = {"epoch": record.epoch, "model": self.model.state_dict(), "identity": self.identity,
-                "widths": self.widths}
-        checkpoint.save(directory, {**kept, "optimizer": self.optimizer.state_dict(), "rng": rng, "best": self.best,
-                                    "sampling": sampling})
+        kept = {
+            "epoch": record.epoch,
+            "model": self.model.state_dict(),
+            "identity": self.identity,
+            "widths": self.widths,
+        }
+        checkpoint.save(
+            directory,
+            {**kept, "optimizer": self.optimizer.state_dict(), "rng": rng, "best": self.best, "sampling": sampling},
+        )
         if improved:
             checkpoint.save(directory, {**kept, "best": self.best}, checkpoint.BEST)
 
@@ -369,8 +438,11 @@ def _available_memory(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // max(
-            int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
+        return (
+            os.sysconf("SC_AVPHYS_PAGES")
+            * os.sysconf("SC_PAGE_SIZE")
+            // max(int(os.environ.get("LOCAL_WORLD_SIZE", "1")), 1)
+        )
     except (ValueError, OSError):
         return 1 << 30
 
@@ -381,8 +453,7 @@ def _progress(config: TrainConfig, world: World, start: int):
     from tqdm import tqdm
 
     # no bar frames into a file or pipe (disable=None: only on a terminal); the epoch lines still come
-    return tqdm(total=config.optim.epochs, initial=start - 1, desc="training", unit="epoch", leave=False,
-                disable=None)
+    return tqdm(total=config.optim.epochs, initial=start - 1, desc="training", unit="epoch", leave=False, disable=None)
 
 
 class _MetricsLog:
@@ -401,8 +472,11 @@ class _MetricsLog:
         if self.path is not None:
             kept = []
             if config.resume and self.path.is_file():
-                kept = [line for line in self.path.read_text().splitlines()
-                        if line.strip() and json.loads(line)["epoch"] < start_epoch]
+                kept = [
+                    line
+                    for line in self.path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["epoch"] < start_epoch
+                ]
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text("".join(line + "\n" for line in kept))
 
@@ -413,10 +487,15 @@ class _MetricsLog:
             with open(self.path, "a") as handle:
                 handle.write(json.dumps(asdict(record)) + "\n")
         if self.board is not None:
-            for tag, value in (("loss", record.loss), ("accuracy/train", record.train_acc),
-                               ("accuracy/val", record.val_acc), ("accuracy/test", record.test_acc),
-                               ("seconds/epoch", record.epoch_seconds), ("seconds/comm_wait", record.comm_wait_seconds),
-                               ("bytes/comm", record.comm_bytes)):
+            for tag, value in (
+                ("loss", record.loss),
+                ("accuracy/train", record.train_acc),
+                ("accuracy/val", record.val_acc),
+                ("accuracy/test", record.test_acc),
+                ("seconds/epoch", record.epoch_seconds),
+                ("seconds/comm_wait", record.comm_wait_seconds),
+                ("bytes/comm", record.comm_bytes),
+            ):
                 if value is not None:
                     self.board.add_scalar(tag, value, record.epoch)
             self.board.flush()

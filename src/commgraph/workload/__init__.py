@@ -5,5 +5,16 @@ from commgraph.workload.iteration import Iteration, build_iteration
 from commgraph.workload.layout import Layout, Op
 from commgraph.workload.models import DEFAULT_LAYOUT, GPUS, MODELS, GPUSpec, ModelSpec, gpu, model
 
-__all__ = ["DEFAULT_LAYOUT", "GPUS", "GPUSpec", "Iteration", "Layout", "MODELS", "ModelSpec", "Op",
-           "build_iteration", "gpu", "model"]
+__all__ = [
+    "DEFAULT_LAYOUT",
+    "GPUS",
+    "GPUSpec",
+    "Iteration",
+    "Layout",
+    "MODELS",
+    "ModelSpec",
+    "Op",
+    "build_iteration",
+    "gpu",
+    "model",
+]

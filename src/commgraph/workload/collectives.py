@@ -80,8 +80,9 @@ def all_to_all(counts: np.ndarray, bytes_per_unit: float) -> FlowSet:
     return FlowSet(src, dst, counts[src, dst] * bytes_per_unit)
 
 
-def token_counts(rng: np.random.Generator, ranks: int, experts: int, tokens: int, top_k: int,
-                 alpha: float) -> np.ndarray:
+def token_counts(
+    rng: np.random.Generator, ranks: int, experts: int, tokens: int, top_k: int, alpha: float
+) -> np.ndarray:
     """Tokens each of ``ranks`` EP ranks sends to each rank's experts (``experts / ranks`` each):
     expert popularity drawn from a symmetric Dirichlet(``alpha``) (smaller is more skewed, ``inf``
     uniform), then every rank's ``tokens x top_k`` choices drawn from it."""

@@ -48,8 +48,11 @@ class IterationFloor:
     device_seconds: float
 
     def to_dict(self) -> dict:
-        return {"floor_seconds": self.seconds, "floor_binding": self.binding,
-                "floor_window_seconds": self.window_seconds}
+        return {
+            "floor_seconds": self.seconds,
+            "floor_binding": self.binding,
+            "floor_window_seconds": self.window_seconds,
+        }
 
 
 def iteration_floor(iteration: Iteration) -> IterationFloor:
@@ -77,8 +80,9 @@ def _entries(graph: Graph, tasks: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     keep = f >= 0
     tasks, f = tasks[keep], f[keep]
     lengths = flows.lengths[f]
-    starts = np.repeat(flows.ptr[f], lengths) + (np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths,
-                                                                                     lengths))
+    starts = np.repeat(flows.ptr[f], lengths) + (
+        np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    )
     resource = flows.resources[starts]
     seconds = np.repeat(flows.sizes[f], lengths) * flows.weights[starts] / flows.capacity[resource]
     return np.repeat(tasks, lengths), resource, seconds

@@ -84,10 +84,21 @@ DP_COLLECTIVES = ("allreduce", "zero2")
 EP_FLOWS = ("gpu", "server")
 
 
-def build_iteration(model: ModelSpec, layout: Layout, gpu: GPUSpec, topology: Topology, *,
-                    dp_allreduce: str = "ring", routing_alpha: float = 1.0, seed: int = 0,
-                    iterations: int = 1, dp_collective: str = "allreduce", ep_flows: str = "gpu",
-                    barrier: bool = False, grad_bytes: float = GRAD_BYTES) -> Iteration:
+def build_iteration(
+    model: ModelSpec,
+    layout: Layout,
+    gpu: GPUSpec,
+    topology: Topology,
+    *,
+    dp_allreduce: str = "ring",
+    routing_alpha: float = 1.0,
+    seed: int = 0,
+    iterations: int = 1,
+    dp_collective: str = "allreduce",
+    ep_flows: str = "gpu",
+    barrier: bool = False,
+    grad_bytes: float = GRAD_BYTES,
+) -> Iteration:
     """The DAG of ``iterations`` iterations of ``model`` split by ``layout`` over ``topology``'s
     first GPUs; ``dp_collective`` is ``allreduce`` (ring or tree, ``dp_allreduce``) or ``zero2``
     (ring reduce-scatter then all-gather); ``ep_flows`` is ``gpu`` (an all-to-all per EP group, GPU
@@ -193,8 +204,17 @@ class _Builder:
         self.tasks.append(Compute(task_id, device, seconds, tuple(deps)))
         return task_id
 
-    def _coflow(self, cid: str, kind: str, microbatch: int, layer: int, flows: FlowSet, members: list[str],
-                deps: list[tuple[str, ...]], names: list[str] | None = None) -> list[str]:
+    def _coflow(
+        self,
+        cid: str,
+        kind: str,
+        microbatch: int,
+        layer: int,
+        flows: FlowSet,
+        members: list[str],
+        deps: list[tuple[str, ...]],
+        names: list[str] | None = None,
+    ) -> list[str]:
         """Add a coflow of ``flows`` between ``members``; flow k depends on ``deps[src[k]]``."""
         first = len(self.tasks)
         ids = names or [f"{cid}.{k}" for k in range(flows.src.shape[0])]
@@ -202,8 +222,9 @@ class _Builder:
             overhead = flows.overhead_hops * self._latency(members[a], members[b]) if flows.overhead_hops else 0.0
             self.tasks.append(Transfer(ids[k], members[a], members[b], size, deps=deps[a], overhead_s=overhead))
         if len(self.tasks) > first:
-            self.coflows.append(Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks))),
-                                       self.iteration))
+            self.coflows.append(
+                Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks))), self.iteration)
+            )
         return ids
 
     def _latency(self, a: str, b: str) -> float:
@@ -226,13 +247,14 @@ class _Builder:
         scale = 2.0 if op.backward else 1.0
         if M.moe and op.backward:  # one task the first all-to-all's flows can wait for
             deps = [self._compute(self.compute_id(stage, replica, op, layers[-1], ".in"), leader, 0.0, deps)]
-        for layer in (reversed(layers) if op.backward else layers):
+        for layer in reversed(layers) if op.backward else layers:
             head = M.head_flops() if layer == M.layers - 1 else 0.0
             if not op.backward and op.microbatch == 0:  # the layer's parameters, from the last iteration
                 deps = deps + self.gates.get((stage, replica, layer), [])
             if not M.moe:
-                seconds = scale * (self.gpu.seconds((M.attention_flops() + M.mlp_flops() + head) / L.tp)
-                                   + 2 * self.tp_seconds)
+                seconds = scale * (
+                    self.gpu.seconds((M.attention_flops() + M.mlp_flops() + head) / L.tp) + 2 * self.tp_seconds
+                )
                 deps = [self._compute(self.compute_id(stage, replica, op, layer), leader, seconds, deps)]
                 continue
             attention = scale * (self.gpu.seconds((M.attention_flops() + head) / L.tp) + self.tp_seconds)
@@ -248,14 +270,23 @@ class _Builder:
         target = vstage + (-1 if op.backward else 1)
         if 0 <= target < self.vstages:
             to_stage = target % L.pp
-            members = [self.gpu_of(stage, replica, t) for t in range(L.tp)] + \
-                      [self.gpu_of(to_stage, replica, t) for t in range(L.tp)]
+            members = [self.gpu_of(stage, replica, t) for t in range(L.tp)] + [
+                self.gpu_of(to_stage, replica, t) for t in range(L.tp)
+            ]
             src = np.arange(L.tp)
             flows = FlowSet(src, src + L.tp, np.full(L.tp, M.activation_bytes() / L.tp))
             cid = self.pp_id(op, vstage, replica)
             boundary = layers[0] if op.backward else layers[-1]
-            self._coflow(cid, "pp", op.microbatch, boundary, flows, members, [(done,)] * L.tp,
-                         [f"{cid}.t{t}" for t in range(L.tp)])
+            self._coflow(
+                cid,
+                "pp",
+                op.microbatch,
+                boundary,
+                flows,
+                members,
+                [(done,)] * L.tp,
+                [f"{cid}.t{t}" for t in range(L.tp)],
+            )
         return done
 
     # -- expert parallelism -----------------------------------------------------------------------
@@ -265,8 +296,9 @@ class _Builder:
         if key not in self.counts:
             rng = np.random.default_rng([self.seed, stage, microbatch, layer, group])
             M = self.model
-            self.counts[key] = token_counts(rng, self.layout.ep, M.experts, M.tokens // self.layout.tp,
-                                            M.top_k, self.alpha)
+            self.counts[key] = token_counts(
+                rng, self.layout.ep, M.experts, M.tokens // self.layout.tp, M.top_k, self.alpha
+            )
         return self.counts[key]
 
     def _busiest(self, stage: int, replica: int, op: Op, layer: int) -> float:
@@ -287,8 +319,9 @@ class _Builder:
         groups = range(L.tp * L.dp // L.ep)
         ranks = {g: [L.ep_rank(g, i) for i in range(L.ep)] for g in groups}
         if self.ep_flows == "gpu":
-            return [_Exchange(ranks[g], (g,)) for g in groups], \
-                {(d, t): L.ep_member(d, t) for d in range(L.dp) for t in range(L.tp)}
+            return [_Exchange(ranks[g], (g,)) for g in groups], {
+                (d, t): L.ep_member(d, t) for d in range(L.dp) for t in range(L.tp)
+            }
         root = list(range(L.dp))  # union-find over the replicas (servers) an EP group joins
 
         def find(d: int) -> int:
@@ -302,10 +335,16 @@ class _Builder:
         servers: dict[int, list[int]] = {}
         for d in range(L.dp):
             servers.setdefault(find(d), []).append(d)
-        exchanges = [_Exchange([(d, 0) for d in members], tuple(g for g in groups if find(ranks[g][0][0]) == r))
-                     for r, members in servers.items()]
-        place = {(d, t): (e, x.members.index((d, 0))) for e, x in enumerate(exchanges) for d, _ in x.members
-                 for t in range(L.tp)}
+        exchanges = [
+            _Exchange([(d, 0) for d in members], tuple(g for g in groups if find(ranks[g][0][0]) == r))
+            for r, members in servers.items()
+        ]
+        place = {
+            (d, t): (e, x.members.index((d, 0)))
+            for e, x in enumerate(exchanges)
+            for d, _ in x.members
+            for t in range(L.tp)
+        }
         return exchanges, place
 
     def _exchange_counts(self, stage: int, microbatch: int, layer: int, e: int) -> np.ndarray:
@@ -364,8 +403,9 @@ class _Builder:
         L, M = self.layout, self.model
         if L.dp == 1:
             return
-        params = 4.0 * M.hidden ** 2 / L.tp + (3.0 * M.hidden * M.ffn * M.experts / L.ep if M.moe
-                                                 else 8.0 * M.hidden ** 2 / L.tp)
+        params = 4.0 * M.hidden**2 / L.tp + (
+            3.0 * M.hidden * M.ffn * M.experts / L.ep if M.moe else 8.0 * M.hidden**2 / L.tp
+        )
         nbytes = params * self.grad_bytes
         first = ring_half(L.dp, nbytes) if self.zero2 else ALLREDUCE[self.dp_allreduce](L.dp, nbytes)
         last = L.microbatches - 1
@@ -378,8 +418,15 @@ class _Builder:
             for t in range(L.tp):
                 members = [self.gpu_of(stage, d, t) for d in range(L.dp)]
                 name = "dp.rs" if self.zero2 else "dp"
-                ids = self._coflow(f"{self.prefix}{name}.L{layer}.s{stage}.t{t}", "dp", last, layer, first,
-                                   members, [(r,) for r in ready])
+                ids = self._coflow(
+                    f"{self.prefix}{name}.L{layer}.s{stage}.t{t}",
+                    "dp",
+                    last,
+                    layer,
+                    first,
+                    members,
+                    [(r,) for r in ready],
+                )
                 for d, into in enumerate(_by_destination(ids, first.dst, L.dp)):
                     arrived[(layer, t, d)] = into
         if self.barrier:  # the global norm: a zero-time step that waits for every reduction
@@ -393,8 +440,15 @@ class _Builder:
                 stage, _ = self._stage_of(layer)
                 for t in range(L.tp):
                     members = [self.gpu_of(stage, d, t) for d in range(L.dp)]
-                    ids = self._coflow(f"{self.prefix}dp.ag.L{layer}.s{stage}.t{t}", "dp", last, layer, gather,
-                                       members, [tuple(arrived[(layer, t, d)]) for d in range(L.dp)])
+                    ids = self._coflow(
+                        f"{self.prefix}dp.ag.L{layer}.s{stage}.t{t}",
+                        "dp",
+                        last,
+                        layer,
+                        gather,
+                        members,
+                        [tuple(arrived[(layer, t, d)]) for d in range(L.dp)],
+                    )
                     for d, into in enumerate(_by_destination(ids, gather.dst, L.dp)):
                         arrived[(layer, t, d)] = into
         for (layer, _t, d), ids in arrived.items():
@@ -419,8 +473,10 @@ class _Builder:
             overhead = flows.overhead_hops * path_latency(self.topology, src, dst)
             planes = _shared_planes(self.topology, src, dst)
             total = sum(planes.values())
-            tasks += [Transfer(f"tp{k}.{p}", src, dst, size * share / total, overhead_s=overhead, route=(src, p, dst))
-                      for p, share in planes.items()] or [Transfer(f"tp{k}", src, dst, size, overhead_s=overhead)]
+            tasks += [
+                Transfer(f"tp{k}.{p}", src, dst, size * share / total, overhead_s=overhead, route=(src, p, dst))
+                for p, share in planes.items()
+            ] or [Transfer(f"tp{k}", src, dst, size, overhead_s=overhead)]
         return simulate(self.topology, tasks, timeline=False).makespan
 
 

@@ -61,8 +61,10 @@ class Layout:
 
     def check(self, model: ModelSpec) -> None:
         if model.layers % (self.pp * self.chunks):
-            raise SimulationError(f"{model.name}: {model.layers} layers do not split into "
-                                  f"pp x chunks = {self.pp * self.chunks} equal stages")
+            raise SimulationError(
+                f"{model.name}: {model.layers} layers do not split into "
+                f"pp x chunks = {self.pp * self.chunks} equal stages"
+            )
         if model.moe and model.experts % self.ep:
             raise SimulationError(f"{model.name}: {model.experts} experts do not split over ep={self.ep}")
         if not model.moe and self.ep != 1:

@@ -82,24 +82,69 @@ class ModelSpec:
 
 
 MODELS: dict[str, ModelSpec] = {
-    m.name: m for m in (
+    m.name: m
+    for m in (
         ModelSpec("gpt3-13b", layers=40, hidden=5120, heads=40, seq_len=2048, micro_batch=4, vocab=50257),
         ModelSpec("gpt3-175b", layers=96, hidden=12288, heads=96, seq_len=2048, micro_batch=8, vocab=50257),
-        ModelSpec("mixtral-8x7b", layers=32, hidden=4096, heads=32, seq_len=4096, micro_batch=4, vocab=32000,
-                  experts=8, top_k=2, ffn=14336),
-        ModelSpec("mixtral-8x22b", layers=32, hidden=6144, heads=48, seq_len=4096, micro_batch=8, vocab=32768,
-                  experts=8, top_k=2, ffn=16384),
-        ModelSpec("qwen-moe-12l", layers=12, hidden=2048, heads=16, seq_len=4096, micro_batch=4, vocab=151936,
-                  experts=64, top_k=4, ffn=1408),
-        ModelSpec("qwen-moe-24l", layers=24, hidden=2048, heads=16, seq_len=4096, micro_batch=8, vocab=151936,
-                  experts=64, top_k=4, ffn=1408),
+        ModelSpec(
+            "mixtral-8x7b",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            seq_len=4096,
+            micro_batch=4,
+            vocab=32000,
+            experts=8,
+            top_k=2,
+            ffn=14336,
+        ),
+        ModelSpec(
+            "mixtral-8x22b",
+            layers=32,
+            hidden=6144,
+            heads=48,
+            seq_len=4096,
+            micro_batch=8,
+            vocab=32768,
+            experts=8,
+            top_k=2,
+            ffn=16384,
+        ),
+        ModelSpec(
+            "qwen-moe-12l",
+            layers=12,
+            hidden=2048,
+            heads=16,
+            seq_len=4096,
+            micro_batch=4,
+            vocab=151936,
+            experts=64,
+            top_k=4,
+            ffn=1408,
+        ),
+        ModelSpec(
+            "qwen-moe-24l",
+            layers=24,
+            hidden=2048,
+            heads=16,
+            seq_len=4096,
+            micro_batch=8,
+            vocab=151936,
+            experts=64,
+            top_k=4,
+            ffn=1408,
+        ),
     )
 }
 
 # Table 5.5's default (tp, pp, ep) per model; the data-parallel degree is the user's.
 DEFAULT_LAYOUT: dict[str, tuple[int, int, int]] = {
-    "gpt3-13b": (4, 4, 1), "gpt3-175b": (8, 8, 1), "mixtral-8x7b": (1, 2, 8),
-    "mixtral-8x22b": (8, 8, 8), "qwen-moe-12l": (1, 4, 8), "qwen-moe-24l": (8, 8, 32),
+    "gpt3-13b": (4, 4, 1),
+    "gpt3-175b": (8, 8, 1),
+    "mixtral-8x7b": (1, 2, 8),
+    "mixtral-8x22b": (8, 8, 8),
+    "qwen-moe-12l": (1, 4, 8),
+    "qwen-moe-24l": (8, 8, 32),
 }
 
 

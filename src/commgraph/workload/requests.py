@@ -103,13 +103,15 @@ def parse_poisson(text: str) -> PoissonSpec:
             size=parse_bytes(options.get("size", "1M")),
             load=float(options["load"]) if "load" in options else None,
             rate=float(options["rate"]) if "rate" in options else None,
-            n=int(options.get("n", 1000)), seed=int(options.get("seed", 0)),
-            dep=float(options.get("dep", 0.0)), compute=float(options.get("compute", 0.0)))
+            n=int(options.get("n", 1000)),
+            seed=int(options.get("seed", 0)),
+            dep=float(options.get("dep", 0.0)),
+            compute=float(options.get("compute", 0.0)),
+        )
     except ValueError as exc:
         raise PlanError(f"bad poisson workload {text!r}: {exc}") from None
     if not (spec.load or spec.rate or 0) > 0 or spec.n < 1 or not 0 <= spec.dep <= 1 or spec.compute < 0:
-        raise PlanError(f"bad poisson workload {text!r}: load or rate must be > 0, n >= 1, 0 <= dep <= 1, "
-                        "compute >= 0")
+        raise PlanError(f"bad poisson workload {text!r}: load or rate must be > 0, n >= 1, 0 <= dep <= 1, compute >= 0")
     return spec
 
 
@@ -165,8 +167,9 @@ def read_trace(path: str | Path, type_names: list[str], type_bytes: np.ndarray) 
     arrival, kind, nbytes, after = [], [], [], []
     for line, row in enumerate(rows, start=2):
         if row["type"] not in index:
-            raise PlanError(f"{path}, line {line}: unknown request type {row['type']!r}; "
-                            f"known: {', '.join(type_names)}")
+            raise PlanError(
+                f"{path}, line {line}: unknown request type {row['type']!r}; known: {', '.join(type_names)}"
+            )
         try:
             arrival.append(float(row["time"]))
             kind.append(index[row["type"]])
@@ -178,14 +181,33 @@ def read_trace(path: str | Path, type_names: list[str], type_bytes: np.ndarray) 
             raise PlanError(f"{path}, line {line}: after={after[-1]} must name an earlier row (0-based)")
         if line > 2 and arrival[-1] < arrival[-2]:
             raise PlanError(f"{path}, line {line}: times must not decrease")
-    return RequestStream(np.array(arrival), np.array(kind, dtype=np.int64), np.array(nbytes),
-                         np.array(after, dtype=np.int64))
+    return RequestStream(
+        np.array(arrival), np.array(kind, dtype=np.int64), np.array(nbytes), np.array(after, dtype=np.int64)
+    )
 
 
 # -- the thesis's key-value store (section 6.4.2) ---------------------------------------------------
 
-KVS_KEYS = ("ycsb", "get", "put", "load", "rate", "n", "seed", "key", "value", "cores", "acc_us", "cpu_us",
-            "put_us", "keys", "zipf", "nic", "acc", "cpu")
+KVS_KEYS = (
+    "ycsb",
+    "get",
+    "put",
+    "load",
+    "rate",
+    "n",
+    "seed",
+    "key",
+    "value",
+    "cores",
+    "acc_us",
+    "cpu_us",
+    "put_us",
+    "keys",
+    "zipf",
+    "nic",
+    "acc",
+    "cpu",
+)
 YCSB_MIXES = {"c": (1.0, 0.0), "b": (0.95, 0.05)}  # (GET, PUT) shares: YCSB's workloads C and B
 
 
@@ -213,8 +235,10 @@ class KvsSpec:
 
     @property
     def name(self) -> str:
-        mix = next((f"YCSB-{m.upper()}" for m, shares in YCSB_MIXES.items() if shares == (self.get, self.put)),
-                   f"GET {self.get:g} / PUT {self.put:g}")
+        mix = next(
+            (f"YCSB-{m.upper()}" for m, shares in YCSB_MIXES.items() if shares == (self.get, self.put)),
+            f"GET {self.get:g} / PUT {self.put:g}",
+        )
         return f"KVS {mix}"
 
 
@@ -227,8 +251,9 @@ def parse_kvs(text: str) -> KvsSpec:
     keys drawn from 100,000 by YCSB's Zipf law (0.99)."""
     options = _workload_options(text, "kvs", KVS_KEYS)
     if ("load" in options) == ("rate" in options):
-        raise PlanError("a kvs workload needs exactly one of load=FRACTION (of the direct paths' capacity) "
-                        "or rate=PER_SECOND")
+        raise PlanError(
+            "a kvs workload needs exactly one of load=FRACTION (of the direct paths' capacity) or rate=PER_SECOND"
+        )
     ycsb = options.get("ycsb", "c").lower()
     if ycsb not in YCSB_MIXES:
         raise PlanError(f"bad kvs workload: ycsb must be one of {', '.join(YCSB_MIXES)}, got {ycsb!r}")
@@ -238,27 +263,36 @@ def parse_kvs(text: str) -> KvsSpec:
             get, put = float(options.get("get", 0.0)), float(options.get("put", 0.0))
         cpu_us = float(options.get("cpu_us", 4.8))
         spec = KvsSpec(
-            get=get, put=put,
+            get=get,
+            put=put,
             load=float(options["load"]) if "load" in options else None,
             rate=float(options["rate"]) if "rate" in options else None,
-            n=int(options.get("n", 1000)), seed=int(options.get("seed", 0)),
-            key=parse_bytes(options.get("key", "8")), value=parse_bytes(options.get("value", "64")),
-            cores=int(options.get("cores", 8)), acc_us=float(options.get("acc_us", 0.2)), cpu_us=cpu_us,
-            put_us=float(options.get("put_us", cpu_us)), keys=int(options.get("keys", 100000)),
+            n=int(options.get("n", 1000)),
+            seed=int(options.get("seed", 0)),
+            key=parse_bytes(options.get("key", "8")),
+            value=parse_bytes(options.get("value", "64")),
+            cores=int(options.get("cores", 8)),
+            acc_us=float(options.get("acc_us", 0.2)),
+            cpu_us=cpu_us,
+            put_us=float(options.get("put_us", cpu_us)),
+            keys=int(options.get("keys", 100000)),
             zipf=float(options.get("zipf", 0.99)),
-            nic=options.get("nic"), acc=options.get("acc"), cpu=options.get("cpu"))
+            nic=options.get("nic"),
+            acc=options.get("acc"),
+            cpu=options.get("cpu"),
+        )
     except ValueError as exc:
         raise PlanError(f"bad kvs workload {text!r}: {exc}") from None
     if not (spec.load if spec.load is not None else spec.rate) > 0:
         raise PlanError(f"bad kvs workload {text!r}: {'load' if spec.load is not None else 'rate'} must be > 0")
     if spec.get < 0 or spec.put < 0 or abs(spec.get + spec.put - 1.0) > 1e-9:
-        raise PlanError(f"bad kvs workload {text!r}: the mix get={spec.get:g}, put={spec.put:g} must be >= 0 "
-                        "and sum to 1")
+        raise PlanError(
+            f"bad kvs workload {text!r}: the mix get={spec.get:g}, put={spec.put:g} must be >= 0 and sum to 1"
+        )
     if spec.cores < 1:
         raise PlanError(f"bad kvs workload {text!r}: cores must be >= 1, got {spec.cores}")
     if spec.n < 1 or spec.keys < 1 or spec.zipf < 0 or not min(spec.acc_us, spec.cpu_us, spec.put_us) > 0:
-        raise PlanError(f"bad kvs workload {text!r}: n and keys must be >= 1, zipf >= 0, acc_us, cpu_us and "
-                        "put_us > 0")
+        raise PlanError(f"bad kvs workload {text!r}: n and keys must be >= 1, zipf >= 0, acc_us, cpu_us and put_us > 0")
     return spec
 
 

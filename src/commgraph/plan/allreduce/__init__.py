@@ -21,9 +21,22 @@ from commgraph.topology import Topology
 PLANNERS = ("ring", "ring1", "tree", "tree1", "ps", "lp")
 CHOICES = ("auto", "native", *PLANNERS)  # what a trainer may run: planned schedules, torch's own, or the cheapest
 
-__all__ = ["CHOICES", "PLANNERS", "AllReduceSchedule", "CostGraph", "Ring", "Route", "Tree", "allreduce_schedule",
-           "choose_allreduce", "make_allreduce", "native_seconds", "normalized_time", "plan_allreduce",
-           "solve_tree_packing"]
+__all__ = [
+    "CHOICES",
+    "PLANNERS",
+    "AllReduceSchedule",
+    "CostGraph",
+    "Ring",
+    "Route",
+    "Tree",
+    "allreduce_schedule",
+    "choose_allreduce",
+    "make_allreduce",
+    "native_seconds",
+    "normalized_time",
+    "plan_allreduce",
+    "solve_tree_packing",
+]
 
 
 def plan_allreduce(planner: str, topology: Topology, nbytes: float) -> CommPlan:
@@ -83,11 +96,15 @@ def allreduce_schedule(plan: CommPlan) -> AllReduceSchedule:
         PlanError: a plan of another kind, or one that carries no schedule.
     """
     if plan.kind not in COLLECTIVES or (plan.kind != "allreduce" and "schedule" not in plan.notes):
-        raise PlanError(f"an all-reduce schedule comes from an all-reduce plan (or an all-gather or reduce-scatter "
-                        f"across the workers), not the {plan.planner!r} {plan.kind} plan")
+        raise PlanError(
+            f"an all-reduce schedule comes from an all-reduce plan (or an all-gather or reduce-scatter "
+            f"across the workers), not the {plan.planner!r} {plan.kind} plan"
+        )
     if "schedule" not in plan.notes:
-        raise PlanError(f"the {plan.planner!r} {plan.kind} plan for {plan.topology!r} carries no schedule; "
-                        "plan it again with this version of commgraph")
+        raise PlanError(
+            f"the {plan.planner!r} {plan.kind} plan for {plan.topology!r} carries no schedule; "
+            "plan it again with this version of commgraph"
+        )
     return AllReduceSchedule.from_json(plan.planner, plan.notes["schedule"])
 
 
@@ -121,8 +138,10 @@ def choose_allreduce(topology: Topology, nbytes: float) -> str:
         ``native``, ``lp``, ``tree`` or ``ps``; ties (within 1e-9 relative) go to the earlier.
     """
     seconds = {"native": native_seconds(topology, nbytes)}
-    seconds |= {name: price(plan_allreduce(name, topology, nbytes), topology)["modeled_seconds"]
-                for name in ("lp", "tree", "ps")}
+    seconds |= {
+        name: price(plan_allreduce(name, topology, nbytes), topology)["modeled_seconds"]
+        for name in ("lp", "tree", "ps")
+    }
     fastest = min(seconds.values())
     return next(name for name, time in seconds.items() if time <= fastest * (1 + 1e-9))
 
@@ -146,6 +165,7 @@ def make_allreduce(name: str, topology: Topology, nbytes: float) -> AllReduceSch
     if name == "auto":
         name = choose_allreduce(topology, nbytes)
     return None if name == "native" else allreduce_schedule(plan_allreduce(name, topology, nbytes))
+
 
 def _sends(graph: CostGraph, schedule: AllReduceSchedule, nbytes: float) -> list[Send]:
     """The schedule's bytes as sends, one per ordered worker pair and route: a ring hop carries
@@ -182,9 +202,12 @@ def _bandwidth(plan: CommPlan, graph: CostGraph, nbytes: float, gpu_links_only: 
     workers = set(graph.workers)
     links = [k for k, l in enumerate(topology.links) if l.a in workers and l.b in workers] if gpu_links_only else None
     bound = partition_bound(topology, graph.workers, links)
-    return {"algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (graph.n - 1) / graph.n,
-            "bound": {**bound.to_json(), "links": "gpu-to-gpu" if gpu_links_only else "all"},
-            "of_bound": algbw / bound.algbw_gbps}
+    return {
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * 2 * (graph.n - 1) / graph.n,
+        "bound": {**bound.to_json(), "links": "gpu-to-gpu" if gpu_links_only else "all"},
+        "of_bound": algbw / bound.algbw_gbps,
+    }
 
 
 def _route(graph: CostGraph, a: str, b: str) -> tuple[str, ...]:
@@ -198,8 +221,11 @@ def normalized_time(plan: CommPlan, graph: CostGraph, nbytes: float) -> float:
     load = {}
     topology = graph.topology
     for send in plan.stages[0]:
-        hops = topology.route(send.src, send.dst) if not send.route else [
-            h for x, y in zip(send.route, send.route[1:]) for h in topology.route(x, y)]
+        hops = (
+            topology.route(send.src, send.dst)
+            if not send.route
+            else [h for x, y in zip(send.route, send.route[1:]) for h in topology.route(x, y)]
+        )
         for hop in hops:
             key = hop.resource
             load[key] = load.get(key, 0.0) + send.nbytes / nbytes

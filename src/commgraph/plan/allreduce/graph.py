@@ -26,8 +26,7 @@ class CostGraph:
         if len(self.workers) < 2:
             raise PlanError(f"topology {topology.name!r} has {len(self.workers)} worker device(s); all-reduce needs 2")
         index = {w: i for i, w in enumerate(self.workers)}
-        direct = [(k, index[l.a], index[l.b]) for k, l in enumerate(topology.links)
-                  if l.a in index and l.b in index]
+        direct = [(k, index[l.a], index[l.b]) for k, l in enumerate(topology.links) if l.a in index and l.b in index]
         pairs = [(a, b) for _, a, b in direct]
         self.direct = len(min_spanning_tree(len(self.workers), pairs, np.zeros(len(pairs)))) == len(self.workers) - 1
         if self.direct:
@@ -53,8 +52,9 @@ class CostGraph:
         topology, workers = self.topology, self.workers
         if self.direct:
             index = {w: i for i, w in enumerate(workers)}
-            direct = [(k, index[l.a], index[l.b]) for k, l in enumerate(topology.links)
-                      if l.a in index and l.b in index]
+            direct = [
+                (k, index[l.a], index[l.b]) for k, l in enumerate(topology.links) if l.a in index and l.b in index
+            ]
             pairs = [(a, b) for _, a, b in direct]
             return pairs, [(workers[a], workers[b]) for a, b in pairs], [[k] for k, _, _ in direct]
         pairs = [(a, b) for a in range(len(workers)) for b in range(a + 1, len(workers))]

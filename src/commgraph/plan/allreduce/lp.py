@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 from scipy.sparse.csgraph import minimum_spanning_tree
 
-from commgraph.plan.allreduce.graph import CostGraph, tree_centre, min_spanning_tree, tree_search
+from commgraph.plan.allreduce.graph import CostGraph, min_spanning_tree, tree_centre, tree_search
 from commgraph.plan.allreduce.schedule import AllReduceSchedule, Route, Tree
 from commgraph.plan.packing import Column, RouteGraph, pack
 from commgraph.plan.symmetry import Symmetry, find_symmetry, no_symmetry
@@ -44,8 +44,12 @@ def routed_trees(graph: CostGraph, symmetric: bool = True) -> tuple[AllReduceSch
         costs = np.zeros((n, n))
         costs[upper] = paths.cost[upper]  # positive: every price carries a tie-breaking epsilon
         tree = minimum_spanning_tree(costs).tocoo()
-        edges = tuple(sorted((int(min(a, b)), int(max(a, b)), paths.path(int(min(a, b)), int(max(a, b))))
-                             for a, b in zip(tree.row, tree.col)))
+        edges = tuple(
+            sorted(
+                (int(min(a, b)), int(max(a, b)), paths.path(int(min(a, b)), int(max(a, b))))
+                for a, b in zip(tree.row, tree.col)
+            )
+        )
         return Column(edges, sum(routes.load(path, True) for _, _, path in edges))
 
     packing = pack(cheapest, routes.resources, classes=symmetry.classes)
@@ -55,13 +59,24 @@ def routed_trees(graph: CostGraph, symmetric: bool = True) -> tuple[AllReduceSch
     size = np.bincount(symmetry.classes).astype(float)
     load = (np.bincount(symmetry.classes, weights=mix) / size)[symmetry.classes].reshape(-1, 2).max(axis=1)
     utilisation = {f"{links[k].a}-{links[k].b}": float(load[k] / packing.value) for k in np.flatnonzero(load > 1e-12)}
-    notes = {"optimum": packing.value, "optimum_fraction": str(Fraction(packing.value).limit_denominator(1000)),
-             "certificate": {"lower_bound": packing.lower_bound, "converged": packing.converged,
-                             "algbw_gbps_at_most": unit / packing.lower_bound},
-             "synthesis": {"rounds": packing.rounds, "columns": len(packing.columns), "orbits": symmetry.orbits,
-                           "server_shifts": len(symmetry.shifts), "twin_classes": len(symmetry.members)},
-             "trees": [{"weight": t.weight, "edges": [list(e) for e in t.edges]} for t in trees],
-             "link_utilisation": utilisation}
+    notes = {
+        "optimum": packing.value,
+        "optimum_fraction": str(Fraction(packing.value).limit_denominator(1000)),
+        "certificate": {
+            "lower_bound": packing.lower_bound,
+            "converged": packing.converged,
+            "algbw_gbps_at_most": unit / packing.lower_bound,
+        },
+        "synthesis": {
+            "rounds": packing.rounds,
+            "columns": len(packing.columns),
+            "orbits": symmetry.orbits,
+            "server_shifts": len(symmetry.shifts),
+            "twin_classes": len(symmetry.members),
+        },
+        "trees": [{"weight": t.weight, "edges": [list(e) for e in t.edges]} for t in trees],
+        "link_utilisation": utilisation,
+    }
     return AllReduceSchedule("lp", tuple(graph.workers), trees=tuple(trees)), notes
 
 
@@ -99,8 +114,12 @@ def _expanded_trees(graph: CostGraph, routes: RouteGraph, symmetry: Symmetry, co
         for a, b in shape:
             child = b if parent[b] == a else a
             edges.append((graph.workers[child], graph.workers[parent[child]]))
-            hops.append(tuple(Route(share / weight, routes.devices(path if child == a else path[::-1]))
-                              for path, share in split[a, b].items()))
+            hops.append(
+                tuple(
+                    Route(share / weight, routes.devices(path if child == a else path[::-1]))
+                    for path, share in split[a, b].items()
+                )
+            )
         trees.append(Tree(weight, graph.workers[root], tuple(edges), tuple(hops)))
     return trees
 
@@ -114,17 +133,24 @@ def packed_trees(graph: CostGraph, trees: list[tuple[float, list[int]]]) -> AllR
         root = tree_centre(graph.n, edges)
         parent = tree_search(graph.n, edges, root).parent
         children = [b if parent[b] == a else a for a, b in edges]
-        rooted.append(Tree(weight, graph.workers[root],
-                           tuple((graph.workers[c], graph.workers[parent[c]]) for c in children)))
+        rooted.append(
+            Tree(weight, graph.workers[root], tuple((graph.workers[c], graph.workers[parent[c]]) for c in children))
+        )
     return AllReduceSchedule("lp", tuple(graph.workers), trees=tuple(rooted))
 
 
 def packing_notes(graph: CostGraph, value: float, trees: list[tuple[float, list[int]]]) -> dict:
     """The LP's optimum, its trees as the LP found them and each link's load relative to the busiest."""
     share = (np.array([w for w, _ in trees]) @ np.array([graph.usage[t].sum(axis=0) for _, t in trees])) * graph.cost
-    utilisation = {f"{graph.topology.links[k].a}-{graph.topology.links[k].b}": float(u / value)
-                   for k, u in zip(graph.links, share)}
-    return {"optimum": value, "optimum_fraction": str(Fraction(value).limit_denominator(1000)),
-            "trees": [{"weight": w, "edges": [[graph.workers[a], graph.workers[b]]
-                                              for a, b in (graph.pairs[p] for p in t)]} for w, t in trees],
-            "link_utilisation": utilisation}
+    utilisation = {
+        f"{graph.topology.links[k].a}-{graph.topology.links[k].b}": float(u / value) for k, u in zip(graph.links, share)
+    }
+    return {
+        "optimum": value,
+        "optimum_fraction": str(Fraction(value).limit_denominator(1000)),
+        "trees": [
+            {"weight": w, "edges": [[graph.workers[a], graph.workers[b]] for a, b in (graph.pairs[p] for p in t)]}
+            for w, t in trees
+        ],
+        "link_utilisation": utilisation,
+    }

@@ -105,11 +105,15 @@ def routed(graph: CostGraph, schedule: AllReduceSchedule) -> AllReduceSchedule:
         shares = split[hop[::-1] if flip else hop]
         return tuple(Route(share, routes.devices(path[::-1] if flip else path)) for path, share in shares.items())
 
-    rings = tuple(Ring(r.weight, r.order, tuple(routes_of(a, b) for a, b in zip(r.order, r.order[1:] + r.order[:1])))
-                  for r in schedule.rings)
+    rings = tuple(
+        Ring(r.weight, r.order, tuple(routes_of(a, b) for a, b in zip(r.order, r.order[1:] + r.order[:1])))
+        for r in schedule.rings
+    )
     trees = tuple(Tree(t.weight, t.root, t.edges, tuple(routes_of(c, p) for c, p in t.edges)) for t in schedule.trees)
-    return AllReduceSchedule(schedule.planner[:-1] if schedule.planner.endswith("1") else schedule.planner,
-                             schedule.devices, rings, trees)
+    return AllReduceSchedule(
+        schedule.planner[:-1] if schedule.planner.endswith("1") else schedule.planner, schedule.devices, rings, trees
+    )
+
 
 def _ring_order(graph: CostGraph) -> list[int]:
     """A Hamiltonian cycle over direct links with the widest narrowest link, if one exists (small n:

@@ -99,8 +99,9 @@ class AllReduceSchedule:
             raise PlanError(f"{where}: needs rings or trees (exactly one of them)")
         for k, ring in enumerate(self.rings):
             if sorted(ring.order) != sorted(self.devices):
-                raise PlanError(f"{where}: ring {k} {list(ring.order)} does not visit each of "
-                                f"{list(self.devices)} once")
+                raise PlanError(
+                    f"{where}: ring {k} {list(ring.order)} does not visit each of {list(self.devices)} once"
+                )
             hops = [(a, ring.order[(i + 1) % len(ring.order)]) for i, a in enumerate(ring.order)]
             _check_routes(ring.routes, hops, f"{where}, ring {k}")
         for k, tree in enumerate(self.trees):
@@ -120,30 +121,48 @@ class AllReduceSchedule:
 
     def to_json(self) -> dict:
         """The schedule as JSON-ready data (a plan's ``notes["schedule"]``)."""
+
         def routes(part) -> dict:
-            return {"routes": [[{"share": r.share, "path": list(r.path)} for r in hop] for hop in part.routes]} \
-                if part.routes else {}
+            return (
+                {"routes": [[{"share": r.share, "path": list(r.path)} for r in hop] for hop in part.routes]}
+                if part.routes
+                else {}
+            )
 
         which = {} if self.collective == "allreduce" else {"collective": self.collective}
         if self.rings:
-            return {"devices": list(self.devices), **which,
-                    "rings": [{"weight": r.weight, "order": list(r.order), **routes(r)} for r in self.rings]}
-        return {"devices": list(self.devices), **which,
-                "trees": [{"weight": t.weight, "root": t.root, "edges": [list(e) for e in t.edges], **routes(t)}
-                          for t in self.trees]}
+            return {
+                "devices": list(self.devices),
+                **which,
+                "rings": [{"weight": r.weight, "order": list(r.order), **routes(r)} for r in self.rings],
+            }
+        return {
+            "devices": list(self.devices),
+            **which,
+            "trees": [
+                {"weight": t.weight, "root": t.root, "edges": [list(e) for e in t.edges], **routes(t)}
+                for t in self.trees
+            ],
+        }
 
     @classmethod
     def from_json(cls, planner: str, data: dict) -> AllReduceSchedule:
         """The schedule ``planner`` made, from :meth:`to_json`'s data, checked."""
+
         def routes(part: dict) -> tuple:
-            return tuple(tuple(Route(float(r["share"]), tuple(map(str, r["path"]))) for r in hop)
-                         for hop in part.get("routes", ()))
+            return tuple(
+                tuple(Route(float(r["share"]), tuple(map(str, r["path"]))) for r in hop)
+                for hop in part.get("routes", ())
+            )
 
         try:
-            trees = tuple(Tree(float(t["weight"]), str(t["root"]), tuple((str(c), str(p)) for c, p in t["edges"]),
-                               routes(t)) for t in data.get("trees", ()))
-            rings = tuple(Ring(float(r["weight"]), tuple(map(str, r["order"])), routes(r))
-                          for r in data.get("rings", ()))
+            trees = tuple(
+                Tree(float(t["weight"]), str(t["root"]), tuple((str(c), str(p)) for c, p in t["edges"]), routes(t))
+                for t in data.get("trees", ())
+            )
+            rings = tuple(
+                Ring(float(r["weight"]), tuple(map(str, r["order"])), routes(r)) for r in data.get("rings", ())
+            )
             if "ring" in data:  # one ring on the topology's routes, as plans before rings had channels
                 rings += (Ring(1.0, tuple(map(str, data["ring"]))),)
             collective = str(data.get("collective", "allreduce"))
@@ -170,10 +189,16 @@ def _check_tree(tree: Tree, devices: tuple[str, ...], where: str) -> None:
         raise PlanError(f"{where}: weight {tree.weight} is not positive")
     children = [c for c, _ in tree.edges]
     nodes = {tree.root, *children, *(p for _, p in tree.edges)}
-    if nodes != set(devices) or len(children) != len(devices) - 1 or len(set(children)) != len(children) \
-            or tree.root in children:
-        raise PlanError(f"{where}: edges {[list(e) for e in tree.edges]} rooted at {tree.root!r} are not a "
-                        f"spanning tree of {list(devices)} with one parent per node")
+    if (
+        nodes != set(devices)
+        or len(children) != len(devices) - 1
+        or len(set(children)) != len(children)
+        or tree.root in children
+    ):
+        raise PlanError(
+            f"{where}: edges {[list(e) for e in tree.edges]} rooted at {tree.root!r} are not a "
+            f"spanning tree of {list(devices)} with one parent per node"
+        )
     if len(tree.depths()) != len(devices):
         raise PlanError(f"{where}: not every device reaches the root {tree.root!r} (the edges hold a cycle)")
 

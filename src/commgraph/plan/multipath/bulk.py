@@ -19,6 +19,7 @@ BULK_PLANNERS = ("direct", "lp")
 @dataclass(frozen=True)
 class BulkPart:
     """``bytes`` of ``gpu``'s copy carried on the route ``devices`` (source first)."""
+
     gpu: str
     devices: tuple[str, ...]
     bytes: float
@@ -41,9 +42,18 @@ class BulkPlan:
         """Transfers for the simulator; the ``lp`` split caps each part at its LP rate, so the
         simulator runs the LP's flow rather than its own max-min shares."""
         capped = self.planner == "lp" and self.bound_seconds > 0
-        return [Transfer(f"{part.gpu}.{n}", part.devices[0], part.devices[-1], part.bytes, route=part.devices,
-                         max_rate=part.bytes / self.bound_seconds if capped else None)
-                for n, part in enumerate(self.parts) if part.bytes > 0]
+        return [
+            Transfer(
+                f"{part.gpu}.{n}",
+                part.devices[0],
+                part.devices[-1],
+                part.bytes,
+                route=part.devices,
+                max_rate=part.bytes / self.bound_seconds if capped else None,
+            )
+            for n, part in enumerate(self.parts)
+            if part.bytes > 0
+        ]
 
 
 def plan_bulk(topology: Topology, src: str, gpus: list[str], nbytes: float, planner: str) -> BulkPlan:
@@ -86,12 +96,22 @@ def plan_bulk(topology: Topology, src: str, gpus: list[str], nbytes: float, plan
     a_eq = np.zeros((len(gpus), n + 1))
     for j, (gpu, _) in enumerate(columns):
         a_eq[gpus.index(gpu), j] = 1.0
-    result = linprog(objective, A_ub=a_ub, b_ub=np.zeros(a_ub.shape[0]), A_eq=a_eq, b_eq=np.ones(len(gpus)),
-                     bounds=[(0, None)] * (n + 1), method="highs")
+    result = linprog(
+        objective,
+        A_ub=a_ub,
+        b_ub=np.zeros(a_ub.shape[0]),
+        A_eq=a_eq,
+        b_eq=np.ones(len(gpus)),
+        bounds=[(0, None)] * (n + 1),
+        method="highs",
+    )
     if result.status != 0:
         raise PlanError(f"the bulk-split LP failed: {result.message}")
-    parts = tuple(BulkPart(gpu, devices, float(share * nbytes)) for (gpu, devices), share
-                  in zip(columns, result.x[:n]) if share > 1e-9)
+    parts = tuple(
+        BulkPart(gpu, devices, float(share * nbytes))
+        for (gpu, devices), share in zip(columns, result.x[:n])
+        if share > 1e-9
+    )
     return BulkPlan("lp", parts, float(result.x[n]))
 
 

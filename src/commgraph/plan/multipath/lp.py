@@ -57,8 +57,9 @@ class LookaheadLP(Selector):
         self.chosen[t] = path
 
 
-def solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, backlog: np.ndarray,
-                  chosen: np.ndarray) -> HorizonSolve:
+def solve_horizon(
+    table: PathTable, stream: RequestStream, t: int, k: int, backlog: np.ndarray, chosen: np.ndarray
+) -> HorizonSolve:
     """The first decision of the k-step MILP from request ``t`` with the model's ``backlog`` now.
     Its columns are (path, variant): a request for a device with several servers picks one (at
     step 0 the least backlogged one, where the model puts it).
@@ -83,8 +84,10 @@ def solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, backl
     # coefficients given in seconds
     unit = max(table.traverse(int(cands[0][0]), stream.nbytes[t]), 1e-12)
     backlog = backlog / unit
-    options = [[(int(p), v) for p in c for v in table.variants(int(p), backlog if i == 0 else None)]
-               for i, c in enumerate(cands)]
+    options = [
+        [(int(p), v) for p in c for v in table.variants(int(p), backlog if i == 0 else None)]
+        for i, c in enumerate(cands)
+    ]
     elements = np.unique(np.concatenate([v_e for opts in options for _, v in opts for v_e, *_ in v]))
     col = {e: i for i, e in enumerate(elements.tolist())}
     n_x = sum(len(o) for o in options)
@@ -105,8 +108,11 @@ def solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, backl
         return len(objective) - 1
 
     def service(variant, size: float) -> list[tuple[int, float]]:
-        return [(int(e), float(v) / unit) for elems, compute, per_byte, seconds in variant
-                for e, v in zip(elems.tolist(), (np.full(elems.shape[0], seconds) if compute else size * per_byte))]
+        return [
+            (int(e), float(v) / unit)
+            for elems, compute, per_byte, seconds in variant
+            for e, v in zip(elems.tolist(), (np.full(elems.shape[0], seconds) if compute else size * per_byte))
+        ]
 
     # ceiling[i, e]: the most backlog element e can hold at step i (everything before it on e)
     ceiling = np.zeros((k, len(elements)))
@@ -142,8 +148,12 @@ def solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, backl
                 i0 = predecessor - t
                 before = np.array([p for p, _ in options[i0]])
                 for p in np.unique(paths_of):
-                    add_row([(x[i] + j, 1.0) for j in np.flatnonzero(paths_of == p)]
-                            + [(x[i0] + j, -1.0) for j in np.flatnonzero(before == p)], 0.0, 0.0)
+                    add_row(
+                        [(x[i] + j, 1.0) for j in np.flatnonzero(paths_of == p)]
+                        + [(x[i0] + j, -1.0) for j in np.flatnonzero(before == p)],
+                        0.0,
+                        0.0,
+                    )
             elif i > 0:
                 add_row([(x[i] + j, 1.0) for j in np.flatnonzero(paths_of == chosen[predecessor])], 1.0, 1.0)
         if i + 1 < k:  # (6.1, 6.2): B_{i+1} >= B_i + service - dt, as a lower bound
@@ -166,9 +176,13 @@ def solve_horizon(table: PathTable, stream: RequestStream, t: int, k: int, backl
     upper_bounds[:n_x] = 1.0
     upper_bounds[b0 : b0 + n_b] = ceiling[1:].ravel()
     for presolve in (True, False):  # HiGHS's presolve now and then ends in a solve error; without it, not
-        result = milp(np.array(objective), constraints=LinearConstraint(matrix, lower, upper), integrality=integrality,
-                      bounds=(np.zeros(n), upper_bounds),
-                      options={"mip_rel_gap": 1e-6, "presolve": presolve, "time_limit": LP_SECONDS})
+        result = milp(
+            np.array(objective),
+            constraints=LinearConstraint(matrix, lower, upper),
+            integrality=integrality,
+            bounds=(np.zeros(n), upper_bounds),
+            options={"mip_rel_gap": 1e-6, "presolve": presolve, "time_limit": LP_SECONDS},
+        )
         if result.status in (0, 1) and result.x is not None:  # 1: the time limit, with its best solution
             break
     if result.status not in (0, 1) or result.x is None:

@@ -64,10 +64,12 @@ class PathTable:
         self.toll_fixed = np.array([p.toll_seconds(0.0) for p in self.paths])
         self.toll_per_byte = np.array([p.toll_per_byte for p in self.paths])
         # the bottleneck: the most a request occupies one link (per byte) or one device (its compute over its servers)
-        self.neck_seconds = np.array([max([g.seconds / g.elements.shape[0] for g in gs if g.compute] or [0.0])
-                                      for gs in self.groups])
-        self.neck_per_byte = np.array([max([float(g.per_byte.max()) for g in gs if not g.compute] or [0.0])
-                                       for gs in self.groups])
+        self.neck_seconds = np.array(
+            [max([g.seconds / g.elements.shape[0] for g in gs if g.compute] or [0.0]) for gs in self.groups]
+        )
+        self.neck_per_byte = np.array(
+            [max([float(g.per_byte.max()) for g in gs if not g.compute] or [0.0]) for gs in self.groups]
+        )
         # per type: a path's devices -> the candidate with the same devices (a predecessor's path)
         self.same_route = [{self.paths[p].path.devices: int(p) for p in c} for c in self.candidates]
 
@@ -77,8 +79,9 @@ class PathTable:
 
     def queue(self, path: int, backlog: np.ndarray) -> float:
         """Q(p): the wait a request arriving now on ``path`` has before it, in the model."""
-        return float(sum(backlog[g.elements].min() if g.compute else backlog[g.elements].max()
-                         for g in self.groups[path]))
+        return float(
+            sum(backlog[g.elements].min() if g.compute else backlog[g.elements].max() for g in self.groups[path])
+        )
 
     def add(self, path: int, nbytes: float, backlog: np.ndarray) -> None:
         """Put a request of ``nbytes`` on ``path``: its service on every link, its compute on the
@@ -106,8 +109,11 @@ class PathTable:
     def direct_rate(self, shares: np.ndarray, nbytes: np.ndarray) -> float:
         """Requests per second, of type k with probability ``shares[k]`` and size ``nbytes[k]``, at
         which the busiest element of the all-direct assignment is busy all the time."""
-        work = sum(share * self.work(int(self.candidates[k][0]), size)
-                   for k, (share, size) in enumerate(zip(shares, nbytes)) if share > 0)
+        work = sum(
+            share * self.work(int(self.candidates[k][0]), size)
+            for k, (share, size) in enumerate(zip(shares, nbytes))
+            if share > 0
+        )
         return 1.0 / float(np.max(work))
 
     def combined_rate(self, shares: np.ndarray, nbytes: np.ndarray) -> float:
@@ -122,9 +128,15 @@ class PathTable:
             a_eq[k, j] = 1.0
         a_eq[:, n] = -np.asarray(shares)
         a_ub = np.hstack([loads[busy], np.zeros((busy.sum(), 1))])
-        result = linprog(np.concatenate([np.zeros(n), [-1.0]]), A_ub=a_ub,
-                         b_ub=np.ones(busy.sum()), A_eq=a_eq, b_eq=np.zeros(len(shares)), bounds=[(0, None)] * (n + 1),
-                         method="highs")
+        result = linprog(
+            np.concatenate([np.zeros(n), [-1.0]]),
+            A_ub=a_ub,
+            b_ub=np.ones(busy.sum()),
+            A_eq=a_eq,
+            b_eq=np.zeros(len(shares)),
+            bounds=[(0, None)] * (n + 1),
+            method="highs",
+        )
         if result.status != 0:
             raise PlanError(f"the capacity LP failed: {result.message}")
         return float(result.x[n])

@@ -14,8 +14,17 @@ from commgraph.plan.multipath.lp import LookaheadLP
 from commgraph.plan.multipath.model import PathTable, Selector, SolveStats
 from commgraph.workload.requests import RequestStream
 
-SELECTORS = ("direct", "greedy-intra", "greedy-e2e", "toll", "toll-jct", "toll-inflight", "toll-bytes", "greedy-queue",
-             "lp")
+SELECTORS = (
+    "direct",
+    "greedy-intra",
+    "greedy-e2e",
+    "toll",
+    "toll-jct",
+    "toll-inflight",
+    "toll-bytes",
+    "greedy-queue",
+    "lp",
+)
 FAITHFUL_GREEDY = ("greedy-intra", "greedy-e2e")  # what a selector is compared against
 JITTER = (3e-6, 9e-6)  # the requester NIC's delay (seconds), thesis section 6.4.1
 _SLOWER = 1e-9  # a completion counts as queued when it took this fraction longer than its traverse time
@@ -23,6 +32,7 @@ _SLOWER = 1e-9  # a completion counts as queued when it took this fraction longe
 
 class Direct(Selector):
     """Always the type's first path (the topology's route; the accelerator for a KVS GET)."""
+
     name = "direct"
 
     def choose(self, t, backlog):
@@ -41,8 +51,10 @@ class GreedyIntra(Selector):
         """Forget every completion; cache each type's candidates with their traverse-time terms."""
         super().start(table, stream)
         self.last = [None] * len(table.paths)
-        self.options = [[(int(p), float(table.base_fixed[p]) + self.prior, float(table.base_per_byte[p])) for p in c]
-                        for c in table.candidates]
+        self.options = [
+            [(int(p), float(table.base_fixed[p]) + self.prior, float(table.base_per_byte[p])) for p in c]
+            for c in table.candidates
+        ]
         self.kinds, self.sizes = stream.kind.tolist(), stream.nbytes.tolist()
 
     def choose(self, t, backlog):
@@ -111,9 +123,19 @@ class Toll(Selector):
         super().start(table, stream)
         self.k_hat = [0] * len(table.paths)
         self.last = [None] * len(table.paths)
-        self.options = [[(int(p), float(table.toll_fixed[p]), float(table.toll_per_byte[p]),
-                          float(table.base_fixed[p]), float(table.base_per_byte[p])) for p in c]
-                        for c in table.candidates]
+        self.options = [
+            [
+                (
+                    int(p),
+                    float(table.toll_fixed[p]),
+                    float(table.toll_per_byte[p]),
+                    float(table.base_fixed[p]),
+                    float(table.base_per_byte[p]),
+                )
+                for p in c
+            ]
+            for c in table.candidates
+        ]
         self.kinds, self.sizes = stream.kind.tolist(), stream.nbytes.tolist()
 
     def choose(self, t, backlog):
@@ -144,9 +166,18 @@ class TollInflight(Selector):
         super().start(table, stream)
         self.inflight = [0] * len(table.paths)
         self.k_hat = [0] * len(table.paths)
-        self.options = [{int(p): (float(table.base_fixed[p]), float(table.base_per_byte[p]),
-                                  float(table.neck_seconds[p]), float(table.neck_per_byte[p])) for p in c}
-                        for c in table.candidates]
+        self.options = [
+            {
+                int(p): (
+                    float(table.base_fixed[p]),
+                    float(table.base_per_byte[p]),
+                    float(table.neck_seconds[p]),
+                    float(table.neck_per_byte[p]),
+                )
+                for p in c
+            }
+            for c in table.candidates
+        ]
         self.kinds, self.sizes = stream.kind.tolist(), stream.nbytes.tolist()
 
     def _queued(self, p: int, size: float, costs: tuple[float, float, float, float]) -> tuple[float, float, float]:
@@ -180,8 +211,6 @@ class TollInflight(Selector):
         self.inflight[path] -= 1
 
 
-
-
 class TollBytes(Selector):
     """The toll trade-off on a drain-time estimate from the bytes the dispatcher has in flight
     (``docs/multipath.md``): ``T + W + k_hat b`` while ``W > 0``, ``T`` otherwise, with ``W`` the
@@ -209,11 +238,22 @@ class TollBytes(Selector):
         self.now = 0.0
         # per path: its steps as (servers, seconds) for a compute step, ((element, seconds per byte), ...) for a
         # segment; and T's and b's terms
-        self.steps = [[(g.elements.tolist(), g.seconds) if g.compute else tuple(zip(g.elements.tolist(),
-                                                                                   g.per_byte.tolist()))
-                       for g in groups] for groups in table.groups]
-        self.costs = [(float(table.base_fixed[p]), float(table.base_per_byte[p]), float(table.neck_seconds[p]),
-                       float(table.neck_per_byte[p])) for p in range(len(table.paths))]
+        self.steps = [
+            [
+                (g.elements.tolist(), g.seconds) if g.compute else tuple(zip(g.elements.tolist(), g.per_byte.tolist()))
+                for g in groups
+            ]
+            for groups in table.groups
+        ]
+        self.costs = [
+            (
+                float(table.base_fixed[p]),
+                float(table.base_per_byte[p]),
+                float(table.neck_seconds[p]),
+                float(table.neck_per_byte[p]),
+            )
+            for p in range(len(table.paths))
+        ]
         self.kinds, self.sizes, self.arrivals = stream.kind.tolist(), stream.nbytes.tolist(), stream.arrival.tolist()
 
     def _level(self, e: int, now: float) -> float:
@@ -226,8 +266,10 @@ class TollBytes(Selector):
     def _wait(self, p: int, now: float) -> float:
         """W: the estimate read along path ``p`` (a segment's busiest link, a device's idlest server)."""
         level = self._level
-        return sum(min(level(e, now) for e in step[0]) if isinstance(step[0], list)
-                   else max(level(e, now) for e, _ in step) for step in self.steps[p])
+        return sum(
+            min(level(e, now) for e in step[0]) if isinstance(step[0], list) else max(level(e, now) for e, _ in step)
+            for step in self.steps[p]
+        )
 
     def choose(self, t, backlog):
         """The candidate with the least ``T + W + k_hat b`` (``T`` where ``W = 0``)."""
@@ -291,14 +333,19 @@ def make_selector(name: str, k: int = 8, jitter: tuple[float, float] = JITTER, s
         return LookaheadLP(k)
     if name == "greedy-e2e":
         return GreedyE2E(jitter, seed)
-    kinds = {"direct": Direct, "greedy-intra": GreedyIntra, "greedy-queue": GreedyQueue, "toll": Toll,
-             "toll-inflight": TollInflight, "toll-bytes": TollBytes}
+    kinds = {
+        "direct": Direct,
+        "greedy-intra": GreedyIntra,
+        "greedy-queue": GreedyQueue,
+        "toll": Toll,
+        "toll-inflight": TollInflight,
+        "toll-bytes": TollBytes,
+    }
     if name == "toll-jct":
         return Toll(current=True)
     if name not in kinds:
         raise PlanError(f"unknown selector {name!r}; choose from {', '.join(SELECTORS)} or all")
     return kinds[name]()
-
 
 
 @dataclass
@@ -342,13 +389,20 @@ def select(table: PathTable, stream: RequestStream, selector: Selector) -> Selec
         arrival = float(stream.arrival[t])
         while pending and pending[0][0] <= arrival:
             _, done = heapq.heappop(pending)
-            selector.observe(done, int(path[done]), completion[done] - stream.arrival[done],
-                             table.traverse(int(path[done]), stream.nbytes[done]))
+            selector.observe(
+                done,
+                int(path[done]),
+                completion[done] - stream.arrival[done],
+                table.traverse(int(path[done]), stream.nbytes[done]),
+            )
         np.maximum(backlog - (arrival - now), 0.0, out=backlog)
         now = arrival
         before = stream.after[t]
-        same = (table.same_route[stream.kind[t]].get(table.paths[path[before]].path.devices, -1)
-                if before >= 0 and completion[before] > arrival else -1)
+        same = (
+            table.same_route[stream.kind[t]].get(table.paths[path[before]].path.devices, -1)
+            if before >= 0 and completion[before] > arrival
+            else -1
+        )
         if same >= 0:
             choice = same
         else:

@@ -52,8 +52,11 @@ def request_tasks(table: PathTable, stream: RequestStream, path: np.ndarray) -> 
             if isinstance(step, ComputeStep):
                 tasks.append(Compute(name, step.device, step.seconds, deps))
             else:
-                tasks.append(Transfer(name, step.devices[0], step.devices[-1], float(stream.nbytes[t]),
-                                      route=step.devices, deps=deps))
+                tasks.append(
+                    Transfer(
+                        name, step.devices[0], step.devices[-1], float(stream.nbytes[t]), route=step.devices, deps=deps
+                    )
+                )
             deps = (name,)
         last[t] = len(tasks) - 1
     return RequestTasks(tasks, last)
@@ -69,8 +72,12 @@ class Priced:
 
     def summary(self) -> dict:
         """Mean, median, 99th percentile and maximum completion time, in seconds."""
-        return {"mean_s": float(self.jct.mean()), "median_s": float(np.median(self.jct)),
-                "p99_s": float(np.percentile(self.jct, 99)), "max_s": float(self.jct.max())}
+        return {
+            "mean_s": float(self.jct.mean()),
+            "median_s": float(np.median(self.jct)),
+            "p99_s": float(np.percentile(self.jct, 99)),
+            "max_s": float(self.jct.max()),
+        }
 
 
 def price_selection(table: PathTable, stream: RequestStream, path: np.ndarray) -> Priced:
@@ -93,6 +100,7 @@ def price_selection(table: PathTable, stream: RequestStream, path: np.ndarray) -
 class SelectorReport:
     """One selector's run on a workload: its selection on the model, and that selection priced on
     the simulator."""
+
     selection: Selection
     priced: Priced
 
@@ -103,11 +111,13 @@ class SelectorReport:
         rows = sorted(self.priced.result.link_rows(), key=lambda row: -row["utilisation"])[:links]
         decided = self.selection.decided if self.selection.decided is not None else slice(None)
         seconds = self.selection.decide_seconds[decided]
-        return {**self.priced.summary(),
-                "model_mean_s": float(self.selection.model_jct(stream).mean()),
-                "decide_us": float(seconds.mean() * 1e6) if seconds.size else 0.0,
-                "paths": {_path_label(table, p): int(c) for p, c in enumerate(counts) if c},
-                "links": [{"link": r["link"], "kind": r["kind"], "utilisation": r["utilisation"]} for r in rows]}
+        return {
+            **self.priced.summary(),
+            "model_mean_s": float(self.selection.model_jct(stream).mean()),
+            "decide_us": float(seconds.mean() * 1e6) if seconds.size else 0.0,
+            "paths": {_path_label(table, p): int(c) for p, c in enumerate(counts) if c},
+            "links": [{"link": r["link"], "kind": r["kind"], "utilisation": r["utilisation"]} for r in rows],
+        }
 
 
 def _path_label(table: PathTable, path: int) -> str:
@@ -116,8 +126,9 @@ def _path_label(table: PathTable, path: int) -> str:
     return name if len(table.path_set.types) == 1 else f"{table.path_set.types[table.paths[path].kind].name} {name}"
 
 
-def compare_selectors(workload: Workload, names: list[str], k: int = 8, progress=None,
-                      jitter: tuple[float, float] = JITTER, seed: int = 0) -> dict[str, SelectorReport]:
+def compare_selectors(
+    workload: Workload, names: list[str], k: int = 8, progress=None, jitter: tuple[float, float] = JITTER, seed: int = 0
+) -> dict[str, SelectorReport]:
     """Each selector run on the model, then its choices priced on the flow simulator.
 
     Args:
@@ -175,13 +186,27 @@ class SweepPoint:
         jct = np.concatenate(self.jct[name])
         per_seed = [float(np.median(j)) for j in self.jct[name]]
         decide = np.concatenate(self.decide[name]) if self.decide[name] else np.zeros(1)
-        return {"load": self.load, "rate_per_s": self.rate, "median_s": float(np.median(jct)),
-                "mean_s": float(jct.mean()), "p99_s": float(np.percentile(jct, 99)),
-                "median_per_seed_s": per_seed, "decide_us": float(decide.mean() * 1e6)}
+        return {
+            "load": self.load,
+            "rate_per_s": self.rate,
+            "median_s": float(np.median(jct)),
+            "mean_s": float(jct.mean()),
+            "p99_s": float(np.percentile(jct, 99)),
+            "median_per_seed_s": per_seed,
+            "decide_us": float(decide.mean() * 1e6),
+        }
 
 
-def sweep(topology: Topology, spec: str, loads: list[float], names: list[str], k: int = 8, seeds: int = 1,
-          jitter: tuple[float, float] = JITTER, progress=None) -> list[SweepPoint]:
+def sweep(
+    topology: Topology,
+    spec: str,
+    loads: list[float],
+    names: list[str],
+    k: int = 8,
+    seeds: int = 1,
+    jitter: tuple[float, float] = JITTER,
+    progress=None,
+) -> list[SweepPoint]:
     """``spec`` at each of ``loads`` with ``seeds`` streams each, every selector priced on the
     simulator.
 

@@ -153,8 +153,9 @@ def kvs_paths(topology: Topology, spec: KvsSpec) -> KvsPaths:
     on_acc = via(nic, acc) + via(acc, nic)[1:] + value_trip
     on_cpu = via(nic, cpu) + via(cpu, nic)[1:] + value_trip
     nbytes = spec.key + spec.value
-    get = RequestType("get", nbytes, (CommPath(on_acc, ((acc, spec.acc_us * 1e-6),)),
-                                      CommPath(on_cpu, ((cpu, spec.cpu_us * 1e-6),))))
+    get = RequestType(
+        "get", nbytes, (CommPath(on_acc, ((acc, spec.acc_us * 1e-6),)), CommPath(on_cpu, ((cpu, spec.cpu_us * 1e-6),)))
+    )
     put = RequestType("put", nbytes, (CommPath(on_cpu, ((cpu, spec.put_us * 1e-6),)),))
     return KvsPaths(PathSet((get, put)), {cpu: spec.cores})
 
