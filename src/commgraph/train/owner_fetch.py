@@ -12,7 +12,7 @@ from commgraph.nn import GNN, Block
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.owner import rows_to_readers, settle
 from commgraph.sample import SampledBatch
-from commgraph.train.minibatch import FeatureFetch, Fetched, Request
+from commgraph.train.fetch import FeatureFetch, Fetched, Request
 
 
 @dataclass
@@ -27,7 +27,7 @@ class OwnerRows:
 
 
 class OwnerFetch(FeatureFetch):
-    """:class:`~commgraph.train.minibatch.FeatureFetch` whose training steps receive the network's
+    """:class:`~commgraph.train.fetch.FeatureFetch` whose training steps receive the network's
     rows as the first layer of ``model`` computed by their owners (see the module's docstring).
     The one-off tables (DGS's explanation graph) still fetch features."""
 
