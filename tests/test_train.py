@@ -373,7 +373,7 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
     assert records[1][7]["test_acc"] == records[0][7]["test_acc"]
     # the best validation epoch survives the resume: epochs 1-4 from the checkpoint, 6 and 8 after it
     best = max((r for r in records[1] if r["val_acc"] is not None), key=lambda r: (r["val_acc"], -r["epoch"]))
-    assert stderr.splitlines()[-1].endswith(
+    assert stdout.splitlines()[0].endswith(  # the done line, the run's result
         f"best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} (test {best['test_acc']:.4f})"
     )
 
