@@ -12,6 +12,7 @@ from commgraph.runtime.sampling import RemoteRows
 from commgraph.sample import NeighborSampler, SamplingGraph
 from commgraph.sample.keyed import keyed_slots, sample_rows
 from commgraph.sample.partitioned import PartitionedGraph, merge_rows
+from ports import free_port
 
 PARTS = 4
 
@@ -151,21 +152,13 @@ SAMPLED = [
 ]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _agents(sets: list, per_agent: int, *args: str) -> list:
     """One torchrun agent ("machine") per entry of ``sets`` on this host, ``per_agent`` workers each;
     their (return code, stderr)."""
     import subprocess
     import sys
 
-    port = _free_port()
+    port = free_port()
     jobs = [
         subprocess.Popen(
             [

@@ -23,6 +23,7 @@ from commgraph.runtime import launch_local, pick_device
 from commgraph.runtime.world import placement_conflict
 from commgraph.topology import Device, Link, Topology, write_yaml
 from commgraph.train import checkpoint
+from ports import free_port
 
 TESTS = Path(__file__).parent
 GRAPHS = {"cora": "cora", "sbm": "sbm:nodes=1500,classes=4,features=24,seed=3"}
@@ -294,7 +295,7 @@ def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
         == 0
     )
     (broken / "part-1" / "features.npy").write_bytes(b"not numpy")
-    port = _free_port()
+    port = free_port()
     jobs = [
         subprocess.Popen(
             [
@@ -497,7 +498,7 @@ def test_graph_without_features_is_refused_before_partitioning(tmp_path, capsys)
 def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
     """Two torchrun "nodes" (one process each) on this machine train like our own launcher does. On
     CPU: each agent sees one local worker, so on a GPU machine both would take GPU 0."""
-    port = _free_port()
+    port = free_port()
     jobs = []
     for node in range(2):
         jobs.append(
@@ -560,14 +561,6 @@ def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
         for f in ("torchrun.jsonl", "local.jsonl")
     ]
     assert len(losses[0]) == 5 and losses[0] == losses[1]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.multiproc
