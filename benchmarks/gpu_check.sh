@@ -44,7 +44,7 @@ run_calibrate() {
     step calibrate 60 python3 -m commgraph topo calibrate --workers 1 --device cuda --out "$OUT/calibrated.yaml" --force
     python3 -m commgraph topo show --topology hgx-h100 | grep -E "gpu0 - pcie0|pcie0 - cpu0"
 }
-run_train_speed() { step train_speed 200 python3 benchmarks/train_speed.py --device cuda --rounds 2 --skip-accuracy; }
+run_train_speed() { step train_speed 150 python3 benchmarks/train_speed.py --device cuda --rounds 2 --skip-accuracy; }
 run_train() { step train 150 python3 benchmarks/feature_gather.py --run train --scratch /tmp/feature-gather; }
 
 steps=("$@")
