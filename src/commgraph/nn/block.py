@@ -80,6 +80,19 @@ class Block:
             self.cache["edges"] = torch.stack([col.long(), dst])
         return self.cache["edges"]
 
+    def rows(self, start: int, end: int) -> Block:
+        """The block of destinations ``[start, end)`` alone, sharing this block's columns (a
+        block built by :meth:`from_csr`; only the row pointers are copied)."""
+        crow, col = self.csr
+        return Block(
+            self.num_src,
+            end - start,
+            None,
+            self.src_degree,
+            self.dst_start + start,
+            csr=(crow[start : end + 1] - crow[start], col[int(crow[start]) : int(crow[end])]),
+        )
+
     def dst(self, x_src: torch.Tensor) -> torch.Tensor:
         """The destinations' own rows of the table (a view)."""
         return x_src[self.dst_start : self.dst_start + self.num_dst]
