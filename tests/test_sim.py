@@ -337,3 +337,21 @@ def test_sim_dag_routing_option_and_yaml_field(tmp_path, capsys):
     write_yaml(leaf_spine("spray"), tmp_path / "sprayed.yaml")
     assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "sprayed.yaml")]) == 0
     assert "(spray): makespan 150.0000 ms" in capsys.readouterr().out
+
+
+def test_tasks_are_frozen_values_and_building_them_pauses_only_the_collector():
+    import dataclasses
+    import gc
+
+    from commgraph.sim.dag import paused_collection
+
+    a = Transfer("x", "gpu0", "gpu1", 4.0, 1, None, ("y",), 0.5)
+    assert a == Transfer("x", "gpu0", "gpu1", 4.0, priority=1, deps=("y",), overhead_s=0.5) and hash(a) == hash(a)
+    assert dataclasses.replace(a, bytes=2.0).bytes == 2.0 and a.max_rate is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.bytes = 1.0
+    assert Compute("c", "gpu0", 1.0).deps == () and dataclasses.astuple(Compute("c", "gpu0", 1.0, ("x",)))[-1] == ("x",)
+    assert gc.isenabled()
+    with paused_collection():
+        assert not gc.isenabled()
+    assert gc.isenabled()
