@@ -15,7 +15,7 @@ from commgraph.partition import load_partition_set, partition_metrics, write_par
 from commgraph.runtime import World
 from commgraph.runtime.job import Job, JobOptions
 from commgraph.train import schedule
-from commgraph.train.executor import BarrierExecutor, ReplicateExecutor
+from commgraph.train.executor import BarrierExecutor, ReplicateExecutor, row_block
 
 
 @pytest.fixture(scope="module", params=["cora", "cora with self loops"])
@@ -131,8 +131,10 @@ def test_relabel_renumbers_owned_rows_and_columns_and_bins_are_ranges():
     new_indptr, new_indices = schedule.relabel(indptr, indices, 3, np.array([2, 0, 1]))
     assert new_indptr.tolist() == [0, 2, 4, 5]
     assert new_indices.tolist() == [1, 4, 2, 3, 1]  # old row 2 first; owned columns renumbered, halo kept
-    src, dst = schedule.range_edges(new_indptr, new_indices, 1, 3)
-    assert src.tolist() == [2, 3, 1] and dst.tolist() == [0, 0, 1]
+    block = row_block(new_indptr, new_indices, 1, 3, 5, torch.ones(5), "cpu")
+    assert block.dst_start == 1 and block.num_dst == 2 and block.edge_index is None
+    assert block.csr[0].dtype == torch.int32 and block.csr[1].dtype == torch.int32  # held once, narrow
+    assert block.edges().tolist() == [[2, 3, 1], [0, 0, 1]]
 
 
 def test_bin_size_from_memory_halves_it():
