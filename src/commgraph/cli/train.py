@@ -72,6 +72,7 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
             tuple(config.fanouts or ()),
             sampling.peer_rows or "map",
             sampling.structure or "replicated",
+            model=gnn.model,
         ),
     )
 

@@ -15,8 +15,11 @@ measures it) is what its processes share once plus what each worker holds on its
 
 A step's input rows are the distinct nodes a batch's hops reach: with ``B`` seeds and fanouts
 ``f_1..f_L``, ``d = B (1 + f_1 + f_1 f_2 + ...)`` draws over ``N`` nodes reach about
-``N (1 - exp(-d / N))`` of them. The runtime's constants were measured on this project's CPU
-workers (``benchmarks/memory.py``, RESULTS.md: "Memory").
+``N (1 - exp(-d / N))`` of them. A GCN or GraphSAGE whose first layer narrows its rows reads them
+:data:`INPUT_CHUNK_BYTES` at a time and keeps only their transform (hidden-wide); other models
+hold the whole input table. A batch's edges are each hop's destinations times its fanout. The
+runtime's constants were measured on this project's CPU workers (``benchmarks/memory.py``,
+RESULTS.md: "Memory").
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from commgraph.nn.options import LINEAR_FIRST
 from commgraph.partition.store import STRUCTURE, PartitionSet
 
 GB = 1e9
@@ -35,6 +39,10 @@ LAUNCHER_BYTES = int(0.3 * GB)  # the launcher process: its imports, the store, 
 ZYGOTE_BYTES = int(0.15 * GB)  # the warmed interpreter the ranks are forked from, beyond the launcher's pages
 WORKER_RUNTIME_BYTES = int(0.15 * GB)  # a rank's own runtime pages (what it writes of the shared ones)
 TABLE_COPIES = 2  # a batch's input table, and the rows in flight into it
+INPUT_CHUNK_BYTES = 1 << 22  # a batch's input rows are read this many bytes at a time (larger: a fragmented heap)
+SAMPLED_EDGE_BYTES = (
+    28  # a sampled edge: the sampler's int64 source and destination, the block's int32 adjacency, its value
+)
 ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's buffers
 
 
@@ -52,6 +60,7 @@ class JobShape:
             (the machine's parts' in-edges, and the owner and degree maps).
         train: whether the job trains (the model's gradients and optimiser state, a step's tables).
         features: whether the job reads the node features (analytics does not).
+        model: the GNN kind (:data:`~commgraph.nn.options.MODELS`).
     """
 
     workers: int
@@ -65,6 +74,7 @@ class JobShape:
     structure: str = "replicated"
     train: bool = True
     features: bool = True
+    model: str = "sage"
 
 
 @dataclass(frozen=True)
@@ -126,9 +136,12 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         if shape.peer_rows == "map" and shape.machine_workers > 1:
             machine["features"] = 4 * n * width * min(1.0, shape.machine_workers / shape.workers)
         rows = reached_nodes(n, shape.batch_size, shape.fanouts)
+        narrows = shape.model in LINEAR_FIRST and shape.hidden < width  # layer 0 reads its rows a chunk at a time
+        inputs = 2 * INPUT_CHUNK_BYTES if narrows else 4 * rows * TABLE_COPIES * width
+        edges = sampled_edges(n, int(pset.manifest["graph"]["num_edges"]), shape.batch_size, shape.fanouts)
         worker["tables"] = (
-            4 * rows * (TABLE_COPIES * width + ACTIVATION_COPIES * shape.hidden * shape.layers) + 8 * n
-        )  # the sampler's node-indexed scratch
+            inputs + 4 * rows * ACTIVATION_COPIES * shape.hidden * shape.layers + SAMPLED_EDGE_BYTES * edges + 8 * n
+        )  # 8 n: the sampler's node-indexed scratch
         worker["evaluation"] = full_graph_tables
     else:
         worker["tables"] = full_graph_tables if shape.train else 0
@@ -150,6 +163,16 @@ def reached_nodes(num_nodes: int, batch_size: int, fanouts: tuple[int, ...]) -> 
         width *= fanout
         draws += width
     return min(num_nodes, round(num_nodes * -math.expm1(-draws / max(num_nodes, 1))) + batch_size)
+
+
+def sampled_edges(num_nodes: int, num_edges: int, batch_size: int, fanouts: tuple[int, ...]) -> int:
+    """Expected edges of a batch's blocks: each hop's destinations (the seeds, then the nodes the
+    earlier hops reached) times its fanout (-1: the graph's mean in-degree)."""
+    total = 0
+    for hop, fanout in enumerate(fanouts):
+        dst = batch_size if hop == 0 else reached_nodes(num_nodes, batch_size, fanouts[:hop])
+        total += dst * (fanout if fanout >= 0 else num_edges / max(num_nodes, 1))
+    return round(total)
 
 
 def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int]:

@@ -16,13 +16,13 @@ from torch.utils.checkpoint import checkpoint
 
 from commgraph.nn import GNN, Block
 from commgraph.plan.allgather import plan_fetch
+from commgraph.plan.memory import INPUT_CHUNK_BYTES
 from commgraph.runtime import gather_halo
 from commgraph.runtime.alltoall import MatchingAllToAll
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job
 from commgraph.sample import SampledBatch, SamplingGraph, forward_blocks
 
-FILL_BYTES = 1 << 22  # a batch's input table is read this many bytes at a time (larger reads fragment the heap)
 OWN, MAPPED, NETWORK = 0, 1, 2  # where a table row comes from: this worker, a peer's file, the network
 
 
@@ -54,8 +54,8 @@ class InputRows:
 
     @property
     def chunk_rows(self) -> int:
-        """Rows read at a time: :data:`FILL_BYTES` of them."""
-        return max(1, FILL_BYTES // (4 * max(self.width, 1)))
+        """Rows read at a time: :data:`INPUT_CHUNK_BYTES` of them."""
+        return max(1, INPUT_CHUNK_BYTES // (4 * max(self.width, 1)))
 
     def read(self, a: int, b: int) -> torch.Tensor:
         """Table rows ``a..b-1``, as a tensor of their own on the device."""
@@ -72,7 +72,7 @@ class InputRows:
         return x
 
     def table(self) -> torch.Tensor:
-        """The whole table, written in place a chunk of :data:`FILL_BYTES` at a time (no
+        """The whole table, written in place a chunk of :data:`INPUT_CHUNK_BYTES` at a time (no
         table-sized staging copy)."""
         x = torch.empty((self.num_rows, self.width), device=self.device)
         for a in range(0, self.num_rows, self.chunk_rows):
