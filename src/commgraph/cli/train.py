@@ -73,6 +73,7 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
             sampling.peer_rows or "map",
             sampling.structure or "replicated",
             model=gnn.model,
+            explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
         ),
     )
 

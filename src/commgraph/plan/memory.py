@@ -40,10 +40,12 @@ ZYGOTE_BYTES = int(0.15 * GB)  # the warmed interpreter the ranks are forked fro
 WORKER_RUNTIME_BYTES = int(0.15 * GB)  # a rank's own runtime pages (what it writes of the shared ones)
 TABLE_COPIES = 2  # a batch's input table, and the rows in flight into it
 INPUT_CHUNK_BYTES = 1 << 22  # a batch's input rows are read this many bytes at a time (larger: a fragmented heap)
-SAMPLED_EDGE_BYTES = (
-    28  # a sampled edge: the sampler's int64 source and destination, the block's int32 adjacency, its value
-)
+BLOCK_EDGE_BYTES = 12  # an edge of a block held as its adjacency: its int32 column and its float32 value
+SAMPLED_EDGE_BYTES = 16 + BLOCK_EDGE_BYTES  # a sampled edge: the sampler's two int64 ends, and the block's
 ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's buffers
+# DGS's explainer process, a fresh interpreter with torch: 0.52 GB on its own, about 0.3 GB of the tree's PSS
+# beside the workers whose library pages it shares (RESULTS.md, "Memory")
+EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class JobShape:
         train: whether the job trains (the model's gradients and optimiser state, a step's tables).
         features: whether the job reads the node features (analytics does not).
         model: the GNN kind (:data:`~commgraph.nn.options.MODELS`).
+        explainer: whether each worker explains its part for DGS (an online explainer, or the
+            masks written after training).
     """
 
     workers: int
@@ -75,6 +79,7 @@ class JobShape:
     train: bool = True
     features: bool = True
     model: str = "sage"
+    explainer: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,10 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
             inputs + 4 * rows * ACTIVATION_COPIES * shape.hidden * shape.layers + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
         worker["evaluation"] = full_graph_tables
+        if shape.explainer:
+            worker["explainer"] = _explainer_bytes(
+                n, int(pset.manifest["graph"]["num_edges"]), owned, width, shape.layers
+            )
     else:
         worker["tables"] = full_graph_tables if shape.train else 0
         worker["evaluation"] = 0 if shape.train else full_graph_tables
@@ -173,6 +182,17 @@ def sampled_edges(num_nodes: int, num_edges: int, batch_size: int, fanouts: tupl
         dst = batch_size if hop == 0 else reached_nodes(num_nodes, batch_size, fanouts[:hop])
         total += dst * (fanout if fanout >= 0 else num_edges / max(num_nodes, 1))
     return round(total)
+
+
+def _explainer_bytes(num_nodes: int, num_edges: int, owned: int, width: int, layers: int) -> int:
+    """DGS's explainer of one worker: its process's interpreter, and its explanation graph twice
+    (the worker's copy and the explainer process's): the input rows of the local nodes' whole
+    ``layers``-hop neighbourhood, as that table and again as the star's rows, and the
+    neighbourhood's edges."""
+    hops = (max(1, round(num_edges / max(num_nodes, 1))),) * layers
+    rows = reached_nodes(num_nodes, owned, hops)
+    edges = sampled_edges(num_nodes, num_edges, owned, hops)
+    return EXPLAINER_RUNTIME_BYTES + 2 * (2 * 4 * width * rows + BLOCK_EDGE_BYTES * edges)
 
 
 def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int]:
