@@ -89,6 +89,23 @@ def test_dgs_explainer_is_counted_only_where_it_runs(cora_set):
     assert explained.worker["explainer"] >= memory.EXPLAINER_RUNTIME_BYTES + 2 * 2 * 4 * 1433 * rows
 
 
+def test_the_full_graph_pass_is_its_table_its_aggregation_and_its_hidden_tables(cora_set):
+    parts = [cora_set.part(k) for k in range(2)]
+    owned = max(p.num_owned for p in parts)
+    local = max(p.num_owned + p.num_halo for p in parts)
+    edges = max(p.indices.shape[0] for p in parts)
+    train = estimate_memory(cora_set, JobShape(2, 2, hidden=16, layers=2))
+    assert train.worker["structure"] == memory.FULL_GRAPH_EDGE_BYTES * edges
+    assert train.worker["tables"] == 4 * local * 1433 + 2 * 4 * owned * 1433 + 4 * local * 16 * 4 * 2
+    infer = estimate_memory(cora_set, JobShape(2, 2, hidden=16, layers=2, train=False))
+    assert "tables" not in infer.worker and "model" not in infer.worker
+    assert infer.worker["evaluation"] == 4 * local * 1433 + 4 * owned * 1433 + 4 * local * 16 * 2
+    # the evaluation's chunk is the one nn.model computes in
+    from commgraph.nn import model
+
+    assert memory.EVAL_CHUNK_BYTES == model.EVAL_CHUNK_BYTES
+
+
 def test_a_job_that_cannot_fit_is_refused_in_one_line(cora_set, monkeypatch):
     estimate = estimate_memory(cora_set, JobShape(2, 2, hidden=16, layers=2))
     monkeypatch.setattr("commgraph.launch.launcher.available_bytes", lambda: estimate.machine_peak_bytes - 1)

@@ -9,7 +9,8 @@ from torch_geometric.nn import GATConv, GCNConv
 
 from commgraph.errors import TrainingError
 from commgraph.graph import from_edges, load_graph
-from commgraph.nn import GNN
+from commgraph.nn import GNN, Block
+from commgraph.nn import model as model_module
 from commgraph.nn.dropout import dropout
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
 from commgraph.runtime import World
@@ -153,3 +154,36 @@ def test_dropout_keeps_one_minus_p_scaled_and_passes_gradients_through_the_mask(
     torch.manual_seed(5)
     assert torch.equal(dropout(x, 0.3, training=True), out)  # the seed decides the mask
     assert dropout(x, 0.3, training=False) is x and dropout(x, 0.0, training=True) is x
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gat"])
+def test_evaluation_in_chunks_of_destinations_equals_the_whole_pass(kind, cora_whole, monkeypatch):
+    """An evaluation computes a layer in chunks of destinations (bounded scratch); chunks of about
+    50 rows give the whole pass's logits."""
+    graph, pset = cora_whole
+    torch.manual_seed(0)
+    model = GNN(kind, graph.features.shape[1], 8, 7, layers=3, heads=2, dropout=0.5).eval()
+    job = Job(World.alone(), pset, JobOptions(topology="localhost-cpu:1", plan="p2p"))
+    executor = BarrierExecutor(job, job.wire(32))
+    with torch.no_grad():
+        whole = executor.forward(model)
+        chunks = []
+        monkeypatch.setattr(model_module, "EVAL_CHUNK_BYTES", 4 * graph.features.shape[1] * 50)
+        monkeypatch.setattr(Block, "rows", _spy(Block.rows, chunks))
+        chunked = executor.forward(model)
+    assert len(chunks) >= graph.num_nodes // 50  # layer 0 (1,433 wide) in chunks of at most 50 destinations
+    assert max(end - start for start, end in chunks) <= 50
+    torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)
+    # training (autograd on) computes a block whole
+    chunks.clear()
+    model.train()
+    executor.forward(model)
+    assert chunks == []
+
+
+def _spy(method, calls: list):
+    def spied(block, start, end):
+        calls.append((start, end))
+        return method(block, start, end)
+
+    return spied

@@ -71,14 +71,26 @@ class Block:
         return cls(num_src, num_dst, None, src_degree, dst_start, csr=(crow, col))
 
     def edges(self) -> torch.Tensor:
-        """``edge_index``, derived from the adjacency (int64) for a block built by :meth:`from_csr`."""
+        """``edge_index``; for a block built by :meth:`from_csr`, derived from the adjacency at
+        each call (int64, not kept: what callers build from it, they keep)."""
         if self.edge_index is not None:
             return self.edge_index
-        if "edges" not in self.cache:
-            crow, col = self.csr
-            dst = torch.repeat_interleave(torch.arange(self.num_dst, device=col.device), (crow[1:] - crow[:-1]).long())
-            self.cache["edges"] = torch.stack([col.long(), dst])
-        return self.cache["edges"]
+        crow, col = self.csr
+        dst = torch.repeat_interleave(torch.arange(self.num_dst, device=col.device), (crow[1:] - crow[:-1]).long())
+        return torch.stack([col.long(), dst])
+
+    def rows(self, start: int, end: int) -> Block:
+        """The block of destinations ``[start, end)`` alone, sharing this block's columns (a
+        block built by :meth:`from_csr`; only the row pointers are copied)."""
+        crow, col = self.csr
+        return Block(
+            self.num_src,
+            end - start,
+            None,
+            self.src_degree,
+            self.dst_start + start,
+            csr=(crow[start : end + 1] - crow[start], col[int(crow[start]) : int(crow[end])]),
+        )
 
     def dst(self, x_src: torch.Tensor) -> torch.Tensor:
         """The destinations' own rows of the table (a view)."""

@@ -10,8 +10,9 @@ measures it) is what its processes share once plus what each worker holds on its
 - **per worker**: the runtime's own pages (communicator, thread pools, the pages of the shared
   interpreter it writes); its part's feature table, read into memory for its feature store; a
   step's tables (the input rows of a batch and the activations computed on them, or the part and
-  its halo in full-graph training); the model with its gradients and Adam's two moments; the
-  full-graph evaluation pass over its part and halo.
+  its halo in full-graph training, with the part's in-edges as its adjacency); the model with its
+  gradients and Adam's two moments; the full-graph evaluation pass over its part and halo
+  (without autograd, its layers computed in chunks of destinations).
 
 A step's input rows are the distinct nodes a batch's hops reach: with ``B`` seeds and fanouts
 ``f_1..f_L``, ``d = B (1 + f_1 + f_1 f_2 + ...)`` draws over ``N`` nodes reach about
@@ -25,7 +26,7 @@ RESULTS.md: "Memory").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -46,6 +47,8 @@ ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's 
 # DGS's explainer process, a fresh interpreter with torch: 0.52 GB on its own, about 0.3 GB of the tree's PSS
 # beside the workers whose library pages it shares (RESULTS.md, "Memory")
 EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
+FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
+EVAL_CHUNK_BYTES = 1 << 26  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,9 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     local = max(s[0] + s[1] for s in sizes)
     machine = {"launcher": LAUNCHER_BYTES, "runtime": ZYGOTE_BYTES}
     worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 4 * owned * width}
-    full_graph_tables = 4 * local * (width + ACTIVATION_COPIES * shape.hidden * shape.layers)
+    if shape.sampler is None:
+        worker["structure"] = FULL_GRAPH_EDGE_BYTES * max(s[2] for s in sizes)
+        worker["tables" if shape.train else "evaluation"] = _full_graph_pass(owned, local, width, shape)
     if shape.sampler is not None:
         machine["structure"] = _structure_bytes(pset, shape.structure, shape.machine_workers)
         if shape.peer_rows == "map" and shape.machine_workers > 1:
@@ -147,19 +152,30 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         worker["tables"] = (
             inputs + 4 * rows * ACTIVATION_COPIES * shape.hidden * shape.layers + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
-        worker["evaluation"] = full_graph_tables
+        evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
+        worker["evaluation"] = FULL_GRAPH_EDGE_BYTES * max(s[2] for s in sizes) + _full_graph_pass(
+            owned, local, width, evaluation
+        )
         if shape.explainer:
             worker["explainer"] = _explainer_bytes(
                 n, int(pset.manifest["graph"]["num_edges"]), owned, width, shape.layers
             )
-    else:
-        worker["tables"] = full_graph_tables if shape.train else 0
-        worker["evaluation"] = 0 if shape.train else full_graph_tables
     if shape.train:
         worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, pset)
     return MemoryEstimate(
         shape.machine_workers, {k: int(v) for k, v in machine.items()}, {k: int(v) for k, v in worker.items()}
     )
+
+
+def _full_graph_pass(owned: int, local: int, width: int, shape: JobShape) -> int:
+    """The full-graph pass over a part of ``owned`` rows and its halo (``local`` rows in all): its
+    input table; layer 0's aggregation of the owned rows at input width, kept for the backward
+    pass beside its scratch (training), or one chunk of it (evaluation, ``EVAL_CHUNK_BYTES``); the
+    hidden tables, ``ACTIVATION_COPIES`` per layer with autograd (output, gradient, buffers), two
+    without (a layer's input and output)."""
+    hidden_copies = ACTIVATION_COPIES * shape.layers if shape.train else 2
+    aggregation = 2 * 4 * owned * width if shape.train else min(4 * owned * width, EVAL_CHUNK_BYTES)
+    return 4 * local * width + aggregation + 4 * local * shape.hidden * hidden_copies
 
 
 def reached_nodes(num_nodes: int, batch_size: int, fanouts: tuple[int, ...]) -> int:
@@ -195,10 +211,10 @@ def _explainer_bytes(num_nodes: int, num_edges: int, owned: int, width: int, lay
     return EXPLAINER_RUNTIME_BYTES + 2 * (2 * 4 * width * rows + BLOCK_EDGE_BYTES * edges)
 
 
-def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int]:
-    """Owned and halo nodes of part ``k``, from its arrays' shapes (no data read)."""
+def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int, int]:
+    """Owned and halo nodes and in-edges of part ``k``, from its arrays' shapes (no data read)."""
     part = pset.part(k, check=False)
-    return part.num_owned, part.num_halo
+    return part.num_owned, part.num_halo, int(part.indices.shape[0])
 
 
 def _structure_bytes(pset: PartitionSet, structure: str, machine_workers: int) -> int:
