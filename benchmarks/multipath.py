@@ -19,8 +19,8 @@
 4. Bulk host -> GPU copies split by the max-flow LP (``--parts bulk``): MMA's 8 x H20 server
    (``hgx-h20``) against its published 245 GB/s and 4.62x, and 1 GiB on dgx1-v100 (one GPU, all 8).
 
-    python benchmarks/multipath.py [--parts copies,kvs,bulk] [--n 1000] [--copy-n 300] [--copy-presets P,..] [--seeds 8] [--k 8]
-                                   [--lp-seeds 4] [--png-dir DIR]
+    python benchmarks/multipath.py [--parts copies,kvs,bulk] [--n 1000] [--copy-n 300] [--copy-presets P,..]
+                                   [--seeds 8] [--k 8] [--lp-seeds 4] [--png-dir DIR]
 """
 
 from __future__ import annotations
@@ -199,9 +199,7 @@ def decision_times(decisions: dict[str, list]) -> None:
         print(f"| {name} | {us.mean():.2f} | {np.median(us):.2f} | {np.percentile(us, 90):.2f} | {us.size} |")
 
 
-def copies(
-    n: int, seeds: int, k: int, lp_seeds: int, presets: list[str], decisions: dict[str, list]
-) -> SolveStats:
+def copies(n: int, seeds: int, k: int, lp_seeds: int, presets: list[str], decisions: dict[str, list]) -> SolveStats:
     """4 MiB host -> GPU copies as a request stream on each of ``presets``; returns lp's solves."""
     solves = SolveStats()
     print(
@@ -286,7 +284,9 @@ def main() -> None:
     decisions: dict[str, list] = {name: [] for name in SELECTORS}
     solves = SolveStats()
     if "copies" in parts:
-        solves = solves + copies(args.copy_n, args.seeds, args.k, args.lp_seeds, args.copy_presets.split(","), decisions)
+        solves = solves + copies(
+            args.copy_n, args.seeds, args.k, args.lp_seeds, args.copy_presets.split(","), decisions
+        )
     if "kvs" in parts:
         solves = solves + kvs(args.n, args.seeds, args.k, args.lp_seeds, args.png_dir, decisions)
     decision_times(decisions)
