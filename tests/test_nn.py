@@ -9,13 +9,14 @@ from torch_geometric.nn import GATConv, GCNConv
 
 from commgraph.errors import TrainingError
 from commgraph.graph import from_edges, load_graph
-from commgraph.nn import GNN
+from commgraph.nn import GNN, Block
+from commgraph.nn import model as model_module
 from commgraph.nn.dropout import dropout
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
 from commgraph.runtime import World
 from commgraph.runtime.job import Job, JobOptions
 from commgraph.train import schedule
-from commgraph.train.executor import BarrierExecutor, ReplicateExecutor
+from commgraph.train.executor import BarrierExecutor, ReplicateExecutor, row_block
 
 
 @pytest.fixture(scope="module", params=["cora", "cora with self loops"])
@@ -131,8 +132,10 @@ def test_relabel_renumbers_owned_rows_and_columns_and_bins_are_ranges():
     new_indptr, new_indices = schedule.relabel(indptr, indices, 3, np.array([2, 0, 1]))
     assert new_indptr.tolist() == [0, 2, 4, 5]
     assert new_indices.tolist() == [1, 4, 2, 3, 1]  # old row 2 first; owned columns renumbered, halo kept
-    src, dst = schedule.range_edges(new_indptr, new_indices, 1, 3)
-    assert src.tolist() == [2, 3, 1] and dst.tolist() == [0, 0, 1]
+    block = row_block(new_indptr, new_indices, 1, 3, 5, torch.ones(5), "cpu")
+    assert block.dst_start == 1 and block.num_dst == 2 and block.edge_index is None
+    assert block.csr[0].dtype == torch.int32 and block.csr[1].dtype == torch.int32  # held once, narrow
+    assert block.edges().tolist() == [[2, 3, 1], [0, 0, 1]]
 
 
 def test_bin_size_from_memory_halves_it():
@@ -151,3 +154,36 @@ def test_dropout_keeps_one_minus_p_scaled_and_passes_gradients_through_the_mask(
     torch.manual_seed(5)
     assert torch.equal(dropout(x, 0.3, training=True), out)  # the seed decides the mask
     assert dropout(x, 0.3, training=False) is x and dropout(x, 0.0, training=True) is x
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gat"])
+def test_evaluation_in_chunks_of_destinations_equals_the_whole_pass(kind, cora_whole, monkeypatch):
+    """An evaluation computes a layer in chunks of destinations (bounded scratch); chunks of about
+    50 rows give the whole pass's logits."""
+    graph, pset = cora_whole
+    torch.manual_seed(0)
+    model = GNN(kind, graph.features.shape[1], 8, 7, layers=3, heads=2, dropout=0.5).eval()
+    job = Job(World.alone(), pset, JobOptions(topology="localhost-cpu:1", plan="p2p"))
+    executor = BarrierExecutor(job, job.wire(32))
+    with torch.no_grad():
+        whole = executor.forward(model)
+        chunks = []
+        monkeypatch.setattr(model_module, "EVAL_CHUNK_BYTES", 4 * graph.features.shape[1] * 50)
+        monkeypatch.setattr(Block, "rows", _spy(Block.rows, chunks))
+        chunked = executor.forward(model)
+    assert len(chunks) >= graph.num_nodes // 50  # layer 0 (1,433 wide) in chunks of at most 50 destinations
+    assert max(end - start for start, end in chunks) <= 50
+    torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)
+    # training (autograd on) computes a block whole
+    chunks.clear()
+    model.train()
+    executor.forward(model)
+    assert chunks == []
+
+
+def _spy(method, calls: list):
+    def spied(block, start, end):
+        calls.append((start, end))
+        return method(block, start, end)
+
+    return spied

@@ -384,5 +384,7 @@ def test_sprayed_parallel_links_merge_into_one_constraint_and_every_result_stays
     assert np.allclose(fast.busy_seconds, plain.busy_seconds, rtol=1e-12, atol=1e-15)
     for r in np.unique(plain.timeline[1]):  # each link's utilisation steps, in time order
         a, b = fast.timeline[1] == r, plain.timeline[1] == r
-        assert np.allclose(fast.timeline[0][a], plain.timeline[0][b]) and np.allclose(fast.timeline[2][a], plain.timeline[2][b])
+        assert np.allclose(fast.timeline[0][a], plain.timeline[0][b]) and np.allclose(
+            fast.timeline[2][a], plain.timeline[2][b]
+        )
     assert set(np.unique(fast.timeline[1])) == set(np.unique(plain.timeline[1]))

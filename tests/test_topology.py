@@ -213,6 +213,13 @@ def test_detect_pcie_only_fixture_matches_the_preset():
         assert [h.dst for h in t.route(a, b)] == [h.dst for h in preset.route(a, b)]
 
 
+def test_detect_reads_one_gpu_with_an_underlined_header():
+    """nvidia-smi underlines the header with terminal codes (one H100, as the device machine printed it)."""
+    t = parse_topo_matrix((FIXTURES / "nvidia-smi-topo-h100x1.txt").read_text())
+    assert [d.id for d in t.devices if d.kind == "gpu"] == ["gpu0"]
+    assert [h.dst for h in t.route("gpu0", "cpu0")] == ["cpu0"]
+
+
 def test_detect_rejects_other_text():
     with pytest.raises(TopologyError, match="no header line"):
         parse_topo_matrix("No devices were found\n")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
+import scipy.sparse as sp
 import torch
 
 
@@ -30,6 +32,9 @@ class Block:
         src_degree: every table row's in-degree in the whole graph, self loops not counted (float).
         dst_start: destination ``i`` is table row ``dst_start + i``.
 
+        csr: instead of ``edge_index`` (None), the edges as the adjacency's compressed rows,
+            ``(crow, col)`` (see :meth:`from_csr`); ``edge_index`` is then derived on use.
+
     Shapes:
         - **edge_index:** ``[2, E]`` (int64)
         - **src_degree:** :math:`(|\mathcal{V}_s|,)`
@@ -37,10 +42,55 @@ class Block:
 
     num_src: int  # rows of the table the block reads
     num_dst: int
-    edge_index: torch.Tensor  # (2, E): row 0 indexes table rows, row 1 destinations (0..num_dst-1)
+    edge_index: torch.Tensor | None  # (2, E): row 0 indexes table rows, row 1 destinations (0..num_dst-1)
     src_degree: torch.Tensor  # global in-degree of each table row, self loops not counted (float)
     dst_start: int = 0  # destination i is table row dst_start + i
     cache: dict = field(default_factory=dict)  # derived tensors (self loops, adjacency, compaction)
+    csr: tuple[torch.Tensor, torch.Tensor] | None = None  # (crow, col), when built by from_csr
+
+    @classmethod
+    def from_csr(
+        cls, num_src: int, indptr: np.ndarray, indices: np.ndarray, src_degree: torch.Tensor, dst_start: int = 0
+    ) -> Block:
+        """The block of destinations ``0..len(indptr)-2`` whose in-edges' table rows are
+        ``indices[indptr[i]:indptr[i + 1]]``, held once, as the adjacency :meth:`adj_t` reads: its
+        columns sorted within each row, row pointers and columns int32 while the edges and the
+        table's rows fit (8 bytes an edge with the values, against 28 as an edge list beside the
+        adjacency). ``edge_index`` is derived from it when a caller asks (:meth:`edges`)."""
+        indptr = np.asarray(indptr, dtype=np.int64)
+        indptr = indptr - indptr[0]
+        edges, num_dst = int(indptr[-1]), indptr.shape[0] - 1
+        dtype = np.int32 if max(edges, num_src) < np.iinfo(np.int32).max else np.int64
+        adjacency = sp.csr_matrix(
+            (np.zeros(edges, dtype=np.int8), np.array(indices, dtype=dtype), indptr.astype(dtype)),
+            shape=(num_dst, num_src),
+        )
+        adjacency.sort_indices()  # in place, as adj_t orders an edge list's sources
+        crow = torch.from_numpy(adjacency.indptr.astype(dtype, copy=False))
+        col = torch.from_numpy(adjacency.indices.astype(dtype, copy=False))
+        return cls(num_src, num_dst, None, src_degree, dst_start, csr=(crow, col))
+
+    def edges(self) -> torch.Tensor:
+        """``edge_index``; for a block built by :meth:`from_csr`, derived from the adjacency at
+        each call (int64, not kept: what callers build from it, they keep)."""
+        if self.edge_index is not None:
+            return self.edge_index
+        crow, col = self.csr
+        dst = torch.repeat_interleave(torch.arange(self.num_dst, device=col.device), (crow[1:] - crow[:-1]).long())
+        return torch.stack([col.long(), dst])
+
+    def rows(self, start: int, end: int) -> Block:
+        """The block of destinations ``[start, end)`` alone, sharing this block's columns (a
+        block built by :meth:`from_csr`; only the row pointers are copied)."""
+        crow, col = self.csr
+        return Block(
+            self.num_src,
+            end - start,
+            None,
+            self.src_degree,
+            self.dst_start + start,
+            csr=(crow[start : end + 1] - crow[start], col[int(crow[start]) : int(crow[end])]),
+        )
 
     def dst(self, x_src: torch.Tensor) -> torch.Tensor:
         """The destinations' own rows of the table (a view)."""
@@ -50,7 +100,7 @@ class Block:
         """Edges with exactly one self loop per destination: a graph's own loops are replaced, as
         PyG's GCN and GAT do."""
         if "loops" not in self.cache:
-            edges = self.edge_index
+            edges = self.edges()
             edges = edges[:, edges[0] != edges[1] + self.dst_start]
             loop = torch.arange(self.num_dst, device=edges.device)
             self.cache["loops"] = torch.cat([edges, torch.stack([loop + self.dst_start, loop])], dim=1)
@@ -64,14 +114,22 @@ class Block:
         Duplicate edges stay separate entries, so a mean counts them as the edge list does."""
         key = ("adj_t", self_loops, gcn_norm)
         if key not in self.cache:
-            edges = self.with_self_loops() if self_loops else self.edge_index
-            order = torch.argsort(edges[1] * self.num_src + edges[0])
-            src, dst = edges[0, order], edges[1, order]
-            crow = torch.zeros(self.num_dst + 1, dtype=torch.int64, device=src.device)
-            crow[1:] = torch.cumsum(torch.bincount(dst, minlength=self.num_dst), 0)
+            if self.csr is not None and not self_loops:
+                crow, src = self.csr
+                dst = None
+            else:
+                edges = self.with_self_loops() if self_loops else self.edges()
+                order = torch.argsort(edges[1] * self.num_src + edges[0])
+                src, dst = edges[0, order], edges[1, order]
+                crow = torch.zeros(self.num_dst + 1, dtype=torch.int64, device=src.device)
+                crow[1:] = torch.cumsum(torch.bincount(dst, minlength=self.num_dst), 0)
             if gcn_norm:
+                if dst is None:
+                    dst = torch.repeat_interleave(
+                        torch.arange(self.num_dst, device=src.device), (crow[1:] - crow[:-1]).long()
+                    )
                 inv_sqrt = (self.src_degree + 1).rsqrt()
-                values = inv_sqrt[src] * inv_sqrt[dst + self.dst_start]
+                values = inv_sqrt[src.long()] * inv_sqrt[dst + self.dst_start]
             else:
                 values = torch.ones(src.shape[0], device=src.device)
             with warnings.catch_warnings():  # "sparse CSR support is in beta": PyG relies on it too
@@ -90,4 +148,11 @@ class Block:
 
     def to(self, device: torch.device) -> Block:
         """The block with its tensors on ``device`` (its cache is rebuilt there on use)."""
-        return Block(self.num_src, self.num_dst, self.edge_index.to(device), self.src_degree.to(device), self.dst_start)
+        return Block(
+            self.num_src,
+            self.num_dst,
+            None if self.edge_index is None else self.edge_index.to(device),
+            self.src_degree.to(device),
+            self.dst_start,
+            csr=None if self.csr is None else tuple(t.to(device) for t in self.csr),
+        )

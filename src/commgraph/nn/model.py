@@ -21,6 +21,8 @@ from commgraph.nn.gin import GINLayer
 from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
 from commgraph.nn.sage import SAGELayer
 
+EVAL_CHUNK_BYTES = 1 << 26  # an evaluation's scratch per chunk of destinations: their rows at the widest
+
 
 class GNN(torch.nn.Module):
     r"""A GNN of ``layers`` message-passing layers of one ``kind``, which a trainer drives one layer
@@ -72,7 +74,7 @@ class GNN(torch.nn.Module):
         if kind not in MODELS:
             raise TrainingError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
         check_model_options(layers, hidden, heads, dropout)
-        self.kind, self.dropout, self.in_dim = kind, dropout, in_dim
+        self.kind, self.dropout, self.in_dim, self.out_dim = kind, dropout, in_dim, out_dim
         self.encoder = torch.nn.Linear(in_dim, hidden) if kind == "commnet" else None
         self.decoder = torch.nn.Linear(hidden, out_dim) if kind == "commnet" else None
         width = hidden if kind == "commnet" else in_dim
@@ -94,6 +96,7 @@ class GNN(torch.nn.Module):
             else:
                 self.convs.append(CommNetLayer(width, out))
             width = out
+        self.final_width = width  # the last layer's output rows
 
     @property
     def num_layers(self) -> int:
@@ -105,8 +108,28 @@ class GNN(torch.nn.Module):
         return self.encoder(x) if self.encoder is not None else x
 
     def layer(self, index: int, x_src: torch.Tensor, block: Block, x_dst: torch.Tensor | None = None) -> torch.Tensor:
-        """Layer ``index`` on ``block``: :meth:`conv`, then :meth:`activate`."""
-        return self.activate(index, self.conv(index, x_src, block, x_dst))
+        """Layer ``index`` on ``block``: :meth:`conv`, then :meth:`activate`. In evaluation (eval
+        mode, no autograd) a block held as its adjacency is computed in chunks of destinations
+        whose rows at the layer's widest take about :data:`EVAL_CHUNK_BYTES`, each written into
+        the output as it is done: the aggregation's scratch is one chunk's, whatever the block's
+        size, and the rows are the same (a layer is row-wise per destination)."""
+        chunk = max(1, EVAL_CHUNK_BYTES // (4 * max(x_src.shape[1], self.out_width(index))))
+        if self.training or torch.is_grad_enabled() or block.csr is None or block.num_dst <= chunk:
+            return self.activate(index, self.conv(index, x_src, block, x_dst))
+        out = None
+        for start in range(0, block.num_dst, chunk):
+            end = min(start + chunk, block.num_dst)
+            rows = self.activate(
+                index, self.conv(index, x_src, block.rows(start, end), None if x_dst is None else x_dst[start:end])
+            )
+            if out is None:
+                out = rows.new_empty((block.num_dst, rows.shape[1]))
+            out[start:end] = rows
+        return out
+
+    def out_width(self, index: int) -> int:
+        """The width of layer ``index``'s output rows."""
+        return self.widths[index + 1] if index + 1 < self.num_layers else self.final_width
 
     def conv(self, index: int, x_src: torch.Tensor, block: Block, x_dst: torch.Tensor | None = None) -> torch.Tensor:
         """Layer ``index``'s message passing on ``block``, before activation. ``x_dst`` are the
@@ -122,6 +145,13 @@ class GNN(torch.nn.Module):
         so the owner of a row can transform it (:meth:`neighbour_rows`, :meth:`root_rows`) and the
         layer is computed from the transformed rows (:meth:`first_from_rows`)."""
         return self.kind in LINEAR_FIRST
+
+    @property
+    def first_narrows(self) -> bool:
+        """Whether layer 0 is :attr:`linear_first` and its output narrower than its input, so its
+        transformed rows take less memory than the input rows."""
+        out = self.widths[1] if self.num_layers > 1 else self.out_dim
+        return self.linear_first and out < self.widths[0]
 
     @property
     def first_root(self) -> bool:

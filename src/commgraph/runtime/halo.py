@@ -28,23 +28,24 @@ def gather_halo(
     table: torch.Tensor | None = None,
     label: str | None = None,
 ) -> torch.Tensor:
-    """The halo rows, filled from their owners as the plan says (no autograd). With ``columns``
+    """The halo rows, filled from their owners as the plan says (no autograd), received in place
+    and sent one message at a time (see :class:`~commgraph.runtime.stream.HaloStream`). With ``columns``
     (one entry per rank: a tensor of column indices, or None for whole rows) each rank's rows
     arrive cut to its own entry's columns, in that order. Given ``table`` (owned rows, then halo
     rows) they land in its halo rows in place and ``table`` is returned: no second copy of them.
     The bytes count as ``label`` (default: the stream's, by layer)."""
     mine = None if columns is None else columns[runner.comm.world.rank]
     width = owned.shape[1] if mine is None else int(mine.numel())
-    stream = runner.forward(layer, width, owned.dtype, columns, label)
-    if table is not None:  # the exchange's halo rows follow its own owned rows; the table's follow the table's
-        exchange = runner.exchange
-        stream.shift = exchange.num_owned - (table.shape[0] - exchange.num_halo)
-        stream.attach(table)
+    exchange = runner.exchange
+    if table is None:
+        table = owned.new_empty((exchange.num_halo, width))
+    # the exchange's halo rows follow its own owned rows; the table's follow the table's
+    into = (table, exchange.num_owned - (table.shape[0] - exchange.num_halo))
+    stream = runner.forward(layer, width, owned.dtype, columns, label, into=into, serial=True)
     stream.bin_done(0, owned.detach())
     stream.finish()
-    halo = table if table is not None else stream.halo()
     stream.close()
-    return halo
+    return table
 
 
 def scatter_back(

@@ -68,6 +68,14 @@ class _Sources:
         )
 
 
+def _span(index: np.ndarray, end: int) -> int | None:
+    """The first exchange row of a receive whose rows ``index`` are consecutive rows below ``end``
+    (halo rows, none relay-only) in ascending order; None otherwise."""
+    if index.size == 0 or index[-1] >= end or index[-1] - index[0] != index.size - 1:
+        return None
+    return int(index[0]) if np.array_equal(index, np.arange(index[0], index[0] + index.size)) else None
+
+
 def _recv_rows(exchange: Exchange) -> dict[str, np.ndarray]:
     """For each non-owned table row: the receive that delivered it and its row in that buffer."""
     j_of = np.full(exchange.num_halo + exchange.num_extra, -1, dtype=np.int64)
@@ -96,6 +104,7 @@ class ExchangeRunner:
                     torch.from_numpy(m.index[keep]).to(device),
                 )
             )
+        self.spans = [_span(m.index, n + exchange.num_halo) for m in exchange.recvs]  # receivable in place
         self.recv_index = [torch.from_numpy(m.index - n).to(device) for m in exchange.recvs]  # into halo+extra
         self.dependents: dict[int, list[int]] = defaultdict(list)  # receive -> sends relaying its rows
         self.sends_of_bin: dict[int, list[int]] = defaultdict(list)  # bin -> sends reading its rows
@@ -130,9 +139,16 @@ class ExchangeRunner:
         return len(self.edges) - 1
 
     def forward(
-        self, layer: int, width: int, dtype=torch.float32, columns=None, label: str | None = None
+        self,
+        layer: int,
+        width: int,
+        dtype=torch.float32,
+        columns=None,
+        label: str | None = None,
+        into: tuple[torch.Tensor, int] | None = None,
+        serial: bool = False,
     ) -> HaloStream:
-        return HaloStream(self, layer, width, dtype, columns, label)
+        return HaloStream(self, layer, width, dtype, columns, label, into, serial)
 
     def tag(self, layer: int, direction: str, m: Message) -> int:
         return MessageId(layer, direction, m.bin).tag(m.order, self.ordering)
@@ -142,26 +158,50 @@ class HaloStream:
     """One forward execution of the exchange for ``layer``. Received rows are ``width`` wide.
     ``columns[peer]``, where given, are the columns of each row sent to ``peer`` (a mini-batch's
     remote rows cut to the columns their reader asked for); the others send whole rows. The bytes
-    sent count as ``label`` (default: ``features`` for layer 0, else ``halo_forward:<layer>``)."""
+    sent count as ``label`` (default: ``features`` for layer 0, else ``halo_forward:<layer>``).
 
-    def __init__(self, runner: ExchangeRunner, layer: int, width: int, dtype, columns=None, label: str | None = None):
+    ``into`` (a table that exists before the exchange starts, and the exchange row of its first
+    row) is attached at once, and a receive whose rows are consecutive halo rows of it is received
+    straight into them: no receive buffer beside the table. ``serial`` (tagged ordering only)
+    waits for each send to leave before the next one's payload is built, so a layer-wise fetch
+    holds one message's payload at a time instead of every peer's (every receive is posted when
+    the stream starts, so no send waits on a receive its peer has not posted)."""
+
+    def __init__(
+        self,
+        runner: ExchangeRunner,
+        layer: int,
+        width: int,
+        dtype,
+        columns=None,
+        label: str | None = None,
+        into: tuple[torch.Tensor, int] | None = None,
+        serial: bool = False,
+    ):
         self.runner, self.layer, self.width, self.dtype = runner, layer, width, dtype
         self.columns = columns
+        self.serial = serial and runner.ordering == "tagged"
         comm, exchange = runner.comm, runner.exchange
         self.label = label or ("features" if layer == 0 else f"halo_forward:{layer}")
         comm.bytes[self.label] += exchange.staged_rows * width * torch.tensor([], dtype=dtype).element_size()
-        self.buffers = [torch.empty((m.index.size, width), dtype=dtype, device=runner.device) for m in exchange.recvs]
+        self.target, self.shift = into if into is not None else (None, 0)  # shift: exchange row of target row 0
+        self.landed = [self.target is not None and span is not None for span in runner.spans]
+        self.buffers = [self._buffer(j, m) for j, m in enumerate(exchange.recvs)]
         self.works = [
             comm.irecv(buf, m.peer, runner.tag(layer, "forward", m)) for buf, m in zip(self.buffers, exchange.recvs)
         ]
         self.arrived = [False] * len(exchange.recvs)
-        self.landed = [False] * len(exchange.recvs)
         self.outs: list[torch.Tensor | None] = [None] * runner.num_bins
         self.unmet = runner.unmet.copy()
         self.next_to: dict[int, int] = defaultdict(int)  # ordered mode: next order to issue, per peer
         self.sent: list[tuple] = []
-        self.target: torch.Tensor | None = None
-        self.shift = 0  # table row of the target's first row
+
+    def _buffer(self, j: int, m: Message) -> torch.Tensor:
+        """Receive ``j``'s buffer: its rows of the target when it lands in place, else its own."""
+        if self.landed[j]:
+            start = self.runner.spans[j] - self.shift
+            return self.target.data[start : start + m.index.size]
+        return torch.empty((m.index.size, self.width), dtype=self.dtype, device=self.runner.device)
 
     # -- the caller's side ---------------------------------------------------------------------
 
@@ -208,15 +248,6 @@ class HaloStream:
         for work, peer, m, _payload in self.sent:
             self.runner.comm.wait(work, peer, MessageId(self.layer, "forward", m.bin))
         self.sent = []
-
-    def halo(self) -> torch.Tensor:
-        """After ``finish``, for a caller without a table: the halo rows alone."""
-        exchange = self.runner.exchange
-        self.target = torch.empty((exchange.num_halo, self.width), dtype=self.dtype, device=self.runner.device)
-        self.shift = exchange.num_owned
-        for j in range(len(self.works)):
-            self._land(j)
-        return self.target
 
     def backward(self) -> GradientReturn:
         return GradientReturn(self.runner, self.layer)
@@ -273,7 +304,10 @@ class HaloStream:
         comm = self.runner.comm
         comm.count_as(self.label)
         work = comm.isend(payload, m.peer, self.runner.tag(self.layer, "forward", m))
-        self.sent.append((work, m.peer, m, payload))
+        if self.serial:
+            comm.wait(work, m.peer, MessageId(self.layer, "forward", m.bin))
+        else:
+            self.sent.append((work, m.peer, m, payload))
         self.next_to[m.peer] = m.order + 1
 
 

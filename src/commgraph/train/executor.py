@@ -38,9 +38,10 @@ from commgraph.train.streamed import InputTable, owned_table
 def row_block(
     indptr: np.ndarray, indices: np.ndarray, start: int, end: int, num_src: int, degree: torch.Tensor, device
 ) -> Block:
-    """The block of rows ``[start, end)`` of a table of ``num_src`` rows."""
-    src, dst = schedule.range_edges(indptr, indices, start, end)
-    return Block(num_src, end - start, torch.from_numpy(np.stack([src, dst])), degree, start).to(device)
+    """The block of rows ``[start, end)`` of a table of ``num_src`` rows, held as its adjacency
+    (:meth:`~commgraph.nn.Block.from_csr`)."""
+    span = indptr[start : end + 1]
+    return Block.from_csr(num_src, span, indices[span[0] : span[-1]], degree, start).to(device)
 
 
 class _Tables:

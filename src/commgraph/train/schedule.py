@@ -56,12 +56,11 @@ def relabel(
     indptr: np.ndarray, indices: np.ndarray, num_owned: int, order: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The part's CSR with owned row ``order[i]`` renumbered ``i``, in its rows and its columns
-    (halo columns keep their numbers)."""
+    (halo columns keep their numbers; the columns keep the part's index dtype)."""
     counts, columns = in_neighbours(indptr, indices, order)
     position = np.empty(num_owned, dtype=np.int64)
     position[order] = np.arange(num_owned)
-    owned = columns < num_owned
-    columns = columns.astype(np.int64)
+    owned = columns < num_owned  # columns is a fresh array in the part's index dtype (int32 while it fits)
     columns[owned] = position[columns[owned]]
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), columns
 
@@ -78,15 +77,6 @@ def in_neighbours(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray) -> 
     counts = indptr[rows + 1] - indptr[rows]
     starts = np.repeat(indptr[rows] - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
     return counts, indices[starts + np.arange(int(counts.sum()))]
-
-
-def range_edges(indptr: np.ndarray, indices: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-    """In-edges of rows ``[start, end)``: source table rows and destinations counted from ``start``."""
-    counts = np.diff(indptr[start : end + 1])
-    return (
-        np.asarray(indices[indptr[start] : indptr[end]], dtype=np.int64),
-        np.repeat(np.arange(end - start, dtype=np.int64), counts),
-    )
 
 
 def hop_sets(indptr: np.ndarray, indices: np.ndarray, owned: np.ndarray, hops: int) -> tuple[np.ndarray, list[int]]:

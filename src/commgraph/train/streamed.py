@@ -112,7 +112,7 @@ class InputTable:
 
     def _chunks(self, block: Block) -> list[_Chunk]:
         """``block`` cut into ranges of destinations whose input rows take about ``CHUNK_BYTES``."""
-        src, dst = block.edge_index
+        src, dst = block.edges()
         order = torch.argsort(dst, stable=True)
         src, dst = src[order], dst[order]
         counts = torch.bincount(dst, minlength=block.num_dst).cpu().numpy()

@@ -27,6 +27,7 @@ from commgraph.plan.choose import AllReduceChoice
 from commgraph.runtime import World, keep_freed_memory
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job, Wiring
+from commgraph.runtime.memory import release_free_memory
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor
@@ -186,6 +187,7 @@ class Trainer:
         elif config.log.checkpoint_dir and world.is_leader:  # a fresh run: another run's best model is not ours
             (Path(config.log.checkpoint_dir) / checkpoint.BEST).unlink(missing_ok=True)
         self.predicted: torch.Tensor | None = None
+        release_free_memory()  # the set-up's scratch (orderings, fetch payloads): the steps reuse what they free
 
     # -- set-up ----------------------------------------------------------------------------------
 

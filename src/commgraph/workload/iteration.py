@@ -235,7 +235,9 @@ class _Builder:
         hops = flows.overhead_hops
         overheads = [hops * self._latency(a, b) for a, b in zip(srcs, dsts)] if hops else [0.0] * len(ids)
         waits = [deps[a] for a in flows.src.tolist()]
-        self.tasks += map(Transfer, ids, srcs, dsts, flows.bytes.tolist(), [0] * len(ids), [None] * len(ids), waits, overheads)
+        self.tasks += map(
+            Transfer, ids, srcs, dsts, flows.bytes.tolist(), [0] * len(ids), [None] * len(ids), waits, overheads
+        )
         if len(self.tasks) > first:
             self.coflows.append(
                 Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks))), self.iteration)
@@ -469,7 +471,9 @@ class _Builder:
         last layer, and two tensor-parallel all-reduces) and its attention's alone (with one)."""
         M, L = self.model, self.layout
         heads = [M.head_flops() if layer == M.layers - 1 else 0.0 for layer in range(M.layers)]
-        dense = [self.gpu.seconds((M.attention_flops() + M.mlp_flops() + h) / L.tp) + 2 * self.tp_seconds for h in heads]
+        dense = [
+            self.gpu.seconds((M.attention_flops() + M.mlp_flops() + h) / L.tp) + 2 * self.tp_seconds for h in heads
+        ]
         attention = [self.gpu.seconds((M.attention_flops() + h) / L.tp) + self.tp_seconds for h in heads]
         return dense, attention
 
