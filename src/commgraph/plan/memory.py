@@ -38,7 +38,7 @@ WORKER_RUNTIME_BYTES = int(0.15 * GB)  # a rank's own runtime pages (what it wri
 TABLE_COPIES = 2  # a batch's input table, and the rows in flight into it
 ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's buffers
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
-EVAL_CHUNK_BYTES = 1 << 26  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
+EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 
 
 @dataclass(frozen=True)
