@@ -17,7 +17,7 @@ from commgraph.launch import LaunchOptions
 from commgraph.launch.launcher import check_fits
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan import memory
-from commgraph.plan.memory import JobShape, estimate_memory, reached_nodes
+from commgraph.plan.memory import JobShape, estimate_memory, reached_nodes, sampled_edges
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +56,37 @@ def test_the_estimate_adds_its_parts(cora_set):
     assert sampled.machine["features"] == 4 * 2708 * 1433  # both workers read each other's rows from the files
     network = estimate_memory(cora_set, JobShape(2, 2, 16, 2, "neighbor", 64, (10, 10), peer_rows="network"))
     assert "features" not in network.machine
+
+
+def test_sampled_edges_are_each_hops_destinations_times_its_fanout():
+    n = 10**9  # draws far below N: every draw a new node
+    assert sampled_edges(n, 10 * n, 100, (5, 3)) == 100 * 5 + reached_nodes(n, 100, (5,)) * 3
+    assert sampled_edges(1000, 5000, 10, (-1,)) == 10 * 5  # every neighbour: the mean in-degree
+
+
+def test_a_sampled_first_layer_that_narrows_its_rows_holds_chunks_not_the_table(cora_set):
+    shape = {"workers": 2, "machine_workers": 2, "layers": 2, "sampler": "neighbor", "batch_size": 64}
+    rows = reached_nodes(2708, 64, (10, 10))
+    edges = sampled_edges(2708, int(cora_set.manifest["graph"]["num_edges"]), 64, (10, 10))
+    tables = {}
+    for model, hidden in (("sage", 16), ("gcn", 16), ("gat", 16), ("sage", 2000)):
+        estimate = estimate_memory(cora_set, JobShape(**shape, hidden=hidden, fanouts=(10, 10), model=model))
+        tables[model, hidden] = estimate.worker["tables"] - 4 * rows * memory.ACTIVATION_COPIES * hidden * 2
+    common = memory.SAMPLED_EDGE_BYTES * edges + 8 * 2708
+    assert tables["sage", 16] == tables["gcn", 16] == 2 * memory.INPUT_CHUNK_BYTES + common
+    assert tables["gat", 16] == tables["sage", 2000] == 4 * rows * memory.TABLE_COPIES * 1433 + common  # the table
+
+
+def test_dgs_explainer_is_counted_only_where_it_runs(cora_set):
+    shape = JobShape(2, 2, hidden=16, layers=2, sampler="dgs", batch_size=64, fanouts=(10, 10))
+    plain = estimate_memory(cora_set, shape)
+    explained = estimate_memory(cora_set, JobShape(**{**shape.__dict__, "explainer": True}))
+    assert "explainer" not in plain.worker
+    assert explained.worker_peak_bytes - plain.worker_peak_bytes == explained.worker["explainer"]
+    owned = max(cora_set.part(k).num_owned for k in range(2))
+    degree = round(int(cora_set.manifest["graph"]["num_edges"]) / 2708)
+    rows = reached_nodes(2708, owned, (degree, degree))
+    assert explained.worker["explainer"] >= memory.EXPLAINER_RUNTIME_BYTES + 2 * 2 * 4 * 1433 * rows
 
 
 def test_the_full_graph_pass_is_its_table_its_aggregation_and_its_hidden_tables(cora_set):

@@ -72,6 +72,8 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
             tuple(config.fanouts or ()),
             sampling.peer_rows or "map",
             sampling.structure or "replicated",
+            model=gnn.model,
+            explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
         ),
     )
 

@@ -16,17 +16,21 @@ measures it) is what its processes share once plus what each worker holds on its
 
 A step's input rows are the distinct nodes a batch's hops reach: with ``B`` seeds and fanouts
 ``f_1..f_L``, ``d = B (1 + f_1 + f_1 f_2 + ...)`` draws over ``N`` nodes reach about
-``N (1 - exp(-d / N))`` of them. The runtime's constants were measured on this project's CPU
-workers (``benchmarks/memory.py``, RESULTS.md: "Memory").
+``N (1 - exp(-d / N))`` of them. A GCN or GraphSAGE whose first layer narrows its rows reads them
+:data:`INPUT_CHUNK_BYTES` at a time and keeps only their transform (hidden-wide); other models
+hold the whole input table. A batch's edges are each hop's destinations times its fanout. The
+runtime's constants were measured on this project's CPU workers (``benchmarks/memory.py``,
+RESULTS.md: "Memory").
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from commgraph.nn.options import LINEAR_FIRST
 from commgraph.partition.store import STRUCTURE, PartitionSet
 
 GB = 1e9
@@ -36,7 +40,13 @@ LAUNCHER_BYTES = int(0.3 * GB)  # the launcher process: its imports, the store, 
 ZYGOTE_BYTES = int(0.15 * GB)  # the warmed interpreter the ranks are forked from, beyond the launcher's pages
 WORKER_RUNTIME_BYTES = int(0.15 * GB)  # a rank's own runtime pages (what it writes of the shared ones)
 TABLE_COPIES = 2  # a batch's input table, and the rows in flight into it
+INPUT_CHUNK_BYTES = 1 << 22  # a batch's input rows are read this many bytes at a time (larger: a fragmented heap)
+BLOCK_EDGE_BYTES = 12  # an edge of a block held as its adjacency: its int32 column and its float32 value
+SAMPLED_EDGE_BYTES = 16 + BLOCK_EDGE_BYTES  # a sampled edge: the sampler's two int64 ends, and the block's
 ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's buffers
+# DGS's explainer process, a fresh interpreter with torch: 0.52 GB on its own, about 0.3 GB of the tree's PSS
+# beside the workers whose library pages it shares (RESULTS.md, "Memory")
+EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 
@@ -55,6 +65,9 @@ class JobShape:
             (the machine's parts' in-edges, and the owner and degree maps).
         train: whether the job trains (the model's gradients and optimiser state, a step's tables).
         features: whether the job reads the node features (analytics does not).
+        model: the GNN kind (:data:`~commgraph.nn.options.MODELS`).
+        explainer: whether each worker explains its part for DGS (an online explainer, or the
+            masks written after training).
     """
 
     workers: int
@@ -68,6 +81,8 @@ class JobShape:
     structure: str = "replicated"
     train: bool = True
     features: bool = True
+    model: str = "sage"
+    explainer: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,7 +138,6 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     local = max(s[0] + s[1] for s in sizes)
     machine = {"launcher": LAUNCHER_BYTES, "runtime": ZYGOTE_BYTES}
     worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 4 * owned * width}
-    full_graph_tables = 4 * local * (width + ACTIVATION_COPIES * shape.hidden * shape.layers)
     if shape.sampler is None:
         worker["structure"] = FULL_GRAPH_EDGE_BYTES * max(s[2] for s in sizes)
         worker["tables" if shape.train else "evaluation"] = _full_graph_pass(owned, local, width, shape)
@@ -132,10 +146,20 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         if shape.peer_rows == "map" and shape.machine_workers > 1:
             machine["features"] = 4 * n * width * min(1.0, shape.machine_workers / shape.workers)
         rows = reached_nodes(n, shape.batch_size, shape.fanouts)
+        narrows = shape.model in LINEAR_FIRST and shape.hidden < width  # layer 0 reads its rows a chunk at a time
+        inputs = 2 * INPUT_CHUNK_BYTES if narrows else 4 * rows * TABLE_COPIES * width
+        edges = sampled_edges(n, int(pset.manifest["graph"]["num_edges"]), shape.batch_size, shape.fanouts)
         worker["tables"] = (
-            4 * rows * (TABLE_COPIES * width + ACTIVATION_COPIES * shape.hidden * shape.layers) + 8 * n
-        )  # the sampler's node-indexed scratch
-        worker["evaluation"] = full_graph_tables
+            inputs + 4 * rows * ACTIVATION_COPIES * shape.hidden * shape.layers + SAMPLED_EDGE_BYTES * edges + 8 * n
+        )  # 8 n: the sampler's node-indexed scratch
+        evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
+        worker["evaluation"] = FULL_GRAPH_EDGE_BYTES * max(s[2] for s in sizes) + _full_graph_pass(
+            owned, local, width, evaluation
+        )
+        if shape.explainer:
+            worker["explainer"] = _explainer_bytes(
+                n, int(pset.manifest["graph"]["num_edges"]), owned, width, shape.layers
+            )
     if shape.train:
         worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, pset)
     return MemoryEstimate(
@@ -164,6 +188,27 @@ def reached_nodes(num_nodes: int, batch_size: int, fanouts: tuple[int, ...]) -> 
         width *= fanout
         draws += width
     return min(num_nodes, round(num_nodes * -math.expm1(-draws / max(num_nodes, 1))) + batch_size)
+
+
+def sampled_edges(num_nodes: int, num_edges: int, batch_size: int, fanouts: tuple[int, ...]) -> int:
+    """Expected edges of a batch's blocks: each hop's destinations (the seeds, then the nodes the
+    earlier hops reached) times its fanout (-1: the graph's mean in-degree)."""
+    total = 0
+    for hop, fanout in enumerate(fanouts):
+        dst = batch_size if hop == 0 else reached_nodes(num_nodes, batch_size, fanouts[:hop])
+        total += dst * (fanout if fanout >= 0 else num_edges / max(num_nodes, 1))
+    return round(total)
+
+
+def _explainer_bytes(num_nodes: int, num_edges: int, owned: int, width: int, layers: int) -> int:
+    """DGS's explainer of one worker: its process's interpreter, and its explanation graph twice
+    (the worker's copy and the explainer process's): the input rows of the local nodes' whole
+    ``layers``-hop neighbourhood, as that table and again as the star's rows, and the
+    neighbourhood's edges."""
+    hops = (max(1, round(num_edges / max(num_nodes, 1))),) * layers
+    rows = reached_nodes(num_nodes, owned, hops)
+    edges = sampled_edges(num_nodes, num_edges, owned, hops)
+    return EXPLAINER_RUNTIME_BYTES + 2 * (2 * 4 * width * rows + BLOCK_EDGE_BYTES * edges)
 
 
 def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int, int]:

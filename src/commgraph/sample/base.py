@@ -152,12 +152,21 @@ class SampledBatch:
 
     def blocks(self, graph: SamplingGraph, device=None) -> list[Block]:
         """The layers as :class:`commgraph.nn.Block` s, ready for :meth:`GNN.layer` (global
-        degrees, so GCN normalises as on the whole graph)."""
+        degrees, so GCN normalises as on the whole graph). A layer whose edges come destination
+        after destination (neighbour sampling, DGS) is held as its adjacency alone
+        (:meth:`~commgraph.nn.Block.from_csr`: int32, about 8 bytes an edge), the others as an
+        edge list."""
         result = []
         for layer in self.layers:
-            edges = torch.from_numpy(np.stack([layer.edge_src, layer.edge_dst]))
+            num_src, num_dst = int(layer.src.shape[0]), int(layer.dst.shape[0])
             degree = torch.from_numpy(graph.degree[layer.src].astype(np.float32))
-            block = Block(int(layer.src.shape[0]), int(layer.dst.shape[0]), edges, degree, 0)
+            if np.all(layer.edge_dst[1:] >= layer.edge_dst[:-1]):
+                indptr = np.zeros(num_dst + 1, dtype=np.int64)
+                np.cumsum(np.bincount(layer.edge_dst, minlength=num_dst), out=indptr[1:])
+                block = Block.from_csr(num_src, indptr, layer.edge_src, degree)
+            else:
+                edges = torch.from_numpy(np.stack([layer.edge_src, layer.edge_dst]))
+                block = Block(num_src, num_dst, edges, degree, 0)
             result.append(block if device is None else block.to(device))
         return result
 

@@ -8,28 +8,104 @@ calls it at every step. :class:`~commgraph.train.owner_fetch.OwnerFetch` builds 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from commgraph.nn import GNN, Block
 from commgraph.plan.allgather import plan_fetch
+from commgraph.plan.memory import INPUT_CHUNK_BYTES
 from commgraph.runtime import gather_halo
 from commgraph.runtime.alltoall import MatchingAllToAll
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.job import Job
 from commgraph.sample import SampledBatch, SamplingGraph, forward_blocks
 
+OWN, MAPPED, NETWORK = 0, 1, 2  # where a table row comes from: this worker, a peer's file, the network
+
+
+@dataclass
+class InputRows:
+    """A batch's input table as where its rows come from, read a range of rows at a time
+    (:meth:`read`): the worker's own rows from its feature store, the same machine's from their
+    parts' memory-mapped files, the network's from the ``halo`` rows received (None: left zero);
+    remote rows cut to ``cut``'s columns, the others zero. Reading a range again gives the same
+    values, so a layer that only needs the table through a linear map never holds it whole
+    (:func:`first_layer_rows`); :meth:`table` builds it whole for the layers that do."""
+
+    fetch: FeatureFetch  # reads own and mapped rows
+    inputs: np.ndarray  # the batch's input nodes, one per table row
+    source: np.ndarray  # per table row: OWN, MAPPED or NETWORK
+    slot: np.ndarray  # per table row: its index into ``mapped_owners`` (MAPPED) or ``halo`` (NETWORK)
+    mapped_owners: np.ndarray  # the owners of the MAPPED rows
+    halo: torch.Tensor | None  # the NETWORK rows as received
+    cut: np.ndarray | None  # the columns of remote rows (None: all)
+    device: torch.device
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.inputs.shape[0])
+
+    @property
+    def width(self) -> int:
+        return self.fetch.store.width
+
+    @property
+    def chunk_rows(self) -> int:
+        """Rows read at a time: :data:`INPUT_CHUNK_BYTES` of them."""
+        return max(1, INPUT_CHUNK_BYTES // (4 * max(self.width, 1)))
+
+    def read(self, a: int, b: int) -> torch.Tensor:
+        """Table rows ``a..b-1``, as a tensor of their own on the device."""
+        x = torch.zeros((b - a, self.width), device=self.device)
+        source, slot = self.source[a:b], self.slot[a:b]
+        own, mapped, network = (np.flatnonzero(source == kind) for kind in (OWN, MAPPED, NETWORK))
+        if own.size:
+            x[self._index(own)] = self.fetch.local_rows(self.inputs[a + own], self.device)
+        if mapped.size:
+            rows = self.fetch.mapped_rows(self.inputs[a + mapped], self.mapped_owners[slot[mapped]], self.cut)
+            self._put(x, mapped, rows.to(self.device))
+        if network.size and self.halo is not None:
+            self._put(x, network, self.halo[self._index(slot[network], self.halo.device)].to(self.device))
+        return x
+
+    def table(self) -> torch.Tensor:
+        """The whole table, written in place a chunk of :data:`INPUT_CHUNK_BYTES` at a time (no
+        table-sized staging copy)."""
+        x = torch.empty((self.num_rows, self.width), device=self.device)
+        for a in range(0, self.num_rows, self.chunk_rows):
+            b = min(a + self.chunk_rows, self.num_rows)
+            x[a:b] = self.read(a, b)
+        return x
+
+    def _index(self, positions: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(positions, dtype=np.int64)).to(device or self.device)
+
+    def _put(self, x: torch.Tensor, positions: np.ndarray, rows: torch.Tensor) -> None:
+        """Write remote ``rows`` (cut to ``cut``'s columns unless it is None) at ``positions``."""
+        index = self._index(positions)
+        if self.cut is None:
+            x[index] = rows
+        else:
+            x[index.unsqueeze(1), self._index(self.cut).unsqueeze(0)] = rows
+
 
 @dataclass
 class Fetched:
     """A batch's input table, and what the step learnt from the others."""
 
-    x: torch.Tensor  # one row per input node, on the device asked for; remote rows zero outside the fetched columns
+    rows: InputRows  # one row per input node, read on demand; remote rows zero outside the fetched columns
     global_seeds: int  # the step's seeds on every worker
     announced_bytes: int  # column lists this worker sent
     local_bytes: int = 0  # rows read from the shared files of workers on the same machine
     owner: object = None  # --first-layer owner: the network rows' first layer from their owners (train.owner_fetch)
+
+    @cached_property
+    def x(self) -> torch.Tensor:
+        """The whole input table (built on first use)."""
+        return self.rows.table()
 
 
 @dataclass
@@ -53,24 +129,31 @@ class Request:
         return self.inputs[self.at]
 
 
-FILL_BYTES = 1 << 24  # rows are written into a batch's input table this many bytes at a time
+def first_layer_rows(model: GNN, rows: InputRows, num_dst: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Layer 0's :meth:`~commgraph.nn.GNN.neighbour_rows` of every table row and
+    :meth:`~commgraph.nn.GNN.root_rows` of its first ``num_dst`` (the destinations), computed a
+    chunk of rows at a time from ``rows``: the backward pass reads each chunk again
+    (``torch.utils.checkpoint``) instead of keeping the table, so no input-wide tensor outlives
+    its chunk."""
+
+    def chunked(transform, n: int) -> torch.Tensor:
+        step = rows.chunk_rows
+        return torch.cat(
+            [
+                checkpoint(lambda a, b: transform(rows.read(a, b)), a, min(a + step, n), use_reentrant=False)
+                for a in range(0, n, step)
+            ]
+        )
+
+    neighbour = chunked(model.neighbour_rows, rows.num_rows)
+    return neighbour, chunked(model.root_rows, num_dst) if model.first_root else None
 
 
-def fill(x: torch.Tensor, at: np.ndarray, rows, columns: np.ndarray | None = None) -> None:
-    """Write rows into table ``x`` in place, a chunk of :data:`FILL_BYTES` at a time, so no
-    table-sized staging copy is ever made: ``rows(a, b)`` gives the values of table rows
-    ``at[a:b]``, cut to ``columns`` (None: every column)."""
-    width = x.shape[1] if columns is None else columns.shape[0]
-    step = max(1, FILL_BYTES // (4 * max(width, 1)))
-    cut = None if columns is None else torch.from_numpy(np.asarray(columns, dtype=np.int64)).to(x.device)
-    for a in range(0, at.shape[0], step):
-        b = min(a + step, at.shape[0])
-        index = torch.from_numpy(np.asarray(at[a:b], dtype=np.int64)).to(x.device)
-        values = rows(a, b).to(x.device)
-        if cut is None:
-            x[index] = values
-        else:
-            x[index.unsqueeze(1), cut.unsqueeze(0)] = values
+def later_layers(model: GNN, h: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
+    """Layers 1.. on ``blocks[1:]`` from layer 0's output ``h``, then the decoder: one row per seed."""
+    for index, block in enumerate(blocks[1:], start=1):
+        h = model.layer(index, h, block)
+    return model.decode(h)
 
 
 class FeatureFetch:
@@ -122,8 +205,10 @@ class FeatureFetch:
         sends them from there."""
         target = device or self.device
         if self.world.size == 1:
-            seeds = 0 if batch is None else int(batch.seeds.shape[0])
-            return Fetched(self.local_rows(batch.input_nodes, target), seeds, 0)
+            inputs = batch.input_nodes
+            own = np.zeros(inputs.shape[0], np.int8)
+            rows = InputRows(self, inputs, own, own, own, None, None, target)
+            return Fetched(rows, int(batch.seeds.shape[0]), 0)
         request = self.request(batch)
         halo = self._rows(request.requested, request.counts, request.wanted)
         return self.table(request, batch, target, halo)
@@ -133,8 +218,13 @@ class FeatureFetch:
         return self(batch)
 
     def forward(self, model: GNN, fetched: Fetched, blocks: list[Block]) -> torch.Tensor:
-        """``model`` on a batch's blocks and its :meth:`step`'s table: one row per seed."""
-        return forward_blocks(model, fetched.x, blocks)
+        """``model`` on a batch's blocks and its :meth:`step`'s table: one row per seed. A first
+        layer that narrows the rows linearly before aggregating (GCN, GraphSAGE) reads the table a
+        chunk at a time (:func:`first_layer_rows`), the others the whole table."""
+        if not model.first_narrows:
+            return forward_blocks(model, fetched.x, blocks)
+        neighbour, root = first_layer_rows(model, fetched.rows, blocks[0].num_dst)
+        return later_layers(model, model.first_from_rows(neighbour, root, blocks[0]), blocks)
 
     def idle(self, fetched: Fetched) -> None:
         """What a step without a batch still owes the others after its :meth:`step` (nothing here)."""
@@ -185,20 +275,19 @@ class FeatureFetch:
     def table(
         self, request: Request, batch: SampledBatch | None, target: torch.device, halo: torch.Tensor | None
     ) -> Fetched:
-        """The batch's input table on ``target``: the worker's own rows, the same machine's read
-        from their files, and the network's ``halo`` rows (None: left zero), remote rows cut to
-        this worker's columns."""
-        inputs, remote, at, mapped_at = request.inputs, request.remote, request.at, request.mapped_at
+        """The batch's input table on ``target``, read on demand (:class:`InputRows`): the worker's
+        own rows, the same machine's read from their files, and the network's ``halo`` rows (None:
+        left zero), remote rows cut to this worker's columns."""
+        inputs, at, mapped_at = request.inputs, request.at, request.mapped_at
         mine = self.columns[self.world.rank]
         cut = None if mine is None or (halo is not None and halo.shape[1] == self.store.width) else mine
-        x = torch.zeros((inputs.shape[0], self.store.width), device=target)
-        own = np.flatnonzero(~remote)
-        fill(x, own, lambda a, b: self.local_rows(inputs[own[a:b]], target))
-        if halo is not None:
-            fill(x, at, lambda a, b: halo[a:b], cut)
-        fill(x, mapped_at, lambda a, b: self.mapped_rows(inputs[mapped_at[a:b]], request.mapped_owners[a:b], cut), cut)
+        source = np.full(inputs.shape[0], OWN, np.int8)
+        slot = np.zeros(inputs.shape[0], np.int64)
+        source[mapped_at], slot[mapped_at] = MAPPED, np.arange(mapped_at.shape[0])
+        source[at], slot[at] = NETWORK, np.arange(at.shape[0])
+        rows = InputRows(self, inputs, source, slot, request.mapped_owners, halo, cut, target)
         local = 4 * mapped_at.shape[0] * (self.store.width if cut is None else cut.shape[0])
-        return Fetched(x, request.global_seeds, request.announced_bytes, local)
+        return Fetched(rows, request.global_seeds, request.announced_bytes, local)
 
     def _rows(self, requested: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> torch.Tensor:
         """Serve ``requested`` (what each reader asked of this worker, reader after reader) and

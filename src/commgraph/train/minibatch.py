@@ -38,6 +38,7 @@ from commgraph.nn import GNN
 from commgraph.runtime import GradientSync
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
+from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.sampling import RemoteSampling
 from commgraph.sample import (
     ClusterSampler,
@@ -237,6 +238,7 @@ class SampledEpochs:
         batches = self._batches()
         for work in batches:
             self._step(work, totals)
+        release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}

@@ -12,7 +12,7 @@ from commgraph.nn import GNN, Block
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.owner import rows_to_readers, settle
 from commgraph.sample import SampledBatch
-from commgraph.train.fetch import FeatureFetch, Fetched, Request
+from commgraph.train.fetch import FeatureFetch, Fetched, Request, first_layer_rows, later_layers
 
 
 @dataclass
@@ -116,16 +116,12 @@ def owner_forward(model: GNN, fetched: Fetched, blocks: list[Block]) -> torch.Te
     """``model`` on a sampled batch whose network rows' first layer came from their owners: one row
     per seed, the same as :func:`~commgraph.sample.forward_blocks` on the fetched features."""
     rows: OwnerRows = fetched.owner
-    neighbour = model.neighbour_rows(fetched.x)
+    neighbour, root = first_layer_rows(model, fetched.rows, blocks[0].num_dst)
     if rows.at.numel():
         neighbour = neighbour.index_copy(0, rows.at, rows.received.index_select(0, rows.neighbour))
-    root = model.root_rows(blocks[0].dst(fetched.x))
     if root is not None and rows.dst_at.numel():
         root = root.index_copy(0, rows.dst_at, rows.received.index_select(0, rows.root))
-    h = model.first_from_rows(neighbour, root, blocks[0])
-    for index, block in enumerate(blocks[1:], start=1):
-        h = model.layer(index, h, block)
-    return model.decode(h)
+    return later_layers(model, model.first_from_rows(neighbour, root, blocks[0]), blocks)
 
 
 def settle_idle(fetched: Fetched) -> None:
