@@ -21,7 +21,7 @@ from commgraph.nn.gin import GINLayer
 from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
 from commgraph.nn.sage import SAGELayer
 
-EVAL_CHUNK_BYTES = 1 << 26  # an evaluation's scratch per chunk of destinations: their rows at the widest
+EVAL_CHUNK_BYTES = 1 << 24  # an evaluation's scratch per chunk of destinations: their rows at the widest
 
 
 class GNN(torch.nn.Module):

@@ -48,7 +48,7 @@ ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's 
 # beside the workers whose library pages it shares (RESULTS.md, "Memory")
 EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
-EVAL_CHUNK_BYTES = 1 << 26  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
+EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 
 
 @dataclass(frozen=True)
