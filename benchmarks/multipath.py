@@ -12,15 +12,15 @@
    median at 0.3x. ``lp`` (k = ``--k``) runs at two loads past saturation, on the first
    ``--lp-seeds`` streams.
 2. Host -> GPU copies as a request stream (``--parts copies``): 4 MiB copies from cpu0 to gpu0 at
-   1.2x the direct path's capacity on ``hgx-h100``, ``dgx-a100`` and ``hgx-h20``, ``--copy-n``
+   1.2x the direct path's capacity on ``hgx-h100``, ``dgx-a100`` and ``hgx-h20`` (``--copy-presets``), ``--copy-n``
    requests per stream, every selector on ``--seeds`` streams and ``lp`` on the first
    ``--lp-seeds``; each selector's mean against lp's on the same stream.
 3. Decision time per request, per selector.
 4. Bulk host -> GPU copies split by the max-flow LP (``--parts bulk``): MMA's 8 x H20 server
    (``hgx-h20``) against its published 245 GB/s and 4.62x, and 1 GiB on dgx1-v100 (one GPU, all 8).
 
-    python benchmarks/multipath.py [--parts copies,kvs,bulk] [--n 1000] [--copy-n 300] [--seeds 8] [--k 8]
-                                   [--lp-seeds 4] [--png-dir DIR]
+    python benchmarks/multipath.py [--parts copies,kvs,bulk] [--n 1000] [--copy-n 300] [--copy-presets P,..]
+                                   [--seeds 8] [--k 8] [--lp-seeds 4] [--png-dir DIR]
 """
 
 from __future__ import annotations
@@ -199,8 +199,8 @@ def decision_times(decisions: dict[str, list]) -> None:
         print(f"| {name} | {us.mean():.2f} | {np.median(us):.2f} | {np.percentile(us, 90):.2f} | {us.size} |")
 
 
-def copies(n: int, seeds: int, k: int, lp_seeds: int, decisions: dict[str, list]) -> SolveStats:
-    """4 MiB host -> GPU copies as a request stream on each of COPY_PRESETS; returns lp's solves."""
+def copies(n: int, seeds: int, k: int, lp_seeds: int, presets: list[str], decisions: dict[str, list]) -> SolveStats:
+    """4 MiB host -> GPU copies as a request stream on each of ``presets``; returns lp's solves."""
     solves = SolveStats()
     print(
         f"\n### Host -> GPU copies as a stream: `{COPY_SPEC},n={n}` (cpu0 -> gpu0 over every candidate path), "
@@ -213,7 +213,7 @@ def copies(n: int, seeds: int, k: int, lp_seeds: int, decisions: dict[str, list]
     )
     print("| host | selector | mean us | median us | mean / lp | greedy / median |")
     print("|---|---|---|---|---|---|")
-    for preset in COPY_PRESETS:
+    for preset in presets:
         topology = load_preset(preset)
         spec = f"{COPY_SPEC},n={n}"
         point = sweep(topology, spec, [1.2], HEURISTICS, k, seeds)[0]
@@ -270,6 +270,11 @@ def main() -> None:
         "--parts", default=",".join(PARTS), help=f"which tables, comma-separated from {', '.join(PARTS)} (default all)"
     )
     parser.add_argument("--copy-n", type=int, default=300, help="requests per host -> GPU copy stream (default 300)")
+    parser.add_argument(
+        "--copy-presets",
+        default=",".join(COPY_PRESETS),
+        help=f"hosts of the copies part, comma-separated (default {','.join(COPY_PRESETS)})",
+    )
     args = parser.parse_args()
     parts = args.parts.split(",")
     if not set(parts) <= set(PARTS):
@@ -279,7 +284,9 @@ def main() -> None:
     decisions: dict[str, list] = {name: [] for name in SELECTORS}
     solves = SolveStats()
     if "copies" in parts:
-        solves = solves + copies(args.copy_n, args.seeds, args.k, args.lp_seeds, decisions)
+        solves = solves + copies(
+            args.copy_n, args.seeds, args.k, args.lp_seeds, args.copy_presets.split(","), decisions
+        )
     if "kvs" in parts:
         solves = solves + kvs(args.n, args.seeds, args.k, args.lp_seeds, args.png_dir, decisions)
     decision_times(decisions)

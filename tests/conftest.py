@@ -6,6 +6,8 @@ Markers (registered in pyproject.toml, ``--strict-markers``):
   any ``subprocess``). The rule is enforced: a test that starts a process without the mark fails at
   teardown, naming the mark to add, so the unit tier (``make test-fast``) never starts one.
 - ``gpu``: the test needs a CUDA GPU; it is skipped, with the mark's ``reason``, where torch sees none.
+  The process guard leaves these alone: Triton compiles a kernel with ``ptxas`` in a process of its
+  own, and the unit tier runs no ``gpu`` test anyway.
 - ``slow``: the test takes more than about 5 s on a quiet 2-core machine.
 
 ``make test-fast`` runs ``-m "not slow and not multiproc and not gpu"``.
@@ -112,7 +114,7 @@ def pytest_runtest_setup(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     result = yield
-    if _started and item.get_closest_marker("multiproc") is None:
+    if _started and item.get_closest_marker("multiproc") is None and item.get_closest_marker("gpu") is None:
         first = _started[0]
         count = len(_started)
         _started.clear()

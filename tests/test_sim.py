@@ -337,3 +337,54 @@ def test_sim_dag_routing_option_and_yaml_field(tmp_path, capsys):
     write_yaml(leaf_spine("spray"), tmp_path / "sprayed.yaml")
     assert main(["sim", "dag", str(dag), "--topology", str(tmp_path / "sprayed.yaml")]) == 0
     assert "(spray): makespan 150.0000 ms" in capsys.readouterr().out
+
+
+def test_tasks_are_frozen_values_and_building_them_pauses_only_the_collector():
+    import dataclasses
+    import gc
+
+    from commgraph.sim.dag import paused_collection
+
+    a = Transfer("x", "gpu0", "gpu1", 4.0, 1, None, ("y",), 0.5)
+    assert a == Transfer("x", "gpu0", "gpu1", 4.0, priority=1, deps=("y",), overhead_s=0.5) and hash(a) == hash(a)
+    assert dataclasses.replace(a, bytes=2.0).bytes == 2.0 and a.max_rate is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.bytes = 1.0
+    assert Compute("c", "gpu0", 1.0).deps == () and dataclasses.astuple(Compute("c", "gpu0", 1.0, ("x",)))[-1] == ("x",)
+    assert gc.isenabled()
+    with paused_collection():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_sprayed_parallel_links_merge_into_one_constraint_and_every_result_stays():
+    from commgraph.sim import engine
+
+    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full").with_routing("spray")
+    rng = np.random.default_rng(3)
+    gpus = [g.id for g in net.gpus]
+    tasks = [Compute("c", gpus[0], 1e-3)] + [
+        Transfer(f"x{k}", gpus[a], gpus[b], float(rng.integers(1, 9)) * 1e8, int(k % 2), deps=("c",) if k % 3 else ())
+        for k, (a, b) in enumerate(rng.integers(0, len(gpus), (60, 2)))
+        if a // 8 != b // 8
+    ]
+    table = engine._Flows(net, tasks).arrays()
+    merged, stands_for = engine.merge_identical(table)
+    assert np.count_nonzero(stands_for != np.arange(stands_for.shape[0])) > 0  # parallel uplinks merged
+    assert merged.resources.shape[0] < table.resources.shape[0]
+    assert np.array_equal(np.diff(merged.ptr) > 0, np.diff(table.ptr) > 0)
+    fast = simulate(net, tasks)
+    original = engine.merge_identical
+    try:
+        engine.merge_identical = lambda flows: (flows, np.arange(flows.capacity.shape[0]))
+        plain = simulate(net, tasks)
+    finally:
+        engine.merge_identical = original
+    assert np.allclose(fast.finish, plain.finish, rtol=1e-12, atol=0) and np.allclose(fast.start, plain.start)
+    assert np.allclose(fast.busy_seconds, plain.busy_seconds, rtol=1e-12, atol=1e-15)
+    for r in np.unique(plain.timeline[1]):  # each link's utilisation steps, in time order
+        a, b = fast.timeline[1] == r, plain.timeline[1] == r
+        assert np.allclose(fast.timeline[0][a], plain.timeline[0][b]) and np.allclose(
+            fast.timeline[2][a], plain.timeline[2][b]
+        )
+    assert set(np.unique(fast.timeline[1])) == set(np.unique(plain.timeline[1]))

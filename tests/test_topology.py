@@ -7,6 +7,7 @@ from scipy.sparse.csgraph import dijkstra
 from commgraph.errors import TopologyError
 from commgraph.topology import Device, Link, Topology, load_preset, load_topology, read_yaml, write_yaml
 from commgraph.topology.detect import parse_topo_matrix
+from commgraph.topology.distances import dijkstra_until
 from commgraph.topology.files import to_yaml
 from commgraph.topology.presets import DGX1_NV1, DGX1_NV2, SERVERS
 
@@ -212,6 +213,13 @@ def test_detect_pcie_only_fixture_matches_the_preset():
         assert [h.dst for h in t.route(a, b)] == [h.dst for h in preset.route(a, b)]
 
 
+def test_detect_reads_one_gpu_with_an_underlined_header():
+    """nvidia-smi underlines the header with terminal codes (one H100, as the device machine printed it)."""
+    t = parse_topo_matrix((FIXTURES / "nvidia-smi-topo-h100x1.txt").read_text())
+    assert [d.id for d in t.devices if d.kind == "gpu"] == ["gpu0"]
+    assert [h.dst for h in t.route("gpu0", "cpu0")] == ["cpu0"]
+
+
 def test_detect_rejects_other_text():
     with pytest.raises(TopologyError, match="no header line"):
         parse_topo_matrix("No devices were found\n")
@@ -270,3 +278,34 @@ def test_routing_is_a_field_that_round_trips_and_spray_splits_over_every_core_pa
     assert [(h, 1.0) for h in t.route(a, b)] == t.with_routing("ecmp").spread(a, b)
     with pytest.raises(TopologyError, match="routing must be one of ecmp, spray, got 'random'"):
         t.with_routing("random")
+
+
+def test_dijkstra_stopped_at_a_target_is_scipys_up_to_it_and_an_upper_bound_beyond():
+    t = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full")
+    graph, _, out_node = t._routing_graph
+    args = (graph.indptr, graph.indices, graph.data)
+    for source in (t.index["s0.nic0"], out_node[t.index["s3.gpu2"]], t.index["core0"]):
+        whole = dijkstra(graph, indices=source)
+        assert np.array_equal(dijkstra_until(*args, source, -1), whole)
+        for target in (t.index["s1.gpu0"], t.index["s15.gpu7"], source):
+            dist = dijkstra_until(*args, source, target)
+            near = whole <= whole[target]
+            assert dist[target] == whole[target]
+            assert np.array_equal(dist[near], whole[near])
+            assert np.all(dist[~near] >= whole[~near])
+            if target != t.index["s15.gpu7"]:
+                assert np.isinf(dist).any()  # it stopped before reaching the whole cluster
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "spray"])
+def test_routes_from_searches_stopped_at_the_target_equal_those_from_whole_searches(routing):
+    near = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full").with_routing(routing)
+    whole = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full").with_routing(routing)
+    search = whole._distances
+    whole.__dict__["_distances"] = lambda node, target=None: search(node)
+    gpus = [g.id for g in near.gpus]
+    pairs = [(a, b) for a in gpus[::3] for b in gpus[1::5] if a != b] + [(gpus[0], "core1"), ("s2.nic0", gpus[9])]
+    for a, b in pairs:
+        assert near.route(a, b) == whole.route(a, b)
+        assert near.spread(a, b) == whole.spread(a, b)
+    assert len(near._distances.full) > 0 and all(np.isfinite(s.radius) for s in near._distances.full.values())

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.multiproc
 DRIVER = """
 import os, sys, time
 rank = int(os.environ["RANK"])
-print(f"rank {rank} of {os.environ['WORLD_SIZE']} pid {os.getpid()}", flush=True)
+print(f"rank {rank} of {os.environ['WORLD_SIZE']} warm {'torch' in sys.modules} pid {os.getpid()}", flush=True)
 if sys.argv[1] == "fail" and rank == 1:
     sys.exit(5)
 if sys.argv[1] == "sleep":
@@ -40,6 +40,19 @@ def test_every_rank_runs_the_module_with_its_own_rank(driver, capfd):
     out = capfd.readouterr().out
     assert sorted(line.split()[1] for line in out.splitlines() if line.startswith("rank")) == ["0", "1", "2"]
     assert len({line.split()[-1] for line in out.splitlines() if line.startswith("rank")}) == 3  # three processes
+
+
+@pytest.mark.timeout(120)
+def test_fresh_ranks_start_new_interpreters(driver, capfd):
+    """Ranks that will use CUDA (``fresh``) exec a new interpreter: none of the zygote's imports,
+    and still their ranks, exit codes and the job stopped by a failed one."""
+    assert launch_local(["ok"], 2, grace=10, module="zygote_driver") == 0
+    assert {line.split()[5] for line in capfd.readouterr().out.splitlines() if line.startswith("rank")} == {"True"}
+    assert launch_local(["ok"], 2, grace=10, module="zygote_driver", fresh=True) == 0
+    lines = [line.split() for line in capfd.readouterr().out.splitlines() if line.startswith("rank")]
+    assert sorted(line[1] for line in lines) == ["0", "1"] and {line[5] for line in lines} == {"False"}
+    assert launch_local(["fail"], 2, grace=1, module="zygote_driver", fresh=True) == 1
+    assert "worker rank 1 exited with code 5" in capfd.readouterr().err
 
 
 @pytest.mark.timeout(120)

@@ -146,7 +146,11 @@ def _launch_here(
         del pset
         release_free_memory()  # the graph and its partitioning, if this process made the set
         return launch_local(
-            worker_argv(spec, partition_dir, job), workers, threads_per_worker=spec.launch.threads, zygote=zygote
+            worker_argv(spec, partition_dir, job),
+            workers,
+            threads_per_worker=spec.launch.threads,
+            zygote=zygote,
+            fresh=device == "cuda",
         )
 
 

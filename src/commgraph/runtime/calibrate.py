@@ -265,8 +265,14 @@ def fit(points: list[Point], relative: bool = True) -> LinkFit:
 
 
 def fit_all(points: list[Point]) -> dict[str, LinkFit]:
-    probes = dict.fromkeys(p.probe for p in points)
-    return {probe: fit([p for p in points if p.probe == probe], relative=probe != "copy") for probe in probes}
+    """Every probe's fit; a probe that cannot be fitted is named in the error."""
+    fits = {}
+    for probe in dict.fromkeys(p.probe for p in points):
+        try:
+            fits[probe] = fit([p for p in points if p.probe == probe], relative=probe != "copy")
+        except TopologyError as exc:
+            raise TopologyError(f"the {probe} probe: {exc}") from None
+    return fits
 
 
 # -- the probes, run by every worker ---------------------------------------------------------------
@@ -445,7 +451,7 @@ def calibrate(
                 }
             )
         )
-        code = launch_local([str(job)], workers, module="commgraph.runtime.calibrate")
+        code = launch_local([str(job)], workers, module="commgraph.runtime.calibrate", fresh=chosen == "cuda")
         if code != 0:
             raise TopologyError(f"calibration failed: a worker exited with code {code} (its message is above)")
         return CalibratedLinks(**_from_json(json.loads((Path(folder) / "points.json").read_text())))

@@ -25,11 +25,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import torch
 import torch.distributed as dist
 
 from commgraph.lifetime import group_members, kill_group
 from commgraph.runtime.world import failed_key
-from commgraph.runtime.zygote import ForkedZygote
+from commgraph.runtime.zygote import FRESH_RANKS, ForkedZygote
 
 POLL_SECONDS = 0.1
 STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit with their own message
@@ -44,9 +45,14 @@ def launch_local(
     threads_per_worker: int | None = None,
     module: str = "commgraph",
     zygote: ForkedZygote | None = None,
+    fresh: bool | None = None,
 ) -> int:
     """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine, forked by ``zygote``
-    (see :meth:`ForkedZygote.fork`) or by a zygote started for them; the job's exit code."""
+    (see :meth:`ForkedZygote.fork`) or by a zygote started for them; the job's exit code. With
+    ``fresh`` each forked rank replaces itself with a new interpreter at once; by default it does
+    wherever torch sees a CUDA GPU: importing PyG initialises the CUDA driver in the zygote, and a
+    child forked from such a process cannot use CUDA at all, not even a CPU job's optimizer (its
+    step asks CUDA whether a graph is being captured)."""
     store = dist.TCPStore(
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=max(grace, 30))
     )
@@ -61,6 +67,8 @@ def launch_local(
         OMP_NUM_THREADS=str(threads),
         COMMGRAPH_THREADS=str(threads),
     )
+    if torch.cuda.is_available() if fresh is None else fresh:
+        env[FRESH_RANKS] = "1"
     children = ForkedRanks.start(argv, workers, module, env, zygote)
     try:
         return _watch(children.ranks, grace, store)

@@ -36,6 +36,9 @@ from dataclasses import dataclass
 
 from commgraph.lifetime import die_with_parent, name_process
 
+# set in a job's environment: every rank execs a fresh interpreter (a forked one cannot use CUDA)
+FRESH_RANKS = "COMMGRAPH_FRESH_RANKS"
+
 # what a worker of any command imports; imported once here, shared by every rank
 WARM = (
     "torch",
@@ -68,6 +71,8 @@ def run_rank(rank: int, module: str, argv: list[str], zygote: int) -> None:
         os.setpgid(0, 0)
         name_process(f"commgraph-r{rank}")
         os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(rank)
+        if os.environ.get(FRESH_RANKS) == "1":  # keeps its pid, process group and parent-death signal
+            os.execv(sys.executable, [sys.executable, "-m", module, *argv])
         if os.environ.get("OMP_NUM_THREADS"):  # OpenMP read the environment when the zygote loaded it
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         atexit._clear()  # the zygote's exit handlers are not this rank's
@@ -210,7 +215,8 @@ class ForkedZygote:
 def main(argv: list[str]) -> int:
     fd, workers, module, worker_argv = int(argv[0]), int(argv[1]), argv[2], argv[3:]
     die_with_parent()
-    warm()
+    if os.environ.get(FRESH_RANKS) != "1":
+        warm()
     return serve(fd, workers, module, worker_argv)
 
 

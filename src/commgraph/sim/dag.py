@@ -15,8 +15,11 @@ crosses (default: the topology's route). ``deps`` name tasks that must finish fi
 
 from __future__ import annotations
 
+import gc
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,11 +29,13 @@ from numba import njit
 from commgraph.errors import SimulationError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Transfer:
     """``overhead_s`` adds a fixed cost (a copy-engine or kernel launch) to the route's latency;
     ``max_rate`` (bytes/s) caps the flow below what the links give it (an access method that cannot
-    drive the link at full speed, such as zero-copy reads)."""
+    drive the link at full speed, such as zero-copy reads). Frozen; built by filling the instance's
+    ``__dict__`` at once (a model's DAG holds millions of them, and the generated frozen
+    ``__init__`` sets each field through ``object.__setattr__``, about twice as slow)."""
 
     id: str
     src: str
@@ -38,20 +43,63 @@ class Transfer:
     bytes: float
     priority: int = 0
     route: tuple[str, ...] | None = None
-    deps: tuple[str, ...] = field(default_factory=tuple)
+    deps: tuple[str, ...] = ()
     overhead_s: float = 0.0
     max_rate: float | None = None
 
+    def __init__(
+        self,
+        id: str,
+        src: str,
+        dst: str,
+        bytes: float,
+        priority: int = 0,
+        route: tuple[str, ...] | None = None,
+        deps: tuple[str, ...] = (),
+        overhead_s: float = 0.0,
+        max_rate: float | None = None,
+    ):
+        self.__dict__.update(
+            id=id,
+            src=src,
+            dst=dst,
+            bytes=bytes,
+            priority=priority,
+            route=route,
+            deps=deps,
+            overhead_s=overhead_s,
+            max_rate=max_rate,
+        )
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Compute:
+    """Frozen, built as :class:`Transfer` is."""
+
     id: str
     device: str
     seconds: float
-    deps: tuple[str, ...] = field(default_factory=tuple)
+    deps: tuple[str, ...] = ()
+
+    def __init__(self, id: str, device: str, seconds: float, deps: tuple[str, ...] = ()):
+        self.__dict__.update(id=id, device=device, seconds=seconds, deps=deps)
 
 
 Task = Transfer | Compute
+
+
+@contextmanager
+def paused_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many tasks: every thousand new objects
+    it would walk all the tracked ones (millions of tasks and their tuples), none of which it can
+    free. Restores the collector's previous state."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class Dependents(NamedTuple):

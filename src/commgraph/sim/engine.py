@@ -105,10 +105,62 @@ def simulate(
     for device, count in (cores or {}).items():
         if device not in topology.index or not (isinstance(count, int) and count >= 1):
             raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
+    merged, stands_for = merge_identical(flows.arrays())
     outcome = simulate_events(
-        flows.arrays(), _task_arrays(topology, tasks, dependents, flows, cores or {}), incremental, timeline
+        merged, _task_arrays(topology, tasks, dependents, flows, cores or {}), incremental, timeline
     )
-    return _result(topology, tasks, flows, outcome, timeline)
+    return _result(topology, tasks, flows, _spread_back(outcome, stands_for), timeline)
+
+
+def merge_identical(flows: Flows) -> tuple[Flows, np.ndarray]:
+    """Resources of one capacity that carry the same flows with the same weights are one
+    constraint (under packet spraying, a fat-tree's parallel links between two tiers: every flow
+    loads each alike): keep the first of each such set on the routes, which leaves every rate
+    the same and each event's work smaller. Returns the flows so reduced and, per resource, the
+    resource that stands for it (itself if kept)."""
+    n_res, n_flows = flows.capacity.shape[0], flows.sizes.shape[0]
+    owner = np.repeat(np.arange(n_flows), np.diff(flows.ptr))
+    by = np.lexsort((owner, flows.resources))
+    res, flow, weight = flows.resources[by], owner[by], flows.weights[by]
+    nnz = np.bincount(res, minlength=n_res)
+    start = np.concatenate([[0], np.cumsum(nnz)[:-1]])
+    mix = np.random.default_rng(0).random((2, n_flows)) + 1.0  # column signatures, checked exactly below
+    keys = np.column_stack(
+        [np.bincount(res, weights=weight * m[flow], minlength=n_res) for m in mix] + [flows.capacity, nnz]
+    )
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    stands_for = np.arange(n_res)
+    first: dict[int, int] = {}
+    for r in np.flatnonzero(nnz > 0):
+        kept = first.setdefault(int(group.ravel()[r]), int(r))
+        a, b = slice(start[kept], start[kept] + nnz[kept]), slice(start[r], start[r] + nnz[r])
+        if kept != r and np.array_equal(flow[a], flow[b]) and np.array_equal(weight[a], weight[b]):
+            stands_for[r] = kept
+    keep = stands_for[flows.resources] == flows.resources
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=n_flows))]).astype(np.int64)
+    return flows._replace(ptr=ptr, resources=flows.resources[keep], weights=flows.weights[keep]), stands_for
+
+
+def _spread_back(outcome: Outcome, stands_for: np.ndarray) -> Outcome:
+    """The outcome per resource again: each merged resource's busy time and utilisation changes
+    are those of the resource that stood for it (changes ordered by time, then resource)."""
+    members = np.bincount(stands_for, minlength=stands_for.shape[0])
+    if np.all(members == 1):
+        return outcome
+    grouped = np.argsort(stands_for, kind="stable")
+    at = np.concatenate([[0], np.cumsum(members)[:-1]])
+    copies = members[outcome.record_resource]
+    record = np.repeat(np.arange(copies.shape[0]), copies)
+    offset = np.arange(record.shape[0]) - np.repeat(np.cumsum(copies) - copies, copies)
+    resource = grouped[at[outcome.record_resource[record]] + offset]
+    time = outcome.record_time[record]
+    order = np.lexsort((resource, time))
+    return outcome._replace(
+        busy=outcome.busy[stands_for],
+        record_time=time[order],
+        record_resource=resource[order],
+        record_utilisation=outcome.record_utilisation[record][order],
+    )
 
 
 class _Flows:

@@ -127,70 +127,106 @@ def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark,
 
 
 @njit(cache=True)
-def fill(ptr, resources, weights, priority, capacity, flows, rates, residual, counts):  # pragma: no cover
+def fill(ptr, resources, weights, priority, capacity, flows, rates, index, scratch):  # pragma: no cover
     """Max-min fair ``rates`` (bytes/s, in place) of ``flows``, which hold every active flow on
-    their resources, by progressive filling class by class: all unfrozen flows' rates rise
-    together, a resource consuming the sum of its flows' ``weights`` per unit of rate, and a
-    resource's flows freeze when it fills. A flow whose resources higher classes saturate gets
-    rate 0 until they finish (preemption). ``residual`` is scratch; ``counts`` (the weights summed
-    per resource) must be zero on the flows' resources and is left so."""
+    their resources (``index``: resource -> active flows), by progressive filling class by class:
+    all unfrozen flows' rates rise together, a resource consuming the sum of its flows' ``weights``
+    per unit of rate, and a resource's flows freeze when it fills. A flow whose resources higher
+    classes saturate gets rate 0 until they finish (preemption).
+
+    Each round finds the fullest resources among those with unfrozen flows, freezes their flows
+    and takes the frozen flows' weights off their resources: a flow is counted in and out once,
+    so a class costs its flows' route entries plus, per round, the resources still in play (not
+    the flows' entries every round). ``scratch`` (:class:`Scratch`) must hold zero ``counts``,
+    ``users`` and ``flag`` on these flows and resources, and is left so."""
+    residual, counts, users, flag, live, saturated, frozen = scratch
+    first, flow, count = index.first, index.flow, index.count
     n = flows.shape[0]
     for i in range(n):
         f = flows[i]
         for j in range(ptr[f], ptr[f + 1]):
             residual[resources[j]] = capacity[resources[j]]
     order = flows[np.argsort(priority[flows], kind="mergesort")]
-    pending = np.empty(n, np.int64)
-    frozen = np.empty(n, np.int64)
     run_start = 0
     while run_start < n:
         c = priority[order[run_start]]
         run_end = run_start
+        n_live = 0
         while run_end < n and priority[order[run_end]] == c:
+            f = order[run_end]
+            flag[f] = 1
+            for j in range(ptr[f], ptr[f + 1]):
+                r = resources[j]
+                if users[r] == 0:
+                    live[n_live] = r
+                    n_live += 1
+                users[r] += 1
+                counts[r] += weights[j]
             run_end += 1
-        n_pending = run_end - run_start
-        pending[:n_pending] = order[run_start:run_end]
+        pending = run_end - run_start
         run_start = run_end
-        while n_pending > 0:
-            for i in range(n_pending):
-                f = pending[i]
-                for j in range(ptr[f], ptr[f + 1]):
-                    counts[resources[j]] += weights[j]
+        while pending > 0:
             level = np.inf
-            for i in range(n_pending):
-                f = pending[i]
-                for j in range(ptr[f], ptr[f + 1]):
-                    share = residual[resources[j]] / counts[resources[j]]
-                    if share < level:
-                        level = share
+            for i in range(n_live):
+                share = residual[live[i]] / counts[live[i]]
+                if share < level:
+                    level = share
             bound = level * (1.0 + _TIE)
-            kept = 0
+            n_saturated = 0
+            for i in range(n_live):
+                if residual[live[i]] / counts[live[i]] <= bound:
+                    saturated[n_saturated] = live[i]
+                    n_saturated += 1
             n_frozen = 0
-            for i in range(n_pending):
-                f = pending[i]
-                saturated = False
-                for j in range(ptr[f], ptr[f + 1]):
-                    if residual[resources[j]] / counts[resources[j]] <= bound:
-                        saturated = True
-                        break
-                if saturated:
-                    rates[f] = level
-                    frozen[n_frozen] = f
-                    n_frozen += 1
-                else:
-                    pending[kept] = f  # kept <= i: never overwrites an unvisited entry
-                    kept += 1
+            for i in range(n_saturated):
+                r = saturated[i]
+                for u in range(first[r], first[r] + count[r]):
+                    f = flow[u]
+                    if flag[f] == 1:
+                        flag[f] = 0
+                        rates[f] = level
+                        frozen[n_frozen] = f
+                        n_frozen += 1
             for i in range(n_frozen):
                 f = frozen[i]
                 for j in range(ptr[f], ptr[f + 1]):
                     r = resources[j]
                     residual[r] = max(residual[r] - level * weights[j], 0.0)
-                    counts[r] = 0.0
-            for i in range(kept):
-                f = pending[i]
-                for j in range(ptr[f], ptr[f + 1]):
-                    counts[resources[j]] = 0.0
-            n_pending = kept
+                    users[r] -= 1
+                    counts[r] = counts[r] - weights[j] if users[r] > 0 else 0.0
+            pending -= n_frozen
+            kept = 0
+            for i in range(n_live):
+                if users[live[i]] > 0:
+                    live[kept] = live[i]
+                    kept += 1
+            n_live = kept
+
+
+class Scratch(NamedTuple):
+    """:func:`fill`'s working arrays: per resource its residual capacity, the weights and number of
+    its unfrozen flows, and room for the resources in play and the saturated ones; per flow
+    whether it is unfrozen, and room for those a round freezes."""
+
+    residual: np.ndarray
+    counts: np.ndarray
+    users: np.ndarray
+    flag: np.ndarray
+    live: np.ndarray
+    saturated: np.ndarray
+    frozen: np.ndarray
+
+
+def make_scratch(n_res: int, n_flows: int) -> Scratch:
+    return Scratch(
+        np.empty(n_res),
+        np.zeros(n_res),
+        np.zeros(n_res, np.int64),
+        np.zeros(n_flows, np.int64),
+        np.empty(n_res, np.int64),
+        np.empty(n_res, np.int64),
+        np.empty(n_flows, np.int64),
+    )
 
 
 class Flows(NamedTuple):
@@ -266,8 +302,7 @@ class _State(NamedTuple):
     touched: np.ndarray
     picked: np.ndarray
     old_rates: np.ndarray
-    residual: np.ndarray
-    counts: np.ndarray
+    scratch: Scratch
 
 
 def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool) -> Outcome:
@@ -301,8 +336,7 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
         np.empty(n_res, np.int64),
         np.empty(n_flows, np.int64),
         np.empty(n_flows),
-        np.empty(n_res),
-        np.zeros(n_res),
+        make_scratch(n_res, n_flows),
     )
     index = make_index(flows.ptr, flows.resources, n_res)
     return Outcome(state.start, state.finish, state.busy, *_run(flows, tasks, index, state, incremental, record))
@@ -475,7 +509,7 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
     picked = state.picked[:n_picked]
     old = state.old_rates[:n_picked]
     old[:] = rates[picked]
-    fill(ptr, resources, flows.weights, flows.priority, capacity, picked, rates, state.residual, state.counts)
+    fill(ptr, resources, flows.weights, flows.priority, capacity, picked, rates, index, state.scratch)
     n_moved = 0  # resources whose load may have moved: the changed ones and those of re-rated flows
     for s in range(n_seeds):
         res_mark[seeds[s]] = -epoch

@@ -71,9 +71,13 @@ def parse_topo_matrix(text: str, name: str = "detected") -> Topology:
     return Topology(name=name, devices=devices, links=links)
 
 
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")  # terminal colour and underline codes
+
+
 def _read_matrix(text: str) -> tuple[list[str], dict[str, list[str]], dict[str, str]]:
-    """Column labels, the relation cells of each row, and each row's CPU affinity text."""
-    lines = [line.rstrip("\n") for line in text.splitlines()]
+    """Column labels, the relation cells of each row, and each row's CPU affinity text. The
+    terminal codes nvidia-smi underlines its header with (``ESC[4m`` ... ``ESC[0m``) are dropped."""
+    lines = [_ESCAPES.sub("", line).rstrip("\n") for line in text.splitlines()]
     header_at = next((i for i, line in enumerate(lines) if re.match(r"^\s+GPU0\b", line)), None)
     if header_at is None:
         raise TopologyError("not nvidia-smi topo -m output: no header line starting with GPU0")

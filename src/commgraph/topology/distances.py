@@ -13,6 +13,12 @@ where :math:`d^{host}_g` is the distance inside the host's own nodes and :math:`
 from the exit over the whole graph. The exits' distances are computed once and shared by every
 device of the host: a cluster of 8-GPU servers with one NIC each runs one Dijkstra per server
 instead of eight, and keeps one distance array per server.
+
+A route to one target needs only the distances of the nodes no farther than it: every node on a
+cheapest path is nearer, and a node's distance is exact once Dijkstra settles it. So each search
+stops when it settles the target asked for (:func:`dijkstra_until`) and is kept with that radius;
+a later target beyond the radius searches again. Routes between neighbouring servers (a ring's
+hops) then explore a few servers' nodes, not the whole cluster.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
@@ -27,10 +34,12 @@ RECENT = 64  # composed distance arrays kept (routes are cached per pair, so a s
 
 
 class Distances:
-    """``distances(node)``: the array of cheapest-path distances from ``node`` of ``graph`` (a CSR
-    of ``2 n`` nodes: in-nodes ``0..n-1``, out-nodes ``n..2n-1``; ``out_node[d]`` is ``d`` for a
-    forwarding device, ``n + d`` otherwise). ``hosts[d]`` names device ``d``'s machine,
-    ``neighbours[d]`` the devices it links to."""
+    """``distances(node, target)``: an array of cheapest-path distances from ``node`` of ``graph``
+    (a CSR of ``2 n`` nodes: in-nodes ``0..n-1``, out-nodes ``n..2n-1``; ``out_node[d]`` is ``d``
+    for a forwarding device, ``n + d`` otherwise), exact at ``target`` and at every node nearer
+    than it (those on its cheapest paths); a farther node's entry is at least its distance
+    (``inf`` if not reached). Without ``target``, exact everywhere. ``hosts[d]`` names device
+    ``d``'s machine, ``neighbours[d]`` the devices it links to."""
 
     def __init__(self, graph: csr_matrix, out_node: list[int], hosts: list[str], neighbours: list[list[int]]):
         self.graph, self.out_node, self.hosts = graph, out_node, hosts
@@ -40,21 +49,25 @@ class Distances:
             members.setdefault(host, []).append(d)
         self.members = members
         self.boundary = [any(hosts[m] != hosts[d] for m in neighbours[d]) for d in range(self.n)]
-        self.full: dict[int, np.ndarray] = {}  # Dijkstra over the whole graph, per node
+        self.full: dict[int, _Searched] = {}  # Dijkstra over the whole graph, per node
         self.inside: dict[str, _Host] = {}
         self.local: dict[str, np.ndarray] = {}  # per host with exits: distances among its nodes inside it
-        self.recent: dict[int, np.ndarray] = {}
+        self.recent: dict[int, _Searched] = {}
 
-    def __call__(self, node: int) -> np.ndarray:
+    def __call__(self, node: int, target: int | None = None) -> np.ndarray:
         device = node - self.n if node >= self.n else node
         if node >= self.n and not self.boundary[device] and self._host(self.hosts[device]).exits:
-            return self._composed(device)
-        return self._full(node)
+            return self._composed(device, target)
+        return self._full(node, target)
 
-    def _full(self, node: int) -> np.ndarray:
-        if node not in self.full:
-            self.full[node] = dijkstra(self.graph, indices=node)
-        return self.full[node]
+    def _full(self, node: int, target: int | None) -> np.ndarray:
+        """Dijkstra from ``node`` over the whole graph, as far as ``target`` (everywhere if None)."""
+        known = self.full.get(node)
+        if known is None or not known.covers(target):
+            stop = -1 if target is None else target
+            dist = dijkstra_until(self.graph.indptr, self.graph.indices, self.graph.data, node, stop)
+            known = self.full[node] = _Searched(dist, np.inf if target is None else dist[target])
+        return known.dist
 
     def _host(self, host: str) -> _Host:
         if host not in self.inside:
@@ -65,25 +78,93 @@ class Distances:
             self.inside[host] = _Host(nodes, self.graph[nodes][:, nodes], position, [(b, position[b]) for b in exits])
         return self.inside[host]
 
-    def _composed(self, device: int) -> np.ndarray:
+    def _composed(self, device: int, target: int | None) -> np.ndarray:
         """Distances from a device that does not forward and has no link off its host: inside the
-        host, or through the host's first exit and on from it (module docstring)."""
-        if device in self.recent:
-            return self.recent[device]
+        host, or through the host's first exit and on from it (module docstring). Exact as far as
+        ``target``: each exit's search reaches it, and a node nearer than the target through
+        its cheapest exit is nearer than the target from that exit."""
+        known = self.recent.get(device)
+        if known is not None and known.covers(target):
+            return known.dist
         name = self.hosts[device]
         host = self._host(name)
         if name not in self.local:
             self.local[name] = dijkstra(host.graph)
         inside = self.local[name][host.position[self.n + device]]
-        dist = np.full(2 * self.n, np.inf)
+        dist = None
         for b, at in host.exits:
             if np.isfinite(inside[at]):
-                np.minimum(dist, inside[at] + self._full(b), out=dist)
+                through = inside[at] + self._full(b, target)
+                dist = through if dist is None else np.minimum(dist, through, out=dist)
+        if dist is None:
+            dist = np.full(2 * self.n, np.inf)
         dist[host.nodes] = np.minimum(dist[host.nodes], inside)
         if len(self.recent) >= RECENT:
             del self.recent[next(iter(self.recent))]
-        self.recent[device] = dist
+        self.recent[device] = _Searched(dist, np.inf if target is None else dist[target])
         return dist
+
+
+class _Searched(NamedTuple):
+    """Distances from one node, exact at every node no farther than ``radius``."""
+
+    dist: np.ndarray
+    radius: float
+
+    def covers(self, target: int | None) -> bool:
+        """Whether the distance to ``target`` (every node's, if None) is exact."""
+        return self.radius == np.inf if target is None else self.dist[target] <= self.radius
+
+
+@njit(cache=True)
+def dijkstra_until(indptr, indices, data, source, target):  # pragma: no cover
+    """Cheapest-path distances from ``source`` over the CSR (``indptr``, ``indices``, ``data``:
+    positive weights), stopping once ``target`` is settled (``-1``: never). Every settled node's
+    distance is exact (the minimum over its in-neighbours of their distance plus the weight, as
+    :func:`scipy.sparse.csgraph.dijkstra` computes it); an unsettled node's is an upper bound or
+    ``inf``. A binary heap with lazy deletion."""
+    n = indptr.shape[0] - 1
+    dist = np.full(n, np.inf)
+    done = np.zeros(n, np.bool_)
+    heap_d = np.empty(indices.shape[0] + 1)
+    heap_v = np.empty(indices.shape[0] + 1, np.int64)
+    dist[source] = 0.0
+    heap_d[0], heap_v[0], size = 0.0, source, 1
+    while size > 0:
+        d, v = heap_d[0], heap_v[0]
+        size -= 1
+        last_d, last_v, i = heap_d[size], heap_v[size], 0
+        while True:  # sift the last entry down from the root
+            child = 2 * i + 1
+            if child >= size:
+                break
+            if child + 1 < size and heap_d[child + 1] < heap_d[child]:
+                child += 1
+            if heap_d[child] >= last_d:
+                break
+            heap_d[i], heap_v[i] = heap_d[child], heap_v[child]
+            i = child
+        heap_d[i], heap_v[i] = last_d, last_v
+        if done[v]:
+            continue
+        done[v] = True
+        if v == target:
+            break
+        for k in range(indptr[v], indptr[v + 1]):
+            u = indices[k]
+            nd = d + data[k]
+            if nd < dist[u]:
+                dist[u] = nd
+                i = size  # sift the new entry up
+                size += 1
+                while i > 0:
+                    parent = (i - 1) // 2
+                    if heap_d[parent] <= nd:
+                        break
+                    heap_d[i], heap_v[i] = heap_d[parent], heap_v[parent]
+                    i = parent
+                heap_d[i], heap_v[i] = nd, u
+    return dist
 
 
 class _Host(NamedTuple):

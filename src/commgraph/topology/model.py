@@ -301,7 +301,7 @@ class Topology:
         """Per link direction on some cheapest path from ``start`` to ``target``, the fraction of
         those paths crossing it: paths into its tail times paths out of its head, over all paths."""
         graph, arriving, out_node = self._routing_graph
-        dist = self._distances(out_node[start])
+        dist = self._distances(out_node[start], target)
         n = len(self.devices)
         edges: dict[int, list[tuple[int, int]]] = {}  # node -> (predecessor, link) on cheapest paths
         order, stack, seen = [], [target], {target}
@@ -379,7 +379,7 @@ class Topology:
     def _cheapest_path(self, start: int, target: int) -> list[Hop]:
         graph, arriving, out_node = self._routing_graph
         source = out_node[start]
-        dist = self._distances(source)
+        dist = self._distances(source, target)
         if not np.isfinite(dist[target]):
             hint = "" if self.gpu_forwarding else " (GPUs do not forward here: set gpu_forwarding, as NCCL's PXN does)"
             raise TopologyError(

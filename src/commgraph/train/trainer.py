@@ -25,9 +25,9 @@ from commgraph.errors import TrainingError
 from commgraph.nn import GNN
 from commgraph.plan.choose import AllReduceChoice
 from commgraph.runtime import World, keep_freed_memory
-from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job, Wiring
+from commgraph.runtime.memory import release_free_memory
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor

@@ -39,7 +39,7 @@ import numpy as np
 from commgraph.errors import SimulationError
 from commgraph.sim import Compute, Transfer, simulate
 from commgraph.sim.coflow import Coflow
-from commgraph.sim.dag import Task
+from commgraph.sim.dag import Task, paused_collection
 from commgraph.topology.model import Topology
 from commgraph.workload.collectives import (
     ALLREDUCE,
@@ -129,7 +129,8 @@ def build_iteration(
     builder.ep_flows = ep_flows
     builder.barrier, builder.grad_bytes = barrier, grad_bytes
     builder.exchanges, builder.place = builder.ep_exchanges()
-    return builder.build(iterations)
+    with paused_collection():
+        return builder.build(iterations)
 
 
 def compute_id(prefix: str, stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
@@ -156,6 +157,7 @@ class _Builder:
         self.vstages = layout.pp * layout.chunks
         self.per_vstage = model.layers // self.vstages
         self.tp_seconds = self._tp_allreduce_seconds(model.activation_bytes())
+        self.dense_seconds, self.attention_seconds = self._layer_seconds()
         self.counts: dict[tuple[int, int, int, int], np.ndarray] = {}
         self.zero2 = False
         self.iteration = 0
@@ -171,6 +173,16 @@ class _Builder:
 
     def gpu_of(self, stage: int, replica: int, tp_rank: int) -> str:
         return self.gpus[self.layout.rank(stage, replica, tp_rank)]
+
+    def group(self, stage: int, replica: int) -> list[str]:
+        """The GPUs of a stage's tensor-parallel group, by tp rank."""
+        first = self.layout.rank(stage, replica, 0)
+        return self.gpus[first : first + self.layout.tp]
+
+    def replicas(self, stage: int, tp_rank: int) -> list[str]:
+        """The GPUs of one tp rank of a stage across the replicas, by replica."""
+        first, L = self.layout.rank(stage, 0, tp_rank), self.layout
+        return self.gpus[first : first + L.tp * L.dp : L.tp]
 
     def compute_id(self, stage: int, replica: int, op: Op, layer: int, part: str = "") -> str:
         return compute_id(self.prefix, stage, replica, op, layer, part)
@@ -218,9 +230,14 @@ class _Builder:
         """Add a coflow of ``flows`` between ``members``; flow k depends on ``deps[src[k]]``."""
         first = len(self.tasks)
         ids = names or [f"{cid}.{k}" for k in range(flows.src.shape[0])]
-        for k, (a, b, size) in enumerate(zip(flows.src.tolist(), flows.dst.tolist(), flows.bytes.tolist())):
-            overhead = flows.overhead_hops * self._latency(members[a], members[b]) if flows.overhead_hops else 0.0
-            self.tasks.append(Transfer(ids[k], members[a], members[b], size, deps=deps[a], overhead_s=overhead))
+        srcs = [members[a] for a in flows.src.tolist()]
+        dsts = [members[b] for b in flows.dst.tolist()]
+        hops = flows.overhead_hops
+        overheads = [hops * self._latency(a, b) for a, b in zip(srcs, dsts)] if hops else [0.0] * len(ids)
+        waits = [deps[a] for a in flows.src.tolist()]
+        self.tasks += map(
+            Transfer, ids, srcs, dsts, flows.bytes.tolist(), [0] * len(ids), [None] * len(ids), waits, overheads
+        )
         if len(self.tasks) > first:
             self.coflows.append(
                 Coflow(cid, kind, microbatch, layer, tuple(range(first, len(self.tasks))), self.iteration)
@@ -248,16 +265,13 @@ class _Builder:
         if M.moe and op.backward:  # one task the first all-to-all's flows can wait for
             deps = [self._compute(self.compute_id(stage, replica, op, layers[-1], ".in"), leader, 0.0, deps)]
         for layer in reversed(layers) if op.backward else layers:
-            head = M.head_flops() if layer == M.layers - 1 else 0.0
             if not op.backward and op.microbatch == 0:  # the layer's parameters, from the last iteration
                 deps = deps + self.gates.get((stage, replica, layer), [])
             if not M.moe:
-                seconds = scale * (
-                    self.gpu.seconds((M.attention_flops() + M.mlp_flops() + head) / L.tp) + 2 * self.tp_seconds
-                )
+                seconds = scale * self.dense_seconds[layer]
                 deps = [self._compute(self.compute_id(stage, replica, op, layer), leader, seconds, deps)]
                 continue
-            attention = scale * (self.gpu.seconds((M.attention_flops() + head) / L.tp) + self.tp_seconds)
+            attention = scale * self.attention_seconds[layer]
             if not op.backward:
                 deps = [self._compute(self.compute_id(stage, replica, op, layer, ".a"), leader, attention, deps)]
             deps = self._experts(stage, replica, op, layer, deps, first=True)
@@ -270,9 +284,7 @@ class _Builder:
         target = vstage + (-1 if op.backward else 1)
         if 0 <= target < self.vstages:
             to_stage = target % L.pp
-            members = [self.gpu_of(stage, replica, t) for t in range(L.tp)] + [
-                self.gpu_of(to_stage, replica, t) for t in range(L.tp)
-            ]
+            members = self.group(stage, replica) + self.group(to_stage, replica)
             src = np.arange(L.tp)
             flows = FlowSet(src, src + L.tp, np.full(L.tp, M.activation_bytes() / L.tp))
             cid = self.pp_id(op, vstage, replica)
@@ -416,7 +428,7 @@ class _Builder:
             part = ".a" if M.moe else ""
             ready = [self.compute_id(stage, d, op, layer, part) for d in range(L.dp)]
             for t in range(L.tp):
-                members = [self.gpu_of(stage, d, t) for d in range(L.dp)]
+                members = self.replicas(stage, t)
                 name = "dp.rs" if self.zero2 else "dp"
                 ids = self._coflow(
                     f"{self.prefix}{name}.L{layer}.s{stage}.t{t}",
@@ -439,7 +451,7 @@ class _Builder:
             for layer in range(M.layers):
                 stage, _ = self._stage_of(layer)
                 for t in range(L.tp):
-                    members = [self.gpu_of(stage, d, t) for d in range(L.dp)]
+                    members = self.replicas(stage, t)
                     ids = self._coflow(
                         f"{self.prefix}dp.ag.L{layer}.s{stage}.t{t}",
                         "dp",
@@ -453,6 +465,17 @@ class _Builder:
                         arrived[(layer, t, d)] = into
         for (layer, _t, d), ids in arrived.items():
             self.gates.setdefault((self._stage_of(layer)[0], d, layer), []).extend(ids)
+
+    def _layer_seconds(self) -> tuple[list[float], list[float]]:
+        """Per layer, a forward pass's seconds on a dense model (attention, MLP, the head on the
+        last layer, and two tensor-parallel all-reduces) and its attention's alone (with one)."""
+        M, L = self.model, self.layout
+        heads = [M.head_flops() if layer == M.layers - 1 else 0.0 for layer in range(M.layers)]
+        dense = [
+            self.gpu.seconds((M.attention_flops() + M.mlp_flops() + h) / L.tp) + 2 * self.tp_seconds for h in heads
+        ]
+        attention = [self.gpu.seconds((M.attention_flops() + h) / L.tp) + self.tp_seconds for h in heads]
+        return dense, attention
 
     def _stage_of(self, layer: int) -> tuple[int, int]:
         """(pipeline stage, model chunk) holding ``layer``."""
