@@ -74,7 +74,7 @@ class GNN(torch.nn.Module):
         if kind not in MODELS:
             raise TrainingError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
         check_model_options(layers, hidden, heads, dropout)
-        self.kind, self.dropout, self.in_dim, self.out_dim = kind, dropout, in_dim, out_dim
+        self.kind, self.dropout, self.in_dim = kind, dropout, in_dim
         self.encoder = torch.nn.Linear(in_dim, hidden) if kind == "commnet" else None
         self.decoder = torch.nn.Linear(hidden, out_dim) if kind == "commnet" else None
         width = hidden if kind == "commnet" else in_dim
@@ -150,8 +150,7 @@ class GNN(torch.nn.Module):
     def first_narrows(self) -> bool:
         """Whether layer 0 is :attr:`linear_first` and its output narrower than its input, so its
         transformed rows take less memory than the input rows."""
-        out = self.widths[1] if self.num_layers > 1 else self.out_dim
-        return self.linear_first and out < self.widths[0]
+        return self.linear_first and self.out_width(0) < self.widths[0]
 
     @property
     def first_root(self) -> bool:
