@@ -615,8 +615,7 @@ def test_the_benchmark_without_a_gpu_says_so_in_one_line(tmp_path):
         "feature_gather: needs a CUDA GPU and torch sees none; nothing measured\n",
     )
     done = subprocess.run([*run, "--run", "pin,bogus"], capture_output=True, text=True, env=env, timeout=60)
-    assert (
-        done.returncode == 2 and "--run takes stages of prepare, big, train, sweep, crossover, pin; got 'pin,bogus'" in done.stderr
-    )
+    stages = "prepare, big, train, sweep, crossover, pin"
+    assert done.returncode == 2 and f"--run takes stages of {stages}; got 'pin,bogus'" in done.stderr
     done = subprocess.run([*run, "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0 and "--run prepare" in done.stdout and "(default: 0.55)" in done.stdout
