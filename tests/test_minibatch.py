@@ -143,11 +143,13 @@ def test_peer_rows_read_from_the_shared_map_train_exactly_as_fetched_ones(sets, 
         "32",
         "--steps-per-epoch",
         "3",
-        *(["--explain-period", "2", "--explain-epochs", "5", "--dgs-wait"] if sampler == "dgs" else []),
+        *(["--explain-period", "100", "--explain-epochs", "5", "--dgs-wait"] if sampler == "dgs" else []),
     )
     fetched, _ = _train(sets["g3"], 2, tmp_path / "network.jsonl", *common, "--peer-rows", "network")
     mapped, _ = _train(sets["g3"], 2, tmp_path / "map.jsonl", *common, "--peer-rows", "map")
     np.testing.assert_allclose([r["loss"] for r in mapped], [r["loss"] for r in fetched], rtol=1e-6)
+    if sampler == "dgs":  # every step cut to the first explanation's columns (T_ex beyond the run: one mask set)
+        assert all(r["dgs_masked_steps"] == r["dgs_steps"] > 0 for r in mapped + fetched)
     for near, far in zip(mapped, fetched):
         assert near["feature_bytes"] == 0 and far["local_bytes"] == 0
         assert near["local_bytes"] == far["feature_bytes"] > 0
