@@ -50,6 +50,7 @@ from commgraph.sim import simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
 from commgraph.workload.floor import iteration_floor
+from commgraph.workload.iteration import DP_COLLECTIVES, EP_FLOWS
 
 MODELS = ("gpt3-175b", "mixtral-8x22b")
 FAT_TREE_K = {256: 6, 1024: 8, 2048: 12, 4096: 14, 8192: 16}  # smallest k-ary fat-tree with GPUs / 8 servers
@@ -191,10 +192,10 @@ def main() -> None:
     parser.add_argument("--gpus", default="", help="comma list of GPU counts (default: the part's)")
     parser.add_argument("--gbps", default="", help="comma list of link speeds in Gbit/s (bandwidth part)")
     parser.add_argument("--iterations", type=int, default=3, help="iterations without a barrier")
-    parser.add_argument("--dp-collective", choices=("allreduce", "zero2"), default="zero2")
+    parser.add_argument("--dp-collective", choices=DP_COLLECTIVES, default="zero2")
     parser.add_argument(
         "--ep-flows",
-        choices=("gpu", "server"),
+        choices=EP_FLOWS,
         default="gpu",
         help="MoE all-to-alls GPU to GPU per EP group, or server to server (coarser)",
     )
