@@ -76,8 +76,7 @@ class Block:
         if self.edge_index is not None:
             return self.edge_index
         crow, col = self.csr
-        dst = torch.repeat_interleave(torch.arange(self.num_dst, device=col.device), (crow[1:] - crow[:-1]).long())
-        return torch.stack([col.long(), dst])
+        return torch.stack([col.long(), _row_of_entries(crow)])
 
     def rows(self, start: int, end: int) -> Block:
         """The block of destinations ``[start, end)`` alone, sharing this block's columns (a
@@ -125,9 +124,7 @@ class Block:
                 crow[1:] = torch.cumsum(torch.bincount(dst, minlength=self.num_dst), 0)
             if gcn_norm:
                 if dst is None:
-                    dst = torch.repeat_interleave(
-                        torch.arange(self.num_dst, device=src.device), (crow[1:] - crow[:-1]).long()
-                    )
+                    dst = _row_of_entries(crow)
                 inv_sqrt = (self.src_degree + 1).rsqrt()
                 values = inv_sqrt[src.long()] * inv_sqrt[dst + self.dst_start]
             else:
@@ -156,3 +153,9 @@ class Block:
             self.dst_start,
             csr=None if self.csr is None else tuple(t.to(device) for t in self.csr),
         )
+
+
+def _row_of_entries(crow: torch.Tensor) -> torch.Tensor:
+    """Per entry of a compressed-row adjacency, its row (int64)."""
+    rows = crow.shape[0] - 1
+    return torch.repeat_interleave(torch.arange(rows, device=crow.device), (crow[1:] - crow[:-1]).long())
