@@ -131,15 +131,17 @@ class MemoryEstimate:
 def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     """The memory ``shape``'s job on ``pset`` will hold (see the module's description)."""
     n = int(pset.manifest["graph"]["num_nodes"])
+    num_edges = int(pset.manifest["graph"]["num_edges"])
     first = pset.part(0, check=False)
     width = 0 if first.features is None or not shape.features else int(first.features.shape[1])
     sizes = [_part_sizes(pset, k) for k in range(pset.num_parts)]
     owned = max(s[0] for s in sizes)
     local = max(s[0] + s[1] for s in sizes)
+    part_structure = FULL_GRAPH_EDGE_BYTES * max(s[2] for s in sizes)  # the largest part's in-edges, full-graph
     machine = {"launcher": LAUNCHER_BYTES, "runtime": ZYGOTE_BYTES}
     worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 4 * owned * width}
     if shape.sampler is None:
-        worker["structure"] = FULL_GRAPH_EDGE_BYTES * max(s[2] for s in sizes)
+        worker["structure"] = part_structure
         worker["tables" if shape.train else "evaluation"] = _full_graph_pass(owned, local, width, shape)
     if shape.sampler is not None:
         machine["structure"] = _structure_bytes(pset, shape.structure, shape.machine_workers)
@@ -148,18 +150,14 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         rows = reached_nodes(n, shape.batch_size, shape.fanouts)
         narrows = shape.model in LINEAR_FIRST and shape.hidden < width  # layer 0 reads its rows a chunk at a time
         inputs = 2 * INPUT_CHUNK_BYTES if narrows else 4 * rows * TABLE_COPIES * width
-        edges = sampled_edges(n, int(pset.manifest["graph"]["num_edges"]), shape.batch_size, shape.fanouts)
+        edges = sampled_edges(n, num_edges, shape.batch_size, shape.fanouts)
         worker["tables"] = (
             inputs + 4 * rows * ACTIVATION_COPIES * shape.hidden * shape.layers + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
         evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
-        worker["evaluation"] = FULL_GRAPH_EDGE_BYTES * max(s[2] for s in sizes) + _full_graph_pass(
-            owned, local, width, evaluation
-        )
+        worker["evaluation"] = part_structure + _full_graph_pass(owned, local, width, evaluation)
         if shape.explainer:
-            worker["explainer"] = _explainer_bytes(
-                n, int(pset.manifest["graph"]["num_edges"]), owned, width, shape.layers
-            )
+            worker["explainer"] = _explainer_bytes(n, num_edges, owned, width, shape.layers)
     if shape.train:
         worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, pset)
     return MemoryEstimate(
