@@ -67,7 +67,9 @@ def launch_local(
         OMP_NUM_THREADS=str(threads),
         COMMGRAPH_THREADS=str(threads),
     )
-    if torch.cuda.is_available() if fresh is None else fresh:
+    if fresh is None:
+        fresh = torch.cuda.is_available()
+    if fresh:
         env[FRESH_RANKS] = "1"
     children = ForkedRanks.start(argv, workers, module, env, zygote)
     try:
