@@ -5,21 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.args import add_force, add_json, add_png, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
-from commgraph.partition import (
-    METHODS,
-    check_parts,
-    load_partition_set,
-    partition_graph,
-    partition_metrics,
-    write_partition_set,
-)
+from commgraph.partition import METHODS, check_parts, load_partition_set, make_partition_set
 from commgraph.partition.plot import plot_metrics
 
 
@@ -78,22 +70,18 @@ def run(args: argparse.Namespace) -> int:
         notes.append(f"{structure['components']:,} connected components (no communication between them)")
     if notes:
         _say(args, "note: " + " and ".join(notes))
-    start = time.perf_counter()
-    assignment, details = partition_graph(graph, args.parts, args.method, args.seed, log=lambda line: _say(args, line))
-    seconds = time.perf_counter() - start
-    metrics = {**partition_metrics(graph, assignment, args.parts), **details, **structure}
-    write_partition_set(
+    made = make_partition_set(
         graph,
-        assignment,
         args.parts,
         args.out,
         method=args.method,
         seed=args.seed,
-        seconds=seconds,
-        metrics=metrics,
         force=args.force,
         progress=not args.json,
+        notes=structure,
+        log=lambda line: _say(args, line),
     )
+    seconds, metrics = made.seconds, made.metrics
     wrote(args.out, f"{args.parts} parts")
     if args.png:
         plot_metrics(metrics, f"{graph.name} / {args.method} / {args.parts} parts", args.png)

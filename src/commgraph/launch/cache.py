@@ -4,7 +4,6 @@ and seed, into ``$COMMGRAPH_HOME/partitions/`` (the root the dataset cache share
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,9 +14,7 @@ from commgraph.partition import (
     check_parts,
     is_partition_set,
     load_partition_set,
-    partition_graph,
-    partition_metrics,
-    write_partition_set,
+    make_partition_set,
 )
 
 
@@ -53,17 +50,5 @@ def cached_partition_set(
             pass  # stale or damaged: make it again
     if log is not None:
         log(f"partitioning {graph.name} into {parts} parts with {method} -> {target}")
-    start = time.perf_counter()
-    assignment, details = partition_graph(graph, parts, method, seed, log=log)
-    write_partition_set(
-        graph,
-        assignment,
-        parts,
-        target,
-        method=method,
-        seed=seed,
-        seconds=time.perf_counter() - start,
-        metrics={**partition_metrics(graph, assignment, parts), **details},
-        force=True,
-    )
+    make_partition_set(graph, parts, target, method=method, seed=seed, force=True, log=log)
     return target

@@ -4,6 +4,7 @@ Depends on :mod:`commgraph.graph` only.
 """
 
 from commgraph.partition.g3 import RemoteTracker, g3_partition
+from commgraph.partition.make import MadeSet, make_partition_set
 from commgraph.partition.methods import METHODS, check_parts, partition_graph
 from commgraph.partition.metrics import partition_metrics
 from commgraph.partition.store import (
@@ -17,6 +18,7 @@ from commgraph.partition.store import (
 
 __all__ = [
     "MANIFEST",
+    "MadeSet",
     "METHODS",
     "Part",
     "check_parts",
@@ -25,6 +27,7 @@ __all__ = [
     "g3_partition",
     "is_partition_set",
     "load_partition_set",
+    "make_partition_set",
     "partition_graph",
     "partition_metrics",
     "write_partition_set",

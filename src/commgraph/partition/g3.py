@@ -48,6 +48,7 @@ import numpy as np
 from numba import njit
 
 from commgraph.graph import Graph
+from commgraph.partition.mapped import release_pages
 from commgraph.partition.metis import metis_multi_constraint, undirected_adjacency
 
 STAGE1_IMBALANCE = 1.04
@@ -87,6 +88,7 @@ def g3_partition(
     say = log or (lambda line: None)
     adjacency = undirected_adjacency(graph)
     weights = np.stack([np.ones(graph.num_nodes, dtype=np.int64), graph.in_degrees()], axis=1)
+    release_pages(graph)  # a graph held as file maps leaves METIS its memory
     small = graph.num_edges <= SMALL_GRAPH_EDGES
     thorough = graph.num_edges <= THOROUGH_EDGES
     starts = STARTS if thorough else 1

@@ -10,6 +10,7 @@ import numpy as np
 from commgraph.errors import PartitionError
 from commgraph.graph import Graph
 from commgraph.partition.g3 import g3_partition
+from commgraph.partition.mapped import release_pages
 from commgraph.partition.metis import metis_edge_cut, undirected_adjacency
 
 METHODS = ("g3", "metis", "chunk", "random")
@@ -64,5 +65,7 @@ def partition_graph(
     if method == "metis":
         if parts == 1:
             return np.zeros(graph.num_nodes, dtype=np.int64), {}
-        return metis_edge_cut(undirected_adjacency(graph), parts, seed), {}
+        adjacency = undirected_adjacency(graph)
+        release_pages(graph)  # a graph held as file maps leaves METIS its memory
+        return metis_edge_cut(adjacency, parts, seed), {}
     return g3_partition(graph, parts, seed, log=log)
