@@ -50,3 +50,11 @@ class ExplainerOptions:
             raise SamplingError(f"--explain-loss-threshold must be >= 0; got {self.loss_threshold}")
         if self.lr <= 0:
             raise SamplingError(f"the explainer's learning rate must be > 0; got {self.lr}")
+
+
+# DGS's explanation graph (sample.explain.ExplanationGraph): a part's neighbourhood of at most
+# EXPLAIN_NODES nodes is explained whole; a larger one links a uniform sample of EXPLAIN_NODES of its
+# remote nodes to the pooled node, and predicts EXPLAIN_TARGETS of the part's nodes, each on its
+# neighbourhood drawn with the training fanouts, for the class it explains
+EXPLAIN_NODES = 8192
+EXPLAIN_TARGETS = 8
