@@ -72,6 +72,7 @@ SBM_500K = "sbm:nodes=500000,classes=8,features=500,degree=100,train=0.5,seed=0"
 SBM_500K_NOISY = "sbm:nodes=500000,classes=8,features=500,degree=100,train=0.5,noise=300,seed=0"
 THESIS_500K = ("--workers", "8", "--fanout", "64,64", "--batch-size", "1024", "--hidden", "16")
 THESIS_500K += ("--epochs", "3", "--steps-per-epoch", "20")
+DGS_500K = ("--sampler", "dgs", "--dgs-wait", "--explain-in", "worker")  # no explainer interpreter per worker
 PRODUCTS = "sbm:nodes=2450000,classes=47,features=100,degree=50,seed=0"
 SAMPLED_100K = (
     "--sampler",
@@ -300,7 +301,7 @@ SCENARIOS = {
         ),
         Scenario(
             "dgs-500k",
-            ("train", "{work}/sbm500k-metis8", "--sampler", "dgs", "--dgs-wait", *THESIS_500K),
+            ("train", "{work}/sbm500k-metis8", *DGS_500K, *THESIS_500K),
             12.0,
             needs=("partition-500k-metis",),
             note="the thesis's DGS run, 3 x 20 steps + evaluation",
@@ -312,7 +313,7 @@ SCENARIOS = {
         ),
         Scenario(
             "dgs-500k-noisy",
-            ("train", "{work}/sbm500k-noisy", "--sampler", "dgs", "--dgs-wait", *THESIS_500K),
+            ("train", "{work}/sbm500k-noisy", *DGS_500K, *THESIS_500K),
             12.0,
             needs=("partition-500k-noisy",),
             note="the thesis's DGS run on the noisy graph (bytes and accuracy against neighbor-500k-noisy)",

@@ -18,7 +18,14 @@ from commgraph.nn import GNN
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
 from commgraph.partition.methods import partition_graph
 from commgraph.sample import DGSSampler, NeighborSampler, SamplingGraph
-from commgraph.sample.explain import DGSExplainer, ExplainerOptions, ExplanationGraph, ExplanationPlan, OnlineExplainer
+from commgraph.sample.explain import (
+    DGSExplainer,
+    ExplainerOptions,
+    ExplanationGraph,
+    ExplanationPlan,
+    OnlineExplainer,
+    WorkerExplainer,
+)
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +78,11 @@ def test_a_large_neighbourhood_is_explained_on_a_bounded_sample(cora_part):
     torch.testing.assert_close(explanation.x[1:], torch.from_numpy(graph.features[plan.remote]))
     torch.manual_seed(0)
     model = GNN("sage", graph.num_features, 16, 7, dropout=0.0)
-    masks = DGSExplainer(sampling, explanation, model, ExplainerOptions(epochs=3, loss_threshold=0.0)).explain(
-        model.state_dict()
-    ).masks
+    masks = (
+        DGSExplainer(sampling, explanation, model, ExplainerOptions(epochs=3, loss_threshold=0.0))
+        .explain(model.state_dict())
+        .masks
+    )
     explained = masks.node_prob[plan.remote]
     assert np.all(explained > 0) and np.unique(explained).shape[0] > 1
     np.testing.assert_allclose(masks.node_prob[plan.unexplained], explained.mean(), rtol=1e-6)
@@ -163,6 +172,25 @@ def test_online_explainer_explains_the_lowest_loss_snapshot_and_never_blocks(cor
     assert dgs.masks.iteration == 2 and len(online.rounds) == 1  # window 1's lowest loss
     online.close()
     assert not online._process.is_alive()
+
+
+def test_the_worker_explainer_explains_each_window_s_lowest_loss_snapshot_at_once(cora_part):
+    graph, sampling, explanation = cora_part
+    torch.manual_seed(0)
+    model = GNN("sage", graph.num_features, 16, 7, dropout=0.0)
+    explainer = DGSExplainer(sampling, explanation, model, ExplainerOptions(period=3, epochs=2, loss_threshold=0.0))
+    dgs = DGSSampler(sampling, [5, 5])
+    inline = WorkerExplainer(explainer, dgs.set_masks)
+    assert inline.wait_for_masks(model, 0, timeout=1.0) > 0 and dgs.masks.iteration == 0
+    for iteration, loss in enumerate([5.0, 2.0, 3.0, 4.0, 1.0, 6.0], start=1):
+        inline.observe(model, loss, iteration)
+        if iteration == 3:  # window 1 ends: explained before the next step, its lowest loss at step 2
+            assert dgs.masks.iteration == 2 and len(inline.rounds) == 2
+    assert dgs.masks.iteration == 5 and len(inline.rounds) == 3 and inline.skipped == 0
+    assert inline.wait_for_masks(model, 6, timeout=1.0) < 0.5 and len(inline.rounds) == 3  # masks exist: no wait
+    broken = WorkerExplainer(_BrokenExplainer(sampling, explanation, model, ExplainerOptions(period=1)), dgs.set_masks)
+    with pytest.raises(SamplingError, match="explainer failed in the worker.*out of memory"):
+        broken.observe(model, 1.0, 1)
 
 
 @pytest.mark.multiproc

@@ -99,6 +99,11 @@ def test_a_large_neighbourhood_s_explainer_is_its_bounded_sample():
     expected = memory.EXPLAINER_RUNTIME_BYTES + 4 * 500 * (4 * EXPLAIN_NODES + 2 * targets) + 12 * edges
     assert memory._explainer_bytes(500_000, 50_000_000, 62_500, 500, shape) == expected
     assert expected < 0.6e9  # against 5.65 GB for the whole neighbourhood, twice
+    in_worker = JobShape(**{**shape.__dict__, "explainer_process": False})  # --explain-in worker: no interpreter
+    assert (
+        memory._explainer_bytes(500_000, 50_000_000, 62_500, 500, in_worker)
+        == expected - memory.EXPLAINER_RUNTIME_BYTES
+    )
 
 
 def test_the_full_graph_pass_is_its_table_its_aggregation_and_its_hidden_tables(cora_set):

@@ -69,6 +69,8 @@ class JobShape:
         model: the GNN kind (:data:`~commgraph.nn.options.MODELS`).
         explainer: whether each worker explains its part for DGS (an online explainer, or the
             masks written after training).
+        explainer_process: whether that explainer runs in a process of its own (``--explain-in
+            process``) rather than in the worker.
     """
 
     workers: int
@@ -84,6 +86,7 @@ class JobShape:
     features: bool = True
     model: str = "sage"
     explainer: bool = False
+    explainer_process: bool = True
 
 
 @dataclass(frozen=True)
@@ -201,13 +204,13 @@ def sampled_edges(num_nodes: int, num_edges: int, batch_size: int, fanouts: tupl
 
 def _explainer_bytes(num_nodes: int, num_edges: int, owned: int, width: int, shape: JobShape) -> int:
     """DGS's explainer of one worker (:class:`~commgraph.sample.explain.ExplanationPlan`): its
-    process's interpreter, and the explanation graph its process holds (the worker hands it over
-    and keeps none): the star's rows, four tables of them while GNNExplainer runs (the rows, the
-    masked rows, their gradient and its product with the rows), and the target batch's input rows
-    twice (the table and its first layer's aggregation), with its edges. A part whose whole
-    neighbourhood has at most ``EXPLAIN_NODES`` nodes is explained whole: the neighbourhood's rows
-    and edges; a larger one on ``EXPLAIN_NODES`` remote nodes and ``EXPLAIN_TARGETS`` targets
-    drawn with the training fanouts."""
+    process's interpreter (none with ``--explain-in worker``), and the explanation graph, held once
+    (the worker hands it to that process and keeps none): the star's rows, four tables of them
+    while GNNExplainer runs (the rows, the masked rows, their gradient and its product with the
+    rows), and the target batch's input rows twice (the table and its first layer's aggregation),
+    with its edges. A part whose whole neighbourhood has at most ``EXPLAIN_NODES`` nodes is
+    explained whole: the neighbourhood's rows and edges; a larger one on ``EXPLAIN_NODES`` remote
+    nodes and ``EXPLAIN_TARGETS`` targets drawn with the training fanouts."""
     hops = (max(1, round(num_edges / max(num_nodes, 1))),) * shape.layers
     reached = reached_nodes(num_nodes, owned, hops)
     if reached <= EXPLAIN_NODES:
@@ -216,7 +219,8 @@ def _explainer_bytes(num_nodes: int, num_edges: int, owned: int, width: int, sha
         star = EXPLAIN_NODES
         targets = reached_nodes(num_nodes, EXPLAIN_TARGETS, shape.fanouts)
         edges = sampled_edges(num_nodes, num_edges, EXPLAIN_TARGETS, shape.fanouts)
-    return EXPLAINER_RUNTIME_BYTES + 4 * width * (4 * star + 2 * targets) + BLOCK_EDGE_BYTES * edges
+    runtime = EXPLAINER_RUNTIME_BYTES if shape.explainer_process else 0
+    return runtime + 4 * width * (4 * star + 2 * targets) + BLOCK_EDGE_BYTES * edges
 
 
 def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int, int]:

@@ -317,7 +317,71 @@ def _serve(requests, results, cpu: float | None, parent: int) -> None:
         results.put(_Failure(f"{type(exc).__name__}: {exc}"))
 
 
-class OnlineExplainer:
+class _Windows:
+    """The thesis's choice of the model to explain: of each window of ``period`` training
+    iterations, the snapshot with the lowest loss."""
+
+    def __init__(self, period: int):
+        self.period = period
+        self._best: tuple[float, int, dict] | None = None
+
+    @staticmethod
+    def _snapshot(model: torch.nn.Module) -> dict:
+        return {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
+
+    def _record(self, model: torch.nn.Module, loss: float, iteration: int) -> tuple[dict, int] | None:
+        """Keep ``model`` if its ``loss`` is the window's lowest; at the window's end, its best
+        snapshot and that snapshot's iteration (else None)."""
+        if self._best is None or loss < self._best[0]:
+            self._best = (loss, iteration, self._snapshot(model))
+        if iteration % self.period:
+            return None
+        _, best_iteration, state = self._best
+        self._best = None
+        return state, best_iteration
+
+
+class WorkerExplainer(_Windows):
+    """Runs a :class:`DGSExplainer` in training's own process (``--explain-in worker``), with
+    :class:`OnlineExplainer`'s interface: at the end of each window of ``period`` iterations,
+    :meth:`observe` explains the window's lowest-loss snapshot at once and publishes the masks
+    before the next step. No second interpreter and no second copy of the explanation graph;
+    training waits for each explanation (seconds with a bounded :class:`ExplanationPlan`), and no
+    window is skipped. An explanation's error is raised by the call that ran it."""
+
+    def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None]):
+        super().__init__(explainer.options.period)
+        self.explainer, self.publish = explainer, publish
+        self.rounds: list[ExplanationRound] = []
+        self.skipped = 0
+
+    def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
+        """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
+        chosen = self._record(model, loss, iteration)
+        if chosen is not None:
+            self._explain(*chosen)
+
+    def wait_for_masks(self, model: torch.nn.Module, iteration: int, timeout: float) -> float:
+        """Explain ``model`` (trained up to ``iteration``) now unless masks were published; the
+        seconds it took (``timeout`` is not needed: the call returns when it is done)."""
+        started = time.perf_counter()
+        if not self.rounds:
+            self._explain(self._snapshot(model), iteration)
+        return time.perf_counter() - started
+
+    def _explain(self, state: dict, iteration: int) -> None:
+        try:
+            result = self.explainer.explain(state, iteration)
+        except Exception as exc:  # noqa: BLE001 - named as the explainer's, as OnlineExplainer does
+            raise SamplingError(f"the DGS explainer failed in the worker: {type(exc).__name__}: {exc}") from exc
+        self.rounds.append(result)
+        self.publish(result.masks)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Nothing runs beside training: nothing to stop."""
+
+
+class OnlineExplainer(_Windows):
     """Runs a :class:`DGSExplainer` beside training in a process of its own: its own interpreter,
     so it never holds a lock training needs (a thread would share the GIL). Without a CPU budget
     (``cpu`` None) it runs at the lowest CPU priority and takes only the cycles training leaves
@@ -340,11 +404,10 @@ class OnlineExplainer:
     def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None], cpu: float | None = None):
         if cpu is not None and not (cpu > 0 and math.isfinite(cpu)):
             raise SamplingError(f"the online explainer needs a finite CPU budget > 0 cores; got {cpu}")
+        super().__init__(explainer.options.period)
         self.publish = publish
-        self.period = explainer.options.period
         self.rounds: list[ExplanationRound] = []
         self.skipped = 0
-        self._best: tuple[float, int, dict] | None = None
         self._busy = False
         self._published = threading.Event()
         self._error: str | None = None
@@ -362,24 +425,17 @@ class OnlineExplainer:
         self._receiver = threading.Thread(target=self._receive, name="dgs-masks", daemon=True)
         self._receiver.start()
 
-    @staticmethod
-    def _snapshot(model: torch.nn.Module) -> dict:
-        return {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
-
     def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
         """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
         self._check()
-        if self._best is None or loss < self._best[0]:
-            self._best = (loss, iteration, self._snapshot(model))
-        if iteration % self.period:
+        chosen = self._record(model, loss, iteration)
+        if chosen is None:
             return
-        _, best_iteration, state = self._best
-        self._best = None
         if self._busy:
             self.skipped += 1
             return
         self._busy = True
-        self._requests.put((state, best_iteration))
+        self._requests.put(chosen)
 
     def wait_for_masks(self, model: torch.nn.Module, iteration: int, timeout: float) -> float:
         """Block until the first masks are published, handing ``model`` (trained up to

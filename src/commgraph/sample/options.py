@@ -11,6 +11,7 @@ SAMPLERS = ("neighbor", "fastgcn", "ladies", "cluster", "dgs")
 FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
 EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout
 RULES = ("keep-local", "split")  # what DGS does with local neighbours (see DGSSampler)
+EXPLAIN_IN = ("process", "worker")  # where DGS's online explainer runs (see sample.explain)
 STRUCTURES = ("replicated", "partitioned")  # a machine's in-edges (see commgraph.sample.partitioned)
 
 

@@ -51,7 +51,13 @@ from commgraph.sample import (
     SamplingGraph,
 )
 from commgraph.sample.dgs import DGSMasks
-from commgraph.sample.explain import DGSExplainer, ExplanationGraph, ExplanationPlan, OnlineExplainer
+from commgraph.sample.explain import (
+    DGSExplainer,
+    ExplanationGraph,
+    ExplanationPlan,
+    OnlineExplainer,
+    WorkerExplainer,
+)
 from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.partitioned import PartitionedGraph
@@ -176,7 +182,7 @@ class SampledEpochs:
         self.iteration = 0
         self.job = job
         self.dgs_explainer: DGSExplainer | None = None
-        self.explainer: OnlineExplainer | None = None
+        self.explainer: OnlineExplainer | WorkerExplainer | None = None
         self.explain_bytes = 0
         options = config.sampling
         if options.sampler == "dgs":
@@ -185,7 +191,9 @@ class SampledEpochs:
                 self.sampler.set_masks(replace(loaded, iteration=0))  # made before this run: count them from step 0
             if options.explain_cpu != 0 or options.dgs_masks_out is not None:
                 self.dgs_explainer = self._dgs_explainer(store)
-            if options.explain_cpu != 0:
+            if options.explain_cpu != 0 and options.explain_in == "worker":
+                self.explainer = WorkerExplainer(self.dgs_explainer, self.sampler.set_masks)
+            elif options.explain_cpu != 0:
                 self.explainer = OnlineExplainer(self.dgs_explainer, self.sampler.set_masks, options.explain_cpu)
                 if options.dgs_masks_out is None:  # its process holds the explanation graph: one copy
                     self.dgs_explainer = None
@@ -213,12 +221,14 @@ class SampledEpochs:
         explanation = ExplanationGraph.from_plan(
             self.graph, plan, lambda nodes: table[np.searchsorted(ids, nodes)], pooled
         )
-        del table
         if self.world.is_leader and self.config.log.progress:
             print(
                 f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes"
-                + (f" of {explanation.remote.shape[0] + explanation.unexplained.shape[0]} reached" if
-                   explanation.unexplained.shape[0] else "")
+                + (
+                    f" of {explanation.remote.shape[0] + explanation.unexplained.shape[0]} reached"
+                    if explanation.unexplained.shape[0]
+                    else ""
+                )
                 + f", {self.explain_bytes / 1e6:.2f} MB of features fetched once (rank 0)",
                 file=sys.stderr,
             )
