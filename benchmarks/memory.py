@@ -319,6 +319,12 @@ SCENARIOS = {
             note="the thesis's DGS run on the noisy graph (bytes and accuracy against neighbor-500k-noisy)",
         ),
         Scenario(
+            "dgs-500k-noisy-10",
+            ("train", "{work}/sbm500k-noisy", *DGS_500K, *THESIS_500K[:-4], "--epochs", "1", "--steps-per-epoch", "10"),
+            needs=("partition-500k-noisy",),
+            note="dgs-500k-noisy cut to 1 x 10 steps + evaluation (its peak and bytes a step where 3 x 20 cannot run)",
+        ),
+        Scenario(
             "neighbor-500k-noisy",
             ("train", "{work}/sbm500k-noisy", "--sampler", "neighbor", *THESIS_500K),
             12.0,
