@@ -477,6 +477,7 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
         (["--sampler", "dgs", "--dgs-wait", "--explain-cpu", "0"], "--dgs-wait waits for the online explainer"),
         (["--sampler", "dgs", "--dgs-masks", "/nonexistent.npz"], "--dgs-masks /nonexistent.npz: no such file"),
         (["--sampler", "neighbor", "--dgs-wait"], "--dgs-wait is a sampler option for --sampler dgs"),
+        (["--sampler", "neighbor", "--explain-in", "worker"], "--explain-in is a sampler option for --sampler dgs"),
         (["--sampler", "cluster", "--clusters", "2", "--clusters-per-batch", "3"], "exceeds --clusters"),
         (["--sampler", "fastgcn", "--layer-size", "0"], "--layer-size must be >= 1"),
     ],
