@@ -18,7 +18,14 @@ from commgraph.nn import GNN
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
 from commgraph.partition.methods import partition_graph
 from commgraph.sample import DGSSampler, NeighborSampler, SamplingGraph
-from commgraph.sample.explain import DGSExplainer, ExplainerOptions, ExplanationGraph, OnlineExplainer
+from commgraph.sample.explain import (
+    DGSExplainer,
+    ExplainerOptions,
+    ExplanationGraph,
+    ExplanationPlan,
+    OnlineExplainer,
+    WorkerExplainer,
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +54,41 @@ def test_explanation_graph_pools_the_local_nodes_and_links_every_remote_node(cor
     edges = set(map(tuple, explanation.edge_index.t().tolist()))
     assert edges == {(0, 0)} | {(i, 0) for i in range(1, m + 1)} | {(0, i) for i in range(1, m + 1)}
     assert explanation.edge_index.shape[1] == 2 * m + 1
+
+
+def test_a_large_neighbourhood_is_explained_on_a_bounded_sample(cora_part):
+    """Above ``nodes`` reached nodes the star links a uniform sample of the remote nodes, the
+    others are left unexplained (and take the explained ones' mean probability), and the class
+    is predicted on ``num_targets`` owned nodes drawn with the training fanouts."""
+    graph, sampling, whole = cora_part
+    plan = ExplanationPlan.draw(sampling, 2, [3, 2], nodes=50, num_targets=4)
+    every = np.sort(np.concatenate([plan.remote, plan.unexplained]))
+    assert np.array_equal(every, np.sort(whole.remote))  # the same reach, split in two
+    assert plan.remote.shape == (50,) and np.all(np.diff(plan.remote) > 0)
+    assert plan.unexplained.shape[0] == whole.remote.shape[0] - 50
+    seeds = plan.targets.seeds
+    assert seeds.shape == (4,) and np.all(sampling.owner[seeds] == 1)
+    assert plan.targets.num_sampled_edges <= 4 * 3 + 4 * 3 * 2  # at most the fanouts' draws
+    again = ExplanationPlan.draw(sampling, 2, [3, 2], nodes=50, num_targets=4)
+    assert np.array_equal(again.remote, plan.remote) and np.array_equal(again.targets.seeds, seeds)
+    rows = lambda ids: graph.features[ids]  # noqa: E731
+    pooled = torch.from_numpy(graph.features[plan.owned].mean(0))
+    explanation = ExplanationGraph.from_plan(sampling, plan, rows, pooled)
+    assert explanation.x.shape == (51, graph.num_features)
+    torch.testing.assert_close(explanation.x[1:], torch.from_numpy(graph.features[plan.remote]))
+    torch.manual_seed(0)
+    model = GNN("sage", graph.num_features, 16, 7, dropout=0.0)
+    masks = (
+        DGSExplainer(sampling, explanation, model, ExplainerOptions(epochs=3, loss_threshold=0.0))
+        .explain(model.state_dict())
+        .masks
+    )
+    explained = masks.node_prob[plan.remote]
+    assert np.all(explained > 0) and np.unique(explained).shape[0] > 1
+    np.testing.assert_allclose(masks.node_prob[plan.unexplained], explained.mean(), rtol=1e-6)
+    outside = np.ones(graph.num_nodes, dtype=bool)
+    outside[every] = False
+    assert np.all(masks.node_prob[outside] == 0)
 
 
 @pytest.mark.slow
@@ -130,6 +172,25 @@ def test_online_explainer_explains_the_lowest_loss_snapshot_and_never_blocks(cor
     assert dgs.masks.iteration == 2 and len(online.rounds) == 1  # window 1's lowest loss
     online.close()
     assert not online._process.is_alive()
+
+
+def test_the_worker_explainer_explains_each_window_s_lowest_loss_snapshot_at_once(cora_part):
+    graph, sampling, explanation = cora_part
+    torch.manual_seed(0)
+    model = GNN("sage", graph.num_features, 16, 7, dropout=0.0)
+    explainer = DGSExplainer(sampling, explanation, model, ExplainerOptions(period=3, epochs=2, loss_threshold=0.0))
+    dgs = DGSSampler(sampling, [5, 5])
+    inline = WorkerExplainer(explainer, dgs.set_masks)
+    assert inline.wait_for_masks(model, 0, timeout=1.0) > 0 and dgs.masks.iteration == 0
+    for iteration, loss in enumerate([5.0, 2.0, 3.0, 4.0, 1.0, 6.0], start=1):
+        inline.observe(model, loss, iteration)
+        if iteration == 3:  # window 1 ends: explained before the next step, its lowest loss at step 2
+            assert dgs.masks.iteration == 2 and len(inline.rounds) == 2
+    assert dgs.masks.iteration == 5 and len(inline.rounds) == 3 and inline.skipped == 0
+    assert inline.wait_for_masks(model, 6, timeout=1.0) < 0.5 and len(inline.rounds) == 3  # masks exist: no wait
+    broken = WorkerExplainer(_BrokenExplainer(sampling, explanation, model, ExplainerOptions(period=1)), dgs.set_masks)
+    with pytest.raises(SamplingError, match="explainer failed in the worker.*out of memory"):
+        broken.observe(model, 1.0, 1)
 
 
 @pytest.mark.multiproc

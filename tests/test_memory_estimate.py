@@ -18,6 +18,7 @@ from commgraph.launch.launcher import check_fits
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan import memory
 from commgraph.plan.memory import JobShape, estimate_memory, reached_nodes, sampled_edges
+from commgraph.sample.options import EXPLAIN_NODES, EXPLAIN_TARGETS
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +88,22 @@ def test_dgs_explainer_is_counted_only_where_it_runs(cora_set):
     degree = round(int(cora_set.manifest["graph"]["num_edges"]) / 2708)
     rows = reached_nodes(2708, owned, (degree, degree))
     assert explained.worker["explainer"] >= memory.EXPLAINER_RUNTIME_BYTES + 2 * 2 * 4 * 1433 * rows
+
+
+def test_a_large_neighbourhood_s_explainer_is_its_bounded_sample():
+    """The thesis's graph (500k nodes, 100 in-edges each, a part of 62,500): the explainer holds
+    EXPLAIN_NODES star rows (four tables) and EXPLAIN_TARGETS targets' sampled rows (two), once."""
+    shape = JobShape(8, 8, hidden=16, layers=2, sampler="dgs", batch_size=1024, fanouts=(64, 64), explainer=True)
+    targets = reached_nodes(500_000, EXPLAIN_TARGETS, (64, 64))
+    edges = sampled_edges(500_000, 50_000_000, EXPLAIN_TARGETS, (64, 64))
+    expected = memory.EXPLAINER_RUNTIME_BYTES + 4 * 500 * (4 * EXPLAIN_NODES + 2 * targets) + 12 * edges
+    assert memory._explainer_bytes(500_000, 50_000_000, 62_500, 500, shape) == expected
+    assert expected < 0.6e9  # against 5.65 GB for the whole neighbourhood, twice
+    in_worker = JobShape(**{**shape.__dict__, "explainer_process": False})  # --explain-in worker: no interpreter
+    assert (
+        memory._explainer_bytes(500_000, 50_000_000, 62_500, 500, in_worker)
+        == expected - memory.EXPLAINER_RUNTIME_BYTES
+    )
 
 
 def test_the_full_graph_pass_is_its_table_its_aggregation_and_its_hidden_tables(cora_set):

@@ -260,7 +260,8 @@ def test_the_benchmarks_offline_count_is_what_the_trainer_moves(sets, tmp_path, 
 
 @pytest.mark.multiproc
 @pytest.mark.timeout(300)
-def test_dgs_wait_never_runs_a_step_without_masks(sets, tmp_path):
+@pytest.mark.parametrize("where", ["process", "worker"])
+def test_dgs_wait_never_runs_a_step_without_masks(sets, tmp_path, where):
     records, _ = _train(
         sets["g3"],
         2,
@@ -280,6 +281,8 @@ def test_dgs_wait_never_runs_a_step_without_masks(sets, tmp_path):
         "1000",
         "--explain-cpu",
         "1",
+        "--explain-in",
+        where,
     )
     assert all(r["dgs_masked_steps"] == r["dgs_steps"] > 0 for r in records)
     assert records[0]["dgs_wait_seconds"] > 0 and records[1]["dgs_wait_seconds"] == 0
@@ -474,6 +477,7 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
         (["--sampler", "dgs", "--dgs-wait", "--explain-cpu", "0"], "--dgs-wait waits for the online explainer"),
         (["--sampler", "dgs", "--dgs-masks", "/nonexistent.npz"], "--dgs-masks /nonexistent.npz: no such file"),
         (["--sampler", "neighbor", "--dgs-wait"], "--dgs-wait is a sampler option for --sampler dgs"),
+        (["--sampler", "neighbor", "--explain-in", "worker"], "--explain-in is a sampler option for --sampler dgs"),
         (["--sampler", "cluster", "--clusters", "2", "--clusters-per-batch", "3"], "exceeds --clusters"),
         (["--sampler", "fastgcn", "--layer-size", "0"], "--layer-size must be >= 1"),
     ],

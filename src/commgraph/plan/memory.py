@@ -32,6 +32,7 @@ import numpy as np
 
 from commgraph.nn.options import LINEAR_FIRST
 from commgraph.partition.store import STRUCTURE, PartitionSet
+from commgraph.sample.options import EXPLAIN_NODES, EXPLAIN_TARGETS
 
 GB = 1e9
 # measured on Cora with 4 CPU workers (1.05-1.12 GB in all; RESULTS.md "Memory"): while the workers
@@ -68,6 +69,8 @@ class JobShape:
         model: the GNN kind (:data:`~commgraph.nn.options.MODELS`).
         explainer: whether each worker explains its part for DGS (an online explainer, or the
             masks written after training).
+        explainer_process: whether that explainer runs in a process of its own (``--explain-in
+            process``) rather than in the worker.
         first_layer: how the full-graph pass's layer 0 reads its halo rows: ``features`` (a table
             of the halo's features) or ``owner`` (their owners' hidden-wide transforms;
             :mod:`commgraph.plan.first_layer`).
@@ -86,6 +89,7 @@ class JobShape:
     features: bool = True
     model: str = "sage"
     explainer: bool = False
+    explainer_process: bool = True
     first_layer: str = "features"
 
 
@@ -161,7 +165,7 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
         worker["evaluation"] = part_structure + _full_graph_pass(owned, local, width, evaluation)
         if shape.explainer:
-            worker["explainer"] = _explainer_bytes(n, num_edges, owned, width, shape.layers)
+            worker["explainer"] = _explainer_bytes(n, num_edges, owned, width, shape)
     if shape.train:
         worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, pset)
     return MemoryEstimate(
@@ -208,15 +212,25 @@ def sampled_edges(num_nodes: int, num_edges: int, batch_size: int, fanouts: tupl
     return round(total)
 
 
-def _explainer_bytes(num_nodes: int, num_edges: int, owned: int, width: int, layers: int) -> int:
-    """DGS's explainer of one worker: its process's interpreter, and its explanation graph twice
-    (the worker's copy and the explainer process's): the input rows of the local nodes' whole
-    ``layers``-hop neighbourhood, as that table and again as the star's rows, and the
-    neighbourhood's edges."""
-    hops = (max(1, round(num_edges / max(num_nodes, 1))),) * layers
-    rows = reached_nodes(num_nodes, owned, hops)
-    edges = sampled_edges(num_nodes, num_edges, owned, hops)
-    return EXPLAINER_RUNTIME_BYTES + 2 * (2 * 4 * width * rows + BLOCK_EDGE_BYTES * edges)
+def _explainer_bytes(num_nodes: int, num_edges: int, owned: int, width: int, shape: JobShape) -> int:
+    """DGS's explainer of one worker (:class:`~commgraph.sample.explain.ExplanationPlan`): its
+    process's interpreter (none with ``--explain-in worker``), and the explanation graph, held once
+    (the worker hands it to that process and keeps none): the star's rows, four tables of them
+    while GNNExplainer runs (the rows, the masked rows, their gradient and its product with the
+    rows), and the target batch's input rows twice (the table and its first layer's aggregation),
+    with its edges. A part whose whole neighbourhood has at most ``EXPLAIN_NODES`` nodes is
+    explained whole: the neighbourhood's rows and edges; a larger one on ``EXPLAIN_NODES`` remote
+    nodes and ``EXPLAIN_TARGETS`` targets drawn with the training fanouts."""
+    hops = (max(1, round(num_edges / max(num_nodes, 1))),) * shape.layers
+    reached = reached_nodes(num_nodes, owned, hops)
+    if reached <= EXPLAIN_NODES:
+        star, targets, edges = reached, reached, sampled_edges(num_nodes, num_edges, owned, hops)
+    else:
+        star = EXPLAIN_NODES
+        targets = reached_nodes(num_nodes, EXPLAIN_TARGETS, shape.fanouts)
+        edges = sampled_edges(num_nodes, num_edges, EXPLAIN_TARGETS, shape.fanouts)
+    runtime = EXPLAINER_RUNTIME_BYTES if shape.explainer_process else 0
+    return runtime + 4 * width * (4 * star + 2 * targets) + BLOCK_EDGE_BYTES * edges
 
 
 def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int, int]:

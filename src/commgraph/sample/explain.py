@@ -15,25 +15,91 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numba import njit
 
 from commgraph.errors import SamplingError
 from commgraph.lifetime import die_with_parent
 from commgraph.nn import GNN, Block
-from commgraph.sample.base import SamplingGraph, forward_blocks
+from commgraph.sample.base import SampledBatch, SamplingGraph, forward_blocks
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.neighbor import NeighborSampler
-from commgraph.sample.options import ExplainerOptions
+from commgraph.sample.options import EXPLAIN_NODES, EXPLAIN_TARGETS, ExplainerOptions
+
+POOL_ROWS = 1 << 13  # the pooled node's mean is read this many owned rows at a time
+
+
+@dataclass(frozen=True)
+class ExplanationPlan:
+    """Which nodes a worker's explanation graph reads.
+
+    A part whose ``layers``-hop in-neighbourhood has at most ``nodes`` nodes is explained whole: its
+    ``targets`` batch predicts every owned node on its full neighbourhood and the star links every
+    remote node the neighbourhood reaches. A larger one (the thesis's 500k-node graph: 437,500
+    remote nodes a part) is explained on a bounded sample, so that the explainer holds megabytes,
+    not the graph: ``targets`` predicts ``num_targets`` owned nodes drawn uniformly, each on its
+    neighbourhood drawn with the training ``fanouts`` (as a training batch predicts them), and
+    ``remote`` is a uniform sample of ``nodes`` of the remote nodes; the reached remote nodes left
+    out are ``unexplained`` (they take the explained ones' mean probability, so the node mask
+    still makes every reachable remote node eligible, as the whole star does). Deterministic for a
+    graph and part (seed 0)."""
+
+    owned: np.ndarray
+    targets: SampledBatch
+    remote: np.ndarray
+    unexplained: np.ndarray
+
+    @classmethod
+    def draw(
+        cls,
+        graph: SamplingGraph,
+        layers: int,
+        fanouts=None,
+        nodes: int = EXPLAIN_NODES,
+        num_targets: int = EXPLAIN_TARGETS,
+    ) -> ExplanationPlan:
+        owned = graph.local_nodes()
+        reached = np.flatnonzero(_reached(graph.indptr, graph.indices, owned, layers))
+        remote = reached[graph.is_remote(reached)]
+        rng = np.random.default_rng(0)
+        if reached.shape[0] <= nodes:
+            whole = NeighborSampler(graph, [-1] * layers).sample(owned, rng)
+            return cls(owned, whole, remote, remote[:0])
+        seeds = np.sort(rng.choice(owned, min(num_targets, owned.shape[0]), replace=False))
+        targets = NeighborSampler(graph, fanouts or [-1] * layers).sample(seeds, rng)
+        chosen = np.sort(rng.choice(remote, min(nodes, remote.shape[0]), replace=False))
+        return cls(owned, targets, chosen, np.setdiff1d(remote, chosen, assume_unique=True))
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The nodes whose feature rows the graph reads besides the pooled owned ones (sorted)."""
+        return np.union1d(self.targets.input_nodes, self.remote)
+
+
+@njit(cache=True)
+def _reached(indptr, indices, rows, hops):
+    """Whether each node lies within ``hops`` in-edges of ``rows`` (one byte a node, no edge list)."""
+    level = np.full(indptr.shape[0] - 1, -1, np.int8)
+    for v in rows:
+        level[v] = 0
+    for hop in range(1, hops + 1):
+        for v in range(level.shape[0]):
+            if level[v] == hop - 1:
+                for j in range(indptr[v], indptr[v + 1]):
+                    if level[indices[j]] < 0:
+                        level[indices[j]] = hop
+    return level >= 0
 
 
 @dataclass
 class ExplanationGraph:
-    """A worker's explanation graph: its local nodes pooled into one node :math:`v_G` (row 0, the
-    mean of their features, with a self loop) linked both ways to every remote node its
-    ``layers``-hop in-neighbourhood reaches (rows 1.., ``remote`` in global ids).
-    ``local_blocks`` are that neighbourhood as full blocks, reading ``local_x``, on which the model
-    predicts the local nodes."""
+    """A worker's explanation graph (:class:`ExplanationPlan` says which nodes): its local nodes
+    pooled into one node :math:`v_G` (row 0, the mean of their features, with a self loop) linked
+    both ways to the plan's ``remote`` nodes (rows 1.., global ids). ``unexplained`` are the
+    reached remote nodes outside the star. ``local_blocks`` are the plan's target batch as blocks,
+    reading ``local_x``, on which the model predicts the class to explain."""
 
     remote: np.ndarray
+    unexplained: np.ndarray
     x: torch.Tensor
     edge_index: torch.Tensor
     degree: torch.Tensor
@@ -41,15 +107,28 @@ class ExplanationGraph:
     local_blocks: list[Block]
 
     @classmethod
-    def build(cls, graph: SamplingGraph, rows: Callable[[np.ndarray], np.ndarray], layers: int) -> ExplanationGraph:
-        """``rows(ids)`` gives the feature rows of global nodes (for remote ones, what the worker
-        fetched once before training)."""
-        owned = graph.local_nodes()
-        local = NeighborSampler(graph, [-1] * layers).sample(owned, np.random.default_rng(0))
-        local_x = torch.from_numpy(np.asarray(rows(local.input_nodes), dtype=np.float32))
-        remote = local.input_nodes[local.remote_input]
-        pooled = local_x[: owned.shape[0]].mean(0, keepdim=True)  # the input table starts with the owned rows
-        x = torch.cat([pooled, local_x[torch.from_numpy(np.flatnonzero(local.remote_input))]])
+    def build(
+        cls, graph: SamplingGraph, rows: Callable[[np.ndarray], np.ndarray], layers: int, fanouts=None
+    ) -> ExplanationGraph:
+        """The graph of :meth:`ExplanationPlan.draw`; ``rows(ids)`` gives the feature rows of
+        global nodes (the owned ones' too)."""
+        plan = ExplanationPlan.draw(graph, layers, fanouts)
+        owned = plan.owned
+        pooled = sum(
+            np.asarray(rows(owned[at : at + POOL_ROWS]), dtype=np.float64).sum(0)
+            for at in range(0, owned.shape[0], POOL_ROWS)
+        ) / max(owned.shape[0], 1)
+        return cls.from_plan(graph, plan, rows, torch.from_numpy(np.asarray(pooled, dtype=np.float32)))
+
+    @classmethod
+    def from_plan(
+        cls, graph: SamplingGraph, plan: ExplanationPlan, rows: Callable[[np.ndarray], np.ndarray], pooled: torch.Tensor
+    ) -> ExplanationGraph:
+        """The graph of ``plan``: ``rows(ids)`` gives the rows of ``plan.rows``, ``pooled`` is the
+        mean of the owned nodes' rows."""
+        local_x = torch.from_numpy(np.asarray(rows(plan.targets.input_nodes), dtype=np.float32))
+        remote = plan.remote
+        x = torch.cat([pooled.reshape(1, -1), torch.from_numpy(np.asarray(rows(remote), dtype=np.float32))])
         others = torch.arange(1, remote.shape[0] + 1)
         hub = torch.zeros_like(others)
         edge_index = torch.cat(
@@ -57,7 +136,7 @@ class ExplanationGraph:
         )
         degree = torch.ones(remote.shape[0] + 1)
         degree[0] = remote.shape[0]  # in-edges without the self loop
-        return cls(remote, x, edge_index, degree, local_x, local.blocks(graph))
+        return cls(remote, plan.unexplained, x, edge_index, degree, local_x, plan.targets.blocks(graph))
 
 
 @dataclass(frozen=True)
@@ -152,7 +231,10 @@ class DGSExplainer:
             if loss <= self.options.loss_threshold:
                 break
         node_prob = np.zeros(self.graph.num_nodes, dtype=np.float32)
-        node_prob[self.explanation.remote] = node_logit.detach()[1:, 0].sigmoid().numpy()
+        explained = node_logit.detach()[1:, 0].sigmoid().numpy()
+        node_prob[self.explanation.remote] = explained
+        if explained.shape[0]:  # the reached remote nodes outside a sampled star: the explained ones' mean
+            node_prob[self.explanation.unexplained] = explained.mean()
         masks = DGSMasks(node_prob, feature_logit.detach()[0].sigmoid().numpy(), iteration)
         return ExplanationRound(masks, epochs, loss, time.perf_counter() - started, time.process_time() - cpu)
 
@@ -235,7 +317,71 @@ def _serve(requests, results, cpu: float | None, parent: int) -> None:
         results.put(_Failure(f"{type(exc).__name__}: {exc}"))
 
 
-class OnlineExplainer:
+class _Windows:
+    """The thesis's choice of the model to explain: of each window of ``period`` training
+    iterations, the snapshot with the lowest loss."""
+
+    def __init__(self, period: int):
+        self.period = period
+        self._best: tuple[float, int, dict] | None = None
+
+    @staticmethod
+    def _snapshot(model: torch.nn.Module) -> dict:
+        return {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
+
+    def _record(self, model: torch.nn.Module, loss: float, iteration: int) -> tuple[dict, int] | None:
+        """Keep ``model`` if its ``loss`` is the window's lowest; at the window's end, its best
+        snapshot and that snapshot's iteration (else None)."""
+        if self._best is None or loss < self._best[0]:
+            self._best = (loss, iteration, self._snapshot(model))
+        if iteration % self.period:
+            return None
+        _, best_iteration, state = self._best
+        self._best = None
+        return state, best_iteration
+
+
+class WorkerExplainer(_Windows):
+    """Runs a :class:`DGSExplainer` in training's own process (``--explain-in worker``), with
+    :class:`OnlineExplainer`'s interface: at the end of each window of ``period`` iterations,
+    :meth:`observe` explains the window's lowest-loss snapshot at once and publishes the masks
+    before the next step. No second interpreter and no second copy of the explanation graph;
+    training waits for each explanation (seconds with a bounded :class:`ExplanationPlan`), and no
+    window is skipped. An explanation's error is raised by the call that ran it."""
+
+    def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None]):
+        super().__init__(explainer.options.period)
+        self.explainer, self.publish = explainer, publish
+        self.rounds: list[ExplanationRound] = []
+        self.skipped = 0
+
+    def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
+        """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
+        chosen = self._record(model, loss, iteration)
+        if chosen is not None:
+            self._explain(*chosen)
+
+    def wait_for_masks(self, model: torch.nn.Module, iteration: int, timeout: float) -> float:
+        """Explain ``model`` (trained up to ``iteration``) now unless masks were published; the
+        seconds it took (``timeout`` is not needed: the call returns when it is done)."""
+        started = time.perf_counter()
+        if not self.rounds:
+            self._explain(self._snapshot(model), iteration)
+        return time.perf_counter() - started
+
+    def _explain(self, state: dict, iteration: int) -> None:
+        try:
+            result = self.explainer.explain(state, iteration)
+        except Exception as exc:  # noqa: BLE001 - named as the explainer's, as OnlineExplainer does
+            raise SamplingError(f"the DGS explainer failed in the worker: {type(exc).__name__}: {exc}") from exc
+        self.rounds.append(result)
+        self.publish(result.masks)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Nothing runs beside training: nothing to stop."""
+
+
+class OnlineExplainer(_Windows):
     """Runs a :class:`DGSExplainer` beside training in a process of its own: its own interpreter,
     so it never holds a lock training needs (a thread would share the GIL). Without a CPU budget
     (``cpu`` None) it runs at the lowest CPU priority and takes only the cycles training leaves
@@ -251,17 +397,17 @@ class OnlineExplainer:
     on the results. An error in the explainer, or its process's death, is raised by the next
     :meth:`observe`, :meth:`wait_for_masks` or by :meth:`close`, naming the process. The process
     dies with the one that made this object (made in its main thread: the parent-death signal
-    follows the thread that started the child).
+    follows the thread that started the child). It keeps no reference to ``explainer`` once the
+    process has it, so the explanation graph is held once, in that process.
     """
 
     def __init__(self, explainer: DGSExplainer, publish: Callable[[DGSMasks], None], cpu: float | None = None):
         if cpu is not None and not (cpu > 0 and math.isfinite(cpu)):
             raise SamplingError(f"the online explainer needs a finite CPU budget > 0 cores; got {cpu}")
-        self.explainer, self.publish = explainer, publish
-        self.period = explainer.options.period
+        super().__init__(explainer.options.period)
+        self.publish = publish
         self.rounds: list[ExplanationRound] = []
         self.skipped = 0
-        self._best: tuple[float, int, dict] | None = None
         self._busy = False
         self._published = threading.Event()
         self._error: str | None = None
@@ -279,24 +425,17 @@ class OnlineExplainer:
         self._receiver = threading.Thread(target=self._receive, name="dgs-masks", daemon=True)
         self._receiver.start()
 
-    @staticmethod
-    def _snapshot(model: torch.nn.Module) -> dict:
-        return {name: value.detach().cpu().clone() for name, value in model.state_dict().items()}
-
     def observe(self, model: torch.nn.Module, loss: float, iteration: int) -> None:
         """Record training iteration ``iteration`` (counted from 1) and its ``loss``."""
         self._check()
-        if self._best is None or loss < self._best[0]:
-            self._best = (loss, iteration, self._snapshot(model))
-        if iteration % self.period:
+        chosen = self._record(model, loss, iteration)
+        if chosen is None:
             return
-        _, best_iteration, state = self._best
-        self._best = None
         if self._busy:
             self.skipped += 1
             return
         self._busy = True
-        self._requests.put((state, best_iteration))
+        self._requests.put(chosen)
 
     def wait_for_masks(self, model: torch.nn.Module, iteration: int, timeout: float) -> float:
         """Block until the first masks are published, handing ``model`` (trained up to

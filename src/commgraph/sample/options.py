@@ -11,6 +11,7 @@ SAMPLERS = ("neighbor", "fastgcn", "ladies", "cluster", "dgs")
 FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
 EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout
 RULES = ("keep-local", "split")  # what DGS does with local neighbours (see DGSSampler)
+EXPLAIN_IN = ("process", "worker")  # where DGS's online explainer runs (see sample.explain)
 STRUCTURES = ("replicated", "partitioned")  # a machine's in-edges (see commgraph.sample.partitioned)
 
 
@@ -50,3 +51,11 @@ class ExplainerOptions:
             raise SamplingError(f"--explain-loss-threshold must be >= 0; got {self.loss_threshold}")
         if self.lr <= 0:
             raise SamplingError(f"the explainer's learning rate must be > 0; got {self.lr}")
+
+
+# DGS's explanation graph (sample.explain.ExplanationGraph): a part's neighbourhood of at most
+# EXPLAIN_NODES nodes is explained whole; a larger one links a uniform sample of EXPLAIN_NODES of its
+# remote nodes to the pooled node, and predicts EXPLAIN_TARGETS of the part's nodes, each on its
+# neighbourhood drawn with the training fanouts, for the class it explains
+EXPLAIN_NODES = 8192
+EXPLAIN_TARGETS = 8

@@ -25,7 +25,16 @@ from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
 from commgraph.plan.first_layer import FIRST_LAYERS, FirstLayerChoice, choose_first_layer, evaluation_passes
 from commgraph.runtime.options import JobOptions, in_torchrun
-from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, SAMPLERS, STRUCTURES, ExplainerOptions, parse_fanouts
+from commgraph.sample.options import (
+    EPSILON,
+    EXPLAIN_IN,
+    FEATURE_RATE,
+    RULES,
+    SAMPLERS,
+    STRUCTURES,
+    ExplainerOptions,
+    parse_fanouts,
+)
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
@@ -43,6 +52,7 @@ SAMPLER_OPTIONS = {
     "dgs_masks_out": ("dgs",),
     "dgs_wait": ("dgs",),
     "explain_cpu": ("dgs",),
+    "explain_in": ("dgs",),
     "explain_period": ("dgs",),
     "explain_epochs": ("dgs",),
     "explain_loss_threshold": ("dgs",),
@@ -219,6 +229,13 @@ class SamplingOptions(Options):
         "default: one thread on the cycles training leaves idle)",
         type=float,
         metavar="CORES",
+        default=None,
+    )
+    explain_in: str | None = option(
+        "where the online explainer runs: process (beside training, in an interpreter of its own) or "
+        "worker (in the training process at the end of each T_ex window: no second interpreter, "
+        "training waits for it) (dgs; default process)",
+        choices=EXPLAIN_IN,
         default=None,
     )
     explain_period: int | None = option(

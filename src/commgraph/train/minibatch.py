@@ -45,12 +45,19 @@ from commgraph.sample import (
     DGSSampler,
     FastGCNSampler,
     LADIESSampler,
+    LayerSample,
     NeighborSampler,
     SampledBatch,
     SamplingGraph,
 )
 from commgraph.sample.dgs import DGSMasks
-from commgraph.sample.explain import DGSExplainer, ExplanationGraph, OnlineExplainer
+from commgraph.sample.explain import (
+    DGSExplainer,
+    ExplanationGraph,
+    ExplanationPlan,
+    OnlineExplainer,
+    WorkerExplainer,
+)
 from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.partitioned import PartitionedGraph
@@ -175,7 +182,7 @@ class SampledEpochs:
         self.iteration = 0
         self.job = job
         self.dgs_explainer: DGSExplainer | None = None
-        self.explainer: OnlineExplainer | None = None
+        self.explainer: OnlineExplainer | WorkerExplainer | None = None
         self.explain_bytes = 0
         options = config.sampling
         if options.sampler == "dgs":
@@ -183,9 +190,13 @@ class SampledEpochs:
                 loaded = load_masks(options.dgs_masks, job.pset, store.width)[world.rank]
                 self.sampler.set_masks(replace(loaded, iteration=0))  # made before this run: count them from step 0
             if options.explain_cpu != 0 or options.dgs_masks_out is not None:
-                self.dgs_explainer = self._dgs_explainer()
-            if options.explain_cpu != 0:
+                self.dgs_explainer = self._dgs_explainer(store)
+            if options.explain_cpu != 0 and options.explain_in == "worker":
+                self.explainer = WorkerExplainer(self.dgs_explainer, self.sampler.set_masks)
+            elif options.explain_cpu != 0:
                 self.explainer = OnlineExplainer(self.dgs_explainer, self.sampler.set_masks, options.explain_cpu)
+                if options.dgs_masks_out is None:  # its process holds the explanation graph: one copy
+                    self.dgs_explainer = None
 
     def _fetch(self, job: Job, store: FeatureStore, model: GNN) -> FeatureFetch:
         """The steps' fetch: of features, or with ``--first-layer owner`` of the first layer as the
@@ -195,22 +206,30 @@ class SampledEpochs:
             return FeatureFetch(job, store, self.graph, peer_rows)
         return OwnerFetch(job, store, self.graph, model, peer_rows)
 
-    def _dgs_explainer(self) -> DGSExplainer:
-        """DGS's explainer on this worker's explanation graph, whose remote rows are fetched once
-        here (``explain_bytes``)."""
+    def _dgs_explainer(self, store: FeatureStore) -> DGSExplainer:
+        """DGS's explainer on this worker's explanation graph (:class:`ExplanationPlan`), whose
+        rows are fetched once here (the remote ones' bytes: ``explain_bytes``); the pooled node is
+        the mean of ``store``'s rows (the owned nodes')."""
         layers = self.config.gnn.layers
-        whole = NeighborSampler(self.graph, [-1] * layers).sample(self.graph.local_nodes(), np.random.default_rng(0))
-        table = self.fetch(whole, torch.device("cpu")).x.numpy()
-        self.explain_bytes = 4 * int(whole.remote_input.sum()) * table.shape[1]
-        ids = whole.input_nodes
-        sorter = np.argsort(ids)
-        explanation = ExplanationGraph.build(
-            self.graph, lambda nodes: table[sorter[np.searchsorted(ids, nodes, sorter=sorter)]], layers
+        plan = ExplanationPlan.draw(self.graph, layers, self.sampler.fanouts)
+        ids = plan.rows
+        remote = self.graph.is_remote(ids)
+        reads = SampledBatch(ids[:0], [LayerSample(ids[:0], ids, ids[:0], ids[:0])], remote)
+        table = self.fetch(reads, torch.device("cpu")).x.numpy()
+        self.explain_bytes = 4 * int(remote.sum()) * table.shape[1]
+        pooled = store.table.float().mean(0).cpu()
+        explanation = ExplanationGraph.from_plan(
+            self.graph, plan, lambda nodes: table[np.searchsorted(ids, nodes)], pooled
         )
         if self.world.is_leader and self.config.log.progress:
             print(
-                f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes, "
-                f"{self.explain_bytes / 1e6:.2f} MB of their features fetched once (rank 0)",
+                f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes"
+                + (
+                    f" of {explanation.remote.shape[0] + explanation.unexplained.shape[0]} reached"
+                    if explanation.unexplained.shape[0]
+                    else ""
+                )
+                + f", {self.explain_bytes / 1e6:.2f} MB of features fetched once (rank 0)",
                 file=sys.stderr,
             )
         return DGSExplainer(self.graph, explanation, self.training.model, self.config.sampling.explainer_options())
