@@ -12,7 +12,9 @@ device run one at a time (``cores`` gives a device several servers: that many at
 order they become ready. Rates change only at events (a flow or task starting or ending), and then
 only in the connected part of the network the event touched: flows that share no resource, even
 transitively, with a changed one keep their rates, because max-min allocations of disjoint
-components are independent. Events at the same instant are handled together. The event loop
+components are independent; a resource whose capacity the others imply (:func:`implied`) never
+limits a rate, so it joins no component (without a recorded timeline, which needs its load).
+Events at the same instant are handled together. The event loop
 runs compiled (:mod:`commgraph.sim.events`), and an event costs in proportion to the part of the
 network it touched, not to the number of links or live flows.
 """
@@ -22,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, types
+from numba.typed import Dict
 
 from commgraph.errors import SimulationError, TopologyError
 from commgraph.sim.dag import Compute, Dependents, Task, Transfer, check_dag
@@ -106,6 +110,8 @@ def simulate(
         if device not in topology.index or not (isinstance(count, int) and count >= 1):
             raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
     merged, stands_for = merge_identical(flows.arrays())
+    if not timeline:  # a recorded timeline needs every resource's load, not only whether it is busy
+        merged = merged._replace(binding=~implied(merged))
     outcome = simulate_events(
         merged, _task_arrays(topology, tasks, dependents, flows, cores or {}), incremental, timeline
     )
@@ -139,6 +145,69 @@ def merge_identical(flows: Flows) -> tuple[Flows, np.ndarray]:
     keep = stands_for[flows.resources] == flows.resources
     ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=n_flows))]).astype(np.int64)
     return flows._replace(ptr=ptr, resources=flows.resources[keep], weights=flows.weights[keep]), stands_for
+
+
+def implied(flows: Flows) -> np.ndarray:
+    r"""Per resource, whether the other resources' capacities imply its own, so that it never
+    limits a rate and max-min allocations are the same without it (under packet spraying, a
+    full-bisection fat-tree's links between switches: every flow crossing an edge switch's uplinks
+    comes from a server below it, and those servers' links fill first or with them).
+
+    Each flow has covers, entries of its route: the first and the last of least ``capacity /
+    weight``, and of the links every path of the flow crosses (weight 1), the first and the last
+    carrying the most flows (a server's network link rather than one GPU's). Whatever the rates, a cover ``s`` carries ``w_s x_f`` of flow ``f`` and
+    at most its capacity ``C_s`` in all, so a resource ``r`` for which one kind of cover gives
+    :math:`\sum_f w_{rf} x_f \le \sum_s C_s \max_{f: cover(f) = s} w_{rf} / w_{sf} \le C_r` can
+    never be exceeded; it is implied (to a relative ``1e-9``, rounding). A cover is never implied,
+    so each implied resource rests on resources that stay."""
+    users = np.bincount(flows.resources, minlength=flows.capacity.shape[0])
+    return _implied(flows.ptr, flows.resources, flows.weights, flows.capacity, users)
+
+
+@njit(cache=True)
+def _implied(ptr, resources, weights, capacity, users):  # pragma: no cover
+    n_res, n_flows = capacity.shape[0], ptr.shape[0] - 1
+    covers = np.full((4, n_flows), -1, np.int64)  # per kind of cover, per flow: its position in the route
+    is_cover = np.zeros(n_res, np.bool_)
+    for f in range(n_flows):
+        least, most = np.inf, -1
+        for j in range(ptr[f], ptr[f + 1]):
+            r = resources[j]
+            limit = capacity[r] / weights[j]
+            if limit < least:
+                least, covers[0, f] = limit, j
+            if limit <= least:
+                covers[1, f] = j
+            if weights[j] == 1.0 and users[r] > most:
+                most, covers[2, f] = users[r], j
+            if weights[j] == 1.0 and users[r] >= most:
+                covers[3, f] = j
+        for kind in range(4):
+            if covers[kind, f] >= 0:
+                is_cover[resources[covers[kind, f]]] = True
+    bound = np.zeros((4, n_res))
+    for kind in range(4):
+        largest = Dict.empty(key_type=types.int64, value_type=types.float64)  # (resource, cover) -> max ratio
+        for f in range(n_flows):
+            c = covers[kind, f]
+            if c < 0:
+                continue
+            s = resources[c]
+            for j in range(ptr[f], ptr[f + 1]):
+                r = resources[j]
+                if is_cover[r]:
+                    continue
+                key = r * n_res + s
+                ratio = weights[j] / weights[c]
+                if ratio > largest.get(key, 0.0):
+                    largest[key] = ratio
+        for key, ratio in largest.items():
+            bound[kind, key // n_res] += capacity[key % n_res] * ratio
+    out = np.zeros(n_res, np.bool_)
+    for r in range(n_res):
+        tightest = min(min(bound[0, r], bound[1, r]), min(bound[2, r], bound[3, r]))
+        out[r] = users[r] > 0 and not is_cover[r] and tightest <= capacity[r] * (1.0 + 1e-9)
+    return out
 
 
 def _spread_back(outcome: Outcome, stands_for: np.ndarray) -> Outcome:
@@ -231,6 +300,7 @@ class _Flows:
             self.owner,
             self.setups,
             self.capacity,
+            np.ones(self.capacity.shape[0], dtype=np.bool_),
         )
 
     def bytes_per_resource(self) -> np.ndarray:
