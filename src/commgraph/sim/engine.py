@@ -238,55 +238,72 @@ class _Flows:
     per-message overhead; ``owner`` maps a setup flow to its data flow (-1 for data flows)."""
 
     def __init__(self, topology: Topology, tasks: list[Task]):
-        self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
-        ptr, resources, weights, sizes, latency, priority, task_of, owner, setups = [0], [], [], [], [], [], [], [], []
         capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
         forwarding = {}  # a switch with a forwarding limit: one resource shared by all that cross it
         for device in topology.devices:
             if device.forward_gbps is not None:
                 forwarding[device.id] = len(capacity)
                 capacity.append(device.forward_gbps * 1e9)
-
-        def add(route: list[int], shares: list[float], size: float, seconds: float, task: int, data_flow: int) -> None:
-            resources.extend(route)
-            weights.extend(shares)
-            ptr.append(len(resources))
-            sizes.append(size)
-            latency.append(seconds)
-            priority.append(tasks[task].priority)
-            task_of.append(task)
-            owner.append(data_flow)
-            setups.append(0)
-
-        paths: dict[tuple, tuple] = {}  # per (src, dst, route) seen
+        ids: dict[tuple, int] = {}  # per (src, dst, route) seen: its path's position in `table`
+        table: list[tuple] = []
+        transfers: list[int] = []
+        path_of: list[int] = []
         for i, task in enumerate(tasks):
             if isinstance(task, Compute):
                 if task.device not in topology.index:
                     _unknown(task, task.device)
                 continue
             key = (task.src, task.dst, task.route)
-            if key not in paths:
-                paths[key] = _path(topology, task, forwarding)
-            route, shares, seconds, overheads = paths[key]
-            f = self.task_flow[i] = len(sizes)
-            if task.max_rate is not None and route:  # a private resource of that capacity
-                route, shares = [*route, len(capacity)], [*shares, 1.0]
-                capacity.append(task.max_rate)
-            add(route, shares, task.bytes, seconds + task.overhead_s, i, -1)
-            for r, setup_bytes in overheads:
-                add([r], [1.0], setup_bytes, 0.0, i, f)
-            setups[f] = len(overheads)
-        self.ptr = np.array(ptr, dtype=np.int64)
-        self.resources = np.array(resources, dtype=np.int64)
-        self.weights = np.array(weights, dtype=np.float64)
-        self.sizes = np.array(sizes, dtype=np.float64)
-        self.latency = np.array(latency, dtype=np.float64)
-        self.priority = np.array(priority, dtype=np.int64)
-        self.task_of = np.array(task_of, dtype=np.int64)
-        self.owner = np.array(owner, dtype=np.int64)
-        self.setups = np.array(setups, dtype=np.int64)
-        self.lengths = np.diff(self.ptr)
-        self.capacity = np.array(capacity, dtype=np.float64)
+            p = ids.get(key)
+            if p is None:
+                p = ids[key] = len(table)
+                table.append(_path(topology, task, forwarding))
+            transfers.append(i)
+            path_of.append(p)
+        moving = [tasks[i] for i in transfers]
+        t = len(moving)
+        cap = np.fromiter((m.max_rate is not None for m in moving), dtype=bool, count=t)
+        rates = np.fromiter((m.max_rate or 0.0 for m in moving), dtype=np.float64, count=t)
+        paths = _PathTable(table)
+        p = np.array(path_of, dtype=np.int64)
+        cap &= paths.length[p] > 0  # a private resource of that capacity (none for a flow with no hops)
+        n_set = paths.setups[p]
+        per = 1 + n_set  # a data flow, then its setup flows
+        data = np.zeros(t + 1, dtype=np.int64)
+        np.cumsum(per, out=data[1:])
+        n = int(data[-1])
+        data = data[:-1]
+        kind = np.ones(n, dtype=bool)  # setup flow
+        kind[data] = False
+        setup_of = np.flatnonzero(kind)  # the setup flows, in order: each one's rank within its transfer
+        rank = setup_of - np.repeat(data, n_set) - 1
+        self.lengths = np.ones(n, dtype=np.int64)
+        self.lengths[data] = paths.length[p] + cap
+        self.ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=self.ptr[1:])
+        self.resources = np.empty(int(self.ptr[-1]), dtype=np.int64)
+        self.weights = np.ones(self.resources.shape[0], dtype=np.float64)
+        on_route = _ranges(self.ptr[data], paths.length[p])
+        from_table = _ranges(paths.ptr[p], paths.length[p])
+        self.resources[on_route] = paths.resources[from_table]
+        self.weights[on_route] = paths.weights[from_table]
+        self.resources[self.ptr[data[cap]] + paths.length[p[cap]]] = len(capacity) + np.arange(int(cap.sum()))
+        setup_path = np.repeat(p, n_set)
+        self.resources[self.ptr[setup_of]] = paths.setup_resources[paths.setup_ptr[setup_path] + rank]
+        self.sizes = np.zeros(n, dtype=np.float64)
+        self.sizes[data] = np.fromiter((m.bytes for m in moving), dtype=np.float64, count=t)
+        self.sizes[setup_of] = paths.setup_bytes[paths.setup_ptr[setup_path] + rank]
+        self.latency = np.zeros(n, dtype=np.float64)
+        self.latency[data] = paths.seconds[p] + np.fromiter((m.overhead_s for m in moving), dtype=np.float64, count=t)
+        self.priority = np.repeat(np.fromiter((m.priority for m in moving), dtype=np.int64, count=t), per)
+        self.task_of = np.repeat(np.array(transfers, dtype=np.int64), per)
+        self.owner = np.repeat(data, per)
+        self.owner[data] = -1
+        self.setups = np.zeros(n, dtype=np.int64)
+        self.setups[data] = n_set
+        self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
+        self.task_flow[transfers] = data
+        self.capacity = np.concatenate([np.array(capacity, dtype=np.float64), rates[cap]])
 
     def arrays(self) -> Flows:
         return Flows(
@@ -309,6 +326,30 @@ class _Flows:
         data = np.repeat(self.owner < 0, self.lengths)
         weights = (np.repeat(self.sizes, self.lengths) * self.weights)[data]
         return np.bincount(self.resources[data], weights=weights, minlength=self.capacity.shape[0])
+
+
+class _PathTable:
+    """Distinct paths (:func:`_path` tuples) as arrays: per path its route (CSR ``ptr``,
+    ``resources``, ``weights``), ``length``, ``seconds`` and setup flows (CSR ``setup_ptr``,
+    ``setup_resources``, ``setup_bytes``; ``setups`` per path)."""
+
+    def __init__(self, table: list[tuple]):
+        self.length = np.array([len(route) for route, _, _, _ in table], dtype=np.int64)
+        self.ptr = np.concatenate([[0], np.cumsum(self.length)]).astype(np.int64)
+        self.resources = np.array([r for route, _, _, _ in table for r in route], dtype=np.int64)
+        self.weights = np.array([w for _, shares, _, _ in table for w in shares], dtype=np.float64)
+        self.seconds = np.array([seconds for _, _, seconds, _ in table], dtype=np.float64)
+        self.setups = np.array([len(overheads) for _, _, _, overheads in table], dtype=np.int64)
+        self.setup_ptr = np.concatenate([[0], np.cumsum(self.setups)]).astype(np.int64)
+        self.setup_resources = np.array([r for *_, overheads in table for r, _ in overheads], dtype=np.int64)
+        self.setup_bytes = np.array([b for *_, overheads in table for _, b in overheads], dtype=np.float64)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``starts[k], starts[k] + 1, ..., starts[k] + lengths[k] - 1`` for every ``k``, concatenated."""
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(total, dtype=np.int64)
 
 
 def _path(topology: Topology, task: Transfer, forwarding: dict[str, int]) -> tuple:
