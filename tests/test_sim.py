@@ -388,3 +388,61 @@ def test_sprayed_parallel_links_merge_into_one_constraint_and_every_result_stays
             fast.timeline[2][a], plain.timeline[2][b]
         )
     assert set(np.unique(fast.timeline[1])) == set(np.unique(plain.timeline[1]))
+
+
+def _without_implied(net, tasks):
+    """``simulate`` with every resource a constraint (no resource dropped as implied)."""
+    from commgraph.sim import engine
+
+    original = engine.implied
+    try:
+        engine.implied = lambda flows: np.zeros(flows.capacity.shape[0], dtype=bool)
+        return simulate(net, tasks, timeline=False)
+    finally:
+        engine.implied = original
+
+
+def test_links_the_servers_links_imply_stop_constraining_and_every_time_stays():
+    from commgraph.plan.coflow import schedule
+    from commgraph.sim import engine
+    from commgraph.workload import Layout, ModelSpec, build_iteration, gpu
+
+    spec = ModelSpec("moe-tiny", layers=2, hidden=256, heads=4, seq_len=128, micro_batch=1, vocab=0, experts=8,
+                     top_k=2, ffn=512)
+    for routing in ("spray", "ecmp"):
+        net = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full", speeds={"ib": 12.5}).with_routing(
+            routing
+        )
+        it = build_iteration(spec, Layout(tp=2, pp=2, dp=8, ep=8, microbatches=2), gpu("h100"), net)
+        tasks = schedule("hermod", it.tasks, it.coflows, net, matching="alg3").tasks
+        table, _ = engine.merge_identical(engine._Flows(net, tasks).arrays())
+        dropped = engine.implied(table)
+        kinds = [tuple(net.device(d).kind for d in (net.links[r // 2].a, net.links[r // 2].b)) for r in range(
+            2 * len(net.links))]
+        fabric = [r for r in np.unique(table.resources) if kinds[r] == ("switch", "switch")]
+        nics = [r for r in np.unique(table.resources) if "nic" in kinds[r]]
+        assert fabric and nics and not dropped[nics].any()  # each server's network link stays
+        if routing == "spray":  # the switches' links go
+            assert dropped[fabric].all()
+        else:  # hashed flows collide there
+            assert not dropped[fabric].all()
+        fast, plain = simulate(net, tasks, timeline=False), _without_implied(net, tasks)
+        for field in ("start", "finish", "busy_seconds", "bytes_moved"):  # bit for bit
+            assert np.array_equal(getattr(fast, field), getattr(plain, field))
+
+
+def test_a_resource_is_implied_only_by_resources_that_stay():
+    from commgraph.sim import engine
+
+    def flows(ptr, resources, weights, capacity):
+        table = engine._Flows(line(), []).arrays()
+        return table._replace(ptr=np.array(ptr), resources=np.array(resources), weights=np.array(weights, float),
+                              capacity=np.array(capacity, float))
+
+    # one flow on two equal links: each bounds the other, so neither may go
+    assert not engine.implied(flows([0, 2], [0, 1], [1, 1], [1, 1])).any()
+    # two flows from links 0 and 1 share link 2, half of each: 2 is implied at capacity 1, not at 0.9
+    assert engine.implied(flows([0, 2, 4], [0, 2, 1, 2], [1, 0.5, 1, 0.5], [1, 1, 1])).tolist() == [False, False, True]
+    assert not engine.implied(flows([0, 2, 4], [0, 2, 1, 2], [1, 0.5, 1, 0.5], [1, 1, 0.9])).any()
+    # and a flow wholly on link 2 beside them leaves its own cover in
+    assert not engine.implied(flows([0, 2, 4, 5], [0, 2, 1, 2, 2], [1, 0.5, 1, 0.5, 1], [1, 1, 1]))[2]

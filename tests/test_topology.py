@@ -280,6 +280,23 @@ def test_routing_is_a_field_that_round_trips_and_spray_splits_over_every_core_pa
         t.with_routing("random")
 
 
+def test_sprayed_shares_composed_through_the_servers_nics_equal_each_gpu_pairs_own():
+    t = load_preset("fattree:k=4,server=hgx-h100,nics=1,latency=1,bisection=full").with_routing("spray")
+    gpus = [g.id for g in t.gpus]
+    pairs = [(a, b) for a in gpus[::3] for b in gpus[1::5] if a.split(".")[0] != b.split(".")[0]]
+    assert len(pairs) > 500
+    for a, b in pairs:
+        start, target = t.index[a], t.index[b]
+        assert t._sole_exits(start, target) == (t.index[a.split(".")[0] + ".nic0"], t.index[b.split(".")[0] + ".nic0"])
+        composed = t.spread(a, b)
+        assert [h for h, _ in composed[: len(t.route(a, b))]] == t.route(a, b)
+        assert {(h.link, h.src): share for h, share in composed} == t._shares(start, target)  # bit for bit
+    assert ("shares", t.index["s0.nic0"], t.index["s15.nic0"]) in t._route_cache  # one per pair of servers
+    same_server = t._sole_exits(t.index["s0.gpu0"], t.index["s0.gpu5"])
+    several = load_preset("fattree:k=4,server=hgx-h100,nics=8,bisection=full").with_routing("spray")
+    assert same_server is None and several._sole_exits(several.index["s0.gpu0"], several.index["s9.gpu1"]) is None
+
+
 def test_dijkstra_stopped_at_a_target_is_scipys_up_to_it_and_an_upper_bound_beyond():
     t = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full")
     graph, _, out_node = t._routing_graph
@@ -303,6 +320,7 @@ def test_routes_from_searches_stopped_at_the_target_equal_those_from_whole_searc
     whole = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full").with_routing(routing)
     search = whole._distances
     whole.__dict__["_distances"] = lambda node, target=None: search(node)
+    whole.__dict__["_sole_exits"] = lambda start, target: None  # each pair's own shares, not composed
     gpus = [g.id for g in near.gpus]
     pairs = [(a, b) for a in gpus[::3] for b in gpus[1::5] if a != b] + [(gpus[0], "core1"), ("s2.nic0", gpus[9])]
     for a, b in pairs:

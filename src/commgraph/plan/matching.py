@@ -62,15 +62,16 @@ def alg3(demand: np.ndarray) -> Matchings:
     tol = T.max(initial=0.0) * _TOL
     T[T <= tol] = 0.0
     rows, cols, sent, weights = [], [], [], []
-    while (T > 0).any():
+    entries = int(np.count_nonzero(T))  # positive entries left
+    while entries:
         r, c = linear_sum_assignment(-T)
         values = T[r, c]
-        weight = values[values > 0].min()
-        moved = np.minimum(T[r, c], weight)
-        keep = moved > 0
-        rows.append(r[keep]), cols.append(c[keep]), sent.append(moved[keep]), weights.append(weight)
-        left = T[r, c] - weight
-        T[r, c] = np.where(left > tol, left, 0.0)
+        keep = values > 0
+        weight = values[keep].min()
+        rows.append(r[keep]), cols.append(c[keep]), sent.append(np.minimum(values[keep], weight)), weights.append(weight)
+        left = values - weight
+        T[r, c] = after = np.where(left > tol, left, 0.0)
+        entries -= int(np.count_nonzero(keep & (after == 0.0)))
     return Matchings(rows, cols, sent, np.array(weights))
 
 

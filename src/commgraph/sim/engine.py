@@ -12,7 +12,9 @@ device run one at a time (``cores`` gives a device several servers: that many at
 order they become ready. Rates change only at events (a flow or task starting or ending), and then
 only in the connected part of the network the event touched: flows that share no resource, even
 transitively, with a changed one keep their rates, because max-min allocations of disjoint
-components are independent. Events at the same instant are handled together. The event loop
+components are independent; a resource whose capacity the others imply (:func:`implied`) never
+limits a rate, so it joins no component (without a recorded timeline, which needs its load).
+Events at the same instant are handled together. The event loop
 runs compiled (:mod:`commgraph.sim.events`), and an event costs in proportion to the part of the
 network it touched, not to the number of links or live flows.
 """
@@ -22,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, types
+from numba.typed import Dict
 
 from commgraph.errors import SimulationError, TopologyError
 from commgraph.sim.dag import Compute, Dependents, Task, Transfer, check_dag
@@ -106,6 +110,8 @@ def simulate(
         if device not in topology.index or not (isinstance(count, int) and count >= 1):
             raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
     merged, stands_for = merge_identical(flows.arrays())
+    if not timeline:  # a recorded timeline needs every resource's load, not only whether it is busy
+        merged = merged._replace(binding=~implied(merged))
     outcome = simulate_events(
         merged, _task_arrays(topology, tasks, dependents, flows, cores or {}), incremental, timeline
     )
@@ -141,6 +147,69 @@ def merge_identical(flows: Flows) -> tuple[Flows, np.ndarray]:
     return flows._replace(ptr=ptr, resources=flows.resources[keep], weights=flows.weights[keep]), stands_for
 
 
+def implied(flows: Flows) -> np.ndarray:
+    r"""Per resource, whether the other resources' capacities imply its own, so that it never
+    limits a rate and max-min allocations are the same without it (under packet spraying, a
+    full-bisection fat-tree's links between switches: every flow crossing an edge switch's uplinks
+    comes from a server below it, and those servers' links fill first or with them).
+
+    Each flow has covers, entries of its route: the first and the last of least ``capacity /
+    weight``, and of the links every path of the flow crosses (weight 1), the first and the last
+    carrying the most flows (a server's network link rather than one GPU's). Whatever the rates, a cover ``s`` carries ``w_s x_f`` of flow ``f`` and
+    at most its capacity ``C_s`` in all, so a resource ``r`` for which one kind of cover gives
+    :math:`\sum_f w_{rf} x_f \le \sum_s C_s \max_{f: cover(f) = s} w_{rf} / w_{sf} \le C_r` can
+    never be exceeded; it is implied (to a relative ``1e-9``, rounding). A cover is never implied,
+    so each implied resource rests on resources that stay."""
+    users = np.bincount(flows.resources, minlength=flows.capacity.shape[0])
+    return _implied(flows.ptr, flows.resources, flows.weights, flows.capacity, users)
+
+
+@njit(cache=True)
+def _implied(ptr, resources, weights, capacity, users):  # pragma: no cover
+    n_res, n_flows = capacity.shape[0], ptr.shape[0] - 1
+    covers = np.full((4, n_flows), -1, np.int64)  # per kind of cover, per flow: its position in the route
+    is_cover = np.zeros(n_res, np.bool_)
+    for f in range(n_flows):
+        least, most = np.inf, -1
+        for j in range(ptr[f], ptr[f + 1]):
+            r = resources[j]
+            limit = capacity[r] / weights[j]
+            if limit < least:
+                least, covers[0, f] = limit, j
+            if limit <= least:
+                covers[1, f] = j
+            if weights[j] == 1.0 and users[r] > most:
+                most, covers[2, f] = users[r], j
+            if weights[j] == 1.0 and users[r] >= most:
+                covers[3, f] = j
+        for kind in range(4):
+            if covers[kind, f] >= 0:
+                is_cover[resources[covers[kind, f]]] = True
+    bound = np.zeros((4, n_res))
+    for kind in range(4):
+        largest = Dict.empty(key_type=types.int64, value_type=types.float64)  # (resource, cover) -> max ratio
+        for f in range(n_flows):
+            c = covers[kind, f]
+            if c < 0:
+                continue
+            s = resources[c]
+            for j in range(ptr[f], ptr[f + 1]):
+                r = resources[j]
+                if is_cover[r]:
+                    continue
+                key = r * n_res + s
+                ratio = weights[j] / weights[c]
+                if ratio > largest.get(key, 0.0):
+                    largest[key] = ratio
+        for key, ratio in largest.items():
+            bound[kind, key // n_res] += capacity[key % n_res] * ratio
+    out = np.zeros(n_res, np.bool_)
+    for r in range(n_res):
+        tightest = min(min(bound[0, r], bound[1, r]), min(bound[2, r], bound[3, r]))
+        out[r] = users[r] > 0 and not is_cover[r] and tightest <= capacity[r] * (1.0 + 1e-9)
+    return out
+
+
 def _spread_back(outcome: Outcome, stands_for: np.ndarray) -> Outcome:
     """The outcome per resource again: each merged resource's busy time and utilisation changes
     are those of the resource that stood for it (changes ordered by time, then resource)."""
@@ -169,55 +238,72 @@ class _Flows:
     per-message overhead; ``owner`` maps a setup flow to its data flow (-1 for data flows)."""
 
     def __init__(self, topology: Topology, tasks: list[Task]):
-        self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
-        ptr, resources, weights, sizes, latency, priority, task_of, owner, setups = [0], [], [], [], [], [], [], [], []
         capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
         forwarding = {}  # a switch with a forwarding limit: one resource shared by all that cross it
         for device in topology.devices:
             if device.forward_gbps is not None:
                 forwarding[device.id] = len(capacity)
                 capacity.append(device.forward_gbps * 1e9)
-
-        def add(route: list[int], shares: list[float], size: float, seconds: float, task: int, data_flow: int) -> None:
-            resources.extend(route)
-            weights.extend(shares)
-            ptr.append(len(resources))
-            sizes.append(size)
-            latency.append(seconds)
-            priority.append(tasks[task].priority)
-            task_of.append(task)
-            owner.append(data_flow)
-            setups.append(0)
-
-        paths: dict[tuple, tuple] = {}  # per (src, dst, route) seen
+        ids: dict[tuple, int] = {}  # per (src, dst, route) seen: its path's position in `table`
+        table: list[tuple] = []
+        transfers: list[int] = []
+        path_of: list[int] = []
         for i, task in enumerate(tasks):
             if isinstance(task, Compute):
                 if task.device not in topology.index:
                     _unknown(task, task.device)
                 continue
             key = (task.src, task.dst, task.route)
-            if key not in paths:
-                paths[key] = _path(topology, task, forwarding)
-            route, shares, seconds, overheads = paths[key]
-            f = self.task_flow[i] = len(sizes)
-            if task.max_rate is not None and route:  # a private resource of that capacity
-                route, shares = [*route, len(capacity)], [*shares, 1.0]
-                capacity.append(task.max_rate)
-            add(route, shares, task.bytes, seconds + task.overhead_s, i, -1)
-            for r, setup_bytes in overheads:
-                add([r], [1.0], setup_bytes, 0.0, i, f)
-            setups[f] = len(overheads)
-        self.ptr = np.array(ptr, dtype=np.int64)
-        self.resources = np.array(resources, dtype=np.int64)
-        self.weights = np.array(weights, dtype=np.float64)
-        self.sizes = np.array(sizes, dtype=np.float64)
-        self.latency = np.array(latency, dtype=np.float64)
-        self.priority = np.array(priority, dtype=np.int64)
-        self.task_of = np.array(task_of, dtype=np.int64)
-        self.owner = np.array(owner, dtype=np.int64)
-        self.setups = np.array(setups, dtype=np.int64)
-        self.lengths = np.diff(self.ptr)
-        self.capacity = np.array(capacity, dtype=np.float64)
+            p = ids.get(key)
+            if p is None:
+                p = ids[key] = len(table)
+                table.append(_path(topology, task, forwarding))
+            transfers.append(i)
+            path_of.append(p)
+        moving = [tasks[i] for i in transfers]
+        t = len(moving)
+        cap = np.fromiter((m.max_rate is not None for m in moving), dtype=bool, count=t)
+        rates = np.fromiter((m.max_rate or 0.0 for m in moving), dtype=np.float64, count=t)
+        paths = _PathTable(table)
+        p = np.array(path_of, dtype=np.int64)
+        cap &= paths.length[p] > 0  # a private resource of that capacity (none for a flow with no hops)
+        n_set = paths.setups[p]
+        per = 1 + n_set  # a data flow, then its setup flows
+        data = np.zeros(t + 1, dtype=np.int64)
+        np.cumsum(per, out=data[1:])
+        n = int(data[-1])
+        data = data[:-1]
+        kind = np.ones(n, dtype=bool)  # setup flow
+        kind[data] = False
+        setup_of = np.flatnonzero(kind)  # the setup flows, in order: each one's rank within its transfer
+        rank = setup_of - np.repeat(data, n_set) - 1
+        self.lengths = np.ones(n, dtype=np.int64)
+        self.lengths[data] = paths.length[p] + cap
+        self.ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=self.ptr[1:])
+        self.resources = np.empty(int(self.ptr[-1]), dtype=np.int64)
+        self.weights = np.ones(self.resources.shape[0], dtype=np.float64)
+        on_route = _ranges(self.ptr[data], paths.length[p])
+        from_table = _ranges(paths.ptr[p], paths.length[p])
+        self.resources[on_route] = paths.resources[from_table]
+        self.weights[on_route] = paths.weights[from_table]
+        self.resources[self.ptr[data[cap]] + paths.length[p[cap]]] = len(capacity) + np.arange(int(cap.sum()))
+        setup_path = np.repeat(p, n_set)
+        self.resources[self.ptr[setup_of]] = paths.setup_resources[paths.setup_ptr[setup_path] + rank]
+        self.sizes = np.zeros(n, dtype=np.float64)
+        self.sizes[data] = np.fromiter((m.bytes for m in moving), dtype=np.float64, count=t)
+        self.sizes[setup_of] = paths.setup_bytes[paths.setup_ptr[setup_path] + rank]
+        self.latency = np.zeros(n, dtype=np.float64)
+        self.latency[data] = paths.seconds[p] + np.fromiter((m.overhead_s for m in moving), dtype=np.float64, count=t)
+        self.priority = np.repeat(np.fromiter((m.priority for m in moving), dtype=np.int64, count=t), per)
+        self.task_of = np.repeat(np.array(transfers, dtype=np.int64), per)
+        self.owner = np.repeat(data, per)
+        self.owner[data] = -1
+        self.setups = np.zeros(n, dtype=np.int64)
+        self.setups[data] = n_set
+        self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
+        self.task_flow[transfers] = data
+        self.capacity = np.concatenate([np.array(capacity, dtype=np.float64), rates[cap]])
 
     def arrays(self) -> Flows:
         return Flows(
@@ -231,6 +317,7 @@ class _Flows:
             self.owner,
             self.setups,
             self.capacity,
+            np.ones(self.capacity.shape[0], dtype=np.bool_),
         )
 
     def bytes_per_resource(self) -> np.ndarray:
@@ -239,6 +326,30 @@ class _Flows:
         data = np.repeat(self.owner < 0, self.lengths)
         weights = (np.repeat(self.sizes, self.lengths) * self.weights)[data]
         return np.bincount(self.resources[data], weights=weights, minlength=self.capacity.shape[0])
+
+
+class _PathTable:
+    """Distinct paths (:func:`_path` tuples) as arrays: per path its route (CSR ``ptr``,
+    ``resources``, ``weights``), ``length``, ``seconds`` and setup flows (CSR ``setup_ptr``,
+    ``setup_resources``, ``setup_bytes``; ``setups`` per path)."""
+
+    def __init__(self, table: list[tuple]):
+        self.length = np.array([len(route) for route, _, _, _ in table], dtype=np.int64)
+        self.ptr = np.concatenate([[0], np.cumsum(self.length)]).astype(np.int64)
+        self.resources = np.array([r for route, _, _, _ in table for r in route], dtype=np.int64)
+        self.weights = np.array([w for _, shares, _, _ in table for w in shares], dtype=np.float64)
+        self.seconds = np.array([seconds for _, _, seconds, _ in table], dtype=np.float64)
+        self.setups = np.array([len(overheads) for _, _, _, overheads in table], dtype=np.int64)
+        self.setup_ptr = np.concatenate([[0], np.cumsum(self.setups)]).astype(np.int64)
+        self.setup_resources = np.array([r for *_, overheads in table for r, _ in overheads], dtype=np.int64)
+        self.setup_bytes = np.array([b for *_, overheads in table for _, b in overheads], dtype=np.float64)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``starts[k], starts[k] + 1, ..., starts[k] + lengths[k] - 1`` for every ``k``, concatenated."""
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(total, dtype=np.int64)
 
 
 def _path(topology: Topology, task: Transfer, forwarding: dict[str, int]) -> tuple:

@@ -9,8 +9,12 @@ left (progressive filling). Each event costs in proportion to what it touched, n
 
 - the index resource -> active flows (:class:`Index`) is kept incrementally: a flow is inserted
   when it starts and swap-removed when it ends, in O(route length);
-- rates are recomputed only for the flows connected (through shared resources, transitively) to a
-  changed resource (:func:`component`): disjoint components of the flow-resource graph have
+- resources whose capacity the others imply (``Flows.binding`` false: under packet spraying, a
+  full-bisection fabric's links between switches) never limit a rate, so they neither join
+  components nor take part in filling, and only count whether they are busy; flows then meet
+  only at the servers' own links;
+- rates are recomputed only for the flows connected (through shared binding resources,
+  transitively) to a changed resource (:func:`component`): disjoint components of the flow-resource graph have
   independent max-min allocations, so the others keep their rates exactly; scratch state is reset
   only where it was used (epoch stamps, residual capacities of the recomputed flows' resources);
 - bytes are counted lazily: a flow keeps the bytes it had left when its rate last changed and the
@@ -94,15 +98,17 @@ def remove(index, ptr, resources, f):  # pragma: no cover
 
 
 @njit(cache=True)
-def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark, touched, picked):  # pragma: no cover
-    """The active flows reachable from ``seeds[:n_seeds]`` through shared resources, into
-    ``picked``; returns how many. ``touched`` is the queue of resources to visit; marks are
+def component(
+    index, ptr, resources, binding, seeds, n_seeds, epoch, res_mark, flow_mark, touched, picked
+):  # pragma: no cover
+    """The active flows reachable from ``seeds[:n_seeds]`` through shared ``binding`` resources,
+    into ``picked``; returns how many. ``touched`` is the queue of resources to visit; marks are
     ``epoch`` stamps."""
     first, flow, count = index.first, index.flow, index.count
     n_touched = 0
     for s in range(n_seeds):
         r = seeds[s]
-        if res_mark[r] != epoch:
+        if binding[r] and res_mark[r] != epoch:
             res_mark[r] = epoch
             touched[n_touched] = r
             n_touched += 1
@@ -119,7 +125,7 @@ def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark,
                 n_picked += 1
                 for j in range(ptr[f], ptr[f + 1]):
                     r2 = resources[j]
-                    if res_mark[r2] != epoch:
+                    if binding[r2] and res_mark[r2] != epoch:
                         res_mark[r2] = epoch
                         touched[n_touched] = r2
                         n_touched += 1
@@ -127,9 +133,10 @@ def component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, flow_mark,
 
 
 @njit(cache=True)
-def fill(ptr, resources, weights, priority, capacity, flows, rates, index, scratch):  # pragma: no cover
+def fill(ptr, resources, weights, priority, capacity, binding, flows, rates, index, scratch):  # pragma: no cover
     """Max-min fair ``rates`` (bytes/s, in place) of ``flows``, which hold every active flow on
-    their resources (``index``: resource -> active flows), by progressive filling class by class:
+    their ``binding`` resources (``index``: resource -> active flows; the other resources are
+    left out), by progressive filling class by class:
     all unfrozen flows' rates rise together, a resource consuming the sum of its flows' ``weights``
     per unit of rate, and a resource's flows freeze when it fills. A flow whose resources higher
     classes saturate gets rate 0 until they finish (preemption).
@@ -145,7 +152,7 @@ def fill(ptr, resources, weights, priority, capacity, flows, rates, index, scrat
     for i in range(n):
         f = flows[i]
         for j in range(ptr[f], ptr[f + 1]):
-            residual[resources[j]] = capacity[resources[j]]
+            residual[resources[j]] = capacity[resources[j]]  # a non-binding one's is never read
     order = flows[np.argsort(priority[flows], kind="mergesort")]
     run_start = 0
     while run_start < n:
@@ -157,6 +164,8 @@ def fill(ptr, resources, weights, priority, capacity, flows, rates, index, scrat
             flag[f] = 1
             for j in range(ptr[f], ptr[f + 1]):
                 r = resources[j]
+                if not binding[r]:
+                    continue
                 if users[r] == 0:
                     live[n_live] = r
                     n_live += 1
@@ -191,6 +200,8 @@ def fill(ptr, resources, weights, priority, capacity, flows, rates, index, scrat
                 f = frozen[i]
                 for j in range(ptr[f], ptr[f + 1]):
                     r = resources[j]
+                    if not binding[r]:
+                        continue
                     residual[r] = max(residual[r] - level * weights[j], 0.0)
                     users[r] -= 1
                     counts[r] = counts[r] - weights[j] if users[r] > 0 else 0.0
@@ -232,7 +243,9 @@ def make_scratch(n_res: int, n_flows: int) -> Scratch:
 class Flows(NamedTuple):
     """Per flow: route (``ptr``, ``resources``, the share of its rate on each: ``weights``), size,
     latency, class, task, owner (its data flow for a setup flow, -1 for a data flow) and setup-flow
-    count; per resource: capacity."""
+    count; per resource: capacity, and whether it can limit a rate (``binding``; a resource whose
+    capacity the others imply only counts its busy time: its load is above zero while one of its
+    flows has a rate above zero)."""
 
     ptr: np.ndarray
     resources: np.ndarray
@@ -244,6 +257,7 @@ class Flows(NamedTuple):
     owner: np.ndarray
     setups: np.ndarray
     capacity: np.ndarray
+    binding: np.ndarray
 
 
 class Tasks(NamedTuple):
@@ -285,6 +299,7 @@ class _State(NamedTuple):
     version: np.ndarray
     setting_up: np.ndarray
     load: np.ndarray
+    positive: np.ndarray  # per non-binding resource: its flows with a rate above zero
     busy: np.ndarray
     busy_since: np.ndarray
     start: np.ndarray
@@ -319,6 +334,7 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
         np.zeros(n_flows, np.int64),
         flows.setups.copy(),
         np.zeros(n_res),
+        np.zeros(n_res, np.int64),
         np.zeros(n_res),
         np.zeros(n_res),
         np.full(n_tasks, np.nan),
@@ -446,6 +462,8 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
     end starts its latency."""
     remove(index, flows.ptr, flows.resources, f)
     _mark_changed(flows, state, f)
+    if state.rates[f] > 0.0:
+        _count_positive(flows, state, f, -1)
     state.rates[f] = 0.0
     state.left[f] = 0.0
     state.version[f] += 1
@@ -456,6 +474,15 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
     state.setting_up[owner] -= 1
     if state.setting_up[owner] == 0:
         _send(flows, index, state, timers, owner)
+
+
+@njit(cache=True, inline="always")
+def _count_positive(flows, state, f, step):  # pragma: no cover
+    """Flow ``f``'s rate left or reached zero: count it in or out of its non-binding resources."""
+    for j in range(flows.ptr[f], flows.ptr[f + 1]):
+        r = flows.resources[j]
+        if not flows.binding[r]:
+            state.positive[r] += step
 
 
 @njit(cache=True, inline="always")
@@ -504,12 +531,15 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         seeds, n_seeds = state.changed[1:], state.changed[0]
     else:
         seeds, n_seeds = np.arange(flows.capacity.shape[0]), flows.capacity.shape[0]
-    n_picked = component(index, ptr, resources, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched, state.picked)
+    binding = flows.binding
+    n_picked = component(
+        index, ptr, resources, binding, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched, state.picked
+    )
     state.changed[0] = 0
     picked = state.picked[:n_picked]
     old = state.old_rates[:n_picked]
     old[:] = rates[picked]
-    fill(ptr, resources, flows.weights, flows.priority, capacity, picked, rates, index, state.scratch)
+    fill(ptr, resources, flows.weights, flows.priority, capacity, binding, picked, rates, index, state.scratch)
     n_moved = 0  # resources whose load may have moved: the changed ones and those of re-rated flows
     for s in range(n_seeds):
         res_mark[seeds[s]] = -epoch
@@ -519,6 +549,8 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         f = picked[k]
         rate = rates[f]
         if rate != old[k]:
+            if (rate > 0.0) != (old[k] > 0.0):
+                _count_positive(flows, state, f, 1 if rate > 0.0 else -1)
             left[f] -= old[k] * (now - since[f])
             since[f] = now
             version[f] += 1
@@ -532,8 +564,11 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
                     n_moved += 1
     for r in np.sort(touched[:n_moved]):  # ascending, as the timeline lists them
         total = 0.0
-        for u in range(first[r], first[r] + count[r]):
-            total += rates[users[u]] * flows.weights[index.entry[u]]
+        if not binding[r]:  # only whether it is busy
+            total = 1.0 if state.positive[r] > 0 else 0.0
+        else:
+            for u in range(first[r], first[r] + count[r]):
+                total += rates[users[u]] * flows.weights[index.entry[u]]
         was = load[r]
         if total == was:
             continue

@@ -288,18 +288,59 @@ class Topology:
         carries: under ``ecmp`` its one :meth:`route`, every hop carrying it all; under ``spray``
         every cheapest path, the flow split evenly over them, so a hop carries the fraction of those
         paths that cross it (a server's own links 1, each of a fat-tree's ``c`` core paths ``1/c``).
-        Hops are in the order of the :meth:`route` hops first, then the other paths' links."""
+        Hops are in the order of the :meth:`route` hops first, then the other paths' links.
+
+        Between two devices that do not forward, on different machines with one exit each (a
+        server's one NIC), every cheapest path is one from the source to its exit, one between the
+        exits and one from the other exit in, and the path counts multiply: the shares are those
+        of the three parts, each computed once and shared by every pair that crosses it (the
+        same quotients of path counts, so the same numbers)."""
         hops = self.route(src, dst)
         if self.routing == "ecmp" or len(hops) <= 1:
             return [(h, 1.0) for h in hops]
         key = ("spray", src, dst)
         if key not in self._route_cache:
-            self._route_cache[key] = self._sprayed(self.index[src], self.index[dst], hops)
+            start, target = self.index[src], self.index[dst]
+            exits = self._sole_exits(start, target)
+            if exits is None:
+                shares = self._shares(start, target)
+            else:
+                shares = {}
+                for a, b in ((start, exits[0]), exits, (exits[1], target)):
+                    part = ("shares", a, b)
+                    if part not in self._route_cache:
+                        self._route_cache[part] = self._shares(a, b)
+                    shares.update(self._route_cache[part])
+            first = {(h.link, h.src): h for h in hops}
+            result = [(h, shares[(h.link, h.src)]) for h in hops]
+            for (k, a), share in sorted(shares.items()):
+                if (k, a) not in first:
+                    link = self.links[k]
+                    result.append((Hop(k, a, link.b if link.a == a else link.a, link.a == a), share))
+            self._route_cache[key] = result
         return self._route_cache[key]
 
-    def _sprayed(self, start: int, target: int, route: list[Hop]) -> list[tuple[Hop, float]]:
-        """Per link direction on some cheapest path from ``start`` to ``target``, the fraction of
-        those paths crossing it: paths into its tail times paths out of its head, over all paths."""
+    def _sole_exits(self, start: int, target: int) -> tuple[int, int] | None:
+        """The exits every cheapest path from ``start`` to ``target`` crosses (source's, then
+        target's), when both are devices that do not forward, have no link off their machines,
+        and sit on different machines with one exit each; else None."""
+        distances = self._distances
+        if self.devices[start].host == self.devices[target].host:
+            return None
+        exits = []
+        for d in (start, target):
+            if self.forwards(self.devices[d]) or distances.boundary[d]:
+                return None
+            host = distances._host(self.devices[d].host)
+            if len(host.exits) != 1:
+                return None
+            exits.append(host.exits[0][0])
+        return exits[0], exits[1]
+
+    def _shares(self, start: int, target: int) -> dict[tuple[int, str], float]:
+        """Per link direction ``(link, tail device)`` on some cheapest path from ``start`` to
+        ``target``, the fraction of those paths crossing it: paths into its tail times paths out
+        of its head, over all paths."""
         graph, arriving, out_node = self._routing_graph
         dist = self._distances(out_node[start], target)
         n = len(self.devices)
@@ -330,13 +371,7 @@ class Topology:
             for u, k in options:
                 a = self.devices[u % n].id
                 shares[(k, a)] = shares.get((k, a), 0.0) + into[u] * out[node] / total
-        first = {(h.link, h.src): h for h in route}
-        result = [(h, shares[(h.link, h.src)]) for h in route]
-        for (k, a), share in sorted(shares.items()):
-            if (k, a) not in first:
-                link = self.links[k]
-                result.append((Hop(k, a, link.b if link.a == a else link.a, link.a == a), share))
-        return result
+        return shares
 
     @cached_property
     def _routing_graph(self):
