@@ -68,7 +68,10 @@ def alg3(demand: np.ndarray) -> Matchings:
         values = T[r, c]
         keep = values > 0
         weight = values[keep].min()
-        rows.append(r[keep]), cols.append(c[keep]), sent.append(np.minimum(values[keep], weight)), weights.append(weight)
+        rows.append(r[keep])
+        cols.append(c[keep])
+        sent.append(np.minimum(values[keep], weight))
+        weights.append(weight)
         left = values - weight
         T[r, c] = after = np.where(left > tol, left, 0.0)
         entries -= int(np.count_nonzero(keep & (after == 0.0)))

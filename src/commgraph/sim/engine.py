@@ -155,8 +155,9 @@ def implied(flows: Flows) -> np.ndarray:
 
     Each flow has covers, entries of its route: the first and the last of least ``capacity /
     weight``, and of the links every path of the flow crosses (weight 1), the first and the last
-    carrying the most flows (a server's network link rather than one GPU's). Whatever the rates, a cover ``s`` carries ``w_s x_f`` of flow ``f`` and
-    at most its capacity ``C_s`` in all, so a resource ``r`` for which one kind of cover gives
+    carrying the most flows (a server's network link rather than one GPU's). Whatever the rates, a
+    cover ``s`` carries ``w_s x_f`` of flow ``f`` and at most its capacity ``C_s`` in all, so a
+    resource ``r`` for which one kind of cover gives
     :math:`\sum_f w_{rf} x_f \le \sum_s C_s \max_{f: cover(f) = s} w_{rf} / w_{sf} \le C_r` can
     never be exceeded; it is implied (to a relative ``1e-9``, rounding). A cover is never implied,
     so each implied resource rests on resources that stay."""
