@@ -407,8 +407,9 @@ def test_links_the_servers_links_imply_stop_constraining_and_every_time_stays():
     from commgraph.sim import engine
     from commgraph.workload import Layout, ModelSpec, build_iteration, gpu
 
-    spec = ModelSpec("moe-tiny", layers=2, hidden=256, heads=4, seq_len=128, micro_batch=1, vocab=0, experts=8,
-                     top_k=2, ffn=512)
+    spec = ModelSpec(
+        "moe-tiny", layers=2, hidden=256, heads=4, seq_len=128, micro_batch=1, vocab=0, experts=8, top_k=2, ffn=512
+    )
     for routing in ("spray", "ecmp"):
         net = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full", speeds={"ib": 12.5}).with_routing(
             routing
@@ -417,8 +418,10 @@ def test_links_the_servers_links_imply_stop_constraining_and_every_time_stays():
         tasks = schedule("hermod", it.tasks, it.coflows, net, matching="alg3").tasks
         table, _ = engine.merge_identical(engine._Flows(net, tasks).arrays())
         dropped = engine.implied(table)
-        kinds = [tuple(net.device(d).kind for d in (net.links[r // 2].a, net.links[r // 2].b)) for r in range(
-            2 * len(net.links))]
+        kinds = [
+            tuple(net.device(d).kind for d in (net.links[r // 2].a, net.links[r // 2].b))
+            for r in range(2 * len(net.links))
+        ]
         fabric = [r for r in np.unique(table.resources) if kinds[r] == ("switch", "switch")]
         nics = [r for r in np.unique(table.resources) if "nic" in kinds[r]]
         assert fabric and nics and not dropped[nics].any()  # each server's network link stays
@@ -436,8 +439,12 @@ def test_a_resource_is_implied_only_by_resources_that_stay():
 
     def flows(ptr, resources, weights, capacity):
         table = engine._Flows(line(), []).arrays()
-        return table._replace(ptr=np.array(ptr), resources=np.array(resources), weights=np.array(weights, float),
-                              capacity=np.array(capacity, float))
+        return table._replace(
+            ptr=np.array(ptr),
+            resources=np.array(resources),
+            weights=np.array(weights, float),
+            capacity=np.array(capacity, float),
+        )
 
     # one flow on two equal links: each bounds the other, so neither may go
     assert not engine.implied(flows([0, 2], [0, 1], [1, 1], [1, 1])).any()
