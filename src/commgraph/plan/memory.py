@@ -199,8 +199,8 @@ def _shared_tables(num_nodes: int, width: int, shape: JobShape) -> int:
 def _sampled_activations(num_nodes: int, shape: JobShape) -> int:
     """A batch's activations with autograd: ``ACTIVATION_COPIES`` hidden-wide rows per destination
     of each layer (layer ``l`` computes the nodes the first ``L - 1 - l`` hops reach)."""
-    destinations = sum(
-        reached_nodes(num_nodes, shape.batch_size, shape.fanouts[:hop]) for hop in range(len(shape.fanouts))
+    destinations = shape.batch_size + sum(
+        reached_nodes(num_nodes, shape.batch_size, shape.fanouts[:hop]) for hop in range(1, len(shape.fanouts))
     )
     return 4 * destinations * ACTIVATION_COPIES * shape.hidden
 
