@@ -3,7 +3,7 @@
 
 Usage (through ``launch_local(..., module="shared_eval_driver")``): ``python -m shared_eval_driver
 SPEC.json``; the spec names the partition set, an output folder and the model (``model``,
-``layers``, ``hidden``). Each rank writes ``<out>/rank-<r>.npz``: its owned node ids, both passes'
+``layers``, ``hidden``) and which in-edges it reads (``whole``: the whole graph's, else the part's). Each rank writes ``<out>/rank-<r>.npz``: its owned node ids, both passes'
 logits, and how many ``commgraph-table`` memfds its process mapped while the pass ran (read from
 ``/proc/self/maps`` at the first layer) and after it.
 """
@@ -38,7 +38,7 @@ def main() -> None:
     model = GNN(spec["model"], part.features.shape[1], spec["hidden"], classes, layers=spec["layers"], dropout=0.5)
     model.eval()
     store = FeatureStore.create(part.features, world.device)
-    shared = SharedEvaluation(job, store)
+    shared = SharedEvaluation(job, store, whole=spec["whole"])
     during = []
     layer = model.layer
 

@@ -108,7 +108,9 @@ def test_a_sampled_evaluation_on_one_machine_holds_two_node_tables_once(cora_set
     parts = [cora_set.part(k) for k in range(2)]
     local, edges = max(p.num_owned + p.num_halo for p in parts), max(p.indices.shape[0] for p in parts)
     chunks = memory.SHARED_EVAL_CHUNKS * memory.EVAL_CHUNK_BYTES
-    assert one_machine.worker["evaluation"] == chunks + 4 * edges + 4 * local + 12 * 2708
+    assert one_machine.worker["evaluation"] == chunks + 8 * 2708  # the whole graph's in-edges: the sampler's map
+    partitioned = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=16, structure="partitioned"))
+    assert partitioned.worker["evaluation"] == chunks + 8 * 2708 + 4 * edges + 4 * local  # and the part's in-edges
     for other in (JobShape(**shape, machine_workers=1, hidden=16), JobShape(**shape, machine_workers=2, hidden=16, peer_rows="network")):
         apart = estimate_memory(cora_set, other)  # rows of other machines cross the network: per-worker tables
         assert "evaluation" not in apart.machine and apart.worker["evaluation"] > 4 * local * 1433

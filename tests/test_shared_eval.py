@@ -62,7 +62,10 @@ def _by_node(ranks: dict[int, dict], key: str) -> np.ndarray:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
     "graph, model",
-    [("cora", {"model": "sage", "layers": 3, "hidden": 16}), ("sbm", {"model": "gcn", "layers": 2, "hidden": 8})],
+    [
+        ("cora", {"model": "sage", "layers": 3, "hidden": 16, "whole": True}),
+        ("sbm", {"model": "gcn", "layers": 2, "hidden": 8, "whole": False}),
+    ],
 )
 def test_shared_tables_give_the_executors_logits_on_one_and_three_workers(sets, tmp_path, monkeypatch, graph, model):
     one = _evaluate(sets[graph, 1], 1, tmp_path / "one", monkeypatch, **model)

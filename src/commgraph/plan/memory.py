@@ -168,9 +168,10 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
             inputs + transformed + _sampled_activations(n, shape) + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
         if shares_evaluation(shape):
-            widest = max(s[2] for s in sizes)
             machine["evaluation"] = _shared_tables(n, width, shape)
-            worker["evaluation"] = SHARED_EVAL_CHUNKS * EVAL_CHUNK_BYTES + 4 * widest + 4 * local + 12 * n
+            # a chunk, and two node maps (table row, degree); with partitioned structure, the part's in-edges
+            part_edges = 0 if shape.structure == "replicated" else 4 * max(s[2] for s in sizes) + 4 * local
+            worker["evaluation"] = SHARED_EVAL_CHUNKS * EVAL_CHUNK_BYTES + 8 * n + part_edges
         else:
             evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
             worker["evaluation"] = part_structure + _full_graph_pass(owned, local, width, evaluation)

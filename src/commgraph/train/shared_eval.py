@@ -10,8 +10,9 @@ part after part (worker ``r``'s rows are ``[offset_r, offset_r + owned_r)``); ea
 its rows of layer ``l + 1`` from the whole layer ``l`` table, read in place, and after a barrier
 the machine's table for ``l`` is dropped. The input table (the encoded features) is built the same
 way. Only two tables live at a time; a layer is computed in chunks of destinations
-(:data:`~commgraph.nn.model.EVAL_CHUNK_BYTES`), each chunk's block built from the part's mapped
-in-edges with its columns renumbered into the table. The last layer's rows stay with their worker.
+(:data:`~commgraph.nn.model.EVAL_CHUNK_BYTES`), each chunk's block built from mapped in-edges (the
+whole graph's that the sampler maps already, ``whole``, or the part's) with its columns renumbered
+into the table. The last layer's rows stay with their worker.
 
 It is used only where every rank is on one machine and reads its peers' rows in place
 (``--peer-rows map``) on CPU: rows of another machine must cross the network, which the
@@ -37,7 +38,7 @@ class SharedEvaluation:
 
     name = "shared"
 
-    def __init__(self, job: Job, store: FeatureStore):
+    def __init__(self, job: Job, store: FeatureStore, whole: bool = False):
         self.job, self.store, self.comm = job, store, job.comm
         pset, part, rank = job.pset, job.part, job.world.rank
         owned = [pset.part(k, check=False).num_owned for k in range(pset.num_parts)]
@@ -46,8 +47,14 @@ class SharedEvaluation:
         position = np.empty(self.rows, dtype=np.int32)  # each node's table row
         for k in range(pset.num_parts):
             position[np.asarray(pset.part(k, check=False).owned)] = np.arange(offsets[k], offsets[k + 1])
-        halo = position[np.asarray(part.halo)]
-        self.columns = np.concatenate([np.arange(self.start, self.start + self.num_owned, dtype=np.int32), halo])
+        if whole:  # the whole graph's in-edges, already mapped by the sampler: columns by global id
+            self.in_edges, self.columns = pset.in_edges(), position
+            self.owned = np.asarray(part.owned)
+        else:  # the part's in-edges: columns by the part's local row
+            halo = position[np.asarray(part.halo)]
+            self.in_edges = (part.indptr, part.indices)
+            self.columns = np.concatenate([np.arange(self.start, self.start + self.num_owned, dtype=np.int32), halo])
+            self.owned = None
         degree = np.empty(self.rows, dtype=np.float32)
         degree[position] = np.asarray(pset.structure("degree"), dtype=np.float32)
         self.degree = torch.from_numpy(degree)
@@ -70,10 +77,16 @@ class SharedEvaluation:
 
     def _block(self, start: int, end: int) -> Block:
         """Owned destinations ``[start, end)`` with their in-edges' sources as table rows."""
-        part = self.job.part
-        span = np.asarray(part.indptr[start : end + 1])
-        columns = self.columns[np.asarray(part.indices[span[0] : span[-1]])]
-        return Block.from_csr(self.rows, span, columns, self.degree, self.start + start)
+        indptr, indices = self.in_edges
+        if self.owned is None:  # the part's rows are consecutive
+            span = np.asarray(indptr[start : end + 1])
+            sources = np.asarray(indices[span[0] : span[-1]])
+        else:  # the owned nodes' rows of the whole graph's CSR
+            nodes = self.owned[start:end]
+            first, counts = np.asarray(indptr[nodes]), np.asarray(indptr[nodes + 1]) - np.asarray(indptr[nodes])
+            span = np.concatenate([[0], np.cumsum(counts)])
+            sources = np.asarray(indices[np.repeat(first - span[:-1], counts) + np.arange(span[-1])])
+        return Block.from_csr(self.rows, span, self.columns[sources], self.degree, self.start + start)
 
     def forward(self, model: GNN) -> torch.Tensor:
         """The part's logits (eval mode, without autograd), every rank of the job in step."""

@@ -227,8 +227,10 @@ class Trainer:
         where its input table is streamed from the store (never a second copy of it; ``replicate``
         holds a table of its own, its hop sets' rows)."""
         config, job = self.config, self.job
-        if self._shares_evaluation(store):
-            return SharedEvaluation(job, store)
+        if self._shares_evaluation(store):  # the in-edges the sampler maps: the whole graph's, or the part's
+            sampling = config.sampling
+            whole = sampling.sampler != "neighbor" or (sampling.structure or "replicated") == "replicated"
+            return SharedEvaluation(job, store, whole)
         streamed = True if config.sampling.sampler else None
         if config.comm.exchange == "replicate":
             return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
