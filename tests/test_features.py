@@ -365,7 +365,7 @@ def _train(
         )
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], workers, grace=30, module="dist_driver", fresh=device == "cuda") == 0
+    assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
 
 

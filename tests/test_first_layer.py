@@ -14,9 +14,11 @@ import pytest
 import torch
 
 from commgraph.cli.main import main
+from commgraph.errors import TrainingError
 from commgraph.graph import load_graph
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.plan.first_layer import choose_first_layer, evaluation_passes
 from commgraph.runtime.features import FeatureStore
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.maskfile import save_masks
@@ -92,7 +94,7 @@ def _train(partdir: Path, workers: int, out: Path, *options: str) -> list[dict]:
 
 def _both(partdir: Path, workers: int, tmp_path: Path, *options: str) -> tuple[list[dict], list[dict]]:
     """The same job shipping features and with the owners' first layer; their losses agree."""
-    features = _train(partdir, workers, tmp_path / "features.jsonl", *options)
+    features = _train(partdir, workers, tmp_path / "features.jsonl", *options, "--first-layer", "features")
     owner = _train(partdir, workers, tmp_path / "owner.jsonl", *options, "--first-layer", "owner")
     for f, o in zip(features, owner, strict=True):
         assert o["loss"] == pytest.approx(f["loss"], abs=1e-5, rel=0)
@@ -201,3 +203,37 @@ def test_streamed_owned_rows_give_the_built_tables_rows_and_gradients(monkeypatc
     assert torch.allclose(n1, n2, atol=1e-6) and (r1 is None) == (r2 is None) == (model == "gcn")
     assert r1 is None or torch.allclose(r1, r2, atol=1e-6)
     assert len(g1) == len(g2) > 0 and all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g1, g2))
+
+
+def _choose(asked="auto", **changes):
+    shape = dict(model="sage", width=500, hidden=16, epochs=1, evaluations=1, sampled=False, replicate=False)
+    return choose_first_layer(asked, **{**shape, **changes})
+
+
+def test_auto_takes_the_owners_first_layer_exactly_where_it_moves_fewer_floats_a_row():
+    """hidden * (2 training passes + evaluations) against the halo's features once: 16 * 3 = 48 < 500."""
+    assert _choose().mode == "owner" and "48" in _choose().reason
+    assert _choose(model="gcn", width=49, epochs=1).mode == "owner"  # 48 < 49
+    assert _choose(width=48).mode == "features"  # equal: the features, once
+    assert _choose(epochs=200, evaluations=200, width=1433).mode == "features"  # the demo: 16 * 600 > 1433
+    assert _choose(sampled=True, epochs=200, evaluations=31).mode == "owner"  # sampled: evaluation only, 496
+    assert _choose(sampled=True, evaluations=32).mode == "features"  # 512
+
+
+def test_auto_ships_features_where_the_owner_cannot_compute_layer_0():
+    assert _choose(model="gat").mode == "features" and "not linear" in _choose(model="gat").reason
+    assert _choose(model="gin").mode == "features"
+    assert _choose(replicate=True).mode == "features" and "replicate" in _choose(replicate=True).reason
+
+
+def test_an_asked_first_layer_is_kept_and_an_unknown_one_refused():
+    assert _choose("features").mode == "features" and _choose("owner", width=8).mode == "owner"
+    with pytest.raises(TrainingError, match="unknown --first-layer 'p3'"):
+        _choose("p3")
+
+
+def test_evaluation_passes_count_every_nth_epoch_and_the_last():
+    assert evaluation_passes(200, 1) == 200
+    assert evaluation_passes(10, 3) == 4  # 3, 6, 9 and 10
+    assert evaluation_passes(9, 3) == 3
+    assert evaluation_passes(2, 5) == 1

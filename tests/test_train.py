@@ -59,7 +59,7 @@ def _run_job(partdir: Path, runs: dict, workers: int, out: Path, monkeypatch, de
     spec = out / "spec.json"
     spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": runs, "device": device}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], workers, grace=30, module="dist_driver", fresh=device == "cuda") == 0
+    assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
 
 

@@ -70,6 +70,9 @@ class JobShape:
         model: the GNN kind (:data:`~commgraph.nn.options.MODELS`).
         explainer: whether each worker explains its part for DGS (an online explainer, or the
             masks written after training).
+        first_layer: how the full-graph pass's layer 0 reads its halo rows: ``features`` (a table
+            of the halo's features) or ``owner`` (their owners' hidden-wide transforms;
+            :mod:`commgraph.plan.first_layer`).
     """
 
     workers: int
@@ -85,6 +88,7 @@ class JobShape:
     features: bool = True
     model: str = "sage"
     explainer: bool = False
+    first_layer: str = "features"
 
 
 @dataclass(frozen=True)
@@ -208,13 +212,19 @@ def _sampled_activations(num_nodes: int, shape: JobShape) -> int:
 
 def _full_graph_pass(owned: int, local: int, width: int, shape: JobShape) -> int:
     """The full-graph pass over a part of ``owned`` rows and its halo (``local`` rows in all): its
-    input table; layer 0's aggregation of the owned rows at input width, kept for the backward
-    pass beside its scratch (training), or one chunk of it (evaluation, ``EVAL_CHUNK_BYTES``); the
+    input table (the owned rows only where the owners compute the halo's first layer); layer 0's
+    aggregation of the owned rows at input width (hidden width, of the owners' transforms), kept
+    for the backward pass beside its scratch (training), or one chunk of it (evaluation,
+    ``EVAL_CHUNK_BYTES``); the
     hidden tables, ``ACTIVATION_COPIES`` per layer with autograd (output, gradient, buffers), two
     without (a layer's input and output)."""
     hidden_copies = ACTIVATION_COPIES * shape.layers if shape.train else 2
-    aggregation = 2 * 4 * owned * width if shape.train else min(4 * owned * width, EVAL_CHUNK_BYTES)
-    return 4 * local * width + aggregation + 4 * local * shape.hidden * hidden_copies
+    if shape.first_layer == "owner":  # the owned rows' features; layer 0 aggregates hidden-wide transforms
+        table, aggregated = 4 * owned * width, shape.hidden
+    else:
+        table, aggregated = 4 * local * width, width
+    aggregation = 2 * 4 * owned * aggregated if shape.train else min(4 * owned * aggregated, EVAL_CHUNK_BYTES)
+    return table + aggregation + 4 * local * shape.hidden * hidden_copies
 
 
 def reached_nodes(num_nodes: int, batch_size: int, fanouts: tuple[int, ...]) -> int:

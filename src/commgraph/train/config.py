@@ -23,13 +23,13 @@ from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
 from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
+from commgraph.plan.first_layer import FIRST_LAYERS, FirstLayerChoice, choose_first_layer, evaluation_passes
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, SAMPLERS, STRUCTURES, ExplainerOptions, parse_fanouts
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
 PEER_ROWS = ("map", "network")
-FIRST_LAYERS = ("features", "owner")
 # the samplers each sampler option applies to (batch size: every one)
 SAMPLER_OPTIONS = {
     "fanout": ("neighbor", "dgs"),
@@ -114,9 +114,10 @@ class CommOptions(Options):
         "a remote input row crosses as its features (features), or as the first layer's "
         "transform of it computed by its owner, hidden wide, with the gradient rows coming "
         "back (owner, P3's idea; gcn and sage only, whose first layer is linear before "
-        "aggregation)",
+        "aggregation); auto: the owner's in a full-graph pass where that moves fewer bytes "
+        "than the halo's features (it also keeps no halo feature table), features otherwise",
         choices=FIRST_LAYERS,
-        default="features",
+        default="auto",
     )
 
     def __post_init__(self) -> None:
@@ -403,6 +404,20 @@ class TrainConfig:
     def replace_job(self, **changes) -> TrainConfig:
         """The same configuration with some of the job's options changed (checked again)."""
         return replace(self, job=replace(self.job, **changes))
+
+    def first_layer_choice(self, width: int) -> FirstLayerChoice:
+        """How layer 0's remote rows cross in this run's full-graph pass, for input features
+        ``width`` wide (:func:`~commgraph.plan.first_layer.choose_first_layer`)."""
+        return choose_first_layer(
+            self.comm.first_layer,
+            model=self.gnn.model,
+            width=width,
+            hidden=self.gnn.hidden,
+            epochs=self.optim.epochs,
+            evaluations=evaluation_passes(self.optim.epochs, self.log.eval_every),
+            sampled=bool(self.sampling.sampler),
+            replicate=self.comm.exchange == "replicate",
+        )
 
     @property
     def fanouts(self) -> list[int]:

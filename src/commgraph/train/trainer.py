@@ -234,7 +234,10 @@ class Trainer:
         streamed = True if config.sampling.sampler else None
         if config.comm.exchange == "replicate":
             return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
-        owner = config.comm.first_layer == "owner" and not config.sampling.sampler  # sampled: its fetch's
+        choice = config.first_layer_choice(int(job.part.features.shape[1]))
+        if config.comm.first_layer == "auto":
+            self._say(f"first layer: {choice.reason}")
+        owner = choice.owner
         if config.comm.exchange == "barrier":
             return BarrierExecutor(job, self.wiring, store, streamed, owner)
         bin_size = config.comm.bin_size
