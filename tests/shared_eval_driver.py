@@ -2,10 +2,11 @@
 :class:`~commgraph.train.shared_eval.SharedEvaluation` and through the full-graph barrier executor.
 
 Usage (through ``launch_local(..., module="shared_eval_driver")``): ``python -m shared_eval_driver
-SPEC.json``; the spec names the partition set, an output folder and the model (``model``,
-``layers``, ``hidden``) and which in-edges it reads (``whole``: the whole graph's, else the part's). Each rank writes ``<out>/rank-<r>.npz``: its owned node ids, both passes'
-logits, and how many ``commgraph-table`` memfds its process mapped while the pass ran (read from
-``/proc/self/maps`` at the first layer) and after it.
+SPEC.json``; the spec names the partition set, an output folder, the model (``model``, ``layers``,
+``hidden``) and which in-edges it reads (``whole``: the whole graph's, else the part's). Each rank
+writes ``<out>/rank-<r>.npz``: its owned node ids, both passes' logits, and how many
+``commgraph-table`` memfds its process mapped while the pass ran (read from ``/proc/self/maps`` at
+the first layer) and after it.
 """
 
 import json

@@ -111,7 +111,10 @@ def test_a_sampled_evaluation_on_one_machine_holds_two_node_tables_once(cora_set
     assert one_machine.worker["evaluation"] == chunks + 8 * 2708  # the whole graph's in-edges: the sampler's map
     partitioned = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=16, structure="partitioned"))
     assert partitioned.worker["evaluation"] == chunks + 8 * 2708 + 4 * edges + 4 * local  # and the part's in-edges
-    for other in (JobShape(**shape, machine_workers=1, hidden=16), JobShape(**shape, machine_workers=2, hidden=16, peer_rows="network")):
+    for other in (
+        JobShape(**shape, machine_workers=1, hidden=16),
+        JobShape(**shape, machine_workers=2, hidden=16, peer_rows="network"),
+    ):
         apart = estimate_memory(cora_set, other)  # rows of other machines cross the network: per-worker tables
         assert "evaluation" not in apart.machine and apart.worker["evaluation"] > 4 * local * 1433
 
