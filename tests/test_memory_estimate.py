@@ -46,9 +46,16 @@ def test_the_estimate_adds_its_parts(cora_set):
     sampled = estimate_memory(
         cora_set, JobShape(2, 2, hidden=16, layers=2, sampler="neighbor", batch_size=64, fanouts=(10, 10))
     )
-    for estimate in (full, sampled):
-        assert estimate.worker_peak_bytes == sum(estimate.worker.values())
-        assert estimate.machine_peak_bytes == sum(estimate.machine.values()) + 2 * estimate.worker_peak_bytes
+    assert full.worker_peak_bytes == sum(full.worker.values())
+    assert full.machine_peak_bytes == sum(full.machine.values()) + 2 * full.worker_peak_bytes
+    # sampled: a step's tables and the evaluation pass (its shared tables, its workers' chunks) are never held at once
+    base = {k: v for k, v in sampled.worker.items() if k not in ("tables", "evaluation")}
+    steps, evaluation = sampled.worker["tables"], sampled.worker["evaluation"]
+    assert sampled.worker_peak_bytes == sum(base.values()) + max(steps, evaluation)
+    shared = {k: v for k, v in sampled.machine.items() if k != "evaluation"}
+    assert sampled.machine_peak_bytes == sum(shared.values()) + 2 * sum(base.values()) + max(
+        2 * steps, sampled.machine["evaluation"] + 2 * evaluation
+    )
     owned = max(cora_set.part(k).num_owned for k in range(2))
     assert full.worker["features"] == 4 * owned * 1433
     assert "structure" not in full.machine  # full-graph training never maps the whole structure
@@ -72,9 +79,11 @@ def test_a_sampled_first_layer_that_narrows_its_rows_holds_chunks_not_the_table(
     tables = {}
     for model, hidden in (("sage", 16), ("gcn", 16), ("gat", 16), ("sage", 2000)):
         estimate = estimate_memory(cora_set, JobShape(**shape, hidden=hidden, fanouts=(10, 10), model=model))
-        tables[model, hidden] = estimate.worker["tables"] - 4 * rows * memory.ACTIVATION_COPIES * hidden * 2
+        destinations = 64 + reached_nodes(2708, 64, (10,))  # layer 1's, then layer 0's
+        tables[model, hidden] = estimate.worker["tables"] - 4 * destinations * memory.ACTIVATION_COPIES * hidden
     common = memory.SAMPLED_EDGE_BYTES * edges + 8 * 2708
-    assert tables["sage", 16] == tables["gcn", 16] == 2 * memory.INPUT_CHUNK_BYTES + common
+    transformed = 2 * 4 * rows * 16  # the input rows' transform, hidden-wide, and its gradient
+    assert tables["sage", 16] == tables["gcn", 16] == 2 * memory.INPUT_CHUNK_BYTES + transformed + common
     assert tables["gat", 16] == tables["sage", 2000] == 4 * rows * memory.TABLE_COPIES * 1433 + common  # the table
 
 
@@ -104,6 +113,27 @@ def test_a_large_neighbourhood_s_explainer_is_its_bounded_sample():
         memory._explainer_bytes(500_000, 50_000_000, 62_500, 500, in_worker)
         == expected - memory.EXPLAINER_RUNTIME_BYTES
     )
+
+
+def test_a_sampled_evaluation_on_one_machine_holds_two_node_tables_once(cora_set):
+    shape = {"workers": 2, "layers": 3, "sampler": "neighbor", "batch_size": 64, "fanouts": (10, 10, 5)}
+    one_machine = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=2000))
+    # layer 1 reads a hidden table and writes another: wider than layer 0's input and output
+    assert one_machine.machine["evaluation"] == 4 * 2708 * (2000 + 2000)
+    narrow = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=16))
+    assert narrow.machine["evaluation"] == 4 * 2708 * (1433 + 16)  # layer 0: the features and its output
+    parts = [cora_set.part(k) for k in range(2)]
+    local, edges = max(p.num_owned + p.num_halo for p in parts), max(p.indices.shape[0] for p in parts)
+    chunks = memory.SHARED_EVAL_CHUNKS * memory.EVAL_CHUNK_BYTES
+    assert one_machine.worker["evaluation"] == chunks + 8 * 2708  # the whole graph's in-edges: the sampler's map
+    partitioned = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=16, structure="partitioned"))
+    assert partitioned.worker["evaluation"] == chunks + 8 * 2708 + 4 * edges + 4 * local  # and the part's in-edges
+    for other in (
+        JobShape(**shape, machine_workers=1, hidden=16),
+        JobShape(**shape, machine_workers=2, hidden=16, peer_rows="network"),
+    ):
+        apart = estimate_memory(cora_set, other)  # rows of other machines cross the network: per-worker tables
+        assert "evaluation" not in apart.machine and apart.worker["evaluation"] > 4 * local * 1433
 
 
 def test_the_full_graph_pass_is_its_table_its_aggregation_and_its_hidden_tables(cora_set):

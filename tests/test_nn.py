@@ -11,7 +11,7 @@ from commgraph.errors import TrainingError
 from commgraph.graph import from_edges, load_graph
 from commgraph.nn import GNN, Block
 from commgraph.nn import model as model_module
-from commgraph.nn.dropout import dropout
+from commgraph.nn.dropout import dropout, relu_dropout
 from commgraph.partition import load_partition_set, partition_metrics, write_partition_set
 from commgraph.runtime import World
 from commgraph.runtime.job import Job, JobOptions
@@ -187,3 +187,17 @@ def _spy(method, calls: list):
         return method(block, start, end)
 
     return spied
+
+
+def test_relu_dropout_gives_the_compositions_values_and_gradients_bit_for_bit():
+    x = torch.randn(300, 200, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    grad = torch.randn(300, 200, generator=torch.Generator().manual_seed(2))
+    torch.manual_seed(7)
+    fused = relu_dropout(x, 0.4, training=True)
+    (fused_grad,) = torch.autograd.grad(fused, x, grad)
+    torch.manual_seed(7)
+    composed = dropout(torch.relu(x), 0.4, training=True)
+    (composed_grad,) = torch.autograd.grad(composed, x, grad)
+    assert torch.equal(fused, composed) and torch.equal(fused_grad, composed_grad)
+    assert 0 < int((fused != 0).sum()) < int((x > 0).sum())  # some positive entries dropped, some kept
+    assert torch.equal(relu_dropout(x, 0.4, training=False), torch.relu(x))

@@ -14,7 +14,7 @@ import torch
 from commgraph.errors import TrainingError
 from commgraph.nn.block import Block
 from commgraph.nn.commnet import CommNetLayer
-from commgraph.nn.dropout import dropout
+from commgraph.nn.dropout import dropout, relu_dropout
 from commgraph.nn.gat import GATLayer
 from commgraph.nn.gcn import GCNLayer
 from commgraph.nn.gin import GINLayer
@@ -177,11 +177,13 @@ class GNN(torch.nn.Module):
     def activate(self, index: int, out: torch.Tensor) -> torch.Tensor:
         """Layer ``index``'s activation and dropout (none after the last layer), on its whole output
         so that one dropout mask is drawn per layer."""
-        if index < self.num_layers - 1 and self.kind != "commnet":  # CommNet's step has its own tanh
-            out = torch.nn.functional.elu(out) if self.kind == "gat" else torch.relu(out)
-        if index < self.num_layers - 1 and self.dropout > 0:
-            out = dropout(out, self.dropout, self.training)
-        return out
+        if index == self.num_layers - 1:
+            return out
+        if self.kind == "gat":
+            out = torch.nn.functional.elu(out)
+        elif self.kind != "commnet":  # CommNet's step has its own tanh
+            return relu_dropout(out, self.dropout, self.training)  # one autograd step, a one-byte mask
+        return dropout(out, self.dropout, self.training)
 
     def decode(self, h: torch.Tensor) -> torch.Tensor:
         """The pointwise step after the last layer: CommNet's decoder, else ``h`` itself."""

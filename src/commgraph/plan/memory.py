@@ -50,6 +50,8 @@ ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's 
 EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
+PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: never held at once
+SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block, its output rows and the aggregation's
 
 
 @dataclass(frozen=True)
@@ -104,13 +106,23 @@ class MemoryEstimate:
 
     @property
     def worker_peak_bytes(self) -> int:
-        """What one worker holds at its peak: the sum of its parts."""
-        return sum(self.worker.values())
+        """What one worker holds at its peak: its parts, with a step's ``tables`` and the
+        ``evaluation`` pass counted at the larger of the two where a job has both (sampled
+        training: the steps' memory is handed back before the evaluation pass)."""
+        return self._worker_base() + max(self.worker.get(name, 0) for name in PHASES)
 
     @property
     def machine_peak_bytes(self) -> int:
-        """What a machine holds: what it shares once, plus each of its workers' peak."""
-        return sum(self.machine.values()) + self.machine_workers * self.worker_peak_bytes
+        """What a machine holds: what it shares once, plus each of its workers' parts; the
+        machine's ``evaluation`` tables (shared by its workers) and theirs in one phase, the
+        steps' tables in the other, whichever is larger."""
+        shared = sum(v for k, v in self.machine.items() if k not in PHASES)
+        steps = self.machine_workers * self.worker.get("tables", 0)
+        evaluation = self.machine.get("evaluation", 0) + self.machine_workers * self.worker.get("evaluation", 0)
+        return shared + self.machine_workers * self._worker_base() + max(steps, evaluation)
+
+    def _worker_base(self) -> int:
+        return sum(v for k, v in self.worker.items() if k not in PHASES)
 
     def to_dict(self) -> dict:
         """The estimate as JSON-ready data."""
@@ -159,11 +171,18 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         narrows = shape.model in LINEAR_FIRST and shape.hidden < width  # layer 0 reads its rows a chunk at a time
         inputs = 2 * INPUT_CHUNK_BYTES if narrows else 4 * rows * TABLE_COPIES * width
         edges = sampled_edges(n, num_edges, shape.batch_size, shape.fanouts)
+        transformed = 2 * 4 * rows * shape.hidden if narrows else 0  # layer 0's rows, hidden-wide, and their gradient
         worker["tables"] = (
-            inputs + 4 * rows * ACTIVATION_COPIES * shape.hidden * shape.layers + SAMPLED_EDGE_BYTES * edges + 8 * n
+            inputs + transformed + _sampled_activations(n, shape) + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
-        evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
-        worker["evaluation"] = part_structure + _full_graph_pass(owned, local, width, evaluation)
+        if shares_evaluation(shape):
+            machine["evaluation"] = _shared_tables(n, width, shape)
+            # a chunk, and two node maps (table row, degree); with partitioned structure, the part's in-edges
+            part_edges = 0 if shape.structure == "replicated" else 4 * max(s[2] for s in sizes) + 4 * local
+            worker["evaluation"] = SHARED_EVAL_CHUNKS * EVAL_CHUNK_BYTES + 8 * n + part_edges
+        else:
+            evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
+            worker["evaluation"] = part_structure + _full_graph_pass(owned, local, width, evaluation)
         if shape.explainer:
             worker["explainer"] = _explainer_bytes(n, num_edges, owned, width, shape)
     if shape.train:
@@ -171,6 +190,28 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     return MemoryEstimate(
         shape.machine_workers, {k: int(v) for k, v in machine.items()}, {k: int(v) for k, v in worker.items()}
     )
+
+
+def shares_evaluation(shape: JobShape) -> bool:
+    """Whether sampled training's evaluation holds its layer tables once per machine
+    (``train.shared_eval``, on CPU): every worker on one machine, peers' rows read in place."""
+    return shape.sampler is not None and shape.peer_rows == "map" and shape.machine_workers == shape.workers
+
+
+def _shared_tables(num_nodes: int, width: int, shape: JobShape) -> int:
+    """The machine's evaluation tables at their largest: layer ``l``'s input and output tables
+    (``N`` rows each) live together; the last layer's output stays with its workers."""
+    widths = [width] + [shape.hidden] * (shape.layers - 1)
+    return max(4 * num_nodes * sum(widths[l : l + 2]) for l in range(shape.layers))
+
+
+def _sampled_activations(num_nodes: int, shape: JobShape) -> int:
+    """A batch's activations with autograd: ``ACTIVATION_COPIES`` hidden-wide rows per destination
+    of each layer (layer ``l`` computes the nodes the first ``L - 1 - l`` hops reach)."""
+    destinations = shape.batch_size + sum(
+        reached_nodes(num_nodes, shape.batch_size, shape.fanouts[:hop]) for hop in range(1, len(shape.fanouts))
+    )
+    return 4 * destinations * ACTIVATION_COPIES * shape.hidden
 
 
 def _full_graph_pass(owned: int, local: int, width: int, shape: JobShape) -> int:

@@ -34,6 +34,7 @@ from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, Replica
 from commgraph.train.minibatch import DGSEpoch, SampledEpochs, TrainingState
 from commgraph.train.predict import gather_predictions, write_predictions
 from commgraph.train.schedule import bin_size_for_memory
+from commgraph.train.shared_eval import SharedEvaluation
 
 SPLITS = ("train", "val", "test")
 
@@ -226,6 +227,10 @@ class Trainer:
         where its input table is streamed from the store (never a second copy of it; ``replicate``
         holds a table of its own, its hop sets' rows)."""
         config, job = self.config, self.job
+        if self._shares_evaluation(store):  # the in-edges the sampler maps: the whole graph's, or the part's
+            sampling = config.sampling
+            whole = sampling.sampler != "neighbor" or (sampling.structure or "replicated") == "replicated"
+            return SharedEvaluation(job, store, whole)
         streamed = True if config.sampling.sampler else None
         if config.comm.exchange == "replicate":
             return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
@@ -243,6 +248,17 @@ class Trainer:
                 len(job.part.indices) / max(job.part.num_owned, 1),
             )
         return PipelinedExecutor(job, self.wiring, bin_size, store, streamed, owner)
+
+    def _shares_evaluation(self, store: FeatureStore | None) -> bool:
+        """Whether sampled training's evaluation holds its layer tables once per machine
+        (:class:`~commgraph.train.shared_eval.SharedEvaluation`): on CPU, every rank on one machine,
+        peers' rows read in place. A collective where the job has several workers."""
+        config, job = self.config, self.job
+        if not config.sampling.sampler or store is None or job.device.type != "cpu":
+            return False
+        if (config.sampling.peer_rows or "map") != "map":
+            return False
+        return len(job.machine_ranks()) == self.world.size
 
     def _resume(self) -> None:
         state = checkpoint.load(Path(self.config.log.checkpoint_dir), self.identity)
