@@ -206,7 +206,7 @@ def test_streamed_owned_rows_give_the_built_tables_rows_and_gradients(monkeypatc
 
 
 def _choose(asked="auto", **changes):
-    shape = dict(model="sage", width=500, hidden=16, epochs=1, evaluations=1, sampled=False, replicate=False)
+    shape = dict(model="sage", width=500, hidden=16, epochs=1, evaluations=1, sampled=False, replicate=False, workers=8)
     return choose_first_layer(asked, **{**shape, **changes})
 
 
@@ -218,6 +218,12 @@ def test_auto_takes_the_owners_first_layer_exactly_where_it_moves_fewer_floats_a
     assert _choose(epochs=200, evaluations=200, width=1433).mode == "features"  # the demo: 16 * 600 > 1433
     assert _choose(sampled=True, epochs=200, evaluations=31).mode == "owner"  # sampled: evaluation only, 496
     assert _choose(sampled=True, evaluations=32).mode == "features"  # 512
+
+
+def test_one_worker_ships_features_unless_it_streams_them_from_host_memory():
+    assert _choose(workers=1).mode == "features" and "no halo" in _choose(workers=1).reason
+    assert _choose(workers=1, streamed=True).mode == "owner"
+    assert _choose(workers=1, streamed=True, model="gat").mode == "features"
 
 
 def test_auto_ships_features_where_the_owner_cannot_compute_layer_0():

@@ -75,7 +75,7 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
             model=gnn.model,
             explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
             explainer_process=sampling.explain_in != "worker",
-            first_layer=config.first_layer_choice(int(pset.part(0, check=False).features.shape[1])).mode,
+            first_layer=config.first_layer_choice(int(pset.part(0, check=False).features.shape[1]), workers).mode,
         ),
     )
 

@@ -14,6 +14,12 @@ layer transforms each source row before aggregating (GCN, GraphSAGE), where a ha
 (not ``--exchange replicate``). Sampled training's steps keep shipping features under ``auto``
 (the regime of DGS and DistDGL, whose byte counts the experiments compare; ``owner`` asks for
 P3's); its full-graph evaluation pass follows the rule with no training pass.
+
+One worker has no halo: both ways move nothing, and ``auto`` ships features (aggregate, then
+transform), except from a feature table streamed from host memory (``--features host`` on a GPU).
+There a streamed layer 0 reads each row once for every chunk of destinations that reads it, and
+the owner's path transforms the owned rows in consecutive chunks, each row read once a pass
+(measured on an H200: 477 against 2,437 ms a step, RESULTS.md "The GPU check again").
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ def choose_first_layer(
     evaluations: int,
     sampled: bool,
     replicate: bool,
+    workers: int,
+    streamed: bool = False,
 ) -> FirstLayerChoice:
     """The first layer's mode for a run's full-graph pass (the module's rule).
 
@@ -64,6 +72,8 @@ def choose_first_layer(
             ``sampled``) and evaluation passes.
         sampled: mini-batch training (its full-graph pass is evaluation only).
         replicate: ``--exchange replicate`` (no halo exchange to replace).
+        workers: the job's workers (one: no halo).
+        streamed: layer 0 streams the part's rows from a host feature table.
 
     Raises:
         TrainingError: an unknown mode.
@@ -75,6 +85,12 @@ def choose_first_layer(
     if model not in LINEAR_FIRST or replicate:
         why = "--exchange replicate has no halo exchange" if replicate else f"{model}'s first layer is not linear"
         return FirstLayerChoice("features", f"halo rows cross as features ({why})")
+    if workers == 1:
+        if streamed:
+            return FirstLayerChoice(
+                "owner", "one worker on a host feature table: layer 0 transforms each row once a pass, then aggregates"
+            )
+        return FirstLayerChoice("features", "one worker: no halo rows to ship")
     passes = evaluations + (0 if sampled else 2 * epochs)
     owner_floats, feature_floats = hidden * passes, width
     if owner_floats < feature_floats:

@@ -422,9 +422,10 @@ class TrainConfig:
         """The same configuration with some of the job's options changed (checked again)."""
         return replace(self, job=replace(self.job, **changes))
 
-    def first_layer_choice(self, width: int) -> FirstLayerChoice:
+    def first_layer_choice(self, width: int, workers: int, streamed: bool = False) -> FirstLayerChoice:
         """How layer 0's remote rows cross in this run's full-graph pass, for input features
-        ``width`` wide (:func:`~commgraph.plan.first_layer.choose_first_layer`)."""
+        ``width`` wide, ``workers`` workers, rows ``streamed`` from a host feature table
+        (:func:`~commgraph.plan.first_layer.choose_first_layer`)."""
         return choose_first_layer(
             self.comm.first_layer,
             model=self.gnn.model,
@@ -434,6 +435,8 @@ class TrainConfig:
             evaluations=evaluation_passes(self.optim.epochs, self.log.eval_every),
             sampled=bool(self.sampling.sampler),
             replicate=self.comm.exchange == "replicate",
+            workers=workers,
+            streamed=streamed,
         )
 
     @property

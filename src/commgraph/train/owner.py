@@ -30,7 +30,8 @@ from commgraph.runtime import halo_exchange
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.runtime.owner import BACKWARD_LABEL, FORWARD_LABEL
 from commgraph.runtime.stream import ExchangeRunner
-from commgraph.train.streamed import CHUNK_BYTES, InputTable
+from commgraph.train import streamed as streaming
+from commgraph.train.streamed import InputTable
 
 
 class OwnerInput:
@@ -65,7 +66,7 @@ class OwnerInput:
         if not table.streamed:
             return model.neighbour_rows(table.x), model.root_rows(table.x)
         rows = table.rows
-        step = max(CHUNK_BYTES // (4 * table.store.width), 1)
+        step = max(streaming.CHUNK_BYTES // (4 * table.store.width), 1)
         outs = [
             checkpoint(self._chunk, model, rows[a : a + step], use_reentrant=False)
             for a in range(0, rows.numel(), step)

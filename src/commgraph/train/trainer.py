@@ -234,7 +234,8 @@ class Trainer:
         streamed = True if config.sampling.sampler else None
         if config.comm.exchange == "replicate":
             return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
-        choice = config.first_layer_choice(int(job.part.features.shape[1]))
+        host = store is not None and store.placement == "host"
+        choice = config.first_layer_choice(int(job.part.features.shape[1]), self.world.size, host)
         if config.comm.first_layer == "auto":
             self._say(f"first layer: {choice.reason}")
         owner = choice.owner
