@@ -23,6 +23,7 @@ from commgraph.runtime.features import FeatureStore
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.maskfile import save_masks
 from commgraph.train import owner as owner_module
+from commgraph.train import streamed as streamed_module
 
 HIDDEN, FEATURES = 8, 1433
 SAMPLED = (
@@ -184,7 +185,7 @@ def test_streamed_owned_rows_give_the_built_tables_rows_and_gradients(monkeypatc
     gnn = GNN(model, 12, 4, 3, dropout=0)
     store = FeatureStore.create(np.random.default_rng(1).random((50, 12), dtype=np.float32), torch.device("cpu"))
     rows = torch.randperm(50)[:40]
-    monkeypatch.setattr(owner_module, "CHUNK_BYTES", 4 * 12 * 7)  # chunks of 7 rows
+    monkeypatch.setattr(streamed_module, "CHUNK_BYTES", 4 * 12 * 7)  # chunks of 7 rows
     results = []
     for streamed in (False, True):
         gnn.zero_grad()
