@@ -68,7 +68,7 @@ GB = 1e9
 
 SBM_100K = "sbm:nodes=100000,classes=8,features=500,degree=100,train=0.5,seed=0"
 SBM_500K = "sbm:nodes=500000,classes=8,features=500,degree=100,train=0.5,seed=0"
-# the same graph with noisier features (sigma 300, not 3): sampled GraphSAGE no longer scores 1.000 on it
+# SBM_500K with feature noise 300 (the generator's default is 3), where sampled GraphSAGE does not score 1.000
 SBM_500K_NOISY = "sbm:nodes=500000,classes=8,features=500,degree=100,train=0.5,noise=300,seed=0"
 THESIS_500K = ("--workers", "8", "--fanout", "64,64", "--batch-size", "1024", "--hidden", "16")
 THESIS_500K += ("--epochs", "3", "--steps-per-epoch", "20")
