@@ -220,10 +220,11 @@ def _sampled_first_layers(num_nodes: int, width: int, shape: JobShape) -> int:
         return 4 * rows * TABLE_COPIES * width + _activations(destinations, shape.hidden)
     if shape.hidden < width:  # narrows
         return 2 * INPUT_CHUNK_BYTES + 2 * 4 * rows * shape.hidden + _activations(destinations, shape.hidden)
-    first = destinations[-1]
+    first = destinations[-1]  # layer 0's destinations: their sums and own rows at the input width
+    held = 2 * INPUT_CHUNK_BYTES + 2 * 4 * first * width
     if len(destinations) == 1:
-        return 2 * INPUT_CHUNK_BYTES + 2 * 4 * first * width + _activations(destinations, shape.hidden)
-    return 2 * INPUT_CHUNK_BYTES + 2 * 4 * first * width + first * shape.hidden + _activations(destinations[:-1], shape.hidden)
+        return held + _activations(destinations, shape.hidden)
+    return held + first * shape.hidden + _activations(destinations[:-1], shape.hidden)  # a mask, not layer 0's output
 
 
 def _activations(destinations: list[int], hidden: int) -> int:
