@@ -6,7 +6,7 @@ SPEC.json``; the spec names the partition set, an output folder, the model (``mo
 ``hidden``) and which in-edges it reads (``whole``: the whole graph's, else the part's). Each rank
 writes ``<out>/rank-<r>.npz``: its owned node ids, both passes' logits, and how many
 ``commgraph-table`` memfds its process mapped while the pass ran (read from ``/proc/self/maps`` at
-the first layer) and after it.
+each layer's first chunk) and after it.
 """
 
 import json
@@ -40,12 +40,11 @@ def main() -> None:
     model.eval()
     store = FeatureStore.create(part.features, world.device)
     shared = SharedEvaluation(job, store, whole=spec["whole"])
-    during = []
+    during: dict[int, int] = {}  # layer: tables mapped at its first chunk
     layer = model.layer
 
     def watched(index, *args, **kwargs):
-        if index == 0 and not during:
-            during.append(_mapped_tables())
+        during.setdefault(index, _mapped_tables())
         return layer(index, *args, **kwargs)
 
     model.layer = watched
@@ -58,7 +57,7 @@ def main() -> None:
         owned=np.asarray(part.owned),
         shared=logits.numpy(),
         reference=reference.numpy(),
-        during=np.array(during[0]),
+        during=np.array([during[index] for index in sorted(during)]),
         after=np.array(_mapped_tables()),
     )
 
