@@ -137,7 +137,12 @@ def test_a_sampled_evaluation_on_one_machine_holds_two_node_tables_once(cora_set
     # layer 1 reads a hidden table and writes another: wider than layer 0's input and output
     assert one_machine.machine["evaluation"] == 4 * 2708 * (2000 + 2000)
     narrow = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=16))
-    assert narrow.machine["evaluation"] == 4 * 2708 * (1433 + 16)  # layer 0: the features and its output
+    assert narrow.machine["evaluation"] == 4 * 2708 * (16 + 16)  # layer 0 reads the feature files: no 1433-wide table
+    two = estimate_memory(cora_set, JobShape(**{**shape, "layers": 2}, machine_workers=2, hidden=16))
+    assert two.machine["evaluation"] == 4 * 2708 * 16  # layer 0's output; layer 1's stays with its workers
+    one = estimate_memory(cora_set, JobShape(**{**shape, "layers": 1, "fanouts": (10,)}, machine_workers=2, hidden=16))
+    assert one.machine["evaluation"] == 0
+    assert narrow.machine["features"] == 4 * 2708 * 1433  # the rows layer 0 reads, counted once
     parts = [cora_set.part(k) for k in range(2)]
     local, edges = max(p.num_owned + p.num_halo for p in parts), max(p.indices.shape[0] for p in parts)
     chunks = memory.SHARED_EVAL_CHUNKS * memory.EVAL_CHUNK_BYTES

@@ -12,7 +12,9 @@ measures it) is what its processes share once plus what each worker holds on its
   step's tables (the input rows of a batch and the activations computed on them, or the part and
   its halo in full-graph training, with the part's in-edges as its adjacency); the model with its
   gradients and Adam's two moments; the full-graph evaluation pass over its part and halo
-  (without autograd, its layers computed in chunks of destinations).
+  (without autograd, its layers computed in chunks of destinations), or, where every worker is on
+  one machine and reads its peers' rows in place, the machine's shared evaluation tables: hidden
+  tables only, layer 0 reading its rows from the feature files (:func:`_shared_tables`).
 
 A step's input rows are the distinct nodes a batch's hops reach: with ``B`` seeds and fanouts
 ``f_1..f_L``, ``d = B (1 + f_1 + f_1 f_2 + ...)`` draws over ``N`` nodes reach about
@@ -52,7 +54,7 @@ EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: never held at once
-SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block, its output rows and the aggregation's
+SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block (layer 0: the rows it reads), its output and the aggregation
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
             _sampled_first_layers(n, width, shape) + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
         if shares_evaluation(shape):
-            machine["evaluation"] = _shared_tables(n, width, shape)
+            machine["evaluation"] = _shared_tables(n, shape)
             # a chunk, and two node maps (table row, degree); with partitioned structure, the part's in-edges
             part_edges = 0 if shape.structure == "replicated" else 4 * max(s[2] for s in sizes) + 4 * local
             worker["evaluation"] = SHARED_EVAL_CHUNKS * EVAL_CHUNK_BYTES + 8 * n + part_edges
@@ -195,10 +197,12 @@ def shares_evaluation(shape: JobShape) -> bool:
     return shape.sampler is not None and shape.peer_rows == "map" and shape.machine_workers == shape.workers
 
 
-def _shared_tables(num_nodes: int, width: int, shape: JobShape) -> int:
+def _shared_tables(num_nodes: int, shape: JobShape) -> int:
     """The machine's evaluation tables at their largest: layer ``l``'s input and output tables
-    (``N`` rows each) live together; the last layer's output stays with its workers."""
-    widths = [width] + [shape.hidden] * (shape.layers - 1)
+    (``N`` rows each) live together, except that layer 0 reads its rows from the parts' feature
+    files in place (counted as ``features``: no input table) and the last layer's output stays
+    with its workers."""
+    widths = [0] + [shape.hidden] * (shape.layers - 1)
     return max(4 * num_nodes * sum(widths[l : l + 2]) for l in range(shape.layers))
 
 
