@@ -48,3 +48,37 @@ def test_freed_large_blocks_are_reused_without_page_faults():
     assert all(f > PAGES // 2 for f in default["faults"])  # glibc unmaps the block: every round faults it in
     assert kept["took"] is True
     assert sum(f > PAGES // 20 for f in kept["faults"]) <= 1, kept["faults"]  # settled: the block is reused
+
+
+# in a process that keeps freed blocks, the same rounds inside freed_blocks_returned (every block
+# unmapped when freed: each round faults it in again), then after it (kept again)
+RETURNED = """
+import json, resource
+import torch
+from commgraph.runtime import keep_freed_memory
+from commgraph.runtime.memory import freed_blocks_returned
+
+def rounds(n):
+    faults = []
+    for _ in range(n):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        block = torch.ones(1 << 24)  # 64 MB
+        del block
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return faults
+
+keep_freed_memory()
+with freed_blocks_returned() as took:
+    inside = rounds(4)
+after = rounds(16)[12:]
+print(json.dumps({"took": took, "inside": inside, "after": after}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
+def test_freed_blocks_go_back_to_the_system_inside_freed_blocks_returned_and_are_kept_after_it():
+    out = subprocess.run([sys.executable, "-c", RETURNED], capture_output=True, text=True, check=True, timeout=60)
+    probe, pages = json.loads(out.stdout), (1 << 26) // 4096
+    assert probe["took"] is True
+    assert all(f > pages // 2 for f in probe["inside"]), probe  # unmapped when freed, faulted in again
+    assert sum(f > pages // 20 for f in probe["after"]) <= 1, probe  # the setting kept afterwards: reused

@@ -15,9 +15,10 @@ encoded) into a table of its own, sized by the chunk's in-edges. Only two tables
 a layer is computed in chunks of destinations (:data:`~commgraph.nn.model.EVAL_CHUNK_BYTES`), each
 chunk's block built from mapped in-edges (the whole graph's that the sampler maps already,
 ``whole``, or the part's) with its columns renumbered into the table. The last layer's rows stay
-with their worker. After each layer the C heap's free pages go back to the system
-(:func:`~commgraph.runtime.memory.release_free_memory`): the chunks' blocks, of varying sizes, are
-otherwise kept by the heap (:func:`~commgraph.runtime.memory.keep_freed_memory`).
+with their worker. The chunks' blocks, of varying sizes, would grow a heap that keeps freed blocks
+(:func:`~commgraph.runtime.memory.keep_freed_memory`) by their fragments, so the pass runs under
+:func:`~commgraph.runtime.memory.freed_blocks_returned` and hands the heap's free pages back after
+each layer (:func:`~commgraph.runtime.memory.release_free_memory`).
 
 It is used only where every rank is on one machine and reads its peers' rows in place
 (``--peer-rows map``) on CPU: rows of another machine must cross the network, which the
@@ -33,7 +34,7 @@ from commgraph.nn import GNN, Block
 from commgraph.nn.model import EVAL_CHUNK_BYTES
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
-from commgraph.runtime.memory import release_free_memory
+from commgraph.runtime.memory import freed_blocks_returned, release_free_memory
 from commgraph.runtime.shared_table import SharedTable, shared_table
 
 
@@ -145,6 +146,11 @@ class SharedEvaluation:
 
     def forward(self, model: GNN) -> torch.Tensor:
         """The part's logits (eval mode, without autograd), every rank of the job in step."""
+        with freed_blocks_returned():
+            return model.decode(self._layers(model))
+
+    def _layers(self, model: GNN) -> torch.Tensor:
+        """The last layer's output rows of the part (see :meth:`forward`)."""
         table, out = None, None
         for index in range(model.num_layers):
             last = index == model.num_layers - 1
@@ -165,4 +171,4 @@ class SharedEvaluation:
             if table is not None:
                 table.close()
             table = following
-        return model.decode(out)
+        return out
