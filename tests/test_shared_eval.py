@@ -66,6 +66,7 @@ def _by_node(ranks: dict[int, dict], key: str) -> np.ndarray:
     [
         ("cora", {"model": "sage", "layers": 3, "hidden": 16, "whole": True}),
         ("sbm", {"model": "gcn", "layers": 2, "hidden": 8, "whole": False}),
+        ("sbm", {"model": "commnet", "layers": 2, "hidden": 8, "whole": True}),  # layer 0 encodes each chunk's rows
     ],
 )
 def test_shared_tables_give_the_executors_logits_on_one_and_three_workers(sets, tmp_path, monkeypatch, graph, model):
