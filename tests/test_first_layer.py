@@ -16,14 +16,16 @@ import torch
 from commgraph.cli.main import main
 from commgraph.errors import TrainingError
 from commgraph.graph import load_graph
-from commgraph.nn import GNN
+from commgraph.nn import GNN, Block
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan.first_layer import choose_first_layer, evaluation_passes
 from commgraph.runtime.features import FeatureStore
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.maskfile import save_masks
+from commgraph.train import fetch as fetch_module
 from commgraph.train import owner as owner_module
 from commgraph.train import streamed as streamed_module
+from commgraph.train.fetch import FeatureFetch, InputRows, first_layers_aggregated
 
 HIDDEN, FEATURES = 8, 1433
 SAMPLED = (
@@ -244,3 +246,58 @@ def test_evaluation_passes_count_every_nth_epoch_and_the_last():
     assert evaluation_passes(10, 3) == 4  # 3, 6, 9 and 10
     assert evaluation_passes(9, 3) == 3
     assert evaluation_passes(2, 5) == 1
+
+
+def _csr_block(rng, num_src: int, num_dst: int, dst_start: int) -> Block:
+    """A block whose destination 3 has no in-edge and whose first edge is repeated."""
+    counts = rng.integers(1, 6, size=num_dst)
+    counts[3] = 0
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    indices = rng.integers(0, num_src, size=int(indptr[-1]))
+    indices[1] = indices[0]  # a repeated edge, counted twice by the mean
+    degree = torch.from_numpy(rng.integers(0, 8, size=num_src).astype(np.float32))
+    return Block.from_csr(num_src, indptr, indices, degree, dst_start=dst_start)
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+@pytest.mark.parametrize("model", ["sage", "gcn"])
+def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_and_gradients(
+    monkeypatch, model, layers
+):
+    """Layer 0 wider than its input: the input rows, read 7 at a time and added into their
+    destinations' aggregates, then transformed, and (with a second layer) layer 0's output made 7
+    destinations at a time and added into layer 1's aggregates, give the rows and the weight
+    gradients of the layers on the whole table, dropout included (the same seed draws the same
+    masks); destinations without in-edges, repeated edges and destination rows that do not start
+    at row 0 included."""
+    rng = np.random.default_rng(4)
+    features, hidden, num_src = 6, 9, 60
+    gnn = GNN(model, features, hidden, hidden, layers=layers, dropout=0.5)
+    gnn.train()
+    assert gnn.first_aggregates and not gnn.first_narrows
+    blocks = [_csr_block(rng, num_src, 20, 5), _csr_block(rng, 20, 8, 3)][:layers]
+    table = rng.random((num_src, features), dtype=np.float32)
+    fetch = FeatureFetch.__new__(FeatureFetch)
+    fetch.owned, fetch.device = np.arange(num_src), torch.device("cpu")
+    fetch.store = FeatureStore.create(table, fetch.device)
+    own = np.zeros(num_src, np.int8)
+    rows = InputRows(fetch, np.arange(num_src), own, own.astype(np.int64), own, None, None, fetch.device)
+    monkeypatch.setattr(fetch_module, "INPUT_CHUNK_BYTES", 4 * hidden * 7)  # layer 0's output: 7 rows at a time
+    assert rows.chunk_rows == 10  # the input rows: 10 at a time
+    weights = torch.from_numpy(rng.standard_normal((blocks[-1].num_dst, hidden)).astype(np.float32))
+    results = []
+    for aggregated in (False, True):
+        gnn.zero_grad()
+        torch.manual_seed(0)
+        if aggregated:
+            out, done = first_layers_aggregated(gnn, rows, blocks)
+            assert done == min(layers, 2)
+        else:
+            out = torch.from_numpy(table)
+            for index, block in enumerate(blocks):
+                out = gnn.layer(index, out, block)
+        (out * weights).sum().backward()
+        results.append((out.detach(), [p.grad.clone() for p in gnn.parameters() if p.grad is not None]))
+    (reference, expected), (got, grads) = results
+    assert got.shape == reference.shape and reference.abs().sum() > 0 and torch.allclose(got, reference, atol=1e-6)
+    assert len(grads) == len(expected) > 0 and all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads, expected))

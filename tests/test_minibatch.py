@@ -121,6 +121,27 @@ def test_all_neighbours_and_one_batch_train_exactly_like_the_full_graph(sets, tm
 
 @pytest.mark.multiproc
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("model", ["sage", "gcn"])
+def test_a_widening_first_layer_with_all_neighbours_trains_exactly_like_the_full_graph(tmp_path, model):
+    """8 features, hidden 16: the sampled step aggregates layer 0's input rows first and makes its
+    output in chunks (``train.fetch.first_layers_aggregated``); with fanout -1 and one batch its
+    losses are full-graph training's, with the peers' rows read from their files."""
+    graph = load_graph("sbm:nodes=3000,classes=4,features=8,degree=10,train=0.5,seed=0")
+    assignment, _ = partition_graph(graph, 2, "chunk", 0)
+    partdir = tmp_path / "sbm"
+    write_partition_set(graph, assignment, 2, partdir, method="chunk", seed=0, seconds=0.0, metrics={})
+    common = ("--epochs", "3", "--dropout", "0", "--hidden", "16", "--seed", "2", "--model", model)
+    full, _ = _train(partdir, 2, tmp_path / "full.jsonl", *common)
+    sampled, _ = _train(
+        partdir, 2, tmp_path / "sampled.jsonl", *common, "--sampler", "neighbor", "--fanout", "-1,-1",
+        "--batch-size", "5000", "--peer-rows", "map",
+    )  # fmt: skip
+    np.testing.assert_allclose([r["loss"] for r in sampled], [r["loss"] for r in full], rtol=1e-5)
+    np.testing.assert_allclose([r["test_acc"] for r in sampled], [r["test_acc"] for r in full])
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("sampler", ["neighbor", "dgs"])
 def test_peer_rows_read_from_the_shared_map_train_exactly_as_fetched_ones(sets, tmp_path, sampler):
     """Workers of one machine read each other's rows from the partition set's files: the same

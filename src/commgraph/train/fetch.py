@@ -15,6 +15,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from commgraph.nn import GNN, Block
+from commgraph.nn.aggregate import aggregate_output, aggregate_rows
 from commgraph.plan.allgather import plan_fetch
 from commgraph.plan.memory import INPUT_CHUNK_BYTES
 from commgraph.runtime import gather_halo
@@ -149,9 +150,38 @@ def first_layer_rows(model: GNN, rows: InputRows, num_dst: int) -> tuple[torch.T
     return neighbour, chunked(model.root_rows, num_dst) if model.first_root else None
 
 
-def later_layers(model: GNN, h: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
-    """Layers 1.. on ``blocks[1:]`` from layer 0's output ``h``, then the decoder: one row per seed."""
-    for index, block in enumerate(blocks[1:], start=1):
+def first_layers_aggregated(model: GNN, rows: InputRows, blocks: list[Block]) -> tuple[torch.Tensor, int]:
+    """The first layers of a model whose layer 0 does not narrow its rows
+    (:attr:`~commgraph.nn.GNN.first_aggregates`), aggregating before they transform
+    (:mod:`commgraph.nn.aggregate`): the input rows are read a chunk at a time and added into
+    layer 0's aggregates (its destinations' rows at the input width; no gradient, so no chunk is
+    read twice); with a second layer, layer 0's output is then made a chunk of its destinations at
+    a time and added into layer 1's aggregates, so neither the input table nor layer 0's output
+    is ever held whole. Returns the last of those layers' output and how many layers it is."""
+    adjacency, mean = model.aggregation(0, blocks[0])
+    first = aggregate_rows(rows.read, rows.num_rows, rows.chunk_rows, adjacency, mean, blocks[0].dst_start)
+    if model.num_layers == 1:
+        return model.from_aggregated(0, first.rows, first.x_dst), 1
+    adjacency, mean = model.aggregation(1, blocks[1])
+    second = aggregate_output(
+        lambda a, b: model.transform(0, first.rows[a:b], first.x_dst[a:b]),
+        list(model.convs[0].parameters()),
+        blocks[0].num_dst,
+        adjacency,
+        mean,
+        num_dst=blocks[1].num_dst,
+        dst_start=blocks[1].dst_start,
+        step=max(1, INPUT_CHUNK_BYTES // (4 * model.out_width(0))),
+        p=model.dropout,
+        training=model.training,
+    )
+    return model.from_aggregated(1, second.rows, second.x_dst), 2
+
+
+def later_layers(model: GNN, h: torch.Tensor, blocks: list[Block], start: int = 1) -> torch.Tensor:
+    """Layers ``start``.. on ``blocks[start:]`` from layer ``start - 1``'s output ``h``, then the
+    decoder: one row per seed."""
+    for index, block in enumerate(blocks[start:], start=start):
         h = model.layer(index, h, block)
     return model.decode(h)
 
@@ -219,12 +249,16 @@ class FeatureFetch:
 
     def forward(self, model: GNN, fetched: Fetched, blocks: list[Block]) -> torch.Tensor:
         """``model`` on a batch's blocks and its :meth:`step`'s table: one row per seed. A first
-        layer that narrows the rows linearly before aggregating (GCN, GraphSAGE) reads the table a
-        chunk at a time (:func:`first_layer_rows`), the others the whole table."""
-        if not model.first_narrows:
-            return forward_blocks(model, fetched.x, blocks)
-        neighbour, root = first_layer_rows(model, fetched.rows, blocks[0].num_dst)
-        return later_layers(model, model.first_from_rows(neighbour, root, blocks[0]), blocks)
+        layer that is linear in its rows (GCN, GraphSAGE) reads the table a chunk at a time: one
+        that narrows them transforms each chunk (:func:`first_layer_rows`), one that does not
+        aggregates them first (:func:`first_layers_aggregated`); the others read the whole table."""
+        if model.first_narrows:
+            neighbour, root = first_layer_rows(model, fetched.rows, blocks[0].num_dst)
+            return later_layers(model, model.first_from_rows(neighbour, root, blocks[0]), blocks)
+        if model.first_aggregates:
+            h, done = first_layers_aggregated(model, fetched.rows, blocks)
+            return later_layers(model, h, blocks, done)
+        return forward_blocks(model, fetched.x, blocks)
 
     def idle(self, fetched: Fetched) -> None:
         """What a step without a batch still owes the others after its :meth:`step` (nothing here)."""
