@@ -2,12 +2,14 @@ import json
 
 import numpy as np
 import pytest
+from scipy.optimize import linear_sum_assignment
 
 from commgraph.cli.main import main
 from commgraph.errors import PlanError, SimulationError, TopologyError
+from commgraph.plan.assignment import max_assignment
 from commgraph.plan.coflow import SCHEDULERS, bssi_order, dscp, hermod_keys, iteration_seconds, run_schedule, schedule
 from commgraph.plan.matching import alg3, bvn, lower_bound
-from commgraph.sim import Transfer, simulate
+from commgraph.sim import Compute, Transfer, simulate
 from commgraph.sim.coflow import Coflow, coflow_times
 from commgraph.topology import Device, Link, Topology, load_preset
 from commgraph.workload import Layout, ModelSpec, build_iteration, gpu, model
@@ -72,6 +74,78 @@ def test_bvn_reaches_the_lower_bound_and_alg3_gap_is_reported(n, capsys):
         gap = alg3(demand).length / lower_bound(demand)
         assert gap >= 1 - 1e-12
         print(f"n={n} trial {trial}: alg3 / lower bound = {gap:.4f}")
+
+
+def _ties(rng, n):
+    """A matrix with many optimal matchings: small integers, most entries zero."""
+    return rng.integers(0, 3, size=(n, n)).astype(np.float64) * (rng.random((n, n)) < 0.5)
+
+
+def test_compiled_assignment_picks_scipys_matching_among_ties():
+    rng = np.random.default_rng(3)
+    for trial in range(400):
+        n = 1 + trial % 11
+        weight = _ties(rng, n) if trial % 2 else rng.random((n, n))
+        assert max_assignment(weight).tolist() == linear_sum_assignment(-weight)[1].tolist(), trial
+
+
+def test_alg3_phases_are_those_of_the_scipy_loop():
+    """Algorithm 3 written with scipy's assignment, phase by phase: the compiled one gives the
+    same phases, entries and weights to the bit."""
+
+    def reference(demand):
+        T = demand.copy()
+        tol = T.max(initial=0.0) * 1e-12
+        T[T <= tol] = 0.0
+        phases = []
+        while np.count_nonzero(T):
+            r, c = linear_sum_assignment(-T)
+            keep = T[r, c] > 0
+            weight = T[r, c][keep].min()
+            phases.append((r[keep].tolist(), c[keep].tolist(), np.minimum(T[r, c][keep], weight).tolist(), weight))
+            left = T[r, c] - weight
+            T[r, c] = np.where(left > tol, left, 0.0)
+        return phases
+
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        n = 2 + trial % 9
+        demand = _ties(rng, n) * 1e6 if trial % 2 else rng.exponential(size=(n, n)) * (rng.random((n, n)) < 0.7)
+        plan = alg3(demand)
+        phases = zip(plan.rows, plan.cols, plan.sent, plan.weights)
+        got = [(r.tolist(), c.tolist(), s.tolist(), w) for r, c, s, w in phases]
+        assert got == reference(demand), trial
+    assert alg3(np.zeros((3, 3))).rows == []
+
+
+def test_alg3_pieces_wait_for_the_senders_and_receivers_previous_pieces():
+    """Three ranks' all-to-all after two computations: every piece of Algorithm 3's phases, in
+    order, waits for its sender's and its receiver's previous piece; a sender's first piece also
+    waits for what its flows waited for; a pair's last piece keeps the pair's id."""
+    t = star(3)
+    demand = np.array([[0, 5, 2], [3, 0, 4], [1, 6, 0]], dtype=np.float64) * 1e6
+    tasks = [Compute("c0", "gpu0", 1e-3), Compute("c1", "gpu1", 1e-3)]
+    waits = {0: ("c0",), 1: ("c1",), 2: ()}
+    for a, b in zip(*np.nonzero(demand)):
+        tasks.append(Transfer(f"x{a}{b}", f"gpu{a}", f"gpu{b}", float(demand[a, b]), deps=waits[int(a)]))
+    coflow = Coflow("a2a", "ep", 0, 0, tuple(range(2, len(tasks))))
+    plan = schedule("fair", tasks, [coflow], t, matching="alg3")
+    phases = alg3(demand)
+    pieces = {t.id: t for t in plan.tasks if isinstance(t, Transfer)}
+    assert len(pieces) == sum(len(r) for r in phases.rows) == len(plan.coflows[0].flows)
+    assert any("#" in name for name in pieces)  # some pair is split over several phases
+    pairs = [(a, b) for rows, cols in zip(phases.rows, phases.cols) for a, b in zip(rows.tolist(), cols.tolist())]
+    last_out, last_in, k = {}, {}, 0
+    for phase, (rows, cols, sent) in enumerate(zip(phases.rows, phases.cols, phases.sent)):
+        for a, b, size in zip(rows.tolist(), cols.tolist(), sent.tolist()):
+            k += 1
+            name = f"x{a}{b}#{phase}" if (a, b) in pairs[k:] else f"x{a}{b}"  # the pair's last keeps its id
+            piece = pieces[name]
+            assert (piece.src, piece.dst, piece.bytes) == (f"gpu{a}", f"gpu{b}", size)
+            previous = tuple(d for d in (last_out.get(a), last_in.get(b)) if d)
+            assert piece.deps == (previous if a in last_out else tuple(dict.fromkeys((*waits[a], *previous))))
+            last_out[a] = last_in[b] = name
+    assert simulate(t, plan.tasks, timeline=False).makespan > 0
 
 
 def test_bvn_all_to_all_runs_in_the_lower_bound_time_on_line_rate_ports():

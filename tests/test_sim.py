@@ -6,6 +6,7 @@ import pytest
 
 from commgraph.errors import SimulationError
 from commgraph.sim import Compute, Transfer, read_dag, simulate
+from commgraph.sim.dag import check_dag
 from commgraph.sim.floor import dag_floor
 from commgraph.topology import Device, Link, Topology, load_preset
 
@@ -368,7 +369,7 @@ def test_sprayed_parallel_links_merge_into_one_constraint_and_every_result_stays
         for k, (a, b) in enumerate(rng.integers(0, len(gpus), (60, 2)))
         if a // 8 != b // 8
     ]
-    table = engine._Flows(net, tasks).arrays()
+    table = engine._Flows(net, tasks, check_dag(tasks).transfer).arrays()
     merged, stands_for = engine.merge_identical(table)
     assert np.count_nonzero(stands_for != np.arange(stands_for.shape[0])) > 0  # parallel uplinks merged
     assert merged.resources.shape[0] < table.resources.shape[0]
@@ -416,7 +417,7 @@ def test_links_the_servers_links_imply_stop_constraining_and_every_time_stays():
         )
         it = build_iteration(spec, Layout(tp=2, pp=2, dp=8, ep=8, microbatches=2), gpu("h100"), net)
         tasks = schedule("hermod", it.tasks, it.coflows, net, matching="alg3").tasks
-        table, _ = engine.merge_identical(engine._Flows(net, tasks).arrays())
+        table, _ = engine.merge_identical(engine._Flows(net, tasks, check_dag(tasks).transfer).arrays())
         dropped = engine.implied(table)
         kinds = [
             tuple(net.device(d).kind for d in (net.links[r // 2].a, net.links[r // 2].b))
@@ -438,7 +439,7 @@ def test_a_resource_is_implied_only_by_resources_that_stay():
     from commgraph.sim import engine
 
     def flows(ptr, resources, weights, capacity):
-        table = engine._Flows(line(), []).arrays()
+        table = engine._Flows(line(), [], np.zeros(0, dtype=bool)).arrays()
         return table._replace(
             ptr=np.array(ptr),
             resources=np.array(resources),

@@ -42,6 +42,7 @@ import scipy.sparse as sp
 
 from commgraph.errors import PlanError
 from commgraph.plan.matching import MATCHERS
+from commgraph.plan.phases import copy_transfer, split_all_to_alls
 from commgraph.sim import SimResult, simulate
 from commgraph.sim.coflow import Coflow, check_coflows, coflow_times
 from commgraph.sim.dag import Task, Transfer
@@ -267,93 +268,10 @@ def _apply(
             cap = (
                 task.bytes / bottleneck[c] if bottleneck is not None and bottleneck[c] > 0 and task.bytes > 0 else None
             )
-            out[i] = _copy(task, priority=priority, max_rate=cap)
+            out[i] = copy_transfer(task, priority=priority, max_rate=cap)
     if matching == "direct":
         return out, list(coflows)
-    return _split_all_to_alls(out, coflows, matching)
-
-
-def _copy(task: Transfer, **changes) -> Transfer:
-    """``dataclasses.replace`` for transfers without its per-field reflection (millions of calls)."""
-    fields = {
-        "id": task.id,
-        "src": task.src,
-        "dst": task.dst,
-        "bytes": task.bytes,
-        "priority": task.priority,
-        "route": task.route,
-        "deps": task.deps,
-        "overhead_s": task.overhead_s,
-        "max_rate": task.max_rate,
-    }
-    fields.update(changes)
-    return Transfer(**fields)
-
-
-def _split_all_to_alls(tasks: list[Task], coflows: list[Coflow], matching: str) -> tuple[list[Task], list[Coflow]]:
-    """Every EP coflow's flows become matching sub-phases. A piece waits for its sender's and its
-    receiver's previous pieces; the last piece of a pair keeps the pair's id, so what waited for the
-    pair waits for all of it (the sender's pieces are chained)."""
-    replaced: dict[int, list[Transfer]] = {}
-    for coflow in coflows:
-        if coflow.kind == "ep":
-            replaced.update(_pieces(tasks, coflow, MATCHERS[matching]))
-    out: list[Task] = []
-    position: list[range] = []
-    for i, task in enumerate(tasks):
-        pieces = replaced.get(i)
-        if pieces is None:
-            position.append(range(len(out), len(out) + 1))
-            out.append(task)
-        else:
-            position.append(range(len(out), len(out) + len(pieces)))
-            out += pieces
-    new_coflows = [replace(c, flows=tuple(p for i in c.flows for p in position[i])) for c in coflows]
-    return out, new_coflows
-
-
-def _pieces(tasks: list[Task], coflow: Coflow, matcher) -> dict[int, list[Transfer]]:
-    """Per flow of the all-to-all ``coflow`` (by position in ``tasks``), its pieces in send order:
-    one per sub-phase of ``matcher``'s plan that matches its pair."""
-    flows = [tasks[i] for i in coflow.flows]
-    members = list(dict.fromkeys([f.src for f in flows] + [f.dst for f in flows]))
-    index = {m: k for k, m in enumerate(members)}
-    n = len(members)
-    demand = np.zeros((n, n))
-    pair: dict[tuple[int, int], int] = {}
-    for i, f in zip(coflow.flows, flows):
-        a, b = index[f.src], index[f.dst]
-        demand[a, b] += f.bytes
-        pair[(a, b)] = i
-    entry = {index[f.src]: f.deps for f in flows}  # a sender's flows all wait for the same tasks
-    plan = matcher(demand)
-    phases = [
-        (k, rows.tolist(), cols.tolist(), sent.tolist())
-        for k, (rows, cols, sent) in enumerate(zip(plan.rows, plan.cols, plan.sent))
-    ]
-    final: dict[tuple[int, int], int] = {}  # a pair's last phase: its piece there keeps the pair's id
-    for k, rows, cols, _ in phases:
-        for ab in zip(rows, cols):
-            final[ab] = k
-    last_out: dict[int, str] = {}
-    last_in: dict[int, str] = {}
-    pieces: dict[int, list[Transfer]] = {}
-    for k, rows, cols, sent in phases:
-        for a, b, size in zip(rows, cols, sent):
-            i = pair[(a, b)]
-            base = tasks[i]
-            deps = tuple(d for d in (last_out.get(a), last_in.get(b)) if d) or entry[a]
-            if a not in last_out:
-                deps = tuple(dict.fromkeys((*entry[a], *deps)))
-            name = base.id if final[(a, b)] == k else f"{base.id}#{k}"
-            pieces.setdefault(i, []).append(
-                Transfer(name, base.src, base.dst, size, base.priority, base.route, deps, base.overhead_s, None)
-            )
-            last_out[a] = last_in[b] = name
-    for (a, _b), i in pair.items():
-        if i not in pieces:  # nothing to send: an empty flow once the sender is ready
-            pieces[i] = [_copy(tasks[i], bytes=0.0, deps=entry[a])]
-    return pieces
+    return split_all_to_alls(out, coflows, matching)
 
 
 # -- running and summarising -------------------------------------------------------------------------

@@ -3,7 +3,8 @@ sub-phase every rank sends to at most one rank and receives from at most one, so
 line rate and no receiver sees incast.
 
 ``alg3`` is the thesis's Algorithm 3 as written: repeatedly take the maximum-weight matching of the
-residual matrix (Hungarian algorithm, ``linear_sum_assignment``), give it the weight of the smallest
+residual matrix (a shortest augmenting path assignment, compiled: :mod:`commgraph.plan.assignment`,
+scipy's ``linear_sum_assignment`` choice among optimal matchings), give it the weight of the smallest
 positive entry among the matching's values (line 9 computes them for line 10), and subtract; each
 phase empties at least one entry, so there are at most ``n^2``. Its matchings need not be perfect
 on the positive entries, so it can exceed the lower bound. ``bvn`` is an exact Birkhoff-von Neumann decomposition
@@ -16,11 +17,14 @@ matrix is sent in ``D / B``, the lower bound.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 from scipy.optimize import linear_sum_assignment
 
 from commgraph.errors import PlanError
+from commgraph.plan.assignment import max_assignment
 
 _TOL = 1e-12
 
@@ -58,24 +62,70 @@ def _check(demand: np.ndarray) -> np.ndarray:
 def alg3(demand: np.ndarray) -> Matchings:
     """Algorithm 3 of the thesis (module docstring); residues below ``1e-12`` of the largest entry
     count as sent, so floating point leaves no slivers."""
-    T = _check(demand).copy()
-    tol = T.max(initial=0.0) * _TOL
-    T[T <= tol] = 0.0
-    rows, cols, sent, weights = [], [], [], []
-    entries = int(np.count_nonzero(T))  # positive entries left
+    phases = alg3_phases(_check(demand))
+    spans = [slice(a, b) for a, b in zip(phases.ptr[:-1], phases.ptr[1:])]
+    rows, cols, sent = ([x[k] for k in spans] for x in (phases.rows, phases.cols, phases.sent))
+    return Matchings(rows, cols, sent, phases.weights)
+
+
+class Phases(NamedTuple):
+    """Matching sub-phases as flat arrays: phase ``k`` is entries ``ptr[k]:ptr[k + 1]`` of ``rows``,
+    ``cols`` and ``sent`` (as in :class:`Matchings`) and lasts ``weights[k]``."""
+
+    ptr: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    sent: np.ndarray
+    weights: np.ndarray
+
+
+def alg3_phases(demand: np.ndarray) -> Phases:
+    """:func:`alg3`'s phases as flat arrays, compiled (``demand`` checked by the caller)."""
+    return Phases(*_alg3(np.array(demand, dtype=np.float64)))
+
+
+@njit(cache=True)
+def _alg3(T):  # pragma: no cover
+    """Algorithm 3 on the residual ``T`` (consumed): each phase the maximum-weight matching
+    (:func:`commgraph.plan.assignment.max_assignment`, scipy's choice among optimal ones), weighted
+    by its smallest positive entry."""
+    n = T.shape[0]
+    tol = max(T.max(), 0.0) * _TOL if T.size else 0.0
+    entries = 0
+    for i in range(n):
+        for j in range(n):
+            if T[i, j] <= tol:
+                T[i, j] = 0.0
+            else:
+                entries += 1
+    ptr = [0]
+    rows, cols, sent, weights = [0], [0], [0.0], [0.0]
+    rows.pop(), cols.pop(), sent.pop(), weights.pop()
     while entries:
-        r, c = linear_sum_assignment(-T)
-        values = T[r, c]
-        keep = values > 0
-        weight = values[keep].min()
-        rows.append(r[keep])
-        cols.append(c[keep])
-        sent.append(np.minimum(values[keep], weight))
+        match = max_assignment(T)
+        weight = np.inf
+        for i in range(n):
+            if 0.0 < T[i, match[i]] < weight:
+                weight = T[i, match[i]]
+        for i in range(n):
+            value = T[i, match[i]]
+            if value > 0.0:
+                rows.append(i)
+                cols.append(match[i])
+                sent.append(min(value, weight))
+                left = value - weight
+                T[i, match[i]] = left if left > tol else 0.0
+                if T[i, match[i]] == 0.0:
+                    entries -= 1
+        ptr.append(len(rows))
         weights.append(weight)
-        left = values - weight
-        T[r, c] = after = np.where(left > tol, left, 0.0)
-        entries -= int(np.count_nonzero(keep & (after == 0.0)))
-    return Matchings(rows, cols, sent, np.array(weights))
+    return (
+        np.array(ptr, dtype=np.int64),
+        np.array(rows, dtype=np.int64),
+        np.array(cols, dtype=np.int64),
+        np.array(sent, dtype=np.float64),
+        np.array(weights, dtype=np.float64),
+    )
 
 
 def bvn(demand: np.ndarray) -> Matchings:
@@ -122,3 +172,17 @@ def _padding(demand: np.ndarray, bound: float) -> np.ndarray:
 
 
 MATCHERS = {"alg3": alg3, "bvn": bvn}
+
+
+def matching_phases(method: str, demand: np.ndarray) -> Phases:
+    """The sub-phases of ``method`` (a key of :data:`MATCHERS`) for ``demand``, as flat arrays."""
+    if method == "alg3":
+        return alg3_phases(_check(demand))
+    plan = MATCHERS[method](demand)
+    ptr = np.zeros(len(plan.rows) + 1, dtype=np.int64)
+    np.cumsum([r.shape[0] for r in plan.rows], out=ptr[1:])
+    rows, cols, sent = (
+        np.concatenate(x).astype(t) if x else np.empty(0, dtype=t)
+        for x, t in ((plan.rows, np.int64), (plan.cols, np.int64), (plan.sent, np.float64))
+    )
+    return Phases(ptr, rows, cols, sent, plan.weights)

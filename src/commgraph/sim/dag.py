@@ -20,6 +20,8 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain, compress
+from operator import attrgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -104,36 +106,46 @@ def paused_collection() -> Iterator[None]:
 
 class Dependents(NamedTuple):
     """Per task the positions of the tasks that depend on it: ``idx[ptr[i]:ptr[i + 1]]`` (a CSR),
-    and a topological ``order`` of all tasks."""
+    a topological ``order`` of all tasks, and per task whether it is a transfer and how many
+    dependencies it has (``waiting``)."""
 
     ptr: np.ndarray
     idx: np.ndarray
     order: np.ndarray
+    transfer: np.ndarray
+    waiting: np.ndarray
 
 
 def check_dag(tasks: list[Task]) -> Dependents:
     """Validate ids, sizes and dependencies (no unknown task, no cycle) and return, per task, the
-    positions of the tasks that depend on it, with a topological order. Vectorised: one pass in
-    Python to read the fields, the checks in numpy, the order compiled."""
+    positions of the tasks that depend on it, with a topological order. Vectorised: the fields are
+    read by C-level iteration (``map``, ``attrgetter``), the checks run in numpy, the order
+    compiled."""
     n = len(tasks)
-    index = {task.id: i for i, task in enumerate(tasks)}
+    index = dict(zip(map(_ID, tasks), range(n)))
     if len(index) != n:
         seen: set[str] = set()
         duplicate = next(t.id for t in tasks if t.id in seen or seen.add(t.id))
         raise SimulationError(f"duplicate task id {duplicate!r}")
-    transfer = np.fromiter((isinstance(t, Transfer) for t in tasks), dtype=bool, count=n)
-    size = np.fromiter((t.bytes if isinstance(t, Transfer) else t.seconds for t in tasks), dtype=np.float64, count=n)
+    transfer = np.array(list(map(type, tasks)), dtype=object) == Transfer
+    size = np.fromiter(map(_size, tasks), dtype=np.float64, count=n)
     bad = np.flatnonzero(~(size >= 0))
     if bad.size:
         task = tasks[bad[0]]
         field = "bytes" if transfer[bad[0]] else "seconds"
         raise SimulationError(f"task {task.id!r}: {field} must be >= 0, got {getattr(task, field)}")
-    for i in np.flatnonzero(transfer):
-        task = tasks[i]
-        if task.overhead_s < 0 or (task.max_rate is not None and not task.max_rate > 0):
-            raise SimulationError(f"task {task.id!r}: overhead_s must be >= 0 and max_rate > 0")
-    counts = np.fromiter((len(t.deps) for t in tasks), dtype=np.int64, count=n)
-    flat = [d for t in tasks for d in t.deps]
+    moving = list(compress(tasks, transfer.tolist()))
+    overhead = np.fromiter(map(_OVERHEAD, moving), dtype=np.float64, count=len(moving))
+    rate = np.array(list(map(_MAX_RATE, moving)), dtype=object)
+    capped = rate != None  # noqa: E711 (elementwise on an object array)
+    wrong = ~(overhead >= 0)
+    wrong[capped] |= ~(rate[capped].astype(np.float64) > 0)
+    if wrong.any():
+        task = moving[int(np.flatnonzero(wrong)[0])]
+        raise SimulationError(f"task {task.id!r}: overhead_s must be >= 0 and max_rate > 0")
+    lists = list(map(_DEPS, tasks))
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=n)
+    flat = list(chain.from_iterable(lists))
     try:
         deps = np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat))
     except KeyError:
@@ -150,7 +162,14 @@ def check_dag(tasks: list[Task]) -> Dependents:
         placed = np.zeros(n, dtype=bool)
         placed[order] = True
         raise SimulationError(f"the task graph has a cycle through task {tasks[int(np.flatnonzero(~placed)[0])].id!r}")
-    return Dependents(ptr, idx, order)
+    return Dependents(ptr, idx, order, transfer, counts)
+
+
+_ID, _DEPS, _OVERHEAD, _MAX_RATE = (attrgetter(f) for f in ("id", "deps", "overhead_s", "max_rate"))
+
+
+def _size(task: Task) -> float:
+    return task.bytes if type(task) is Transfer else task.seconds
 
 
 @njit(cache=True)

@@ -22,13 +22,15 @@ network it touched, not to the number of links or live flows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 
 import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
 from commgraph.errors import SimulationError, TopologyError
-from commgraph.sim.dag import Compute, Dependents, Task, Transfer, check_dag
+from commgraph.sim.dag import Dependents, Task, Transfer, check_dag
 from commgraph.sim.events import Flows, Outcome, Tasks, simulate_events
 from commgraph.topology.model import Hop, Topology
 
@@ -105,7 +107,7 @@ def simulate(
     (the textbook method, same results, for comparison); ``cores`` (device id -> servers, default
     1) lets a device run that many computations at once, first come first served."""
     dependents = check_dag(tasks)
-    flows = _Flows(topology, tasks)
+    flows = _Flows(topology, tasks, dependents.transfer)
     for device, count in (cores or {}).items():
         if device not in topology.index or not (isinstance(count, int) and count >= 1):
             raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
@@ -238,35 +240,29 @@ class _Flows:
     flow ``f`` is followed by its setup flows ``f + 1 .. f + setups[f]``, one per hop with a
     per-message overhead; ``owner`` maps a setup flow to its data flow (-1 for data flows)."""
 
-    def __init__(self, topology: Topology, tasks: list[Task]):
+    def __init__(self, topology: Topology, tasks: list[Task], transfer: np.ndarray):
         capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
         forwarding = {}  # a switch with a forwarding limit: one resource shared by all that cross it
         for device in topology.devices:
             if device.forward_gbps is not None:
                 forwarding[device.id] = len(capacity)
                 capacity.append(device.forward_gbps * 1e9)
-        ids: dict[tuple, int] = {}  # per (src, dst, route) seen: its path's position in `table`
-        table: list[tuple] = []
-        transfers: list[int] = []
-        path_of: list[int] = []
-        for i, task in enumerate(tasks):
-            if isinstance(task, Compute):
-                if task.device not in topology.index:
-                    _unknown(task, task.device)
-                continue
-            key = (task.src, task.dst, task.route)
-            p = ids.get(key)
-            if p is None:
-                p = ids[key] = len(table)
-                table.append(_path(topology, task, forwarding))
-            transfers.append(i)
-            path_of.append(p)
-        moving = [tasks[i] for i in transfers]
+        computes = list(compress(tasks, (~transfer).tolist()))
+        for device in dict.fromkeys(map(_DEVICE, computes)):
+            if device not in topology.index:
+                _unknown(next(t for t in computes if t.device == device), device)
+        transfers = np.flatnonzero(transfer)
+        moving = list(compress(tasks, transfer.tolist()))
         t = len(moving)
-        cap = np.fromiter((m.max_rate is not None for m in moving), dtype=bool, count=t)
-        rates = np.fromiter((m.max_rate or 0.0 for m in moving), dtype=np.float64, count=t)
+        keys = list(map(_PATH_KEY, moving))  # (src, dst, route): transfers with one key share a path
+        first = dict(zip(reversed(keys), range(t - 1, -1, -1)))  # each key's first transfer
+        ids = {key: p for p, key in enumerate(dict.fromkeys(keys))}  # paths in order of first use
+        table = [_path(topology, moving[first[key]], forwarding) for key in ids]
+        p = np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=t)
+        rate = np.array(list(map(_MAX_RATE, moving)), dtype=object)
+        cap = rate != None  # noqa: E711 (elementwise on an object array)
+        rates = np.where(cap, rate, 0.0).astype(np.float64)
         paths = _PathTable(table)
-        p = np.array(path_of, dtype=np.int64)
         cap &= paths.length[p] > 0  # a private resource of that capacity (none for a flow with no hops)
         n_set = paths.setups[p]
         per = 1 + n_set  # a data flow, then its setup flows
@@ -292,12 +288,12 @@ class _Flows:
         setup_path = np.repeat(p, n_set)
         self.resources[self.ptr[setup_of]] = paths.setup_resources[paths.setup_ptr[setup_path] + rank]
         self.sizes = np.zeros(n, dtype=np.float64)
-        self.sizes[data] = np.fromiter((m.bytes for m in moving), dtype=np.float64, count=t)
+        self.sizes[data] = np.fromiter(map(_BYTES, moving), dtype=np.float64, count=t)
         self.sizes[setup_of] = paths.setup_bytes[paths.setup_ptr[setup_path] + rank]
         self.latency = np.zeros(n, dtype=np.float64)
-        self.latency[data] = paths.seconds[p] + np.fromiter((m.overhead_s for m in moving), dtype=np.float64, count=t)
-        self.priority = np.repeat(np.fromiter((m.priority for m in moving), dtype=np.int64, count=t), per)
-        self.task_of = np.repeat(np.array(transfers, dtype=np.int64), per)
+        self.latency[data] = paths.seconds[p] + np.fromiter(map(_OVERHEAD, moving), dtype=np.float64, count=t)
+        self.priority = np.repeat(np.fromiter(map(_PRIORITY, moving), dtype=np.int64, count=t), per)
+        self.task_of = np.repeat(transfers, per)
         self.owner = np.repeat(data, per)
         self.owner[data] = -1
         self.setups = np.zeros(n, dtype=np.int64)
@@ -377,6 +373,12 @@ def _path(topology: Topology, task: Transfer, forwarding: dict[str, int]) -> tup
     return route, shares, seconds, setups
 
 
+_BYTES, _DEVICE, _MAX_RATE, _OVERHEAD, _PRIORITY, _SECONDS = (
+    attrgetter(f) for f in ("bytes", "device", "max_rate", "overhead_s", "priority", "seconds")
+)
+_PATH_KEY = attrgetter("src", "dst", "route")
+
+
 def _unknown(task: Task, device: str) -> None:
     raise SimulationError(f"task {task.id!r}: unknown device {device!r}")
 
@@ -408,17 +410,19 @@ def _task_arrays(
 ) -> Tasks:
     """The DAG as arrays for the event loop: computations' devices and seconds, transfers' data
     flows, dependents as a CSR, and per device its servers and the room of its ready queue."""
-    compute = np.array([isinstance(t, Compute) for t in tasks], dtype=bool)
-    device = np.array([topology.index[t.device] if isinstance(t, Compute) else -1 for t in tasks], dtype=np.int64)
-    seconds = np.array([t.seconds if isinstance(t, Compute) else 0.0 for t in tasks], dtype=np.float64)
+    compute = ~dependents.transfer
+    computes = list(compress(tasks, compute.tolist()))
+    device = np.full(len(tasks), -1, dtype=np.int64)
+    device[compute] = np.fromiter(map(topology.index.__getitem__, map(_DEVICE, computes)), np.int64, len(computes))
+    seconds = np.zeros(len(tasks), dtype=np.float64)
+    seconds[compute] = np.fromiter(map(_SECONDS, computes), np.float64, len(computes))
     n_dev = len(topology.devices)
     servers = np.ones(n_dev, dtype=np.int64)
     for name, count in cores.items():
         servers[topology.index[name]] = count
     dep_ptr, dep_idx = dependents.ptr, dependents.idx
     queue_ptr = np.concatenate([[0], np.cumsum(np.bincount(device[compute], minlength=n_dev))]).astype(np.int64)
-    waiting = np.array([len(t.deps) for t in tasks], dtype=np.int64)
-    return Tasks(compute, seconds, device, flows.task_flow, dep_ptr, dep_idx, waiting, servers, queue_ptr)
+    return Tasks(compute, seconds, device, flows.task_flow, dep_ptr, dep_idx, dependents.waiting, servers, queue_ptr)
 
 
 def _result(topology: Topology, tasks: list[Task], flows: _Flows, outcome: Outcome, timeline: bool) -> SimResult:

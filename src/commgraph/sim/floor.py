@@ -75,7 +75,7 @@ def task_graph(topology: Topology, tasks: list[Task]) -> Graph:
     """``tasks`` as a :class:`Graph` on ``topology`` (validated as :func:`~commgraph.sim.simulate`
     does)."""
     dependents = check_dag(tasks)
-    flows = _Flows(topology, tasks)
+    flows = _Flows(topology, tasks, dependents.transfer)
     return Graph(alone_seconds(tasks, flows), dependents.ptr, dependents.idx, dependents.order, flows)
 
 
