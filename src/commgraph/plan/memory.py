@@ -54,7 +54,7 @@ EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: never held at once
-SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block (layer 0: the rows it reads), its output and the aggregation
+SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block (layer 0: its rows), its output, its aggregation
 
 
 @dataclass(frozen=True)
