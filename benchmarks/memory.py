@@ -310,7 +310,17 @@ SCENARIOS = {
         ),
         Scenario(
             "partition-500k-noisy",
-            ("partition", "make", SBM_500K_NOISY, "--parts", "8", "--method", "metis", "--out", "{work}/sbm500k-noise50"),
+            (
+                "partition",
+                "make",
+                SBM_500K_NOISY,
+                "--parts",
+                "8",
+                "--method",
+                "metis",
+                "--out",
+                "{work}/sbm500k-noise50",
+            ),
             makes="sbm500k-noise50",
         ),
         Scenario(
@@ -322,7 +332,16 @@ SCENARIOS = {
         ),
         Scenario(
             "dgs-500k-noisy-10",
-            ("train", "{work}/sbm500k-noise50", *DGS_500K, *THESIS_500K[:-4], "--epochs", "1", "--steps-per-epoch", "10"),
+            (
+                "train",
+                "{work}/sbm500k-noise50",
+                *DGS_500K,
+                *THESIS_500K[:-4],
+                "--epochs",
+                "1",
+                "--steps-per-epoch",
+                "10",
+            ),
             needs=("partition-500k-noisy",),
             note="dgs-500k-noisy cut to 1 x 10 steps + evaluation (its peak and bytes a step where 3 x 20 cannot run)",
         ),
