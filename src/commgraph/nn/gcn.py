@@ -42,7 +42,17 @@ class GCNLayer(torch.nn.Module):
         self.conv = GCNConv(in_dim, out_dim, normalize=False, add_self_loops=False)
 
     def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: Block) -> torch.Tensor:
-        aggregated = spmm(block.adj_t(self_loops=True, gcn_norm=True), x_src, reduce="sum")
+        adjacency, _ = self.aggregation(block)
+        return self.from_aggregated(spmm(adjacency, x_src, reduce="sum"), None)
+
+    def aggregation(self, block: Block) -> tuple[torch.Tensor, bool]:
+        """What the layer aggregates its sources' rows with: ``block``'s normalised adjacency with
+        one self loop per destination, summed (not divided by the in-edges' number)."""
+        return block.adj_t(self_loops=True, gcn_norm=True), False
+
+    def from_aggregated(self, aggregated: torch.Tensor, x_dst: None) -> torch.Tensor:
+        """The layer from each destination's normalised sum of source rows: ``Theta^T`` of it plus
+        the bias (``x_dst`` unused: the self loop is in the sum)."""
         return self.conv.lin(aggregated) + self.conv.bias
 
     def neighbour_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:

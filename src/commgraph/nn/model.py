@@ -153,6 +153,14 @@ class GNN(torch.nn.Module):
         return self.linear_first and self.out_width(0) < self.widths[0]
 
     @property
+    def first_aggregates(self) -> bool:
+        """Whether layer 0 is :attr:`linear_first` and its output at least as wide as its input, so
+        aggregating the input rows first (:meth:`first_aggregation`) and transforming the
+        destinations' aggregates (:meth:`first_from_aggregated`) holds fewer floats than
+        transforming every source row."""
+        return self.linear_first and not self.first_narrows
+
+    @property
     def first_root(self) -> bool:
         """Whether layer 0 has a per-destination term of its own (GraphSAGE's root weight)."""
         return self.kind == "sage"
@@ -173,6 +181,18 @@ class GNN(torch.nn.Module):
         destinations' :meth:`root_rows`: the same rows as :meth:`layer` on the input rows, up to
         float rounding (the transform and the aggregation commute)."""
         return self.activate(0, self.convs[0].from_rows(neighbour, root, block))
+
+    def first_aggregation(self, block: Block) -> tuple[torch.Tensor, bool]:
+        """Layer 0's aggregation on ``block`` (GCN and GraphSAGE only): the adjacency
+        (``num_dst x num_src``, its values the weights) that multiplies the input rows, and
+        whether each destination's sum is then divided by its number of in-edges (a mean)."""
+        return self.convs[0].aggregation(block)
+
+    def first_from_aggregated(self, aggregated: torch.Tensor, x_dst: torch.Tensor | None) -> torch.Tensor:
+        """Layer 0 (activated) from its destinations' aggregated input rows (:meth:`first_aggregation`
+        applied to the table) and their own input rows ``x_dst`` (GraphSAGE's root term; None for
+        GCN): the same rows as :meth:`layer` on the input rows, up to float rounding."""
+        return self.activate(0, self.convs[0].from_aggregated(aggregated, x_dst))
 
     def activate(self, index: int, out: torch.Tensor) -> torch.Tensor:
         """Layer ``index``'s activation and dropout (none after the last layer), on its whole output

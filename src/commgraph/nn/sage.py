@@ -55,6 +55,17 @@ class SAGELayer(torch.nn.Module):
         gets the bias, as :meth:`forward` does)."""
         return spmm(block.adj_t(), neighbour, reduce="mean") + self.conv.lin_l.bias + root
 
+    def aggregation(self, block: Block) -> tuple[torch.Tensor, bool]:
+        """What the layer aggregates its sources' rows with: ``block``'s adjacency, and that the
+        sum over a destination's in-edges is divided by their number (the mean)."""
+        return block.adj_t(), True
+
+    def from_aggregated(self, aggregated: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
+        """The layer from the mean of each destination's source rows (``aggregated``) and the
+        destinations' own rows: ``W_2 aggregated + b + W_1 x_i``, what :meth:`forward` computes
+        after its aggregation; the root term is added in place, so the output is one tensor."""
+        return self.conv.lin_l(aggregated).addmm_(x_dst, self.conv.lin_r.weight.t())
+
 
 def _kept(weight: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
     """``weight`` reading only the input columns ``keep`` marks: the same products as zeroing the
