@@ -25,7 +25,7 @@ from commgraph.sample.maskfile import save_masks
 from commgraph.train import fetch as fetch_module
 from commgraph.train import owner as owner_module
 from commgraph.train import streamed as streamed_module
-from commgraph.train.fetch import FeatureFetch, InputRows, first_layer_aggregated
+from commgraph.train.fetch import FeatureFetch, InputRows, first_layers_aggregated
 
 HIDDEN, FEATURES = 8, 1433
 SAMPLED = (
@@ -248,38 +248,56 @@ def test_evaluation_passes_count_every_nth_epoch_and_the_last():
     assert evaluation_passes(2, 5) == 1
 
 
-@pytest.mark.parametrize("model", ["sage", "gcn"])
-def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_and_gradients(monkeypatch, model):
-    """Layer 0 wider than its input: the input rows, read 7 at a time and added into their
-    destinations' aggregates (edges 7 at a time too), then transformed, give the rows and the
-    weight gradients of the layer on the whole table; a destination without in-edges, a repeated
-    edge and a destination block that does not start at row 0 included."""
-    torch.manual_seed(0)
-    rng = np.random.default_rng(4)
-    features, hidden, num_src = 6, 9, 60
-    gnn = GNN(model, features, hidden, 3, layers=2, dropout=0)
-    assert gnn.first_aggregates and not gnn.first_narrows
-    counts = rng.integers(0, 6, size=20)
+def _csr_block(rng, num_src: int, num_dst: int, dst_start: int) -> Block:
+    """A block whose destination 3 has no in-edge and whose first edge is repeated."""
+    counts = rng.integers(1, 6, size=num_dst)
     counts[3] = 0
     indptr = np.concatenate([[0], np.cumsum(counts)])
     indices = rng.integers(0, num_src, size=int(indptr[-1]))
     indices[1] = indices[0]  # a repeated edge, counted twice by the mean
     degree = torch.from_numpy(rng.integers(0, 8, size=num_src).astype(np.float32))
-    block = Block.from_csr(num_src, indptr, indices, degree, dst_start=5)
+    return Block.from_csr(num_src, indptr, indices, degree, dst_start=dst_start)
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+@pytest.mark.parametrize("model", ["sage", "gcn"])
+def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_and_gradients(
+    monkeypatch, model, layers
+):
+    """Layer 0 wider than its input: the input rows, read 7 at a time and added into their
+    destinations' aggregates, then transformed, and (with a second layer) layer 0's output made 7
+    destinations at a time and added into layer 1's aggregates, give the rows and the weight
+    gradients of the layers on the whole table, dropout included (the same seed draws the same
+    masks); destinations without in-edges, repeated edges and destination rows that do not start
+    at row 0 included."""
+    rng = np.random.default_rng(4)
+    features, hidden, num_src = 6, 9, 60
+    gnn = GNN(model, features, hidden, hidden, layers=layers, dropout=0.5)
+    gnn.train()
+    assert gnn.first_aggregates and not gnn.first_narrows
+    blocks = [_csr_block(rng, num_src, 20, 5), _csr_block(rng, 20, 8, 3)][:layers]
     table = rng.random((num_src, features), dtype=np.float32)
     fetch = FeatureFetch.__new__(FeatureFetch)
     fetch.owned, fetch.device = np.arange(num_src), torch.device("cpu")
     fetch.store = FeatureStore.create(table, fetch.device)
     own = np.zeros(num_src, np.int8)
     rows = InputRows(fetch, np.arange(num_src), own, own.astype(np.int64), own, None, None, fetch.device)
-    monkeypatch.setattr(fetch_module, "INPUT_CHUNK_BYTES", 4 * features * 7)  # chunks of 7 rows
-    weights = torch.from_numpy(rng.standard_normal((20, hidden)).astype(np.float32))
+    monkeypatch.setattr(fetch_module, "INPUT_CHUNK_BYTES", 4 * hidden * 7)  # layer 0's output: 7 rows at a time
+    assert rows.chunk_rows == 10  # the input rows: 10 at a time
+    weights = torch.from_numpy(rng.standard_normal((blocks[-1].num_dst, hidden)).astype(np.float32))
     results = []
     for aggregated in (False, True):
         gnn.zero_grad()
-        out = first_layer_aggregated(gnn, rows, block) if aggregated else gnn.layer(0, torch.from_numpy(table), block)
+        torch.manual_seed(0)
+        if aggregated:
+            out, done = first_layers_aggregated(gnn, rows, blocks)
+            assert done == min(layers, 2)
+        else:
+            out = torch.from_numpy(table)
+            for index, block in enumerate(blocks):
+                out = gnn.layer(index, out, block)
         (out * weights).sum().backward()
-        results.append((out.detach(), [p.grad.clone() for p in gnn.convs[0].parameters() if p.grad is not None]))
+        results.append((out.detach(), [p.grad.clone() for p in gnn.parameters() if p.grad is not None]))
     (reference, expected), (got, grads) = results
-    assert got.shape == (20, hidden) and torch.allclose(got, reference, atol=1e-6)
+    assert got.shape == reference.shape and reference.abs().sum() > 0 and torch.allclose(got, reference, atol=1e-6)
     assert len(grads) == len(expected) > 0 and all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads, expected))

@@ -155,9 +155,9 @@ class GNN(torch.nn.Module):
     @property
     def first_aggregates(self) -> bool:
         """Whether layer 0 is :attr:`linear_first` and its output at least as wide as its input, so
-        aggregating the input rows first (:meth:`first_aggregation`) and transforming the
-        destinations' aggregates (:meth:`first_from_aggregated`) holds fewer floats than
-        transforming every source row."""
+        aggregating the input rows first (:meth:`aggregation`) and transforming the destinations'
+        aggregates (:meth:`from_aggregated`) holds fewer floats than transforming every source
+        row."""
         return self.linear_first and not self.first_narrows
 
     @property
@@ -182,17 +182,21 @@ class GNN(torch.nn.Module):
         float rounding (the transform and the aggregation commute)."""
         return self.activate(0, self.convs[0].from_rows(neighbour, root, block))
 
-    def first_aggregation(self, block: Block) -> tuple[torch.Tensor, bool]:
-        """Layer 0's aggregation on ``block`` (GCN and GraphSAGE only): the adjacency
-        (``num_dst x num_src``, its values the weights) that multiplies the input rows, and
+    def aggregation(self, index: int, block: Block) -> tuple[torch.Tensor, bool]:
+        """Layer ``index``'s aggregation on ``block`` (GCN and GraphSAGE only): the adjacency
+        (``num_dst x num_src``, its values the weights) that multiplies the source rows, and
         whether each destination's sum is then divided by its number of in-edges (a mean)."""
-        return self.convs[0].aggregation(block)
+        return self.convs[index].aggregation(block)
 
-    def first_from_aggregated(self, aggregated: torch.Tensor, x_dst: torch.Tensor | None) -> torch.Tensor:
-        """Layer 0 (activated) from its destinations' aggregated input rows (:meth:`first_aggregation`
-        applied to the table) and their own input rows ``x_dst`` (GraphSAGE's root term; None for
-        GCN): the same rows as :meth:`layer` on the input rows, up to float rounding."""
-        return self.activate(0, self.convs[0].from_aggregated(aggregated, x_dst))
+    def transform(self, index: int, aggregated: torch.Tensor, x_dst: torch.Tensor | None) -> torch.Tensor:
+        """Layer ``index`` before activation from its destinations' aggregated source rows
+        (:meth:`aggregation` applied to the table) and their own rows ``x_dst`` (GraphSAGE's root
+        term; unused by GCN): the same rows as :meth:`conv`, up to float rounding."""
+        return self.convs[index].from_aggregated(aggregated, x_dst)
+
+    def from_aggregated(self, index: int, aggregated: torch.Tensor, x_dst: torch.Tensor | None) -> torch.Tensor:
+        """Layer ``index`` (activated) from :meth:`transform`'s inputs: the same rows as :meth:`layer`."""
+        return self.activate(index, self.transform(index, aggregated, x_dst))
 
     def activate(self, index: int, out: torch.Tensor) -> torch.Tensor:
         """Layer ``index``'s activation and dropout (none after the last layer), on its whole output

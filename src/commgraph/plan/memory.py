@@ -16,9 +16,10 @@ measures it) is what its processes share once plus what each worker holds on its
 
 A step's input rows are the distinct nodes a batch's hops reach: with ``B`` seeds and fanouts
 ``f_1..f_L``, ``d = B (1 + f_1 + f_1 f_2 + ...)`` draws over ``N`` nodes reach about
-``N (1 - exp(-d / N))`` of them. A GCN or GraphSAGE whose first layer narrows its rows reads them
-:data:`INPUT_CHUNK_BYTES` at a time and keeps only their transform (hidden-wide); other models
-hold the whole input table. A batch's edges are each hop's destinations times its fanout. The
+``N (1 - exp(-d / N))`` of them. A GCN or GraphSAGE reads them :data:`INPUT_CHUNK_BYTES` at a
+time: where its first layer narrows the rows it keeps their transform (hidden-wide), else its
+first layer's destinations' aggregates at the input width (:func:`_sampled_first_layers`); other
+models hold the whole input table. A batch's edges are each hop's destinations times its fanout. The
 runtime's constants were measured on this project's CPU workers (``benchmarks/memory.py``,
 RESULTS.md: "Memory").
 """
@@ -167,13 +168,9 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         machine["structure"] = _structure_bytes(pset, shape.structure, shape.machine_workers)
         if shape.peer_rows == "map" and shape.machine_workers > 1:
             machine["features"] = 4 * n * width * min(1.0, shape.machine_workers / shape.workers)
-        rows = reached_nodes(n, shape.batch_size, shape.fanouts)
-        narrows = shape.model in LINEAR_FIRST and shape.hidden < width  # layer 0 reads its rows a chunk at a time
-        inputs = 2 * INPUT_CHUNK_BYTES if narrows else 4 * rows * TABLE_COPIES * width
         edges = sampled_edges(n, num_edges, shape.batch_size, shape.fanouts)
-        transformed = 2 * 4 * rows * shape.hidden if narrows else 0  # layer 0's rows, hidden-wide, and their gradient
         worker["tables"] = (
-            inputs + transformed + _sampled_activations(n, shape) + SAMPLED_EDGE_BYTES * edges + 8 * n
+            _sampled_first_layers(n, width, shape) + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
         if shares_evaluation(shape):
             machine["evaluation"] = _shared_tables(n, width, shape)
@@ -205,13 +202,33 @@ def _shared_tables(num_nodes: int, width: int, shape: JobShape) -> int:
     return max(4 * num_nodes * sum(widths[l : l + 2]) for l in range(shape.layers))
 
 
-def _sampled_activations(num_nodes: int, shape: JobShape) -> int:
-    """A batch's activations with autograd: ``ACTIVATION_COPIES`` hidden-wide rows per destination
-    of each layer (layer ``l`` computes the nodes the first ``L - 1 - l`` hops reach)."""
-    destinations = shape.batch_size + sum(
+def _sampled_first_layers(num_nodes: int, width: int, shape: JobShape) -> int:
+    """A batch's input rows and activations with autograd (``train.fetch``'s three ways):
+
+    - a GCN or GraphSAGE whose layer 0 narrows its rows: its input rows a chunk at a time, their
+      transform (hidden-wide, with its gradient) for every input row, then the activations;
+    - one whose layer 0 does not narrow them: its input rows a chunk at a time, layer 0's
+      destinations' aggregates and own rows at the input width, and (with a second layer)
+      layer 0's output never held (a one-byte mask an entry), then the later layers' activations;
+    - any other model: the whole input table (``TABLE_COPIES``), then the activations.
+    """
+    rows = reached_nodes(num_nodes, shape.batch_size, shape.fanouts)
+    destinations = [shape.batch_size] + [
         reached_nodes(num_nodes, shape.batch_size, shape.fanouts[:hop]) for hop in range(1, len(shape.fanouts))
-    )
-    return 4 * destinations * ACTIVATION_COPIES * shape.hidden
+    ]  # layer L - 1's, ..., then layer 0's
+    if shape.model not in LINEAR_FIRST:
+        return 4 * rows * TABLE_COPIES * width + _activations(destinations, shape.hidden)
+    if shape.hidden < width:  # narrows
+        return 2 * INPUT_CHUNK_BYTES + 2 * 4 * rows * shape.hidden + _activations(destinations, shape.hidden)
+    first = destinations[-1]
+    if len(destinations) == 1:
+        return 2 * INPUT_CHUNK_BYTES + 2 * 4 * first * width + _activations(destinations, shape.hidden)
+    return 2 * INPUT_CHUNK_BYTES + 2 * 4 * first * width + first * shape.hidden + _activations(destinations[:-1], shape.hidden)
+
+
+def _activations(destinations: list[int], hidden: int) -> int:
+    """``ACTIVATION_COPIES`` hidden-wide rows per destination of each layer listed."""
+    return 4 * sum(destinations) * ACTIVATION_COPIES * hidden
 
 
 def _full_graph_pass(owned: int, local: int, width: int, shape: JobShape) -> int:

@@ -15,6 +15,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from commgraph.nn import GNN, Block
+from commgraph.nn.aggregate import aggregate_output, aggregate_rows
 from commgraph.plan.allgather import plan_fetch
 from commgraph.plan.memory import INPUT_CHUNK_BYTES
 from commgraph.runtime import gather_halo
@@ -149,41 +150,38 @@ def first_layer_rows(model: GNN, rows: InputRows, num_dst: int) -> tuple[torch.T
     return neighbour, chunked(model.root_rows, num_dst) if model.first_root else None
 
 
-def first_layer_aggregated(model: GNN, rows: InputRows, block: Block) -> torch.Tensor:
-    """Layer 0 (activated) on ``block`` for a first layer that does not narrow its rows
-    (:attr:`~commgraph.nn.GNN.first_aggregates`): the input rows are read a chunk at a time and
-    added into their destinations' aggregates (``num_dst`` rows at the input width; in chunks of
-    at most a chunk's rows of edges), then the layer transforms the aggregates. The destinations'
-    own rows (GraphSAGE's root term) are kept as the chunks pass. The input rows need no
-    gradient, so no chunk is read twice and no source-wide tensor is ever held."""
-    adjacency, mean = model.first_aggregation(block)
-    num_dst, step = block.num_dst, rows.chunk_rows
-    col = adjacency.col_indices().long()
-    order = torch.argsort(col, stable=True)  # the edges source after source, each source's by destination
-    col, values = col[order], adjacency.values()[order].unsqueeze(1)
-    crow = adjacency.crow_indices()
-    dst = torch.repeat_interleave(torch.arange(num_dst, device=col.device), (crow[1:] - crow[:-1]).long())[order]
-    del order
-    bounds = torch.searchsorted(col, torch.arange(0, rows.num_rows + step, step, device=col.device)).tolist()
-    aggregated = torch.zeros((num_dst, rows.width), device=rows.device)
-    x_dst = torch.empty((num_dst, rows.width), device=rows.device) if model.first_root else None
-    for index, a in enumerate(range(0, rows.num_rows, step)):
-        b = min(a + step, rows.num_rows)
-        x = rows.read(a, b)
-        low, high = max(a, block.dst_start), min(b, block.dst_start + num_dst)  # destinations' own rows
-        if x_dst is not None and low < high:
-            x_dst[low - block.dst_start : high - block.dst_start] = x[low - a : high - a]
-        for start in range(bounds[index], bounds[index + 1], step):
-            end = min(start + step, bounds[index + 1])
-            aggregated.index_add_(0, dst[start:end], x[col[start:end] - a] * values[start:end])
-    if mean:
-        aggregated /= (crow[1:] - crow[:-1]).clamp(min=1).unsqueeze(1).to(aggregated.dtype)
-    return model.first_from_aggregated(aggregated, x_dst)
+def first_layers_aggregated(model: GNN, rows: InputRows, blocks: list[Block]) -> tuple[torch.Tensor, int]:
+    """The first layers of a model whose layer 0 does not narrow its rows
+    (:attr:`~commgraph.nn.GNN.first_aggregates`), aggregating before they transform
+    (:mod:`commgraph.nn.aggregate`): the input rows are read a chunk at a time and added into
+    layer 0's aggregates (its destinations' rows at the input width; no gradient, so no chunk is
+    read twice); with a second layer, layer 0's output is then made a chunk of its destinations at
+    a time and added into layer 1's aggregates, so neither the input table nor layer 0's output
+    is ever held whole. Returns the last of those layers' output and how many layers it is."""
+    adjacency, mean = model.aggregation(0, blocks[0])
+    first = aggregate_rows(rows.read, rows.num_rows, rows.chunk_rows, adjacency, mean, blocks[0].dst_start)
+    if model.num_layers == 1:
+        return model.from_aggregated(0, first.rows, first.x_dst), 1
+    adjacency, mean = model.aggregation(1, blocks[1])
+    second = aggregate_output(
+        lambda a, b: model.transform(0, first.rows[a:b], first.x_dst[a:b]),
+        list(model.convs[0].parameters()),
+        blocks[0].num_dst,
+        adjacency,
+        mean,
+        num_dst=blocks[1].num_dst,
+        dst_start=blocks[1].dst_start,
+        step=max(1, INPUT_CHUNK_BYTES // (4 * model.out_width(0))),
+        p=model.dropout,
+        training=model.training,
+    )
+    return model.from_aggregated(1, second.rows, second.x_dst), 2
 
 
-def later_layers(model: GNN, h: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
-    """Layers 1.. on ``blocks[1:]`` from layer 0's output ``h``, then the decoder: one row per seed."""
-    for index, block in enumerate(blocks[1:], start=1):
+def later_layers(model: GNN, h: torch.Tensor, blocks: list[Block], start: int = 1) -> torch.Tensor:
+    """Layers ``start``.. on ``blocks[start:]`` from layer ``start - 1``'s output ``h``, then the
+    decoder: one row per seed."""
+    for index, block in enumerate(blocks[start:], start=start):
         h = model.layer(index, h, block)
     return model.decode(h)
 
@@ -253,12 +251,13 @@ class FeatureFetch:
         """``model`` on a batch's blocks and its :meth:`step`'s table: one row per seed. A first
         layer that is linear in its rows (GCN, GraphSAGE) reads the table a chunk at a time: one
         that narrows them transforms each chunk (:func:`first_layer_rows`), one that does not
-        aggregates them first (:func:`first_layer_aggregated`); the others read the whole table."""
+        aggregates them first (:func:`first_layers_aggregated`); the others read the whole table."""
         if model.first_narrows:
             neighbour, root = first_layer_rows(model, fetched.rows, blocks[0].num_dst)
             return later_layers(model, model.first_from_rows(neighbour, root, blocks[0]), blocks)
         if model.first_aggregates:
-            return later_layers(model, first_layer_aggregated(model, fetched.rows, blocks[0]), blocks)
+            h, done = first_layers_aggregated(model, fetched.rows, blocks)
+            return later_layers(model, h, blocks, done)
         return forward_blocks(model, fetched.x, blocks)
 
     def idle(self, fetched: Fetched) -> None:

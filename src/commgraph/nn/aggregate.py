@@ -1,0 +1,210 @@
+"""Layers that aggregate before they transform, computed a chunk of source rows at a time.
+
+GraphSAGE and GCN multiply each destination's (weighted) sum of source rows by their weights, so a
+layer needs its sources' rows only through that sum. Where a table of source rows is large and the
+layer reads each row once or a few times (a sampled batch: about one edge per source row in its
+outermost hop), the rows can be produced a chunk at a time and added into the destinations'
+aggregates as they come, and no source-wide tensor exists:
+
+- :func:`aggregate_rows`: the input rows of a batch (no gradient), read a chunk at a time;
+- :class:`AggregateLayerOutput`: a layer's *output* rows (GraphSAGE's or GCN's layer 0, activated)
+  made a chunk of its destinations at a time from that layer's aggregates and added into the next
+  layer's aggregates; the backward pass makes each chunk again (its dropout mask kept, one byte an
+  entry) and returns the weights' gradients, so the layer's output is never held whole in either
+  pass.
+
+Edges are taken source after source (:class:`SourceEdges`), each source's by destination: a
+destination's sum then adds its sources in increasing order, as the block's sparse product does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class SourceEdges:
+    """A ``num_dst x num_src`` adjacency's entries ordered by source (column): ``col[e]`` reads
+    source row ``col[e]`` into destination ``dst[e]`` with weight ``values[e]``; ``counts`` are
+    each destination's entries (a mean's divisor)."""
+
+    col: torch.Tensor  # int64, ascending
+    dst: torch.Tensor  # int64
+    values: torch.Tensor  # [E, 1]
+    counts: torch.Tensor  # [num_dst] int64
+
+    @classmethod
+    def of(cls, adjacency: torch.Tensor) -> SourceEdges:
+        """The entries of a sparse CSR ``adjacency`` (PyG's transposed adjacency of a block)."""
+        crow = adjacency.crow_indices()
+        counts = (crow[1:] - crow[:-1]).long()
+        col = adjacency.col_indices().long()
+        order = torch.argsort(col, stable=True)
+        dst = torch.repeat_interleave(torch.arange(counts.shape[0], device=col.device), counts)[order]
+        return cls(col[order], dst, adjacency.values()[order].unsqueeze(1), counts)
+
+    def bounds(self, num_src: int, step: int) -> list[int]:
+        """Where each chunk of ``step`` source rows starts among the entries (one more at the end)."""
+        starts = torch.arange(0, num_src + step, step, device=self.col.device)
+        return torch.searchsorted(self.col, starts).tolist()
+
+    def pieces(self, start: int, end: int, step: int) -> list[slice]:
+        """Entries ``start..end-1`` in slices of at most ``step``: a chunk's messages stay chunk-sized
+        however many edges leave its sources."""
+        return [slice(e, min(e + step, end)) for e in range(start, end, step)]
+
+    def divide(self, aggregated: torch.Tensor) -> torch.Tensor:
+        """``aggregated`` (sums) as means over each destination's entries (0 without any)."""
+        return aggregated / self.counts.clamp(min=1).unsqueeze(1).to(aggregated.dtype)
+
+
+@dataclass
+class Aggregated:
+    """A layer's destinations' aggregated source rows (sums, or means where the layer takes them)
+    and their own source rows (``x_dst``: rows ``dst_start..dst_start + num_dst - 1`` of the
+    sources; what GraphSAGE's root term reads)."""
+
+    rows: torch.Tensor
+    x_dst: torch.Tensor
+
+
+def aggregate_rows(
+    read: Callable[[int, int], torch.Tensor],
+    num_src: int,
+    step: int,
+    adjacency: torch.Tensor,
+    mean: bool,
+    dst_start: int = 0,
+) -> Aggregated:
+    """The aggregates of source rows ``read(a, b)`` (rows ``a..b-1``, no gradient), read ``step``
+    rows at a time: ``adjacency`` times the rows (divided by each destination's entries when
+    ``mean``), and the destinations' own rows (sources ``dst_start..``) kept as the chunks pass."""
+    edges = SourceEdges.of(adjacency)
+    num_dst = edges.counts.shape[0]
+    bounds = edges.bounds(num_src, step)
+    aggregated, x_dst = None, None
+    for index, a in enumerate(range(0, num_src, step)):
+        b = min(a + step, num_src)
+        x = read(a, b)
+        if aggregated is None:
+            aggregated = x.new_zeros((num_dst, x.shape[1]))
+            x_dst = x.new_empty((num_dst, x.shape[1]))
+        _keep_dst_rows(x_dst, x, a, dst_start)
+        for piece in edges.pieces(bounds[index], bounds[index + 1], step):
+            aggregated.index_add_(0, edges.dst[piece], x[edges.col[piece] - a] * edges.values[piece])
+    return Aggregated(edges.divide(aggregated) if mean else aggregated, x_dst)
+
+
+def _keep_dst_rows(x_dst: torch.Tensor, x: torch.Tensor, a: int, dst_start: int) -> None:
+    """Copy the destinations' own rows among source rows ``a..a + len(x) - 1`` into ``x_dst``."""
+    low, high = max(a, dst_start), min(a + x.shape[0], dst_start + x_dst.shape[0])
+    if low < high:
+        x_dst[low - dst_start : high - dst_start] = x[low - a : high - a]
+
+
+class AggregateLayerOutput(torch.autograd.Function):
+    """Layer ``l``'s activated output, made a chunk of its destinations at a time by ``make``
+    (``make(a, b)``: rows ``a..b-1`` before activation, from ``params``), added into layer
+    ``l + 1``'s aggregates as it is made (:func:`aggregate_output`); the backward pass makes each
+    chunk again and returns ``params``' gradients. ReLU, then inverted dropout with probability
+    ``p`` (the mask drawn a chunk at a time, kept as one byte an entry)."""
+
+    @staticmethod
+    def forward(ctx, plan: _OutputPlan, *params: torch.Tensor):
+        edges, step, n = plan.edges, plan.step, plan.num_rows
+        bounds = edges.bounds(n, step)
+        aggregated = x_dst = None
+        passed = []
+        for index, a in enumerate(range(0, n, step)):
+            b = min(a + step, n)
+            z = plan.make(a, b)
+            scale = plan.scale(z)
+            h = torch.relu(z).mul_(scale) if scale is not None else torch.relu(z)
+            passed.append(h.ne(0))
+            if aggregated is None:
+                aggregated = h.new_zeros((edges.counts.shape[0], h.shape[1]))
+                x_dst = h.new_empty((plan.num_dst, h.shape[1]))
+            _keep_dst_rows(x_dst, h, a, plan.dst_start)
+            for piece in edges.pieces(bounds[index], bounds[index + 1], step):
+                aggregated.index_add_(0, edges.dst[piece], h[edges.col[piece] - a] * edges.values[piece])
+        ctx.plan, ctx.bounds, ctx.passed, ctx.params = plan, bounds, passed, params  # the module's own parameters
+        return aggregated, x_dst
+
+    @staticmethod
+    def backward(ctx, grad_aggregated: torch.Tensor | None, grad_x_dst: torch.Tensor | None):
+        plan, bounds, params = ctx.plan, ctx.bounds, ctx.params
+        edges, step, n = plan.edges, plan.step, plan.num_rows
+        grads = [torch.zeros_like(p) for p in params]
+        for index, a in enumerate(range(0, n, step)):
+            b = min(a + step, n)
+            with torch.enable_grad():
+                z = plan.make(a, b)
+            grad_h = z.new_zeros(z.shape)
+            if grad_aggregated is not None:
+                for piece in edges.pieces(bounds[index], bounds[index + 1], step):
+                    grad_h.index_add_(0, edges.col[piece] - a, grad_aggregated[edges.dst[piece]] * edges.values[piece])
+            if grad_x_dst is not None:
+                low, high = max(a, plan.dst_start), min(b, plan.dst_start + plan.num_dst)
+                if low < high:
+                    grad_h[low - a : high - a] += grad_x_dst[low - plan.dst_start : high - plan.dst_start]
+            grad_z = grad_h.mul_(ctx.passed[index]).mul_(plan.keep_scale)
+            for total, grad in zip(grads, torch.autograd.grad(z, params, grad_z, allow_unused=True), strict=True):
+                if grad is not None:
+                    total += grad
+        ctx.passed = ctx.params = None
+        return (None, *grads)
+
+
+@dataclass
+class _OutputPlan:
+    """What :class:`AggregateLayerOutput` computes: ``num_rows`` output rows made by ``make``, read
+    through ``edges`` into ``edges.counts``' destinations (``num_dst`` of which have their own rows
+    from ``dst_start``), ``step`` rows at a time, dropout ``p`` in ``training``."""
+
+    make: Callable[[int, int], torch.Tensor]
+    num_rows: int
+    edges: SourceEdges
+    num_dst: int
+    dst_start: int
+    step: int
+    p: float
+    training: bool
+
+    @property
+    def keep_scale(self) -> float:
+        """What a kept entry is multiplied by (1 without dropout)."""
+        return 1.0 / (1.0 - self.p) if self.training and self.p > 0 else 1.0
+
+    def scale(self, z: torch.Tensor) -> torch.Tensor | None:
+        """A chunk's dropout mask, 0 or ``keep_scale`` (None without dropout), drawn as
+        :func:`~commgraph.nn.dropout.dropout` draws it."""
+        if not self.training or self.p == 0:
+            return None
+        keep = 1.0 - self.p
+        return torch.empty_like(z).uniform_().lt_(keep).div_(keep)
+
+
+def aggregate_output(
+    make: Callable[[int, int], torch.Tensor],
+    params: list[torch.Tensor],
+    num_rows: int,
+    adjacency: torch.Tensor,
+    mean: bool,
+    *,
+    num_dst: int,
+    dst_start: int,
+    step: int,
+    p: float,
+    training: bool,
+) -> Aggregated:
+    """The next layer's aggregates of a layer's activated output rows (ReLU, dropout ``p``), which
+    ``make(a, b)`` computes before activation from ``params``, ``step`` rows at a time (see
+    :class:`AggregateLayerOutput`): ``adjacency`` times the rows (means when ``mean``), and the
+    ``num_dst`` destinations' own rows from ``dst_start``."""
+    edges = SourceEdges.of(adjacency)
+    plan = _OutputPlan(make, num_rows, edges, num_dst, dst_start, step, p, training)
+    aggregated, x_dst = AggregateLayerOutput.apply(plan, *params)
+    return Aggregated(edges.divide(aggregated) if mean else aggregated, x_dst)
