@@ -60,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -182,6 +183,7 @@ class Measurement:
     status: str  # ok, failed, refused, capped, timeout
     samples: int
     stderr_tail: str = ""
+    before_bytes: int | None = None  # with ``until``: the peak at the samples taken before it held
 
 
 def measure(
@@ -192,6 +194,7 @@ def measure(
     time_limit: float | None = None,
     every: float = 0.5,
     stdout_path: Path | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> Measurement:
     """Run ``command`` and sample the PSS of its process tree every ``every`` seconds.
 
@@ -203,6 +206,9 @@ def measure(
         every: seconds between samples.
         stdout_path: where the command's standard output goes (default: discarded). Its standard
             error's last lines are kept in ``stderr_tail``.
+        until: a test of the command's progress (such as "its metrics file has a line"), made
+            before each sample: the peak over the samples taken while it was false is kept apart
+            (``before_bytes``), a phase's peak within the whole run's.
 
     Returns:
         Measurement: the peaks, seconds and how the command ended (exit 2 is "refused": the CLI's
@@ -216,12 +222,16 @@ def measure(
     ):
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=err)
         peak, each, shm_peak, samples, status = 0, {}, 0, 0, None
+        before = None if until is None else 0
         while proc.poll() is None:
             tick = time.perf_counter()
+            reached = until is not None and until()
             pids = process_tree(proc.pid)
             sizes = {pid: pss_bytes(pid) for pid in pids}
             samples += 1
             peak = max(peak, sum(sizes.values()))
+            if until is not None and not reached:
+                before = peak
             shm_peak = max(shm_peak, shm_used_bytes() - shm_start)
             for pid, size in sizes.items():
                 each[pid] = max(each.get(pid, 0), size)
@@ -243,7 +253,16 @@ def measure(
     if status is None:
         status = "ok" if proc.returncode == 0 else "refused" if proc.returncode == 2 else "failed"
     return Measurement(
-        proc.returncode, seconds, peak, root_peak, sorted(each.values(), reverse=True), shm_peak, status, samples, tail
+        proc.returncode,
+        seconds,
+        peak,
+        root_peak,
+        sorted(each.values(), reverse=True),
+        shm_peak,
+        status,
+        samples,
+        tail,
+        before,
     )
 
 

@@ -66,3 +66,27 @@ def test_exit_2_is_a_refusal_with_its_line():
     )
     assert run.status == "refused" and run.stderr_tail == "estimate 9 GB > 4 GB"
     assert run.peak_bytes < 1 * GB
+
+
+# Holds 30 MB for 0.6 s, writes a line to argv[1] (its first phase is over), then holds 200 MB more for 0.6 s.
+PHASES = textwrap.dedent("""
+    import sys, time
+    first = bytearray(30 * 2**20)
+    for i in range(0, len(first), 4096):
+        first[i] = 1
+    time.sleep(0.6)
+    open(sys.argv[1], "w").write("done\\n")
+    second = bytearray(200 * 2**20)
+    for i in range(0, len(second), 4096):
+        second[i] = 1
+    time.sleep(0.6)
+""")
+
+
+def test_until_keeps_the_first_phase_peak_apart(tmp_path):
+    marker = tmp_path / "marker"
+    run = measure([sys.executable, "-c", PHASES, str(marker)], every=0.1, until=lambda: marker.is_file())
+    assert run.status == "ok" and run.before_bytes is not None
+    assert 30 * MB <= run.before_bytes < 200 * MB  # the interpreter and the first 30 MB, not the second phase
+    assert run.peak_bytes >= run.before_bytes + 150 * MB
+    assert measure([sys.executable, "-c", "pass"], every=0.1).before_bytes is None  # no phase asked for

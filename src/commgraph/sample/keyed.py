@@ -18,8 +18,10 @@ def sample_rows(
     """For each of ``rows``: ``min(fanout, degree)`` in-neighbours drawn uniformly without
     replacement (all of them with ``fanout`` -1), by :func:`keyed_slots`. Returns per-row counts
     and the sources, row after row."""
-    counts, slots = keyed_slots(indptr, rows, rows, fanout, key)
-    return counts, indices[slots].astype(np.int64, copy=False)
+    rows = np.asarray(rows, dtype=np.int64)
+    counts, sources = _keyed_slots(indptr, rows, rows, int(fanout), int(key))
+    _gather_in_place(indices, sources)
+    return counts, sources
 
 
 def keyed_slots(
@@ -52,6 +54,14 @@ def row_counts(indptr, rows, fanout):
         counts[i] = degree if (fanout < 0 or degree <= fanout) else fanout
         widest = max(widest, degree)
     return counts, widest
+
+
+@njit(cache=True)
+def _gather_in_place(indices, slots):
+    """``slots[e] = indices[slots[e]]``: the drawn positions become the sources, without a second
+    edge-sized array."""
+    for e in range(slots.shape[0]):
+        slots[e] = indices[slots[e]]
 
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's increment
