@@ -285,6 +285,7 @@ def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_
     monkeypatch.setattr(fetch_module, "INPUT_CHUNK_BYTES", 4 * hidden * 7)  # layer 0's output: 7 rows at a time
     assert rows.chunk_rows == 10  # the input rows: 10 at a time
     weights = torch.from_numpy(rng.standard_normal((blocks[-1].num_dst, hidden)).astype(np.float32))
+    threads = torch.get_num_threads()  # the chunks' additions run on one thread, then give the others back
     results = []
     for aggregated in (False, True):
         gnn.zero_grad()
@@ -301,3 +302,4 @@ def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_
     (reference, expected), (got, grads) = results
     assert got.shape == reference.shape and reference.abs().sum() > 0 and torch.allclose(got, reference, atol=1e-6)
     assert len(grads) == len(expected) > 0 and all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads, expected))
+    assert torch.get_num_threads() == threads
