@@ -93,9 +93,17 @@ def aggregate_rows(
             aggregated = x.new_zeros((num_dst, x.shape[1]))
             x_dst = x.new_empty((num_dst, x.shape[1]))
         _keep_dst_rows(x_dst, x, a, dst_start)
-        for piece in edges.pieces(bounds[index], bounds[index + 1], step):
-            _add_rows(aggregated, edges.dst[piece], x[edges.col[piece] - a] * edges.values[piece])
+        _add_chunk(aggregated, edges, x, a, bounds[index], bounds[index + 1], step)
     return Aggregated(edges.divide(aggregated) if mean else aggregated, x_dst)
+
+
+def _add_chunk(
+    aggregated: torch.Tensor, edges: SourceEdges, x: torch.Tensor, a: int, start: int, end: int, step: int
+) -> None:
+    """Add source rows ``a..a + len(x) - 1`` (``x``) into their destinations' ``aggregated`` rows
+    through entries ``start..end - 1`` of ``edges``, ``step`` entries at a time."""
+    for piece in edges.pieces(start, end, step):
+        _add_rows(aggregated, edges.dst[piece], x[edges.col[piece] - a] * edges.values[piece])
 
 
 def _add_rows(target: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> None:
@@ -144,8 +152,7 @@ class AggregateLayerOutput(torch.autograd.Function):
                 aggregated = h.new_zeros((edges.counts.shape[0], h.shape[1]))
                 x_dst = h.new_empty((plan.num_dst, h.shape[1]))
             _keep_dst_rows(x_dst, h, a, plan.dst_start)
-            for piece in edges.pieces(bounds[index], bounds[index + 1], step):
-                _add_rows(aggregated, edges.dst[piece], h[edges.col[piece] - a] * edges.values[piece])
+            _add_chunk(aggregated, edges, h, a, bounds[index], bounds[index + 1], step)
         ctx.plan, ctx.bounds, ctx.passed, ctx.params = plan, bounds, passed, params  # the module's own parameters
         return aggregated, x_dst
 
