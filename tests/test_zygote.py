@@ -18,8 +18,10 @@ pytestmark = pytest.mark.multiproc
 
 DRIVER = """
 import os, sys, time
+from pathlib import Path
 rank = int(os.environ["RANK"])
-print(f"rank {rank} of {os.environ['WORLD_SIZE']} warm {'torch' in sys.modules} pid {os.getpid()}", flush=True)
+line = f"rank {rank} of {os.environ['WORLD_SIZE']} warm {'torch' in sys.modules} pid {os.getpid()}"
+(Path(__file__).parent / "ranks" / str(os.getpid())).write_text(line)
 if sys.argv[1] == "fail" and rank == 1:
     sys.exit(5)
 if sys.argv[1] == "sleep":
@@ -30,26 +32,38 @@ if sys.argv[1] == "sleep":
 @pytest.fixture
 def driver(tmp_path, monkeypatch):
     (tmp_path / "zygote_driver.py").write_text(DRIVER)
+    (tmp_path / "ranks").mkdir()
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
     return tmp_path
 
 
+def _reports(driver: Path) -> list[list[str]]:
+    """What each rank of the last job wrote (a file a rank, named by its pid), split into words;
+    the files are then removed for the next job."""
+    files = sorted((driver / "ranks").iterdir())
+    lines = [path.read_text().split() for path in files]
+    for path in files:
+        path.unlink()
+    return lines
+
+
 @pytest.mark.timeout(120)
-def test_every_rank_runs_the_module_with_its_own_rank(driver, capfd):
-    assert launch_local(["ok"], 3, grace=10, module="zygote_driver") == 0
-    out = capfd.readouterr().out
-    assert sorted(line.split()[1] for line in out.splitlines() if line.startswith("rank")) == ["0", "1", "2"]
-    assert len({line.split()[-1] for line in out.splitlines() if line.startswith("rank")}) == 3  # three processes
+@pytest.mark.parametrize("fresh", [False, True])
+def test_every_rank_runs_the_module_with_its_own_rank(driver, fresh):
+    assert launch_local(["ok"], 3, grace=10, module="zygote_driver", fresh=fresh) == 0
+    lines = _reports(driver)
+    assert sorted(line[1] for line in lines) == ["0", "1", "2"]
+    assert len({line[-1] for line in lines}) == 3  # three processes
 
 
 @pytest.mark.timeout(120)
 def test_fresh_ranks_start_new_interpreters(driver, capfd):
     """Ranks that will use CUDA (``fresh``) exec a new interpreter: none of the zygote's imports,
     and still their ranks, exit codes and the job stopped by a failed one."""
-    assert launch_local(["ok"], 2, grace=10, module="zygote_driver") == 0
-    assert {line.split()[5] for line in capfd.readouterr().out.splitlines() if line.startswith("rank")} == {"True"}
+    assert launch_local(["ok"], 2, grace=10, module="zygote_driver", fresh=False) == 0
+    assert {line[5] for line in _reports(driver)} == {"True"}
     assert launch_local(["ok"], 2, grace=10, module="zygote_driver", fresh=True) == 0
-    lines = [line.split() for line in capfd.readouterr().out.splitlines() if line.startswith("rank")]
+    lines = _reports(driver)
     assert sorted(line[1] for line in lines) == ["0", "1"] and {line[5] for line in lines} == {"False"}
     assert launch_local(["fail"], 2, grace=1, module="zygote_driver", fresh=True) == 1
     assert "worker rank 1 exited with code 5" in capfd.readouterr().err
@@ -109,7 +123,6 @@ def test_a_zygote_forked_from_the_launcher_runs_the_job_or_exits_unused(driver):
     """In a fresh process, as the launcher forks it (a process with threads gets no forked zygote)."""
     done = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=110)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert sorted(line.split()[1] for line in lines if line.startswith("rank")) == ["0", "1"]
-    result = next(line.split() for line in lines if line.startswith("result"))
+    assert sorted(line[1] for line in _reports(driver)) == ["0", "1"]
+    result = next(line.split() for line in done.stdout.splitlines() if line.startswith("result"))
     assert result[1:4] == ["0", "0", "True"] and not _alive(int(result[4]))

@@ -150,7 +150,6 @@ def _launch_here(
             workers,
             threads_per_worker=spec.launch.threads,
             zygote=zygote,
-            fresh=device == "cuda",
         )
 
 
