@@ -4,7 +4,7 @@
 Usage (through ``launch_local(..., module="shared_eval_driver")``): ``python -m shared_eval_driver
 SPEC.json``; the spec names the partition set, an output folder, the model (``model``, ``layers``,
 ``hidden``) and which in-edges it reads (``whole``: the whole graph's, else the part's). Each rank
-writes ``<out>/rank-<r>.npz``: its owned node ids, both passes' logits, and how many
+writes ``<out>/rank-<r>.npz``: its owned node ids, both passes' logits, and the bytes of the
 ``commgraph-table`` memfds its process mapped while the pass ran (read from ``/proc/self/maps`` at
 each layer's first chunk) and after it.
 """
@@ -26,7 +26,9 @@ from commgraph.train.shared_eval import SharedEvaluation
 
 
 def _mapped_tables() -> int:
-    return sum(1 for line in Path("/proc/self/maps").read_text().splitlines() if f"memfd:{NAME}" in line)
+    """The bytes of the shared tables this process maps."""
+    spans = [line.split()[0] for line in Path("/proc/self/maps").read_text().splitlines() if f"memfd:{NAME}" in line]
+    return sum(int(end, 16) - int(start, 16) for start, end in (span.split("-") for span in spans))
 
 
 def main() -> None:
@@ -40,17 +42,20 @@ def main() -> None:
     model.eval()
     store = FeatureStore.create(part.features, world.device)
     shared = SharedEvaluation(job, store, whole=spec["whole"])
-    during: dict[int, int] = {}  # layer: tables mapped at its first chunk
-    layer = model.layer
+    during: dict[int, int] = {}  # layer: table bytes mapped at its first chunk
+    layer, from_rows = model.layer, model.from_rows
 
-    def watched(index, *args, **kwargs):
-        during.setdefault(index, _mapped_tables())
-        return layer(index, *args, **kwargs)
+    def watched(method):
+        def call(index, *args, **kwargs):
+            during.setdefault(index, _mapped_tables())
+            return method(index, *args, **kwargs)
 
-    model.layer = watched
+        return call
+
+    model.layer, model.from_rows = watched(layer), watched(from_rows)
     with torch.no_grad():
         logits = shared.forward(model)
-        model.layer = layer
+        model.layer, model.from_rows = layer, from_rows
         reference = BarrierExecutor(job, job.wire(4 * spec["hidden"]), store, streamed=True).forward(model)
     np.savez(
         Path(spec["out"]) / f"rank-{world.rank}.npz",

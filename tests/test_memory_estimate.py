@@ -134,18 +134,22 @@ def test_a_large_neighbourhood_s_explainer_is_its_bounded_sample():
 def test_a_sampled_evaluation_on_one_machine_holds_two_node_tables_once(cora_set):
     shape = {"workers": 2, "layers": 3, "sampler": "neighbor", "batch_size": 64, "fanouts": (10, 10, 5)}
     one_machine = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=2000))
-    # layer 1 reads a hidden table and writes another: wider than layer 0's input and output
-    assert one_machine.machine["evaluation"] == 4 * 2708 * (2000 + 2000)
+    # layer 1 reads a hidden table and writes the last layer's transformed rows (7 classes): wider
+    # than layer 0's input and output
+    assert one_machine.machine["evaluation"] == 4 * 2708 * (2000 + 7)
+    gat = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=2000, model="gat"))
+    assert gat.machine["evaluation"] == 4 * 2708 * (2000 + 2000)  # no transform before aggregation: hidden rows
     narrow = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=16))
-    assert narrow.machine["evaluation"] == 4 * 2708 * (16 + 16)  # layer 0 reads the feature files: no 1433-wide table
+    assert narrow.machine["evaluation"] == 4 * 2708 * (16 + 7)  # layer 0 reads the feature files: no 1433-wide table
     two = estimate_memory(cora_set, JobShape(**{**shape, "layers": 2}, machine_workers=2, hidden=16))
-    assert two.machine["evaluation"] == 4 * 2708 * 16  # layer 0's output; layer 1's stays with its workers
+    assert two.machine["evaluation"] == 4 * 2708 * 7  # layer 0's output, transformed; layer 1's stays with its workers
     one = estimate_memory(cora_set, JobShape(**{**shape, "layers": 1, "fanouts": (10,)}, machine_workers=2, hidden=16))
     assert one.machine["evaluation"] == 0
     assert narrow.machine["features"] == 4 * 2708 * 1433  # the rows layer 0 reads, counted once
     parts = [cora_set.part(k) for k in range(2)]
     local, edges = max(p.num_owned + p.num_halo for p in parts), max(p.indices.shape[0] for p in parts)
-    chunks = memory.SHARED_EVAL_CHUNKS * memory.EVAL_CHUNK_BYTES
+    # a chunk's scratch, and the owned rows' logits and root terms (7 classes)
+    chunks = memory.SHARED_EVAL_CHUNKS * memory.EVAL_CHUNK_BYTES + 2 * 4 * max(p.num_owned for p in parts) * 7
     assert one_machine.worker["evaluation"] == chunks + 8 * 2708  # the whole graph's in-edges: the sampler's map
     partitioned = estimate_memory(cora_set, JobShape(**shape, machine_workers=2, hidden=16, structure="partitioned"))
     assert partitioned.worker["evaluation"] == chunks + 8 * 2708 + 4 * edges + 4 * local  # and the part's in-edges

@@ -17,6 +17,7 @@ from commgraph.partition import partition_graph, partition_metrics, write_partit
 from commgraph.runtime import launch_local
 
 TESTS = Path(__file__).parent
+PAGE = os.sysconf("SC_PAGE_SIZE")
 GRAPHS = {"cora": "cora", "sbm": "sbm:nodes=600,classes=4,features=12,degree=8,seed=2"}
 
 
@@ -62,14 +63,17 @@ def _by_node(ranks: dict[int, dict], key: str) -> np.ndarray:
 @pytest.mark.multiproc
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
-    "graph, model",
+    "graph, model, tables",
     [
-        ("cora", {"model": "sage", "layers": 3, "hidden": 16, "whole": True}),
-        ("sbm", {"model": "gcn", "layers": 2, "hidden": 8, "whole": False}),
-        ("sbm", {"model": "commnet", "layers": 2, "hidden": 8, "whole": True}),  # layer 0 encodes each chunk's rows
+        # the last layer narrows 16 -> 7 classes: the table before it holds its transformed rows
+        ("cora", {"model": "sage", "layers": 3, "hidden": 16, "whole": True}, [16, 7]),
+        ("sbm", {"model": "gcn", "layers": 2, "hidden": 8, "whole": False}, [4]),
+        ("sbm", {"model": "commnet", "layers": 2, "hidden": 8, "whole": True}, [8]),  # layer 0 encodes each chunk
     ],
 )
-def test_shared_tables_give_the_executors_logits_on_one_and_three_workers(sets, tmp_path, monkeypatch, graph, model):
+def test_shared_tables_give_the_executors_logits_on_one_and_three_workers(
+    sets, tmp_path, monkeypatch, graph, model, tables
+):
     one = _evaluate(sets[graph, 1], 1, tmp_path / "one", monkeypatch, **model)
     three = _evaluate(sets[graph, 3], 3, tmp_path / "three", monkeypatch, **model)
     for ranks in (one, three):
@@ -77,7 +81,9 @@ def test_shared_tables_give_the_executors_logits_on_one_and_three_workers(sets, 
             np.testing.assert_allclose(result["shared"], result["reference"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(_by_node(three, "shared"), _by_node(one, "shared"), rtol=1e-5, atol=1e-6)
     # layer 0 reads the parts' feature files: only its output table; later layers their input and output
-    # tables (the last layer's output stays with its worker)
-    expected = [1] + [2] * (model["layers"] - 2) + [1]
+    # tables (the last layer's output stays with its worker), each table a row a node at its width
+    nodes = sum(r["owned"].shape[0] for r in three.values())
+    mapped = [0] + [-(-4 * nodes * width // PAGE) * PAGE for width in tables] + [0]
+    expected = [mapped[l] + mapped[l + 1] for l in range(model["layers"])]
     assert all(r["during"].tolist() == expected and int(r["after"]) == 0 for r in three.values())
     assert all(r["during"].tolist() == [0] * model["layers"] for r in one.values())  # one worker: nothing to share

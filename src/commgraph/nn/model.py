@@ -141,16 +141,20 @@ class GNN(torch.nn.Module):
 
     @property
     def linear_first(self) -> bool:
-        """Whether layer 0 is linear in each source row before aggregation (:data:`LINEAR_FIRST`),
-        so the owner of a row can transform it (:meth:`neighbour_rows`, :meth:`root_rows`) and the
-        layer is computed from the transformed rows (:meth:`first_from_rows`)."""
+        """Whether every layer is linear in each source row before aggregation (:data:`LINEAR_FIRST`),
+        so a row can be transformed where it is held (:meth:`neighbour_rows`, :meth:`root_rows`)
+        and the layer computed from the transformed rows (:meth:`from_rows`)."""
         return self.kind in LINEAR_FIRST
+
+    def narrows(self, index: int) -> bool:
+        """Whether layer ``index`` is :attr:`linear_first` and its output narrower than its input,
+        so its transformed rows take less memory than its input rows."""
+        return self.linear_first and self.out_width(index) < self.widths[index]
 
     @property
     def first_narrows(self) -> bool:
-        """Whether layer 0 is :attr:`linear_first` and its output narrower than its input, so its
-        transformed rows take less memory than the input rows."""
-        return self.linear_first and self.out_width(0) < self.widths[0]
+        """Whether layer 0 :meth:`narrows` its rows."""
+        return self.narrows(0)
 
     @property
     def first_aggregates(self) -> bool:
@@ -161,26 +165,27 @@ class GNN(torch.nn.Module):
         return self.linear_first and not self.first_narrows
 
     @property
-    def first_root(self) -> bool:
-        """Whether layer 0 has a per-destination term of its own (GraphSAGE's root weight)."""
+    def has_root(self) -> bool:
+        """Whether the layers have a per-destination term of their own (GraphSAGE's root weight)."""
         return self.kind == "sage"
 
-    def neighbour_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        """Layer 0's per-source transform of input rows ``x`` (``[n, F]`` to ``[n, hidden]``; GCN
-        and GraphSAGE only): what a destination aggregates, with the aggregation's weights.
-        ``keep`` (``[F]``, 0 or 1): the transform of the rows with the unkept columns zero."""
-        return self.convs[0].neighbour_rows(x, keep)
+    def neighbour_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None, index: int = 0) -> torch.Tensor:
+        """Layer ``index``'s per-source transform of its input rows ``x`` (``[n, widths[index]]``
+        to ``[n, out_width(index)]``; GCN and GraphSAGE only): what a destination aggregates, with
+        the aggregation's weights. ``keep`` (``[widths[index]]``, 0 or 1): the transform of the rows
+        with the unkept columns zero."""
+        return self.convs[index].neighbour_rows(x, keep)
 
-    def root_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor | None:
-        """Layer 0's per-destination term of input rows ``x`` (GraphSAGE's root weight; None for
-        GCN; ``keep`` as :meth:`neighbour_rows`)."""
-        return self.convs[0].root_rows(x, keep)
+    def root_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None, index: int = 0) -> torch.Tensor | None:
+        """Layer ``index``'s per-destination term of its input rows ``x`` (GraphSAGE's root weight;
+        None for GCN; ``keep`` as :meth:`neighbour_rows`)."""
+        return self.convs[index].root_rows(x, keep)
 
-    def first_from_rows(self, neighbour: torch.Tensor, root: torch.Tensor | None, block: Block) -> torch.Tensor:
-        """Layer 0 (activated) on ``block`` from its table's :meth:`neighbour_rows` and its
+    def from_rows(self, index: int, neighbour: torch.Tensor, root: torch.Tensor | None, block: Block) -> torch.Tensor:
+        """Layer ``index`` (activated) on ``block`` from its table's :meth:`neighbour_rows` and its
         destinations' :meth:`root_rows`: the same rows as :meth:`layer` on the input rows, up to
         float rounding (the transform and the aggregation commute)."""
-        return self.activate(0, self.convs[0].from_rows(neighbour, root, block))
+        return self.activate(index, self.convs[index].from_rows(neighbour, root, block))
 
     def aggregation(self, index: int, block: Block) -> tuple[torch.Tensor, bool]:
         """Layer ``index``'s aggregation on ``block`` (GCN and GraphSAGE only): the adjacency

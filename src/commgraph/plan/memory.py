@@ -175,10 +175,12 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
             _sampled_first_layers(n, width, shape) + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
         if shares_evaluation(shape):
-            machine["evaluation"] = _shared_tables(n, shape)
-            # a chunk, and two node maps (table row, degree); with partitioned structure, the part's in-edges
+            machine["evaluation"] = _shared_tables(n, shape, _classes(pset))
+            # a chunk, two node maps (table row, degree), the owned rows' logits (and root terms);
+            # with partitioned structure, the part's in-edges
             part_edges = 0 if shape.structure == "replicated" else 4 * max(s[2] for s in sizes) + 4 * local
-            worker["evaluation"] = SHARED_EVAL_CHUNKS * EVAL_CHUNK_BYTES + 8 * n + part_edges
+            logits = 2 * 4 * owned * _classes(pset)
+            worker["evaluation"] = SHARED_EVAL_CHUNKS * EVAL_CHUNK_BYTES + 8 * n + part_edges + logits
         else:
             evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
             worker["evaluation"] = part_structure + _full_graph_pass(owned, local, width, evaluation)
@@ -197,13 +199,17 @@ def shares_evaluation(shape: JobShape) -> bool:
     return shape.sampler is not None and shape.peer_rows == "map" and shape.machine_workers == shape.workers
 
 
-def _shared_tables(num_nodes: int, shape: JobShape) -> int:
+def _shared_tables(num_nodes: int, shape: JobShape, classes: int) -> int:
     """The machine's evaluation tables at their largest: layer ``l``'s input and output tables
     (``N`` rows each) live together, except that layer 0 reads its rows from the parts' feature
     files in place (counted as ``features``: no input table) and the last layer's output stays
-    with its workers."""
-    widths = [0] + [shape.hidden] * (shape.layers - 1)
-    return max(4 * num_nodes * sum(widths[l : l + 2]) for l in range(shape.layers))
+    with its workers; a GCN's or GraphSAGE's last layer that narrows its rows reads a table of
+    its transformed rows, ``classes`` wide."""
+    tables = [shape.hidden] * (shape.layers - 1)  # layer l's output, l < layers - 1
+    if tables and shape.model in LINEAR_FIRST and classes < shape.hidden:
+        tables[-1] = classes
+    widths = [0, *tables, 0]
+    return max(4 * num_nodes * (widths[l] + widths[l + 1]) for l in range(shape.layers))
 
 
 def _sampled_first_layers(num_nodes: int, width: int, shape: JobShape) -> int:
@@ -317,10 +323,15 @@ def _structure_bytes(pset: PartitionSet, structure: str, machine_workers: int) -
     return size("structure/owner.npy") + size("structure/degree.npy") + sum(parts[:machine_workers])
 
 
+def _classes(pset: PartitionSet) -> int:
+    """About how many classes the set's labels have (part 0's)."""
+    labels = pset.part(0, check=False).labels
+    return 1 if labels is None or labels.shape[0] == 0 else int(np.max(labels)) + 1
+
+
 def _parameters(width: int, hidden: int, layers: int, pset: PartitionSet) -> int:
     """About how many parameters the model has (its weights; biases are negligible)."""
-    labels = pset.part(0, check=False).labels
-    classes = 1 if labels is None or labels.shape[0] == 0 else int(np.max(labels)) + 1
+    classes = _classes(pset)
     return 2 * (width * hidden + max(layers - 2, 0) * hidden * hidden + hidden * max(classes, hidden))
 
 

@@ -147,7 +147,7 @@ def first_layer_rows(model: GNN, rows: InputRows, num_dst: int) -> tuple[torch.T
         )
 
     neighbour = chunked(model.neighbour_rows, rows.num_rows)
-    return neighbour, chunked(model.root_rows, num_dst) if model.first_root else None
+    return neighbour, chunked(model.root_rows, num_dst) if model.has_root else None
 
 
 def first_layers_aggregated(model: GNN, rows: InputRows, blocks: list[Block]) -> tuple[torch.Tensor, int]:
@@ -254,7 +254,7 @@ class FeatureFetch:
         aggregates them first (:func:`first_layers_aggregated`); the others read the whole table."""
         if model.first_narrows:
             neighbour, root = first_layer_rows(model, fetched.rows, blocks[0].num_dst)
-            return later_layers(model, model.first_from_rows(neighbour, root, blocks[0]), blocks)
+            return later_layers(model, model.from_rows(0, neighbour, root, blocks[0]), blocks)
         if model.first_aggregates:
             h, done = first_layers_aggregated(model, fetched.rows, blocks)
             return later_layers(model, h, blocks, done)

@@ -58,7 +58,7 @@ class OwnerInput:
         neighbour, root = self._transformed(model)
         halo = halo_exchange(neighbour.index_select(0, self.sent), self.runner, 0, (FORWARD_LABEL, BACKWARD_LABEL))
         table = torch.cat([neighbour, halo])
-        return lambda block: model.first_from_rows(table, None if root is None else block.dst(root), block)
+        return lambda block: model.from_rows(0, table, None if root is None else block.dst(root), block)
 
     def _transformed(self, model: GNN) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Every owned row's neighbour and root rows."""
@@ -72,7 +72,7 @@ class OwnerInput:
             for a in range(0, rows.numel(), step)
         ]
         both = torch.cat(outs) if outs else self._chunk(model, rows)
-        if not model.first_root:
+        if not model.has_root:
             return both, None
         hidden = both.shape[1] // 2
         return both[:, :hidden], both[:, hidden:]

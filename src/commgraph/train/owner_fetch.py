@@ -40,7 +40,7 @@ class OwnerFetch(FeatureFetch):
             return replace_owner(self(batch), self.device)
         request = self.request(batch)
         fetched = self.table(request, batch, self.device, None)
-        dst = request.dst_counts if self.model.first_root else np.zeros_like(request.dst_counts)
+        dst = request.dst_counts if self.model.has_root else np.zeros_like(request.dst_counts)
         received = rows_to_readers(self._served(request, dst), self.alltoall, (request.counts + dst).T)
         fetched.owner = self._placed(request, dst, received)
         return fetched
@@ -121,7 +121,7 @@ def owner_forward(model: GNN, fetched: Fetched, blocks: list[Block]) -> torch.Te
         neighbour = neighbour.index_copy(0, rows.at, rows.received.index_select(0, rows.neighbour))
     if root is not None and rows.dst_at.numel():
         root = root.index_copy(0, rows.dst_at, rows.received.index_select(0, rows.root))
-    return later_layers(model, model.first_from_rows(neighbour, root, blocks[0]), blocks)
+    return later_layers(model, model.from_rows(0, neighbour, root, blocks[0]), blocks)
 
 
 def settle_idle(fetched: Fetched) -> None:

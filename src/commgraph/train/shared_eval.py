@@ -15,7 +15,10 @@ encoded) into a table of its own, sized by the chunk's in-edges. Only two tables
 a layer is computed in chunks of destinations (:data:`~commgraph.nn.model.EVAL_CHUNK_BYTES`), each
 chunk's block built from mapped in-edges (the whole graph's that the sampler maps already,
 ``whole``, or the part's) with its columns renumbered into the table. The last layer's rows stay
-with their worker. The chunks' blocks, of varying sizes, would grow a heap that keeps freed blocks
+with their worker; where that layer narrows its rows (GraphSAGE's or GCN's last layer, hidden
+to classes), the layer before it writes its rows already transformed by the last layer's
+weights, so the machine's last table is as narrow as the logits (products: 47 floats a row
+against 256). The chunks' blocks, of varying sizes, would grow a heap that keeps freed blocks
 (:func:`~commgraph.runtime.memory.keep_freed_memory`) by their fragments, so the pass runs under
 :func:`~commgraph.runtime.memory.freed_blocks_returned` and hands the heap's free pages back after
 each layer (:func:`~commgraph.runtime.memory.release_free_memory`).
@@ -26,6 +29,8 @@ full-graph executors do.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -150,25 +155,48 @@ class SharedEvaluation:
             return model.decode(self._layers(model))
 
     def _layers(self, model: GNN) -> torch.Tensor:
-        """The last layer's output rows of the part (see :meth:`forward`)."""
-        table, out = None, None
+        """The last layer's output rows of the part (see :meth:`forward`). Where the last layer
+        :meth:`~commgraph.nn.model.GNN.narrows` its rows, the layer before it writes them already
+        transformed (the last layer's :meth:`~commgraph.nn.model.GNN.neighbour_rows` into the
+        machine's table, its root rows into the worker's own): the machine's last table is as
+        narrow as the logits, not as wide as the hidden rows."""
+        last = model.num_layers - 1
+        early = last > 0 and model.narrows(last)
+        root = torch.empty((self.num_owned, model.out_width(last))) if early and model.has_root else None
+        table, out = None, torch.empty((self.num_owned, model.out_width(last)))
         for index in range(model.num_layers):
-            last = index == model.num_layers - 1
-            following = None if last else self._table(model.out_width(index))
-            if last:
-                out = torch.empty((self.num_owned, model.out_width(index)))
-            target = out if last else following.x[self.start : self.start + self.num_owned]
-            if index == 0:
-                widest = max(self.store.width, model.widths[0], model.out_width(0))
-                for a, b in self._input_chunks(EVAL_CHUNK_BYTES // (4 * widest)):
-                    block, x = self._input_block(a, b)
-                    target[a:b] = model.layer(0, model.encode(x), block)
-            else:
-                for a, b in self._chunks(max(model.widths[index], model.out_width(index))):
-                    target[a:b] = model.layer(index, table.x, self._block(a, b))
+            kept = early and index == last - 1  # its rows kept as the last layer's transforms
+            following = None if index == last else self._table(model.out_width(last if kept else index))
+            target = out if following is None else following.x[self.start : self.start + self.num_owned]
+            for a, b, rows in self._layer_rows(model, index, table, root if early else None):
+                if kept:
+                    target[a:b] = model.neighbour_rows(rows, index=last)
+                    if root is not None:
+                        root[a:b] = model.root_rows(rows, index=last)
+                else:
+                    target[a:b] = rows
             release_free_memory()  # the chunks' blocks and rows
             self._barrier()  # every worker has read this table and written the next
             if table is not None:
                 table.close()
             table = following
         return out
+
+    def _layer_rows(
+        self, model: GNN, index: int, table: SharedTable | None, root: torch.Tensor | None
+    ) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """Layer ``index``'s output rows of owned destinations ``[a, b)``, a chunk at a time: layer 0
+        from the features; a last layer that narrows its rows from ``table``'s transformed rows
+        and the destinations' ``root`` rows (None for GCN); any other layer from ``table``'s rows."""
+        last = model.num_layers - 1
+        if index == 0:
+            widest = max(self.store.width, model.widths[0], model.out_width(0))
+            for a, b in self._input_chunks(EVAL_CHUNK_BYTES // (4 * widest)):
+                block, x = self._input_block(a, b)
+                yield a, b, model.layer(0, model.encode(x), block)
+        elif index == last and model.narrows(last):
+            for a, b in self._chunks(model.out_width(last)):
+                yield a, b, model.from_rows(last, table.x, None if root is None else root[a:b], self._block(a, b))
+        else:
+            for a, b in self._chunks(max(model.widths[index], model.out_width(index))):
+                yield a, b, model.layer(index, table.x, self._block(a, b))
