@@ -168,7 +168,7 @@ class SharedEvaluation:
             kept = early and index == last - 1  # its rows kept as the last layer's transforms
             following = None if index == last else self._table(model.out_width(last if kept else index))
             target = out if following is None else following.x[self.start : self.start + self.num_owned]
-            for a, b, rows in self._layer_rows(model, index, table, root if early else None):
+            for a, b, rows in self._layer_rows(model, index, table, root):
                 if kept:
                     target[a:b] = model.neighbour_rows(rows, index=last)
                     if root is not None:
