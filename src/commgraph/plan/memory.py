@@ -157,6 +157,7 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     num_edges = int(pset.manifest["graph"]["num_edges"])
     first = pset.part(0, check=False)
     width = 0 if first.features is None or not shape.features else int(first.features.shape[1])
+    classes = _classes(pset)
     sizes = [_part_sizes(pset, k) for k in range(pset.num_parts)]
     owned = max(s[0] for s in sizes)
     local = max(s[0] + s[1] for s in sizes)
@@ -175,11 +176,11 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
             _sampled_first_layers(n, width, shape) + SAMPLED_EDGE_BYTES * edges + 8 * n
         )  # 8 n: the sampler's node-indexed scratch
         if shares_evaluation(shape):
-            machine["evaluation"] = _shared_tables(n, shape, _classes(pset))
+            machine["evaluation"] = _shared_tables(n, shape, classes)
             # a chunk, two node maps (table row, degree), the owned rows' logits (and root terms);
             # with partitioned structure, the part's in-edges
             part_edges = 0 if shape.structure == "replicated" else 4 * max(s[2] for s in sizes) + 4 * local
-            logits = 2 * 4 * owned * _classes(pset)
+            logits = 2 * 4 * owned * classes
             worker["evaluation"] = SHARED_EVAL_CHUNKS * EVAL_CHUNK_BYTES + 8 * n + part_edges + logits
         else:
             evaluation = replace(shape, train=False)  # the full-graph pass over the part, without autograd
@@ -187,7 +188,7 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         if shape.explainer:
             worker["explainer"] = _explainer_bytes(n, num_edges, owned, width, shape)
     if shape.train:
-        worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, pset)
+        worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, classes)
     return MemoryEstimate(
         shape.machine_workers, {k: int(v) for k, v in machine.items()}, {k: int(v) for k, v in worker.items()}
     )
@@ -329,9 +330,8 @@ def _classes(pset: PartitionSet) -> int:
     return 1 if labels is None or labels.shape[0] == 0 else int(np.max(labels)) + 1
 
 
-def _parameters(width: int, hidden: int, layers: int, pset: PartitionSet) -> int:
+def _parameters(width: int, hidden: int, layers: int, classes: int) -> int:
     """About how many parameters the model has (its weights; biases are negligible)."""
-    classes = _classes(pset)
     return 2 * (width * hidden + max(layers - 2, 0) * hidden * hidden + hidden * max(classes, hidden))
 
 

@@ -168,7 +168,7 @@ class SharedEvaluation:
             kept = early and index == last - 1  # its rows kept as the last layer's transforms
             following = None if index == last else self._table(model.out_width(last if kept else index))
             target = out if following is None else following.x[self.start : self.start + self.num_owned]
-            for a, b, rows in self._layer_rows(model, index, table, root):
+            for a, b, rows in self._layer_rows(model, index, table, root, early and index == last):
                 if kept:
                     target[a:b] = model.neighbour_rows(rows, index=last)
                     if root is not None:
@@ -183,20 +183,20 @@ class SharedEvaluation:
         return out
 
     def _layer_rows(
-        self, model: GNN, index: int, table: SharedTable | None, root: torch.Tensor | None
+        self, model: GNN, index: int, table: SharedTable | None, root: torch.Tensor | None, transformed: bool
     ) -> Iterator[tuple[int, int, torch.Tensor]]:
         """Layer ``index``'s output rows of owned destinations ``[a, b)``, a chunk at a time: layer 0
-        from the features; a last layer that narrows its rows from ``table``'s transformed rows
-        and the destinations' ``root`` rows (None for GCN); any other layer from ``table``'s rows."""
-        last = model.num_layers - 1
+        from the features; a layer whose inputs were written ``transformed`` from ``table``'s
+        transformed rows and the destinations' ``root`` rows (None for GCN); any other layer from
+        ``table``'s rows."""
         if index == 0:
             widest = max(self.store.width, model.widths[0], model.out_width(0))
             for a, b in self._input_chunks(EVAL_CHUNK_BYTES // (4 * widest)):
                 block, x = self._input_block(a, b)
                 yield a, b, model.layer(0, model.encode(x), block)
-        elif index == last and model.narrows(last):
-            for a, b in self._chunks(model.out_width(last)):
-                yield a, b, model.from_rows(last, table.x, None if root is None else root[a:b], self._block(a, b))
+        elif transformed:
+            for a, b in self._chunks(model.out_width(index)):
+                yield a, b, model.from_rows(index, table.x, None if root is None else root[a:b], self._block(a, b))
         else:
             for a, b in self._chunks(max(model.widths[index], model.out_width(index))):
                 yield a, b, model.layer(index, table.x, self._block(a, b))
