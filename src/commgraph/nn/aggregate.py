@@ -94,21 +94,28 @@ def aggregate_rows(
     values = adjacency.values().unsqueeze(1)
     weighted = bool((values != 1).any())
     num_dst = crow.shape[0] - 1
-    chunks = []
+    aggregated = x_dst = None
     with _one_thread(values.device):
         for d0, d1 in _entry_chunks(crow, step):
             e0, e1 = int(crow[d0]), int(crow[d1])
             rows = take(col[e0:e1])
+            if aggregated is None:
+                aggregated = rows.new_zeros((num_dst, rows.shape[1]))
             if weighted:
                 rows.mul_(values[e0:e1])
-            owner = torch.from_numpy(np.repeat(np.arange(d1 - d0), np.diff(crow[d0 : d1 + 1]))).to(rows.device)
-            chunks.append(rows.new_zeros((d1 - d0, rows.shape[1])).index_add_(0, owner, rows))
-        x_dst = [take(np.arange(a, min(a + step, num_dst)) + dst_start) for a in range(0, num_dst, step)]
-    aggregated = torch.cat(chunks)
+            owner = torch.from_numpy(np.repeat(np.arange(d0, d1), np.diff(crow[d0 : d1 + 1]))).to(rows.device)
+            aggregated.index_add_(0, owner, rows)
+        for a in range(0, num_dst, step):
+            rows = take(np.arange(a, min(a + step, num_dst)) + dst_start)
+            if x_dst is None:
+                x_dst = rows.new_empty((num_dst, rows.shape[1]))
+            x_dst[a : a + rows.shape[0]] = rows
+    if aggregated is None:  # no destinations
+        aggregated = x_dst = take(col[:0])
     if mean:
         counts = torch.from_numpy(np.diff(crow)).to(aggregated.device)
-        aggregated = aggregated / counts.clamp(min=1).unsqueeze(1).to(aggregated.dtype)
-    return Aggregated(aggregated, torch.cat(x_dst))
+        aggregated = aggregated.div_(counts.clamp(min=1).unsqueeze(1).to(aggregated.dtype))
+    return Aggregated(aggregated, x_dst)
 
 
 def _entry_chunks(crow: np.ndarray, step: int) -> list[tuple[int, int]]:

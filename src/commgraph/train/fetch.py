@@ -163,9 +163,10 @@ def first_layers_aggregated(model: GNN, rows: InputRows, blocks: list[Block]) ->
     (:attr:`~commgraph.nn.GNN.first_aggregates`), aggregating before they transform
     (:mod:`commgraph.nn.aggregate`): the input rows are read a chunk of entries at a time, where
     they lie, and added into layer 0's aggregates (its destinations' rows at the input width; no
-    gradient, so no chunk is read twice); with a second layer, layer 0's output is then made a chunk of its destinations at
-    a time and added into layer 1's aggregates, so neither the input table nor layer 0's output
-    is ever held whole. Returns the last of those layers' output and how many layers it is."""
+    gradient, so no chunk is read twice); with a second layer, layer 0's output is then made a
+    chunk of its destinations at a time and added into layer 1's aggregates, so neither the input
+    table nor layer 0's output is ever held whole. Returns the last of those layers' output and how
+    many layers it is."""
     adjacency, mean = model.aggregation(0, blocks[0])
     first = aggregate_rows(rows.take, adjacency, mean, rows.chunk_rows, blocks[0].dst_start)
     if model.num_layers == 1:
