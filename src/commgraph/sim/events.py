@@ -156,7 +156,11 @@ def fill(ptr, bound, resources, weights, priority, capacity, flows, rates, index
         f = flows[i]
         for j in range(ptr[f], bound[f]):
             residual[resources[j]] = capacity[resources[j]]
-    order = flows[np.argsort(priority[flows], kind="mergesort")]
+    order = flows
+    for i in range(1, n):
+        if priority[flows[i]] != priority[flows[0]]:  # several classes: stably by class
+            order = flows[np.argsort(priority[flows], kind="mergesort")]
+            break
     run_start = 0
     while run_start < n:
         c = priority[order[run_start]]
@@ -563,7 +567,10 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
                     res_mark[r] = -epoch
                     touched[n_moved] = r
                     n_moved += 1
-    for r in np.sort(touched[:n_moved]):  # ascending, as the timeline lists them
+    moved = touched[:n_moved]
+    if record:  # ascending, as the timeline lists them (each resource's load is its own otherwise)
+        moved = np.sort(moved)
+    for r in moved:
         total = 0.0
         if not binding[r]:  # only whether it is busy
             total = 1.0 if state.positive[r] > 0 else 0.0
