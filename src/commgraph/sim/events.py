@@ -23,8 +23,10 @@ left (progressive filling). Each event costs in proportion to what it touched, n
   time of that change, and its projected finish time sits in a heap with a version stamp (entries
   of an older rate are skipped), so advancing time costs nothing per live flow, and a flow's
   accounting changes only when its rate did;
-- a resource's load is re-summed only where the component reached, and its busy time grows by the
-  spans during which its load was above zero.
+- a resource's busy time grows by the spans during which its load was above zero; without a
+  recorded timeline that is all a load is (whether some flow on the resource has a rate above
+  zero: a count kept as rates leave or reach zero), and with one a load is re-summed only where
+  the component reached.
 
 Computations and timers (a computation's end, a transfer's latency after its last byte) share a
 heap ordered by (time, task). Events at the same instant are handled together: flows first, then
@@ -304,7 +306,7 @@ class _State(NamedTuple):
     version: np.ndarray
     setting_up: np.ndarray
     load: np.ndarray
-    positive: np.ndarray  # per non-binding resource: its flows with a rate above zero
+    positive: np.ndarray  # per resource: its flows with a rate above zero
     busy: np.ndarray
     busy_since: np.ndarray
     start: np.ndarray
@@ -483,8 +485,8 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
 
 @njit(cache=True, inline="always")
 def _count_positive(flows, state, f, step):  # pragma: no cover
-    """Flow ``f``'s rate left or reached zero: count it in or out of its non-binding resources."""
-    for j in range(flows.bound[f], flows.ptr[f + 1]):
+    """Flow ``f``'s rate left or reached zero: count it in or out of its resources."""
+    for j in range(flows.ptr[f], flows.ptr[f + 1]):
         state.positive[flows.resources[j]] += step
 
 
@@ -552,7 +554,9 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         f = picked[k]
         rate = rates[f]
         if rate != old[k]:
-            end = bound[f]  # a non-binding resource's load moves only when a rate leaves or reaches zero
+            # a recorded load moves with every rate on its binding resources; an unrecorded one (whether
+            # a flow on the resource has a rate above zero) only when a rate leaves or reaches zero
+            end = bound[f] if record else ptr[f]
             if (rate > 0.0) != (old[k] > 0.0):
                 _count_positive(flows, state, f, 1 if rate > 0.0 else -1)
                 end = ptr[f + 1]
@@ -572,11 +576,11 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         moved = np.sort(moved)
     for r in moved:
         total = 0.0
-        if not binding[r]:  # only whether it is busy
-            total = 1.0 if state.positive[r] > 0 else 0.0
-        else:
+        if record and binding[r]:
             for u in range(first[r], first[r] + count[r]):
                 total += rates[users[u]] * flows.weights[index.entry[u]]
+        else:  # only whether it is busy
+            total = 1.0 if state.positive[r] > 0 else 0.0
         was = load[r]
         if total == was:
             continue
