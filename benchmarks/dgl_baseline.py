@@ -224,8 +224,8 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
             str(checkpoints),
         ]
         row = BaselineRow("commgraph-1", ["commgraph", *args])
-        shutil.rmtree(checkpoints, ignore_errors=True)  # commgraph-predict reads this run's model only
         for _ in range(opts.repeats):
+            shutil.rmtree(checkpoints, ignore_errors=True)  # commgraph-predict reads the last run's model only
             metrics.unlink(missing_ok=True)
             run = _measured(
                 "commgraph-1", commgraph_argv(opts.python, args), opts, env=commgraph_env(), until=_has_line(metrics)
