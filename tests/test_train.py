@@ -19,10 +19,11 @@ from commgraph.cli.main import main
 from commgraph.errors import JobError, SamplingError, TrainingError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
-from commgraph.runtime import launch_local, pick_device
+from commgraph.runtime import pick_device
 from commgraph.runtime.world import placement_conflict
 from commgraph.topology import Device, Link, Topology, write_yaml
 from commgraph.train import checkpoint
+from forked import launch_forked
 from ports import free_port
 
 TESTS = Path(__file__).parent
@@ -59,7 +60,7 @@ def _run_job(partdir: Path, runs: dict, workers: int, out: Path, monkeypatch, de
     spec = out / "spec.json"
     spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": runs, "device": device}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
+    assert launch_forked([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
 
 
@@ -459,7 +460,7 @@ def test_ranks_that_disagree_on_the_backend_stop_at_join(monkeypatch, capfd):
     """One rank sees a GPU and picks NCCL, the other Gloo: both stop when they join, before the
     process group (whose Gloo set-up would wait for the NCCL rank), and say why."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([], 2, grace=30, module="fake_gpu_driver") != 0
+    assert launch_forked([], 2, grace=30, module="fake_gpu_driver") != 0
     out = capfd.readouterr().out
     for rank in (0, 1):
         assert f"rank {rank}: rank 0 on " in out
