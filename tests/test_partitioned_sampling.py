@@ -257,6 +257,7 @@ def test_partitioned_structure_is_a_neighbor_sampler_option(cora_four, capsys):
     assert len(err) == 1 and "--structure is a sampler option for --sampler neighbor" in err[0]
 
 
+@pytest.mark.multiproc  # the launcher forks its zygote before it checks the set
 def test_a_set_without_halo_files_is_refused_before_any_worker(cora_four, tmp_path, capsys):
     import shutil
 
