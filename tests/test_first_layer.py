@@ -257,7 +257,7 @@ def _csr_block(rng, num_src: int, num_dst: int, dst_start: int) -> Block:
 def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_and_gradients(
     monkeypatch, model, layers
 ):
-    """Layer 0 wider than its input: the input rows, read 7 at a time and added into their
+    """Layer 0 wider than its input: the input rows, read 10 entries at a time and added into their
     destinations' aggregates, then transformed, and (with a second layer) layer 0's output made 7
     destinations at a time and added into layer 1's aggregates, give the rows and the weight
     gradients of the layers on the whole table, dropout included (the same seed draws the same
@@ -276,7 +276,7 @@ def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_
     own = np.zeros(num_src, np.int8)
     rows = InputRows(fetch, np.arange(num_src), own, own.astype(np.int64), own, None, None, fetch.device)
     monkeypatch.setattr(fetch_module, "INPUT_CHUNK_BYTES", 4 * hidden * 7)  # layer 0's output: 7 rows at a time
-    assert rows.chunk_rows == 10  # the input rows: 10 at a time
+    assert rows.chunk_rows == 10  # the input rows: 10 entries at a time
     weights = torch.from_numpy(rng.standard_normal((blocks[-1].num_dst, hidden)).astype(np.float32))
     threads = torch.get_num_threads()  # the chunks' additions run on one thread, then give the others back
     results = []

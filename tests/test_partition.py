@@ -289,3 +289,18 @@ def test_the_whole_structure_is_stored_once_in_its_narrowest_types(cora, tmp_pat
 @pytest.mark.parametrize("parts, dtype", [(2, np.int8), (128, np.int8), (129, np.int16), (40000, np.int32)])
 def test_owner_ids_take_the_narrowest_type_that_holds_them(parts, dtype):
     assert store_module.owner_dtype(parts) == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("owned_size", [0, 50, 70_000])  # 70,000: searched in ascending order
+def test_owned_positions_are_where_each_owned_id_lies(monkeypatch, owned_size):
+    """A range of owned ids (a subtraction), scattered owned ids (a search; over the sorted ids when
+    there are many) and repeated, unordered queries: each position holds the asked id."""
+    rng = np.random.default_rng(3)
+    contiguous = np.arange(40, 40 + owned_size, dtype=np.int32)
+    scattered = np.sort(rng.choice(10 * max(owned_size, 1), size=owned_size, replace=False))
+    for owned in (contiguous, scattered):
+        ids = owned[rng.integers(0, owned_size, size=3 * owned_size)] if owned_size else owned[:0]
+        positions = store_module.owned_positions(owned, ids)
+        assert positions.dtype == np.int64 and positions.shape == ids.shape
+        assert np.array_equal(owned[positions], ids)
+        assert np.array_equal(positions, np.searchsorted(owned, ids))

@@ -375,12 +375,12 @@ def test_sprayed_parallel_links_merge_into_one_constraint_and_every_result_stays
     assert merged.resources.shape[0] < table.resources.shape[0]
     assert np.array_equal(np.diff(merged.ptr) > 0, np.diff(table.ptr) > 0)
     fast = simulate(net, tasks)
-    original = engine.merge_identical
+    original = engine.identical_columns
     try:
-        engine.merge_identical = lambda flows: (flows, np.arange(flows.capacity.shape[0]))
+        engine.identical_columns = lambda ptr, resources, weights, capacity: np.arange(capacity.shape[0])
         plain = simulate(net, tasks)
     finally:
-        engine.merge_identical = original
+        engine.identical_columns = original
     assert np.allclose(fast.finish, plain.finish, rtol=1e-12, atol=0) and np.allclose(fast.start, plain.start)
     assert np.allclose(fast.busy_seconds, plain.busy_seconds, rtol=1e-12, atol=1e-15)
     for r in np.unique(plain.timeline[1]):  # each link's utilisation steps, in time order
@@ -389,6 +389,41 @@ def test_sprayed_parallel_links_merge_into_one_constraint_and_every_result_stays
             fast.timeline[2][a], plain.timeline[2][b]
         )
     assert set(np.unique(fast.timeline[1])) == set(np.unique(plain.timeline[1]))
+
+
+def test_merging_on_the_paths_gives_the_flow_by_flow_merge():
+    """The flow table merged on the distinct paths (setup flows and forwarding limits included)
+    equals the full table merged flow by flow, entry for entry, and so do the bytes per resource;
+    with a private rate cap it is merged flow by flow."""
+    from commgraph.sim import engine
+
+    net = load_preset("fattree:k=4,server=hgx-h100,nics=1,bisection=full").with_routing("spray")
+    gpus = [g.id for g in net.gpus]
+    rng = np.random.default_rng(5)
+    sprayed = [
+        Transfer(f"x{k}", gpus[a], gpus[b], float(rng.integers(1, 9)) * 1e8)
+        for k, (a, b) in enumerate(rng.integers(0, 64, (80, 2)))
+    ]
+    cases = [(net, sprayed)]
+    for seed in range(6):
+        topology, tasks, _ = random_case(seed)
+        cases += [
+            (topology, tasks),
+            (topology, [replace(t, max_rate=None) if isinstance(t, Transfer) else t for t in tasks]),
+        ]
+    merged_any = False
+    for topology, tasks in cases:
+        transfer = check_dag(tasks).transfer
+        full = engine._Flows(topology, tasks, transfer)
+        expected, stands_for = engine.merge_identical(full.arrays())
+        fast = engine._Flows(topology, tasks, transfer, merge=True)
+        got = fast.arrays()
+        for field in ("ptr", "resources", "weights", "sizes", "capacity"):
+            assert np.array_equal(getattr(got, field), getattr(expected, field)), field
+        assert np.array_equal(fast.stands_for, stands_for)
+        assert np.array_equal(fast.bytes_per_resource(), full.bytes_per_resource())
+        merged_any |= bool((stands_for != np.arange(stands_for.shape[0])).any())
+    assert merged_any
 
 
 def _without_implied(net, tasks):

@@ -6,22 +6,26 @@ layer reads each row once or a few times (a sampled batch: about one edge per so
 outermost hop), the rows can be produced a chunk at a time and added into the destinations'
 aggregates as they come, and no source-wide tensor exists:
 
-- :func:`aggregate_rows`: the input rows of a batch (no gradient), read a chunk at a time;
+- :func:`aggregate_rows`: the input rows of a batch (no gradient), read a chunk of destinations'
+  entries at a time, one row per entry, where the table lies;
 - :class:`AggregateLayerOutput`: a layer's *output* rows (GraphSAGE's or GCN's layer 0, activated)
   made a chunk of its destinations at a time from that layer's aggregates and added into the next
   layer's aggregates; the backward pass makes each chunk again (its dropout mask kept, one byte an
   entry) and returns the weights' gradients, so the layer's output is never held whole in either
   pass.
 
-Edges are taken source after source (:class:`SourceEdges`), each source's by destination: a
-destination's sum then adds its sources in increasing order, as the block's sparse product does.
+Either way a destination's sum adds its sources in increasing order, as the block's sparse product
+does: :func:`aggregate_rows` takes the entries destination after destination, the layer's output
+source after source (:class:`SourceEdges`), each source's by destination.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -72,29 +76,76 @@ class Aggregated:
 
 
 def aggregate_rows(
-    read: Callable[[int, int], torch.Tensor],
-    num_src: int,
-    step: int,
+    take: Callable[[np.ndarray], torch.Tensor],
     adjacency: torch.Tensor,
     mean: bool,
+    step: int,
     dst_start: int = 0,
 ) -> Aggregated:
-    """The aggregates of source rows ``read(a, b)`` (rows ``a..b-1``, no gradient), read ``step``
-    rows at a time: ``adjacency`` times the rows (divided by each destination's entries when
-    ``mean``), and the destinations' own rows (sources ``dst_start..``) kept as the chunks pass."""
-    edges = SourceEdges.of(adjacency)
-    num_dst = edges.counts.shape[0]
-    bounds = edges.bounds(num_src, step)
-    aggregated, x_dst = None, None
-    for index, a in enumerate(range(0, num_src, step)):
-        b = min(a + step, num_src)
-        x = read(a, b)
-        if aggregated is None:
-            aggregated = x.new_zeros((num_dst, x.shape[1]))
-            x_dst = x.new_empty((num_dst, x.shape[1]))
-        _keep_dst_rows(x_dst, x, a, dst_start)
-        _add_chunk(aggregated, edges, x, a, bounds[index], bounds[index + 1], step)
-    return Aggregated(edges.divide(aggregated) if mean else aggregated, x_dst)
+    """The aggregates of a table's rows that ``take(positions)`` reads (no gradient):
+    ``adjacency`` times the rows (divided by each destination's entries when ``mean``), a chunk of
+    destinations at a time, each chunk's entries (at most ``step``, or one destination's) read as
+    one row per entry and added into their destinations in order; and the destinations' own rows
+    (table rows ``dst_start..``), ``step`` at a time. A row that several destinations read is
+    read once per entry: the table is read where it lies (a feature store, a mapped file, the
+    rows received) and never held whole."""
+    crow = adjacency.crow_indices().cpu().numpy()
+    col = adjacency.col_indices().cpu().numpy()
+    values = adjacency.values().unsqueeze(1)
+    weighted = bool((values != 1).any())
+    num_dst = crow.shape[0] - 1
+    aggregated = x_dst = None
+    with _one_thread(values.device):
+        for d0, d1 in _entry_chunks(crow, step):
+            e0, e1 = int(crow[d0]), int(crow[d1])
+            rows = take(col[e0:e1])
+            if aggregated is None:
+                aggregated = rows.new_zeros((num_dst, rows.shape[1]))
+            if weighted:
+                rows.mul_(values[e0:e1])
+            owner = torch.from_numpy(np.repeat(np.arange(d0, d1), np.diff(crow[d0 : d1 + 1]))).to(rows.device)
+            aggregated.index_add_(0, owner, rows)
+        for a in range(0, num_dst, step):
+            rows = take(np.arange(a, min(a + step, num_dst)) + dst_start)
+            if x_dst is None:
+                x_dst = rows.new_empty((num_dst, rows.shape[1]))
+            x_dst[a : a + rows.shape[0]] = rows
+    if aggregated is None:  # no destinations
+        aggregated = x_dst = take(col[:0])
+    if mean:
+        counts = torch.from_numpy(np.diff(crow)).to(aggregated.device)
+        aggregated = aggregated.div_(counts.clamp(min=1).unsqueeze(1).to(aggregated.dtype))
+    return Aggregated(aggregated, x_dst)
+
+
+def _entry_chunks(crow: np.ndarray, step: int) -> list[tuple[int, int]]:
+    """Destination ranges of a CSR's row pointers ``crow`` holding at most ``step`` entries each
+    (a destination with more entries is a range of its own)."""
+    num_dst, ranges, d0 = crow.shape[0] - 1, [], 0
+    while d0 < num_dst:
+        d1 = int(np.searchsorted(crow, crow[d0] + step, side="right")) - 1
+        d1 = min(max(d1, d0 + 1), num_dst)
+        ranges.append((d0, d1))
+        d0 = d1
+    return ranges
+
+
+@contextmanager
+def _one_thread(device: torch.device):
+    """Torch's intra-op threads held to one on a CPU while a chunk's few milliseconds of gathering
+    and adding run: torch splits such a call so finely that, on a CPU shared with other processes,
+    it waits on its descheduled threads (measured at load 2.5, 768k entries of 100 floats in 70
+    chunks: 0.17 s on one thread against 1.06 s on two; at load 9, 10k rows: 2.6 ms against
+    100-135 ms)."""
+    threads = torch.get_num_threads()
+    if threads == 1 or device.type != "cpu":
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _add_chunk(
@@ -107,19 +158,9 @@ def _add_chunk(
 
 
 def _add_rows(target: torch.Tensor, index: torch.Tensor, rows: torch.Tensor) -> None:
-    """``target[index[i]] += rows[i]`` (``index_add_``) on one intra-op thread: a chunk's addition
-    is a few milliseconds of work, and torch's threads split it so finely that, on a CPU shared
-    with other processes, the call waits on its descheduled threads (measured: 2.6 ms on one
-    thread against 100-135 ms on two, at load 9, 10k rows of 100 floats)."""
-    threads = torch.get_num_threads()
-    if threads == 1 or target.device.type != "cpu":
+    """``target[index[i]] += rows[i]`` (``index_add_``) on one intra-op thread (:func:`_one_thread`)."""
+    with _one_thread(target.device):
         target.index_add_(0, index, rows)
-        return
-    torch.set_num_threads(1)
-    try:
-        target.index_add_(0, index, rows)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _keep_dst_rows(x_dst: torch.Tensor, x: torch.Tensor, a: int, dst_start: int) -> None:

@@ -195,7 +195,7 @@ class PartitionSet:
             if values is None:
                 raise PartitionError(f"{self.path} holds no {name}")
             pick = owner == k
-            chunk = np.asarray(values[np.searchsorted(part.owned, ids[pick])])
+            chunk = np.asarray(values[owned_positions(part.owned, ids[pick])])
             if result is None:
                 result = np.empty((ids.shape[0], *chunk.shape[1:]), dtype=chunk.dtype)
             result[pick] = chunk
@@ -352,6 +352,24 @@ def _write_structure(graph: Graph, assignment: np.ndarray, parts: int, folder: P
             folder / "structure" / f"{name}.npy", dtype, values.shape, lambda a, b, v=values: v[a:b]
         )
     return files
+
+
+def owned_positions(owned: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The positions in ``owned`` (a part's owned global ids, ascending) of ``ids``, each of them
+    owned: a subtraction where the part owns a range of ids (a 1-part set, a ``chunk`` part), else a
+    binary search, over the ids in ascending order when ``owned`` is large (a search for ids in
+    random order misses the cache at each step: 0.58 s against 0.05 s for 700k ids among 2.45M)."""
+    if owned.shape[0] == 0 or int(owned[-1]) - int(owned[0]) + 1 == owned.shape[0]:
+        return np.asarray(ids, dtype=np.int64) - (int(owned[0]) if owned.shape[0] else 0)
+    if owned.shape[0] < _SEARCH_IN_ORDER or ids.shape[0] < 2:
+        return np.searchsorted(owned, ids)
+    order = np.argsort(ids)
+    positions = np.empty(ids.shape[0], dtype=np.int64)
+    positions[order] = np.searchsorted(owned, ids[order])
+    return positions
+
+
+_SEARCH_IN_ORDER = 1 << 16  # owned ids from which :func:`owned_positions` sorts its queries first
 
 
 def id_dtype(count: int) -> np.dtype:

@@ -339,7 +339,8 @@ def iteration_seconds(result: SimResult, ends: list[list[str]] | None = None) ->
     end - when the first one's end) / (k - 1); with one, the makespan (its DP coflows included)."""
     if not ends or len(ends) < 2:
         return result.makespan
-    index = {t.id: i for i, t in enumerate(result.tasks)}
+    wanted = set(ends[0]) | set(ends[-1])
+    index = {t.id: i for i, t in enumerate(result.tasks) if t.id in wanted}
     first, last = (max(result.finish[index[i]] for i in ids) for ids in (ends[0], ends[-1]))
     return float(last - first) / (len(ends) - 1)
 

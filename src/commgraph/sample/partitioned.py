@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from commgraph.errors import SamplingError
-from commgraph.partition.store import Part, PartitionSet
+from commgraph.partition.store import Part, PartitionSet, owned_positions
 from commgraph.sample.keyed import keyed_slots
 
 # remote(nodes, owners, fanout, key, serve) -> rows with .counts and .sources: what the trainer has
@@ -43,7 +43,7 @@ class PartRows:
     def sample(self, nodes: np.ndarray, fanout: int, key: int) -> tuple[np.ndarray, np.ndarray]:
         """The keyed draws for ``nodes`` (global ids this part owns): per-node counts and the
         sources (global ids), node after node."""
-        counts, slots = keyed_slots(self.indptr, np.searchsorted(self.owned, nodes), nodes, fanout, key)
+        counts, slots = keyed_slots(self.indptr, owned_positions(self.owned, nodes), nodes, fanout, key)
         local = np.asarray(self.indices[slots], dtype=np.int64)
         n_owned = self.owned.shape[0]
         inside = local < n_owned

@@ -21,6 +21,7 @@ network it touched, not to the number of links or live flows.
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
@@ -107,17 +108,17 @@ def simulate(
     (the textbook method, same results, for comparison); ``cores`` (device id -> servers, default
     1) lets a device run that many computations at once, first come first served."""
     dependents = check_dag(tasks)
-    flows = _Flows(topology, tasks, dependents.transfer)
+    flows = _Flows(topology, tasks, dependents.transfer, merge=True)
     for device, count in (cores or {}).items():
         if device not in topology.index or not (isinstance(count, int) and count >= 1):
             raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
-    merged, stands_for = merge_identical(flows.arrays())
+    table = flows.arrays()
     if not timeline:  # a recorded timeline needs every resource's load, not only whether it is busy
-        merged = merged._replace(binding=~implied(merged))
+        table = binding_first(table, ~implied(table))
     outcome = simulate_events(
-        merged, _task_arrays(topology, tasks, dependents, flows, cores or {}), incremental, timeline
+        table, _task_arrays(topology, tasks, dependents, flows, cores or {}), incremental, timeline
     )
-    return _result(topology, tasks, flows, _spread_back(outcome, stands_for), timeline)
+    return _result(topology, tasks, flows, _spread_back(outcome, flows.stands_for), timeline)
 
 
 def merge_identical(flows: Flows) -> tuple[Flows, np.ndarray]:
@@ -126,16 +127,27 @@ def merge_identical(flows: Flows) -> tuple[Flows, np.ndarray]:
     loads each alike): keep the first of each such set on the routes, which leaves every rate
     the same and each event's work smaller. Returns the flows so reduced and, per resource, the
     resource that stands for it (itself if kept)."""
-    n_res, n_flows = flows.capacity.shape[0], flows.sizes.shape[0]
+    stands_for = identical_columns(flows.ptr, flows.resources, flows.weights, flows.capacity)
+    keep = stands_for[flows.resources] == flows.resources
+    n_flows = flows.sizes.shape[0]
     owner = np.repeat(np.arange(n_flows), np.diff(flows.ptr))
-    by = np.lexsort((owner, flows.resources))
-    res, flow, weight = flows.resources[by], owner[by], flows.weights[by]
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=n_flows))]).astype(np.int64)
+    reduced = flows._replace(ptr=ptr, resources=flows.resources[keep], weights=flows.weights[keep], bound=ptr[1:])
+    return reduced, stands_for
+
+
+def identical_columns(ptr: np.ndarray, resources: np.ndarray, weights: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Per resource, the first resource (itself if none) of the same capacity whose entries in the
+    rows of the CSR (``ptr``, ``resources``, ``weights``) are its own: the same rows, the same
+    weights (:func:`merge_identical`'s sets, the rows being flows or the paths they take)."""
+    n_res, n_rows = capacity.shape[0], ptr.shape[0] - 1
+    owner = np.repeat(np.arange(n_rows), np.diff(ptr))
+    by = np.lexsort((owner, resources))
+    res, flow, weight = resources[by], owner[by], weights[by]
     nnz = np.bincount(res, minlength=n_res)
     start = np.concatenate([[0], np.cumsum(nnz)[:-1]])
-    mix = np.random.default_rng(0).random((2, n_flows)) + 1.0  # column signatures, checked exactly below
-    keys = np.column_stack(
-        [np.bincount(res, weights=weight * m[flow], minlength=n_res) for m in mix] + [flows.capacity, nnz]
-    )
+    mix = np.random.default_rng(0).random((2, n_rows)) + 1.0  # column signatures, checked exactly below
+    keys = np.column_stack([np.bincount(res, weights=weight * m[flow], minlength=n_res) for m in mix] + [capacity, nnz])
     _, group = np.unique(keys, axis=0, return_inverse=True)
     stands_for = np.arange(n_res)
     first: dict[int, int] = {}
@@ -144,9 +156,19 @@ def merge_identical(flows: Flows) -> tuple[Flows, np.ndarray]:
         a, b = slice(start[kept], start[kept] + nnz[kept]), slice(start[r], start[r] + nnz[r])
         if kept != r and np.array_equal(flow[a], flow[b]) and np.array_equal(weight[a], weight[b]):
             stands_for[r] = kept
-    keep = stands_for[flows.resources] == flows.resources
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=n_flows))]).astype(np.int64)
-    return flows._replace(ptr=ptr, resources=flows.resources[keep], weights=flows.weights[keep]), stands_for
+    return stands_for
+
+
+def binding_first(flows: Flows, binding: np.ndarray) -> Flows:
+    """``flows`` with ``binding`` (per resource: whether it can limit a rate) and each route
+    reordered so that its binding resources come first, each part in its route order
+    (``bound``: where they end). Rates are the same: every sum over a resource's flows keeps
+    its order, and so does the order in which an event meets the resources."""
+    owner = np.repeat(np.arange(flows.sizes.shape[0]), np.diff(flows.ptr))
+    loose = ~binding[flows.resources]
+    order = np.lexsort((loose, owner))
+    bound = flows.ptr[1:] - np.bincount(owner[loose], minlength=flows.sizes.shape[0])
+    return flows._replace(resources=flows.resources[order], weights=flows.weights[order], binding=binding, bound=bound)
 
 
 def implied(flows: Flows) -> np.ndarray:
@@ -238,9 +260,13 @@ def _spread_back(outcome: Outcome, stands_for: np.ndarray) -> Outcome:
 class _Flows:
     """The flows as a CSR over resources, plus per-flow size, latency and class. A transfer's data
     flow ``f`` is followed by its setup flows ``f + 1 .. f + setups[f]``, one per hop with a
-    per-message overhead; ``owner`` maps a setup flow to its data flow (-1 for data flows)."""
+    per-message overhead; ``owner`` maps a setup flow to its data flow (-1 for data flows).
+    ``merge`` leaves on the routes one resource of each set that :func:`merge_identical` would
+    merge, found on the distinct paths (so the full sprayed routes of every flow are never
+    built; flow by flow when a flow has a private rate cap, which could match a link only it
+    crosses); ``stands_for`` gives, per resource, the one left for it."""
 
-    def __init__(self, topology: Topology, tasks: list[Task], transfer: np.ndarray):
+    def __init__(self, topology: Topology, tasks: list[Task], transfer: np.ndarray, *, merge: bool = False):
         capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
         forwarding = {}  # a switch with a forwarding limit: one resource shared by all that cross it
         for device in topology.devices:
@@ -264,6 +290,10 @@ class _Flows:
         rates = np.where(cap, rate, 0.0).astype(np.float64)
         paths = _PathTable(table)
         cap &= paths.length[p] > 0  # a private resource of that capacity (none for a flow with no hops)
+        self.capacity = np.concatenate([np.array(capacity, dtype=np.float64), rates[cap]])
+        self.stands_for = np.arange(self.capacity.shape[0])
+        if merge and not cap.any():
+            paths, self.stands_for = paths.merged(self.capacity)
         n_set = paths.setups[p]
         per = 1 + n_set  # a data flow, then its setup flows
         data = np.zeros(t + 1, dtype=np.int64)
@@ -300,7 +330,10 @@ class _Flows:
         self.setups[data] = n_set
         self.task_flow = np.full(len(tasks), -1, dtype=np.int64)
         self.task_flow[transfers] = data
-        self.capacity = np.concatenate([np.array(capacity, dtype=np.float64), rates[cap]])
+        if merge and cap.any():
+            reduced, self.stands_for = merge_identical(self.arrays())
+            self.ptr, self.resources, self.weights = reduced.ptr, reduced.resources, reduced.weights
+            self.lengths = np.diff(self.ptr)
 
     def arrays(self) -> Flows:
         return Flows(
@@ -315,14 +348,15 @@ class _Flows:
             self.setups,
             self.capacity,
             np.ones(self.capacity.shape[0], dtype=np.bool_),
+            self.ptr[1:],
         )
 
     def bytes_per_resource(self) -> np.ndarray:
         """Bytes every resource carries: each data flow's size times its share on each resource of
-        its route."""
+        its route (a merged resource: those of the one that stands for it, the same sum)."""
         data = np.repeat(self.owner < 0, self.lengths)
         weights = (np.repeat(self.sizes, self.lengths) * self.weights)[data]
-        return np.bincount(self.resources[data], weights=weights, minlength=self.capacity.shape[0])
+        return np.bincount(self.resources[data], weights=weights, minlength=self.capacity.shape[0])[self.stands_for]
 
 
 class _PathTable:
@@ -340,6 +374,27 @@ class _PathTable:
         self.setup_ptr = np.concatenate([[0], np.cumsum(self.setups)]).astype(np.int64)
         self.setup_resources = np.array([r for *_, overheads in table for r, _ in overheads], dtype=np.int64)
         self.setup_bytes = np.array([b for *_, overheads in table for _, b in overheads], dtype=np.float64)
+
+    def merged(self, capacity: np.ndarray) -> tuple[_PathTable, np.ndarray]:
+        """The table with one resource of each set that carries the same flows with the same
+        weights (:func:`identical_columns` over the paths and, one row each, the setup flows:
+        flows on one path load its resources alike), and per resource the one that stands for it."""
+        n_setups = self.setup_resources.shape[0]
+        rows = np.concatenate([self.ptr, self.ptr[-1] + 1 + np.arange(n_setups)])
+        stands_for = identical_columns(
+            rows,
+            np.concatenate([self.resources, self.setup_resources]),
+            np.concatenate([self.weights, np.ones(n_setups)]),
+            capacity,
+        )
+        keep = stands_for[self.resources] == self.resources
+        reduced = copy(self)
+        reduced.length = np.bincount(
+            np.repeat(np.arange(self.length.shape[0]), self.length)[keep], minlength=self.length.shape[0]
+        )
+        reduced.ptr = np.concatenate([[0], np.cumsum(reduced.length)]).astype(np.int64)
+        reduced.resources, reduced.weights = self.resources[keep], self.weights[keep]
+        return reduced, stands_for
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

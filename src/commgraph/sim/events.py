@@ -12,7 +12,9 @@ left (progressive filling). Each event costs in proportion to what it touched, n
 - resources whose capacity the others imply (``Flows.binding`` false: under packet spraying, a
   full-bisection fabric's links between switches) never limit a rate, so they neither join
   components nor take part in filling, and only count whether they are busy; flows then meet
-  only at the servers' own links;
+  only at the servers' own links. Each route lists its binding resources first (up to
+  ``Flows.bound``), so the work per event walks those alone; the others are visited only when
+  a flow starts, ends, or its rate leaves or reaches zero;
 - rates are recomputed only for the flows connected (through shared binding resources,
   transitively) to a changed resource (:func:`component`): disjoint components of the flow-resource graph have
   independent max-min allocations, so the others keep their rates exactly; scratch state is reset
@@ -21,8 +23,10 @@ left (progressive filling). Each event costs in proportion to what it touched, n
   time of that change, and its projected finish time sits in a heap with a version stamp (entries
   of an older rate are skipped), so advancing time costs nothing per live flow, and a flow's
   accounting changes only when its rate did;
-- a resource's load is re-summed only where the component reached, and its busy time grows by the
-  spans during which its load was above zero.
+- a resource's busy time grows by the spans during which its load was above zero; without a
+  recorded timeline that is all a load is (whether some flow on the resource has a rate above
+  zero: a count kept as rates leave or reach zero), and with one a load is re-summed only where
+  the component reached.
 
 Computations and timers (a computation's end, a transfer's latency after its last byte) share a
 heap ordered by (time, task). Events at the same instant are handled together: flows first, then
@@ -43,7 +47,7 @@ _TIE = 1e-9  # resources whose fair share is within this factor of the minimum s
 
 
 class Index(NamedTuple):
-    """Resource -> active flows, kept incrementally. Resource ``r``'s active flows are
+    """Binding resource -> active flows, kept incrementally. Resource ``r``'s active flows are
     ``flow[first[r] : first[r] + count[r]]``; ``entry`` holds, beside each, the position of ``r``
     in that flow's route (in ``resources``), and ``slot[j]`` is where route position ``j`` sits
     while its flow is active."""
@@ -55,25 +59,26 @@ class Index(NamedTuple):
     slot: np.ndarray
 
 
-def make_index(ptr: np.ndarray, resources: np.ndarray, n_res: int) -> Index:
-    """An empty index with room for every flow's route at once."""
+def make_index(resources: np.ndarray, binding: np.ndarray) -> Index:
+    """An empty index with room for every flow's binding resources at once."""
+    n_res = binding.shape[0]
     first = np.zeros(n_res + 1, dtype=np.int64)
-    first[1:] = np.cumsum(np.bincount(resources, minlength=n_res))
-    n = resources.shape[0]
+    first[1:] = np.cumsum(np.bincount(resources[binding[resources]], minlength=n_res))
+    n = int(first[-1])
     return Index(
         first,
         np.empty(n, dtype=np.int64),
         np.empty(n, dtype=np.int64),
         np.zeros(n_res, dtype=np.int64),
-        np.full(n, -1, dtype=np.int64),
+        np.full(resources.shape[0], -1, dtype=np.int64),
     )
 
 
 @njit(cache=True, inline="always")
-def insert(index, ptr, resources, f):  # pragma: no cover
-    """Add flow ``f`` to the users of every resource on its route."""
+def insert(index, ptr, bound, resources, f):  # pragma: no cover
+    """Add flow ``f`` to the users of every binding resource on its route (``ptr[f]:bound[f]``)."""
     first, flow, entry, count, slot = index
-    for j in range(ptr[f], ptr[f + 1]):
+    for j in range(ptr[f], bound[f]):
         r = resources[j]
         k = first[r] + count[r]
         flow[k] = f
@@ -83,10 +88,10 @@ def insert(index, ptr, resources, f):  # pragma: no cover
 
 
 @njit(cache=True, inline="always")
-def remove(index, ptr, resources, f):  # pragma: no cover
-    """Take flow ``f`` out of its resources' users (the last user of each takes its place)."""
+def remove(index, ptr, bound, resources, f):  # pragma: no cover
+    """Take flow ``f`` out of its binding resources' users (the last user of each takes its place)."""
     first, flow, entry, count, slot = index
-    for j in range(ptr[f], ptr[f + 1]):
+    for j in range(ptr[f], bound[f]):
         r = resources[j]
         last = first[r] + count[r] - 1
         k = slot[j]
@@ -99,11 +104,11 @@ def remove(index, ptr, resources, f):  # pragma: no cover
 
 @njit(cache=True)
 def component(
-    index, ptr, resources, binding, seeds, n_seeds, epoch, res_mark, flow_mark, touched, picked
+    index, ptr, bound, resources, binding, seeds, n_seeds, epoch, res_mark, flow_mark, touched, picked
 ):  # pragma: no cover
-    """The active flows reachable from ``seeds[:n_seeds]`` through shared ``binding`` resources,
-    into ``picked``; returns how many. ``touched`` is the queue of resources to visit; marks are
-    ``epoch`` stamps."""
+    """The active flows reachable from ``seeds[:n_seeds]`` through shared ``binding`` resources
+    (a flow's are ``ptr[f]:bound[f]`` of its route), into ``picked``; returns how many.
+    ``touched`` is the queue of resources to visit; marks are ``epoch`` stamps."""
     first, flow, count = index.first, index.flow, index.count
     n_touched = 0
     for s in range(n_seeds):
@@ -123,9 +128,9 @@ def component(
                 flow_mark[f] = epoch
                 picked[n_picked] = f
                 n_picked += 1
-                for j in range(ptr[f], ptr[f + 1]):
+                for j in range(ptr[f], bound[f]):
                     r2 = resources[j]
-                    if binding[r2] and res_mark[r2] != epoch:
+                    if res_mark[r2] != epoch:
                         res_mark[r2] = epoch
                         touched[n_touched] = r2
                         n_touched += 1
@@ -133,10 +138,10 @@ def component(
 
 
 @njit(cache=True)
-def fill(ptr, resources, weights, priority, capacity, binding, flows, rates, index, scratch):  # pragma: no cover
+def fill(ptr, bound, resources, weights, priority, capacity, flows, rates, index, scratch):  # pragma: no cover
     """Max-min fair ``rates`` (bytes/s, in place) of ``flows``, which hold every active flow on
-    their ``binding`` resources (``index``: resource -> active flows; the other resources are
-    left out), by progressive filling class by class:
+    their binding resources (``ptr[f]:bound[f]`` of each route; ``index``: resource -> active
+    flows; the other resources are left out), by progressive filling class by class:
     all unfrozen flows' rates rise together, a resource consuming the sum of its flows' ``weights``
     per unit of rate, and a resource's flows freeze when it fills. A flow whose resources higher
     classes saturate gets rate 0 until they finish (preemption).
@@ -151,9 +156,13 @@ def fill(ptr, resources, weights, priority, capacity, binding, flows, rates, ind
     n = flows.shape[0]
     for i in range(n):
         f = flows[i]
-        for j in range(ptr[f], ptr[f + 1]):
-            residual[resources[j]] = capacity[resources[j]]  # a non-binding one's is never read
-    order = flows[np.argsort(priority[flows], kind="mergesort")]
+        for j in range(ptr[f], bound[f]):
+            residual[resources[j]] = capacity[resources[j]]
+    order = flows
+    for i in range(1, n):
+        if priority[flows[i]] != priority[flows[0]]:  # several classes: stably by class
+            order = flows[np.argsort(priority[flows], kind="mergesort")]
+            break
     run_start = 0
     while run_start < n:
         c = priority[order[run_start]]
@@ -162,10 +171,8 @@ def fill(ptr, resources, weights, priority, capacity, binding, flows, rates, ind
         while run_end < n and priority[order[run_end]] == c:
             f = order[run_end]
             flag[f] = 1
-            for j in range(ptr[f], ptr[f + 1]):
+            for j in range(ptr[f], bound[f]):
                 r = resources[j]
-                if not binding[r]:
-                    continue
                 if users[r] == 0:
                     live[n_live] = r
                     n_live += 1
@@ -180,10 +187,10 @@ def fill(ptr, resources, weights, priority, capacity, binding, flows, rates, ind
                 share = residual[live[i]] / counts[live[i]]
                 if share < level:
                     level = share
-            bound = level * (1.0 + _TIE)
+            tied = level * (1.0 + _TIE)
             n_saturated = 0
             for i in range(n_live):
-                if residual[live[i]] / counts[live[i]] <= bound:
+                if residual[live[i]] / counts[live[i]] <= tied:
                     saturated[n_saturated] = live[i]
                     n_saturated += 1
             n_frozen = 0
@@ -198,10 +205,8 @@ def fill(ptr, resources, weights, priority, capacity, binding, flows, rates, ind
                         n_frozen += 1
             for i in range(n_frozen):
                 f = frozen[i]
-                for j in range(ptr[f], ptr[f + 1]):
+                for j in range(ptr[f], bound[f]):
                     r = resources[j]
-                    if not binding[r]:
-                        continue
                     residual[r] = max(residual[r] - level * weights[j], 0.0)
                     users[r] -= 1
                     counts[r] = counts[r] - weights[j] if users[r] > 0 else 0.0
@@ -245,7 +250,8 @@ class Flows(NamedTuple):
     latency, class, task, owner (its data flow for a setup flow, -1 for a data flow) and setup-flow
     count; per resource: capacity, and whether it can limit a rate (``binding``; a resource whose
     capacity the others imply only counts its busy time: its load is above zero while one of its
-    flows has a rate above zero)."""
+    flows has a rate above zero); per flow, where its binding resources end (``bound``: a route
+    lists them first, ``ptr[f]:bound[f]``, then the others up to ``ptr[f + 1]``)."""
 
     ptr: np.ndarray
     resources: np.ndarray
@@ -258,6 +264,7 @@ class Flows(NamedTuple):
     setups: np.ndarray
     capacity: np.ndarray
     binding: np.ndarray
+    bound: np.ndarray
 
 
 class Tasks(NamedTuple):
@@ -299,7 +306,7 @@ class _State(NamedTuple):
     version: np.ndarray
     setting_up: np.ndarray
     load: np.ndarray
-    positive: np.ndarray  # per non-binding resource: its flows with a rate above zero
+    positive: np.ndarray  # per resource: its flows with a rate above zero
     busy: np.ndarray
     busy_since: np.ndarray
     start: np.ndarray
@@ -354,7 +361,7 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
         np.empty(n_flows),
         make_scratch(n_res, n_flows),
     )
-    index = make_index(flows.ptr, flows.resources, n_res)
+    index = make_index(flows.resources, flows.binding)
     return Outcome(state.start, state.finish, state.busy, *_run(flows, tasks, index, state, incremental, record))
 
 
@@ -439,7 +446,7 @@ def _send(flows, index, state, timers, f):  # pragma: no cover
 
 @njit(cache=True, inline="always")
 def _activate(flows, index, state, f):  # pragma: no cover
-    insert(index, flows.ptr, flows.resources, f)
+    insert(index, flows.ptr, flows.bound, flows.resources, f)
     state.left[f] = flows.sizes[f]
     state.since[f] = state.time[0]
     state.rates[f] = 0.0
@@ -460,7 +467,7 @@ def _mark_changed(flows, state, f):  # pragma: no cover
 def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
     """Flow ``f`` sent its last byte: a setup flow's end may start its data flow; a data flow's
     end starts its latency."""
-    remove(index, flows.ptr, flows.resources, f)
+    remove(index, flows.ptr, flows.bound, flows.resources, f)
     _mark_changed(flows, state, f)
     if state.rates[f] > 0.0:
         _count_positive(flows, state, f, -1)
@@ -478,11 +485,9 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
 
 @njit(cache=True, inline="always")
 def _count_positive(flows, state, f, step):  # pragma: no cover
-    """Flow ``f``'s rate left or reached zero: count it in or out of its non-binding resources."""
+    """Flow ``f``'s rate left or reached zero: count it in or out of its resources."""
     for j in range(flows.ptr[f], flows.ptr[f + 1]):
-        r = flows.resources[j]
-        if not flows.binding[r]:
-            state.positive[r] += step
+        state.positive[flows.resources[j]] += step
 
 
 @njit(cache=True, inline="always")
@@ -531,15 +536,15 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         seeds, n_seeds = state.changed[1:], state.changed[0]
     else:
         seeds, n_seeds = np.arange(flows.capacity.shape[0]), flows.capacity.shape[0]
-    binding = flows.binding
+    binding, bound = flows.binding, flows.bound
     n_picked = component(
-        index, ptr, resources, binding, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched, state.picked
+        index, ptr, bound, resources, binding, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched, state.picked
     )
     state.changed[0] = 0
     picked = state.picked[:n_picked]
     old = state.old_rates[:n_picked]
     old[:] = rates[picked]
-    fill(ptr, resources, flows.weights, flows.priority, capacity, binding, picked, rates, index, state.scratch)
+    fill(ptr, bound, resources, flows.weights, flows.priority, capacity, picked, rates, index, state.scratch)
     n_moved = 0  # resources whose load may have moved: the changed ones and those of re-rated flows
     for s in range(n_seeds):
         res_mark[seeds[s]] = -epoch
@@ -549,26 +554,33 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         f = picked[k]
         rate = rates[f]
         if rate != old[k]:
+            # a recorded load moves with every rate on its binding resources; an unrecorded one (whether
+            # a flow on the resource has a rate above zero) only when a rate leaves or reaches zero
+            end = bound[f] if record else ptr[f]
             if (rate > 0.0) != (old[k] > 0.0):
                 _count_positive(flows, state, f, 1 if rate > 0.0 else -1)
+                end = ptr[f + 1]
             left[f] -= old[k] * (now - since[f])
             since[f] = now
             version[f] += 1
             if rate > 0:
                 heapq.heappush(finishing, (now + left[f] / rate, f, version[f]))
-            for j in range(ptr[f], ptr[f + 1]):
+            for j in range(ptr[f], end):
                 r = resources[j]
                 if res_mark[r] != -epoch:
                     res_mark[r] = -epoch
                     touched[n_moved] = r
                     n_moved += 1
-    for r in np.sort(touched[:n_moved]):  # ascending, as the timeline lists them
+    moved = touched[:n_moved]
+    if record:  # ascending, as the timeline lists them (each resource's load is its own otherwise)
+        moved = np.sort(moved)
+    for r in moved:
         total = 0.0
-        if not binding[r]:  # only whether it is busy
-            total = 1.0 if state.positive[r] > 0 else 0.0
-        else:
+        if record and binding[r]:
             for u in range(first[r], first[r] + count[r]):
                 total += rates[users[u]] * flows.weights[index.entry[u]]
+        else:  # only whether it is busy
+            total = 1.0 if state.positive[r] > 0 else 0.0
         was = load[r]
         if total == was:
             continue

@@ -16,6 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 from commgraph.nn import GNN, Block
 from commgraph.nn.aggregate import aggregate_output, aggregate_rows
+from commgraph.partition.store import owned_positions
 from commgraph.plan.allgather import plan_fetch
 from commgraph.plan.memory import INPUT_CHUNK_BYTES
 from commgraph.runtime import gather_halo
@@ -29,9 +30,10 @@ OWN, MAPPED, NETWORK = 0, 1, 2  # where a table row comes from: this worker, a p
 
 @dataclass
 class InputRows:
-    """A batch's input table as where its rows come from, read a range of rows at a time
-    (:meth:`read`): the worker's own rows from its feature store, the same machine's from their
-    parts' memory-mapped files, the network's from the ``halo`` rows received (None: left zero);
+    """A batch's input table as where its rows come from, read a range or a list of rows at a time
+    (:meth:`read`, :meth:`take`): the worker's own rows from its feature store, the same machine's
+    from their parts' memory-mapped files, the network's from the ``halo`` rows received (None:
+    left zero);
     remote rows cut to ``cut``'s columns, the others zero. Reading a range again gives the same
     values, so a layer that only needs the table through a linear map never holds it whole
     (:func:`first_layer_rows`); :meth:`table` builds it whole for the layers that do."""
@@ -60,13 +62,19 @@ class InputRows:
 
     def read(self, a: int, b: int) -> torch.Tensor:
         """Table rows ``a..b-1``, as a tensor of their own on the device."""
-        x = torch.zeros((b - a, self.width), device=self.device)
-        source, slot = self.source[a:b], self.slot[a:b]
+        return self.take(np.arange(a, b))
+
+    def take(self, positions: np.ndarray) -> torch.Tensor:
+        """The table's rows at ``positions`` (repeats allowed), as a tensor of their own on the device."""
+        source, slot = self.source[positions], self.slot[positions]
         own, mapped, network = (np.flatnonzero(source == kind) for kind in (OWN, MAPPED, NETWORK))
+        if own.size == positions.shape[0]:
+            return self.fetch.local_rows(self.inputs[positions], self.device)
+        x = torch.zeros((positions.shape[0], self.width), device=self.device)
         if own.size:
-            x[self._index(own)] = self.fetch.local_rows(self.inputs[a + own], self.device)
+            x[self._index(own)] = self.fetch.local_rows(self.inputs[positions[own]], self.device)
         if mapped.size:
-            rows = self.fetch.mapped_rows(self.inputs[a + mapped], self.mapped_owners[slot[mapped]], self.cut)
+            rows = self.fetch.mapped_rows(self.inputs[positions[mapped]], self.mapped_owners[slot[mapped]], self.cut)
             self._put(x, mapped, rows.to(self.device))
         if network.size and self.halo is not None:
             self._put(x, network, self.halo[self._index(slot[network], self.halo.device)].to(self.device))
@@ -153,13 +161,14 @@ def first_layer_rows(model: GNN, rows: InputRows, num_dst: int) -> tuple[torch.T
 def first_layers_aggregated(model: GNN, rows: InputRows, blocks: list[Block]) -> tuple[torch.Tensor, int]:
     """The first layers of a model whose layer 0 does not narrow its rows
     (:attr:`~commgraph.nn.GNN.first_aggregates`), aggregating before they transform
-    (:mod:`commgraph.nn.aggregate`): the input rows are read a chunk at a time and added into
-    layer 0's aggregates (its destinations' rows at the input width; no gradient, so no chunk is
-    read twice); with a second layer, layer 0's output is then made a chunk of its destinations at
-    a time and added into layer 1's aggregates, so neither the input table nor layer 0's output
-    is ever held whole. Returns the last of those layers' output and how many layers it is."""
+    (:mod:`commgraph.nn.aggregate`): the input rows are read a chunk of entries at a time, where
+    they lie, and added into layer 0's aggregates (its destinations' rows at the input width; no
+    gradient, so no chunk is read twice); with a second layer, layer 0's output is then made a
+    chunk of its destinations at a time and added into layer 1's aggregates, so neither the input
+    table nor layer 0's output is ever held whole. Returns the last of those layers' output and how
+    many layers it is."""
     adjacency, mean = model.aggregation(0, blocks[0])
-    first = aggregate_rows(rows.read, rows.num_rows, rows.chunk_rows, adjacency, mean, blocks[0].dst_start)
+    first = aggregate_rows(rows.take, adjacency, mean, rows.chunk_rows, blocks[0].dst_start)
     if model.num_layers == 1:
         return model.from_aggregated(0, first.rows, first.x_dst), 1
     adjacency, mean = model.aggregation(1, blocks[1])
@@ -214,7 +223,7 @@ class FeatureFetch:
 
     def local_rows(self, ids: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
         """The rows of owned nodes ``ids`` (global ids), on ``device`` (default: the worker's)."""
-        return gathered(self.store, self._index(np.searchsorted(self.owned, ids), device), device)
+        return gathered(self.store, self._index(owned_positions(self.owned, ids), device), device)
 
     def mapped_rows(self, ids: np.ndarray, owners: np.ndarray, columns: np.ndarray | None) -> torch.Tensor:
         """The rows of nodes ``ids`` that workers of this machine own (``owners``), read from their
@@ -224,7 +233,7 @@ class FeatureFetch:
         for q in np.unique(owners):
             part = self.job.pset.part(int(q), check=False)
             pick = np.flatnonzero(owners == q)
-            table = part.features[np.searchsorted(part.owned, ids[pick])]
+            table = part.features[owned_positions(part.owned, ids[pick])]
             rows[pick] = table if columns is None else table[:, columns]
         return torch.from_numpy(rows)
 

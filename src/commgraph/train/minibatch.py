@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from commgraph.nn import GNN
+from commgraph.partition.store import owned_positions
 from commgraph.runtime import GradientSync
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
@@ -311,7 +312,7 @@ class SampledEpochs:
             totals["sampled"] += 1
             totals["masked"] += batch.feature_columns is not None  # DGS sets them exactly when it has masks
             logits = self.fetch.forward(model, fetched, batch.blocks(self.graph, self.device))
-            labels = self.labels[torch.from_numpy(np.searchsorted(self.owned, batch.seeds))].to(self.device)
+            labels = self.labels[torch.from_numpy(owned_positions(self.owned, batch.seeds))].to(self.device)
             summed = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
             loss = summed / fetched.global_seeds
             loss.backward()
