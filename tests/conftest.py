@@ -21,6 +21,7 @@ from multiprocessing import util as mp_util
 from pathlib import Path
 
 import pytest
+from tqdm import tqdm
 
 PLANETOID_DIR = Path(__file__).parent / "data" / "planetoid"
 
@@ -81,6 +82,10 @@ def _spawnv_passfds_noted(path, args, passfds):
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # no tqdm monitor thread in this process: once one runs (from the first progress bar a test
+    # shows here), launches from here could no longer fork their zygote from this warmed process
+    # (ForkedZygote.fork forks no process with other threads) and would start a fresh interpreter
+    tqdm.monitor_interval = 0
     subprocess.Popen._execute_child = _execute_child_noted
     mp_util.spawnv_passfds = _spawnv_passfds_noted
     os.register_at_fork(before=lambda: _note("os.fork"))

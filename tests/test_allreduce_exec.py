@@ -23,9 +23,9 @@ from commgraph.plan import (
     plan_allreduce,
 )
 from commgraph.plan.allreduce import Ring, Route
-from commgraph.runtime import launch_local
 from commgraph.runtime.allreduce import compile_program, tree_shares
 from commgraph.topology import load_preset, load_topology, write_yaml
+from forked import launch_forked
 
 TESTS = Path(__file__).parent
 TOPOLOGIES = (
@@ -251,7 +251,7 @@ def test_schedules_sum_like_native_on_gloo_workers(tmp_path, monkeypatch, switch
         )
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], workers, grace=30, module="allreduce_driver", threads_per_worker=1) == 0
+    assert launch_forked([str(spec)], workers, grace=30, module="allreduce_driver", threads_per_worker=1) == 0
     devices = [d.id for d in load_topology(topology).workers][:: -1 if reverse else 1]
     schedules = {planner: make_allreduce(planner, load_topology(topology), 4e6) for planner in PLANNERS["allreduce"]}
     for rank in range(workers):
@@ -327,7 +327,7 @@ def test_allgather_and_reducescatter_run_on_gloo_workers(tmp_path, monkeypatch):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"out": str(tmp_path), "sizes": sizes, "chunk_bytes": 65536, "topology": "p3.8xlarge"}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], 4, grace=30, module="gather_driver", threads_per_worker=1) == 0
+    assert launch_forked([str(spec)], 4, grace=30, module="gather_driver", threads_per_worker=1) == 0
     for rank in range(4):
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert len(result) == 2 * 2 * len(sizes)

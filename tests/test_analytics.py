@@ -18,7 +18,7 @@ from commgraph.analytics import program as engine
 from commgraph.graph import Graph, load_graph
 from commgraph.graph.build import from_edges
 from commgraph.partition import partition_graph, write_partition_set
-from commgraph.runtime import launch_local
+from forked import launch_forked
 
 TESTS = Path(__file__).parent
 ALGOS = ("bfs", "sssp", "pagerank", "cc")
@@ -168,7 +168,7 @@ def worker_runs(tmp_path_factory):
         spec.write_text(json.dumps({"runs": runs, "out": str(out)}))
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-            assert launch_local([str(spec)], workers, grace=30, module="analytics_driver", threads_per_worker=1) == 0
+            assert launch_forked([str(spec)], workers, grace=30, module="analytics_driver", threads_per_worker=1) == 0
         results[workers] = out
     return results
 

@@ -2,8 +2,6 @@
 a partition set run by two worker processes, and bad input refused in one line with nothing written."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +12,7 @@ from commgraph.analytics import AnalyzeOptions, analyze
 from commgraph.cli.main import main
 from commgraph.graph import load_graph
 from commgraph.partition import partition_graph, write_partition_set
+from forked import run_commgraph
 
 # sparse original ids 10..60; a weighted, directed chain 10 -> 20 -> 30 with a shortcut, and 50 -> 60 apart
 WEIGHTED = "# a weighted edge list\n10 20 1.5\n20 30 0.25\n10 30 2.0\n50 60 1.0\n30 40 3\n"
@@ -118,11 +117,8 @@ def test_two_workers_on_a_partition_set(tmp_path):
     assignment, _ = partition_graph(graph, 2, "g3", 0)
     write_partition_set(graph, assignment, 2, tmp_path / "parts", method="g3", seed=0, seconds=0, metrics={})
     out = tmp_path / "d.npy"
-    proc = subprocess.run(
+    proc = run_commgraph(
         [
-            sys.executable,
-            "-m",
-            "commgraph",
             "analyze",
             str(tmp_path / "parts"),
             "--algo",
@@ -136,10 +132,7 @@ def test_two_workers_on_a_partition_set(tmp_path):
             "--json",
             "--timeout",
             "30",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=110,
+        ]
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

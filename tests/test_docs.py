@@ -48,6 +48,15 @@ def pages() -> list[Path]:
     return sorted(DOCS.glob("*.md"))
 
 
+def weight(commands: str) -> tuple[int, int]:
+    """How long a page's commands take, roughly, to order the pages longest first: the jobs that
+    start workers (``commgraph train``, ``analyze`` or ``predict`` not run ``--dry-run``), then the
+    commands (each a fresh process that imports what it needs)."""
+    lines = [line.split() for line in commands.splitlines() if line.startswith("commgraph ")]
+    jobs = sum(words[1] in ("train", "analyze", "predict") and "--dry-run" not in words for words in lines)
+    return jobs, len(lines)
+
+
 def commgraph_bin(folder: Path) -> Path:
     """A folder holding ``commgraph``: the venv's console script, or a shim that runs this interpreter's."""
     script = Path(sys.executable).parent / "commgraph"
@@ -91,6 +100,7 @@ def test_every_documented_runnable_command_works(tmp_path, doc_env):
     jobs = {page.name: "\n".join(runnable_blocks(page.read_text())) for page in pages()}
     jobs = {name: commands for name, commands in jobs.items() if commands.strip()}
     assert len(jobs) >= 5, f"only {sorted(jobs)} have runnable blocks"
+    jobs = dict(sorted(jobs.items(), key=lambda job: weight(job[1]), reverse=True))  # the longest start first
     with ThreadPoolExecutor(max_workers=2) as pool:  # two cores: two pages at a time
         done = dict(zip(jobs, pool.map(lambda name: run_block(jobs[name], tmp_path / name, doc_env), jobs)))
     failed = {name: result.stderr[-2000:] for name, result in done.items() if result.returncode != 0}
@@ -104,6 +114,14 @@ def test_a_block_stops_at_its_first_failing_command(tmp_path, doc_env):
     assert result.returncode != 0 and result.stdout == "before\n"
     result = run_block("false | cat\necho after\n", tmp_path, doc_env)
     assert result.returncode != 0 and "after" not in result.stdout
+
+
+def test_pages_that_start_workers_weigh_most():
+    commands = (
+        "commgraph partition make cora --out c\ncommgraph train c --dry-run\ncommgraph analyze c --algo bfs\ngrep x y\n"
+    )
+    assert weight(commands) == (1, 3)
+    assert weight("commgraph topo list\n") < weight("commgraph predict c --checkpoint-dir ck\n")
 
 
 def test_blocks_are_found_only_when_marked_runnable():

@@ -17,8 +17,8 @@ import pytest
 from commgraph.graph import load_graph
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
 from commgraph.plan import plan_allgather
-from commgraph.runtime import launch_local
 from commgraph.topology import load_preset
+from forked import launch_forked
 
 pytestmark = pytest.mark.multiproc
 
@@ -46,7 +46,7 @@ def test_p2p_and_relayed_plans_move_every_row_both_ways(tmp_path, monkeypatch):
         json.dumps({"partdir": str(partdir), "out": str(tmp_path), "topology": "dgx1-v100", "planners": list(PLANNERS)})
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], parts, grace=30, module="exchange_driver", threads_per_worker=1) == 0
+    assert launch_forked([str(spec)], parts, grace=30, module="exchange_driver", threads_per_worker=1) == 0
     readers = np.zeros(graph.num_nodes)  # how many parts hold each node in their halo
     for k in range(parts):
         np.add.at(readers, np.asarray(pset.part(k).halo), 1)

@@ -22,8 +22,9 @@ from commgraph.graph import load_graph, nodefile
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
 from commgraph.plan.features import HEADROOM, place_features
 from commgraph.runtime import features as store_module
-from commgraph.runtime import gather_kernel, launch_local, table_memory
+from commgraph.runtime import gather_kernel, table_memory
 from commgraph.runtime.features import FeatureStore, gathered, host_table
+from forked import launch_forked
 
 if TYPE_CHECKING:  # the probe's annotations; Triton itself is optional and imported where it runs
     import triton.language as tl
@@ -365,7 +366,7 @@ def _train(
         )
     )
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
+    assert launch_forked([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
 
 

@@ -5,8 +5,6 @@ full-graph, with DGS; the bytes it moves; the models it refuses."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +24,7 @@ from commgraph.train import fetch as fetch_module
 from commgraph.train import owner as owner_module
 from commgraph.train import streamed as streamed_module
 from commgraph.train.fetch import FeatureFetch, InputRows, first_layers_aggregated
+from forked import run_commgraph
 
 HIDDEN, FEATURES = 8, 1433
 SAMPLED = (
@@ -65,11 +64,8 @@ def sets(tmp_path_factory):
 
 
 def _train(partdir: Path, workers: int, out: Path, *options: str) -> list[dict]:
-    job = subprocess.run(
+    job = run_commgraph(
         [
-            sys.executable,
-            "-m",
-            "commgraph",
             "train",
             str(partdir),
             "--workers",
@@ -86,10 +82,7 @@ def _train(partdir: Path, workers: int, out: Path, *options: str) -> list[dict]:
             "--seed",
             "3",
             *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
+        ]
     )
     assert job.returncode == 0, job.stderr
     return [json.loads(line) for line in out.read_text().splitlines()]

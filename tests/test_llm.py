@@ -333,13 +333,13 @@ def test_matching_all_to_all_equals_all_to_all_single_on_gloo(tmp_path, monkeypa
     import os
     from pathlib import Path
 
-    from commgraph.runtime import launch_local
+    from forked import launch_forked
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"out": str(tmp_path), "seeds": [1, 2]}))
     tests = Path(__file__).parent
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], workers, grace=30, module="alltoall_driver", threads_per_worker=1) == 0
+    assert launch_forked([str(spec)], workers, grace=30, module="alltoall_driver", threads_per_worker=1) == 0
     for rank in range(workers):
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert len(result) == 4

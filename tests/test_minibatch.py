@@ -20,6 +20,7 @@ from commgraph.errors import TrainingError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.sample import NeighborSampler, SamplingGraph
+from forked import run_commgraph
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +45,13 @@ def sets(tmp_path_factory):
     return made
 
 
-def _train(
-    partdir: Path, workers: int, out: Path, *options: str, timeout: float = 240, quiet: bool = True
-) -> tuple[list[dict], str]:
+def _train(partdir: Path, workers: int, out: Path, *options: str, quiet: bool = True) -> tuple[list[dict], str]:
     """A training job; sampled ones fetch peers' rows through the network (``--peer-rows network``,
     the thesis's counts) unless ``options`` say otherwise."""
     if "--sampler" in options and "--peer-rows" not in options:
         options = (*options, "--peer-rows", "network")
-    job = subprocess.run(
+    job = run_commgraph(
         [
-            sys.executable,
-            "-m",
-            "commgraph",
             "train",
             str(partdir),
             "--workers",
@@ -66,10 +62,7 @@ def _train(
             "--timeout",
             "60",
             *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        ]
     )
     assert job.returncode == 0, job.stderr
     return [json.loads(line) for line in out.read_text().splitlines()], job.stderr

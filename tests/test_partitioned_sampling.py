@@ -12,6 +12,7 @@ from commgraph.runtime.sampling import RemoteRows
 from commgraph.sample import NeighborSampler, SamplingGraph
 from commgraph.sample.keyed import keyed_slots, sample_rows
 from commgraph.sample.partitioned import PartitionedGraph, merge_rows
+from forked import run_commgraph
 from ports import free_port
 
 PARTS = 4
@@ -207,15 +208,10 @@ def test_two_machines_of_two_train_like_one_machine_of_four(cora_four, tmp_path)
     the job as 2 torchrun "machines" of 2 workers (partitioned by default: hops through the other
     machine's nodes drawn there) give the same losses; only the partitioned job moves sampling bytes."""
     import json
-    import subprocess
-    import sys
 
     one = tmp_path / "one.jsonl"
-    job = subprocess.run(
+    job = run_commgraph(
         [
-            sys.executable,
-            "-m",
-            "commgraph",
             "train",
             str(cora_four),
             "--workers",
@@ -223,10 +219,7 @@ def test_two_machines_of_two_train_like_one_machine_of_four(cora_four, tmp_path)
             *SAMPLED,
             "--metrics-out",
             str(one),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
+        ]
     )
     assert job.returncode == 0, job.stderr
     two = tmp_path / "two.jsonl"
@@ -264,6 +257,7 @@ def test_partitioned_structure_is_a_neighbor_sampler_option(cora_four, capsys):
     assert len(err) == 1 and "--structure is a sampler option for --sampler neighbor" in err[0]
 
 
+@pytest.mark.multiproc  # the launcher forks its zygote before it checks the set
 def test_a_set_without_halo_files_is_refused_before_any_worker(cora_four, tmp_path, capsys):
     import shutil
 

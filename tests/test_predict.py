@@ -4,8 +4,6 @@ computes across workers; the partition set's graph rebuilt; bad requests."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ from commgraph.nn import GNN
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.train import checkpoint
 from commgraph.train.predict import load_model, predict
+from forked import run_commgraph
 
 
 @pytest.fixture(scope="module")
@@ -79,11 +78,8 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
     trainer measured across workers after its last epoch, from the graph or the partition set, and
     predicts what the workers predicted (``--predictions-out``)."""
     metrics, ck = tmp_path / "run.jsonl", tmp_path / "ck"
-    job = subprocess.run(
+    job = run_commgraph(
         [
-            sys.executable,
-            "-m",
-            "commgraph",
             "train",
             str(cora_parts),
             "--model",
@@ -101,10 +97,7 @@ def test_predict_after_distributed_training_matches_its_accuracy(cora, cora_part
             str(ck),
             "--predictions-out",
             str(tmp_path / "workers.csv"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=250,
+        ]
     )
     assert job.returncode == 0, job.stderr
     last = json.loads(metrics.read_text().splitlines()[-1])
@@ -149,11 +142,8 @@ def test_predict_across_workers_equals_one_process(cora, cora_parts, tmp_path, c
     model = GNN(kind, cora.features.shape[1], 16, 7)
     _save(tmp_path / "ck", model, kind, 7, graph=cora.checksum())
     given = [str(cora_parts)] if kind == "gcn" else ["cora", "--partition-dir", str(tmp_path / "parts")]
-    job = subprocess.run(
+    job = run_commgraph(
         [
-            sys.executable,
-            "-m",
-            "commgraph",
             "predict",
             *given,
             "--checkpoint-dir",
@@ -163,10 +153,7 @@ def test_predict_across_workers_equals_one_process(cora, cora_parts, tmp_path, c
             "--json",
             "--out",
             str(tmp_path / "p.npy"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
+        ]
     )
     assert job.returncode == 0, job.stderr
     report = json.loads(job.stdout.splitlines()[-1])

@@ -14,7 +14,7 @@ import pytest
 
 from commgraph.graph import load_graph
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
-from commgraph.runtime import launch_local
+from forked import launch_forked
 
 TESTS = Path(__file__).parent
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -48,7 +48,7 @@ def _evaluate(partdir: Path, workers: int, out: Path, monkeypatch, **model) -> d
     spec = out / "spec.json"
     spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), **model}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], workers, grace=30, module="shared_eval_driver") == 0
+    assert launch_forked([str(spec)], workers, grace=30, module="shared_eval_driver") == 0
     return {r: dict(np.load(out / f"rank-{r}.npz")) for r in range(workers)}
 
 

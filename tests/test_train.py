@@ -19,10 +19,11 @@ from commgraph.cli.main import main
 from commgraph.errors import JobError, SamplingError, TrainingError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
-from commgraph.runtime import launch_local, pick_device
+from commgraph.runtime import pick_device
 from commgraph.runtime.world import placement_conflict
 from commgraph.topology import Device, Link, Topology, write_yaml
 from commgraph.train import checkpoint
+from forked import launch_forked, run_commgraph
 from ports import free_port
 
 TESTS = Path(__file__).parent
@@ -59,7 +60,7 @@ def _run_job(partdir: Path, runs: dict, workers: int, out: Path, monkeypatch, de
     spec = out / "spec.json"
     spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": runs, "device": device}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([str(spec)], workers, grace=30, module="dist_driver") == 0
+    assert launch_forked([str(spec)], workers, grace=30, module="dist_driver") == 0
     return {name: dict(np.load(out / f"{name}.npz")) for name in runs}
 
 
@@ -259,8 +260,8 @@ def test_a_damaged_partition_set_is_refused_once_before_any_worker_starts(partit
     broken = tmp_path / "broken"
     shutil.copytree(partition_sets[("cora", 2)], broken)
     (broken / "part-1" / "features.npy").write_bytes(b"not numpy")
-    job = _cli("train", str(broken), "--workers", "2", "--epochs", "5", "--timeout", "20")
-    _, stderr = job.communicate(timeout=100)
+    job = run_commgraph(["train", str(broken), "--workers", "2", "--epochs", "5", "--timeout", "20"])
+    stderr = job.stderr
     assert job.returncode == 2
     errors = [line for line in stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and "part-1/features.npy does not match its checksum" in errors[0], stderr
@@ -359,8 +360,8 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
             "3",
         ],
     ):
-        job = _cli(*args)
-        stdout, stderr = job.communicate(timeout=200)
+        job = run_commgraph(args)
+        stdout, stderr = job.stdout, job.stderr
         assert job.returncode == 0, stderr
         epochs = args[args.index("--epochs") + 1]  # counted from the start, also when resumed
         assert stdout.splitlines() == [stdout.splitlines()[0]] and stdout.startswith(f"done: {epochs} epochs"), stdout
@@ -459,7 +460,7 @@ def test_ranks_that_disagree_on_the_backend_stop_at_join(monkeypatch, capfd):
     """One rank sees a GPU and picks NCCL, the other Gloo: both stop when they join, before the
     process group (whose Gloo set-up would wait for the NCCL rank), and say why."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    assert launch_local([], 2, grace=30, module="fake_gpu_driver") != 0
+    assert launch_forked([], 2, grace=30, module="fake_gpu_driver") != 0
     out = capfd.readouterr().out
     for rank in (0, 1):
         assert f"rank {rank}: rank 0 on " in out
@@ -539,23 +540,24 @@ def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
     for job in jobs:
         _, stderr = job.communicate(timeout=200)
         assert job.returncode == 0, stderr
-    ours = _cli(
-        "train",
-        str(partition_sets[("sbm", 2)]),
-        "--workers",
-        "2",
-        "--epochs",
-        "5",
-        "--dropout",
-        "0",
-        "--quiet",
-        "--device",
-        "cpu",
-        "--metrics-out",
-        str(tmp_path / "local.jsonl"),
+    ours = run_commgraph(
+        [
+            "train",
+            str(partition_sets[("sbm", 2)]),
+            "--workers",
+            "2",
+            "--epochs",
+            "5",
+            "--dropout",
+            "0",
+            "--quiet",
+            "--device",
+            "cpu",
+            "--metrics-out",
+            str(tmp_path / "local.jsonl"),
+        ]
     )
-    ours.communicate(timeout=200)
-    assert ours.returncode == 0
+    assert ours.returncode == 0, ours.stderr
     losses = [
         [json.loads(line)["loss"] for line in (tmp_path / f).read_text().splitlines()]
         for f in ("torchrun.jsonl", "local.jsonl")
