@@ -500,6 +500,7 @@ def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
     """Two torchrun "nodes" (one process each) on this machine train like our own launcher does. On
     CPU: each agent sees one local worker, so on a GPU machine both would take GPU 0."""
     port = free_port()
+    train = ["train", str(partition_sets[("sbm", 2)]), "--epochs", "5", "--dropout", "0", "--quiet", "--device", "cpu"]
     jobs = []
     for node in range(2):
         jobs.append(
@@ -520,15 +521,7 @@ def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
                     str(port),
                     "-m",
                     "commgraph",
-                    "train",
-                    str(partition_sets[("sbm", 2)]),
-                    "--epochs",
-                    "5",
-                    "--dropout",
-                    "0",
-                    "--quiet",
-                    "--device",
-                    "cpu",
+                    *train,
                     "--metrics-out",
                     str(tmp_path / "torchrun.jsonl"),
                 ],
@@ -540,23 +533,7 @@ def test_two_node_torchrun_on_localhost(partition_sets, tmp_path):
     for job in jobs:
         _, stderr = job.communicate(timeout=200)
         assert job.returncode == 0, stderr
-    ours = run_commgraph(
-        [
-            "train",
-            str(partition_sets[("sbm", 2)]),
-            "--workers",
-            "2",
-            "--epochs",
-            "5",
-            "--dropout",
-            "0",
-            "--quiet",
-            "--device",
-            "cpu",
-            "--metrics-out",
-            str(tmp_path / "local.jsonl"),
-        ]
-    )
+    ours = run_commgraph([*train, "--workers", "2", "--metrics-out", str(tmp_path / "local.jsonl")])
     assert ours.returncode == 0, ours.stderr
     losses = [
         [json.loads(line)["loss"] for line in (tmp_path / f).read_text().splitlines()]
