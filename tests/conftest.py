@@ -82,9 +82,9 @@ def _spawnv_passfds_noted(path, args, passfds):
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # no tqdm monitor thread in this process: once one runs (from the first progress bar a test
-    # shows here), launches from here could no longer fork their zygote from this warmed process
-    # (ForkedZygote.fork forks no process with other threads) and would start a fresh interpreter
+    # no tqdm monitor thread in this process: ForkedZygote.fork forks no process with other
+    # threads, so while one runs, launches from here start a fresh interpreter instead of forking
+    # this warmed one
     tqdm.monitor_interval = 0
     subprocess.Popen._execute_child = _execute_child_noted
     mp_util.spawnv_passfds = _spawnv_passfds_noted
