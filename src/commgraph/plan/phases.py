@@ -9,8 +9,6 @@ the pair waits for all of it. The phases and each piece's predecessors are compu
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import repeat
-from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -19,10 +17,6 @@ from numba import njit
 from commgraph.plan.matching import matching_phases
 from commgraph.sim.coflow import Coflow
 from commgraph.sim.dag import Task, Transfer
-
-_ID, _SRC, _DST, _PRIORITY, _ROUTE, _OVERHEAD = (
-    attrgetter(f) for f in ("id", "src", "dst", "priority", "route", "overhead_s")
-)
 
 
 def copy_transfer(task: Transfer, **changes) -> Transfer:
@@ -81,31 +75,27 @@ def _pieces(tasks: list[Task], coflow: Coflow, matching: str) -> dict[int, list[
     entry = {index[f.src]: f.deps for f in flows}  # a sender's flows all wait for the same tasks
     phases = matching_phases(matching, demand)
     chain = _chain(n, phases.ptr, phases.rows, phases.cols)
-    flow = flow_at[phases.rows, phases.cols].tolist()
-    bases = list(map(tasks.__getitem__, flow))
-    names = [
-        b if last else f"{b}#{k}" for b, k, last in zip(map(_ID, bases), chain.phase.tolist(), chain.last.tolist())
-    ]
-    deps = [
-        ((names[out], names[into]) if into >= 0 else (names[out],))
-        if out >= 0
-        else tuple(dict.fromkeys((*entry[a], names[into])) if into >= 0 else dict.fromkeys(entry[a]))
-        for a, out, into in zip(phases.rows.tolist(), chain.after_out.tolist(), chain.after_in.tolist())
-    ]
-    made = map(
-        Transfer,
-        names,
-        map(_SRC, bases),
-        map(_DST, bases),
-        phases.sent.tolist(),
-        map(_PRIORITY, bases),
-        map(_ROUTE, bases),
-        deps,
-        map(_OVERHEAD, bases),
-        repeat(None),
-    )
+    names: list[str] = []
     pieces: dict[int, list[Transfer]] = {}
-    for i, piece in zip(flow, made):
+    for a, i, k, size, out, into, last in zip(
+        phases.rows.tolist(),
+        flow_at[phases.rows, phases.cols].tolist(),
+        chain.phase.tolist(),
+        phases.sent.tolist(),
+        chain.after_out.tolist(),
+        chain.after_in.tolist(),
+        chain.last.tolist(),
+    ):
+        base = tasks[i]
+        name = base.id if last else f"{base.id}#{k}"
+        if out >= 0:
+            deps = (names[out], names[into]) if into >= 0 else (names[out],)
+        elif into >= 0:
+            deps = tuple(dict.fromkeys((*entry[a], names[into])))
+        else:
+            deps = tuple(dict.fromkeys(entry[a]))
+        names.append(name)
+        piece = Transfer(name, base.src, base.dst, size, base.priority, base.route, deps, base.overhead_s, None)
         mine = pieces.get(i)
         if mine is None:
             pieces[i] = [piece]
