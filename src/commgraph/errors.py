@@ -83,3 +83,9 @@ class OutputError(CommgraphError, ValueError):
 
 class OptionError(CommgraphError, ValueError):
     """A value typed on the command line or in a spec is malformed (a size that is not bytes)."""
+
+
+class BridgeError(CommgraphError, ValueError):
+    """A user's PyG script asked the bridge (:mod:`commgraph.pyg`) for something it cannot do: a
+    model without a ``MessagePassing`` layer, ids out of range, a loader's options that disagree with
+    the data, a call before :func:`commgraph.pyg.init`."""

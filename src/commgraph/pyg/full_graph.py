@@ -1,0 +1,252 @@
+r"""Full-graph training of any PyG model across ranks: :func:`full_graph`.
+
+G3 (Wan et al., thesis ch. 4) and DGCL (Cai et al., `"DGCL: An Efficient Communication Library for
+Distributed GNN Training" <https://doi.org/10.1145/3447786.3456233>`_, EuroSys 2021) split the
+nodes across workers; before each layer a worker needs the current rows of its halo, the remote
+in-neighbours of the nodes it owns. DGCL offers that as ``graphAllgather``, a primitive any GNN
+calls between layers. Here it is called for the user: a forward pre-hook on every
+``MessagePassing`` submodule replaces the halo rows of the layer's input ``x`` with their owners'
+rows, through the job's planned all-gather (:meth:`commgraph.runtime.job.Job.wire`, chosen as
+``commgraph train`` chooses it), and the backward pass returns the halo rows' gradients to their
+owners. With owned rows :math:`X_O` and the exchange :math:`P` of the plan,
+
+.. math::
+    X \leftarrow \begin{bmatrix} X_O \\ P(X_O^{(1)}, \ldots, X_O^{(R)}) \end{bmatrix},
+    \qquad \frac{\partial L}{\partial X_O} \mathrel{+}= P^\top \frac{\partial L}{\partial X_H}.
+
+GCN's symmetric normalisation needs every node's whole in-degree; a ``GCNConv`` that normalises
+gets its edge weights computed here with the halo nodes' degrees from their owners.
+
+Parameter gradients are averaged over the ranks after each backward, as
+``DistributedDataParallel`` averages them (rank 0's parameters are broadcast first, as DDP does),
+so a loss built with :func:`~commgraph.pyg.global_mean` trains exactly as the one-process script.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import torch
+
+from commgraph.errors import BridgeError
+from commgraph.pyg.data import PartHandle, handle_of
+from commgraph.pyg.world import session
+
+
+def _message_passing_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The outermost ``MessagePassing`` submodules of ``model``, in registration order."""
+    from torch_geometric.nn.conv import MessagePassing
+
+    found, inside = [], set()
+    for name, module in model.named_modules():
+        if any(name.startswith(prefix + ".") for prefix in inside):
+            continue
+        if isinstance(module, MessagePassing):
+            found.append(module)
+            inside.add(name)
+    return found
+
+
+class FullGraph(torch.nn.Module):
+    """``module`` run on this rank's part with its halo rows refreshed before every
+    ``MessagePassing`` (see the module description). Made by :func:`full_graph`.
+
+    Attributes:
+        module: the user's model.
+        job: the :class:`~commgraph.runtime.job.Job` of the part (topology, plan, communicator).
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        handle: PartHandle,
+        data,
+        *,
+        plan: str = "auto",
+        topology: str = "detect",
+        allreduce: str = "native",
+    ):
+        super().__init__()
+        from commgraph.runtime.job import Job
+        from commgraph.runtime.options import JobOptions
+
+        layers = _message_passing_layers(module)
+        if not layers:
+            raise BridgeError(
+                f"{type(module).__name__} has no MessagePassing layer (torch_geometric.nn.conv.MessagePassing): "
+                "cg.full_graph refreshes the halo before each one; a model without one needs no graph exchange "
+                "(wrap it in torch.nn.parallel.DistributedDataParallel instead)"
+            )
+        self.module = module
+        s = session()
+        self._world = s.world
+        self._handle = handle
+        self._data = weakref.ref(data)
+        self.job = Job(s.world, handle.pset, JobOptions(topology=topology, plan=plan))
+        self._runners: dict[int, object] = {}
+        self.choices: dict[int, object] = {}  # row bytes -> the plan chosen for rows of that width
+        self._restore: list[tuple[torch.nn.Module, bool]] = []
+        self._layer_of = {id(layer): i for i, layer in enumerate(layers)}
+        for layer in layers:
+            layer.register_forward_pre_hook(self._before_layer, with_kwargs=True)
+            layer.register_forward_hook(self._after_layer)
+        self._sync = None
+        if s.world.size > 1:
+            self._broadcast_parameters()
+            params = [p for p in module.parameters() if p.requires_grad]
+            self._sync = self.job.gradient_sync(params, self.job.allreduce(allreduce, _nbytes(params)))
+            self._queued = False
+            for param in params:
+                param.register_post_accumulate_grad_hook(self._gradient_arrived)
+
+    # -- forward -----------------------------------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
+
+    @property
+    def bytes(self) -> dict[str, int]:
+        """Bytes this rank sent, by what they carried (``halo_forward:<layer>``, ``halo_backward``,
+        ``allreduce``, ...)."""
+        return dict(self.job.comm.bytes)
+
+    @property
+    def modeled_seconds(self) -> dict[int, float]:
+        """The modelled time of one exchange of rows of each width (in bytes) the model sent."""
+        return {row_bytes: choice.modeled_seconds for row_bytes, choice in self.choices.items()}
+
+    def _runner(self, row_bytes: int):
+        """The runner of the plan for rows of ``row_bytes`` (chosen on first use)."""
+        if row_bytes not in self._runners:
+            wiring = self.job.wire(row_bytes)
+            self.choices[row_bytes] = wiring.choice
+            part = self._handle.part
+            exchange = self.job.exchange(wiring.plan, np.asarray(part.owned), np.asarray(part.halo))
+            self._runners[row_bytes] = self.job.layerwise(exchange)
+        return self._runners[row_bytes]
+
+    def refresh(self, x: torch.Tensor, layer: int) -> torch.Tensor:
+        """``x`` (owned rows, then halo rows) with its halo rows replaced by their owners' rows,
+        differentiable."""
+        from commgraph.runtime.halo import halo_exchange
+
+        owned = self._handle.num_owned
+        expected = owned + self._handle.part.num_halo
+        if x.dim() != 2 or x.shape[0] != expected:
+            raise BridgeError(
+                f"a MessagePassing layer got x of shape {list(x.shape)}, but this rank's part has {expected} rows "
+                f"({owned} owned, then {expected - owned} halo): give each layer the part's rows, as the "
+                "Data cg.partition returned has them"
+            )
+        if self._world.size == 1:
+            return x
+        runner = self._runner(x.shape[1] * x.element_size())
+        halo = halo_exchange(x[:owned].contiguous(), runner, layer)
+        return torch.cat([x[:owned], halo])
+
+    def _before_layer(self, layer: torch.nn.Module, args: tuple, kwargs: dict):
+        index = self._layer_of[id(layer)]
+        args, kwargs = list(args), dict(kwargs)
+        x = args[0] if args else kwargs.get("x")
+        data = self._data()
+        if isinstance(x, torch.Tensor) and not (data is not None and x is getattr(data, "x", None)):
+            x = self.refresh(x, index)  # the part's own x has its halo rows from the global table already
+            if args:
+                args[0] = x
+            else:
+                kwargs["x"] = x
+        if _normalising_gcn(layer):
+            self._gcn_weights(layer, args, kwargs, index)
+        return tuple(args), kwargs
+
+    def _after_layer(self, layer: torch.nn.Module, args, output):
+        while self._restore:
+            module, normalize = self._restore.pop()
+            module.normalize = normalize
+        return output
+
+    def _gcn_weights(self, layer, args: list, kwargs: dict, index: int) -> None:
+        """GCN's normalised edge weights with every node's whole in-degree (the halo nodes' from
+        their owners), passed to ``layer`` with its own normalisation off for this call."""
+        from torch_geometric.utils import add_remaining_self_loops, scatter
+
+        x = args[0] if args else kwargs["x"]
+        edge_index = args[1] if len(args) > 1 else kwargs["edge_index"]
+        weight = args[2] if len(args) > 2 else kwargs.get("edge_weight")
+        num_nodes = x.shape[0]
+        if layer.add_self_loops:
+            edge_index, weight = add_remaining_self_loops(edge_index, weight, 2.0 if layer.improved else 1.0, num_nodes)
+        if weight is None:
+            weight = torch.ones(edge_index.shape[1], dtype=x.dtype, device=x.device)
+        row, col = edge_index[0], edge_index[1]
+        degree = scatter(weight, col, 0, dim_size=num_nodes, reduce="sum")
+        if self._world.size > 1:
+            with torch.no_grad():
+                degree = self.refresh(degree.unsqueeze(1), len(self._layer_of) + index).squeeze(1)
+        inverse = degree.pow(-0.5)
+        inverse = inverse.masked_fill(inverse == float("inf"), 0)
+        normalised = inverse[row] * weight * inverse[col]
+        for position, name, value in ((1, "edge_index", edge_index), (2, "edge_weight", normalised)):
+            if len(args) > position:
+                args[position] = value
+            else:
+                kwargs[name] = value
+        self._restore.append((layer, layer.normalize))
+        layer.normalize = False
+
+    # -- gradients ---------------------------------------------------------------------------------
+
+    def _broadcast_parameters(self) -> None:
+        with torch.no_grad():
+            for tensor in [*self.module.parameters(), *self.module.buffers()]:
+                self.job.comm.broadcast_(tensor.data)
+
+    def _gradient_arrived(self, param: torch.Tensor) -> None:
+        if not self._queued:
+            self._queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._average)
+
+    def _average(self) -> None:
+        """At the end of a backward: the summed gradients, divided by the number of ranks."""
+        self._queued = False
+        self._sync.finish()
+        for bucket in self._sync.buckets:
+            for param in bucket:
+                if param.grad is not None:
+                    param.grad.div_(self._world.size)
+
+
+def _normalising_gcn(layer: torch.nn.Module) -> bool:
+    from torch_geometric.nn import GCNConv
+
+    return isinstance(layer, GCNConv) and layer.normalize
+
+
+def _nbytes(params: list[torch.nn.Parameter]) -> int:
+    return sum(p.numel() * p.element_size() for p in params)
+
+
+def full_graph(
+    model: torch.nn.Module, data, *, plan: str = "auto", topology: str = "detect", allreduce: str = "native"
+) -> FullGraph:
+    """``model`` trained on the part ``data`` across the job's ranks, exactly as one process trains
+    it on the whole graph (see the module description).
+
+    Args:
+        model: any ``torch.nn.Module`` with ``MessagePassing`` layers (PyG's convs or the user's own),
+            each called as ``layer(x, edge_index, ...)`` with ``x`` holding the part's rows.
+        data: the part :func:`~commgraph.pyg.partition` returned.
+        plan: the all-gather plan: ``auto`` (the one the simulator prices fastest on the topology),
+            a planner (``p2p``, ``spst``, ...) or a plan file, as ``commgraph train --plan``.
+        topology: the topology the plan is made for, as ``commgraph train --topology``.
+        allreduce: the gradient all-reduce: ``native`` (torch's), a planner or ``auto``.
+
+    Returns:
+        FullGraph: a module calling ``model``; its ``bytes`` and ``modeled_seconds`` say what the
+        exchanges cost.
+
+    Raises:
+        BridgeError: ``model`` has no ``MessagePassing`` layer; ``data`` is not a part.
+    """
+    return FullGraph(model, handle_of(data), data, plan=plan, topology=topology, allreduce=allreduce)

@@ -1,0 +1,93 @@
+"""The world a user's script runs in: :func:`init` joins the job that ``torchrun`` or ``commgraph
+run`` started (the environment says so: ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``),
+or makes a one-process world when the script runs alone. Either way torch's default process group
+is initialised, so ``torch.nn.parallel.DistributedDataParallel`` and ``torch.distributed`` calls
+work on the user's own tensors as they do everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from commgraph.errors import BridgeError
+from commgraph.runtime.comm import Communicator
+from commgraph.runtime.options import in_torchrun
+from commgraph.runtime.world import World, join
+
+DEFAULT_TIMEOUT = 300.0
+# set by ``commgraph run``: the store key a rank writes when it calls init, so that the launcher
+# can tell a script that never joined from one that did
+INIT_KEY = "commgraph/bridge-init/"
+
+
+@dataclass
+class Session:
+    """This process's place in the job, made once by :func:`init`: the ``world`` and its
+    ``comm`` (which counts every byte the bridge moves)."""
+
+    world: World
+    comm: Communicator
+
+
+_session: Session | None = None
+
+
+def init(timeout: float = DEFAULT_TIMEOUT, device: str = "auto") -> Session:
+    """Join the job this process belongs to; a second call returns the same session.
+
+    Args:
+        timeout: seconds any collective may wait before the job stops with the rank it waited for
+            named.
+        device: ``auto`` (a GPU per local rank when torch sees enough of them, else the CPU),
+            ``cpu`` or ``cuda``.
+
+    Returns:
+        Session: the world (rank, size, device, backend) and its communicator.
+    """
+    global _session
+    if _session is not None:
+        return _session
+    if in_torchrun():
+        world = join(timeout, device)
+        world._store.set(f"{INIT_KEY}{world.rank}", "1")
+    else:
+        world = World.alone("cuda" if device != "cpu" and torch.cuda.is_available() else "cpu")
+        if not dist.is_initialized():  # a group of one, so that DDP and dist calls work unchanged
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    _session = Session(world, Communicator(world))
+    return _session
+
+
+def session() -> Session:
+    """The session :func:`init` made.
+
+    Raises:
+        BridgeError: :func:`init` was not called yet.
+    """
+    if _session is None:
+        raise BridgeError("call commgraph.pyg.init() first (import commgraph.pyg as cg; cg.init())")
+    return _session
+
+
+def rank() -> int:
+    """This process's rank (0 when it runs alone)."""
+    return session().world.rank
+
+
+def world_size() -> int:
+    """The number of ranks of the job (1 when the script runs alone)."""
+    return session().world.size
+
+
+def device() -> torch.device:
+    """The device this rank computes on."""
+    return session().world.device
+
+
+def local_rank() -> int:
+    """This process's rank on its machine."""
+    return int(os.environ.get("LOCAL_RANK", rank()))
