@@ -129,3 +129,15 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
             pytrace=False,
         )
     return result
+
+
+@pytest.fixture
+def bridge_alone():
+    """A one-process bridge world (``commgraph.pyg.init()`` outside any job), shut down after the
+    test: no process group may outlive it, or the next job's ranks forked from this process would
+    find one already initialised."""
+    import commgraph.pyg as cg
+
+    session = cg.init()
+    yield session
+    cg.shutdown()

@@ -21,6 +21,7 @@ __all__ = [
     "local_rank",
     "partition",
     "rank",
+    "shutdown",
     "world_size",
 ]
 
@@ -32,6 +33,7 @@ __getattr__ = exports(
         "world_size": "world",
         "device": "world",
         "local_rank": "world",
+        "shutdown": "world",
         "partition": "data",
         "full_graph": "full_graph",
         "FullGraph": "full_graph",

@@ -62,6 +62,19 @@ def init(timeout: float = DEFAULT_TIMEOUT, device: str = "auto") -> Session:
     return _session
 
 
+def shutdown() -> None:
+    """Leave the job: torch's process group is destroyed and a later :func:`init` joins anew (a
+    script need not call it; a test that made a one-process world does, so that no process group
+    outlives it)."""
+    global _session
+    if _session is None:
+        return
+    _session.world.close()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _session = None
+
+
 def session() -> Session:
     """The session :func:`init` made.
 
