@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 import torch
-from forked import launch_forked
-from pyg_driver import MODELS, cora, train_plain
 
 import commgraph.pyg as cg
 from commgraph.errors import BridgeError
+from forked import launch_forked
+from pyg_driver import MODELS, cora, train_plain
 
 
 @pytest.fixture(scope="module")
