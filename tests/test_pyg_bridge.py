@@ -89,3 +89,22 @@ def test_global_mean_is_the_mean_with_the_one_process_gradient(bridge_alone):
     mean.backward()
     np.testing.assert_allclose(values.grad, [1 / 3] * 3)
     assert cg.global_mean(torch.tensor([True, False, True, True])).item() == 0.75
+
+
+def test_unified_on_a_cpu_rank_is_the_tensor_itself(bridge_alone):
+    x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    table = cg.unified(x)
+    assert table is x
+    assert torch.equal(table[torch.tensor([3, 1])], x[[3, 1]])
+    with pytest.raises(BridgeError, match="2-D tensor"):
+        cg.unified(torch.zeros(5))
+
+
+@pytest.mark.gpu(reason="a unified tensor is read by a CUDA GPU")
+def test_unified_rows_arrive_on_the_gpu_exactly(bridge_alone):
+    x = torch.randn(1000, 37)
+    table = cg.unified(x, device="cuda")
+    index = torch.tensor([999, 0, 5, 5, 512])
+    rows = table[index.cuda()]
+    assert rows.device.type == "cuda" and torch.equal(rows.cpu(), x[index])
+    assert torch.equal(table[torch.arange(1000) % 7 == 0].cpu(), x[::7])

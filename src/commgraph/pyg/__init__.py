@@ -5,6 +5,7 @@
 - :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows).
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather; :func:`global_mean` / :func:`global_sum` make a loss or metric global.
+- :func:`unified`: a host table the GPU reads directly (PyTorch-Direct), a plain tensor on a CPU.
 
 Its names load on first use (:mod:`commgraph.lazy`).
 """
@@ -22,6 +23,8 @@ __all__ = [
     "partition",
     "rank",
     "shutdown",
+    "unified",
+    "UnifiedTensor",
     "world_size",
 ]
 
@@ -39,5 +42,7 @@ __getattr__ = exports(
         "FullGraph": "full",
         "global_mean": "reduce",
         "global_sum": "reduce",
+        "unified": "direct",
+        "UnifiedTensor": "direct",
     },
 )
