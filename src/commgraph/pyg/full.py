@@ -24,6 +24,8 @@ so a loss built with :func:`~commgraph.pyg.global_mean` trains exactly as the on
 
 from __future__ import annotations
 
+import inspect
+import typing
 import weakref
 
 import numpy as np
@@ -87,6 +89,8 @@ class FullGraph(torch.nn.Module):
         self._runners: dict[int, object] = {}
         self.choices: dict[int, object] = {}  # row bytes -> the plan chosen for rows of that width
         self._restore: list[tuple[torch.nn.Module, bool]] = []
+        self._padded: list[bool] = []  # per layer call in flight: its output has owned rows only
+        self._adjacencies: dict[tuple, torch.Tensor] = {}
         self._layer_of = {id(layer): i for i, layer in enumerate(layers)}
         for layer in layers:
             layer.register_forward_pre_hook(self._before_layer, with_kwargs=True)
@@ -152,18 +156,52 @@ class FullGraph(torch.nn.Module):
         data = self._data()
         if isinstance(x, torch.Tensor) and not (data is not None and x is getattr(data, "x", None)):
             x = self.refresh(x, index)  # the part's own x has its halo rows from the global table already
-            if args:
-                args[0] = x
+        pair = isinstance(x, torch.Tensor) and _takes_pair(layer)
+        if pair:  # only the owned rows are computed: the halo rows' outputs would be overwritten anyway
+            x = (x, x[: self._handle.num_owned])
+        if args:
+            args[0] = x
+        else:
+            kwargs["x"] = x
+        if pair and _fuses(layer) and self._plain_structure(args, kwargs, data):
+            # the part's own CSR (rows: owned destinations): one sparse product, no per-edge rows
+            adjacency = self._adjacency(x[0])
+            if len(args) > 1:
+                args[1] = adjacency
             else:
-                kwargs["x"] = x
+                kwargs["edge_index"] = adjacency
+        self._padded.append(pair)
         if _normalising_gcn(layer):
             self._gcn_weights(layer, args, kwargs, index)
         return tuple(args), kwargs
+
+    @staticmethod
+    def _plain_structure(args: list, kwargs: dict, data) -> bool:
+        """Whether the layer was called on the part's own ``edge_index`` and nothing else per edge."""
+        edge_index = args[1] if len(args) > 1 else kwargs.get("edge_index")
+        rest = [*args[2:], *(v for k, v in kwargs.items() if k not in ("x", "edge_index"))]
+        return data is not None and edge_index is getattr(data, "edge_index", None) and all(v is None for v in rest)
+
+    def _adjacency(self, x: torch.Tensor) -> torch.Tensor:
+        """The part's in-edges as a ``[num_owned, num_owned + num_halo]`` sparse CSR tensor of ones
+        (the transposed adjacency PyG's fused layers take), made once per dtype and device."""
+        key = (x.dtype, x.device)
+        if key not in self._adjacencies:
+            part = self._handle.part
+            indptr = torch.from_numpy(np.asarray(part.indptr, dtype=np.int64))
+            indices = torch.from_numpy(np.asarray(part.indices, dtype=np.int64))
+            ones = torch.ones(indices.shape[0], dtype=x.dtype)
+            size = (part.num_owned, part.num_owned + part.num_halo)
+            self._adjacencies[key] = torch.sparse_csr_tensor(indptr, indices, ones, size=size).to(x.device)
+        return self._adjacencies[key]
 
     def _after_layer(self, layer: torch.nn.Module, args, output):
         while self._restore:
             module, normalize = self._restore.pop()
             module.normalize = normalize
+        if self._padded.pop() and isinstance(output, torch.Tensor):
+            # the owned rows, then zero rows in the halo's place: the table keeps the part's rows
+            output = torch.cat([output, output.new_zeros((self._handle.part.num_halo, *output.shape[1:]))])
         return output
 
     def _gcn_weights(self, layer, args: list, kwargs: dict, index: int) -> None:
@@ -215,6 +253,26 @@ class FullGraph(torch.nn.Module):
             for param in bucket:
                 if param.grad is not None:
                     param.grad.div_(self._world.size)
+
+
+def _takes_pair(layer: torch.nn.Module) -> bool:
+    """Whether ``layer``'s ``forward`` takes ``x`` as a (source rows, destination rows) pair, as
+    PyG's bipartite convs declare it (``Union[Tensor, OptPairTensor]``)."""
+    parameter = inspect.signature(type(layer).forward).parameters.get("x")
+    if parameter is None:
+        return False
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        return "Tuple" in annotation or "PairTensor" in annotation
+    return any(typing.get_origin(arg) is tuple for arg in typing.get_args(annotation))
+
+
+def _fuses(layer: torch.nn.Module) -> bool:
+    """Whether ``layer`` aggregates a sparse adjacency in one product (it overrides
+    ``message_and_aggregate``, as ``SAGEConv`` and ``GINConv`` do)."""
+    from torch_geometric.nn.conv import MessagePassing
+
+    return type(layer).message_and_aggregate is not MessagePassing.message_and_aggregate
 
 
 def _normalising_gcn(layer: torch.nn.Module) -> bool:
