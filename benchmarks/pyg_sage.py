@@ -4,7 +4,8 @@ run`` against ``commgraph train``'s built-in GraphSAGE.
 ``commgraph run --workers N benchmarks/pyg_sage.py SET OUT.json --epochs E --hidden H --layers L``
 trains PyG's own ``SAGEConv`` stack (ReLU between layers, dropout 0, Adam) full-graph on the
 partition set SET through ``cg.full_graph`` with the ``p2p`` plan, and rank 0 writes each epoch's
-seconds (the slowest rank's, forward, backward and step), loss and the bytes each rank sent.
+seconds (rank 0's, as ``commgraph train`` reports its step: forward, loss, backward, gradient
+average and optimiser step), loss and the bytes each rank sent.
 """
 
 import argparse

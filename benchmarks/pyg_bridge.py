@@ -1,0 +1,123 @@
+"""The PyG bridge's overhead: the same GraphSAGE through ``cg.full_graph`` against ``commgraph
+train``'s built-in GraphSAGE (issue 51's target: <= 1.15x the step time, equal bytes).
+
+Both train on one partition set made once (``--method metis``), with ``--workers`` ranks, the
+``p2p`` all-gather plan, layer-wise exchanges, the input features' halo rows read from the set
+(the built-in's ``--first-layer features``; the bridge's part holds them), ``--layers`` SAGEConv
+layers of ``--hidden`` (mean aggregation, ReLU between them), dropout 0 and Adam:
+
+- ``builtin``: ``commgraph train SET --model sage --exchange barrier --plan p2p ...``; its
+  ``--metrics-out`` line gives rank 0's training step of each epoch and the bytes of the epoch;
+- ``bridge``: ``commgraph run --workers N benchmarks/pyg_sage.py SET OUT.json ...``, PyG's own
+  ``SAGEConv`` in a user's model class; rank 0's step (forward, loss, backward, gradient average,
+  optimiser step) and every rank's bytes.
+
+The two run alternately, ``--pairs`` times (A B A B ...), each pair's ratio the medians of its
+epochs after ``--warmup``; the machine's 1-minute load is recorded before and after every run and a
+run that started above 1.0 is flagged. Printed: each run's median step, the pair ratios and their
+median, min and max, and the bytes per epoch of both.
+
+    python benchmarks/pyg_bridge.py [--graph sbm:nodes=20000,classes=8,features=128,seed=0]
+        [--workers 4] [--hidden 128] [--layers 2] [--epochs 12] [--warmup 2] [--pairs 3]
+        [--work-dir /tmp/commgraph-pyg-bridge]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+COMMGRAPH = [sys.executable, "-m", "commgraph"]
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graph", default="sbm:nodes=20000,classes=8,features=128,seed=0")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--work-dir", type=Path, default=Path("/tmp/commgraph-pyg-bridge"))
+    return parser.parse_args()
+
+
+def run(argv: list[str]) -> float:
+    """Run a command (its output shown on failure); the 1-minute load before it."""
+    load = os.getloadavg()[0]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"failed ({result.returncode}): {' '.join(argv)}\n{result.stderr[-3000:]}")
+    return load
+
+
+def builtin(args, pset: Path, out: Path) -> dict:
+    out.unlink(missing_ok=True)
+    load = run(
+        [*COMMGRAPH, "train", str(pset), "--workers", str(args.workers), "--model", "sage", "--layers",
+         str(args.layers), "--hidden", str(args.hidden), "--dropout", "0", "--epochs", str(args.epochs),
+         "--exchange", "barrier", "--plan", "p2p", "--first-layer", "features", "--quiet", "--force",
+         "--metrics-out", str(out)]
+    )  # fmt: skip
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    seconds = [line["epoch_seconds"] for line in lines]
+    halo = lines[-1]["halo_forward_bytes"][-1] + lines[-1]["halo_backward_bytes"]
+    return {"seconds": seconds, "halo_bytes": halo, "allreduce_bytes": lines[-1]["allreduce_bytes"], "load": load}
+
+
+def bridge(args, pset: Path, out: Path) -> dict:
+    out.unlink(missing_ok=True)
+    load = run(
+        [*COMMGRAPH, "run", "--workers", str(args.workers), str(HERE / "pyg_sage.py"), str(pset), str(out),
+         "--epochs", str(args.epochs), "--hidden", str(args.hidden), "--layers", str(args.layers)]
+    )  # fmt: skip
+    result = json.loads(out.read_text())
+    ranks = result["bytes"]
+    halo = sum(sum(v for k, v in rank.items() if k.startswith("halo_")) for rank in ranks) / args.epochs
+    allreduce = sum(rank.get("allreduce", 0) for rank in ranks) / args.epochs
+    return {"seconds": [e["seconds"] for e in result["epochs"]], "halo_bytes": halo, "allreduce_bytes": allreduce,
+            "load": load}  # fmt: skip
+
+
+def main() -> None:
+    args = parse()
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    args.work_dir.mkdir(parents=True)
+    os.environ["COMMGRAPH_HOME"] = str(args.work_dir / "home")
+    pset = args.work_dir / "set"
+    run([*COMMGRAPH, "partition", "make", args.graph, "--parts", str(args.workers), "--method", "metis",
+         "--out", str(pset)])  # fmt: skip
+    ratios = []
+    for pair in range(args.pairs):
+        a = builtin(args, pset, args.work_dir / "builtin.jsonl")
+        b = bridge(args, pset, args.work_dir / "bridge.json")
+        step_a = statistics.median(a["seconds"][args.warmup :])
+        step_b = statistics.median(b["seconds"][args.warmup :])
+        ratios.append(step_b / step_a)
+        flags = " (load above 1.0)" if max(a["load"], b["load"]) > 1.0 else ""
+        print(
+            f"pair {pair + 1}: builtin {step_a * 1e3:.1f} ms (load {a['load']:.2f}), bridge {step_b * 1e3:.1f} ms "
+            f"(load {b['load']:.2f}): {step_b / step_a:.3f}x{flags}",
+            flush=True,
+        )
+    print(
+        f"bridge / builtin step time: median {statistics.median(ratios):.3f}x, min {min(ratios):.3f}x, "
+        f"max {max(ratios):.3f}x over {args.pairs} pairs (target <= 1.15x)"
+    )
+    print(
+        f"halo bytes per epoch, every rank: builtin {a['halo_bytes']:,.0f}, bridge {b['halo_bytes']:,.0f}; "
+        f"gradient all-reduce: builtin {a['allreduce_bytes']:,.0f}, bridge {b['allreduce_bytes']:,.0f}"
+    )
+    print(f"1-minute load after the last run: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
