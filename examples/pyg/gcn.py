@@ -17,9 +17,10 @@ parser.add_argument("--root", default="data/Planetoid")
 parser.add_argument("--epochs", type=int, default=200)
 parser.add_argument("--hidden", type=int, default=16)
 parser.add_argument("--dropout", type=float, default=0.5)
+parser.add_argument("--seed", type=int, default=0)
 args = parser.parse_args()
 
-torch.manual_seed(0)
+torch.manual_seed(args.seed)
 dataset = Planetoid(args.root, "Cora", transform=T.NormalizeFeatures())
 data = dataset[0]
 
