@@ -107,7 +107,11 @@ class FullGraph(torch.nn.Module):
     # -- forward -----------------------------------------------------------------------------------
 
     def forward(self, *args, **kwargs):
-        return self.module(*args, **kwargs)
+        try:
+            return self.module(*args, **kwargs)
+        finally:  # a layer that raised leaves no GCN normalisation off and no call in flight
+            self._restore_normalisation()
+            self._padded.clear()
 
     @property
     def bytes(self) -> dict[str, int]:
@@ -195,10 +199,13 @@ class FullGraph(torch.nn.Module):
             self._adjacencies[key] = torch.sparse_csr_tensor(indptr, indices, ones, size=size).to(x.device)
         return self._adjacencies[key]
 
-    def _after_layer(self, layer: torch.nn.Module, args, output):
+    def _restore_normalisation(self) -> None:
         while self._restore:
             module, normalize = self._restore.pop()
             module.normalize = normalize
+
+    def _after_layer(self, layer: torch.nn.Module, args, output):
+        self._restore_normalisation()
         if self._padded.pop() and isinstance(output, torch.Tensor):
             # the owned rows, then zero rows in the halo's place: the table keeps the part's rows
             output = torch.cat([output, output.new_zeros((self._handle.part.num_halo, *output.shape[1:]))])
