@@ -108,3 +108,13 @@ def test_unified_rows_arrive_on_the_gpu_exactly(bridge_alone):
     rows = table[index.cuda()]
     assert rows.device.type == "cuda" and torch.equal(rows.cpu(), x[index])
     assert torch.equal(table[torch.arange(1000) % 7 == 0].cpu(), x[::7])
+
+
+def test_a_layer_given_other_rows_than_the_parts_is_refused(bridge_alone, tmp_path, monkeypatch):
+    from pyg_driver import Net
+
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    part = cg.partition(cora())
+    model = cg.full_graph(Net("sage", part.num_features, 7), part)
+    with pytest.raises(BridgeError, match=r"x of shape \[10, 1433\], but this rank's part has 2708 rows"):
+        model.module.conv1(part.x[:10], part.edge_index)
