@@ -94,7 +94,7 @@ def test_a_raising_rank_stops_the_job_and_is_named(tmp_path, waits_in):
     assert done.returncode == 1
     named = f"commgraph: error: rank 1 failed: ValueError: boom (script.py, line {RAISE_LINE})"
     assert named in done.stderr.splitlines(), done.stderr
-    assert f'script.py", line {RAISE_LINE}' in done.stderr and "raise ValueError" in done.stderr  # the traceback, as python's
+    assert f'script.py", line {RAISE_LINE}' in done.stderr and "raise ValueError" in done.stderr  # python's traceback
     assert stopped_after < 5, stopped_after  # the grace (1.5 s), not the 300 s collective timeout
     if waits_in == "collective":
         assert "commgraph: rank 0 stopped: rank 1 failed" in done.stderr
