@@ -32,7 +32,7 @@ from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.runtime.options import DEVICE_ENV, TIMEOUT_ENV
 from commgraph.runtime.zygote import ForkedZygote
 
-RANK_MODULE = "commgraph.launch.script_rank"
+RANK_MODULE = "commgraph.launch.script_rank"  # what each rank runs: the script, its failure reported
 ADVICE = "use a machine with more memory, or fewer workers with a partition set of as many parts"
 
 
@@ -61,6 +61,7 @@ def run_script(options: RunOptions, script: str, args: list[str]) -> int:
 
 
 def _launch(options: RunOptions, script: str, args: list[str], zygote: ForkedZygote | None) -> int:
+    """Start the ranks (forked by ``zygote`` if given) and watch them; the job's exit code."""
     from commgraph.runtime import launch_local, pick_device
 
     device = pick_device(options.device, options.workers, say=lambda line: print(line, file=sys.stderr))
@@ -132,7 +133,7 @@ def verdict(script: str, end) -> int:
     if missing:
         ranks = f"rank{'s' * (len(missing) > 1)} {', '.join(map(str, missing))}"
         raise BridgeError(
-            f"{script} never called commgraph.pyg.init() ({ranks}), so its ranks ran alone, not as one job: "
-            "add `import commgraph.pyg as cg; cg.init()` before its first collective"
+            f"{script} never called commgraph.pyg.init() ({ranks}): add `import commgraph.pyg as cg; cg.init()` "
+            "at its start, which joins its ranks into one job"
         )
     return 0
