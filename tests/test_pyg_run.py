@@ -7,12 +7,15 @@ import textwrap
 import time
 
 import pytest
+import torch.distributed as dist
 
 from commgraph.graph import load_graph
 from commgraph.launch.options import RunOptions
 from commgraph.launch.script import partition_sets
 from commgraph.partition import partition_graph, write_partition_set
 from commgraph.pyg.world import DEFAULT_TIMEOUT
+from commgraph.runtime.launch import _first_failure
+from commgraph.runtime.world import failed_key, stopped_key
 from forked import run_commgraph
 
 
@@ -98,6 +101,14 @@ def test_a_raising_rank_stops_the_job_and_is_named(tmp_path, waits_in):
     assert stopped_after < 5, stopped_after  # the grace (1.5 s), not the 300 s collective timeout
     if waits_in == "collective":
         assert "commgraph: rank 0 stopped: rank 1 failed" in done.stderr
+
+
+def test_a_rank_that_stopped_because_of_another_is_not_named_first():
+    store = dist.HashStore()  # ranks 0 and 1 seen failing in one poll; 0 said it stopped because of 1
+    store.set(stopped_key(0), "1")
+    store.set(failed_key(1), "ValueError: boom (script.py, line 3)")
+    assert _first_failure(store, [(0, 1), (1, 1)]) == ((1, 1), "ValueError: boom (script.py, line 3)")
+    assert _first_failure(dist.HashStore(), [(0, 1), (1, -9)]) == ((0, 1), None)
 
 
 @pytest.mark.multiproc

@@ -223,12 +223,10 @@ def _watch(children: list[Rank], grace: float, store) -> JobEnd:
 
 
 def _first_failure(store, failed: list[tuple[int, int]]) -> tuple[tuple[int, int], str | None]:
-    """Of ranks seen failing at once, the one that caused it, and its own reason: one that wrote
-    why it failed, else one that did not say it stopped because of another, else the lowest."""
-    reasons = {rank: _own_reason(store, rank) for rank, _ in failed}
-    stopped = {rank: store.check([stopped_key(rank)]) for rank, _ in failed}
-    rank, code = min(failed, key=lambda item: (reasons[item[0]] is None, stopped[item[0]], item[0]))
-    return (rank, code), reasons[rank]
+    """Of ranks seen failing at once, the one that caused it (the lowest that did not say it
+    stopped because of another), and its own reason."""
+    rank, code = min(failed, key=lambda item: (store.check([stopped_key(item[0])]), item[0]))
+    return (rank, code), _own_reason(store, rank)
 
 
 def _own_reason(store, rank: int) -> str | None:
