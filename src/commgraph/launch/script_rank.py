@@ -16,6 +16,7 @@ Nothing here imports torch before the script does: a script may set its environm
 
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
@@ -56,8 +57,8 @@ def describe_error(exc: BaseException, script: str) -> str:
 
 
 def _report(exc: BaseException, script: str) -> None:
-    """Tell the job how this rank failed (best effort: the launcher may be gone): why, or, when
-    another rank failed first, that this one stopped because of it."""
+    """Print the error and tell the job how this rank failed (best effort: the launcher may be
+    gone): why, or, when another rank failed first, only that this one stopped because of it."""
     from commgraph.runtime.world import failed_key, stopped_key
 
     rank = int(os.environ["RANK"])
@@ -66,14 +67,16 @@ def _report(exc: BaseException, script: str) -> None:
         others = [other for other in range(int(os.environ["WORLD_SIZE"])) if other != rank]
         first = next((other for other in others if store.check([failed_key(other)])), None)
     except Exception:  # noqa: BLE001 - no store to tell: the traceback alone says it
-        _print(exc, script)
-        return
+        store, first = None, None
     if first is None:
         _print(exc, script)
-        store.set(failed_key(rank), describe_error(exc, script)[:500])
+        key, value = failed_key(rank), describe_error(exc, script)[:500]
     else:
         print(f"commgraph: rank {rank} stopped: rank {first} failed", file=sys.stderr)
-        store.set(stopped_key(rank), "1")
+        key, value = stopped_key(rank), "1"
+    if store is not None:
+        with contextlib.suppress(Exception):  # the store's host itself may be gone
+            store.set(key, value)
 
 
 def _print(exc: BaseException, script: str) -> None:
