@@ -28,7 +28,7 @@ def groups(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 @pytest.mark.multiproc
 def test_the_top_level_lists_the_groups_and_no_old_spelling():
     top = children(build_parser())
-    assert list(top) == ["graph", "partition", "topo", "plan", "sim", "train", "predict", "analyze", "plot"]
+    assert list(top) == ["graph", "partition", "topo", "plan", "sim", "train", "predict", "analyze", "run", "plot"]
     old_names = {old[0] for old in ALIASES} | {"partition-info"}
     assert not old_names & set(top) - {"plan", "partition"}
 

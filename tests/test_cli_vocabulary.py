@@ -65,7 +65,7 @@ def name(action) -> str:
 
 
 def test_the_tree_is_walked_whole():
-    assert len(COMMANDS) == 23 and ("sim", "multipath", "paths") in dict(COMMANDS)
+    assert len(COMMANDS) == 24 and ("sim", "multipath", "paths") in dict(COMMANDS)
     assert sum(1 for _ in everywhere()) > 200
 
 

@@ -54,6 +54,7 @@ TREE = (
     Command("train", "train a GNN across workers, full-graph or on sampled mini-batches", "train"),
     Command("predict", "label every node with a trained model", "predict"),
     Command("analyze", "BFS, SSSP, PageRank or connected components across workers", "analyze"),
+    Command("run", "run your own PyG script as N ranks on this machine (commgraph.pyg)", "run"),
     Command("plot", "draw training curves from metrics.jsonl files", "plot"),
 )
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from commgraph.errors import CommgraphError, JobError
 from commgraph.graph import Graph
 from commgraph.launch.cache import cached_partition_set, partition_cache_entry
-from commgraph.launch.options import LaunchOptions
+from commgraph.launch.options import LaunchOptions, RunOptions
 from commgraph.options import Options
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.allgather import placement
@@ -166,9 +166,13 @@ def early_estimate(spec: JobSpec, partition_dir: Path) -> MemoryEstimate | None:
         return None
 
 
-def check_fits(estimate: MemoryEstimate, options: LaunchOptions) -> None:
+# what a refused training job may change (train's and predict's options)
+TRAIN_ADVICE = "lower --batch-size or --fanout, use fewer --workers or --features host"
+
+
+def check_fits(estimate: MemoryEstimate, options: LaunchOptions | RunOptions, advice: str = TRAIN_ADVICE) -> None:
     """Refuse a job whose estimate exceeds the memory this machine has available (unless
-    ``--ignore-memory``)."""
+    ``--ignore-memory``); ``advice`` says what to change."""
     available = available_bytes()
     if options.ignore_memory or available is None or estimate.machine_peak_bytes <= available:
         return
@@ -176,8 +180,7 @@ def check_fits(estimate: MemoryEstimate, options: LaunchOptions) -> None:
         f"this job needs about {estimate.machine_peak_bytes / 1e9:.1f} GB on this machine "
         f"({estimate.machine_workers} worker(s) of {estimate.worker_peak_bytes / 1e9:.1f} GB and "
         f"{sum(estimate.machine.values()) / 1e9:.1f} GB shared) but {available / 1e9:.1f} GB is "
-        "available: lower --batch-size or --fanout, use fewer --workers or --features host "
-        "(--dry-run shows the estimate by part; --ignore-memory starts it anyway)"
+        f"available: {advice} (--dry-run shows the estimate by part; --ignore-memory starts it anyway)"
     )
 
 

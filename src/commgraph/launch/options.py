@@ -1,4 +1,5 @@
-"""The launcher's own options, light to import (no torch): a command's parser is built from them."""
+"""The launcher's own options, and ``commgraph run``'s, light to import (no torch): a command's parser is
+built from them."""
 
 from __future__ import annotations
 
@@ -47,6 +48,47 @@ class LaunchOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.workers is not None and self.workers < 1:
+            raise JobError("--workers must be >= 1")
+        if not self.timeout > 0:
+            raise JobError("--timeout must be positive")
+        if self.threads is not None and self.threads < 1:
+            raise JobError("--threads must be >= 1")
+
+
+@dataclass(frozen=True)
+class RunOptions(Options):
+    """``commgraph run``'s options: how many ranks to start on this machine, and what each rank's
+    :func:`commgraph.pyg.init` takes by default."""
+
+    error = JobError
+    workers: int = option("ranks to start on this machine (the job's WORLD_SIZE)", type=int, metavar="N")
+    device: str = option(
+        "what cg.init() runs on: auto (one GPU per rank with NCCL if there are enough, else CPU with Gloo), "
+        "cpu or cuda",
+        choices=DEVICES,
+        default="auto",
+    )
+    threads: int | None = option(
+        "compute threads per rank, as OMP_NUM_THREADS (default: cores / workers)", type=int, default=None
+    )
+    timeout: float = option(
+        "seconds any collective may wait before the job stops; cg.init's default, given to the ranks as "
+        "COMMGRAPH_TIMEOUT",
+        type=float,
+        default=300.0,
+    )
+    dry_run: bool = option(
+        "print the memory estimate of each partition set among the script's arguments and exit",
+        type=bool,
+        default=False,
+    )
+    ignore_memory: bool = option(
+        "start even when the memory estimate exceeds what the machine has available", type=bool, default=False
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.workers < 1:
             raise JobError("--workers must be >= 1")
         if not self.timeout > 0:
             raise JobError("--timeout must be positive")

@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from commgraph.errors import BridgeError
 from commgraph.runtime.comm import Communicator
-from commgraph.runtime.options import in_torchrun
+from commgraph.runtime.options import DEVICE_ENV, TIMEOUT_ENV, in_torchrun
 from commgraph.runtime.world import World, join
 
 DEFAULT_TIMEOUT = 300.0
@@ -36,14 +36,16 @@ class Session:
 _session: Session | None = None
 
 
-def init(timeout: float = DEFAULT_TIMEOUT, device: str = "auto") -> Session:
+def init(timeout: float | None = None, device: str | None = None) -> Session:
     """Join the job this process belongs to; a second call returns the same session.
 
     Args:
         timeout: seconds any collective may wait before the job stops with the rank it waited for
-            named.
+            named (default: ``$COMMGRAPH_TIMEOUT``, which ``commgraph run --timeout`` sets, else
+            :data:`DEFAULT_TIMEOUT`).
         device: ``auto`` (a GPU per local rank when torch sees enough of them, else the CPU),
-            ``cpu`` or ``cuda``.
+            ``cpu`` or ``cuda`` (default: ``$COMMGRAPH_DEVICE``, which ``commgraph run --device``
+            sets, else ``auto``).
 
     Returns:
         Session: the world (rank, size, device, backend) and its communicator.
@@ -51,6 +53,8 @@ def init(timeout: float = DEFAULT_TIMEOUT, device: str = "auto") -> Session:
     global _session
     if _session is not None:
         return _session
+    timeout = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT)) if timeout is None else timeout
+    device = os.environ.get(DEVICE_ENV, "auto") if device is None else device
     if in_torchrun():
         world = join(timeout, device)
         world._store.set(f"{INIT_KEY}{world.rank}", "1")

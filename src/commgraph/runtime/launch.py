@@ -23,13 +23,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
 from commgraph.lifetime import group_members, kill_group
-from commgraph.runtime.world import failed_key
+from commgraph.runtime.world import failed_key, stopped_key
 from commgraph.runtime.zygote import FRESH_RANKS, ForkedZygote
 
 POLL_SECONDS = 0.1
@@ -46,19 +47,24 @@ def launch_local(
     module: str = "commgraph",
     zygote: ForkedZygote | None = None,
     fresh: bool | None = None,
+    env: dict[str, str] | None = None,
+    verdict: Callable[[JobEnd], int] | None = None,
 ) -> int:
     """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine, forked by ``zygote``
     (see :meth:`ForkedZygote.fork`) or by a zygote started for them; the job's exit code. With
     ``fresh`` each forked rank replaces itself with a new interpreter at once; by default it does
     wherever torch sees a CUDA GPU: importing PyG initialises the CUDA driver in the zygote, and a
     child forked from such a process cannot use CUDA at all, not even a CPU job's optimizer (its
-    step asks CUDA whether a graph is being captured)."""
+    step asks CUDA whether a graph is being captured). ``env`` is added to every rank's
+    environment; ``verdict`` turns how the job ended into its exit code, saying why (default
+    :func:`name_failed_rank`), while the job's store is still open."""
     store = dist.TCPStore(
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=max(grace, 30))
     )
     threads = threads_per_worker or max(1, (os.cpu_count() or 1) // workers)
     env = dict(
         os.environ,
+        **(env or {}),
         WORLD_SIZE=str(workers),
         LOCAL_WORLD_SIZE=str(workers),
         MASTER_ADDR="127.0.0.1",
@@ -73,7 +79,7 @@ def launch_local(
         env[FRESH_RANKS] = "1"
     children = ForkedRanks.start(argv, workers, module, env, zygote)
     try:
-        return _watch(children.ranks, grace, store)
+        return (verdict or name_failed_rank)(_watch(children.ranks, grace, store))
     finally:
         _kill(children.ranks)
         _sweep(children.ranks)
@@ -176,17 +182,35 @@ class ForkedRanks:
         os.close(self.reports)
 
 
-def _watch(children: list[Rank], grace: float, store) -> int:
-    """Wait for the ranks; the job's exit code. A rank that fails is announced in ``store``
+@dataclass
+class JobEnd:
+    """How a local job ended, as the launcher saw it.
+
+    Args:
+        codes: each rank's exit code (None: still running when the others' grace ran out).
+        failed: the rank that failed first and its exit code (None: every rank exited 0).
+        reason: what that rank wrote of its failure itself (None: it said nothing).
+        store: the job's store, still open: what the ranks wrote in it.
+    """
+
+    codes: list[int | None]
+    failed: tuple[int, int] | None
+    reason: str | None
+    store: dist.Store
+
+
+def _watch(children: list[Rank], grace: float, store) -> JobEnd:
+    """Wait for the ranks; how the job ended. A rank that fails is announced in ``store``
     (unless it said why itself), so that the others name it at once."""
     first_failure: tuple[int, int] | None = None
+    reason = None
     deadline = None
     while True:
         codes = [child.poll() for child in children]
         if first_failure is None:
             failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
             if failed:
-                first_failure = failed[0]
+                first_failure, reason = _first_failure(store, failed)
                 deadline = time.monotonic() + grace
                 for rank, code in failed:
                     _announce(store, rank, code)
@@ -195,14 +219,32 @@ def _watch(children: list[Rank], grace: float, store) -> int:
         if deadline is not None and time.monotonic() > deadline:
             break
         time.sleep(POLL_SECONDS)
-    if first_failure is None:
+    return JobEnd(codes, first_failure, reason, store)
+
+
+def _first_failure(store, failed: list[tuple[int, int]]) -> tuple[tuple[int, int], str | None]:
+    """Of ranks seen failing at once, the one that caused it (the lowest that did not say it
+    stopped because of another), and its own reason."""
+    rank, code = min(failed, key=lambda item: (store.check([stopped_key(item[0])]), item[0]))
+    return (rank, code), _own_reason(store, rank)
+
+
+def _own_reason(store, rank: int) -> str | None:
+    key = failed_key(rank)
+    return store.get(key).decode(errors="replace") if store.check([key]) else None
+
+
+def name_failed_rank(end: JobEnd) -> int:
+    """The default verdict: 0, or 1 after naming the first failed rank and how it ended."""
+    if end.failed is None:
         return 0
-    rank, code = first_failure
-    print(f"commgraph: error: worker rank {rank} {_ending(code)}; the job stopped", file=sys.stderr)
+    rank, code = end.failed
+    print(f"commgraph: error: worker rank {rank} {describe_exit(code)}; the job stopped", file=sys.stderr)
     return 1
 
 
-def _ending(code: int) -> str:
+def describe_exit(code: int) -> str:
+    """How a process with exit code ``code`` (``-SIGNAL``: killed) ended, in words."""
     return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
 
 
@@ -211,7 +253,7 @@ def _announce(store, rank: int, code: int) -> None:
     unless the rank wrote its own reason."""
     key = failed_key(rank)
     if not store.check([key]):
-        store.set(key, _ending(code))
+        store.set(key, describe_exit(code))
 
 
 def _kill(children: list[Rank]) -> None:

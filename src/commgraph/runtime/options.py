@@ -1,6 +1,7 @@
 """What a job is given, light to import (no torch): its topology and plan options
-(:class:`JobOptions`, the same flags in every command that runs a job) and whether the environment
-already describes a world to join (:func:`in_torchrun`)."""
+(:class:`JobOptions`, the same flags in every command that runs a job), whether the environment
+already describes a world to join (:func:`in_torchrun`), and the variables that hand a user's
+script its launcher's options."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from commgraph.options import Options, option
 from commgraph.plan.choose import PLAN_CHOICES
 from commgraph.plan.exchange import ORDERINGS
 from commgraph.topology import DETECT, SPEED_KEYS, parse_speeds
+
+# ``commgraph run`` hands its ``--timeout`` and ``--device`` to the ranks in these variables, which
+# :func:`commgraph.pyg.init` reads as its defaults
+TIMEOUT_ENV = "COMMGRAPH_TIMEOUT"
+DEVICE_ENV = "COMMGRAPH_DEVICE"
 
 
 @dataclass(frozen=True)

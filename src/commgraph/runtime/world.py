@@ -67,7 +67,7 @@ class World:
     def report_stopped(self) -> None:
         """Say that this worker exits because another one failed (best effort)."""
         try:
-            self._store.set(f"{_PREFIX}stopped/{self.rank}", "1")
+            self._store.set(stopped_key(self.rank), "1")
         except Exception:  # noqa: BLE001 - the store host itself may be the one that died
             pass
 
@@ -87,7 +87,7 @@ class World:
             silent = [
                 r
                 for r in range(self.size)
-                if r != self.rank and after[r] == before[r] and not self._store.check([f"{_PREFIX}stopped/{r}"])
+                if r != self.rank and after[r] == before[r] and not self._store.check([stopped_key(r)])
             ]
         except Exception:  # noqa: BLE001 - the store lives with the launcher or rank 0's agent
             return WorkerFailed(
@@ -123,6 +123,12 @@ def failed_key(rank: int) -> str:
     """The store key where the reason rank ``rank`` failed is written (by the rank itself, or by
     the launcher when the rank was killed or died without a word)."""
     return f"{_PREFIX}failed/{rank}"
+
+
+def stopped_key(rank: int) -> str:
+    """The store key rank ``rank`` writes when it exits because another rank failed (it died of
+    the failure, it did not cause it)."""
+    return f"{_PREFIX}stopped/{rank}"
 
 
 def pick_device(choice: str, local_workers: int = 1, say: Callable[[str], None] | None = None) -> str:

@@ -49,6 +49,8 @@ WARM = (
     "commgraph.train.minibatch",
     "commgraph.train.predict",
     "commgraph.analytics.worker",
+    "commgraph.pyg.full_graph",  # a user's script under ``commgraph run``: the bridge
+    "commgraph.pyg.reduce",
 )
 
 
