@@ -49,7 +49,7 @@ WARM = (
     "commgraph.train.minibatch",
     "commgraph.train.predict",
     "commgraph.analytics.worker",
-    "commgraph.pyg.full_graph",  # a user's script under ``commgraph run``: the bridge
+    "commgraph.pyg.full",  # a user's script under ``commgraph run``: the bridge
     "commgraph.pyg.reduce",
 )
 
