@@ -88,7 +88,7 @@ class FullGraph(torch.nn.Module):
         self.job = Job(s.world, handle.pset, JobOptions(topology=topology, plan=plan))
         self._runners: dict[int, object] = {}
         self.choices: dict[int, object] = {}  # row bytes -> the plan chosen for rows of that width
-        self._restore: list[tuple[torch.nn.Module, bool]] = []
+        self._undo: list[tuple[torch.nn.Module, str, object]] = []  # (layer, attribute, value) set back after a call
         self._padded: list[bool] = []  # per layer call in flight: its output has owned rows only
         self._adjacencies: dict[tuple, torch.Tensor] = {}
         self._layer_of = {id(layer): i for i, layer in enumerate(layers)}
@@ -110,7 +110,7 @@ class FullGraph(torch.nn.Module):
         try:
             return self.module(*args, **kwargs)
         finally:  # a layer that raised leaves no GCN normalisation off and no call in flight
-            self._restore_normalisation()
+            self._set_back()
             self._padded.clear()
 
     @property
@@ -177,6 +177,14 @@ class FullGraph(torch.nn.Module):
         self._padded.append(pair)
         if _normalising_gcn(layer):
             self._gcn_weights(layer, args, kwargs, index)
+        if pair and _narrowing_sage(layer):
+            # mean_j(x_j) W = mean_j(x_j W): the narrower rows are aggregated (as DGL's SAGEConv does)
+            x = (torch.nn.functional.linear(x[0], layer.lin_l.weight), x[1])
+            if args:
+                args[0] = x
+            else:
+                kwargs["x"] = x
+            self._swap(layer, "lin_l", _Bias(layer.lin_l.bias))
         return tuple(args), kwargs
 
     @staticmethod
@@ -199,13 +207,18 @@ class FullGraph(torch.nn.Module):
             self._adjacencies[key] = torch.sparse_csr_tensor(indptr, indices, ones, size=size).to(x.device)
         return self._adjacencies[key]
 
-    def _restore_normalisation(self) -> None:
-        while self._restore:
-            module, normalize = self._restore.pop()
-            module.normalize = normalize
+    def _swap(self, layer: torch.nn.Module, name: str, value) -> None:
+        """Set ``layer.name`` to ``value`` for this call only."""
+        self._undo.append((layer, name, getattr(layer, name)))
+        setattr(layer, name, value)
+
+    def _set_back(self) -> None:
+        while self._undo:
+            layer, name, value = self._undo.pop()
+            setattr(layer, name, value)
 
     def _after_layer(self, layer: torch.nn.Module, args, output):
-        self._restore_normalisation()
+        self._set_back()
         if self._padded.pop() and isinstance(output, torch.Tensor):
             # the owned rows, then zero rows in the halo's place: the table keeps the part's rows
             output = torch.cat([output, output.new_zeros((self._handle.part.num_halo, *output.shape[1:]))])
@@ -237,8 +250,7 @@ class FullGraph(torch.nn.Module):
                 args[position] = value
             else:
                 kwargs[name] = value
-        self._restore.append((layer, layer.normalize))
-        layer.normalize = False
+        self._swap(layer, "normalize", False)
 
     # -- gradients ---------------------------------------------------------------------------------
 
@@ -280,6 +292,28 @@ def _fuses(layer: torch.nn.Module) -> bool:
     from torch_geometric.nn.conv import MessagePassing
 
     return type(layer).message_and_aggregate is not MessagePassing.message_and_aggregate
+
+
+def _narrowing_sage(layer: torch.nn.Module) -> bool:
+    """Whether ``layer`` is PyG's ``SAGEConv`` with a mean over plain neighbour rows (no projection)
+    and an output narrower than its input: its neighbour term may be transformed before the mean."""
+    from torch_geometric.nn import SAGEConv
+
+    if not isinstance(layer, SAGEConv) or layer.aggr != "mean" or layer.project:
+        return False
+    weight = layer.lin_l.weight
+    return not isinstance(weight, torch.nn.parameter.UninitializedParameter) and weight.shape[0] < weight.shape[1]
+
+
+class _Bias(torch.nn.Module):
+    """``x + bias``: a ``SAGEConv``'s neighbour transform once its weight was applied before the mean."""
+
+    def __init__(self, bias: torch.Tensor | None):
+        super().__init__()
+        self.bias = bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.bias is None else x + self.bias
 
 
 def _normalising_gcn(layer: torch.nn.Module) -> bool:
