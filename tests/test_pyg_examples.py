@@ -5,10 +5,17 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from commgraph.lifetime import kill_group
+from forked import run_commgraph
 
 ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "examples" / "pyg"
@@ -37,3 +44,63 @@ def test_each_diff_on_the_page_is_its_examples_diff():
         lines = changes(EXAMPLES / plain, EXAMPLES / distributed)
         assert block.splitlines() == lines, distributed
         assert sum(line.startswith("+") for line in lines) <= 6, distributed
+
+
+@pytest.fixture
+def planetoid_root(tmp_path: Path, planetoid_dir: Path) -> Path:
+    """A folder where PyG's ``Planetoid(root, "Cora")`` finds Cora processed from the raw files (and
+    downloads nothing): processed here once, as a user loads a dataset before starting ranks that
+    would otherwise all write its processed files at once."""
+    from torch_geometric.datasets import Planetoid
+
+    raw = tmp_path / "Planetoid" / "Cora" / "raw"
+    raw.mkdir(parents=True)
+    for file in planetoid_dir.glob("ind.cora.*"):
+        shutil.copy(file, raw)
+    Planetoid(str(tmp_path / "Planetoid"), "Cora")
+    return tmp_path / "Planetoid"
+
+
+def printed(result) -> list[str]:
+    """The epoch lines a run printed, each once (every rank prints them)."""
+    return sorted({line for line in result.stdout.splitlines() if line.startswith("Epoch")})
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_the_distributed_classifier_prints_what_one_process_prints(planetoid_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    args = ["--root", str(planetoid_root), "--epochs", "5", "--dropout", "0"]
+    alone = subprocess.run([sys.executable, str(EXAMPLES / "gcn.py"), *args], capture_output=True, text=True)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    run = run_commgraph(["run", "--workers", "2", str(EXAMPLES / "gcn_distributed.py"), *args])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert printed(run) == printed(alone) and len(printed(alone)) == 5
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_the_distributed_classifier_runs_under_torchrun(planetoid_root, tmp_path):
+    env = {**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home"), "PYTHONPATH": os.pathsep.join(sys.path)}
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        str(EXAMPLES / "gcn_distributed.py"),
+    ]
+    process = subprocess.Popen(
+        [*argv, "--root", str(planetoid_root), "--epochs", "3", "--dropout", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=240)
+    finally:
+        kill_group(process.pid)
+    assert process.returncode == 0, err[-6000:]
+    assert len({line for line in out.splitlines() if line.startswith("Epoch")}) == 3
