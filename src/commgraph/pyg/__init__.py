@@ -5,6 +5,9 @@
 - :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows).
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather; :func:`global_mean` / :func:`global_sum` make a loss or metric global.
+- Link prediction: :func:`edge_split`, :func:`negative_sampling` (the same on every rank for a
+  seed), :func:`edge_embeddings` (both endpoints' rows of this rank's label edges) and the global
+  metrics :func:`auc`, :func:`hits_at_k`, :func:`mrr`.
 
 Its names load on first use (:mod:`commgraph.lazy`).
 """
@@ -12,13 +15,22 @@ Its names load on first use (:mod:`commgraph.lazy`).
 from commgraph.lazy import exports
 
 __all__ = [
+    "EdgeRows",
     "FullGraph",
+    "LinkSplit",
+    "auc",
     "device",
+    "edge_embeddings",
+    "edge_share",
+    "edge_split",
     "full_graph",
     "global_mean",
     "global_sum",
+    "hits_at_k",
     "init",
     "local_rank",
+    "mrr",
+    "negative_sampling",
     "partition",
     "rank",
     "shutdown",
@@ -39,5 +51,14 @@ __getattr__ = exports(
         "FullGraph": "full_graph",
         "global_mean": "reduce",
         "global_sum": "reduce",
+        "edge_split": "link",
+        "LinkSplit": "link",
+        "negative_sampling": "link",
+        "edge_share": "link",
+        "edge_embeddings": "link",
+        "EdgeRows": "link",
+        "auc": "metrics",
+        "hits_at_k": "metrics",
+        "mrr": "metrics",
     },
 )
