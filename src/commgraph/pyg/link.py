@@ -155,13 +155,14 @@ def _owned_mask(share, num_nodes: int) -> np.ndarray:
     return mask
 
 
-def edge_share(edge_index: torch.Tensor, share) -> torch.Tensor:
+def edge_share(edge_index: torch.Tensor, share, num_nodes: int | None = None) -> torch.Tensor:
     """Which edges of ``edge_index`` (global ids) a rank takes: those whose destination it owns.
 
     Args:
         edge_index: node pairs, global ids (the same on every rank).
         share: the rank's part (from :func:`~commgraph.pyg.partition`), or a bool mask over the
             graph's nodes (to say which nodes a simulated rank owns).
+        num_nodes: the graph's node count, checked against ``share`` (default: the share's).
 
     Returns:
         torch.Tensor: a bool mask over the edges; the ranks' masks partition them.
@@ -169,7 +170,7 @@ def edge_share(edge_index: torch.Tensor, share) -> torch.Tensor:
     Shapes:
         - **edge_index:** ``[2, E]``; output: ``[E]``
     """
-    owned = _owned_mask(share, _graph_nodes(share))
+    owned = _owned_mask(share, _graph_nodes(share) if num_nodes is None else num_nodes)
     edges = check_edge_index(edge_index, owned.shape[0])
     return torch.from_numpy(owned[edges[1]])
 
@@ -270,7 +271,7 @@ def negative_sampling(
     dense = 2 * num_neg_samples > candidates and num_nodes * num_nodes <= ENUMERATE_PAIRS
     keys = (_draw_listed if dense else _draw_rounds)(rng, num_nodes, positives, num_neg_samples)
     pairs = torch.from_numpy(np.stack([keys // num_nodes, keys % num_nodes]))
-    return pairs if share is None else pairs[:, edge_share(pairs, share)]
+    return pairs if share is None else pairs[:, edge_share(pairs, share, num_nodes)]
 
 
 # -- both endpoints' rows ------------------------------------------------------------------------

@@ -1,0 +1,217 @@
+"""Link prediction in the bridge: ``cg.edge_split``, ``cg.negative_sampling``, ``cg.edge_embeddings``
+and the global metrics, alone and across two ranks (a GCN link predictor on Cora trained as the
+one-process script trains it)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+
+import commgraph.pyg as cg
+from commgraph.errors import BridgeError
+
+TESTS = Path(__file__).parent
+
+
+def _graph(num_nodes: int = 40, edges: int = 120, seed: int = 0) -> Data:
+    """A random undirected graph (both directions of each pair, no repeats) with two self loops and
+    an edge attribute."""
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, num_nodes, (2, edges))
+    keep = src < dst
+    keys = np.unique(src[keep] * num_nodes + dst[keep])
+    src, dst = keys // num_nodes, keys % num_nodes
+    pairs = np.concatenate([np.stack([src, dst]), np.stack([dst, src]), [[3, 7], [3, 7]]], 1)
+    edge_index = torch.from_numpy(pairs)
+    x = torch.randn(num_nodes, 4)
+    return Data(edge_index=edge_index, edge_attr=edge_index[0].float(), x=x, num_nodes=num_nodes)
+
+
+def _pairs(edge_index: torch.Tensor, num_nodes: int) -> set[int]:
+    lo, hi = edge_index.min(0).values, edge_index.max(0).values
+    return set((lo * num_nodes + hi).tolist())
+
+
+# -- edge_split ----------------------------------------------------------------------------------
+
+
+def test_split_counts_are_disjoint_and_cover_every_pair():
+    data = _graph()
+    n = data.num_nodes
+    train, val, test = cg.edge_split(data, num_val=5, num_test=0.2, seed=1)
+    every = _pairs(data.edge_index[:, data.edge_index[0] != data.edge_index[1]], n)
+    assert val.edge_label_index.shape[1] == 5 and test.edge_label_index.shape[1] == int(0.2 * len(every))
+    splits = [_pairs(s.edge_label_index, n) for s in (train, val, test)]
+    assert sum(len(s) for s in splits) == len(every) and set.union(*splits) == every
+    assert all(torch.equal(s.edge_label, torch.ones(s.edge_label_index.shape[1])) for s in (train, val, test))
+    assert all((s.edge_label_index[0] < s.edge_label_index[1]).all() for s in (train, val, test))
+
+
+def test_held_out_pairs_carry_no_message_in_either_direction():
+    data = _graph()
+    n = data.num_nodes
+    train, val, test = cg.edge_split(data, num_val=0.1, num_test=0.1)
+    held = _pairs(val.edge_label_index, n) | _pairs(test.edge_label_index, n)
+    for split in (train, val, test):
+        assert torch.equal(split.edge_index, train.edge_index)
+        assert not held & _pairs(split.edge_index, n)
+    # every training pair passes messages both ways; the self loops stay; attributes follow the edges
+    ei = train.edge_index
+    assert _pairs(ei[:, ei[0] != ei[1]], n) == _pairs(train.edge_label_index, n)
+    assert ei.shape[1] == 2 * train.edge_label_index.shape[1] + 2
+    assert torch.equal(train.edge_attr, ei[0].float())
+
+
+def test_split_is_the_same_for_a_seed_and_directed_pairs_split_apart():
+    data = _graph()
+    first, second = cg.edge_split(data, seed=3), cg.edge_split(data, seed=3)
+    assert all(torch.equal(a.edge_label_index, b.edge_label_index) for a, b in zip(first, second))
+    train, val, test = cg.edge_split(data, num_val=0, num_test=0, undirected=False)
+    assert train.edge_label_index.shape[1] == data.edge_index.shape[1] - 2  # each direction a pair
+    assert val.edge_label_index.shape[1] == test.edge_label_index.shape[1] == 0
+
+
+@pytest.mark.parametrize(
+    ("num_val", "num_test", "message"),
+    [(60, 60, "node pairs"), (1.5, 0.1, "fraction"), (-1, 0, "negative"), ("5", 0, "an int")],
+)
+def test_split_refuses_bad_counts(num_val, num_test, message):
+    with pytest.raises(BridgeError, match=message):
+        cg.edge_split(_graph(), num_val=num_val, num_test=num_test)
+
+
+# -- negative_sampling ---------------------------------------------------------------------------
+
+
+def _keys(pairs: torch.Tensor, num_nodes: int) -> np.ndarray:
+    return (pairs[0] * num_nodes + pairs[1]).numpy()
+
+
+@pytest.mark.parametrize("count", [50, 600])  # drawn in rounds; drawn from the listed candidates
+def test_negatives_are_distinct_non_edges_and_the_same_for_a_seed(count):
+    data = _graph(num_nodes=30)
+    n = data.num_nodes
+    neg = cg.negative_sampling(data.edge_index, n, count, seed=4)
+    keys = _keys(neg, n)
+    assert neg.shape == (2, count) and np.unique(keys).shape[0] == count
+    assert (neg[0] != neg[1]).all()
+    assert not np.isin(keys, _keys(data.edge_index, n)).any()
+    assert torch.equal(neg, cg.negative_sampling(data.edge_index, n, count, seed=4))
+    assert not torch.equal(neg, cg.negative_sampling(data.edge_index, n, count, seed=5))
+
+
+def test_every_non_edge_can_be_drawn_and_no_more():
+    data = _graph(num_nodes=12, edges=30)
+    n = data.num_nodes
+    positives = np.unique(_keys(data.edge_index[:, data.edge_index[0] != data.edge_index[1]], n))
+    every = n * (n - 1) - positives.shape[0]
+    assert np.unique(_keys(cg.negative_sampling(data.edge_index, n, every), n)).shape[0] == every
+    with pytest.raises(BridgeError, match=f"has {every} non-edges"):
+        cg.negative_sampling(data.edge_index, n, every + 1)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_rank_shares_make_up_the_global_draw(ranks):
+    data = _graph(num_nodes=50, edges=200)
+    n = data.num_nodes
+    owner = np.random.default_rng(ranks).integers(0, ranks, n)
+    whole = cg.negative_sampling(data.edge_index, n, 300, seed=7)
+    shares = [
+        cg.negative_sampling(data.edge_index, n, 300, seed=7, share=torch.from_numpy(owner == r)) for r in range(ranks)
+    ]
+    assert sum(s.shape[1] for s in shares) == 300
+    for r, share in enumerate(shares):
+        assert torch.equal(share, whole[:, torch.from_numpy(owner[whole[1].numpy()] == r)])
+
+
+def test_negative_sampling_refuses_bad_arguments():
+    data = _graph()
+    with pytest.raises(BridgeError, match="non-negative int"):
+        cg.negative_sampling(data.edge_index, data.num_nodes, -1)
+    with pytest.raises(BridgeError, match="bool mask of shape"):
+        cg.negative_sampling(data.edge_index, data.num_nodes, 5, share=torch.ones(3, dtype=torch.bool))
+    with pytest.raises(BridgeError, match="node id"):
+        cg.negative_sampling(data.edge_index, 10, 5)
+
+
+# -- edge_embeddings alone -----------------------------------------------------------------------
+
+
+def test_edge_embeddings_alone_are_the_endpoints_rows(bridge_alone):
+    data = _graph()
+    part = cg.partition(data, method="chunk")
+    z = torch.randn(data.num_nodes, 3, requires_grad=True)
+    label_index = cg.negative_sampling(data.edge_index, data.num_nodes, 25, seed=0)
+    label = torch.arange(25.0)
+    rows, index, picked_label, ids = cg.edge_embeddings(z, label_index, part, label)
+    assert torch.equal(ids, torch.arange(25)) and torch.equal(picked_label, label)
+    assert rows.shape[0] == torch.unique(label_index).shape[0]
+    scores = (rows[index[0]] * rows[index[1]]).sum(-1)
+    expected = (z[label_index[0]] * z[label_index[1]]).sum(-1)
+    assert torch.equal(scores, expected)
+    scores.sum().backward()
+    assert z.grad is not None and z.grad.abs().sum() > 0
+    with pytest.raises(BridgeError, match="not a part"):
+        cg.edge_embeddings(z, label_index, data)
+    with pytest.raises(BridgeError, match="edge_label has"):
+        cg.edge_embeddings(z, label_index, part, label[:3])
+
+
+# -- metrics -------------------------------------------------------------------------------------
+
+
+def test_metrics_match_hand_computed_values(bridge_alone):
+    # positives 0.9 and 0.5 against negatives 0.5 and 0.1: 1 + 1 + 1/2 (the tie) + 1 of 4 pairs
+    assert cg.auc(torch.tensor([0.9, 0.5, 0.5, 0.1]), torch.tensor([1, 1, 0, 0])) == 0.875
+    assert cg.auc(torch.tensor([0.2, 0.2]), torch.tensor([1, 0])) == 0.5
+    pos, neg = torch.tensor([3.0, 2.0, 1.0]), torch.tensor([2.5, 1.5, 0.5])
+    assert [cg.hits_at_k(pos, neg, k) for k in (1, 2, 3, 4)] == [1 / 3, 2 / 3, 1.0, 1.0]
+    # 3.0 is first; 1.5 has 2.0 above and ties 1.5: rank 1 + 1 + 1/2
+    assert cg.mrr(torch.tensor([3.0, 1.5]), torch.tensor([2.0, 1.5, 1.0])) == pytest.approx((1 + 1 / 2.5) / 2)
+    assert cg.mrr(torch.tensor([1.0, 2.0]), torch.tensor([[0.0, 2.0], [1.0, 1.0]])) == 0.75
+
+
+def test_metrics_refuse_bad_inputs(bridge_alone):
+    with pytest.raises(BridgeError, match="positives and negatives"):
+        cg.auc(torch.tensor([0.1, 0.2]), torch.tensor([1, 1]))
+    with pytest.raises(BridgeError, match="0 or 1"):
+        cg.auc(torch.tensor([0.1, 0.2]), torch.tensor([1, 2]))
+    with pytest.raises(BridgeError, match="NaN"):
+        cg.auc(torch.tensor([float("nan"), 0.2]), torch.tensor([1, 0]))
+    with pytest.raises(BridgeError, match="positive int"):
+        cg.hits_at_k(torch.ones(2), torch.ones(2), 0)
+    with pytest.raises(BridgeError, match="rows for"):
+        cg.mrr(torch.ones(2), torch.ones(3, 4))
+
+
+# -- across ranks --------------------------------------------------------------------------------
+
+
+def _link_job(workers: int, out: Path, monkeypatch) -> dict:
+    from forked import launch_forked
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    assert launch_forked([str(out), "3"], workers, grace=30, module="link_driver", threads_per_worker=1) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_ranks_train_a_link_predictor_as_one_process_does(tmp_path, monkeypatch):
+    """A GCN link predictor on Cora, 3 full-graph epochs: the losses and the test metrics of two
+    ranks are the one-process script's; the label edges' remote rows went through the runtime."""
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    alone = _link_job(1, tmp_path / "one.json", monkeypatch)
+    two = _link_job(2, tmp_path / "two.json", monkeypatch)
+    np.testing.assert_allclose(two["losses"], alone["losses"], rtol=1e-5)
+    for metric in ("auc", "hits20", "mrr"):
+        assert two[metric] == pytest.approx(alone[metric], rel=1e-6), metric
+    assert "link_forward" not in alone["bytes"]
+    assert two["bytes"]["link_forward"] > 0 and two["bytes"]["link_backward"] > 0
