@@ -23,12 +23,11 @@ class Net(torch.nn.Module):
         super().__init__()
         self.conv1, self.conv2 = GCNConv(features, hidden), GCNConv(hidden, hidden)
 
-    def forward(self, x, edge_index):
+    def encode(self, x, edge_index):
         return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
 
-
-def decode(z, edge_label_index):
-    return (z[edge_label_index[0]] * z[edge_label_index[1]]).sum(-1)
+    def decode(self, z, edge_label_index):
+        return (z[edge_label_index[0]] * z[edge_label_index[1]]).sum(-1)
 
 
 def main() -> None:
@@ -44,24 +43,24 @@ def main() -> None:
     losses = []
     for epoch in range(epochs):
         optimizer.zero_grad()
-        z = model(part.x, part.edge_index)
+        z = model.encode(part.x, part.edge_index)
         pos = train_data.edge_label_index
         neg = cg.negative_sampling(train_data.edge_index, data.num_nodes, pos.shape[1], seed=epoch)
         label_index = torch.cat([pos, neg], 1)
         label = torch.cat([torch.ones(pos.shape[1]), torch.zeros(neg.shape[1])])
         rows, index, label, _ = cg.edge_embeddings(z, label_index, part, label)
-        loss = cg.global_mean(F.binary_cross_entropy_with_logits(decode(rows, index), label, reduction="none"))
+        loss = cg.global_mean(F.binary_cross_entropy_with_logits(model.decode(rows, index), label, reduction="none"))
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
     with torch.no_grad():
-        z = model(part.x, part.edge_index)
+        z = model.encode(part.x, part.edge_index)
         pos = test_data.edge_label_index
         neg = cg.negative_sampling(data.edge_index, data.num_nodes, pos.shape[1], seed=10_000)
         rows, index, label, _ = cg.edge_embeddings(
             z, torch.cat([pos, neg], 1), part, torch.cat([torch.ones(pos.shape[1]), torch.zeros(neg.shape[1])])
         )
-        scores = decode(rows, index)
+        scores = model.decode(rows, index)
     positive = label == 1
     result = {
         "losses": losses,
