@@ -2,8 +2,9 @@
 on Cora through ``commgraph.pyg``, as a user's script would train it.
 
 Usage (through ``launch_local(..., module="link_driver")``): ``python -m link_driver OUT.json EPOCHS``.
-Rank 0 writes ``OUT.json``: each epoch's loss, the test AUC, Hits@20 and MRR, and the bytes rank 0
-sent, by what they carried (``link_forward``/``link_backward``: the label edges' rows).
+Rank 0 writes ``OUT.json``: each epoch's loss, the test AUC, Hits@20 and MRR, whether ranks
+passing different label edges were refused, and the bytes rank 0 sent, by what they carried
+(``link_forward``/``link_backward``: the label edges' rows).
 """
 
 import json
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import GCNConv
 
 import commgraph.pyg as cg
+from commgraph.errors import BridgeError
 from commgraph.graph import load_graph, to_pyg
 
 
@@ -61,12 +63,18 @@ def main() -> None:
             z, torch.cat([pos, neg], 1), part, torch.cat([torch.ones(pos.shape[1]), torch.zeros(neg.shape[1])])
         )
         scores = model.decode(rows, index)
+        try:  # each rank's own edges: refused on every rank, when there are several
+            cg.edge_embeddings(z, pos[:, cg.rank() :], part)
+            refused = False
+        except BridgeError:
+            refused = True
     positive = label == 1
     result = {
         "losses": losses,
         "auc": cg.auc(scores, label),
         "hits20": cg.hits_at_k(scores[positive], scores[~positive], 20),
         "mrr": cg.mrr(scores[positive], scores[~positive]),
+        "refused_different_edges": refused,
         "bytes": {**model.bytes, **cg.init().comm.bytes},
     }
     if cg.rank() == 0:

@@ -111,9 +111,9 @@ def test_every_non_edge_can_be_drawn_and_no_more():
     n = data.num_nodes
     positives = np.unique(_keys(data.edge_index[:, data.edge_index[0] != data.edge_index[1]], n))
     every = n * (n - 1) - positives.shape[0]
-    assert np.unique(_keys(cg.negative_sampling(data.edge_index, n, every), n)).shape[0] == every
+    assert np.unique(_keys(cg.negative_sampling(data.edge_index, n, every, seed=0), n)).shape[0] == every
     with pytest.raises(BridgeError, match=f"has {every} non-edges"):
-        cg.negative_sampling(data.edge_index, n, every + 1)
+        cg.negative_sampling(data.edge_index, n, every + 1, seed=0)
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 4])
@@ -133,11 +133,11 @@ def test_rank_shares_make_up_the_global_draw(ranks):
 def test_negative_sampling_refuses_bad_arguments():
     data = _graph()
     with pytest.raises(BridgeError, match="non-negative int"):
-        cg.negative_sampling(data.edge_index, data.num_nodes, -1)
+        cg.negative_sampling(data.edge_index, data.num_nodes, -1, seed=0)
     with pytest.raises(BridgeError, match="bool mask of shape"):
-        cg.negative_sampling(data.edge_index, data.num_nodes, 5, share=torch.ones(3, dtype=torch.bool))
+        cg.negative_sampling(data.edge_index, data.num_nodes, 5, seed=0, share=torch.ones(3, dtype=torch.bool))
     with pytest.raises(BridgeError, match="node id"):
-        cg.negative_sampling(data.edge_index, 10, 5)
+        cg.negative_sampling(data.edge_index, 10, 5, seed=0)
 
 
 # -- edge_embeddings alone -----------------------------------------------------------------------
@@ -213,5 +213,6 @@ def test_two_ranks_train_a_link_predictor_as_one_process_does(tmp_path, monkeypa
     np.testing.assert_allclose(two["losses"], alone["losses"], rtol=1e-5)
     for metric in ("auc", "hits20", "mrr"):
         assert two[metric] == pytest.approx(alone[metric], rel=1e-6), metric
+    assert not alone["refused_different_edges"] and two["refused_different_edges"]
     assert "link_forward" not in alone["bytes"]
     assert two["bytes"]["link_forward"] > 0 and two["bytes"]["link_backward"] > 0

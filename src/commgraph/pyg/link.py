@@ -17,6 +17,7 @@ no rank needs to ask another which rows it wants.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -230,7 +231,7 @@ def negative_sampling(
     num_nodes: int,
     num_neg_samples: int,
     *,
-    seed: int = 0,
+    seed: int,
     share=None,
 ) -> torch.Tensor:
     r"""Node pairs drawn uniformly among those that are not edges: ``num_neg_samples`` distinct
@@ -245,7 +246,8 @@ def negative_sampling(
             training, the whole graph's for validation and test negatives).
         num_nodes: the graph's node count :math:`N`.
         num_neg_samples: the pairs to draw.
-        seed: the draw's seed (a new one per epoch draws new negatives).
+        seed: the draw's seed, required: every rank must draw the same pairs (pass the epoch to
+            draw new negatives each epoch).
         share: ``None`` (every pair), or this rank's part: the pairs whose destination it owns
             (see :func:`edge_share`; a bool mask over the nodes simulates a rank).
 
@@ -335,6 +337,23 @@ class _Fetch(torch.autograd.Function):
         return owned.index_add_(0, fetch.send_rows.to(grad.device), back), None, None
 
 
+def _check_same_everywhere(edges: np.ndarray) -> None:
+    """Every rank must pass the same label edges (each plans the others' fetches from them).
+
+    Raises:
+        BridgeError: on every rank, when they differ.
+    """
+    s = session()
+    if s.world.size == 1:
+        return
+    digests = s.comm.all_gather_object(hashlib.blake2b(np.ascontiguousarray(edges).tobytes(), digest_size=16).digest())
+    if len(set(digests)) > 1:
+        raise BridgeError(
+            "cg.edge_embeddings needs the same global edge_label_index on every rank, but the ranks passed "
+            "different ones: draw negatives with the same seed everywhere and pass the whole set, not a share"
+        )
+
+
 def edge_embeddings(
     z: torch.Tensor, edge_label_index: torch.Tensor, part, edge_label: torch.Tensor | None = None
 ) -> EdgeRows:
@@ -361,7 +380,8 @@ def edge_embeddings(
         - **edge_label_index:** ``[2, E]`` → ``[2, E_r]``; **edge_label:** ``[E]`` → ``[E_r]``
 
     Raises:
-        BridgeError: ``part`` is not a part, ``z`` has fewer rows than the part owns, ids out of range.
+        BridgeError: ``part`` is not a part, ``z`` has fewer rows than the part owns, ids out of
+        range, ranks that passed different ``edge_label_index``.
     """
     from commgraph.runtime.alltoall import MatchingAllToAll
 
@@ -374,6 +394,7 @@ def edge_embeddings(
     edges = check_edge_index(edge_label_index, owner.shape[0], "edge_label_index")
     if edge_label is not None and edge_label.shape[0] != edges.shape[1]:
         raise BridgeError(f"edge_label has {edge_label.shape[0]} entries for {edges.shape[1]} edges")
+    _check_same_everywhere(edges)
     rank, owned = handle.part.index, np.asarray(handle.part.owned, dtype=np.int64)
     mine = np.flatnonzero(owner[edges[1]] == rank)
     endpoints = edges[:, mine]
