@@ -5,6 +5,7 @@ one-process script trains it)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -188,6 +189,55 @@ def test_metrics_refuse_bad_inputs(bridge_alone):
         cg.hits_at_k(torch.ones(2), torch.ones(2), 0)
     with pytest.raises(BridgeError, match="rows for"):
         cg.mrr(torch.ones(2), torch.ones(3, 4))
+
+
+# -- LinkNeighborLoader -------------------------------------------------------------------------
+
+
+def _check_batches(loader, train, held: set[int], n: int, fanouts: list[int]) -> int:
+    """Every batch's blocks hold training edges only (none held out), each node at most ``fanout``
+    in-edges, and its label edges are the loader's; returns the positives seen."""
+    train_keys = set(_keys(train.edge_index, n).tolist())
+    seen = 0
+    for batch in loader:
+        ei = batch.n_id[batch.edge_index]
+        assert set(_keys(ei, n).tolist()) <= train_keys and not held & _pairs(ei, n)
+        assert torch.bincount(batch.edge_index[1]).max() <= max(fanouts)
+        assert torch.equal(batch.x, train.x[batch.n_id])
+        labelled = batch.n_id[batch.edge_label_index]
+        positive = batch.input_id >= 0
+        assert torch.equal(labelled[:, positive], train.edge_label_index[:, batch.input_id[positive]])
+        assert torch.equal(batch.edge_label, positive.float())
+        assert not np.isin(_keys(labelled[:, ~positive], n), _keys(train.edge_index, n)).any()
+        seen += int(positive.sum())
+    return seen
+
+
+def test_link_loader_blocks_hold_training_edges_only(bridge_alone):
+    data = _graph(num_nodes=60, edges=300)
+    n = data.num_nodes
+    train, val, test = cg.edge_split(data, num_val=0.1, num_test=0.1)
+    held = _pairs(val.edge_label_index, n) | _pairs(test.edge_label_index, n)
+    loader = cg.LinkNeighborLoader(train, [3, 2], neg_sampling_ratio=1.0, batch_size=8, shuffle=True)
+    assert len(loader) == math.ceil(train.edge_label_index.shape[1] / 8)
+    assert _check_batches(loader, train, held, n, [3, 2]) == train.edge_label_index.shape[1]
+    part = cg.partition(train, method="chunk")  # the partition set's in-edges: the training graph
+    loader = cg.LinkNeighborLoader(part, [-1], train.edge_label_index, neg_sampling_ratio=0.5, batch_size=16)
+    assert _check_batches(loader, train, held, n, [n]) == train.edge_label_index.shape[1]
+
+
+def test_link_loader_takes_every_in_neighbour_with_fanout_minus_one(bridge_alone):
+    data = _graph()
+    train, _, _ = cg.edge_split(data)
+    batch = next(iter(cg.LinkNeighborLoader(train, [-1], batch_size=1)))
+    seeds = batch.n_id[torch.unique(batch.edge_label_index)]
+    expected = train.edge_index[:, torch.isin(train.edge_index[1], seeds)]
+    sampled = _keys(batch.n_id[batch.edge_index], data.num_nodes)
+    assert np.array_equal(np.sort(sampled), np.sort(_keys(expected, data.num_nodes)))
+    with pytest.raises(BridgeError, match="num_neighbors"):
+        cg.LinkNeighborLoader(train, [0])
+    with pytest.raises(BridgeError, match="edge_label_index"):
+        cg.LinkNeighborLoader(data, [2])
 
 
 # -- across ranks --------------------------------------------------------------------------------

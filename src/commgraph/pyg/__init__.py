@@ -7,7 +7,8 @@
   the planned all-gather; :func:`global_mean` / :func:`global_sum` make a loss or metric global.
 - Link prediction: :func:`edge_split`, :func:`negative_sampling` (the same on every rank for a
   seed), :func:`edge_embeddings` (both endpoints' rows of this rank's label edges) and the global
-  metrics :func:`auc`, :func:`hits_at_k`, :func:`mrr`.
+  metrics :func:`auc`, :func:`hits_at_k`, :func:`mrr`; :class:`LinkNeighborLoader` for sampled
+  batches of label edges.
 
 Its names load on first use (:mod:`commgraph.lazy`).
 """
@@ -17,6 +18,7 @@ from commgraph.lazy import exports
 __all__ = [
     "EdgeRows",
     "FullGraph",
+    "LinkNeighborLoader",
     "LinkSplit",
     "auc",
     "device",
@@ -57,6 +59,7 @@ __getattr__ = exports(
         "edge_share": "link",
         "edge_embeddings": "link",
         "EdgeRows": "link",
+        "LinkNeighborLoader": "link_loader",
         "auc": "metrics",
         "hits_at_k": "metrics",
         "mrr": "metrics",
