@@ -3,14 +3,16 @@ on Cora through ``commgraph.pyg``, as a user's script would train it.
 
 Usage (through ``launch_local(..., module="link_driver")``): ``python -m link_driver OUT.json EPOCHS``.
 Rank 0 writes ``OUT.json``: each epoch's loss, the test AUC, Hits@20 and MRR, whether ranks
-passing different label edges were refused, and the bytes rank 0 sent, by what they carried
-(``link_forward``/``link_backward``: the label edges' rows).
+passing different label edges were refused, whether the link loaders' shares and blocks are right,
+and the bytes rank 0 sent, by what they carried (``link_forward``/``link_backward``: the label
+edges' rows).
 """
 
 import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GCNConv
@@ -30,6 +32,25 @@ class Net(torch.nn.Module):
 
     def decode(self, z, edge_label_index):
         return (z[edge_label_index[0]] * z[edge_label_index[1]]).sum(-1)
+
+
+def _check_loader(part, train_data) -> dict:
+    """The ranks' link loaders together load every training label edge once, and their blocks
+    hold training edges only."""
+    n = train_data.num_nodes
+    loader = cg.LinkNeighborLoader(part, [5, 5], train_data.edge_label_index, neg_sampling_ratio=1.0, batch_size=512)
+    train_keys = (train_data.edge_index[0] * n + train_data.edge_index[1]).numpy()
+    loaded, blocks_ok = [], True
+    for batch in loader:
+        edges = batch.n_id[batch.edge_index]
+        blocks_ok &= bool(np.isin((edges[0] * n + edges[1]).numpy(), train_keys).all())
+        loaded.append(batch.input_id[batch.input_id >= 0].numpy())
+    every = np.sort(np.concatenate(cg.init().comm.all_gather_object(np.concatenate(loaded))))
+    everywhere = all(cg.init().comm.all_gather_object(blocks_ok))
+    return {
+        "loader_loads_each_edge_once": bool(np.array_equal(every, np.arange(train_data.edge_label_index.shape[1]))),
+        "loader_blocks_train_only": everywhere,
+    }
 
 
 def main() -> None:
@@ -68,6 +89,7 @@ def main() -> None:
             refused = False
         except BridgeError:
             refused = True
+    loader_checks = _check_loader(part, train_data)
     positive = label == 1
     result = {
         "losses": losses,
@@ -75,6 +97,7 @@ def main() -> None:
         "hits20": cg.hits_at_k(scores[positive], scores[~positive], 20),
         "mrr": cg.mrr(scores[positive], scores[~positive]),
         "refused_different_edges": refused,
+        **loader_checks,
         "bytes": {**model.bytes, **cg.init().comm.bytes},
     }
     if cg.rank() == 0:

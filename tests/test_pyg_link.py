@@ -264,5 +264,6 @@ def test_two_ranks_train_a_link_predictor_as_one_process_does(tmp_path, monkeypa
     for metric in ("auc", "hits20", "mrr"):
         assert two[metric] == pytest.approx(alone[metric], rel=1e-6), metric
     assert not alone["refused_different_edges"] and two["refused_different_edges"]
+    assert two["loader_loads_each_edge_once"] and two["loader_blocks_train_only"]
     assert "link_forward" not in alone["bytes"]
     assert two["bytes"]["link_forward"] > 0 and two["bytes"]["link_backward"] > 0
