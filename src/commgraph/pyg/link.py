@@ -34,6 +34,47 @@ ENUMERATE_PAIRS = 1 << 24  # node pairs up to which a dense negative draw lists 
 OVERDRAW = 1.1  # a round of negative sampling draws this much more than it expects to keep
 
 
+# -- sorted-key helpers: a sort and a binary search over queries in order (np.unique and a search
+# of keys in random order each cost ten times a sort on millions of keys: cache misses)
+
+
+def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``keys``, ascending, and each key's index among them."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.ones(ordered.shape[0], dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    inverse = np.empty(keys.shape[0], dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return ordered[starts], inverse
+
+
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct ``keys``, ascending."""
+    ordered = np.sort(keys)
+    starts = np.ones(ordered.shape[0], dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    return ordered[starts]
+
+
+def first_distinct(keys: np.ndarray) -> np.ndarray:
+    """``keys`` without repeats, each at its first occurrence."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.ones(ordered.shape[0], dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    return keys[np.sort(order[starts])]
+
+
+def search(ascending: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(ascending, queries)``, the queries searched in ascending order."""
+    flat = queries.reshape(-1)
+    order = np.argsort(flat)
+    found = np.empty(flat.shape[0], dtype=np.int64)
+    found[order] = np.searchsorted(ascending, flat[order])
+    return found.reshape(queries.shape)
+
+
 class LinkSplit(NamedTuple):
     """The three splits :func:`edge_split` returns (unpacks as ``train, val, test``)."""
 
@@ -100,7 +141,7 @@ def edge_split(
     num_nodes = int(data.num_nodes)
     edges = check_edge_index(data.edge_index, num_nodes)
     labelled = edges[0] != edges[1]
-    pairs, pair_of_edge = np.unique(_pair_keys(edges[:, labelled], num_nodes, undirected), return_inverse=True)
+    pairs, pair_of_edge = sorted_unique(_pair_keys(edges[:, labelled], num_nodes, undirected))
     n_val = _split_size(num_val, pairs.shape[0], "num_val")
     n_test = _split_size(num_test, pairs.shape[0], "num_test")
     if n_val + n_test > pairs.shape[0]:
@@ -188,34 +229,35 @@ def _positive_keys(edge_index, num_nodes: int) -> np.ndarray:
     """The sorted distinct keys ``u * N + v`` of the positive pairs that are not self loops."""
     edges = check_edge_index(edge_index, num_nodes)
     edges = edges[:, edges[0] != edges[1]]
-    return np.unique(edges[0] * num_nodes + edges[1])
+    return distinct(edges[0] * num_nodes + edges[1])
 
 
 def _absent(keys: np.ndarray, positives: np.ndarray) -> np.ndarray:
     """Which ``keys`` are not in the sorted ``positives``."""
     if positives.shape[0] == 0:
         return np.ones(keys.shape[0], dtype=bool)
-    at = np.minimum(np.searchsorted(positives, keys), positives.shape[0] - 1)
+    at = np.minimum(search(positives, keys), positives.shape[0] - 1)
     return positives[at] != keys
 
 
-def _first_distinct(keys: np.ndarray) -> np.ndarray:
-    """``keys`` without repeats, each at its first occurrence."""
-    _, first = np.unique(keys, return_index=True)
-    return keys[np.sort(first)]
-
-
 def _draw_rounds(rng: np.random.Generator, num_nodes: int, positives: np.ndarray, count: int) -> np.ndarray:
-    """``count`` distinct negative keys, drawn uniformly in rounds with positives and self loops
-    rejected."""
+    """``count`` distinct negative keys, drawn uniformly in rounds: each round's keys join those
+    kept so far, and one stable sort of them finds repeats (a key's first draw stays), positives
+    (a search in order) and self loops."""
     total = num_nodes * num_nodes
     keep_rate = (total - num_nodes - positives.shape[0]) / total
     chosen = np.empty(0, dtype=np.int64)
     while chosen.shape[0] < count:
         missing = count - chosen.shape[0]
-        keys = rng.integers(0, total, size=int(math.ceil(missing / keep_rate * OVERDRAW)) + 16, dtype=np.int64)
-        keys = keys[(keys // num_nodes != keys % num_nodes) & _absent(keys, positives)]
-        chosen = _first_distinct(np.concatenate([chosen, keys]))[:count]
+        drawn = rng.integers(0, total, size=int(math.ceil(missing / keep_rate * OVERDRAW)) + 16, dtype=np.int64)
+        keys = np.concatenate([chosen, drawn])
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        keep = ordered // num_nodes != ordered % num_nodes
+        keep[1:] &= ordered[1:] != ordered[:-1]
+        if positives.shape[0]:
+            keep &= positives[np.minimum(np.searchsorted(positives, ordered), positives.shape[0] - 1)] != ordered
+        chosen = keys[np.sort(order[keep])][:count]
     return chosen
 
 
@@ -305,7 +347,7 @@ def _fetch_plan(edges: np.ndarray, owner: np.ndarray, rank: int, owned: np.ndarr
     needs the rows of ``u`` and ``v``; those it does not own come from their owners."""
     num_nodes, ranks = owner.shape[0], int(owner.max(initial=0)) + 1
     scorer = owner[edges[1]].astype(np.int64)
-    keys = np.unique(np.concatenate([scorer * num_nodes + edges[0], scorer * num_nodes + edges[1]]))
+    keys = distinct(np.concatenate([scorer * num_nodes + edges[0], scorer * num_nodes + edges[1]]))
     needer, node = keys // num_nodes, keys % num_nodes
     holder = owner[node].astype(np.int64)
     remote = needer != holder
@@ -398,14 +440,14 @@ def edge_embeddings(
     rank, owned = handle.part.index, np.asarray(handle.part.owned, dtype=np.int64)
     mine = np.flatnonzero(owner[edges[1]] == rank)
     endpoints = edges[:, mine]
-    local = np.unique(endpoints[owner[endpoints] == rank])
+    local = distinct(endpoints[owner[endpoints] == rank])
     fetch = _fetch_plan(edges, owner, rank, owned)
     rows = [z[torch.from_numpy(owned_positions(owned, local)).to(z.device)]]
     if fetch.counts.any():
         rows.append(_Fetch.apply(z[: handle.num_owned], fetch, MatchingAllToAll(session().comm)))
     ids = np.concatenate([local, fetch.recv_nodes])
     sorter = np.argsort(ids)
-    positions = sorter[np.searchsorted(ids[sorter], endpoints)]
+    positions = sorter[search(ids[sorter], endpoints)]
     picked = torch.from_numpy(mine)
     return EdgeRows(
         torch.cat(rows),

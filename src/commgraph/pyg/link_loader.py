@@ -20,7 +20,7 @@ import torch
 
 from commgraph.errors import BridgeError
 from commgraph.pyg.data import check_edge_index, handle_of
-from commgraph.pyg.link import _draw_rounds, _owned_mask, _positive_keys
+from commgraph.pyg.link import _draw_rounds, _owned_mask, _positive_keys, first_distinct, search
 
 
 @dataclass
@@ -35,8 +35,7 @@ class SampledBlock:
 
 def _new_nodes(candidates: np.ndarray, known: np.ndarray) -> np.ndarray:
     """The distinct ``candidates`` not in ``known``, in order of first occurrence."""
-    _, first = np.unique(candidates, return_index=True)
-    distinct = candidates[np.sort(first)]
+    distinct = first_distinct(candidates)
     return distinct[~np.isin(distinct, known)]
 
 
@@ -68,7 +67,7 @@ def sample_neighbors(
 def _local(nodes: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Positions in ``nodes`` (distinct) of ``ids``."""
     sorter = np.argsort(nodes)
-    return sorter[np.searchsorted(nodes[sorter], ids)]
+    return sorter[search(nodes[sorter], ids)]
 
 
 def _in_edge_csr(edges: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
