@@ -45,7 +45,7 @@ def _pairs(edge_index: torch.Tensor, num_nodes: int) -> set[int]:
 def test_split_counts_are_disjoint_and_cover_every_pair():
     data = _graph()
     n = data.num_nodes
-    train, val, test = cg.edge_split(data, num_val=5, num_test=0.2, seed=1)
+    train, val, test = cg.edge_split(data, num_val=np.int64(5), num_test=0.2, seed=1)
     every = _pairs(data.edge_index[:, data.edge_index[0] != data.edge_index[1]], n)
     assert val.edge_label_index.shape[1] == 5 and test.edge_label_index.shape[1] == int(0.2 * len(every))
     splits = [_pairs(s.edge_label_index, n) for s in (train, val, test)]
@@ -98,7 +98,7 @@ def _keys(pairs: torch.Tensor, num_nodes: int) -> np.ndarray:
 def test_negatives_are_distinct_non_edges_and_the_same_for_a_seed(count):
     data = _graph(num_nodes=30)
     n = data.num_nodes
-    neg = cg.negative_sampling(data.edge_index, n, count, seed=4)
+    neg = cg.negative_sampling(data.edge_index, n, np.int64(count), seed=4)
     keys = _keys(neg, n)
     assert neg.shape == (2, count) and np.unique(keys).shape[0] == count
     assert (neg[0] != neg[1]).all()

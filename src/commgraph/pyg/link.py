@@ -20,6 +20,7 @@ import copy
 import hashlib
 import math
 from dataclasses import dataclass
+from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
@@ -30,7 +31,7 @@ from commgraph.partition.store import owned_positions
 from commgraph.pyg.data import check_edge_index, handle_of
 from commgraph.pyg.world import session
 
-ENUMERATE_PAIRS = 1 << 24  # node pairs up to which a dense negative draw lists every candidate
+ENUMERATE_PAIRS = 1 << 22  # node pairs up to which a dense negative draw lists every candidate
 OVERDRAW = 1.1  # a round of negative sampling draws this much more than it expects to keep
 
 
@@ -88,15 +89,15 @@ class LinkSplit(NamedTuple):
 
 def _split_size(value: int | float, pairs: int, name: str) -> int:
     """``value`` as a number of pairs: an int as given, a float as a fraction (rounded down)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, Real):
         raise BridgeError(f"{name} must be an int (edges) or a float in [0, 1] (a fraction), got {value!r}")
-    if isinstance(value, float):
+    if not isinstance(value, Integral):
         if not 0.0 <= value <= 1.0:
             raise BridgeError(f"{name}={value} is a fraction of the edges: give a float in [0, 1] or an int")
         return int(value * pairs)
     if value < 0:
         raise BridgeError(f"{name} must not be negative, got {value}")
-    return value
+    return int(value)
 
 
 def _pair_keys(edges: np.ndarray, num_nodes: int, undirected: bool) -> np.ndarray:
@@ -281,7 +282,7 @@ def negative_sampling(
     draws them, but the same on every rank for a seed, whatever the number of ranks: the pairs are
     drawn for the whole graph (in rounds of uniform keys :math:`uN + v`, positives rejected by a
     binary search in their sorted keys; by a permutation of every candidate when more than half of
-    them are asked for and the graph is small), and a rank keeps its ``share`` if asked.
+    them are asked for and the graph has at most :math:`2^{22}` pairs), and a rank keeps its ``share`` if asked.
 
     Args:
         edge_index: the positive edges (global ids; typically ``train_data.edge_index`` while
@@ -302,8 +303,9 @@ def negative_sampling(
     Raises:
         BridgeError: more pairs asked than there are non-edges, :math:`N(N-1) - |E|`.
     """
-    if isinstance(num_neg_samples, bool) or not isinstance(num_neg_samples, int) or num_neg_samples < 0:
+    if isinstance(num_neg_samples, bool) or not isinstance(num_neg_samples, Integral) or num_neg_samples < 0:
         raise BridgeError(f"num_neg_samples must be a non-negative int, got {num_neg_samples!r}")
+    num_neg_samples = int(num_neg_samples)
     positives = _positive_keys(edge_index, num_nodes)
     candidates = num_nodes * (num_nodes - 1) - positives.shape[0]
     if num_neg_samples > candidates:

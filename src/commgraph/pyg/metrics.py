@@ -7,6 +7,8 @@ exactly, in float64: the same value on every rank, equal to the one-process scri
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 import torch
 
@@ -86,7 +88,7 @@ def hits_at_k(pos: torch.Tensor, neg: torch.Tensor, k: int) -> float:
     Raises:
         BridgeError: ``k`` not positive, no positive over all ranks.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
         raise BridgeError(f"k must be a positive int, got {k!r}")
     pos, neg = _gathered(_numpy(pos, "pos").reshape(-1).astype(np.float64), _numpy(neg, "neg").reshape(-1))
     if pos.shape[0] == 0:
