@@ -164,6 +164,31 @@ def test_edge_embeddings_alone_are_the_endpoints_rows(bridge_alone):
         cg.edge_embeddings(z, label_index, part, label[:3])
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_each_rank_sends_the_rows_its_peers_expect(ranks):
+    """The fetch plans that simulated ranks make alone agree: what rank s sends rank r, in order,
+    is what r expects from s, and with its own rows r then has both endpoints of its edges."""
+    from commgraph.pyg.link import _fetch_plan
+
+    n = 30
+    rng = np.random.default_rng(ranks)
+    owner = np.arange(n) % ranks
+    rng.shuffle(owner)
+    edges = rng.integers(0, n, (2, 80))
+    owned = [np.flatnonzero(owner == r) for r in range(ranks)]
+    plans = [_fetch_plan(edges, owner, ranks, r, owned[r]) for r in range(ranks)]
+    assert all(np.array_equal(p.counts, plans[0].counts) for p in plans)
+    counts = plans[0].counts
+    for s in range(ranks):
+        sent = np.split(owned[s][plans[s].send_rows.numpy()], np.cumsum(counts[s])[:-1])
+        for r in range(ranks):
+            expected = np.split(plans[r].recv_nodes, np.cumsum(counts[:, r])[:-1])[s]
+            assert np.array_equal(sent[r], expected) and (s != r or sent[r].size == 0)
+    for r in range(ranks):
+        have = set(owned[r].tolist()) | set(plans[r].recv_nodes.tolist())
+        assert set(edges[:, owner[edges[1]] == r].ravel().tolist()) <= have
+
+
 # -- metrics -------------------------------------------------------------------------------------
 
 

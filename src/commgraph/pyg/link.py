@@ -344,10 +344,10 @@ class RowFetch:
     recv_nodes: np.ndarray
 
 
-def _fetch_plan(edges: np.ndarray, owner: np.ndarray, rank: int, owned: np.ndarray) -> RowFetch:
+def _fetch_plan(edges: np.ndarray, owner: np.ndarray, ranks: int, rank: int, owned: np.ndarray) -> RowFetch:
     """Every rank's needs from the global edges alone: rank ``owner[v]`` scores edge ``(u, v)`` and
     needs the rows of ``u`` and ``v``; those it does not own come from their owners."""
-    num_nodes, ranks = owner.shape[0], int(owner.max(initial=0)) + 1
+    num_nodes = owner.shape[0]
     scorer = owner[edges[1]].astype(np.int64)
     keys = distinct(np.concatenate([scorer * num_nodes + edges[0], scorer * num_nodes + edges[1]]))
     needer, node = keys // num_nodes, keys % num_nodes
@@ -443,7 +443,7 @@ def edge_embeddings(
     mine = np.flatnonzero(owner[edges[1]] == rank)
     endpoints = edges[:, mine]
     local = distinct(endpoints[owner[endpoints] == rank])
-    fetch = _fetch_plan(edges, owner, rank, owned)
+    fetch = _fetch_plan(edges, owner, handle.pset.num_parts, rank, owned)
     rows = [z[torch.from_numpy(owned_positions(owned, local)).to(z.device)]]
     if fetch.counts.any():
         rows.append(_Fetch.apply(z[: handle.num_owned], fetch, MatchingAllToAll(session().comm)))
