@@ -292,3 +292,23 @@ def test_two_ranks_train_a_link_predictor_as_one_process_does(tmp_path, monkeypa
     assert two["loader_loads_each_edge_once"] and two["loader_blocks_train_only"]
     assert "link_forward" not in alone["bytes"]
     assert two["bytes"]["link_forward"] > 0 and two["bytes"]["link_backward"] > 0
+
+
+def test_every_link_name_is_documented_with_its_arguments_and_result():
+    import inspect
+
+    from commgraph.pyg import link, link_loader, metrics
+
+    names = [
+        n for n in cg.__all__ if getattr(cg, n).__module__ in (link.__name__, link_loader.__name__, metrics.__name__)
+    ]
+    assert len(names) == 10
+    for name in names:
+        member, doc = getattr(cg, name), inspect.getdoc(getattr(cg, name))
+        assert doc and (not inspect.isfunction(member) or ("Args:" in doc and "Returns:" in doc)), name
+
+
+def test_an_exported_name_stays_itself_after_a_submodule_of_its_spelling_loads():
+    """``cg.FullGraph`` loads ``commgraph.pyg.full_graph``, the module; ``cg.full_graph`` is still the
+    function."""
+    assert cg.FullGraph and callable(cg.full_graph) and cg.full_graph.__name__ == "full_graph"

@@ -5,6 +5,7 @@ parser is built, and ``--dry-run`` answers, without loading what only its worker
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 
 
@@ -19,6 +20,13 @@ def exports(package: str, names: dict[str, str]) -> Callable[[str], object]:
     def __getattr__(name: str) -> object:
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        module = importlib.import_module(f"{package}.{names[name]}")
+        # every name of that submodule kept on the package: importing a submodule sets it as the
+        # package's attribute, which would hide an exported name of the same spelling afterwards
+        # (``commgraph.pyg.full_graph``, the function, after ``commgraph.pyg.FullGraph`` loaded it)
+        for exported, source in names.items():
+            if source == names[name]:
+                setattr(sys.modules[package], exported, getattr(module, exported))
+        return getattr(module, name)
 
     return __getattr__

@@ -52,6 +52,9 @@ def auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
         scores: this rank's scores (logits or probabilities).
         labels: their labels, 1 (positive) or 0.
 
+    Returns:
+        float: the AUC of every rank's scores, the same on every rank.
+
     Shapes:
         - **scores, labels:** ``[E_r]``
 
@@ -82,6 +85,9 @@ def hits_at_k(pos: torch.Tensor, neg: torch.Tensor, k: int) -> float:
         neg: this rank's negative edges' scores.
         k: :math:`K`.
 
+    Returns:
+        float: Hits@K over every rank's scores, the same on every rank.
+
     Shapes:
         - **pos:** ``[P_r]``; **neg:** ``[Q_r]``
 
@@ -107,6 +113,9 @@ def mrr(pos: torch.Tensor, neg: torch.Tensor) -> float:
         pos: this rank's positive edges' scores.
         neg: negative scores: ``[Q_r]``, every positive ranked against every rank's negatives, or
             ``[P_r, K]``, each positive against its own row (OGB's per-edge negatives).
+
+    Returns:
+        float: the MRR over every rank's positives, the same on every rank.
 
     Shapes:
         - **pos:** ``[P_r]``; **neg:** ``[Q_r]`` or ``[P_r, K]``
