@@ -203,6 +203,20 @@ def test_metrics_match_hand_computed_values(bridge_alone):
     assert cg.mrr(torch.tensor([1.0, 2.0]), torch.tensor([[0.0, 2.0], [1.0, 1.0]])) == 0.75
 
 
+def test_metrics_equal_their_definitions_pair_by_pair(bridge_alone):
+    """Random scores with many ties: each metric equals its definition over every (positive,
+    negative) pair."""
+    rng = np.random.default_rng(0)
+    pos, neg = rng.integers(0, 6, 40).astype(float), rng.integers(0, 6, 70).astype(float)
+    wins = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+    scores, labels = torch.from_numpy(np.concatenate([pos, neg])), torch.cat([torch.ones(40), torch.zeros(70)])
+    assert cg.auc(scores, labels) == pytest.approx(wins.mean(), abs=1e-15)
+    rank = 1 + (neg[None, :] > pos[:, None]).sum(1) + 0.5 * (neg[None, :] == pos[:, None]).sum(1)
+    assert cg.mrr(torch.from_numpy(pos), torch.from_numpy(neg)) == pytest.approx(np.mean(1 / rank), abs=1e-15)
+    for k in (1, 10, 70):
+        assert cg.hits_at_k(torch.from_numpy(pos), torch.from_numpy(neg), k) == np.mean(pos > np.sort(neg)[-k])
+
+
 def test_metrics_refuse_bad_inputs(bridge_alone):
     with pytest.raises(BridgeError, match="positives and negatives"):
         cg.auc(torch.tensor([0.1, 0.2]), torch.tensor([1, 1]))
