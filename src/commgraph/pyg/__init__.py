@@ -6,6 +6,10 @@
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather; :func:`global_mean` / :func:`global_sum` make a loss or metric global.
 - :func:`unified`: a host table the GPU reads directly (PyTorch-Direct), a plain tensor on a CPU.
+- Link prediction: :func:`edge_split`, :func:`negative_sampling` (the same on every rank for a
+  seed), :func:`edge_embeddings` (both endpoints' rows of this rank's label edges) and the global
+  metrics :func:`auc`, :func:`hits_at_k`, :func:`mrr`; :class:`LinkNeighborLoader` for sampled
+  batches of label edges.
 
 Its names load on first use (:mod:`commgraph.lazy`).
 """
@@ -13,13 +17,23 @@ Its names load on first use (:mod:`commgraph.lazy`).
 from commgraph.lazy import exports
 
 __all__ = [
+    "EdgeRows",
     "FullGraph",
+    "LinkNeighborLoader",
+    "LinkSplit",
+    "auc",
     "device",
+    "edge_embeddings",
+    "edge_share",
+    "edge_split",
     "full_graph",
     "global_mean",
     "global_sum",
+    "hits_at_k",
     "init",
     "local_rank",
+    "mrr",
+    "negative_sampling",
     "partition",
     "rank",
     "shutdown",
@@ -44,5 +58,15 @@ __getattr__ = exports(
         "global_sum": "reduce",
         "unified": "direct",
         "UnifiedTensor": "direct",
+        "edge_split": "link",
+        "LinkSplit": "link",
+        "negative_sampling": "link",
+        "edge_share": "link",
+        "edge_embeddings": "link",
+        "EdgeRows": "link",
+        "LinkNeighborLoader": "link_loader",
+        "auc": "metrics",
+        "hits_at_k": "metrics",
+        "mrr": "metrics",
     },
 )

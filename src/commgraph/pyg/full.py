@@ -113,6 +113,16 @@ class FullGraph(torch.nn.Module):
             self._set_back()
             self._padded.clear()
 
+    def __getattr__(self, name: str):
+        """The model's own attributes and methods (``model.encode``, ``model.decode``) through the
+        wrapper; its layers' hooks run whichever method calls them."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "module":
+                raise
+            return getattr(self.module, name)
+
     @property
     def bytes(self) -> dict[str, int]:
         """Bytes this rank sent, by what they carried (``halo_forward:<layer>``, ``halo_backward``,

@@ -1,0 +1,459 @@
+r"""Link prediction across ranks: :func:`edge_split`, :func:`negative_sampling`, :func:`edge_embeddings`.
+
+A link predictor encodes the nodes with a GNN, :math:`Z = f_\theta(X, A_{\text{train}})`, and scores
+a node pair by a decoder of both endpoints' rows, e.g. :math:`s_{uv} = \langle z_u, z_v \rangle`
+(Kipf and Welling, `"Variational Graph Auto-Encoders" <https://arxiv.org/abs/1611.07308>`_, 2016),
+trained with binary cross-entropy against positive (held-out) edges and sampled non-edges.
+
+Across ranks the encoder runs on each rank's part (:func:`~commgraph.pyg.full_graph`); a rank scores
+the label edges whose *destination* it owns, and fetches the rows of the other endpoints from their
+owners through the runtime's all-to-all (:class:`~commgraph.runtime.alltoall.MatchingAllToAll`,
+every byte counted), differentiably: the gradients of the fetched rows return to their owners. The
+label edges (positives and negatives) are global: every rank holds the same ``edge_label_index``,
+which :func:`edge_split` and :func:`negative_sampling` make the same on every rank from a seed, so
+no rank needs to ask another which rows it wants.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from commgraph.errors import BridgeError
+from commgraph.partition.store import owned_positions
+from commgraph.pyg.data import check_edge_index, handle_of
+from commgraph.pyg.world import session
+
+ENUMERATE_PAIRS = 1 << 22  # node pairs up to which a dense negative draw lists every candidate
+OVERDRAW = 1.1  # a round of negative sampling draws this much more than it expects to keep
+
+
+# -- sorted-key helpers: a sort and a binary search over queries in order (np.unique and a search
+# of keys in random order each cost ten times a sort on millions of keys: cache misses)
+
+
+def sorted_unique(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``keys``, ascending, and each key's index among them."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.ones(ordered.shape[0], dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    inverse = np.empty(keys.shape[0], dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return ordered[starts], inverse
+
+
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct ``keys``, ascending."""
+    ordered = np.sort(keys)
+    starts = np.ones(ordered.shape[0], dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    return ordered[starts]
+
+
+def first_distinct(keys: np.ndarray) -> np.ndarray:
+    """``keys`` without repeats, each at its first occurrence."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.ones(ordered.shape[0], dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    return keys[np.sort(order[starts])]
+
+
+def search(ascending: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(ascending, queries)``, the queries searched in ascending order."""
+    flat = queries.reshape(-1)
+    order = np.argsort(flat)
+    found = np.empty(flat.shape[0], dtype=np.int64)
+    found[order] = np.searchsorted(ascending, flat[order])
+    return found.reshape(queries.shape)
+
+
+class LinkSplit(NamedTuple):
+    """The three splits :func:`edge_split` returns (unpacks as ``train, val, test``)."""
+
+    train: object
+    val: object
+    test: object
+
+
+# -- splitting the edges -------------------------------------------------------------------------
+
+
+def _split_size(value: int | float, pairs: int, name: str) -> int:
+    """``value`` as a number of pairs: an int as given, a float as a fraction (rounded down)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise BridgeError(f"{name} must be an int (edges) or a float in [0, 1] (a fraction), got {value!r}")
+    if not isinstance(value, Integral):
+        if not 0.0 <= value <= 1.0:
+            raise BridgeError(f"{name}={value} is a fraction of the edges: give a float in [0, 1] or an int")
+        return int(value * pairs)
+    if value < 0:
+        raise BridgeError(f"{name} must not be negative, got {value}")
+    return int(value)
+
+
+def _pair_keys(edges: np.ndarray, num_nodes: int, undirected: bool) -> np.ndarray:
+    """Each edge's pair as ``a * N + b`` (``a <= b`` when ``undirected``)."""
+    src, dst = edges
+    if undirected:
+        src, dst = np.minimum(src, dst), np.maximum(src, dst)
+    return src * num_nodes + dst
+
+
+def edge_split(
+    data, num_val: int | float = 0.05, num_test: int | float = 0.1, undirected: bool = True, seed: int = 0
+) -> LinkSplit:
+    r"""The edges of ``data`` split into training, validation and test edges, as PyG's
+    ``RandomLinkSplit(num_val, num_test, is_undirected=undirected, add_negative_train_samples=False,
+    neg_sampling_ratio=0.0)`` splits them, the same on every rank for a seed.
+
+    The units split are node pairs: with ``undirected`` an edge and its reverse are one pair, kept
+    in one split. Self loops are no pair: they stay in ``edge_index`` and are never labelled. Every
+    split's ``edge_index`` holds the training edges alone (edge attributes cut to match): validation
+    and test edges never carry messages (PyG's test split would also pass the validation edges).
+    Negatives are drawn separately, with :func:`negative_sampling`.
+
+    Args:
+        data: the whole graph, a ``torch_geometric.data.Data`` (every rank passes the same).
+        num_val: validation pairs, an int, or a float: that fraction of the pairs, rounded down.
+        num_test: test pairs, the same way.
+        undirected: whether ``(u, v)`` and ``(v, u)`` are one pair.
+        seed: the seed of the permutation that splits the pairs.
+
+    Returns:
+        LinkSplit: ``(train, val, test)``, shallow copies of ``data``, each with ``edge_index``
+        (training edges), ``edge_label_index`` (its pairs, one direction: ``u <= v`` when
+        ``undirected``) and ``edge_label`` (ones, float).
+
+    Shapes:
+        - **edge_label_index:** ``[2, P_split]`` (global ids); **edge_label:** ``[P_split]``
+
+    Raises:
+        BridgeError: more validation and test pairs than the graph has, counts out of range.
+    """
+    num_nodes = int(data.num_nodes)
+    edges = check_edge_index(data.edge_index, num_nodes)
+    labelled = edges[0] != edges[1]
+    pairs, pair_of_edge = sorted_unique(_pair_keys(edges[:, labelled], num_nodes, undirected))
+    n_val = _split_size(num_val, pairs.shape[0], "num_val")
+    n_test = _split_size(num_test, pairs.shape[0], "num_test")
+    if n_val + n_test > pairs.shape[0]:
+        raise BridgeError(
+            f"{n_val} validation and {n_test} test pairs asked, but the graph has {pairs.shape[0]} "
+            f"{'undirected ' if undirected else ''}node pairs"
+        )
+    order = np.random.default_rng(seed).permutation(pairs.shape[0])
+    held = np.zeros(pairs.shape[0], dtype=bool)
+    held[order[: n_val + n_test]] = True
+    train_edges = np.ones(edges.shape[1], dtype=bool)
+    train_edges[labelled] = ~held[pair_of_edge]
+    chosen = (order[n_val + n_test :], order[:n_val], order[n_val : n_val + n_test])
+    base = _with_edges(data, torch.from_numpy(train_edges))
+    return LinkSplit(*(_labelled(base, pairs[k], num_nodes) for k in chosen))
+
+
+def _with_edges(data, keep: torch.Tensor):
+    """A shallow copy of ``data`` with the edges ``keep`` selects (and their attributes)."""
+    out = copy.copy(data)
+    for key, value in data.items():
+        if isinstance(value, torch.Tensor) and (key == "edge_index" or data.is_edge_attr(key)):
+            out[key] = value[:, keep.to(value.device)] if key == "edge_index" else value[keep.to(value.device)]
+    return out
+
+
+def _labelled(base, keys: np.ndarray, num_nodes: int):
+    out = copy.copy(base)
+    out.edge_label_index = torch.from_numpy(np.stack([keys // num_nodes, keys % num_nodes]))
+    out.edge_label = torch.ones(keys.shape[0])
+    return out
+
+
+# -- negatives -----------------------------------------------------------------------------------
+
+
+def _owned_mask(share, num_nodes: int) -> np.ndarray:
+    """The nodes a share names: a part's owned nodes, or a boolean mask over the graph's nodes."""
+    from torch_geometric.data import Data
+
+    if isinstance(share, Data):
+        handle = handle_of(share)
+        assignment = np.asarray(handle.pset.assignment())
+        if assignment.shape[0] != num_nodes:
+            raise BridgeError(f"the part is of a graph of {assignment.shape[0]} nodes, the edges of one of {num_nodes}")
+        return assignment == handle.part.index
+    mask = share.detach().cpu().numpy() if isinstance(share, torch.Tensor) else np.asarray(share)
+    if mask.dtype != np.bool_ or mask.shape != (num_nodes,):
+        raise BridgeError(
+            f"share must be a part (cg.partition) or a bool mask of shape [{num_nodes}], "
+            f"got {mask.dtype} of shape {list(mask.shape)}"
+        )
+    return mask
+
+
+def edge_share(edge_index: torch.Tensor, share, num_nodes: int | None = None) -> torch.Tensor:
+    """Which edges of ``edge_index`` (global ids) a rank takes: those whose destination it owns.
+
+    Args:
+        edge_index: node pairs, global ids (the same on every rank).
+        share: the rank's part (from :func:`~commgraph.pyg.partition`), or a bool mask over the
+            graph's nodes (to say which nodes a simulated rank owns).
+        num_nodes: the graph's node count, checked against ``share`` (default: the share's).
+
+    Returns:
+        torch.Tensor: a bool mask over the edges; the ranks' masks partition them.
+
+    Shapes:
+        - **edge_index:** ``[2, E]``; output: ``[E]``
+    """
+    owned = _owned_mask(share, _graph_nodes(share) if num_nodes is None else num_nodes)
+    edges = check_edge_index(edge_index, owned.shape[0])
+    return torch.from_numpy(owned[edges[1]])
+
+
+def _graph_nodes(share) -> int:
+    from torch_geometric.data import Data
+
+    if isinstance(share, Data):
+        return int(np.asarray(handle_of(share).pset.assignment()).shape[0])
+    return int(share.shape[0])
+
+
+def _positive_keys(edge_index, num_nodes: int) -> np.ndarray:
+    """The sorted distinct keys ``u * N + v`` of the positive pairs that are not self loops."""
+    edges = check_edge_index(edge_index, num_nodes)
+    edges = edges[:, edges[0] != edges[1]]
+    return distinct(edges[0] * num_nodes + edges[1])
+
+
+def _absent(keys: np.ndarray, positives: np.ndarray) -> np.ndarray:
+    """Which ``keys`` are not in the sorted ``positives``."""
+    if positives.shape[0] == 0:
+        return np.ones(keys.shape[0], dtype=bool)
+    at = np.minimum(search(positives, keys), positives.shape[0] - 1)
+    return positives[at] != keys
+
+
+def _draw_rounds(rng: np.random.Generator, num_nodes: int, positives: np.ndarray, count: int) -> np.ndarray:
+    """``count`` distinct negative keys, drawn uniformly in rounds: each round's keys join those
+    kept so far, and one stable sort of them finds repeats (a key's first draw stays), positives
+    (a search in order) and self loops."""
+    total = num_nodes * num_nodes
+    keep_rate = (total - num_nodes - positives.shape[0]) / total
+    chosen = np.empty(0, dtype=np.int64)
+    while chosen.shape[0] < count:
+        missing = count - chosen.shape[0]
+        drawn = rng.integers(0, total, size=int(math.ceil(missing / keep_rate * OVERDRAW)) + 16, dtype=np.int64)
+        keys = np.concatenate([chosen, drawn])
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        keep = ordered // num_nodes != ordered % num_nodes
+        keep[1:] &= ordered[1:] != ordered[:-1]
+        if positives.shape[0]:
+            keep &= positives[np.minimum(np.searchsorted(positives, ordered), positives.shape[0] - 1)] != ordered
+        chosen = keys[np.sort(order[keep])][:count]
+    return chosen
+
+
+def _draw_listed(rng: np.random.Generator, num_nodes: int, positives: np.ndarray, count: int) -> np.ndarray:
+    """``count`` negative keys, a uniform choice among every candidate pair listed (dense draws)."""
+    every = np.arange(num_nodes * num_nodes, dtype=np.int64)
+    every = every[(every // num_nodes != every % num_nodes) & _absent(every, positives)]
+    return every[rng.permutation(every.shape[0])[:count]]
+
+
+def negative_sampling(
+    edge_index: torch.Tensor,
+    num_nodes: int,
+    num_neg_samples: int,
+    *,
+    seed: int,
+    share=None,
+) -> torch.Tensor:
+    r"""Node pairs drawn uniformly among those that are not edges: ``num_neg_samples`` distinct
+    pairs :math:`(u, v)`, :math:`u \ne v`, :math:`(u, v) \notin E`, as PyG's ``negative_sampling``
+    draws them, but the same on every rank for a seed, whatever the number of ranks: the pairs are
+    drawn for the whole graph (in rounds of uniform keys :math:`uN + v`, positives rejected by a
+    binary search in their sorted keys; by a permutation of every candidate when more than half of
+    them are asked for and the graph has at most :math:`2^{22}` pairs), and a rank keeps its ``share`` if asked.
+
+    Args:
+        edge_index: the positive edges (global ids; typically ``train_data.edge_index`` while
+            training, the whole graph's for validation and test negatives).
+        num_nodes: the graph's node count :math:`N`.
+        num_neg_samples: the pairs to draw.
+        seed: the draw's seed, required: every rank must draw the same pairs (pass the epoch to
+            draw new negatives each epoch).
+        share: ``None`` (every pair), or this rank's part: the pairs whose destination it owns
+            (see :func:`edge_share`; a bool mask over the nodes simulates a rank).
+
+    Returns:
+        torch.Tensor: the pairs, in the order drawn (a share keeps that order).
+
+    Shapes:
+        - output: ``[2, num_neg_samples]`` (int64, global ids), or ``[2, K_r]`` for a share
+
+    Raises:
+        BridgeError: more pairs asked than there are non-edges, :math:`N(N-1) - |E|`.
+    """
+    if isinstance(num_neg_samples, bool) or not isinstance(num_neg_samples, Integral) or num_neg_samples < 0:
+        raise BridgeError(f"num_neg_samples must be a non-negative int, got {num_neg_samples!r}")
+    num_neg_samples = int(num_neg_samples)
+    positives = _positive_keys(edge_index, num_nodes)
+    candidates = num_nodes * (num_nodes - 1) - positives.shape[0]
+    if num_neg_samples > candidates:
+        raise BridgeError(
+            f"{num_neg_samples} negative pairs asked, but a graph of {num_nodes} nodes and "
+            f"{positives.shape[0]} edges has {candidates} non-edges"
+        )
+    rng = np.random.default_rng(seed)
+    dense = 2 * num_neg_samples > candidates and num_nodes * num_nodes <= ENUMERATE_PAIRS
+    keys = (_draw_listed if dense else _draw_rounds)(rng, num_nodes, positives, num_neg_samples)
+    pairs = torch.from_numpy(np.stack([keys // num_nodes, keys % num_nodes]))
+    return pairs if share is None else pairs[:, edge_share(pairs, share, num_nodes)]
+
+
+# -- both endpoints' rows ------------------------------------------------------------------------
+
+
+class EdgeRows(NamedTuple):
+    """What :func:`edge_embeddings` returns: a table of rows and this rank's share of the edges,
+    indexing it (unpacks as ``z, edge_label_index, edge_label, edge_ids``)."""
+
+    z: torch.Tensor  # the rows of every endpoint of the rank's edges
+    edge_label_index: torch.Tensor  # the rank's edges, ids into ``z``
+    edge_label: torch.Tensor | None  # their labels, when labels were given
+    edge_ids: torch.Tensor  # their positions in the global ``edge_label_index``
+
+
+@dataclass
+class RowFetch:
+    """The rows one rank sends and receives so that every rank has both endpoints of its edges:
+    ``counts[s, r]`` rows go from rank ``s`` to rank ``r``; this rank sends its owned rows
+    ``send_rows`` (grouped by receiver) and receives the rows of ``recv_nodes`` (grouped by owner)."""
+
+    counts: np.ndarray
+    send_rows: torch.Tensor
+    recv_nodes: np.ndarray
+
+
+def _fetch_plan(edges: np.ndarray, owner: np.ndarray, ranks: int, rank: int, owned: np.ndarray) -> RowFetch:
+    """Every rank's needs from the global edges alone: rank ``owner[v]`` scores edge ``(u, v)`` and
+    needs the rows of ``u`` and ``v``; those it does not own come from their owners."""
+    num_nodes = owner.shape[0]
+    scorer = owner[edges[1]].astype(np.int64)
+    keys = distinct(np.concatenate([scorer * num_nodes + edges[0], scorer * num_nodes + edges[1]]))
+    needer, node = keys // num_nodes, keys % num_nodes
+    holder = owner[node].astype(np.int64)
+    remote = needer != holder
+    needer, node, holder = needer[remote], node[remote], holder[remote]
+    counts = np.bincount(holder * ranks + needer, minlength=ranks * ranks).reshape(ranks, ranks)
+    mine = holder == rank  # sorted by receiver, then node: the order each receiver expects
+    wanted = needer == rank
+    recv_nodes = node[wanted][np.lexsort((node[wanted], holder[wanted]))]
+    return RowFetch(counts, torch.from_numpy(owned_positions(owned, node[mine])), recv_nodes)
+
+
+class _Fetch(torch.autograd.Function):
+    """The fetched rows of :class:`RowFetch`; backward returns their gradients to the owners."""
+
+    @staticmethod
+    def forward(ctx, owned: torch.Tensor, fetch: RowFetch, exchange) -> torch.Tensor:
+        ctx.fetch, ctx.exchange, ctx.num_owned = fetch, exchange, owned.shape[0]
+        rank = exchange.comm.world.rank
+        out = owned.new_empty((int(fetch.counts[:, rank].sum()), owned.shape[1]))
+        send = owned.detach()[fetch.send_rows.to(owned.device)].contiguous()
+        return exchange(out, send, fetch.counts, label="link_forward")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        fetch = ctx.fetch
+        back = grad.new_empty((fetch.send_rows.shape[0], grad.shape[1]))
+        ctx.exchange(back, grad.contiguous(), fetch.counts.T.copy(), label="link_backward")
+        owned = grad.new_zeros((ctx.num_owned, grad.shape[1]))
+        return owned.index_add_(0, fetch.send_rows.to(grad.device), back), None, None
+
+
+def _check_same_everywhere(edges: np.ndarray) -> None:
+    """Every rank must pass the same label edges (each plans the others' fetches from them).
+
+    Raises:
+        BridgeError: on every rank, when they differ.
+    """
+    s = session()
+    if s.world.size == 1:
+        return
+    digests = s.comm.all_gather_object(hashlib.blake2b(np.ascontiguousarray(edges).tobytes(), digest_size=16).digest())
+    if len(set(digests)) > 1:
+        raise BridgeError(
+            "cg.edge_embeddings needs the same global edge_label_index on every rank, but the ranks passed "
+            "different ones: draw negatives with the same seed everywhere and pass the whole set, not a share"
+        )
+
+
+def edge_embeddings(
+    z: torch.Tensor, edge_label_index: torch.Tensor, part, edge_label: torch.Tensor | None = None
+) -> EdgeRows:
+    r"""Both endpoints' rows of this rank's share of the label edges: those whose destination it owns.
+
+    The rows of endpoints owned by other ranks come from them through the runtime's all-to-all (the
+    bytes counted as ``link_forward`` and ``link_backward``); the result is differentiable, and the
+    gradients of fetched rows go back to their owners. The table and the edges re-indexed into it
+    feed a decoder unchanged: ``decode(z, edge_label_index)`` scores the rank's edges as the
+    one-process script scores them. With one rank, the share is every edge, in order.
+
+    Args:
+        z: the encoder's output on the part (owned rows first; halo rows, if any, are not read).
+        edge_label_index: the label edges, global ids, the same on every rank.
+        part: the part (:func:`~commgraph.pyg.partition`) ``z`` was computed on.
+        edge_label: the edges' labels, cut to the share if given.
+
+    Returns:
+        EdgeRows: ``(z, edge_label_index, edge_label, edge_ids)``: the table, the share's edges as
+        ids into it, their labels, and their positions in the global ``edge_label_index``.
+
+    Shapes:
+        - **z:** ``[num_owned (+ num_halo), F]`` → ``[M_r, F]`` (each endpoint once)
+        - **edge_label_index:** ``[2, E]`` → ``[2, E_r]``; **edge_label:** ``[E]`` → ``[E_r]``
+
+    Raises:
+        BridgeError: ``part`` is not a part, ``z`` has fewer rows than the part owns, ids out of
+        range, ranks that passed different ``edge_label_index``.
+    """
+    from commgraph.runtime.alltoall import MatchingAllToAll
+
+    handle = handle_of(part)
+    if z.dim() != 2 or z.shape[0] < handle.num_owned:
+        raise BridgeError(
+            f"z must hold a row per node of the part ({handle.num_owned} owned first), got shape {list(z.shape)}"
+        )
+    owner = np.asarray(handle.pset.assignment())
+    edges = check_edge_index(edge_label_index, owner.shape[0], "edge_label_index")
+    if edge_label is not None and edge_label.shape[0] != edges.shape[1]:
+        raise BridgeError(f"edge_label has {edge_label.shape[0]} entries for {edges.shape[1]} edges")
+    _check_same_everywhere(edges)
+    rank, owned = handle.part.index, np.asarray(handle.part.owned, dtype=np.int64)
+    mine = np.flatnonzero(owner[edges[1]] == rank)
+    endpoints = edges[:, mine]
+    local = distinct(endpoints[owner[endpoints] == rank])
+    fetch = _fetch_plan(edges, owner, handle.pset.num_parts, rank, owned)
+    rows = [z[torch.from_numpy(owned_positions(owned, local)).to(z.device)]]
+    if fetch.counts.any():
+        rows.append(_Fetch.apply(z[: handle.num_owned], fetch, MatchingAllToAll(session().comm)))
+    ids = np.concatenate([local, fetch.recv_nodes])
+    sorter = np.argsort(ids)
+    positions = sorter[search(ids[sorter], endpoints)]
+    picked = torch.from_numpy(mine)
+    return EdgeRows(
+        torch.cat(rows),
+        torch.from_numpy(positions).to(z.device),
+        None if edge_label is None else edge_label[picked.to(edge_label.device)],
+        picked,
+    )
