@@ -10,6 +10,7 @@ joins torchrun's world instead, so several machines need nothing else.
 from __future__ import annotations
 
 import argparse
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from commgraph.cli.args import wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
-from commgraph.partition import PartitionSet
+from commgraph.partition import PartitionSet, is_partition_set
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.train.config import BATCH_SIZE, TrainConfig
 
@@ -31,12 +32,18 @@ def register(subparsers) -> None:
     LaunchOptions.add_arguments(parser.add_argument_group("workers"))
     TrainConfig.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="with --dry-run: the estimate as one JSON object")
+    # --task link: the file of held-out edges the launcher hands its workers (commgraph.train.link)
+    parser.add_argument("--link-edges", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     launcher = LaunchOptions.from_args(args)
     config = TrainConfig.from_args(args, progress=not launcher.quiet)
+    if config.task.task == "link":
+        return _run_link(args, launcher, config)
+    if args.link_edges is not None:
+        raise TrainingError("--link-edges is --task link's")
     replicate = config.comm.exchange == "replicate"  # nothing is exchanged per layer: no plan to choose
     spec = JobSpec(
         "train",
@@ -55,6 +62,47 @@ def run(args: argparse.Namespace) -> int:
         debug=args.debug,
     )
     return launch(spec, partial(_train, config), describe=partial(_describe, config))
+
+
+def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainConfig) -> int:
+    """``--task link``: the launcher partitions the training graph (the held-out edges removed and
+    written to a file the workers get), and each worker runs :mod:`commgraph.train.link`."""
+    from commgraph.train.link import check_link_trainable, training_graph
+
+    if launcher.dry_run:
+        raise TrainingError("--dry-run estimates node classification's memory; --task link has no estimate")
+    given = Path(args.link_edges) if args.link_edges else None
+    if given is None and is_partition_set(args.graph):
+        raise TrainingError(
+            f"{args.graph} is a partition set, which holds no held-out edges: --task link splits a graph's "
+            "edges before partitioning it, so give the graph (e.g. cora) instead"
+        )
+    with tempfile.TemporaryDirectory(prefix="commgraph-link-") as scratch:
+        held_out = given or Path(scratch) / "held-out.npz"
+        spec = JobSpec(
+            "train",
+            args.graph,
+            partial(training_graph, partial(graph_from_args, args), config, held_out),
+            launcher,
+            config.job,
+            seed=config.optim.seed,
+            options=config.sections(),
+            extra_argv=["--link-edges", str(held_out)],
+            allreduce=config.comm.allreduce,
+            check=check_link_trainable,
+            debug=args.debug,
+        )
+        return launch(spec, partial(_train_link, config, held_out), describe=partial(_describe, config))
+
+
+def _train_link(config: TrainConfig, held_out: Path, world, partition_dir: Path) -> None:
+    from commgraph.train.link import done_line, train_link_worker
+
+    history = train_link_worker(world, partition_dir, config, held_out)
+    if world.is_leader and history:
+        print(done_line(history), flush=True)
+        if config.log.metrics_out is not None and Path(config.log.metrics_out).exists():
+            wrote(config.log.metrics_out)
 
 
 def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEstimate:
@@ -96,6 +144,8 @@ def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
 
 
 def _describe(config: TrainConfig, partition_dir: Path, workers: int) -> str:
+    if config.task.task == "link":
+        return f"training {config.gnn.model} for link prediction on {partition_dir} with {workers} worker(s)"
     sampling = config.sampling.sampler
     how = (
         f"exchange {config.comm.exchange}"

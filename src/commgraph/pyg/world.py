@@ -8,6 +8,8 @@ work on the user's own tensors as they do everywhere.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -64,6 +66,25 @@ def init(timeout: float | None = None, device: str | None = None) -> Session:
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     _session = Session(world, Communicator(world))
     return _session
+
+
+@contextmanager
+def adopted(world: World) -> Iterator[Session]:
+    """The bridge's session made from a world the caller already joined (a worker of ``commgraph
+    train``: the launcher made its world), for the ``with`` block: the caller keeps the world and
+    closes it; the session is forgotten when the block ends.
+
+    Raises:
+        BridgeError: the bridge already has a session (from :func:`init` or another block).
+    """
+    global _session
+    if _session is not None:
+        raise BridgeError("the bridge already has a session: adopt a world before any cg.init()")
+    _session = Session(world, Communicator(world))
+    try:
+        yield _session
+    finally:
+        _session = None
 
 
 def shutdown() -> None:

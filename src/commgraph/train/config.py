@@ -342,8 +342,53 @@ class LogOptions(Options):
             check_predictions_path(Path(self.predictions_out))
 
 
+TASKS = ("node", "link")
+LINK_MODELS = ("gcn", "sage", "gat", "gin")
+# node classification's options that link prediction (commgraph.train.link) has no use for: section -> fields
+NODE_ONLY = {
+    "sampling": ("sampler",),
+    "comm": ("exchange", "features", "bin_size", "first_layer"),
+    "job": ("speeds", "placement", "ordering"),
+    "log": ("predictions_out", "checkpoint_dir", "resume", "tensorboard"),
+}
+
+
+@dataclass
+class TaskOptions(Options):
+    """What is learnt: node classes, or links (the graph's edges split before partitioning)."""
+
+    error = TrainingError
+    task: str = option(
+        "node (classify nodes) or link (predict edges: the graph's edges are split into "
+        "training, validation and test edges before it is partitioned, and the model, PyG's own "
+        "convs trained through commgraph.pyg, scores pairs by the inner product of their embeddings)",
+        choices=TASKS,
+        default="node",
+    )
+    val_edges: float = option(
+        "the share of the undirected edges held out for validation (--task link)", type=float, default=0.05
+    )
+    test_edges: float = option(
+        "the share of the undirected edges held out for testing (--task link)", type=float, default=0.1
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.task != "link":
+            for name in ("val_edges", "test_edges"):
+                if getattr(self, name) != next(f.default for f in fields(self) if f.name == name):
+                    raise TrainingError(f"--{flag(name)} splits edges for --task link; this is --task {self.task}")
+            return
+        if not (0 <= self.val_edges < 1 and 0 <= self.test_edges < 1 and self.val_edges + self.test_edges < 1):
+            raise TrainingError(
+                f"--val-edges and --test-edges are shares of the edges, each in [0, 1) and summing "
+                f"below 1; got {self.val_edges} and {self.test_edges}"
+            )
+
+
 # the sections of a TrainConfig: attribute -> (options class, --help group title)
 SECTIONS = {
+    "task": (TaskOptions, "task"),
     "gnn": (ModelOptions, "model"),
     "optim": (OptimOptions, "optimiser"),
     "comm": (CommOptions, "communication"),
@@ -358,6 +403,7 @@ class TrainConfig:
     """A training run's options, by section (see the module docstring). ``TrainConfig.build``
     makes one from flat options (``TrainConfig.build(model="gat", hidden=32)``)."""
 
+    task: TaskOptions = field(default_factory=TaskOptions)
     gnn: ModelOptions = field(default_factory=ModelOptions)
     optim: OptimOptions = field(default_factory=OptimOptions)
     comm: CommOptions = field(default_factory=CommOptions)
@@ -368,7 +414,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.sampling.fanout is not None:
             parse_fanouts(self.sampling.fanout, self.gnn.layers)
-        if self.comm.first_layer == "owner":
+        if self.task.task == "link":
+            check_link_task(self)
+        elif self.comm.first_layer == "owner":
             check_owner_first_layer(self)
         self.check_outputs()
 
@@ -461,3 +509,18 @@ def check_owner_first_layer(config: TrainConfig) -> None:
             "--first-layer owner replaces the halo exchange of layer 0, and --exchange replicate "
             "has none: use --exchange pipelined or barrier"
         )
+
+
+def check_link_task(config: TrainConfig) -> None:
+    """``--task link`` trains PyG's own convs full-graph through ``commgraph.pyg``: refuse a model it
+    does not build and node classification's options it does not use."""
+    if config.gnn.model not in LINK_MODELS:
+        raise TrainingError(f"--task link builds PyG's {', '.join(LINK_MODELS)}; --model {config.gnn.model} is not one")
+    for section, names in NODE_ONLY.items():
+        options = getattr(config, section)
+        for f in fields(options):
+            if f.name in names and getattr(options, f.name) != f.default:
+                raise TrainingError(
+                    f"--{flag(f.name)} is node classification's; --task link trains full-graph "
+                    "through commgraph.pyg and has no use for it"
+                )
