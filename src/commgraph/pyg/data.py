@@ -88,7 +88,7 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
         in-edge of an owned node, local ids), ``x``, ``y``, each other node attribute, the masks
         (false on halo rows, so a loss over a mask counts each node on one rank only), each edge
         attribute (``edge_attr``, ``edge_weight``, ...) of those edges, ``n_id`` (global ids) and
-        ``num_owned``.
+        ``num_owned``; a link split's ``edge_label_index`` and ``edge_label`` as they are (global).
 
     Shapes:
         - **edge_index:** ``[2, E_r]`` (int64, local ids; destinations ``< num_owned``)
@@ -220,7 +220,9 @@ def _as_data(handle: PartHandle, source):
     for key, value in source.items():
         if key in ("edge_index", "num_nodes") or not isinstance(value, torch.Tensor):
             continue
-        if key in MASK_NAMES:
+        if key.startswith("edge_label"):  # a split's label edges: global ids, every rank the same
+            out[key] = value
+        elif key in MASK_NAMES:
             mask = value[positions].clone()
             mask[owned:] = False
             out[key] = mask
