@@ -3,6 +3,7 @@
 - :func:`init`, :func:`rank`, :func:`world_size`: join the job ``commgraph run`` or torchrun started
   (or a one-process world); torch's default process group, so DDP works.
 - :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows).
+- :class:`NeighborLoader`: PyG's sampled mini-batches, each rank drawing the seeds it owns.
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather; :func:`global_mean` / :func:`global_sum` make a loss or metric global.
 
@@ -13,6 +14,7 @@ from commgraph.lazy import exports
 
 __all__ = [
     "FullGraph",
+    "NeighborLoader",
     "device",
     "full_graph",
     "global_mean",
@@ -37,6 +39,7 @@ __getattr__ = exports(
         "partition": "data",
         "full_graph": "full_graph",
         "FullGraph": "full_graph",
+        "NeighborLoader": "loader",
         "global_mean": "reduce",
         "global_sum": "reduce",
     },

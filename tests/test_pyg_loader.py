@@ -1,0 +1,159 @@
+"""``commgraph.pyg.NeighborLoader``: PyG's batch layout on Cora in a one-process world, its
+argument checks, and a 2-rank job (``pyg_loader_driver``) whose ranks split the seeds, make the
+same number of batches and train a DistributedDataParallel GraphSAGE in step."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from commgraph.errors import BridgeError
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def cora():
+    from commgraph.graph import load_graph
+    from commgraph.graph.pyg import to_pyg
+
+    return to_pyg(load_graph("cora"))
+
+
+@pytest.fixture
+def alone(bridge_alone, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
+    return bridge_alone
+
+
+def in_edges(data) -> set[tuple[int, int]]:
+    src, dst = data.edge_index.tolist()
+    return set(zip(src, dst))
+
+
+def check_layout(data, batch, num_neighbors: list[int]) -> None:
+    """``batch`` as PyG lays one out: seeds first, rows of ``data``, real edges toward the seeds,
+    each hop's targets with at most its fanout (all their in-neighbours with -1)."""
+    n_id, size = batch.n_id, batch.batch_size
+    assert n_id.unique().shape[0] == n_id.shape[0]
+    assert torch.equal(batch.x, data.x[n_id]) and torch.equal(batch.y, data.y[n_id])
+    assert torch.equal(batch.train_mask, data.train_mask[n_id])
+    graph = in_edges(data)
+    src, dst = batch.edge_index
+    assert all((int(u), int(v)) in graph for u, v in zip(n_id[src], n_id[dst]))
+    # hop h's targets are the nodes hop h-1 added: [bounds[h], bounds[h + 1])
+    bounds = [0, size]
+    for fanout in num_neighbors:
+        into = dst[(dst >= bounds[-2]) & (dst < bounds[-1])]
+        counts = torch.bincount(into - bounds[-2], minlength=bounds[-1] - bounds[-2])
+        degree = torch.bincount(data.edge_index[1], minlength=data.num_nodes)[n_id[bounds[-2] : bounds[-1]]]
+        assert torch.equal(counts, degree if fanout == -1 else degree.clamp(max=fanout))
+        sources = src[(dst >= bounds[-2]) & (dst < bounds[-1])]
+        bounds.append(max(int(sources.max()) + 1 if sources.numel() else 0, bounds[-1]))
+    assert bounds[-1] == n_id.shape[0]  # every node was added by a hop
+    assert bool((dst < bounds[-2]).all())  # the last hop's nodes are only sources
+    hop = torch.bucketize(torch.stack([src, dst]), torch.tensor(bounds[1:]), right=True)
+    assert bool((hop[0] <= hop[1] + 1).all())  # a source at most one hop further from the seeds
+
+
+def test_batches_have_pygs_layout(alone, cora):
+    import commgraph.pyg as cg
+
+    loader = cg.NeighborLoader(cora, num_neighbors=[5, 3], batch_size=64, input_nodes=cora.train_mask, shuffle=True)
+    batches = list(loader)
+    assert len(loader) == len(batches) == 3  # Cora's 140 training nodes
+    seeds = torch.cat([b.n_id[: b.batch_size] for b in batches])
+    assert torch.equal(seeds.sort().values, cora.train_mask.nonzero().view(-1))
+    for batch in batches:
+        check_layout(cora, batch, [5, 3])
+        assert torch.equal(cora.train_mask.nonzero().view(-1)[batch.input_id], batch.n_id[: batch.batch_size])
+    again = torch.cat([b.n_id[: b.batch_size] for b in loader])
+    assert not torch.equal(seeds, again)  # a new order each epoch
+
+
+def test_all_neighbours_and_layerwise_inference(alone, cora):
+    import commgraph.pyg as cg
+
+    loader = cg.NeighborLoader(cora, num_neighbors=[-1], batch_size=1000)
+    batches = list(loader)
+    assert len(batches) == 3
+    assert torch.equal(torch.cat([b.n_id[: b.batch_size] for b in batches]), torch.arange(cora.num_nodes))
+    for batch in batches:
+        check_layout(cora, batch, [-1])
+    assert sum(b.edge_index.shape[1] for b in batches) == cora.edge_index.shape[1]
+
+
+def test_input_nodes_as_ids_keep_their_order(alone, cora):
+    import commgraph.pyg as cg
+
+    ids = torch.tensor([7, 3, 2000, 11])
+    batch = next(iter(cg.NeighborLoader(cora, num_neighbors=[2, 2], batch_size=10, input_nodes=ids)))
+    assert torch.equal(batch.n_id[:4], ids) and batch.batch_size == 4
+    assert torch.equal(batch.input_id, torch.arange(4))
+    check_layout(cora, batch, [2, 2])
+
+
+def test_a_part_and_a_set_path_read_rows_from_the_set(alone, cora):
+    import commgraph.pyg as cg
+    from commgraph.pyg.data import handle_of
+
+    part = cg.partition(cora)
+    for source in (part, str(handle_of(part).pset.path)):
+        batch = next(iter(cg.NeighborLoader(source, num_neighbors=[4], batch_size=32, input_nodes=cora.val_mask)))
+        assert torch.equal(batch.x, cora.x[batch.n_id]) and torch.equal(batch.y, cora.y[batch.n_id])
+        assert torch.equal(batch.val_mask, cora.val_mask[batch.n_id])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"num_neighbors": []}, "non-empty list"),
+        ({"num_neighbors": [10, 0]}, "each >= 1 or -1"),
+        ({"num_neighbors": [10, 2.5]}, "list of ints"),
+        ({"num_neighbors": 10}, "list of ints"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"input_nodes": torch.ones(5, dtype=torch.bool)}, "mask over every node"),
+        ({"input_nodes": torch.tensor([1.0, 2.0])}, "bool mask or 1-D integer"),
+        ({"input_nodes": torch.tensor([1, 2708])}, "holds node id 2708"),
+        ({"input_nodes": torch.tensor([-1])}, "holds node id -1"),
+        ({"input_nodes": torch.tensor([4, 4])}, "more than once"),
+        ({"sampler": "ladies"}, "sampler must be"),
+        ({"drop_lats": True}, "no option 'drop_lats'"),
+    ],
+)
+def test_bad_arguments_say_what_to_fix(alone, cora, options, message):
+    import commgraph.pyg as cg
+
+    with pytest.raises(BridgeError, match=message) as caught:
+        cg.NeighborLoader(cora, **options)
+    assert "\n" not in str(caught.value)
+
+
+def test_not_a_graph_is_refused(alone):
+    import commgraph.pyg as cg
+
+    with pytest.raises(BridgeError, match="takes a torch_geometric Data"):
+        cg.NeighborLoader(np.zeros(3))
+
+
+@pytest.mark.multiproc
+def test_two_ranks_split_the_seeds_and_train_in_step(tmp_path, monkeypatch):
+    from forked import launch_forked
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    assert launch_forked([str(tmp_path)], 2, grace=30, module="pyg_loader_driver", threads_per_worker=1) == 0
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    seeds = [set(r["seeds"]) for r in ranks]
+    assert not seeds[0] & seeds[1]
+    assert seeds[0] | seeds[1] == set(ranks[0]["input_nodes"])
+    assert all(len(r["seeds"]) == len(set(r["seeds"])) for r in ranks)  # no seed twice in a rank's own batches
+    assert ranks[0]["batches"] == ranks[1]["batches"] == ranks[0]["len"] == ranks[1]["len"]
+    assert ranks[0]["own_batches"] != ranks[1]["own_batches"]  # the parts own different numbers of seeds
+    assert ranks[0]["parameters"] == pytest.approx(ranks[1]["parameters"], abs=0)
+    assert ranks[0]["parameters"] != pytest.approx(ranks[0]["initial"])
