@@ -5,7 +5,9 @@ a PyG GraphSAGE loop over ``commgraph.pyg.NeighborLoader`` batches on Cora, the 
 Usage: ``python -m pyg_loader_driver OUT``. The seeds are 40 nodes of part 0 and 10 of part 1, so
 the ranks own different numbers of them. Rank r writes ``OUT/rank<r>.json``: the seeds of its own
 batches (before any is made again), the seeds asked for, ``len(loader)``, the batches it trained
-on, how many its seeds need, and the model's parameters before and after an epoch.
+on, how many its seeds need, the model's parameters before and after an epoch, and per batch of a
+second loader whose seeds all lie on part 0: the seeds, nodes and edges, and whether the loss was
+finite.
 """
 
 import json
@@ -53,7 +55,18 @@ def main() -> None:
         if batches < own:
             seeds += batch.n_id[: batch.batch_size].tolist()
         batches += 1
+    # seeds on part 0 only: rank 1's batches are empty, and a loss through cg.global_mean still trains in step
+    few = cg.NeighborLoader(data, num_neighbors=[5, 3], batch_size=2, input_nodes=wanted[:5])
+    sizes = []
+    for batch in few:
+        optimizer.zero_grad()
+        logits = model(batch.x, batch.edge_index)[: batch.batch_size]
+        loss = cg.global_mean(F.cross_entropy(logits, batch.y[: batch.batch_size], reduction="none"))
+        loss.backward()
+        optimizer.step()
+        sizes.append([batch.batch_size, batch.x.shape[0], batch.edge_index.shape[1], bool(loss.isfinite())])
     result = {
+        "few": sizes,
         "seeds": seeds,
         "input_nodes": wanted.tolist(),
         "len": len(loader),

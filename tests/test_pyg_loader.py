@@ -88,6 +88,33 @@ def test_all_neighbours_and_layerwise_inference(alone, cora):
     assert sum(b.edge_index.shape[1] for b in batches) == cora.edge_index.shape[1]
 
 
+def test_reddit_examples_inference_loop_runs_unchanged(alone, cora):
+    """PyG's examples/reddit.py: ``subgraph_loader`` over a copy of ``data`` without ``x`` and
+    ``y``, one layer at a time over every node, gives the full-graph forward pass."""
+    import copy
+
+    from torch_geometric.nn import SAGEConv
+
+    import commgraph.pyg as cg
+
+    torch.manual_seed(0)
+    convs = [SAGEConv(cora.num_features, 16), SAGEConv(16, 7)]
+    subgraph_loader = cg.NeighborLoader(copy.copy(cora), input_nodes=None, num_neighbors=[-1], batch_size=512)
+    del subgraph_loader.data.x, subgraph_loader.data.y
+    subgraph_loader.data.n_id = torch.arange(cora.num_nodes)
+    x_all = cora.x
+    with torch.no_grad():
+        for i, conv in enumerate(convs):
+            xs = []
+            for batch in subgraph_loader:
+                assert "x" not in batch and "y" not in batch
+                x = conv(x_all[batch.n_id], batch.edge_index)
+                xs.append((x.relu() if i == 0 else x)[: batch.batch_size])
+            x_all = torch.cat(xs, dim=0)
+        whole = convs[1](convs[0](cora.x, cora.edge_index).relu(), cora.edge_index)
+    torch.testing.assert_close(x_all, whole, rtol=1e-4, atol=1e-5)
+
+
 def test_input_nodes_as_ids_keep_their_order(alone, cora):
     import commgraph.pyg as cg
 
@@ -157,3 +184,6 @@ def test_two_ranks_split_the_seeds_and_train_in_step(tmp_path, monkeypatch):
     assert ranks[0]["own_batches"] != ranks[1]["own_batches"]  # the parts own different numbers of seeds
     assert ranks[0]["parameters"] == pytest.approx(ranks[1]["parameters"], abs=0)
     assert ranks[0]["parameters"] != pytest.approx(ranks[0]["initial"])
+    assert [b[0] for b in ranks[0]["few"]] == [2, 2, 1]
+    assert [b[:3] for b in ranks[1]["few"]] == [[0, 0, 0]] * 3  # rank 1 owns none of them: empty batches
+    assert all(b[3] for r in ranks for b in r["few"])
