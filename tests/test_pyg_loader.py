@@ -46,6 +46,7 @@ def check_layout(data, batch, num_neighbors: list[int]) -> None:
     graph = in_edges(data)
     src, dst = batch.edge_index
     assert all((int(u), int(v)) in graph for u, v in zip(n_id[src], n_id[dst]))
+    assert torch.equal(data.edge_index[:, batch.e_id], n_id[batch.edge_index])
     # hop h's targets are the nodes hop h-1 added: [bounds[h], bounds[h + 1])
     bounds = [0, size]
     for fanout in num_neighbors:
@@ -123,6 +124,16 @@ def test_input_nodes_as_ids_keep_their_order(alone, cora):
     assert torch.equal(batch.n_id[:4], ids) and batch.batch_size == 4
     assert torch.equal(batch.input_id, torch.arange(4))
     check_layout(cora, batch, [2, 2])
+
+
+def test_edge_attributes_follow_e_id(alone, cora):
+    import commgraph.pyg as cg
+
+    data = cora.clone()
+    data.edge_attr = torch.randn(data.edge_index.shape[1], 3)
+    batch = next(iter(cg.NeighborLoader(data, num_neighbors=[4, 4], batch_size=50, shuffle=True)))
+    assert torch.equal(batch.edge_attr, data.edge_attr[batch.e_id])
+    check_layout(data, batch, [4, 4])
 
 
 def test_a_part_and_a_set_path_read_rows_from_the_set(alone, cora):

@@ -2,7 +2,8 @@ r"""Sampled mini-batches in PyG's layout, each rank drawing its own seeds: :clas
 
 A batch is what ``torch_geometric.loader.NeighborLoader`` yields: the seeds first in ``n_id``, then
 the nodes each hop adds, ``edge_index`` in batch-local ids with messages flowing from the sampled
-neighbours towards the seeds, and the batch's rows of every node attribute. Hop :math:`h` draws,
+neighbours towards the seeds, and the batch's rows of every node attribute (and, given the whole
+``Data``, ``e_id`` and every edge attribute). Hop :math:`h` draws,
 for each node the previous hop added (the seeds at hop 1), :math:`\min(k_h, d_v)` of its :math:`d_v`
 in-neighbours uniformly without replacement (GraphSAGE's sampling, PyG's semantics: a node is
 expanded once, at the hop that added it).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -141,7 +143,7 @@ class NeighborLoader:
     Args:
         data: the whole graph as a ``torch_geometric.data.Data`` (partitioned here with
             :func:`~commgraph.pyg.partition`, which every rank calls; batches take every node
-            attribute of ``data``, indexed by ``n_id``), a part that
+            attribute of ``data``, indexed by ``n_id``, and every edge attribute, by ``e_id``), a part that
             :func:`~commgraph.pyg.partition` returned, or a partition set's directory (batches take
             ``x``, ``y`` and the masks the part holds, from the set's rows).
         num_neighbors: in-neighbours drawn per node at hop 1 (the seeds'), hop 2, ...; ``-1`` takes
@@ -163,7 +165,9 @@ class NeighborLoader:
     Shapes:
         A batch: **n_id** ``[n]`` (global ids, the ``batch_size`` seeds first), **edge_index**
         ``[2, E]`` (int64, batch-local ids, row 0 sources, row 1 targets), **x** ``[n, F]``,
-        **y** ``[n]``, **input_id** ``[batch_size]`` (the seeds' positions in ``input_nodes``).
+        **y** ``[n]``, **input_id** ``[batch_size]`` (the seeds' positions in ``input_nodes``);
+        given the whole ``Data``, **e_id** ``[E]`` (the edges' positions in its ``edge_index``) and
+        each edge attribute ``[E, ...]``.
 
     Raises:
         BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes`` or ``sampler``, an
@@ -227,10 +231,21 @@ class NeighborLoader:
         batch = Data(edge_index=torch.from_numpy(edges), num_nodes=n_id.shape[0])
         for key, value in self._rows(n_id):
             batch[key] = value
+        if self._whole:
+            e_id = torch.from_numpy(self._edges(n_id[edges[0]], n_id[edges[1]]))
+            for key, value in self.data.items():
+                if key != "edge_index" and isinstance(value, torch.Tensor) and self.data.is_edge_attr(key):
+                    batch[key] = value[e_id.to(value.device)]
+            batch.e_id = e_id
         batch.n_id = torch.from_numpy(n_id)
         batch.input_id = torch.from_numpy(self.positions[picked])
         batch.batch_size = int(seeds.shape[0])
         return batch
+
+    @cached_property
+    def _edges(self) -> EdgePositions:
+        """The edges of the whole ``Data`` given, sorted on first use."""
+        return EdgePositions(self.data.edge_index, self.graph.num_nodes)
 
     def _rows(self, n_id: np.ndarray):
         """``(name, rows)`` of each node attribute of the batch's nodes ``n_id``: from the whole
@@ -247,6 +262,27 @@ class NeighborLoader:
             if key in self.data and values is not None:
                 rows = pset.rows(name, n_id)
                 yield key, torch.from_numpy(rows.astype(np.int64) if key == "y" else rows)
+
+
+class EdgePositions:
+    """Where edges lie in a ``Data``'s ``edge_index`` (the first of repeated edges): one sort of its
+    edges' keys, then a binary search per edge asked for.
+
+    Args:
+        edge_index: the ``Data``'s edges, ``[2, E]``.
+        num_nodes: the ``Data``'s node count.
+    """
+
+    def __init__(self, edge_index: torch.Tensor, num_nodes: int):
+        edges = edge_index.detach().cpu().numpy().astype(np.int64, copy=False)
+        keys = edges[1] * num_nodes + edges[0]
+        self.order = np.argsort(keys, kind="stable")
+        self.keys = keys[self.order]
+        self.num_nodes = num_nodes
+
+    def __call__(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The positions of edges ``src[i] -> dst[i]`` (global ids; each one an edge of the ``Data``)."""
+        return self.order[np.searchsorted(self.keys, dst * self.num_nodes + src)]
 
 
 def _source(data) -> tuple[object, PartHandle, bool]:
