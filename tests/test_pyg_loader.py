@@ -136,6 +136,14 @@ def test_edge_attributes_follow_e_id(alone, cora):
     check_layout(data, batch, [4, 4])
 
 
+def test_data_positions_follow_the_sets_csr_order():
+    from commgraph.pyg.loader import data_positions
+
+    # edges 2->0, 1->0, 2->0 again, 0->1: the CSR holds 1->0, 2->0, 0->1
+    edge_index = torch.tensor([[2, 1, 2, 0], [0, 0, 0, 1]])
+    assert data_positions(edge_index).tolist() == [1, 0, 3]
+
+
 def test_a_part_and_a_set_path_read_rows_from_the_set(alone, cora):
     import commgraph.pyg as cg
     from commgraph.pyg.data import handle_of
