@@ -153,6 +153,8 @@ def test_a_part_and_a_set_path_read_rows_from_the_set(alone, cora):
         batch = next(iter(cg.NeighborLoader(source, num_neighbors=[4], batch_size=32, input_nodes=cora.val_mask)))
         assert torch.equal(batch.x, cora.x[batch.n_id]) and torch.equal(batch.y, cora.y[batch.n_id])
         assert torch.equal(batch.val_mask, cora.val_mask[batch.n_id])
+    mine = cg.NeighborLoader(part, num_neighbors=[4], input_nodes=part.n_id[part.train_mask])
+    assert torch.equal(torch.from_numpy(mine.seeds), cora.train_mask.nonzero().view(-1))
 
 
 @pytest.mark.parametrize(

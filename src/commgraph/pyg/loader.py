@@ -2,18 +2,20 @@ r"""Sampled mini-batches in PyG's layout, each rank drawing its own seeds: :clas
 
 A batch is what ``torch_geometric.loader.NeighborLoader`` yields: the seeds first in ``n_id``, then
 the nodes each hop adds, ``edge_index`` in batch-local ids with messages flowing from the sampled
-neighbours towards the seeds, and the batch's rows of every node attribute (and, given the whole
-``Data``, ``e_id`` and every edge attribute). Hop :math:`h` draws,
-for each node the previous hop added (the seeds at hop 1), :math:`\min(k_h, d_v)` of its :math:`d_v`
-in-neighbours uniformly without replacement (GraphSAGE's sampling, PyG's semantics: a node is
-expanded once, at the hop that added it).
+neighbours towards the seeds, and the batch's rows of every node attribute (given the whole
+``Data``, also ``e_id`` and every edge attribute). Hop :math:`h` draws, for each node the previous
+hop added (the seeds at hop 1), :math:`\min(k_h, d_v)` of its :math:`d_v` in-neighbours uniformly
+without replacement: GraphSAGE's sampling with PyG's semantics, where a node is expanded once, at
+the hop that added it (the blocks of :class:`~commgraph.sample.NeighborSampler` expand every node
+of a hop's table again, DGL's semantics, so they are not reused whole).
 
 The draws come from the whole graph's in-edges, the partition set's ``structure/`` files mapped
-read-only (every rank of a machine shares one copy), through the keyed kernel of
-:class:`~commgraph.sample.NeighborSampler` (:mod:`commgraph.sample.keyed`). Node rows come from the
-``Data`` the loader was given when it holds the whole graph, else from the set's parts: this rank's
-own rows and the rows of the other parts from their mapped files (the parts of the set must lie on
-this machine's disk; rows of parts held by other machines only are not fetched).
+read-only (every rank of a machine shares one copy), through the samplers' keyed kernel
+(:func:`commgraph.sample.keyed.keyed_slots`) and relabelling (:func:`commgraph.sample.base.relabel`).
+Node rows come from the ``Data`` the loader was given when it holds the whole graph, else from the
+set's parts: this rank's own rows and the rows of the other parts from their mapped files (the
+parts of the set must lie on this machine's disk; rows of parts held by other machines only are
+not fetched).
 """
 
 from __future__ import annotations
@@ -148,15 +150,16 @@ class NeighborLoader:
     Args:
         data: the whole graph as a ``torch_geometric.data.Data`` (partitioned here with
             :func:`~commgraph.pyg.partition`, which every rank calls; batches take every node
-            attribute of ``data``, indexed by ``n_id``, and every edge attribute, by ``e_id``), a part that
-            :func:`~commgraph.pyg.partition` returned, or a partition set's directory (batches take
-            ``x``, ``y`` and the masks the part holds, from the set's rows).
+            attribute of ``data``, indexed by ``n_id``, and every edge attribute, by ``e_id``), a
+            part that :func:`~commgraph.pyg.partition` returned, or a partition set's directory
+            (batches take ``x``, ``y`` and the masks the part holds, from the set's rows).
         num_neighbors: in-neighbours drawn per node at hop 1 (the seeds'), hop 2, ...; ``-1`` takes
             every one. One entry per ``MessagePassing`` layer of the model (the loader cannot check
             that).
         batch_size: seeds per batch (the last batch of a rank may have fewer).
         input_nodes: the seeds of an epoch over all ranks: None (every node), a bool mask over
-            every node, or a tensor of global node ids; each rank takes those it owns.
+            every node, or a tensor of global node ids; each rank takes those it owns (so a rank
+            may pass its own: ``part.n_id[part.train_mask]`` for a part).
         shuffle: visit each rank's seeds in a new random order every epoch.
         sampler: ``"neighbor"`` (uniform, as PyG's).
         seed: the seed of the per-rank, per-epoch generators.
@@ -210,9 +213,9 @@ class NeighborLoader:
             self.steps = math.ceil(ids.shape[0] / batch_size)
         else:
             self.positions = np.flatnonzero(self.graph.owner[ids] == self.rank)
-            own = [0.0] * s.world.size
-            own[self.rank] = math.ceil(self.positions.shape[0] / batch_size)
-            self.steps = int(max(s.comm.global_sum(own)))
+            needs = [0.0] * s.world.size  # every rank's batches, through one all-reduce
+            needs[self.rank] = math.ceil(self.positions.shape[0] / batch_size)
+            self.steps = int(max(s.comm.global_sum(needs)))
         self.seeds = ids[self.positions]
 
     def __len__(self) -> int:
