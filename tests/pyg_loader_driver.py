@@ -7,7 +7,7 @@ the ranks own different numbers of them. Rank r writes ``OUT/rank<r>.json``: the
 batches (before any is made again), the seeds asked for, ``len(loader)``, the batches it trained
 on, how many its seeds need, the model's parameters before and after an epoch, and per batch of a
 second loader whose seeds all lie on part 0: the seeds, nodes and edges, and whether the loss was
-finite.
+finite; and the seeds of each batch of the layer-wise inference loader (``num_neighbors=[-1]``).
 """
 
 import json
@@ -65,7 +65,9 @@ def main() -> None:
         loss.backward()
         optimizer.step()
         sizes.append([batch.batch_size, batch.x.shape[0], batch.edge_index.shape[1], bool(loss.isfinite())])
+    everything = cg.NeighborLoader(data, num_neighbors=[-1], batch_size=1000)  # reddit.py's subgraph_loader
     result = {
+        "inference": [b.n_id[: b.batch_size].tolist() for b in everything],
         "few": sizes,
         "seeds": seeds,
         "input_nodes": wanted.tolist(),

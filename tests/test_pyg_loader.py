@@ -208,3 +208,5 @@ def test_two_ranks_split_the_seeds_and_train_in_step(tmp_path, monkeypatch):
     assert [b[0] for b in ranks[0]["few"]] == [2, 2, 1]
     assert [b[:3] for b in ranks[1]["few"]] == [[0, 0, 0]] * 3  # rank 1 owns none of them: empty batches
     assert all(b[3] for r in ranks for b in r["few"])
+    assert ranks[0]["inference"] == ranks[1]["inference"]  # every rank infers every node, in id order
+    assert sum(ranks[0]["inference"], []) == list(range(2708))
