@@ -47,19 +47,23 @@ def check_layout(data, batch, num_neighbors: list[int]) -> None:
     src, dst = batch.edge_index
     assert all((int(u), int(v)) in graph for u, v in zip(n_id[src], n_id[dst]))
     assert torch.equal(data.edge_index[:, batch.e_id], n_id[batch.edge_index])
-    # hop h's targets are the nodes hop h-1 added: [bounds[h], bounds[h + 1])
-    bounds = [0, size]
-    for fanout in num_neighbors:
-        into = dst[(dst >= bounds[-2]) & (dst < bounds[-1])]
-        counts = torch.bincount(into - bounds[-2], minlength=bounds[-1] - bounds[-2])
-        degree = torch.bincount(data.edge_index[1], minlength=data.num_nodes)[n_id[bounds[-2] : bounds[-1]]]
-        assert torch.equal(counts, degree if fanout == -1 else degree.clamp(max=fanout))
-        sources = src[(dst >= bounds[-2]) & (dst < bounds[-1])]
-        bounds.append(max(int(sources.max()) + 1 if sources.numel() else 0, bounds[-1]))
-    assert bounds[-1] == n_id.shape[0]  # every node was added by a hop
-    assert bool((dst < bounds[-2]).all())  # the last hop's nodes are only sources
-    hop = torch.bucketize(torch.stack([src, dst]), torch.tensor(bounds[1:]), right=True)
-    assert bool((hop[0] <= hop[1] + 1).all())  # a source at most one hop further from the seeds
+    # hop h's edges (num_sampled_edges[h] of them, in hop order) go into the nodes hop h-1 added,
+    # [bounds[h], bounds[h + 1]), from nodes added by hop h at the latest
+    bounds = np.cumsum([0, *batch.num_sampled_nodes]).tolist()
+    assert batch.num_sampled_nodes[0] == size and bounds[-1] == n_id.shape[0]
+    assert len(batch.num_sampled_edges) == len(num_neighbors) and sum(batch.num_sampled_edges) == src.shape[0]
+    degree = torch.bincount(data.edge_index[1], minlength=data.num_nodes)
+    first = 0
+    for h, fanout in enumerate(num_neighbors):
+        last = first + batch.num_sampled_edges[h]
+        into, out_of = dst[first:last], src[first:last]
+        assert bool(((into >= bounds[h]) & (into < bounds[h + 1])).all()) and bool((out_of < bounds[h + 2]).all())
+        counts = torch.bincount(into - bounds[h], minlength=bounds[h + 1] - bounds[h])
+        wanted = degree[n_id[bounds[h] : bounds[h + 1]]]
+        assert torch.equal(counts, wanted if fanout == -1 else wanted.clamp(max=fanout))
+        added, at = np.unique(out_of[out_of >= bounds[h + 1]].numpy(), return_index=True)
+        assert added[np.argsort(at)].tolist() == list(range(bounds[h + 1], bounds[h + 2]))  # in order of first draw
+        first = last
 
 
 def test_batches_have_pygs_layout(alone, cora):
@@ -75,6 +79,26 @@ def test_batches_have_pygs_layout(alone, cora):
         assert torch.equal(cora.train_mask.nonzero().view(-1)[batch.input_id], batch.n_id[: batch.batch_size])
     again = torch.cat([b.n_id[: b.batch_size] for b in loader])
     assert not torch.equal(seeds, again)  # a new order each epoch
+
+
+def test_trim_to_layer_gives_the_same_seed_rows(alone, cora):
+    """PyG's ``trim_to_layer`` (``num_sampled_nodes_per_hop``) reads the hop counts: it holds only
+    when nodes and edges are laid out hop after hop."""
+    from torch_geometric.nn import GraphSAGE
+
+    import commgraph.pyg as cg
+
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 16, 2, 7).eval()
+    for batch in cg.NeighborLoader(cora, num_neighbors=[6, 4], batch_size=500, shuffle=True):
+        whole = model(batch.x, batch.edge_index)[: batch.batch_size]
+        trimmed = model(
+            batch.x,
+            batch.edge_index,
+            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+            num_sampled_edges_per_hop=batch.num_sampled_edges,
+        )[: batch.batch_size]
+        torch.testing.assert_close(trimmed, whole, rtol=1e-4, atol=1e-5)
 
 
 def test_all_neighbours_and_layerwise_inference(alone, cora):

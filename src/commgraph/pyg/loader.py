@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -95,22 +96,33 @@ def input_ids(input_nodes, num_nodes: int) -> np.ndarray:
     return ids
 
 
-def sample_hops(
-    graph: SamplingGraph, seeds: np.ndarray, num_neighbors: list[int], rng: np.random.Generator, scratch: Scratch
-) -> tuple[np.ndarray, np.ndarray]:
-    """PyG's neighbour sampling from ``seeds``: hop ``h`` draws ``num_neighbors[h]`` in-neighbours
-    (all with -1) of each node the previous hop added.
-
-    Returns:
-        the batch's nodes (global ids: the seeds, then each hop's new nodes in order of first
-        draw), its edges (positions in those nodes, sources then targets) and each edge's position
-        in the graph's CSR.
+@dataclass
+class Hops:
+    """A batch's draws (:func:`sample_hops`).
 
     Shapes:
-        seeds ``[B]`` distinct ids -> nodes ``[n]``, edges ``[2, E]``, positions ``[E]``.
+        - **nodes:** ``[n]`` global ids: the seeds, then each hop's new nodes in order of first draw
+        - **edges:** ``[2, E]`` positions in ``nodes``, sources then targets, hop after hop
+        - **slots:** ``[E]`` each edge's position in the graph's CSR
+        - **num_nodes:** the seeds, then the nodes each hop added (PyG's ``num_sampled_nodes``);
+          **num_edges:** the edges of each hop (PyG's ``num_sampled_edges``)
     """
-    nodes, start, sources, targets, slots = seeds, 0, [], [], []
+
+    nodes: np.ndarray
+    edges: np.ndarray
+    slots: np.ndarray
+    num_nodes: list[int]
+    num_edges: list[int]
+
+
+def sample_hops(
+    graph: SamplingGraph, seeds: np.ndarray, num_neighbors: list[int], rng: np.random.Generator, scratch: Scratch
+) -> Hops:
+    """PyG's neighbour sampling from ``seeds`` (distinct ids): hop ``h`` draws ``num_neighbors[h]``
+    in-neighbours (all with -1) of each node the previous hop added."""
+    nodes, sources, targets, slots, added = seeds, [], [], [], [int(seeds.shape[0])]
     for fanout in num_neighbors:
+        start = nodes.shape[0] - added[-1]  # the previous hop's nodes: the last ones added
         frontier = nodes[start:]
         counts, drawn = keyed_slots(graph.indptr, frontier, frontier, fanout, draw_seed(rng))
         per_node = np.zeros(nodes.shape[0], dtype=np.int64)
@@ -119,8 +131,10 @@ def sample_hops(
         sources.append(hop.edge_src)
         targets.append(hop.edge_dst)
         slots.append(drawn)
-        start, nodes = nodes.shape[0], hop.src
-    return nodes, np.stack([np.concatenate(sources), np.concatenate(targets)]), np.concatenate(slots)
+        added.append(int(hop.src.shape[0] - nodes.shape[0]))
+        nodes = hop.src
+    edges = np.stack([np.concatenate(sources), np.concatenate(targets)])
+    return Hops(nodes, edges, np.concatenate(slots), added, [int(e.shape[0]) for e in sources])
 
 
 class NeighborLoader:
@@ -175,7 +189,9 @@ class NeighborLoader:
         ``[2, E]`` (int64, batch-local ids, row 0 sources, row 1 targets), **x** ``[n, F]``,
         **y** ``[n]``, **input_id** ``[batch_size]`` (the seeds' positions in ``input_nodes``);
         given the whole ``Data``, **e_id** ``[E]`` (the edges' positions in its ``edge_index``) and
-        each edge attribute ``[E, ...]``.
+        each edge attribute ``[E, ...]``; **num_sampled_nodes** (the seeds, then the nodes each hop
+        added) and **num_sampled_edges** (each hop's edges), lists of ints, as PyG's for
+        ``trim_to_layer``.
 
     Raises:
         BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes`` or ``sampler``, an
@@ -235,12 +251,13 @@ class NeighborLoader:
         from torch_geometric.data import Data
 
         seeds = self.seeds[picked]
-        n_id, edges, slots = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch)
-        batch = Data(edge_index=torch.from_numpy(edges), num_nodes=n_id.shape[0])
+        hops = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch)
+        n_id = hops.nodes
+        batch = Data(edge_index=torch.from_numpy(hops.edges), num_nodes=n_id.shape[0])
         for key, value in self._rows(n_id):
             batch[key] = value
         if self._whole:
-            e_id = torch.from_numpy(self._data_positions[slots])
+            e_id = torch.from_numpy(self._data_positions[hops.slots])
             for key, value in self.data.items():
                 if key != "edge_index" and isinstance(value, torch.Tensor) and self.data.is_edge_attr(key):
                     batch[key] = value[e_id.to(value.device)]
@@ -248,6 +265,7 @@ class NeighborLoader:
         batch.n_id = torch.from_numpy(n_id)
         batch.input_id = torch.from_numpy(self.positions[picked])
         batch.batch_size = int(seeds.shape[0])
+        batch.num_sampled_nodes, batch.num_sampled_edges = hops.num_nodes, hops.num_edges
         return batch
 
     @cached_property
