@@ -214,10 +214,10 @@ class NeighborLoader:
             raise BridgeError(f"cg.NeighborLoader has no option {unknown[0]!r}: leave it out")
         if sampler not in SAMPLERS:
             raise BridgeError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise BridgeError(f"batch_size must be an int >= 1; got {batch_size!r}")
         self.num_neighbors = check_num_neighbors(num_neighbors)
-        self.batch_size, self.shuffle, self.seed, self.epoch = batch_size, shuffle, seed, 0
+        self.batch_size, self.shuffle, self.seed, self.epoch = int(batch_size), shuffle, seed, 0
         s = session()
         self.rank = s.world.rank
         self.data, self.handle, self._whole = _source(data)
