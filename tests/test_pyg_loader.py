@@ -31,6 +31,16 @@ def alone(bridge_alone, tmp_path, monkeypatch):
     return bridge_alone
 
 
+@pytest.fixture
+def one_thread():
+    """torch on one thread: Cora's small layers gain nothing from two, and on a busy 2-core machine
+    the training test took 15-60 s with them against 3 s without."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def in_edges(data) -> set[tuple[int, int]]:
     src, dst = data.edge_index.tolist()
     return set(zip(src, dst))
@@ -101,7 +111,7 @@ def test_trim_to_layer_gives_the_same_seed_rows(alone, cora):
         torch.testing.assert_close(trimmed, whole, rtol=1e-4, atol=1e-5)
 
 
-def test_pygs_graphsage_loop_learns_cora(alone, cora):
+def test_pygs_graphsage_loop_learns_cora(alone, cora, one_thread):
     """PyG's sampled GraphSAGE loop, its loaders made by cg.NeighborLoader, the model in DDP (a group
     of one): Cora's test accuracy about 0.80 (0.796 measured)."""
     import torch.nn.functional as F
