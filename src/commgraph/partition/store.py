@@ -189,7 +189,7 @@ class PartitionSet:
         whichever parts own them."""
         owner = self.assignment()[ids]
         result = None
-        for k in np.unique(owner):
+        for k in np.unique(owner) if ids.shape[0] else [0]:  # no ids: part 0's array gives the row shape
             part = self.part(int(k))
             values = getattr(part, name)
             if values is None:

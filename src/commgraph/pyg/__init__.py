@@ -3,6 +3,7 @@
 - :func:`init`, :func:`rank`, :func:`world_size`: join the job ``commgraph run`` or torchrun started
   (or a one-process world); torch's default process group, so DDP works.
 - :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows).
+- :class:`NeighborLoader`: PyG's sampled mini-batches, each rank drawing the seeds it owns.
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather; :func:`global_mean` / :func:`global_sum` make a loss or metric global.
 - :func:`unified`: a host table the GPU reads directly (PyTorch-Direct), a plain tensor on a CPU.
@@ -21,6 +22,7 @@ __all__ = [
     "FullGraph",
     "LinkNeighborLoader",
     "LinkSplit",
+    "NeighborLoader",
     "auc",
     "device",
     "edge_embeddings",
@@ -54,6 +56,7 @@ __getattr__ = exports(
         "partition": "data",
         "full_graph": "full",
         "FullGraph": "full",
+        "NeighborLoader": "loader",
         "global_mean": "reduce",
         "global_sum": "reduce",
         "unified": "direct",

@@ -49,13 +49,18 @@ class PartHandle:
 _handles: dict[int, PartHandle] = {}
 
 
+def find_handle(data) -> PartHandle | None:
+    """The part behind a ``Data`` that :func:`partition` returned, or None for any other object."""
+    return _handles.get(id(data))
+
+
 def handle_of(data) -> PartHandle:
     """The part behind a ``Data`` that :func:`partition` returned.
 
     Raises:
         BridgeError: ``data`` did not come from :func:`partition`.
     """
-    found = _handles.get(id(data))
+    found = find_handle(data)
     if found is None:
         raise BridgeError("this Data is not a part: pass the Data that cg.partition(...) returned")
     return found
