@@ -22,7 +22,11 @@ EXAMPLES = ROOT / "examples" / "pyg"
 PAGE = ROOT / "docs" / "pyg.md"
 DIFF = re.compile(r"^```diff\n(.*?)^```$", re.S | re.M)
 # each pair and the changed lines it may have: link prediction's label edges span ranks (docs/pyg.md)
-PAIRS = [("gcn.py", "gcn_distributed.py", 6), ("link.py", "link_distributed.py", 9)]
+PAIRS = [
+    ("gcn.py", "gcn_distributed.py", 6),
+    ("sage_sampled.py", "sage_sampled_distributed.py", 6),
+    ("link.py", "link_distributed.py", 9),
+]
 
 
 def code(path: Path) -> list[str]:
@@ -117,3 +121,18 @@ def test_the_distributed_link_predictor_prints_what_it_prints_alone(planetoid_ro
     run = run_commgraph(["run", "--workers", "2", *argv])
     assert run.returncode == 0, run.stderr[-2000:]
     assert printed(run) == printed(alone) and len(printed(alone)) == 3
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_the_sampled_script_trains_one_model_on_every_rank(planetoid_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    argv = [str(EXAMPLES / "sage_sampled_distributed.py"), "--root", str(planetoid_root), "--epochs", "2"]
+    run = run_commgraph(["run", "--workers", "2", *argv])
+    assert run.returncode == 0, run.stderr[-2000:]
+    # each rank's loss is its own batch's; DDP keeps one model, so both ranks evaluate it alike
+    tests = {}
+    for line in run.stdout.splitlines():
+        if line.startswith("Epoch"):
+            tests.setdefault(line.split(",")[0], set()).add(line.split("Test: ")[1])
+    assert len(tests) == 2 and all(len(values) == 1 for values in tests.values())
