@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
 
 def _joined() -> bool:
     """Whether this rank called :func:`commgraph.pyg.init` (it says so in the job's store)."""
-    from commgraph.pyg.world import INIT_KEY
+    from commgraph.runtime.options import INIT_KEY
 
     try:
         return _store().check([f"{INIT_KEY}{os.environ['RANK']}"])
