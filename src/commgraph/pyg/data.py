@@ -244,19 +244,12 @@ def _from_set(out, handle: PartHandle) -> None:
     part, pset = handle.part, handle.pset
     halo = np.asarray(part.halo, dtype=np.int64)
     if part.features is not None:
-        out.x = torch.from_numpy(_with_halo(pset, part.features, "features", halo))
+        out.x = torch.from_numpy(np.concatenate([np.asarray(part.features), pset.rows("features", halo)]))
     if part.labels is not None:
-        out.y = torch.from_numpy(_with_halo(pset, part.labels, "labels", halo).astype(np.int64))
+        out.y = torch.from_numpy(np.concatenate([np.asarray(part.labels), pset.rows("labels", halo)]).astype(np.int64))
     for mask in MASK_NAMES:
         values = getattr(part, mask)
         if values is not None:
             out[mask] = torch.from_numpy(np.concatenate([np.asarray(values), np.zeros(halo.shape[0], dtype=bool)]))
     if part.weights is not None:
         out.edge_weight = torch.from_numpy(np.asarray(part.weights, dtype=np.float32))
-
-
-def _with_halo(pset: PartitionSet, owned: np.ndarray, name: str, halo: np.ndarray) -> np.ndarray:
-    """The part's own rows of ``name``, then its halo rows read from their owners' files."""
-    if halo.shape[0] == 0:
-        return np.array(owned)
-    return np.concatenate([np.asarray(owned), pset.rows(name, halo)])
