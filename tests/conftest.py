@@ -10,6 +10,11 @@ Markers (registered in pyproject.toml, ``--strict-markers``):
   own, and the unit tier runs no ``gpu`` test anyway.
 - ``slow``: the test takes more than about 5 s on a quiet 2-core machine.
 
+No process outlives its test: every process a test starts from pytest's process with ``subprocess``
+that still runs at teardown is killed with SIGKILL, with its process group where it leads one (a
+launcher's ranks die with it: each asks for its parent's death signal,
+:func:`commgraph.lifetime.die_with_parent`).
+
 ``make test-fast`` runs ``-m "not slow and not multiproc and not gpu"``.
 """
 
@@ -51,6 +56,7 @@ def switch_planes():
 # -- the process guard behind the ``multiproc`` mark ------------------------------------------------
 
 _started: list[str] = []  # what the running test started, in this (pytest's) process
+_popens: list[subprocess.Popen] = []  # the processes it started, killed at its teardown if still running
 
 
 def _note(what: str) -> None:
@@ -73,12 +79,29 @@ def _execute_child_noted(self, args, *rest, **kwargs):
     command = command.decode() if isinstance(command, bytes) else command
     if os.path.basename(command.split(" ", 1)[0]) not in _TOOLS:
         _note(f"subprocess {command}"[:200])
-    return _execute_child(self, args, *rest, **kwargs)
+    _execute_child(self, args, *rest, **kwargs)
+    if os.getpid() == _PYTEST_PID:
+        _popens.append(self)
 
 
 def _spawnv_passfds_noted(path, args, passfds):
     _note(f"multiprocessing spawn {' '.join(map(str, args))}"[:200])
     return _spawnv_passfds(path, args, passfds)
+
+
+def _kill_left_running() -> None:
+    """SIGKILL every process the test started that still runs (its group too, where it leads one)."""
+    from commgraph.lifetime import kill_group
+
+    for process in _popens:
+        if process.poll() is not None:  # exited and reaped: its pid may be another process's now
+            continue
+        if os.getpgid(process.pid) == process.pid:
+            kill_group(process.pid)
+        else:
+            process.kill()
+        process.wait()
+    _popens.clear()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -113,12 +136,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
     _started.clear()
+    _popens.clear()
     return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     result = yield
+    _kill_left_running()
     if _started and item.get_closest_marker("multiproc") is None and item.get_closest_marker("gpu") is None:
         first = _started[0]
         count = len(_started)
