@@ -13,15 +13,19 @@ Markers (registered in pyproject.toml, ``--strict-markers``):
 No process outlives its test: every process a test starts from pytest's process with ``subprocess``
 that still runs at teardown is killed with SIGKILL, with its process group where it leads one (a
 launcher's ranks die with it: each asks for its parent's death signal,
-:func:`commgraph.lifetime.die_with_parent`).
+:func:`commgraph.lifetime.die_with_parent`), and the run fails if any process below pytest still
+runs at its end.
 
 ``make test-fast`` runs ``-m "not slow and not multiproc and not gpu"``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
+import sys
 from multiprocessing import util as mp_util
 from pathlib import Path
 
@@ -65,6 +69,7 @@ def _note(what: str) -> None:
 
 
 _PYTEST_PID = os.getpid()
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 _execute_child = subprocess.Popen._execute_child
 _spawnv_passfds = mp_util.spawnv_passfds
 
@@ -104,7 +109,27 @@ def _kill_left_running() -> None:
     _popens.clear()
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run fails if a process it started still runs at its end. pytest is the child subreaper
+    of everything it starts (:func:`pytest_configure`), so an orphaned rank is still found below it."""
+    from procs import alive, descendants
+
+    left = descendants(_PYTEST_PID)
+    running = alive(left)
+    for pid in running:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    if running:
+        listed = "; ".join(f"{pid}: {left[pid][2][:120]}" for pid in running[:5])
+        print(f"\n{len(running)} process(es) outlived their test and were killed: {listed}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if sys.platform.startswith("linux"):  # orphans of the processes a test starts become pytest's children
+        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # no tqdm monitor thread in this process: ForkedZygote.fork forks no process with other
     # threads, so while one runs, launches from here start a fresh interpreter instead of forking
     # this warmed one

@@ -29,6 +29,7 @@ import pytest
 from commgraph.atomic import atomic_write
 from commgraph.cli.main import main
 from commgraph.topology import resolve_topology, write_yaml
+from procs import alive, descendants, processes
 
 GRAPH = "sbm:nodes=300,classes=3,features=8,seed=1"
 
@@ -340,43 +341,6 @@ def test_atomic_writes_follow_the_umask_and_clear_what_a_killed_writer_left(tmp_
 # -- items 1, 2, 14, 16: kills of a running job --------------------------------------------------------
 
 
-def _processes() -> dict[int, tuple[int, str, str]]:
-    """pid -> (parent pid, name, command line) of every process (from /proc)."""
-    found = {}
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-            found[int(entry.name)] = (
-                int(stat.rsplit(")", 1)[1].split()[1]),
-                (entry / "comm").read_text().strip(),
-                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"),
-            )
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def _descendants(root: int) -> dict[int, tuple[int, str, str]]:
-    every = _processes()
-    found, frontier = {}, {root}
-    while frontier:
-        frontier = {pid for pid, (parent, _, _) in every.items() if parent in frontier and pid not in found}
-        found.update({pid: every[pid] for pid in frontier})
-    return found
-
-
-def _alive(pids) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state not in ("Z", "X"):
-            alive.append(pid)
-    return alive
-
-
 def _start(*argv: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "commgraph", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -393,11 +357,11 @@ def _wait_for(job: subprocess.Popen, found: Callable[[], int | None], seconds: f
 
 
 def _rank(job: subprocess.Popen, rank: int) -> int | None:
-    return next((pid for pid, (_, name, _) in _descendants(job.pid).items() if name == f"commgraph-r{rank}"), None)
+    return next((pid for pid, (_, name, _) in descendants(job.pid).items() if name == f"commgraph-r{rank}"), None)
 
 
 def _explainer(job: subprocess.Popen, rank: int) -> int | None:
-    below = _descendants(job.pid)
+    below = descendants(job.pid)
     return next(
         (
             pid
@@ -440,7 +404,7 @@ def test_a_killed_dgs_worker_stops_the_job_in_2_s_naming_only_it_and_leaves_no_p
     )
     _wait_for(job, lambda: 1 if metrics.is_file() and len(metrics.read_text().splitlines()) >= 2 else None)
     _wait_for(job, lambda: _explainer(job, 1))
-    everything = set(_descendants(job.pid))
+    everything = set(descendants(job.pid))
     os.kill(_rank(job, 1), signal.SIGKILL)
     killed = time.monotonic()
     _, err = job.communicate(timeout=60)
@@ -450,7 +414,7 @@ def test_a_killed_dgs_worker_stops_the_job_in_2_s_naming_only_it_and_leaves_no_p
     assert took < 2.5, f"the job took {took:.2f} s to stop"
     survivors = [line for line in err.splitlines() if "stopped:" in line]
     assert survivors and all("worker rank 1 " in line for line in survivors), err
-    assert _alive(everything) == [], [_processes().get(pid) for pid in _alive(everything)]
+    assert alive(everything) == [], [processes().get(pid) for pid in alive(everything)]
 
 
 @pytest.mark.multiproc
@@ -478,7 +442,7 @@ def test_a_killed_explainer_during_dgs_wait_is_named_at_once(pset):
         "--quiet",
     )
     victim = _wait_for(job, lambda: _explainer(job, 1))
-    everything = set(_descendants(job.pid))
+    everything = set(descendants(job.pid))
     os.kill(victim, signal.SIGKILL)
     killed = time.monotonic()
     _, err = job.communicate(timeout=90)
@@ -487,7 +451,7 @@ def test_a_killed_explainer_during_dgs_wait_is_named_at_once(pset):
     assert took < 10, f"the job took {took:.2f} s to stop"
     assert f"rank 1: the DGS explainer process (pid {victim}) was killed by SIGKILL" in err, err
     assert "worker rank 1 exited with code 2" in err, err
-    assert _alive(everything) == []
+    assert alive(everything) == []
 
 
 def test_a_rank_that_stopped_because_of_another_is_not_named_dead():
