@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -451,6 +452,47 @@ def test_a_killed_explainer_during_dgs_wait_is_named_at_once(pset):
     assert took < 10, f"the job took {took:.2f} s to stop"
     assert f"rank 1: the DGS explainer process (pid {victim}) was killed by SIGKILL" in err, err
     assert "worker rank 1 exited with code 2" in err, err
+    assert alive(everything) == []
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the job's processes through /proc")
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_job_in_one_line_naming_the_last_checkpoint(how, pset, tmp_path):
+    """SIGTERM to the launcher (``kill``, a scheduler's pre-emption) or SIGINT to its process group
+    (Ctrl-C): one line saying how far the job got and that its last checkpoint is intact, no
+    native trace from torch's store, exit 128 + the signal, every rank gone within 2 s and no
+    process of the job 5 s later."""
+    checkpoints = tmp_path / "ckpt"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "commgraph", "train", str(pset), "--workers", "2", "--epochs", "100000"]
+        + ["--checkpoint-dir", str(checkpoints), "--timeout", "60", "--quiet", "--threads", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group, as a shell gives a foreground job
+    )
+    _wait_for(job, lambda: 1 if (checkpoints / "checkpoint.pt").is_file() else None)
+    everything = set(descendants(job.pid))
+    signum = signal.Signals[how]
+    if signum == signal.SIGINT:
+        os.killpg(job.pid, signum)
+    else:
+        os.kill(job.pid, signum)
+    sent = time.monotonic()
+    _, err = job.communicate(timeout=60)
+    took = time.monotonic() - sent
+    time.sleep(5)
+    lines = err.splitlines()
+    assert job.returncode == 128 + signum, err
+    assert len(lines) == 1, err
+    assert re.fullmatch(
+        rf"commgraph: stopped by {how} after epoch \d+ of 100000; the last checkpoint, "
+        rf"{re.escape(str(checkpoints / 'checkpoint.pt'))} \(epoch \d+\), is intact; every rank stopped",
+        lines[0],
+    ), lines[0]
+    assert took < 2.5, f"the job took {took:.2f} s to stop"
     assert alive(everything) == []
 
 

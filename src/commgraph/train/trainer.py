@@ -442,6 +442,7 @@ class Trainer:
                 self.best = {"epoch": epoch, "val_acc": record.val_acc, "test_acc": record.test_acc}
             if log_options.checkpoint_dir:
                 self.checkpoint(record, improved)
+            self.world.report_progress(_how_far(epoch, epochs, log_options.checkpoint_dir))
         log.close()
         if self.sampled is not None:
             if config.sampling.dgs_masks_out:
@@ -454,6 +455,14 @@ class Trainer:
             if every is not None:
                 write_predictions(Path(log_options.predictions_out), every)
         return TrainResult(history, self.model, self.best)
+
+
+def _how_far(epoch: int, epochs: int, checkpoint_dir: str | None) -> str:
+    """How far the run got, for the launcher's line if a signal stops the job."""
+    line = f"after epoch {epoch} of {epochs}"
+    if checkpoint_dir:
+        line += f"; the last checkpoint, {Path(checkpoint_dir) / checkpoint.FILE} (epoch {epoch}), is intact"
+    return line
 
 
 def _available_memory(device: torch.device) -> int:
