@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -337,6 +339,78 @@ def test_atomic_writes_follow_the_umask_and_clear_what_a_killed_writer_left(tmp_
         os.umask(old)
     assert target.read_bytes() == b"done" and (target.stat().st_mode & 0o777) == 0o640
     assert not stale.exists() and live.exists()
+
+
+# -- a full disk: one line naming the file and the bytes, earlier outputs intact, nothing left --------
+
+
+def _on_a_small_disk(command: str, kib: int, folder: Path) -> subprocess.CompletedProcess:
+    """Run ``command`` (a shell line) with a ``kib`` KiB tmpfs mounted on ``folder``, in a user and
+    mount namespace of its own (no root needed where user namespaces are allowed)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare to mount a small tmpfs")
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"user namespaces are not allowed here: {probe.stderr.decode().strip()}")
+    folder.mkdir(exist_ok=True)
+    return subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={kib}k tmpfs {folder} && {command}"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+@pytest.mark.multiproc
+def test_a_full_disk_leaves_earlier_files_and_names_the_file_and_bytes(tmp_path):
+    disk = tmp_path / "disk"
+    script = textwrap.dedent(
+        f"""
+        import os
+        from commgraph.atomic import append_text, atomic_write
+        from commgraph.errors import OutputError
+        disk = {str(disk)!r}
+
+        def replace(name, data):
+            with atomic_write(os.path.join(disk, name)) as handle:
+                handle.write(data)
+
+        replace("earlier.bin", b"e" * 1000)
+        append_text(os.path.join(disk, "log.txt"), "line 1")
+        for key, write, name, data in (
+            ("A", replace, "earlier.bin", b"b" * 200_000),
+            ("B", append_text, os.path.join(disk, "log.txt"), "y" * 200_000),
+            ("C", append_text, os.path.join(disk, "new.txt"), "z" * 200_000),
+        ):
+            try:
+                write(name, data)
+            except OutputError as error:
+                print(key, error)
+        kept = open(os.path.join(disk, "log.txt")).read()
+        print("files", sorted(os.listdir(disk)), os.path.getsize(os.path.join(disk, "earlier.bin")), kept)
+        """
+    )
+    run = _on_a_small_disk(f"{sys.executable} -c {shlex.quote(script)}", 64, disk)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout.splitlines()
+    assert out[0].startswith(f"A no space left on the disk of {disk}/earlier.bin (") and "was left as it was" in out[0]
+    assert out[1].startswith(f"B no space left on the disk of {disk}/log.txt (200,000 bytes to write, "), out[1]
+    assert out[2].startswith(f"C no space left on the disk of {disk}/new.txt (200,000 bytes to write, "), out[2]
+    assert out[3] == "files ['earlier.bin', 'log.txt'] 1000 line 1", out[3]  # no temp file, no new.txt
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_training_onto_a_full_disk_stops_in_one_line_naming_the_file(pset, tmp_path):
+    disk = tmp_path / "disk"
+    command = shlex.join(
+        [sys.executable, "-m", "commgraph", "train", str(pset), "--workers", "2", "--epochs", "3"]
+        + ["--metrics-out", f"{disk}/m.jsonl", "--checkpoint-dir", f"{disk}/ckpt", "--quiet", "--threads", "1"]
+    )
+    run = _on_a_small_disk(command, 8, disk)
+    assert run.returncode != 0
+    assert f"no space left on the disk of {disk}/ckpt/checkpoint.pt (" in run.stderr, run.stderr
+    assert "internal error" not in run.stderr and "Traceback" not in run.stderr, run.stderr
 
 
 # -- items 1, 2, 14, 16: kills of a running job --------------------------------------------------------

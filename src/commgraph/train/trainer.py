@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from commgraph.atomic import append_text, atomic_write
 from commgraph.errors import TrainingError
 from commgraph.nn import GNN
 from commgraph.plan.choose import AllReduceChoice
@@ -508,15 +509,18 @@ class _MetricsLog:
                     for line in self.path.read_text().splitlines()
                     if line.strip() and json.loads(line)["epoch"] < start_epoch
                 ]
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text("".join(line + "\n" for line in kept))
+            if kept:
+                with atomic_write(self.path) as handle:
+                    handle.write("".join(line + "\n" for line in kept).encode())
+            else:  # created by the first epoch's line: a run that writes none leaves no empty file
+                self.path.unlink(missing_ok=True)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: EpochRecord, bar) -> None:
         if not self.leader:
             return
         if self.path is not None:
-            with open(self.path, "a") as handle:
-                handle.write(json.dumps(asdict(record)) + "\n")
+            append_text(self.path, json.dumps(asdict(record)) + "\n")
         if self.board is not None:
             for tag, value in (
                 ("loss", record.loss),
