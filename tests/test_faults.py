@@ -105,6 +105,14 @@ DAG = '{"tasks": [{"id": "c", "type": "compute", "device": "gpu0", "seconds": 0.
 MULTIPATH = "sim multipath simulate --topology dgx1-v100 --workload poisson:load=0.5,types=cpu0:gpu0"
 
 ROWS = [
+    # a dry run is refused as the run would be
+    # refused before partitioning: no cache entry is written (the test checks nothing was)
+    Row(
+        "topology-too-small",
+        f"train {GRAPH} --workers 2 --topology leo-fnic",
+        "2 workers but topology 'leo-fnic' has only 1 worker devices: pass --workers 1",
+    ),
+    Row("dry-run-workers", "train {set} --workers 3 --dry-run", "{set} has 2 parts; pass --workers 2"),
     # 1: a CPU budget that is not finite hung the job (each explainer died of it)
     Row(
         "explain-cpu-inf",

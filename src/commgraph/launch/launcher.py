@@ -44,6 +44,7 @@ from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
+from commgraph.topology.resolve import DETECT
 
 if TYPE_CHECKING:
     from commgraph.runtime import World
@@ -161,6 +162,10 @@ def early_estimate(spec: JobSpec, partition_dir: Path) -> MemoryEstimate | None:
         return None
     try:
         unchecked = load_partition_set(partition_dir, verify=False)
+    except (CommgraphError, OSError, ValueError):
+        return None
+    check_workers(spec, partition_dir, unchecked.num_parts)  # a dry run is refused as the run would be
+    try:
         return spec.memory(unchecked, unchecked.num_parts)
     except (CommgraphError, OSError, ValueError):
         return None
@@ -188,13 +193,29 @@ def partition_set(spec: JobSpec, parts: int) -> Path:
     """The partition set to run on: GRAPH itself if it is one, else a (cached) fresh one of ``parts``."""
     if is_partition_set(spec.graph):
         return Path(spec.graph)
+    check_topology_holds(spec, parts)  # before minutes of partitioning, and no cache entry for a refused job
     graph = spec.load()
     if spec.check is not None:
-        spec.check(graph.name, graph)  # before minutes of partitioning
+        spec.check(graph.name, graph)
     folder = Path(spec.launch.partition_dir) if spec.launch.partition_dir else None
     return cached_partition_set(
         graph, parts, spec.launch.partition, spec.seed, folder, log=None if spec.launch.quiet else spec.say
     )
+
+
+def check_topology_holds(spec: JobSpec, parts: int) -> None:
+    """Refuse a preset or file ``--topology`` with fewer worker devices than the job's ``parts``
+    (a detected one is made for the job's workers)."""
+    job = spec.job
+    if str(job.topology) == DETECT:
+        return
+    topology = resolve_topology(job.topology, speeds=parse_speeds(job.speeds))
+    have = len(topology.workers)
+    if parts > have:
+        raise JobError(
+            f"{parts} workers but topology {topology.name!r} has only {have} worker devices: "
+            f"pass --workers {have} or a --topology with more"
+        )
 
 
 def checked_set(spec: JobSpec, partition_dir: Path) -> PartitionSet:
@@ -204,11 +225,14 @@ def checked_set(spec: JobSpec, partition_dir: Path) -> PartitionSet:
     pset.verify_all()
     if spec.check is not None:
         spec.check(str(partition_dir), pset.part(0))
-    if spec.launch.workers is not None and spec.launch.workers != pset.num_parts:
-        raise JobError(
-            f"{partition_dir} has {pset.num_parts} parts; pass --workers {pset.num_parts} or another partition set"
-        )
+    check_workers(spec, partition_dir, pset.num_parts)
     return pset
+
+
+def check_workers(spec: JobSpec, partition_dir: Path, parts: int) -> None:
+    """Refuse ``--workers`` other than the set's part count (one worker per part)."""
+    if spec.launch.workers is not None and spec.launch.workers != parts:
+        raise JobError(f"{partition_dir} has {parts} parts; pass --workers {parts} or another partition set")
 
 
 def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, scratch: Path) -> JobOptions:
