@@ -495,9 +495,26 @@ def test_a_killed_dgs_worker_stops_the_job_in_2_s_naming_only_it_and_leaves_no_p
     time.sleep(5)
     assert job.returncode == 1 and "worker rank 1 was killed by SIGKILL" in err, err
     assert took < 2.5, f"the job took {took:.2f} s to stop"
+    assert "Warning" not in err and "leaked" not in err, err  # no resource tracker's nor import's warnings
     survivors = [line for line in err.splitlines() if "stopped:" in line]
     assert survivors and all("worker rank 1 " in line for line in survivors), err
     assert alive(everything) == [], [processes().get(pid) for pid in alive(everything)]
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_a_successful_dgs_run_prints_no_warning(pset):
+    """Each DGS explainer is a fresh interpreter that imports PyG: no import-time warning of it
+    (``torch.jit.script`` is deprecated) reaches the user."""
+    run = subprocess.run(
+        [sys.executable, "-m", "commgraph", "train", str(pset), "--workers", "2", "--epochs", "2"]
+        + ["--sampler", "dgs", "--batch-size", "32", "--quiet", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Warning" not in run.stderr and "warn(" not in run.stderr, run.stderr
 
 
 @pytest.mark.multiproc
