@@ -62,7 +62,6 @@ class JobSpec:
         job: the job's topology and plan options.
         row_bytes: bytes of one exchanged row, for choosing the plan once here (None: the job
             exchanges nothing per layer, and its options go to the workers as given).
-        seed: the partitioning seed.
         options: the command's own options; with ``launch`` and ``job`` they rebuild the
             worker's command line.
         extra_argv: further worker arguments (e.g. a file the launcher wrote).
@@ -82,7 +81,6 @@ class JobSpec:
     launch: LaunchOptions
     job: JobOptions = field(default_factory=JobOptions)
     row_bytes: int | None = None
-    seed: int = 0
     options: list[Options] = field(default_factory=list)
     extra_argv: list[str] = field(default_factory=list)
     allreduce: str | None = None
@@ -198,9 +196,9 @@ def partition_set(spec: JobSpec, parts: int) -> Path:
     if spec.check is not None:
         spec.check(graph.name, graph)
     folder = Path(spec.launch.partition_dir) if spec.launch.partition_dir else None
-    return cached_partition_set(
-        graph, parts, spec.launch.partition, spec.seed, folder, log=None if spec.launch.quiet else spec.say
-    )
+    launch = spec.launch
+    log = None if launch.quiet else spec.say
+    return cached_partition_set(graph, parts, launch.partition, launch.partition_seed, folder, log=log)
 
 
 def check_topology_holds(spec: JobSpec, parts: int) -> None:
@@ -286,7 +284,7 @@ def shared_partition_set(spec: JobSpec) -> Path:
     target = (
         Path(spec.launch.partition_dir)
         if spec.launch.partition_dir
-        else partition_cache_entry(graph, spec.launch.partition, workers, spec.seed)
+        else partition_cache_entry(graph, spec.launch.partition, workers, spec.launch.partition_seed)
     )
     deadline = time.monotonic() + max(spec.launch.timeout, 600)
     while not is_partition_set(target):

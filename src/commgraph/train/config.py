@@ -87,7 +87,9 @@ class OptimOptions(Options):
     epochs: int = option("epochs to train", type=int, default=200)
     lr: float = option("Adam's learning rate", type=float, default=0.01)
     weight_decay: float = option("Adam's weight decay", type=float, default=5e-4)
-    seed: int = option("seed of the weights, dropout and partitioning", type=int, default=0)
+    seed: int = option(
+        "seed of the weights, dropout and sampling (the partition's is --partition-seed)", type=int, default=0
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
