@@ -120,6 +120,8 @@ LATENCY_US = {
 DGX1_NV2 = ((0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7))
 DGX1_NV1 = ((0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7))
 
+_SPEED_KEY = {"infiniband": "ib", "shared_memory": "shm"}  # link kinds whose speed key is not their name
+
 
 def make_link(a: str, b: str, kind: str, count: int = 1, speeds: dict[str, float] = DEFAULT_SPEEDS) -> Link:
     """A link of ``kind`` with the speed and latency the tables above give it.
@@ -136,7 +138,7 @@ def make_link(a: str, b: str, kind: str, count: int = 1, speeds: dict[str, float
     elif kind == "nvswitch":
         bandwidth = count * speeds["nv1"]
     else:
-        bandwidth = speeds[{"infiniband": "ib", "shared_memory": "shm"}.get(kind, kind)]
+        bandwidth = speeds[_SPEED_KEY.get(kind, kind)]
     return Link(a, b, kind, count, bandwidth, LATENCY_US[kind])
 
 
@@ -164,8 +166,8 @@ class _Builder:
     def link(self, a: str, b: str, kind: str, count: int = 1) -> None:
         self.links.append(make_link(a, b, kind, count, self.speeds))
 
-    def build(self, name: str) -> Topology:
-        return Topology(name=name, devices=self.devices, links=self.links)
+    def build(self, name: str, gpu_forwarding: bool = False) -> Topology:
+        return Topology(name=name, devices=self.devices, links=self.links, gpu_forwarding=gpu_forwarding)
 
 
 # -- single servers: each adds one host and returns its NICs (for clusters) ------------------------
@@ -331,15 +333,15 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
     if match := re.fullmatch(r"localhost-cpu:(\d+)", name):
         return _localhost(b, int(match.group(1)), name)
     if match := re.fullmatch(r"(\d+)x(.+?)(?:-(ib|eth))?(?:-rails(\d+))?(-pxn)?", name):
-        topology = _cluster(
+        return _cluster(
             b.for_server(match.group(2)),
             int(match.group(1)),
             match.group(2),
             match.group(3) or "ib",
             name,
             int(match.group(4) or 1),
+            pxn=bool(match.group(5)),
         )
-        return replace(topology, gpu_forwarding=bool(match.group(5)))
     if name.startswith("fattree:"):
         return _fat_tree(b, name)
     raise TopologyError(f"unknown topology {name!r}; presets: {', '.join(preset_names())}")
@@ -362,10 +364,12 @@ def _server(name: str) -> Callable[[_Builder, str, str], list[str]]:
     return SERVERS[name]
 
 
-def _cluster(b: _Builder, count: int, server: str, network: str, name: str, rails: int = 1) -> Topology:
+def _cluster(
+    b: _Builder, count: int, server: str, network: str, name: str, rails: int = 1, pxn: bool = False
+) -> Topology:
     """``count`` servers whose NICs plug into one non-blocking network switch, or with ``rails`` > 1
     into ``rails`` switches (NIC i of every server into switch i mod rails; at most one rail per
-    NIC)."""
+    NIC); ``pxn``: routes may relay through GPUs."""
     build = _server(server)
     if count < 1 or rails < 1:
         raise TopologyError(f"{name}: need at least 1 server and 1 rail")
@@ -379,7 +383,7 @@ def _cluster(b: _Builder, count: int, server: str, network: str, name: str, rail
     for nics in servers:
         for i, nic in enumerate(nics):
             b.link(nic, switches[i % rails], _NETWORK[network])
-    return b.build(name)
+    return b.build(name, gpu_forwarding=pxn)
 
 
 def _fat_tree(b: _Builder, name: str) -> Topology:
