@@ -268,6 +268,26 @@ ROWS = [
         "no route from 'gpu0' to 'gpu2' in topology 'chain' (GPUs do not forward here",
         _file("chain.yaml", CHAIN.encode()),
     ),
+    # issue 56, 6: inputs of the wrong kind; 5: a YAML syntax error on one line
+    Row(
+        "dag-binary",
+        "sim dag {tmp}/d.json --topology dgx1-v100",
+        "{tmp}/d.json: not UTF-8 text (byte 2); expected a JSON file",
+        _file("d.json", b"{\n\xff\xfe\x00"),
+    ),
+    Row("dag-folder", "sim dag {tmp} --topology dgx1-v100", "{tmp}: Is a directory"),
+    Row(
+        "dag-bytes-inf",
+        "sim dag {tmp}/d.json --topology dgx1-v100",
+        "task 'x': bytes must be a finite number >= 0, got inf",
+        _file("d.json", b'{"tasks": [{"id": "x", "type": "transfer", "src": "gpu0", "dst": "gpu1", "bytes": 1e400}]}'),
+    ),
+    Row(
+        "yaml-syntax",
+        "topo validate {tmp}/t.yaml",
+        "{tmp}/t.yaml: not valid YAML at line 3, column 1: expected ',' or ']', but got '<scalar>'",
+        _file("t.yaml", b"name: x\ndevices: [{id: a, kind: gpu}\nlinks: []\n"),
+    ),
 ]
 
 
