@@ -76,6 +76,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from commgraph.errors import TopologyError
+from commgraph.sizes import check_room
 from commgraph.topology.model import Device, Link, Topology
 
 DEFAULT_SPEEDS = {"nv1": 24.22, "nv2": 48.35, "pcie": 11.13, "qpi": 9.56, "ib": 6.37, "ethernet": 3.12, "shm": 8.0}
@@ -373,6 +374,7 @@ def _cluster(
     build = _server(server)
     if count < 1 or rails < 1:
         raise TopologyError(f"{name}: need at least 1 server and 1 rail")
+    _check_size(name, count, server, rails)
     servers = [build(b, f"n{s}.", f"node{s}") for s in range(count)]
     if rails > max(1, len(servers[0])):  # a rail switch no NIC plugs into would be disconnected
         raise TopologyError(
@@ -384,6 +386,24 @@ def _cluster(
         for i, nic in enumerate(nics):
             b.link(nic, switches[i % rails], _NETWORK[network])
     return b.build(name, gpu_forwarding=pxn)
+
+
+ENTRY_BYTES = 600  # peak bytes per device or link while a cluster is built and validated (measured: ~520)
+
+
+def _check_size(name: str, servers: int, server: str, network: int) -> None:
+    """Refuse a cluster of ``servers`` servers whose devices and links (one server's, each NIC's
+    link to the network, and ``network`` switches and links besides) would not fit in memory,
+    before any is built."""
+    probe = _Builder({})
+    nics = _server(server)(probe, "", "probe")
+    entries = servers * (len(probe.devices) + len(probe.links) + len(nics)) + network
+    check_room(
+        f"{name} ({servers:,} servers, {entries:,} devices and links)",
+        entries * ENTRY_BYTES,
+        TopologyError,
+        "use fewer servers (a smaller N or k)",
+    )
 
 
 def _fat_tree(b: _Builder, name: str) -> Topology:
@@ -412,6 +432,7 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
         raise TopologyError(usage)
     nics_wanted, latency = _positive(options, "nics", int, name), _positive(options, "latency", float, name)
     kind, half = _NETWORK[network], k // 2
+    _check_size(name, k**3 // 4, options.get("server", "dgx1-v100"), 5 * k * k // 4 + k**3 // 2)
     servers = 0
     nics_per_server = 1
     edges_by_pod = []
