@@ -88,7 +88,7 @@ def register(subparsers) -> None:
         type=float,
         default=MAX_PLAN_SECONDS,
         metavar="S",
-        help=f"refuse planning that would take about longer than this (default {MAX_PLAN_SECONDS:g})",
+        help="refuse planning estimated to take longer than this many seconds",
     )
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
