@@ -71,8 +71,10 @@ Latencies and the NVSwitch servers' speeds (``count x nv1``) are not measured on
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from commgraph.errors import TopologyError
@@ -334,17 +336,19 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
     if match := re.fullmatch(r"localhost-cpu:(\d+)", name):
         return _localhost(b, int(match.group(1)), name)
     if match := re.fullmatch(r"(\d+)x(.+?)(?:-(ib|eth))?(?:-rails(\d+))?(-pxn)?", name):
-        return _cluster(
-            b.for_server(match.group(2)),
-            int(match.group(1)),
-            match.group(2),
-            match.group(3) or "ib",
-            name,
-            int(match.group(4) or 1),
-            pxn=bool(match.group(5)),
-        )
+        with _no_collection():
+            return _cluster(
+                b.for_server(match.group(2)),
+                int(match.group(1)),
+                match.group(2),
+                match.group(3) or "ib",
+                name,
+                int(match.group(4) or 1),
+                pxn=bool(match.group(5)),
+            )
     if name.startswith("fattree:"):
-        return _fat_tree(b, name)
+        with _no_collection():
+            return _fat_tree(b, name)
     raise TopologyError(f"unknown topology {name!r}; presets: {', '.join(preset_names())}")
 
 
@@ -386,6 +390,19 @@ def _cluster(
         for i, nic in enumerate(nics):
             b.link(nic, switches[i % rails], _NETWORK[network])
     return b.build(name, gpu_forwarding=pxn)
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused while a cluster's millions of devices and links are
+    made (none is in a cycle; each collection would rescan them all): half the time at 20,000 servers."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 ENTRY_BYTES = 600  # peak bytes per device or link while a cluster is built and validated (measured: ~520)
