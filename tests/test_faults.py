@@ -280,6 +280,70 @@ ROWS = [
         "no route from 'gpu0' to 'gpu2' in topology 'chain' (GPUs do not forward here",
         _file("chain.yaml", CHAIN.encode()),
     ),
+    # issue 56, 6: inputs of the wrong kind; 5: a YAML syntax error on one line
+    Row(
+        "dag-binary",
+        "sim dag {tmp}/d.json --topology dgx1-v100",
+        "{tmp}/d.json: not UTF-8 text (byte 2); expected a JSON file",
+        _file("d.json", b"{\n\xff\xfe\x00"),
+    ),
+    Row("dag-folder", "sim dag {tmp} --topology dgx1-v100", "{tmp}: Is a directory"),
+    Row(
+        "dag-bytes-inf",
+        "sim dag {tmp}/d.json --topology dgx1-v100",
+        "task 'x': bytes must be a finite number >= 0, got inf",
+        _file("d.json", b'{"tasks": [{"id": "x", "type": "transfer", "src": "gpu0", "dst": "gpu1", "bytes": 1e400}]}'),
+    ),
+    Row(
+        "yaml-syntax",
+        "topo validate {tmp}/t.yaml",
+        "{tmp}/t.yaml: not valid YAML at line 3, column 1: expected ',' or ']', but got '<scalar>'",
+        _file("t.yaml", b"name: x\ndevices: [{id: a, kind: gpu}\nlinks: []\n"),
+    ),
+    # issue 56, 3: absurd sizes, priced before the work
+    Row(
+        "sbm-beyond-int64",
+        "graph info sbm:nodes=1e20,classes=3,features=8",
+        "sbm: nodes 100,000,000,000,000,000,000 is beyond int64's 9,223,372,036,854,775,807",
+    ),
+    Row(
+        "sbm-beyond-memory",
+        "graph info sbm:nodes=1e18,classes=3,features=8",
+        "sbm with 1,000,000,000,000,000,000 nodes and about 5,000,000,000,000,000,000 edges needs about "
+        "379,000,000,000.0 GB but",
+    ),
+    Row(
+        "rmat-keys-beyond-int64",
+        "graph info rmat:nodes=1e10,edges=1e6",
+        "rmat: nodes x nodes (its edge keys) 100,000,000,000,000,000,000 is beyond int64's",
+    ),
+    Row(
+        "train-epochs-beyond-int64",
+        f"train {GRAPH} --epochs 1000000000000000000000 --timeout 20",
+        "--epochs 1,000,000,000,000,000,000,000 is beyond int64's 9,223,372,036,854,775,807",
+    ),
+    Row(
+        "llm-fattree-huge",
+        "sim llm --model gpt3-13b --topology fattree:k=100000,server=hgx-h100",
+        "fattree:k=100000,server=hgx-h100 (250,000,000,000,000 servers, 22,250,012,500,000,000 devices and links) "
+        "needs about 13,350,007,500.0 GB but",
+    ),
+    Row(
+        "llm-microbatches-huge",
+        "sim llm --model gpt3-13b --topology 2xdgx1-v100-ib --microbatches 1000000000",
+        "--microbatches 1000000000 x --iterations 1 (104,000,000,000 tasks, 104 per 1 micro-batch(es) and iteration)",
+    ),
+    Row(
+        "plan-all-1000-servers",
+        "plan allreduce --topology 1000xdgx1-v100-ib --planner all",
+        "planning ring, ring1, tree, tree1, ps, lp over 8,000 workers would take about",
+    ),
+    Row(
+        "plan-lp-past-the-cap",
+        "plan allreduce --topology 256xhgx-h100-ib --planner lp --max-seconds 60",
+        "planning lp over 2,048 workers would take about 606 s, more than --max-seconds 60: choose --planner",
+    ),
+    Row("plan-max-seconds-inf", "plan allreduce --topology dgx1-v100 --max-seconds inf", "--max-seconds must be"),
 ]
 
 

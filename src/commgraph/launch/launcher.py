@@ -39,10 +39,11 @@ from commgraph.options import Options
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
-from commgraph.plan.memory import MemoryEstimate, available_bytes
+from commgraph.plan.memory import MemoryEstimate
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
+from commgraph.sizes import available_bytes
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
 from commgraph.topology.resolve import DETECT
 

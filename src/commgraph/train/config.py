@@ -35,6 +35,7 @@ from commgraph.sample.options import (
     ExplainerOptions,
     parse_fanouts,
 )
+from commgraph.sizes import check_count
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
@@ -95,6 +96,7 @@ class OptimOptions(Options):
         super().__post_init__()
         if self.epochs < 1:
             raise TrainingError("--epochs must be >= 1")
+        check_count("--epochs", self.epochs, TrainingError)
         if not self.lr > 0 or self.weight_decay < 0:
             raise TrainingError(f"need --lr > 0 and --weight-decay >= 0, got {self.lr} and {self.weight_decay}")
 
