@@ -36,7 +36,9 @@ def typed_graph() -> HeteroData:
     data["paper"].y = data["paper"].x[:, :CLASSES].argmax(1)
     data["paper"].train_mask = torch.rand(papers, generator=g) < 0.6
     data["author"].x = torch.randn(authors, FEATURES, generator=g)
-    writes = torch.stack([torch.randint(0, authors, (300,), generator=g), torch.randint(0, papers, (300,), generator=g)])
+    writes = torch.stack(
+        [torch.randint(0, authors, (300,), generator=g), torch.randint(0, papers, (300,), generator=g)]
+    )
     data["author", "writes", "paper"].edge_index = writes
     data["paper", "rev_writes", "author"].edge_index = writes.flip(0)
     data["paper", "cites", "paper"].edge_index = torch.randint(0, papers, (2, 400), generator=g)
@@ -86,6 +88,24 @@ def train_plain(kind: str) -> list[float]:
     return list(_epochs(net, data, lambda out, p: F.cross_entropy(out[p.train_mask], p.y[p.train_mask])))
 
 
+def sent_rows(part) -> dict[str, int]:
+    """Per node type, the rows this rank owns that the other ranks' halos hold: what one exchange
+    of a p2p plan sends."""
+    from commgraph.pyg.data import handle_of
+
+    handle = handle_of(part)
+    rank, layout = handle.part.index, handle.types
+    counts = dict.fromkeys(layout.node_types, 0)
+    for k in range(handle.pset.num_parts):
+        if k != rank:
+            other = handle.pset.part(k)
+            mine = other.halo[other.halo_owner == rank]
+            for t in layout.node_types:
+                low, high = layout.bounds(t)
+                counts[t] += int(((mine >= low) & (mine < high)).sum())
+    return counts
+
+
 def main() -> None:
     import commgraph.pyg as cg
 
@@ -94,12 +114,12 @@ def main() -> None:
     part = cg.partition(typed_graph())
     results = {}
     for kind in kinds:
-        net = cg.full_graph(model(kind, part.metadata()), part)
+        net = cg.full_graph(model(kind, part.metadata()), part, plan="p2p")
 
         def loss_of(o, p):
             return cg.global_mean(F.cross_entropy(o[p.train_mask], p.y[p.train_mask], reduction="none"))
 
-        results[kind] = {"losses": list(_epochs(net, part, loss_of)), "bytes": net.bytes}
+        results[kind] = {"losses": list(_epochs(net, part, loss_of)), "bytes": net.bytes, "sent": sent_rows(part)}
     if cg.rank() == 0:
         with open(out, "w") as handle:
             json.dump(results, handle)

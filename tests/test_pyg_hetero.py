@@ -15,7 +15,7 @@ import torch
 import commgraph.pyg as cg
 from commgraph.errors import BridgeError, PartitionError
 from forked import launch_forked
-from hetero_driver import MODELS, Sage, train_plain, typed_graph
+from hetero_driver import EPOCHS, HIDDEN, MODELS, Sage, train_plain, typed_graph
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +33,22 @@ def test_hetero_models_train_as_one_process(workers, plain, tmp_path, monkeypatc
     runs = json.loads(out.read_text())
     for kind in MODELS:
         np.testing.assert_allclose(runs[kind]["losses"], plain[kind], rtol=1e-5, err_msg=kind)
-        sent = runs[kind]["bytes"]
-        # the first layer reads the part's own x; the second refreshes both types' hidden rows, once each
-        assert sent["halo_forward:paper"] > 0 and sent["halo_forward:author"] > 0, sent
+        sent, rows = runs[kind]["bytes"], runs[kind]["sent"]
+        # the first layer reads the part's own x; the second refreshes each type's hidden rows once
+        # per forward (papers feed two relations, one exchange), HIDDEN float32 columns a row
+        for t in ("paper", "author"):
+            assert rows[t] > 0 and sent[f"halo_forward:{t}"] == EPOCHS * rows[t] * HIDDEN * 4, (t, sent)
         assert sent["halo_backward:paper"] > 0 and sent["halo_backward:author"] > 0, sent
+
+
+def test_a_plan_restricted_to_a_type_keeps_its_rows_only():
+    from commgraph.plan import CommPlan, Send
+
+    plan = CommPlan("allgather", "p2p", "t", row_bytes=8)
+    plan.stages = [[Send("gpu0", "gpu1", 24.0, np.array([1, 5, 7])), Send("gpu1", "gpu0", 8.0, np.array([2]))]]
+    within = plan.rows_within(4, 8)
+    assert [(s.src, s.dst, s.nbytes, s.ids.tolist()) for s in within.stages[0]] == [("gpu0", "gpu1", 16.0, [5, 7])]
+    assert plan.stages[0][0].ids.tolist() == [1, 5, 7]  # the plan itself unchanged
 
 
 def test_part_of_one_rank_is_the_whole_graph(bridge_alone, tmp_path, monkeypatch):
