@@ -129,3 +129,16 @@ def test_full_graph_refuses_a_layer_of_no_relation(bridge_alone, tmp_path, monke
     part = cg.partition(typed_graph())
     with pytest.raises(BridgeError, match="'conv1' is for no relation.*to_hetero"):
         cg.full_graph(Sage(), part)  # the homogeneous model, not to_hetero'd
+
+
+def test_full_graph_refuses_rows_that_are_not_the_parts(bridge_alone, tmp_path, monkeypatch):
+    from torch_geometric.nn import to_hetero
+
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    part = cg.partition(typed_graph())
+    net = cg.full_graph(to_hetero(Sage(), part.metadata()), part)
+    x = {**part.x_dict, "author": part["author"].x[:10]}
+    with pytest.raises(
+        BridgeError, match=r"'author' rows of shape \[10, 8\], but this rank's part has 90 'author' rows"
+    ):
+        net(x, part.edge_index_dict)
