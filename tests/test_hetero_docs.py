@@ -3,6 +3,7 @@ it prints what it prints alone."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -29,7 +30,8 @@ def test_the_to_hetero_script_prints_what_it_prints_alone(tmp_path, monkeypatch)
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
     path = tmp_path / "hetero.py"
     path.write_text(script())
-    alone = subprocess.run([sys.executable, str(path)], capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # this checkout's commgraph, as the run's ranks
+    alone = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env)
     assert alone.returncode == 0, alone.stderr[-2000:]
     run = run_commgraph(["run", "--workers", "2", str(path)])
     assert run.returncode == 0, run.stderr[-2000:]
