@@ -63,10 +63,11 @@ def test_part_of_one_rank_is_the_whole_graph(bridge_alone, tmp_path, monkeypatch
         assert torch.equal(part[et].edge_index, data[et].edge_index)
 
 
-def test_part_layout_on_a_rank_of_two(tmp_path, monkeypatch):
+def test_part_layout_on_a_rank_of_two(tmp_path, monkeypatch, capsys):
     """Rank 0's part of a 2-way METIS cut, checked against the set: per type its owned nodes
     (ascending) then halo nodes, edges exactly the in-edges of owned destinations, masks false on
     the halo, and each type balanced across the parts."""
+    from commgraph.cli.main import main
     from commgraph.pyg.data import handle_of
     from commgraph.pyg.hetero import partition_hetero
     from commgraph.pyg.world import Session
@@ -99,6 +100,13 @@ def test_part_layout_on_a_rank_of_two(tmp_path, monkeypatch):
         got = torch.stack([part[src].n_id[part[et].edge_index[0]], part[dst].n_id[part[et].edge_index[1]]])
         assert torch.equal(got, whole[:, torch.from_numpy(mine)])
         assert (part[et].edge_index[1] < part[dst].num_owned).all()
+    # the set records each type's nodes and halo per part, and `partition info` prints them
+    owned = [part[t].num_owned for t in data.node_types]
+    remote = [part[t].num_nodes - part[t].num_owned for t in data.node_types]
+    first = handle_of(part).pset.manifest["metrics"]["parts"][0]
+    assert (first["type_nodes"], first["type_remote"]) == (owned, remote)
+    assert main(["partition", "info", str(tmp_path / "set")]) == 0
+    assert f"by node type: nodes {owned}, remote {remote}" in capsys.readouterr().out
 
 
 def test_partition_refuses_an_edge_index_out_of_its_types_range(bridge_alone):

@@ -76,7 +76,7 @@ def make_partition_set(
         start = time.perf_counter()
         assignment, details = partition_graph(graph, parts, method, seed, log=log, node_type=node_type)
         seconds = time.perf_counter() - start
-        metrics = {**partition_metrics(graph, assignment, parts), **details, **(notes or {})}
+        metrics = {**partition_metrics(graph, assignment, parts, node_type), **details, **(notes or {})}
         pset = write_partition_set(
             graph,
             assignment,
