@@ -3,7 +3,8 @@
 - :func:`init`, :func:`rank`, :func:`world_size`: join the job ``commgraph run`` or torchrun started
   (or a one-process world); torch's default process group, so DDP works.
 - :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows).
-- :class:`NeighborLoader`: PyG's sampled mini-batches, each rank drawing the seeds it owns.
+- :class:`NeighborLoader`: PyG's sampled mini-batches, each rank drawing the seeds it owns; of a
+  ``HeteroData`` too, with fanouts per relation (:mod:`commgraph.pyg.hetero_loader`).
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather; :func:`global_mean` / :func:`global_sum` make a loss or metric global.
 - :func:`unified`: a host table the GPU reads directly (PyTorch-Direct), a plain tensor on a CPU.

@@ -197,7 +197,9 @@ class NeighborLoader:
     ``batch_size`` rows is the next layer's input for the whole graph on every rank.
 
     Args:
-        data: the whole graph as a ``torch_geometric.data.Data`` (partitioned here with
+        data: a ``torch_geometric.data.HeteroData`` (the loader is then a
+            :class:`~commgraph.pyg.hetero_loader.HeteroNeighborLoader`, with its arguments), or the
+            whole graph as a ``torch_geometric.data.Data`` (partitioned here with
             :func:`~commgraph.pyg.partition`, which every rank calls; batches take every node
             attribute of ``data``, indexed by ``n_id``, and every edge attribute, by ``e_id``), a
             part that :func:`~commgraph.pyg.partition` returned, or a partition set's directory
@@ -232,6 +234,15 @@ class NeighborLoader:
         BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes`` or ``sampler``, an
             option the loader does not know, or ``data`` of another kind.
     """
+
+    def __new__(cls, data, *args, **kwargs):
+        from torch_geometric.data import HeteroData
+
+        if isinstance(data, HeteroData):
+            from commgraph.pyg.hetero_loader import HeteroNeighborLoader
+
+            return HeteroNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,

@@ -1,0 +1,324 @@
+r"""Sampled mini-batches of a heterogeneous graph in PyG's layout, each rank drawing its own seeds:
+:class:`HeteroNeighborLoader`, what :class:`~commgraph.pyg.NeighborLoader` makes of a ``HeteroData``.
+
+A batch is what ``torch_geometric.loader.NeighborLoader`` yields for a ``HeteroData``: per node type
+``n_id`` (the input type's seeds first) and the batch's rows of every node attribute; per relation
+``(src, rel, dst)`` an ``edge_index`` in batch-local ids of its two types, messages flowing from the
+sampled neighbours towards the seeds, its ``e_id`` and every edge attribute. Hop :math:`h` visits
+the relations in ``data.edge_types`` order; for relation :math:`r` it draws, for each node of type
+``dst`` that hop :math:`h - 1` added (the seeds at hop 1), :math:`\min(k_{r,h}, d^r_v)` of its
+:math:`d^r_v` in-neighbours over :math:`r` uniformly without replacement (all of them at
+:math:`k_{r,h} = -1`): a node is expanded once, at the hop that added it, through every relation
+into its type, and a type's new nodes are numbered in order of first draw, as pyg-lib's
+``hetero_neighbor_sample`` numbers them.
+
+Each relation samples on its own in-edge CSR (distinct edges sorted by target, then source) through
+the samplers' keyed kernel (:func:`commgraph.sample.keyed.keyed_slots`) and table extension
+(:func:`commgraph.sample.base.extend_table`), one key per hop and relation drawn from the loader's
+generator. Rows come from the ``HeteroData`` the loader was given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from commgraph.errors import BridgeError
+from commgraph.pyg.loader import check_batching, check_num_neighbors, data_positions, epoch_batches, input_ids, most_batches
+from commgraph.pyg.world import session
+from commgraph.sample.base import Scratch, draw_seed, extend_table
+from commgraph.sample.keyed import keyed_slots
+
+EdgeType = tuple[str, str, str]
+NONE = np.empty(0, dtype=np.int64)
+
+
+@dataclass
+class Relation:
+    """One relation's in-edges as a CSR whose rows are its destination type's nodes.
+
+    Shapes:
+        - **indptr:** ``[N_dst + 1]``; **indices:** ``[E']`` source ids (the source type's)
+        - **positions:** ``[E']`` each CSR edge's position in the relation's ``edge_index``
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    positions: np.ndarray
+
+    @classmethod
+    def from_edge_index(cls, edge_index: torch.Tensor, num_dst: int) -> Relation:
+        """The CSR of ``edge_index``'s distinct edges (:func:`~commgraph.pyg.loader.data_positions`)."""
+        positions = data_positions(edge_index)
+        edges = edge_index.detach().cpu().numpy().astype(np.int64, copy=False)
+        indptr = np.zeros(num_dst + 1, dtype=np.int64)
+        np.cumsum(np.bincount(edges[1][positions], minlength=num_dst), out=indptr[1:])
+        return cls(indptr, edges[0][positions], positions)
+
+
+def relations_of(data) -> dict[EdgeType, Relation]:
+    """Every relation of the ``HeteroData`` ``data``, in ``data.edge_types`` order.
+
+    Raises:
+        BridgeError: a relation whose ``edge_index`` is not ``[2, E]`` integer ids inside its
+            types' ranges.
+    """
+    relations = {}
+    for edge_type in data.edge_types:
+        src, _, dst = edge_type
+        edge_index = data[edge_type].edge_index
+        sizes = (data[src].num_nodes, data[dst].num_nodes)
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.is_floating_point():
+            raise BridgeError(
+                f"data[{edge_type}].edge_index must be [2, E] integer ids, got {edge_index.dtype} of shape "
+                f"{list(edge_index.shape)}"
+            )
+        for row, size, end in zip(edge_index, sizes, ("source", "target")):
+            if row.numel() and (int(row.min()) < 0 or int(row.max()) >= size):
+                raise BridgeError(
+                    f"data[{edge_type}].edge_index holds {end} id {int(row.max())} out of range for "
+                    f"{size} nodes (ids 0..{size - 1}): fix the edges or the type's num_nodes"
+                )
+        relations[edge_type] = Relation.from_edge_index(edge_index, sizes[1])
+    return relations
+
+
+def relation_key(key) -> EdgeType | None:
+    """A relation's ``(src, rel, dst)`` from a fanout dict's key, a tuple or PyG's ``"src__rel__dst"``
+    (None for anything else)."""
+    parts = tuple(key.split("__")) if isinstance(key, str) else key
+    if isinstance(parts, tuple) and len(parts) == 3 and all(isinstance(p, str) for p in parts):
+        return parts
+    return None
+
+
+def check_fanouts(num_neighbors, edge_types: list[EdgeType]) -> dict[EdgeType, list[int]]:
+    """``num_neighbors`` as one list of fanouts per relation: a list is every relation's; a dict
+    (keys ``(src, rel, dst)`` or PyG's ``"src__rel__dst"``) names each relation once.
+
+    Raises:
+        BridgeError: a dict that misses a relation or names one the graph lacks, lists of
+            different lengths, or a list that :func:`~commgraph.pyg.loader.check_num_neighbors`
+            refuses.
+    """
+    if not isinstance(num_neighbors, dict):
+        hops = check_num_neighbors(num_neighbors)
+        return {edge_type: hops for edge_type in edge_types}
+    given = {relation_key(key): value for key, value in num_neighbors.items()}
+    unknown = [key for key in num_neighbors if relation_key(key) not in edge_types]
+    if unknown:
+        raise BridgeError(
+            f"num_neighbors names relation {unknown[0]!r} but the graph has none such: use one of "
+            f"{', '.join(map(str, edge_types))}"
+        )
+    missing = [edge_type for edge_type in edge_types if edge_type not in given]
+    if missing:
+        raise BridgeError(
+            f"num_neighbors has no fanouts for relation {missing[0]}: give every relation its list "
+            "(or one list for all relations)"
+        )
+    fanouts = {key: check_num_neighbors(value) for key, value in given.items()}
+    lengths = {len(hops) for hops in fanouts.values()}
+    if len(lengths) > 1:
+        raise BridgeError(
+            f"num_neighbors gives lists of {sorted(lengths)} hops: give every relation one fanout per layer, "
+            "the same number of hops"
+        )
+    return {edge_type: fanouts[edge_type] for edge_type in edge_types}
+
+
+def hetero_input(input_nodes, num_nodes: dict[str, int]) -> tuple[str, np.ndarray]:
+    """``input_nodes`` of a ``HeteroData`` (a node type, or ``(node_type, None | mask | ids)``) as
+    the input type and its seeds' ids (:func:`~commgraph.pyg.loader.input_ids`).
+
+    Raises:
+        BridgeError: no node type named, a type the graph lacks, or bad ids or mask for it.
+    """
+    if isinstance(input_nodes, str):
+        input_nodes = (input_nodes, None)
+    if not isinstance(input_nodes, (tuple, list)) or len(input_nodes) != 2 or not isinstance(input_nodes[0], str):
+        raise BridgeError(
+            f"input_nodes of a HeteroData must name the seeds' node type: pass 'paper' or ('paper', "
+            f"data['paper'].train_mask); got {type(input_nodes).__name__}"
+        )
+    node_type, values = input_nodes
+    if node_type not in num_nodes:
+        raise BridgeError(
+            f"input_nodes names node type {node_type!r} but the graph has {', '.join(map(repr, num_nodes))}: "
+            "name one of them"
+        )
+    return node_type, input_ids(values, num_nodes[node_type])
+
+
+@dataclass
+class HeteroHops:
+    """A batch's draws (:func:`sample_hetero_hops`).
+
+    Shapes:
+        - **nodes:** per node type ``[n_t]`` ids: the input type's seeds, then each hop's new nodes
+          in order of first draw
+        - **edges:** per relation ``[2, E_r]`` positions in its source and target types' ``nodes``,
+          hop after hop; **slots:** ``[E_r]`` each edge's position in the relation's CSR
+        - **num_nodes:** per node type, the seeds (0 but for the input type), then the nodes each hop
+          added (PyG's ``num_sampled_nodes``); **num_edges:** per relation, the edges of each hop
+          (PyG's ``num_sampled_edges``)
+    """
+
+    nodes: dict[str, np.ndarray]
+    edges: dict[EdgeType, np.ndarray]
+    slots: dict[EdgeType, np.ndarray]
+    num_nodes: dict[str, list[int]]
+    num_edges: dict[EdgeType, list[int]]
+
+
+def sample_hetero_hops(
+    relations: dict[EdgeType, Relation],
+    num_nodes: dict[str, int],
+    seeds: tuple[str, np.ndarray],
+    fanouts: dict[EdgeType, list[int]],
+    rng: np.random.Generator,
+    scratch: dict[str, Scratch],
+) -> HeteroHops:
+    """PyG's heterogeneous neighbour sampling from ``seeds`` (a node type and distinct ids of it):
+    hop ``h`` draws ``fanouts[r][h]`` in-neighbours over each relation ``r`` (all with -1) of each
+    node of ``r``'s target type that hop ``h - 1`` added."""
+    input_type, ids = seeds
+    nodes = {t: ids if t == input_type else NONE for t in num_nodes}
+    added = {t: [int(nodes[t].shape[0])] for t in num_nodes}
+    pieces = {r: ([], [], []) for r in relations}  # per relation: each hop's sources, targets, slots
+    for hop in range(len(next(iter(fanouts.values()), []))):
+        ends = {t: int(nodes[t].shape[0]) for t in num_nodes}  # the frontier: what the last hop added
+        for edge_type, relation in relations.items():
+            src, _, dst = edge_type
+            start = ends[dst] - added[dst][-1]
+            frontier = nodes[dst][start : ends[dst]]
+            counts, drawn = keyed_slots(relation.indptr, frontier, frontier, fanouts[edge_type][hop], draw_seed(rng))
+            nodes[src], edge_src = extend_table(nodes[src], relation.indices[drawn], scratch[src], num_nodes[src])
+            edge_dst = start + np.repeat(np.arange(frontier.shape[0], dtype=np.int64), counts)
+            for piece, values in zip(pieces[edge_type], (edge_src, edge_dst, drawn)):
+                piece.append(values)
+        for t in num_nodes:
+            added[t].append(int(nodes[t].shape[0]) - ends[t])
+    joined = {r: [np.concatenate([NONE, *piece]) for piece in hops] for r, hops in pieces.items()}
+    return HeteroHops(
+        nodes,
+        {r: np.stack(joined[r][:2]) for r in relations},
+        {r: joined[r][2] for r in relations},
+        added,
+        {r: [int(e.shape[0]) for e in hops[0]] for r, hops in pieces.items()},
+    )
+
+
+class HeteroNeighborLoader:
+    r"""PyG's ``torch_geometric.loader.NeighborLoader`` over a ``HeteroData`` for a job of ranks:
+    each rank yields batches of its share of the input type's seeds, so the ranks split an epoch's
+    work (see the module description for what a batch holds). Made by
+    :class:`~commgraph.pyg.NeighborLoader` when its ``data`` is a ``HeteroData``; a one-process
+    script's loop runs unchanged::
+
+        for batch in loader:
+            out = model(batch.x_dict, batch.edge_index_dict)["paper"][: batch["paper"].batch_size]
+
+    Rank :math:`r` of :math:`R` owns the input type's nodes :math:`v` with
+    :math:`\lfloor vR / N_t \rfloor = r` (contiguous ranges of ids). Every rank makes the same
+    number of batches per epoch, ``len(loader)``, and visits its seeds as
+    :class:`~commgraph.pyg.NeighborLoader` does (the order of ``input_nodes``, or with ``shuffle``
+    an order drawn per rank and epoch from ``seed``; a rank short of seeds makes its first batches
+    again).
+
+    Args:
+        data: the whole graph, a ``torch_geometric.data.HeteroData`` on every rank.
+        num_neighbors: in-neighbours drawn per node at hop 1, hop 2, ... (``-1``: every one): one list
+            for every relation, or a dict naming each relation (``(src, rel, dst)`` or
+            ``"src__rel__dst"``) with lists of one length.
+        batch_size: seeds per batch (the last batch of a rank may have fewer).
+        input_nodes: the seeds of an epoch over all ranks: a node type (its every node) or
+            ``(node_type, None | bool mask | ids)``.
+        shuffle: visit each rank's seeds in a new random order every epoch.
+        sampler: ``"neighbor"`` (uniform, as PyG's).
+        seed: the seed of the per-rank, per-epoch generators (the same seed gives the same batches).
+        **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
+            accepted for PyG scripts' sake, without effect.
+
+    Attributes:
+        input_type: the seeds' node type; **seeds:** this rank's seeds, in the order of
+            ``input_nodes``.
+
+    Shapes:
+        A batch, per node type ``t``: **n_id** ``[n_t]`` and each node attribute ``[n_t, ...]``; per
+        relation ``r``: **edge_index** ``[2, E_r]`` (int64; row 0 in ``r``'s source type's batch ids,
+        row 1 in its target type's), **e_id** ``[E_r]`` (positions in ``data[r].edge_index``) and each
+        edge attribute ``[E_r, ...]``; on the input type **batch_size**, **input_id**
+        ``[batch_size]`` (positions in ``input_nodes``); **num_sampled_nodes** and
+        **num_sampled_edges** per type and relation, as PyG's for ``trim_to_layer``.
+
+    Raises:
+        BridgeError: bad ``num_neighbors`` (a relation missed or unknown, lists of different
+            lengths), ``input_nodes``, ``batch_size``, ``sampler`` or option, or an
+            ``edge_index`` out of its types' ranges.
+    """
+
+    def __init__(
+        self,
+        data,
+        num_neighbors=(15, 10),
+        batch_size: int = 1024,
+        input_nodes=None,
+        shuffle: bool = False,
+        sampler: str = "neighbor",
+        seed: int = 0,
+        **options,
+    ):
+        self.batch_size = check_batching(batch_size, sampler, options)
+        self.data, self.shuffle, self.seed, self.epoch = data, shuffle, seed, 0
+        self.num_nodes = {t: int(data[t].num_nodes) for t in data.node_types}
+        self.relations = relations_of(data)
+        self.num_neighbors = check_fanouts(num_neighbors, list(self.relations))
+        self.input_type, ids = hetero_input(input_nodes, self.num_nodes)
+        world = session().world
+        self.rank = world.rank
+        self.positions = np.flatnonzero(ids * world.size // max(self.num_nodes[self.input_type], 1) == self.rank)
+        self.seeds = ids[self.positions]
+        self.steps = most_batches(self.seeds.shape[0], self.batch_size)
+        self._scratch = {t: Scratch() for t in self.num_nodes}
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        rng = np.random.default_rng((self.seed, self.rank, self.epoch))
+        self.epoch += 1
+        for picked in epoch_batches(self.seeds.shape[0], self.batch_size, self.steps, self.shuffle, rng):
+            yield self._batch(picked, rng)
+
+    def _batch(self, picked: np.ndarray, rng: np.random.Generator):
+        """The batch of seeds ``self.seeds[picked]``."""
+        from torch_geometric.data import HeteroData
+
+        seeds = self.seeds[picked]
+        hops = sample_hetero_hops(
+            self.relations, self.num_nodes, (self.input_type, seeds), self.num_neighbors, rng, self._scratch
+        )
+        batch = HeteroData()
+        for node_type, n_id in hops.nodes.items():
+            store, index = self.data[node_type], torch.from_numpy(n_id)
+            for key, value in store.items():
+                if key != "n_id" and isinstance(value, torch.Tensor) and store.is_node_attr(key):
+                    batch[node_type][key] = value[index.to(value.device)]
+            batch[node_type].n_id = index
+            batch[node_type].num_nodes = int(n_id.shape[0])
+        for edge_type, relation in self.relations.items():
+            store = self.data[edge_type]
+            e_id = torch.from_numpy(relation.positions[hops.slots[edge_type]])
+            for key, value in store.items():
+                if key != "edge_index" and isinstance(value, torch.Tensor) and store.is_edge_attr(key):
+                    batch[edge_type][key] = value[e_id.to(value.device)]
+            batch[edge_type].edge_index = torch.from_numpy(hops.edges[edge_type])
+            batch[edge_type].e_id = e_id
+        batch.set_value_dict("num_sampled_nodes", hops.num_nodes)
+        batch.set_value_dict("num_sampled_edges", hops.num_edges)
+        batch[self.input_type].input_id = torch.from_numpy(self.positions[picked])
+        batch[self.input_type].batch_size = int(seeds.shape[0])
+        return batch
