@@ -84,7 +84,10 @@ def sampled_losses(data) -> tuple[list[float], list[int]]:
     """The same run sampled at fanout -1, each rank's one batch all of its training papers: the
     global loss per epoch and the papers this rank trained on."""
     loader = cg.NeighborLoader(
-        data, num_neighbors=[-1, -1], batch_size=data["paper"].num_nodes, input_nodes=("paper", data["paper"].train_mask)
+        data,
+        num_neighbors=[-1, -1],
+        batch_size=data["paper"].num_nodes,
+        input_nodes=("paper", data["paper"].train_mask),
     )
     model = DistributedDataParallel(make_model(data), find_unused_parameters=True)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)

@@ -48,7 +48,10 @@ def check_layout(data, batch, fanouts: dict) -> None:
         for r in data.edge_types:
             src, _, dst = r
             edge_index, e_id = batch[r].edge_index, batch[r].e_id
-            assert torch.equal(data[r].edge_index[:, e_id], torch.stack([batch[src].n_id[edge_index[0]], batch[dst].n_id[edge_index[1]]]))
+            assert torch.equal(
+                data[r].edge_index[:, e_id],
+                torch.stack([batch[src].n_id[edge_index[0]], batch[dst].n_id[edge_index[1]]]),
+            )
             last = first[r] + batch[r].num_sampled_edges[h]
             out_of, into = edge_index[:, first[r] : last]
             assert bool(((into >= bounds[dst][h]) & (into < bounds[dst][h + 1])).all())
@@ -102,7 +105,9 @@ def test_draws_are_reproducible_for_a_seed(alone, mag):
     import commgraph.pyg as cg
 
     def epoch(seed):
-        loader = cg.NeighborLoader(mag, num_neighbors=[2, 2], batch_size=32, input_nodes="paper", shuffle=True, seed=seed)
+        loader = cg.NeighborLoader(
+            mag, num_neighbors=[2, 2], batch_size=32, input_nodes="paper", shuffle=True, seed=seed
+        )
         return [(b["paper"].n_id, b["author"].n_id, b["author", "writes", "paper"].e_id) for b in loader]
 
     first, again, other = epoch(3), epoch(3), epoch(4)
@@ -113,9 +118,8 @@ def test_draws_are_reproducible_for_a_seed(alone, mag):
 def test_fanout_minus_one_gives_the_full_graph_output(alone, mag):
     """At fanout -1 a seed's rows after two layers are the full-graph model's, so the sampled run's
     losses are the full-graph run's."""
-    from pyg_hetero_loader_driver import full_graph_losses, make_model, sampled_losses
-
     import commgraph.pyg as cg
+    from pyg_hetero_loader_driver import full_graph_losses, make_model, sampled_losses
 
     model = make_model(mag)
     with torch.no_grad():
@@ -177,7 +181,9 @@ def test_ranks_train_exactly_as_the_full_graph_run(tmp_path, monkeypatch, mag, w
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
-    assert launch_forked([str(tmp_path)], workers, grace=30, module="pyg_hetero_loader_driver", threads_per_worker=1) == 0
+    assert (
+        launch_forked([str(tmp_path)], workers, grace=30, module="pyg_hetero_loader_driver", threads_per_worker=1) == 0
+    )
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(workers)]
     seeds = [set(r["seeds"]) for r in ranks]
     assert sum(len(s) for s in seeds) == len(set().union(*seeds)) == int(mag["paper"].train_mask.sum())

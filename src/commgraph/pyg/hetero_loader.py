@@ -26,7 +26,14 @@ import numpy as np
 import torch
 
 from commgraph.errors import BridgeError
-from commgraph.pyg.loader import check_batching, check_num_neighbors, data_positions, epoch_batches, input_ids, most_batches
+from commgraph.pyg.loader import (
+    check_batching,
+    check_num_neighbors,
+    data_positions,
+    epoch_batches,
+    input_ids,
+    most_batches,
+)
 from commgraph.pyg.world import session
 from commgraph.sample.base import Scratch, draw_seed, extend_table
 from commgraph.sample.keyed import keyed_slots
@@ -157,11 +164,11 @@ class HeteroHops:
     """A batch's draws (:func:`sample_hetero_hops`).
 
     Shapes:
-        - **nodes:** per node type ``[n_t]`` ids: the input type's seeds, then each hop's new nodes
+        - **nodes:** per node type ``[n_t]`` ids: its seeds, then each hop's new nodes
           in order of first draw
         - **edges:** per relation ``[2, E_r]`` positions in its source and target types' ``nodes``,
           hop after hop; **slots:** ``[E_r]`` each edge's position in the relation's CSR
-        - **num_nodes:** per node type, the seeds (0 but for the input type), then the nodes each hop
+        - **num_nodes:** per node type, its seeds (0 for a type without), then the nodes each hop
           added (PyG's ``num_sampled_nodes``); **num_edges:** per relation, the edges of each hop
           (PyG's ``num_sampled_edges``)
     """
@@ -176,16 +183,15 @@ class HeteroHops:
 def sample_hetero_hops(
     relations: dict[EdgeType, Relation],
     num_nodes: dict[str, int],
-    seeds: tuple[str, np.ndarray],
+    seeds: dict[str, np.ndarray],
     fanouts: dict[EdgeType, list[int]],
     rng: np.random.Generator,
     scratch: dict[str, Scratch],
 ) -> HeteroHops:
-    """PyG's heterogeneous neighbour sampling from ``seeds`` (a node type and distinct ids of it):
-    hop ``h`` draws ``fanouts[r][h]`` in-neighbours over each relation ``r`` (all with -1) of each
-    node of ``r``'s target type that hop ``h - 1`` added."""
-    input_type, ids = seeds
-    nodes = {t: ids if t == input_type else NONE for t in num_nodes}
+    """PyG's heterogeneous neighbour sampling from ``seeds`` (distinct ids per node type, of one
+    type or several): hop ``h`` draws ``fanouts[r][h]`` in-neighbours over each relation ``r`` (all
+    with -1) of each node of ``r``'s target type that hop ``h - 1`` added."""
+    nodes = {t: seeds.get(t, NONE) for t in num_nodes}
     added = {t: [int(nodes[t].shape[0])] for t in num_nodes}
     pieces = {r: ([], [], []) for r in relations}  # per relation: each hop's sources, targets, slots
     for hop in range(len(next(iter(fanouts.values()), []))):
@@ -209,6 +215,36 @@ def sample_hetero_hops(
         added,
         {r: [int(e.shape[0]) for e in hops[0]] for r, hops in pieces.items()},
     )
+
+
+def hetero_batch(data, relations: dict[EdgeType, Relation], hops: HeteroHops):
+    """The ``HeteroData`` of ``hops`` drawn from ``data``: per type ``n_id`` and every node attribute
+    at those rows; per relation ``edge_index``, ``e_id`` and every edge attribute; the hop counts."""
+    from torch_geometric.data import HeteroData
+
+    batch = HeteroData()
+    for node_type, n_id in hops.nodes.items():
+        store, index = data[node_type], torch.from_numpy(n_id)
+        for key, value in store.items():
+            if key != "n_id" and isinstance(value, torch.Tensor) and store.is_node_attr(key):
+                batch[node_type][key] = value[index.to(value.device)]
+        batch[node_type].n_id = index
+        batch[node_type].num_nodes = int(n_id.shape[0])
+    for edge_type, relation in relations.items():
+        store = data[edge_type]
+        e_id = torch.from_numpy(relation.positions[hops.slots[edge_type]])
+        for key, value in store.items():
+            if (
+                key not in ("edge_index", "edge_label_index", "edge_label")
+                and isinstance(value, torch.Tensor)
+                and store.is_edge_attr(key)
+            ):
+                batch[edge_type][key] = value[e_id.to(value.device)]
+        batch[edge_type].edge_index = torch.from_numpy(hops.edges[edge_type])
+        batch[edge_type].e_id = e_id
+    batch.set_value_dict("num_sampled_nodes", hops.num_nodes)
+    batch.set_value_dict("num_sampled_edges", hops.num_edges)
+    return batch
 
 
 class HeteroNeighborLoader:
@@ -295,30 +331,11 @@ class HeteroNeighborLoader:
 
     def _batch(self, picked: np.ndarray, rng: np.random.Generator):
         """The batch of seeds ``self.seeds[picked]``."""
-        from torch_geometric.data import HeteroData
-
         seeds = self.seeds[picked]
         hops = sample_hetero_hops(
-            self.relations, self.num_nodes, (self.input_type, seeds), self.num_neighbors, rng, self._scratch
+            self.relations, self.num_nodes, {self.input_type: seeds}, self.num_neighbors, rng, self._scratch
         )
-        batch = HeteroData()
-        for node_type, n_id in hops.nodes.items():
-            store, index = self.data[node_type], torch.from_numpy(n_id)
-            for key, value in store.items():
-                if key != "n_id" and isinstance(value, torch.Tensor) and store.is_node_attr(key):
-                    batch[node_type][key] = value[index.to(value.device)]
-            batch[node_type].n_id = index
-            batch[node_type].num_nodes = int(n_id.shape[0])
-        for edge_type, relation in self.relations.items():
-            store = self.data[edge_type]
-            e_id = torch.from_numpy(relation.positions[hops.slots[edge_type]])
-            for key, value in store.items():
-                if key != "edge_index" and isinstance(value, torch.Tensor) and store.is_edge_attr(key):
-                    batch[edge_type][key] = value[e_id.to(value.device)]
-            batch[edge_type].edge_index = torch.from_numpy(hops.edges[edge_type])
-            batch[edge_type].e_id = e_id
-        batch.set_value_dict("num_sampled_nodes", hops.num_nodes)
-        batch.set_value_dict("num_sampled_edges", hops.num_edges)
+        batch = hetero_batch(self.data, self.relations, hops)
         batch[self.input_type].input_id = torch.from_numpy(self.positions[picked])
         batch[self.input_type].batch_size = int(seeds.shape[0])
         return batch

@@ -224,7 +224,9 @@ def relabel(dst: np.ndarray, sources: np.ndarray, counts: np.ndarray, scratch: S
     return LayerSample(dst, src, edge_src, edge_dst)
 
 
-def extend_table(table: np.ndarray, sources: np.ndarray, scratch: Scratch, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+def extend_table(
+    table: np.ndarray, sources: np.ndarray, scratch: Scratch, num_nodes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``table`` (distinct ids of a ``num_nodes`` id space) followed by the ids of ``sources`` it
     lacks, in order of first appearance, and each source's position in that table.
 
