@@ -211,3 +211,82 @@ def test_the_pages_sampled_training_block_runs(capsys, tmp_path, monkeypatch):
         cg.shutdown()
     losses = [float(v) for v in re.findall(r"epoch \d: loss (\d+\.\d+)", capsys.readouterr().out)]
     assert len(losses) == 3 and losses[-1] < losses[0]
+
+
+# -- link prediction on a relation ---------------------------------------------------------------
+
+WRITES, REV_WRITES = ("author", "writes", "paper"), ("paper", "rev_writes", "author")
+
+
+def keys(edge_index: torch.Tensor, width: int) -> set[int]:
+    return set((edge_index[0] * width + edge_index[1]).tolist())
+
+
+def test_edge_split_of_a_relation_drops_held_out_pairs_and_their_reverses(mag):
+    import commgraph.pyg as cg
+
+    n = mag["paper"].num_nodes
+    train, val, test = cg.edge_split(mag, num_val=0.1, num_test=0.2, edge_type=WRITES, rev_edge_type=REV_WRITES)
+    labels = [keys(split[WRITES].edge_label_index, n) for split in (train, val, test)]
+    assert [len(k) for k in labels] == [300 - 30 - 60, 30, 60]
+    assert set().union(*labels) == keys(mag[WRITES].edge_index, n)
+    for split in (train, val, test):
+        assert keys(split[WRITES].edge_index, n) == labels[0]
+        assert keys(split[REV_WRITES].edge_index.flip(0), n) == labels[0]
+        assert torch.equal(split["paper", "cites", "paper"].edge_index, mag["paper", "cites", "paper"].edge_index)
+    assert mag[WRITES].edge_index.shape[1] == 300 and "edge_label_index" not in mag[WRITES]  # data untouched
+    cites = cg.edge_split(mag, num_val=20, num_test=20, edge_type=("paper", "cites", "paper"), undirected=False)
+    assert cites.val["paper", "cites", "paper"].edge_label_index.shape[1] == 20
+    with pytest.raises(BridgeError, match="pass edge_type="):
+        cg.edge_split(mag)
+    with pytest.raises(BridgeError, match="rev_edge_type"):
+        cg.edge_split(mag, edge_type=WRITES, rev_edge_type=("paper", "cites", "paper"))
+
+
+def test_negatives_of_a_relation_between_two_types():
+    import commgraph.pyg as cg
+
+    edges = torch.tensor([[0, 0, 1, 2], [0, 4, 1, 3]])
+    shape = (3, 5)
+    neg = cg.negative_sampling(edges, shape, 11, seed=1)  # every non-edge: 3 * 5 - 4, self loops included
+    assert neg.shape == (2, 11) and len(keys(neg, 5)) == 11 and not keys(neg, 5) & keys(edges, 5)
+    assert int(neg[0].max()) < 3 and int(neg[1].max()) < 5
+    assert torch.equal(cg.negative_sampling(edges, shape, 6, seed=2), cg.negative_sampling(edges, shape, 6, seed=2))
+    many = cg.negative_sampling(torch.tensor([[0], [0]]), (400, 700), 1000, seed=0)  # drawn in rounds
+    assert len(keys(many, 700)) == 1000 and 0 not in keys(many, 700) and int(many[0].max()) < 400
+    with pytest.raises(BridgeError, match="has 11 non-edges"):
+        cg.negative_sampling(edges, shape, 12, seed=0)
+    with pytest.raises(BridgeError, match="source id 3 but its node type has 3 nodes"):
+        cg.negative_sampling(torch.tensor([[3], [0]]), shape, 1, seed=0)
+
+
+def test_link_batches_of_a_relation_hold_training_edges_only(alone, mag):
+    import commgraph.pyg as cg
+
+    n = mag["paper"].num_nodes
+    train, val, test = cg.edge_split(mag, num_val=0.1, num_test=0.2, edge_type=WRITES, rev_edge_type=REV_WRITES)
+    held = keys(val[WRITES].edge_label_index, n) | keys(test[WRITES].edge_label_index, n)
+    loader = cg.LinkNeighborLoader(
+        train, num_neighbors=[3, 2], edge_label_index=WRITES, neg_sampling_ratio=1.0, batch_size=32, shuffle=True
+    )
+    seen = 0
+    for batch in loader:
+        check_layout(train, batch, {r: [3, 2] for r in train.edge_types})
+        store = batch[WRITES]
+        label = torch.stack(
+            [batch["author"].n_id[store.edge_label_index[0]], batch["paper"].n_id[store.edge_label_index[1]]]
+        )
+        positive = store.input_id >= 0
+        assert torch.equal(label[:, positive], train[WRITES].edge_label_index[:, store.input_id[positive]])
+        assert torch.equal(store.edge_label, positive.float()) and int((~positive).sum()) == int(positive.sum())
+        assert not keys(label[:, ~positive], n) & keys(train[WRITES].edge_index, n)
+        sampled = torch.stack([batch["author"].n_id[store.edge_index[0]], batch["paper"].n_id[store.edge_index[1]]])
+        rev = batch[REV_WRITES].edge_index
+        back = torch.stack([batch["author"].n_id[rev[1]], batch["paper"].n_id[rev[0]]])
+        assert not (keys(sampled, n) | keys(back, n)) & held
+        seen += int(positive.sum())
+    assert seen == train[WRITES].edge_label_index.shape[1]
+    with pytest.raises(BridgeError, match="must name a relation"):
+        cg.LinkNeighborLoader(train, num_neighbors=[2], edge_label_index=train[WRITES].edge_label_index)
+    with pytest.raises(BridgeError, match="holds no edge_label_index"):
+        cg.LinkNeighborLoader(train, num_neighbors=[2], edge_label_index=("paper", "cites", "paper"))

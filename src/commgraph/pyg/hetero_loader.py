@@ -26,6 +26,8 @@ import numpy as np
 import torch
 
 from commgraph.errors import BridgeError
+from commgraph.pyg.link import PairSpace, _draw_rounds, _positive_keys, first_distinct
+from commgraph.pyg.link_loader import _local
 from commgraph.pyg.loader import (
     check_batching,
     check_num_neighbors,
@@ -339,3 +341,134 @@ class HeteroNeighborLoader:
         batch[self.input_type].input_id = torch.from_numpy(self.positions[picked])
         batch[self.input_type].batch_size = int(seeds.shape[0])
         return batch
+
+
+class HeteroLinkNeighborLoader:
+    r"""PyG's ``torch_geometric.loader.LinkNeighborLoader`` over a ``HeteroData``: batches of one
+    relation's label edges (and, with ``neg_sampling_ratio``, that many times as many random
+    non-edges of it, :func:`~commgraph.pyg.negative_sampling`'s pairs) with the neighbourhoods of
+    their endpoints, sampled as :class:`HeteroNeighborLoader` samples from its seeds (here the
+    endpoints: the label edges' sources among their type's seeds, their targets among theirs). Made
+    by :class:`~commgraph.pyg.LinkNeighborLoader` when its ``data`` is a ``HeteroData``.
+
+    Rank :math:`r` of :math:`R` loads the label edges whose target :math:`v` has
+    :math:`\lfloor vR / N_{dst} \rfloor = r`; every rank makes ``len(loader)`` batches, the most
+    any rank's edges need, as :class:`HeteroNeighborLoader` does.
+
+    Args:
+        data: the training graph, a ``HeteroData`` on every rank (e.g. ``train_data`` of
+            :func:`~commgraph.pyg.edge_split` with its ``edge_type``): its relations are sampled.
+        num_neighbors: as :class:`HeteroNeighborLoader`'s: one list for every relation or one per
+            relation.
+        edge_label_index: the relation and its label edges: ``edge_type``, or ``(edge_type, ids)``
+            with ``ids`` ``[2, P]`` (default: ``data[edge_type].edge_label_index``).
+        edge_label: the label edges' labels (default: ones).
+        neg_sampling_ratio: random non-edges of the relation per label edge in each batch, labelled 0.
+        batch_size: label edges per batch.
+        shuffle: a new order of each rank's label edges every epoch.
+        seed: the seed of the shuffles, the samples and the negatives (with the rank and the epoch).
+
+    Yields:
+        torch_geometric.data.HeteroData: what :class:`HeteroNeighborLoader` yields (``n_id``,
+        ``x``, ... per type; ``edge_index``, ``e_id`` per relation), the label edges' endpoints the
+        first ``n_id`` of their types, and on ``edge_type``: ``edge_label_index`` (batch ids),
+        ``edge_label`` and ``input_id`` (positions in ``edge_label_index``; -1 for negatives).
+
+    Raises:
+        BridgeError: no relation named or an unknown one, label edges out of their types' range,
+            labels of another count, a bad fanout, ratio or ``batch_size``.
+    """
+
+    def __init__(
+        self,
+        data,
+        num_neighbors,
+        edge_label_index=None,
+        edge_label: torch.Tensor | None = None,
+        neg_sampling_ratio: float = 0.0,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        seed: int = 0,
+    ):
+        self.batch_size = check_batching(batch_size, "neighbor", {})
+        if (
+            isinstance(neg_sampling_ratio, bool)
+            or not isinstance(neg_sampling_ratio, (int, float))
+            or neg_sampling_ratio < 0
+        ):
+            raise BridgeError(f"neg_sampling_ratio must be a number >= 0, got {neg_sampling_ratio!r}")
+        self.data, self.shuffle, self.seed, self.epoch = data, shuffle, seed, 0
+        self.neg_sampling_ratio = float(neg_sampling_ratio)
+        self.num_nodes = {t: int(data[t].num_nodes) for t in data.node_types}
+        self.relations = relations_of(data)
+        self.num_neighbors = check_fanouts(num_neighbors, list(self.relations))
+        self.edge_type, ids = _label_edges(data, edge_label_index)
+        src, _, dst = self.edge_type
+        self.space = PairSpace(self.num_nodes[src], self.num_nodes[dst], loops=src != dst)
+        self.edge_label_index = self.space.edges(ids, "edge_label_index")
+        self.edge_label = torch.ones(self.edge_label_index.shape[1]) if edge_label is None else edge_label
+        if self.edge_label.shape[0] != self.edge_label_index.shape[1]:
+            raise BridgeError(
+                f"edge_label has {self.edge_label.shape[0]} entries for {self.edge_label_index.shape[1]} edges"
+            )
+        world = session().world
+        self.rank = world.rank
+        self.input_id = np.flatnonzero(self.edge_label_index[1] * world.size // self.space.num_dst == self.rank)
+        self.steps = most_batches(self.input_id.shape[0], self.batch_size)
+        self._positives = _positive_keys(data[self.edge_type].edge_index, self.space)
+        self._scratch = {t: Scratch() for t in self.num_nodes}
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        rng = np.random.default_rng((self.seed, self.rank, self.epoch))
+        self.epoch += 1
+        for picked in epoch_batches(self.input_id.shape[0], self.batch_size, self.steps, self.shuffle, rng):
+            yield self._batch(self.input_id[picked], rng)
+
+    def _batch(self, input_id: np.ndarray, rng: np.random.Generator):
+        """The batch of label edges ``input_id`` and its negatives."""
+        pairs, labels = self.edge_label_index[:, input_id], self.edge_label[torch.from_numpy(input_id)]
+        negatives = int(round(self.neg_sampling_ratio * input_id.shape[0]))
+        if negatives:
+            pairs = np.concatenate(
+                [pairs, self.space.pairs(_draw_rounds(rng, self.space, self._positives, negatives))], 1
+            )
+            labels = torch.cat([labels, labels.new_zeros(negatives)])
+        src, _, dst = self.edge_type
+        if src == dst:
+            seeds = {src: first_distinct(pairs.reshape(-1))}
+        else:
+            seeds = {src: first_distinct(pairs[0]), dst: first_distinct(pairs[1])}
+        hops = sample_hetero_hops(self.relations, self.num_nodes, seeds, self.num_neighbors, rng, self._scratch)
+        batch = hetero_batch(self.data, self.relations, hops)
+        store = batch[self.edge_type]
+        store.edge_label_index = torch.from_numpy(
+            np.stack([_local(seeds[src], pairs[0]), _local(seeds[dst], pairs[1])])
+        )
+        store.edge_label = labels
+        store.input_id = torch.from_numpy(np.concatenate([input_id, np.full(negatives, -1)]))
+        return batch
+
+
+def _label_edges(data, edge_label_index) -> tuple[EdgeType, torch.Tensor]:
+    """The relation and label edges ``edge_label_index`` names (see :class:`HeteroLinkNeighborLoader`).
+
+    Raises:
+        BridgeError: no relation of ``data`` named, or no label edges given or stored.
+    """
+    if isinstance(edge_label_index, tuple) and len(edge_label_index) == 3:
+        edge_label_index = (edge_label_index, None)
+    edge_type = relation_key(edge_label_index[0]) if isinstance(edge_label_index, (tuple, list)) else None
+    if edge_type is None or edge_type not in data.edge_types or len(edge_label_index) != 2:
+        raise BridgeError(
+            "edge_label_index of a HeteroData must name a relation: pass edge_type or (edge_type, ids), edge_type "
+            f"one of {data.edge_types}"
+        )
+    ids = edge_label_index[1]
+    if ids is None:
+        ids = getattr(data[edge_type], "edge_label_index", None)
+    if ids is None:
+        raise BridgeError(f"pass edge_label_index=({edge_type}, ids): data[{edge_type}] holds no edge_label_index")
+    return edge_type, ids
