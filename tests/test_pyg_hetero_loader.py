@@ -194,8 +194,8 @@ def test_ranks_train_exactly_as_the_full_graph_run(tmp_path, monkeypatch, mag, w
 
 
 def test_the_pages_sampled_training_block_runs(capsys, tmp_path, monkeypatch):
-    """docs/heterogeneous.md's section "Sampled training with per-relation fanouts": its script
-    trains in a one-process world."""
+    """docs/heterogeneous.md's section "Sampled training with per-relation fanouts": its scripts
+    (node classification, then link prediction on a relation) run in a one-process world."""
     import re
 
     import commgraph.pyg as cg
@@ -203,14 +203,16 @@ def test_the_pages_sampled_training_block_runs(capsys, tmp_path, monkeypatch):
     page = (TESTS.parent / "docs" / "heterogeneous.md").read_text()
     section = page.split("## Sampled training with per-relation fanouts\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```python runnable\n(.*?)^```$", section, re.S | re.M)
-    assert len(blocks) == 1
+    assert len(blocks) == 2
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
     try:
-        exec(compile(blocks[0], "heterogeneous.md", "exec"), {"__name__": "page"})
+        exec(compile("\n".join(blocks), "heterogeneous.md", "exec"), {"__name__": "page"})
     finally:
         cg.shutdown()
-    losses = [float(v) for v in re.findall(r"epoch \d: loss (\d+\.\d+)", capsys.readouterr().out)]
+    out = capsys.readouterr().out
+    losses = [float(v) for v in re.findall(r"epoch \d: loss (\d+\.\d+)", out)]
     assert len(losses) == 3 and losses[-1] < losses[0]
+    assert 0.0 <= float(re.search(r"validation AUC (\d\.\d+)", out).group(1)) <= 1.0
 
 
 # -- link prediction on a relation ---------------------------------------------------------------
