@@ -58,12 +58,13 @@ class Relation:
     positions: np.ndarray
 
     @classmethod
-    def from_edge_index(cls, edge_index: torch.Tensor, num_dst: int) -> Relation:
-        """The CSR of ``edge_index``'s distinct edges (:func:`~commgraph.pyg.loader.data_positions`)."""
+    def from_edge_index(cls, edge_index: torch.Tensor, space: PairSpace, name: str) -> Relation:
+        """The CSR of ``edge_index``'s distinct edges (:func:`~commgraph.pyg.loader.data_positions`),
+        its ids checked against ``space`` (:meth:`~commgraph.pyg.link.PairSpace.edges`)."""
+        edges = space.edges(edge_index, name)
         positions = data_positions(edge_index)
-        edges = edge_index.detach().cpu().numpy().astype(np.int64, copy=False)
-        indptr = np.zeros(num_dst + 1, dtype=np.int64)
-        np.cumsum(np.bincount(edges[1][positions], minlength=num_dst), out=indptr[1:])
+        indptr = np.zeros(space.num_dst + 1, dtype=np.int64)
+        np.cumsum(np.bincount(edges[1][positions], minlength=space.num_dst), out=indptr[1:])
         return cls(indptr, edges[0][positions], positions)
 
 
@@ -71,27 +72,16 @@ def relations_of(data) -> dict[EdgeType, Relation]:
     """Every relation of the ``HeteroData`` ``data``, in ``data.edge_types`` order.
 
     Raises:
-        BridgeError: a relation whose ``edge_index`` is not ``[2, E]`` integer ids inside its
-            types' ranges.
+        BridgeError: a relation whose ``edge_index`` is not ``[2, E]`` ids inside its types' ranges.
     """
-    relations = {}
-    for edge_type in data.edge_types:
-        src, _, dst = edge_type
-        edge_index = data[edge_type].edge_index
-        sizes = (data[src].num_nodes, data[dst].num_nodes)
-        if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.is_floating_point():
-            raise BridgeError(
-                f"data[{edge_type}].edge_index must be [2, E] integer ids, got {edge_index.dtype} of shape "
-                f"{list(edge_index.shape)}"
-            )
-        for row, size, end in zip(edge_index, sizes, ("source", "target")):
-            if row.numel() and (int(row.min()) < 0 or int(row.max()) >= size):
-                raise BridgeError(
-                    f"data[{edge_type}].edge_index holds {end} id {int(row.max())} out of range for "
-                    f"{size} nodes (ids 0..{size - 1}): fix the edges or the type's num_nodes"
-                )
-        relations[edge_type] = Relation.from_edge_index(edge_index, sizes[1])
-    return relations
+    return {
+        (src, rel, dst): Relation.from_edge_index(
+            data[src, rel, dst].edge_index,
+            PairSpace(int(data[src].num_nodes), int(data[dst].num_nodes)),
+            f"data[{(src, rel, dst)}].edge_index",
+        )
+        for src, rel, dst in data.edge_types
+    }
 
 
 def relation_key(key) -> EdgeType | None:
