@@ -239,7 +239,47 @@ def hetero_batch(data, relations: dict[EdgeType, Relation], hops: HeteroHops):
     return batch
 
 
-class HeteroNeighborLoader:
+def range_share(ids: np.ndarray, num_nodes: int) -> np.ndarray:
+    r"""The positions of the ``ids`` (of a node type of ``num_nodes`` nodes) that this rank takes:
+    rank :math:`r` of :math:`R` takes :math:`v` with :math:`\lfloor vR / N \rfloor = r`."""
+    world = session().world
+    return np.flatnonzero(ids * world.size // max(num_nodes, 1) == world.rank)
+
+
+class HeteroBatches:
+    """What both heterogeneous loaders share: the graph's relations and their fanouts, and an
+    epoch of ``len(self)`` batches of this rank's ``self.items`` positions (its own, then its first
+    again: the same count on every rank), each made by ``self._batch(picked, rng)``."""
+
+    def _setup(self, data, num_neighbors, batch_size, shuffle: bool, seed: int, sampler: str, options: dict):
+        self.batch_size = check_batching(batch_size, sampler, options)
+        self.data, self.shuffle, self.seed, self.epoch = data, shuffle, seed, 0
+        self.rank = session().world.rank
+        self.num_nodes = {t: int(data[t].num_nodes) for t in data.node_types}
+        self.relations = relations_of(data)
+        self.num_neighbors = check_fanouts(num_neighbors, list(self.relations))
+        self._scratch = {t: Scratch() for t in self.num_nodes}
+
+    def _count(self, items: int) -> None:
+        """This rank has ``items`` to visit per epoch: the batch count of every rank, one all-reduce."""
+        self.items, self.steps = items, most_batches(items, self.batch_size)
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        rng = np.random.default_rng((self.seed, self.rank, self.epoch))
+        self.epoch += 1
+        for picked in epoch_batches(self.items, self.batch_size, self.steps, self.shuffle, rng):
+            yield self._batch(picked, rng)
+
+    def _sample(self, seeds: dict[str, np.ndarray], rng: np.random.Generator):
+        """The batch (:func:`hetero_batch`) of the neighbourhoods of ``seeds``."""
+        hops = sample_hetero_hops(self.relations, self.num_nodes, seeds, self.num_neighbors, rng, self._scratch)
+        return hetero_batch(self.data, self.relations, hops)
+
+
+class HeteroNeighborLoader(HeteroBatches):
     r"""PyG's ``torch_geometric.loader.NeighborLoader`` over a ``HeteroData`` for a job of ranks:
     each rank yields batches of its share of the input type's seeds, so the ranks split an epoch's
     work (see the module description for what a batch holds). Made by
@@ -299,41 +339,21 @@ class HeteroNeighborLoader:
         seed: int = 0,
         **options,
     ):
-        self.batch_size = check_batching(batch_size, sampler, options)
-        self.data, self.shuffle, self.seed, self.epoch = data, shuffle, seed, 0
-        self.num_nodes = {t: int(data[t].num_nodes) for t in data.node_types}
-        self.relations = relations_of(data)
-        self.num_neighbors = check_fanouts(num_neighbors, list(self.relations))
+        self._setup(data, num_neighbors, batch_size, shuffle, seed, sampler, options)
         self.input_type, ids = hetero_input(input_nodes, self.num_nodes)
-        world = session().world
-        self.rank = world.rank
-        self.positions = np.flatnonzero(ids * world.size // max(self.num_nodes[self.input_type], 1) == self.rank)
+        self.positions = range_share(ids, self.num_nodes[self.input_type])
         self.seeds = ids[self.positions]
-        self.steps = most_batches(self.seeds.shape[0], self.batch_size)
-        self._scratch = {t: Scratch() for t in self.num_nodes}
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __iter__(self):
-        rng = np.random.default_rng((self.seed, self.rank, self.epoch))
-        self.epoch += 1
-        for picked in epoch_batches(self.seeds.shape[0], self.batch_size, self.steps, self.shuffle, rng):
-            yield self._batch(picked, rng)
+        self._count(self.seeds.shape[0])
 
     def _batch(self, picked: np.ndarray, rng: np.random.Generator):
         """The batch of seeds ``self.seeds[picked]``."""
-        seeds = self.seeds[picked]
-        hops = sample_hetero_hops(
-            self.relations, self.num_nodes, {self.input_type: seeds}, self.num_neighbors, rng, self._scratch
-        )
-        batch = hetero_batch(self.data, self.relations, hops)
+        batch = self._sample({self.input_type: self.seeds[picked]}, rng)
         batch[self.input_type].input_id = torch.from_numpy(self.positions[picked])
-        batch[self.input_type].batch_size = int(seeds.shape[0])
+        batch[self.input_type].batch_size = int(picked.shape[0])
         return batch
 
 
-class HeteroLinkNeighborLoader:
+class HeteroLinkNeighborLoader(HeteroBatches):
     r"""PyG's ``torch_geometric.loader.LinkNeighborLoader`` over a ``HeteroData``: batches of one
     relation's label edges (and, with ``neg_sampling_ratio``, that many times as many random
     non-edges of it, :func:`~commgraph.pyg.negative_sampling`'s pairs) with the neighbourhoods of
@@ -380,18 +400,14 @@ class HeteroLinkNeighborLoader:
         shuffle: bool = False,
         seed: int = 0,
     ):
-        self.batch_size = check_batching(batch_size, "neighbor", {})
         if (
             isinstance(neg_sampling_ratio, bool)
             or not isinstance(neg_sampling_ratio, (int, float))
             or neg_sampling_ratio < 0
         ):
             raise BridgeError(f"neg_sampling_ratio must be a number >= 0, got {neg_sampling_ratio!r}")
-        self.data, self.shuffle, self.seed, self.epoch = data, shuffle, seed, 0
+        self._setup(data, num_neighbors, batch_size, shuffle, seed, "neighbor", {})
         self.neg_sampling_ratio = float(neg_sampling_ratio)
-        self.num_nodes = {t: int(data[t].num_nodes) for t in data.node_types}
-        self.relations = relations_of(data)
-        self.num_neighbors = check_fanouts(num_neighbors, list(self.relations))
         self.edge_type, ids = _label_edges(data, edge_label_index)
         src, _, dst = self.edge_type
         self.space = PairSpace(self.num_nodes[src], self.num_nodes[dst], loops=src != dst)
@@ -401,38 +417,25 @@ class HeteroLinkNeighborLoader:
             raise BridgeError(
                 f"edge_label has {self.edge_label.shape[0]} entries for {self.edge_label_index.shape[1]} edges"
             )
-        world = session().world
-        self.rank = world.rank
-        self.input_id = np.flatnonzero(self.edge_label_index[1] * world.size // self.space.num_dst == self.rank)
-        self.steps = most_batches(self.input_id.shape[0], self.batch_size)
+        self.input_id = range_share(self.edge_label_index[1], self.space.num_dst)
         self._positives = _positive_keys(data[self.edge_type].edge_index, self.space)
-        self._scratch = {t: Scratch() for t in self.num_nodes}
+        self._count(self.input_id.shape[0])
 
-    def __len__(self) -> int:
-        return self.steps
-
-    def __iter__(self):
-        rng = np.random.default_rng((self.seed, self.rank, self.epoch))
-        self.epoch += 1
-        for picked in epoch_batches(self.input_id.shape[0], self.batch_size, self.steps, self.shuffle, rng):
-            yield self._batch(self.input_id[picked], rng)
-
-    def _batch(self, input_id: np.ndarray, rng: np.random.Generator):
-        """The batch of label edges ``input_id`` and its negatives."""
+    def _batch(self, picked: np.ndarray, rng: np.random.Generator):
+        """The batch of label edges ``self.input_id[picked]`` and its negatives."""
+        input_id = self.input_id[picked]
         pairs, labels = self.edge_label_index[:, input_id], self.edge_label[torch.from_numpy(input_id)]
         negatives = int(round(self.neg_sampling_ratio * input_id.shape[0]))
         if negatives:
-            pairs = np.concatenate(
-                [pairs, self.space.pairs(_draw_rounds(rng, self.space, self._positives, negatives))], 1
-            )
+            drawn = self.space.pairs(_draw_rounds(rng, self.space, self._positives, negatives))
+            pairs = np.concatenate([pairs, drawn], 1)
             labels = torch.cat([labels, labels.new_zeros(negatives)])
         src, _, dst = self.edge_type
         if src == dst:
             seeds = {src: first_distinct(pairs.reshape(-1))}
         else:
             seeds = {src: first_distinct(pairs[0]), dst: first_distinct(pairs[1])}
-        hops = sample_hetero_hops(self.relations, self.num_nodes, seeds, self.num_neighbors, rng, self._scratch)
-        batch = hetero_batch(self.data, self.relations, hops)
+        batch = self._sample(seeds, rng)
         store = batch[self.edge_type]
         store.edge_label_index = torch.from_numpy(
             np.stack([_local(seeds[src], pairs[0]), _local(seeds[dst], pairs[1])])
