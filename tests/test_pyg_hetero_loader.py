@@ -166,6 +166,11 @@ def test_fanout_lists_of_different_lengths_are_refused(alone, mag):
 def test_edges_out_of_their_types_range_are_refused(alone, mag):
     import commgraph.pyg as cg
 
+    uncounted = mag.clone()
+    del uncounted["field"].x
+    with pytest.warns(UserWarning), pytest.raises(BridgeError, match=r"set data\['field'\].num_nodes"):
+        cg.NeighborLoader(uncounted, num_neighbors=[2], input_nodes="paper")
+
     bad = mag.clone()
     bad["paper", "has_topic", "field"].edge_index = torch.tensor([[0], [12]])
     with pytest.raises(

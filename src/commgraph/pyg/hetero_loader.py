@@ -68,8 +68,22 @@ class Relation:
         return cls(indptr, edges[0][positions], positions)
 
 
-def relations_of(data) -> dict[EdgeType, Relation]:
-    """Every relation of the ``HeteroData`` ``data``, in ``data.edge_types`` order.
+def node_counts(data) -> dict[str, int]:
+    """Each node type's node count in the ``HeteroData`` ``data``, in ``data.node_types`` order.
+
+    Raises:
+        BridgeError: a type whose count PyG cannot tell (no node attribute, no ``num_nodes``).
+    """
+    counts = {t: data[t].num_nodes for t in data.node_types}
+    unknown = [t for t, n in counts.items() if n is None]
+    if unknown:
+        raise BridgeError(f"node type {unknown[0]!r} has no node count: set data[{unknown[0]!r}].num_nodes")
+    return {t: int(n) for t, n in counts.items()}
+
+
+def relations_of(data, num_nodes: dict[str, int]) -> dict[EdgeType, Relation]:
+    """Every relation of the ``HeteroData`` ``data`` (its types of ``num_nodes`` nodes), in
+    ``data.edge_types`` order.
 
     Raises:
         BridgeError: a relation whose ``edge_index`` is not ``[2, E]`` ids inside its types' ranges.
@@ -77,7 +91,7 @@ def relations_of(data) -> dict[EdgeType, Relation]:
     return {
         (src, rel, dst): Relation.from_edge_index(
             data[src, rel, dst].edge_index,
-            PairSpace(int(data[src].num_nodes), int(data[dst].num_nodes)),
+            PairSpace(num_nodes[src], num_nodes[dst]),
             f"data[{(src, rel, dst)}].edge_index",
         )
         for src, rel, dst in data.edge_types
@@ -255,8 +269,8 @@ class HeteroBatches:
         self.batch_size = check_batching(batch_size, sampler, options)
         self.data, self.shuffle, self.seed, self.epoch = data, shuffle, seed, 0
         self.rank = session().world.rank
-        self.num_nodes = {t: int(data[t].num_nodes) for t in data.node_types}
-        self.relations = relations_of(data)
+        self.num_nodes = node_counts(data)
+        self.relations = relations_of(data, self.num_nodes)
         self.num_neighbors = check_fanouts(num_neighbors, list(self.relations))
         self._scratch = {t: Scratch() for t in self.num_nodes}
 
