@@ -360,6 +360,6 @@ def _source(data) -> tuple[object, PartHandle, bool]:
     if isinstance(data, Data):
         return data, find_handle(partition(data)), True
     raise BridgeError(
-        "cg.NeighborLoader takes a torch_geometric Data, a part from cg.partition or a partition set's path, "
-        f"got {type(data).__name__}"
+        "cg.NeighborLoader takes a torch_geometric Data or HeteroData, a part from cg.partition or a partition "
+        f"set's path, got {type(data).__name__}"
     )
