@@ -39,11 +39,13 @@ from commgraph.options import Options
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
-from commgraph.plan.memory import MemoryEstimate, available_bytes
+from commgraph.plan.memory import MemoryEstimate
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
+from commgraph.sizes import available_bytes
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
+from commgraph.topology.resolve import DETECT
 
 if TYPE_CHECKING:
     from commgraph.runtime import World
@@ -61,7 +63,6 @@ class JobSpec:
         job: the job's topology and plan options.
         row_bytes: bytes of one exchanged row, for choosing the plan once here (None: the job
             exchanges nothing per layer, and its options go to the workers as given).
-        seed: the partitioning seed.
         options: the command's own options; with ``launch`` and ``job`` they rebuild the
             worker's command line.
         extra_argv: further worker arguments (e.g. a file the launcher wrote).
@@ -81,7 +82,6 @@ class JobSpec:
     launch: LaunchOptions
     job: JobOptions = field(default_factory=JobOptions)
     row_bytes: int | None = None
-    seed: int = 0
     options: list[Options] = field(default_factory=list)
     extra_argv: list[str] = field(default_factory=list)
     allreduce: str | None = None
@@ -161,6 +161,10 @@ def early_estimate(spec: JobSpec, partition_dir: Path) -> MemoryEstimate | None:
         return None
     try:
         unchecked = load_partition_set(partition_dir, verify=False)
+    except (CommgraphError, OSError, ValueError):
+        return None
+    check_workers(spec, partition_dir, unchecked.num_parts)  # a dry run is refused as the run would be
+    try:
         return spec.memory(unchecked, unchecked.num_parts)
     except (CommgraphError, OSError, ValueError):
         return None
@@ -188,13 +192,29 @@ def partition_set(spec: JobSpec, parts: int) -> Path:
     """The partition set to run on: GRAPH itself if it is one, else a (cached) fresh one of ``parts``."""
     if is_partition_set(spec.graph):
         return Path(spec.graph)
+    check_topology_holds(spec, parts)  # before minutes of partitioning, and no cache entry for a refused job
     graph = spec.load()
     if spec.check is not None:
-        spec.check(graph.name, graph)  # before minutes of partitioning
+        spec.check(graph.name, graph)
     folder = Path(spec.launch.partition_dir) if spec.launch.partition_dir else None
-    return cached_partition_set(
-        graph, parts, spec.launch.partition, spec.seed, folder, log=None if spec.launch.quiet else spec.say
-    )
+    launch = spec.launch
+    log = None if launch.quiet else spec.say
+    return cached_partition_set(graph, parts, launch.partition, launch.partition_seed, folder, log=log)
+
+
+def check_topology_holds(spec: JobSpec, parts: int) -> None:
+    """Refuse a preset or file ``--topology`` with fewer worker devices than the job's ``parts``
+    (a detected one is made for the job's workers)."""
+    job = spec.job
+    if str(job.topology) == DETECT:
+        return
+    topology = resolve_topology(job.topology, speeds=parse_speeds(job.speeds))
+    have = len(topology.workers)
+    if parts > have:
+        raise JobError(
+            f"{parts} workers but topology {topology.name!r} has only {have} worker devices: "
+            f"pass --workers {have} or a --topology with more"
+        )
 
 
 def checked_set(spec: JobSpec, partition_dir: Path) -> PartitionSet:
@@ -204,11 +224,14 @@ def checked_set(spec: JobSpec, partition_dir: Path) -> PartitionSet:
     pset.verify_all()
     if spec.check is not None:
         spec.check(str(partition_dir), pset.part(0))
-    if spec.launch.workers is not None and spec.launch.workers != pset.num_parts:
-        raise JobError(
-            f"{partition_dir} has {pset.num_parts} parts; pass --workers {pset.num_parts} or another partition set"
-        )
+    check_workers(spec, partition_dir, pset.num_parts)
     return pset
+
+
+def check_workers(spec: JobSpec, partition_dir: Path, parts: int) -> None:
+    """Refuse ``--workers`` other than the set's part count (one worker per part)."""
+    if spec.launch.workers is not None and spec.launch.workers != parts:
+        raise JobError(f"{partition_dir} has {parts} parts; pass --workers {parts} or another partition set")
 
 
 def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, scratch: Path) -> JobOptions:
@@ -262,7 +285,7 @@ def shared_partition_set(spec: JobSpec) -> Path:
     target = (
         Path(spec.launch.partition_dir)
         if spec.launch.partition_dir
-        else partition_cache_entry(graph, spec.launch.partition, workers, spec.seed)
+        else partition_cache_entry(graph, spec.launch.partition, workers, spec.launch.partition_seed)
     )
     deadline = time.monotonic() + max(spec.launch.timeout, 600)
     while not is_partition_set(target):

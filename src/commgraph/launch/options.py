@@ -24,6 +24,11 @@ class LaunchOptions(Options):
         default=None,
     )
     partition: str = option("how to split a GRAPH into parts", choices=METHODS, default="g3")
+    partition_seed: int = option(
+        "seed of the partitioner's random choices when a GRAPH is partitioned (--seed leaves the partition as it is)",
+        type=int,
+        default=0,
+    )
     partition_dir: str | None = option(
         "where to keep the partition set of a GRAPH (default: a cache under $COMMGRAPH_HOME/partitions)",
         metavar="DIR",
