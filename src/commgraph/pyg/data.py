@@ -10,6 +10,7 @@ the owned nodes, and the halo rows are what the planned all-gather refreshes bef
 from __future__ import annotations
 
 import os
+import typing
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,9 @@ from commgraph.partition import PartitionSet, is_partition_set, load_partition_s
 from commgraph.partition.store import Part
 from commgraph.pyg.world import Session, session
 
+if typing.TYPE_CHECKING:
+    from commgraph.pyg.hetero import TypedLayout
+
 DEFAULT_METHOD = "metis"
 
 
@@ -31,11 +35,12 @@ DEFAULT_METHOD = "metis"
 class PartHandle:
     """What the bridge keeps of a partitioned ``Data``: the set, this rank's part, and, when the
     part was cut from a ``Data`` in memory, each local edge's position in that ``Data``'s
-    ``edge_index`` (``edge_ids``)."""
+    ``edge_index`` (``edge_ids``); for a ``HeteroData``, its node types' rows (``types``)."""
 
     pset: PartitionSet
     part: Part
     edge_ids: np.ndarray | None = None
+    types: TypedLayout | None = None  # a HeteroData's part: each node type's rows
 
     @property
     def num_owned(self) -> int:
@@ -83,7 +88,9 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
 
     Args:
         data: a ``torch_geometric.data.Data`` (every rank's copy of the whole graph; edges as
-            given, directed, self loops kept), or a partition set's directory with one part per rank.
+            given, directed, self loops kept), a ``HeteroData`` (its part is a ``HeteroData``, see
+            :func:`~commgraph.pyg.hetero.partition_hetero`), or a partition set's directory with
+            one part per rank.
         method: ``metis``, ``g3``, ``chunk`` or ``random`` (a ``Data`` only).
         seed: the partitioner's seed (a ``Data`` only).
         folder: where to write the set instead of the cache (a ``Data`` only).
@@ -102,9 +109,13 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
     Raises:
         BridgeError: ``edge_index`` out of range, a set whose part count is not the job's.
     """
-    from torch_geometric.data import Data
+    from torch_geometric.data import Data, HeteroData
 
     s = session()
+    if isinstance(data, HeteroData):
+        from commgraph.pyg.hetero import partition_hetero
+
+        return partition_hetero(s, data, method, seed, folder)
     if isinstance(data, (str, os.PathLike)):
         handle = _open_set(s, Path(data))
         source = None
@@ -150,20 +161,25 @@ def check_edge_index(edge_index: torch.Tensor, num_nodes: int, name: str = "edge
 
 
 def _cut(s: Session, data, method: str, seed: int, folder) -> PartHandle:
-    from commgraph.launch.cache import cached_partition_set, partition_cache_entry
-
     num_nodes = int(data.num_nodes)
     edges = check_edge_index(data.edge_index, num_nodes)
-    graph = _graph_of(data, edges, num_nodes)
+    pset = cut_graph(s, _graph_of(data, edges, num_nodes), method, seed, folder)
+    part = pset.part(s.world.rank)
+    return PartHandle(pset, part, _edge_positions(part, edges, num_nodes))
+
+
+def cut_graph(s: Session, graph, method: str, seed: int, folder, node_type: np.ndarray | None = None) -> PartitionSet:
+    """The partition set of ``graph`` into the job's ranks: each machine's first rank makes it
+    (in ``folder`` or the partition cache) unless a sound one is there, every rank maps it."""
+    from commgraph.launch.cache import cached_partition_set, partition_cache_entry
+
     parts = s.world.size
     target = Path(folder) if folder is not None else partition_cache_entry(graph, method, parts, seed)
     if int(os.environ.get("LOCAL_RANK", "0")) == 0:
-        cached_partition_set(graph, parts, method, seed, target)
+        cached_partition_set(graph, parts, method, seed, target, node_type=node_type)
     if parts > 1:
         s.comm.barrier()  # every machine's first rank has written its set
-    pset = load_partition_set(target, graph)
-    part = pset.part(s.world.rank)
-    return PartHandle(pset, part, _edge_positions(part, edges, num_nodes))
+    return load_partition_set(target, graph)
 
 
 def _graph_of(data, edges: np.ndarray, num_nodes: int):
