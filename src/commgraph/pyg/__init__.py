@@ -4,7 +4,8 @@
   (or a one-process world); torch's default process group, so DDP works.
 - :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows), or of a
   ``HeteroData`` as a ``HeteroData`` (each node type's owned rows, then its halo rows).
-- :class:`NeighborLoader`: PyG's sampled mini-batches, each rank drawing the seeds it owns.
+- :class:`NeighborLoader`: PyG's sampled mini-batches, each rank drawing the seeds it owns; of a
+  ``HeteroData`` too, with fanouts per relation (:mod:`commgraph.pyg.hetero_loader`).
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather (a ``to_hetero`` or ``HeteroConv`` model on a heterogeneous part:
   :class:`HeteroFullGraph`, each type's rows once per forward); :func:`global_mean` / :func:`global_sum` make a loss or metric global.

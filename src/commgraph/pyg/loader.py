@@ -96,6 +96,41 @@ def input_ids(input_nodes, num_nodes: int) -> np.ndarray:
     return ids
 
 
+def check_batching(batch_size, sampler: str, options: dict) -> int:
+    """``batch_size`` as an int, once ``sampler`` and the DataLoader ``options`` are known ones.
+
+    Raises:
+        BridgeError: a ``batch_size`` that is not an int >= 1, another sampler, an unknown option.
+    """
+    unknown = sorted(set(options) - set(WORKER_OPTIONS))
+    if unknown:
+        raise BridgeError(f"cg.NeighborLoader has no option {unknown[0]!r}: leave it out")
+    if sampler not in SAMPLERS:
+        raise BridgeError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise BridgeError(f"batch_size must be an int >= 1; got {batch_size!r}")
+    return int(batch_size)
+
+
+def most_batches(num_seeds: int, batch_size: int) -> int:
+    """The most batches any rank's seeds need (this rank has ``num_seeds``), through one all-reduce."""
+    s = session()
+    needs = [0.0] * s.world.size
+    needs[s.world.rank] = math.ceil(num_seeds / batch_size)
+    return int(max(s.comm.global_sum(needs)))
+
+
+def epoch_batches(num_seeds: int, batch_size: int, steps: int, shuffle: bool, rng: np.random.Generator):
+    """``steps`` batches of positions in a rank's ``num_seeds`` seeds: in order or, with ``shuffle``,
+    in an order drawn from ``rng``; past its own batches a rank makes its first ones again (empty
+    ones when it has no seeds)."""
+    order = rng.permutation(num_seeds) if shuffle else np.arange(num_seeds)
+    own = math.ceil(num_seeds / batch_size)
+    for step in range(steps):
+        at = (step % own) * batch_size if own else 0
+        yield order[at : at + batch_size]
+
+
 @dataclass
 class Hops:
     """A batch's draws (:func:`sample_hops`).
@@ -162,7 +197,9 @@ class NeighborLoader:
     ``batch_size`` rows is the next layer's input for the whole graph on every rank.
 
     Args:
-        data: the whole graph as a ``torch_geometric.data.Data`` (partitioned here with
+        data: a ``torch_geometric.data.HeteroData`` (the loader is then a
+            :class:`~commgraph.pyg.hetero_loader.HeteroNeighborLoader`, with its arguments), or the
+            whole graph as a ``torch_geometric.data.Data`` (partitioned here with
             :func:`~commgraph.pyg.partition`, which every rank calls; batches take every node
             attribute of ``data``, indexed by ``n_id``, and every edge attribute, by ``e_id``), a
             part that :func:`~commgraph.pyg.partition` returned, or a partition set's directory
@@ -198,6 +235,15 @@ class NeighborLoader:
             option the loader does not know, or ``data`` of another kind.
     """
 
+    def __new__(cls, data, *args, **kwargs):
+        from torch_geometric.data import HeteroData
+
+        if isinstance(data, HeteroData):
+            from commgraph.pyg.hetero_loader import HeteroNeighborLoader
+
+            return HeteroNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         data,
@@ -209,17 +255,10 @@ class NeighborLoader:
         seed: int = 0,
         **options,
     ):
-        unknown = sorted(set(options) - set(WORKER_OPTIONS))
-        if unknown:
-            raise BridgeError(f"cg.NeighborLoader has no option {unknown[0]!r}: leave it out")
-        if sampler not in SAMPLERS:
-            raise BridgeError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise BridgeError(f"batch_size must be an int >= 1; got {batch_size!r}")
+        self.batch_size = check_batching(batch_size, sampler, options)
         self.num_neighbors = check_num_neighbors(num_neighbors)
-        self.batch_size, self.shuffle, self.seed, self.epoch = int(batch_size), shuffle, seed, 0
-        s = session()
-        self.rank = s.world.rank
+        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+        self.rank = session().world.rank
         self.data, self.handle, self._whole = _source(data)
         self.graph = SamplingGraph.from_partition(self.handle.pset, self.rank)
         self._scratch = Scratch()
@@ -229,9 +268,7 @@ class NeighborLoader:
             self.steps = math.ceil(ids.shape[0] / batch_size)
         else:
             self.positions = np.flatnonzero(self.graph.owner[ids] == self.rank)
-            needs = [0.0] * s.world.size  # every rank's batches, through one all-reduce
-            needs[self.rank] = math.ceil(self.positions.shape[0] / batch_size)
-            self.steps = int(max(s.comm.global_sum(needs)))
+            self.steps = most_batches(self.positions.shape[0], self.batch_size)
         self.seeds = ids[self.positions]
 
     def __len__(self) -> int:
@@ -240,11 +277,8 @@ class NeighborLoader:
     def __iter__(self):
         rng = np.random.default_rng((self.seed, self.rank, self.epoch))
         self.epoch += 1
-        order = rng.permutation(self.seeds.shape[0]) if self.shuffle else np.arange(self.seeds.shape[0])
-        own = math.ceil(order.shape[0] / self.batch_size)
-        for step in range(self.steps):
-            at = (step % own) * self.batch_size if own else 0
-            yield self._batch(order[at : at + self.batch_size], rng)
+        for picked in epoch_batches(self.seeds.shape[0], self.batch_size, self.steps, self.shuffle, rng):
+            yield self._batch(picked, rng)
 
     def _batch(self, picked: np.ndarray, rng: np.random.Generator):
         """The batch of seeds ``self.seeds[picked]``."""
@@ -326,6 +360,6 @@ def _source(data) -> tuple[object, PartHandle, bool]:
     if isinstance(data, Data):
         return data, find_handle(partition(data)), True
     raise BridgeError(
-        "cg.NeighborLoader takes a torch_geometric Data, a part from cg.partition or a partition set's path, "
-        f"got {type(data).__name__}"
+        "cg.NeighborLoader takes a torch_geometric Data or HeteroData, a part from cg.partition or a partition "
+        f"set's path, got {type(data).__name__}"
     )
