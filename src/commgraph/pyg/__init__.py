@@ -8,7 +8,8 @@
   ``HeteroData`` too, with fanouts per relation (:mod:`commgraph.pyg.hetero_loader`).
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather (a ``to_hetero`` or ``HeteroConv`` model on a heterogeneous part:
-  :class:`HeteroFullGraph`, each type's rows once per forward); :func:`global_mean` / :func:`global_sum` make a loss or metric global.
+  :class:`HeteroFullGraph`, each type's rows once per forward); :func:`global_mean` /
+  :func:`global_sum` make a loss or metric global.
 - :func:`unified`: a host table the GPU reads directly (PyTorch-Direct), a plain tensor on a CPU.
 - Link prediction: :func:`edge_split`, :func:`negative_sampling` (the same on every rank for a
   seed), :func:`edge_embeddings` (both endpoints' rows of this rank's label edges) and the global
