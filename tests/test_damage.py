@@ -83,12 +83,19 @@ def _out_of_range(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _one_node_moved(owner: np.ndarray) -> np.ndarray:
+    owner = np.array(owner)
+    owner[0] = 1 - owner[0]
+    return owner
+
+
 ARRAY_DAMAGE: dict[str, Callable[[Path], None]] = {
     "truncated": lambda f: f.write_bytes(f.read_bytes()[: max(f.stat().st_size // 2, 140)]),
     "zero-bytes": lambda f: f.write_bytes(b""),
     "wrong-dtype": lambda f: _rewrite(f, _wrong_dtype(np.load(f))),
     "wrong-shape": lambda f: _rewrite(f, _wrong_shape(np.load(f))),
     "out-of-range": lambda f: _rewrite(f, _out_of_range(np.load(f))),
+    "one-node-moved": lambda f: _rewrite(f, _one_node_moved(np.load(f))),  # the owner map alone
 }
 
 
@@ -140,11 +147,16 @@ def _set_case(name: str, damage: str, keep_record: bool = True, argv: str = "tra
 UNPINNED_SHAPE = {f"part-{k}/{name}.npy" for k in range(PARTS) for name in ("owned", "halo")}
 
 SET_CASES = [
-    *[_set_case(name, damage) for name in SET_FILES for damage in ARRAY_DAMAGE if damage != "out-of-range"],
+    *[
+        _set_case(name, damage)
+        for name in SET_FILES
+        for damage in ("truncated", "zero-bytes", "wrong-dtype", "wrong-shape")
+    ],
     *[_set_case(name, "out-of-range") for name in RANGED],
     *[_set_case(name, "wrong-dtype", keep_record=False) for name in SET_FILES],
     *[_set_case(name, "wrong-shape", keep_record=False) for name in SET_FILES if name not in UNPINNED_SHAPE],
     *[_set_case(name, "out-of-range", keep_record=False) for name in RANGED],
+    *[_set_case("structure/owner.npy", "one-node-moved", keep_record) for keep_record in (True, False)],
     # the report's cases, on the other commands that open a set
     _set_case("part-0/features.npy", "zero-bytes", argv="predict {set} --checkpoint-dir {ck}"),
     _set_case("part-1/features.npy", "wrong-shape", argv="predict {set} --checkpoint-dir {ck}"),

@@ -100,6 +100,8 @@ def read_header(file: Path) -> Header:
     is refused naming it."""
     if not file.is_file():
         _refuse(file, "is missing")
+    if file.stat().st_size == 0:
+        _refuse(file, "is empty (0 bytes)")
     try:
         with open(file, "rb") as handle:
             version = np.lib.format.read_magic(handle)
@@ -121,10 +123,12 @@ def validate_set(path: Path, manifest: dict) -> None:
     :class:`PartitionError` naming the file."""
     sizes = {"N": manifest["graph"]["num_nodes"], "E": manifest["graph"]["num_edges"], "P": manifest["parts"]}
     recorded = manifest.get("arrays")
+    if recorded is not None and not isinstance(recorded, dict):
+        raise PartitionError(f"{path / 'manifest.json'}: arrays must be a JSON object; {REMAKE}")
     headers = {}
     for name in manifest["files"]:
         if name.endswith(".npy"):
-            headers[name] = _checked_header(path, name, None if not isinstance(recorded, dict) else recorded)
+            headers[name] = _checked_header(path, name, recorded)
     owned = []
     edges = 0
     for k in range(sizes["P"]):
@@ -161,7 +165,7 @@ def _checked_header(path: Path, name: str, recorded: dict | None) -> Header:
             f"{header.offset + header.data_bytes} bytes",
         )
     if recorded is not None and recorded.get(name) != header.record():
-        _refuse(file, f"holds {header.dtype.str} {list(header.shape)}, the manifest records {recorded.get(name)}")
+        _refuse(file, f"holds {_describe(header.record())}, the manifest records {_describe(recorded.get(name))}")
     return header
 
 
@@ -214,6 +218,14 @@ def _known(dim: str, sizes: dict) -> bool:
 
 def _value(dim: str, sizes: dict) -> int:
     return sum(int(term) if term.strip().isdigit() else int(sizes[term.strip()]) for term in dim.split("+"))
+
+
+def _describe(record: object) -> str:
+    """An ``arrays`` record as ``int64 (1354,)``, or as it is if it is not one."""
+    try:
+        return f"{np.dtype(record['dtype'])} {tuple(record['shape'])}"
+    except (TypeError, KeyError, ValueError):
+        return repr(record)
 
 
 def _mapped(file: Path) -> np.ndarray:
