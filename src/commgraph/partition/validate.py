@@ -4,8 +4,8 @@ table, ids at their type's maximum each pass one).
 
 Each file's header is read (dtype, shape, the bytes its data take) and checked against the file's
 length, against the manifest's record of it (``arrays``: dtype and shape of every file; a set
-written before the manifest kept it is checked by the rules alone) and against a rule of :data:`PART_RULES` or
-:data:`STRUCTURE_RULES`. A rule gives the dtype kinds a file may have, its shape in sizes such as
+written before the manifest kept it is checked by the rules alone) and against a rule of
+:data:`PART_RULES` or :data:`STRUCTURE_RULES`. A rule gives the dtype kinds a file may have, its shape in sizes such as
 ``n`` (nodes the part owns) or ``N + 1``, the bound its values lie below (ids) and, for a pointer
 array, the size its last value gives. Sizes are the manifest's (``N`` nodes, ``E`` edges, ``P``
 parts) or bound by the first file that gives them, so files disagreeing with each other are found.
