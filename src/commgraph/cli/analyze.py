@@ -132,6 +132,7 @@ def _run_partition_set(
     partdir: str, options: AnalyzeOptions, launcher: LaunchOptions, job: JobOptions, report: Report, debug: bool
 ) -> int:
     pset = load_partition_set(partdir, verify=True)
+    pset.validate()
     pset.verify_all()
     check_partition_set(options, pset)
     if pset.num_parts == 1 and launcher.workers in (None, 1):

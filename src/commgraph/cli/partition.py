@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_info(args: argparse.Namespace) -> int:
     pset = load_partition_set(args.dir, verify=True)
+    pset.validate()
     pset.verify_all()
     m = pset.manifest
     result = {

@@ -150,6 +150,7 @@ def run_allgather(args: argparse.Namespace) -> int:
         raise PlanError(f"--feature-dim must be >= 1, got {args.feature_dim}")
     topology = topology_from_args(args)
     pset = load_partition_set(args.partdir)
+    pset.validate()
     devices = placement(pset, topology, args.placement.split(",") if args.placement else None)
     plans, report = [], {}
     for name in _chosen(args, PLANNERS["allgather"]):

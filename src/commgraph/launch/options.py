@@ -41,8 +41,9 @@ class LaunchOptions(Options):
     threads: int | None = option("compute threads per worker (default: cores / local workers)", type=int, default=None)
     quiet: bool = option("no progress bar or progress lines; only the result", type=bool, default=False)
     dry_run: bool = option(
-        "print the memory the job will hold per worker and per machine, by part, and exit "
-        "without starting workers (with --json: one JSON object)",
+        "check the job as a run would (partition set, workers, checkpoint, masks), print the memory "
+        "it will hold per worker and per machine, by part, and exit without starting workers "
+        "(with --json: one JSON object)",
         type=bool,
         default=False,
     )
