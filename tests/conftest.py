@@ -10,13 +10,22 @@ Markers (registered in pyproject.toml, ``--strict-markers``):
   own, and the unit tier runs no ``gpu`` test anyway.
 - ``slow``: the test takes more than about 5 s on a quiet 2-core machine.
 
+No process outlives its test: every process a test starts from pytest's process with ``subprocess``
+that still runs at teardown is killed with SIGKILL, with its process group where it leads one (a
+launcher's ranks die with it: each asks for its parent's death signal,
+:func:`commgraph.lifetime.die_with_parent`), and the run fails if any process below pytest still
+runs at its end.
+
 ``make test-fast`` runs ``-m "not slow and not multiproc and not gpu"``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
+import sys
 from multiprocessing import util as mp_util
 from pathlib import Path
 
@@ -51,6 +60,7 @@ def switch_planes():
 # -- the process guard behind the ``multiproc`` mark ------------------------------------------------
 
 _started: list[str] = []  # what the running test started, in this (pytest's) process
+_popens: list[subprocess.Popen] = []  # the processes it started, killed at its teardown if still running
 
 
 def _note(what: str) -> None:
@@ -59,6 +69,7 @@ def _note(what: str) -> None:
 
 
 _PYTEST_PID = os.getpid()
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 _execute_child = subprocess.Popen._execute_child
 _spawnv_passfds = mp_util.spawnv_passfds
 
@@ -73,7 +84,9 @@ def _execute_child_noted(self, args, *rest, **kwargs):
     command = command.decode() if isinstance(command, bytes) else command
     if os.path.basename(command.split(" ", 1)[0]) not in _TOOLS:
         _note(f"subprocess {command}"[:200])
-    return _execute_child(self, args, *rest, **kwargs)
+    _execute_child(self, args, *rest, **kwargs)
+    if os.getpid() == _PYTEST_PID:
+        _popens.append(self)
 
 
 def _spawnv_passfds_noted(path, args, passfds):
@@ -81,7 +94,42 @@ def _spawnv_passfds_noted(path, args, passfds):
     return _spawnv_passfds(path, args, passfds)
 
 
+def _kill_left_running() -> None:
+    """SIGKILL every process the test started that still runs (its group too, where it leads one)."""
+    from commgraph.lifetime import kill_group
+
+    for process in _popens:
+        if process.poll() is not None:  # exited and reaped: its pid may be another process's now
+            continue
+        if os.getpgid(process.pid) == process.pid:
+            kill_group(process.pid)
+        else:
+            process.kill()
+        process.wait()
+    _popens.clear()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run fails if a process it started still runs at its end. pytest is the child subreaper
+    of everything it starts (:func:`pytest_configure`), so an orphaned rank is still found below it."""
+    from procs import alive, descendants
+
+    left = descendants(_PYTEST_PID)
+    running = alive(left)
+    for pid in running:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+    if running:
+        listed = "; ".join(f"{pid}: {left[pid][2][:120]}" for pid in running[:5])
+        print(f"\n{len(running)} process(es) outlived their test and were killed: {listed}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if sys.platform.startswith("linux"):  # orphans of the processes a test starts become pytest's children
+        ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     # no tqdm monitor thread in this process: ForkedZygote.fork forks no process with other
     # threads, so while one runs, launches from here start a fresh interpreter instead of forking
     # this warmed one
@@ -113,12 +161,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
     _started.clear()
+    _popens.clear()
     return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     result = yield
+    _kill_left_running()
     if _started and item.get_closest_marker("multiproc") is None and item.get_closest_marker("gpu") is None:
         first = _started[0]
         count = len(_started)

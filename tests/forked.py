@@ -34,7 +34,15 @@ def launch_forked(argv: list[str], workers: int, *, module: str, **options) -> i
     """``launch_local(argv, workers, module=module, **options)`` with its ranks forked from this
     process (from a fresh zygote where forking here is not safe, see :meth:`ForkedZygote.fork`)."""
     _warm()
-    return launch_local(argv, workers, module=module, zygote=ForkedZygote.fork(), **options)
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(sys.path)  # a fresh zygote finds the tests' drivers too
+    try:
+        return launch_local(argv, workers, module=module, zygote=ForkedZygote.fork(), **options)
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def run_commgraph(argv: list[str]) -> subprocess.CompletedProcess:

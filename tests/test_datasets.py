@@ -22,7 +22,7 @@ from commgraph.errors import DatasetError
 from commgraph.graph import REGISTRY, from_edges, load_graph, load_npz, load_snap
 from commgraph.graph.datasets import cache_state, dataset_dir, fetch, load_dataset
 from commgraph.graph.download import mirrored
-from commgraph.graph.registry import Dataset, RemoteFile, Stats
+from commgraph.graph.registry import Dataset, RemoteFile, Stats, lookup
 from fileserver import Fault, FileServer
 from test_planetoid import write_planetoid
 
@@ -245,6 +245,23 @@ def test_offline_is_one_line_naming_file_url_and_destination(tmp_path, monkeypat
     dest = tmp_path / "home" / "datasets" / "web-Google" / "raw" / "web-Google.txt.gz"
     assert "\n" not in message
     assert "fetch http://127.0.0.1:9/data/web-Google.txt.gz yourself" in message and f"put it at {dest}" in message
+
+
+def test_a_host_that_does_not_resolve_is_said_once_with_every_file_to_fetch(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COMMGRAPH_MIRROR", "http://nonexistent.invalid/")  # .invalid never resolves (RFC 2606)
+    monkeypatch.setattr("commgraph.graph.download.time.sleep", lambda s: pytest.fail("a second try was waited for"))
+    assert main(["graph", "datasets", "download", "citeseer"]) == 2
+    err = capsys.readouterr().err
+    folder = tmp_path / "home" / "datasets" / "citeseer" / "raw"
+    urls = [
+        f"http://nonexistent.invalid/kimiyoung/planetoid/raw/master/data/{f.filename}" for f in lookup("citeseer").files
+    ]
+    assert err.count("\n") == 1 and len(urls) == 8
+    assert err.startswith(
+        "commgraph: error: cannot download citeseer's 8 files (nonexistent.invalid does not resolve: no network, "
+        f"or no DNS): fetch them yourself into {folder}: {', '.join(urls)}, then run again (or set COMMGRAPH_MIRROR)"
+    )
 
 
 @pytest.mark.multiproc

@@ -139,3 +139,16 @@ def test_the_worker_command_line_gives_the_workers_the_same_options(cora_two):
     assert LaunchOptions.from_args(worker) == LaunchOptions(timeout=30.0, threads=1, quiet=True)
     again = TrainConfig.from_args(worker, progress=False)
     assert again.sections() == config.sections() and again.job == resolved
+
+
+def test_the_seed_leaves_the_partition_and_the_partition_seed_changes_it(tmp_path, monkeypatch, capsys):
+    """Five --seed values for error bars train on one partition; --partition-seed picks another."""
+    from commgraph.cli.main import main
+
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
+    graph = "sbm:nodes=200,classes=2,features=4,seed=0"
+    for seed in ("0", "3"):
+        assert main(["train", graph, "--workers", "2", "--seed", seed, "--partition", "random", "--dry-run"]) == 0
+    assert [p.name.rsplit("-", 1)[1] for p in (tmp_path / "partitions").iterdir()] == ["s0"]
+    assert main(["train", graph, "--workers", "2", "--partition-seed", "3", "--partition", "random", "--dry-run"]) == 0
+    assert sorted(p.name.rsplit("-", 1)[1] for p in (tmp_path / "partitions").iterdir()) == ["s0", "s3"]

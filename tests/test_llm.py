@@ -699,3 +699,20 @@ def test_barrier_and_fp32_gradients_change_the_dag_as_megatron_runs_it():
     assert all(g.bytes == size[g.id] for g in gathers)  # parameters stay bf16
     with pytest.raises(SimulationError, match="gradient bytes must be > 0"):
         build_iteration(model("gpt3-13b"), layout, gpu("h100"), net, grad_bytes=0.0)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--tp", "4", "--pp", "1", "--dp", "1", "--idle-gpus", "--topology", "hgx-h100"],
+        ["--tp", "16", "--pp", "1", "--topology", "2xhgx-h100-ib"],
+    ],
+)
+def test_tensor_parallel_only_layouts_move_no_coflow_and_run_at_the_compute_time(argv, capsys):
+    """pp = dp = 1: no coflow, so every scheduler takes the free-communication time, the floor's."""
+    assert main(["sim", "llm", "--model", "gpt3-13b", *argv, "--scheduler", "megatron,varys,sincronia", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    free = result["ceiling"]["free_communication_seconds"]
+    assert result["flows"] == 0 and free > 0
+    assert {s["iteration_seconds"] for s in result["schedulers"].values()} == {free}
+    assert result["ceiling"]["floor_seconds"] == pytest.approx(free, rel=1e-9)

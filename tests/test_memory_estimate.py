@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from commgraph import sizes
 from commgraph.errors import JobError
 from commgraph.graph import load_graph
 from commgraph.launch import LaunchOptions
@@ -218,6 +219,6 @@ def test_dry_run_prints_the_estimate_and_starts_no_worker(cora_set):
 
 
 def test_available_memory_is_read_from_the_system():
-    available = memory.available_bytes()
+    available = sizes.available_bytes()
     assert available is None or available > 0
     assert np.isfinite(available or 0)

@@ -419,9 +419,13 @@ def test_batches_are_read_from_the_feature_store_whichever_features_value(sets, 
 
 
 def test_a_sampled_checkpoint_is_not_resumed_as_full_graph_training(tmp_path):
+    import torch
+
     from commgraph.train import TrainConfig, checkpoint
 
-    checkpoint.save(tmp_path, {"identity": checkpoint.identity("abc", 2, TrainConfig.build(sampler="neighbor"))})
+    written = checkpoint.identity("abc", 2, TrainConfig.build(sampler="neighbor"))
+    rng = [torch.get_rng_state()] * 2
+    checkpoint.save(tmp_path, {"identity": written, "model": {}, "epoch": 1, "optimizer": {}, "rng": rng})
     with pytest.raises(TrainingError, match="sampler='neighbor', this run has sampler=None"):
         checkpoint.load(tmp_path, checkpoint.identity("abc", 2, TrainConfig()))
 

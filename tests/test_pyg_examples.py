@@ -21,7 +21,12 @@ ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "examples" / "pyg"
 PAGE = ROOT / "docs" / "pyg.md"
 DIFF = re.compile(r"^```diff\n(.*?)^```$", re.S | re.M)
-PAIRS = [("gcn.py", "gcn_distributed.py")]
+# each pair and the changed lines it may have: link prediction's label edges span ranks (docs/pyg.md)
+PAIRS = [
+    ("gcn.py", "gcn_distributed.py", 6),
+    ("sage_sampled.py", "sage_sampled_distributed.py", 6),
+    ("link.py", "link_distributed.py", 9),
+]
 
 
 def code(path: Path) -> list[str]:
@@ -40,10 +45,10 @@ def changes(plain: Path, distributed: Path) -> list[str]:
 def test_each_diff_on_the_page_is_its_examples_diff():
     shown = DIFF.findall(PAGE.read_text())
     assert len(shown) == len(PAIRS)
-    for block, (plain, distributed) in zip(shown, PAIRS):
+    for block, (plain, distributed, most) in zip(shown, PAIRS):
         lines = changes(EXAMPLES / plain, EXAMPLES / distributed)
         assert block.splitlines() == lines, distributed
-        assert sum(line.startswith("+") for line in lines) <= 6, distributed
+        assert sum(line.startswith("+") for line in lines) <= most, distributed
 
 
 @pytest.fixture
@@ -61,9 +66,13 @@ def planetoid_root(tmp_path: Path, planetoid_dir: Path) -> Path:
     return tmp_path / "Planetoid"
 
 
+EPOCH = re.compile(r"Epoch: \d+, .*?Test: \d\.\d{4}")
+
+
 def printed(result) -> list[str]:
-    """The epoch lines a run printed, each once (every rank prints them)."""
-    return sorted({line for line in result.stdout.splitlines() if line.startswith("Epoch")})
+    """The epoch lines a run printed, each once (every rank prints them, and two ranks' lines may
+    meet on one line of the shared output)."""
+    return sorted(set(EPOCH.findall(result.stdout)))
 
 
 @pytest.mark.multiproc
@@ -103,4 +112,30 @@ def test_the_distributed_classifier_runs_under_torchrun(planetoid_root, tmp_path
     finally:
         kill_group(process.pid)
     assert process.returncode == 0, err[-6000:]
-    assert len({line for line in out.splitlines() if line.startswith("Epoch")}) == 3
+    assert len(set(EPOCH.findall(out))) == 3
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_the_distributed_link_predictor_prints_what_it_prints_alone(planetoid_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    argv = [str(EXAMPLES / "link_distributed.py"), "--root", str(planetoid_root), "--epochs", "3"]
+    alone = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    run = run_commgraph(["run", "--workers", "2", *argv])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert printed(run) == printed(alone) and len(printed(alone)) == 3
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_the_sampled_script_trains_one_model_on_every_rank(planetoid_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    argv = [str(EXAMPLES / "sage_sampled_distributed.py"), "--root", str(planetoid_root), "--epochs", "2"]
+    run = run_commgraph(["run", "--workers", "2", *argv])
+    assert run.returncode == 0, run.stderr[-2000:]
+    # each rank's loss is its own batch's; DDP keeps one model, so both ranks evaluate it alike
+    tests = {}
+    for line in EPOCH.findall(run.stdout):
+        tests.setdefault(line.split(",")[0], set()).add(line.split("Test: ")[1])
+    assert len(tests) == 2 and all(len(values) == 1 for values in tests.values())

@@ -118,7 +118,9 @@ def test_explicit_route_through_a_gpu():
     [
         ([Transfer("x", "a", "zz", 1.0)], "unknown device 'zz'"),
         ([Compute("c", "zz", 1.0)], "unknown device 'zz'"),
-        ([Transfer("x", "a", "b", -1.0)], "bytes must be >= 0"),
+        ([Transfer("x", "a", "b", -1.0)], "bytes must be a finite number >= 0, got -1.0"),
+        ([Transfer("x", "a", "b", float("inf"))], "bytes must be a finite number >= 0, got inf"),
+        ([Compute("c", "a", float("nan"))], "seconds must be a finite number >= 0, got nan"),
         ([Transfer("x", "a", "b", 1.0), Transfer("x", "a", "b", 1.0)], "duplicate task id 'x'"),
         ([Transfer("x", "a", "b", 1.0, deps=("y",))], "unknown task 'y'"),
         ([Transfer("x", "a", "b", 1.0, deps=("y",)), Compute("y", "a", 1.0, deps=("x",))], "cycle"),

@@ -163,6 +163,17 @@ def test_the_gpus_of_a_server_with_one_nic_share_one_dijkstra():
             [Link("a", "b", "nvlink", 1, 1.0, 0.0), Link("b", "a", "nvlink", 1, 1.0, 0.0)],
             "duplicate nvlink",
         ),
+        ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "a", "pcie", 1, 1.0, 0.0)], "two different devices"),
+        ([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "warp", 1, 1.0, 0.0)], "unknown kind 'warp'"),
+        (  # the first link at fault is named, whatever later links get wrong
+            [Device("a", "gpu"), Device("b", "gpu")],
+            [
+                Link("a", "b", "pcie", 1, 1.0, 0.0),
+                Link("a", "b", "qpi", 1, 1.0, -1.0),
+                Link("a", "zz", "pcie", 1, 1.0, 0.0),
+            ],
+            r"^link 1 \(a - b\): latency_us must be >= 0, got -1.0$",
+        ),
     ],
 )
 def test_invalid_topologies_name_the_offending_entry(devices, links, message):

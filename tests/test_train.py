@@ -259,7 +259,9 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(partition_sets, tmp_p
 def test_a_damaged_partition_set_is_refused_once_before_any_worker_starts(partition_sets, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(partition_sets[("cora", 2)], broken)
-    (broken / "part-1" / "features.npy").write_bytes(b"not numpy")
+    features = np.load(broken / "part-1" / "features.npy")
+    features[0, 0] += 1  # a valid array of the right shape: only its checksum tells
+    np.save(broken / "part-1" / "features.npy", features)
     job = run_commgraph(["train", str(broken), "--workers", "2", "--epochs", "5", "--timeout", "20"])
     stderr = job.stderr
     assert job.returncode == 2
@@ -295,7 +297,9 @@ def test_a_worker_error_reaches_the_others(partition_sets, tmp_path):
         )
         == 0
     )
-    (broken / "part-1" / "features.npy").write_bytes(b"not numpy")
+    features = np.load(broken / "part-1" / "features.npy")
+    features[0, 0] += 1  # a valid array of the right shape: only its checksum tells
+    np.save(broken / "part-1" / "features.npy", features)
     port = free_port()
     jobs = [
         subprocess.Popen(
@@ -384,9 +388,13 @@ def test_resume_continues_to_the_same_losses(partition_sets, tmp_path):
 def test_resume_refuses_another_run(partition_sets, tmp_path, capsys):
     assert main(["train", str(partition_sets[("cora", 1)]), "--epochs", "1", "--resume", "--quiet"]) == 2
     assert "--resume needs --checkpoint-dir" in capsys.readouterr().err
-    checkpoint.save(tmp_path, {"identity": {"model": "gcn", "workers": 2}})
+    from commgraph.train import TrainConfig
+
+    written = checkpoint.identity("abc", 2, TrainConfig.build(model="gcn"))
+    rng = [torch.get_rng_state()] * 2
+    checkpoint.save(tmp_path, {"identity": written, "model": {}, "epoch": 1, "optimizer": {}, "rng": rng})
     with pytest.raises(TrainingError, match="model='gcn', this run has model='sage'"):
-        checkpoint.load(tmp_path, {"model": "sage", "workers": 2})
+        checkpoint.load(tmp_path, checkpoint.identity("abc", 2, TrainConfig.build(model="sage")))
     with pytest.raises(TrainingError, match="no checkpoint"):
         checkpoint.load(tmp_path / "elsewhere", {})
 

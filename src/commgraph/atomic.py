@@ -4,8 +4,10 @@ crashed run) never sees a half-written file."""
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +16,7 @@ from typing import BinaryIO
 
 from commgraph.errors import OutputError
 
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 FORCE_HELP = "replace output files that exist already"  # every command's --force
 
 
@@ -34,9 +37,50 @@ def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
+    except OSError as exc:
+        written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
+        Path(tmp).unlink(missing_ok=True)
+        if exc.errno in NO_SPACE:
+            raise disk_full(target, written, more=True) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def append_text(path: str | os.PathLike[str], text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing): whole, or not at all. A full disk leaves
+    the file as it was (a file this call created is removed) and raises :func:`disk_full`'s error."""
+    target = Path(path)
+    existed = target.exists()
+    before = target.stat().st_size if existed else 0
+    data = text.encode()
+    try:
+        with open(target, "ab") as handle:
+            handle.write(data)
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            raise
+        if existed:
+            os.truncate(target, before)
+        else:
+            target.unlink(missing_ok=True)
+        raise disk_full(target, len(data)) from None
+
+
+def disk_full(path: Path, needed: int, more: bool = False) -> OutputError:
+    """The error of a write to ``path`` that the disk had no room for: the file, the bytes (``more``:
+    more than ``needed``, all the disk took before it was full), the free space, and that nothing
+    written before was lost (the writer left the file as it was)."""
+    try:
+        free = f"{shutil.disk_usage(path.parent).free:,} bytes free"
+    except OSError:
+        free = "no free space known"
+    size = f"{'more than ' if more else ''}{needed:,} bytes to write"
+    return OutputError(
+        f"no space left on the disk of {path} ({size}, {free}); {path} was left as it was and nothing "
+        "written before was lost: free some space or write elsewhere"
+    )
 
 
 def _remove_stale(target: Path) -> None:

@@ -62,6 +62,11 @@ class DatasetError(CommgraphError, RuntimeError):
     checksum or statistics); the message names the file, the URL and what to do."""
 
 
+class Unreachable(DatasetError):
+    """A file's server cannot be reached: its host does not resolve, or every try failed. The
+    message says why; the dataset cache names every file still to fetch by hand."""
+
+
 class AnalyticsError(CommgraphError, ValueError):
     """A graph analytics request is invalid (unknown source, negative SSSP weights, options out of range)."""
 

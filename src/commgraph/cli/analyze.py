@@ -70,7 +70,6 @@ def register(subparsers) -> None:
         help="keep a SNAP file's edges one-way (default: symmetrised, as for training)",
     )
     Report.add_arguments(parser)
-    parser.add_argument("--seed", type=int, default=0, help="partitioning seed (default 0)")
     workers = parser.add_argument_group("workers")
     LaunchOptions.add_arguments(workers, skip=("device",))  # the kernels run on the CPU; workers exchange over Gloo
     JobOptions.add_arguments(parser.add_argument_group("topology and plans"), skip=("ordering",))
@@ -113,7 +112,6 @@ def run(args: argparse.Namespace) -> int:
             launcher,
             job,
             row_bytes=ROW_BYTES,
-            seed=args.seed,
             options=[options, report],
             extra_argv=_ids_argv(report),
             debug=args.debug,
@@ -134,6 +132,7 @@ def _run_partition_set(
     partdir: str, options: AnalyzeOptions, launcher: LaunchOptions, job: JobOptions, report: Report, debug: bool
 ) -> int:
     pset = load_partition_set(partdir, verify=True)
+    pset.validate()
     pset.verify_all()
     check_partition_set(options, pset)
     if pset.num_parts == 1 and launcher.workers in (None, 1):

@@ -18,9 +18,12 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    stats = graph_from_args(args).stats()
+    stats = graph_from_args(args, hetero=True).stats()
     if args.json:
         print(json.dumps(stats))
+        return 0
+    if "node_types" in stats:
+        _print_rows(_hetero_rows(stats))
         return 0
     deg = stats["degree"]
     rows = [
@@ -39,10 +42,32 @@ def run(args: argparse.Namespace) -> int:
             ("train / val / test nodes", f"{stats['train_nodes']:,} / {stats['val_nodes']:,} / {stats['test_nodes']:,}")
         )
     rows.append(("memory", _human_bytes(stats["memory_bytes"])))
+    _print_rows(rows)
+    return 0
+
+
+def _hetero_rows(stats: dict) -> list[tuple[str, str]]:
+    """A heterogeneous graph's rows: per node type its count, features and labels; per relation its edges."""
+    rows = [("graph", stats["name"]), ("nodes", f"{stats['total_nodes']:,}"), ("edges", f"{stats['num_edges']:,}")]
+    for name, node_type in stats["node_types"].items():
+        what = [f"{node_type['num_nodes']:,} nodes", f"features {node_type['num_features'] or 'none'}"]
+        if node_type["labels"]:
+            what.append(
+                f"{stats['num_classes']} classes, train / val / test {stats['train_nodes']:,} / "
+                f"{stats['val_nodes']:,} / {stats['test_nodes']:,}"
+            )
+        rows.append((f"type {name}", ", ".join(what)))
+    for name, relation in stats["relations"].items():
+        extra = f", edge features {relation['edge_features']}" if relation["edge_features"] else ""
+        rows.append((f"relation {name}", f"{relation['num_edges']:,} edges{extra}"))
+    rows.append(("memory", _human_bytes(stats["memory_bytes"])))
+    return rows
+
+
+def _print_rows(rows: list[tuple[str, str]]) -> None:
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-    return 0
 
 
 def _human_bytes(count: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from commgraph.cli import describe, pick_names
@@ -24,6 +25,7 @@ from commgraph.plan.coflow import (
     run_schedule,
 )
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
+from commgraph.sizes import check_room
 from commgraph.topology import parse_speeds, resolve_topology
 from commgraph.topology.model import ROUTINGS
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_iteration, gpu, model
@@ -125,6 +127,25 @@ def register(subparsers) -> None:
     sim.set_defaults(run=run_simulate)
 
 
+TASK_BYTES = 4_000  # peak bytes per DAG task, built and then simulated (measured: about 3,100)
+
+
+def check_dag_size(spec, layout: Layout, hardware, topology, iterations: int, options: dict) -> None:
+    """Refuse a DAG that would not fit in memory, before it is built: the tasks of one iteration
+    of the fewest micro-batches the schedule allows, built, times the micro-batches and iterations
+    asked (the task count grows no faster than that)."""
+    fewest = layout.pp if layout.schedule == "interleaved" else 1
+    probe = build_iteration(spec, replace(layout, microbatches=fewest), hardware, topology, iterations=1, **options)
+    tasks = len(probe.tasks) * (layout.microbatches // fewest) * iterations
+    check_room(
+        f"--microbatches {layout.microbatches} x --iterations {iterations} ({tasks:,} tasks, "
+        f"{len(probe.tasks):,} per {fewest} micro-batch(es) and iteration)",
+        tasks * TASK_BYTES,
+        SimulationError,
+        "simulate fewer micro-batches or iterations",
+    )
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
     check_outputs(args, "--png", "--trace")
@@ -140,19 +161,17 @@ def run_simulate(args: argparse.Namespace) -> int:
     layout = layout_of(args, len(topology.gpus))
     if args.iterations < 1:
         raise SimulationError(f"--iterations must be >= 1, got {args.iterations}")
-    iteration = build_iteration(
-        spec,
-        layout,
-        gpu(args.gpu, args.efficiency),
-        topology,
+    hardware = gpu(args.gpu, args.efficiency)
+    options = dict(
         dp_allreduce=args.dp_allreduce,
         routing_alpha=args.routing_alpha,
         seed=args.seed,
-        iterations=args.iterations,
         dp_collective=args.dp_collective,
         barrier=args.barrier,
         grad_bytes=4.0 if args.fp32_grads else 2.0,
     )
+    check_dag_size(spec, layout, hardware, topology, args.iterations, options)
+    iteration = build_iteration(spec, layout, hardware, topology, iterations=args.iterations, **options)
     outcomes = {
         name: run_schedule(
             name,

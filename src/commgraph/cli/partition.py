@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_info(args: argparse.Namespace) -> int:
     pset = load_partition_set(args.dir, verify=True)
+    pset.validate()
     pset.verify_all()
     m = pset.manifest
     result = {
@@ -132,6 +133,8 @@ def _table(result: dict) -> None:
     print(f"{'part':>5} {'nodes':>12} {'edges':>14} {'remote':>12}")
     for k, part in enumerate(result["parts"]):
         print(f"{k:>5} {part['num_nodes']:>12,} {part['num_edges']:>14,} {part['num_remote']:>12,}")
+        if "type_nodes" in part:  # a heterogeneous graph's view: each node type's nodes and halo
+            print(f"{'':>5} by node type: nodes {part['type_nodes']}, remote {part['type_remote']}")
     print(f"total remote (communication volume) {result['total_remote']:,}; edge cut {result['edge_cut']:,}")
     print(
         f"imbalance max/mean: nodes {result['node_imbalance']:.3f}, edges {result['edge_imbalance']:.3f}, "

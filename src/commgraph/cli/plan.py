@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
+import time
 from pathlib import Path
 
 from commgraph.cli import describe
@@ -80,6 +83,13 @@ def register(subparsers) -> None:
         default="all",
         help="the planner to run, or all of them (all-gather and reduce-scatter: ring or lp)",
     )
+    reduce.add_argument(
+        "--max-seconds",
+        type=float,
+        default=MAX_PLAN_SECONDS,
+        metavar="S",
+        help="refuse planning estimated to take longer than this many seconds",
+    )
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
 
@@ -140,6 +150,7 @@ def run_allgather(args: argparse.Namespace) -> int:
         raise PlanError(f"--feature-dim must be >= 1, got {args.feature_dim}")
     topology = topology_from_args(args)
     pset = load_partition_set(args.partdir)
+    pset.validate()
     devices = placement(pset, topology, args.placement.split(",") if args.placement else None)
     plans, report = [], {}
     for name in _chosen(args, PLANNERS["allgather"]):
@@ -152,6 +163,43 @@ def run_allgather(args: argparse.Namespace) -> int:
     return 0
 
 
+# How long each all-reduce planner takes on WORKERS_MEASURED workers (64xdgx1-v100-ib, one core of
+# the project's 2-core test machine) and the power of the worker count its time grows with
+# (measured from 256 to 512 workers); ps is priced from its 256-worker time.
+WORKERS_MEASURED = 512
+PLAN_SECONDS = {
+    "ring": (32.0, 2.4),
+    "ring1": (18.0, 2.0),
+    "tree": (26.0, 2.3),
+    "tree1": (15.0, 2.0),
+    "ps": (104.0, 3.0),
+    "lp": (25.0, 2.3),
+}
+MAX_PLAN_SECONDS = 3600.0
+SAY_AFTER_SECONDS = 10.0  # planning expected to take longer is announced, and each planner's end said
+
+
+def plan_seconds(planners: list[str], workers: int) -> dict[str, float]:
+    """About how long each of ``planners`` takes for ``workers`` workers (:data:`PLAN_SECONDS`)."""
+    return {name: PLAN_SECONDS[name][0] * (workers / WORKERS_MEASURED) ** PLAN_SECONDS[name][1] for name in planners}
+
+
+def _check_plan_time(estimate: dict[str, float], workers: int, cap: float) -> None:
+    """Refuse planning estimated beyond ``cap`` seconds; announce on stderr planning beyond
+    :data:`SAY_AFTER_SECONDS`."""
+    if not (math.isfinite(cap) and cap > 0):
+        raise PlanError(f"--max-seconds must be a finite number > 0, got {cap}")
+    total = sum(estimate.values())
+    if total > cap:
+        fast = min(PLAN_SECONDS, key=lambda name: plan_seconds([name], workers)[name])
+        raise PlanError(
+            f"planning {', '.join(estimate)} over {workers:,} workers would take about {total:,.0f} s, more "
+            f"than --max-seconds {cap:g}: choose --planner {fast} or fewer servers, or raise --max-seconds"
+        )
+    if total > SAY_AFTER_SECONDS:
+        print(f"commgraph: planning over {workers:,} workers takes about {total:,.0f} s", file=sys.stderr)
+
+
 def run_allreduce(args: argparse.Namespace) -> int:
     nbytes = args.bytes
     if args.collective != "allreduce":
@@ -161,9 +209,15 @@ def run_allreduce(args: argparse.Namespace) -> int:
             f"unknown all-reduce planner {args.planner!r}; choose one of {', '.join(PLANNERS['allreduce'])}"
         )
     topology = topology_from_args(args)
+    chosen = _chosen(args, PLANNERS["allreduce"])
+    estimate = plan_seconds(chosen, len(topology.workers))
+    _check_plan_time(estimate, len(topology.workers), args.max_seconds)
     plans, report, bound = [], {}, None
-    for name in _chosen(args, PLANNERS["allreduce"]):
+    for name in chosen:
+        started = time.monotonic()
         plan = plan_allreduce(name, topology, nbytes)
+        if sum(estimate.values()) > SAY_AFTER_SECONDS:
+            print(f"commgraph: {name} planned in {time.monotonic() - started:.0f} s", file=sys.stderr)
         plans.append(plan)
         bound = plan.notes["lower_bound"]
         report[name] = {

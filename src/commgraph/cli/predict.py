@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     model, trained = load_model(options.checkpoint_dir, best=options.best)
     if is_partition_set(args.graph):
         pset = load_partition_set(args.graph)
+        pset.validate()
         graph, checksum = pset.graph(), pset.manifest["graph"]["checksum"]
     else:
         graph = graph_from_args(args)

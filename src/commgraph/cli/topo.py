@@ -141,7 +141,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 def _describe(topology: Topology) -> None:
     devices = Counter(d.kind for d in topology.devices)
-    hosts = [host for host in topology.hosts if any(d.host == host and d.kind != "switch" for d in topology.devices)]
+    hosts = {d.host for d in topology.devices if d.kind != "switch"}  # the machines with a non-switch device
     print(f"{topology.name}: {len(hosts)} host(s), " + ", ".join(f"{n} {kind}" for kind, n in devices.items()))
     kinds = Counter()
     for link in topology.links:

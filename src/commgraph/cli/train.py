@@ -52,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
         launcher,
         config.job,
         row_bytes=None if replicate else 4 * config.gnn.hidden,
-        seed=config.optim.seed,
         options=config.sections(),
         allreduce=config.comm.allreduce,
         check=check_trainable,

@@ -7,6 +7,8 @@ Depends on numpy, scipy and numba only (torch just inside :mod:`commgraph.graph.
 from commgraph.graph.build import from_edges, split_masks
 from commgraph.graph.core import Graph
 from commgraph.graph.datasets import load_dataset
+from commgraph.graph.hetero import HeteroGraph, HomogeneousView, Relation
+from commgraph.graph.hetero_synthetic import mag_shaped, movielens_shaped
 from commgraph.graph.npz import load_npz, save_npz
 from commgraph.graph.ogb import load_ogb
 from commgraph.graph.planetoid import load_planetoid
@@ -21,6 +23,9 @@ __all__ = [
     "FORMATS",
     "GENERATORS",
     "Graph",
+    "HeteroGraph",
+    "HomogeneousView",
+    "Relation",
     "REGISTRY",
     "from_edges",
     "from_pyg",
@@ -30,6 +35,8 @@ __all__ = [
     "load_ogb",
     "load_planetoid",
     "load_snap",
+    "mag_shaped",
+    "movielens_shaped",
     "rmat",
     "save_npz",
     "sbm",

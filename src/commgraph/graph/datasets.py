@@ -31,14 +31,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from commgraph.atomic import atomic_write
-from commgraph.errors import DatasetError
+from commgraph.errors import DatasetError, Unreachable
 from commgraph.graph.core import Graph
-from commgraph.graph.download import Patience, check_archive, download, mirrored, sha256
+from commgraph.graph.download import MIRROR_ENV, Patience, check_archive, download, mirrored, sha256
 from commgraph.graph.npz import load_npz, save_npz
 from commgraph.graph.ogb import read_ogb
 from commgraph.graph.planetoid import load_planetoid
 from commgraph.graph.reddit import read_reddit
-from commgraph.graph.registry import Dataset, compare_count, lookup
+from commgraph.graph.registry import Dataset, RemoteFile, compare_count, lookup
 from commgraph.graph.snap import EdgeFileLoad, read_snap
 
 HOME_ENV = "COMMGRAPH_HOME"
@@ -126,7 +126,11 @@ def _download_all(entry: Dataset, root: Path, progress: bool, patience: Patience
         if dest.is_file():  # complete but never recorded (a run stopped right after the rename)
             check_archive(dest, dest.name)
         else:
-            download(mirrored(remote.url), dest, progress=progress, patience=patience)
+            try:
+                download(mirrored(remote.url), dest, progress=progress, patience=patience)
+            except Unreachable as exc:
+                missing = [f for f in entry.files if not (root / "raw" / f.filename).is_file()]
+                raise DatasetError(_by_hand(entry.name, missing, root / "raw", str(exc))) from None
         if remote.size is not None:
             compare_count(remote.filename, "bytes", dest.stat().st_size, remote.size, "the registry")
         digest = sha256(dest)
@@ -138,6 +142,16 @@ def _download_all(entry: Dataset, root: Path, progress: bool, patience: Patience
                 "other bytes than the registry expects"
             )
         _record(root, key, digest)
+
+
+def _by_hand(name: str, files: list[RemoteFile], folder: Path, why: str) -> str:
+    """One line saying why ``files`` cannot be downloaded and where each must go when fetched by hand."""
+    urls = [mirrored(f.url) for f in files]
+    if len(files) == 1:
+        what, how = files[0].filename, f"fetch {urls[0]} yourself and put it at {folder / files[0].filename}"
+    else:
+        what, how = f"{name}'s {len(files)} files", f"fetch them yourself into {folder}: {', '.join(urls)}"
+    return f"cannot download {what} ({why}): {how}, then run again (or set {MIRROR_ENV})"
 
 
 def _read(entry: Dataset, root: Path) -> EdgeFileLoad:

@@ -9,7 +9,8 @@ and host of every URL and keeps its path.
 How long a silent server is waited for is :class:`Patience`: each read waits at most
 :data:`TIMEOUT` seconds (``COMMGRAPH_DOWNLOAD_TIMEOUT``, ``graph datasets download --read-timeout``)
 and a file gets :data:`ATTEMPTS` tries (``COMMGRAPH_DOWNLOAD_TRIES``, ``--tries``), each resuming
-from the bytes already kept; every abandoned try is said on stderr with what comes next.
+from the bytes already kept; every abandoned try is said on stderr with what comes next. A host
+that does not resolve is not tried again: no network answers a second time either.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from commgraph.errors import DatasetError
+from commgraph.errors import DatasetError, Unreachable
 
 MIRROR_ENV = "COMMGRAPH_MIRROR"
 BLOCK = 1 << 20
@@ -84,7 +85,8 @@ def download(url: str, dest: Path, *, progress: bool = True, patience: Patience 
     """Fetch ``url`` to ``dest`` (resuming ``dest.part``), check its length and archive CRCs,
     then rename it into place. Server errors (5xx), silences longer than a read may wait and broken
     transfers are retried, ``patience`` (default :meth:`Patience.from_env`) saying how long and how
-    often."""
+    often; :class:`~commgraph.errors.Unreachable` when the host does not resolve or no try
+    reached it."""
     patience = patience or Patience.from_env()
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -101,11 +103,10 @@ def download(url: str, dest: Path, *, progress: bool = True, patience: Patience 
             why = f"HTTP {exc.code}"
         except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, socket.gaierror):  # no name service: another try cannot help
+                raise Unreachable(f"{host} does not resolve: no network, or no DNS") from None
             if attempt == patience.tries:
-                raise DatasetError(
-                    f"cannot download {dest.name} ({reason}; {_kept(part)}, {_spent(patience)}): fetch {url} "
-                    f"yourself and put it at {dest}, then run again (or set {MIRROR_ENV})"
-                ) from None
+                raise Unreachable(f"{reason}; {_kept(part)}, {_spent(patience)}") from None
             why = (
                 f"{reason}"
                 if not isinstance(exc, socket.timeout)

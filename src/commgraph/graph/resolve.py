@@ -10,6 +10,8 @@ from pathlib import Path
 from commgraph.errors import GraphFormatError, GraphSpecError
 from commgraph.graph.core import Graph
 from commgraph.graph.datasets import load_dataset
+from commgraph.graph.hetero import HeteroGraph
+from commgraph.graph.hetero_synthetic import mag_shaped, movielens_shaped
 from commgraph.graph.npz import load_npz
 from commgraph.graph.ogb import is_ogb_dir, load_ogb
 from commgraph.graph.planetoid import find_planetoid, load_planetoid
@@ -19,7 +21,7 @@ from commgraph.graph.snap import load_snap
 from commgraph.graph.synthetic import rmat, sbm
 
 BUNDLED = {"cora": "cora.npz"}
-GENERATORS = {"rmat": rmat, "sbm": sbm}
+GENERATORS = {"rmat": rmat, "sbm": sbm, "mag-shaped": mag_shaped, "movielens-shaped": movielens_shaped}
 FORMATS = ("snap", "ogb", "planetoid", "npz")
 
 
@@ -30,13 +32,14 @@ def load_graph(
     name: str | None = None,
     split: str | None = None,
     directed: bool = False,
-) -> Graph:
+) -> Graph | HeteroGraph:
     """The graph a GRAPH argument names: what every ``commgraph`` command that reads a graph calls.
 
     In this order, ``spec`` is a bundled graph (``cora``, offline), a registry dataset
     (``ogbn-arxiv``, ``reddit``, ``web-Google``, ...: downloaded, verified and converted once, see
     :mod:`commgraph.graph.datasets`), a synthetic spec ``kind:key=value,...`` (``rmat:`` gives
-    :func:`~commgraph.graph.rmat`'s arguments, ``sbm:`` :func:`~commgraph.graph.sbm`'s), or a file
+    :func:`~commgraph.graph.rmat`'s arguments, ``sbm:`` :func:`~commgraph.graph.sbm`'s; the
+    heterogeneous ``mag-shaped:`` and ``movielens-shaped:`` give a :class:`HeteroGraph`), or a file
     or directory whose format is detected from the path: a SNAP edge list (``.txt``, ``.txt.gz``,
     ...), an OGB directory, Planetoid files, or commgraph's ``.npz``.
 
@@ -50,7 +53,7 @@ def load_graph(
             generated; the default symmetrises, as training expects).
 
     Returns:
-        Graph: validated, duplicate edges removed, self loops dropped.
+        Graph | HeteroGraph: validated, duplicate edges removed, self loops dropped.
 
     Raises:
         GraphSpecError: ``spec`` is no known name, no valid synthetic spec and no existing path.
@@ -64,8 +67,8 @@ def load_graph(
     if format is None and text in REGISTRY and not Path(text).exists():
         graph = load_dataset(text)
         return graph if name is None else _renamed(graph, name)
-    kind, _, params = text.partition(":")
-    if format is None and params and kind in GENERATORS and not Path(text).exists():
+    kind, colon, params = text.partition(":")
+    if format is None and colon and kind in GENERATORS and not Path(text).exists():
         graph = GENERATORS[kind](**_parse_params(kind, params))
         return graph if name is None else _renamed(graph, name)
     return _load_path(Path(text), format, name, split, directed)

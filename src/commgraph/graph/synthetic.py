@@ -14,6 +14,7 @@ import numpy as np
 from commgraph.errors import GraphSpecError
 from commgraph.graph.build import from_edges, split_masks, unique_sorted
 from commgraph.graph.core import Graph
+from commgraph.sizes import check_count, check_room
 
 _MAX_ROUNDS = 64
 _BLOCK_ROWS = 1 << 14  # rows of a Gaussian feature table drawn by one generator
@@ -60,6 +61,8 @@ def rmat(
         raise GraphSpecError(f"rmat needs a > 0, b, c >= 0 and a + b + c < 1; got {a}, {b}, {c}")
     if edges > nodes * (nodes - 1) // 2:
         raise GraphSpecError(f"{nodes} nodes hold at most {nodes * (nodes - 1) // 2} edges, not {edges}")
+    check_count("rmat: nodes x nodes (its edge keys)", nodes * nodes, GraphSpecError)
+    _check_size("rmat", nodes, edges, features)
     rng = np.random.default_rng(seed)
     scale = max(1, int(np.ceil(np.log2(nodes))))
     keys = np.empty(0, dtype=np.int64)
@@ -163,13 +166,14 @@ def sbm(
         raise GraphSpecError("sbm needs 0 <= homophily <= 1, degree > 0 and noise >= 0")
     if classes == 1 and homophily < 1:
         homophily = 1.0  # a single block has no other block to link to
+    samples = max(1, int(round(nodes * degree / 2)))
+    _check_size("sbm", nodes, samples, features)
     rng = np.random.default_rng(seed)
     labels = rng.permutation(np.arange(nodes) % classes)
     by_class = np.argsort(labels, kind="stable")
     sizes = np.bincount(labels, minlength=classes)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
-    samples = max(1, int(round(nodes * degree / 2)))
     src = rng.integers(0, nodes, samples)
     inside = rng.random(samples) < homophily
     target_class = np.where(inside, labels[src], (labels[src] + rng.integers(1, max(classes, 2), samples)) % classes)
@@ -198,6 +202,23 @@ def _non_default(generator: Callable, **values: float) -> str:
     different graphs never share a name."""
     defaults = inspect.signature(generator).parameters
     return "".join(f"-{key}{value:g}" for key, value in values.items() if value != defaults[key].default)
+
+
+# bytes a generator's graph takes at its peak, about: per node its features (float32), label,
+# masks and CSR offset; per edge drawn its two ends as drawn, sorted, symmetrised and stored
+NODE_BYTES, FEATURE_BYTES, EDGE_BYTES = 27, 4, 64
+
+
+def _check_size(kind: str, nodes: int, edges: int, features: int) -> None:
+    """Refuse a graph whose node count is beyond int64 or whose arrays would not fit in memory,
+    before any is allocated."""
+    check_count(f"{kind}: nodes", nodes, GraphSpecError)
+    check_room(
+        f"{kind} with {nodes:,} nodes and about {edges:,} edges",
+        nodes * (NODE_BYTES + FEATURE_BYTES * features) + EDGE_BYTES * edges,
+        GraphSpecError,
+        "ask for fewer nodes, edges or features",
+    )
 
 
 def _check_positive(**values: int) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from commgraph.errors import CommgraphError
 from commgraph.graph import Graph
 from commgraph.graph.datasets import home
@@ -37,9 +39,11 @@ def cached_partition_set(
     folder: Path | None = None,
     *,
     log: Callable[[str], None] | None = None,
+    node_type: np.ndarray | None = None,
 ) -> Path:
     """A partition set of ``graph`` into ``parts``: ``folder`` (default: its cache entry) if it
-    holds a sound one, else made there now (``log`` hears the progress)."""
+    holds a sound one, else made there now (``log`` hears the progress; ``node_type``: each type
+    balanced across the parts, as :func:`~commgraph.partition.partition_graph` takes it)."""
     check_parts(parts, graph.num_nodes)
     target = folder or partition_cache_entry(graph, method, parts, seed)
     if is_partition_set(target):
@@ -50,5 +54,5 @@ def cached_partition_set(
             pass  # stale or damaged: make it again
     if log is not None:
         log(f"partitioning {graph.name} into {parts} parts with {method} -> {target}")
-    make_partition_set(graph, parts, target, method=method, seed=seed, force=True, log=log)
+    make_partition_set(graph, parts, target, method=method, seed=seed, force=True, log=log, node_type=node_type)
     return target

@@ -6,7 +6,9 @@ set), and calls :func:`launch`. The launcher then:
 
 1. takes GRAPH as it is when it is a partition set's directory, else loads the graph and
    partitions it into a cached set (:mod:`commgraph.launch.cache`);
-2. checks the set's files once, and that it has one part per worker;
+2. checks the set's structure (:meth:`~commgraph.partition.PartitionSet.validate`: dtypes, shapes,
+   lengths, counts and id ranges), then its files' checksums, once, and that it has one part per
+   worker;
 3. resolves the topology (:func:`~commgraph.topology.resolve_topology`) and chooses or checks the
    job's all-gather plan once, before any worker starts, handing the workers the plan and the
    topology it was made on as files;
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commgraph.errors import CommgraphError, JobError
+from commgraph.errors import JobError
 from commgraph.graph import Graph
 from commgraph.launch.cache import cached_partition_set, partition_cache_entry
 from commgraph.launch.options import LaunchOptions, RunOptions
@@ -39,11 +41,13 @@ from commgraph.options import Options
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
-from commgraph.plan.memory import MemoryEstimate, available_bytes
+from commgraph.plan.memory import MemoryEstimate
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
+from commgraph.sizes import available_bytes
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
+from commgraph.topology.resolve import DETECT
 
 if TYPE_CHECKING:
     from commgraph.runtime import World
@@ -61,7 +65,6 @@ class JobSpec:
         job: the job's topology and plan options.
         row_bytes: bytes of one exchanged row, for choosing the plan once here (None: the job
             exchanges nothing per layer, and its options go to the workers as given).
-        seed: the partitioning seed.
         options: the command's own options; with ``launch`` and ``job`` they rebuild the
             worker's command line.
         extra_argv: further worker arguments (e.g. a file the launcher wrote).
@@ -81,7 +84,6 @@ class JobSpec:
     launch: LaunchOptions
     job: JobOptions = field(default_factory=JobOptions)
     row_bytes: int | None = None
-    seed: int = 0
     options: list[Options] = field(default_factory=list)
     extra_argv: list[str] = field(default_factory=list)
     allreduce: str | None = None
@@ -124,21 +126,21 @@ def _launch_here(
 ) -> int:
     """Prepare the job here, then start and watch its workers (forked by ``zygote`` if given)."""
     partition_dir = partition_set(spec, spec.launch.workers or 1)
-    estimate = early_estimate(spec, partition_dir)  # before any file is hashed
-    pset = checked_set(spec, partition_dir) if estimate is None else None
-    if spec.memory is not None:
-        estimate = estimate or spec.memory(pset, pset.num_parts)
-        if spec.launch.dry_run:
-            print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
-            return 0
+    pset = load_partition_set(partition_dir, verify=False)
+    pset.validate()  # before the memory estimate reads an array, and before any file is hashed
+    estimate = None if spec.memory is None else spec.memory(pset, pset.num_parts)
+    if estimate is not None and not spec.launch.dry_run:
         check_fits(estimate, spec.launch)
-    from commgraph.runtime import launch_local, pick_device  # torch: not needed for a --dry-run
-
-    pset = pset or checked_set(spec, partition_dir)
-    workers = pset.num_parts
-    device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)
+    check_set(spec, pset)
     if spec.prepare is not None:
         spec.prepare(pset)
+    if estimate is not None and spec.launch.dry_run:  # after the checks a run would meet
+        print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
+        return 0
+    from commgraph.runtime import launch_local, pick_device  # torch: not needed for a --dry-run
+
+    workers = pset.num_parts
+    device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)
     with tempfile.TemporaryDirectory(prefix=f"commgraph-{spec.command}-") as scratch:
         job = resolve_job(spec, pset, workers, device, Path(scratch))
         if describe is not None:
@@ -151,19 +153,6 @@ def _launch_here(
             threads_per_worker=spec.launch.threads,
             zygote=zygote,
         )
-
-
-def early_estimate(spec: JobSpec, partition_dir: Path) -> MemoryEstimate | None:
-    """The job's memory estimate from the set's manifest and its arrays' shapes alone, before its
-    files are checked (None: no estimate asked for, or a set too damaged to read, which the full
-    check then names)."""
-    if spec.memory is None:
-        return None
-    try:
-        unchecked = load_partition_set(partition_dir, verify=False)
-        return spec.memory(unchecked, unchecked.num_parts)
-    except (CommgraphError, OSError, ValueError):
-        return None
 
 
 # what a refused training job may change (train's and predict's options)
@@ -188,27 +177,41 @@ def partition_set(spec: JobSpec, parts: int) -> Path:
     """The partition set to run on: GRAPH itself if it is one, else a (cached) fresh one of ``parts``."""
     if is_partition_set(spec.graph):
         return Path(spec.graph)
+    check_topology_holds(spec, parts)  # before minutes of partitioning, and no cache entry for a refused job
     graph = spec.load()
     if spec.check is not None:
-        spec.check(graph.name, graph)  # before minutes of partitioning
+        spec.check(graph.name, graph)
     folder = Path(spec.launch.partition_dir) if spec.launch.partition_dir else None
-    return cached_partition_set(
-        graph, parts, spec.launch.partition, spec.seed, folder, log=None if spec.launch.quiet else spec.say
-    )
+    launch = spec.launch
+    log = None if launch.quiet else spec.say
+    return cached_partition_set(graph, parts, launch.partition, launch.partition_seed, folder, log=log)
 
 
-def checked_set(spec: JobSpec, partition_dir: Path) -> PartitionSet:
-    """The set, its files checked once here (a damaged set: one message, not one per worker),
-    with one part per worker."""
-    pset = load_partition_set(partition_dir, verify=False)
+def check_topology_holds(spec: JobSpec, parts: int) -> None:
+    """Refuse a preset or file ``--topology`` with fewer worker devices than the job's ``parts``
+    (a detected one is made for the job's workers)."""
+    job = spec.job
+    if str(job.topology) == DETECT:
+        return
+    topology = resolve_topology(job.topology, speeds=parse_speeds(job.speeds))
+    have = len(topology.workers)
+    if parts > have:
+        raise JobError(
+            f"{parts} workers but topology {topology.name!r} has only {have} worker devices: "
+            f"pass --workers {have} or a --topology with more"
+        )
+
+
+def check_set(spec: JobSpec, pset: PartitionSet) -> None:
+    """Check the set's files against their checksums once here (a damaged set: one message, not one
+    per worker), and that it has one part per worker."""
     pset.verify_all()
     if spec.check is not None:
-        spec.check(str(partition_dir), pset.part(0))
+        spec.check(str(pset.path), pset.part(0))
     if spec.launch.workers is not None and spec.launch.workers != pset.num_parts:
         raise JobError(
-            f"{partition_dir} has {pset.num_parts} parts; pass --workers {pset.num_parts} or another partition set"
+            f"{pset.path} has {pset.num_parts} parts; pass --workers {pset.num_parts} or another partition set"
         )
-    return pset
 
 
 def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, scratch: Path) -> JobOptions:
@@ -262,7 +265,7 @@ def shared_partition_set(spec: JobSpec) -> Path:
     target = (
         Path(spec.launch.partition_dir)
         if spec.launch.partition_dir
-        else partition_cache_entry(graph, spec.launch.partition, workers, spec.seed)
+        else partition_cache_entry(graph, spec.launch.partition, workers, spec.launch.partition_seed)
     )
     deadline = time.monotonic() + max(spec.launch.timeout, 600)
     while not is_partition_set(target):

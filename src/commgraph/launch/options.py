@@ -24,6 +24,11 @@ class LaunchOptions(Options):
         default=None,
     )
     partition: str = option("how to split a GRAPH into parts", choices=METHODS, default="g3")
+    partition_seed: int = option(
+        "seed of the partitioner's random choices when a GRAPH is partitioned (--seed leaves the partition as it is)",
+        type=int,
+        default=0,
+    )
     partition_dir: str | None = option(
         "where to keep the partition set of a GRAPH (default: a cache under $COMMGRAPH_HOME/partitions)",
         metavar="DIR",
@@ -36,8 +41,9 @@ class LaunchOptions(Options):
     threads: int | None = option("compute threads per worker (default: cores / local workers)", type=int, default=None)
     quiet: bool = option("no progress bar or progress lines; only the result", type=bool, default=False)
     dry_run: bool = option(
-        "print the memory the job will hold per worker and per machine, by part, and exit "
-        "without starting workers (with --json: one JSON object)",
+        "check the job as a run would (partition set, workers, checkpoint, masks), print the memory "
+        "it will hold per worker and per machine, by part, and exit without starting workers "
+        "(with --json: one JSON object)",
         type=bool,
         default=False,
     )

@@ -5,12 +5,14 @@ process group after a peer died could itself wait forever."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import TypeVar
 
 from commgraph.errors import CommgraphError, WorkerFailed
 from commgraph.runtime import World, join
+from commgraph.sizes import gigabytes
 
 T = TypeVar("T")
 
@@ -40,12 +42,38 @@ def run_rank(
     except Exception as exc:  # noqa: BLE001 - a bug or an engine error: name it, tell the others, stop
         if world is not None:
             world.report_failure(f"{type(exc).__name__}: {exc}")
+        short = out_of_memory(exc)
+        if short is not None:
+            _die(f"commgraph: error: rank {rank} ran out of memory: {short}; {OOM_ADVICE}", 2)
         if debug:
             import traceback
 
             traceback.print_exc()
         _die(f"commgraph: internal error on rank {rank}: {type(exc).__name__}: {exc}", 1)
     return 1
+
+
+OOM_ADVICE = (
+    "lower --hidden, --batch-size or --fanout, or use more machines (without --ignore-memory the "
+    "estimate refuses a job that does not fit before it starts)"
+)
+_ASKED = re.compile(
+    r"tried to allocate (\d+) bytes|Tried to allocate ([\d.]+ [KMGT]?i?B)|allocate ([\d.]+ [KMGTPE]i?B)"
+)
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """What a failed allocation asked for, in a few words (None when ``exc`` is not one): numpy's
+    ``MemoryError``, torch's CPU allocator (``can't allocate memory``) or its CUDA ``OutOfMemoryError``."""
+    text = str(exc)
+    if not (
+        isinstance(exc, MemoryError) or "can't allocate memory" in text or type(exc).__name__ == "OutOfMemoryError"
+    ):
+        return None
+    asked = _ASKED.search(text)
+    if asked is None:
+        return "an allocation failed"
+    return f"an allocation of {gigabytes(int(asked[1])) if asked[1] else asked[2] or asked[3]} failed"
 
 
 def _die(message: str, code: int) -> None:

@@ -21,7 +21,6 @@ rank's (1 for an exception or a signal). A job whose ranks all exit 0 without on
 from __future__ import annotations
 
 import sys
-from functools import partial
 from pathlib import Path
 
 from commgraph.errors import BridgeError, JobError
@@ -72,7 +71,7 @@ def _launch(options: RunOptions, script: str, args: list[str], zygote: ForkedZyg
         module=RANK_MODULE,
         zygote=zygote,
         env={TIMEOUT_ENV: str(options.timeout), DEVICE_ENV: device},
-        verdict=partial(verdict, script),
+        verdict=verdict,
     )
 
 
@@ -114,26 +113,15 @@ def _print_estimates(options: RunOptions, args: list[str]) -> None:
         print("\n".join(estimate.lines()))
 
 
-def verdict(script: str, end) -> int:
+def verdict(end) -> int:
     """The job's exit code from how it ended (a :class:`~commgraph.runtime.launch.JobEnd`): the
-    first failed rank's, after naming it with its reason, else 0 once every rank joined.
-
-    Raises:
-        BridgeError: every rank exited 0 but some never called :func:`commgraph.pyg.init`.
-    """
-    from commgraph.pyg.world import INIT_KEY
+    first failed rank's, after naming it with its reason (a rank that never called
+    :func:`commgraph.pyg.init` failed with exit code 2, saying so), else 0."""
     from commgraph.runtime.launch import describe_exit
 
-    if end.failed is not None:
-        rank, code = end.failed
-        how = f"failed: {end.reason}" if end.reason else describe_exit(code)
-        print(f"commgraph: error: rank {rank} {how}", file=sys.stderr)
-        return code if code > 0 else 1
-    missing = [rank for rank in range(len(end.codes)) if not end.store.check([f"{INIT_KEY}{rank}"])]
-    if missing:
-        ranks = f"rank{'s' * (len(missing) > 1)} {', '.join(map(str, missing))}"
-        raise BridgeError(
-            f"{script} never called commgraph.pyg.init() ({ranks}): add `import commgraph.pyg as cg; cg.init()` "
-            "at its start, which joins its ranks into one job"
-        )
-    return 0
+    if end.failed is None:
+        return 0
+    rank, code = end.failed
+    how = f"failed: {end.reason}" if end.reason else describe_exit(code)
+    print(f"commgraph: error: rank {rank} {how}", file=sys.stderr)
+    return code if code > 0 else 1

@@ -2,7 +2,9 @@
 SCRIPT as ``python SCRIPT ARGS...`` would, whether the rank was forked from the zygote
 (:mod:`commgraph.runtime.zygote` runs this module) or started as a fresh interpreter: the script
 runs as ``__main__`` with ``sys.argv = [SCRIPT, *ARGS]`` and its folder first on ``sys.path``, and
-its ``sys.exit(n)`` is the rank's exit code.
+its ``sys.exit(n)`` is the rank's exit code. A rank whose script ends without having called
+:func:`commgraph.pyg.init` fails (exit 2, its reason in the store), so that ranks that did join do
+not wait for it.
 
 An exception the script does not catch is printed as the interpreter prints it, and its last line
 with the script's line that raised it (``ValueError: boom (train.py, line 12)``) is written to the
@@ -40,7 +42,34 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # noqa: BLE001 - what the interpreter does with an uncaught error, and tell the job
         _report(exc, script)
         return 1
+    if not _joined():
+        from commgraph.runtime.world import failed_key
+
+        # its peers, if they called init, would wait for it until their timeout
+        _tell(
+            failed_key(int(os.environ["RANK"])),
+            f"{script} never called commgraph.pyg.init(): add `import commgraph.pyg as cg; cg.init()` at its "
+            "start, which joins its ranks into one job",
+        )
+        return 2
     return 0
+
+
+def _joined() -> bool:
+    """Whether this rank called :func:`commgraph.pyg.init` (it says so in the job's store)."""
+    from commgraph.runtime.options import INIT_KEY
+
+    try:
+        return _store().check([f"{INIT_KEY}{os.environ['RANK']}"])
+    except Exception:  # noqa: BLE001 - no store to ask: the launcher is gone, nothing waits for this rank
+        return True
+
+
+def _tell(key: str, value: str) -> None:
+    """Write ``value`` under ``key`` in the job's store and print it (best effort)."""
+    print(f"commgraph: {value}", file=sys.stderr)
+    with contextlib.suppress(Exception):  # the store's host may be gone
+        _store().set(key, value[:500])
 
 
 def describe_error(exc: BaseException, script: str) -> str:

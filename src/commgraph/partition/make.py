@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from commgraph.graph import Graph
 from commgraph.partition.mapped import map_graph
 from commgraph.partition.methods import partition_graph
@@ -38,6 +40,7 @@ def make_partition_set(
     progress: bool = False,
     notes: dict | None = None,
     log: Callable[[str], None] | None = None,
+    node_type: np.ndarray | None = None,
 ) -> MadeSet:
     """Partition ``graph`` into ``parts`` with ``method`` and write the set to ``out``.
 
@@ -54,6 +57,7 @@ def make_partition_set(
         progress: a progress bar over the parts as they are written.
         notes: further figures for the manifest's metrics (the graph's isolated nodes, components).
         log: hears the partitioner's progress, a line each.
+        node_type: every node's type, each balanced across the parts (``metis`` only).
 
     Returns:
         MadeSet: the set, the partitioner's seconds and the metrics recorded.
@@ -70,9 +74,9 @@ def make_partition_set(
     try:
         map_graph(graph, scratch)
         start = time.perf_counter()
-        assignment, details = partition_graph(graph, parts, method, seed, log=log)
+        assignment, details = partition_graph(graph, parts, method, seed, log=log, node_type=node_type)
         seconds = time.perf_counter() - start
-        metrics = {**partition_metrics(graph, assignment, parts), **details, **(notes or {})}
+        metrics = {**partition_metrics(graph, assignment, parts, node_type), **details, **(notes or {})}
         pset = write_partition_set(
             graph,
             assignment,

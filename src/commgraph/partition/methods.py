@@ -11,7 +11,9 @@ from commgraph.errors import PartitionError
 from commgraph.graph import Graph
 from commgraph.partition.g3 import g3_partition
 from commgraph.partition.mapped import release_pages
-from commgraph.partition.metis import metis_edge_cut, undirected_adjacency
+from commgraph.partition.metis import metis_edge_cut, metis_multi_constraint, undirected_adjacency
+
+TYPE_IMBALANCE = 1.03  # each node type's balance, METIS's default for one constraint
 
 METHODS = ("g3", "metis", "chunk", "random")
 
@@ -26,7 +28,13 @@ def check_parts(parts: int, num_nodes: int | None = None) -> None:
 
 
 def partition_graph(
-    graph: Graph, parts: int, method: str = "g3", seed: int = 0, *, log: Callable[[str], None] | None = None
+    graph: Graph,
+    parts: int,
+    method: str = "g3",
+    seed: int = 0,
+    *,
+    log: Callable[[str], None] | None = None,
+    node_type: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Assign every node of ``graph`` to one of ``parts`` parts, deterministically for a seed.
 
@@ -43,17 +51,23 @@ def partition_graph(
         method: one of :data:`METHODS`.
         seed: the random seed.
         log: hears g3's progress through its stages, a line each.
+        node_type: every node's type (``[N]``, ``0..T-1``) for a heterogeneous graph's homogeneous
+            view: ``metis`` then balances each type across the parts (one METIS balance constraint
+            per type, each within :data:`TYPE_IMBALANCE`), the other methods refuse it.
 
     Returns:
         tuple[np.ndarray, dict]: every node's part (int64, ``[N]``) and what the method reports
         (g3: each stage's seconds, swaps and remote balance; the others: nothing).
 
     Raises:
-        PartitionError: an unknown method, or a part count no partition can have.
+        PartitionError: an unknown method, a part count no partition can have, or node types
+            given to a method other than ``metis``.
     """
     if method not in METHODS:
         raise PartitionError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     check_parts(parts, graph.num_nodes)
+    if node_type is not None and method != "metis":
+        raise PartitionError(f"balancing each node type is built for method 'metis', not {method!r}: use metis")
     if method == "random":
         # a random permutation dealt round-robin: random membership, exactly balanced sizes
         order = np.random.default_rng(seed).permutation(graph.num_nodes)
@@ -67,5 +81,9 @@ def partition_graph(
             return np.zeros(graph.num_nodes, dtype=np.int64), {}
         adjacency = undirected_adjacency(graph)
         release_pages(graph)  # a graph held as file maps leaves METIS its memory
-        return metis_edge_cut(adjacency, parts, seed), {}
+        if node_type is None:
+            return metis_edge_cut(adjacency, parts, seed), {}
+        weights = np.zeros((graph.num_nodes, int(node_type.max()) + 1), dtype=np.int32)
+        weights[np.arange(graph.num_nodes), node_type] = 1
+        return metis_multi_constraint(adjacency, weights, parts, seed, TYPE_IMBALANCE, volume=False), {}
     return g3_partition(graph, parts, seed, log=log)

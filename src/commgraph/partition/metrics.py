@@ -75,13 +75,16 @@ def _edge_cut(indptr, indices, assignment):  # pragma: no cover - compiled
     return cut
 
 
-def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int) -> dict:
+def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int, node_type: np.ndarray | None = None) -> dict:
     """The figures ``commgraph partition make`` reports, as JSON-ready values.
 
     Args:
         graph: the graph.
         assignment: every node's part, ``[N]``.
         parts: number of parts.
+        node_type: every node's type (``[N]``, ``0..T-1``) of a heterogeneous graph's homogeneous
+            view: each part then also reports ``type_nodes`` and ``type_remote``, its nodes and its
+            halo nodes of each type.
 
     Returns:
         dict: ``parts`` (per part: ``num_nodes``, ``num_edges`` (in-edges of its nodes) and
@@ -92,13 +95,20 @@ def partition_metrics(graph: Graph, assignment: np.ndarray, parts: int) -> dict:
     assignment = check_assignment(graph, assignment, parts)
     nodes = np.bincount(assignment, minlength=parts)
     edges = np.bincount(assignment, weights=graph.in_degrees(), minlength=parts).astype(np.int64)
-    halo_part, _ = remote_pairs(graph, assignment)
+    halo_part, halo_node = remote_pairs(graph, assignment)
     remote = np.bincount(halo_part, minlength=parts)
     edge_cut = int(_edge_cut(graph.indptr, graph.indices, assignment))
+    per_part = [
+        {"num_nodes": int(n), "num_edges": int(e), "num_remote": int(r)} for n, e, r in zip(nodes, edges, remote)
+    ]
+    if node_type is not None:
+        types = int(node_type.max()) + 1 if node_type.size else 0
+        owned = np.bincount(assignment * types + node_type, minlength=parts * types).reshape(parts, types)
+        halo = np.bincount(halo_part * types + node_type[halo_node], minlength=parts * types).reshape(parts, types)
+        for k, entry in enumerate(per_part):
+            entry["type_nodes"], entry["type_remote"] = owned[k].tolist(), halo[k].tolist()
     return {
-        "parts": [
-            {"num_nodes": int(n), "num_edges": int(e), "num_remote": int(r)} for n, e, r in zip(nodes, edges, remote)
-        ],
+        "parts": per_part,
         "total_remote": int(remote.sum()),
         "edge_cut": edge_cut,
         "node_imbalance": _imbalance(nodes),

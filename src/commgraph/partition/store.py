@@ -3,7 +3,8 @@
 Layout::
 
     DIR/manifest.json      format version, graph (name, checksum, sizes), method, parts, seed,
-                           seconds, metrics, and a SHA-256 of every array file
+                           seconds, metrics, a SHA-256 of every array file (``files``) and its
+                           dtype and shape (``arrays``)
     DIR/part-<k>/*.npy     owned.npy       global ids of the nodes part k owns (ascending)
                            halo.npy        global ids of its remote nodes, grouped by owner part
                            halo_owner.npy  the part owning each halo node
@@ -52,6 +53,7 @@ from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
 from commgraph.graph.nodefile import save_npy_in_chunks
 from commgraph.partition.manifest import check_manifest
 from commgraph.partition.metrics import check_assignment, remote_pairs
+from commgraph.partition.validate import read_header, validate_set
 
 FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
@@ -156,6 +158,12 @@ class PartitionSet:
         """A SHA-256 over every file's checksum: equal exactly for sets with the same files."""
         return hashlib.sha256(json.dumps(self.manifest["files"], sort_keys=True).encode()).hexdigest()
 
+    def validate(self) -> None:
+        """Check the set's structure now: every file's dtype, shape and length against the manifest
+        and the others, and its ids' ranges (:mod:`commgraph.partition.validate`; the launcher does,
+        once, before any worker starts and before anything reads the arrays)."""
+        validate_set(self.path, self.manifest)
+
     def verify_all(self) -> None:
         """Check every file against the manifest now (the launcher does, once for all workers)."""
         _check_files(self.path, self.manifest["files"])
@@ -189,7 +197,7 @@ class PartitionSet:
         whichever parts own them."""
         owner = self.assignment()[ids]
         result = None
-        for k in np.unique(owner):
+        for k in np.unique(owner) if ids.shape[0] else [0]:  # no ids: part 0's array gives the row shape
             part = self.part(int(k))
             values = getattr(part, name)
             if values is None:
@@ -265,6 +273,7 @@ def write_partition_set(
             "seconds": seconds,
             "metrics": metrics,
             "files": files,
+            "arrays": {name: read_header(tmp / name).record() for name in files},
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         _replace(tmp, out)

@@ -221,6 +221,8 @@ def _route_rate(topology: Topology, task: Transfer) -> float:
 
 def _bottlenecks(tasks: list[Task], coflows: list[Coflow], topology: Topology) -> np.ndarray:
     loads = _port_loads(tasks, coflows, topology)
+    if not loads.shape[1]:  # no coflow moves a byte (pp = dp = 1): nothing is a bottleneck
+        return np.zeros(len(coflows))
     return np.asarray(loads.max(axis=1).todense()).reshape(-1)
 
 

@@ -47,7 +47,7 @@ class FirstLayerChoice:
 
 def evaluation_passes(epochs: int, eval_every: int) -> int:
     """Evaluations of a run: every ``eval_every`` epochs and after the last."""
-    return len(set(range(eval_every, epochs + 1, eval_every)) | {epochs})
+    return epochs // eval_every + (epochs % eval_every != 0)
 
 
 def choose_first_layer(

@@ -333,15 +333,3 @@ def _classes(pset: PartitionSet) -> int:
 def _parameters(width: int, hidden: int, layers: int, classes: int) -> int:
     """About how many parameters the model has (its weights; biases are negligible)."""
     return 2 * (width * hidden + max(layers - 2, 0) * hidden * hidden + hidden * max(classes, hidden))
-
-
-def available_bytes() -> int | None:
-    """The memory this machine can still give (``MemAvailable``; None where it is not known)."""
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None

@@ -15,7 +15,7 @@ the plan is not split into bins, see :mod:`commgraph.plan.bins`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +95,21 @@ class CommPlan:
     def num_sends(self) -> int:
         """Sends over all stages."""
         return sum(len(stage) for stage in self.stages)
+
+    def rows_within(self, low: int, high: int) -> CommPlan:
+        """The plan moving only the rows with global ids in ``low..high-1`` (one node type of a
+        heterogeneous graph's homogeneous view): each send keeps those ids, a send left without
+        any is dropped, stages and routes stay."""
+        stages = []
+        for stage in self.stages:
+            kept = []
+            for send in stage:
+                ids = np.asarray(send.ids, dtype=np.int64)
+                ids = ids[(ids >= low) & (ids < high)]
+                if ids.size:
+                    kept.append(replace(send, ids=ids, nbytes=float(ids.size * self.row_bytes)))
+            stages.append(kept)
+        return replace(self, stages=stages, notes={**self.notes, "rows": [low, high]})
 
     # -- files ---------------------------------------------------------------------------------
 

@@ -2,9 +2,14 @@
 
 - :func:`init`, :func:`rank`, :func:`world_size`: join the job ``commgraph run`` or torchrun started
   (or a one-process world); torch's default process group, so DDP works.
-- :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows).
+- :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows), or of a
+  ``HeteroData`` as a ``HeteroData`` (each node type's owned rows, then its halo rows).
+- :class:`NeighborLoader`: PyG's sampled mini-batches, each rank drawing the seeds it owns; of a
+  ``HeteroData`` too, with fanouts per relation (:mod:`commgraph.pyg.hetero_loader`).
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
-  the planned all-gather; :func:`global_mean` / :func:`global_sum` make a loss or metric global.
+  the planned all-gather (a ``to_hetero`` or ``HeteroConv`` model on a heterogeneous part:
+  :class:`HeteroFullGraph`, each type's rows once per forward); :func:`global_mean` /
+  :func:`global_sum` make a loss or metric global.
 - :func:`unified`: a host table the GPU reads directly (PyTorch-Direct), a plain tensor on a CPU.
 - Link prediction: :func:`edge_split`, :func:`negative_sampling` (the same on every rank for a
   seed), :func:`edge_embeddings` (both endpoints' rows of this rank's label edges) and the global
@@ -19,8 +24,10 @@ from commgraph.lazy import exports
 __all__ = [
     "EdgeRows",
     "FullGraph",
+    "HeteroFullGraph",
     "LinkNeighborLoader",
     "LinkSplit",
+    "NeighborLoader",
     "auc",
     "device",
     "edge_embeddings",
@@ -54,6 +61,8 @@ __getattr__ = exports(
         "partition": "data",
         "full_graph": "full",
         "FullGraph": "full",
+        "HeteroFullGraph": "hetero",
+        "NeighborLoader": "loader",
         "global_mean": "reduce",
         "global_sum": "reduce",
         "unified": "direct",

@@ -10,6 +10,7 @@ the owned nodes, and the halo rows are what the planned all-gather refreshes bef
 from __future__ import annotations
 
 import os
+import typing
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,9 @@ from commgraph.partition import PartitionSet, is_partition_set, load_partition_s
 from commgraph.partition.store import Part
 from commgraph.pyg.world import Session, session
 
+if typing.TYPE_CHECKING:
+    from commgraph.pyg.hetero import TypedLayout
+
 DEFAULT_METHOD = "metis"
 
 
@@ -31,11 +35,12 @@ DEFAULT_METHOD = "metis"
 class PartHandle:
     """What the bridge keeps of a partitioned ``Data``: the set, this rank's part, and, when the
     part was cut from a ``Data`` in memory, each local edge's position in that ``Data``'s
-    ``edge_index`` (``edge_ids``)."""
+    ``edge_index`` (``edge_ids``); for a ``HeteroData``, its node types' rows (``types``)."""
 
     pset: PartitionSet
     part: Part
     edge_ids: np.ndarray | None = None
+    types: TypedLayout | None = None  # a HeteroData's part: each node type's rows
 
     @property
     def num_owned(self) -> int:
@@ -49,13 +54,18 @@ class PartHandle:
 _handles: dict[int, PartHandle] = {}
 
 
+def find_handle(data) -> PartHandle | None:
+    """The part behind a ``Data`` that :func:`partition` returned, or None for any other object."""
+    return _handles.get(id(data))
+
+
 def handle_of(data) -> PartHandle:
     """The part behind a ``Data`` that :func:`partition` returned.
 
     Raises:
         BridgeError: ``data`` did not come from :func:`partition`.
     """
-    found = _handles.get(id(data))
+    found = find_handle(data)
     if found is None:
         raise BridgeError("this Data is not a part: pass the Data that cg.partition(...) returned")
     return found
@@ -78,7 +88,9 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
 
     Args:
         data: a ``torch_geometric.data.Data`` (every rank's copy of the whole graph; edges as
-            given, directed, self loops kept), or a partition set's directory with one part per rank.
+            given, directed, self loops kept), a ``HeteroData`` (its part is a ``HeteroData``, see
+            :func:`~commgraph.pyg.hetero.partition_hetero`), or a partition set's directory with
+            one part per rank.
         method: ``metis``, ``g3``, ``chunk`` or ``random`` (a ``Data`` only).
         seed: the partitioner's seed (a ``Data`` only).
         folder: where to write the set instead of the cache (a ``Data`` only).
@@ -88,7 +100,7 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
         in-edge of an owned node, local ids), ``x``, ``y``, each other node attribute, the masks
         (false on halo rows, so a loss over a mask counts each node on one rank only), each edge
         attribute (``edge_attr``, ``edge_weight``, ...) of those edges, ``n_id`` (global ids) and
-        ``num_owned``.
+        ``num_owned``; a link split's ``edge_label_index`` and ``edge_label`` as they are (global).
 
     Shapes:
         - **edge_index:** ``[2, E_r]`` (int64, local ids; destinations ``< num_owned``)
@@ -97,9 +109,13 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
     Raises:
         BridgeError: ``edge_index`` out of range, a set whose part count is not the job's.
     """
-    from torch_geometric.data import Data
+    from torch_geometric.data import Data, HeteroData
 
     s = session()
+    if isinstance(data, HeteroData):
+        from commgraph.pyg.hetero import partition_hetero
+
+        return partition_hetero(s, data, method, seed, folder)
     if isinstance(data, (str, os.PathLike)):
         handle = _open_set(s, Path(data))
         source = None
@@ -145,20 +161,25 @@ def check_edge_index(edge_index: torch.Tensor, num_nodes: int, name: str = "edge
 
 
 def _cut(s: Session, data, method: str, seed: int, folder) -> PartHandle:
-    from commgraph.launch.cache import cached_partition_set, partition_cache_entry
-
     num_nodes = int(data.num_nodes)
     edges = check_edge_index(data.edge_index, num_nodes)
-    graph = _graph_of(data, edges, num_nodes)
+    pset = cut_graph(s, _graph_of(data, edges, num_nodes), method, seed, folder)
+    part = pset.part(s.world.rank)
+    return PartHandle(pset, part, _edge_positions(part, edges, num_nodes))
+
+
+def cut_graph(s: Session, graph, method: str, seed: int, folder, node_type: np.ndarray | None = None) -> PartitionSet:
+    """The partition set of ``graph`` into the job's ranks: each machine's first rank makes it
+    (in ``folder`` or the partition cache) unless a sound one is there, every rank maps it."""
+    from commgraph.launch.cache import cached_partition_set, partition_cache_entry
+
     parts = s.world.size
     target = Path(folder) if folder is not None else partition_cache_entry(graph, method, parts, seed)
     if int(os.environ.get("LOCAL_RANK", "0")) == 0:
-        cached_partition_set(graph, parts, method, seed, target)
+        cached_partition_set(graph, parts, method, seed, target, node_type=node_type)
     if parts > 1:
         s.comm.barrier()  # every machine's first rank has written its set
-    pset = load_partition_set(target, graph)
-    part = pset.part(s.world.rank)
-    return PartHandle(pset, part, _edge_positions(part, edges, num_nodes))
+    return load_partition_set(target, graph)
 
 
 def _graph_of(data, edges: np.ndarray, num_nodes: int):
@@ -220,7 +241,9 @@ def _as_data(handle: PartHandle, source):
     for key, value in source.items():
         if key in ("edge_index", "num_nodes") or not isinstance(value, torch.Tensor):
             continue
-        if key in MASK_NAMES:
+        if key.startswith("edge_label"):  # a split's label edges: global ids, every rank the same
+            out[key] = value
+        elif key in MASK_NAMES:
             mask = value[positions].clone()
             mask[owned:] = False
             out[key] = mask
@@ -237,19 +260,12 @@ def _from_set(out, handle: PartHandle) -> None:
     part, pset = handle.part, handle.pset
     halo = np.asarray(part.halo, dtype=np.int64)
     if part.features is not None:
-        out.x = torch.from_numpy(_with_halo(pset, part.features, "features", halo))
+        out.x = torch.from_numpy(np.concatenate([np.asarray(part.features), pset.rows("features", halo)]))
     if part.labels is not None:
-        out.y = torch.from_numpy(_with_halo(pset, part.labels, "labels", halo).astype(np.int64))
+        out.y = torch.from_numpy(np.concatenate([np.asarray(part.labels), pset.rows("labels", halo)]).astype(np.int64))
     for mask in MASK_NAMES:
         values = getattr(part, mask)
         if values is not None:
             out[mask] = torch.from_numpy(np.concatenate([np.asarray(values), np.zeros(halo.shape[0], dtype=bool)]))
     if part.weights is not None:
         out.edge_weight = torch.from_numpy(np.asarray(part.weights, dtype=np.float32))
-
-
-def _with_halo(pset: PartitionSet, owned: np.ndarray, name: str, halo: np.ndarray) -> np.ndarray:
-    """The part's own rows of ``name``, then its halo rows read from their owners' files."""
-    if halo.shape[0] == 0:
-        return np.array(owned)
-    return np.concatenate([np.asarray(owned), pset.rows(name, halo)])

@@ -36,17 +36,16 @@ from commgraph.pyg.data import PartHandle, handle_of
 from commgraph.pyg.world import session
 
 
-def _message_passing_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The outermost ``MessagePassing`` submodules of ``model``, in registration order."""
+def _message_passing_layers(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    """The outermost ``MessagePassing`` submodules of ``model`` by name, in registration order."""
     from torch_geometric.nn.conv import MessagePassing
 
-    found, inside = [], set()
+    found = {}
     for name, module in model.named_modules():
-        if any(name.startswith(prefix + ".") for prefix in inside):
+        if any(name.startswith(prefix + ".") for prefix in found):
             continue
         if isinstance(module, MessagePassing):
-            found.append(module)
-            inside.add(name)
+            found[name] = module
     return found
 
 
@@ -89,10 +88,11 @@ class FullGraph(torch.nn.Module):
         self._runners: dict[int, object] = {}
         self.choices: dict[int, object] = {}  # row bytes -> the plan chosen for rows of that width
         self._undo: list[tuple[torch.nn.Module, str, object]] = []  # (layer, attribute, value) set back after a call
-        self._padded: list[bool] = []  # per layer call in flight: its output has owned rows only
+        self._padded: list[int | None] = []  # per layer call in flight: zero rows its output gets (None: none)
         self._adjacencies: dict[tuple, torch.Tensor] = {}
-        self._layer_of = {id(layer): i for i, layer in enumerate(layers)}
-        for layer in layers:
+        self._layers = layers
+        self._layer_of = {id(layer): i for i, layer in enumerate(layers.values())}
+        for layer in layers.values():
             layer.register_forward_pre_hook(self._before_layer, with_kwargs=True)
             layer.register_forward_hook(self._after_layer)
         self._sync = None
@@ -184,7 +184,7 @@ class FullGraph(torch.nn.Module):
                 args[1] = adjacency
             else:
                 kwargs["edge_index"] = adjacency
-        self._padded.append(pair)
+        self._padded.append(self._handle.part.num_halo if pair else None)
         if _normalising_gcn(layer):
             self._gcn_weights(layer, args, kwargs, index)
         if pair and _narrowing_sage(layer):
@@ -229,9 +229,10 @@ class FullGraph(torch.nn.Module):
 
     def _after_layer(self, layer: torch.nn.Module, args, output):
         self._set_back()
-        if self._padded.pop() and isinstance(output, torch.Tensor):
+        halo = self._padded.pop()
+        if halo is not None and isinstance(output, torch.Tensor):
             # the owned rows, then zero rows in the halo's place: the table keeps the part's rows
-            output = torch.cat([output, output.new_zeros((self._handle.part.num_halo, *output.shape[1:]))])
+            output = torch.cat([output, output.new_zeros((halo, *output.shape[1:]))])
         return output
 
     def _gcn_weights(self, layer, args: list, kwargs: dict, index: int) -> None:
@@ -344,7 +345,9 @@ def full_graph(
 
     Args:
         model: any ``torch.nn.Module`` with ``MessagePassing`` layers (PyG's convs or the user's own),
-            each called as ``layer(x, edge_index, ...)`` with ``x`` holding the part's rows.
+            each called as ``layer(x, edge_index, ...)`` with ``x`` holding the part's rows; for a
+            ``HeteroData`` part, a ``to_hetero`` or ``HeteroConv`` model, one layer per relation
+            (:class:`~commgraph.pyg.hetero.HeteroFullGraph`).
         data: the part :func:`~commgraph.pyg.partition` returned.
         plan: the all-gather plan: ``auto`` (the one the simulator prices fastest on the topology),
             a planner (``p2p``, ``spst``, ...) or a plan file, as ``commgraph train --plan``.
@@ -358,4 +361,9 @@ def full_graph(
     Raises:
         BridgeError: ``model`` has no ``MessagePassing`` layer; ``data`` is not a part.
     """
-    return FullGraph(model, handle_of(data), data, plan=plan, topology=topology, allreduce=allreduce)
+    handle = handle_of(data)
+    if handle.types is not None:
+        from commgraph.pyg.hetero import HeteroFullGraph
+
+        return HeteroFullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce)
+    return FullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce)

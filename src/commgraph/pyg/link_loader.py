@@ -20,7 +20,7 @@ import torch
 
 from commgraph.errors import BridgeError
 from commgraph.pyg.data import check_edge_index, handle_of
-from commgraph.pyg.link import _draw_rounds, _owned_mask, _positive_keys, first_distinct, search
+from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, _positive_keys, first_distinct, search
 
 
 @dataclass
@@ -82,7 +82,9 @@ class LinkNeighborLoader:
     ``LinkNeighborLoader`` with its argument names (see the module description).
 
     Args:
-        data: a ``Data`` (the training graph, e.g. ``train_data`` of :func:`~commgraph.pyg.edge_split`)
+        data: a ``HeteroData`` (the loader is then a
+            :class:`~commgraph.pyg.hetero_loader.HeteroLinkNeighborLoader`, with its arguments), a
+            ``Data`` (the training graph, e.g. ``train_data`` of :func:`~commgraph.pyg.edge_split`)
             or a part of it (:func:`~commgraph.pyg.partition`): a rank then loads its share of the
             label edges, those whose destination it owns.
         num_neighbors: the in-neighbours to sample per node at each hop (-1: all).
@@ -105,6 +107,15 @@ class LinkNeighborLoader:
         BridgeError: no label edges, a bad fanout or ratio, node rows the set does not hold.
     """
 
+    def __new__(cls, data, *args, **kwargs):
+        from torch_geometric.data import HeteroData
+
+        if isinstance(data, HeteroData):
+            from commgraph.pyg.hetero_loader import HeteroLinkNeighborLoader
+
+            return HeteroLinkNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         data,
@@ -125,6 +136,7 @@ class LinkNeighborLoader:
         self.num_neighbors, self.batch_size, self.shuffle = list(num_neighbors), batch_size, shuffle
         self.neg_sampling_ratio, self.seed, self.epoch = neg_sampling_ratio, seed, 0
         self._graph(data)
+        self._space = PairSpace(self.num_nodes, self.num_nodes)
         if edge_label_index is None:
             edge_label_index = getattr(data, "edge_label_index", None)
         if edge_label_index is None:
@@ -135,7 +147,7 @@ class LinkNeighborLoader:
             raise BridgeError(f"edge_label has {labels.shape[0]} entries for {edges.shape[1]} edges")
         self.input_id = np.flatnonzero(self._owned[edges[1]])
         self.edge_label_index, self.edge_label = edges, labels
-        self._positives = _positive_keys(self._positive_edges(), self.num_nodes) if neg_sampling_ratio else None
+        self._positives = _positive_keys(self._positive_edges(), self._space) if neg_sampling_ratio else None
 
     def _graph(self, data) -> None:
         """The in-edge CSR to sample, the node rows, and the nodes whose label edges this rank loads."""
@@ -179,7 +191,7 @@ class LinkNeighborLoader:
         pairs, labels = self.edge_label_index[:, input_id], self.edge_label[torch.from_numpy(input_id)]
         negatives = int(round(self.neg_sampling_ratio * input_id.shape[0]))
         if negatives:
-            keys = _draw_rounds(rng, self.num_nodes, self._positives, negatives)
+            keys = _draw_rounds(rng, self._space, self._positives, negatives)
             pairs = np.concatenate([pairs, np.stack([keys // self.num_nodes, keys % self.num_nodes])], 1)
             labels = torch.cat([labels, labels.new_zeros(negatives)])
         seeds = _new_nodes(pairs.reshape(-1), np.empty(0, np.int64))

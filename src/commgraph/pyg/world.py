@@ -17,13 +17,10 @@ import torch.distributed as dist
 
 from commgraph.errors import BridgeError
 from commgraph.runtime.comm import Communicator
-from commgraph.runtime.options import DEVICE_ENV, TIMEOUT_ENV, in_torchrun
+from commgraph.runtime.options import DEVICE_ENV, INIT_KEY, TIMEOUT_ENV, in_torchrun
 from commgraph.runtime.world import World, join
 
 DEFAULT_TIMEOUT = 300.0
-# set by ``commgraph run``: the store key a rank writes when it calls init, so that the launcher
-# can tell a script that never joined from one that did
-INIT_KEY = "commgraph/bridge-init/"
 
 
 @dataclass

@@ -22,19 +22,22 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
 from commgraph.lifetime import group_members, kill_group
-from commgraph.runtime.world import failed_key, stopped_key
+from commgraph.runtime.world import PROGRESS_KEY, failed_key, stopped_key
 from commgraph.runtime.zygote import FRESH_RANKS, ForkedZygote
 
 POLL_SECONDS = 0.1
 STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit with their own message
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what stops a job the ordinary way
 SWEEP_SECONDS = 1.0  # after the ranks exit, how long what they started may take to exit by itself
 
 
@@ -77,14 +80,62 @@ def launch_local(
         fresh = torch.cuda.is_available()
     if fresh:
         env[FRESH_RANKS] = "1"
-    children = ForkedRanks.start(argv, workers, module, env, zygote)
+    children = None
     try:
-        return (verdict or name_failed_rank)(_watch(children.ranks, grace, store))
+        with _signals_interrupt():
+            try:
+                children = ForkedRanks.start(argv, workers, module, env, zygote)
+                end = _watch(children.ranks, grace, store)
+            except Interrupted as stop:
+                if children is not None:
+                    _kill(children.ranks)
+                return stopped_by_signal(stop.signum, store)
+        return (verdict or name_failed_rank)(end)
     finally:
-        _kill(children.ranks)
-        _sweep(children.ranks)
-        children.close()
+        if children is not None:
+            _kill(children.ranks)
+            _sweep(children.ranks)
+            children.close()
         del store
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM reached the launcher while its ranks ran (:func:`_signals_interrupt`)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _signals_interrupt():
+    """While the job runs, SIGINT (Ctrl-C) and SIGTERM (``kill``, a scheduler's pre-emption) raise
+    :class:`Interrupted` in the launcher, once: a second signal does not interrupt the stop. Only
+    the main thread can take signals; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        for taken in STOP_SIGNALS:
+            signal.signal(taken, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    before = {taken: signal.signal(taken, interrupt) for taken in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for taken, handler in before.items():
+            signal.signal(taken, handler)
+
+
+def stopped_by_signal(signum: int, store) -> int:
+    """Say the job was stopped by ``signum`` and how far it got (what its leader last reported,
+    :meth:`~commgraph.runtime.world.World.report_progress`); the shell's code, 128 + ``signum``."""
+    far = store.get(PROGRESS_KEY).decode(errors="replace") if store.check([PROGRESS_KEY]) else None
+    where = f" {far}" if far else ""
+    print(f"commgraph: stopped by {signal.Signals(signum).name}{where}; every rank stopped", file=sys.stderr)
+    return 128 + signum
 
 
 @dataclass

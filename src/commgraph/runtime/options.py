@@ -19,6 +19,8 @@ from commgraph.topology import DETECT, SPEED_KEYS, parse_speeds
 # :func:`commgraph.pyg.init` reads as its defaults
 TIMEOUT_ENV = "COMMGRAPH_TIMEOUT"
 DEVICE_ENV = "COMMGRAPH_DEVICE"
+# the store key a rank of ``commgraph run`` writes when its script calls ``commgraph.pyg.init``
+INIT_KEY = "commgraph/bridge-init/"
 
 
 @dataclass(frozen=True)

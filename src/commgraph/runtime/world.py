@@ -33,6 +33,7 @@ from commgraph.errors import TrainingError, WorkerFailed
 BEAT_SECONDS = 0.2
 SILENCE_SECONDS = 4 * BEAT_SECONDS  # a rank whose counter did not move for this long is dead
 _PREFIX = "commgraph/"
+PROGRESS_KEY = f"{_PREFIX}progress"  # how far the job got, in words (:meth:`World.report_progress`)
 
 
 @dataclass
@@ -70,6 +71,15 @@ class World:
             self._store.set(stopped_key(self.rank), "1")
         except Exception:  # noqa: BLE001 - the store host itself may be the one that died
             pass
+
+    def report_progress(self, text: str) -> None:
+        """Say how far the job got (the leader, after each epoch), for the launcher's line when
+        a signal stops the job (best effort)."""
+        if self._store is not None and self.is_leader:
+            try:
+                self._store.set(PROGRESS_KEY, text[:300])
+            except Exception:  # noqa: BLE001 - the store host itself may be the one that died
+                pass
 
     def explain(self, error: BaseException, waiting_for: int | None = None) -> WorkerFailed:
         """Turn a communication error into one that names the rank responsible: a rank that

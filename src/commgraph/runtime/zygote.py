@@ -71,6 +71,7 @@ def run_rank(rank: int, module: str, argv: list[str], zygote: int) -> None:
     try:
         die_with_parent(zygote)
         os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the zygote ignores it; a rank need not
         name_process(f"commgraph-r{rank}")
         os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(rank)
         if os.environ.get(FRESH_RANKS) == "1":  # keeps its pid, process group and parent-death signal
@@ -103,6 +104,12 @@ def _exit_code(code) -> int:
         return code
     print(code, file=sys.stderr)
     return 1
+
+
+def ignore_interrupts() -> None:
+    """Ctrl-C reaches the whole foreground process group, the zygote with its launcher: the
+    launcher stops the job, and the zygote, which only forks and reports, ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def serve(report_fd: int, workers: int, module: str, argv: list[str]) -> int:
@@ -160,6 +167,7 @@ class ForkedZygote:
             try:
                 os.close(control), os.close(reports)
                 die_with_parent(parent)
+                ignore_interrupts()
                 name_process("commgraph-zyg")
                 warm()
                 with os.fdopen(control_read) as handle:
@@ -217,6 +225,7 @@ class ForkedZygote:
 def main(argv: list[str]) -> int:
     fd, workers, module, worker_argv = int(argv[0]), int(argv[1]), argv[2], argv[3:]
     die_with_parent()
+    ignore_interrupts()
     if os.environ.get(FRESH_RANKS) != "1":
         warm()
     return serve(fd, workers, module, worker_argv)

@@ -219,9 +219,21 @@ class Scratch:
 def relabel(dst: np.ndarray, sources: np.ndarray, counts: np.ndarray, scratch: Scratch, num_nodes: int) -> LayerSample:
     """The block of destinations ``dst`` whose ``counts[i]`` sampled sources lie, destination after
     destination, in ``sources``: table = ``dst`` then new sources in order of first appearance."""
-    src, edge_src = _relabel(dst, sources, scratch.get(num_nodes))
+    src, edge_src = extend_table(dst, sources, scratch, num_nodes)
     edge_dst = np.repeat(np.arange(dst.shape[0], dtype=np.int64), counts)
     return LayerSample(dst, src, edge_src, edge_dst)
+
+
+def extend_table(
+    table: np.ndarray, sources: np.ndarray, scratch: Scratch, num_nodes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``table`` (distinct ids of a ``num_nodes`` id space) followed by the ids of ``sources`` it
+    lacks, in order of first appearance, and each source's position in that table.
+
+    Shapes:
+        table ``[n]``, sources ``[E]`` -> ``[n + new]``, ``[E]``
+    """
+    return _relabel(table, sources, scratch.get(num_nodes))
 
 
 @njit(cache=True)

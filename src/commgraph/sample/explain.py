@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.neighbor import NeighborSampler
 from commgraph.sample.options import EXPLAIN_NODES, EXPLAIN_TARGETS, ExplainerOptions
 
+QUIET_CHILDREN = ("ignore::FutureWarning:torch.jit._script", "ignore:resource_tracker:UserWarning")  # -W filters
 POOL_ROWS = 1 << 13  # the pooled node's mean is read this many owned rows at a time
 
 
@@ -284,6 +286,24 @@ class _Failure:
     error: str
 
 
+@contextmanager
+def _quiet_children():
+    """Processes started meanwhile filter out two warnings that are not the user's business: PyG's
+    import calls ``torch.jit.script``, which warns that it is deprecated (the explainer imports PyG
+    afresh; the ranks, forked from a zygote, imported it with warnings off), and a rank killed
+    mid-run leaves its queues' semaphores to its resource tracker, which removes them and warns
+    that they leaked."""
+    before = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, (before, *QUIET_CHILDREN)))
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = before
+
+
 def _serve(requests, results, cpu: float | None, parent: int) -> None:
     """The explainer process: take the :class:`DGSExplainer` (the first request), then explain
     each snapshot handed over until told to stop (None) or training's end of the pipe closes; it
@@ -411,16 +431,17 @@ class OnlineExplainer(_Windows):
         self._busy = False
         self._published = threading.Event()
         self._error: str | None = None
-        context = multiprocessing.get_context("spawn")  # no fork of a process with live threads
-        self._requests, self._results = context.Queue(), context.Queue()
-        # the explainer (megabytes) goes by the queue, not as an argument: start() writes its
-        # arguments into a pipe it also holds open, and would wait forever if the child died reading
-        self._requests.cancel_join_thread()  # nor may a dead child's unread queue hold up our exit
-        self._process = context.Process(
-            target=_serve, args=(self._requests, self._results, cpu, os.getpid()), name="dgs-explainer", daemon=True
-        )
-        self._closing = False
-        self._process.start()
+        with _quiet_children():  # the queues start this rank's resource tracker, then the explainer starts
+            context = multiprocessing.get_context("spawn")  # no fork of a process with live threads
+            self._requests, self._results = context.Queue(), context.Queue()
+            # the explainer (megabytes) goes by the queue, not as an argument: start() writes its
+            # arguments into a pipe it also holds open, and would wait forever if the child died reading
+            self._requests.cancel_join_thread()  # nor may a dead child's unread queue hold up our exit
+            self._process = context.Process(
+                target=_serve, args=(self._requests, self._results, cpu, os.getpid()), name="dgs-explainer", daemon=True
+            )
+            self._closing = False
+            self._process.start()
         self._requests.put(explainer)
         self._receiver = threading.Thread(target=self._receive, name="dgs-masks", daemon=True)
         self._receiver.start()

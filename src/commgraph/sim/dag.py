@@ -133,20 +133,20 @@ def check_dag(tasks: list[Task]) -> Dependents:
         raise SimulationError(f"duplicate task id {duplicate!r}")
     transfer = np.array(list(map(type, tasks)), dtype=object) == Transfer
     size = np.fromiter(map(_size, tasks), dtype=np.float64, count=n)
-    bad = np.flatnonzero(~(size >= 0))
+    bad = np.flatnonzero(~((size >= 0) & (size < np.inf)))
     if bad.size:
         task = tasks[bad[0]]
         field = "bytes" if transfer[bad[0]] else "seconds"
-        raise SimulationError(f"task {task.id!r}: {field} must be >= 0, got {getattr(task, field)}")
+        raise SimulationError(f"task {task.id!r}: {field} must be a finite number >= 0, got {getattr(task, field)}")
     moving = list(compress(tasks, transfer.tolist()))
     overhead = np.fromiter(map(_OVERHEAD, moving), dtype=np.float64, count=len(moving))
     rate = np.array(list(map(_MAX_RATE, moving)), dtype=object)
     capped = rate != None  # noqa: E711 (elementwise on an object array)
-    wrong = ~(overhead >= 0)
+    wrong = ~((overhead >= 0) & (overhead < np.inf))
     wrong[capped] |= ~(rate[capped].astype(np.float64) > 0)
     if wrong.any():
         task = moving[int(np.flatnonzero(wrong)[0])]
-        raise SimulationError(f"task {task.id!r}: overhead_s must be >= 0 and max_rate > 0")
+        raise SimulationError(f"task {task.id!r}: overhead_s must be finite and >= 0, and max_rate > 0")
     lists = list(map(_DEPS, tasks))
     counts = np.fromiter(map(len, lists), dtype=np.int64, count=n)
     flat = list(chain.from_iterable(lists))
@@ -208,6 +208,10 @@ def read_json(path: str | Path):
         return json.loads(path.read_text())
     except FileNotFoundError:
         raise SimulationError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise SimulationError(f"{path}: not UTF-8 text (byte {exc.start}); expected a JSON file") from None
+    except OSError as exc:
+        raise SimulationError(f"{path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise SimulationError(f"{path}: not valid JSON ({exc})") from None
 

@@ -142,7 +142,8 @@ def _resources(topology: Topology, tasks: list[Task], graph: Graph, cores: dict[
     entry_res, entry_flow, work = entry_res[by], entry_flow[by], work[by]
     bounds = np.flatnonzero(np.diff(entry_res)) + 1
     shared = 2 * len(topology.links) + sum(d.forward_gbps is not None for d in topology.devices)
-    for res, flow, seconds in zip(np.split(entry_res, bounds), np.split(entry_flow, bounds), np.split(work, bounds)):
+    groups = zip(np.split(entry_res, bounds), np.split(entry_flow, bounds), np.split(work, bounds))
+    for res, flow, seconds in groups if entry_res.size else ():  # no transfer: no link has work
         if res[0] < shared:  # a private rate cap is the flow's own, not shared
             yield resource_name(topology, int(res[0])), flows.task_of[flow], seconds, flows.latency[flow]
     device = np.array([topology.index[t.device] if isinstance(t, Compute) else -1 for t in tasks], dtype=np.int64)

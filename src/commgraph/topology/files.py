@@ -35,7 +35,14 @@ def load_yaml(path: str | Path, error: type[Exception] = TopologyError):
     except OSError as exc:
         raise error(f"{path}: cannot read it ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
-        raise error(f"{path}: not valid YAML ({exc})".replace("\\n", " ")) from None
+        raise error(f"{path}: not valid YAML{_where(exc)}") from None
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    """Where PyYAML found the fault and what it is, on one line (its message spans several)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else f": {problem}"
 
 
 def read_yaml(path: str | Path) -> Topology:

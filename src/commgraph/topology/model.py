@@ -34,6 +34,7 @@ from functools import cached_property
 
 import numpy as np
 from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from commgraph.errors import TopologyError
 from commgraph.topology.distances import Distances
@@ -452,53 +453,66 @@ class Topology:
                     f"device {device.id!r}: unknown kind {device.kind!r}; use one of {', '.join(DEVICE_KINDS)}"
                 )
             seen.add(device.id)
-        pairs: set[tuple[str, str, str]] = set()
-        for n, link in enumerate(self.links):
-            where = f"link {n} ({link.a} - {link.b})"
-            for end in (link.a, link.b):
-                if end not in seen:
-                    raise TopologyError(f"{where}: unknown device {end!r}")
-            if link.a == link.b:
-                raise TopologyError(f"{where}: a link must join two different devices")
-            if link.kind not in LINK_KINDS:
-                raise TopologyError(f"{where}: unknown kind {link.kind!r}; use one of {', '.join(LINK_KINDS)}")
-            if not link.bandwidth_gbps > 0:
-                raise TopologyError(f"{where}: bandwidth_gbps must be > 0, got {link.bandwidth_gbps}")
-            if not link.latency_us >= 0:
-                raise TopologyError(f"{where}: latency_us must be >= 0, got {link.latency_us}")
-            if not link.overhead_us >= 0:
-                raise TopologyError(f"{where}: overhead_us must be >= 0, got {link.overhead_us}")
-            if not isinstance(link.count, int) or link.count < 1:
-                raise TopologyError(f"{where}: count must be an integer >= 1, got {link.count!r}")
-            pair = (min(link.a, link.b), max(link.a, link.b), link.kind)
-            if pair in pairs:
-                raise TopologyError(f"{where}: duplicate {link.kind} link; merge them into one entry with a count")
-            pairs.add(pair)
+        index = {d.id: i for i, d in enumerate(self.devices)}
+        ends = self._link_ends(index)
+        if self.links:
+            self._check_links(ends)
         if self.calibrated is not None:
             self.calibrated.validate()
         if self.routing not in ROUTINGS:
             raise TopologyError(
                 f"topology {self.name!r}: routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}"
             )
-        self._check_connected()
+        self._check_connected(ends)
 
-    def _check_connected(self) -> None:
+    def _link_ends(self, index: dict[str, int]) -> np.ndarray:
+        """Per link its two devices' positions (``-1`` for an id no device has), shape ``[links, 2]``."""
+        ends = np.fromiter(
+            (index.get(end, -1) for link in self.links for end in (link.a, link.b)), np.int64, 2 * len(self.links)
+        )
+        return ends.reshape(-1, 2)
+
+    def _check_links(self, ends: np.ndarray) -> None:
+        """Raise :class:`TopologyError` for the first link that is wrong (one vectorised pass per
+        check; among a link's faults, the first in the order below)."""
+        links = self.links
+        kinds = np.array([link.kind for link in links])
+        figures = np.array([(link.bandwidth_gbps, link.latency_us, link.overhead_us) for link in links], np.float64)
+        counts = np.array([link.count if isinstance(link.count, int) else 0 for link in links], dtype=object)
+        low, high = ends.min(axis=1), ends.max(axis=1)
+        kind_code = np.unique(kinds, return_inverse=True)[1].reshape(-1)
+        pair = (low * len(self.devices) + high) * len(LINK_KINDS) + kind_code
+        duplicate = np.ones(len(links), dtype=bool)
+        duplicate[np.unique(pair, return_index=True)[1]] = False
+        checks = [
+            (low < 0, lambda k: f"unknown device {(links[k].a if ends[k, 0] < 0 else links[k].b)!r}"),
+            (ends[:, 0] == ends[:, 1], lambda k: "a link must join two different devices"),
+            (
+                ~np.isin(kinds, LINK_KINDS),
+                lambda k: f"unknown kind {links[k].kind!r}; use one of {', '.join(LINK_KINDS)}",
+            ),
+            (~(figures[:, 0] > 0), lambda k: f"bandwidth_gbps must be > 0, got {links[k].bandwidth_gbps}"),
+            (~(figures[:, 1] >= 0), lambda k: f"latency_us must be >= 0, got {links[k].latency_us}"),
+            (~(figures[:, 2] >= 0), lambda k: f"overhead_us must be >= 0, got {links[k].overhead_us}"),
+            ((counts < 1).astype(bool), lambda k: f"count must be an integer >= 1, got {links[k].count!r}"),
+            (duplicate, lambda k: f"duplicate {links[k].kind} link; merge them into one entry with a count"),
+        ]
+        failing = [(int(np.argmax(bad)), c) for c, (bad, _) in enumerate(checks) if bad.any()]
+        if failing:
+            k, c = min(failing)
+            raise TopologyError(f"link {k} ({links[k].a} - {links[k].b}): {checks[c][1](k)}")
+
+    def _check_connected(self, ends: np.ndarray) -> None:
         if not self.devices:
             raise TopologyError(f"topology {self.name!r} has no devices")
-        index = {d.id: i for i, d in enumerate(self.devices)}
-        neighbours: list[list[int]] = [[] for _ in self.devices]
-        for link in self.links:
-            neighbours[index[link.a]].append(index[link.b])
-            neighbours[index[link.b]].append(index[link.a])
-        reached, stack = {0}, [0]
-        while stack:
-            for nxt in neighbours[stack.pop()]:
-                if nxt not in reached:
-                    reached.add(nxt)
-                    stack.append(nxt)
-        if len(reached) != len(self.devices):
-            lost = next(d.id for i, d in enumerate(self.devices) if i not in reached)
-            raise TopologyError(f"device {lost!r} is disconnected from {self.devices[0].id!r}: add a link to it")
+        n = len(self.devices)
+        adjacency = csr_matrix((np.ones(len(ends)), (ends[:, 0], ends[:, 1])), shape=(n, n))
+        labels = connected_components(adjacency, directed=False)[1]
+        lost = np.flatnonzero(labels != labels[0])
+        if lost.size:
+            raise TopologyError(
+                f"device {self.devices[lost[0]].id!r} is disconnected from {self.devices[0].id!r}: add a link to it"
+            )
 
     # -- plain data ----------------------------------------------------------------------------
 

@@ -71,11 +71,14 @@ Latencies and the NVSwitch servers' speeds (``count x nv1``) are not measured on
 
 from __future__ import annotations
 
+import gc
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from commgraph.errors import TopologyError
+from commgraph.sizes import check_room
 from commgraph.topology.model import Device, Link, Topology
 
 DEFAULT_SPEEDS = {"nv1": 24.22, "nv2": 48.35, "pcie": 11.13, "qpi": 9.56, "ib": 6.37, "ethernet": 3.12, "shm": 8.0}
@@ -120,6 +123,8 @@ LATENCY_US = {
 DGX1_NV2 = ((0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7))
 DGX1_NV1 = ((0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7))
 
+_SPEED_KEY = {"infiniband": "ib", "shared_memory": "shm"}  # link kinds whose speed key is not their name
+
 
 def make_link(a: str, b: str, kind: str, count: int = 1, speeds: dict[str, float] = DEFAULT_SPEEDS) -> Link:
     """A link of ``kind`` with the speed and latency the tables above give it.
@@ -136,7 +141,7 @@ def make_link(a: str, b: str, kind: str, count: int = 1, speeds: dict[str, float
     elif kind == "nvswitch":
         bandwidth = count * speeds["nv1"]
     else:
-        bandwidth = speeds[{"infiniband": "ib", "shared_memory": "shm"}.get(kind, kind)]
+        bandwidth = speeds[_SPEED_KEY.get(kind, kind)]
     return Link(a, b, kind, count, bandwidth, LATENCY_US[kind])
 
 
@@ -164,8 +169,8 @@ class _Builder:
     def link(self, a: str, b: str, kind: str, count: int = 1) -> None:
         self.links.append(make_link(a, b, kind, count, self.speeds))
 
-    def build(self, name: str) -> Topology:
-        return Topology(name=name, devices=self.devices, links=self.links)
+    def build(self, name: str, gpu_forwarding: bool = False) -> Topology:
+        return Topology(name=name, devices=self.devices, links=self.links, gpu_forwarding=gpu_forwarding)
 
 
 # -- single servers: each adds one host and returns its NICs (for clusters) ------------------------
@@ -331,17 +336,19 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
     if match := re.fullmatch(r"localhost-cpu:(\d+)", name):
         return _localhost(b, int(match.group(1)), name)
     if match := re.fullmatch(r"(\d+)x(.+?)(?:-(ib|eth))?(?:-rails(\d+))?(-pxn)?", name):
-        topology = _cluster(
-            b.for_server(match.group(2)),
-            int(match.group(1)),
-            match.group(2),
-            match.group(3) or "ib",
-            name,
-            int(match.group(4) or 1),
-        )
-        return replace(topology, gpu_forwarding=bool(match.group(5)))
+        with _no_collection():
+            return _cluster(
+                b.for_server(match.group(2)),
+                int(match.group(1)),
+                match.group(2),
+                match.group(3) or "ib",
+                name,
+                int(match.group(4) or 1),
+                pxn=bool(match.group(5)),
+            )
     if name.startswith("fattree:"):
-        return _fat_tree(b, name)
+        with _no_collection():
+            return _fat_tree(b, name)
     raise TopologyError(f"unknown topology {name!r}; presets: {', '.join(preset_names())}")
 
 
@@ -362,13 +369,16 @@ def _server(name: str) -> Callable[[_Builder, str, str], list[str]]:
     return SERVERS[name]
 
 
-def _cluster(b: _Builder, count: int, server: str, network: str, name: str, rails: int = 1) -> Topology:
+def _cluster(
+    b: _Builder, count: int, server: str, network: str, name: str, rails: int = 1, pxn: bool = False
+) -> Topology:
     """``count`` servers whose NICs plug into one non-blocking network switch, or with ``rails`` > 1
     into ``rails`` switches (NIC i of every server into switch i mod rails; at most one rail per
-    NIC)."""
+    NIC); ``pxn``: routes may relay through GPUs."""
     build = _server(server)
     if count < 1 or rails < 1:
         raise TopologyError(f"{name}: need at least 1 server and 1 rail")
+    _check_size(name, count, server, 1)  # the switches: rails <= a server's NICs, checked below
     servers = [build(b, f"n{s}.", f"node{s}") for s in range(count)]
     if rails > max(1, len(servers[0])):  # a rail switch no NIC plugs into would be disconnected
         raise TopologyError(
@@ -379,7 +389,38 @@ def _cluster(b: _Builder, count: int, server: str, network: str, name: str, rail
     for nics in servers:
         for i, nic in enumerate(nics):
             b.link(nic, switches[i % rails], _NETWORK[network])
-    return b.build(name)
+    return b.build(name, gpu_forwarding=pxn)
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused while a cluster's millions of devices and links are
+    made (none is in a cycle; each collection would rescan them all): half the time at 20,000 servers."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+ENTRY_BYTES = 600  # peak bytes per device or link while a cluster is built and validated (measured: ~520)
+
+
+def _check_size(name: str, servers: int, server: str, network: int) -> None:
+    """Refuse a cluster of ``servers`` servers whose devices and links (one server's, each NIC's
+    link to the network, and ``network`` switches and links besides) would not fit in memory,
+    before any is built."""
+    probe = _Builder({})
+    nics = _server(server)(probe, "", "probe")
+    entries = servers * (len(probe.devices) + len(probe.links) + len(nics)) + network
+    check_room(
+        f"{name} ({servers:,} servers, {entries:,} devices and links)",
+        entries * ENTRY_BYTES,
+        TopologyError,
+        "use fewer servers (a smaller N or k)",
+    )
 
 
 def _fat_tree(b: _Builder, name: str) -> Topology:
@@ -408,6 +449,7 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
         raise TopologyError(usage)
     nics_wanted, latency = _positive(options, "nics", int, name), _positive(options, "latency", float, name)
     kind, half = _NETWORK[network], k // 2
+    _check_size(name, k**3 // 4, options.get("server", "dgx1-v100"), 5 * k * k // 4 + k**3 // 2)
     servers = 0
     nics_per_server = 1
     edges_by_pod = []

@@ -35,6 +35,7 @@ from commgraph.sample.options import (
     ExplainerOptions,
     parse_fanouts,
 )
+from commgraph.sizes import check_count
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
@@ -87,12 +88,15 @@ class OptimOptions(Options):
     epochs: int = option("epochs to train", type=int, default=200)
     lr: float = option("Adam's learning rate", type=float, default=0.01)
     weight_decay: float = option("Adam's weight decay", type=float, default=5e-4)
-    seed: int = option("seed of the weights, dropout and partitioning", type=int, default=0)
+    seed: int = option(
+        "seed of the weights, dropout and sampling (the partition's is --partition-seed)", type=int, default=0
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.epochs < 1:
             raise TrainingError("--epochs must be >= 1")
+        check_count("--epochs", self.epochs, TrainingError)
         if not self.lr > 0 or self.weight_decay < 0:
             raise TrainingError(f"need --lr > 0 and --weight-decay >= 0, got {self.lr} and {self.weight_decay}")
 

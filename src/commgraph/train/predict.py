@@ -56,7 +56,14 @@ def load_model(checkpoint_dir: str | Path, best: bool = False) -> tuple[GNN, dic
         layers=identity["layers"],
         heads=identity["heads"],
     )
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError:  # torch's message: one line per tensor
+        raise TrainingError(
+            f"{Path(checkpoint_dir) / name}: its weights do not fit the {identity['model']} model it names "
+            f"({identity['layers']} layers, hidden {identity['hidden']}, widths {state['widths']}); "
+            "the file is damaged: train again"
+        ) from None
     model.eval()
     return model, {**identity, "epoch": state["epoch"]}
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from commgraph.atomic import append_text, atomic_write
 from commgraph.errors import TrainingError
 from commgraph.nn import GNN
 from commgraph.plan.choose import AllReduceChoice
@@ -442,6 +443,7 @@ class Trainer:
                 self.best = {"epoch": epoch, "val_acc": record.val_acc, "test_acc": record.test_acc}
             if log_options.checkpoint_dir:
                 self.checkpoint(record, improved)
+            self.world.report_progress(_how_far(epoch, epochs, log_options.checkpoint_dir))
         log.close()
         if self.sampled is not None:
             if config.sampling.dgs_masks_out:
@@ -454,6 +456,14 @@ class Trainer:
             if every is not None:
                 write_predictions(Path(log_options.predictions_out), every)
         return TrainResult(history, self.model, self.best)
+
+
+def _how_far(epoch: int, epochs: int, checkpoint_dir: str | None) -> str:
+    """How far the run got, for the launcher's line if a signal stops the job."""
+    line = f"after epoch {epoch} of {epochs}"
+    if checkpoint_dir:
+        line += f"; the last checkpoint, {Path(checkpoint_dir) / checkpoint.FILE} (epoch {epoch}), is intact"
+    return line
 
 
 def _available_memory(device: torch.device) -> int:
@@ -499,15 +509,18 @@ class _MetricsLog:
                     for line in self.path.read_text().splitlines()
                     if line.strip() and json.loads(line)["epoch"] < start_epoch
                 ]
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text("".join(line + "\n" for line in kept))
+            if kept:
+                with atomic_write(self.path) as handle:
+                    handle.write("".join(line + "\n" for line in kept).encode())
+            else:  # created by the first epoch's line: a run that writes none leaves no empty file
+                self.path.unlink(missing_ok=True)
+                self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: EpochRecord, bar) -> None:
         if not self.leader:
             return
         if self.path is not None:
-            with open(self.path, "a") as handle:
-                handle.write(json.dumps(asdict(record)) + "\n")
+            append_text(self.path, json.dumps(asdict(record)) + "\n")
         if self.board is not None:
             for tag, value in (
                 ("loss", record.loss),

@@ -1,0 +1,365 @@
+r"""Sampled mini-batches in PyG's layout, each rank drawing its own seeds: :class:`NeighborLoader`.
+
+A batch is what ``torch_geometric.loader.NeighborLoader`` yields: the seeds first in ``n_id``, then
+the nodes each hop adds, ``edge_index`` in batch-local ids with messages flowing from the sampled
+neighbours towards the seeds, and the batch's rows of every node attribute (given the whole
+``Data``, also ``e_id`` and every edge attribute). Hop :math:`h` draws, for each node the previous
+hop added (the seeds at hop 1), :math:`\min(k_h, d_v)` of its :math:`d_v` in-neighbours uniformly
+without replacement: GraphSAGE's sampling with PyG's semantics, where a node is expanded once, at
+the hop that added it (the blocks of :class:`~commgraph.sample.NeighborSampler` expand every node
+of a hop's table again, DGL's semantics, so they are not reused whole).
+
+The draws come from the whole graph's in-edges, the partition set's ``structure/`` files mapped
+read-only (every rank of a machine shares one copy), through the samplers' keyed kernel
+(:func:`commgraph.sample.keyed.keyed_slots`) and relabelling (:func:`commgraph.sample.base.relabel`).
+Node rows come from the ``Data`` the loader was given when it holds the whole graph, else from the
+set's parts: this rank's own rows and the rows of the other parts from their mapped files (the
+parts of the set must lie on this machine's disk; rows of parts held by other machines only are
+not fetched).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from commgraph.errors import BridgeError
+from commgraph.graph.core import MASK_NAMES
+from commgraph.pyg.data import PartHandle, find_handle, partition
+from commgraph.pyg.world import session
+from commgraph.sample.base import SamplingGraph, Scratch, draw_seed, relabel
+from commgraph.sample.keyed import keyed_slots
+
+# a part's node attributes and the set's arrays that hold them
+SET_ROWS = {"x": "features", "y": "labels", **{mask: mask for mask in MASK_NAMES}}
+# torch DataLoader options PyG scripts pass: accepted, without effect (batches are made in this process)
+WORKER_OPTIONS = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
+SAMPLERS = ("neighbor",)
+KEY_SORT_NODES = 3_037_000_499  # the most nodes n with n * n < 2**63
+
+
+def check_num_neighbors(num_neighbors) -> list[int]:
+    """``num_neighbors`` as a list of ints, each ``>= 1`` or ``-1`` (every neighbour).
+
+    Raises:
+        BridgeError: not a non-empty list or tuple of such ints.
+    """
+    values = list(num_neighbors) if isinstance(num_neighbors, (list, tuple)) else []
+    valid = [isinstance(v, (int, np.integer)) and not isinstance(v, bool) and (v >= 1 or v == -1) for v in values]
+    if not values or not all(valid):
+        raise BridgeError(
+            f"num_neighbors must be a non-empty list of ints, each >= 1 or -1 (every neighbour), one per "
+            f"layer, such as [15, 10]; got {num_neighbors!r}"
+        )
+    return [int(v) for v in values]
+
+
+def input_ids(input_nodes, num_nodes: int) -> np.ndarray:
+    """``input_nodes`` (None, a bool mask over every node, or integer node ids) as global ids, in
+    the order given (a mask's in ascending order).
+
+    Raises:
+        BridgeError: a mask of another length, a float tensor, ids out of range or repeated.
+    """
+    if input_nodes is None:
+        return np.arange(num_nodes, dtype=np.int64)
+    values = torch.as_tensor(input_nodes)
+    if values.dtype == torch.bool:
+        if values.dim() != 1 or values.shape[0] != num_nodes:
+            raise BridgeError(
+                f"input_nodes is a mask of shape {list(values.shape)} but the graph has {num_nodes} nodes: pass a "
+                "mask over every node (for a part from cg.partition, part.n_id[part.train_mask] are its ids)"
+            )
+        return np.flatnonzero(values.cpu().numpy())
+    if values.is_floating_point() or values.is_complex() or values.dim() != 1:
+        raise BridgeError(
+            f"input_nodes must be a 1-D bool mask or 1-D integer node ids, got {values.dtype} of shape "
+            f"{list(values.shape)}: pass data.train_mask or a LongTensor of ids"
+        )
+    ids = values.cpu().numpy().astype(np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
+        bad = int(ids.max()) if ids.max() >= num_nodes else int(ids.min())
+        raise BridgeError(
+            f"input_nodes holds node id {bad} but the graph has {num_nodes} nodes (ids 0..{num_nodes - 1})"
+        )
+    distinct, counts = np.unique(ids, return_counts=True)
+    if distinct.shape[0] != ids.shape[0]:
+        raise BridgeError(
+            f"input_nodes holds node {int(distinct[counts > 1][0])} more than once: pass each id once "
+            "(input_nodes.unique())"
+        )
+    return ids
+
+
+def check_batching(batch_size, sampler: str, options: dict) -> int:
+    """``batch_size`` as an int, once ``sampler`` and the DataLoader ``options`` are known ones.
+
+    Raises:
+        BridgeError: a ``batch_size`` that is not an int >= 1, another sampler, an unknown option.
+    """
+    unknown = sorted(set(options) - set(WORKER_OPTIONS))
+    if unknown:
+        raise BridgeError(f"cg.NeighborLoader has no option {unknown[0]!r}: leave it out")
+    if sampler not in SAMPLERS:
+        raise BridgeError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise BridgeError(f"batch_size must be an int >= 1; got {batch_size!r}")
+    return int(batch_size)
+
+
+def most_batches(num_seeds: int, batch_size: int) -> int:
+    """The most batches any rank's seeds need (this rank has ``num_seeds``), through one all-reduce."""
+    s = session()
+    needs = [0.0] * s.world.size
+    needs[s.world.rank] = math.ceil(num_seeds / batch_size)
+    return int(max(s.comm.global_sum(needs)))
+
+
+def epoch_batches(num_seeds: int, batch_size: int, steps: int, shuffle: bool, rng: np.random.Generator):
+    """``steps`` batches of positions in a rank's ``num_seeds`` seeds: in order or, with ``shuffle``,
+    in an order drawn from ``rng``; past its own batches a rank makes its first ones again (empty
+    ones when it has no seeds)."""
+    order = rng.permutation(num_seeds) if shuffle else np.arange(num_seeds)
+    own = math.ceil(num_seeds / batch_size)
+    for step in range(steps):
+        at = (step % own) * batch_size if own else 0
+        yield order[at : at + batch_size]
+
+
+@dataclass
+class Hops:
+    """A batch's draws (:func:`sample_hops`).
+
+    Shapes:
+        - **nodes:** ``[n]`` global ids: the seeds, then each hop's new nodes in order of first draw
+        - **edges:** ``[2, E]`` positions in ``nodes``, sources then targets, hop after hop
+        - **slots:** ``[E]`` each edge's position in the graph's CSR
+        - **num_nodes:** the seeds, then the nodes each hop added (PyG's ``num_sampled_nodes``);
+          **num_edges:** the edges of each hop (PyG's ``num_sampled_edges``)
+    """
+
+    nodes: np.ndarray
+    edges: np.ndarray
+    slots: np.ndarray
+    num_nodes: list[int]
+    num_edges: list[int]
+
+
+def sample_hops(
+    graph: SamplingGraph, seeds: np.ndarray, num_neighbors: list[int], rng: np.random.Generator, scratch: Scratch
+) -> Hops:
+    """PyG's neighbour sampling from ``seeds`` (distinct ids): hop ``h`` draws ``num_neighbors[h]``
+    in-neighbours (all with -1) of each node the previous hop added."""
+    nodes, sources, targets, slots, added = seeds, [], [], [], [int(seeds.shape[0])]
+    for fanout in num_neighbors:
+        start = nodes.shape[0] - added[-1]  # the previous hop's nodes: the last ones added
+        frontier = nodes[start:]
+        counts, drawn = keyed_slots(graph.indptr, frontier, frontier, fanout, draw_seed(rng))
+        per_node = np.zeros(nodes.shape[0], dtype=np.int64)
+        per_node[start:] = counts
+        hop = relabel(nodes, graph.indices[drawn].astype(np.int64), per_node, scratch, graph.num_nodes)
+        sources.append(hop.edge_src)
+        targets.append(hop.edge_dst)
+        slots.append(drawn)
+        added.append(int(hop.src.shape[0] - nodes.shape[0]))
+        nodes = hop.src
+    edges = np.stack([np.concatenate(sources), np.concatenate(targets)])
+    return Hops(nodes, edges, np.concatenate(slots), added, [int(e.shape[0]) for e in sources])
+
+
+class NeighborLoader:
+    r"""PyG's ``torch_geometric.loader.NeighborLoader`` for a job of ranks: each rank yields batches
+    of the seeds it owns, so the ranks split an epoch's work (see the module description for what
+    a batch holds and where its rows come from). A one-process script's loop runs unchanged::
+
+        for batch in loader:
+            out = model(batch.x, batch.edge_index)[: batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[: batch.batch_size])
+
+    with the model wrapped in ``torch.nn.parallel.DistributedDataParallel``.
+
+    Every rank makes the same number of batches per epoch, ``len(loader)``: the most any rank's
+    seeds need (one small all-reduce when the loader is made), so that a loop with a collective per
+    step (DDP's gradient all-reduce) never waits for a rank that has stopped. A rank that owns fewer
+    seeds makes its extra batches again from its own seeds, this epoch's first batches first (a
+    rank that owns none of ``input_nodes`` yields empty batches, ``batch_size`` 0). Seeds are
+    visited in the order of ``input_nodes`` (ascending for a mask), or, with ``shuffle``, in an
+    order drawn per rank and epoch from ``seed``; the hops' draws also come from that generator.
+
+    With ``num_neighbors=[-1]`` and ``input_nodes=None`` the loader is the layer-wise inference
+    loader of PyG's ``examples/reddit.py`` (``subgraph_loader``): every rank yields every node, in
+    id order, with all its in-neighbours, so that ``torch.cat`` of each batch's first
+    ``batch_size`` rows is the next layer's input for the whole graph on every rank.
+
+    Args:
+        data: a ``torch_geometric.data.HeteroData`` (the loader is then a
+            :class:`~commgraph.pyg.hetero_loader.HeteroNeighborLoader`, with its arguments), or the
+            whole graph as a ``torch_geometric.data.Data`` (partitioned here with
+            :func:`~commgraph.pyg.partition`, which every rank calls; batches take every node
+            attribute of ``data``, indexed by ``n_id``, and every edge attribute, by ``e_id``), a
+            part that :func:`~commgraph.pyg.partition` returned, or a partition set's directory
+            (batches take ``x``, ``y`` and the masks the part holds, from the set's rows).
+        num_neighbors: in-neighbours drawn per node at hop 1 (the seeds'), hop 2, ...; ``-1`` takes
+            every one. One entry per ``MessagePassing`` layer of the model (the loader cannot check
+            that).
+        batch_size: seeds per batch (the last batch of a rank may have fewer).
+        input_nodes: the seeds of an epoch over all ranks: None (every node), a bool mask over
+            every node, or a tensor of global node ids; each rank takes those it owns (so a rank
+            may pass its own: ``part.n_id[part.train_mask]`` for a part).
+        shuffle: visit each rank's seeds in a new random order every epoch.
+        sampler: ``"neighbor"`` (uniform, as PyG's).
+        seed: the seed of the per-rank, per-epoch generators.
+        **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
+            accepted for PyG scripts' sake, without effect (batches are made in this process).
+
+    Attributes:
+        data: the ``data`` given (a part for a set's directory).
+        seeds: this rank's seeds (global ids), in the order of ``input_nodes``.
+
+    Shapes:
+        A batch: **n_id** ``[n]`` (global ids, the ``batch_size`` seeds first), **edge_index**
+        ``[2, E]`` (int64, batch-local ids, row 0 sources, row 1 targets), **x** ``[n, F]``,
+        **y** ``[n]``, **input_id** ``[batch_size]`` (the seeds' positions in ``input_nodes``);
+        given the whole ``Data``, **e_id** ``[E]`` (the edges' positions in its ``edge_index``) and
+        each edge attribute ``[E, ...]``; **num_sampled_nodes** (the seeds, then the nodes each hop
+        added) and **num_sampled_edges** (each hop's edges), lists of ints, as PyG's for
+        ``trim_to_layer``.
+
+    Raises:
+        BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes`` or ``sampler``, an
+            option the loader does not know, or ``data`` of another kind.
+    """
+
+    def __new__(cls, data, *args, **kwargs):
+        from torch_geometric.data import HeteroData
+
+        if isinstance(data, HeteroData):
+            from commgraph.pyg.hetero_loader import HeteroNeighborLoader
+
+            return HeteroNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        data,
+        num_neighbors=(15, 10),
+        batch_size: int = 1024,
+        input_nodes=None,
+        shuffle: bool = False,
+        sampler: str = "neighbor",
+        seed: int = 0,
+        **options,
+    ):
+        self.batch_size = check_batching(batch_size, sampler, options)
+        self.num_neighbors = check_num_neighbors(num_neighbors)
+        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+        self.rank = session().world.rank
+        self.data, self.handle, self._whole = _source(data)
+        self.graph = SamplingGraph.from_partition(self.handle.pset, self.rank)
+        self._scratch = Scratch()
+        ids = input_ids(input_nodes, self.graph.num_nodes)
+        if input_nodes is None and self.num_neighbors == [-1]:
+            self.positions = np.arange(ids.shape[0])
+            self.steps = math.ceil(ids.shape[0] / batch_size)
+        else:
+            self.positions = np.flatnonzero(self.graph.owner[ids] == self.rank)
+            self.steps = most_batches(self.positions.shape[0], self.batch_size)
+        self.seeds = ids[self.positions]
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        rng = np.random.default_rng((self.seed, self.rank, self.epoch))
+        self.epoch += 1
+        for picked in epoch_batches(self.seeds.shape[0], self.batch_size, self.steps, self.shuffle, rng):
+            yield self._batch(picked, rng)
+
+    def _batch(self, picked: np.ndarray, rng: np.random.Generator):
+        """The batch of seeds ``self.seeds[picked]``."""
+        from torch_geometric.data import Data
+
+        seeds = self.seeds[picked]
+        hops = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch)
+        n_id = hops.nodes
+        batch = Data(edge_index=torch.from_numpy(hops.edges), num_nodes=n_id.shape[0])
+        for key, value in self._rows(n_id):
+            batch[key] = value
+        if self._whole:
+            e_id = torch.from_numpy(self._data_positions[hops.slots])
+            for key, value in self.data.items():
+                if key != "edge_index" and isinstance(value, torch.Tensor) and self.data.is_edge_attr(key):
+                    batch[key] = value[e_id.to(value.device)]
+            batch.e_id = e_id
+        batch.n_id = torch.from_numpy(n_id)
+        batch.input_id = torch.from_numpy(self.positions[picked])
+        batch.batch_size = int(seeds.shape[0])
+        batch.num_sampled_nodes, batch.num_sampled_edges = hops.num_nodes, hops.num_edges
+        return batch
+
+    @cached_property
+    def _data_positions(self) -> np.ndarray:
+        """:func:`data_positions` of the whole ``Data`` given, made on first use."""
+        return data_positions(self.data.edge_index)
+
+    def _rows(self, n_id: np.ndarray):
+        """``(name, rows)`` of each node attribute of the batch's nodes ``n_id``: from the whole
+        ``Data`` when the loader has it, else from the set's parts."""
+        if self._whole:
+            index = torch.from_numpy(n_id)
+            for key, value in self.data.items():
+                if key != "n_id" and isinstance(value, torch.Tensor) and self.data.is_node_attr(key):
+                    yield key, value[index.to(value.device)]
+            return
+        part, pset = self.handle.part, self.handle.pset
+        for key, name in SET_ROWS.items():
+            values = getattr(part, name)
+            if key in self.data and values is not None:
+                rows = pset.rows(name, n_id)
+                yield key, torch.from_numpy(rows.astype(np.int64) if key == "y" else rows)
+
+
+def data_positions(edge_index: torch.Tensor) -> np.ndarray:
+    """For each edge of the CSR a set made from a ``Data`` holds (its distinct edges sorted by
+    target, then source), the edge's position in the ``Data``'s ``edge_index`` (the first of
+    repeated edges).
+
+    Shapes:
+        edge_index ``[2, E]`` -> ``[E']`` (its distinct edges)
+    """
+    edges = edge_index.detach().cpu().numpy().astype(np.int64, copy=False)
+    n = int(edges.max(initial=-1)) + 1
+    # stable sorts, so a repeated edge's first position comes first; one key where n * n fits int64
+    # (20 times faster than lexsort for 4M edges)
+    if n <= KEY_SORT_NODES:
+        order = np.argsort(edges[1] * n + edges[0], kind="stable")
+    else:
+        order = np.lexsort((edges[0], edges[1]))
+    src, dst = edges[0][order], edges[1][order]
+    fresh = np.ones(order.shape[0], dtype=bool)
+    fresh[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+    return order[fresh]
+
+
+def _source(data) -> tuple[object, PartHandle, bool]:
+    """The loader's ``data``, its part, and whether ``data`` is the whole graph (see
+    :class:`NeighborLoader`'s ``data``)."""
+    from torch_geometric.data import Data
+
+    handle = find_handle(data)
+    if handle is not None:
+        return data, handle, False
+    if isinstance(data, (str, os.PathLike)):
+        part = partition(data)
+        return part, find_handle(part), False
+    if isinstance(data, Data):
+        return data, find_handle(partition(data)), True
+    raise BridgeError(
+        "cg.NeighborLoader takes a torch_geometric Data or HeteroData, a part from cg.partition or a partition "
+        f"set's path, got {type(data).__name__}"
+    )
