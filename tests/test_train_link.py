@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from commgraph.errors import TrainingError
-from commgraph.graph import load_graph
+from commgraph.graph import load_graph, to_pyg
+from commgraph.pyg import edge_split
 from commgraph.train.config import TrainConfig
 from commgraph.train.link import HeldOutEdges, training_graph
 from forked import run_commgraph
@@ -115,6 +116,10 @@ def test_training_graph_holds_no_held_out_edge(tmp_path):
     assert set((held.train[0] * n + held.train[1]).tolist()) <= kept
     assert train.num_nodes == n and train.features is not None
     assert np.array_equal(again.edge_list()[0], src)
+    pyg = edge_split(to_pyg(graph), num_val=0.05, num_test=0.1, seed=4)  # the bridge's split, pair for pair
+    for name, split in zip(("train", "val", "test"), pyg, strict=True):
+        assert np.array_equal(getattr(held, name), split.edge_label_index.numpy())
+    assert np.array_equal(np.sort(src * n + dst), np.sort(pyg.train.edge_index[0].numpy() * n + pyg.train.edge_index[1].numpy()))
 
 
 def test_link_options_checked_when_made():

@@ -84,7 +84,6 @@ def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainCo
             partial(training_graph, partial(graph_from_args, args), config, held_out),
             launcher,
             config.job,
-            seed=config.optim.seed,
             options=config.sections(),
             extra_argv=["--link-edges", str(held_out)],
             allreduce=config.comm.allreduce,

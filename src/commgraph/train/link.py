@@ -18,7 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -53,18 +53,22 @@ class HeldOutEdges:
 
 def training_graph(load: Callable[[], Graph], config: TrainConfig, held_out: Path) -> Graph:
     """The graph ``load`` gives with its validation and test edges removed (what the launcher
-    partitions); the split's pairs are written to ``held_out``."""
-    from commgraph.graph import to_pyg
-    from commgraph.pyg.data import _graph_of
-    from commgraph.pyg.link import edge_split
+    partitions); the split's pairs are written to ``held_out``. The split is
+    :func:`commgraph.pyg.edge_split`'s (the same pairs for a seed), made with numpy alone: the
+    launcher forks the next job's workers from this process, and a fork copies none of the threads
+    a torch operation here would have started, so their pool would hang the forked workers."""
+    from commgraph.pyg.link import PairSpace, split_pairs
 
     graph = load()
-    data = to_pyg(graph)
-    train, val, test = edge_split(
-        data, num_val=config.task.val_edges, num_test=config.task.test_edges, seed=config.optim.seed
-    )
-    HeldOutEdges(*(split.edge_label_index.numpy() for split in (train, val, test)), graph.num_nodes).save(held_out)
-    return _graph_of(train, train.edge_index.numpy(), graph.num_nodes)
+    src, dst = graph.edge_list()
+    space = PairSpace(graph.num_nodes, graph.num_nodes)
+    task = config.task
+    split = split_pairs(np.stack([src, dst]), space, True, task.val_edges, task.test_edges, config.optim.seed)
+    HeldOutEdges(*(space.pairs(keys) for keys in split.labels), graph.num_nodes).save(held_out)
+    keep = split.train
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst[keep], minlength=graph.num_nodes))])
+    weights = None if graph.edge_weights is None else graph.edge_weights[keep]
+    return replace(graph, indptr=indptr, indices=graph.indices[keep], edge_weights=weights)
 
 
 def check_link_trainable(name: str, data) -> None:
