@@ -46,6 +46,7 @@ def _link(tmp_path: Path, workers: int, *options: str, quiet: bool = True):
 
 @pytest.mark.multiproc
 def test_link_two_workers_train_as_one(tmp_path):
+    # two jobs from one process: the second's ranks fork from where the first split its edges
     two, records = _link(tmp_path, 2, quiet=False)
     assert len(records) == 3
     assert [r["epoch"] for r in records] == [1, 2, 3]
@@ -119,7 +120,8 @@ def test_training_graph_holds_no_held_out_edge(tmp_path):
     pyg = edge_split(to_pyg(graph), num_val=0.05, num_test=0.1, seed=4)  # the bridge's split, pair for pair
     for name, split in zip(("train", "val", "test"), pyg, strict=True):
         assert np.array_equal(getattr(held, name), split.edge_label_index.numpy())
-    assert np.array_equal(np.sort(src * n + dst), np.sort(pyg.train.edge_index[0].numpy() * n + pyg.train.edge_index[1].numpy()))
+    kept_by_pyg = pyg.train.edge_index.numpy()
+    assert np.array_equal(np.sort(src * n + dst), np.sort(kept_by_pyg[0] * n + kept_by_pyg[1]))
 
 
 def test_link_options_checked_when_made():
