@@ -4,6 +4,7 @@ the ``mag-shaped:`` and ``movielens-shaped:`` generators as GRAPH arguments."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -155,3 +156,13 @@ def test_a_command_of_one_node_type_refuses_a_heterogeneous_graph(capsys):
 def test_generator_options_out_of_range_are_refused():
     with pytest.raises(GraphSpecError, match="mag-shaped needs 0 < scale"):
         load_graph("mag-shaped:scale=0")
+
+
+def test_the_pages_load_section_runs():
+    """docs/heterogeneous.md's "Load" section: its Python block runs as written."""
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "heterogeneous.md").read_text()
+    section = page.split("## Load", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```python runnable\n(.*?)^```$", section, re.S | re.M)
+    exec(compile(block, "heterogeneous.md", "exec"), {"__name__": "page"})
