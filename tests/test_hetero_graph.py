@@ -193,7 +193,7 @@ def write_ogb_hetero(root: Path, *, writes: str = "0,0\n1,1\n2,1\n", triplets: s
     return root
 
 
-def test_an_ogb_heterogeneous_directory_reads_exactly(tmp_path):
+def test_an_ogb_heterogeneous_directory_reads_exactly(tmp_path, capsys):
     root = write_ogb_hetero(tmp_path / "tiny")
     graph = load_graph(root)
     # ogb's order: node types and relations sorted
@@ -201,6 +201,9 @@ def test_an_ogb_heterogeneous_directory_reads_exactly(tmp_path):
     assert graph.node_types == ["author", "paper"]
     assert graph.equals(expected) and graph.checksum() == expected.checksum()
     assert load_graph(root / "raw", format="ogb").equals(expected)
+    assert main(["graph", "info", str(root), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["target"] == "paper" and stats["relations"]["author__writes__paper"]["num_edges"] == 3
 
 
 def test_an_ogb_heterogeneous_directory_without_labels_has_no_target(tmp_path):

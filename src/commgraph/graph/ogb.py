@@ -214,9 +214,8 @@ def load_ogb_hetero(path: str | Path, *, name: str | None = None, split: str | N
     raw = root / "raw"
     counts = _header_row(raw / "num-node-dict.csv.gz")
     num_nodes = {t: _count(raw / "num-node-dict.csv.gz", t, counts[t]) for t in sorted(counts)}
-    relations = {
-        triplet: _relation(raw, triplet, num_nodes) for triplet in _triplets(raw / "triplet-type-list.csv.gz", num_nodes)
-    }
+    triplets = _triplets(raw / "triplet-type-list.csv.gz", num_nodes)
+    relations = {triplet: _relation(raw, triplet, num_nodes) for triplet in triplets}
     features = {
         t: _per_node(raw / "node-feat" / t / "node-feat.csv.gz", n)
         for t, n in num_nodes.items()
@@ -256,7 +255,8 @@ def _triplets(path: Path, num_nodes: dict[str, int]) -> list[tuple[str, str, str
         rows = [tuple(field.strip() for field in row) for row in csv.reader(handle) if row]
     for line, row in enumerate(rows, start=1):
         if len(row) != 3:
-            raise GraphFormatError(path, f"a relation is 'src_type,relation,dst_type', got {','.join(row)!r}", line=line)
+            got = ",".join(row)
+            raise GraphFormatError(path, f"a relation is 'src_type,relation,dst_type', got {got!r}", line=line)
         unknown = [t for t in (row[0], row[2]) if t not in num_nodes]
         if unknown:
             raise GraphFormatError(
