@@ -37,3 +37,21 @@ def test_the_to_hetero_script_prints_what_it_prints_alone(tmp_path, monkeypatch)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = sorted(set(EPOCH.findall(alone.stdout)))
     assert sorted(set(EPOCH.findall(run.stdout))) == lines and len(lines) == 3
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_the_mag_example_trains_across_ranks_as_alone(tmp_path, monkeypatch):
+    """examples/pyg/mag_distributed.py (to_hetero GraphSAGE on mag-shaped, featureless types
+    embedded), dropout 0: 2 ranks print the losses one process prints."""
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    script = Path(__file__).parents[1] / "examples" / "pyg" / "mag_distributed.py"
+    argv = [str(script), "--graph", "mag-shaped:scale=0.001,seed=0", "--epochs", "3", "--dropout", "0"]
+    argv += ["--hidden", "16"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    alone = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    run = run_commgraph(["run", "--workers", "2", *argv])
+    assert run.returncode == 0, run.stderr[-2000:]
+    losses = sorted(set(EPOCH.findall(alone.stdout)))
+    assert sorted(set(EPOCH.findall(run.stdout))) == losses and len(losses) == 3

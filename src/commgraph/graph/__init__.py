@@ -10,7 +10,7 @@ from commgraph.graph.datasets import load_dataset
 from commgraph.graph.hetero import HeteroGraph, HomogeneousView, Relation
 from commgraph.graph.hetero_synthetic import mag_shaped, movielens_shaped
 from commgraph.graph.npz import load_npz, save_npz
-from commgraph.graph.ogb import load_ogb
+from commgraph.graph.ogb import load_ogb, load_ogb_hetero
 from commgraph.graph.planetoid import load_planetoid
 from commgraph.graph.pyg import from_pyg, to_pyg
 from commgraph.graph.registry import REGISTRY
@@ -33,6 +33,7 @@ __all__ = [
     "load_graph",
     "load_npz",
     "load_ogb",
+    "load_ogb_hetero",
     "load_planetoid",
     "load_snap",
     "mag_shaped",

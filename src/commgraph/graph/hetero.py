@@ -54,10 +54,15 @@ class Relation:
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         if dst.size and (dst.min() < 0 or dst.max() >= num_dst):
             raise GraphValidationError(f"a destination id is out of range for a type of {num_dst} nodes")
-        order = np.lexsort((src, dst))
         indptr = np.zeros(num_dst + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=num_dst), out=indptr[1:])
-        return cls(indptr, src[order], None if features is None else np.asarray(features)[order])
+        low = int(src.min()) if src.size else 0
+        key = dst * (int(src.max(initial=low)) - low + 1) + (src - low)  # (dst, src) as one sortable number
+        if not np.all(key[1:] >= key[:-1]):
+            order = np.argsort(key, kind="stable")
+            src = src[order]
+            features = None if features is None else np.asarray(features)[order]
+        return cls(indptr, src, features)
 
     @property
     def num_edges(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from commgraph.errors import GraphSpecError
-from commgraph.graph.build import split_masks
+from commgraph.graph.build import split_masks, unique_sorted
 from commgraph.graph.hetero import HeteroGraph, Relation
 
 # ogbn-mag (Wang et al., "Microsoft Academic Graph", 2020; OGB's node property prediction)
@@ -144,5 +144,5 @@ class _Classed:
 
 def _distinct(src: np.ndarray, dst: np.ndarray, num_src: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct pairs ``(src, dst)``, sorted by destination, then source."""
-    keys = np.unique(dst.astype(np.int64) * num_src + src)
+    keys = unique_sorted(dst.astype(np.int64) * num_src + src)
     return keys % num_src, keys // num_src

@@ -11,10 +11,25 @@ or OGB's binary layout (ogbn-papers100M): ``raw/data.npz`` (``edge_index``, ``no
 ``num_nodes_list``) and ``raw/node-label.npz`` (``node_label``) with the same split folder.
 Pointing at the dataset folder or at its ``raw`` folder both work. The edge CSV is parsed in chunks
 straight into CSR (:mod:`commgraph.graph.edgelist`).
+
+Heterogeneous datasets (ogbn-mag) are read into a :class:`~commgraph.graph.hetero.HeteroGraph` from
+OGB's heterogeneous layout (the ``ogb`` package's ``read_csv_heterograph_raw``)::
+
+    ogbn_mag/
+      raw/num-node-dict.csv.gz        a header line of node types, one line of their counts
+      raw/triplet-type-list.csv.gz    one "src_type,relation,dst_type" line per relation
+      raw/relations/<src>___<rel>___<dst>/edge.csv.gz   "src,dst" per edge, ids of each end's type
+      raw/node-feat/<type>/node-feat.csv.gz             a feature row per node of <type> (optional)
+      raw/nodetype-has-label.csv.gz   a header line of node types, one line of True/False
+      raw/node-label/<type>/node-label.csv.gz           a label per node of the labelled type
+      split/<scheme>/nodetype-has-split.csv.gz, split/<scheme>/<type>/{train,valid,test}.csv.gz
+
+Node types and relations come in sorted order, as ``ogb`` gives them; one type may carry labels.
 """
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +37,9 @@ import numpy as np
 from commgraph.errors import GraphFormatError
 from commgraph.graph.core import Graph
 from commgraph.graph.edgelist import EdgeChunks, csr_from_chunks, read_edge_chunks
+from commgraph.graph.hetero import HeteroGraph, Relation
 from commgraph.graph.snap import EdgeFileLoad
-from commgraph.graph.textio import read_table
+from commgraph.graph.textio import open_text, read_table
 
 _BINARY_CHUNK = 1 << 24  # edges per chunk taken from a binary edge_index
 
@@ -31,6 +47,10 @@ _BINARY_CHUNK = 1 << 24  # edges per chunk taken from a binary edge_index
 def is_ogb_dir(path: Path) -> bool:
     raw = dataset_root(path) / "raw"
     return (raw / "edge.csv.gz").is_file() or (raw / "data.npz").is_file()
+
+
+def is_ogb_hetero_dir(path: Path) -> bool:
+    return (dataset_root(path) / "raw" / "num-node-dict.csv.gz").is_file()
 
 
 def dataset_root(path: Path) -> Path:
@@ -160,7 +180,10 @@ def _labels(path: Path, values: np.ndarray) -> np.ndarray:
     return labels
 
 
-def _split_masks(root: Path, split: str | None, num_nodes: int) -> dict[str, np.ndarray] | None:
+def _split_masks(
+    root: Path, split: str | None, num_nodes: int, node_type: str | None = None
+) -> dict[str, np.ndarray] | None:
+    """The masks of ``split/<scheme>/`` (of ``split/<scheme>/<node_type>/`` for a heterogeneous dataset)."""
     split_root = root / "split"
     schemes = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
     if not schemes:
@@ -173,7 +196,7 @@ def _split_masks(root: Path, split: str | None, num_nodes: int) -> dict[str, np.
         raise GraphFormatError(root, f"has no split {split!r}; available: {schemes}")
     masks = {}
     for part, key in (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask")):
-        file = split_root / split / f"{part}.csv.gz"
+        file = split_root / split / (node_type or "") / f"{part}.csv.gz"
         ids = read_table(file, dtype=np.int64, columns=1, non_negative=True, exact_columns=True)[:, 0]
         if ids.size and ids.max() >= num_nodes:
             line = int(np.flatnonzero(ids >= num_nodes)[0]) + 1
@@ -182,3 +205,92 @@ def _split_masks(root: Path, split: str | None, num_nodes: int) -> dict[str, np.
         mask[ids] = True
         masks[key] = mask
     return masks
+
+
+def load_ogb_hetero(path: str | Path, *, name: str | None = None, split: str | None = None) -> HeteroGraph:
+    """Read an OGB heterogeneous node-property-prediction directory (see the module description)
+    into a :class:`HeteroGraph` whose target is the labelled type (none without labels)."""
+    root = dataset_root(Path(path))
+    raw = root / "raw"
+    counts = _header_row(raw / "num-node-dict.csv.gz")
+    num_nodes = {t: _count(raw / "num-node-dict.csv.gz", t, counts[t]) for t in sorted(counts)}
+    triplets = _triplets(raw / "triplet-type-list.csv.gz", num_nodes)
+    relations = {triplet: _relation(raw, triplet, num_nodes) for triplet in triplets}
+    features = {
+        t: _per_node(raw / "node-feat" / t / "node-feat.csv.gz", n)
+        for t, n in num_nodes.items()
+        if (raw / "node-feat" / t / "node-feat.csv.gz").is_file()
+    }
+    target = _labelled_type(raw / "nodetype-has-label.csv.gz", num_nodes)
+    node_data: dict = {}
+    if target is not None:
+        label_file = raw / "node-label" / target / "node-label.csv.gz"
+        node_data["labels"] = _labels(label_file, _per_node(label_file, num_nodes[target]))
+        node_data.update(_split_masks(root, split, num_nodes[target], node_type=target) or {})
+    return HeteroGraph(
+        num_nodes, relations, features=features, target=target, name=name or root.name.replace("_", "-"), **node_data
+    )
+
+
+def _header_row(path: Path) -> dict[str, str]:
+    """OGB's per-type tables: a header line of node types above one line of values."""
+    with open_text(path) as handle:
+        rows = [row for row in csv.reader(handle) if row]
+    if len(rows) < 2 or len(rows[0]) != len(rows[1]):
+        raise GraphFormatError(path, "must hold a header line of node types and one line of values under it")
+    if len(rows) > 2:
+        raise GraphFormatError(path, f"holds {len(rows) - 1} graphs; only single-graph datasets are supported")
+    return dict(zip((t.strip() for t in rows[0]), (v.strip() for v in rows[1])))
+
+
+def _count(path: Path, node_type: str, value: str) -> int:
+    try:
+        return int(float(value))
+    except ValueError:
+        raise GraphFormatError(path, f"the node count of {node_type!r} is {value!r}, not a number", line=2) from None
+
+
+def _triplets(path: Path, num_nodes: dict[str, int]) -> list[tuple[str, str, str]]:
+    with open_text(path) as handle:
+        rows = [tuple(field.strip() for field in row) for row in csv.reader(handle) if row]
+    for line, row in enumerate(rows, start=1):
+        if len(row) != 3:
+            got = ",".join(row)
+            raise GraphFormatError(path, f"a relation is 'src_type,relation,dst_type', got {got!r}", line=line)
+        unknown = [t for t in (row[0], row[2]) if t not in num_nodes]
+        if unknown:
+            raise GraphFormatError(
+                path, f"names node type {unknown[0]!r}, absent from raw/num-node-dict.csv.gz", line=line
+            )
+    return sorted(rows)
+
+
+def _relation(raw: Path, triplet: tuple[str, str, str], num_nodes: dict[str, int]) -> Relation:
+    file = raw / "relations" / "___".join(triplet) / "edge.csv.gz"
+    edges = read_edge_chunks(file, comma=True, exact_columns=True)
+    pairs = np.concatenate(edges.chunks) if edges.chunks else np.empty((0, 2), dtype=np.int64)
+    limits = np.array([num_nodes[triplet[0]], num_nodes[triplet[2]]], dtype=np.int64)
+    bad = np.flatnonzero((pairs >= limits).any(axis=1))
+    if bad.size:
+        row = int(bad[0])
+        end = 0 if pairs[row, 0] >= limits[0] else 1
+        node_type = triplet[2 * end]
+        raise GraphFormatError(
+            file,
+            f"{node_type!r} id {int(pairs[row, end])} is out of range for its {int(limits[end])} nodes "
+            f"(raw/num-node-dict.csv.gz)",
+            line=row + 1,
+        )
+    return Relation.from_edges(pairs[:, 0], pairs[:, 1], num_nodes[triplet[2]])
+
+
+def _labelled_type(path: Path, num_nodes: dict[str, int]) -> str | None:
+    if not path.is_file():
+        return None
+    labelled = sorted(t for t, flag in _header_row(path).items() if flag.lower() == "true")
+    unknown = [t for t in labelled if t not in num_nodes]
+    if unknown:
+        raise GraphFormatError(path, f"labels node type {unknown[0]!r}, absent from raw/num-node-dict.csv.gz")
+    if len(labelled) > 1:
+        raise GraphFormatError(path, f"labels several node types {labelled}; only one target type is supported")
+    return labelled[0] if labelled else None

@@ -13,7 +13,7 @@ from commgraph.graph.datasets import load_dataset
 from commgraph.graph.hetero import HeteroGraph
 from commgraph.graph.hetero_synthetic import mag_shaped, movielens_shaped
 from commgraph.graph.npz import load_npz
-from commgraph.graph.ogb import is_ogb_dir, load_ogb
+from commgraph.graph.ogb import is_ogb_dir, is_ogb_hetero_dir, load_ogb, load_ogb_hetero
 from commgraph.graph.planetoid import find_planetoid, load_planetoid
 from commgraph.graph.registry import REGISTRY
 from commgraph.graph.snap import SUFFIXES as SNAP_SUFFIXES
@@ -89,6 +89,8 @@ def _load_path(path: Path, format: str | None, name: str | None, split: str | No
         return load_snap(path, name=name, symmetrize=not directed)
     if format == "npz":
         return load_npz(path, name=name)
+    if format == "ogb" and is_ogb_hetero_dir(path):
+        return load_ogb_hetero(path, name=name, split=split)
     if format == "ogb":
         return load_ogb(path, name=name, split=split)
     found = find_planetoid(path, name)
@@ -103,13 +105,14 @@ def _load_path(path: Path, format: str | None, name: str | None, split: str | No
 
 def _detect(path: Path, name: str | None) -> str:
     if path.is_dir():
-        if is_ogb_dir(path):
+        if is_ogb_dir(path) or is_ogb_hetero_dir(path):
             return "ogb"
         if find_planetoid(path, name) is not None:
             return "planetoid"
         raise GraphFormatError(
             path,
-            "is a directory in no known format: expected an OGB dataset (raw/edge.csv.gz) "
+            "is a directory in no known format: expected an OGB dataset (raw/edge.csv.gz, or "
+            "raw/num-node-dict.csv.gz for a heterogeneous one) "
             "or Planetoid files (ind.<name>.*); pass --format to force one",
         )
     if path.name.endswith(".npz"):
