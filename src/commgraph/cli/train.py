@@ -128,13 +128,15 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
     """Every worker would find the same missing or mismatched checkpoint or mask file: say it
-    once, here, before any worker starts."""
-    from commgraph.sample.maskfile import load_masks
-    from commgraph.train import checkpoint
-
+    once, here, before any worker starts (torch is imported only where a file is to be read: a
+    plain dry run stays without it)."""
     if config.sampling.dgs_masks is not None:
+        from commgraph.sample.maskfile import load_masks
+
         load_masks(config.sampling.dgs_masks, pset, pset.part(0).features.shape[1])
     if config.log.resume:
+        from commgraph.train import checkpoint
+
         checkpoint.load(
             Path(config.log.checkpoint_dir),
             checkpoint.identity(pset.manifest["graph"]["checksum"], pset.num_parts, config),
