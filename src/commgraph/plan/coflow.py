@@ -359,16 +359,12 @@ def free_communication(topology: Topology, tasks: list[Task]) -> SimResult:
     return simulate(instant, free, timeline=False)
 
 
-def ceiling(
-    baseline_seconds: float, free_seconds: float, link_seconds: float = 0.0, floor_seconds: float | None = None
-) -> dict:
+def ceiling(baseline_seconds: float, free_seconds: float, link_seconds: float = 0.0) -> dict:
     """What a baseline's iteration leaves to gain: the free-communication time (an oracle: every
     byte moves in no time), the share of the baseline's iteration that is exposed communication,
     the ceiling ratio T(baseline) / T(free), and with ``link_seconds`` (the busiest link
     direction's bytes per iteration over its bandwidth, :func:`link_bound`) the bound max(T(free),
-    link seconds), which no order of the same flows beats in the long run, and T(baseline) / bound.
-    ``floor_seconds`` (:func:`commgraph.workload.floor.iteration_floor`: every dependency kept,
-    each link's bytes priced where they can move) adds the floor and T(baseline) / floor."""
+    link seconds), which no order of the same flows beats in the long run, and T(baseline) / bound."""
     bound = max(free_seconds, link_seconds)
     top = {
         "baseline_seconds": baseline_seconds,
@@ -379,11 +375,6 @@ def ceiling(
         "bound_seconds": bound,
         "bound_ceiling": baseline_seconds / bound if bound > 0 else float("inf"),
     }
-    if floor_seconds is not None:
-        top.update(
-            floor_seconds=floor_seconds,
-            floor_ceiling=baseline_seconds / floor_seconds if floor_seconds > 0 else float("inf"),
-        )
     return top
 
 
