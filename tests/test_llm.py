@@ -315,7 +315,8 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
         assert row["iteration_seconds"] >= top["bound_seconds"] * (1 - 1e-9)
         assert row["makespan_seconds"] >= top["floor_seconds"]
         span = report["schedulers"]["fair"]["makespan_seconds"]
-        assert row["headroom_reached"] == pytest.approx((span - row["makespan_seconds"]) / (span - top["floor_seconds"]))
+        reached = (span - row["makespan_seconds"]) / (span - top["floor_seconds"])
+        assert row["headroom_reached"] == pytest.approx(reached)
         assert set(row["coflows"]) == {"pp", "dp"}
         assert row["tokens_per_second"] == pytest.approx(4 * 4 * 2048 * 2 / row["iteration_seconds"])
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -357,7 +358,7 @@ def _small(p=2, d=2, m=4, iterations=1, collective="allreduce", bandwidth=1e12):
 
 @pytest.mark.parametrize("collective", ["allreduce", "zero2"])
 def test_free_communication_gives_every_scheduler_the_compute_critical_path(collective):
-    from commgraph.plan.coflow import free_communication, iteration_seconds
+    from commgraph.plan.coflow import free_communication
 
     p, m = 2, 4
     net, it = _small(p=p, m=m, collective=collective)
