@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from commgraph.errors import PartitionError
 from commgraph.graph import load_graph
@@ -106,3 +107,41 @@ def test_the_docs_block_runs(tmp_path, monkeypatch):
         result = run_commgraph(line.split()[1:])
         assert result.returncode == 0, result.stderr[-2000:]
     assert "author__writes__paper" in result.stdout
+
+
+class _World:
+    size = 2
+
+    def __init__(self, rank):
+        self.rank = rank
+
+
+class _Comm:  # this process alone: the barrier is a no-op
+    def barrier(self):
+        pass
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_typed_set_gives_the_part_the_hetero_data_gives(graph, typed_set, rank, tmp_path):
+    """cg.partition(DIR) and cg.partition(hetero_data) of the same graph: the same part, attribute
+    for attribute and relation for relation."""
+    from commgraph.graph import to_pyg
+    from commgraph.pyg.hetero import partition_hetero, partition_typed_set
+    from commgraph.pyg.world import Session
+
+    session = Session(_World(rank), _Comm())
+    data = to_pyg(graph)
+    want = partition_hetero(session, data, "metis", 0, tmp_path / "bridge")
+    got = partition_typed_set(session, typed_set)
+    assert got.node_types == want.node_types and got.edge_types == want.edge_types
+    assert {"x", "y", "train_mask", "n_id", "num_owned"} <= set(want[graph.target].keys())
+    assert want[graph.target].num_nodes > want[graph.target].num_owned  # a halo, filled from the peer
+    for t in want.node_types:
+        assert sorted(got[t].keys()) == sorted(want[t].keys()), t
+        for key, value in want[t].items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(got[t][key], value), (t, key)
+            else:
+                assert got[t][key] == value, (t, key)
+    for et in want.edge_types:
+        assert torch.equal(got[et].edge_index, want[et].edge_index), et

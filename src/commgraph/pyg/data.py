@@ -118,6 +118,10 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
         return partition_hetero(s, data, method, seed, folder)
     if isinstance(data, (str, os.PathLike)):
         handle = _open_set(s, Path(data))
+        if "typed" in handle.pset.manifest:
+            from commgraph.pyg.hetero import partition_typed_set
+
+            return partition_typed_set(s, handle.pset)
         source = None
     elif isinstance(data, Data):
         handle = _cut(s, data, method, seed, folder)
