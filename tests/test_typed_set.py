@@ -4,6 +4,7 @@ CLI writes and describes one; docs/heterogeneous.md's block runs."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from commgraph.errors import PartitionError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set
 from commgraph.partition.typed import make_typed_partition_set
-from forked import run_commgraph
+from forked import launch_forked, run_commgraph
 
 PAGE = Path(__file__).parents[1] / "docs" / "heterogeneous.md"
 SPEC = "mag-shaped:scale=0.002,seed=0"
@@ -145,3 +146,21 @@ def test_a_typed_set_gives_the_part_the_hetero_data_gives(graph, typed_set, rank
                 assert got[t][key] == value, (t, key)
     for et in want.edge_types:
         assert torch.equal(got[et].edge_index, want[et].edge_index), et
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_a_to_hetero_model_trains_the_same_on_both_routes(typed_set, tmp_path, monkeypatch):
+    from commgraph.graph import load_graph
+    from typed_set_driver import CLASSES, EPOCHS
+
+    assert load_graph(SPEC).num_classes == CLASSES
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    losses = {}
+    for route in ("set", "data"):
+        out = tmp_path / f"{route}.json"
+        argv = [str(out), route, str(typed_set.path)]
+        assert launch_forked(argv, 2, module="typed_set_driver", grace=30, threads_per_worker=1) == 0
+        losses[route] = json.loads(out.read_text())
+    assert len(losses["set"]) == EPOCHS and np.isfinite(losses["set"]).all()
+    np.testing.assert_allclose(losses["set"], losses["data"], rtol=1e-6)
