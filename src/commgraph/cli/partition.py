@@ -11,8 +11,8 @@ from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.args import add_force, add_json, add_png, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
-from commgraph.partition import METHODS, check_parts, load_partition_set, make_partition_set
 from commgraph.graph import HeteroGraph
+from commgraph.partition import METHODS, check_parts, load_partition_set, make_partition_set
 from commgraph.partition.plot import plot_metrics
 from commgraph.partition.typed import make_typed_partition_set
 

@@ -189,8 +189,9 @@ def partition_typed_set(s: Session, pset):
         row[part.num_owned + np.flatnonzero(halo_type == t)] = owned.size + np.arange(halo.size)
         first += owned.size
         store = out[node_type]
-        if typed["num_features"][node_type]:
-            x = np.concatenate([np.load(pset.path / f"part-{part.index}/x-{t}.npy"), _typed_rows(pset, t, halo)])
+        width = typed["num_features"][node_type]
+        if width:
+            x = np.concatenate([np.load(pset.path / f"part-{part.index}/x-{t}.npy"), _typed_rows(pset, t, halo, width)])
             store.x = torch.from_numpy(x)
         if node_type == typed["target"]:
             mine = slice(first - owned.size, first)
@@ -213,10 +214,11 @@ def partition_typed_set(s: Session, pset):
     return out
 
 
-def _typed_rows(pset, t: int, ids: np.ndarray) -> np.ndarray:
-    """Type ``t``'s feature rows of homogeneous ids ``ids``, from the parts that own them."""
+def _typed_rows(pset, t: int, ids: np.ndarray, width: int) -> np.ndarray:
+    """Type ``t``'s feature rows (``width`` columns) of homogeneous ids ``ids``, from the parts that
+    own them."""
     owner = np.asarray(pset.assignment())[ids]
-    rows = np.empty((ids.size, pset.manifest["typed"]["num_features"][pset.manifest["typed"]["node_types"][t]]), np.float32)
+    rows = np.empty((ids.size, width), np.float32)
     for k in np.unique(owner):
         part = pset.part(int(k), check=False)
         values = np.load(pset.path / f"part-{int(k)}/x-{t}.npy", mmap_mode="r")
