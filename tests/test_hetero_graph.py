@@ -152,7 +152,7 @@ def test_graph_info_prints_types_and_relations(capsys):
 
 
 def test_a_command_of_one_node_type_refuses_a_heterogeneous_graph(capsys):
-    assert main(["partition", "make", "mag-shaped:scale=0.001", "--parts", "2", "--out", "x"]) == 2
+    assert main(["graph", "convert", "mag-shaped:scale=0.001", "--out", "x.npz"]) == 2
     assert "is a heterogeneous graph (paper, author, institution, field_of_study)" in capsys.readouterr().err
 
 

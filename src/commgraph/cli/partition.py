@@ -11,8 +11,10 @@ from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.args import add_force, add_json, add_png, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
+from commgraph.graph import HeteroGraph
 from commgraph.partition import METHODS, check_parts, load_partition_set, make_partition_set
 from commgraph.partition.plot import plot_metrics
+from commgraph.partition.typed import make_typed_partition_set
 
 
 def register(subparsers) -> None:
@@ -24,8 +26,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--method",
         choices=METHODS,
-        default="g3",
-        help="g3: balanced compute and communication; metis: minimum edge cut; chunk: consecutive ids; random",
+        help="g3: balanced compute and communication; metis: minimum edge cut; chunk: consecutive ids; random "
+        "(default g3; a heterogeneous graph: metis, each node type balanced)",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="partition set directory")
     parser.add_argument("--seed", type=int, default=0, help="seed of the partitioner's random choices")
@@ -51,7 +53,10 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out", force=args.force, folder=True)  # before minutes of partitioning
     check_output(args.png, "--png", force=args.force)
     check_parts(args.parts)
-    graph = graph_from_args(args)
+    graph = graph_from_args(args, hetero=True)
+    if isinstance(graph, HeteroGraph):
+        return _run_typed(args, graph)
+    args.method = args.method or "g3"
     check_parts(args.parts, graph.num_nodes)
     _say(
         args,
@@ -83,10 +88,40 @@ def run(args: argparse.Namespace) -> int:
     )
     seconds, metrics = made.seconds, made.metrics
     wrote(args.out, f"{args.parts} parts")
+    _report(args, graph.name, metrics, seconds)
+    return 0
+
+
+def _run_typed(args: argparse.Namespace, graph: HeteroGraph) -> int:
+    """``partition make`` of a heterogeneous graph: a typed set (:mod:`commgraph.partition.typed`)."""
+    args.method = args.method or "metis"
+    check_parts(args.parts, graph.total_nodes)
+    _say(
+        args,
+        f"partitioning {graph.name} ({graph.total_nodes:,} nodes of {len(graph.node_types)} types, "
+        f"{graph.num_edges:,} edges) into {args.parts} parts with {args.method}, each node type balanced",
+    )
+    made = make_typed_partition_set(
+        graph,
+        args.parts,
+        args.out,
+        method=args.method,
+        seed=args.seed,
+        force=args.force,
+        progress=not args.json,
+        log=lambda line: _say(args, line),
+    )
+    wrote(args.out, f"{args.parts} parts, typed")
+    _report(args, graph.name, {**made.metrics, "typed": made.pset.manifest["typed"]}, made.seconds)
+    return 0
+
+
+def _report(args: argparse.Namespace, name: str, metrics: dict, seconds: float) -> None:
+    """``partition make``'s plot, JSON line or table."""
     if args.png:
-        plot_metrics(metrics, f"{graph.name} / {args.method} / {args.parts} parts", args.png)
+        plot_metrics(metrics, f"{name} / {args.method} / {args.parts} parts", args.png)
         wrote(args.png)
-    result = {"method": args.method, "graph": graph.name, "seconds": seconds, "out": str(args.out), **metrics}
+    result = {"method": args.method, "graph": name, "seconds": seconds, "out": str(args.out), **metrics}
     if args.json:
         print(json.dumps(result))
     else:
@@ -95,7 +130,6 @@ def run(args: argparse.Namespace) -> int:
             f"-> {result['out']}"
         )
         _table(result)
-    return 0
 
 
 def run_info(args: argparse.Namespace) -> int:
@@ -111,6 +145,7 @@ def run_info(args: argparse.Namespace) -> int:
         "seed": m["seed"],
         "graph_checksum": m["graph"]["checksum"],
         **m["metrics"],
+        **({"typed": m["typed"]} if "typed" in m else {}),
     }
     if args.json:
         print(json.dumps(result))
@@ -135,6 +170,8 @@ def _table(result: dict) -> None:
         print(f"{k:>5} {part['num_nodes']:>12,} {part['num_edges']:>14,} {part['num_remote']:>12,}")
         if "type_nodes" in part:  # a heterogeneous graph's view: each node type's nodes and halo
             print(f"{'':>5} by node type: nodes {part['type_nodes']}, remote {part['type_remote']}")
+    if "typed" in result:
+        _typed_table(result["typed"])
     print(f"total remote (communication volume) {result['total_remote']:,}; edge cut {result['edge_cut']:,}")
     print(
         f"imbalance max/mean: nodes {result['node_imbalance']:.3f}, edges {result['edge_imbalance']:.3f}, "
@@ -148,3 +185,15 @@ def _table(result: dict) -> None:
             f"remote min/max {result['stage1_remote_min_max']:.3f}; stage 2 ({result['stage2_seconds']:.1f} s): "
             f"{result['kept_swaps']:,} swaps kept of {result['swaps']:,} tried"
         )
+
+
+def _typed_table(typed: dict) -> None:
+    """A typed set's nodes per type (owned/halo) and edges per relation, one column per part."""
+    parts = len(typed["owned"])
+    print(f"{'node type':<24}" + "".join(f"{f'part {k} owned/halo':>24}" for k in range(parts)))
+    for t, name in enumerate(typed["node_types"]):
+        cells = (f"{typed['owned'][k][t]:,}/{typed['halo'][k][t]:,}" for k in range(parts))
+        print(f"{name:<24}" + "".join(f"{cell:>24}" for cell in cells))
+    print(f"{'relation':<40}" + "".join(f"{f'part {k} edges':>14}" for k in range(parts)))
+    for r, relation in enumerate(typed["relations"]):
+        print(f"{'__'.join(relation):<40}" + "".join(f"{typed['relation_edges'][k][r]:>14,}" for k in range(parts)))

@@ -90,7 +90,8 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
         data: a ``torch_geometric.data.Data`` (every rank's copy of the whole graph; edges as
             given, directed, self loops kept), a ``HeteroData`` (its part is a ``HeteroData``, see
             :func:`~commgraph.pyg.hetero.partition_hetero`), or a partition set's directory with
-            one part per rank.
+            one part per rank (a typed set's part is a ``HeteroData``, see
+            :func:`~commgraph.pyg.hetero.partition_typed_set`).
         method: ``metis``, ``g3``, ``chunk`` or ``random`` (a ``Data`` only).
         seed: the partitioner's seed (a ``Data`` only).
         folder: where to write the set instead of the cache (a ``Data`` only).
@@ -118,6 +119,10 @@ def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str 
         return partition_hetero(s, data, method, seed, folder)
     if isinstance(data, (str, os.PathLike)):
         handle = _open_set(s, Path(data))
+        if "typed" in handle.pset.manifest:
+            from commgraph.pyg.hetero import partition_typed_set
+
+            return partition_typed_set(s, handle.pset)
         source = None
     elif isinstance(data, Data):
         handle = _cut(s, data, method, seed, folder)

@@ -30,6 +30,7 @@ import torch
 from commgraph.errors import BridgeError
 from commgraph.graph.build import from_edges
 from commgraph.graph.core import MASK_NAMES
+from commgraph.partition.store import owned_positions
 from commgraph.pyg.data import PartHandle, _remember, check_edge_index, cut_graph
 from commgraph.pyg.full import FullGraph, _normalising_gcn, _takes_pair
 from commgraph.pyg.world import Session
@@ -118,7 +119,7 @@ def partition_hetero(s: Session, data, method: str, seed: int, folder):
     node_type = homogeneous.node_type.numpy() if method == "metis" else None
     pset = cut_graph(s, graph, method, seed, folder, node_type=node_type)
     part = pset.part(s.world.rank)
-    layout = _layout(data, part, offsets)
+    layout = _layout(tuple(data.node_types), tuple(data.edge_types), part, offsets)
 
     local = np.full(num_nodes, -1, dtype=np.int64)  # homogeneous id -> row within its type's rows
     for t in data.node_types:
@@ -144,19 +145,87 @@ def partition_hetero(s: Session, data, method: str, seed: int, folder):
     return out
 
 
-def _layout(data, part, offsets: np.ndarray) -> TypedLayout:
+def _layout(node_types: tuple[str, ...], edge_types: tuple[EdgeType, ...], part, offsets: np.ndarray) -> TypedLayout:
     owned, halo = np.asarray(part.owned, dtype=np.int64), np.asarray(part.halo, dtype=np.int64)
     within = {}
-    for i, t in enumerate(data.node_types):
+    for i, t in enumerate(node_types):
         low, high = offsets[i], offsets[i + 1]
         within[t] = (owned[(owned >= low) & (owned < high)], halo[(halo >= low) & (halo < high)])
     return TypedLayout(
-        tuple(data.node_types),
-        tuple(data.edge_types),
+        node_types,
+        edge_types,
         offsets,
         {t: rows[0] for t, rows in within.items()},
         {t: rows[1] for t, rows in within.items()},
     )
+
+
+def partition_typed_set(s: Session, pset):
+    """This rank's part of a typed partition set (:mod:`commgraph.partition.typed`), the
+    ``HeteroData`` that :func:`partition_hetero` returns for the same partition, read from this
+    part's files and, for halo rows, their owners' files (no rank loads the whole graph).
+
+    Args:
+        s: the bridge's session.
+        pset: the typed set, one part per rank.
+
+    Returns:
+        torch_geometric.data.HeteroData: as :func:`partition_hetero`'s (``x`` of each type with
+        features, the target's ``y`` and masks).
+    """
+    from torch_geometric.data import HeteroData
+
+    typed = pset.manifest["typed"]
+    part = pset.part(s.world.rank)
+    offsets = np.asarray(typed["offsets"], dtype=np.int64)
+    layout = _layout(tuple(typed["node_types"]), tuple(tuple(r) for r in typed["relations"]), part, offsets)
+    out = HeteroData()
+    row = np.empty(part.num_owned + part.num_halo, dtype=np.int64)  # part-local id -> row within its type
+    halo_type = np.searchsorted(offsets, np.asarray(part.halo, dtype=np.int64), side="right") - 1
+    first = 0
+    for t, node_type in enumerate(layout.node_types):
+        owned, halo = layout.owned[node_type], layout.halo[node_type]
+        row[first : first + owned.size] = np.arange(owned.size)
+        row[part.num_owned + np.flatnonzero(halo_type == t)] = owned.size + np.arange(halo.size)
+        first += owned.size
+        store = out[node_type]
+        width = typed["num_features"][node_type]
+        if width:
+            x = np.concatenate([np.load(pset.path / f"part-{part.index}/x-{t}.npy"), _typed_rows(pset, t, halo, width)])
+            store.x = torch.from_numpy(x)
+        if node_type == typed["target"]:
+            mine = slice(first - owned.size, first)
+            labels = np.concatenate([np.asarray(part.labels[mine]), pset.rows("labels", halo)])
+            store.y = torch.from_numpy(labels.astype(np.int64))
+            for mask in MASK_NAMES:
+                values = getattr(part, mask)
+                if values is not None:
+                    store[mask] = torch.from_numpy(np.concatenate([values[mine], np.zeros(halo.size, dtype=bool)]))
+        store.n_id = torch.from_numpy(np.concatenate([owned, halo]) - offsets[t])
+        store.num_owned = int(owned.size)
+        store.num_nodes = int(owned.size + halo.size)
+    edge_type = np.load(pset.path / f"part-{part.index}/edge_type.npy")
+    src = row[np.asarray(part.indices, dtype=np.int64)]
+    dst = row[np.repeat(np.arange(part.num_owned), np.diff(part.indptr))]
+    for r, et in enumerate(layout.edge_types):
+        keep = edge_type == r
+        out[et].edge_index = torch.from_numpy(np.stack([src[keep], dst[keep]]))
+    _remember(out, PartHandle(pset, part, types=layout))
+    return out
+
+
+def _typed_rows(pset, t: int, ids: np.ndarray, width: int) -> np.ndarray:
+    """Type ``t``'s feature rows (``width`` columns) of homogeneous ids ``ids``, from the parts that
+    own them."""
+    owner = np.asarray(pset.assignment())[ids]
+    rows = np.empty((ids.size, width), np.float32)
+    for k in np.unique(owner):
+        part = pset.part(int(k), check=False)
+        values = np.load(pset.path / f"part-{int(k)}/x-{t}.npy", mmap_mode="r")
+        start = np.searchsorted(np.asarray(part.owned), pset.manifest["typed"]["offsets"][t])
+        pick = owner == k
+        rows[pick] = values[owned_positions(part.owned, ids[pick]) - start]
+    return rows
 
 
 def _node_rows(store, source, layout: TypedLayout, node_type: str) -> None:
