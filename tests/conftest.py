@@ -134,6 +134,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # threads, so while one runs, launches from here start a fresh interpreter instead of forking
     # this warmed one
     tqdm.monitor_interval = 0
+    # one compute thread in this process: an OpenMP team started here would be copied, without its
+    # threads, into every rank forked from here, and a rank's first parallel op would wait on them
+    # for ever (commgraph's launchers fork their zygote before any work, so only tests meet this)
+    import torch
+
+    torch.set_num_threads(1)
     subprocess.Popen._execute_child = _execute_child_noted
     mp_util.spawnv_passfds = _spawnv_passfds_noted
     os.register_at_fork(before=lambda: _note("os.fork"))
