@@ -109,12 +109,18 @@ def _kill_left_running() -> None:
     _popens.clear()
 
 
+def _own_tracker(seen: tuple[int, str, str]) -> bool:
+    parent, _, command = seen
+    return parent == _PYTEST_PID and "multiprocessing.resource_tracker" in command
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The run fails if a process it started still runs at its end. pytest is the child subreaper
     of everything it starts (:func:`pytest_configure`), so an orphaned rank is still found below it."""
     from procs import alive, descendants
 
-    left = descendants(_PYTEST_PID)
+    # pytest's own resource tracker (its multiprocessing semaphores) lives until pytest exits
+    left = {pid: seen for pid, seen in descendants(_PYTEST_PID).items() if not _own_tracker(seen)}
     running = alive(left)
     for pid in running:
         try:

@@ -27,7 +27,7 @@ def register(subparsers) -> None:
         "--method",
         choices=METHODS,
         help="g3: balanced compute and communication; metis: minimum edge cut; chunk: consecutive ids; random "
-        "(default g3; a heterogeneous graph: metis, each node type balanced)",
+        "(g3 for a graph of one node type, metis with each node type balanced for a heterogeneous one, unless given)",
     )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="partition set directory")
     parser.add_argument("--seed", type=int, default=0, help="seed of the partitioner's random choices")

@@ -32,8 +32,11 @@ def register(subparsers) -> None:
     LaunchOptions.add_arguments(parser.add_argument_group("workers"))
     TrainConfig.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="with --dry-run: the estimate as one JSON object")
-    # --task link: the file of held-out edges the launcher hands its workers (commgraph.train.link)
-    parser.add_argument("--link-edges", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--link-edges",
+        metavar="FILE",
+        help="with --task link: the held-out edges, a file the launcher hands its workers",
+    )
     parser.set_defaults(run=run)
 
 

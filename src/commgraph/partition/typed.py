@@ -31,6 +31,7 @@ from commgraph.errors import PartitionError
 from commgraph.graph import HeteroGraph
 from commgraph.partition.make import MadeSet, make_partition_set
 from commgraph.partition.store import MANIFEST, PartitionSet, _replace, _save_rows, _sha256
+from commgraph.partition.validate import read_header
 
 
 def make_typed_partition_set(
@@ -88,6 +89,7 @@ def make_typed_partition_set(
         for k in range(parts):
             _write_typed_part(graph, view, made.pset, k, typed, manifest["files"])
         manifest["typed"] = typed
+        manifest["arrays"] = {name: read_header(tmp / name).record() for name in manifest["files"]}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         _replace(tmp, out)
     except BaseException:
