@@ -314,8 +314,7 @@ def _write_parts(
         local[owned] = np.arange(owned.shape[0])
         local[halo] = owned.shape[0] + np.arange(halo.shape[0])
         rows = degree[owned]
-        firsts = np.concatenate([[0], np.cumsum(rows)[:-1]])
-        gather = np.repeat(graph.indptr[owned] - firsts, rows) + np.arange(rows.sum())
+        gather = owned_edges(graph.indptr, owned)
         send_ptr, send_index = _send_lists(k, owned, halo_node, halo_bounds, assignment, parts)
         arrays = {
             "owned": owned,
@@ -400,6 +399,14 @@ def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray) -> str:
     return save_npy_in_chunks(
         path, values.dtype, (rows.shape[0], *values.shape[1:]), lambda start, stop: values[rows[start:stop]]
     )
+
+
+def owned_edges(indptr: np.ndarray, owned: np.ndarray) -> np.ndarray:
+    """The positions in a CSR (``indptr``) of every in-edge of the ``owned`` rows, row by row: the
+    edges a part stores, in its order."""
+    rows = np.diff(indptr)[owned]
+    firsts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    return np.repeat(indptr[owned] - firsts, rows) + np.arange(rows.sum())
 
 
 def _send_lists(k, owned, halo_node, halo_bounds, assignment, parts):

@@ -30,7 +30,7 @@ import numpy as np
 from commgraph.errors import PartitionError
 from commgraph.graph import HeteroGraph
 from commgraph.partition.make import MadeSet, make_partition_set
-from commgraph.partition.store import MANIFEST, PartitionSet, _replace, _save_rows, _sha256
+from commgraph.partition.store import MANIFEST, PartitionSet, _replace, _save_rows, _sha256, owned_edges
 from commgraph.partition.validate import read_header
 
 
@@ -103,10 +103,7 @@ def _write_typed_part(graph: HeteroGraph, view, pset: PartitionSet, k: int, type
     part = pset.part(k, check=False)
     folder = pset.path / f"part-{k}"
     owned = np.asarray(part.owned, dtype=np.int64)
-    rows = np.diff(view.graph.indptr)[owned]
-    firsts = np.concatenate([[0], np.cumsum(rows)[:-1]])
-    gather = np.repeat(view.graph.indptr[owned] - firsts, rows) + np.arange(rows.sum())
-    edge_type = np.ascontiguousarray(view.edge_type[gather], dtype=np.int16)
+    edge_type = np.ascontiguousarray(view.edge_type[owned_edges(view.graph.indptr, owned)], dtype=np.int16)
     np.save(folder / "edge_type.npy", edge_type, allow_pickle=False)
     files[f"part-{k}/edge_type.npy"] = _sha256(folder / "edge_type.npy")
     bounds = np.searchsorted(owned, view.offsets)  # owned ids ascending: each type a slice
