@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
+from pyg_accuracy import test_accuracy  # the last epoch's test accuracy a script prints
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "pyg" / "mag_distributed.py"
-LAST = re.compile(r"Test: ([0-9.]+)\s*$")
 
 
 def parse() -> argparse.Namespace:
@@ -34,13 +33,6 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--graph", default="mag-shaped:scale=0.005,seed=0")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/commgraph-hetero-accuracy"))
     return parser.parse_args()
-
-
-def test_accuracy(argv: list[str]) -> float:
-    result = subprocess.run(argv, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"failed ({result.returncode}): {' '.join(argv)}\n{result.stderr[-3000:]}")
-    return float(LAST.search(result.stdout.strip().splitlines()[-1]).group(1))
 
 
 def main() -> None:
