@@ -211,7 +211,7 @@ def forestcoll_a100(boxes: int) -> Topology:
 
 
 # ForestColl's optimal all-gather algorithm bandwidth on its A100 model (GB/s); its README gives the
-# 2-box figure, the 4- and 8-box ones are its code's output (see benchmarks/RESULTS.md).
+# 2-box figure, the 4- and 8-box ones are its code's output (see docs/benchmarks/allreduce.md).
 FORESTCOLL_ALLGATHER = {2: 346.67, 4: 266.67, 8: 228.57}
 
 

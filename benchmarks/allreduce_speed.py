@@ -9,7 +9,7 @@ from a barrier to its tensor holding the sum. Printed per method: median and ran
 repeats, throughput (data size / median time) and its ratio to native's, measured in the same run.
 Every result is checked against native's sum (1e-6 relative).
 
-    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/allreduce_speed.py \\
+    .venv/bin/python benchmarks/allreduce_speed.py \\
         [--workers 4] [--mb 100] [--repeats 5] [--chunk-kb 256,1024,4096] [--planners ring,tree,lp]
 """
 

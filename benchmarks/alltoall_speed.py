@@ -7,7 +7,7 @@ methods run in turn after a barrier; a time is the slowest rank's. Printed per m
 range over the repeats and the ratio of native's median to it, measured in the same run. Every
 result is checked equal to native's.
 
-    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/alltoall_speed.py [--workers 4] [--mb 32] [--repeats 5]
+    .venv/bin/python benchmarks/alltoall_speed.py [--workers 4] [--mb 32] [--repeats 5]
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Each case runs ``--repeats`` times after a warm-up; the table gives the median a
 (VmHWM) less what it held after the imports, against its part's CSR (indptr, indices and weights;
 target <= 3x). Edges per second: the edges a worker scanned, summed, over the run's time.
 
-    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/analytics.py \
+    .venv/bin/python benchmarks/analytics.py \
         [--graphs SPEC ...] [--algos bfs ...] [--repeats 5]
 
 The whole default run takes about 6 minutes here; one graph per invocation (``--graphs``) keeps each

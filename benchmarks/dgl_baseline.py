@@ -42,9 +42,9 @@ per second and milliseconds per step; the closing lines give commgraph/DGL for s
     python benchmarks/dgl_baseline.py [--graph sbm:nodes=2450000,classes=47,features=100,degree=50,seed=0]
                                       [--steps 20] [--repeats 1] [--infer-batch-size 4096]
                                       [--rows dgl-train,dgl-infer,commgraph-1,commgraph-predict]
-                                      [--cap-gb 20] [--setup-only] [--work-dir /tmp/commgraph-membench]
+                                      [--cap-gb 20] [--setup-only] [--work-dir DIR]
 
-Run it under ``flock /tmp/commgraph-bench.lock``: the install downloads about 3 GB and each row may
+Run it alone on the machine: the install downloads about 3 GB and each row may
 take minutes.
 """
 

@@ -7,7 +7,7 @@
 # time limit (seconds, below), prints "### STEP rc=N" when it ends, and writes its whole output to
 # $OUT/STEP.log (OUT defaults to out/gpu-check). A step that fails or runs out of time does not stop
 # the next one. Python packages missing on the machine (highspy, cmeel-metis) are installed from
-# wheels in .whl/ when that folder exists (see /work/.library/device/README.md on carrying wheels).
+# wheels in .whl/ when that folder exists (a machine with no network installs from there).
 set -u
 OUT=${OUT:-out/gpu-check}
 mkdir -p "$OUT"

@@ -7,7 +7,7 @@ With dropout each rank draws its own masks, so the runs differ digit by digit; w
 what the model learns. The last epoch's test accuracy is compared.
 
     python benchmarks/hetero_accuracy.py [--workers 4] [--seeds 0,1,2] [--epochs 30]
-        [--graph mag-shaped:scale=0.005,seed=0] [--work-dir /tmp/commgraph-hetero-accuracy]
+        [--graph mag-shaped:scale=0.005,seed=0] [--work-dir DIR]
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ structure and sampling bytes per step, and the step time (rank 0's epoch seconds
 The table gives each machine's peak against the one-machine peak: the issue's targets are
 <= 0.55x with 2 machines and <= 0.3x with 4 (``--structure partitioned``).
 
-Run under ``flock /tmp/commgraph-bench.lock`` (the machine is shared), e.g.::
+Run it alone on the machine (it takes most of it), e.g.::
 
-    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/machines.py --work-dir /tmp/cg-machines
+    .venv/bin/python benchmarks/machines.py --work-dir DIR
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ training scenarios that need them (made on first need; ``--remake`` makes them a
     partition-products-g3    the same with g3                                           <= 8 GB
     refuse-products-1        a run that cannot fit (full-graph, hidden 4096, 1 worker)  refused in <= 10 s
 
-Run under ``flock /tmp/commgraph-bench.lock`` (the machine is shared), e.g.::
+Run it alone on the machine (it takes most of it), e.g.::
 
-    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/memory.py \\
+    .venv/bin/python benchmarks/memory.py \\
         --scenarios cora-4,sampled-100k,full-100k --cap-gb 20
     python benchmarks/memory.py --list     # every scenario's commands
 """
@@ -71,7 +71,7 @@ SBM_100K = "sbm:nodes=100000,classes=8,features=500,degree=100,train=0.5,seed=0"
 SBM_500K = "sbm:nodes=500000,classes=8,features=500,degree=100,train=0.5,seed=0"
 # SBM_500K with feature noise 50 (the generator's default is 3): the same edges and parts, and features
 # whose scale slows training, so that neighbor's 3 x 20 steps score between 0.6 and 0.95, not 1.000
-# (at noise 300 both samplers were near chance, 0.14, after 20 steps; RESULTS.md)
+# (at noise 300 both samplers were near chance, 0.14, after 20 steps; docs/benchmarks/memory.md)
 SBM_500K_NOISY = "sbm:nodes=500000,classes=8,features=500,degree=100,train=0.5,noise=50,seed=0"
 THESIS_500K = ("--workers", "8", "--fanout", "64,64", "--batch-size", "1024", "--hidden", "16")
 THESIS_500K += ("--epochs", "3", "--steps-per-epoch", "20")

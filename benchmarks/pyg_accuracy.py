@@ -8,7 +8,7 @@ files this repository bundles under ``tests/data/planetoid``, copied into ``--wo
 ``--epochs`` epochs with dropout 0.5; the last epoch's test accuracy is compared.
 
     python benchmarks/pyg_accuracy.py [--workers 4] [--seeds 0,1,2] [--epochs 200]
-        [--work-dir /tmp/commgraph-pyg-accuracy]
+        [--work-dir DIR]
 """
 
 from __future__ import annotations

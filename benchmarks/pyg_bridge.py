@@ -19,7 +19,7 @@ median, min and max, and the bytes per epoch of both.
 
     python benchmarks/pyg_bridge.py [--graph sbm:nodes=20000,classes=8,features=128,seed=0]
         [--workers 4] [--hidden 128] [--layers 2] [--epochs 12] [--warmup 2] [--pairs 3]
-        [--work-dir /tmp/commgraph-pyg-bridge]
+        [--work-dir DIR]
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ row-copy rates and all-reduce fit (bandwidth and latency only) and on the calibr
 itself. The target is the last one within +-25% of the median for every case that moves 1 MB or more
 in total.
 
-    flock /tmp/commgraph-bench.lock .venv/bin/python benchmarks/sim_fidelity.py [--quick] [--repeats 7]
+    .venv/bin/python benchmarks/sim_fidelity.py [--quick] [--repeats 7]
 
 ``--quick``: 2 and 4 workers, all-reduce of 1 and 10 MB, 5 repeats. Every rank of a run is this same
 file, started by the local launcher with ``RANK`` set.

@@ -40,6 +40,13 @@ TOPICS = (
 )
 
 
+def anchors(page: Path) -> set[str]:
+    """The anchors of a Markdown page's headings (outside code fences): lower case, spaces as
+    hyphens, every other character but letters, digits and hyphens dropped."""
+    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.M)
+    return {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
 def runnable_blocks(text: str) -> list[str]:
     return BLOCK.findall(text)
 
@@ -147,11 +154,7 @@ def test_links_lead_to_pages_that_exist_inside_the_repository(document):
         page = (document.parent / path).resolve() if path else document
         assert page.is_file() and ROOT in page.parents, f"{document.name} links {target}: no such file here"
         if anchor and page.suffix == ".md":
-            headings = {
-                re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
-                for h in re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.M)
-            }
-            assert anchor in headings, f"{document.name} links {target}: no such section"
+            assert anchor in anchors(page), f"{document.name} links {target}: no such section"
 
 
 @pytest.mark.parametrize("page", pages(), ids=lambda p: p.name)

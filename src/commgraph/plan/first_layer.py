@@ -19,7 +19,7 @@ One worker has no halo: both ways move nothing, and ``auto`` ships features (agg
 transform), except from a feature table streamed from host memory (``--features host`` on a GPU).
 There a streamed layer 0 reads each row once for every chunk of destinations that reads it, and
 the owner's path transforms the owned rows in consecutive chunks, each row read once a pass
-(measured on an H200: 477 against 2,437 ms a step, RESULTS.md "The GPU check again").
+(measured on an H200: 477 against 2,437 ms a step, docs/benchmarks/features.md, "The GPU check again").
 """
 
 from __future__ import annotations

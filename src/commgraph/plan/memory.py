@@ -23,7 +23,7 @@ time: where its first layer narrows the rows it keeps their transform (hidden-wi
 first layer's destinations' aggregates at the input width (:func:`_sampled_first_layers`); other
 models hold the whole input table. A batch's edges are each hop's destinations times its fanout. The
 runtime's constants were measured on this project's CPU workers (``benchmarks/memory.py``,
-RESULTS.md: "Memory").
+docs/benchmarks/memory.md).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from commgraph.partition.store import STRUCTURE, PartitionSet
 from commgraph.sample.options import EXPLAIN_NODES, EXPLAIN_TARGETS
 
 GB = 1e9
-# measured on Cora with 4 CPU workers (1.05-1.12 GB in all; RESULTS.md "Memory"): while the workers
+# measured on Cora with 4 CPU workers (1.05-1.12 GB in all; docs/benchmarks/memory.md): while the workers
 # run, the launcher and the zygote it forked share their imports and hold about 0.45 GB together
 LAUNCHER_BYTES = int(0.3 * GB)  # the launcher process: its imports, the store, the plan it chose
 ZYGOTE_BYTES = int(0.15 * GB)  # the warmed interpreter the ranks are forked from, beyond the launcher's pages
@@ -49,7 +49,7 @@ BLOCK_EDGE_BYTES = 12  # an edge of a block held as its adjacency: its int32 col
 SAMPLED_EDGE_BYTES = 16 + BLOCK_EDGE_BYTES  # a sampled edge: the sampler's two int64 ends, and the block's
 ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's buffers
 # DGS's explainer process, a fresh interpreter with torch: 0.52 GB on its own, about 0.3 GB of the tree's PSS
-# beside the workers whose library pages it shares (RESULTS.md, "Memory")
+# beside the workers whose library pages it shares (docs/benchmarks/memory.md)
 EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
