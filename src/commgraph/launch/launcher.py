@@ -200,9 +200,13 @@ class BeyondMemory:
 
     def verdict(self, end) -> int:
         """The job's exit code from how it ended (a :class:`~commgraph.runtime.launch.JobEnd`):
-        2 after naming a rank killed by SIGKILL as killed for memory, else the default verdict."""
+        2 after naming a rank killed by SIGKILL as killed for memory; 2 for a rank that refused
+        (exit code 2) and said why itself (its allocation failed: it named the size); else the
+        default verdict."""
         from commgraph.runtime.launch import name_failed_rank
 
+        if end.failed is not None and end.failed[1] == 2 and end.reason is not None:
+            return 2
         if end.failed is None or end.failed[1] != -signal.SIGKILL:
             return name_failed_rank(end)
         print(
