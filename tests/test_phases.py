@@ -58,7 +58,9 @@ def test_a_launcher_phase_stuck_where_no_exception_gets_out_is_stopped_hard():
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2, run.stderr
-    assert run.stderr == f"commgraph: error: planning the exchanges took more than 0.2 s (--timeout 0.2): {TIMEOUT_FIX}\n"
+    assert (
+        run.stderr == f"commgraph: error: planning the exchanges took more than 0.2 s (--timeout 0.2): {TIMEOUT_FIX}\n"
+    )
 
 
 @pytest.mark.multiproc

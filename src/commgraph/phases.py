@@ -100,8 +100,8 @@ def overrun_line(ranks: tuple[int, ...] | None, phase: str, seconds: float) -> s
     if ranks is None:
         return f"commgraph: error: {phase_line(phase, seconds)}"
     return (
-        f"commgraph: error: rank {', '.join(map(str, ranks))} did not finish {RANK_PHASES.get(phase, phase)} within {seconds:g} s "
-        f"(--timeout {seconds:g}); every rank stopped: {TIMEOUT_FIX}"
+        f"commgraph: error: rank {', '.join(map(str, ranks))} did not finish {RANK_PHASES.get(phase, phase)} "
+        f"within {seconds:g} s (--timeout {seconds:g}); every rank stopped: {TIMEOUT_FIX}"
     )
 
 

@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 
 from commgraph.errors import BridgeError
-from commgraph.runtime.comm import Communicator
 from commgraph.phases import RUNNING
+from commgraph.runtime.comm import Communicator
 from commgraph.runtime.options import DEVICE_ENV, INIT_KEY, TIMEOUT_ENV, in_torchrun
 from commgraph.runtime.world import World, join
 

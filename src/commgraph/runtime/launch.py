@@ -259,7 +259,7 @@ class JobEnd:
         failed: the rank that failed first and its exit code (None: every rank exited 0).
         reason: what that rank wrote of its failure itself (None: it said nothing).
         store: the job's store, still open: what the ranks wrote in it.
-        overrun: the rank that overran a set-up phase, which stopped the job (None: none did).
+        overrun: the set-up phase that overran, which stopped the job (None: none did).
     """
 
     codes: list[int | None]

@@ -249,8 +249,7 @@ def _wait_for_ranks(store, keys: list[str], span: datetime.timedelta) -> None:
     except dist.DistStoreError:
         missing = [rank for rank, key in enumerate(keys) if not store.check([key])]
         raise WorkerFailed(
-            f"worker rank {', '.join(map(str, missing))} did not join within {span.total_seconds():g} s "
-            "(--timeout)"
+            f"worker rank {', '.join(map(str, missing))} did not join within {span.total_seconds():g} s (--timeout)"
         ) from None
 
 

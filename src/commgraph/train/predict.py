@@ -17,12 +17,12 @@ import numpy as np
 import torch
 
 from commgraph.errors import TrainingError
-from commgraph.phases import RUNNING
 from commgraph.graph import Graph
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.graph.nodefile import check_node_file, write_node_values
 from commgraph.nn import GNN
 from commgraph.partition.store import Part
+from commgraph.phases import RUNNING
 from commgraph.runtime import Communicator, World
 from commgraph.runtime.job import Job
 from commgraph.runtime.options import JobOptions
