@@ -51,7 +51,7 @@ def train():
     loss = cg.global_mean(F.cross_entropy(out[data.train_mask], data.y[data.train_mask], reduction="none"))
     loss.backward()
     optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 @torch.no_grad()

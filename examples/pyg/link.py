@@ -60,7 +60,7 @@ def train():
     loss = F.binary_cross_entropy_with_logits(model.decode(z, edge_label_index), edge_label)
     loss.backward()
     optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 @torch.no_grad()

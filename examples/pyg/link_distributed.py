@@ -62,7 +62,7 @@ def train():
     loss = cg.global_mean(F.binary_cross_entropy_with_logits(model.decode(z, edge_label_index), edge_label, reduction="none"))
     loss.backward()
     optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 @torch.no_grad()

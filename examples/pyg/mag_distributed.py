@@ -72,4 +72,4 @@ for epoch in range(1, args.epochs + 1):
     with torch.no_grad():
         pred = model(data).argmax(dim=-1)
     accs = [float(cg.global_mean(pred[m] == paper.y[m])) for m in (paper.train_mask, paper.val_mask, paper.test_mask)]
-    print(f"Epoch: {epoch:03d}, Loss: {float(loss):.4f}, Train: {accs[0]:.4f}, Val: {accs[1]:.4f}, Test: {accs[2]:.4f}")
+    print(f"Epoch: {epoch:03d}, Loss: {loss.item():.4f}, Train: {accs[0]:.4f}, Val: {accs[1]:.4f}, Test: {accs[2]:.4f}")

@@ -39,4 +39,4 @@ for epoch in range(1, args.epochs + 1):
     with torch.no_grad():
         pred = model(data.x, data.edge_index).argmax(dim=-1)
     test_acc = float((pred[data.test_mask] == data.y[data.test_mask]).float().mean())
-    print(f"Epoch: {epoch:03d}, Loss: {float(loss):.4f}, Test: {test_acc:.4f}")
+    print(f"Epoch: {epoch:03d}, Loss: {loss.item():.4f}, Test: {test_acc:.4f}")

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from commgraph.analytics.job import Analysis, AnalyzeOptions, combine, execute, part_graph, stats_dict
+from commgraph.phases import RUNNING
 from commgraph.runtime import Communicator, ExchangeRunner, World, gather_halo, scatter_back
 from commgraph.runtime.job import Job, JobOptions
 
@@ -56,6 +57,7 @@ def run_worker(world: World, partition_dir: Path, options: AnalyzeOptions, job_o
     boundary = PlanBoundary(job.comm, job.layerwise(job.exchange(wiring.plan, part.owned, part.halo)))
     graph = part_graph(part, num_nodes, options)
     job.comm.barrier()  # set-up (loading, planning) is not the run's time
+    world.report_phase(RUNNING)
     program, stats, seconds = execute(options, graph, boundary)
     reports = job.comm.all_gather_object(stats_dict(program, stats, seconds, np.asarray(part.owned)))
     return combine(options.algo, num_nodes, reports) if world.is_leader else None

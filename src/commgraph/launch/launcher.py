@@ -16,6 +16,9 @@ set), and calls :func:`launch`. The launcher then:
    rebuilt from the spec's options (:meth:`~commgraph.options.Options.to_argv`), and watches them
    (:func:`~commgraph.runtime.launch_local`: a dead worker stops the job, its rank named).
 
+Each of these phases, and each rank's own set-up phases, may take ``--timeout`` seconds
+(:mod:`commgraph.phases`); one that overruns stops the job in one line naming it.
+
 Under torchrun (or in a worker our launcher started) the same call is the worker's side: each
 machine's local rank 0 partitions a GRAPH, the others wait for its set, and every rank joins the
 world and runs ``work`` (:func:`~commgraph.launch.rank.run_rank`).
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -39,6 +43,7 @@ from commgraph.launch.cache import cached_partition_set, partition_cache_entry
 from commgraph.launch.options import LaunchOptions, RunOptions
 from commgraph.options import Options
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
+from commgraph.phases import TIMEOUT_FIX, bounded
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
 from commgraph.plan.memory import MemoryEstimate
@@ -125,15 +130,19 @@ def _launch_here(
     zygote: ForkedZygote | None,
 ) -> int:
     """Prepare the job here, then start and watch its workers (forked by ``zygote`` if given)."""
+    seconds = spec.launch.timeout
     partition_dir = partition_set(spec, spec.launch.workers or 1)
-    pset = load_partition_set(partition_dir, verify=False)
-    pset.validate()  # before the memory estimate reads an array, and before any file is hashed
-    estimate = None if spec.memory is None else spec.memory(pset, pset.num_parts)
+    with bounded("checking the partition set", seconds):
+        pset = load_partition_set(partition_dir, verify=False)
+        pset.validate()  # before the memory estimate reads an array, and before any file is hashed
+    with bounded("estimating memory", seconds):
+        estimate = None if spec.memory is None else spec.memory(pset, pset.num_parts)
     if estimate is not None and not spec.launch.dry_run:
         check_fits(estimate, spec.launch)
-    check_set(spec, pset)
-    if spec.prepare is not None:
-        spec.prepare(pset)
+    with bounded("checking the partition set's checksums", seconds):
+        check_set(spec, pset)
+        if spec.prepare is not None:
+            spec.prepare(pset)
     if estimate is not None and spec.launch.dry_run:  # after the checks a run would meet
         print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
         return 0
@@ -142,21 +151,28 @@ def _launch_here(
     workers = pset.num_parts
     device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)
     with tempfile.TemporaryDirectory(prefix=f"commgraph-{spec.command}-") as scratch:
-        job = resolve_job(spec, pset, workers, device, Path(scratch))
+        with bounded("planning the exchanges", seconds):
+            job = resolve_job(spec, pset, workers, device, Path(scratch))
         if describe is not None:
             spec.say(describe(partition_dir, workers))
         del pset
         release_free_memory()  # the graph and its partitioning, if this process made the set
+        short = beyond_memory(estimate, spec.launch)
         return launch_local(
             worker_argv(spec, partition_dir, job),
             workers,
             threads_per_worker=spec.launch.threads,
             zygote=zygote,
+            phase_seconds=seconds,
+            # a job that may meet the kernel's OOM killer: its ranks stop at once, the kill is explained
+            **({} if short is None else dict(grace=0.0, verdict=short.verdict)),
         )
 
 
 # what a refused training job may change (train's and predict's options)
-TRAIN_ADVICE = "lower --batch-size or --fanout, use fewer --workers or --features host"
+TRAIN_ADVICE = "lower --hidden, --batch-size or --fanout, use fewer --workers or --features host"
+# what a job the kernel killed for memory may change
+OOM_ADVICE = "lower --hidden, --batch-size or --fanout"
 
 
 def check_fits(estimate: MemoryEstimate, options: LaunchOptions | RunOptions, advice: str = TRAIN_ADVICE) -> None:
@@ -173,18 +189,63 @@ def check_fits(estimate: MemoryEstimate, options: LaunchOptions | RunOptions, ad
     )
 
 
+@dataclass(frozen=True)
+class BeyondMemory:
+    """A job started with ``--ignore-memory`` whose estimate, ``needs`` bytes on this machine,
+    exceeds the ``available`` bytes: a rank killed by SIGKILL was most likely killed by the
+    kernel's out-of-memory killer, and :meth:`verdict` says so."""
+
+    needs: int
+    available: int
+
+    def verdict(self, end) -> int:
+        """The job's exit code from how it ended (a :class:`~commgraph.runtime.launch.JobEnd`):
+        2 after naming a rank killed by SIGKILL as killed for memory; 2 for a rank that refused
+        (exit code 2) and said why itself (its allocation failed: it named the size); else the
+        default verdict."""
+        from commgraph.runtime.launch import name_failed_rank
+
+        if end.failed is not None and end.failed[1] == 2 and end.reason is not None:
+            return 2
+        if end.failed is None or end.failed[1] != -signal.SIGKILL:
+            return name_failed_rank(end)
+        print(
+            f"commgraph: error: rank {end.failed[0]} was killed by the kernel (out of memory?): the job needs "
+            f"about {self.needs / 1e9:.1f} GB, this machine has {self.available / 1e9:.1f} GB available; drop "
+            f"--ignore-memory or {OOM_ADVICE}",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def beyond_memory(estimate: MemoryEstimate | None, options: LaunchOptions) -> BeyondMemory | None:
+    """The job's memory shortfall when ``--ignore-memory`` started a job its estimate refuses."""
+    available = available_bytes()
+    if estimate is None or not options.ignore_memory or available is None:
+        return None
+    if estimate.machine_peak_bytes <= available:
+        return None
+    return BeyondMemory(estimate.machine_peak_bytes, available)
+
+
 def partition_set(spec: JobSpec, parts: int) -> Path:
     """The partition set to run on: GRAPH itself if it is one, else a (cached) fresh one of ``parts``."""
     if is_partition_set(spec.graph):
         return Path(spec.graph)
     check_topology_holds(spec, parts)  # before minutes of partitioning, and no cache entry for a refused job
-    graph = spec.load()
+    launch = spec.launch
+    with bounded("loading the graph", launch.timeout):
+        graph = spec.load()
     if spec.check is not None:
         spec.check(graph.name, graph)
     folder = Path(spec.launch.partition_dir) if spec.launch.partition_dir else None
-    launch = spec.launch
     log = None if launch.quiet else spec.say
-    return cached_partition_set(graph, parts, launch.partition, launch.partition_seed, folder, log=log)
+    with bounded("partitioning", launch.timeout, PARTITION_FIX):
+        return cached_partition_set(graph, parts, launch.partition, launch.partition_seed, folder, log=log)
+
+
+# what a job whose partitioning overran may do instead
+PARTITION_FIX = f"{TIMEOUT_FIX}, or make the set once with `commgraph partition make` and run on it"
 
 
 def check_topology_holds(spec: JobSpec, parts: int) -> None:

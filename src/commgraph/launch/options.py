@@ -34,7 +34,12 @@ class LaunchOptions(Options):
         metavar="DIR",
         default=None,
     )
-    timeout: float = option("seconds any exchange may wait before the job stops", type=float, default=120.0)
+    timeout: float = option(
+        "seconds any exchange may wait, and any set-up phase (loading, partitioning, checking the set, planning, "
+        "each rank's start, join and set-up) may take, before the job stops",
+        type=float,
+        default=120.0,
+    )
     device: str = option(
         "auto: one GPU per worker with NCCL if there are GPUs, else CPU with Gloo", choices=DEVICES, default="auto"
     )
@@ -78,8 +83,8 @@ class RunOptions(Options):
         "compute threads per rank, as OMP_NUM_THREADS (default: cores / workers)", type=int, default=None
     )
     timeout: float = option(
-        "seconds any collective may wait before the job stops; cg.init's default, given to the ranks as "
-        "COMMGRAPH_TIMEOUT",
+        "seconds any collective may wait, and a rank may take to reach and finish cg.init(), before the job "
+        "stops; cg.init's default, given to the ranks as COMMGRAPH_TIMEOUT",
         type=float,
         default=300.0,
     )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from commgraph.errors import CommgraphError, WorkerFailed
+from commgraph.phases import STARTING, inject
 from commgraph.runtime import World, join
 from commgraph.sizes import gigabytes
 
@@ -26,6 +27,7 @@ def run_rank(
     rank = int(os.environ["RANK"])
     world = None
     try:
+        inject(rank, STARTING)
         prepared = prepare()
         world = join(timeout, device)
         work(world, prepared)

@@ -15,7 +15,9 @@ How the job ends: a rank that raises or exits non-zero stops the others (they ge
 :data:`~commgraph.runtime.launch.STOP_SECONDS`, then they are killed) and is named with its
 reason, ``rank 1 failed: ValueError: boom (train.py, line 12)``; the job's exit code is that
 rank's (1 for an exception or a signal). A job whose ranks all exit 0 without one having called
-:func:`commgraph.pyg.init` is refused as a script not written for it.
+:func:`commgraph.pyg.init` is refused as a script not written for it. A rank's code before its
+:func:`commgraph.pyg.init`, and the join itself, may each take ``--timeout`` seconds
+(:mod:`commgraph.phases`); from the join on, each collective is bounded by it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from commgraph.errors import BridgeError, JobError
 from commgraph.launch.launcher import check_fits
 from commgraph.launch.options import RunOptions
 from commgraph.partition import is_partition_set, load_partition_set
+from commgraph.phases import bounded
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.runtime.options import DEVICE_ENV, TIMEOUT_ENV
 from commgraph.runtime.zygote import ForkedZygote
@@ -51,7 +54,9 @@ def run_script(options: RunOptions, script: str, args: list[str]) -> int:
         return 0
     zygote = ForkedZygote.fork()  # before any work: it shares this process's imports
     try:
-        for estimate in estimates(options.workers, args).values():
+        with bounded("estimating memory", options.timeout):
+            found = estimates(options.workers, args)
+        for estimate in found.values():
             check_fits(estimate, options, ADVICE)
         return _launch(options, script, args, zygote)
     finally:
@@ -72,6 +77,7 @@ def _launch(options: RunOptions, script: str, args: list[str], zygote: ForkedZyg
         zygote=zygote,
         env={TIMEOUT_ENV: str(options.timeout), DEVICE_ENV: device},
         verdict=verdict,
+        phase_seconds=options.timeout,
     )
 
 

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from commgraph.errors import BridgeError
+from commgraph.phases import RUNNING
 from commgraph.runtime.comm import Communicator
 from commgraph.runtime.options import DEVICE_ENV, INIT_KEY, TIMEOUT_ENV, in_torchrun
 from commgraph.runtime.world import World, join
@@ -57,6 +58,7 @@ def init(timeout: float | None = None, device: str | None = None) -> Session:
     if in_torchrun():
         world = join(timeout, device)
         world._store.set(f"{INIT_KEY}{world.rank}", "1")
+        world.report_phase(RUNNING)  # the script's own work
     else:
         world = World.alone("cuda" if device != "cpu" and torch.cuda.is_available() else "cpu")
         if not dist.is_initialized():  # a group of one, so that DDP and dist calls work unchanged

@@ -5,8 +5,11 @@ workers share the memory of what they import. The launcher hosts the job's key-v
 outlives any one worker, and survivors can still read who failed), gives every rank the environment
 torchrun would give it, and watches them. When a worker exits non-zero or is killed, the others are
 given ``grace`` seconds (default :data:`STOP_SECONDS`) to notice and exit with their own message, then
-they are killed; the launcher names the first failed rank and returns non-zero. Under torchrun none of
-this runs: torchrun's agent does the watching.
+they are killed; the launcher names the first failed rank and returns non-zero. Given
+``phase_seconds`` (``--timeout``), the launcher also times the set-up phase each rank says it is in
+(:mod:`commgraph.phases`): a rank that stays in one longer stops the job at once, in one line
+naming it, its phase and the fix, exit code 2. Under torchrun none of this runs: torchrun's agent
+does the watching.
 
 No process of the job outlives it: every rank runs in a process group of its own, which the
 launcher kills when the job ends, however it ends, so whatever a rank started (DGS's explainer,
@@ -32,7 +35,8 @@ import torch
 import torch.distributed as dist
 
 from commgraph.lifetime import group_members, kill_group
-from commgraph.runtime.world import PROGRESS_KEY, failed_key, stopped_key
+from commgraph.phases import RANK_PHASES, RUNNING, STARTING, WARMING_UP, overrun_line
+from commgraph.runtime.world import PROGRESS_KEY, failed_key, phase_key, stopped_key
 from commgraph.runtime.zygote import FRESH_RANKS, ForkedZygote
 
 POLL_SECONDS = 0.1
@@ -52,6 +56,7 @@ def launch_local(
     fresh: bool | None = None,
     env: dict[str, str] | None = None,
     verdict: Callable[[JobEnd], int] | None = None,
+    phase_seconds: float | None = None,
 ) -> int:
     """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine, forked by ``zygote``
     (see :meth:`ForkedZygote.fork`) or by a zygote started for them; the job's exit code. With
@@ -60,7 +65,8 @@ def launch_local(
     child forked from such a process cannot use CUDA at all, not even a CPU job's optimizer (its
     step asks CUDA whether a graph is being captured). ``env`` is added to every rank's
     environment; ``verdict`` turns how the job ended into its exit code, saying why (default
-    :func:`name_failed_rank`), while the job's store is still open."""
+    :func:`name_failed_rank`), while the job's store is still open; ``phase_seconds`` bounds each
+    rank's set-up phases (None: unbounded)."""
     store = dist.TCPStore(
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=max(grace, 30))
     )
@@ -85,11 +91,15 @@ def launch_local(
         with _signals_interrupt():
             try:
                 children = ForkedRanks.start(argv, workers, module, env, zygote)
-                end = _watch(children.ranks, grace, store)
+                end = _watch(children.ranks, grace, store, phase_seconds)
             except Interrupted as stop:
                 if children is not None:
                     _kill(children.ranks)
                 return stopped_by_signal(stop.signum, store)
+        if end.overrun is not None:
+            _kill(children.ranks)  # before the line: no rank adds its own after it
+            print(end.overrun.line(), file=sys.stderr)
+            return 2
         return (verdict or name_failed_rank)(end)
     finally:
         if children is not None:
@@ -147,6 +157,7 @@ class Rank:
     group: ForkedRanks
     pid: int | None = None
     code: int | None = None
+    forked: float | None = None  # when, on the monotonic clock
 
     def poll(self) -> int | None:
         self.group.read(block=False)
@@ -158,8 +169,13 @@ class Rank:
         return self.code
 
     def kill(self) -> None:
-        """SIGKILL the rank and its process group (what it started)."""
-        if self.code is None and self.pid is not None:
+        """SIGKILL the rank and its process group (what it started); a rank not forked yet (its
+        zygote still warming up) by killing the zygote, with which every rank dies."""
+        if self.code is not None:
+            return
+        if self.pid is None:
+            self.group.zygote.kill()
+        else:
             kill_group(self.pid)
 
 
@@ -214,9 +230,10 @@ class ForkedRanks:
     def _take(self, chunk: bytes) -> None:
         *lines, self.pending = (self.pending + chunk).split(b"\n")
         for line in lines:
-            event, rank, value = line.decode().split()
+            event, rank, value, *forked = line.decode().split()
             if event == "start":
                 self.ranks[int(rank)].pid = int(value)
+                self.ranks[int(rank)].forked = float(forked[0])
             else:
                 self.ranks[int(rank)].code = int(value)
 
@@ -242,26 +259,101 @@ class JobEnd:
         failed: the rank that failed first and its exit code (None: every rank exited 0).
         reason: what that rank wrote of its failure itself (None: it said nothing).
         store: the job's store, still open: what the ranks wrote in it.
+        overrun: the set-up phase that overran, which stopped the job (None: none did).
     """
 
     codes: list[int | None]
     failed: tuple[int, int] | None
     reason: str | None
     store: dist.Store
+    overrun: Overrun | None = None
 
 
-def _watch(children: list[Rank], grace: float, store) -> JobEnd:
+@dataclass(frozen=True)
+class Overrun:
+    """A set-up phase overran ``seconds``: ``phase``, where ``ranks`` still are, the ranks furthest
+    behind (None: the zygote's warm-up, :data:`~commgraph.phases.WARMING_UP`, before it forks the
+    ranks)."""
+
+    ranks: tuple[int, ...] | None
+    phase: str
+    seconds: float
+
+    def line(self) -> str:
+        return overrun_line(self.ranks, self.phase, self.seconds)
+
+
+class PhaseClock:
+    """Times the phase each rank says it is in (:func:`~commgraph.runtime.world.phase_key`): a rank
+    is :data:`~commgraph.phases.STARTING` from its fork (the zygote's clock) until it says
+    otherwise, and each phase but :data:`~commgraph.phases.RUNNING` may last ``seconds``; so may
+    the zygote's warm-up before it forks the ranks. A rank's own waits start later than its phase
+    (a rank that timed out waiting for a late one started waiting after the late one's phase began),
+    so the phase's bound is met first."""
+
+    def __init__(self, ranks: list[Rank], seconds: float, store):
+        self.ranks, self.seconds, self.store = ranks, seconds, store
+        self.created = time.monotonic()
+        self.phase = [STARTING] * len(ranks)
+        self.since: list[float | None] = [None] * len(ranks)
+
+    def overrun(self) -> Overrun | None:
+        """Once a running rank is past its phase's bound (reading the phases the ranks wrote), the
+        ranks furthest behind: those in the earliest phase (a rank waiting there for a stuck one
+        cannot be told from it)."""
+        now = time.monotonic()
+        late = False
+        for rank, child in enumerate(self.ranks):
+            if child.code is not None or self.phase[rank] == RUNNING:
+                continue
+            if child.forked is None:
+                if now - self.created >= self.seconds:
+                    return Overrun(None, WARMING_UP, self.seconds)
+                continue
+            if self.since[rank] is None:
+                self.since[rank] = child.forked
+            key = phase_key(rank)
+            phase = self.store.get(key).decode() if self.store.check([key]) else STARTING
+            if phase != self.phase[rank]:
+                self.phase[rank], self.since[rank] = phase, now
+            late = late or now - self.since[rank] >= self.seconds
+        if not late:
+            return None
+        running = [rank for rank, child in enumerate(self.ranks) if child.code is None and self.phase[rank] != RUNNING]
+        phase = min((self.phase[rank] for rank in running), key=list(RANK_PHASES).index)
+        return Overrun(tuple(rank for rank in running if self.phase[rank] == phase), phase, self.seconds)
+
+    def wait(self, most: float) -> float:
+        """How long to sleep, at most ``most``: up to the next bound of a running rank's phase."""
+        bounds = [
+            self.created if since is None else since
+            for phase, since, child in zip(self.phase, self.since, self.ranks)
+            if phase != RUNNING and child.code is None
+        ]
+        return max(0.0, min([most, *(bound + self.seconds - time.monotonic() for bound in bounds)]))
+
+
+def _watch(children: list[Rank], grace: float, store, phase_seconds: float | None = None) -> JobEnd:
     """Wait for the ranks; how the job ended. A rank that fails is announced in ``store``
-    (unless it said why itself), so that the others name it at once."""
+    (unless it said why itself), so that the others name it at once. With ``phase_seconds`` a
+    rank's set-up phase that overruns it ends the watch first (:class:`PhaseClock`): a rank that
+    failed waiting for it waited from a later start."""
     first_failure: tuple[int, int] | None = None
     reason = None
     deadline = None
+    clock = PhaseClock(children, phase_seconds, store) if phase_seconds is not None else None
     while True:
         codes = [child.poll() for child in children]
+        if clock is not None and first_failure is None:
+            overrun = clock.overrun()
+            if overrun is not None:
+                return JobEnd(codes, None, None, store, overrun)
         if first_failure is None:
             failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
             if failed:
                 first_failure, reason = _first_failure(store, failed)
+                if grace <= 0:  # the others are killed at once: nobody to tell
+                    break
                 deadline = time.monotonic() + grace
                 for rank, code in failed:
                     _announce(store, rank, code)
@@ -269,7 +361,7 @@ def _watch(children: list[Rank], grace: float, store) -> JobEnd:
             break
         if deadline is not None and time.monotonic() > deadline:
             break
-        time.sleep(POLL_SECONDS)
+        time.sleep(POLL_SECONDS if clock is None or first_failure is not None else clock.wait(POLL_SECONDS))
     return JobEnd(codes, first_failure, reason, store)
 
 

@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 
 from commgraph.errors import TrainingError, WorkerFailed
+from commgraph.phases import JOINING, SETTING_UP, inject
 
 BEAT_SECONDS = 0.2
 SILENCE_SECONDS = 4 * BEAT_SECONDS  # a rank whose counter did not move for this long is dead
@@ -80,6 +81,11 @@ class World:
                 self._store.set(PROGRESS_KEY, text[:300])
             except Exception:  # noqa: BLE001 - the store host itself may be the one that died
                 pass
+
+    def report_phase(self, phase: str) -> None:
+        """Say that this rank enters ``phase`` (:mod:`commgraph.phases`): the local launcher bounds
+        each set-up phase by ``--timeout``."""
+        report_phase(self._store, self.rank, phase)
 
     def explain(self, error: BaseException, waiting_for: int | None = None) -> WorkerFailed:
         """Turn a communication error into one that names the rank responsible: a rank that
@@ -135,6 +141,19 @@ def failed_key(rank: int) -> str:
     return f"{_PREFIX}failed/{rank}"
 
 
+def phase_key(rank: int) -> str:
+    """The store key where rank ``rank`` writes the phase it is in (:func:`report_phase`)."""
+    return f"{_PREFIX}phase/{rank}"
+
+
+def report_phase(store, rank: int, phase: str) -> None:
+    """Write ``rank``'s ``phase`` into the job's ``store`` (none: a world of one); then the test
+    hook (:func:`~commgraph.phases.inject`) has its say."""
+    if store is not None:
+        store.set(phase_key(rank), phase)
+    inject(rank, phase)
+
+
 def stopped_key(rank: int) -> str:
     """The store key rank ``rank`` writes when it exits because another rank failed (it died of
     the failure, it did not cause it)."""
@@ -181,6 +200,7 @@ def join(timeout: float, device: str = "auto") -> World:
         torch_device, backend = torch.device("cpu"), "gloo"
     span = datetime.timedelta(seconds=timeout)
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=span)
+    report_phase(store, rank, JOINING)
     # before the process group: Gloo ranks would wait in its set-up for NCCL ranks that never come
     gpu = (
         str(getattr(torch.cuda.get_device_properties(torch_device), "uuid", torch_device.index))
@@ -190,7 +210,7 @@ def join(timeout: float, device: str = "auto") -> World:
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # a restarted job may place ranks anew
     keys = [f"{_PREFIX}placement/{attempt}/{r}" for r in range(size)]
     store.set(keys[rank], "\t".join((socket.gethostname(), backend, gpu)))
-    store.wait(keys, span)
+    _wait_for_ranks(store, keys, span)
     conflict = placement_conflict([tuple(store.get(key).decode().split("\t")) for key in keys])
     if conflict:
         raise TrainingError(conflict)
@@ -218,7 +238,19 @@ def join(timeout: float, device: str = "auto") -> World:
         daemon=True,
         name="commgraph-heartbeat",
     ).start()
+    world.report_phase(SETTING_UP)
     return world
+
+
+def _wait_for_ranks(store, keys: list[str], span: datetime.timedelta) -> None:
+    """Wait for every rank's ``keys[rank]``; a rank missing after ``span`` is named."""
+    try:
+        store.wait(keys, span)
+    except dist.DistStoreError:
+        missing = [rank for rank, key in enumerate(keys) if not store.check([key])]
+        raise WorkerFailed(
+            f"worker rank {', '.join(map(str, missing))} did not join within {span.total_seconds():g} s (--timeout)"
+        ) from None
 
 
 def placement_conflict(placements: list[tuple[str, str, str]]) -> str | None:

@@ -13,7 +13,8 @@ each rank does that itself, as a freshly started one would.
 ``python -m commgraph.runtime.zygote FD WORKERS MODULE ARGV...`` forks ``WORKERS`` ranks, each
 running ``python -m MODULE ARGV...`` with ``RANK`` and ``LOCAL_RANK`` set (the rest of the
 environment is the zygote's), and reports on file descriptor ``FD`` one line per event:
-``start RANK PID`` and ``exit RANK CODE`` (CODE is ``-SIGNAL`` for a rank killed by a signal).
+``start RANK PID SECONDS`` (SECONDS: the system's monotonic clock just before the fork) and
+``exit RANK CODE`` (CODE is ``-SIGNAL`` for a rank killed by a signal).
 The zygote dies with its launcher and every rank dies with the zygote (Linux's parent-death
 signal), so no rank outlives the job whatever is killed. Each rank leads a process group of its
 own (its pid), which the launcher kills with it, and is named ``commgraph-rN`` (``ps``, ``top``,
@@ -30,6 +31,7 @@ import os
 import runpy
 import signal
 import sys
+import time
 import traceback
 import warnings
 from dataclasses import dataclass
@@ -118,12 +120,13 @@ def serve(report_fd: int, workers: int, module: str, argv: list[str]) -> int:
     report = os.fdopen(report_fd, "w", buffering=1)
     ranks, zygote = {}, os.getpid()
     for rank in range(workers):
+        forked = time.monotonic()  # CLOCK_MONOTONIC: the launcher reads the same clock
         pid = os.fork()
         if pid == 0:
             report.close()
             run_rank(rank, module, argv, zygote)
         ranks[pid] = rank
-        report.write(f"start {rank} {pid}\n")
+        report.write(f"start {rank} {pid} {forked!r}\n")
     while ranks:
         pid, status = os.wait()
         if pid in ranks:

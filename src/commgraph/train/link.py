@@ -159,6 +159,7 @@ def train_link_worker(world, partition_dir: Path, config: TrainConfig, held_out:
     import torch.nn.functional as F
 
     import commgraph.pyg as cg
+    from commgraph.phases import RUNNING
     from commgraph.pyg.world import adopted
 
     edges = HeldOutEdges.load(held_out)
@@ -217,6 +218,7 @@ def train_link_worker(world, partition_dir: Path, config: TrainConfig, held_out:
             metrics.parent.mkdir(parents=True, exist_ok=True)
             metrics.write_text("")
         history = []
+        world.report_phase(RUNNING)  # set-up is over: from here each wait is bounded by --timeout
         for epoch in range(1, config.optim.epochs + 1):
             before = moved()
             start = time.perf_counter()

@@ -22,6 +22,7 @@ from commgraph.graph.core import loop_free_in_degrees
 from commgraph.graph.nodefile import check_node_file, write_node_values
 from commgraph.nn import GNN
 from commgraph.partition.store import Part
+from commgraph.phases import RUNNING
 from commgraph.runtime import Communicator, World
 from commgraph.runtime.job import Job
 from commgraph.runtime.options import JobOptions
@@ -109,6 +110,7 @@ def predict_part(
     comm = job.comm
     executor = BarrierExecutor(job, job.wire(4 * model.widths[1]), streamed=True)  # one forward pass
     model.to(world.device)
+    world.report_phase(RUNNING)
     with torch.no_grad():
         predicted = executor.forward(model).argmax(dim=1).cpu().numpy()
     accuracy = split_accuracy(comm.global_sum(split_counts(part, predicted)))

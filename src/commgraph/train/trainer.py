@@ -24,6 +24,7 @@ import torch
 from commgraph.atomic import append_text, atomic_write
 from commgraph.errors import TrainingError
 from commgraph.nn import GNN
+from commgraph.phases import RUNNING
 from commgraph.plan.choose import AllReduceChoice
 from commgraph.runtime import World, keep_freed_memory
 from commgraph.runtime.features import FeatureStore
@@ -431,6 +432,7 @@ class Trainer:
         bar = _progress(config, self.world, self.start_epoch)
         history = []
         epochs, log_options = config.optim.epochs, config.log
+        self.world.report_phase(RUNNING)  # set-up is over: from here each wait is bounded by --timeout
         for epoch in range(self.start_epoch, epochs + 1):
             step = self.step()
             evaluate = epoch % log_options.eval_every == 0 or epoch == epochs  # the same on every worker
