@@ -3,7 +3,7 @@
 Side A (the baseline, e.g. DGL) and side B (commgraph) run one after the other, alternately, A B A
 B ..., for ``pairs`` pairs (at least 3), each a fresh process under the whole-tree PSS sampler of
 ``benchmarks/memory.py`` (:func:`memory.measure`, every 0.5 s). Both get the same thread count
-(``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS``, read by torch at start-up), and the caller states
+(``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and ``NUMBA_NUM_THREADS``, read at start-up), and the caller states
 what else they share (:class:`Setup`: graph file, seeds, each side's fanouts in its own order,
 batch, model, optimiser, warm-up steps excluded on both sides, measured steps).
 
@@ -136,7 +136,8 @@ class Spread:
     def text(self, fmt: str = "{:.3f}x") -> str:
         if self.median is None:
             return "none"
-        return f"median {fmt.format(self.median)} (min {fmt.format(self.minimum)}, max {fmt.format(self.maximum)}, n={self.count})"
+        low, high = fmt.format(self.minimum), fmt.format(self.maximum)
+        return f"median {fmt.format(self.median)} (min {low}, max {high}, n={self.count})"
 
 
 @dataclass
@@ -167,8 +168,9 @@ def summarise(pairs: list[Pair]) -> Summary:
 
 
 def threads_env(threads: int, base: dict | None = None) -> dict:
-    """``base`` (default: this process's environment) with torch's and MKL's thread counts set."""
-    return {**(os.environ if base is None else base), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    """``base`` (default: this process's environment) with torch's, MKL's and numba's thread counts set."""
+    counts = {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    return {**(os.environ if base is None else base), **counts}
 
 
 def json_rate(key: str = "rate") -> Callable[[Path], float | None]:
@@ -268,11 +270,7 @@ def report(setup: Setup, pairs: list[Pair], targets: tuple[float, float] | None 
     return {
         "setup": asdict(setup),
         "load_limit": LOAD_LIMIT,
-        "pairs": [
-            {"index": p.index, "a": asdict(p.a), "b": asdict(p.b), "ratio": p.ratio, "memory_ratio": p.memory_ratio,
-             "loaded": p.loaded}
-            for p in pairs
-        ],  # fmt: skip
+        "pairs": [{**asdict(p), "ratio": p.ratio, "memory_ratio": p.memory_ratio, "loaded": p.loaded} for p in pairs],
         "summary": asdict(summary),
         **verdict,
     }

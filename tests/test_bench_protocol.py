@@ -8,6 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from protocol import LOAD_LIMIT, Pair, Run, Spread, json_rate, pair_line, summarise, threads_env  # noqa: E402
+from steps import timed_steps  # noqa: E402
 
 
 def run(side: str, rate: float | None, peak: int, load: tuple[float, float] = (0.5, 0.5), status: str = "ok") -> Run:
@@ -91,4 +92,20 @@ def test_json_rate_reads_the_last_json_line(tmp_path):
 
 def test_threads_env_sets_both_pools():
     env = threads_env(2, {"PATH": "/bin"})
-    assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2"}
+
+
+def test_timed_steps_clocks_after_the_warmup_and_starts_new_epochs():
+    epochs = []
+
+    def epoch():
+        epochs.append(len(epochs))
+        return iter([1, 2, 3])  # three batches of 1, 2 and 3 units
+
+    seen = []
+    result = timed_steps(epoch, lambda batch: seen.append(batch) or batch, warmup=2, steps=4)
+    assert seen == [1, 2, 3, 1, 2, 3]  # 2 warm-up steps, then 4 clocked, over two epochs
+    assert len(epochs) == 2
+    assert (result["warmup"], result["steps"], result["units"]) == (2, 4, 3 + 1 + 2 + 3)
+    assert result["rate"] == pytest.approx(result["units"] / result["seconds"])
+    assert result["step_ms"] == pytest.approx(result["seconds"] / 4 * 1e3)

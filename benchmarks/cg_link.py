@@ -1,0 +1,110 @@
+"""Sampled link prediction through the PyG bridge, one process: commgraph's side of
+``benchmarks/dgl_compare.py link`` (DGL's is ``benchmarks/dgl_link.py``).
+
+``python benchmarks/cg_link.py SET`` opens the 1-part partition set SET (``cg.partition``), takes
+its undirected edges once each (source < destination) as the label edges and trains on
+``cg.LinkNeighborLoader`` batches: ``--batch-size`` label edges and as many uniform non-edges
+(``neg_sampling_ratio=1.0``), ``num_neighbors`` the ``--fanout`` (given in DGL's order, the first
+layer's first, and reversed here: PyG lists the seeds' hop first). The model is PyG's own
+``SAGEConv`` (mean, ReLU between layers), each layer computing the rows the next one reads only,
+as DGL's blocks do: layer :math:`l` of :math:`L` outputs the batch's nodes of hops
+:math:`0..L-1-l` from the edges into them (the batch numbers its nodes hop by hop and lists its
+edges hop by hop). A dot-product decoder, binary cross-entropy, Adam (lr 0.01). Prints one JSON
+object: :func:`steps.timed_steps`'s figures (rate: label edges per second).
+
+    python cg_link.py SET [--warmup 3] [--steps 20] [--fanout 15,10] [--hidden 256] [--batch-size 1024]
+"""
+
+import argparse
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import SAGEConv
+
+import commgraph.pyg as cg
+from steps import timed_steps
+
+
+class SAGE(torch.nn.Module):
+    """GraphSAGE, each layer over the destination rows the next layer reads."""
+
+    def __init__(self, in_size: int, hidden: int, layers: int):
+        super().__init__()
+        sizes = [in_size] + [hidden] * layers
+        self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(sizes, sizes[1:]))
+
+    def forward(self, x, edge_index, seeds: int):
+        for i, (conv, rows) in enumerate(zip(self.convs, hop_rows(edge_index, seeds, len(self.convs)))):
+            x = conv((x, x[:rows]), edge_index[:, edge_index[1] < rows])
+            if i != len(self.convs) - 1:
+                x = x.relu()
+        return x
+
+
+def hop_rows(edge_index: torch.Tensor, seeds: int, layers: int) -> list[int]:
+    """The rows each layer outputs: nodes of hops ``0..L-1-l`` for layer ``l``. Hop ``h``'s new
+    nodes follow hop ``h - 1``'s, so hop ``h`` ends after the largest source of an edge into hops
+    ``< h``."""
+    ends = [seeds]
+    for _ in range(layers - 1):
+        into = edge_index[0][edge_index[1] < ends[-1]]
+        ends.append(max(ends[-1], int(into.max()) + 1 if into.numel() else 0))
+    return ends[::-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("set")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fanout", default="15,10", help="DGL's order: the first layer's first")
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--seed", type=int, default=0)
+    opts = parser.parse_args()
+    cg.init()
+    torch.manual_seed(opts.seed)
+    started = time.perf_counter()
+    data = cg.partition(opts.set)
+    src, dst = data.edge_index  # one part: local ids are global ids
+    label_edges = data.edge_index[:, src < dst]
+    fanout = [int(f) for f in reversed(opts.fanout.split(","))]
+    loader = cg.LinkNeighborLoader(
+        data,
+        num_neighbors=fanout,
+        edge_label_index=label_edges,
+        neg_sampling_ratio=1.0,
+        batch_size=opts.batch_size,
+        shuffle=True,
+        seed=opts.seed,
+    )
+    loaded = time.perf_counter() - started
+    model = SAGE(data.x.shape[1], opts.hidden, len(fanout))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.train()
+
+    def step(batch) -> int:
+        pairs = batch.edge_label_index
+        h = model(batch.x, batch.edge_index, int(pairs.max()) + 1)  # the label edges' endpoints come first
+        loss = F.binary_cross_entropy_with_logits((h[pairs[0]] * h[pairs[1]]).sum(-1), batch.edge_label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return int((batch.input_id >= 0).sum())
+
+    result = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "nodes": int(data.num_nodes),
+        "edges": int(data.edge_index.shape[1]),
+        "label_edges": int(label_edges.shape[1]),
+        "load_seconds": loaded,
+    }
+    result.update(timed_steps(lambda: loader, step, opts.warmup, opts.steps))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
