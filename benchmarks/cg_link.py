@@ -7,10 +7,11 @@ its undirected edges once each (source < destination) as the label edges and tra
 (``neg_sampling_ratio=1.0``), ``num_neighbors`` the ``--fanout`` (given in DGL's order, the first
 layer's first, and reversed here: PyG lists the seeds' hop first). The model is PyG's own
 ``SAGEConv`` (mean, ReLU between layers), each layer computing the rows the next one reads only,
-as DGL's blocks do: layer :math:`l` of :math:`L` outputs the batch's nodes of hops
-:math:`0..L-1-l` from the edges into them (the batch numbers its nodes hop by hop and lists its
-edges hop by hop). A dot-product decoder, binary cross-entropy, Adam (lr 0.01). Prints one JSON
-object: :func:`steps.timed_steps`'s figures (rate: label edges per second).
+as DGL's blocks do, from the batch's ``num_sampled_nodes`` and ``num_sampled_edges`` (PyG's
+``trim_to_layer`` counts): layer :math:`l` of :math:`L` outputs the batch's nodes of hops
+:math:`0..L-1-l` from the edges of hops :math:`1..L-l`. A dot-product decoder, binary
+cross-entropy, Adam (lr 0.01). Prints one JSON object: :func:`steps.timed_steps`'s figures (rate:
+label edges per second).
 
     python cg_link.py SET [--warmup 3] [--steps 20] [--fanout 15,10] [--hidden 256] [--batch-size 1024]
 """
@@ -35,23 +36,14 @@ class SAGE(torch.nn.Module):
         sizes = [in_size] + [hidden] * layers
         self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(sizes, sizes[1:]))
 
-    def forward(self, x, edge_index, seeds: int):
-        for i, (conv, rows) in enumerate(zip(self.convs, hop_rows(edge_index, seeds, len(self.convs)))):
-            x = conv((x, x[:rows]), edge_index[:, edge_index[1] < rows])
-            if i != len(self.convs) - 1:
+    def forward(self, x, edge_index, nodes: list[int], edges: list[int]):
+        layers = len(self.convs)
+        for i, conv in enumerate(self.convs):
+            rows, kept = sum(nodes[: layers - i]), sum(edges[: layers - i])
+            x = conv((x, x[:rows]), edge_index[:, :kept])
+            if i != layers - 1:
                 x = x.relu()
         return x
-
-
-def hop_rows(edge_index: torch.Tensor, seeds: int, layers: int) -> list[int]:
-    """The rows each layer outputs: nodes of hops ``0..L-1-l`` for layer ``l``. Hop ``h``'s new
-    nodes follow hop ``h - 1``'s, so hop ``h`` ends after the largest source of an edge into hops
-    ``< h``."""
-    ends = [seeds]
-    for _ in range(layers - 1):
-        into = edge_index[0][edge_index[1] < ends[-1]]
-        ends.append(max(ends[-1], int(into.max()) + 1 if into.numel() else 0))
-    return ends[::-1]
 
 
 def main() -> None:
@@ -87,7 +79,7 @@ def main() -> None:
 
     def step(batch) -> int:
         pairs = batch.edge_label_index
-        h = model(batch.x, batch.edge_index, int(pairs.max()) + 1)  # the label edges' endpoints come first
+        h = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
         loss = F.binary_cross_entropy_with_logits((h[pairs[0]] * h[pairs[1]]).sum(-1), batch.edge_label)
         optimizer.zero_grad()
         loss.backward()

@@ -279,6 +279,24 @@ def test_link_loader_takes_every_in_neighbour_with_fanout_minus_one(bridge_alone
         cg.LinkNeighborLoader(data, [2])
 
 
+def test_link_loader_lays_out_its_batch_hop_by_hop_as_pyg(bridge_alone):
+    """The label edges' endpoints lead ``n_id``, then each hop's new nodes; hop h's edges (listed
+    hop after hop) run into the nodes hop h - 1 added; the counts are PyG's for trim_to_layer."""
+    train, _, _ = cg.edge_split(_graph(num_nodes=60, edges=300))
+    loader = cg.LinkNeighborLoader(train, [3, 2], neg_sampling_ratio=1.0, batch_size=8, shuffle=True)
+    for batch in loader:
+        nodes, edges = batch.num_sampled_nodes, batch.num_sampled_edges
+        assert len(nodes) == 3 and len(edges) == 2
+        assert sum(nodes) == batch.n_id.shape[0] and sum(edges) == batch.edge_index.shape[1]
+        assert nodes[0] == torch.unique(batch.edge_label_index).shape[0] == int(batch.edge_label_index.max()) + 1
+        ends, first = np.cumsum(nodes), 0
+        for hop, count in enumerate(edges):
+            src, dst = batch.edge_index[:, first : first + count]
+            assert bool(((dst >= (ends[hop - 1] if hop else 0)) & (dst < ends[hop])).all())
+            assert bool((src < ends[hop + 1]).all())
+            first += count
+
+
 # -- across ranks --------------------------------------------------------------------------------
 
 
