@@ -12,7 +12,8 @@ the relation's in-neighbours, ``GraphConv(norm="right")``), summed into each des
 input embeddings for the types without features. Each layer computes the rows the next one reads
 only, as DGL's blocks do, from the batch's ``num_sampled_nodes`` and ``num_sampled_edges`` (PyG's
 ``trim_to_layer`` counts): layer :math:`l` of :math:`L` outputs each type's nodes of hops
-:math:`0..L-1-l` from the edges of hops :math:`1..L-l`. Cross-entropy on the seeds, Adam (lr 0.01).
+:math:`0..L-1-l` from the edges of hops :math:`1..L-l`, each relation's given as PyG's sparse
+``adj_t`` (:func:`cg_link.adjacency`). Cross-entropy on the seeds, Adam (lr 0.01).
 Prints one JSON object: :func:`steps.timed_steps`'s figures (rate: seeds per second).
 
     python cg_rgcn.py FILE.npz [--warmup 3] [--steps 20] [--fanout 25,20] [--hidden 64] [--batch-size 1024]
@@ -28,6 +29,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import SAGEConv
 
 import commgraph.pyg as cg
+from cg_link import adjacency
 from hetero_file import HeteroArrays
 from steps import timed_steps
 
@@ -53,7 +55,8 @@ class RelGraphConvLayer(torch.nn.Module):
             src, _, dst = key
             if rows[dst] and src in x and key in edge_index:
                 kept = edge_index[key][:, : sum(edges[key][:hops])]
-                out[dst] = out[dst] + conv((x[src], x[dst][: rows[dst]]), kept)
+                adj = adjacency(kept, rows[dst], x[src].shape[0])
+                out[dst] = out[dst] + conv((x[src], x[dst][: rows[dst]]), adj)
         return out if self.last else {t: F.relu(h) for t, h in out.items()}
 
 
