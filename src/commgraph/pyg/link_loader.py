@@ -23,7 +23,7 @@ import torch
 from commgraph.errors import BridgeError
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.pyg.data import check_edge_index, handle_of
-from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, _positive_keys, first_distinct, search
+from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, first_distinct, search
 from commgraph.pyg.loader import sample_hops
 from commgraph.sample.base import SamplingGraph, Scratch
 
@@ -32,6 +32,20 @@ def _local(nodes: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Positions in ``nodes`` (distinct) of ``ids``."""
     sorter = np.argsort(nodes)
     return sorter[search(nodes[sorter], ids)]
+
+
+def csr_keys(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """The sorted distinct keys (:class:`~commgraph.pyg.link.PairSpace`'s ``src * N + dst``) of an
+    in-edge CSR's edges, self loops left out: the positives a negative must avoid, made in place
+    from the CSR (one key array and its sort; no ``[2, E]`` edge list)."""
+    num_nodes = indptr.shape[0] - 1
+    keys = np.asarray(indices, dtype=np.int64) * num_nodes
+    keys += np.repeat(np.arange(num_nodes, dtype=np.int64), np.diff(np.asarray(indptr, dtype=np.int64)))
+    keys = keys[keys % (num_nodes + 1) != 0]  # v * N + v = v (N + 1): the self loops
+    keys.sort()
+    keep = np.ones(keys.shape[0], dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+    return keys[keep]
 
 
 def _in_edge_csr(edges: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +127,7 @@ class LinkNeighborLoader:
             raise BridgeError(f"edge_label has {labels.shape[0]} entries for {edges.shape[1]} edges")
         self.input_id = np.flatnonzero(self._owned[edges[1]])
         self.edge_label_index, self.edge_label = edges, labels
-        self._positives = _positive_keys(self._positive_edges(), self._space) if neg_sampling_ratio else None
+        self._positives = csr_keys(self.graph.indptr, self.graph.indices) if neg_sampling_ratio else None
 
     def _graph(self, data) -> None:
         """The in-edge CSR to sample, the node rows, and the nodes whose label edges this rank loads."""
@@ -149,10 +163,6 @@ class LinkNeighborLoader:
         ids = rng.permutation(self.input_id) if self.shuffle else self.input_id
         for start in range(0, ids.shape[0], self.batch_size):
             yield self._batch(ids[start : start + self.batch_size], rng)
-
-    def _positive_edges(self) -> np.ndarray:
-        counts = np.diff(np.asarray(self.graph.indptr, dtype=np.int64))
-        return np.stack([np.asarray(self.graph.indices, dtype=np.int64), np.repeat(np.arange(self.num_nodes), counts)])
 
     def _batch(self, input_id: np.ndarray, rng: np.random.Generator):
         from torch_geometric.data import Data
