@@ -3,7 +3,8 @@
 What users run instead of commgraph on a graph that fits one machine is DGL's ``NeighborSampler`` and
 ``DataLoader``. DGL 2.1.0 is its newest wheel for Python 3.11 and loads with torch 2.0-2.2.1 only, so
 it never becomes a dependency of the package: this benchmark makes its own environment,
-``.bench-envs/dgl`` (git-ignored), with ``python -m venv`` and pip::
+``.bench-envs/dgl`` (git-ignored; elsewhere with ``--dgl-env DIR`` or ``$COMMGRAPH_DGL_ENV``), with
+``python -m venv`` and pip::
 
     torch==2.2.1 dgl==2.1.0 torchdata==0.7.1 "numpy<2" "pandas<2.3" pydantic pyyaml
 
@@ -35,12 +36,20 @@ FILE.npz`` with this checkout's environment), it measures under the same whole-t
 commgraph's ``--fanout`` lists hops from the seeds, so ``commgraph-1`` gets the list reversed
 (``5,10,15``): both sample the same number of neighbours at every layer.
 
+With ``--pairs N`` (N >= 3), ``dgl-train`` and ``commgraph-1`` are measured instead by the baseline
+protocol of issue 58 (``benchmarks/protocol.py``): alternately, A (DGL) then B (commgraph), N times,
+``--threads`` threads each, ``--steps`` warm-up steps excluded on both sides (DGL's ``--warmup``,
+commgraph's first epoch) and the next ``--steps`` measured; the 1-minute load before and after
+each run, a pair flagged when it is above 1.0; the median pair ratio with its min and max
+(``--json-out`` keeps every run). The other rows run after, as below.
+
 Each row prints the peak PSS of the process tree, the command's seconds (loading included), seeds
 per second and milliseconds per step; the closing lines give commgraph/DGL for seeds per second
 (target >= 0.8) and peak memory (target <= 1.0), and the two inference passes side by side.
 
     python benchmarks/dgl_baseline.py [--graph sbm:nodes=2450000,classes=47,features=100,degree=50,seed=0]
                                       [--steps 20] [--repeats 1] [--infer-batch-size 4096]
+                                      [--pairs 3 --threads 2 --json-out FILE] [--dgl-env DIR]
                                       [--rows dgl-train,dgl-infer,commgraph-1,commgraph-predict]
                                       [--cap-gb 20] [--setup-only] [--work-dir DIR]
 
@@ -63,20 +72,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory import CHECKOUT, GB, PRODUCTS, Measurement, commgraph_argv, commgraph_env, measure, spread  # noqa: E402
+from protocol import Setup, Side, json_rate, report, run_pairs, threads_env  # noqa: E402
 
-ENV_DIR = CHECKOUT / ".bench-envs" / "dgl"
+DEFAULT_ENV_DIR = CHECKOUT / ".bench-envs" / "dgl"
+ENV_VARIABLE = "COMMGRAPH_DGL_ENV"  # another place for the environment (``--dgl-env`` sets it)
 REQUIREMENTS = ("torch==2.2.1", "dgl==2.1.0", "torchdata==0.7.1", "numpy<2", "pandas<2.3", "pydantic", "pyyaml")
 TRAIN_SCRIPT = Path(__file__).resolve().parent / "dgl_train.py"
 ROWS = ("dgl-train", "dgl-infer", "commgraph-1", "commgraph-predict")
 
 
+def env_dir() -> Path:
+    """The DGL environment: ``$COMMGRAPH_DGL_ENV``, else ``.bench-envs/dgl`` in this checkout."""
+    return Path(os.environ.get(ENV_VARIABLE, DEFAULT_ENV_DIR))
+
+
 def env_python() -> Path:
     """The DGL environment's interpreter."""
-    return ENV_DIR / "bin" / "python"
+    return env_dir() / "bin" / "python"
 
 
 def ensure_env() -> Path:
-    """Make ``.bench-envs/dgl`` with pip's :data:`REQUIREMENTS` unless it already imports dgl.
+    """Make the DGL environment (:func:`env_dir`) with pip's :data:`REQUIREMENTS` unless it already
+    imports dgl.
 
     Returns:
         Path: the environment's python.
@@ -84,11 +101,11 @@ def ensure_env() -> Path:
     python = env_python()
     if python.exists() and _imports_dgl(python):
         return python
-    print(f"# making {ENV_DIR} ({' '.join(REQUIREMENTS)})", file=sys.stderr)
-    venv.EnvBuilder(with_pip=True, clear=True).create(ENV_DIR)
+    print(f"# making {env_dir()} ({' '.join(REQUIREMENTS)})", file=sys.stderr)
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir())
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", *REQUIREMENTS], check=True)
     if not _imports_dgl(python):
-        sys.exit(f"{ENV_DIR}: dgl does not import after the install (see the lines above)")
+        sys.exit(f"{env_dir()}: dgl does not import after the install (see the lines above)")
     return python
 
 
@@ -100,7 +117,7 @@ def _imports_dgl(python: Path) -> bool:
         env={**os.environ, "DGLBACKEND": "pytorch"},
     )
     if probe.returncode == 0:
-        print(f"# {ENV_DIR}: dgl {probe.stdout.strip()}", file=sys.stderr)
+        print(f"# {env_dir()}: dgl {probe.stdout.strip()}", file=sys.stderr)
     return probe.returncode == 0
 
 
@@ -188,41 +205,46 @@ def commgraph_fanout(dgl_fanout: str) -> str:
     return ",".join(reversed(dgl_fanout.split(",")))
 
 
+def commgraph_train_args(partdir: Path, opts, metrics: Path, checkpoints: Path) -> list[str]:
+    """``commgraph-1``'s arguments: two epochs of ``--steps`` steps, evaluated after the second."""
+    return [
+        "train",
+        str(partdir),
+        "--workers",
+        "1",
+        "--sampler",
+        "neighbor",
+        "--model",
+        "sage",
+        "--layers",
+        str(len(opts.fanout.split(","))),
+        "--fanout",
+        commgraph_fanout(opts.fanout),
+        "--hidden",
+        str(opts.hidden),
+        "--batch-size",
+        str(opts.batch_size),
+        "--epochs",
+        "2",
+        "--eval-every",
+        "2",
+        "--steps-per-epoch",
+        str(opts.steps),
+        "--quiet",
+        "--metrics-out",
+        str(metrics),
+        "--checkpoint-dir",
+        str(checkpoints),
+    ]
+
+
 def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
     """``commgraph-1`` (``--repeats`` runs, the last one's checkpoint kept) and ``commgraph-predict``."""
     checkpoints = opts.work_dir / "runs" / "commgraph-1-checkpoint"
     rows = []
     if "commgraph-1" in names:
         metrics = opts.work_dir / "runs" / "commgraph-1.jsonl"
-        args = [
-            "train",
-            str(partdir),
-            "--workers",
-            "1",
-            "--sampler",
-            "neighbor",
-            "--model",
-            "sage",
-            "--layers",
-            str(len(opts.fanout.split(","))),
-            "--fanout",
-            commgraph_fanout(opts.fanout),
-            "--hidden",
-            str(opts.hidden),
-            "--batch-size",
-            str(opts.batch_size),
-            "--epochs",
-            "2",
-            "--eval-every",
-            "2",
-            "--steps-per-epoch",
-            str(opts.steps),
-            "--quiet",
-            "--metrics-out",
-            str(metrics),
-            "--checkpoint-dir",
-            str(checkpoints),
-        ]
+        args = commgraph_train_args(partdir, opts, metrics, checkpoints)
         row = BaselineRow("commgraph-1", ["commgraph", *args])
         for _ in range(opts.repeats):
             shutil.rmtree(checkpoints, ignore_errors=True)  # commgraph-predict reads the last run's model only
@@ -251,9 +273,53 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
     return rows
 
 
-def _has_line(path: Path):
-    """Whether ``path`` holds a complete line yet (the first epoch's metrics)."""
-    return lambda: path.is_file() and b"\n" in path.read_bytes()
+def _has_line(path: Path, count: int = 1):
+    """Whether ``path`` holds ``count`` complete lines yet (the first ``count`` epochs' metrics)."""
+    return lambda: path.is_file() and path.read_bytes().count(b"\n") >= count
+
+
+def protocol_pairs(npz: Path, partdir: Path, opts) -> dict:
+    """``dgl-train`` (A) against ``commgraph-1`` (B) by the baseline protocol (:mod:`protocol`),
+    ``--pairs`` alternating pairs with ``--threads`` threads each. Warm-up on both sides: ``--steps``
+    steps (DGL's ``--warmup``, commgraph's first epoch), excluded; measured: the next ``--steps``
+    (commgraph's second epoch, its rate from that epoch's metrics line and its peak up to it)."""
+    runs = opts.work_dir / "runs"
+    metrics, checkpoints = runs / "commgraph-1.jsonl", runs / "commgraph-1-checkpoint"
+    dgl = Side(
+        "dgl-train",
+        [str(env_python()), str(TRAIN_SCRIPT), str(npz), "train", "--warmup", str(opts.steps), "--steps",
+         str(opts.steps), "--fanout", opts.fanout, "--hidden", str(opts.hidden), "--batch-size", str(opts.batch_size)],
+        json_rate("seeds_per_second"),
+        env=threads_env(opts.threads, {**os.environ, "DGLBACKEND": "pytorch"}),
+    )  # fmt: skip
+
+    def second_epoch_rate(_stdout: Path) -> float | None:
+        lines = metrics.read_text().splitlines() if metrics.is_file() else []
+        record = json.loads(lines[1]) if len(lines) > 1 else None
+        return None if record is None else record["steps"] / record["epoch_seconds"] * opts.batch_size
+
+    ours = Side(
+        "commgraph-1",
+        commgraph_argv(opts.python, commgraph_train_args(partdir, opts, metrics, checkpoints)),
+        second_epoch_rate,
+        env=threads_env(opts.threads, commgraph_env()),
+        until=_has_line(metrics, 2),
+        before=lambda: (metrics.unlink(missing_ok=True), shutil.rmtree(checkpoints, ignore_errors=True)),
+    )
+    setup = Setup(
+        graph=f"{opts.graph} ({npz.name}; commgraph: its 1-part chunk set)",
+        threads=opts.threads,
+        seeds="the training nodes, shuffled by each side's own generator",
+        fanouts={"dgl-train": opts.fanout, "commgraph-1": commgraph_fanout(opts.fanout)},
+        batch=f"{opts.batch_size} seeds",
+        model=f"GraphSAGE mean, {len(opts.fanout.split(','))} layers, hidden {opts.hidden}, dropout 0.5",
+        optimiser="Adam lr 0.01, weight decay 5e-4",
+        warmup=opts.steps,
+        steps=opts.steps,
+        unit="seeds",
+    )
+    pairs = run_pairs(dgl, ours, opts.pairs, runs, opts.cap_gb * GB if opts.cap_gb else None, opts.time_limit)
+    return report(setup, pairs, targets=(0.8, 1.0))
 
 
 def _first_record(metrics: Path) -> dict | None:
@@ -344,7 +410,20 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/commgraph-membench"))
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs commgraph")
     parser.add_argument("--setup-only", action="store_true", help="make the DGL environment and stop")
+    parser.add_argument(
+        "--dgl-env", type=Path, help=f"the DGL environment (default: ${ENV_VARIABLE}, else {DEFAULT_ENV_DIR})"
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        help="measure dgl-train against commgraph-1 by the baseline protocol (benchmarks/protocol.py): "
+        "this many alternating pairs (at least 3), in place of those two rows",
+    )
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="--pairs: each side's threads")
+    parser.add_argument("--json-out", type=Path, help="--pairs: write the protocol's JSON here")
     opts = parser.parse_args()
+    if opts.dgl_env is not None:
+        os.environ[ENV_VARIABLE] = str(opts.dgl_env.resolve())
     names = [n for n in opts.rows.split(",") if n]
     unknown = sorted(set(names) - set(ROWS))
     if unknown:
@@ -355,8 +434,15 @@ def main() -> None:
         return
     opts.work_dir.mkdir(parents=True, exist_ok=True)
     npz, partdir = prepare(opts.graph, opts.work_dir, opts.python)
+    if opts.pairs is not None:
+        result = protocol_pairs(npz, partdir, opts)
+        if opts.json_out is not None:
+            opts.json_out.write_text(json.dumps(result, indent=1))
+        names = [n for n in names if n not in ("dgl-train", "commgraph-1")]
     rows = [dgl_row(name, npz, opts) for name in names if name.startswith("dgl")]
     rows += commgraph_rows(names, partdir, opts)
+    if not rows:
+        return
     print(
         f"graph {opts.graph} ({npz}); {opts.steps} steps, fanout {opts.fanout}, hidden {opts.hidden}, "
         f"batch {opts.batch_size}, GraphSAGE mean; {os.cpu_count()} cores; PSS every 0.5 s\n"

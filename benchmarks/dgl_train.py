@@ -1,17 +1,17 @@
-"""DGL's GraphSAGE on a commgraph ``.npz``, one process: run inside ``.bench-envs/dgl`` by
+"""DGL's GraphSAGE on a commgraph ``.npz``, one process: run inside the DGL environment by
 ``benchmarks/dgl_baseline.py`` (it imports dgl and torch 2.2.1, never commgraph).
 
-``train``: ``--steps`` steps of DGL's own node-classification recipe (``examples/pytorch/graphsage``):
-``NeighborSampler(fanout)`` and ``DataLoader`` over the training nodes, shuffled, ``--batch-size``
-seeds a batch, ``SAGEConv`` mean layers with ReLU and dropout 0.5, Adam (lr 0.01, weight decay
-5e-4, commgraph's defaults). ``infer``: the untrained model's layer-wise inference over every node
-(one layer at a time, ``MultiLayerFullNeighborSampler(1)`` blocks of ``--infer-batch-size`` nodes,
-4096 as DGL's example evaluates). Prints one JSON object: seconds to load, steps, seeds, the loop's
-seconds, seeds per second, milliseconds per step and the first step's (training), or the pass's
-seconds and each layer's (inference).
+``train``: ``--warmup`` unclocked steps, then ``--steps`` clocked ones (:func:`steps.timed_steps`)
+of DGL's own node-classification recipe (``examples/pytorch/graphsage``): ``NeighborSampler(fanout)``
+and ``DataLoader`` over the training nodes, shuffled, ``--batch-size`` seeds a batch, ``SAGEConv``
+mean layers with ReLU and dropout 0.5, Adam (lr 0.01, weight decay 5e-4, commgraph's defaults).
+``infer``: the untrained model's layer-wise inference over every node (one layer at a time,
+``MultiLayerFullNeighborSampler(1)`` blocks of ``--infer-batch-size`` nodes, 4096 as DGL's example
+evaluates). Prints one JSON object: seconds to load and :func:`steps.timed_steps`'s figures with
+``seeds`` and ``seeds_per_second`` (training), or the pass's seconds and each layer's (inference).
 
-    python dgl_train.py FILE.npz train|infer [--steps 20] [--fanout 15,10,5] [--hidden 256] [--batch-size 1024]
-                                          [--infer-batch-size 4096]
+    python dgl_train.py FILE.npz train|infer [--warmup 0] [--steps 20] [--fanout 15,10,5] [--hidden 256]
+                                          [--batch-size 1024] [--infer-batch-size 4096]
 """
 
 import argparse
@@ -28,6 +28,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from dgl.dataloading import DataLoader, MultiLayerFullNeighborSampler, NeighborSampler  # noqa: E402
+
+from steps import timed_steps  # noqa: E402
 
 
 class SAGE(torch.nn.Module):
@@ -95,26 +97,17 @@ def train(graph, train_ids, model, opts) -> dict:
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     model.train()
-    seeds, started, ends = 0, time.perf_counter(), []
-    for _input_nodes, output_nodes, blocks in loader:
+
+    def step(batch) -> int:
+        _input_nodes, output_nodes, blocks = batch
         loss = F.cross_entropy(model(blocks, blocks[0].srcdata["feat"]), blocks[-1].dstdata["label"])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        seeds += output_nodes.shape[0]
-        ends.append(time.perf_counter())
-        if len(ends) == opts.steps:
-            break
-    seconds = ends[-1] - started
-    return {
-        "steps": len(ends),
-        "seeds": seeds,
-        "seconds": seconds,
-        "seeds_per_second": seeds / seconds,
-        "step_ms": seconds / len(ends) * 1e3,
-        "first_step_ms": (ends[0] - started) * 1e3,
-        "last_loss": float(loss),
-    }
+        return int(output_nodes.shape[0])
+
+    result = timed_steps(lambda: loader, step, opts.warmup, opts.steps)
+    return {**result, "seeds": result["units"], "seeds_per_second": result["rate"]}
 
 
 def main() -> None:
@@ -122,6 +115,7 @@ def main() -> None:
     parser.add_argument("graph")
     parser.add_argument("mode", choices=("train", "infer"))
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=0, help="steps run before the clock starts")
     parser.add_argument("--fanout", default="15,10,5")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=1024)

@@ -279,6 +279,37 @@ def test_link_loader_takes_every_in_neighbour_with_fanout_minus_one(bridge_alone
         cg.LinkNeighborLoader(data, [2])
 
 
+def test_link_loader_positives_are_the_edge_lists_keys():
+    """The loader's positives, made from the in-edge CSR in place, are the edge list's distinct
+    keys without self loops (a duplicate edge and two loops included)."""
+    from commgraph.pyg.link import PairSpace, _positive_keys
+    from commgraph.pyg.link_loader import _in_edge_csr, csr_keys
+
+    edges = np.concatenate([_graph(num_nodes=30, edges=90).edge_index.numpy(), [[4, 4, 7, 3], [4, 4, 2, 3]]], 1)
+    indptr, indices = _in_edge_csr(edges, 30)
+    expected = _positive_keys(torch.from_numpy(edges), PairSpace(30, 30))
+    assert np.array_equal(csr_keys(indptr, indices), expected)
+    assert np.array_equal(csr_keys(indptr, indices.astype(np.int32)), expected)
+
+
+def test_link_loader_lays_out_its_batch_hop_by_hop_as_pyg(bridge_alone):
+    """The label edges' endpoints lead ``n_id``, then each hop's new nodes; hop h's edges (listed
+    hop after hop) run into the nodes hop h - 1 added; the counts are PyG's for trim_to_layer."""
+    train, _, _ = cg.edge_split(_graph(num_nodes=60, edges=300))
+    loader = cg.LinkNeighborLoader(train, [3, 2], neg_sampling_ratio=1.0, batch_size=8, shuffle=True)
+    for batch in loader:
+        nodes, edges = batch.num_sampled_nodes, batch.num_sampled_edges
+        assert len(nodes) == 3 and len(edges) == 2
+        assert sum(nodes) == batch.n_id.shape[0] and sum(edges) == batch.edge_index.shape[1]
+        assert nodes[0] == torch.unique(batch.edge_label_index).shape[0] == int(batch.edge_label_index.max()) + 1
+        ends, first = np.cumsum(nodes), 0
+        for hop, count in enumerate(edges):
+            src, dst = batch.edge_index[:, first : first + count]
+            assert bool(((dst >= (ends[hop - 1] if hop else 0)) & (dst < ends[hop])).all())
+            assert bool((src < ends[hop + 1]).all())
+            first += count
+
+
 # -- across ranks --------------------------------------------------------------------------------
 
 

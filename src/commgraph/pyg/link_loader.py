@@ -4,7 +4,10 @@ As PyG's ``LinkNeighborLoader`` (GraphSAGE's sampling, Hamilton et al., `"Induct
 Learning on Large Graphs" <https://arxiv.org/abs/1706.02216>`_, 2017, around both endpoints of each
 label edge): a batch holds ``batch_size`` label edges (and, with ``neg_sampling_ratio``, as many
 times that many random non-edges), the nodes of their endpoints, and for each layer up to
-``num_neighbors[l]`` in-neighbours of the previous hop's new nodes, drawn without replacement. Given
+``num_neighbors[l]`` in-neighbours of the previous hop's new nodes, drawn without replacement by
+:class:`~commgraph.pyg.NeighborLoader`'s sampler (:func:`commgraph.pyg.loader.sample_hops`, the
+samplers' keyed kernel), so the batch is laid out as PyG's: nodes hop by hop, edges hop by hop,
+with their counts per hop for ``trim_to_layer``. Given
 a part (:func:`~commgraph.pyg.partition`), a rank loads the label edges whose destination it owns
 and samples the whole graph's in-edges from the partition set (the training graph: validation and
 test edges are in no block); node rows come from the set's files.
@@ -13,61 +16,36 @@ test edges are in no block); node rows come from the set's files.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from commgraph.errors import BridgeError
+from commgraph.graph.core import loop_free_in_degrees
 from commgraph.pyg.data import check_edge_index, handle_of
-from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, _positive_keys, first_distinct, search
-
-
-@dataclass
-class SampledBlock:
-    """The nodes of a sampled neighbourhood (seeds first, then each hop's new nodes) and its edges,
-    ids into ``n_id``."""
-
-    n_id: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-
-
-def _new_nodes(candidates: np.ndarray, known: np.ndarray) -> np.ndarray:
-    """The distinct ``candidates`` not in ``known``, in order of first occurrence."""
-    distinct = first_distinct(candidates)
-    return distinct[~np.isin(distinct, known)]
-
-
-def sample_neighbors(
-    indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray, num_neighbors: list[int], rng: np.random.Generator
-) -> SampledBlock:
-    """Up to ``num_neighbors[l]`` in-neighbours (all of them for -1) of each node new at hop ``l``,
-    without replacement: each frontier node's in-edges get random keys and the smallest are kept."""
-    nodes, frontier = seeds, seeds
-    src_parts, dst_parts = [], []
-    for fanout in num_neighbors:
-        starts = np.asarray(indptr[frontier], dtype=np.int64)
-        degrees = np.asarray(indptr[frontier + 1], dtype=np.int64) - starts
-        group = np.repeat(np.arange(frontier.shape[0]), degrees)
-        offsets = np.repeat(np.cumsum(degrees) - degrees, degrees)
-        within = np.arange(group.shape[0]) - offsets
-        order = np.lexsort((rng.random(group.shape[0]), group))
-        limit = degrees if fanout < 0 else np.minimum(degrees, fanout)
-        chosen = order[within < limit[group]]
-        src = np.asarray(indices[starts[group[chosen]] + within[chosen]], dtype=np.int64)
-        src_parts.append(src)
-        dst_parts.append(frontier[group[chosen]])
-        frontier = _new_nodes(src, nodes)
-        nodes = np.concatenate([nodes, frontier])
-    src, dst = np.concatenate([np.empty(0, np.int64), *src_parts]), np.concatenate([np.empty(0, np.int64), *dst_parts])
-    return SampledBlock(nodes, _local(nodes, src), _local(nodes, dst))
+from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, first_distinct, search
+from commgraph.pyg.loader import sample_hops
+from commgraph.sample.base import SamplingGraph, Scratch
 
 
 def _local(nodes: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Positions in ``nodes`` (distinct) of ``ids``."""
     sorter = np.argsort(nodes)
     return sorter[search(nodes[sorter], ids)]
+
+
+def csr_keys(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """The sorted distinct keys (:class:`~commgraph.pyg.link.PairSpace`'s ``src * N + dst``) of an
+    in-edge CSR's edges, self loops left out: the positives a negative must avoid, made in place
+    from the CSR (one key array and its sort; no ``[2, E]`` edge list)."""
+    num_nodes = indptr.shape[0] - 1
+    keys = np.asarray(indices, dtype=np.int64) * num_nodes
+    keys += np.repeat(np.arange(num_nodes, dtype=np.int64), np.diff(np.asarray(indptr, dtype=np.int64)))
+    keys = keys[keys % (num_nodes + 1) != 0]  # v * N + v = v (N + 1): the self loops
+    keys.sort()
+    keep = np.ones(keys.shape[0], dtype=bool)
+    np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+    return keys[keep]
 
 
 def _in_edge_csr(edges: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +76,9 @@ class LinkNeighborLoader:
     Yields:
         torch_geometric.data.Data: ``x``, ``edge_index`` (the sampled edges, batch ids), ``n_id``
         (global ids: the label edges' endpoints first), ``edge_label_index`` (batch ids),
-        ``edge_label``, ``input_id`` (the batch's positions in ``edge_label_index``; -1 for negatives).
+        ``edge_label``, ``input_id`` (the batch's positions in ``edge_label_index``; -1 for negatives),
+        ``num_sampled_nodes`` (the endpoints, then each hop's new nodes) and ``num_sampled_edges``
+        (each hop's edges), PyG's counts for ``trim_to_layer``.
 
     Shapes:
         - **edge_label_index:** ``[2, B (1 + ratio)]``; **x:** ``[|n_id|, F]``
@@ -147,7 +127,7 @@ class LinkNeighborLoader:
             raise BridgeError(f"edge_label has {labels.shape[0]} entries for {edges.shape[1]} edges")
         self.input_id = np.flatnonzero(self._owned[edges[1]])
         self.edge_label_index, self.edge_label = edges, labels
-        self._positives = _positive_keys(self._positive_edges(), self._space) if neg_sampling_ratio else None
+        self._positives = csr_keys(self.graph.indptr, self.graph.indices) if neg_sampling_ratio else None
 
     def _graph(self, data) -> None:
         """The in-edge CSR to sample, the node rows, and the nodes whose label edges this rank loads."""
@@ -155,15 +135,18 @@ class LinkNeighborLoader:
             handle = handle_of(data)
         except BridgeError:
             handle = None
+        self._scratch = Scratch()
         if handle is None:
             self.num_nodes = int(data.num_nodes)
-            self.indptr, self.indices = _in_edge_csr(check_edge_index(data.edge_index, self.num_nodes), self.num_nodes)
+            indptr, indices = _in_edge_csr(check_edge_index(data.edge_index, self.num_nodes), self.num_nodes)
+            owner = np.zeros(self.num_nodes, dtype=np.int8)
+            self.graph = SamplingGraph(indptr, indices, loop_free_in_degrees(indptr, indices), owner)
             if not isinstance(getattr(data, "x", None), torch.Tensor):
                 raise BridgeError("the Data has no node features x to load")
             self._rows, self._owned = (lambda ids: data.x[torch.from_numpy(ids)]), np.ones(self.num_nodes, bool)
             return
-        self.indptr, self.indices = handle.pset.in_edges()
-        self.num_nodes = int(self.indptr.shape[0]) - 1
+        self.graph = SamplingGraph.from_partition(handle.pset, handle.part.index)
+        self.num_nodes = self.graph.num_nodes
         self._owned = _owned_mask(data, self.num_nodes)
         if handle.part.features is None:
             raise BridgeError("the partition set holds no node features: partition a Data with a float x")
@@ -181,10 +164,6 @@ class LinkNeighborLoader:
         for start in range(0, ids.shape[0], self.batch_size):
             yield self._batch(ids[start : start + self.batch_size], rng)
 
-    def _positive_edges(self) -> np.ndarray:
-        counts = np.diff(np.asarray(self.indptr, dtype=np.int64))
-        return np.stack([np.asarray(self.indices, dtype=np.int64), np.repeat(np.arange(self.num_nodes), counts)])
-
     def _batch(self, input_id: np.ndarray, rng: np.random.Generator):
         from torch_geometric.data import Data
 
@@ -194,11 +173,12 @@ class LinkNeighborLoader:
             keys = _draw_rounds(rng, self._space, self._positives, negatives)
             pairs = np.concatenate([pairs, np.stack([keys // self.num_nodes, keys % self.num_nodes])], 1)
             labels = torch.cat([labels, labels.new_zeros(negatives)])
-        seeds = _new_nodes(pairs.reshape(-1), np.empty(0, np.int64))
-        block = sample_neighbors(self.indptr, self.indices, seeds, self.num_neighbors, rng)
-        out = Data(x=self._rows(block.n_id), edge_index=torch.from_numpy(np.stack([block.src, block.dst])))
-        out.n_id = torch.from_numpy(block.n_id)
-        out.edge_label_index = torch.from_numpy(_local(block.n_id, pairs))
+        seeds = first_distinct(pairs.reshape(-1))
+        hops = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch)
+        out = Data(x=self._rows(hops.nodes), edge_index=torch.from_numpy(hops.edges))
+        out.n_id = torch.from_numpy(hops.nodes)
+        out.edge_label_index = torch.from_numpy(_local(seeds, pairs))  # the seeds lead n_id
         out.edge_label = labels
         out.input_id = torch.from_numpy(np.concatenate([input_id, np.full(negatives, -1)]))
+        out.num_sampled_nodes, out.num_sampled_edges = hops.num_nodes, hops.num_edges
         return out

@@ -1,0 +1,116 @@
+"""Sampled link prediction through the PyG bridge, one process: commgraph's side of
+``benchmarks/dgl_compare.py link`` (DGL's is ``benchmarks/dgl_link.py``).
+
+``python benchmarks/cg_link.py SET`` opens the 1-part partition set SET (``cg.partition``), takes
+its undirected edges once each (source < destination) as the label edges and trains on
+``cg.LinkNeighborLoader`` batches: ``--batch-size`` label edges and as many uniform non-edges
+(``neg_sampling_ratio=1.0``), ``num_neighbors`` the ``--fanout`` (given in DGL's order, the first
+layer's first, and reversed here: PyG lists the seeds' hop first). The model is PyG's own
+``SAGEConv`` (mean, ReLU between layers), each layer computing the rows the next one reads only,
+as DGL's blocks do, from the batch's ``num_sampled_nodes`` and ``num_sampled_edges`` (PyG's
+``trim_to_layer`` counts): layer :math:`l` of :math:`L` outputs the batch's nodes of hops
+:math:`0..L-1-l` from the edges of hops :math:`1..L-l`, given as PyG's sparse ``adj_t`` (a CSR
+matrix: PyG aggregates it with one fused sparse product, as DGL's blocks do). A dot-product decoder, binary
+cross-entropy, Adam (lr 0.01). Prints one JSON object: :func:`steps.timed_steps`'s figures (rate:
+label edges per second).
+
+    python cg_link.py SET [--warmup 3] [--steps 20] [--fanout 15,10] [--hidden 256] [--batch-size 1024]
+"""
+
+import argparse
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import SAGEConv
+
+import commgraph.pyg as cg
+from steps import timed_steps
+
+
+class SAGE(torch.nn.Module):
+    """GraphSAGE, each layer over the destination rows the next layer reads."""
+
+    def __init__(self, in_size: int, hidden: int, layers: int):
+        super().__init__()
+        sizes = [in_size] + [hidden] * layers
+        self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(sizes, sizes[1:]))
+
+    def forward(self, x, edge_index, nodes: list[int], edges: list[int]):
+        layers = len(self.convs)
+        for i, conv in enumerate(self.convs):
+            rows, kept = sum(nodes[: layers - i]), sum(edges[: layers - i])
+            x = conv((x, x[:rows]), adjacency(edge_index[:, :kept], rows, x.shape[0]))
+            if i != layers - 1:
+                x = x.relu()
+        return x
+
+
+def adjacency(edge_index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """PyG's sparse ``adj_t`` of ``edge_index``: the ``rows x cols`` CSR matrix whose row ``v`` holds
+    ``v``'s sources, so that a layer's aggregation is one fused product (``torch.sparse.mm`` with
+    the reduction) instead of a gather of every edge's row and a scatter."""
+    src, dst = edge_index
+    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
+        order = torch.argsort(dst, stable=True)
+        src, dst = src[order], dst[order]
+    crow = torch.zeros(rows + 1, dtype=torch.int64)
+    torch.cumsum(torch.bincount(dst, minlength=rows), 0, out=crow[1:])
+    return torch.sparse_csr_tensor(crow, src, torch.ones(src.shape[0]), size=(rows, cols))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("set")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fanout", default="15,10", help="DGL's order: the first layer's first")
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--seed", type=int, default=0)
+    opts = parser.parse_args()
+    cg.init()
+    torch.manual_seed(opts.seed)
+    started = time.perf_counter()
+    data = cg.partition(opts.set)
+    src, dst = data.edge_index  # one part: local ids are global ids
+    label_edges = data.edge_index[:, src < dst]
+    fanout = [int(f) for f in reversed(opts.fanout.split(","))]
+    loader = cg.LinkNeighborLoader(
+        data,
+        num_neighbors=fanout,
+        edge_label_index=label_edges,
+        neg_sampling_ratio=1.0,
+        batch_size=opts.batch_size,
+        shuffle=True,
+        seed=opts.seed,
+    )
+    loaded = time.perf_counter() - started
+    model = SAGE(data.x.shape[1], opts.hidden, len(fanout))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.train()
+
+    def step(batch) -> int:
+        pairs = batch.edge_label_index
+        h = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
+        loss = F.binary_cross_entropy_with_logits((h[pairs[0]] * h[pairs[1]]).sum(-1), batch.edge_label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return int((batch.input_id >= 0).sum())
+
+    result = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "nodes": int(data.num_nodes),
+        "edges": int(data.edge_index.shape[1]),
+        "label_edges": int(label_edges.shape[1]),
+        "load_seconds": loaded,
+    }
+    result.update(timed_steps(lambda: loader, step, opts.warmup, opts.steps))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""The clock of a sampled training loop, shared by both sides of a comparison (``benchmarks/protocol.py``):
+it imports neither commgraph nor DGL, so the DGL environment's scripts and commgraph's bridge scripts
+time their steps alike.
+
+:func:`timed_steps` runs ``warmup`` steps unclocked, then ``steps`` clocked ones, starting a new
+epoch of batches whenever one runs out. Each clocked step is split into the wait for the next batch
+(the loader: sampling and the gather of its rows, for loaders that gather) and the step itself (the
+forward, the loss, backward and the optimiser).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+
+def timed_steps(epoch: Callable[[], Iterable], step: Callable[[object], int], warmup: int, steps: int) -> dict:
+    """Run ``warmup + steps`` steps of ``step`` over the batches of ``epoch()``.
+
+    Args:
+        epoch: a new iterable of batches (one epoch) each call.
+        step: one training step on a batch; returns the units it trained (seeds, label edges).
+        warmup: the steps run before the clock starts (loader start-up, allocator, lazy shapes).
+        steps: the clocked steps.
+
+    Returns:
+        dict: ``warmup``, ``steps``, ``units`` (clocked), ``seconds`` (clocked), ``rate`` (units per
+        second), ``step_ms``, ``sample_ms`` (mean wait for a batch) and ``compute_ms`` (mean step).
+    """
+    batches, waited, computed, units, started = iter(epoch()), 0.0, 0.0, 0, None
+    for index in range(warmup + steps):
+        if index == warmup:
+            started, waited, computed, units = time.perf_counter(), 0.0, 0.0, 0
+        tick = time.perf_counter()
+        batch = next(batches, None)
+        if batch is None:
+            batches = iter(epoch())
+            batch = next(batches)
+        tock = time.perf_counter()
+        units += step(batch)
+        waited, computed = waited + tock - tick, computed + time.perf_counter() - tock
+    seconds = time.perf_counter() - started
+    return {
+        "warmup": warmup,
+        "steps": steps,
+        "units": units,
+        "seconds": seconds,
+        "rate": units / seconds,
+        "step_ms": seconds / steps * 1e3,
+        "sample_ms": waited / steps * 1e3,
+        "compute_ms": computed / steps * 1e3,
+    }

@@ -1,0 +1,111 @@
+"""benchmarks/protocol.py's statistics: the pair ratios, their median with min and max, and the
+flag on pairs run above the load limit (pure: no process is started)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from protocol import LOAD_LIMIT, Pair, Run, Spread, json_rate, pair_line, summarise, threads_env  # noqa: E402
+from steps import timed_steps  # noqa: E402
+
+
+def run(side: str, rate: float | None, peak: int, load: tuple[float, float] = (0.5, 0.5), status: str = "ok") -> Run:
+    return Run(side, status, rate, peak, peak, 1.0, *load)
+
+
+def test_pair_ratios_are_b_over_a():
+    pair = Pair(1, run("dgl", 1000.0, 4_000), run("commgraph", 800.0, 3_000))
+    assert pair.ratio == 0.8
+    assert pair.memory_ratio == 0.75
+    assert not pair.loaded
+
+
+def test_median_min_max_over_pairs():
+    pairs = [
+        Pair(1, run("a", 100.0, 10), run("b", 120.0, 9)),
+        Pair(2, run("a", 100.0, 10), run("b", 90.0, 10)),
+        Pair(3, run("a", 200.0, 10), run("b", 220.0, 8)),
+        Pair(4, run("a", 100.0, 10), run("b", 100.0, 12)),
+    ]
+    summary = summarise(pairs)
+    # ratios 1.2, 0.9, 1.1, 1.0: median of an even count is the mean of the middle two
+    assert summary.speed.median == pytest.approx(1.05)
+    assert (summary.speed.minimum, summary.speed.maximum, summary.speed.count) == (0.9, 1.2, 4)
+    assert summary.memory.median == pytest.approx(0.95)
+    assert (summary.memory.minimum, summary.memory.maximum) == (0.8, 1.2)
+    assert summary.loaded_pairs == [] and summary.failed_pairs == []
+
+
+@pytest.mark.parametrize(
+    ("a_load", "b_load", "loaded"),
+    [
+        ((0.2, 0.9), (0.9, 1.0), False),  # at the limit is not above it
+        ((1.01, 0.5), (0.5, 0.5), True),  # A started above it
+        ((0.5, 0.5), (0.5, 1.7), True),  # B ended above it
+    ],
+)
+def test_a_pair_is_loaded_when_any_load_is_above_the_limit(a_load, b_load, loaded):
+    pair = Pair(1, run("a", 100.0, 10, a_load), run("b", 100.0, 10, b_load))
+    assert LOAD_LIMIT == 1.0
+    assert pair.loaded is loaded
+    assert ("LOADED" in pair_line(pair)) is loaded
+
+
+def test_loaded_pairs_are_named_and_left_out_of_the_quiet_figures():
+    pairs = [
+        Pair(1, run("a", 100.0, 10), run("b", 150.0, 10)),
+        Pair(2, run("a", 100.0, 10, (2.5, 3.0)), run("b", 50.0, 10)),
+        Pair(3, run("a", 100.0, 10), run("b", 130.0, 10)),
+    ]
+    summary = summarise(pairs)
+    assert summary.loaded_pairs == [2]
+    assert (summary.speed.median, summary.speed.minimum, summary.speed.count) == (1.3, 0.5, 3)
+    assert (summary.quiet_speed.median, summary.quiet_speed.minimum, summary.quiet_speed.count) == (1.4, 1.3, 2)
+
+
+def test_a_failed_run_gives_its_pair_no_ratio():
+    pairs = [
+        Pair(1, run("a", 100.0, 10), run("b", None, 0, status="failed")),
+        Pair(2, run("a", 100.0, 10), run("b", 110.0, 10)),
+    ]
+    assert pairs[0].ratio is None and pairs[0].memory_ratio is None
+    summary = summarise(pairs)
+    assert summary.failed_pairs == [1]
+    assert (summary.speed.median, summary.speed.count) == (1.1, 1)
+
+
+def test_no_values_give_no_median():
+    empty = Spread.of([])
+    assert empty.median is None and empty.text() == "none"
+    assert summarise([]).speed.count == 0
+
+
+def test_json_rate_reads_the_last_json_line(tmp_path):
+    out = tmp_path / "run.out"
+    out.write_text('loading\n{"rate": 1.0}\nstep 3\n{"rate": 2.5, "steps": 40}\n')
+    assert json_rate()(out) == 2.5
+    assert json_rate("steps")(out) == 40
+    assert json_rate()(tmp_path / "missing.out") is None
+
+
+def test_threads_env_sets_both_pools():
+    env = threads_env(2, {"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "NUMBA_NUM_THREADS": "2"}
+
+
+def test_timed_steps_clocks_after_the_warmup_and_starts_new_epochs():
+    epochs = []
+
+    def epoch():
+        epochs.append(len(epochs))
+        return iter([1, 2, 3])  # three batches of 1, 2 and 3 units
+
+    seen = []
+    result = timed_steps(epoch, lambda batch: seen.append(batch) or batch, warmup=2, steps=4)
+    assert seen == [1, 2, 3, 1, 2, 3]  # 2 warm-up steps, then 4 clocked, over two epochs
+    assert len(epochs) == 2
+    assert (result["warmup"], result["steps"], result["units"]) == (2, 4, 3 + 1 + 2 + 3)
+    assert result["rate"] == pytest.approx(result["units"] / result["seconds"])
+    assert result["step_ms"] == pytest.approx(result["seconds"] / 4 * 1e3)
