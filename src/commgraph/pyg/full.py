@@ -88,7 +88,6 @@ class FullGraph(torch.nn.Module):
         self._runners: dict[int, object] = {}
         self.choices: dict[int, object] = {}  # row bytes -> the plan chosen for rows of that width
         self._undo: list[tuple[torch.nn.Module, str, object]] = []  # (layer, attribute, value) set back after a call
-        self._padded: list[int | None] = []  # per layer call in flight: zero rows its output gets (None: none)
         self._adjacencies: dict[tuple, torch.Tensor] = {}
         self._layers = layers
         self._layer_of = {id(layer): i for i, layer in enumerate(layers.values())}
@@ -108,10 +107,17 @@ class FullGraph(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         try:
-            return self.module(*args, **kwargs)
-        finally:  # a layer that raised leaves no GCN normalisation off and no call in flight
+            return self._part_rows(self.module(*args, **kwargs))
+        finally:  # a layer that raised leaves no GCN normalisation off
             self._set_back()
-            self._padded.clear()
+
+    def _part_rows(self, output):
+        """A model output of the owned rows only, with zero rows in the halo's place: the part's
+        rows, which the part's masks index."""
+        owned, halo = self._handle.num_owned, self._handle.part.num_halo
+        if not (isinstance(output, torch.Tensor) and output.dim() >= 1 and output.shape[0] == owned and halo):
+            return output
+        return torch.cat([output, output.new_zeros((halo, *output.shape[1:]))])
 
     def __getattr__(self, name: str):
         """The model's own attributes and methods (``model.encode``, ``model.decode``) through the
@@ -145,34 +151,35 @@ class FullGraph(torch.nn.Module):
         return self._runners[row_bytes]
 
     def refresh(self, x: torch.Tensor, layer: int) -> torch.Tensor:
-        """``x`` (owned rows, then halo rows) with its halo rows replaced by their owners' rows,
-        differentiable."""
-        from commgraph.runtime.halo import halo_exchange
+        """The part's rows of ``x``: its owned rows, then the halo rows from their owners,
+        differentiable. ``x`` holds the owned rows only, or the part's rows (its halo rows are
+        not read)."""
+        from commgraph.runtime.halo import halo_table
 
         owned = self._handle.num_owned
-        expected = owned + self._handle.part.num_halo
-        if x.dim() != 2 or x.shape[0] != expected:
+        rows = owned + self._handle.part.num_halo
+        if x.dim() != 2 or x.shape[0] not in (owned, rows):
             raise BridgeError(
-                f"a MessagePassing layer got x of shape {list(x.shape)}, but this rank's part has {expected} rows "
-                f"({owned} owned, then {expected - owned} halo): give each layer the part's rows, as the "
-                "Data cg.partition returned has them"
+                f"a MessagePassing layer got x of shape {list(x.shape)}, but this rank's part has {rows} rows "
+                f"({owned} owned, then {rows - owned} halo): give each layer the part's rows, as the Data "
+                "cg.partition returned has them, or the owned rows a layer returned"
             )
         if self._world.size == 1:
             return x
-        runner = self._runner(x.shape[1] * x.element_size())
-        halo = halo_exchange(x[:owned].contiguous(), runner, layer)
-        return torch.cat([x[:owned], halo])
+        return halo_table(x, self._runner(x.shape[1] * x.element_size()), owned, layer)
 
     def _before_layer(self, layer: torch.nn.Module, args: tuple, kwargs: dict):
         index = self._layer_of[id(layer)]
         args, kwargs = list(args), dict(kwargs)
         x = args[0] if args else kwargs.get("x")
         data = self._data()
+        rows = x
         if isinstance(x, torch.Tensor) and not (data is not None and x is getattr(data, "x", None)):
             x = self.refresh(x, index)  # the part's own x has its halo rows from the global table already
         pair = isinstance(x, torch.Tensor) and _takes_pair(layer)
-        if pair:  # only the owned rows are computed: the halo rows' outputs would be overwritten anyway
-            x = (x, x[: self._handle.num_owned])
+        if pair:  # only the owned rows are computed, and returned alone
+            owned = self._handle.num_owned
+            x = (x, rows if rows.shape[0] == owned else rows[:owned])
         if args:
             args[0] = x
         else:
@@ -184,7 +191,6 @@ class FullGraph(torch.nn.Module):
                 args[1] = adjacency
             else:
                 kwargs["edge_index"] = adjacency
-        self._padded.append(self._handle.part.num_halo if pair else None)
         if _normalising_gcn(layer):
             self._gcn_weights(layer, args, kwargs, index)
         if pair and _narrowing_sage(layer):
@@ -229,11 +235,6 @@ class FullGraph(torch.nn.Module):
 
     def _after_layer(self, layer: torch.nn.Module, args, output):
         self._set_back()
-        halo = self._padded.pop()
-        if halo is not None and isinstance(output, torch.Tensor):
-            # the owned rows, then zero rows in the halo's place: the table keeps the part's rows
-            output = torch.cat([output, output.new_zeros((halo, *output.shape[1:]))])
-        return output
 
     def _gcn_weights(self, layer, args: list, kwargs: dict, index: int) -> None:
         """GCN's normalised edge weights with every node's whole in-degree (the halo nodes' from
