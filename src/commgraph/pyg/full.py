@@ -67,6 +67,7 @@ class FullGraph(torch.nn.Module):
         plan: str = "auto",
         topology: str = "detect",
         allreduce: str = "native",
+        decoder: str | None = None,
     ):
         super().__init__()
         from commgraph.runtime.job import Job
@@ -79,7 +80,13 @@ class FullGraph(torch.nn.Module):
                 "cg.full_graph refreshes the halo before each one; a model without one needs no graph exchange "
                 "(wrap it in torch.nn.parallel.DistributedDataParallel instead)"
             )
+        if decoder is not None and not callable(getattr(module, decoder, None)):
+            raise BridgeError(
+                f"{type(module).__name__} has no method {decoder!r} (decoder={decoder!r}): name the model's "
+                "method that scores node pairs, called as decode(z, edge_label_index)"
+            )
         self.module = module
+        self._decoder = decoder
         s = session()
         self._world = s.world
         self._handle = handle
@@ -121,13 +128,22 @@ class FullGraph(torch.nn.Module):
 
     def __getattr__(self, name: str):
         """The model's own attributes and methods (``model.encode``, ``model.decode``) through the
-        wrapper; its layers' hooks run whichever method calls them."""
+        wrapper; its layers' hooks run whichever method calls them. The ``decoder`` method scores
+        every pair on every rank (:func:`~commgraph.pyg.link.pair_scores`)."""
         try:
             return super().__getattr__(name)
         except AttributeError:
             if name == "module":
                 raise
-            return getattr(self.module, name)
+            value = getattr(self.module, name)
+            if name != self.__dict__.get("_decoder"):
+                return value
+            from commgraph.pyg.link import pair_scores
+
+            part = self._data()
+            return lambda z, edge_label_index, *args, **kwargs: pair_scores(
+                value, z, edge_label_index, part, *args, **kwargs
+            )
 
     @property
     def bytes(self) -> dict[str, int]:
@@ -339,7 +355,13 @@ def _nbytes(params: list[torch.nn.Parameter]) -> int:
 
 
 def full_graph(
-    model: torch.nn.Module, data, *, plan: str = "auto", topology: str = "detect", allreduce: str = "native"
+    model: torch.nn.Module,
+    data,
+    *,
+    plan: str = "auto",
+    topology: str = "detect",
+    allreduce: str = "native",
+    decoder: str | None = None,
 ) -> FullGraph:
     """``model`` trained on the part ``data`` across the job's ranks, exactly as one process trains
     it on the whole graph (see the module description).
@@ -354,17 +376,27 @@ def full_graph(
             a planner (``p2p``, ``spst``, ...) or a plan file, as ``commgraph train --plan``.
         topology: the topology the plan is made for, as ``commgraph train --topology``.
         allreduce: the gradient all-reduce: ``native`` (torch's), a planner or ``auto``.
+        decoder: the name of ``model``'s method that scores node pairs, ``decode(z, edge_label_index)``
+            (a link predictor's): called through the wrapper with the part's ``z`` and global
+            pairs, it returns every pair's score on every rank, as one process computes them, so
+            the script's loss and metrics over them need no change (homogeneous parts).
 
     Returns:
         FullGraph: a module calling ``model``; its ``bytes`` and ``modeled_seconds`` say what the
         exchanges cost.
 
     Raises:
-        BridgeError: ``model`` has no ``MessagePassing`` layer; ``data`` is not a part.
+        BridgeError: ``model`` has no ``MessagePassing`` layer, or no method ``decoder``; ``data``
+            is not a part; ``decoder`` with a ``HeteroData`` part.
     """
     handle = handle_of(data)
     if handle.types is not None:
+        if decoder is not None:
+            raise BridgeError(
+                "decoder= scores pairs of a homogeneous part; for a HeteroData part score a relation's pairs "
+                "with cg.edge_embeddings on its rows and cg.global_mean"
+            )
         from commgraph.pyg.hetero import HeteroFullGraph
 
         return HeteroFullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce)
-    return FullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce)
+    return FullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce, decoder=decoder)
