@@ -228,15 +228,19 @@ class FullGraph(torch.nn.Module):
 
     def _adjacency(self, x: torch.Tensor) -> torch.Tensor:
         """The part's in-edges as a ``[num_owned, num_owned + num_halo]`` sparse CSR tensor of ones
-        (the transposed adjacency PyG's fused layers take), made once per dtype and device."""
+        (the transposed adjacency PyG's fused layers take), its indices as the built-in layers'
+        blocks hold them (:meth:`~commgraph.nn.Block.from_csr`: sorted in each row, int32 where
+        they fit, which the backward's transpose sorts several times faster than int64), made
+        once per dtype and device."""
+        from commgraph.nn.block import Block
+
         key = (x.dtype, x.device)
         if key not in self._adjacencies:
             part = self._handle.part
-            indptr = torch.from_numpy(np.asarray(part.indptr, dtype=np.int64))
-            indices = torch.from_numpy(np.asarray(part.indices, dtype=np.int64))
-            ones = torch.ones(indices.shape[0], dtype=x.dtype)
             size = (part.num_owned, part.num_owned + part.num_halo)
-            self._adjacencies[key] = torch.sparse_csr_tensor(indptr, indices, ones, size=size).to(x.device)
+            crow, col = Block.from_csr(size[1], np.asarray(part.indptr), np.asarray(part.indices), None).csr
+            ones = torch.ones(col.shape[0], dtype=x.dtype)
+            self._adjacencies[key] = torch.sparse_csr_tensor(crow, col, ones, size=size).to(x.device)
         return self._adjacencies[key]
 
     def _swap(self, layer: torch.nn.Module, name: str, value) -> None:
