@@ -2,11 +2,11 @@
 on Cora through ``commgraph.pyg``, as a user's script would train it.
 
 Usage (through ``launch_local(..., module="link_driver")``): ``python -m link_driver OUT.json EPOCHS``.
-Rank 0 writes ``OUT.json``: each epoch's loss (a rank's share of the pairs and ``cg.global_mean``;
-and again through ``cg.full_graph(..., decoder="decode")`` with the one-process loss), the test AUC, Hits@20 and MRR, whether ranks
-passing different label edges were refused, whether the link loaders' shares and blocks are right,
-and the bytes rank 0 sent, by what they carried (``link_forward``/``link_backward``: the label
-edges' rows).
+Rank 0 writes ``OUT.json``: each epoch's loss (over a rank's share of the pairs with
+``cg.global_mean``, and again through ``cg.full_graph(..., decoder="decode")`` with the one-process
+loss), the test AUC, Hits@20 and MRR, whether ranks passing different label edges were refused,
+whether the link loaders' shares and blocks are right, and the bytes rank 0 sent, by what they
+carried (``link_forward``/``link_backward``: the label edges' rows).
 """
 
 import json
