@@ -2,10 +2,11 @@
 on Cora through ``commgraph.pyg``, as a user's script would train it.
 
 Usage (through ``launch_local(..., module="link_driver")``): ``python -m link_driver OUT.json EPOCHS``.
-Rank 0 writes ``OUT.json``: each epoch's loss, the test AUC, Hits@20 and MRR, whether ranks
-passing different label edges were refused, whether the link loaders' shares and blocks are right,
-and the bytes rank 0 sent, by what they carried (``link_forward``/``link_backward``: the label
-edges' rows).
+Rank 0 writes ``OUT.json``: each epoch's loss (over a rank's share of the pairs with
+``cg.global_mean``, and again through ``cg.full_graph(..., decoder="decode")`` with the one-process
+loss), the test AUC, Hits@20 and MRR, whether ranks passing different label edges were refused,
+whether the link loaders' shares and blocks are right, and the bytes rank 0 sent, by what they
+carried (``link_forward``/``link_backward``: the label edges' rows).
 """
 
 import json
@@ -53,29 +54,46 @@ def _check_loader(part, train_data) -> dict:
     }
 
 
-def main() -> None:
-    out, epochs = Path(sys.argv[1]), int(sys.argv[2])
-    torch.set_num_threads(1)
-    cg.init(device="cpu")
-    torch.manual_seed(0)
-    data = to_pyg(load_graph("cora"))
-    train_data, _, test_data = cg.edge_split(data, num_val=0.05, num_test=0.1, seed=0)
-    part = cg.partition(train_data)
-    model = cg.full_graph(Net(data.num_features, 16), part)
+def _share_loss(model, z, part, label_index, label) -> torch.Tensor:
+    """The loss over this rank's share of the pairs, made global."""
+    rows, index, label, _ = cg.edge_embeddings(z, label_index, part, label)
+    return cg.global_mean(F.binary_cross_entropy_with_logits(model.decode(rows, index), label, reduction="none"))
+
+
+def _every_pair_loss(model, z, part, label_index, label) -> torch.Tensor:
+    """The one-process script's loss: the wrapper's decoder scores every pair on every rank."""
+    return F.binary_cross_entropy_with_logits(model.decode(z, label_index), label)
+
+
+def _losses(model, part, train_data, num_nodes: int, epochs: int, loss_of) -> list[float]:
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     losses = []
     for epoch in range(epochs):
         optimizer.zero_grad()
         z = model.encode(part.x, part.edge_index)
         pos = train_data.edge_label_index
-        neg = cg.negative_sampling(train_data.edge_index, data.num_nodes, pos.shape[1], seed=epoch)
-        label_index = torch.cat([pos, neg], 1)
+        neg = cg.negative_sampling(train_data.edge_index, num_nodes, pos.shape[1], seed=epoch)
         label = torch.cat([torch.ones(pos.shape[1]), torch.zeros(neg.shape[1])])
-        rows, index, label, _ = cg.edge_embeddings(z, label_index, part, label)
-        loss = cg.global_mean(F.binary_cross_entropy_with_logits(model.decode(rows, index), label, reduction="none"))
+        loss = loss_of(model, z, part, torch.cat([pos, neg], 1), label)
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+    return losses
+
+
+def main() -> None:
+    out, epochs = Path(sys.argv[1]), int(sys.argv[2])
+    torch.set_num_threads(1)
+    cg.init(device="cpu")
+    data = to_pyg(load_graph("cora"))
+    train_data, _, test_data = cg.edge_split(data, num_val=0.05, num_test=0.1, seed=0)
+    part = cg.partition(train_data)
+    torch.manual_seed(0)
+    model = cg.full_graph(Net(data.num_features, 16), part)
+    losses = _losses(model, part, train_data, data.num_nodes, epochs, _share_loss)
+    torch.manual_seed(0)
+    decoded = cg.full_graph(Net(data.num_features, 16), part, decoder="decode")
+    decoder_losses = _losses(decoded, part, train_data, data.num_nodes, epochs, _every_pair_loss)
     with torch.no_grad():
         z = model.encode(part.x, part.edge_index)
         pos = test_data.edge_label_index
@@ -93,6 +111,7 @@ def main() -> None:
     positive = label == 1
     result = {
         "losses": losses,
+        "decoder_losses": decoder_losses,
         "auc": cg.auc(scores, label),
         "hits20": cg.hits_at_k(scores[positive], scores[~positive], 20),
         "mrr": cg.mrr(scores[positive], scores[~positive]),

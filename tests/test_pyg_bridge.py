@@ -54,6 +54,15 @@ def test_full_graph_refuses_a_model_without_message_passing(bridge_alone, tmp_pa
         cg.full_graph(torch.nn.Linear(4, 4), part)
 
 
+def test_full_graph_refuses_a_decoder_the_model_does_not_have(bridge_alone, tmp_path, monkeypatch):
+    from pyg_driver import Net
+
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    part = cg.partition(cora())
+    with pytest.raises(BridgeError, match="Net has no method 'decode' .*scores node pairs"):
+        cg.full_graph(Net("sage", part.num_features, 7), part, decoder="decode")
+
+
 def test_full_graph_refuses_data_that_is_not_a_part(bridge_alone):
     from pyg_driver import Net
 

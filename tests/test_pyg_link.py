@@ -326,11 +326,14 @@ def _link_job(workers: int, out: Path, monkeypatch) -> dict:
 @pytest.mark.timeout(300)
 def test_two_ranks_train_a_link_predictor_as_one_process_does(tmp_path, monkeypatch):
     """A GCN link predictor on Cora, 3 full-graph epochs: the losses and the test metrics of two
-    ranks are the one-process script's; the label edges' remote rows went through the runtime."""
+    ranks are the one-process script's, by each rank's share and by the wrapper's decoder scoring
+    every pair; the label edges' remote rows went through the runtime."""
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
     alone = _link_job(1, tmp_path / "one.json", monkeypatch)
     two = _link_job(2, tmp_path / "two.json", monkeypatch)
     np.testing.assert_allclose(two["losses"], alone["losses"], rtol=1e-5)
+    np.testing.assert_allclose(alone["decoder_losses"], alone["losses"], rtol=1e-6)
+    np.testing.assert_allclose(two["decoder_losses"], alone["losses"], rtol=1e-5)
     for metric in ("auc", "hits20", "mrr"):
         assert two[metric] == pytest.approx(alone[metric], rel=1e-6), metric
     assert not alone["refused_different_edges"] and two["refused_different_edges"]

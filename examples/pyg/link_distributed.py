@@ -11,6 +11,7 @@ import torch_geometric.transforms as T
 from torch_geometric import seed_everything
 from torch_geometric.datasets import Planetoid
 from torch_geometric.nn import GCNConv
+from torch_geometric.utils import negative_sampling
 
 import commgraph.pyg as cg
 
@@ -47,7 +48,7 @@ def auc(scores, labels):
     return float(((pos[:, None] > neg).float() + 0.5 * (pos[:, None] == neg).float()).mean())
 
 
-model = cg.full_graph(Net(dataset.num_features, 128, 64), train_data)
+model = cg.full_graph(Net(dataset.num_features, 128, 64), train_data, decoder="decode")
 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
 
@@ -55,11 +56,10 @@ def train():
     model.train()
     optimizer.zero_grad()
     z = model.encode(train_data.x, train_data.edge_index)
-    neg = cg.negative_sampling(val_data.edge_index, val_data.num_nodes, train_data.edge_label_index.size(1), seed=epoch)
+    neg = negative_sampling(val_data.edge_index, val_data.num_nodes, train_data.edge_label_index.size(1))
     edge_label_index = torch.cat([train_data.edge_label_index, neg], dim=-1)
     edge_label = torch.cat([train_data.edge_label, train_data.edge_label.new_zeros(neg.size(1))])
-    z, edge_label_index, edge_label, _ = cg.edge_embeddings(z, edge_label_index, train_data, edge_label)
-    loss = cg.global_mean(F.binary_cross_entropy_with_logits(model.decode(z, edge_label_index), edge_label, reduction="none"))
+    loss = F.binary_cross_entropy_with_logits(model.decode(z, edge_label_index), edge_label)
     loss.backward()
     optimizer.step()
     return loss.item()
@@ -69,8 +69,7 @@ def train():
 def test(data):
     model.eval()
     z = model.encode(train_data.x, train_data.edge_index)
-    z, index, label, _ = cg.edge_embeddings(z, data.edge_label_index, train_data, data.edge_label)
-    return cg.auc(model.decode(z, index), label)
+    return auc(model.decode(z, data.edge_label_index), data.edge_label)
 
 
 for epoch in range(1, args.epochs + 1):

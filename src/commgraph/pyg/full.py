@@ -67,6 +67,7 @@ class FullGraph(torch.nn.Module):
         plan: str = "auto",
         topology: str = "detect",
         allreduce: str = "native",
+        decoder: str | None = None,
     ):
         super().__init__()
         from commgraph.runtime.job import Job
@@ -79,7 +80,13 @@ class FullGraph(torch.nn.Module):
                 "cg.full_graph refreshes the halo before each one; a model without one needs no graph exchange "
                 "(wrap it in torch.nn.parallel.DistributedDataParallel instead)"
             )
+        if decoder is not None and not callable(getattr(module, decoder, None)):
+            raise BridgeError(
+                f"{type(module).__name__} has no method {decoder!r} (decoder={decoder!r}): name the model's "
+                "method that scores node pairs, called as decode(z, edge_label_index)"
+            )
         self.module = module
+        self._decoder = decoder
         s = session()
         self._world = s.world
         self._handle = handle
@@ -88,7 +95,6 @@ class FullGraph(torch.nn.Module):
         self._runners: dict[int, object] = {}
         self.choices: dict[int, object] = {}  # row bytes -> the plan chosen for rows of that width
         self._undo: list[tuple[torch.nn.Module, str, object]] = []  # (layer, attribute, value) set back after a call
-        self._padded: list[int | None] = []  # per layer call in flight: zero rows its output gets (None: none)
         self._adjacencies: dict[tuple, torch.Tensor] = {}
         self._layers = layers
         self._layer_of = {id(layer): i for i, layer in enumerate(layers.values())}
@@ -108,20 +114,36 @@ class FullGraph(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         try:
-            return self.module(*args, **kwargs)
-        finally:  # a layer that raised leaves no GCN normalisation off and no call in flight
+            return self._part_rows(self.module(*args, **kwargs))
+        finally:  # a layer that raised leaves no GCN normalisation off
             self._set_back()
-            self._padded.clear()
+
+    def _part_rows(self, output):
+        """A model output of the owned rows only, with zero rows in the halo's place: the part's
+        rows, which the part's masks index."""
+        owned, halo = self._handle.num_owned, self._handle.part.num_halo
+        if not (isinstance(output, torch.Tensor) and output.dim() >= 1 and output.shape[0] == owned and halo):
+            return output
+        return torch.cat([output, output.new_zeros((halo, *output.shape[1:]))])
 
     def __getattr__(self, name: str):
         """The model's own attributes and methods (``model.encode``, ``model.decode``) through the
-        wrapper; its layers' hooks run whichever method calls them."""
+        wrapper; its layers' hooks run whichever method calls them. The ``decoder`` method scores
+        every pair on every rank (:func:`~commgraph.pyg.link.pair_scores`)."""
         try:
             return super().__getattr__(name)
         except AttributeError:
             if name == "module":
                 raise
-            return getattr(self.module, name)
+            value = getattr(self.module, name)
+            if name != self.__dict__.get("_decoder"):
+                return value
+            from commgraph.pyg.link import pair_scores
+
+            part = self._data()
+            return lambda z, edge_label_index, *args, **kwargs: pair_scores(
+                value, z, edge_label_index, part, *args, **kwargs
+            )
 
     @property
     def bytes(self) -> dict[str, int]:
@@ -145,34 +167,35 @@ class FullGraph(torch.nn.Module):
         return self._runners[row_bytes]
 
     def refresh(self, x: torch.Tensor, layer: int) -> torch.Tensor:
-        """``x`` (owned rows, then halo rows) with its halo rows replaced by their owners' rows,
-        differentiable."""
-        from commgraph.runtime.halo import halo_exchange
+        """The part's rows of ``x``: its owned rows, then the halo rows from their owners,
+        differentiable. ``x`` holds the owned rows only, or the part's rows (its halo rows are
+        not read)."""
+        from commgraph.runtime.halo import halo_table
 
         owned = self._handle.num_owned
-        expected = owned + self._handle.part.num_halo
-        if x.dim() != 2 or x.shape[0] != expected:
+        rows = owned + self._handle.part.num_halo
+        if x.dim() != 2 or x.shape[0] not in (owned, rows):
             raise BridgeError(
-                f"a MessagePassing layer got x of shape {list(x.shape)}, but this rank's part has {expected} rows "
-                f"({owned} owned, then {expected - owned} halo): give each layer the part's rows, as the "
-                "Data cg.partition returned has them"
+                f"a MessagePassing layer got x of shape {list(x.shape)}, but this rank's part has {rows} rows "
+                f"({owned} owned, then {rows - owned} halo): give each layer the part's rows, as the Data "
+                "cg.partition returned has them, or the owned rows a layer returned"
             )
         if self._world.size == 1:
             return x
-        runner = self._runner(x.shape[1] * x.element_size())
-        halo = halo_exchange(x[:owned].contiguous(), runner, layer)
-        return torch.cat([x[:owned], halo])
+        return halo_table(x, self._runner(x.shape[1] * x.element_size()), owned, layer)
 
     def _before_layer(self, layer: torch.nn.Module, args: tuple, kwargs: dict):
         index = self._layer_of[id(layer)]
         args, kwargs = list(args), dict(kwargs)
         x = args[0] if args else kwargs.get("x")
         data = self._data()
+        rows = x
         if isinstance(x, torch.Tensor) and not (data is not None and x is getattr(data, "x", None)):
             x = self.refresh(x, index)  # the part's own x has its halo rows from the global table already
         pair = isinstance(x, torch.Tensor) and _takes_pair(layer)
-        if pair:  # only the owned rows are computed: the halo rows' outputs would be overwritten anyway
-            x = (x, x[: self._handle.num_owned])
+        if pair:  # only the owned rows are computed, and returned alone
+            owned = self._handle.num_owned
+            x = (x, rows if rows.shape[0] == owned else rows[:owned])
         if args:
             args[0] = x
         else:
@@ -184,7 +207,6 @@ class FullGraph(torch.nn.Module):
                 args[1] = adjacency
             else:
                 kwargs["edge_index"] = adjacency
-        self._padded.append(self._handle.part.num_halo if pair else None)
         if _normalising_gcn(layer):
             self._gcn_weights(layer, args, kwargs, index)
         if pair and _narrowing_sage(layer):
@@ -206,15 +228,19 @@ class FullGraph(torch.nn.Module):
 
     def _adjacency(self, x: torch.Tensor) -> torch.Tensor:
         """The part's in-edges as a ``[num_owned, num_owned + num_halo]`` sparse CSR tensor of ones
-        (the transposed adjacency PyG's fused layers take), made once per dtype and device."""
+        (the transposed adjacency PyG's fused layers take), its indices as the built-in layers'
+        blocks hold them (:meth:`~commgraph.nn.Block.from_csr`: sorted in each row, int32 where
+        they fit, which the backward's transpose sorts several times faster than int64), made
+        once per dtype and device."""
+        from commgraph.nn.block import Block
+
         key = (x.dtype, x.device)
         if key not in self._adjacencies:
             part = self._handle.part
-            indptr = torch.from_numpy(np.asarray(part.indptr, dtype=np.int64))
-            indices = torch.from_numpy(np.asarray(part.indices, dtype=np.int64))
-            ones = torch.ones(indices.shape[0], dtype=x.dtype)
             size = (part.num_owned, part.num_owned + part.num_halo)
-            self._adjacencies[key] = torch.sparse_csr_tensor(indptr, indices, ones, size=size).to(x.device)
+            crow, col = Block.from_csr(size[1], np.asarray(part.indptr), np.asarray(part.indices), None).csr
+            ones = torch.ones(col.shape[0], dtype=x.dtype)
+            self._adjacencies[key] = torch.sparse_csr_tensor(crow, col, ones, size=size).to(x.device)
         return self._adjacencies[key]
 
     def _swap(self, layer: torch.nn.Module, name: str, value) -> None:
@@ -229,11 +255,6 @@ class FullGraph(torch.nn.Module):
 
     def _after_layer(self, layer: torch.nn.Module, args, output):
         self._set_back()
-        halo = self._padded.pop()
-        if halo is not None and isinstance(output, torch.Tensor):
-            # the owned rows, then zero rows in the halo's place: the table keeps the part's rows
-            output = torch.cat([output, output.new_zeros((halo, *output.shape[1:]))])
-        return output
 
     def _gcn_weights(self, layer, args: list, kwargs: dict, index: int) -> None:
         """GCN's normalised edge weights with every node's whole in-degree (the halo nodes' from
@@ -338,7 +359,13 @@ def _nbytes(params: list[torch.nn.Parameter]) -> int:
 
 
 def full_graph(
-    model: torch.nn.Module, data, *, plan: str = "auto", topology: str = "detect", allreduce: str = "native"
+    model: torch.nn.Module,
+    data,
+    *,
+    plan: str = "auto",
+    topology: str = "detect",
+    allreduce: str = "native",
+    decoder: str | None = None,
 ) -> FullGraph:
     """``model`` trained on the part ``data`` across the job's ranks, exactly as one process trains
     it on the whole graph (see the module description).
@@ -353,17 +380,27 @@ def full_graph(
             a planner (``p2p``, ``spst``, ...) or a plan file, as ``commgraph train --plan``.
         topology: the topology the plan is made for, as ``commgraph train --topology``.
         allreduce: the gradient all-reduce: ``native`` (torch's), a planner or ``auto``.
+        decoder: the name of ``model``'s method that scores node pairs, ``decode(z, edge_label_index)``
+            (a link predictor's): called through the wrapper with the part's ``z`` and global
+            pairs, it returns every pair's score on every rank, as one process computes them, so
+            the script's loss and metrics over them need no change (homogeneous parts).
 
     Returns:
         FullGraph: a module calling ``model``; its ``bytes`` and ``modeled_seconds`` say what the
         exchanges cost.
 
     Raises:
-        BridgeError: ``model`` has no ``MessagePassing`` layer; ``data`` is not a part.
+        BridgeError: ``model`` has no ``MessagePassing`` layer, or no method ``decoder``; ``data``
+            is not a part; ``decoder`` with a ``HeteroData`` part.
     """
     handle = handle_of(data)
     if handle.types is not None:
+        if decoder is not None:
+            raise BridgeError(
+                "decoder= scores pairs of a homogeneous part; for a HeteroData part score a relation's pairs "
+                "with cg.edge_embeddings on its rows and cg.global_mean"
+            )
         from commgraph.pyg.hetero import HeteroFullGraph
 
         return HeteroFullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce)
-    return FullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce)
+    return FullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce, decoder=decoder)

@@ -10,9 +10,9 @@ relation :math:`(s, r, d)` keeps every in-edge of an owned :math:`d` node, its s
 
 Before a relation's layer, its source type's rows are refreshed once per forward (a tensor met
 again by another relation is not exchanged twice) by the job's all-gather plan restricted to that
-type's rows (:meth:`~commgraph.plan.CommPlan.rows_within`); the layer computes the owned
-destination rows only and gets zero rows in the halo's place, as the homogeneous
-:class:`~commgraph.pyg.full.FullGraph` does for layers that take a (source, destination) pair. With
+type's rows (:meth:`~commgraph.plan.CommPlan.rows_within`); a layer that takes a (source,
+destination) pair computes the owned destination rows only and gets zero rows in the halo's place
+(the relations of a destination type sum their outputs, which then all hold the type's rows). With
 the owned rows :math:`X^t_O` of each type and the restricted exchange :math:`P_t`,
 
 .. math::
@@ -292,12 +292,14 @@ class HeteroFullGraph(FullGraph):
         self._wirings: dict[int, object] = {}
         self._typed_runners: dict[tuple[str, int], object] = {}
         self._fresh: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(rows) -> (rows, refreshed rows)
+        self._padded: list[int | None] = []  # per layer call in flight: zero rows its output gets (None: none)
 
     def forward(self, *args, **kwargs):
         try:
             return super().forward(*args, **kwargs)
-        finally:
+        finally:  # a layer that raised leaves no call in flight
             self._fresh.clear()
+            self._padded.clear()
 
     def _typed_runner(self, node_type: str, row_bytes: int):
         """The runner of the plan for ``row_bytes``-byte rows, restricted to ``node_type``'s rows."""
@@ -314,7 +316,7 @@ class HeteroFullGraph(FullGraph):
     def refresh_type(self, x: torch.Tensor, node_type: str) -> torch.Tensor:
         """``x`` (``node_type``'s owned rows, then its halo rows) with its halo rows replaced by
         their owners' rows, differentiable; once per tensor within a forward."""
-        from commgraph.runtime.halo import halo_exchange
+        from commgraph.runtime.halo import halo_table
 
         owned, expected = self._types.owned[node_type].size, self._types.rows(node_type)
         if x.dim() != 2 or x.shape[0] != expected:
@@ -331,8 +333,7 @@ class HeteroFullGraph(FullGraph):
         else:
             runner = self._typed_runner(node_type, x.shape[1] * x.element_size())
             labels = (f"halo_forward:{node_type}", f"halo_backward:{node_type}")
-            halo = halo_exchange(x[:owned].contiguous(), runner, len(self._fresh), labels)
-            fresh = torch.cat([x[:owned], halo])
+            fresh = halo_table(x, runner, owned, len(self._fresh), labels)
         self._fresh[id(x)] = (x, fresh)
         return fresh
 
@@ -356,3 +357,14 @@ class HeteroFullGraph(FullGraph):
             kwargs["x"] = x
         self._padded.append(self._types.halo[dst].size if pair else None)
         return tuple(args), kwargs
+
+    def _part_rows(self, output):
+        """The model's output as it is: its layers' outputs hold each type's part rows already."""
+        return output
+
+    def _after_layer(self, layer: torch.nn.Module, args, output):
+        super()._after_layer(layer, args, output)
+        halo = self._padded.pop()
+        if halo is not None and isinstance(output, torch.Tensor):
+            output = torch.cat([output, output.new_zeros((halo, *output.shape[1:]))])
+        return output

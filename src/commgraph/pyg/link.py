@@ -12,6 +12,13 @@ every byte counted), differentiably: the gradients of the fetched rows return to
 label edges (positives and negatives) are global: every rank holds the same ``edge_label_index``,
 which :func:`edge_split` and :func:`negative_sampling` make the same on every rank from a seed, so
 no rank needs to ask another which rows it wants.
+
+A decoder called through the wrapper (``cg.full_graph(model, part, decoder="decode")``,
+:func:`pair_scores`) returns every pair's score on every rank, as the one-process call does: each
+rank scores its share, and the shares are summed into one vector of scores :math:`s` (zeros
+elsewhere). With the same loss :math:`L(s)` on every rank, the backward sum over the ranks gives
+each rank :math:`R \, \partial L / \partial s` on its own pairs, which the parameter gradients'
+average over the :math:`R` ranks turns into the one-process gradient.
 """
 
 from __future__ import annotations
@@ -601,3 +608,46 @@ def edge_embeddings(
         None if edge_label is None else edge_label[picked.to(edge_label.device)],
         picked,
     )
+
+
+class _Summed(torch.autograd.Function):
+    """Every rank's share of the scores at their pairs' positions, summed over the ranks: the
+    whole vector on every rank. Backward: each rank's gradient of its own pairs, summed over the
+    ranks."""
+
+    @staticmethod
+    def forward(ctx, share: torch.Tensor, positions: torch.Tensor, pairs: int, comm) -> torch.Tensor:
+        ctx.positions, ctx.comm = positions, comm
+        scores = share.new_zeros((pairs, *share.shape[1:]))
+        scores[positions] = share
+        return comm.all_reduce_(scores)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return ctx.comm.all_reduce_(grad.clone())[ctx.positions], None, None, None
+
+
+def pair_scores(decode, z: torch.Tensor, edge_label_index: torch.Tensor, part, *args, **kwargs) -> torch.Tensor:
+    """``decode(z, edge_label_index, *args, **kwargs)`` as the one-process script computes it: a
+    score for every pair, the same on every rank. Each rank decodes its share
+    (:func:`edge_embeddings`) and the shares are summed (one all-reduce of a score per pair; see
+    the module description for the gradient).
+
+    Args:
+        decode: the model's decoder, ``decode(z, edge_label_index, ...)``, one score (row) per pair.
+        z: the encoder's output on the part (owned rows first).
+        edge_label_index: the pairs, global ids, the same on every rank.
+        part: the part ``z`` was computed on.
+
+    Returns:
+        torch.Tensor: the pairs' scores in the order of ``edge_label_index``.
+
+    Shapes:
+        - **edge_label_index:** ``[2, E]`` → output ``[E, ...]``
+    """
+    rows = edge_embeddings(z, edge_label_index, part)
+    share = decode(rows.z, rows.edge_label_index, *args, **kwargs)
+    s = session()
+    if s.world.size == 1:  # the share is every pair, in order
+        return share
+    return _Summed.apply(share, rows.edge_ids.to(share.device), int(edge_label_index.shape[1]), s.comm)

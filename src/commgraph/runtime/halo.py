@@ -1,7 +1,8 @@
 """Layer-wise execution of an all-gather plan: the whole exchange at once, as one bin.
 
 ``gather_halo`` fills a table's halo rows; ``halo_exchange`` does it as an autograd op whose
-backward sends the halo rows' gradients back to their owners, which add them up. The pipelined
+backward sends the halo rows' gradients back to their owners, which add them up; ``halo_table``
+is that op returning the whole table (owned rows, then halo rows) in one tensor. The pipelined
 (G3) trainer streams the same exchange bin by bin through :class:`~commgraph.runtime.stream.HaloStream`.
 """
 
@@ -77,3 +78,42 @@ def halo_exchange(
     """Halo rows of ``owned`` for ``layer`` as the plan fills them, differentiable with respect
     to ``owned``; the bytes count as ``labels`` (forward: default by layer; backward)."""
     return _Gather.apply(owned, runner, layer, labels)
+
+
+class _Table(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, runner: ExchangeRunner, num_owned: int, layer: int, labels):
+        ctx.runner, ctx.num_owned, ctx.layer, ctx.labels, ctx.rows = runner, num_owned, layer, labels, x.shape[0]
+        owned = x[:num_owned].contiguous()
+        table = x.new_empty((num_owned + runner.exchange.num_halo, x.shape[1]))
+        table[:num_owned] = owned
+        return gather_halo(runner, owned, layer, table=table, label=labels[0])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grads = GradientReturn(ctx.runner, ctx.layer, ctx.labels[1])
+        grads.start(grad[ctx.num_owned :].contiguous())
+        owned = grads.add_to_bin(0, grad[: ctx.num_owned])
+        grads.finish()
+        if ctx.rows > ctx.num_owned:  # the rows of x past the owned ones were replaced: no gradient
+            owned = torch.cat([owned, owned.new_zeros((ctx.rows - ctx.num_owned, owned.shape[1]))])
+        return owned, None, None, None, None
+
+
+def halo_table(
+    x: torch.Tensor,
+    runner: ExchangeRunner,
+    num_owned: int,
+    layer: int,
+    labels: tuple[str | None, str] = (None, "halo_backward"),
+) -> torch.Tensor:
+    """The table of ``layer``: the first ``num_owned`` rows of ``x`` (the exchange's owned rows;
+    any rows after them are not read), then the halo rows their owners send, received in place
+    into one tensor. Differentiable with respect to ``x``: the halo rows' gradients go back to
+    their owners and arrive added to the owned rows' own, with no table-sized zero gradient. The
+    bytes count as ``labels`` (forward: default by layer; backward).
+
+    Shapes:
+        - **x:** ``[num_owned (+ anything), F]`` → ``[num_owned + num_halo, F]``
+    """
+    return _Table.apply(x, runner, num_owned, layer, labels)
