@@ -191,7 +191,7 @@ class StepTime:
     def lines(self) -> list[str]:
         """The prediction as a few readable lines."""
         parts = ", ".join(
-            f"{name} {seconds * 1e3:.2f}"
+            f"{name} {seconds * 1e3:.3f}"
             for name, seconds in (
                 ("compute", self.compute),
                 ("sampling", self.sampling),
