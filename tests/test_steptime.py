@@ -114,7 +114,9 @@ def test_a_model_from_another_machine_is_warned_about():
 def test_calibrate_refuses_a_bad_compute_fit_unless_forced(monkeypatch):
     bad = replace(MODEL, errors={"gcn": 0.1, "gather": 0.7})
     monkeypatch.setattr("commgraph.runtime.compute_probe.probe_compute", lambda: bad)
-    topology = replace(resolve_topology("localhost-cpu:2"), calibrated=Calibration("2026-01-01T00:00:00+00:00", "t", "h"))
+    topology = replace(
+        resolve_topology("localhost-cpu:2"), calibrated=Calibration("2026-01-01T00:00:00+00:00", "t", "h")
+    )
     with pytest.raises(TopologyError, match="'gather'.*70%.*--force"):
         topo._with_compute(topology, False, io.StringIO())
     assert topo._with_compute(topology, True, io.StringIO()).calibrated.compute == bad.to_dict()

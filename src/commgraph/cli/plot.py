@@ -20,7 +20,9 @@ def register(subparsers) -> None:
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl", help="metrics files, one per run")
     add_png(parser, "the picture to write", required=True)
     parser.add_argument(
-        "--predicted", action="store_true", help="draw predicted against measured step time instead of the curves"
+        "--predicted",
+        action="store_true",
+        help="predicted against measured step time, one point an epoch, instead of the curves",
     )
     add_force(parser)
     parser.set_defaults(run=run)

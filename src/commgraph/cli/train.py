@@ -31,7 +31,9 @@ def register(subparsers) -> None:
     add_graph_arguments(parser)
     LaunchOptions.add_arguments(parser.add_argument_group("workers"))
     TrainConfig.add_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="with --dry-run: the memory and step time estimates as one JSON object")
+    parser.add_argument(
+        "--json", action="store_true", help="with --dry-run: the memory and step time estimates as one JSON object"
+    )
     parser.add_argument(
         "--link-edges",
         metavar="FILE",

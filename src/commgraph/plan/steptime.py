@@ -69,7 +69,10 @@ def step_work(
     batch, fanouts = shape.batch_size, shape.fanouts
     destinations = [batch] + [reached_nodes(n, batch, fanouts[:hop]) for hop in range(1, len(fanouts))]
     sources = destinations[1:] + [reached_nodes(n, batch, fanouts)]  # hop h's table: hop h+1's destinations
-    hop_edges = [sampled_edges(n, num_edges, batch, fanouts[: hop + 1]) - sampled_edges(n, num_edges, batch, fanouts[:hop]) for hop in range(len(fanouts))]
+    hop_edges = [
+        sampled_edges(n, num_edges, batch, fanouts[: hop + 1]) - sampled_edges(n, num_edges, batch, fanouts[:hop])
+        for hop in range(len(fanouts))
+    ]
     hops = list(zip(destinations, sources, hop_edges))[::-1]  # layer 0 reads the last hop
     layers = tuple(_layer(shape.model, e, src, dst, w, o) for (dst, src, e), (w, o) in zip(hops, widths))
     trained = max(int(np.count_nonzero(pset.part(k, check=False).train_mask)) for k in range(pset.num_parts))
@@ -158,4 +161,3 @@ def _layer(model: str, edges: float, sources: float, destinations: float, width_
     aggregated = min(width_in, width_out) if model in LINEAR_FIRST else (width_out if model == "gat" else width_in)
     rows = sources if first and (model == "gat" or width_out < width_in) else destinations
     return LayerWork(float(edges), aggregated, float(rows), width_in, width_out)
-

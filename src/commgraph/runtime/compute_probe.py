@@ -47,7 +47,9 @@ def probe_compute() -> ComputeModel:
         graphs = {(n, e): rmat(n, e // 2, seed=1) for n, e, _ in LAYER_POINTS}
         edge_s, row_s, errors = {}, {}, {}
         for model in MODELS:
-            points = [(*_terms(model, graphs[n, e], w), _layer_seconds(model, graphs[n, e], w)) for n, e, w in LAYER_POINTS]
+            points = [
+                (*_terms(model, graphs[n, e], w), _layer_seconds(model, graphs[n, e], w)) for n, e, w in LAYER_POINTS
+            ]
             edge_s[model], row_s[model], errors[model] = _fit(points)
         graph = graphs[LAYER_POINTS[-1][:2]]
         sample_edge_s, errors["sample"] = _per_unit(_sample_points(graph))

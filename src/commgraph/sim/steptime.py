@@ -96,8 +96,14 @@ class ComputeModel:
         model = cls(**data)
         for name in ("edge_s", "row_s"):
             table = getattr(model, name)
-            if not isinstance(table, dict) or sorted(table) != sorted(MODELS) or not all(_positive(v) for v in table.values()):
-                raise TopologyError(f"{where}.{name} must map each of {', '.join(MODELS)} to seconds > 0, got {table!r}")
+            if (
+                not isinstance(table, dict)
+                or sorted(table) != sorted(MODELS)
+                or not all(_positive(v) for v in table.values())
+            ):
+                raise TopologyError(
+                    f"{where}.{name} must map each of {', '.join(MODELS)} to seconds > 0, got {table!r}"
+                )
         for name in ("sample_edge_s", "gather_byte_s"):
             if not _positive(getattr(model, name)):
                 raise TopologyError(f"{where}.{name} must be seconds > 0, got {getattr(model, name)!r}")

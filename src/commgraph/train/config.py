@@ -40,8 +40,8 @@ from commgraph.sample.options import (
     ExplainerOptions,
     parse_fanouts,
 )
-from commgraph.sizes import check_count
 from commgraph.sim.steptime import StepTime, compute_model, other_machine
+from commgraph.sizes import check_count
 from commgraph.topology import read_yaml
 
 if TYPE_CHECKING:
