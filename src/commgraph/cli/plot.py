@@ -1,5 +1,6 @@
 """``commgraph plot RUN.jsonl [RUN.jsonl ...] --png curves.png``: loss and accuracy against epochs
-for one training run or several (the files ``commgraph train --metrics-out`` writes)."""
+for one training run or several (the files ``commgraph train --metrics-out`` writes); with
+``--predicted``, each epoch's predicted step time against its measured one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from commgraph.cli import describe
 from commgraph.cli.args import add_force, add_png, check_outputs, wrote
 from commgraph.errors import TrainingError
-from commgraph.train.plot import plot_runs, read_metrics
+from commgraph.train.plot import plot_predicted, plot_runs, read_metrics
 
 
 def register(subparsers) -> None:
@@ -18,6 +19,11 @@ def register(subparsers) -> None:
     )
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.jsonl", help="metrics files, one per run")
     add_png(parser, "the picture to write", required=True)
+    parser.add_argument(
+        "--predicted",
+        action="store_true",
+        help="predicted against measured step time, one point an epoch, instead of the curves",
+    )
     add_force(parser)
     parser.set_defaults(run=run)
 
@@ -30,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     for path in args.runs:
         label = path.stem if path.stem not in runs else str(path)
         runs[label] = read_metrics(path)
-    plot_runs(runs, args.png)
+    (plot_predicted if args.predicted else plot_runs)(runs, args.png)
     epochs = ", ".join(f"{label}: {len(records)} epochs" for label, records in runs.items())
     wrote(args.png, epochs)
     return 0

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from commgraph.cli import describe
@@ -22,6 +23,7 @@ from commgraph.cli.args import (
     wrote,
 )
 from commgraph.errors import TopologyError
+from commgraph.sim.steptime import REFUSED_ERROR
 from commgraph.topology import preset_names, read_yaml, write_yaml
 from commgraph.topology.detect import detect, parse_topo_matrix
 from commgraph.topology.draw import draw_topology
@@ -232,13 +234,32 @@ def run_calibrate(args: argparse.Namespace) -> int:
         check_workers(workers, "cuda" if args.device == "cuda" else "cpu")
         result = calibrate(workers, spec, device=args.device, timeout=args.timeout, progress=True)
     _print_fit(result, say)
-    topology = result.topology()
+    topology = _with_compute(result.topology(), args.force, say)
     if args.out:
         write_yaml(topology, args.out)
         wrote(args.out, f"{topology.name}; use it as --topology {args.out}")
     else:
         print(to_yaml(topology), end="")
     return 0
+
+
+def _with_compute(topology: Topology, force: bool, out) -> Topology:
+    """``topology`` with this machine's compute cost model (:mod:`commgraph.runtime.compute_probe`)
+    in its calibration; a probe whose fit is worse than :data:`~commgraph.sim.steptime.REFUSED_ERROR`
+    is refused unless ``force``."""
+    from commgraph.runtime.compute_probe import probe_compute
+
+    print("calibrating: the compute probe (layers, sampling, feature gather)", file=out)
+    model = probe_compute()
+    for probe, error in model.errors.items():
+        print(f"compute {probe}: worst error {error:.0%}", file=out)
+    probe, error = model.worst_probe()
+    if error > REFUSED_ERROR and not force:
+        raise TopologyError(
+            f"the compute probe {probe!r} fits this machine's timings within {error:.0%}, worse than "
+            f"{REFUSED_ERROR:.0%}: calibrate on a quieter machine, or pass --force to write it anyway"
+        )
+    return replace(topology, calibrated=replace(topology.calibrated, compute=model.to_dict()))
 
 
 def _counts(text: str) -> list[int]:

@@ -20,8 +20,8 @@ from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.partition import PartitionSet, is_partition_set
-from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
-from commgraph.train.config import BATCH_SIZE, TrainConfig
+from commgraph.plan.memory import MemoryEstimate, estimate_memory
+from commgraph.train.config import TrainConfig
 
 
 def register(subparsers) -> None:
@@ -31,7 +31,9 @@ def register(subparsers) -> None:
     add_graph_arguments(parser)
     LaunchOptions.add_arguments(parser.add_argument_group("workers"))
     TrainConfig.add_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="with --dry-run: the estimate as one JSON object")
+    parser.add_argument(
+        "--json", action="store_true", help="with --dry-run: the memory and step time estimates as one JSON object"
+    )
     parser.add_argument(
         "--link-edges",
         metavar="FILE",
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         check=check_trainable,
         prepare=partial(_prepare, config),
         memory=partial(_memory, config),
+        step_time=config.step_time,
         json=args.json,
         debug=args.debug,
     )
@@ -108,25 +111,7 @@ def _train_link(config: TrainConfig, held_out: Path, world, partition_dir: Path)
 
 def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEstimate:
     """What this training run will hold (every worker on this machine)."""
-    sampling, gnn = config.sampling, config.gnn
-    return estimate_memory(
-        pset,
-        JobShape(
-            workers,
-            workers,
-            gnn.hidden,
-            gnn.layers,
-            sampling.sampler,
-            sampling.batch_size or BATCH_SIZE,
-            tuple(config.fanouts or ()),
-            sampling.peer_rows or "map",
-            sampling.structure or "replicated",
-            model=gnn.model,
-            explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
-            explainer_process=sampling.explain_in != "worker",
-            first_layer=config.first_layer_choice(int(pset.part(0, check=False).features.shape[1]), workers).mode,
-        ),
-    )
+    return estimate_memory(pset, config.job_shape(pset, workers))
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:

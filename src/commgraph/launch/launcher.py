@@ -50,12 +50,14 @@ from commgraph.plan.memory import MemoryEstimate
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
+from commgraph.sim.steptime import StepTime
 from commgraph.sizes import available_bytes
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
 from commgraph.topology.resolve import DETECT
 
 if TYPE_CHECKING:
     from commgraph.runtime import World
+    from commgraph.topology.model import Topology
 
 
 @dataclass
@@ -79,6 +81,9 @@ class JobSpec:
         memory: the job's memory estimate on the set with so many workers on this machine
             (:func:`~commgraph.plan.memory.estimate_memory`): printed by ``--dry-run``, and a job that
             would not fit is refused before any worker starts.
+        step_time: the job's step priced on the set, its topology, its devices and one layer's
+            all-gather as the plan's simulator prices it (:func:`~commgraph.plan.steptime.predict_job`):
+            printed by ``--dry-run`` beside the memory.
         json: ``--dry-run`` prints JSON.
         debug: workers show tracebacks.
     """
@@ -95,6 +100,7 @@ class JobSpec:
     check: Callable[[str, object], None] | None = None
     prepare: Callable[[PartitionSet], None] | None = None
     memory: Callable[[PartitionSet, int], MemoryEstimate] | None = None
+    step_time: Callable[[PartitionSet, Topology, list[str], float], StepTime] | None = None
     json: bool = False
     debug: bool = False
 
@@ -144,7 +150,11 @@ def _launch_here(
         if spec.prepare is not None:
             spec.prepare(pset)
     if estimate is not None and spec.launch.dry_run:  # after the checks a run would meet
-        print(json.dumps(estimate.to_dict()) if spec.json else "\n".join(estimate.lines()))
+        step = None if spec.step_time is None else predict_step_time(spec, pset)
+        if spec.json:
+            print(json.dumps({**estimate.to_dict(), **({} if step is None else {"step_time": step.to_dict()})}))
+        else:
+            print("\n".join(estimate.lines() + ([] if step is None else step.lines())))
         return 0
     from commgraph.runtime import launch_local, pick_device  # torch: not needed for a --dry-run
 
@@ -295,6 +305,20 @@ def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, sc
     return replace(
         job, plan=str(plan_file), topology=str(topology_file), speeds=None, placement=",".join(choice.devices)
     )
+
+
+def predict_step_time(spec: JobSpec, pset: PartitionSet) -> StepTime:
+    """The job's step priced before launch (``--dry-run``): its topology resolved as a run would
+    (a detected one for the job's workers on ``--device``, CPU when ``auto``), the all-gather plan
+    chosen and priced on it, and the rest by ``spec.step_time``."""
+    job = spec.job
+    device = "cuda" if spec.launch.device == "cuda" else "cpu"
+    topology = resolve_topology(job.topology, workers=pset.num_parts, device=device, speeds=parse_speeds(job.speeds))
+    devices = placement(pset, topology, parse_placement(job.placement))
+    plan_seconds = 0.0
+    if spec.row_bytes is not None and pset.num_parts > 1:
+        plan_seconds = choose_allgather(job.plan, pset, topology, spec.row_bytes, devices).modeled_seconds
+    return spec.step_time(pset, topology, devices, plan_seconds)
 
 
 def worker_argv(spec: JobSpec, partition_dir: Path, job: JobOptions) -> list[str]:

@@ -157,8 +157,8 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     num_edges = int(pset.manifest["graph"]["num_edges"])
     first = pset.part(0, check=False)
     width = 0 if first.features is None or not shape.features else int(first.features.shape[1])
-    classes = _classes(pset)
-    sizes = [_part_sizes(pset, k) for k in range(pset.num_parts)]
+    classes = label_classes(pset)
+    sizes = [part_sizes(pset, k) for k in range(pset.num_parts)]
     owned = max(s[0] for s in sizes)
     local = max(s[0] + s[1] for s in sizes)
     part_structure = FULL_GRAPH_EDGE_BYTES * max(s[2] for s in sizes)  # the largest part's in-edges, full-graph
@@ -188,7 +188,7 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         if shape.explainer:
             worker["explainer"] = _explainer_bytes(n, num_edges, owned, width, shape)
     if shape.train:
-        worker["model"] = 16 * _parameters(width, shape.hidden, shape.layers, classes)
+        worker["model"] = 16 * model_parameters(width, shape.hidden, shape.layers, classes)
     return MemoryEstimate(
         shape.machine_workers, {k: int(v) for k, v in machine.items()}, {k: int(v) for k, v in worker.items()}
     )
@@ -303,7 +303,7 @@ def _explainer_bytes(num_nodes: int, num_edges: int, owned: int, width: int, sha
     return runtime + 4 * width * (4 * star + 2 * targets) + BLOCK_EDGE_BYTES * edges
 
 
-def _part_sizes(pset: PartitionSet, k: int) -> tuple[int, int, int]:
+def part_sizes(pset: PartitionSet, k: int) -> tuple[int, int, int]:
     """Owned and halo nodes and in-edges of part ``k``, from its arrays' shapes (no data read)."""
     part = pset.part(k, check=False)
     return part.num_owned, part.num_halo, int(part.indices.shape[0])
@@ -324,12 +324,12 @@ def _structure_bytes(pset: PartitionSet, structure: str, machine_workers: int) -
     return size("structure/owner.npy") + size("structure/degree.npy") + sum(parts[:machine_workers])
 
 
-def _classes(pset: PartitionSet) -> int:
+def label_classes(pset: PartitionSet) -> int:
     """About how many classes the set's labels have (part 0's)."""
     labels = pset.part(0, check=False).labels
     return 1 if labels is None or labels.shape[0] == 0 else int(np.max(labels)) + 1
 
 
-def _parameters(width: int, hidden: int, layers: int, classes: int) -> int:
+def model_parameters(width: int, hidden: int, layers: int, classes: int) -> int:
     """About how many parameters the model has (its weights; biases are negligible)."""
     return 2 * (width * hidden + max(layers - 2, 0) * hidden * hidden + hidden * max(classes, hidden))

@@ -116,16 +116,19 @@ class Calibration:
     ``host`` (the machine), ``how`` (the tool, backend, workers and message sizes) and ``details``
     (plain numbers and strings the fit reports, such as its worst relative error). ``allreduce``,
     when measured, prices the engine's own all-reduce across every worker (Gloo's or NCCL's
-    algorithm, which is not a plan of ours): ``latency_us + bytes / bandwidth_gbps``."""
+    algorithm, which is not a plan of ours): ``latency_us + bytes / bandwidth_gbps``. ``compute``,
+    when measured, holds the step-time cost model's coefficients
+    (:class:`~commgraph.sim.steptime.ComputeModel`'s fields)."""
 
     when: str
     how: str
     host: str
     details: dict = field(default_factory=dict)
     allreduce: dict | None = None
+    compute: dict | None = None
 
     def to_dict(self) -> dict:
-        """Plain data; ``allreduce`` only when measured."""
+        """Plain data; ``allreduce`` and ``compute`` only when measured."""
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     def allreduce_seconds(self, nbytes: float) -> float | None:
@@ -159,6 +162,10 @@ class Calibration:
                 raise TopologyError(
                     f"calibrated.allreduce must be a mapping {{latency_us: >= 0, bandwidth_gbps: > 0}}, got {fit!r}"
                 )
+        if self.compute is not None:
+            from commgraph.sim.steptime import ComputeModel
+
+            ComputeModel.from_dict(self.compute)
 
 
 @dataclass(frozen=True)
@@ -599,6 +606,7 @@ def _entry(cls, values, where: str):
                 host=str(values["host"]),
                 details=values.get("details") or {},
                 allreduce=values.get("allreduce"),
+                compute=values.get("compute"),
             )
         copy, forward = values.get("copy_gbps"), values.get("forward_gbps")
         return Device(

@@ -14,16 +14,21 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
 from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
 from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
+from commgraph.plan.choose import choose_job_allreduce
 from commgraph.plan.features import MODES as FEATURE_MODES
 from commgraph.plan.first_layer import FIRST_LAYERS, FirstLayerChoice, choose_first_layer, evaluation_passes
+from commgraph.plan.memory import JobShape, label_classes, model_parameters
+from commgraph.plan.steptime import predict_job
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.sample.options import (
     EPSILON,
@@ -35,7 +40,13 @@ from commgraph.sample.options import (
     ExplainerOptions,
     parse_fanouts,
 )
+from commgraph.sim.steptime import StepTime, compute_model, other_machine
 from commgraph.sizes import check_count
+from commgraph.topology import read_yaml
+
+if TYPE_CHECKING:
+    from commgraph.partition import PartitionSet
+    from commgraph.topology.model import Topology
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
@@ -329,6 +340,12 @@ class LogOptions(Options):
         "the last epoch's predicted class of every node (.npy or .csv)", metavar="FILE", default=None
     )
     resume: bool = option("continue from --checkpoint-dir's checkpoint", type=bool, default=False)
+    cost_model: str | None = option(
+        "a calibrated topology YAML (commgraph topo calibrate --out) whose compute cost model prices the "
+        "predicted step time (default: --topology's calibration, else documented defaults)",
+        metavar="FILE.yaml",
+        default=None,
+    )
     force: bool = option(FORCE_HELP, type=bool, default=False)
     progress: bool = option("progress bar and epoch lines", cli=False, default=True)
 
@@ -489,6 +506,63 @@ class TrainConfig:
             replicate=self.comm.exchange == "replicate",
             workers=workers,
             streamed=streamed,
+        )
+
+    def job_shape(self, pset: PartitionSet, workers: int) -> JobShape:
+        """The shape of this run's job on ``pset`` with ``workers`` workers, all on this machine
+        (what its memory estimate and step time read)."""
+        sampling, gnn = self.sampling, self.gnn
+        return JobShape(
+            workers,
+            workers,
+            gnn.hidden,
+            gnn.layers,
+            sampling.sampler,
+            sampling.batch_size or BATCH_SIZE,
+            tuple(self.fanouts or ()),
+            sampling.peer_rows or "map",
+            sampling.structure or "replicated",
+            model=gnn.model,
+            explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
+            explainer_process=sampling.explain_in != "worker",
+            first_layer=self.first_layer_choice(int(pset.part(0, check=False).features.shape[1]), workers).mode,
+        )
+
+    def step_time(
+        self,
+        pset: PartitionSet,
+        topology: Topology,
+        devices: list[str],
+        plan_seconds: float,
+        allreduce_seconds: float | None = None,
+        *,
+        warn: bool = True,
+    ) -> StepTime:
+        """This run's step priced (:func:`~commgraph.plan.steptime.predict_job`) on ``topology``
+        with the cost model of ``--cost-model`` or the topology's calibration; ``allreduce_seconds``
+        None: the gradients' all-reduce priced here (``--allreduce`` on the topology). A cost model
+        from another kind of machine is warned about on stderr (where ``warn``)."""
+        shape = self.job_shape(pset, len(devices))
+        cost = None if self.log.cost_model is None else read_yaml(self.log.cost_model)
+        model = compute_model(topology, cost)
+        warning = other_machine(model)
+        if warning is not None and warn:
+            print(f"commgraph: {warning}", file=sys.stderr)
+        if allreduce_seconds is None:
+            classes = label_classes(pset)
+            width = int(pset.part(0, check=False).features.shape[1])
+            nbytes = 4 * model_parameters(width, shape.hidden, shape.layers, classes)
+            allreduce_seconds = choose_job_allreduce(self.comm.allreduce, topology, devices, nbytes).modeled_seconds
+        return predict_job(
+            pset,
+            shape,
+            model,
+            topology,
+            devices,
+            plan_seconds,
+            allreduce_seconds,
+            heads=self.gnn.heads,
+            steps_cap=self.sampling.steps_per_epoch,
         )
 
     @property

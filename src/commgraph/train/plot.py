@@ -51,3 +51,27 @@ def plot_runs(runs: dict[str, list[dict]], path: str | Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     save_png(fig, path)
+
+
+def plot_predicted(runs: dict[str, list[dict]], path: str | Path) -> None:
+    """Predicted against measured step time, one point per epoch that records both
+    (``predicted_step_seconds``, ``measured_step_seconds``), one colour per run, beside the line
+    where they are equal; written atomically as PNG."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    reach = 0.0
+    for index, (label, records) in enumerate(runs.items()):
+        points = [
+            (r["measured_step_seconds"] * 1e3, r["predicted_step_seconds"] * 1e3)
+            for r in records
+            if r.get("measured_step_seconds") is not None and r.get("predicted_step_seconds") is not None
+        ]
+        if not points:
+            raise TrainingError(f"run {label!r} records no predicted step time (a run of an older commgraph)")
+        ax.scatter(*zip(*points), color=f"C{index % 10}", label=label, s=14)
+        reach = max(reach, *(max(p) for p in points))
+    ax.plot([0, reach], [0, reach], color="grey", linestyle="--", label="predicted = measured")
+    ax.set(xlabel="measured step (ms)", ylabel="predicted step (ms)", title="step time: predicted against measured")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    save_png(fig, path)

@@ -74,6 +74,10 @@ class EpochRecord:
     # DGS only (None otherwise), all workers: steps that sampled a batch, those sampled with masks
     # (the others sampled as neighbor does), rank 0's mask age at the epoch's end in steps (-1: none
     # yet), its wait for the first masks (--dgs-wait), explanations finished, their wall and CPU seconds
+    # the step as predicted before it ran (commgraph.plan.steptime) and as measured on rank 0
+    predicted_step_seconds: float | None = None
+    predicted_epoch_seconds: float | None = None
+    measured_step_seconds: float | None = None
     dgs_steps: int | None = None
     dgs_masked_steps: int | None = None
     dgs_masks_age_steps: int | None = None
@@ -164,6 +168,14 @@ class Trainer:
         self.wiring = self._wiring()
         self.allreduce = self._allreduce()
         self.sync = job.gradient_sync(list(self.model.parameters()), self.allreduce)
+        self.step_prediction = config.step_time(
+            job.pset,
+            job.topology,
+            job.devices,
+            self.wiring.choice.modeled_seconds if self.wiring and world.size > 1 else 0.0,
+            self.allreduce.modeled_seconds or 0.0,
+            warn=world.is_leader,
+        )
         store = self._features()
         self.executor = self._executor(store)
         self._say(self.executor.feature_note)
@@ -380,6 +392,9 @@ class Trainer:
             steps=step.steps,
             steps_cap=self.config.sampling.steps_per_epoch,
             sample_seconds=step.sample_seconds,
+            predicted_step_seconds=self.step_prediction.step_seconds,
+            predicted_epoch_seconds=self.step_prediction.epoch_seconds,
+            measured_step_seconds=step.seconds / max(step.steps, 1),
             feature_bytes=features,
             local_bytes=int(total["local"]),
             structure_bytes=requests,

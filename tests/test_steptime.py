@@ -1,0 +1,150 @@
+"""Step time predicted before launch: the cost model's arithmetic, its calibration in the topology
+YAML (round trip and refusals), ``--dry-run``'s fields, and the metrics' predicted seconds."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from commgraph.cli import topo
+from commgraph.cli.main import main
+from commgraph.errors import TopologyError
+from commgraph.graph import load_graph
+from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
+from commgraph.plan.memory import JobShape
+from commgraph.plan.steptime import exchanged_layers, layer_terms, step_work
+from commgraph.sim import steptime
+from commgraph.sim.steptime import ComputeModel, LayerWork, StepWork, compute_seconds, other_machine, predict_step
+from commgraph.topology import read_yaml, resolve_topology, write_yaml
+from commgraph.topology.model import Calibration
+
+MODEL = ComputeModel(
+    edge_s={"gcn": 2e-9, "sage": 3e-9, "gat": 5e-9, "gin": 7e-9},
+    row_s={"gcn": 1e-10, "sage": 2e-10, "gat": 3e-10, "gin": 4e-10},
+    sample_edge_s=1e-7,
+    gather_byte_s=1e-9,
+    efficiency=0.5,
+    machine="x86_64 test machine",
+    errors={"gcn": 0.1},
+)
+
+
+@pytest.fixture(scope="module")
+def cora_set(tmp_path_factory):
+    graph = load_graph("cora")
+    assignment, _ = partition_graph(graph, 2, "chunk", 0)
+    out = tmp_path_factory.mktemp("sets") / "cora-2"
+    write_partition_set(
+        graph, assignment, 2, out, method="chunk", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 2)
+    )
+    return load_partition_set(out)
+
+
+def test_compute_is_the_formula_on_given_coefficients():
+    layers = (LayerWork(1000, 16, 200, 32, 16), LayerWork(1000, 4, 100, 16, 4))
+    work = StepWork("sage", layers, sampled_edges=500, gathered_bytes=4000, threads=3, steps=7)
+    edge_term = 1000 * 16 + 1000 * 4
+    row_term = 200 * 32 * 16 + 100 * 16 * 4
+    single = 3e-9 * edge_term + 2e-10 * row_term
+    assert compute_seconds(work, MODEL) == pytest.approx(single / 2.0, rel=1e-12)  # 1 + (3 - 1) 0.5
+    step = predict_step(work, MODEL, halo_seconds=0.25, allreduce_seconds=0.125)
+    assert step.sampling == pytest.approx(500 * 1e-7)
+    assert step.feature_fetch == pytest.approx(4000 * 1e-9)
+    assert step.step_seconds == pytest.approx(single / 2 + 5e-5 + 4e-6 + 0.25 + 0.125)
+    assert step.epoch_seconds == pytest.approx(7 * step.step_seconds)
+    assert step.defaults == ()
+
+
+def test_a_layer_aggregates_at_its_narrower_width_where_it_transforms_first():
+    # gcn narrowing 32 -> 16 transforms its 200 sources and aggregates 16 wide; gin aggregates 32 wide its 100 rows
+    assert layer_terms("gcn", [(1000, 200, 100, 32, 16)]) == (1000 * 16, 200 * 32 * 16)
+    assert layer_terms("gin", [(1000, 200, 100, 32, 16)]) == (1000 * 32, 100 * 32 * 16)
+    assert layer_terms("gat", [(1000, 200, 100, 32, 64)]) == (1000 * 64, 200 * 32 * 64)
+
+
+def test_full_graph_work_reads_the_largest_part(cora_set):
+    shape = JobShape(2, 2, 16, 2, model="gcn")
+    work = step_work(cora_set, shape, threads=1)
+    parts = [cora_set.part(k, check=False) for k in range(2)]
+    edges = max(int(p.indices.shape[0]) for p in parts)
+    assert [layer.edges for layer in work.layers] == [edges, edges]
+    assert work.layers[0].width_in == 1433 and work.layers[1].width_out == 7
+    assert exchanged_layers(shape) == 1 and exchanged_layers(replace(shape, first_layer="owner")) == 2
+    assert exchanged_layers(replace(shape, sampler="neighbor", fanouts=(5, 5))) == 0
+
+
+def test_calibrated_compute_round_trips_through_the_yaml(tmp_path):
+    topology = resolve_topology("localhost-cpu:2")
+    calibrated = Calibration("2026-01-01T00:00:00+00:00", "test", "host", compute=MODEL.to_dict())
+    write_yaml(replace(topology, calibrated=calibrated), tmp_path / "t.yaml")
+    back = read_yaml(tmp_path / "t.yaml")
+    assert ComputeModel.from_dict(back.calibrated.compute) == MODEL
+    assert steptime.compute_model(back) == MODEL
+    assert steptime.compute_model(topology) == steptime.DEFAULTS  # no calibration: the defaults
+
+
+@pytest.mark.parametrize(
+    "change, names",
+    [
+        ({"efficiency": 1.5}, "efficiency"),
+        ({"sample_edge_s": -1}, "sample_edge_s"),
+        ({"edge_s": {"gcn": 1e-9}}, "edge_s"),
+        ({"speed": 1}, "unknown field"),
+    ],
+)
+def test_a_wrong_compute_section_is_refused(tmp_path, change, names):
+    topology = resolve_topology("localhost-cpu:2")
+    calibrated = Calibration("2026-01-01T00:00:00+00:00", "test", "host", compute={**MODEL.to_dict(), **change})
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump({**topology.to_dict(), "calibrated": calibrated.to_dict()}))
+    with pytest.raises(TopologyError, match=names):
+        read_yaml(path)
+
+
+def test_a_model_from_another_machine_is_warned_about():
+    assert "x86_64 test machine" in other_machine(MODEL)
+    assert other_machine(replace(MODEL, machine=steptime.machine_kind())) is None
+    assert other_machine(steptime.DEFAULTS) is None
+
+
+def test_calibrate_refuses_a_bad_compute_fit_unless_forced(monkeypatch):
+    bad = replace(MODEL, errors={"gcn": 0.1, "gather": 0.7})
+    monkeypatch.setattr("commgraph.runtime.compute_probe.probe_compute", lambda: bad)
+    topology = replace(
+        resolve_topology("localhost-cpu:2"), calibrated=Calibration("2026-01-01T00:00:00+00:00", "t", "h")
+    )
+    with pytest.raises(TopologyError, match="'gather'.*70%.*--force"):
+        topo._with_compute(topology, False, io.StringIO())
+    assert topo._with_compute(topology, True, io.StringIO()).calibrated.compute == bad.to_dict()
+
+
+def test_dry_run_json_carries_the_step_time_and_names_defaults(cora_set, capsys):
+    args = ["train", str(cora_set.path), "--dry-run", "--json", "--hidden", "16", "--topology", "localhost-cpu:2"]
+    assert main(args) == 0
+    step = json.loads(capsys.readouterr().out)["step_time"]
+    parts = ("compute", "sampling", "feature_fetch", "halo_exchange", "allreduce")
+    assert step["step_seconds"] == pytest.approx(sum(step[f"{p}_seconds"] for p in parts))
+    assert step["epoch_seconds"] == pytest.approx(step["steps_per_epoch"] * step["step_seconds"])
+    assert step["halo_exchange_seconds"] > 0 and step["defaults"] == ["compute", "sampling", "feature fetch"]
+    assert main(args[:-1] + ["4xdgx1-v100-ib", "--workers", "2"]) == 0  # a cluster's topology still predicts
+    assert main([*args[:3], "--topology", "localhost-cpu:2", "--hidden", "16"]) == 0
+    text = capsys.readouterr().out
+    assert "step time estimate" in text and "defaults, not measured here: compute, sampling, feature fetch" in text
+
+
+@pytest.mark.multiproc
+def test_every_epoch_records_predicted_beside_measured(tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    args = ["train", "cora", "--epochs", "2", "--hidden", "8", "--quiet", "--device", "cpu", "--threads", "1"]
+    assert main([*args, "--partition-dir", str(tmp_path / "parts"), "--metrics-out", str(metrics)]) == 0
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert len(records) == 2
+    for record in records:
+        assert record["predicted_step_seconds"] > 0 and record["predicted_epoch_seconds"] > 0
+        assert record["measured_step_seconds"] == pytest.approx(record["epoch_seconds"] / record["steps"])
+    png = tmp_path / "p.png"
+    assert main(["plot", str(metrics), "--predicted", "--png", str(png)]) == 0 and png.stat().st_size > 0
