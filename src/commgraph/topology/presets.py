@@ -65,6 +65,10 @@ Where each wiring comes from:
   (``fpga0``, an ``accelerator`` device), off-path: the NIC reaches the accelerator on the chip
   (12.5 GB/s, the board's 100 GbE port; 0.1 us) and host memory over PCIe gen3 x16 (the ``pcie``
   speed, DGCL's 11.13 GB/s; 1.5 us).
+- ``hermod-thesis`` (thesis-dgs-g3-hermod-leo, section 5.5): "By default, we simulate a 128-server
+  cluster, with each server hosting eight GPUs, connected via a full-bisection fat-tree network
+  with 100Gbps links and a 1 us link propagation delay": ``fattree:k=8,server=hgx-h100,nics=1,
+  latency=1,bisection=full`` with every network link at 12.5 GB/s (:data:`NAMED`).
 - ``fattree:``: Al-Fares, Loukissas and Vahdat, "A Scalable, Commodity Data Center Network
   Architecture", SIGCOMM 2008; ``rail=1`` as NVIDIA's DGX SuperPOD reference architecture wires
   its rails.
