@@ -8,14 +8,16 @@ the MoE all-to-alls server to server (one flow per pair of servers, the EP group
 summed: a coarser model, :func:`commgraph.workload.build_iteration`) so that the MoE cases fit; rows
 say which they use.
 
-Every row gives Megatron-LM's (one DP stream, FIFO: the baseline), Lina's and Hermod's iteration
-time, the same DAG with free communication (an oracle: every byte moves in no time; the ceiling
-T(megatron) / T(free)), the **floor** (:func:`commgraph.workload.floor.iteration_floor`: every
-dependency kept, each link's data-parallel bytes priced in the window between a layer's last
-backward and its next forward; no schedule's steady state beats it), the link bound (the busiest
-link direction's bytes per iteration over its bandwidth), Hermod over Megatron, over Lina and over
-the floor, and the share of the headroom Hermod closes, (T(megatron) - T(hermod)) / (T(megatron) -
-T(floor)), beside the same against the oracle. ``--routing spray`` sprays every flow over the
+Every row gives Megatron-LM's (one DP stream, FIFO: the baseline), Lina's, Hermod's and Sincronia's
+(a generic coflow order, BSSI) steady-state iteration time (``--schedulers`` picks others; Megatron
+first), the same DAG with free communication (an oracle: every byte moves in no time; the ceiling
+T(megatron) / T(free)), the link bound (the busiest link direction's bytes per iteration over its
+bandwidth), each scheduler over Megatron, and the **floor**
+(:func:`commgraph.workload.floor.iteration_floor`: every dependency kept, each link's bytes priced
+in the windows where they can move) beside each scheduler's makespan of all the iterations, which
+it bounds whatever the replicas' phase: each makespan over the floor, and the share of the
+makespan headroom Hermod closes, (M(megatron) - M(hermod)) / (M(megatron) - floor), beside the
+period's against the oracle. ``--routing spray`` sprays every flow over the
 fat-tree's equal-cost paths instead of hashing it onto one (ECMP, the default);
 ``--barrier`` and ``--fp32-grads`` are Megatron-LM's variants (clip-by-norm's iteration barrier,
 gradients reduced in fp32), applied to the DAG every scheduler runs; ``--routing-alpha`` the MoE
@@ -46,6 +48,7 @@ import resource
 import time
 
 from commgraph.plan.coflow import MATCHINGS, free_communication, iteration_seconds, link_bound, schedule
+from commgraph.plan.coflow import SCHEDULERS as COFLOW_SCHEDULERS
 from commgraph.sim import simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
@@ -54,7 +57,7 @@ from commgraph.workload.iteration import DP_COLLECTIVES, EP_FLOWS
 
 MODELS = ("gpt3-175b", "mixtral-8x22b")
 FAT_TREE_K = {256: 6, 1024: 8, 2048: 12, 4096: 14, 8192: 16}  # smallest k-ary fat-tree with GPUs / 8 servers
-SCHEDULERS = ("megatron", "lina", "hermod")
+SCHEDULERS = ("megatron", "lina", "hermod", "sincronia")
 
 
 def topology(gpus: int, gbps: float, nics: int, routing: str = "ecmp"):
@@ -111,6 +114,7 @@ def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespa
         scheduled = time.perf_counter()
         result = simulate(net, plan.tasks, timeline=False)
         row[s] = iteration_seconds(result, it.ends)
+        row[f"{s} makespan"] = result.makespan
         if s == args.schedulers[0]:
             row["links"] = link_bound(result, len(it.ends))
         row["parts"][f"schedule {s}"] = scheduled - begin
@@ -126,24 +130,27 @@ def header(args: argparse.Namespace) -> None:
     others = args.schedulers[1:]
     print(
         f"| case | m | flows | {' | '.join(s + ' s' for s in args.schedulers)} | free s (oracle) | ceiling "
-        f"| floor s | link bound s | {' | '.join(s + ' / megatron' for s in others)} | {others[-1]} / floor "
-        f"| headroom closed (floor) | of oracle headroom | wall s |"
+        f"| link bound s | {' | '.join(s + ' / megatron' for s in others)} | floor s (makespan) "
+        f"| {' | '.join(s + ' makespan / floor' for s in args.schedulers)} | hermod headroom closed (makespan) "
+        f"| of oracle headroom | wall s |"
     )
-    print("|---" * (10 + 2 * len(args.schedulers)) + "|")
+    print("|---" * (10 + 3 * len(args.schedulers) - 1) + "|")
 
 
 def line(label: str, r: dict, args: argparse.Namespace) -> None:
     base, free, floor = r["megatron"], r["free"], r["floor"]
-    last = r[args.schedulers[-1]]
+    span, focus = r["megatron makespan"], "hermod" if "hermod" in args.schedulers else args.schedulers[-1]
 
-    def closed(bottom: float) -> str:
-        return f"{(base - last) / (base - bottom):.0%}" if base - bottom > 1e-12 * base else "-"
+    def closed(top: float, mine: float, bottom: float) -> str:
+        return f"{(top - mine) / (top - bottom):.0%}" if top - bottom > 1e-12 * top else "-"
 
     times = " | ".join(f"{r[s]:.3f}" for s in args.schedulers)
     ratios = " | ".join(f"{base / r[s]:.3f}x" for s in args.schedulers[1:])
+    above = " | ".join(f"{r[s + ' makespan'] / floor:.3f}x" for s in args.schedulers)
     print(
-        f"| {label} | {r['m']} | {r['flows']:,} | {times} | {free:.3f} | {base / free:.3f}x | {floor:.3f} | "
-        f"{r['links']:.3f} | {ratios} | {last / floor:.3f}x | {closed(floor)} | {closed(free)} | {r['wall']:.0f} |",
+        f"| {label} | {r['m']} | {r['flows']:,} | {times} | {free:.3f} | {base / free:.3f}x | {r['links']:.3f} | "
+        f"{ratios} | {floor:.3f} | {above} | {closed(span, r[focus + ' makespan'], floor)} | "
+        f"{closed(base, r[focus], free)} | {r['wall']:.0f} |",
         flush=True,
     )
     print(f"  floor binds at: {r['binding']}", flush=True)
@@ -234,8 +241,16 @@ def main() -> None:
         default=0,
         help="micro-batches for the MoE models (0: as many as pipeline stages)",
     )
+    parser.add_argument(
+        "--schedulers",
+        default="",
+        help=f"comma list, megatron first (default: {','.join(SCHEDULERS)}; the heuristics part: Table 5.2's)",
+    )
     args = parser.parse_args()
-    args.schedulers = ("megatron", "dp-first", "pp-first", "ep-first") if args.part == "heuristics" else SCHEDULERS
+    table = ("megatron", "dp-first", "pp-first", "ep-first") if args.part == "heuristics" else SCHEDULERS
+    args.schedulers = tuple(args.schedulers.split(",")) if args.schedulers else table
+    if args.schedulers[0] != "megatron" or set(args.schedulers) - set(COFLOW_SCHEDULERS):
+        parser.error(f"--schedulers: megatron first, then some of {', '.join(COFLOW_SCHEDULERS)}")
     if args.part == "heuristics" and args.models == ",".join(MODELS):
         args.models = "mixtral-8x22b"
     models = args.models.split(",")

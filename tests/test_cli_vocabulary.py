@@ -310,8 +310,11 @@ def test_train_puts_the_result_on_stdout_and_no_frames_anywhere(tmp_path):
 
 
 def test_topo_show_counts_servers_not_the_network(capsys):
-    assert main(["topo", "show", "--topology", "2xhgx-h100-ib"]) == 0
-    assert capsys.readouterr().out.startswith("2xhgx-h100-ib: 2 host(s), 16 gpu")
+    assert main(["topo", "show", "--topology", "2xhgx-h100-ib", "--speeds", "ib=12.5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2xhgx-h100-ib: 2 host(s), 16 gpu")
+    speeds = "nv1 20.6, pcie 48 GB/s (hgx-h100's preset); qpi 9.56 GB/s (DGCL's defaults); ib 12.5 GB/s (overridden)"
+    assert f"\nspeeds: {speeds}\n" in out
     assert main(["topo", "show", "--topology", "dgx1-v100"]) == 0
     assert capsys.readouterr().out.startswith("dgx1-v100: 1 host(s), 8 gpu")
 

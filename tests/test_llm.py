@@ -249,7 +249,7 @@ def test_rail_and_full_bisection_fat_trees():
     nic_edges = {link.b for link in rail.links if link.a.startswith("s0.nic") and link.b.startswith("edge")}
     assert nic_edges == {"edge0.0", "edge0.1"}
     up = [link for link in rail.links if link.a.startswith("edge") and link.b.startswith("agg")]
-    assert all(link.bandwidth_gbps == pytest.approx(8 * 6.37) for link in up)
+    assert all(link.bandwidth_gbps == pytest.approx(8 * 50.0) for link in up)  # the H100 server's 8 NICs at 50 GB/s
     with pytest.raises(TopologyError, match="rail"):
         load_preset("fattree:k=4,rail=2")
 
@@ -302,7 +302,8 @@ def test_cli_json_schema_and_outputs(tmp_path, capsys):
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert (
-        set(report) == {"schedulers", "flows", "baseline", "ceiling", "iterations", "routing"} and report["flows"] > 0
+        set(report) == {"schedulers", "flows", "baseline", "ceiling", "iterations", "routing", "speeds"}
+        and report["flows"] > 0
     )
     assert report["routing"] == "ecmp"
     top = report["ceiling"]
@@ -626,10 +627,17 @@ def test_cli_keeps_the_presets_speeds_and_network_gbps_overrides_in_gbits(capsys
         "megatron",
     ]
     assert main(argv) == 0
-    assert "network 400 Gbit/s, ecmp" in capsys.readouterr().out  # the preset's NICs
-    assert main([*argv, "--network-gbits", "100", "--routing", "spray"]) == 0
+    out = capsys.readouterr().out
+    assert "network 400 Gbit/s, ecmp" in out  # the preset's NICs
+    assert "link speeds per direction: nv1 20.6, pcie 48, ib 50 GB/s (hgx-h100's preset)" in out
+    assert main([*argv, "--network-gbits", "100", "--routing", "spray", "--speeds", "pcie=64"]) == 0
     out = capsys.readouterr().out
     assert "network 100 Gbit/s, spray" in out and "floor (every dependency kept" in out
+    assert "nv1 20.6 GB/s (hgx-h100's preset); pcie 64, ib 12.5 GB/s (overridden)" in out
+    assert main([*argv, "--network-gbits", "100", "--json"]) == 0
+    speeds = json.loads(capsys.readouterr().out)["speeds"]
+    assert speeds["gbps"]["ib"] == 12.5 and speeds["sources"]["ib"] == "overridden"
+    assert speeds["gbps"]["pcie"] == 48.0 and speeds["sources"]["pcie"] == "hgx-h100's preset"
     assert main([*argv, "--network-gbits", "0"]) == 2
     assert "--network-gbits must be > 0 (Gbit/s)" in capsys.readouterr().err
     assert main([*argv, "--network-gbps", "100"]) == 0  # the old spelling, hidden

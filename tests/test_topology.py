@@ -9,7 +9,7 @@ from commgraph.topology import Device, Link, Topology, load_preset, load_topolog
 from commgraph.topology.detect import parse_topo_matrix
 from commgraph.topology.distances import dijkstra_until
 from commgraph.topology.files import to_yaml
-from commgraph.topology.presets import DGX1_NV1, DGX1_NV2, SERVERS
+from commgraph.topology.presets import DEFAULT_SPEEDS, DGX1_NV1, DGX1_NV2, SERVERS, preset_speeds
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -88,6 +88,53 @@ def test_speeds_can_be_changed():
     assert {l.bandwidth_gbps for l in t.links if l.kind == "pcie"} == {24.0}
     with pytest.raises(TopologyError, match="unknown speed key"):
         load_preset("dgx1-v100", {"warp": 1.0})
+
+
+def _speeds_by_kind(topology, host_prefix):
+    """Each link kind of the devices whose ids start with ``host_prefix``: the set of (count, GB/s)."""
+    kinds = {}
+    for link in topology.links:
+        if link.a.startswith(host_prefix) and link.kind != "infiniband":
+            kinds.setdefault(link.kind, set()).add((link.count, link.bandwidth_gbps))
+    return kinds
+
+
+@pytest.mark.parametrize("cluster,prefix", [("fattree:k=2,server=hgx-h100", "s1."), ("2xhgx-h100-ib", "n1.")])
+def test_every_server_of_a_cluster_keeps_its_presets_speeds(cluster, prefix):
+    """A fat-tree's and an NxPRESET cluster's servers: the preset's NVSwitch ports (5, 4, 4, 5 links
+    of 20.6 GB/s), PCIe gen5 48 GB/s, QPI and 50 GB/s NICs, link for link."""
+    one, net = load_preset("hgx-h100"), load_preset(cluster)
+    assert _speeds_by_kind(net, prefix) == _speeds_by_kind(one, "")
+    assert _speeds_by_kind(one, "")["nvswitch"] == {(5, 5 * 20.6), (4, 4 * 20.6)}
+    assert _speeds_by_kind(one, "")["pcie"] == {(1, 48.0)}
+    assert {l.bandwidth_gbps for l in net.links if l.kind == "infiniband" and ".nic" in l.a} == {50.0}
+    rule = preset_speeds(cluster)
+    assert rule.describe({"nvswitch", "pcie", "infiniband"}) == "nv1 20.6, pcie 48, ib 50 GB/s (hgx-h100's preset)"
+
+
+def test_a_clusters_speed_override_wins_over_its_servers_own():
+    net = load_preset("fattree:k=2,server=hgx-h100,bisection=full", {"ib": 12.5, "pcie": 64.0})
+    assert {l.bandwidth_gbps for l in net.links if l.kind == "pcie"} == {64.0}
+    assert {l.bandwidth_gbps for l in net.links if l.kind == "infiniband" and ".nic" in l.a} == {12.5}
+    assert {l.bandwidth_gbps for l in net.links if l.kind == "infiniband" and ".nic" not in l.a} == {8 * 12.5}
+    assert {l.bandwidth_gbps for l in net.links if l.kind == "nvswitch"} == {5 * 20.6, 4 * 20.6}
+    rule = preset_speeds("fattree:k=2,server=hgx-h100", {"ib": 12.5, "pcie": 64.0})
+    assert rule.sources == {**dict.fromkeys(DEFAULT_SPEEDS, "DGCL's defaults"), "nv1": "hgx-h100's preset"} | {
+        "pcie": "overridden",
+        "ib": "overridden",
+    }
+
+
+def test_hermod_thesis_is_the_thesiss_stated_network():
+    """Section 5.5: 128 servers of 8 GPUs, a full-bisection fat-tree, 100 Gbit/s links of 1 us."""
+    thesis = load_preset("hermod-thesis")
+    network = [l for l in thesis.links if l.kind == "infiniband"]
+    assert len(thesis.hosts) == 128 + 1 and len(thesis.gpus) == 1024  # the servers and the network
+    assert {(l.bandwidth_gbps, l.latency_us) for l in network} == {(100 / 8, 1.0)}
+    assert {l.bandwidth_gbps for l in thesis.links if l.kind == "pcie"} == {48.0}
+    assert "ib 12.5 GB/s (hermod-thesis: the thesis's 100Gbps links)" in preset_speeds("hermod-thesis").describe()
+    faster = load_preset("hermod-thesis", {"ib": 50.0})
+    assert {l.bandwidth_gbps for l in faster.links if l.kind == "infiniband"} == {50.0}
 
 
 def test_routes_take_the_real_path_and_never_relay_through_gpus():

@@ -25,8 +25,9 @@ from commgraph.plan.coflow import (
     run_schedule,
 )
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
+from commgraph.sim import progress
 from commgraph.sizes import check_room
-from commgraph.topology import parse_speeds, resolve_topology
+from commgraph.topology import parse_speeds, resolve_topology, speeds_of, speeds_rule
 from commgraph.topology.model import ROUTINGS
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_iteration, gpu, model
 from commgraph.workload.floor import iteration_floor
@@ -146,6 +147,7 @@ def check_dag_size(spec, layout: Layout, hardware, topology, iterations: int, op
     )
 
 
+@progress.reported("sim llm")
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
     check_outputs(args, "--png", "--trace")
@@ -170,6 +172,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         barrier=args.barrier,
         grad_bytes=4.0 if args.fp32_grads else 2.0,
     )
+    progress.stage("building the DAG")
     check_dag_size(spec, layout, hardware, topology, args.iterations, options)
     iteration = build_iteration(spec, layout, hardware, topology, iterations=args.iterations, **options)
     outcomes = {
@@ -185,7 +188,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         for name in names
     }
     rows = {name: o.summary(iteration.tokens, iteration.ends) for name, o in outcomes.items()}
+    progress.stage("simulating free communication")
     free = iteration_seconds(free_communication(topology, iteration.tasks), iteration.ends)
+    progress.stage("the floor")
     floor = iteration_floor(iteration)
     base = rows[names[0]]["iteration_seconds"]
     span = outcomes[names[0]].result.makespan
@@ -200,6 +205,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         "floor_ceiling": span / floor.seconds if floor.seconds > 0 else float("inf"),
         "floor_binding": floor.binding,
     }
+    rule = speeds_rule(args.topology, speeds)
     report = {
         "schedulers": rows,
         "baseline": names[0],
@@ -207,6 +213,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         "flows": iteration.flows,
         "iterations": iteration.iterations,
         "routing": topology.routing,
+        "speeds": None if rule is None else rule.to_dict(),
     }
     if args.png:
         plot_schedulers(outcomes, iteration.leaders[:: layout.dp][:16], args.png)
@@ -223,6 +230,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         f"{network_gbits(topology)} Gbit/s, {topology.routing}), {iteration.iterations} iteration(s): "
         f"{len(iteration.coflows)} coflows, {iteration.flows} flows"
     )
+    print(f"  link speeds per direction: {speeds_of(args.topology, topology, speeds)}")
     top = report["ceiling"]
     print(
         f"  free communication (an oracle): {free:.4f} s/iteration; {names[0]} exposes "

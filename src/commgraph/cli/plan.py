@@ -30,7 +30,7 @@ from commgraph.plan.allgather import placement
 from commgraph.plan.gather import COLLECTIVES, plan_collective
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
 from commgraph.plan.plot import plot_traffic
-from commgraph.sim import simulate
+from commgraph.sim import progress, simulate
 
 
 def register(subparsers) -> None:
@@ -145,6 +145,7 @@ def _chosen(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
     return chosen
 
 
+@progress.reported("plan")
 def run_allgather(args: argparse.Namespace) -> int:
     if args.feature_dim < 1:
         raise PlanError(f"--feature-dim must be >= 1, got {args.feature_dim}")
@@ -200,6 +201,7 @@ def _check_plan_time(estimate: dict[str, float], workers: int, cap: float) -> No
         print(f"commgraph: planning over {workers:,} workers takes about {total:,.0f} s", file=sys.stderr)
 
 
+@progress.reported("plan")
 def run_allreduce(args: argparse.Namespace) -> int:
     nbytes = args.bytes
     if args.collective != "allreduce":
@@ -277,6 +279,7 @@ def run_gather(args: argparse.Namespace, nbytes: float) -> int:
     return 0
 
 
+@progress.reported("plan")
 def run_broadcast(args: argparse.Namespace) -> int:
     check_outputs(args, "--out", "--png")
     topology = topology_from_args(args)
@@ -292,6 +295,7 @@ def run_broadcast(args: argparse.Namespace) -> int:
     return 0
 
 
+@progress.reported("plan")
 def run_h2d(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
     gpus = [_gpu(topology, item.strip()) for item in args.gpus.split(",") if item.strip()]
@@ -303,6 +307,7 @@ def run_h2d(args: argparse.Namespace) -> int:
     report = {}
     for name in PLANNERS["h2d"] if args.planner == "all" else (args.planner,):
         plan = plan_bulk(topology, src, gpus, nbytes, name)
+        progress.stage(f"simulating {name}")
         report[name] = {
             "seconds": simulate(topology, plan.tasks(), timeline=False).makespan,
             "bound_seconds": plan.bound_seconds,

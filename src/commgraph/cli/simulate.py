@@ -16,7 +16,7 @@ from commgraph.cli.args import (
     topology_from_args,
     wrote,
 )
-from commgraph.sim import read_dag, simulate
+from commgraph.sim import progress, read_dag, simulate
 from commgraph.sim.plot import plot_timeline
 from commgraph.topology.model import ROUTINGS
 
@@ -46,12 +46,14 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+@progress.reported("sim dag")
 def run(args: argparse.Namespace) -> int:
     check_outputs(args, "--png")
     topology = topology_from_args(args)
     if args.routing:
         topology = topology.with_routing(args.routing)
     tasks = read_dag(args.dag)
+    progress.stage(f"simulating {len(tasks):,} tasks")
     result = simulate(topology, tasks, timeline=args.png is not None)
     if args.png:
         plot_timeline(result, args.png)

@@ -24,7 +24,7 @@ from commgraph.cli.args import (
 )
 from commgraph.errors import TopologyError
 from commgraph.sim.steptime import REFUSED_ERROR
-from commgraph.topology import preset_names, read_yaml, write_yaml
+from commgraph.topology import parse_speeds, preset_names, read_yaml, speeds_of, write_yaml
 from commgraph.topology.detect import detect, parse_topo_matrix
 from commgraph.topology.draw import draw_topology
 from commgraph.topology.files import to_yaml
@@ -137,14 +137,15 @@ def run_show(args: argparse.Namespace) -> int:
     elif args.yaml:
         print(to_yaml(topology), end="")
     else:
-        _describe(topology)
+        _describe(topology, speeds_of(args.topology, topology, parse_speeds(args.speeds)))
     return 0
 
 
-def _describe(topology: Topology) -> None:
+def _describe(topology: Topology, speeds: str) -> None:
     devices = Counter(d.kind for d in topology.devices)
     hosts = {d.host for d in topology.devices if d.kind != "switch"}  # the machines with a non-switch device
     print(f"{topology.name}: {len(hosts)} host(s), " + ", ".join(f"{n} {kind}" for kind, n in devices.items()))
+    print(f"speeds: {speeds}")
     kinds = Counter()
     for link in topology.links:
         kinds[link.kind] += link.count

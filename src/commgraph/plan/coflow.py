@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from commgraph.errors import PlanError
 from commgraph.plan.matching import MATCHERS
 from commgraph.plan.phases import copy_transfer, split_all_to_alls
-from commgraph.sim import SimResult, simulate
+from commgraph.sim import SimResult, progress, simulate
 from commgraph.sim.coflow import Coflow, check_coflows, coflow_times
 from commgraph.sim.dag import Task, Transfer
 from commgraph.topology.model import Topology
@@ -329,8 +329,10 @@ def run_schedule(
     matching: str | None = None,
     timeline: bool = False,
 ) -> Outcome:
-    """Schedule the DAG with ``name`` and simulate it."""
+    """Schedule the DAG with ``name`` and simulate it (each a :mod:`~commgraph.sim.progress` stage)."""
+    progress.stage(f"scheduling {name}")
     plan = schedule(name, tasks, coflows, topology, interleaved=interleaved, matching=matching)
+    progress.stage(f"simulating {name}")
     result = simulate(topology, plan.tasks, timeline=timeline)
     start, finish = coflow_times(result.start, result.finish, plan.coflows)
     return Outcome(plan, result, start, finish)

@@ -15,7 +15,7 @@ import numpy as np
 
 from commgraph.plan.methods import METHODS
 from commgraph.plan.model import CommPlan
-from commgraph.sim import Compute, Transfer, simulate
+from commgraph.sim import Compute, Transfer, progress, simulate
 from commgraph.topology import Topology
 
 
@@ -120,6 +120,7 @@ def price(plan: CommPlan, topology: Topology) -> dict:
             "busiest_link": None,
             "links": [],
         }
+    progress.stage(f"pricing {plan.planner}")
     result = simulate(topology, tasks, timeline=False)
     rows = result.link_rows()
     busiest = max(rows, key=lambda row: row["busy_seconds"]) if rows else None

@@ -31,7 +31,9 @@ left (progressive filling). Each event costs in proportion to what it touched, n
 Computations and timers (a computation's end, a transfer's latency after its last byte) share a
 heap ordered by (time, task). Events at the same instant are handled together: flows first, then
 timers, then one reallocation. Everything compiled lives in this one module because numba's disk
-cache of a function is refreshed only when its own file changes, not its callees'.
+cache of a function is refreshed only when its own file changes, not its callees'. Every
+``progress.TICK_EVENTS`` events, and at its end, the loop hands the clock and the tasks' finish times to
+:func:`commgraph.sim.progress.tick` (interpreted: it prints a line on stderr in a long run).
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ import heapq
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, objmode
+
+from commgraph.sim import progress
 
 DONE = 1e-9  # a flow with this fraction of its bytes left has finished (rounding)
 _TIE = 1e-9  # resources whose fair share is within this factor of the minimum saturate together
@@ -380,7 +384,11 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
     for i in range(tasks.compute.shape[0]):
         if state.waiting[i] == 0:
             _begin(flows, tasks, index, state, timers, i)
+    events = 0
     while True:
+        events += 1
+        if events & (progress.TICK_EVENTS - 1) == 0:
+            _tick(state.time[0], state.finish)
         if state.changed[0] > 0:
             n_rec, rec_t, rec_r, rec_u = _reallocate(
                 flows, index, state, finishing, incremental, record, n_rec, rec_t, rec_r, rec_u
@@ -408,7 +416,15 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
             _flow_done(flows, tasks, index, state, timers, f)
         while timers and timers[0][0] <= now:
             _end(flows, tasks, index, state, timers, heapq.heappop(timers)[1])
+    _tick(state.time[0], state.finish)
     return rec_t[:n_rec], rec_r[:n_rec], rec_u[:n_rec]
+
+
+@njit(cache=True)
+def _tick(now, finish):  # pragma: no cover
+    """Hand the clock and the finish times to :func:`commgraph.sim.progress.tick` (interpreted)."""
+    with objmode():
+        progress.tick(now, finish)
 
 
 @njit(cache=True, inline="always")

@@ -7,8 +7,12 @@ NV2 48.35, NV1 24.22, PCIe 11.13, QPI 9.56, IB 6.37, Ethernet 3.12. An NVSwitch 
 Latencies are typical one-hop figures, not measurements: NVLink 1 us, PCIe 1.5 us, QPI 1 us,
 InfiniBand 2 us, Ethernet 10 us, shared memory 0.5 us.
 
-``dgx-a100`` and ``hgx-h100`` have speeds of their own (``SERVER_SPEEDS``, sources below), which a
-user's ``speeds`` still override.
+``dgx-a100``, ``hgx-h100`` and ``hgx-h20`` have speeds of their own (``SERVER_SPEEDS``, sources
+below). One rule sets every preset's speeds, a single server or a cluster of them
+(:func:`preset_speeds`): DGCL's defaults, under the server preset's own, under a named cluster's
+stated figures (:data:`NAMED`), under the user's ``speeds``. So every server of ``2xhgx-h100-ib``
+or ``fattree:k=8,server=hgx-h100`` keeps the H100 server's NIC, PCIe and NVSwitch speeds unless
+``speeds`` overrides them.
 
 Names: ``dgx1-v100``, ``p3.8xlarge``, ``p3.16xlarge``, ``p2.16xlarge``, ``pcie-8gpu-qpi``, ``dgx-a100``,
 ``hgx-h100``, ``hgx-h20``, ``leo-fnic``, ``localhost-cpu:N``, ``NxPRESET-ib`` / ``NxPRESET-eth`` (N
@@ -61,6 +65,10 @@ Where each wiring comes from:
   (``fpga0``, an ``accelerator`` device), off-path: the NIC reaches the accelerator on the chip
   (12.5 GB/s, the board's 100 GbE port; 0.1 us) and host memory over PCIe gen3 x16 (the ``pcie``
   speed, DGCL's 11.13 GB/s; 1.5 us).
+- ``hermod-thesis`` (thesis-dgs-g3-hermod-leo, section 5.5): "By default, we simulate a 128-server
+  cluster, with each server hosting eight GPUs, connected via a full-bisection fat-tree network
+  with 100Gbps links and a 1 us link propagation delay": ``fattree:k=8,server=hgx-h100,nics=1,
+  latency=1,bisection=full`` with every network link at 12.5 GB/s (:data:`NAMED`).
 - ``fattree:``: Al-Fares, Loukissas and Vahdat, "A Scalable, Commodity Data Center Network
   Architecture", SIGCOMM 2008; ``rail=1`` as NVIDIA's DGX SuperPOD reference architecture wires
   its rails.
@@ -73,9 +81,9 @@ from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from commgraph.errors import TopologyError
 from commgraph.sizes import check_room
@@ -124,6 +132,43 @@ DGX1_NV2 = ((0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7))
 DGX1_NV1 = ((0, 1), (0, 2), (1, 3), (2, 6), (3, 7), (4, 5), (4, 6), (5, 7))
 
 _SPEED_KEY = {"infiniband": "ib", "shared_memory": "shm"}  # link kinds whose speed key is not their name
+_KIND_KEYS = {"nvlink": ("nv1", "nv2"), "nvswitch": ("nv1",)}  # link kinds priced by other speed keys
+DEFAULTS_SOURCE, OVERRIDE_SOURCE = "DGCL's defaults", "overridden"
+
+
+@dataclass(frozen=True)
+class PresetSpeeds:
+    """The link speeds a preset is built with and where each comes from (:func:`preset_speeds`).
+
+    Args:
+        speeds: GB/s per direction by key of :data:`DEFAULT_SPEEDS` (every key).
+        sources: per key, :data:`DEFAULTS_SOURCE`, ``"<server>'s preset"`` (``SERVER_SPEEDS``), a
+            named cluster's stated figure (``"hermod-thesis: ..."``) or :data:`OVERRIDE_SOURCE`.
+        given: the speeds a named cluster or the user set, over the defaults and the server's own.
+    """
+
+    speeds: dict[str, float]
+    sources: dict[str, str]
+    given: dict[str, float]
+
+    def describe(self, kinds: Iterable[str] | None = None) -> str:
+        """One line: each speed key the link ``kinds`` use (all when None) with its GB/s, grouped by
+        source, e.g. ``nv1 20.6, pcie 48, ib 50 GB/s (hgx-h100's preset)``."""
+        keys = list(self.speeds) if kinds is None else _speed_keys(kinds)
+        groups: dict[str, list[str]] = {}
+        for key in keys:
+            groups.setdefault(self.sources[key], []).append(f"{key} {self.speeds[key]:g}")
+        return "; ".join(f"{', '.join(items)} GB/s ({source})" for source, items in groups.items())
+
+    def to_dict(self) -> dict:
+        """Plain data: ``{"gbps": {...}, "sources": {...}}``."""
+        return {"gbps": dict(self.speeds), "sources": dict(self.sources)}
+
+
+def _speed_keys(kinds: Iterable[str]) -> list[str]:
+    """The speed keys that price links of ``kinds``, in :data:`DEFAULT_SPEEDS` order."""
+    used = {key for kind in kinds for key in _KIND_KEYS.get(kind, (_SPEED_KEY.get(kind, kind),))}
+    return [key for key in DEFAULT_SPEEDS if key in used]
 
 
 def make_link(a: str, b: str, kind: str, count: int = 1, speeds: dict[str, float] = DEFAULT_SPEEDS) -> Link:
@@ -148,19 +193,11 @@ def make_link(a: str, b: str, kind: str, count: int = 1, speeds: dict[str, float
 class _Builder:
     """Collects one topology's devices and links; ``prefix`` keeps server ids apart in clusters."""
 
-    def __init__(self, speeds: dict[str, float]):
-        unknown = set(speeds) - DEFAULT_SPEEDS.keys()
-        if unknown:
-            raise TopologyError(f"unknown speed key(s) {sorted(unknown)}; use {sorted(DEFAULT_SPEEDS)}")
-        self.given = dict(speeds)
-        self.speeds = {**DEFAULT_SPEEDS, **speeds}
+    def __init__(self, rule: PresetSpeeds):
+        self.speeds = dict(rule.speeds)
+        self.given = rule.given
         self.devices: list[Device] = []
         self.links: list[Link] = []
-
-    def for_server(self, server: str) -> _Builder:
-        """This builder with ``server``'s own speeds (``SERVER_SPEEDS``) under the user's."""
-        self.speeds = {**DEFAULT_SPEEDS, **SERVER_SPEEDS.get(server, {}), **self.given}
-        return self
 
     def device(self, device_id: str, kind: str, host: str) -> str:
         self.devices.append(Device(device_id, kind, host))
@@ -293,9 +330,32 @@ SERVERS: dict[str, Callable[[_Builder, str, str], list[str]]] = {
     "leo-fnic": _leo_fnic,
 }
 _NETWORK = {"ib": "infiniband", "eth": "ethernet"}
-# Hermod's simulated cluster (thesis-dgs-g3-hermod-leo, section 5.5): 128 servers of 8 GPUs, one
-# network link per server, 1 us links, full-bisection fat-tree (link speed: the ``ib`` speed key).
-NAMED = {"hermod-thesis": "fattree:k=8,server=hgx-h100,nics=1,latency=1,bisection=full"}
+
+
+@dataclass(frozen=True)
+class NamedCluster:
+    """A cluster a paper states: the preset ``spec`` that wires it and the ``speeds`` (GB/s, by
+    key of :data:`DEFAULT_SPEEDS`) it states, over the servers' own; ``source`` names the statement."""
+
+    spec: str
+    speeds: dict[str, float]
+    source: str
+
+
+# Hermod's simulated cluster (thesis-dgs-g3-hermod-leo, section 5.5, "Simulation setup"): "By
+# default, we simulate a 128-server cluster, with each server hosting eight GPUs, connected via a
+# full-bisection fat-tree network with 100Gbps links and a 1 us link propagation delay." So a k = 8
+# fat-tree (128 servers) of 8-GPU Hopper servers (the thesis's measured platform, section 5.2), one
+# network link per server, every network link 100 Gbit/s = 12.5 GB/s and 1 us; the servers keep
+# hgx-h100's NVSwitch and PCIe speeds, which the thesis does not state.
+NAMED = {
+    "hermod-thesis": NamedCluster(
+        "fattree:k=8,server=hgx-h100,nics=1,latency=1,bisection=full",
+        {"ib": 12.5},
+        "hermod-thesis: the thesis's 100Gbps links",
+    )
+}
+_CLUSTER = re.compile(r"(\d+)x(.+?)(?:-(ib|eth))?(?:-rails(\d+))?(-pxn)?")
 
 
 def preset_names() -> list[str]:
@@ -327,18 +387,19 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
     Raises:
         TopologyError: an unknown name or speed key, or bad options.
     """
-    b = _Builder(speeds or {})
     if name in NAMED:
-        return replace(load_preset(NAMED[name], speeds), name=name)
+        named = NAMED[name]
+        return replace(load_preset(named.spec, {**named.speeds, **(speeds or {})}), name=name)
+    b = _Builder(preset_speeds(name, speeds))
     if name in SERVERS:
-        SERVERS[name](b.for_server(name), "", "node0")
+        SERVERS[name](b, "", "node0")
         return b.build(name)
     if match := re.fullmatch(r"localhost-cpu:(\d+)", name):
         return _localhost(b, int(match.group(1)), name)
-    if match := re.fullmatch(r"(\d+)x(.+?)(?:-(ib|eth))?(?:-rails(\d+))?(-pxn)?", name):
+    if match := _CLUSTER.fullmatch(name):
         with _no_collection():
             return _cluster(
-                b.for_server(match.group(2)),
+                b,
                 int(match.group(1)),
                 match.group(2),
                 match.group(3) or "ib",
@@ -350,6 +411,49 @@ def load_preset(name: str, speeds: dict[str, float] | None = None) -> Topology:
         with _no_collection():
             return _fat_tree(b, name)
     raise TopologyError(f"unknown topology {name!r}; presets: {', '.join(preset_names())}")
+
+
+def preset_speeds(name: str, speeds: dict[str, float] | None = None) -> PresetSpeeds:
+    """The link speeds preset ``name`` is built with, and where each comes from: one rule for a
+    single server and every cluster of servers (``NxSERVER-ib``, ``fattree:...,server=SERVER``):
+    DGCL's defaults, under the server preset's own (:data:`SERVER_SPEEDS`), under a named
+    cluster's stated figures (:data:`NAMED`), under the user's ``speeds``.
+
+    Args:
+        name: a preset name (:func:`load_preset`).
+        speeds: the user's GB/s overrides by key of :data:`DEFAULT_SPEEDS`.
+
+    Raises:
+        TopologyError: an unknown speed key.
+    """
+    speeds = speeds or {}
+    unknown = set(speeds) - DEFAULT_SPEEDS.keys()
+    if unknown:
+        raise TopologyError(f"unknown speed key(s) {sorted(unknown)}; use {sorted(DEFAULT_SPEEDS)}")
+    named = NAMED.get(name)
+    server = _server_of(named.spec if named else name)
+    layers = (
+        (DEFAULT_SPEEDS, DEFAULTS_SOURCE),
+        (SERVER_SPEEDS.get(server, {}), f"{server}'s preset"),
+        (named.speeds if named else {}, named.source if named else ""),
+        (speeds, OVERRIDE_SOURCE),
+    )
+    values, sources = {}, {}
+    for layer, source in layers:
+        values.update(layer)
+        sources.update(dict.fromkeys(layer, source))
+    return PresetSpeeds(values, sources, {**(named.speeds if named else {}), **speeds})
+
+
+def _server_of(name: str) -> str | None:
+    """The server preset a preset name is made of (a fat-tree's default: ``dgx1-v100``), or None."""
+    if name in SERVERS:
+        return name
+    if match := _CLUSTER.fullmatch(name):
+        return match.group(2)
+    if name.startswith("fattree:"):
+        return _fat_tree_options(name).get("server", "dgx1-v100")
+    return None
 
 
 def _localhost(b: _Builder, workers: int, name: str) -> Topology:
@@ -412,7 +516,7 @@ def _check_size(name: str, servers: int, server: str, network: int) -> None:
     """Refuse a cluster of ``servers`` servers whose devices and links (one server's, each NIC's
     link to the network, and ``network`` switches and links besides) would not fit in memory,
     before any is built."""
-    probe = _Builder({})
+    probe = _Builder(preset_speeds(server))
     nics = _server(server)(probe, "", "probe")
     entries = servers * (len(probe.devices) + len(probe.links) + len(nics)) + network
     check_room(
@@ -427,7 +531,7 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
     """A k-ary fat-tree (Al-Fares et al.): k pods of k/2 edge and k/2 aggregation switches,
     (k/2)^2 core switches, k/2 servers per edge switch, so k^3/4 servers in all (options: module
     docstring)."""
-    options = dict(item.split("=", 1) for item in name.split(":", 1)[1].split(",") if "=" in item)
+    options = _fat_tree_options(name)
     usage = (
         f"{name}: expected fattree:k=K[,server=PRESET][,link=ib|eth][,rail=0|1][,bisection=edge|full]"
         "[,nics=N][,latency=US]"
@@ -482,6 +586,11 @@ def _fat_tree(b: _Builder, name: str) -> Topology:
     return b.build(name)
 
 
+def _fat_tree_options(name: str) -> dict[str, str]:
+    """A ``fattree:k=K,...`` name's options by key."""
+    return dict(item.split("=", 1) for item in name.split(":", 1)[1].split(",") if "=" in item)
+
+
 def _positive(options: dict[str, str], key: str, kind: type, name: str):
     """Option ``key`` as a number > 0, or None when absent."""
     if key not in options:
@@ -513,7 +622,7 @@ def join_hosts(hosts: list[tuple[str, Topology]], network: str = "eth") -> Topol
         raise TopologyError(f"network must be ib or eth, got {network!r}")
     if len({name for name, _ in hosts}) != len(hosts):
         raise TopologyError("join_hosts: a host is listed twice")
-    b = _Builder({})
+    b = _Builder(preset_speeds(""))  # no server preset: DGCL's defaults
     switch = b.device("netswitch", "switch", "network")
     for name, topology in hosts:
         rename = {d.id: f"{name}/{d.id}" for d in topology.devices}

@@ -22,8 +22,9 @@ import os
 from pathlib import Path
 
 from commgraph.errors import TopologyError
-from commgraph.topology.files import load_topology
+from commgraph.topology.files import is_topology_file, load_topology
 from commgraph.topology.model import Topology
+from commgraph.topology.presets import PresetSpeeds, preset_speeds
 
 DETECT = "detect"
 SPEED_KEYS = "nv1 nv2 pcie qpi ib ethernet shm"
@@ -70,3 +71,21 @@ def resolve_topology(
     from commgraph.topology.detect import detect
 
     return detect()
+
+
+def speeds_of(spec: str | Path, topology: Topology, speeds: dict[str, float] | None = None) -> str:
+    """One line naming the rule that set ``topology``'s link speeds and the speeds it set: for a
+    preset, each speed key its links use with its GB/s and source
+    (:func:`~commgraph.topology.presets.preset_speeds`); for a file or a detected machine, where
+    the figures come from."""
+    rule = speeds_rule(spec, speeds)
+    if rule is not None:
+        return rule.describe({link.kind for link in topology.links})
+    return "as detected on this machine" if str(spec) == DETECT else f"as {spec} gives them"
+
+
+def speeds_rule(spec: str | Path, speeds: dict[str, float] | None = None) -> PresetSpeeds | None:
+    """The speeds preset ``spec`` is built with and their sources; None for ``detect`` or a file."""
+    if str(spec) == DETECT or is_topology_file(spec):
+        return None
+    return preset_speeds(str(spec), speeds)

@@ -1,0 +1,94 @@
+"""Progress of a long simulation, on stderr: nothing for its first :data:`AFTER_SECONDS` seconds
+(short runs stay silent), then a line when a stage starts and, while the event loop runs, at most
+one every :data:`EVERY_SECONDS` seconds: the stage, the simulated time reached, the tasks finished
+out of all, and the wall time so far. ``--json`` runs report too (stdout keeps only the JSON).
+
+A command runs inside :func:`reporting` (or is decorated with :func:`reported`) and names its
+stages with :func:`stage`; the event
+loop (:mod:`commgraph.sim.events`) calls :func:`tick` every :data:`TICK_EVENTS` events. Outside
+:func:`reporting` both do nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+AFTER_SECONDS = 5.0  # silent before this much wall time (tests lower it)
+EVERY_SECONDS = 5.0  # at most one event-loop line per this much wall time
+TICK_EVENTS = 1 << 14  # events between two of the loop's calls to :func:`tick` (a power of two)
+
+
+@dataclass
+class _Report:
+    """The running report: the command's label, when it began, the current stage, the last line's time."""
+
+    label: str
+    began: float
+    stage: str = ""
+    shown: float = -np.inf
+
+
+_current: _Report | None = None
+
+
+@contextmanager
+def reporting(label: str) -> Iterator[None]:
+    """Report the progress of the simulations run inside, as ``label`` (e.g. ``sim llm``)."""
+    global _current
+    outer, _current = _current, _Report(label, time.perf_counter())
+    try:
+        yield
+    finally:
+        _current = outer
+
+
+def reported(label: str) -> Callable[[Callable], Callable]:
+    """A decorator: the command runs inside :func:`reporting` as ``label``."""
+
+    def wrap(run: Callable) -> Callable:
+        @functools.wraps(run)
+        def reporting_run(*args, **kwargs):
+            with reporting(label):
+                return run(*args, **kwargs)
+
+        return reporting_run
+
+    return wrap
+
+
+def stage(name: str) -> None:
+    """A stage begins (``scheduling hermod``, ``simulating hermod``); printed once the run is long."""
+    if _current is None:
+        return
+    _current.stage = name
+    if _due(force=True):
+        _say(name)
+
+
+def tick(now: float, finish: np.ndarray) -> None:
+    """The event loop's heartbeat: ``now`` simulated seconds reached, ``finish`` per task (NaN
+    until it finishes)."""
+    if _current is None or not _due(force=False):
+        return
+    done = finish.shape[0] - int(np.isnan(finish).sum())
+    _say(f"{_current.stage}: {now:.4f} simulated s, {done:,} of {finish.shape[0]:,} tasks done")
+
+
+def _due(force: bool) -> bool:
+    """Whether a line may print now: past :data:`AFTER_SECONDS`, and (unless ``force``) at least
+    :data:`EVERY_SECONDS` after the last line."""
+    clock = time.perf_counter()
+    return clock - _current.began >= AFTER_SECONDS and (force or clock - _current.shown >= EVERY_SECONDS)
+
+
+def _say(text: str) -> None:
+    """Print ``text`` on stderr with the label and the wall time so far."""
+    _current.shown = clock = time.perf_counter()
+    print(f"{_current.label}: {text} ({clock - _current.began:.0f} s)", file=sys.stderr, flush=True)
