@@ -18,8 +18,11 @@ from commgraph.cli import describe
 from commgraph.cli.args import wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
+from commgraph.graph import HeteroGraph
 from commgraph.launch import JobSpec, LaunchOptions, launch
-from commgraph.partition import PartitionSet, is_partition_set
+from commgraph.nn.options import HETERO_MODELS
+from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
+from commgraph.partition.store import Part
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.train.config import BATCH_SIZE, TrainConfig
 
@@ -51,13 +54,13 @@ def run(args: argparse.Namespace) -> int:
     spec = JobSpec(
         "train",
         args.graph,
-        partial(graph_from_args, args),
+        partial(graph_from_args, args, hetero=True),
         launcher,
         config.job,
         row_bytes=None if replicate else 4 * config.gnn.hidden,
         options=config.sections(),
         allreduce=config.comm.allreduce,
-        check=check_trainable,
+        check=partial(check_trainable, config.gnn.model),
         prepare=partial(_prepare, config),
         memory=partial(_memory, config),
         json=args.json,
@@ -124,9 +127,17 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
             model=gnn.model,
             explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
             explainer_process=sampling.explain_in != "worker",
-            first_layer=config.first_layer_choice(int(pset.part(0, check=False).features.shape[1]), workers).mode,
+            first_layer=_first_layer(config, pset, workers),
         ),
     )
+
+
+def _first_layer(config: TrainConfig, pset: PartitionSet, workers: int) -> str:
+    """How the full-graph pass's layer 0 reads its halo rows (R-GCN: its projected rows, hidden wide)."""
+    features = pset.part(0, check=False).features
+    if config.gnn.model in HETERO_MODELS or features is None:
+        return "features"
+    return config.first_layer_choice(int(features.shape[1]), workers).mode
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
@@ -187,8 +198,28 @@ def _train(config: TrainConfig, world, partition_dir: Path) -> None:
                 wrote(path)
 
 
-def check_trainable(name: str, data) -> None:
-    """Refuse a graph (or partition set) that node classification cannot train on."""
+def check_trainable(model: str, name: str, data) -> None:
+    """Refuse a graph (or partition set) that node classification with ``model`` cannot train on:
+    R-GCN takes a heterogeneous graph (or its typed set) with labels on its target type, the other
+    models a graph of one node type with features and labels."""
+    typed = _typed_manifest(name) if isinstance(data, Part) else None
+    hetero = isinstance(data, HeteroGraph) or typed is not None
+    if hetero != (model in HETERO_MODELS):
+        raise TrainingError(
+            f"{name} is a heterogeneous graph: train it with --model rgcn (or through the PyG bridge, "
+            "docs/heterogeneous.md)"
+            if hetero
+            else f"--model {model} trains a heterogeneous graph (mag-shaped:scale=F, or its typed partition set) "
+            f"and {name} has one node type: use --model sage, gcn, gat, gin or commnet"
+        )
+    if hetero:
+        target = data.target if isinstance(data, HeteroGraph) else typed["target"]
+        if target is None or data.labels is None:
+            raise TrainingError(
+                f"{name} has no labelled target node type to classify: --model rgcn needs labels on one node "
+                "type, e.g. mag-shaped:scale=0.01 (papers)"
+            )
+        return
     missing = [
         what
         for what, value in (("features", data.features), ("labels", data.labels), ("train mask", data.train_mask))
@@ -201,3 +232,8 @@ def check_trainable(name: str, data) -> None:
             "makes them, e.g. rmat:nodes=100000,edges=1000000,features=64,classes=8 or "
             "sbm:nodes=100000,classes=8,features=64"
         )
+
+
+def _typed_manifest(path: str) -> dict | None:
+    """The ``typed`` record of the partition set at ``path`` (None: an untyped set)."""
+    return load_partition_set(path, verify=False).manifest.get("typed")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
-from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
+from commgraph.nn.options import HETERO_MODELS, LINEAR_FIRST, TRAIN_MODELS, check_model_options
 from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
@@ -69,15 +69,26 @@ class ModelOptions(Options):
     """The GNN: its kind and shape."""
 
     error = TrainingError
-    model: str = option("GNN model", choices=MODELS, default="sage")
+    model: str = option(
+        "GNN model (rgcn: R-GCN, for a heterogeneous graph or a typed partition set)",
+        choices=TRAIN_MODELS,
+        default="sage",
+    )
     layers: int = option("GNN layers", type=int, default=2)
     hidden: int = option("hidden width", type=int, default=16)
     heads: int = option("attention heads of GAT's hidden layers", type=int, default=4)
     dropout: float = option("dropout probability", type=float, default=0.5)
+    bases: int | None = option(
+        "rgcn: basis matrices each layer's relation weights combine (default: a weight per relation)",
+        type=int,
+        default=None,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_model_options(self.layers, self.hidden, self.heads, self.dropout)
+        if self.bases is not None and (self.model != "rgcn" or self.bases < 1):
+            raise TrainingError(f"--bases is rgcn's and must be >= 1, got --bases {self.bases} --model {self.model}")
 
 
 @dataclass
@@ -420,6 +431,8 @@ class TrainConfig:
             parse_fanouts(self.sampling.fanout, self.gnn.layers)
         if self.task.task == "link":
             check_link_task(self)
+        elif self.gnn.model in HETERO_MODELS:
+            check_hetero_model(self)
         elif self.comm.first_layer == "owner":
             check_owner_first_layer(self)
         self.check_outputs()
@@ -513,6 +526,20 @@ def check_owner_first_layer(config: TrainConfig) -> None:
             "--first-layer owner replaces the halo exchange of layer 0, and --exchange replicate "
             "has none: use --exchange pipelined or barrier"
         )
+
+
+def check_hetero_model(config: TrainConfig) -> None:
+    """``--model rgcn`` trains full-graph with the layer-wise exchange: refuse what it does not do."""
+    refused = [
+        (config.task.task == "link", "--task link"),
+        (config.sampling.sampler is not None, f"--sampler {config.sampling.sampler}"),
+        (config.comm.exchange == "replicate", "--exchange replicate"),
+        (config.comm.first_layer == "owner", "--first-layer owner"),
+        (config.log.checkpoint_dir is not None, "--checkpoint-dir"),
+    ]
+    what = next((name for bad, name in refused if bad), None)
+    if what is not None:
+        raise TrainingError(f"--model rgcn trains full-graph, exchanging layer-wise, without checkpoints: drop {what}")
 
 
 def check_link_task(config: TrainConfig) -> None:
