@@ -160,6 +160,8 @@ def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
 def _describe(config: TrainConfig, partition_dir: Path, workers: int) -> str:
     if config.task.task == "link":
         return f"training {config.gnn.model} for link prediction on {partition_dir} with {workers} worker(s)"
+    if config.gnn.model in HETERO_MODELS:
+        return f"training {config.gnn.model} on {partition_dir} with {workers} worker(s), exchange layer-wise"
     sampling = config.sampling.sampler
     how = (
         f"exchange {config.comm.exchange}"

@@ -42,11 +42,13 @@ class RelationAdjacency:
 @dataclass
 class RelationBlock:
     r"""A part's in-edges by relation (see the module's description): ``relations[r]`` for relation
-    ``r``; ``num_dst`` owned rows are computed from a table of ``num_src`` rows."""
+    ``r``; ``num_dst`` owned rows, from table row ``dst_start``, are computed from a table of
+    ``num_src`` rows (each relation's ``start`` counted from ``dst_start``)."""
 
     num_src: int
     num_dst: int
     relations: list[RelationAdjacency]
+    dst_start: int = 0
 
     @classmethod
     def from_csr(
@@ -86,6 +88,21 @@ class RelationBlock:
             relations.append(RelationAdjacency(start, adjacency))
         return cls(num_src, num_dst, relations)
 
+    def rows(self, start: int, end: int) -> RelationBlock:
+        """The block of destination rows ``start..end - 1`` alone (one node type's range): the
+        relations into exactly those rows, the others empty."""
+        return RelationBlock(
+            self.num_src,
+            end - start,
+            [
+                RelationAdjacency(0, r.adjacency)
+                if r.adjacency is not None and r.start == start and r.adjacency.shape[0] == end - start
+                else RelationAdjacency(0, None)
+                for r in self.relations
+            ],
+            self.dst_start + start,
+        )
+
     def to(self, device: torch.device) -> RelationBlock:
         """The block with its adjacencies on ``device``."""
         return RelationBlock(
@@ -95,6 +112,7 @@ class RelationBlock:
                 RelationAdjacency(r.start, None if r.adjacency is None else r.adjacency.to(device))
                 for r in self.relations
             ],
+            self.dst_start,
         )
 
 
@@ -263,9 +281,9 @@ class RGCN(torch.nn.Module):
         return [p for p in self.parameters() if id(p) not in owned]
 
     def layer(self, index: int, x_src: torch.Tensor, block: RelationBlock) -> torch.Tensor:
-        """Layer ``index`` on ``block`` (its destinations the table's first rows), activated: ReLU
-        and dropout, none after the last."""
-        out = self.convs[index](x_src, x_src[: block.num_dst], block)
+        """Layer ``index`` on ``block`` (its destinations the table's rows from ``block.dst_start``),
+        activated: ReLU and dropout, none after the last."""
+        out = self.convs[index](x_src, x_src[block.dst_start : block.dst_start + block.num_dst], block)
         if index == self.num_layers - 1:
             return out
         return relu_dropout(out, self.dropout, self.training)

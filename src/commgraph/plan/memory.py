@@ -225,17 +225,21 @@ def _typed_estimate(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
 
 
 def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int) -> int:
-    """Part ``k``'s R-GCN step with autograd: per layer its table (owned and halo rows at the
-    input width: the rows, the halo received and the table's gradient), each relation's aggregate
-    of its destination type's rows, kept for the backward pass, and ``ACTIVATION_COPIES`` of the
-    output rows; every layer's are held until the backward pass."""
-    owned, halo = sum(typed["owned"][k]), sum(typed["halo"][k])
+    """Part ``k``'s R-GCN step with autograd, every layer's held until the backward pass: its table
+    (owned and halo rows, hidden wide: the rows, the halo received and the table's gradient), each
+    relation's aggregate of its destination rows (kept for the backward pass) and
+    ``ACTIVATION_COPIES`` of its output rows; the last layer computes the target type's rows alone,
+    through the relations into it, ``classes`` wide."""
+    owned, halo = typed["owned"][k], sum(typed["halo"][k])
     types = typed["node_types"]
-    destinations = sum(typed["owned"][k][types.index(dst)] for _, _, dst in typed["relations"])
+    into = [types.index(dst) for _, _, dst in typed["relations"]]
+    target = types.index(typed["target"])
     total = 0
     for index in range(shape.layers):
-        out = classes if index == shape.layers - 1 else shape.hidden
-        total += 4 * shape.hidden * (3 * (owned + halo) + destinations) + 4 * ACTIVATION_COPIES * owned * out
+        last = index == shape.layers - 1
+        rows, out = (owned[target], classes) if last else (sum(owned), shape.hidden)
+        aggregated = sum(owned[t] for t in into if not last or t == target)
+        total += 4 * shape.hidden * (3 * (sum(owned) + halo) + aggregated) + 4 * ACTIVATION_COPIES * rows * out
     return total
 
 

@@ -26,13 +26,14 @@ from commgraph.runtime.job import Job, Wiring
 class TypedPart:
     """What a worker reads of its typed part beside the ordinary part: each node type's range of
     owned rows (``bounds[t]..bounds[t + 1] - 1``), its owned typed ids, its feature width and
-    feature rows (None without), and each relation's destination type."""
+    feature rows (None without), each relation's destination type, and the target type."""
 
     bounds: np.ndarray
     owned_ids: list[np.ndarray]
     widths: list[int]
     features: list[np.ndarray | None]
     relation_dst: list[int]
+    target: int
 
     @classmethod
     def read(cls, job: Job) -> TypedPart:
@@ -56,7 +57,13 @@ class TypedPart:
             widths=widths,
             features=features,
             relation_dst=[types.index(dst) for _, _, dst in typed["relations"]],
+            target=types.index(typed["target"]),
         )
+
+    @property
+    def target_rows(self) -> slice:
+        """The target type's owned rows."""
+        return slice(int(self.bounds[self.target]), int(self.bounds[self.target + 1]))
 
     def dst_ranges(self) -> list[tuple[int, int]]:
         """Each relation's destination rows among the owned rows (its destination type's range)."""
@@ -82,7 +89,8 @@ def build_rgcn(typed: TypedPart, config, classes: int) -> RGCN:
 
 class RGCNExecutor:
     """The full-graph pass of :class:`~commgraph.nn.rgcn.RGCN` over a part (see the module's
-    description): the owned rows' logits."""
+    description): the logits of the target type's owned rows (``rows`` of the owned rows), the
+    last layer computed for them alone (the other types' rows there reach no loss)."""
 
     name = "barrier"
 
@@ -96,6 +104,8 @@ class RGCNExecutor:
             part.num_owned + part.num_halo,
             typed.dst_ranges(),
         ).to(device)
+        self.rows = typed.target_rows
+        self.last = self.block.rows(self.rows.start, self.rows.stop)
         self.runner = job.layerwise(job.exchange(wiring.plan, part.owned, part.halo))
         widths = ", ".join(f"{w}" if w else "embedding" for w in typed.widths)
         self.feature_note = f"node types' inputs ({widths}) projected to the hidden width where owned"
@@ -104,5 +114,5 @@ class RGCNExecutor:
         h = model.input(self.features)
         for index in range(model.num_layers):
             table = h if self.runner.exchange.idle else torch.cat([h, halo_exchange(h, self.runner, index)])
-            h = model.layer(index, table, self.block)
+            h = model.layer(index, table, self.last if index == model.num_layers - 1 else self.block)
         return h

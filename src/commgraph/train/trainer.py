@@ -167,9 +167,10 @@ class Trainer:
         self.train_total = comm.global_sum([float(np.count_nonzero(part.train_mask))])[0]
         if self.train_total == 0:
             raise TrainingError(f"{partition_dir}: no node is in the training set")
-        self.y = torch.from_numpy(np.array(part.labels, dtype=np.int64)).to(world.device)
+        rows = self.executor.rows if self.typed is not None else slice(None)  # the owned rows with logits
+        self.y = torch.from_numpy(np.array(part.labels[rows], dtype=np.int64)).to(world.device)
         self.masks = {
-            name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
+            name: torch.from_numpy(np.array(getattr(part, f"{name}_mask")[rows], dtype=bool)).to(world.device)
             for name in SPLITS
         }
         self.sampled = None
@@ -321,12 +322,17 @@ class Trainer:
         """Correct predictions and nodes of each split on this worker (``train_correct``, ``train_nodes``, ...)."""
         self.model.eval()
         with torch.no_grad():
-            self.predicted = self.executor.forward(self.model).argmax(dim=1)
+            predicted = self.executor.forward(self.model).argmax(dim=1)
         counts = {}
         for name in SPLITS:
             mask = self.masks[name]
-            counts[f"{name}_correct"] = float((self.predicted[mask] == self.y[mask]).sum())
+            counts[f"{name}_correct"] = float((predicted[mask] == self.y[mask]).sum())
             counts[f"{name}_nodes"] = float(mask.sum())
+        if self.typed is None:
+            self.predicted = predicted
+        else:  # R-GCN classifies its target type's rows: -1 for the other types'
+            self.predicted = predicted.new_full((self.job.part.num_owned,), -1)
+            self.predicted[self.executor.rows] = predicted
         return counts
 
     def record(self, epoch: int, step: _Step, counts: dict[str, float] | None) -> EpochRecord:
