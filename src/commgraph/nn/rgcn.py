@@ -33,7 +33,8 @@ EMBEDDING_CHUNK = 1 << 16  # embedding rows drawn per generator seed: the table 
 class RelationAdjacency:
     """One relation's in-edges of a part: the adjacency of its destination rows
     ``start..start + rows - 1`` of the table, over every table row, valued :math:`1 / c_{i,r}`
-    (``None``: the relation has no edge into the part)."""
+    (``None``: the relation has no edge into the part); row pointers and columns int32 while the
+    edges and the table's rows fit, as :meth:`~commgraph.nn.Block.from_csr` holds them."""
 
     start: int
     adjacency: torch.Tensor | None
@@ -65,7 +66,8 @@ class RelationBlock:
         indptr = np.asarray(indptr, dtype=np.int64)
         num_dst = indptr.shape[0] - 1
         rows = np.repeat(np.arange(num_dst, dtype=np.int64), np.diff(indptr))
-        edge_type = np.asarray(edge_type)
+        edge_type, indices = np.asarray(edge_type), np.asarray(indices)
+        dtype = np.int32 if max(indices.shape[0], num_src) < np.iinfo(np.int32).max else np.int64
         relations = []
         for r, (start, end) in enumerate(dst_ranges):
             mine = np.flatnonzero(edge_type == r)
@@ -76,10 +78,10 @@ class RelationBlock:
             if dst.min() < 0 or dst.max() >= end - start:
                 raise TrainingError(f"relation {r}'s edges end outside its destination type's rows: re-partition")
             counts = np.bincount(dst, minlength=end - start)
-            crow = np.zeros(end - start + 1, dtype=np.int64)
+            crow = np.zeros(end - start + 1, dtype=dtype)
             np.cumsum(counts, out=crow[1:])
             values = (1.0 / counts[dst]).astype(np.float32)
-            col = np.asarray(indices, dtype=np.int64)[mine]
+            col = indices[mine].astype(dtype)
             with warnings.catch_warnings():  # "sparse CSR support is in beta": PyG relies on it too
                 warnings.simplefilter("ignore", UserWarning)
                 adjacency = torch.sparse_csr_tensor(

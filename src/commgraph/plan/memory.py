@@ -55,7 +55,9 @@ EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: never held at once
-TYPED_EDGE_BYTES = 18  # R-GCN's part in-edge: its relation's adjacency (int64 column, float32 value), its edge type
+TYPED_EDGE_BYTES = (
+    14  # R-GCN's part in-edge: its relation's adjacency (int32 column, float32 value), edge type, mapped column
+)
 SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block (layer 0: its rows), its output, its aggregation
 
 
