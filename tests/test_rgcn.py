@@ -67,7 +67,7 @@ def test_one_layer_is_the_formula_by_hand():
     assert out.flatten().tolist() == [3 + 0.5 + 17 - 1, 2 + 0.5 + 17]
 
 
-def test_layer_equals_pyg_rgcnconv_on_the_same_weights():
+def test_layer_and_its_gradients_equal_pyg_rgcnconv_on_the_same_weights():
     torch.manual_seed(0)
     n, relations = 30, 3
     edge_index = torch.randint(0, n, (2, 120))
@@ -80,7 +80,14 @@ def test_layer_equals_pyg_rgcnconv_on_the_same_weights():
     src, dst, kinds = edge_index[0][order], edge_index[1][order], edge_type[order]
     indptr = np.concatenate([[0], np.cumsum(np.bincount(dst.numpy(), minlength=n))])
     block = RelationBlock.from_csr(indptr, src.numpy(), kinds.numpy(), n, [(0, n)] * relations)
-    torch.testing.assert_close(ours(x, x, block), pyg(x, edge_index, edge_type), rtol=1e-5, atol=1e-6)
+    x_ours, x_pyg = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = ours(x_ours, x_ours, block)
+    torch.testing.assert_close(out, pyg(x_pyg, edge_index, edge_type), rtol=1e-5, atol=1e-6)
+    (out**2).sum().backward()
+    (pyg(x_pyg, edge_index, edge_type) ** 2).sum().backward()
+    torch.testing.assert_close(x_ours.grad, x_pyg.grad, rtol=1e-5, atol=1e-5)
+    for name in ("weight", "comp", "root", "bias"):
+        torch.testing.assert_close(getattr(ours, name).grad, getattr(pyg, name).grad, rtol=1e-5, atol=1e-5)
 
 
 def test_embedding_rows_do_not_depend_on_who_draws_them():

@@ -6,11 +6,11 @@ one range) and then its halo rows; its in-edges are the part's CSR with each edg
 (``edge_type.npy`` of a typed set). :class:`RelationBlock` holds, per relation, the adjacency of the
 relation's destination rows (one type's range of owned rows) with the mean's weights
 :math:`1 / c_{i,r}`; :class:`RGCNLayer` aggregates with one sparse product per relation (a loop
-over relations, none over edges). :class:`TypedInput` brings every node type to one width before
-the first layer: a type with features through a linear projection of its own, a type without
-through a learnable embedding whose rows live with their owners (a worker holds its owned nodes'
-rows, initialised by typed id, so any partition starts from the same table). :class:`RGCN` stacks
-them.
+over relations, none over edges) and transforms each destination type's rows with one product.
+:class:`TypedInput` brings every node type to one width before the first layer: a type with
+features through a linear projection of its own, a type without through a learnable embedding
+whose rows live with their owners (a worker holds its owned nodes' rows, initialised by typed id,
+so any partition starts from the same table). :class:`RGCN` stacks them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch_geometric.nn.inits import glorot, zeros
-from torch_geometric.utils import spmm
 
 from commgraph.errors import TrainingError
 from commgraph.nn.dropout import relu_dropout
@@ -32,12 +31,63 @@ EMBEDDING_CHUNK = 1 << 16  # embedding rows drawn per generator seed: the table 
 @dataclass
 class RelationAdjacency:
     """One relation's in-edges of a part: the adjacency of its destination rows
-    ``start..start + rows - 1`` of the table, over every table row, valued :math:`1 / c_{i,r}`
-    (``None``: the relation has no edge into the part); row pointers and columns int32 while the
-    edges and the table's rows fit, as :meth:`~commgraph.nn.Block.from_csr` holds them."""
+    ``start..start + rows - 1`` of the table, over every table row, valued :math:`1 / c_{i,r}`, and
+    its transpose, which the backward pass multiplies the gradient by (built once: torch would
+    transpose the adjacency at every backward pass); ``None`` where the relation has no edge into
+    the part. Row pointers and columns are int32 while the edges and the table's rows fit, as
+    :meth:`~commgraph.nn.Block.from_csr` holds them.
+
+    Shapes:
+        - **adjacency:** ``[rows, num_src]``; **transposed:** ``[num_src, rows]`` (sparse CSR)
+    """
 
     start: int
-    adjacency: torch.Tensor | None
+    adjacency: torch.Tensor | None = None
+    transposed: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, start: int, dst: np.ndarray, col: np.ndarray, rows: int, num_src: int) -> RelationAdjacency:
+        """The relation's edges ``col[e] -> start + dst[e]`` (``dst`` ascending), as both CSRs."""
+        counts = np.bincount(dst, minlength=rows)
+        values = (1.0 / counts[dst]).astype(np.float32)
+        order = np.argsort(col, kind="stable")
+        return cls(
+            start,
+            _csr(counts, col, values, (rows, num_src)),
+            _csr(np.bincount(col, minlength=num_src), dst[order].astype(col.dtype), values[order], (num_src, rows)),
+        )
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """``adjacency @ x``, differentiable with respect to ``x``."""
+        return _Product.apply(self.adjacency, self.transposed, x)
+
+    def to(self, device: torch.device) -> RelationAdjacency:
+        if self.adjacency is None:
+            return self
+        return RelationAdjacency(self.start, self.adjacency.to(device), self.transposed.to(device))
+
+
+def _csr(counts: np.ndarray, col: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> torch.Tensor:
+    """A sparse CSR tensor of rows with ``counts`` entries each, columns ``col`` (their dtype for
+    the row pointers too)."""
+    crow = np.zeros(shape[0] + 1, dtype=col.dtype)
+    np.cumsum(counts, out=crow[1:])
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": PyG relies on it too
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(col), torch.from_numpy(values), shape)
+
+
+class _Product(torch.autograd.Function):
+    """``adjacency @ x``; the gradient ``transposed @ grad``."""
+
+    @staticmethod
+    def forward(ctx, adjacency: torch.Tensor, transposed: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        ctx.transposed = transposed
+        return torch.sparse.mm(adjacency, x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return None, None, torch.sparse.mm(ctx.transposed, grad.contiguous())
 
 
 @dataclass
@@ -72,23 +122,24 @@ class RelationBlock:
         for r, (start, end) in enumerate(dst_ranges):
             mine = np.flatnonzero(edge_type == r)
             if mine.size == 0:
-                relations.append(RelationAdjacency(start, None))
+                relations.append(RelationAdjacency(start))
                 continue
             dst = rows[mine] - start
             if dst.min() < 0 or dst.max() >= end - start:
                 raise TrainingError(f"relation {r}'s edges end outside its destination type's rows: re-partition")
-            counts = np.bincount(dst, minlength=end - start)
-            crow = np.zeros(end - start + 1, dtype=dtype)
-            np.cumsum(counts, out=crow[1:])
-            values = (1.0 / counts[dst]).astype(np.float32)
-            col = indices[mine].astype(dtype)
-            with warnings.catch_warnings():  # "sparse CSR support is in beta": PyG relies on it too
-                warnings.simplefilter("ignore", UserWarning)
-                adjacency = torch.sparse_csr_tensor(
-                    torch.from_numpy(crow), torch.from_numpy(col), torch.from_numpy(values), (end - start, num_src)
-                )
-            relations.append(RelationAdjacency(start, adjacency))
+            relations.append(RelationAdjacency.of(start, dst, indices[mine].astype(dtype), end - start, num_src))
         return cls(num_src, num_dst, relations)
+
+    def groups(self) -> list[tuple[int, int, list[int]]]:
+        """The relations into each range of destination rows (one node type's: the ranges are
+        disjoint), ``(start, rows, relations)`` by start: a layer concatenates the destinations'
+        own rows and the relations' aggregates and multiplies them by the stacked root and relation
+        weights at once (one output-wide product per destination type, not one per relation)."""
+        ranges: dict[tuple[int, int], list[int]] = {}
+        for r, relation in enumerate(self.relations):
+            if relation.adjacency is not None:
+                ranges.setdefault((relation.start, relation.adjacency.shape[0]), []).append(r)
+        return sorted((start, rows, members) for (start, rows), members in ranges.items())
 
     def rows(self, start: int, end: int) -> RelationBlock:
         """The block of destination rows ``start..end - 1`` alone (one node type's range): the
@@ -97,9 +148,9 @@ class RelationBlock:
             self.num_src,
             end - start,
             [
-                RelationAdjacency(0, r.adjacency)
+                RelationAdjacency(0, r.adjacency, r.transposed)
                 if r.adjacency is not None and r.start == start and r.adjacency.shape[0] == end - start
-                else RelationAdjacency(0, None)
+                else RelationAdjacency(0)
                 for r in self.relations
             ],
             self.dst_start + start,
@@ -107,15 +158,7 @@ class RelationBlock:
 
     def to(self, device: torch.device) -> RelationBlock:
         """The block with its adjacencies on ``device``."""
-        return RelationBlock(
-            self.num_src,
-            self.num_dst,
-            [
-                RelationAdjacency(r.start, None if r.adjacency is None else r.adjacency.to(device))
-                for r in self.relations
-            ],
-            self.dst_start,
-        )
+        return RelationBlock(self.num_src, self.num_dst, [r.to(device) for r in self.relations], self.dst_start)
 
 
 class RGCNLayer(torch.nn.Module):
@@ -172,14 +215,18 @@ class RGCNLayer(torch.nn.Module):
         return (self.comp @ self.weight.view(bases, -1)).view(self.num_relations, in_dim, out_dim)
 
     def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: RelationBlock) -> torch.Tensor:
-        out = torch.addmm(self.bias, x_dst, self.root)
         weights = self.relation_weights()
-        for r, relation in enumerate(block.relations):
-            if relation.adjacency is None:
-                continue
-            rows = relation.adjacency.shape[0]
-            out[relation.start : relation.start + rows] += spmm(relation.adjacency, x_src) @ weights[r]
-        return out
+        pieces, done = [], 0
+        for start, rows, members in block.groups():
+            if start > done:  # destinations no relation reaches: the root term alone
+                pieces.append(torch.addmm(self.bias, x_dst[done:start], self.root))
+            aggregated = [x_dst[start : start + rows], *(block.relations[r].product(x_src) for r in members)]
+            stacked = torch.cat([self.root, weights[members].flatten(0, 1)])
+            pieces.append(torch.addmm(self.bias, torch.cat(aggregated, dim=1), stacked))
+            done = start + rows
+        if done < x_dst.shape[0] or not pieces:
+            pieces.append(torch.addmm(self.bias, x_dst[done:], self.root))
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
 
 
 class TypedInput(torch.nn.Module):
