@@ -55,9 +55,9 @@ EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: never held at once
-TYPED_EDGE_BYTES = (
-    14  # R-GCN's part in-edge: its relation's adjacency (int32 column, float32 value), edge type, mapped column
-)
+# R-GCN's part in-edge: its relation's adjacency and its transpose (int32 column, float32 value each), its
+# edge type (int16) and its column in the part's mapped indices.npy (int32)
+TYPED_EDGE_BYTES = 22
 SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block (layer 0: its rows), its output, its aggregation
 
 
@@ -228,10 +228,10 @@ def _typed_estimate(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
 
 def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int) -> int:
     """Part ``k``'s R-GCN step with autograd, every layer's held until the backward pass: its table
-    (owned and halo rows, hidden wide: the rows, the halo received and the table's gradient), each
-    relation's aggregate of its destination rows (kept for the backward pass) and
-    ``ACTIVATION_COPIES`` of its output rows; the last layer computes the target type's rows alone,
-    through the relations into it, ``classes`` wide."""
+    (owned and halo rows, hidden wide: the rows, the halo received and the table's gradient); per
+    destination type the product's input, kept for the backward pass (its rows' own rows and each
+    relation's aggregate into them, hidden wide); and ``ACTIVATION_COPIES`` of its output rows. The
+    last layer computes the target type's rows alone, ``classes`` wide."""
     owned, halo = typed["owned"][k], sum(typed["halo"][k])
     types = typed["node_types"]
     into = [types.index(dst) for _, _, dst in typed["relations"]]
@@ -240,8 +240,9 @@ def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int) -> int:
     for index in range(shape.layers):
         last = index == shape.layers - 1
         rows, out = (owned[target], classes) if last else (sum(owned), shape.hidden)
-        aggregated = sum(owned[t] for t in into if not last or t == target)
-        total += 4 * shape.hidden * (3 * (sum(owned) + halo) + aggregated) + 4 * ACTIVATION_COPIES * rows * out
+        reached = [target] if last else sorted(set(into))
+        product = sum(owned[t] * (1 + into.count(t)) for t in reached)
+        total += 4 * shape.hidden * (3 * (sum(owned) + halo) + product) + 4 * ACTIVATION_COPIES * rows * out
     return total
 
 
