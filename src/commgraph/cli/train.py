@@ -18,8 +18,10 @@ from commgraph.cli import describe
 from commgraph.cli.args import wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
+from commgraph.graph import HeteroGraph
 from commgraph.launch import JobSpec, LaunchOptions, launch
-from commgraph.partition import PartitionSet, is_partition_set
+from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
+from commgraph.partition.store import Part
 from commgraph.plan.memory import MemoryEstimate, estimate_memory
 from commgraph.train.config import TrainConfig
 
@@ -53,13 +55,13 @@ def run(args: argparse.Namespace) -> int:
     spec = JobSpec(
         "train",
         args.graph,
-        partial(graph_from_args, args),
+        partial(graph_from_args, args, hetero=True),
         launcher,
         config.job,
         row_bytes=None if replicate else 4 * config.gnn.hidden,
         options=config.sections(),
         allreduce=config.comm.allreduce,
-        check=check_trainable,
+        check=partial(check_trainable, config.gnn.model),
         prepare=partial(_prepare, config),
         memory=partial(_memory, config),
         step_time=config.step_time,
@@ -114,6 +116,7 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
     return estimate_memory(pset, config.job_shape(pset, workers))
 
 
+
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
     """Every worker would find the same missing or mismatched checkpoint or mask file: say it
     once, here, before any worker starts (torch is imported only where a file is to be read: a
@@ -134,6 +137,8 @@ def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
 def _describe(config: TrainConfig, partition_dir: Path, workers: int) -> str:
     if config.task.task == "link":
         return f"training {config.gnn.model} for link prediction on {partition_dir} with {workers} worker(s)"
+    if config.gnn.model in HETERO_MODELS:
+        return f"training {config.gnn.model} on {partition_dir} with {workers} worker(s), exchange layer-wise"
     sampling = config.sampling.sampler
     how = (
         f"exchange {config.comm.exchange}"
@@ -172,8 +177,28 @@ def _train(config: TrainConfig, world, partition_dir: Path) -> None:
                 wrote(path)
 
 
-def check_trainable(name: str, data) -> None:
-    """Refuse a graph (or partition set) that node classification cannot train on."""
+def check_trainable(model: str, name: str, data) -> None:
+    """Refuse a graph (or partition set) that node classification with ``model`` cannot train on:
+    R-GCN takes a heterogeneous graph (or its typed set) with labels on its target type, the other
+    models a graph of one node type with features and labels."""
+    typed = _typed_manifest(name) if isinstance(data, Part) else None
+    hetero = isinstance(data, HeteroGraph) or typed is not None
+    if hetero != (model in HETERO_MODELS):
+        raise TrainingError(
+            f"{name} is a heterogeneous graph: train it with --model rgcn (or through the PyG bridge, "
+            "docs/heterogeneous.md)"
+            if hetero
+            else f"--model {model} trains a heterogeneous graph (mag-shaped:scale=F, or its typed partition set) "
+            f"and {name} has one node type: use --model sage, gcn, gat, gin or commnet"
+        )
+    if hetero:
+        target = data.target if isinstance(data, HeteroGraph) else typed["target"]
+        if target is None or data.labels is None:
+            raise TrainingError(
+                f"{name} has no labelled target node type to classify: --model rgcn needs labels on one node "
+                "type, e.g. mag-shaped:scale=0.01 (papers)"
+            )
+        return
     missing = [
         what
         for what, value in (("features", data.features), ("labels", data.labels), ("train mask", data.train_mask))
@@ -186,3 +211,8 @@ def check_trainable(name: str, data) -> None:
             "makes them, e.g. rmat:nodes=100000,edges=1000000,features=64,classes=8 or "
             "sbm:nodes=100000,classes=8,features=64"
         )
+
+
+def _typed_manifest(path: str) -> dict | None:
+    """The ``typed`` record of the partition set at ``path`` (None: an untyped set)."""
+    return load_partition_set(path, verify=False).manifest.get("typed")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from commgraph.errors import TrainingError
 
-MODELS = ("gcn", "sage", "gat", "gin", "commnet")
+MODELS = ("gcn", "sage", "gat", "gin", "commnet")  # models of a graph of one node type (nn.model's GNN)
+HETERO_MODELS = ("rgcn",)  # models of a heterogeneous graph (nn.rgcn)
+TRAIN_MODELS = MODELS + HETERO_MODELS
 LINEAR_FIRST = ("gcn", "sage")  # models whose first layer transforms each source row before aggregating
 
 

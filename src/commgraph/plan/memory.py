@@ -33,7 +33,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from commgraph.nn.options import LINEAR_FIRST
+from commgraph.errors import TrainingError
+from commgraph.nn.options import HETERO_MODELS, LINEAR_FIRST
 from commgraph.partition.store import STRUCTURE, PartitionSet
 from commgraph.sample.options import EXPLAIN_NODES, EXPLAIN_TARGETS
 
@@ -54,6 +55,9 @@ EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: never held at once
+# R-GCN's part in-edge: its relation's adjacency and its transpose (int32 column, float32 value each), its
+# edge type (int16) and its column in the part's mapped indices.npy (int32)
+TYPED_EDGE_BYTES = 22
 SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block (layer 0: its rows), its output, its aggregation
 
 
@@ -153,6 +157,8 @@ class MemoryEstimate:
 
 def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     """The memory ``shape``'s job on ``pset`` will hold (see the module's description)."""
+    if shape.model in HETERO_MODELS:
+        return _typed_estimate(pset, shape)
     n = int(pset.manifest["graph"]["num_nodes"])
     num_edges = int(pset.manifest["graph"]["num_edges"])
     first = pset.part(0, check=False)
@@ -192,6 +198,60 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     return MemoryEstimate(
         shape.machine_workers, {k: int(v) for k, v in machine.items()}, {k: int(v) for k, v in worker.items()}
     )
+
+
+def _typed_estimate(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
+    """R-GCN's full-graph training on a typed set (:mod:`commgraph.train.rgcn`), per worker its
+    largest part's: each node type's feature rows at the type's own width (``x-<t>.npy``), the
+    embedding rows of its owned nodes of types without features (with their gradient and Adam's
+    moments), its in-edges (:data:`TYPED_EDGE_BYTES` each) and :func:`_typed_tables`."""
+    typed = pset.manifest.get("typed")
+    if typed is None:
+        raise TrainingError(f"{pset.path} is not a typed partition set: --model {shape.model} needs one")
+    widths = [int(typed["num_features"][t]) for t in typed["node_types"]]
+    classes = _classes(pset)
+    worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 0, "embeddings": 0, "structure": 0, "tables": 0}
+    for k in range(pset.num_parts):
+        owned = typed["owned"][k]
+        part = {
+            "features": sum(4 * n * w for n, w in zip(owned, widths, strict=True)),
+            "embeddings": sum(16 * n * shape.hidden for n, w in zip(owned, widths, strict=True) if not w),
+            "structure": TYPED_EDGE_BYTES * sum(typed["relation_edges"][k]),
+            "tables": _typed_tables(typed, k, shape, classes),
+        }
+        worker = {name: max(value, part.get(name, 0)) for name, value in worker.items()}
+    shared = [16 * p for p in _typed_parameters(widths, len(typed["relations"]), shape, classes)]
+    worker["model"] = sum(shared)
+    machine = {"launcher": LAUNCHER_BYTES, "runtime": ZYGOTE_BYTES}
+    return MemoryEstimate(shape.machine_workers, machine, {k: int(v) for k, v in worker.items()})
+
+
+def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int) -> int:
+    """Part ``k``'s R-GCN step with autograd, every layer's held until the backward pass: its table
+    (owned and halo rows, hidden wide: the rows, the halo received and the table's gradient); per
+    destination type the product's input, kept for the backward pass (its rows' own rows and each
+    relation's aggregate into them, hidden wide); and ``ACTIVATION_COPIES`` of its output rows. The
+    last layer computes the target type's rows alone, ``classes`` wide."""
+    owned, halo = typed["owned"][k], sum(typed["halo"][k])
+    types = typed["node_types"]
+    into = [types.index(dst) for _, _, dst in typed["relations"]]
+    target = types.index(typed["target"])
+    total = 0
+    for index in range(shape.layers):
+        last = index == shape.layers - 1
+        rows, out = (owned[target], classes) if last else (sum(owned), shape.hidden)
+        reached = [target] if last else sorted(set(into))
+        product = sum(owned[t] * (1 + into.count(t)) for t in reached)
+        total += 4 * shape.hidden * (3 * (sum(owned) + halo) + product) + 4 * ACTIVATION_COPIES * rows * out
+    return total
+
+
+def _typed_parameters(widths: list[int], relations: int, shape: JobShape, classes: int) -> list[int]:
+    """R-GCN's shared parameters by layer: the input projections, then each R-GCN layer's weights
+    (a weight per relation: no bases are assumed, the most there can be), root and bias."""
+    projections = sum((w + 1) * shape.hidden for w in widths if w)
+    layers = [(relations + 1) * shape.hidden * out + out for out in [shape.hidden] * (shape.layers - 1) + [classes]]
+    return [projections, *layers]
 
 
 def shares_evaluation(shape: JobShape) -> bool:

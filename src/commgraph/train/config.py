@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
-from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
+from commgraph.nn.options import HETERO_MODELS, LINEAR_FIRST, TRAIN_MODELS, check_model_options
 from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.choose import choose_job_allreduce
@@ -80,15 +80,26 @@ class ModelOptions(Options):
     """The GNN: its kind and shape."""
 
     error = TrainingError
-    model: str = option("GNN model", choices=MODELS, default="sage")
+    model: str = option(
+        "GNN model (rgcn: R-GCN, for a heterogeneous graph or a typed partition set)",
+        choices=TRAIN_MODELS,
+        default="sage",
+    )
     layers: int = option("GNN layers", type=int, default=2)
     hidden: int = option("hidden width", type=int, default=16)
     heads: int = option("attention heads of GAT's hidden layers", type=int, default=4)
     dropout: float = option("dropout probability", type=float, default=0.5)
+    bases: int | None = option(
+        "rgcn: basis matrices each layer's relation weights combine (default: a weight per relation)",
+        type=int,
+        default=None,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_model_options(self.layers, self.hidden, self.heads, self.dropout)
+        if self.bases is not None and (self.model != "rgcn" or self.bases < 1):
+            raise TrainingError(f"--bases is rgcn's and must be >= 1, got --bases {self.bases} --model {self.model}")
 
 
 @dataclass
@@ -437,6 +448,8 @@ class TrainConfig:
             parse_fanouts(self.sampling.fanout, self.gnn.layers)
         if self.task.task == "link":
             check_link_task(self)
+        elif self.gnn.model in HETERO_MODELS:
+            check_hetero_model(self)
         elif self.comm.first_layer == "owner":
             check_owner_first_layer(self)
         self.check_outputs()
@@ -525,8 +538,15 @@ class TrainConfig:
             model=gnn.model,
             explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
             explainer_process=sampling.explain_in != "worker",
-            first_layer=self.first_layer_choice(int(pset.part(0, check=False).features.shape[1]), workers).mode,
+            first_layer=self._first_layer_mode(pset, workers),
         )
+
+    def _first_layer_mode(self, pset: PartitionSet, workers: int) -> str:
+        """How the full-graph pass's layer 0 reads its halo rows (R-GCN: its projected rows, hidden wide)."""
+        features = pset.part(0, check=False).features
+        if self.gnn.model in HETERO_MODELS or features is None:
+            return "features"
+        return self.first_layer_choice(int(features.shape[1]), workers).mode
 
     def step_time(
         self,
@@ -587,6 +607,20 @@ def check_owner_first_layer(config: TrainConfig) -> None:
             "--first-layer owner replaces the halo exchange of layer 0, and --exchange replicate "
             "has none: use --exchange pipelined or barrier"
         )
+
+
+def check_hetero_model(config: TrainConfig) -> None:
+    """``--model rgcn`` trains full-graph with the layer-wise exchange: refuse what it does not do."""
+    refused = [
+        (config.task.task == "link", "--task link"),
+        (config.sampling.sampler is not None, f"--sampler {config.sampling.sampler}"),
+        (config.comm.exchange == "replicate", "--exchange replicate"),
+        (config.comm.first_layer == "owner", "--first-layer owner"),
+        (config.log.checkpoint_dir is not None, "--checkpoint-dir"),
+    ]
+    what = next((name for bad, name in refused if bad), None)
+    if what is not None:
+        raise TrainingError(f"--model rgcn trains full-graph, exchanging layer-wise, without checkpoints: drop {what}")
 
 
 def check_link_task(config: TrainConfig) -> None:

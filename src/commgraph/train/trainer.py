@@ -23,7 +23,7 @@ import torch
 
 from commgraph.atomic import append_text, atomic_write
 from commgraph.errors import TrainingError
-from commgraph.nn import GNN
+from commgraph.nn import GNN, RGCN
 from commgraph.phases import RUNNING
 from commgraph.plan.choose import AllReduceChoice
 from commgraph.runtime import World, keep_freed_memory
@@ -35,6 +35,7 @@ from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor
 from commgraph.train.minibatch import DGSEpoch, SampledEpochs, TrainingState
 from commgraph.train.predict import gather_predictions, write_predictions
+from commgraph.train.rgcn import RGCNExecutor, TypedPart, build_rgcn
 from commgraph.train.schedule import bin_size_for_memory
 from commgraph.train.shared_eval import SharedEvaluation
 
@@ -110,7 +111,7 @@ class EpochRecord:
 @dataclass
 class TrainResult:
     history: list[dict]  # one record per epoch run (what --metrics-out holds)
-    model: GNN  # the trained model, identical on every worker
+    model: GNN | RGCN  # the trained model, identical on every worker (R-GCN's embeddings: the worker's rows)
     best: dict | None  # epoch, val_acc, test_acc of the best validation accuracy (None: no val nodes)
 
 
@@ -143,7 +144,8 @@ class Trainer:
             torch.set_num_threads(int(threads))
         self.job = job = Job(world, partition_dir, config.job)
         part, comm, gnn = job.part, job.comm, config.gnn
-        if part.features is None or part.labels is None or part.train_mask is None:
+        self.typed = TypedPart.read(job) if gnn.model == "rgcn" else None
+        if (part.features is None and self.typed is None) or part.labels is None or part.train_mask is None:
             raise TrainingError(f"{partition_dir}: the graph has no features, labels or train mask to train on")
         classes = (
             max(comm.all_gather_object(int(np.max(part.labels, initial=-1)) + 1))
@@ -151,23 +153,16 @@ class Trainer:
             else int(np.max(part.labels, initial=-1)) + 1
         )
         torch.manual_seed(config.optim.seed)
-        self.model = GNN(
-            gnn.model,
-            part.features.shape[1],
-            gnn.hidden,
-            classes,
-            layers=gnn.layers,
-            heads=gnn.heads,
-            dropout=gnn.dropout,
-        ).to(world.device)
-        for param in self.model.parameters():  # same seed gives the same weights; make sure of it
+        self.model = self._model(classes).to(world.device)
+        shared = self.model.shared_parameters() if self.typed is not None else list(self.model.parameters())
+        for param in shared:  # same seed gives the same weights; make sure of it
             comm.broadcast_(param.data)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay
         )
         self.wiring = self._wiring()
-        self.allreduce = self._allreduce()
-        self.sync = job.gradient_sync(list(self.model.parameters()), self.allreduce)
+        self.allreduce = self._allreduce(shared)
+        self.sync = job.gradient_sync(shared, self.allreduce)  # an embedding's rows stay with their owner
         self.step_prediction = config.step_time(
             job.pset,
             job.topology,
@@ -181,13 +176,14 @@ class Trainer:
         self._say(self.executor.feature_note)
         torch.manual_seed(config.optim.seed * 7919 + world.rank)  # dropout masks differ per worker
         self.identity = checkpoint.identity(job.pset.manifest["graph"]["checksum"], world.size, config)
-        self.widths = {"in": int(part.features.shape[1]), "out": classes}
+        self.widths = {"in": None if part.features is None else int(part.features.shape[1]), "out": classes}
         self.train_total = comm.global_sum([float(np.count_nonzero(part.train_mask))])[0]
         if self.train_total == 0:
             raise TrainingError(f"{partition_dir}: no node is in the training set")
-        self.y = torch.from_numpy(np.array(part.labels, dtype=np.int64)).to(world.device)
+        rows = self.executor.rows if self.typed is not None else slice(None)  # the owned rows with logits
+        self.y = torch.from_numpy(np.array(part.labels[rows], dtype=np.int64)).to(world.device)
         self.masks = {
-            name: torch.from_numpy(np.array(getattr(part, f"{name}_mask"), dtype=bool)).to(world.device)
+            name: torch.from_numpy(np.array(getattr(part, f"{name}_mask")[rows], dtype=bool)).to(world.device)
             for name in SPLITS
         }
         self.sampled = None
@@ -206,6 +202,14 @@ class Trainer:
 
     # -- set-up ----------------------------------------------------------------------------------
 
+    def _model(self, classes: int) -> GNN | RGCN:
+        """The run's model: R-GCN over the typed part's node types, else a :class:`~commgraph.nn.GNN`."""
+        gnn = self.config.gnn
+        if self.typed is not None:
+            return build_rgcn(self.typed, self.config, classes)
+        width = int(self.job.part.features.shape[1])
+        return GNN(gnn.model, width, gnn.hidden, classes, layers=gnn.layers, heads=gnn.heads, dropout=gnn.dropout)
+
     def _wiring(self) -> Wiring | None:
         """The job's all-gather plan (none for the replicate exchange, which moves nothing per
         layer); printed when this rank chose it."""
@@ -217,8 +221,8 @@ class Trainer:
             self._say(wiring.choice.describe())
         return wiring
 
-    def _allreduce(self) -> AllReduceChoice:
-        nbytes = sum(p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad)
+    def _allreduce(self, shared: list[torch.nn.Parameter]) -> AllReduceChoice:
+        nbytes = sum(p.numel() * p.element_size() for p in shared if p.requires_grad)
         choice = self.job.allreduce(self.config.comm.allreduce, nbytes)
         if self.world.size > 1:
             self._say(choice.describe())
@@ -232,7 +236,7 @@ class Trainer:
         """The part's features, placed as ``--features`` says: read by the full-graph executor (not
         ``replicate``, which holds a table of its own) and by the mini-batch trainer's fetches."""
         comm = self.config.comm
-        if comm.exchange == "replicate" and not self.config.sampling.sampler:
+        if self.typed is not None or (comm.exchange == "replicate" and not self.config.sampling.sampler):
             return None
         return FeatureStore.create(self.job.part.features, self.world.device, comm.features)
 
@@ -241,6 +245,8 @@ class Trainer:
         where its input table is streamed from the store (never a second copy of it; ``replicate``
         holds a table of its own, its hop sets' rows)."""
         config, job = self.config, self.job
+        if self.typed is not None:
+            return RGCNExecutor(job, self.wiring, self.typed)
         if self._shares_evaluation(store):  # the in-edges the sampler maps: the whole graph's, or the part's
             sampling = config.sampling
             whole = sampling.sampler != "neighbor" or (sampling.structure or "replicated") == "replicated"
@@ -329,17 +335,23 @@ class Trainer:
         """Correct predictions and nodes of each split on this worker (``train_correct``, ``train_nodes``, ...)."""
         self.model.eval()
         with torch.no_grad():
-            self.predicted = self.executor.forward(self.model).argmax(dim=1)
+            predicted = self.executor.forward(self.model).argmax(dim=1)
         counts = {}
         for name in SPLITS:
             mask = self.masks[name]
-            counts[f"{name}_correct"] = float((self.predicted[mask] == self.y[mask]).sum())
+            counts[f"{name}_correct"] = float((predicted[mask] == self.y[mask]).sum())
             counts[f"{name}_nodes"] = float(mask.sum())
+        if self.typed is None:
+            self.predicted = predicted
+        else:  # R-GCN classifies its target type's rows: -1 for the other types'
+            self.predicted = predicted.new_full((self.job.part.num_owned,), -1)
+            self.predicted[self.executor.rows] = predicted
         return counts
 
     def record(self, epoch: int, step: _Step, counts: dict[str, float] | None) -> EpochRecord:
         """The epoch's totals over every worker."""
-        layers = [f"halo_forward:{i}" for i in range(1, self.config.gnn.layers)]
+        first = 0 if self.typed is not None else 1  # R-GCN exchanges its projected inputs too
+        layers = [f"halo_forward:{i}" for i in range(first, self.config.gnn.layers)]
         local = {
             "loss": step.loss,
             **(counts or {}),

@@ -1,0 +1,338 @@
+r"""R-GCN: the relational graph convolution of Schlichtkrull et al., with basis decomposition, on a
+part of a typed graph's homogeneous view.
+
+A part's table holds its owned rows (ascending homogeneous id, so each node type's owned rows are
+one range) and then its halo rows; its in-edges are the part's CSR with each edge's relation
+(``edge_type.npy`` of a typed set). :class:`RelationBlock` holds, per relation, the adjacency of the
+relation's destination rows (one type's range of owned rows) with the mean's weights
+:math:`1 / c_{i,r}`; :class:`RGCNLayer` aggregates with one sparse product per relation (a loop
+over relations, none over edges) and transforms each destination type's rows with one product.
+:class:`TypedInput` brings every node type to one width before the first layer: a type with
+features through a linear projection of its own, a type without through a learnable embedding
+whose rows live with their owners (a worker holds its owned nodes' rows, initialised by typed id,
+so any partition starts from the same table). :class:`RGCN` stacks them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch_geometric.nn.inits import glorot, zeros
+
+from commgraph.errors import TrainingError
+from commgraph.nn.dropout import relu_dropout
+
+EMBEDDING_CHUNK = 1 << 16  # embedding rows drawn per generator seed: the table is the same for any partition
+
+
+@dataclass
+class RelationAdjacency:
+    """One relation's in-edges of a part: the adjacency of its destination rows
+    ``start..start + rows - 1`` of the table, over every table row, valued :math:`1 / c_{i,r}`, and
+    its transpose, which the backward pass multiplies the gradient by (built once: torch would
+    transpose the adjacency at every backward pass); ``None`` where the relation has no edge into
+    the part. Row pointers and columns are int32 while the edges and the table's rows fit, as
+    :meth:`~commgraph.nn.Block.from_csr` holds them.
+
+    Shapes:
+        - **adjacency:** ``[rows, num_src]``; **transposed:** ``[num_src, rows]`` (sparse CSR)
+    """
+
+    start: int
+    adjacency: torch.Tensor | None = None
+    transposed: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, start: int, dst: np.ndarray, col: np.ndarray, rows: int, num_src: int) -> RelationAdjacency:
+        """The relation's edges ``col[e] -> start + dst[e]`` (``dst`` ascending), as both CSRs."""
+        counts = np.bincount(dst, minlength=rows)
+        values = (1.0 / counts[dst]).astype(np.float32)
+        order = np.argsort(col, kind="stable")
+        return cls(
+            start,
+            _csr(counts, col, values, (rows, num_src)),
+            _csr(np.bincount(col, minlength=num_src), dst[order].astype(col.dtype), values[order], (num_src, rows)),
+        )
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        """``adjacency @ x``, differentiable with respect to ``x``."""
+        return _Product.apply(self.adjacency, self.transposed, x)
+
+    def to(self, device: torch.device) -> RelationAdjacency:
+        if self.adjacency is None:
+            return self
+        return RelationAdjacency(self.start, self.adjacency.to(device), self.transposed.to(device))
+
+
+def _csr(counts: np.ndarray, col: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> torch.Tensor:
+    """A sparse CSR tensor of rows with ``counts`` entries each, columns ``col`` (their dtype for
+    the row pointers too)."""
+    crow = np.zeros(shape[0] + 1, dtype=col.dtype)
+    np.cumsum(counts, out=crow[1:])
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": PyG relies on it too
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(col), torch.from_numpy(values), shape)
+
+
+class _Product(torch.autograd.Function):
+    """``adjacency @ x``; the gradient ``transposed @ grad``."""
+
+    @staticmethod
+    def forward(ctx, adjacency: torch.Tensor, transposed: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        ctx.transposed = transposed
+        return torch.sparse.mm(adjacency, x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return None, None, torch.sparse.mm(ctx.transposed, grad.contiguous())
+
+
+@dataclass
+class RelationBlock:
+    r"""A part's in-edges by relation (see the module's description): ``relations[r]`` for relation
+    ``r``; ``num_dst`` owned rows, from table row ``dst_start``, are computed from a table of
+    ``num_src`` rows (each relation's ``start`` counted from ``dst_start``)."""
+
+    num_src: int
+    num_dst: int
+    relations: list[RelationAdjacency]
+    dst_start: int = 0
+
+    @classmethod
+    def from_csr(
+        cls,
+        indptr: np.ndarray,
+        indices: np.ndarray,
+        edge_type: np.ndarray,
+        num_src: int,
+        dst_ranges: list[tuple[int, int]],
+    ) -> RelationBlock:
+        """The block of a part's CSR (``indptr`` over its owned rows, ``indices`` table rows,
+        ``edge_type`` each edge's relation), relation ``r``'s destinations the owned rows
+        ``dst_ranges[r]`` (its destination type's range)."""
+        indptr = np.asarray(indptr, dtype=np.int64)
+        num_dst = indptr.shape[0] - 1
+        rows = np.repeat(np.arange(num_dst, dtype=np.int64), np.diff(indptr))
+        edge_type, indices = np.asarray(edge_type), np.asarray(indices)
+        dtype = np.int32 if max(indices.shape[0], num_src) < np.iinfo(np.int32).max else np.int64
+        relations = []
+        for r, (start, end) in enumerate(dst_ranges):
+            mine = np.flatnonzero(edge_type == r)
+            if mine.size == 0:
+                relations.append(RelationAdjacency(start))
+                continue
+            dst = rows[mine] - start
+            if dst.min() < 0 or dst.max() >= end - start:
+                raise TrainingError(f"relation {r}'s edges end outside its destination type's rows: re-partition")
+            relations.append(RelationAdjacency.of(start, dst, indices[mine].astype(dtype), end - start, num_src))
+        return cls(num_src, num_dst, relations)
+
+    def groups(self) -> list[tuple[int, int, list[int]]]:
+        """The relations into each range of destination rows (one node type's: the ranges are
+        disjoint), ``(start, rows, relations)`` by start: a layer concatenates the destinations'
+        own rows and the relations' aggregates and multiplies them by the stacked root and relation
+        weights at once (one output-wide product per destination type, not one per relation)."""
+        ranges: dict[tuple[int, int], list[int]] = {}
+        for r, relation in enumerate(self.relations):
+            if relation.adjacency is not None:
+                ranges.setdefault((relation.start, relation.adjacency.shape[0]), []).append(r)
+        return sorted((start, rows, members) for (start, rows), members in ranges.items())
+
+    def rows(self, start: int, end: int) -> RelationBlock:
+        """The block of destination rows ``start..end - 1`` alone (one node type's range): the
+        relations into exactly those rows, the others empty."""
+        return RelationBlock(
+            self.num_src,
+            end - start,
+            [
+                RelationAdjacency(0, r.adjacency, r.transposed)
+                if r.adjacency is not None and r.start == start and r.adjacency.shape[0] == end - start
+                else RelationAdjacency(0)
+                for r in self.relations
+            ],
+            self.dst_start + start,
+        )
+
+    def to(self, device: torch.device) -> RelationBlock:
+        """The block with its adjacencies on ``device``."""
+        return RelationBlock(self.num_src, self.num_dst, [r.to(device) for r in self.relations], self.dst_start)
+
+
+class RGCNLayer(torch.nn.Module):
+    r"""The relational graph convolution of `"Modeling Relational Data with Graph Convolutional
+    Networks" <https://arxiv.org/abs/1703.06103>`_ (Schlichtkrull et al., ESWC 2018) on a
+    :class:`RelationBlock`, with basis decomposition:
+
+    .. math::
+        \mathbf{x}^{\prime}_i = \mathbf{W}_0 \mathbf{x}_i + \mathbf{b} + \sum_{r \in \mathcal{R}}
+        \sum_{j \in \mathcal{N}_r(i)} \frac{1}{|\mathcal{N}_r(i)|} \mathbf{W}_r \mathbf{x}_j,
+        \qquad \mathbf{W}_r = \sum_{b=1}^{B} a_{rb} \mathbf{V}_b
+
+    (PyG's ``RGCNConv`` with ``aggr="mean"``, its parameters named as there: ``weight`` the
+    :math:`\mathbf{V}_b`, ``comp`` the :math:`a_{rb}`, ``root`` :math:`\mathbf{W}_0^\top` and
+    ``bias``). Without bases each relation has a weight of its own (``weight`` is the
+    :math:`\mathbf{W}_r`). Every in-edge of a destination is in the block, so a part computes the
+    single-graph result.
+
+    Args:
+        in_dim: input width :math:`F_{in}`.
+        out_dim: output width :math:`F_{out}`.
+        num_relations: relations :math:`|\mathcal{R}|`.
+        num_bases: basis matrices :math:`B \ge 1` (None: no decomposition).
+
+    Shapes:
+        - **input:** the table ``x_src`` :math:`(|\mathcal{V}_s|, F_{in})`, the destinations' own
+          rows ``x_dst`` :math:`(|\mathcal{V}_t|, F_{in})`, and a :class:`RelationBlock`
+        - **output:** :math:`(|\mathcal{V}_t|, F_{out})`
+
+    Raises:
+        TrainingError: ``num_bases < 1``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, num_relations: int, num_bases: int | None = None):
+        super().__init__()
+        if num_bases is not None and num_bases < 1:
+            raise TrainingError(f"R-GCN needs --bases >= 1 (or none: a weight per relation), got {num_bases}")
+        self.num_relations, self.num_bases = num_relations, num_bases
+        self.weight = torch.nn.Parameter(torch.empty(num_bases or num_relations, in_dim, out_dim))
+        self.comp = torch.nn.Parameter(torch.empty(num_relations, num_bases)) if num_bases is not None else None
+        self.root = torch.nn.Parameter(torch.empty(in_dim, out_dim))
+        self.bias = torch.nn.Parameter(torch.empty(out_dim))
+        glorot(self.weight)
+        if self.comp is not None:
+            glorot(self.comp)
+        glorot(self.root)
+        zeros(self.bias)
+
+    def relation_weights(self) -> torch.Tensor:
+        r"""Every relation's :math:`\mathbf{W}_r` (``[R, F_in, F_out]``), from the bases where decomposed."""
+        if self.comp is None:
+            return self.weight
+        bases, in_dim, out_dim = self.weight.shape
+        return (self.comp @ self.weight.view(bases, -1)).view(self.num_relations, in_dim, out_dim)
+
+    def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: RelationBlock) -> torch.Tensor:
+        weights = self.relation_weights()
+        pieces, done = [], 0
+        for start, rows, members in block.groups():
+            if start > done:  # destinations no relation reaches: the root term alone
+                pieces.append(torch.addmm(self.bias, x_dst[done:start], self.root))
+            aggregated = [x_dst[start : start + rows], *(block.relations[r].product(x_src) for r in members)]
+            stacked = torch.cat([self.root, weights[members].flatten(0, 1)])
+            pieces.append(torch.addmm(self.bias, torch.cat(aggregated, dim=1), stacked))
+            done = start + rows
+        if done < x_dst.shape[0] or not pieces:
+            pieces.append(torch.addmm(self.bias, x_dst[done:], self.root))
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
+
+
+class TypedInput(torch.nn.Module):
+    r"""Every node type's rows at one width ``hidden``: a type with features through a linear
+    projection of its own (:math:`\mathbf{P}_t \mathbf{x}_i + \mathbf{c}_t`), a type without through
+    a learnable embedding of its owned nodes (``embeddings[t]``: this part's rows of the type's
+    table, drawn :math:`\mathcal{N}(0, 1)` by typed id from ``seed``, so every partition starts
+    from one table; its gradient stays with the owner, who holds the row).
+
+    Args:
+        widths: each node type's feature width (0: no features), in the graph's type order.
+        hidden: the output width.
+        owned_ids: each type's owned typed ids (ascending), for the embeddings' rows.
+        seed: the embeddings' seed.
+
+    Shapes:
+        - **input:** each type's owned feature rows ``[n_t, F_t]`` (None for a type without)
+        - **output:** :math:`(\sum_t n_t, \mathrm{hidden})`, the types one after the other
+    """
+
+    def __init__(self, widths: list[int], hidden: int, owned_ids: list[np.ndarray], seed: int):
+        super().__init__()
+        self.projections = torch.nn.ModuleDict(
+            {str(t): torch.nn.Linear(width, hidden) for t, width in enumerate(widths) if width}
+        )
+        self.embeddings = torch.nn.ParameterDict(
+            {
+                str(t): torch.nn.Parameter(embedding_rows(ids, hidden, seed, t))
+                for t, (width, ids) in enumerate(zip(widths, owned_ids, strict=True))
+                if not width
+            }
+        )
+
+    def forward(self, features: list[torch.Tensor | None]) -> torch.Tensor:
+        rows = [self.embeddings[str(t)] if x is None else self.projections[str(t)](x) for t, x in enumerate(features)]
+        return torch.cat(rows)
+
+
+def embedding_rows(ids: np.ndarray, width: int, seed: int, node_type: int) -> torch.Tensor:
+    """Rows ``ids`` (typed ids, ascending) of a type's :math:`\\mathcal{N}(0, 1)` embedding table,
+    drawn :data:`EMBEDDING_CHUNK` rows per seed, so the rows are the same whoever draws them."""
+    ids = np.asarray(ids, dtype=np.int64)
+    out = torch.empty((ids.size, width))
+    chunks = ids // EMBEDDING_CHUNK
+    bounds = np.flatnonzero(np.diff(chunks)) + 1
+    for piece in np.split(np.arange(ids.size), bounds) if ids.size else []:
+        chunk = int(chunks[piece[0]])
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + node_type * 65_537 + chunk)
+        table = torch.randn((EMBEDDING_CHUNK, width), generator=generator)
+        out[torch.from_numpy(piece)] = table[torch.from_numpy(ids[piece] - chunk * EMBEDDING_CHUNK)]
+    return out
+
+
+class RGCN(torch.nn.Module):
+    r"""R-GCN for node classification on a typed graph: :class:`TypedInput` to ``hidden``, then
+    ``layers`` :class:`RGCNLayer` (ReLU and dropout between them), the last one to the classes.
+
+    Args:
+        widths, owned_ids, seed: as :class:`TypedInput` takes them.
+        hidden: hidden width.
+        out_dim: classes :math:`C`.
+        num_relations: relations.
+        layers: R-GCN layers, >= 1.
+        num_bases: each layer's basis matrices (None: a weight per relation).
+        dropout: dropout after every layer but the last.
+
+    Shapes:
+        - **layer** ``l``: a table :math:`(|\mathcal{V}_s|, \mathrm{hidden})` to
+          :math:`(|\mathcal{V}_t|, \mathrm{hidden})`, the last to :math:`(|\mathcal{V}_t|, C)`
+    """
+
+    def __init__(
+        self,
+        widths: list[int],
+        hidden: int,
+        out_dim: int,
+        num_relations: int,
+        owned_ids: list[np.ndarray],
+        *,
+        layers: int = 2,
+        num_bases: int | None = None,
+        dropout: float = 0.5,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.dropout = dropout
+        self.input = TypedInput(widths, hidden, owned_ids, seed)
+        self.convs = torch.nn.ModuleList(
+            RGCNLayer(hidden, out_dim if index == layers - 1 else hidden, num_relations, num_bases)
+            for index in range(layers)
+        )
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    def shared_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters every worker holds alike (all but the embeddings' owned rows): the ones
+        whose gradients are summed over the workers."""
+        owned = {id(p) for p in self.input.embeddings.parameters()}
+        return [p for p in self.parameters() if id(p) not in owned]
+
+    def layer(self, index: int, x_src: torch.Tensor, block: RelationBlock) -> torch.Tensor:
+        """Layer ``index`` on ``block`` (its destinations the table's rows from ``block.dst_start``),
+        activated: ReLU and dropout, none after the last."""
+        out = self.convs[index](x_src, x_src[block.dst_start : block.dst_start + block.num_dst], block)
+        if index == self.num_layers - 1:
+            return out
+        return relu_dropout(out, self.dropout, self.training)

@@ -1,0 +1,118 @@
+"""R-GCN's full-graph pass over a part of a typed partition set (:mod:`commgraph.partition.typed`).
+
+Every node type is brought to the hidden width where it is owned (:class:`~commgraph.nn.rgcn.TypedInput`:
+a projection of the type's features, ``x-<t>.npy``, or its embedding rows), so every layer's table
+is hidden wide, whatever the types' feature widths, and no halo row ever crosses at a type's own
+width. Each layer then exchanges its input's halo rows layer-wise through the job's all-gather plan
+(:func:`~commgraph.runtime.halo_exchange`, the barrier exchange: their gradients return to their
+owners, an embedding row's too) and computes the part's owned rows on its
+:class:`~commgraph.nn.rgcn.RelationBlock`. The exchanges are layers ``0..L-1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from commgraph.errors import TrainingError
+from commgraph.nn.rgcn import RGCN, RelationBlock
+from commgraph.runtime import halo_exchange
+from commgraph.runtime.job import Job, Wiring
+
+
+@dataclass
+class TypedPart:
+    """What a worker reads of its typed part beside the ordinary part: each node type's range of
+    owned rows (``bounds[t]..bounds[t + 1] - 1``), its owned typed ids, its feature width and
+    feature rows (None without), each relation's destination type, and the target type."""
+
+    bounds: np.ndarray
+    owned_ids: list[np.ndarray]
+    widths: list[int]
+    features: list[np.ndarray | None]
+    relation_dst: list[int]
+    target: int
+
+    @classmethod
+    def read(cls, job: Job) -> TypedPart:
+        """Part ``job.world.rank``'s typed files."""
+        typed = job.pset.manifest.get("typed")
+        if typed is None:
+            raise TrainingError(
+                f"{job.pset.path} is not a typed partition set: --model rgcn trains a heterogeneous graph "
+                "(mag-shaped:scale=F, or a set partition make wrote of one)"
+            )
+        part, types = job.part, typed["node_types"]
+        owned = np.asarray(part.owned, dtype=np.int64)
+        offsets = np.asarray(typed["offsets"], dtype=np.int64)
+        bounds = np.searchsorted(owned, offsets)
+        folder = job.pset.path / f"part-{part.index}"
+        widths = [int(typed["num_features"][t]) for t in types]
+        features = [np.load(folder / f"x-{t}.npy") if width else None for t, width in enumerate(widths)]
+        return cls(
+            bounds=bounds,
+            owned_ids=[owned[bounds[t] : bounds[t + 1]] - offsets[t] for t in range(len(types))],
+            widths=widths,
+            features=features,
+            relation_dst=[types.index(dst) for _, _, dst in typed["relations"]],
+            target=types.index(typed["target"]),
+        )
+
+    @property
+    def target_rows(self) -> slice:
+        """The target type's owned rows."""
+        return slice(int(self.bounds[self.target]), int(self.bounds[self.target + 1]))
+
+    def dst_ranges(self) -> list[tuple[int, int]]:
+        """Each relation's destination rows among the owned rows (its destination type's range)."""
+        return [(int(self.bounds[t]), int(self.bounds[t + 1])) for t in self.relation_dst]
+
+
+def build_rgcn(typed: TypedPart, config, classes: int) -> RGCN:
+    """The run's R-GCN (``config``: the :class:`~commgraph.train.config.TrainConfig`), its
+    embeddings this part's rows."""
+    gnn = config.gnn
+    return RGCN(
+        typed.widths,
+        gnn.hidden,
+        classes,
+        len(typed.relation_dst),
+        typed.owned_ids,
+        layers=gnn.layers,
+        num_bases=gnn.bases,
+        dropout=gnn.dropout,
+        seed=config.optim.seed,
+    )
+
+
+class RGCNExecutor:
+    """The full-graph pass of :class:`~commgraph.nn.rgcn.RGCN` over a part (see the module's
+    description): the logits of the target type's owned rows (``rows`` of the owned rows), the
+    last layer computed for them alone (the other types' rows there reach no loss)."""
+
+    name = "barrier"
+
+    def __init__(self, job: Job, wiring: Wiring, typed: TypedPart):
+        part, device = job.part, job.device
+        self.features = [None if x is None else torch.from_numpy(x).to(device) for x in typed.features]
+        self.block = RelationBlock.from_csr(
+            np.asarray(part.indptr),
+            np.asarray(part.indices),
+            np.load(job.pset.path / f"part-{part.index}" / "edge_type.npy"),
+            part.num_owned + part.num_halo,
+            typed.dst_ranges(),
+        ).to(device)
+        self.rows = typed.target_rows
+        self.last = self.block.rows(self.rows.start, self.rows.stop)
+        self.runner = job.layerwise(job.exchange(wiring.plan, part.owned, part.halo))
+        widths = ", ".join(f"{w}" if w else "embedding" for w in typed.widths)
+        self.feature_note = f"node types' inputs ({widths}) projected to the hidden width where owned"
+
+    def forward(self, model: RGCN) -> torch.Tensor:
+        h = model.input(self.features)
+        for index in range(model.num_layers):
+            table = h if self.runner.exchange.idle else torch.cat([h, halo_exchange(h, self.runner, index)])
+            h = model.layer(index, table, self.last if index == model.num_layers - 1 else self.block)
+        return h

@@ -1,0 +1,169 @@
+"""Built-in R-GCN (commgraph.nn.rgcn, ``commgraph train --model rgcn``): one layer's exact values on
+a tiny graph (and PyG's ``RGCNConv`` on the same weights), losses at 2 and 4 workers equal to one
+worker's, the memory estimate's per-type widths, and bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.nn import RGCNConv
+
+from commgraph.cli.train import check_trainable
+from commgraph.errors import TrainingError
+from commgraph.graph import HeteroGraph, Relation, load_graph
+from commgraph.nn.rgcn import RelationBlock, RGCNLayer, embedding_rows
+from commgraph.partition import load_partition_set
+from commgraph.partition.typed import make_typed_partition_set
+from commgraph.plan.memory import JobShape, estimate_memory
+from commgraph.train import TrainConfig
+from forked import launch_forked, run_commgraph
+
+TESTS = Path(__file__).parent
+PAGE = TESTS.parent / "docs" / "heterogeneous.md"
+SPEC = "mag-shaped:scale=0.0005,seed=0"
+RUN = dict(model="rgcn", epochs=4, dropout=0.0, hidden=8, bases=2, lr=0.05)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load_graph(SPEC)
+
+
+@pytest.fixture(scope="module")
+def typed_sets(graph, tmp_path_factory):
+    root = tmp_path_factory.mktemp("rgcn-sets")
+    for parts in (1, 2, 4):
+        make_typed_partition_set(graph, parts, root / f"k{parts}", seed=0)
+    return root
+
+
+def _tiny() -> tuple[torch.Tensor, RelationBlock]:
+    """Nodes 0, 1 (type a, owned) and 2 (type b, a halo row); relation 0 ``b -> a`` (2 -> 0,
+    2 -> 1), relation 1 ``a -> a`` (1 -> 0). Destination rows: relation 0 and 1 both rows 0..1."""
+    indptr = np.array([0, 2, 3])
+    indices = np.array([1, 2, 2])  # node 0's in-edges: from 1 (relation 1), from 2 (relation 0); node 1's: from 2
+    edge_type = np.array([1, 0, 0])
+    x = torch.tensor([[1.0, 2.0], [3.0, -1.0], [0.5, 4.0]])
+    return x, RelationBlock.from_csr(indptr, indices, edge_type, 3, [(0, 2), (0, 2)])
+
+
+def test_one_layer_is_the_formula_by_hand():
+    x, block = _tiny()
+    layer = RGCNLayer(2, 1, num_relations=2, num_bases=1)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[[1.0], [2.0]]]))  # V_1 = [1, 2]^T
+        layer.comp.copy_(torch.tensor([[2.0], [-1.0]]))  # W_0 = 2 V_1, W_1 = -V_1
+        layer.root.copy_(torch.tensor([[1.0], [1.0]]))
+        layer.bias.fill_(0.5)
+    out = layer(x, x[:2], block)
+    # node 0: root 1 + 2 = 3, bias 0.5; relation 0 mean over {2}: 2 * (0.5 + 8) = 17; relation 1 over {1}: -(3 - 2) = -1
+    # node 1: root 3 - 1 = 2, bias 0.5; relation 0 over {2}: 17; relation 1: no edge
+    assert out.flatten().tolist() == [3 + 0.5 + 17 - 1, 2 + 0.5 + 17]
+
+
+def test_layer_and_its_gradients_equal_pyg_rgcnconv_on_the_same_weights():
+    torch.manual_seed(0)
+    n, relations = 30, 3
+    edge_index = torch.randint(0, n, (2, 120))
+    edge_type = torch.randint(0, relations, (120,))
+    x = torch.randn(n, 5)
+    pyg = RGCNConv(5, 4, relations, num_bases=2, aggr="mean")
+    ours = RGCNLayer(5, 4, relations, num_bases=2)
+    ours.load_state_dict({k: v for k, v in pyg.state_dict().items() if k in ("weight", "comp", "root", "bias")})
+    order = torch.argsort(edge_index[1] * n + edge_index[0], stable=True)
+    src, dst, kinds = edge_index[0][order], edge_index[1][order], edge_type[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst.numpy(), minlength=n))])
+    block = RelationBlock.from_csr(indptr, src.numpy(), kinds.numpy(), n, [(0, n)] * relations)
+    x_ours, x_pyg = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out = ours(x_ours, x_ours, block)
+    torch.testing.assert_close(out, pyg(x_pyg, edge_index, edge_type), rtol=1e-5, atol=1e-6)
+    (out**2).sum().backward()
+    (pyg(x_pyg, edge_index, edge_type) ** 2).sum().backward()
+    torch.testing.assert_close(x_ours.grad, x_pyg.grad, rtol=1e-5, atol=1e-5)
+    for name in ("weight", "comp", "root", "bias"):
+        torch.testing.assert_close(getattr(ours, name).grad, getattr(pyg, name).grad, rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_rows_do_not_depend_on_who_draws_them():
+    whole = embedding_rows(np.arange(70_000), 3, seed=1, node_type=2)
+    some = np.array([5, 65_535, 65_536, 69_999])
+    assert torch.equal(embedding_rows(some, 3, seed=1, node_type=2), whole[torch.from_numpy(some)])
+    assert not torch.equal(embedding_rows(some, 3, seed=1, node_type=1), whole[torch.from_numpy(some)])
+
+
+def _losses(partdir: Path, workers: int, out: Path, monkeypatch) -> np.ndarray:
+    out.mkdir(parents=True, exist_ok=True)
+    spec = out / "spec.json"
+    spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": {"rgcn": RUN}}))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    assert launch_forked([str(spec)], workers, grace=30, module="dist_driver") == 0
+    return np.load(out / "rgcn.npz")["loss"]
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_losses_at_2_and_4_workers_equal_one_workers(typed_sets, tmp_path, monkeypatch):
+    single = _losses(typed_sets / "k1", 1, tmp_path / "k1", monkeypatch)
+    assert single.shape == (RUN["epochs"],) and single[-1] < single[0]
+    for workers in (2, 4):
+        losses = _losses(typed_sets / f"k{workers}", workers, tmp_path / f"k{workers}", monkeypatch)
+        np.testing.assert_allclose(losses, single, rtol=1e-5)
+
+
+def test_memory_estimate_reads_each_types_width(typed_sets):
+    pset = load_partition_set(typed_sets / "k2", verify=False)
+    typed = pset.manifest["typed"]
+    estimate = estimate_memory(pset, JobShape(2, 2, 16, 2, model="rgcn"))
+    paper, author = typed["node_types"].index("paper"), typed["node_types"].index("author")
+    owned = typed["owned"]
+    assert estimate.worker["features"] == max(4 * 128 * o[paper] for o in owned)  # papers alone have features
+    assert estimate.worker["embeddings"] == max(16 * 16 * sum(o) - 16 * 16 * o[paper] for o in owned)
+    assert estimate.worker["embeddings"] >= 16 * 16 * owned[0][author]
+
+
+def test_bad_bases_are_refused():
+    with pytest.raises(TrainingError, match="--bases"):
+        TrainConfig.build(model="rgcn", bases=0)
+    with pytest.raises(TrainingError, match="--bases"):
+        TrainConfig.build(model="sage", bases=2)
+    with pytest.raises(TrainingError, match="--bases >= 1"):
+        RGCNLayer(4, 4, 3, num_bases=0)
+
+
+def test_what_rgcn_does_not_do_is_refused():
+    with pytest.raises(TrainingError, match="drop --sampler neighbor"):
+        TrainConfig.build(model="rgcn", sampler="neighbor")
+    with pytest.raises(TrainingError, match="drop --exchange replicate"):
+        TrainConfig.build(model="rgcn", exchange="replicate")
+
+
+def test_graphs_rgcn_cannot_train_and_models_that_cannot_train_a_typed_graph_are_refused(graph):
+    unlabelled = HeteroGraph(
+        {"user": 3, "item": 2}, {("user", "rates", "item"): Relation.from_edges([0, 1], [1, 0], 2)}
+    )
+    with pytest.raises(TrainingError, match="no labelled target node type"):
+        check_trainable("rgcn", "users", unlabelled)
+    with pytest.raises(TrainingError, match="train it with --model rgcn"):
+        check_trainable("sage", SPEC, graph)
+    with pytest.raises(TrainingError, match="has one node type"):
+        check_trainable("rgcn", "cora", load_graph("cora"))
+
+
+@pytest.mark.multiproc
+def test_the_docs_block_runs(tmp_path, monkeypatch):
+    """docs/heterogeneous.md's "Train R-GCN": its commands run as written, and the model learns."""
+    section = PAGE.read_text().split("## Train R-GCN", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"^```bash runnable\n(.*?)^```$", section, re.S | re.M).group(1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    results = [run_commgraph(line.split()[1:]) for line in block.splitlines()]
+    assert all(result.returncode == 0 for result in results), results[-1].stderr[-2000:]
+    assert "memory estimate" in results[0].stdout
+    accuracy = float(re.search(r"test accuracy ([\d.]+)", results[1].stdout).group(1))
+    assert accuracy > 0.3  # 349 classes: chance is 0.003
