@@ -182,7 +182,8 @@ def test_the_full_graph_pass_is_its_table_its_aggregation_and_its_hidden_tables(
 def test_a_job_that_cannot_fit_is_refused_in_one_line(cora_set, monkeypatch):
     estimate = estimate_memory(cora_set, JobShape(2, 2, hidden=16, layers=2))
     monkeypatch.setattr("commgraph.launch.launcher.available_bytes", lambda: estimate.machine_peak_bytes - 1)
-    with pytest.raises(JobError, match=r"needs about .* GB .* available: lower --hidden, --batch-size .* --ignore-memory"):
+    advice = r"needs about .* GB .* available: lower --hidden, --batch-size .* --ignore-memory"
+    with pytest.raises(JobError, match=advice):
         check_fits(estimate, LaunchOptions())
     check_fits(estimate, LaunchOptions(ignore_memory=True))
     monkeypatch.setattr("commgraph.launch.launcher.available_bytes", lambda: estimate.machine_peak_bytes)

@@ -20,6 +20,7 @@ from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.graph import HeteroGraph
 from commgraph.launch import JobSpec, LaunchOptions, launch
+from commgraph.nn.options import HETERO_MODELS
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.partition.store import Part
 from commgraph.plan.memory import MemoryEstimate, estimate_memory
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         check=partial(check_trainable, config.gnn.model),
         prepare=partial(_prepare, config),
         memory=partial(_memory, config),
-        step_time=config.step_time,
+        step_time=None if config.gnn.model in HETERO_MODELS else config.step_time,  # R-GCN: no cost model yet
         json=args.json,
         debug=args.debug,
     )
@@ -114,7 +115,6 @@ def _train_link(config: TrainConfig, held_out: Path, world, partition_dir: Path)
 def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEstimate:
     """What this training run will hold (every worker on this machine)."""
     return estimate_memory(pset, config.job_shape(pset, workers))
-
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:

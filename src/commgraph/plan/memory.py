@@ -209,7 +209,7 @@ def _typed_estimate(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     if typed is None:
         raise TrainingError(f"{pset.path} is not a typed partition set: --model {shape.model} needs one")
     widths = [int(typed["num_features"][t]) for t in typed["node_types"]]
-    classes = _classes(pset)
+    classes = label_classes(pset)
     worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 0, "embeddings": 0, "structure": 0, "tables": 0}
     for k in range(pset.num_parts):
         owned = typed["owned"][k]

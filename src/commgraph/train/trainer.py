@@ -163,13 +163,17 @@ class Trainer:
         self.wiring = self._wiring()
         self.allreduce = self._allreduce(shared)
         self.sync = job.gradient_sync(shared, self.allreduce)  # an embedding's rows stay with their owner
-        self.step_prediction = config.step_time(
-            job.pset,
-            job.topology,
-            job.devices,
-            self.wiring.choice.modeled_seconds if self.wiring and world.size > 1 else 0.0,
-            self.allreduce.modeled_seconds or 0.0,
-            warn=world.is_leader,
+        self.step_prediction = (
+            None
+            if self.typed is not None
+            else config.step_time(  # R-GCN: no cost model yet
+                job.pset,
+                job.topology,
+                job.devices,
+                self.wiring.choice.modeled_seconds if self.wiring and world.size > 1 else 0.0,
+                self.allreduce.modeled_seconds or 0.0,
+                warn=world.is_leader,
+            )
         )
         store = self._features()
         self.executor = self._executor(store)
@@ -404,8 +408,8 @@ class Trainer:
             steps=step.steps,
             steps_cap=self.config.sampling.steps_per_epoch,
             sample_seconds=step.sample_seconds,
-            predicted_step_seconds=self.step_prediction.step_seconds,
-            predicted_epoch_seconds=self.step_prediction.epoch_seconds,
+            predicted_step_seconds=None if self.step_prediction is None else self.step_prediction.step_seconds,
+            predicted_epoch_seconds=None if self.step_prediction is None else self.step_prediction.epoch_seconds,
             measured_step_seconds=step.seconds / max(step.steps, 1),
             feature_bytes=features,
             local_bytes=int(total["local"]),
