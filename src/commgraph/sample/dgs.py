@@ -106,7 +106,9 @@ class DGSSampler:
         layers, dst = [], seeds
         for fanout in self.fanouts:
             counts, slots = self.draw(dst, fanout, rng, masks)
-            layer = relabel(dst, self.graph.indices[slots].astype(np.int64), counts, self._scratch, self.graph.num_nodes)
+            layer = relabel(
+                dst, self.graph.indices[slots].astype(np.int64), counts, self._scratch, self.graph.num_nodes
+            )
             layers.append(layer)
             dst = layer.src
         layers.reverse()
