@@ -233,6 +233,8 @@ def test_a_part_and_a_set_path_read_rows_from_the_set(alone, cora):
         ({"input_nodes": torch.tensor([-1])}, "holds node id -1"),
         ({"input_nodes": torch.tensor([4, 4])}, "more than once"),
         ({"sampler": "ladies"}, "sampler must be"),
+        ({"sampler": "dsg"}, "sampler must be one of neighbor, dgs; got 'dsg'"),
+        ({"dgs_masks": "masks.npz"}, "pass sampler='dgs'"),
         ({"drop_lats": True}, "no option 'drop_lats'"),
     ],
 )
@@ -272,3 +274,67 @@ def test_two_ranks_split_the_seeds_and_train_in_step(tmp_path, monkeypatch):
     assert all(b[3] for r in ranks for b in r["few"])
     assert ranks[0]["inference"] == ranks[1]["inference"]  # every rank infers every node, in id order
     assert sum(ranks[0]["inference"], []) == list(range(2708))
+
+
+def test_dgs_draws_as_neighbor_until_it_has_masks_then_keeps_every_local_neighbour(alone, cora):
+    """One rank owns every node: without masks DGS's batches are the uniform sampler's; with masks
+    every in-neighbour is local, and ``keep-local`` keeps them all (DGS's rule: locals cost no
+    communication), so each hop is the full neighbourhood, and no column is cut."""
+    import commgraph.pyg as cg
+    from commgraph.sample.dgs import DGSMasks
+
+    options = {"num_neighbors": [3, 2], "batch_size": 50, "input_nodes": cora.train_mask, "shuffle": True}
+    uniform = list(cg.NeighborLoader(cora, **options))
+    loader = cg.NeighborLoader(cora, sampler="dgs", feature_rate=0.1, **options)
+    for plain, dgs in zip(uniform, loader, strict=True):
+        assert torch.equal(plain.n_id, dgs.n_id) and torch.equal(plain.edge_index, dgs.edge_index)
+    loader.set_masks(DGSMasks(np.zeros(cora.num_nodes), np.arange(cora.num_features, dtype=np.float64)))
+    for batch in loader:
+        check_layout(cora, batch, [-1, -1])
+
+
+def test_dgs_options_are_checked(alone, cora):
+    import commgraph.pyg as cg
+    from commgraph.errors import SamplingError
+
+    with pytest.raises(SamplingError, match="feature-rate"):
+        cg.NeighborLoader(cora, sampler="dgs", feature_rate=0)
+    with pytest.raises(BridgeError, match="make the loader with sampler='dgs'"):
+        cg.NeighborLoader(cora).set_masks(None)
+
+
+@pytest.mark.multiproc
+def test_dgs_loader_at_two_ranks_samples_by_the_masks_and_trains(tmp_path, monkeypatch):
+    """``pyg_loader_dgs_driver``: each rank's batches are PyG batches of its own seeds, with real
+    edges, no remote node its node mask rules out (but seeds), remote rows cut to DGS's columns;
+    the loss falls and the ranks' models stay equal."""
+    from forked import launch_forked
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    assert launch_forked([str(tmp_path)], 2, grace=60, module="pyg_loader_dgs_driver", threads_per_worker=1) == 0
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    from commgraph.graph import load_graph
+    from commgraph.graph.pyg import to_pyg
+
+    data = to_pyg(load_graph("cora"))
+    graph, owner = in_edges(data), np.asarray(ranks[0]["owner"])
+    train = set(data.train_mask.nonzero().view(-1).tolist())
+    assert set(ranks[0]["seeds"]) | set(ranks[1]["seeds"]) == train
+    for rank, result in enumerate(ranks):
+        assert set(result["seeds"]) == {v for v in train if owner[v] == rank}  # each rank its own seeds
+        ruled_out = np.asarray(result["node_prob"]) == 0
+        drawn = 0
+        for batch in result["batches"]:
+            n_id, size = np.asarray(batch["n_id"]), batch["batch_size"]
+            assert np.unique(n_id).shape[0] == n_id.shape[0] and batch["local_max"] < n_id.shape[0]
+            assert set(n_id[:size].tolist()) <= set(result["seeds"])  # seeds first
+            assert all(edge in graph for edge in zip(*batch["edges"]))
+            added = n_id[size:]
+            assert not (ruled_out[added] & (owner[added] != rank)).any()
+            drawn += int((owner[added] != rank).sum())
+            assert batch["rows_ok"]
+        assert drawn > 0  # remote nodes were drawn, through their masks
+        assert result["losses"][-1] < 0.5 * result["losses"][0]
+    assert ranks[0]["losses"] == pytest.approx(ranks[1]["losses"], abs=1e-6)
+    assert ranks[0]["parameters"] == pytest.approx(ranks[1]["parameters"], abs=0)

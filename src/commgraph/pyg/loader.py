@@ -16,6 +16,15 @@ Node rows come from the ``Data`` the loader was given when it holds the whole gr
 set's parts: this rank's own rows and the rows of the other parts from their mapped files (the
 parts of the set must lie on this machine's disk; rows of parts held by other machines only are
 not fetched).
+
+With ``sampler="dgs"`` the hops are drawn by DGS's sampler (:class:`~commgraph.sample.dgs.DGSSampler`,
+thesis chapter 3, as ``commgraph train --sampler dgs`` draws them) once it has masks, from a file
+``commgraph train --dgs-masks-out`` wrote or from :meth:`NeighborLoader.set_masks`: a remote node
+(one another rank owns) whose node-mask probability is 0 is never drawn, a node draws
+:math:`r_v` of its remote in-neighbours with probability proportional to the node mask and keeps
+its local ones (``dgs_rule``), and a remote node's row of ``x`` holds only the
+:math:`\lceil N_f F \rceil` columns of highest feature mask, the others zero. Until then it draws
+as ``"neighbor"`` does.
 """
 
 from __future__ import annotations
@@ -33,13 +42,16 @@ from commgraph.graph.core import MASK_NAMES
 from commgraph.pyg.data import PartHandle, find_handle, partition
 from commgraph.pyg.world import session
 from commgraph.sample.base import SamplingGraph, Scratch, draw_seed, relabel
+from commgraph.sample.dgs import DGSMasks, DGSSampler
 from commgraph.sample.keyed import keyed_slots
+from commgraph.sample.maskfile import load_masks
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 
 # a part's node attributes and the set's arrays that hold them
 SET_ROWS = {"x": "features", "y": "labels", **{mask: mask for mask in MASK_NAMES}}
 # torch DataLoader options PyG scripts pass: accepted, without effect (batches are made in this process)
 WORKER_OPTIONS = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
-SAMPLERS = ("neighbor",)
+SAMPLERS = ("neighbor", "dgs")
 KEY_SORT_NODES = 3_037_000_499  # the most nodes n with n * n < 2**63
 
 
@@ -150,16 +162,28 @@ class Hops:
     num_edges: list[int]
 
 
+def uniform_draw(graph: SamplingGraph):
+    """``draw(rows, fanout, rng)`` for :func:`sample_hops`: uniform draws without replacement."""
+    return lambda rows, fanout, rng: keyed_slots(graph.indptr, rows, rows, fanout, draw_seed(rng))
+
+
 def sample_hops(
-    graph: SamplingGraph, seeds: np.ndarray, num_neighbors: list[int], rng: np.random.Generator, scratch: Scratch
+    graph: SamplingGraph,
+    seeds: np.ndarray,
+    num_neighbors: list[int],
+    rng: np.random.Generator,
+    scratch: Scratch,
+    draw=None,
 ) -> Hops:
     """PyG's neighbour sampling from ``seeds`` (distinct ids): hop ``h`` draws ``num_neighbors[h]``
-    in-neighbours (all with -1) of each node the previous hop added."""
+    in-neighbours (all with -1) of each node the previous hop added, by ``draw(rows, fanout, rng)``
+    (per-row counts and CSR positions; None: :func:`uniform_draw`)."""
+    draw = draw or uniform_draw(graph)
     nodes, sources, targets, slots, added = seeds, [], [], [], [int(seeds.shape[0])]
     for fanout in num_neighbors:
         start = nodes.shape[0] - added[-1]  # the previous hop's nodes: the last ones added
         frontier = nodes[start:]
-        counts, drawn = keyed_slots(graph.indptr, frontier, frontier, fanout, draw_seed(rng))
+        counts, drawn = draw(frontier, fanout, rng)
         per_node = np.zeros(nodes.shape[0], dtype=np.int64)
         per_node[start:] = counts
         hop = relabel(nodes, graph.indices[drawn].astype(np.int64), per_node, scratch, graph.num_nodes)
@@ -212,8 +236,13 @@ class NeighborLoader:
             every node, or a tensor of global node ids; each rank takes those it owns (so a rank
             may pass its own: ``part.n_id[part.train_mask]`` for a part).
         shuffle: visit each rank's seeds in a new random order every epoch.
-        sampler: ``"neighbor"`` (uniform, as PyG's).
+        sampler: ``"neighbor"`` (uniform, as PyG's) or ``"dgs"`` (DGS's, see the module description).
         seed: the seed of the per-rank, per-epoch generators.
+        dgs_masks: with ``"dgs"``, a mask file of this graph's partition set (``commgraph train
+            --sampler dgs --dgs-masks-out FILE``), this rank's masks used from the first batch.
+        feature_rate: with ``"dgs"``, :math:`N_f`, the share of columns a remote row keeps, in (0, 1].
+        epsilon: with ``"dgs"``, remote draws dropped per node as a share of the fanout, in [0, 1].
+        dgs_rule: with ``"dgs"``, ``"keep-local"`` (every local in-neighbour) or ``"split"``.
         **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
             accepted for PyG scripts' sake, without effect (batches are made in this process).
 
@@ -232,7 +261,9 @@ class NeighborLoader:
 
     Raises:
         BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes`` or ``sampler``, an
-            option the loader does not know, or ``data`` of another kind.
+            option the loader does not know, DGS's options without ``sampler="dgs"``, or ``data``
+            of another kind.
+        SamplingError: DGS's options out of range, or a mask file made for another partition set.
     """
 
     def __new__(cls, data, *args, **kwargs):
@@ -253,9 +284,15 @@ class NeighborLoader:
         shuffle: bool = False,
         sampler: str = "neighbor",
         seed: int = 0,
+        dgs_masks: str | os.PathLike | None = None,
+        feature_rate: float = FEATURE_RATE,
+        epsilon: float = EPSILON,
+        dgs_rule: str = RULES[0],
         **options,
     ):
         self.batch_size = check_batching(batch_size, sampler, options)
+        if sampler != "dgs" and dgs_masks is not None:
+            raise BridgeError(f"dgs_masks is DGS's: pass sampler='dgs' with it (sampler is {sampler!r})")
         self.num_neighbors = check_num_neighbors(num_neighbors)
         self.shuffle, self.seed, self.epoch = shuffle, seed, 0
         self.rank = session().world.rank
@@ -270,6 +307,20 @@ class NeighborLoader:
             self.positions = np.flatnonzero(self.graph.owner[ids] == self.rank)
             self.steps = most_batches(self.positions.shape[0], self.batch_size)
         self.seeds = ids[self.positions]
+        self.dgs = None
+        if sampler == "dgs":
+            self.dgs = DGSSampler(
+                self.graph, self.num_neighbors, feature_rate=feature_rate, epsilon=epsilon, rule=dgs_rule
+            )
+            if dgs_masks is not None:
+                width = self.data.x.shape[1] if self._whole else self.handle.part.features.shape[1]
+                self.set_masks(load_masks(dgs_masks, self.handle.pset, width)[self.rank])
+
+    def set_masks(self, masks: DGSMasks) -> None:
+        """DGS's masks for this rank (``sampler="dgs"``), used from the next batch on."""
+        if self.dgs is None:
+            raise BridgeError("set_masks is DGS's: make the loader with sampler='dgs'")
+        self.dgs.set_masks(masks)
 
     def __len__(self) -> int:
         return self.steps
@@ -285,11 +336,15 @@ class NeighborLoader:
         from torch_geometric.data import Data
 
         seeds = self.seeds[picked]
-        hops = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch)
+        masks = None if self.dgs is None else self.dgs.masks
+        draw = None if masks is None else lambda rows, fanout, rng: self.dgs.draw(rows, fanout, rng, masks)
+        hops = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch, draw)
         n_id = hops.nodes
         batch = Data(edge_index=torch.from_numpy(hops.edges), num_nodes=n_id.shape[0])
         for key, value in self._rows(n_id):
             batch[key] = value
+        if masks is not None:
+            self._cut_remote_columns(batch, n_id, masks)
         if self._whole:
             e_id = torch.from_numpy(self._data_positions[hops.slots])
             for key, value in self.data.items():
@@ -301,6 +356,13 @@ class NeighborLoader:
         batch.batch_size = int(seeds.shape[0])
         batch.num_sampled_nodes, batch.num_sampled_edges = hops.num_nodes, hops.num_edges
         return batch
+
+    def _cut_remote_columns(self, batch, n_id: np.ndarray, masks: DGSMasks) -> None:
+        """Zero the columns of the remote rows of ``batch.x`` outside DGS's feature columns."""
+        dropped = np.setdiff1d(np.arange(batch.x.shape[1]), masks.feature_columns(self.dgs.feature_rate))
+        remote = np.flatnonzero(self.graph.is_remote(n_id))
+        if dropped.size and remote.size:
+            batch.x[torch.from_numpy(remote)[:, None], torch.from_numpy(dropped)] = 0
 
     @cached_property
     def _data_positions(self) -> np.ndarray:

@@ -103,23 +103,12 @@ class DGSSampler:
         if masks is None:
             return self.neighbor.sample(seeds, rng)
         seeds = check_seeds(self.graph, seeds)
-        part = -1 if self.graph.part is None else self.graph.part
-        node_prob = np.asarray(masks.node_prob, dtype=np.float64)
         layers, dst = [], seeds
         for fanout in self.fanouts:
-            counts, sources = _sample_rows_dgs(
-                self.graph.indptr,
-                self.graph.indices,
-                dst,
-                fanout,
-                draw_seed(rng),
-                self.graph.owner,
-                part,
-                node_prob,
-                self.epsilon,
-                self.rule == "keep-local",
+            counts, slots = self.draw(dst, fanout, rng, masks)
+            layer = relabel(
+                dst, self.graph.indices[slots].astype(np.int64), counts, self._scratch, self.graph.num_nodes
             )
-            layer = relabel(dst, sources, counts, self._scratch, self.graph.num_nodes)
             layers.append(layer)
             dst = layer.src
         layers.reverse()
@@ -127,9 +116,29 @@ class DGSSampler:
             seeds, layers, self.graph.is_remote(layers[0].src), feature_columns=masks.feature_columns(self.feature_rate)
         )
 
+    def draw(
+        self, rows: np.ndarray, fanout: int, rng: np.random.Generator, masks: DGSMasks
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One hop of DGS's draws for each of ``rows`` under ``masks`` (see the class's
+        description): per-row counts and the drawn in-edges' positions in the CSR, row after row."""
+        part = -1 if self.graph.part is None else self.graph.part
+        return _sample_rows_dgs(
+            self.graph.indptr,
+            self.graph.indices,
+            np.asarray(rows, dtype=np.int64),
+            fanout,
+            draw_seed(rng),
+            self.graph.owner,
+            part,
+            np.asarray(masks.node_prob, dtype=np.float64),
+            self.epsilon,
+            self.rule == "keep-local",
+        )
+
 
 @njit(cache=True)
 def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob, epsilon, keep_local):
+    """Per-row counts and the drawn in-edges as positions in ``indices`` (:meth:`DGSSampler.draw`)."""
     np.random.seed(seed)
     n = rows.shape[0]
     counts, widest = row_counts(indptr, rows, fanout)
@@ -149,7 +158,7 @@ def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob
             for j in range(degree):
                 u = indices[start + j]
                 if part < 0 or owner[u] == part or node_prob[u] > 0:
-                    out[at + kept] = u
+                    out[at + kept] = start + j
                     kept += 1
             counts[i] = kept
             at += kept
@@ -158,12 +167,12 @@ def _sample_rows_dgs(indptr, indices, rows, fanout, seed, owner, part, node_prob
         for j in range(degree):
             u = indices[start + j]
             if part < 0 or owner[u] == part:
-                local[n_local] = u
+                local[n_local] = start + j
                 n_local += 1
             else:
                 n_remote += 1
                 if node_prob[u] > 0:
-                    remote[n_eligible] = u
+                    remote[n_eligible] = start + j
                     keys[n_eligible] = np.log(np.random.random()) / node_prob[u]
                     n_eligible += 1
         share = fanout * n_remote / degree - epsilon * fanout
