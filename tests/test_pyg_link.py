@@ -168,7 +168,7 @@ def test_edge_embeddings_alone_are_the_endpoints_rows(bridge_alone):
 def test_each_rank_sends_the_rows_its_peers_expect(ranks):
     """The fetch plans that simulated ranks make alone agree: what rank s sends rank r, in order,
     is what r expects from s, and with its own rows r then has both endpoints of its edges."""
-    from commgraph.pyg.link import _fetch_plan
+    from commgraph.pyg.endpoints import _fetch_plan
 
     n = 30
     rng = np.random.default_rng(ranks)
@@ -345,11 +345,10 @@ def test_two_ranks_train_a_link_predictor_as_one_process_does(tmp_path, monkeypa
 def test_every_link_name_is_documented_with_its_arguments_and_result():
     import inspect
 
-    from commgraph.pyg import link, link_loader, metrics
+    from commgraph.pyg import endpoints, link, link_loader, metrics
 
-    names = [
-        n for n in cg.__all__ if getattr(cg, n).__module__ in (link.__name__, link_loader.__name__, metrics.__name__)
-    ]
+    modules = (endpoints.__name__, link.__name__, link_loader.__name__, metrics.__name__)
+    names = [n for n in cg.__all__ if getattr(cg, n).__module__ in modules]
     assert len(names) == 10
     for name in names:
         member, doc = getattr(cg, name), inspect.getdoc(getattr(cg, name))

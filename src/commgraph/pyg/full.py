@@ -129,7 +129,7 @@ class FullGraph(torch.nn.Module):
     def __getattr__(self, name: str):
         """The model's own attributes and methods (``model.encode``, ``model.decode``) through the
         wrapper; its layers' hooks run whichever method calls them. The ``decoder`` method scores
-        every pair on every rank (:func:`~commgraph.pyg.link.pair_scores`)."""
+        every pair on every rank (:func:`~commgraph.pyg.endpoints.pair_scores`)."""
         try:
             return super().__getattr__(name)
         except AttributeError:
@@ -138,7 +138,7 @@ class FullGraph(torch.nn.Module):
             value = getattr(self.module, name)
             if name != self.__dict__.get("_decoder"):
                 return value
-            from commgraph.pyg.link import pair_scores
+            from commgraph.pyg.endpoints import pair_scores
 
             part = self._data()
             return lambda z, edge_label_index, *args, **kwargs: pair_scores(
