@@ -23,8 +23,9 @@ from commgraph.runtime.calibrate import (
     fit_all,
 )
 from commgraph.sim import Transfer, simulate
-from commgraph.sim.steptime import compute_model, machine_kind
+from commgraph.sim.steptime import compute_model
 from commgraph.topology import Device, Link, Topology, load_topology, read_yaml, write_yaml
+from commgraph.topology.compute import machine_kind
 from commgraph.topology.files import to_yaml
 
 GB = 1e9

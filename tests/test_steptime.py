@@ -18,8 +18,9 @@ from commgraph.partition import load_partition_set, partition_graph, partition_m
 from commgraph.plan.memory import JobShape
 from commgraph.plan.steptime import exchanged_layers, layer_terms, step_work
 from commgraph.sim import steptime
-from commgraph.sim.steptime import ComputeModel, LayerWork, StepWork, compute_seconds, other_machine, predict_step
+from commgraph.sim.steptime import LayerWork, StepWork, compute_seconds, other_machine, predict_step
 from commgraph.topology import read_yaml, resolve_topology, write_yaml
+from commgraph.topology.compute import ComputeModel
 from commgraph.topology.model import Calibration
 
 MODEL = ComputeModel(

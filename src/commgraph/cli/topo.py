@@ -23,8 +23,8 @@ from commgraph.cli.args import (
     wrote,
 )
 from commgraph.errors import TopologyError
-from commgraph.sim.steptime import REFUSED_ERROR
 from commgraph.topology import parse_speeds, preset_names, read_yaml, speeds_of, write_yaml
+from commgraph.topology.compute import REFUSED_ERROR
 from commgraph.topology.detect import detect, parse_topo_matrix
 from commgraph.topology.draw import draw_topology
 from commgraph.topology.files import to_yaml
@@ -246,7 +246,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 def _with_compute(topology: Topology, force: bool, out) -> Topology:
     """``topology`` with this machine's compute cost model (:mod:`commgraph.runtime.compute_probe`)
-    in its calibration; a probe whose fit is worse than :data:`~commgraph.sim.steptime.REFUSED_ERROR`
+    in its calibration; a probe whose fit is worse than :data:`~commgraph.topology.compute.REFUSED_ERROR`
     is refused unless ``force``."""
     from commgraph.runtime.compute_probe import probe_compute
 

@@ -29,7 +29,6 @@ from commgraph.nn.options import LINEAR_FIRST
 from commgraph.partition import PartitionSet
 from commgraph.plan.memory import JobShape, label_classes, part_sizes, reached_nodes, sampled_edges
 from commgraph.sim.steptime import (
-    ComputeModel,
     LayerWork,
     StepTime,
     StepWork,
@@ -37,6 +36,7 @@ from commgraph.sim.steptime import (
     threads_per_worker,
     work_terms,
 )
+from commgraph.topology.compute import ComputeModel
 from commgraph.topology.model import Topology
 
 

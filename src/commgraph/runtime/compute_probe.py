@@ -1,5 +1,5 @@
 """The compute probe of ``commgraph topo calibrate``: the step-time cost model's coefficients
-(:class:`~commgraph.sim.steptime.ComputeModel`) measured on this machine in a few seconds.
+(:class:`~commgraph.topology.compute.ComputeModel`) measured on this machine in a few seconds.
 
 - **layers**: for each model, a two-layer GNN's forward and backward on R-MAT graphs of
   :data:`LAYER_POINTS` (nodes, edges, width), one thread; the seconds fitted, by non-negative least
@@ -31,7 +31,7 @@ from commgraph.nn.model import GNN
 from commgraph.plan.steptime import layer_terms
 from commgraph.sample.base import SamplingGraph
 from commgraph.sample.neighbor import NeighborSampler
-from commgraph.sim.steptime import MODELS, ComputeModel, machine_kind
+from commgraph.topology.compute import MODELS, ComputeModel, machine_kind
 
 LAYER_POINTS = ((2000, 10000, 32), (2000, 40000, 32), (2000, 10000, 128), (4000, 20000, 64))  # nodes, edges, width
 SAMPLE_BATCHES = (256, 1024)

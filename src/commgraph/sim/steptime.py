@@ -25,105 +25,11 @@ measured by ``commgraph topo calibrate`` and kept in the topology YAML it writes
 
 from __future__ import annotations
 
-import math
 import os
-import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
-from commgraph.errors import TopologyError
+from commgraph.topology.compute import ComputeModel, machine_kind
 from commgraph.topology.model import Topology
-
-MODELS = ("gcn", "sage", "gat", "gin")
-# Defaults: one thread of a 2020s x86 server core (seconds per edge and column aggregated, per
-# multiply-add of a transform, per sampled edge, per byte gathered), forward and backward.
-DEFAULT_EDGE_S = {"gcn": 4e-9, "sage": 4e-9, "gat": 1.2e-8, "gin": 4e-9}
-DEFAULT_ROW_S = {"gcn": 6e-11, "sage": 1.2e-10, "gat": 8e-11, "gin": 1.2e-10}
-DEFAULT_SAMPLE_EDGE_S = 5e-8
-DEFAULT_GATHER_BYTE_S = 2e-10
-DEFAULT_EFFICIENCY = 0.7
-REFUSED_ERROR = 0.5  # a probe's fit worse than this is refused (topo calibrate --force writes it)
-
-
-def machine_kind() -> str:
-    """This machine's kind as a calibration names it: its architecture and CPU model (``/proc/cpuinfo``)."""
-    model = platform.processor() or "cpu"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            model = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return f"{platform.machine()} {model}"
-
-
-@dataclass(frozen=True)
-class ComputeModel:
-    """The compute coefficients of a step (see the module's description).
-
-    Args:
-        edge_s: seconds per edge and column aggregated, by model (forward and backward, one thread).
-        row_s: seconds per multiply-add of a layer's transform, by model.
-        sample_edge_s: seconds per sampled edge.
-        gather_byte_s: seconds per byte of feature rows gathered into a batch's table.
-        efficiency: parallel efficiency of a worker's threads, in ``(0, 1]``.
-        machine: the machine kind it was measured on (:func:`machine_kind`; empty: the defaults).
-        errors: each probe's worst relative error of the fit (``gcn``, ..., ``sample``, ``gather``).
-    """
-
-    edge_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_EDGE_S))
-    row_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ROW_S))
-    sample_edge_s: float = DEFAULT_SAMPLE_EDGE_S
-    gather_byte_s: float = DEFAULT_GATHER_BYTE_S
-    efficiency: float = DEFAULT_EFFICIENCY
-    machine: str = ""
-    errors: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def is_default(self) -> bool:
-        return not self.machine
-
-    def to_dict(self) -> dict:
-        """Plain data, as the YAML file's ``calibrated.compute`` holds it."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data, where: str = "calibrated.compute") -> ComputeModel:
-        """The model ``data`` describes; a wrong field raises :class:`TopologyError` naming it."""
-        if not isinstance(data, dict):
-            raise TopologyError(f"{where} must be a mapping, got {data!r}")
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise TopologyError(f"{where}: unknown field(s) {unknown}; expected {list(cls.__dataclass_fields__)}")
-        model = cls(**data)
-        for name in ("edge_s", "row_s"):
-            table = getattr(model, name)
-            if (
-                not isinstance(table, dict)
-                or sorted(table) != sorted(MODELS)
-                or not all(_positive(v) for v in table.values())
-            ):
-                raise TopologyError(
-                    f"{where}.{name} must map each of {', '.join(MODELS)} to seconds > 0, got {table!r}"
-                )
-        for name in ("sample_edge_s", "gather_byte_s"):
-            if not _positive(getattr(model, name)):
-                raise TopologyError(f"{where}.{name} must be seconds > 0, got {getattr(model, name)!r}")
-        if not _positive(model.efficiency) or model.efficiency > 1:
-            raise TopologyError(f"{where}.efficiency must be in (0, 1], got {model.efficiency!r}")
-        if not isinstance(model.machine, str) or not isinstance(model.errors, dict):
-            raise TopologyError(f"{where}: machine must be a string and errors a mapping")
-        return model
-
-    def speedup(self, threads: int) -> float:
-        """How much faster ``threads`` threads of one worker compute than one."""
-        return 1 + (max(threads, 1) - 1) * self.efficiency
-
-    def worst_probe(self) -> tuple[str, float] | None:
-        """The probe whose fit is worst, with its error (None: no errors recorded)."""
-        return max(self.errors.items(), key=lambda item: item[1]) if self.errors else None
-
-
-def _positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 @dataclass(frozen=True)

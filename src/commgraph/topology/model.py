@@ -37,6 +37,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from commgraph.errors import TopologyError
+from commgraph.topology.compute import ComputeModel
 from commgraph.topology.distances import Distances
 
 ROUTINGS = ("ecmp", "spray")  # how the fabric spreads a flow over equal-cost paths (Topology.routing)
@@ -118,7 +119,7 @@ class Calibration:
     when measured, prices the engine's own all-reduce across every worker (Gloo's or NCCL's
     algorithm, which is not a plan of ours): ``latency_us + bytes / bandwidth_gbps``. ``compute``,
     when measured, holds the step-time cost model's coefficients
-    (:class:`~commgraph.sim.steptime.ComputeModel`'s fields)."""
+    (:class:`~commgraph.topology.compute.ComputeModel`'s fields)."""
 
     when: str
     how: str
@@ -163,8 +164,6 @@ class Calibration:
                     f"calibrated.allreduce must be a mapping {{latency_us: >= 0, bandwidth_gbps: > 0}}, got {fit!r}"
                 )
         if self.compute is not None:
-            from commgraph.sim.steptime import ComputeModel
-
             ComputeModel.from_dict(self.compute)
 
 
