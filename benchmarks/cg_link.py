@@ -17,7 +17,6 @@ label edges per second).
     python cg_link.py SET [--warmup 3] [--steps 20] [--fanout 15,10] [--hidden 256] [--batch-size 1024]
 """
 
-import argparse
 import json
 import time
 
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv
 
 import commgraph.pyg as cg
-from steps import timed_steps
+from steps import side_options, timed_steps
 
 
 class SAGE(torch.nn.Module):
@@ -61,15 +60,7 @@ def adjacency(edge_index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("set")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--fanout", default="15,10", help="DGL's order: the first layer's first")
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--seed", type=int, default=0)
-    opts = parser.parse_args()
+    opts = side_options("set", fanout="15,10", hidden=256)
     cg.init()
     torch.manual_seed(opts.seed)
     started = time.perf_counter()

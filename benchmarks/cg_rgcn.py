@@ -19,7 +19,6 @@ Prints one JSON object: :func:`steps.timed_steps`'s figures (rate: seeds per sec
     python cg_rgcn.py FILE.npz [--warmup 3] [--steps 20] [--fanout 25,20] [--hidden 64] [--batch-size 1024]
 """
 
-import argparse
 import json
 import time
 
@@ -31,7 +30,7 @@ from torch_geometric.nn import SAGEConv
 import commgraph.pyg as cg
 from cg_link import adjacency
 from hetero_file import HeteroArrays
-from steps import timed_steps
+from steps import side_options, timed_steps
 
 
 class RelGraphConvLayer(torch.nn.Module):
@@ -101,15 +100,7 @@ def load(path: str) -> HeteroData:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("graph")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--fanout", default="25,20", help="DGL's order: the first layer's first")
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--seed", type=int, default=0)
-    opts = parser.parse_args()
+    opts = side_options("graph", fanout="25,20", hidden=64)
     cg.init()
     torch.manual_seed(opts.seed)
     started = time.perf_counter()

@@ -14,7 +14,6 @@ the positive and negative pairs, Adam (lr 0.01). Prints one JSON object:
     python dgl_link.py FILE.npz [--warmup 3] [--steps 20] [--fanout 15,10] [--hidden 256] [--batch-size 1024]
 """
 
-import argparse
 import json
 import os
 import time
@@ -28,7 +27,7 @@ import torch.nn.functional as F  # noqa: E402
 from dgl.dataloading import DataLoader, NeighborSampler, as_edge_prediction_sampler, negative_sampler  # noqa: E402
 
 from dgl_train import SAGE  # noqa: E402
-from steps import timed_steps  # noqa: E402
+from steps import side_options, timed_steps  # noqa: E402
 
 
 def load(path: str):
@@ -49,15 +48,7 @@ def load(path: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("graph")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--fanout", default="15,10", help="DGL's order: the first layer's first")
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--seed", type=int, default=0)
-    opts = parser.parse_args()
+    opts = side_options("graph", fanout="15,10", hidden=256)
     torch.manual_seed(opts.seed)
     dgl.seed(opts.seed)
     started = time.perf_counter()

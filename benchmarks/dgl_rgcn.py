@@ -19,7 +19,6 @@ embeddings (``RelGraphEmbed``) for the node types without features; ``NeighborSa
     python dgl_rgcn.py FILE.npz [--warmup 3] [--steps 20] [--fanout 25,20] [--hidden 64] [--batch-size 1024]
 """
 
-import argparse
 import json
 import os
 import time
@@ -33,7 +32,7 @@ import torch.nn.functional as F  # noqa: E402
 from dgl.dataloading import DataLoader, NeighborSampler  # noqa: E402
 
 from hetero_file import HeteroArrays  # noqa: E402
-from steps import timed_steps  # noqa: E402
+from steps import side_options, timed_steps  # noqa: E402
 
 
 class RelGraphConvLayer(torch.nn.Module):
@@ -101,15 +100,7 @@ def load(path: str):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("graph")
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--fanout", default="25,20", help="DGL's order: the first layer's first")
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--seed", type=int, default=0)
-    opts = parser.parse_args()
+    opts = side_options("graph", fanout="25,20", hidden=64)
     torch.manual_seed(opts.seed)
     dgl.seed(opts.seed)
     started = time.perf_counter()

@@ -10,8 +10,24 @@ forward, the loss, backward and the optimiser).
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable, Iterable
+
+
+def side_options(input_name: str, fanout: str, hidden: int) -> argparse.Namespace:
+    """The options every side script of a comparison takes (the driver passes the same values to
+    both sides): the input file, warm-up and clocked steps, the fanout in DGL's order (the first
+    layer's first), the hidden width, the batch and the seed."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument(input_name)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--fanout", default=fanout, help="DGL's order: the first layer's first")
+    parser.add_argument("--hidden", type=int, default=hidden)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args()
 
 
 def timed_steps(epoch: Callable[[], Iterable], step: Callable[[object], int], warmup: int, steps: int) -> dict:
