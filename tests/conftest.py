@@ -41,6 +41,21 @@ def planetoid_dir() -> Path:
     return PLANETOID_DIR
 
 
+@pytest.fixture(scope="module")
+def cora_set(tmp_path_factory):
+    """Cora in two chunk parts, a partition set written once per test module."""
+    from commgraph.graph import load_graph
+    from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
+
+    graph = load_graph("cora")
+    assignment, _ = partition_graph(graph, 2, "chunk", 0)
+    out = tmp_path_factory.mktemp("sets") / "cora-2"
+    write_partition_set(
+        graph, assignment, 2, out, method="chunk", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 2)
+    )
+    return load_partition_set(out)
+
+
 @pytest.fixture
 def switch_planes():
     """A builder of ``gpus`` GPUs each joined to every one of ``planes`` switches (NVSwitch planes)

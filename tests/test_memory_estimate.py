@@ -13,24 +13,11 @@ import pytest
 
 from commgraph import sizes
 from commgraph.errors import JobError
-from commgraph.graph import load_graph
 from commgraph.launch import LaunchOptions
 from commgraph.launch.launcher import check_fits
-from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan import memory
 from commgraph.plan.memory import JobShape, estimate_memory, reached_nodes, sampled_edges
 from commgraph.sample.options import EXPLAIN_NODES, EXPLAIN_TARGETS
-
-
-@pytest.fixture(scope="module")
-def cora_set(tmp_path_factory):
-    graph = load_graph("cora")
-    assignment, _ = partition_graph(graph, 2, "chunk", 0)
-    out = tmp_path_factory.mktemp("sets") / "cora-2"
-    write_partition_set(
-        graph, assignment, 2, out, method="chunk", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 2)
-    )
-    return load_partition_set(out)
 
 
 def test_reached_nodes_follow_the_draws():

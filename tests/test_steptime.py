@@ -13,8 +13,6 @@ import yaml
 from commgraph.cli import topo
 from commgraph.cli.main import main
 from commgraph.errors import TopologyError
-from commgraph.graph import load_graph
-from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan.memory import JobShape
 from commgraph.plan.steptime import exchanged_layers, layer_terms, step_work
 from commgraph.sim import steptime
@@ -32,17 +30,6 @@ MODEL = ComputeModel(
     machine="x86_64 test machine",
     errors={"gcn": 0.1},
 )
-
-
-@pytest.fixture(scope="module")
-def cora_set(tmp_path_factory):
-    graph = load_graph("cora")
-    assignment, _ = partition_graph(graph, 2, "chunk", 0)
-    out = tmp_path_factory.mktemp("sets") / "cora-2"
-    write_partition_set(
-        graph, assignment, 2, out, method="chunk", seed=0, seconds=0.0, metrics=partition_metrics(graph, assignment, 2)
-    )
-    return load_partition_set(out)
 
 
 def test_compute_is_the_formula_on_given_coefficients():
