@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         check=partial(check_trainable, config.gnn.model),
         prepare=partial(_prepare, config),
         memory=partial(_memory, config),
-        step_time=None if config.gnn.model in HETERO_MODELS else config.step_time,  # R-GCN: no cost model yet
+        step_time=config.step_time if config.predicts_step_time else None,
         json=args.json,
         debug=args.debug,
     )

@@ -43,6 +43,7 @@ from commgraph.sample.options import (
 from commgraph.sim.steptime import StepTime, compute_model, other_machine
 from commgraph.sizes import check_count
 from commgraph.topology import read_yaml
+from commgraph.topology.compute import MODELS as COMPUTE_MODELS
 
 if TYPE_CHECKING:
     from commgraph.partition import PartitionSet
@@ -547,6 +548,11 @@ class TrainConfig:
         if self.gnn.model in HETERO_MODELS or features is None:
             return "features"
         return self.first_layer_choice(int(features.shape[1]), workers).mode
+
+    @property
+    def predicts_step_time(self) -> bool:
+        """Whether the step's cost model knows this model (:data:`~commgraph.topology.compute.MODELS`)."""
+        return self.gnn.model in COMPUTE_MODELS
 
     def step_time(
         self,

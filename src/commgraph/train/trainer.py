@@ -165,8 +165,8 @@ class Trainer:
         self.sync = job.gradient_sync(shared, self.allreduce)  # an embedding's rows stay with their owner
         self.step_prediction = (
             None
-            if self.typed is not None
-            else config.step_time(  # R-GCN: no cost model yet
+            if not config.predicts_step_time
+            else config.step_time(
                 job.pset,
                 job.topology,
                 job.devices,
