@@ -178,7 +178,7 @@ class LinearTerm:
 
 def linear_cross_entropy(terms: list[LinearTerm], rows: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The summed cross-entropy of output rows ``rows`` (ascending) of ``terms`` against ``labels``,
-    computed :func:`chunk_rows` rows at a time: neither pass holds more than a chunk's logits."""
+    computed :func:`chunk_rows` rows at a time: no pass holds more than a chunk's logits."""
     total = None
     for term in terms:
         ends = torch.tensor([term.start, term.start + term.input.shape[0]], device=rows.device)
@@ -212,33 +212,30 @@ def chunk_rows(width: int) -> int:
 
 class _LinearCrossEntropy(torch.autograd.Function):
     r"""The summed cross-entropy of rows ``rows`` of ``x @ weight + bias`` against ``labels``, a
-    chunk of ``step`` rows at a time; the backward pass makes each chunk's logits again, its
-    gradient :math:`\mathrm{softmax} - \mathrm{onehot}`."""
+    chunk of ``step`` rows at a time. The loss is a scalar its gradient only scales, so the forward
+    pass computes the gradients with each chunk's logits (:math:`\mathrm{softmax} - \mathrm{onehot}`
+    by the chunk's rows) and the backward pass scales them: no chunk's logits are kept or made again."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, rows, labels, step):
-        ctx.save_for_backward(x, weight, bias, rows, labels)
-        ctx.step = step
         total = x.new_zeros(())
+        grad_x, grad_weight, grad_bias = torch.zeros_like(x), torch.zeros_like(weight), torch.zeros_like(bias)
         for s in range(0, rows.shape[0], step):
-            logits = torch.addmm(bias, x[rows[s : s + step]], weight)
-            total += torch.nn.functional.cross_entropy(logits, labels[s : s + step], reduction="sum")
+            index, classes = rows[s : s + step], labels[s : s + step, None]
+            chunk = x[index]
+            g = torch.log_softmax(torch.addmm(bias, chunk, weight), dim=1)
+            total -= g.gather(1, classes).sum()
+            g.exp_().scatter_add_(1, classes, g.new_full(classes.shape, -1.0))
+            grad_weight.addmm_(chunk.t(), g)
+            grad_bias += g.sum(dim=0)
+            grad_x.index_add_(0, index, g @ weight.t())
+        ctx.save_for_backward(grad_x, grad_weight, grad_bias)
         return total
 
     @staticmethod
     def backward(ctx, grad):
-        x, weight, bias, rows, labels = ctx.saved_tensors
-        grad_x, grad_weight, grad_bias = torch.zeros_like(x), torch.zeros_like(weight), torch.zeros_like(bias)
-        for s in range(0, rows.shape[0], ctx.step):
-            index = rows[s : s + ctx.step]
-            chunk = x[index]
-            g = torch.softmax(torch.addmm(bias, chunk, weight), dim=1)
-            g[torch.arange(index.shape[0], device=g.device), labels[s : s + ctx.step]] -= 1
-            g *= grad
-            grad_weight.addmm_(chunk.t(), g)
-            grad_bias += g.sum(dim=0)
-            grad_x.index_add_(0, index, g @ weight.t())
-        return grad_x, grad_weight, grad_bias, None, None, None
+        grad_x, grad_weight, grad_bias = ctx.saved_tensors
+        return grad * grad_x, grad * grad_weight, grad * grad_bias, None, None, None
 
 
 class RGCNLayer(torch.nn.Module):
