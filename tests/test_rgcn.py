@@ -14,10 +14,10 @@ import pytest
 import torch
 from torch_geometric.nn import RGCNConv
 
+import commgraph.nn.rgcn as rgcn
 from commgraph.cli.train import check_trainable
 from commgraph.errors import TrainingError
 from commgraph.graph import HeteroGraph, Relation, load_graph
-import commgraph.nn.rgcn as rgcn
 from commgraph.nn.rgcn import RelationBlock, RGCNLayer, embedding_rows, linear_argmax, linear_cross_entropy
 from commgraph.partition import load_partition_set
 from commgraph.partition.typed import make_typed_partition_set
