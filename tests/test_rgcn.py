@@ -115,6 +115,10 @@ def test_chunked_loss_and_predictions_equal_the_whole_logits(monkeypatch):
     for got, want in zip(grads, torch.autograd.grad(whole, [whole_x, *layer.parameters()]), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     assert torch.equal(linear_argmax(layer.terms(x, x, block)), logits.argmax(dim=1))
+    none = linear_cross_entropy(
+        layer.terms(whole_x, whole_x, block), rows[:0], labels[:0]
+    )  # a part without training rows
+    assert none.item() == 0 and not any(g.any() for g in torch.autograd.grad(none, [whole_x, *layer.parameters()]))
 
 
 def test_embedding_rows_do_not_depend_on_who_draws_them():

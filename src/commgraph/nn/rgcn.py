@@ -178,18 +178,18 @@ class LinearTerm:
 
 def linear_cross_entropy(terms: list[LinearTerm], rows: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The summed cross-entropy of output rows ``rows`` (ascending) of ``terms`` against ``labels``,
-    computed :func:`chunk_rows` rows at a time: no pass holds more than a chunk's logits."""
-    total = None
+    computed :func:`chunk_rows` rows at a time: no pass holds more than a chunk's logits. Every term
+    is in the loss's graph, a term without rows with zero gradients (so a part without a training
+    row still takes part in the backward pass's exchanges)."""
+    losses = []
     for term in terms:
         ends = torch.tensor([term.start, term.start + term.input.shape[0]], device=rows.device)
         lo, hi = (int(end) for end in torch.searchsorted(rows, ends))
-        if hi > lo:
-            step = chunk_rows(term.weight.shape[1])
-            loss = _LinearCrossEntropy.apply(
-                term.input, term.weight, term.bias, rows[lo:hi] - term.start, labels[lo:hi], step
-            )
-            total = loss if total is None else total + loss
-    return terms[0].bias.new_zeros(()) if total is None else total
+        step = chunk_rows(term.weight.shape[1])
+        losses.append(
+            _LinearCrossEntropy.apply(term.input, term.weight, term.bias, rows[lo:hi] - term.start, labels[lo:hi], step)
+        )
+    return torch.stack(losses).sum()
 
 
 def linear_argmax(terms: list[LinearTerm]) -> torch.Tensor:
@@ -202,7 +202,7 @@ def linear_argmax(terms: list[LinearTerm]) -> torch.Tensor:
             for step in [chunk_rows(term.weight.shape[1])]
             for s in range(0, term.input.shape[0], step)
         ]
-    return torch.cat(pieces)
+    return torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.long, device=terms[0].input.device)
 
 
 def chunk_rows(width: int) -> int:
