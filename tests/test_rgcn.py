@@ -14,10 +14,11 @@ import pytest
 import torch
 from torch_geometric.nn import RGCNConv
 
+import commgraph.nn.rgcn as rgcn
 from commgraph.cli.train import check_trainable
 from commgraph.errors import TrainingError
 from commgraph.graph import HeteroGraph, Relation, load_graph
-from commgraph.nn.rgcn import RelationBlock, RGCNLayer, embedding_rows
+from commgraph.nn.rgcn import RelationBlock, RGCNLayer, embedding_rows, linear_argmax, linear_cross_entropy
 from commgraph.partition import load_partition_set
 from commgraph.partition.typed import make_typed_partition_set
 from commgraph.plan.memory import JobShape, estimate_memory
@@ -88,6 +89,36 @@ def test_layer_and_its_gradients_equal_pyg_rgcnconv_on_the_same_weights():
     torch.testing.assert_close(x_ours.grad, x_pyg.grad, rtol=1e-5, atol=1e-5)
     for name in ("weight", "comp", "root", "bias"):
         torch.testing.assert_close(getattr(ours, name).grad, getattr(pyg, name).grad, rtol=1e-5, atol=1e-5)
+
+
+def test_chunked_loss_and_predictions_equal_the_whole_logits(monkeypatch):
+    monkeypatch.setattr(rgcn, "EVAL_CHUNK_BYTES", 4 * 4 * 3)  # 3 rows of 4 classes a chunk
+    torch.manual_seed(0)
+    n, relations, ranges = 30, 3, [(5, 20), (5, 20), (22, 30)]  # rows 0..4, 20, 21: the root term alone
+    kinds = torch.randint(0, relations, (120,))
+    starts, ends = (torch.tensor([r[i] for r in ranges])[kinds] for i in (0, 1))
+    dst = starts + (torch.rand(120) * (ends - starts)).long()
+    src = torch.randint(0, n, (120,))
+    order = torch.argsort(dst * n + src, stable=True)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(dst[order].numpy(), minlength=n))])
+    block = RelationBlock.from_csr(indptr, src[order].numpy(), kinds[order].numpy(), n, ranges)
+    layer = RGCNLayer(5, 4, relations, num_bases=2)
+    x = torch.randn(n, 5)
+    rows = torch.tensor([0, 3, 4, 6, 7, 8, 9, 10, 14, 19, 20, 25, 26, 29])
+    labels = torch.randint(0, 4, (n,))
+    chunked_x, whole_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    chunked = linear_cross_entropy(layer.terms(chunked_x, chunked_x, block), rows, labels[rows])
+    grads = torch.autograd.grad(chunked, [chunked_x, *layer.parameters()])
+    logits = layer(whole_x, whole_x, block)
+    whole = torch.nn.functional.cross_entropy(logits[rows], labels[rows], reduction="sum")
+    torch.testing.assert_close(chunked, whole)
+    for got, want in zip(grads, torch.autograd.grad(whole, [whole_x, *layer.parameters()]), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert torch.equal(linear_argmax(layer.terms(x, x, block)), logits.argmax(dim=1))
+    none = linear_cross_entropy(
+        layer.terms(whole_x, whole_x, block), rows[:0], labels[:0]
+    )  # a part without training rows
+    assert none.item() == 0 and not any(g.any() for g in torch.autograd.grad(none, [whole_x, *layer.parameters()]))
 
 
 def test_embedding_rows_do_not_depend_on_who_draws_them():

@@ -24,6 +24,7 @@ from torch_geometric.nn.inits import glorot, zeros
 
 from commgraph.errors import TrainingError
 from commgraph.nn.dropout import relu_dropout
+from commgraph.nn.model import EVAL_CHUNK_BYTES
 
 EMBEDDING_CHUNK = 1 << 16  # embedding rows drawn per generator seed: the table is the same for any partition
 
@@ -161,6 +162,82 @@ class RelationBlock:
         return RelationBlock(self.num_src, self.num_dst, [r.to(device) for r in self.relations], self.dst_start)
 
 
+@dataclass
+class LinearTerm:
+    """Rows ``start..start + len(input) - 1`` of a layer's output, ``input @ weight + bias``.
+
+    Shapes:
+        - **input:** ``[rows, F]``; **weight:** ``[F, F_out]``; **bias:** ``[F_out]``
+    """
+
+    start: int
+    input: torch.Tensor
+    weight: torch.Tensor
+    bias: torch.Tensor
+
+
+def linear_cross_entropy(terms: list[LinearTerm], rows: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The summed cross-entropy of output rows ``rows`` (ascending) of ``terms`` against ``labels``,
+    computed :func:`chunk_rows` rows at a time: no pass holds more than a chunk's logits. Every term
+    is in the loss's graph, a term without rows with zero gradients (so a part without a training
+    row still takes part in the backward pass's exchanges)."""
+    losses = []
+    for term in terms:
+        ends = torch.tensor([term.start, term.start + term.input.shape[0]], device=rows.device)
+        lo, hi = (int(end) for end in torch.searchsorted(rows, ends))
+        step = chunk_rows(term.weight.shape[1])
+        losses.append(
+            _LinearCrossEntropy.apply(term.input, term.weight, term.bias, rows[lo:hi] - term.start, labels[lo:hi], step)
+        )
+    return torch.stack(losses).sum()
+
+
+def linear_argmax(terms: list[LinearTerm]) -> torch.Tensor:
+    """Every output row's largest column (its predicted class) of ``terms``, without autograd,
+    :func:`chunk_rows` rows at a time."""
+    with torch.no_grad():
+        pieces = [
+            torch.addmm(term.bias, term.input[s : s + step], term.weight).argmax(dim=1)
+            for term in terms
+            for step in [chunk_rows(term.weight.shape[1])]
+            for s in range(0, term.input.shape[0], step)
+        ]
+    return torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.long, device=terms[0].input.device)
+
+
+def chunk_rows(width: int) -> int:
+    """Rows of ``width`` float32 logits in one :data:`~commgraph.nn.model.EVAL_CHUNK_BYTES` chunk."""
+    return max(1, EVAL_CHUNK_BYTES // (4 * width))
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    r"""The summed cross-entropy of rows ``rows`` of ``x @ weight + bias`` against ``labels``, a
+    chunk of ``step`` rows at a time. The loss is a scalar its gradient only scales, so the forward
+    pass computes the gradients with each chunk's logits (:math:`\mathrm{softmax} - \mathrm{onehot}`
+    by the chunk's rows) and the backward pass scales them: no chunk's logits are kept or made again."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, rows, labels, step):
+        total = x.new_zeros(())
+        grad_x, grad_weight, grad_bias = torch.zeros_like(x), torch.zeros_like(weight), torch.zeros_like(bias)
+        for s in range(0, rows.shape[0], step):
+            index, classes = rows[s : s + step], labels[s : s + step, None]
+            chunk = x[index]
+            g = torch.log_softmax(torch.addmm(bias, chunk, weight), dim=1)
+            total -= g.gather(1, classes).sum()
+            g.exp_().scatter_add_(1, classes, g.new_full(classes.shape, -1.0))
+            grad_weight.addmm_(chunk.t(), g)
+            grad_bias += g.sum(dim=0)
+            grad_x.index_add_(0, index, g @ weight.t())
+        ctx.save_for_backward(grad_x, grad_weight, grad_bias)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_x, grad_weight, grad_bias = ctx.saved_tensors
+        return grad * grad_x, grad * grad_weight, grad * grad_bias, None, None, None
+
+
 class RGCNLayer(torch.nn.Module):
     r"""The relational graph convolution of `"Modeling Relational Data with Graph Convolutional
     Networks" <https://arxiv.org/abs/1703.06103>`_ (Schlichtkrull et al., ESWC 2018) on a
@@ -215,18 +292,25 @@ class RGCNLayer(torch.nn.Module):
         return (self.comp @ self.weight.view(bases, -1)).view(self.num_relations, in_dim, out_dim)
 
     def forward(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: RelationBlock) -> torch.Tensor:
+        pieces = [torch.addmm(term.bias, term.input, term.weight) for term in self.terms(x_src, x_dst, block)]
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
+
+    def terms(self, x_src: torch.Tensor, x_dst: torch.Tensor, block: RelationBlock) -> list[LinearTerm]:
+        """The output's rows as :class:`LinearTerm` s, by start (aggregated, not yet multiplied):
+        per destination type its own rows beside each relation's aggregate, with the stacked root
+        and relation weights; the rows no relation reaches with the root alone."""
         weights = self.relation_weights()
-        pieces, done = [], 0
+        terms, done = [], 0
         for start, rows, members in block.groups():
             if start > done:  # destinations no relation reaches: the root term alone
-                pieces.append(torch.addmm(self.bias, x_dst[done:start], self.root))
+                terms.append(LinearTerm(done, x_dst[done:start], self.root, self.bias))
             aggregated = [x_dst[start : start + rows], *(block.relations[r].product(x_src) for r in members)]
             stacked = torch.cat([self.root, weights[members].flatten(0, 1)])
-            pieces.append(torch.addmm(self.bias, torch.cat(aggregated, dim=1), stacked))
+            terms.append(LinearTerm(start, torch.cat(aggregated, dim=1), stacked, self.bias))
             done = start + rows
-        if done < x_dst.shape[0] or not pieces:
-            pieces.append(torch.addmm(self.bias, x_dst[done:], self.root))
-        return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
+        if done < x_dst.shape[0] or not terms:
+            terms.append(LinearTerm(done, x_dst[done:], self.root, self.bias))
+        return terms
 
 
 class TypedInput(torch.nn.Module):
@@ -328,6 +412,11 @@ class RGCN(torch.nn.Module):
         whose gradients are summed over the workers."""
         owned = {id(p) for p in self.input.embeddings.parameters()}
         return [p for p in self.parameters() if id(p) not in owned]
+
+    def head(self, x_src: torch.Tensor, block: RelationBlock) -> list[LinearTerm]:
+        """The last layer on ``block`` as :class:`LinearTerm` s, for :func:`linear_cross_entropy`
+        and :func:`linear_argmax` to read a chunk of logits at a time."""
+        return self.convs[-1].terms(x_src, x_src[block.dst_start : block.dst_start + block.num_dst], block)
 
     def layer(self, index: int, x_src: torch.Tensor, block: RelationBlock) -> torch.Tensor:
         """Layer ``index`` on ``block`` (its destinations the table's rows from ``block.dst_start``),

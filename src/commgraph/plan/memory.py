@@ -58,6 +58,7 @@ PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: ne
 # R-GCN's part in-edge: its relation's adjacency and its transpose (int32 column, float32 value each), its
 # edge type (int16) and its column in the part's mapped indices.npy (int32)
 TYPED_EDGE_BYTES = 22
+LOSS_CHUNKS = 2  # R-GCN's loss, a chunk of its logits at a time: the chunk's logits and their (log-)softmax
 SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block (layer 0: its rows), its output, its aggregation
 
 
@@ -231,7 +232,8 @@ def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int) -> int:
     (owned and halo rows, hidden wide: the rows, the halo received and the table's gradient); per
     destination type the product's input, kept for the backward pass (its rows' own rows and each
     relation's aggregate into them, hidden wide); and ``ACTIVATION_COPIES`` of its output rows. The
-    last layer computes the target type's rows alone, ``classes`` wide."""
+    last layer computes the target type's rows alone, ``classes`` wide, a chunk of
+    :data:`EVAL_CHUNK_BYTES` at a time (:data:`LOSS_CHUNKS` of them)."""
     owned, halo = typed["owned"][k], sum(typed["halo"][k])
     types = typed["node_types"]
     into = [types.index(dst) for _, _, dst in typed["relations"]]
@@ -242,7 +244,8 @@ def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int) -> int:
         rows, out = (owned[target], classes) if last else (sum(owned), shape.hidden)
         reached = [target] if last else sorted(set(into))
         product = sum(owned[t] * (1 + into.count(t)) for t in reached)
-        total += 4 * shape.hidden * (3 * (sum(owned) + halo) + product) + 4 * ACTIVATION_COPIES * rows * out
+        outputs = LOSS_CHUNKS * min(EVAL_CHUNK_BYTES, 4 * rows * out) if last else 4 * ACTIVATION_COPIES * rows * out
+        total += 4 * shape.hidden * (3 * (sum(owned) + halo) + product) + outputs
     return total
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from commgraph.errors import TrainingError
-from commgraph.nn.rgcn import RGCN, RelationBlock
+from commgraph.nn.rgcn import RGCN, LinearTerm, RelationBlock, linear_argmax, linear_cross_entropy
 from commgraph.runtime import halo_exchange
 from commgraph.runtime.job import Job, Wiring
 
@@ -89,8 +89,9 @@ def build_rgcn(typed: TypedPart, config, classes: int) -> RGCN:
 
 class RGCNExecutor:
     """The full-graph pass of :class:`~commgraph.nn.rgcn.RGCN` over a part (see the module's
-    description): the logits of the target type's owned rows (``rows`` of the owned rows), the
-    last layer computed for them alone (the other types' rows there reach no loss)."""
+    description): the loss and the predictions of the target type's owned rows (``rows`` of the
+    owned rows), the last layer computed for them alone (the other types' rows there reach no
+    loss), its logits a chunk of rows at a time."""
 
     name = "barrier"
 
@@ -110,9 +111,25 @@ class RGCNExecutor:
         widths = ", ".join(f"{w}" if w else "embedding" for w in typed.widths)
         self.feature_note = f"node types' inputs ({widths}) projected to the hidden width where owned"
 
-    def forward(self, model: RGCN) -> torch.Tensor:
+    def loss(self, model: RGCN, train: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The summed cross-entropy of the target rows in ``train`` (a mask over them) against their
+        ``labels``, a chunk of logits at a time (:func:`~commgraph.nn.rgcn.linear_cross_entropy`)."""
+        rows = train.nonzero().flatten()
+        return linear_cross_entropy(self._head(model), rows, labels[rows])
+
+    def predict(self, model: RGCN) -> torch.Tensor:
+        """Each target row's predicted class, a chunk of logits at a time, without autograd."""
+        with torch.no_grad():
+            return linear_argmax(self._head(model))
+
+    def _head(self, model: RGCN) -> list[LinearTerm]:
+        """The layers to the last one's :class:`~commgraph.nn.rgcn.LinearTerm` s (the target rows')."""
+        last = model.num_layers - 1
         h = model.input(self.features)
-        for index in range(model.num_layers):
-            table = h if self.runner.exchange.idle else torch.cat([h, halo_exchange(h, self.runner, index)])
-            h = model.layer(index, table, self.last if index == model.num_layers - 1 else self.block)
-        return h
+        for index in range(last):
+            h = model.layer(index, self._table(h, index), self.block)
+        return model.head(self._table(h, last), self.last)
+
+    def _table(self, h: torch.Tensor, index: int) -> torch.Tensor:
+        """Layer ``index``'s table: the owned rows ``h``, then their halo rows exchanged."""
+        return h if self.runner.exchange.idle else torch.cat([h, halo_exchange(h, self.runner, index)])

@@ -320,9 +320,12 @@ class Trainer:
         started = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        logits = self.executor.forward(self.model)
         train = self.masks["train"]
-        loss = torch.nn.functional.cross_entropy(logits[train], self.y[train], reduction="sum") / self.train_total
+        if self.typed is not None:  # R-GCN's logits a chunk of rows at a time
+            loss = self.executor.loss(self.model, train, self.y) / self.train_total
+        else:
+            logits = self.executor.forward(self.model)
+            loss = torch.nn.functional.cross_entropy(logits[train], self.y[train], reduction="sum") / self.train_total
         loss.backward()
         halo_wait = comm.wait_seconds - waited
         synced = time.perf_counter()
@@ -338,8 +341,11 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         """Correct predictions and nodes of each split on this worker (``train_correct``, ``train_nodes``, ...)."""
         self.model.eval()
-        with torch.no_grad():
-            predicted = self.executor.forward(self.model).argmax(dim=1)
+        if self.typed is not None:
+            predicted = self.executor.predict(self.model)
+        else:
+            with torch.no_grad():
+                predicted = self.executor.forward(self.model).argmax(dim=1)
         counts = {}
         for name in SPLITS:
             mask = self.masks[name]
