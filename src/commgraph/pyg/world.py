@@ -7,6 +7,7 @@ work on the user's own tensors as they do everywhere.
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,6 +65,7 @@ def init(timeout: float | None = None, device: str | None = None) -> Session:
         if not dist.is_initialized():  # a group of one, so that DDP and dist calls work unchanged
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     _session = Session(world, Communicator(world))
+    atexit.register(shutdown)  # a script that never calls shutdown() still leaves cleanly
     return _session
 
 
@@ -88,11 +90,12 @@ def adopted(world: World) -> Iterator[Session]:
 
 def shutdown() -> None:
     """Leave the job: torch's process group is destroyed and a later :func:`init` joins anew (a
-    script need not call it; a test that made a one-process world does, so that no process group
-    outlives it)."""
+    script need not call it: :func:`init` registers it to run at exit; a test that made a
+    one-process world calls it, so that no process group outlives it)."""
     global _session
     if _session is None:
         return
+    atexit.unregister(shutdown)
     _session.world.close()
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -49,6 +49,7 @@ class World:
     grad_group: object = None  # gradient all-reduce and small collectives
     _store: object = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _beat: threading.Thread | None = field(default=None, repr=False)
 
     @classmethod
     def alone(cls, device: str | torch.device = "cpu") -> World:
@@ -130,7 +131,13 @@ class World:
         return None
 
     def close(self) -> None:
+        """Stop the heartbeat and leave the process group. The heartbeat is joined, not left to
+        the interpreter's exit: a daemon thread inside a store call while Python finalises aborts
+        the process (``terminate called without an active exception``)."""
         self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+            self._beat = None
         if dist.is_initialized():
             dist.destroy_process_group()
 
@@ -232,12 +239,13 @@ def join(timeout: float, device: str = "auto") -> World:
         for group in (world.halo_group, world.grad_group):
             dist.all_reduce(torch.zeros(1, device=torch_device), group=group)
     beat_store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=span)
-    threading.Thread(
+    world._beat = threading.Thread(
         target=_heartbeat,
         args=(beat_store, f"{_PREFIX}beat/{rank}", world._stop),
         daemon=True,
         name="commgraph-heartbeat",
-    ).start()
+    )
+    world._beat.start()
     world.report_phase(SETTING_UP)
     return world
 
