@@ -88,7 +88,9 @@ def test_one_rank_owner_loader_runs_the_model_as_it_is(bridge_alone, tmp_path, m
 
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
     data = to_pyg(load_graph("cora"))
-    loader = cg.NeighborLoader(data, num_neighbors=[3, 3], batch_size=16, input_nodes=data.val_mask, first_layer="owner")
+    loader = cg.NeighborLoader(
+        data, num_neighbors=[3, 3], batch_size=16, input_nodes=data.val_mask, first_layer="owner"
+    )
     torch.manual_seed(0)
     model = GraphSAGE(data.num_features, HIDDEN, 2, 7)
     wrapped = cg.sampled(model, loader)
@@ -145,3 +147,67 @@ def test_a_model_without_message_passing_is_refused(bridge_alone, tmp_path, monk
     loader = cg.NeighborLoader(to_pyg(load_graph("cora")), num_neighbors=[3], first_layer="owner")
     with pytest.raises(BridgeError, match="has no MessagePassing layer"):
         cg.sampled(torch.nn.Linear(3, 3), loader)
+
+
+def test_the_pages_owner_block_trains(bridge_alone, tmp_path, monkeypatch):
+    """docs/pyg.md's "The owners' first layer" block, on Cora's part in a one-process world: the
+    loader and the wrapped model it makes train (the loss falls over three epochs)."""
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+    from torch_geometric.nn import GraphSAGE
+
+    import commgraph.pyg as cg
+    from commgraph.graph import load_graph
+    from commgraph.graph.pyg import to_pyg
+
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
+    page = (TESTS.parent / "docs" / "pyg.md").read_text()
+    section = page.split("### The owners' first layer\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"^```python runnable\n(.*?)^```$", section, re.S | re.M)
+    names = {"cg": cg, "DDP": DistributedDataParallel, "GraphSAGE": GraphSAGE}
+    names["part"] = cg.partition(to_pyg(load_graph("cora")))
+    torch.manual_seed(0)
+    exec(compile(block, "pyg.md", "exec"), names)
+    model, loader = names["model"], names["loader"]
+    assert loader.first_layer == "owner" and isinstance(model.module, cg.SampledModel)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(3):
+        for batch in loader:
+            optimizer.zero_grad()
+            out = model(batch.x, batch.edge_index)[: batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[: batch.batch_size])
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss))
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        "GCNConv(6, 4)",
+        "SAGEConv(6, 4)",
+        "SAGEConv(6, 4, aggr='sum', root_weight=False)",
+        "GraphConv(6, 4, aggr='mean')",
+    ],
+)
+def test_a_layer_on_its_transformed_rows_gives_its_output(layer):
+    """What the owners send, fed to the layer with its maps set to the identity (biases kept), gives
+    the layer's own output; its maps are back after the call."""
+    from torch_geometric.nn import GCNConv, GraphConv, SAGEConv  # noqa: F401 (the parameters name them)
+
+    from commgraph.pyg.first_layer import LinearFirstLayer
+    from commgraph.pyg.full import Swaps
+
+    torch.manual_seed(0)
+    conv = eval(layer)
+    x, edge_index = torch.randn(20, 6), torch.randint(0, 20, (2, 60))
+    first, swaps = LinearFirstLayer.of(conv), Swaps()
+    neighbour, root = first.neighbour_rows(x), first.root_rows(x)
+    assert neighbour.shape == (20, 4) and (root is None) == (layer.startswith("GCN") or "root_weight" in layer)
+    first.identity_maps(swaps)
+    out = conv(neighbour if root is None else (neighbour, root), edge_index)
+    swaps.undo()
+    torch.testing.assert_close(out, conv(x, edge_index), rtol=1e-5, atol=1e-6)
+    assert type(getattr(conv, first.neighbour)).__name__ == "Linear"

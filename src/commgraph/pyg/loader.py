@@ -421,7 +421,9 @@ class NeighborLoader:
         for key, value in self._rows(n_id):
             batch[key] = value
         if self.fetch is not None:
-            batch.x = self._fetched(seeds, hops, None if masks is None else masks.feature_columns(self.dgs.feature_rate))
+            batch.x = self._fetched(
+                seeds, hops, None if masks is None else masks.feature_columns(self.dgs.feature_rate)
+            )
         elif masks is not None:
             self._cut_remote_columns(batch, n_id, masks)
         if self._whole:
