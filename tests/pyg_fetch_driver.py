@@ -5,7 +5,8 @@ come through the feature fetch.
 Usage: ``python -m pyg_fetch_driver OUT owner`` (2 ranks): a GCN and a GraphSAGE, each trained
 twice on every rank's network rows (``peer_rows="network"``), with ``first_layer="features"``
 and ``"owner"``, fanout -1 and dropout 0; rank r writes ``OUT/rank<r>.json`` with, per model and
-mode, the global loss of each step and the bytes the loader sent.
+mode, the global loss of each step and the bytes the loader sent; then the error a GCN raises when
+its first layer gets a batch's ``x`` after dropout.
 
 ``python -m pyg_fetch_driver OUT machines M`` (any number of ranks, in M emulated machines of
 consecutive ranks: torchrun's ``GROUP_RANK``): a GraphSAGE trained from batches of the set,
@@ -24,6 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.nn import GCN, GraphSAGE
 
 import commgraph.pyg as cg
+from commgraph.errors import BridgeError
 from commgraph.graph import load_graph
 from commgraph.graph.pyg import to_pyg
 
@@ -64,6 +66,13 @@ def owner(data, part) -> dict:
             model = DistributedDataParallel(cg.sampled(kind(data.num_features, HIDDEN, 2, 7, dropout=0.0), loader))
             losses = train(model, loader, 2)
             result[f"{name}/{first_layer}"] = {"losses": losses, "bytes": loader.bytes}
+    loader = cg.NeighborLoader(part, num_neighbors=[-1], batch_size=48, first_layer="owner", peer_rows="network")
+    model = cg.sampled(GCN(data.num_features, HIDDEN, 1, 7), loader)
+    batch = next(iter(loader))
+    try:  # dropout before the first layer: its rows are not the ones the owners transform
+        model(F.dropout(batch.x, 0.5), batch.edge_index)
+    except BridgeError as error:
+        result["refused"] = str(error)
     return result
 
 

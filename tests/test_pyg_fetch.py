@@ -36,7 +36,7 @@ def test_owners_first_layer_trains_as_fetched_features_and_sends_hidden_rows(tmp
     GraphSAGE with the owners' first layer equal the fetched features' within 1e-5 at every step;
     GCN's owners send one hidden row per feature row the other run fetched (no root term),
     GraphSAGE's one per row and a root row for each remote destination of layer 0, and their
-    gradients come back, the same bytes."""
+    gradients come back, the same bytes. A batch's x changed before the first layer is refused."""
     ranks = _ranks(tmp_path, monkeypatch, 2, "owner")
     for result in ranks:
         for model in ("gcn", "sage"):
@@ -54,6 +54,7 @@ def test_owners_first_layer_trains_as_fetched_features_and_sends_hidden_rows(tmp
             else:
                 assert rows * 4 * HIDDEN < owner["bytes"]["activations"] < 2 * rows * 4 * HIDDEN
     assert ranks[0]["gcn/owner"]["losses"] == pytest.approx(ranks[1]["gcn/owner"]["losses"], abs=0)
+    assert all("did not reach the model's first MessagePassing layer" in r["refused"] for r in ranks)
     for run in ("gcn/owner", "sage/owner"):  # each row's gradient goes back to the rank that sent it
         sent = [sum(r[run]["bytes"][label] for r in ranks) for label in ("activations", "activation_grads")]
         assert sent[0] == sent[1] > 0

@@ -31,12 +31,17 @@ import torch
 from commgraph.errors import BridgeError
 from commgraph.nn.sage import _kept
 from commgraph.pyg.full import Bias, Swaps, message_passing_layers
-from commgraph.pyg.loader import UNUSED_BATCH, NeighborLoader
+from commgraph.pyg.loader import NeighborLoader
 from commgraph.train.owner_fetch import with_owner_rows
 
 # a conv's map of each source row and of a destination's own row (None: it has none)
 LINEAR_MAPS = {"GCNConv": ("lin", None), "SAGEConv": ("lin_l", "lin_r"), "GraphConv": ("lin_rel", "lin_root")}
 COMMUTING = ("add", "sum", "mean")  # aggregations a linear map passes through
+UNUSED_BATCH = (
+    "first_layer='owner': a batch's x did not reach the model's first MessagePassing layer, which replaces "
+    "its network rows with their owners' transforms: call the wrapped model on batch.x itself (no dropout or "
+    "transform before that layer), on every rank for every batch"
+)
 
 
 @dataclass

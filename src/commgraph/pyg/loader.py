@@ -454,8 +454,6 @@ class NeighborLoader:
                     "first_layer='owner': the owners compute the model's first layer, so wrap the model before the "
                     "first batch: model = cg.sampled(model, loader)"
                 )
-            if self.pending is not None and not self.pending.used:
-                raise BridgeError(UNUSED_BATCH)
             request = self.fetch.request(batch)
             fetched = self.fetch.table(request, batch, self.fetch.device, None)
         self.local_bytes += fetched.local_bytes
@@ -503,13 +501,6 @@ class NeighborLoader:
         out = np.full((n_id.shape[0], *rows.shape[1:]), -1 if name == "labels" else 0, dtype=rows.dtype)
         out[here] = rows
         return out
-
-
-UNUSED_BATCH = (
-    "first_layer='owner': the last batch's x never reached the model's first MessagePassing layer, which replaces "
-    "its network rows with their owners' transforms: call the wrapped model on batch.x itself (no dropout or "
-    "transform before that layer), on every rank, once per batch"
-)
 
 
 def data_positions(edge_index: torch.Tensor) -> np.ndarray:
