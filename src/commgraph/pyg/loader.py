@@ -301,8 +301,8 @@ class NeighborLoader:
         ``trim_to_layer``.
 
     Raises:
-        BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes`` or ``sampler``, an
-            option the loader does not know, DGS's options without ``sampler="dgs"``, or ``data``
+        BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes``, ``sampler``,
+            ``first_layer`` or ``peer_rows``, an option the loader does not know, DGS's options without ``sampler="dgs"``, or ``data``
             of another kind.
         SamplingError: DGS's options out of range, or a mask file made for another partition set.
     """
