@@ -4,7 +4,8 @@ under ``commgraph run`` against ``commgraph train --sampler neighbor``'s built-i
 ``commgraph run --workers N benchmarks/pyg_sage_sampled.py SET OUT.json --epochs E --hidden H
 --layers L --fanout 15,10 --batch-size B`` trains PyG's own ``GraphSAGE`` (ReLU between layers,
 dropout 0, Adam) in ``DistributedDataParallel`` from ``cg.NeighborLoader`` batches of the
-partition set SET (each layer trimmed to the rows later layers read, PyG's ``trim_to_layer``), each rank drawing its own training nodes, shuffled; rank 0 writes each epoch's
+partition set SET (each layer trimmed to the rows later layers read, PyG's ``trim_to_layer``),
+each rank drawing its own training nodes, shuffled; rank 0 writes each epoch's
 seconds (the slowest rank's: sampling, rows, forward, loss, backward, gradient all-reduce and
 optimiser step of every batch), loss and steps, and the seeds of an epoch (every training node once).
 """

@@ -302,8 +302,8 @@ class NeighborLoader:
 
     Raises:
         BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes``, ``sampler``,
-            ``first_layer`` or ``peer_rows``, an option the loader does not know, DGS's options without ``sampler="dgs"``, or ``data``
-            of another kind.
+            ``first_layer`` or ``peer_rows``, an option the loader does not know, DGS's options
+            without ``sampler="dgs"``, or ``data`` of another kind.
         SamplingError: DGS's options out of range, or a mask file made for another partition set.
     """
 
