@@ -5,7 +5,8 @@
 - :func:`partition`: this rank's part as a PyG ``Data`` (owned rows, then halo rows), or of a
   ``HeteroData`` as a ``HeteroData`` (each node type's owned rows, then its halo rows).
 - :class:`NeighborLoader`: PyG's sampled mini-batches, each rank drawing the seeds it owns; of a
-  ``HeteroData`` too, with fanouts per relation (:mod:`commgraph.pyg.hetero_loader`).
+  ``HeteroData`` too, with fanouts per relation (:mod:`commgraph.pyg.hetero_loader`);
+  :func:`sampled` wraps a model whose first layer the rows' owners compute (``first_layer="owner"``).
 - :func:`full_graph`: any model with ``MessagePassing`` layers, its halo refreshed before each by
   the planned all-gather (a ``to_hetero`` or ``HeteroConv`` model on a heterogeneous part:
   :class:`HeteroFullGraph`, each type's rows once per forward); :func:`global_mean` /
@@ -43,6 +44,8 @@ __all__ = [
     "negative_sampling",
     "partition",
     "rank",
+    "sampled",
+    "SampledModel",
     "shutdown",
     "unified",
     "UnifiedTensor",
@@ -63,6 +66,8 @@ __getattr__ = exports(
         "FullGraph": "full",
         "HeteroFullGraph": "hetero",
         "NeighborLoader": "loader",
+        "sampled": "first_layer",
+        "SampledModel": "first_layer",
         "global_mean": "reduce",
         "global_sum": "reduce",
         "unified": "direct",

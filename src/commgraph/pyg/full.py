@@ -36,7 +36,7 @@ from commgraph.pyg.data import PartHandle, handle_of
 from commgraph.pyg.world import session
 
 
-def _message_passing_layers(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
+def message_passing_layers(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
     """The outermost ``MessagePassing`` submodules of ``model`` by name, in registration order."""
     from torch_geometric.nn.conv import MessagePassing
 
@@ -73,7 +73,7 @@ class FullGraph(torch.nn.Module):
         from commgraph.runtime.job import Job
         from commgraph.runtime.options import JobOptions
 
-        layers = _message_passing_layers(module)
+        layers = message_passing_layers(module)
         if not layers:
             raise BridgeError(
                 f"{type(module).__name__} has no MessagePassing layer (torch_geometric.nn.conv.MessagePassing): "
@@ -94,7 +94,7 @@ class FullGraph(torch.nn.Module):
         self.job = Job(s.world, handle.pset, JobOptions(topology=topology, plan=plan))
         self._runners: dict[int, object] = {}
         self.choices: dict[int, object] = {}  # row bytes -> the plan chosen for rows of that width
-        self._undo: list[tuple[torch.nn.Module, str, object]] = []  # (layer, attribute, value) set back after a call
+        self._swaps = Swaps()
         self._adjacencies: dict[tuple, torch.Tensor] = {}
         self._layers = layers
         self._layer_of = {id(layer): i for i, layer in enumerate(layers.values())}
@@ -116,7 +116,7 @@ class FullGraph(torch.nn.Module):
         try:
             return self._part_rows(self.module(*args, **kwargs))
         finally:  # a layer that raised leaves no GCN normalisation off
-            self._set_back()
+            self._swaps.undo()
 
     def _part_rows(self, output):
         """A model output of the owned rows only, with zero rows in the halo's place: the part's
@@ -216,7 +216,7 @@ class FullGraph(torch.nn.Module):
                 args[0] = x
             else:
                 kwargs["x"] = x
-            self._swap(layer, "lin_l", _Bias(layer.lin_l.bias))
+            self._swaps.set(layer, "lin_l", Bias(layer.lin_l.bias))
         return tuple(args), kwargs
 
     @staticmethod
@@ -243,18 +243,8 @@ class FullGraph(torch.nn.Module):
             self._adjacencies[key] = torch.sparse_csr_tensor(crow, col, ones, size=size).to(x.device)
         return self._adjacencies[key]
 
-    def _swap(self, layer: torch.nn.Module, name: str, value) -> None:
-        """Set ``layer.name`` to ``value`` for this call only."""
-        self._undo.append((layer, name, getattr(layer, name)))
-        setattr(layer, name, value)
-
-    def _set_back(self) -> None:
-        while self._undo:
-            layer, name, value = self._undo.pop()
-            setattr(layer, name, value)
-
     def _after_layer(self, layer: torch.nn.Module, args, output):
-        self._set_back()
+        self._swaps.undo()
 
     def _gcn_weights(self, layer, args: list, kwargs: dict, index: int) -> None:
         """GCN's normalised edge weights with every node's whole in-degree (the halo nodes' from
@@ -282,7 +272,7 @@ class FullGraph(torch.nn.Module):
                 args[position] = value
             else:
                 kwargs[name] = value
-        self._swap(layer, "normalize", False)
+        self._swaps.set(layer, "normalize", False)
 
     # -- gradients ---------------------------------------------------------------------------------
 
@@ -337,7 +327,24 @@ def _narrowing_sage(layer: torch.nn.Module) -> bool:
     return not isinstance(weight, torch.nn.parameter.UninitializedParameter) and weight.shape[0] < weight.shape[1]
 
 
-class _Bias(torch.nn.Module):
+class Swaps:
+    """Attributes of layers set for one call of a model (:meth:`set`) and set back after it (:meth:`undo`)."""
+
+    def __init__(self):
+        self._undo: list[tuple[torch.nn.Module, str, object]] = []  # (layer, attribute, value) to set back
+
+    def set(self, layer: torch.nn.Module, name: str, value) -> None:
+        """Set ``layer.name`` to ``value`` until :meth:`undo`."""
+        self._undo.append((layer, name, getattr(layer, name)))
+        setattr(layer, name, value)
+
+    def undo(self) -> None:
+        while self._undo:
+            layer, name, value = self._undo.pop()
+            setattr(layer, name, value)
+
+
+class Bias(torch.nn.Module):
     """``x + bias``: a ``SAGEConv``'s neighbour transform once its weight was applied before the mean."""
 
     def __init__(self, bias: torch.Tensor | None):

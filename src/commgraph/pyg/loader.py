@@ -13,9 +13,17 @@ The draws come from the whole graph's in-edges, the partition set's ``structure/
 read-only (every rank of a machine shares one copy), through the samplers' keyed kernel
 (:func:`commgraph.sample.keyed.keyed_slots`) and relabelling (:func:`commgraph.sample.base.relabel`).
 Node rows come from the ``Data`` the loader was given when it holds the whole graph, else from the
-set's parts: this rank's own rows and the rows of the other parts from their mapped files (the
-parts of the set must lie on this machine's disk; rows of parts held by other machines only are
-not fetched).
+set's parts: this rank's own rows, and the rows of the parts of this machine's ranks from their
+mapped files. Where the job spans machines, the rows of ``x`` that another machine's ranks own
+come from their owners through the feature fetch of ``commgraph train --sampler``
+(:class:`~commgraph.train.fetch.FeatureFetch`: one all-to-all of the ids a step asks for, then
+the rows by the batch's fetch plan), as they do for every rank with ``peer_rows="network"``.
+
+With ``first_layer="owner"`` (P3, Gandhi and Iyer, OSDI'21; ``commgraph train --first-layer
+owner``) a network row of ``x`` is not sent: its owner computes the model's first layer
+transform of it, ``W x_u`` (``hidden`` wide, where the feature row is ``F`` wide), when the model
+(wrapped by :func:`~commgraph.pyg.sampled`) runs that layer, and receives its gradient
+back in the backward pass (:class:`~commgraph.train.owner_fetch.OwnerFetch`).
 
 With ``sampler="dgs"`` the hops are drawn by DGS's sampler (:class:`~commgraph.sample.dgs.DGSSampler`,
 thesis chapter 3, as ``commgraph train --sampler dgs`` draws them) once it has masks, from a file
@@ -41,17 +49,23 @@ from commgraph.errors import BridgeError
 from commgraph.graph.core import MASK_NAMES
 from commgraph.pyg.data import PartHandle, find_handle, partition
 from commgraph.pyg.world import session
-from commgraph.sample.base import SamplingGraph, Scratch, draw_seed, relabel
+from commgraph.runtime.features import FeatureStore
+from commgraph.runtime.job import Job
+from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, Scratch, draw_seed, relabel
 from commgraph.sample.dgs import DGSMasks, DGSSampler
 from commgraph.sample.keyed import keyed_slots
 from commgraph.sample.maskfile import load_masks
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
+from commgraph.train.config import PEER_ROWS
+from commgraph.train.fetch import FeatureFetch, Fetched, Request
+from commgraph.train.owner_fetch import OwnerFetch
 
 # a part's node attributes and the set's arrays that hold them
 SET_ROWS = {"x": "features", "y": "labels", **{mask: mask for mask in MASK_NAMES}}
 # torch DataLoader options PyG scripts pass: accepted, without effect (batches are made in this process)
 WORKER_OPTIONS = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
 SAMPLERS = ("neighbor", "dgs")
+FIRST_LAYERS = ("features", "owner")
 KEY_SORT_NODES = 3_037_000_499  # the most nodes n with n * n < 2**63
 
 
@@ -124,6 +138,15 @@ def check_batching(batch_size, sampler: str, options: dict) -> int:
     return int(batch_size)
 
 
+def check_fetching(first_layer: str, peer_rows: str) -> None:
+    """Raises:
+    BridgeError: a ``first_layer`` or ``peer_rows`` the loader does not know."""
+    if first_layer not in FIRST_LAYERS:
+        raise BridgeError(f"first_layer must be one of {', '.join(FIRST_LAYERS)}; got {first_layer!r}")
+    if peer_rows not in PEER_ROWS:
+        raise BridgeError(f"peer_rows must be one of {', '.join(PEER_ROWS)}; got {peer_rows!r}")
+
+
 def most_batches(num_seeds: int, batch_size: int) -> int:
     """The most batches any rank's seeds need (this rank has ``num_seeds``), through one all-reduce."""
     s = session()
@@ -141,6 +164,17 @@ def epoch_batches(num_seeds: int, batch_size: int, steps: int, shuffle: bool, rn
     for step in range(steps):
         at = (step % own) * batch_size if own else 0
         yield order[at : at + batch_size]
+
+
+@dataclass
+class PendingRows:
+    """An owner-computed batch (``first_layer="owner"``) until its first layer runs: its ``x`` (the
+    network rows zero), what it asked of the owners, its table, and whether a forward used it."""
+
+    x: torch.Tensor
+    request: Request
+    fetched: Fetched
+    used: bool = False
 
 
 @dataclass
@@ -243,12 +277,19 @@ class NeighborLoader:
         feature_rate: with ``"dgs"``, :math:`N_f`, the share of columns a remote row keeps, in (0, 1].
         epsilon: with ``"dgs"``, remote draws dropped per node as a share of the fanout, in [0, 1].
         dgs_rule: with ``"dgs"``, ``"keep-local"`` (every local in-neighbour) or ``"split"``.
+        first_layer: ``"features"`` (a network row of ``x`` arrives as its features) or
+            ``"owner"`` (its owner computes the model's first layer of it: wrap the model with
+            :func:`~commgraph.pyg.sampled`; see the module description).
+        peer_rows: ``"map"`` (rows the ranks of this machine own are read from their mapped
+            files) or ``"network"`` (fetched from their owners, as if every rank were a machine).
         **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
             accepted for PyG scripts' sake, without effect (batches are made in this process).
 
     Attributes:
         data: the ``data`` given (a part for a set's directory).
         seeds: this rank's seeds (global ids), in the order of ``input_nodes``.
+        fetch: the feature fetch a batch's rows of ``x`` come through (None: every row is read
+            here, from the whole ``Data`` or this machine's mapped files).
 
     Shapes:
         A batch: **n_id** ``[n]`` (global ids, the ``batch_size`` seeds first), **edge_index**
@@ -260,9 +301,9 @@ class NeighborLoader:
         ``trim_to_layer``.
 
     Raises:
-        BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes`` or ``sampler``, an
-            option the loader does not know, DGS's options without ``sampler="dgs"``, or ``data``
-            of another kind.
+        BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes``, ``sampler``,
+            ``first_layer`` or ``peer_rows``, an option the loader does not know, DGS's options
+            without ``sampler="dgs"``, or ``data`` of another kind.
         SamplingError: DGS's options out of range, or a mask file made for another partition set.
     """
 
@@ -288,9 +329,12 @@ class NeighborLoader:
         feature_rate: float = FEATURE_RATE,
         epsilon: float = EPSILON,
         dgs_rule: str = RULES[0],
+        first_layer: str = "features",
+        peer_rows: str = "map",
         **options,
     ):
         self.batch_size = check_batching(batch_size, sampler, options)
+        check_fetching(first_layer, peer_rows)
         if sampler != "dgs" and dgs_masks is not None:
             raise BridgeError(f"dgs_masks is DGS's: pass sampler='dgs' with it (sampler is {sampler!r})")
         self.num_neighbors = check_num_neighbors(num_neighbors)
@@ -307,6 +351,9 @@ class NeighborLoader:
             self.positions = np.flatnonzero(self.graph.owner[ids] == self.rank)
             self.steps = most_batches(self.positions.shape[0], self.batch_size)
         self.seeds = ids[self.positions]
+        self.first_layer, self.local_bytes = first_layer, 0
+        self.pending: PendingRows | None = None
+        self.machine, self.fetch = self._feature_fetch(peer_rows)
         self.dgs = None
         if sampler == "dgs":
             self.dgs = DGSSampler(
@@ -315,6 +362,36 @@ class NeighborLoader:
             if dgs_masks is not None:
                 width = self.data.x.shape[1] if self._whole else self.handle.part.features.shape[1]
                 self.set_masks(load_masks(dgs_masks, self.handle.pset, width)[self.rank])
+
+    def _feature_fetch(self, peer_rows: str) -> tuple[np.ndarray | None, FeatureFetch | None]:
+        """The ranks of this machine when the job spans machines (None: every rank is here), and
+        the fetch of ``x``'s rows when they do not all come from the loader's ``data`` and this
+        machine's files (a collective: every rank makes its loader)."""
+        world = session().world
+        if world.size == 1:
+            return None, None
+        job = Job(world, self.handle.pset)
+        machine = job.machine_ranks()
+        machine = machine if machine.shape[0] < world.size else None
+        if self.first_layer == "features" and peer_rows == "map" and (machine is None or self._whole):
+            return machine, None
+        features = self.handle.part.features
+        if features is None:
+            raise BridgeError(f"{self.handle.pset.path} holds no features to fetch: make the set from a graph with x")
+        store = FeatureStore.create(np.asarray(features), job.device)
+        if self.first_layer == "owner":
+            return machine, OwnerFetch(job, store, self.graph, None, peer_rows)
+        return machine, FeatureFetch(job, store, self.graph, peer_rows)
+
+    @property
+    def bytes(self) -> dict[str, int]:
+        """Bytes this rank sent for its batches' rows, by what they carried (``requests``: ids;
+        ``features``: feature rows; with ``first_layer="owner"``, ``activations`` and
+        ``activation_grads``: first-layer rows and their gradients), and ``local``: bytes read
+        from this machine's other parts' files; empty when no row goes through the fetch."""
+        if self.fetch is None:
+            return {}
+        return {**self.fetch.comm.bytes, "local": self.local_bytes}
 
     def set_masks(self, masks: DGSMasks) -> None:
         """DGS's masks for this rank (``sampler="dgs"``), used from the next batch on."""
@@ -343,7 +420,11 @@ class NeighborLoader:
         batch = Data(edge_index=torch.from_numpy(hops.edges), num_nodes=n_id.shape[0])
         for key, value in self._rows(n_id):
             batch[key] = value
-        if masks is not None:
+        if self.fetch is not None:
+            batch.x = self._fetched(
+                seeds, hops, None if masks is None else masks.feature_columns(self.dgs.feature_rate)
+            )
+        elif masks is not None:
             self._cut_remote_columns(batch, n_id, masks)
         if self._whole:
             e_id = torch.from_numpy(self._data_positions[hops.slots])
@@ -356,6 +437,30 @@ class NeighborLoader:
         batch.batch_size = int(seeds.shape[0])
         batch.num_sampled_nodes, batch.num_sampled_edges = hops.num_nodes, hops.num_edges
         return batch
+
+    def _fetched(self, seeds: np.ndarray, hops: Hops, columns: np.ndarray | None) -> torch.Tensor:
+        """The batch's ``x`` through the feature fetch (a collective), remote rows cut to
+        ``columns`` (None: all); with ``first_layer="owner"`` its network rows zero until the
+        model's first layer receives their owners' transforms (:attr:`pending`)."""
+        n_id = hops.nodes
+        num_dst = n_id.shape[0] - hops.num_nodes[-1]  # the last hop's nodes feed no layer's kept rows
+        layer = LayerSample(n_id[:num_dst], n_id, hops.edges[0], hops.edges[1])
+        batch = SampledBatch(seeds, [layer], self.graph.is_remote(n_id), columns)
+        if self.first_layer == "features":
+            fetched = self.fetch(batch)
+        else:
+            if self.fetch.model is None:
+                raise BridgeError(
+                    "first_layer='owner': the owners compute the model's first layer, so wrap the model before the "
+                    "first batch: model = cg.sampled(model, loader)"
+                )
+            request = self.fetch.request(batch)
+            fetched = self.fetch.table(request, batch, self.fetch.device, None)
+        self.local_bytes += fetched.local_bytes
+        x = fetched.x
+        if self.first_layer == "owner":
+            self.pending = PendingRows(x, request, fetched)
+        return x
 
     def _cut_remote_columns(self, batch, n_id: np.ndarray, masks: DGSMasks) -> None:
         """Zero the columns of the remote rows of ``batch.x`` outside DGS's feature columns."""
@@ -378,12 +483,24 @@ class NeighborLoader:
                 if key != "n_id" and isinstance(value, torch.Tensor) and self.data.is_node_attr(key):
                     yield key, value[index.to(value.device)]
             return
-        part, pset = self.handle.part, self.handle.pset
+        part = self.handle.part
         for key, name in SET_ROWS.items():
             values = getattr(part, name)
-            if key in self.data and values is not None:
-                rows = pset.rows(name, n_id)
+            if key in self.data and values is not None and not (key == "x" and self.fetch is not None):
+                rows = self._machine_rows(name, n_id)
                 yield key, torch.from_numpy(rows.astype(np.int64) if key == "y" else rows)
+
+    def _machine_rows(self, name: str, n_id: np.ndarray) -> np.ndarray:
+        """The set's ``name`` rows of ``n_id`` read from this machine's parts; rows of other
+        machines' nodes (only ``x`` is fetched) are -1 (labels) or 0 (masks)."""
+        pset = self.handle.pset
+        if self.machine is None:
+            return pset.rows(name, n_id)
+        here = np.isin(self.graph.owner[n_id], self.machine)
+        rows = pset.rows(name, n_id[here])
+        out = np.full((n_id.shape[0], *rows.shape[1:]), -1 if name == "labels" else 0, dtype=rows.dtype)
+        out[here] = rows
+        return out
 
 
 def data_positions(edge_index: torch.Tensor) -> np.ndarray:

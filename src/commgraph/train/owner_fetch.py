@@ -39,7 +39,12 @@ class OwnerFetch(FeatureFetch):
         if self.world.size == 1:
             return replace_owner(self(batch), self.device)
         request = self.request(batch)
-        fetched = self.table(request, batch, self.device, None)
+        return self.receive(request, self.table(request, batch, self.device, None))
+
+    def receive(self, request: Request, fetched: Fetched) -> Fetched:
+        """``fetched`` with the first layer of its network rows from their owners (``owner``),
+        each worker serving what ``request`` asks of it with ``model``'s weights as they are now;
+        a collective, differentiable with respect to the served rows."""
         dst = request.dst_counts if self.model.has_root else np.zeros_like(request.dst_counts)
         received = rows_to_readers(self._served(request, dst), self.alltoall, (request.counts + dst).T)
         fetched.owner = self._placed(request, dst, received)
@@ -115,13 +120,20 @@ def replace_owner(fetched: Fetched, device: torch.device) -> Fetched:
 def owner_forward(model: GNN, fetched: Fetched, blocks: list[Block]) -> torch.Tensor:
     """``model`` on a sampled batch whose network rows' first layer came from their owners: one row
     per seed, the same as :func:`~commgraph.sample.forward_blocks` on the fetched features."""
-    rows: OwnerRows = fetched.owner
-    neighbour, root = first_layer_rows(model, fetched.rows, blocks[0].num_dst)
+    neighbour, root = with_owner_rows(fetched.owner, *first_layer_rows(model, fetched.rows, blocks[0].num_dst))
+    return later_layers(model, model.from_rows(0, neighbour, root, blocks[0]), blocks)
+
+
+def with_owner_rows(
+    rows: OwnerRows, neighbour: torch.Tensor, root: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Layer 0's neighbour rows of the table and root rows of its destinations, computed here,
+    with the network rows' replaced by those their owners sent (``rows``)."""
     if rows.at.numel():
         neighbour = neighbour.index_copy(0, rows.at, rows.received.index_select(0, rows.neighbour))
     if root is not None and rows.dst_at.numel():
         root = root.index_copy(0, rows.dst_at, rows.received.index_select(0, rows.root))
-    return later_layers(model, model.from_rows(0, neighbour, root, blocks[0]), blocks)
+    return neighbour, root
 
 
 def settle_idle(fetched: Fetched) -> None:
