@@ -352,7 +352,7 @@ def _write_parts(
         for name in _OPTIONAL:  # per-node data (features: most of the set) written without a copy
             values = getattr(graph, name)
             if values is not None:
-                dtype = feature_dtype if name == "features" and feature_dtype else values.dtype
+                dtype = feature_dtype if name == "features" else None
                 files[f"part-{k}/{name}.npy"] = _save_rows(part_dir / f"{name}.npy", values, owned, dtype)
     return files
 
@@ -408,11 +408,14 @@ def owner_dtype(parts: int) -> np.dtype:
     return np.dtype(np.int64)
 
 
-def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray, dtype) -> str:
-    """Save ``values[rows]`` as ``.npy`` of ``dtype`` a chunk at a time, so a part's copy of a large
-    table is never held in memory; returns the file's sha256."""
+def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray, dtype=None) -> str:
+    """Save ``values[rows]`` as ``.npy`` of ``dtype`` (default: the values') a chunk at a time, so a
+    part's copy of a large table is never held in memory; returns the file's sha256."""
     return save_npy_in_chunks(
-        path, dtype, (rows.shape[0], *values.shape[1:]), lambda start, stop: values[rows[start:stop]]
+        path,
+        values.dtype if dtype is None else dtype,
+        (rows.shape[0], *values.shape[1:]),
+        lambda start, stop: values[rows[start:stop]],
     )
 
 
