@@ -145,7 +145,15 @@ def test_a_set_stores_its_features_as_float16_when_asked(tmp_path):
     assignment, _ = partition_graph(graph, 2, "chunk", 0)
     metrics = partition_metrics(graph, assignment, 2)
     made = write_partition_set(
-        graph, assignment, 2, tmp_path / "h", method="chunk", seed=0, seconds=0.0, metrics=metrics, feature_dtype="float16"
+        graph,
+        assignment,
+        2,
+        tmp_path / "h",
+        method="chunk",
+        seed=0,
+        seconds=0.0,
+        metrics=metrics,
+        feature_dtype="float16",
     )
     part = made.part(1)
     assert part.features.dtype == np.float16 and part.labels.dtype == graph.labels.dtype
@@ -153,5 +161,13 @@ def test_a_set_stores_its_features_as_float16_when_asked(tmp_path):
     assert made.manifest["arrays"]["part-1/features.npy"]["dtype"] == "<f2"
     with pytest.raises(PartitionError, match="unknown feature dtype 'int8'; choose one of float32, float16"):
         write_partition_set(
-            graph, assignment, 2, tmp_path / "i", method="chunk", seed=0, seconds=0.0, metrics=metrics, feature_dtype="int8"
+            graph,
+            assignment,
+            2,
+            tmp_path / "i",
+            method="chunk",
+            seed=0,
+            seconds=0.0,
+            metrics=metrics,
+            feature_dtype="int8",
         )

@@ -44,7 +44,9 @@ def test_under_a_budget_features_and_structure_stream_and_the_rest_is_resident(c
     width, table = 1433, plain.worker["features"]
     read_ahead = memory.READ_AHEAD_STAGES * 4 * width * reached_nodes(2708, 64, (5, 5))
     # the resident parts: the plain estimate less the features and the mapped files, plus each worker's read-ahead
-    minimum = plain.machine_peak_bytes - plain.machine["structure"] - plain.machine["features"] - 2 * (table - read_ahead)
+    minimum = (
+        plain.machine_peak_bytes - plain.machine["structure"] - plain.machine["features"] - 2 * (table - read_ahead)
+    )
     roomy = estimate_memory(cora_set, JobShape(2, 2, hidden=16, layers=2, memory_budget=1 << 34, **SAMPLED))
     assert roomy.minimum_bytes == minimum
     assert roomy.cache_bytes == table  # room for the whole table: all of it cached

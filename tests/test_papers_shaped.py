@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from commgraph.errors import GraphSpecError
-from commgraph.graph import load_graph
-from commgraph.graph import papers
+from commgraph.graph import load_graph, papers
 from commgraph.graph.npz import load_npz
 
 
@@ -84,7 +83,10 @@ def test_the_writers_memory_is_a_chunks_whatever_the_node_count(tmp_path):
     def peak(nodes: int) -> dict:
         done = subprocess.run(
             [sys.executable, "-c", PEAK, str(tmp_path / f"{nodes}.npz"), str(nodes)],
-            capture_output=True, text=True, timeout=300, check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
         )
         return json.loads(done.stdout.splitlines()[-1])
 

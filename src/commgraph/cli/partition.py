@@ -14,8 +14,8 @@ from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import PartitionError
 from commgraph.graph import HeteroGraph
 from commgraph.partition import METHODS, check_parts, load_partition_set, make_partition_set
-from commgraph.partition.store import FEATURE_DTYPES
 from commgraph.partition.plot import plot_metrics
+from commgraph.partition.store import FEATURE_DTYPES
 from commgraph.partition.typed import make_typed_partition_set
 
 
@@ -104,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
 def _run_typed(args: argparse.Namespace, graph: HeteroGraph) -> int:
     """``partition make`` of a heterogeneous graph: a typed set (:mod:`commgraph.partition.typed`)."""
     if args.feature_dtype is not None:
-        raise PartitionError("--feature-dtype stores the features of a graph of one node type; a typed set keeps each type's own")
+        raise PartitionError(
+            "--feature-dtype stores the features of a graph of one node type; a typed set keeps each type's own"
+        )
     args.method = args.method or "metis"
     check_parts(args.parts, graph.total_nodes)
     _say(

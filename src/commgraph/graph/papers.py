@@ -15,8 +15,9 @@ in-edges a node, a power law: a few papers are cited by tens of thousands), 128 
 - **features**: 128 values a node, its class's centroid plus Gaussian noise, so a GNN can learn
   the labels; rounded to float16 (papers100M's precision) and stored as float32, the dtype a
   :class:`~commgraph.graph.Graph` maps without a copy (``partition make --feature-dtype float16``
-  stores them at half the bytes in a partition set, exactly); **labels**: :data:`CLASSES` classes, uniform; **masks**: each node is in
-  training, validation or test with probabilities ``train``, ``val`` and ``test``.
+  stores them at half the bytes in a partition set, exactly);
+- **labels**: :data:`CLASSES` classes, uniform; **masks**: each node is in training, validation or
+  test with probabilities ``train``, ``val`` and ``test``.
 
 Every array is written as a stored member of commgraph's ``.npz`` (:mod:`commgraph.graph.npz`), a
 chunk of :data:`CHUNK_NODES` nodes at a time, each chunk drawn from its own generators
@@ -48,9 +49,7 @@ NOISE = 2.0  # the features' noise around their class centroid (centroids have u
 STREAMS = {"degree": 0, "source": 1, "label": 2, "feature": 3, "split": 4, "centroid": 5}
 
 
-def papers_shaped(
-    nodes: int, seed: int = 0, train: float = 0.011, val: float = 0.0011, test: float = 0.0019
-) -> Graph:
+def papers_shaped(nodes: int, seed: int = 0, train: float = 0.011, val: float = 0.0011, test: float = 0.0019) -> Graph:
     """The ``papers-shaped`` graph of ``nodes`` nodes, written once to the dataset cache
     (``$COMMGRAPH_HOME/datasets/papers-shaped/``) by :func:`write_papers_shaped` and memory-mapped
     from there (the module's description; the default splits are papers100M's shares).
@@ -192,4 +191,3 @@ def _coprime_prime(nodes: int) -> int:
         if nodes % prime:
             return prime
     return 1  # unreachable: N is divisible by all three only above 2e27
-

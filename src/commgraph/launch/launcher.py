@@ -229,7 +229,7 @@ def check_budget(estimate: MemoryEstimate, say: Callable[[str], None]) -> None:
         )
 
 
-def enforce_budget(budget: int, zygote, say: Callable[[str], None]) -> MemoryCap | None:
+def enforce_budget(budget: int, zygote: ForkedZygote | None, say: Callable[[str], None]) -> MemoryCap | None:
     """Put the launcher and the interpreter its workers fork from into a memory cgroup of
     ``budget`` bytes (the whole process tree from here on), or say in one line why the code alone
     keeps the budget. The cgroup made, to release when the job ends."""

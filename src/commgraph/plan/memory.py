@@ -160,11 +160,15 @@ class MemoryEstimate:
 
     def to_dict(self) -> dict:
         """The estimate as JSON-ready data."""
-        budget = {} if self.budget is None else {
-            "budget": self.budget,
-            "minimum_bytes": self.minimum_bytes,
-            "streamed": dict(self.streamed),
-        }
+        budget = (
+            {}
+            if self.budget is None
+            else {
+                "budget": self.budget,
+                "minimum_bytes": self.minimum_bytes,
+                "streamed": dict(self.streamed),
+            }
+        )
         return {
             "worker_peak_bytes": self.worker_peak_bytes,
             "machine_peak_bytes": self.machine_peak_bytes,

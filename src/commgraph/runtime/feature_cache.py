@@ -108,7 +108,9 @@ class FeatureCache:
         if not isinstance(features, np.memmap) or features.ndim != 2 or features.filename is None:
             raise FeatureError("a feature cache reads a 2-D .npy file opened with np.load(path, mmap_mode='r')")
         if features.dtype not in (np.float32, np.float16) or not features.flags.c_contiguous:
-            raise FeatureError(f"a feature cache reads float32 or float16 rows; {features.filename} holds {features.dtype}")
+            raise FeatureError(
+                f"a feature cache reads float32 or float16 rows; {features.filename} holds {features.dtype}"
+            )
         self.num_rows, self.width = features.shape
         self.dtype, self.offset = features.dtype, int(features.offset)
         self.row_bytes = self.width * self.dtype.itemsize

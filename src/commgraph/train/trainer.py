@@ -205,7 +205,9 @@ class Trainer:
         if config.sampling.sampler:
             state = TrainingState(self.model, self.optimizer, self.sync)
             self.sampled = SampledEpochs(job, config, state, store)
-            if config.comm.exchange == "replicate" or store.placement == "disk":  # evaluation has a table of its own, or reads the file
+            if (
+                config.comm.exchange == "replicate" or store.placement == "disk"
+            ):  # evaluation has a table of its own, or reads the file
                 self._say(f"mini-batch {store.describe()}")
         self.start_epoch, self.best = 1, None
         if config.log.resume:
