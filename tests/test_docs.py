@@ -33,6 +33,7 @@ TOPICS = (
     "features",
     "sampling",
     "memory",
+    "out-of-core",
     "analytics",
     "api",
     "testing",

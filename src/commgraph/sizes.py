@@ -13,6 +13,7 @@ The limits:
 
 from __future__ import annotations
 
+import os
 import resource
 from dataclasses import dataclass
 
@@ -42,6 +43,14 @@ def available_bytes() -> int | None:
     except OSError:
         return None
     return None
+
+
+def machine_bytes() -> int | None:
+    """This machine's physical memory (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
 
 
 def room() -> Room:

@@ -30,3 +30,12 @@ def parse_bytes(text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise OptionError(f"bad size {text!r}: must be a finite number > 0")
     return value
+
+
+def size(text: str) -> int:
+    """Whole bytes from a size as :func:`parse_bytes` reads it (``8G``: 8589934592), rounded down.
+
+    Raises:
+        OptionError: as :func:`parse_bytes`.
+    """
+    return int(parse_bytes(text))

@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         prepare=partial(_prepare, config),
         memory=partial(_memory, config),
         step_time=config.step_time if config.predicts_step_time else None,
+        memory_budget=config.comm.memory_budget,
         json=args.json,
         debug=args.debug,
     )

@@ -14,6 +14,7 @@ from commgraph.graph.hetero import HeteroGraph
 from commgraph.graph.hetero_synthetic import mag_shaped, movielens_shaped
 from commgraph.graph.npz import load_npz
 from commgraph.graph.ogb import is_ogb_dir, is_ogb_hetero_dir, load_ogb, load_ogb_hetero
+from commgraph.graph.papers import papers_shaped
 from commgraph.graph.planetoid import find_planetoid, load_planetoid
 from commgraph.graph.registry import REGISTRY
 from commgraph.graph.snap import SUFFIXES as SNAP_SUFFIXES
@@ -21,7 +22,13 @@ from commgraph.graph.snap import load_snap
 from commgraph.graph.synthetic import rmat, sbm
 
 BUNDLED = {"cora": "cora.npz"}
-GENERATORS = {"rmat": rmat, "sbm": sbm, "mag-shaped": mag_shaped, "movielens-shaped": movielens_shaped}
+GENERATORS = {
+    "rmat": rmat,
+    "sbm": sbm,
+    "mag-shaped": mag_shaped,
+    "movielens-shaped": movielens_shaped,
+    "papers-shaped": papers_shaped,
+}
 FORMATS = ("snap", "ogb", "planetoid", "npz")
 
 

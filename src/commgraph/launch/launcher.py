@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from commgraph.errors import JobError
 from commgraph.graph import Graph
 from commgraph.launch.cache import cached_partition_set, partition_cache_entry
+from commgraph.launch.cgroup import MemoryCap, cap_memory, job_cgroup_name
 from commgraph.launch.options import LaunchOptions, RunOptions
 from commgraph.options import Options
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
@@ -51,7 +52,7 @@ from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
 from commgraph.sim.steptime import StepTime
-from commgraph.sizes import available_bytes
+from commgraph.sizes import available_bytes, machine_bytes
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
 from commgraph.topology.resolve import DETECT
 
@@ -84,6 +85,9 @@ class JobSpec:
         step_time: the job's step priced on the set, its topology, its devices and one layer's
             all-gather as the plan's simulator prices it (:func:`~commgraph.plan.steptime.predict_job`):
             printed by ``--dry-run`` beside the memory.
+        memory_budget: ``--memory-budget`` in bytes: a job whose ``memory`` estimate needs more
+            at its minimum is refused, one above the machine's memory warned about, and the job
+            runs inside a memory cgroup of that limit where one can be made (:mod:`commgraph.launch.cgroup`).
         json: ``--dry-run`` prints JSON.
         debug: workers show tracebacks.
     """
@@ -101,6 +105,7 @@ class JobSpec:
     prepare: Callable[[PartitionSet], None] | None = None
     memory: Callable[[PartitionSet, int], MemoryEstimate] | None = None
     step_time: Callable[[PartitionSet, Topology, list[str], float], StepTime] | None = None
+    memory_budget: int | None = None
     json: bool = False
     debug: bool = False
 
@@ -143,6 +148,8 @@ def _launch_here(
         pset.validate()  # before the memory estimate reads an array, and before any file is hashed
     with bounded("estimating memory", seconds):
         estimate = None if spec.memory is None else spec.memory(pset, pset.num_parts)
+    if estimate is not None and spec.memory_budget is not None:
+        check_budget(estimate, spec.say)
     if estimate is not None and not spec.launch.dry_run:
         check_fits(estimate, spec.launch)
     with bounded("checking the partition set's checksums", seconds):
@@ -168,15 +175,20 @@ def _launch_here(
         del pset
         release_free_memory()  # the graph and its partitioning, if this process made the set
         short = beyond_memory(estimate, spec.launch)
-        return launch_local(
-            worker_argv(spec, partition_dir, job),
-            workers,
-            threads_per_worker=spec.launch.threads,
-            zygote=zygote,
-            phase_seconds=seconds,
-            # a job that may meet the kernel's OOM killer: its ranks stop at once, the kill is explained
-            **({} if short is None else dict(grace=0.0, verdict=short.verdict)),
-        )
+        cap = None if spec.memory_budget is None else enforce_budget(spec.memory_budget, zygote, spec.say)
+        try:
+            return launch_local(
+                worker_argv(spec, partition_dir, job),
+                workers,
+                threads_per_worker=spec.launch.threads,
+                zygote=zygote,
+                phase_seconds=seconds,
+                # a job that may meet the kernel's OOM killer: its ranks stop at once, the kill is explained
+                **({} if short is None else dict(grace=0.0, verdict=short.verdict)),
+            )
+        finally:
+            if cap is not None:
+                cap.release()
 
 
 # what a refused training job may change (train's and predict's options)
@@ -197,6 +209,43 @@ def check_fits(estimate: MemoryEstimate, options: LaunchOptions | RunOptions, ad
         f"{sum(estimate.machine.values()) / 1e9:.1f} GB shared) but {available / 1e9:.1f} GB is "
         f"available: {advice} (--dry-run shows the estimate by part; --ignore-memory starts it anyway)"
     )
+
+
+def check_budget(estimate: MemoryEstimate, say: Callable[[str], None]) -> None:
+    """Refuse a ``--memory-budget`` below the job's minimum (what it holds with no feature cache);
+    warn about one above the machine's memory."""
+    budget, minimum = estimate.budget, estimate.minimum_bytes
+    if budget < minimum:
+        raise JobError(
+            f"--memory-budget {budget / 1e9:.2f} GB is below this job's minimum of {minimum / 1e9:.2f} GB "
+            f"(the parts it holds resident; --dry-run lists them): raise the budget to at least "
+            f"{minimum / 1e9:.2f} GB or {TRAIN_ADVICE}"
+        )
+    total = machine_bytes()
+    if total is not None and budget > total:
+        say(
+            f"commgraph: warning: --memory-budget {budget / 1e9:.2f} GB is above this machine's "
+            f"{total / 1e9:.2f} GB of memory: the budget cannot hold the job back"
+        )
+
+
+def enforce_budget(budget: int, zygote: ForkedZygote | None, say: Callable[[str], None]) -> MemoryCap | None:
+    """Put the launcher and the interpreter its workers fork from into a memory cgroup of
+    ``budget`` bytes (the whole process tree from here on), or say in one line why the code alone
+    keeps the budget. The cgroup made, to release when the job ends."""
+    cap = cap_memory(budget, job_cgroup_name())
+    if isinstance(cap, str):
+        say(f"commgraph: {cap}: the budget is kept by the code (the feature cache is sized to it)")
+        return None
+    try:
+        for pid in (os.getpid(), *(() if zygote is None else (zygote.pid,))):
+            cap.join(pid)
+    except OSError as exc:
+        cap.release()
+        say(f"commgraph: cannot join the memory cgroup {cap.path} ({exc.strerror}): the budget is kept by the code")
+        return None
+    say(f"commgraph: {cap.describe()}")
+    return cap
 
 
 @dataclass(frozen=True)

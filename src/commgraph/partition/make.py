@@ -41,6 +41,7 @@ def make_partition_set(
     notes: dict | None = None,
     log: Callable[[str], None] | None = None,
     node_type: np.ndarray | None = None,
+    feature_dtype: str | None = None,
 ) -> MadeSet:
     """Partition ``graph`` into ``parts`` with ``method`` and write the set to ``out``.
 
@@ -58,6 +59,8 @@ def make_partition_set(
         notes: further figures for the manifest's metrics (the graph's isolated nodes, components).
         log: hears the partitioner's progress, a line each.
         node_type: every node's type, each balanced across the parts (``metis`` only).
+        feature_dtype: the dtype the features are stored in (None: the graph's;
+            :func:`~commgraph.partition.store.write_partition_set`).
 
     Returns:
         MadeSet: the set, the partitioner's seconds and the metrics recorded.
@@ -88,6 +91,7 @@ def make_partition_set(
             metrics=metrics,
             force=force,
             progress=progress,
+            feature_dtype=feature_dtype,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -57,6 +57,7 @@ from commgraph.partition.validate import read_header, validate_set
 
 FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
+FEATURE_DTYPES = ("float32", "float16")  # what a set may store its features as
 _REQUIRED = ("owned", "halo", "halo_owner", "indptr", "indices", "recv_ptr", "send_ptr", "send_index", "degree")
 _OPTIONAL = ("features", "labels", *MASK_NAMES)
 _EDGE_DATA = ("weights",)
@@ -226,6 +227,7 @@ def write_partition_set(
     metrics: dict,
     force: bool = False,
     progress: bool = False,
+    feature_dtype: str | None = None,
 ) -> PartitionSet:
     """Write the partition set of ``graph`` under ``assignment`` to directory ``out`` (layout: the
     module's description), built beside it and renamed into place when complete.
@@ -239,14 +241,20 @@ def write_partition_set(
             (``metrics``: :func:`~commgraph.partition.partition_metrics`'s).
         force: replace an existing ``out``.
         progress: a progress bar over the parts.
+        feature_dtype: the dtype the parts' ``features.npy`` are stored in (:data:`FEATURE_DTYPES`;
+            None: the graph's own). ``float16`` halves a set's largest files; readers widen its
+            rows to float32.
 
     Returns:
         PartitionSet: the set written.
 
     Raises:
-        PartitionError: ``out`` exists (without ``force``), or an assignment that does not fit.
+        PartitionError: ``out`` exists (without ``force``), an assignment that does not fit, or an
+            unknown ``feature_dtype``.
     """
     out = Path(out)
+    if feature_dtype is not None and feature_dtype not in FEATURE_DTYPES:
+        raise PartitionError(f"unknown feature dtype {feature_dtype!r}; choose one of {', '.join(FEATURE_DTYPES)}")
     assignment = check_assignment(graph, assignment, parts)
     if out.exists() and not force:
         raise PartitionError(f"{out} already exists; pass --force to replace it")
@@ -255,7 +263,7 @@ def write_partition_set(
     tmp.mkdir(parents=True)
     try:
         loop_free = loop_free_in_degrees(graph.indptr, graph.indices)
-        files = _write_parts(graph, assignment, parts, tmp, progress, loop_free)
+        files = _write_parts(graph, assignment, parts, tmp, progress, loop_free, feature_dtype)
         files.update(_write_structure(graph, assignment, parts, tmp, loop_free))
         manifest = {
             "format_version": FORMAT_VERSION,
@@ -293,7 +301,13 @@ def _replace(tmp: Path, out: Path) -> None:
 
 
 def _write_parts(
-    graph: Graph, assignment: np.ndarray, parts: int, folder: Path, progress: bool, loop_free: np.ndarray
+    graph: Graph,
+    assignment: np.ndarray,
+    parts: int,
+    folder: Path,
+    progress: bool,
+    loop_free: np.ndarray,
+    feature_dtype: str | None,
 ) -> dict:
     n = graph.num_nodes
     halo_part, halo_node = remote_pairs(graph, assignment)
@@ -338,7 +352,8 @@ def _write_parts(
         for name in _OPTIONAL:  # per-node data (features: most of the set) written without a copy
             values = getattr(graph, name)
             if values is not None:
-                files[f"part-{k}/{name}.npy"] = _save_rows(part_dir / f"{name}.npy", values, owned)
+                dtype = feature_dtype if name == "features" else None
+                files[f"part-{k}/{name}.npy"] = _save_rows(part_dir / f"{name}.npy", values, owned, dtype)
     return files
 
 
@@ -393,11 +408,14 @@ def owner_dtype(parts: int) -> np.dtype:
     return np.dtype(np.int64)
 
 
-def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray) -> str:
-    """Save ``values[rows]`` as ``.npy`` a chunk at a time, so a part's copy of a large table is never
-    held in memory; returns the file's sha256."""
+def _save_rows(path: Path, values: np.ndarray, rows: np.ndarray, dtype=None) -> str:
+    """Save ``values[rows]`` as ``.npy`` of ``dtype`` (default: the values') a chunk at a time, so a
+    part's copy of a large table is never held in memory; returns the file's sha256."""
     return save_npy_in_chunks(
-        path, values.dtype, (rows.shape[0], *values.shape[1:]), lambda start, stop: values[rows[start:stop]]
+        path,
+        values.dtype if dtype is None else dtype,
+        (rows.shape[0], *values.shape[1:]),
+        lambda start, stop: values[rows[start:stop]],
     )
 
 

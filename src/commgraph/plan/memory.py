@@ -24,6 +24,16 @@ first layer's destinations' aggregates at the input width (:func:`_sampled_first
 models hold the whole input table. A batch's edges are each hop's destinations times its fanout. The
 runtime's constants were measured on this project's CPU workers (``benchmarks/memory.py``,
 docs/benchmarks/memory.md).
+
+Under a memory budget (``--memory-budget``, :func:`_under_budget`), sampled training streams what
+it can from disk: the ``structure/`` files and peers' feature files are mapped (their pages are
+the kernel's page cache, reclaimable), and each worker's feature table stays in its file, read
+through a cache of its hottest rows (:mod:`commgraph.runtime.feature_cache`). What stays resident
+is everything else, plus each worker's read-ahead: a batch's input rows being read while the step
+before computes, and the rows of the step computing (:data:`READ_AHEAD_STAGES`). The minimum a
+job needs is that resident part; of what the budget leaves above it, :data:`CACHE_SHARE` holds hot
+rows (split over the machine's workers) and the rest is left to the page cache. Full-graph
+training streams nothing: its minimum is its whole estimate.
 """
 
 from __future__ import annotations
@@ -60,6 +70,9 @@ PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: ne
 TYPED_EDGE_BYTES = 22
 LOSS_CHUNKS = 2  # R-GCN's loss, a chunk of its logits at a time: the chunk's logits and their (log-)softmax
 SHARED_EVAL_CHUNKS = 3  # a shared evaluation's chunk: its block (layer 0: its rows), its output, its aggregation
+READ_AHEAD_STAGES = 2  # under a budget: the batch a step reads, and the next one its reader thread fills
+CACHE_SHARE = 0.5  # under a budget: of the room above the resident parts, the hot rows' share (the rest: page cache)
+STREAMED = ("structure", "features")  # what a budget leaves on disk: mapped, or read through the feature cache
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,8 @@ class JobShape:
         first_layer: how the full-graph pass's layer 0 reads its halo rows: ``features`` (a table
             of the halo's features) or ``owner`` (their owners' hidden-wide transforms;
             :mod:`commgraph.plan.first_layer`).
+        memory_budget: bytes the machine's whole job may hold, page cache included (None: no
+            budget; the estimate holds every worker's features in memory).
     """
 
     workers: int
@@ -101,16 +116,27 @@ class JobShape:
     explainer: bool = False
     explainer_process: bool = True
     first_layer: str = "features"
+    memory_budget: int | None = None
 
 
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Bytes by part: ``machine`` once per machine, ``worker`` for each worker (its largest part
-    when parts differ)."""
+    when parts differ). Under a budget, ``streamed`` is what stays on disk (``structure``: the
+    mapped files; ``features``: every worker's rows beyond its cache), ``minimum_bytes`` what the
+    machine needs with no cache at all, and the worker's ``features`` its cache."""
 
     machine_workers: int
     machine: dict[str, int] = field(default_factory=dict)
     worker: dict[str, int] = field(default_factory=dict)
+    budget: int | None = None
+    minimum_bytes: int | None = None
+    streamed: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cache_bytes(self) -> int | None:
+        """Under a budget, each worker's feature cache (None: no budget, the features held whole)."""
+        return None if self.budget is None else self.worker.get("features", 0)
 
     @property
     def worker_peak_bytes(self) -> int:
@@ -134,12 +160,22 @@ class MemoryEstimate:
 
     def to_dict(self) -> dict:
         """The estimate as JSON-ready data."""
+        budget = (
+            {}
+            if self.budget is None
+            else {
+                "budget": self.budget,
+                "minimum_bytes": self.minimum_bytes,
+                "streamed": dict(self.streamed),
+            }
+        )
         return {
             "worker_peak_bytes": self.worker_peak_bytes,
             "machine_peak_bytes": self.machine_peak_bytes,
             "machine_workers": self.machine_workers,
             "machine": dict(self.machine),
             "worker": dict(self.worker),
+            **budget,
         }
 
     def lines(self) -> list[str]:
@@ -153,6 +189,15 @@ class MemoryEstimate:
             f"({self.machine_workers} worker(s) of {self.worker_peak_bytes / GB:.2f} GB each)",
             f"  shared once per machine (GB): {parts(self.machine)}",
             f"  each worker (GB): {parts(self.worker)}",
+        ] + self._budget_lines(parts)
+
+    def _budget_lines(self, parts) -> list[str]:
+        if self.budget is None:
+            return []
+        return [
+            f"  budget {self.budget / GB:.2f} GB: resident at least {self.minimum_bytes / GB:.2f} GB, "
+            f"each worker's feature cache {self.worker.get('features', 0) / GB:.2f} GB",
+            f"  streamed from disk (GB): {parts(self.streamed) or 'nothing'}",
         ]
 
 
@@ -196,9 +241,32 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
             worker["explainer"] = _explainer_bytes(n, num_edges, owned, width, shape)
     if shape.train:
         worker["model"] = 16 * model_parameters(width, shape.hidden, shape.layers, classes)
-    return MemoryEstimate(
+    estimate = MemoryEstimate(
         shape.machine_workers, {k: int(v) for k, v in machine.items()}, {k: int(v) for k, v in worker.items()}
     )
+    if shape.memory_budget is None:
+        return estimate
+    if shape.sampler is None:  # the full-graph pass holds its part's features and in-edges whole
+        return replace(estimate, budget=shape.memory_budget, minimum_bytes=estimate.machine_peak_bytes)
+    read_ahead = READ_AHEAD_STAGES * 4 * width * reached_nodes(n, shape.batch_size, shape.fanouts)
+    return _under_budget(estimate, shape.memory_budget, read_ahead)
+
+
+def _under_budget(estimate: MemoryEstimate, budget: int, read_ahead: int) -> MemoryEstimate:
+    """Sampled training's ``estimate`` fitted to ``budget`` bytes (the module's description): the
+    mapped files and the features move to ``streamed``, each worker gains its ``read-ahead`` and a
+    feature cache of its share of the room left (at most its whole table)."""
+    workers = estimate.machine_workers
+    table = estimate.worker.get("features", 0)
+    machine = {k: v for k, v in estimate.machine.items() if k not in STREAMED}
+    worker = {**estimate.worker, "features": 0, "read-ahead": read_ahead}
+    resident = replace(estimate, machine=machine, worker=worker)
+    minimum = resident.machine_peak_bytes
+    cache = min(table, int(max(budget - minimum, 0) * CACHE_SHARE) // max(workers, 1))
+    worker["features"] = cache
+    # peers' rows mapped (machine "features") are the same files as the workers' own tables
+    streamed = {"structure": estimate.machine.get("structure", 0), "features": workers * (table - cache)}
+    return replace(resident, worker=worker, budget=budget, minimum_bytes=minimum, streamed=streamed)
 
 
 def _typed_estimate(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:

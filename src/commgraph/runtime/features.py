@@ -33,6 +33,7 @@ import torch
 from commgraph.errors import FeatureError
 from commgraph.plan.features import place_features
 from commgraph.runtime import gather_kernel
+from commgraph.runtime.feature_cache import FeatureCache, hot_rows
 
 CHUNK_BYTES = 1 << 22  # a table is read or converted 4 MB at a time
 _REGISTER_FLAGS = 1 | 2  # cudaHostRegisterPortable | cudaHostRegisterMapped
@@ -41,17 +42,50 @@ _REGISTER_FLAGS = 1 | 2  # cudaHostRegisterPortable | cudaHostRegisterMapped
 class FeatureStore:
     """Rows of a ``[num_rows, width]`` float32 feature table, gathered onto ``device``.
 
-    ``placement`` is ``gpu`` (the table in GPU memory), ``host`` (in host memory, read by the GPU)
-    or ``cpu`` (a CPU device); ``method`` how a gather runs: ``index_select``, ``zero-copy`` (the
-    Triton kernel on pinned host memory) or ``staged`` (a CPU gather into a pinned buffer, then a
-    ``non_blocking`` copy). Make one with :meth:`create`.
+    ``placement`` is ``gpu`` (the table in GPU memory), ``host`` (in host memory, read by the GPU),
+    ``cpu`` (a CPU device) or ``disk`` (left in its file under a memory budget); ``method`` how a
+    gather runs: ``index_select``, ``zero-copy`` (the Triton kernel on pinned host memory),
+    ``staged`` (a CPU gather into a pinned buffer, then a ``non_blocking`` copy) or ``cache``
+    (:class:`~commgraph.runtime.feature_cache.FeatureCache`: hot rows in memory, the rest read
+    from the file). Make one with :meth:`create` or :meth:`on_disk`. A ``disk`` store's ``table``
+    is the file's memory map in its own dtype (float32 or float16), for passes that read it whole.
     """
 
-    def __init__(self, table: torch.Tensor, device: torch.device, placement: str, method: str, reason: str):
+    def __init__(
+        self,
+        table: torch.Tensor,
+        device: torch.device,
+        placement: str,
+        method: str,
+        reason: str,
+        cache: FeatureCache | None = None,
+    ):
         self.table, self.device = table, device
         self.placement, self.method, self.reason = placement, method, reason
+        self.cache = cache
         self._staging: torch.Tensor | None = None  # the staged path's pinned buffer
         self._copied: torch.cuda.Event | None = None  # recorded after the buffer's last copy
+
+    @classmethod
+    def on_disk(cls, features: np.memmap, device: torch.device, cache_bytes: int, degree: np.ndarray) -> FeatureStore:
+        """A store of the ``.npy`` file ``features`` (a memory map) read through a
+        :class:`~commgraph.runtime.feature_cache.FeatureCache` of ``cache_bytes`` of float32
+        rows, the rows of highest ``degree`` (one per row of the table).
+
+        Raises:
+            FeatureError: as :class:`~commgraph.runtime.feature_cache.FeatureCache`.
+        """
+        capacity = cache_bytes // max(4 * int(features.shape[1]), 1)
+        cache = FeatureCache(features, hot_rows(degree[: features.shape[0]], capacity))
+        with warnings.catch_warnings():  # a read-only map: torch warns about writes, and none happen
+            warnings.simplefilter("ignore", UserWarning)
+            table = torch.from_numpy(features)
+        share = cache.hot.shape[0] / max(features.shape[0], 1)
+        reason = (
+            f"in {features.filename} ({features.dtype}), its {cache.hot.shape[0]} rows of highest degree "
+            f"({share:.0%}) cached in {cache.resident_bytes / 1e9:.2f} GB under the memory budget"
+        )
+        return cls(table, torch.device(device), "disk", "cache", reason, cache)
 
     @classmethod
     def create(
@@ -97,6 +131,7 @@ class FeatureStore:
             "staged": "CPU gather into a pinned buffer, then a copy",
             "zero-copy": "GPU threads read host memory (zero-copy Triton gather"
             + (", circular-shift aligned)" if gather_kernel.needs_shift(self.width) else ")"),
+            "cache": "the cache, then sorted coalesced reads of the file, read ahead a batch",
         }
         return f"features: {self.reason}; gathers: {how[self.method]}"
 
@@ -113,6 +148,8 @@ class FeatureStore:
             FeatureError: ``index`` is not 1-D integers, is empty, or holds a row id out of range.
         """
         _check_index(index, self.num_rows)
+        if self.method == "cache":
+            return self.cache.read(index.cpu().numpy()).to(self.device)
         if self.method == "index_select":
             return self.table.index_select(0, index.to(self.table.device, torch.int64))
         if self.method == "staged":
@@ -144,7 +181,7 @@ def gathered(store: FeatureStore, rows: torch.Tensor, device: torch.device | Non
     device = rows.device if device is None else torch.device(device)
     if rows.numel() == 0:
         return torch.empty((0, store.width), device=device)
-    if device.type == "cpu" and store.table.device.type == "cpu":
+    if device.type == "cpu" and store.table.device.type == "cpu" and store.cache is None:
         _check_index(rows, store.num_rows)
         return store.table.index_select(0, rows.to("cpu", torch.int64))
     return store.gather(rows).to(device)

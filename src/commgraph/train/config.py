@@ -44,6 +44,7 @@ from commgraph.sim.steptime import StepTime, compute_model, other_machine
 from commgraph.sizes import check_count
 from commgraph.topology import read_yaml
 from commgraph.topology.compute import MODELS as COMPUTE_MODELS
+from commgraph.units import size
 
 if TYPE_CHECKING:
     from commgraph.partition import PartitionSet
@@ -156,11 +157,22 @@ class CommOptions(Options):
         choices=FIRST_LAYERS,
         default="auto",
     )
+    memory_budget: int | None = option(
+        "bytes the whole job may hold on this machine, page cache included (8G, 512M): sampled "
+        "training reads its features from the partition set's files through a cache of the hottest "
+        "rows sized to fit, and the job runs in a memory cgroup where the machine allows one "
+        "(docs/out-of-core.md)",
+        type=size,
+        metavar="SIZE",
+        default=None,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.bin_size is not None and self.bin_size < 1:
             raise TrainingError("--bin-size must be >= 1")
+        if self.memory_budget is not None and self.memory_budget < 1:
+            raise TrainingError("--memory-budget must be a size > 0, such as 8G")
 
 
 @dataclass
@@ -540,6 +552,7 @@ class TrainConfig:
             explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
             explainer_process=sampling.explain_in != "worker",
             first_layer=self._first_layer_mode(pset, workers),
+            memory_budget=self.comm.memory_budget,
         )
 
     def _first_layer_mode(self, pset: PartitionSet, workers: int) -> str:

@@ -37,6 +37,7 @@ import torch
 from commgraph.nn import GNN
 from commgraph.partition.store import owned_positions
 from commgraph.runtime import GradientSync
+from commgraph.runtime.feature_cache import CacheCounts
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
 from commgraph.runtime.memory import release_free_memory
@@ -79,6 +80,7 @@ class SampledEpoch:
     moved: dict[str, int] = field(default_factory=dict)  # bytes sent, by label
     sync_bytes: int = 0  # LADIES's probability synchronisation, as the sampler counts it
     dgs: DGSEpoch | None = None  # DGS only: its masks and explainer in this epoch
+    cache: CacheCounts | None = None  # under a memory budget: what the feature cache served and read
 
 
 @dataclass
@@ -92,6 +94,10 @@ class DGSEpoch:
     explanations: int  # explanations finished during the epoch
     explain_seconds: float  # their wall time
     explain_cpu_seconds: float  # their CPU time (in the explainer's process)
+
+
+def _since(now: CacheCounts, before: CacheCounts) -> CacheCounts:
+    return CacheCounts(**{name: value - getattr(before, name) for name, value in vars(now).items()})
 
 
 def epoch_steps(train_counts: list[int], batch_size: int) -> int:
@@ -256,7 +262,9 @@ class SampledEpochs:
         rounds = len(self.explainer.rounds) if self.explainer is not None else 0
         waited_for_masks = self._wait_for_masks()
         batches = self._batches()
-        for work in batches:
+        cache = self.fetch.store.cache
+        counted = None if cache is None else cache.counts_now()
+        for work in self._read_ahead(batches, totals) if self._reads_ahead() else batches:
             self._step(work, totals)
         release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
         if self.device.type == "cuda":
@@ -286,7 +294,40 @@ class SampledEpochs:
             moved,
             totals["sync"],
             dgs,
+            None if cache is None else _since(cache.counts_now(), counted),
         )
+
+    def _reads_ahead(self) -> bool:
+        """Whether batches are sampled a step early so their rows are read ahead: features read
+        through a cache, on structure this worker maps whole, by a sampler whose draws do not
+        depend on when they are made (DGS's follow its masks of the moment)."""
+        return (
+            self.fetch.store.cache is not None
+            and isinstance(self.graph, SamplingGraph)
+            and not isinstance(self.sampler, DGSSampler)
+        )
+
+    def _read_ahead(self, batches: list, totals: dict):
+        """``batches`` sampled one step ahead: each batch's own input rows are handed to the
+        feature cache's reader thread as soon as it is drawn, so they are read from disk while the
+        step before computes (the same draws, in the same order, as sampling each at its step)."""
+        cache = self.fetch.store.cache
+
+        def drawn(work):
+            started = time.perf_counter()
+            batch = work if work is None or isinstance(work, SampledBatch) else self.sampler.sample(work, self.rng)
+            totals["sample"] += time.perf_counter() - started
+            own = np.zeros(0, np.int64) if batch is None else batch.input_nodes[~batch.remote_input]
+            cache.prefetch(owned_positions(self.owned, own))
+            return batch
+
+        upcoming = drawn(batches[0]) if batches else None
+        for index in range(len(batches)):
+            current = upcoming
+            if index + 1 < len(batches):
+                upcoming = drawn(batches[index + 1])
+            cache.advance()
+            yield current
 
     def _wait_for_masks(self) -> float:
         """``--dgs-wait``: block until the explainer's first masks (seconds; 0 once there are some),

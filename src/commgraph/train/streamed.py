@@ -135,7 +135,7 @@ class InputTable:
 def _whole(store: FeatureStore, rows: torch.Tensor | None, extra: torch.Tensor) -> torch.Tensor:
     """The table built once: the store's own table when that is the table, else one allocation
     filled in place (the store's table and this one are the peak, never a third copy)."""
-    if rows is None and extra.shape[0] == 0 and store.placement != "host":
+    if rows is None and extra.shape[0] == 0 and store.placement not in ("host", "disk"):
         return store.table
     x = owned_table(store, rows, extra.shape[0])
     x[x.shape[0] - extra.shape[0] :] = extra
@@ -149,7 +149,7 @@ def owned_table(store: FeatureStore, rows: torch.Tensor | None, extra_rows: int)
     x = torch.empty((owned + extra_rows, store.width), device=store.device)
     if rows is None:
         x[:owned] = store.table
-    elif store.placement != "host":
+    elif store.placement not in ("host", "disk"):
         torch.index_select(store.table, 0, rows, out=x[:owned])
     else:
         x[:owned] = gathered(store, rows)

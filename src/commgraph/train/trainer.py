@@ -26,7 +26,9 @@ from commgraph.errors import TrainingError
 from commgraph.nn import GNN, RGCN
 from commgraph.phases import RUNNING
 from commgraph.plan.choose import AllReduceChoice
+from commgraph.plan.memory import estimate_memory
 from commgraph.runtime import World, keep_freed_memory
+from commgraph.runtime.feature_cache import CacheCounts
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job, Wiring
 from commgraph.runtime.memory import release_free_memory
@@ -86,6 +88,14 @@ class EpochRecord:
     dgs_explanations: int | None = None
     dgs_explain_seconds: float | None = None
     dgs_explain_cpu_seconds: float | None = None
+    # under --memory-budget (None otherwise), all workers: rows served by the feature cache's hot rows and
+    # read from the feature files, those rows' bytes, the bytes the coalesced reads asked for, and what
+    # the workers read from storage (/proc/self/io read_bytes: page-cache hits read nothing)
+    cache_hits: int | None = None
+    cache_misses: int | None = None
+    cache_missed_bytes: int | None = None
+    cache_requested_bytes: int | None = None
+    cache_disk_bytes: int | None = None
 
     def line(self) -> str:
         acc = {
@@ -125,6 +135,7 @@ class _Step:
     sample_seconds: float = 0.0
     sync_bytes: int = 0
     dgs: DGSEpoch | None = None
+    cache: CacheCounts | None = None
 
 
 def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
@@ -194,7 +205,9 @@ class Trainer:
         if config.sampling.sampler:
             state = TrainingState(self.model, self.optimizer, self.sync)
             self.sampled = SampledEpochs(job, config, state, store)
-            if config.comm.exchange == "replicate":  # evaluation has a table of its own
+            if (
+                config.comm.exchange == "replicate" or store.placement == "disk"
+            ):  # evaluation has a table of its own, or reads the file
                 self._say(f"mini-batch {store.describe()}")
         self.start_epoch, self.best = 1, None
         if config.log.resume:
@@ -238,11 +251,18 @@ class Trainer:
 
     def _features(self) -> FeatureStore | None:
         """The part's features, placed as ``--features`` says: read by the full-graph executor (not
-        ``replicate``, which holds a table of its own) and by the mini-batch trainer's fetches."""
+        ``replicate``, which holds a table of its own) and by the mini-batch trainer's fetches. Under
+        ``--memory-budget``, sampled training leaves them in their file, read through a cache of the
+        size the budget's estimate gives each worker (:meth:`FeatureStore.on_disk`)."""
         comm = self.config.comm
         if self.typed is not None or (comm.exchange == "replicate" and not self.config.sampling.sampler):
             return None
-        return FeatureStore.create(self.job.part.features, self.world.device, comm.features)
+        part = self.job.part
+        if comm.memory_budget is not None and self.config.sampling.sampler:
+            shape = self.config.job_shape(self.job.pset, self.world.size)
+            cache_bytes = estimate_memory(self.job.pset, shape).cache_bytes  # as the launcher planned it
+            return FeatureStore.on_disk(part.features, self.world.device, cache_bytes, np.asarray(part.degree))
+        return FeatureStore.create(part.features, self.world.device, comm.features)
 
     def _executor(self, store: FeatureStore | None):
         """The full-graph executor on ``store``: training's, or evaluation's in sampled training,
@@ -310,6 +330,7 @@ class Trainer:
                 sample_seconds=epoch.sample_seconds,
                 sync_bytes=epoch.sync_bytes,
                 dgs=epoch.dgs,
+                cache=epoch.cache,
             )
         return self.full_graph_step()
 
@@ -385,6 +406,8 @@ class Trainer:
                 dgs_explain_seconds=dgs.explain_seconds,
                 dgs_explain_cpu=dgs.explain_cpu_seconds,
             )
+        if step.cache is not None:
+            local.update(step.cache.to_dict())
         total = dict(zip(local, self.job.comm.global_sum(list(local.values()))))
 
         def accuracy(name: str) -> float | None:  # None: not evaluated this epoch, or an empty split
@@ -438,6 +461,7 @@ class Trainer:
                     dgs_explain_cpu_seconds=total["dgs_explain_cpu"],
                 )
             ),
+            **({} if step.cache is None else {name: int(total[name]) for name in step.cache.to_dict()}),
         )
 
     def checkpoint(self, record: EpochRecord, improved: bool) -> None:
