@@ -16,7 +16,7 @@ from torch_geometric.nn import RGCNConv
 
 import commgraph.nn.rgcn as rgcn
 from commgraph.cli.train import check_trainable
-from commgraph.errors import TrainingError
+from commgraph.errors import SamplingError, TrainingError
 from commgraph.graph import HeteroGraph, Relation, load_graph
 from commgraph.nn.rgcn import RelationBlock, RGCNLayer, embedding_rows, linear_argmax, linear_cross_entropy
 from commgraph.partition import load_partition_set
@@ -128,23 +128,45 @@ def test_embedding_rows_do_not_depend_on_who_draws_them():
     assert not torch.equal(embedding_rows(some, 3, seed=1, node_type=1), whole[torch.from_numpy(some)])
 
 
-def _losses(partdir: Path, workers: int, out: Path, monkeypatch) -> np.ndarray:
+# every training paper a seed of the one step of each epoch, with all its neighbours: the full-graph loss
+SAMPLED = dict(RUN, sampler="neighbor", fanout="-1,-1", batch_size=100_000)
+
+
+def _losses(partdir: Path, workers: int, out: Path, monkeypatch, runs: dict) -> dict[str, np.ndarray]:
     out.mkdir(parents=True, exist_ok=True)
     spec = out / "spec.json"
-    spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": {"rgcn": RUN}}))
+    spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": runs}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_forked([str(spec)], workers, grace=30, module="dist_driver") == 0
-    return np.load(out / "rgcn.npz")["loss"]
+    return {name: np.load(out / f"{name}.npz")["loss"] for name in runs}
 
 
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_losses_at_2_and_4_workers_equal_one_workers(typed_sets, tmp_path, monkeypatch):
-    single = _losses(typed_sets / "k1", 1, tmp_path / "k1", monkeypatch)
-    assert single.shape == (RUN["epochs"],) and single[-1] < single[0]
+    """Full-graph, and sampled at fanout -1 (whose one step an epoch is the full-graph step): the
+    losses, and the embedding rows each worker owns, trained by the gradients its readers sent back."""
+    runs = {"rgcn": RUN, "sampled": SAMPLED}
+    above = dict(SAMPLED, fanout="1000,1000")  # more than any node's neighbours over any relation: all of them
+    single = _losses(typed_sets / "k1", 1, tmp_path / "k1", monkeypatch, {**runs, "above": above})
+    assert single["rgcn"].shape == (RUN["epochs"],) and single["rgcn"][-1] < single["rgcn"][0]
+    np.testing.assert_allclose(single["sampled"], single["rgcn"], rtol=1e-5)
+    np.testing.assert_array_equal(single["above"], single["sampled"])
     for workers in (2, 4):
-        losses = _losses(typed_sets / f"k{workers}", workers, tmp_path / f"k{workers}", monkeypatch)
-        np.testing.assert_allclose(losses, single, rtol=1e-5)
+        losses = _losses(typed_sets / f"k{workers}", workers, tmp_path / f"k{workers}", monkeypatch, runs)
+        for name in runs:
+            np.testing.assert_allclose(losses[name], single[name], rtol=1e-5)
+    pset = load_partition_set(typed_sets / "k4", verify=False)
+    typed = pset.manifest["typed"]
+    owned = np.asarray(pset.part(0).owned)
+    alone, rank0 = np.load(tmp_path / "k1" / "sampled.npz"), np.load(tmp_path / "k4" / "sampled.npz")
+    for t, name in enumerate(typed["node_types"]):
+        if typed["num_features"][name]:
+            continue
+        start, end = typed["offsets"][t : t + 2]
+        mine = owned[(owned >= start) & (owned < end)] - start
+        key = f"param:input.embeddings.{t}"
+        np.testing.assert_allclose(rank0[key], alone[key][mine], rtol=1e-4, atol=1e-5)
 
 
 def test_memory_estimate_reads_each_types_width(typed_sets):
@@ -168,8 +190,12 @@ def test_bad_bases_are_refused():
 
 
 def test_what_rgcn_does_not_do_is_refused():
-    with pytest.raises(TrainingError, match="drop --sampler neighbor"):
-        TrainConfig.build(model="rgcn", sampler="neighbor")
+    with pytest.raises(TrainingError, match="drop --sampler ladies"):
+        TrainConfig.build(model="rgcn", sampler="ladies")
+    with pytest.raises(TrainingError, match="drop --structure partitioned"):
+        TrainConfig.build(model="rgcn", sampler="neighbor", structure="partitioned")
+    with pytest.raises(SamplingError, match="give one per layer"):
+        TrainConfig.build(model="rgcn", sampler="neighbor", fanout="25,20,10")
     with pytest.raises(TrainingError, match="drop --exchange replicate"):
         TrainConfig.build(model="rgcn", exchange="replicate")
 

@@ -36,6 +36,7 @@ from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, Replica
 from commgraph.train.minibatch import DGSEpoch, SampledEpochs, TrainingState
 from commgraph.train.predict import gather_predictions, write_predictions
 from commgraph.train.rgcn import RGCNExecutor, TypedPart, build_rgcn
+from commgraph.train.rgcn_sampled import RGCNSampledEpochs
 from commgraph.train.schedule import bin_size_for_memory
 from commgraph.train.shared_eval import SharedEvaluation
 
@@ -193,7 +194,10 @@ class Trainer:
         self.sampled = None
         if config.sampling.sampler:
             state = TrainingState(self.model, self.optimizer, self.sync)
-            self.sampled = SampledEpochs(job, config, state, store)
+            if self.typed is not None:
+                self.sampled = RGCNSampledEpochs(job, config, state, self.typed)
+            else:
+                self.sampled = SampledEpochs(job, config, state, store)
             if config.comm.exchange == "replicate":  # evaluation has a table of its own
                 self._say(f"mini-batch {store.describe()}")
         self.start_epoch, self.best = 1, None
