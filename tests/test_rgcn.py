@@ -180,6 +180,18 @@ def test_memory_estimate_reads_each_types_width(typed_sets):
     assert estimate.worker["embeddings"] >= 16 * 16 * owned[0][author]
 
 
+def test_sampled_memory_estimate_holds_a_batch_and_the_relations(typed_sets):
+    pset = load_partition_set(typed_sets / "k2", verify=False)
+    full = estimate_memory(pset, JobShape(2, 2, 16, 2, model="rgcn"))
+    sampled = estimate_memory(pset, JobShape(2, 2, 16, 2, "neighbor", 64, (5, 5), model="rgcn"))
+    nodes, edges = pset.manifest["typed"]["offsets"][-1], pset.manifest["graph"]["num_edges"]
+    assert sampled.worker["structure"] == full.worker["structure"] + 16 * edges + 16 * nodes
+    assert 0 < sampled.worker["evaluation"] < full.worker["tables"]  # the full-graph pass without autograd
+    assert 0 < sampled.worker["tables"]
+    more = estimate_memory(pset, JobShape(2, 2, 16, 2, "neighbor", 256, (10, 10), model="rgcn"))
+    assert more.worker["tables"] > sampled.worker["tables"]
+
+
 def test_bad_bases_are_refused():
     with pytest.raises(TrainingError, match="--bases"):
         TrainConfig.build(model="rgcn", bases=0)
@@ -214,13 +226,15 @@ def test_graphs_rgcn_cannot_train_and_models_that_cannot_train_a_typed_graph_are
 
 @pytest.mark.multiproc
 def test_the_docs_block_runs(tmp_path, monkeypatch):
-    """docs/heterogeneous.md's "Train R-GCN": its commands run as written, and the model learns."""
+    """docs/heterogeneous.md's "Train R-GCN": its commands run as written, and the model learns,
+    full-graph and sampled."""
     section = PAGE.read_text().split("## Train R-GCN", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"^```bash runnable\n(.*?)^```$", section, re.S | re.M).group(1)
+    blocks = re.findall(r"^```bash runnable\n(.*?)^```$", section, re.S | re.M)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
-    results = [run_commgraph(line.split()[1:]) for line in block.splitlines()]
+    results = [run_commgraph(line.split()[1:]) for line in "".join(blocks).splitlines()]
     assert all(result.returncode == 0 for result in results), results[-1].stderr[-2000:]
     assert "memory estimate" in results[0].stdout
-    accuracy = float(re.search(r"test accuracy ([\d.]+)", results[1].stdout).group(1))
-    assert accuracy > 0.3  # 349 classes: chance is 0.003
+    for trained in results[1:]:  # full-graph, then sampled
+        accuracy = float(re.search(r"test accuracy ([\d.]+)", trained.stdout).group(1))
+        assert accuracy > 0.3  # 349 classes: chance is 0.003
