@@ -50,8 +50,7 @@ EdgeType = tuple[str, str, str]
 @dataclass
 class TypedRelations:
     """Every relation's in-edges over typed ids (the bridge's :class:`~commgraph.pyg.hetero_loader.Relation`:
-    rows its destination type's nodes, sources ascending within a row), the node types' counts and
-    offsets in the homogeneous view."""
+    rows its destination type's nodes), the node types' counts and offsets in the homogeneous view."""
 
     node_types: list[str]
     offsets: np.ndarray
@@ -59,25 +58,25 @@ class TypedRelations:
 
     @classmethod
     def read(cls, pset: PartitionSet) -> TypedRelations:
-        """The relations of a typed set: the whole graph's in-edges (``structure/``) with each
-        edge's relation gathered from the parts' ``edge_type.npy``."""
+        """The relations of a typed set: the whole graph's in-edges (``structure/``, memory-mapped)
+        with each edge's relation gathered from the parts' ``edge_type.npy``, a relation at a time
+        (each row's sources in the set's order; the relation's ``positions`` are its edges' in the
+        set's CSR)."""
         typed = pset.manifest["typed"]
         types, offsets = typed["node_types"], np.asarray(typed["offsets"], dtype=np.int64)
-        indptr, indices = (np.asarray(a, dtype=np.int64) for a in pset.in_edges())
+        indptr, indices = pset.in_edges()
         edge_type = np.empty(indices.shape[0], dtype=np.int16)
         for k in range(pset.num_parts):
-            part = pset.part(k, check=False)
-            edge_type[owned_edges(indptr, np.asarray(part.owned))] = np.load(pset.path / f"part-{k}" / "edge_type.npy")
-        dst = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+            owned = np.asarray(pset.part(k, check=False).owned)
+            edge_type[owned_edges(indptr, owned)] = np.load(pset.path / f"part-{k}" / "edge_type.npy")
         relations = {}
         for r, (src_type, name, dst_type) in enumerate(typed["relations"]):
             mine = np.flatnonzero(edge_type == r)
             s, d = types.index(src_type), types.index(dst_type)
-            src, into = indices[mine] - offsets[s], dst[mine] - offsets[d]
-            order = np.lexsort((src, into))
+            into = np.searchsorted(indptr, mine, side="right") - 1 - offsets[d]
             csr = np.zeros(offsets[d + 1] - offsets[d] + 1, dtype=np.int64)
             np.cumsum(np.bincount(into, minlength=csr.shape[0] - 1), out=csr[1:])
-            relations[(src_type, name, dst_type)] = Relation(csr, src[order], order)
+            relations[(src_type, name, dst_type)] = Relation(csr, indices[mine].astype(np.int64) - offsets[s], mine)
         return cls(types, offsets, relations)
 
     @property
