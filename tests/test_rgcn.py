@@ -4,6 +4,7 @@ worker's, the memory estimate's per-type widths, and bad input refused in one li
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -167,6 +168,22 @@ def test_losses_at_2_and_4_workers_equal_one_workers(typed_sets, tmp_path, monke
         mine = owned[(owned >= start) & (owned < end)] - start
         key = f"param:input.embeddings.{t}"
         np.testing.assert_allclose(rank0[key], alone[key][mine], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.multiproc
+def test_a_worker_whose_batches_run_out_still_serves_its_rows(graph, tmp_path, monkeypatch):
+    """Three training papers, a seed a step: the worker with fewer has steps without a batch, in
+    which it still answers the others' requests and their gradients (a missed exchange would hang
+    the job)."""
+    train = np.zeros_like(graph.train_mask)
+    train[:3] = True
+    few = dataclasses.replace(graph, train_mask=train)
+    make_typed_partition_set(few, 2, tmp_path / "set", seed=0)
+    pset = load_partition_set(tmp_path / "set", verify=False)
+    assert sorted(int(np.count_nonzero(pset.part(k).train_mask)) for k in range(2)) in ([0, 3], [1, 2])
+    run = dict(SAMPLED, fanout="3,3", batch_size=1, epochs=2)
+    losses = _losses(tmp_path / "set", 2, tmp_path / "out", monkeypatch, {"idle": run})["idle"]
+    assert losses.shape == (2,) and np.isfinite(losses).all()
 
 
 def test_memory_estimate_reads_each_types_width(typed_sets):
