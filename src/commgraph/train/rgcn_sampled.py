@@ -3,11 +3,11 @@ neighbor``. What one worker does in an epoch of batches.
 
 Each worker draws its seeds from its own training nodes of the target type (as
 :mod:`commgraph.train.minibatch` splits them: every worker the same number of steps) and samples
-them with the bridge's heterogeneous sampler (:func:`~commgraph.pyg.hetero_loader.sample_hetero_hops`):
+them with the heterogeneous sampler the bridge's loaders use (:func:`~commgraph.sample.hetero.sample_hetero_hops`):
 hop :math:`h` draws, for each node hop :math:`h - 1` added, :math:`\min(k_h, d^r_v)` of its
 :math:`d^r_v` in-neighbours over every relation :math:`r` into its type (``--fanout``'s
 :math:`k_h` per relation; -1 all of them), on every relation's in-edge CSR over typed ids
-(:class:`TypedRelations`, read from the set's parts, every worker the whole graph's, as
+(:class:`~commgraph.sample.hetero.TypedRelations`, read from the set's parts, every worker the whole graph's, as
 ``--structure replicated`` maps it).
 
 A batch's input rows are computed where their nodes are owned: the owner projects a node's
@@ -33,56 +33,16 @@ import numpy as np
 import torch
 
 from commgraph.nn.rgcn import RGCN, RelationAdjacency, RelationBlock, linear_cross_entropy
-from commgraph.partition.store import PartitionSet, owned_edges, owned_positions
-from commgraph.pyg.hetero_loader import HeteroHops, Relation, sample_hetero_hops
+from commgraph.partition.store import owned_positions
 from commgraph.runtime.alltoall import MatchingAllToAll
 from commgraph.runtime.job import Job
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.owner import rows_to_readers, settle
 from commgraph.sample.base import Scratch
+from commgraph.sample.hetero import EdgeType, HeteroHops, TypedRelations, sample_hetero_hops
 from commgraph.train.config import BATCH_SIZE, TrainConfig
 from commgraph.train.minibatch import SampledEpoch, TrainingState, epoch_steps, seed_batches
 from commgraph.train.rgcn import TypedPart
-
-EdgeType = tuple[str, str, str]
-
-
-@dataclass
-class TypedRelations:
-    """Every relation's in-edges over typed ids (the bridge's :class:`~commgraph.pyg.hetero_loader.Relation`:
-    rows its destination type's nodes), the node types' counts and offsets in the homogeneous view."""
-
-    node_types: list[str]
-    offsets: np.ndarray
-    relations: dict[EdgeType, Relation]
-
-    @classmethod
-    def read(cls, pset: PartitionSet) -> TypedRelations:
-        """The relations of a typed set: the whole graph's in-edges (``structure/``, memory-mapped)
-        with each edge's relation gathered from the parts' ``edge_type.npy``, a relation at a time
-        (each row's sources in the set's order; the relation's ``positions`` are its edges' in the
-        set's CSR)."""
-        typed = pset.manifest["typed"]
-        types, offsets = typed["node_types"], np.asarray(typed["offsets"], dtype=np.int64)
-        indptr, indices = pset.in_edges()
-        edge_type = np.empty(indices.shape[0], dtype=np.int16)
-        for k in range(pset.num_parts):
-            owned = np.asarray(pset.part(k, check=False).owned)
-            edge_type[owned_edges(indptr, owned)] = np.load(pset.path / f"part-{k}" / "edge_type.npy")
-        relations = {}
-        for r, (src_type, name, dst_type) in enumerate(typed["relations"]):
-            mine = np.flatnonzero(edge_type == r)
-            s, d = types.index(src_type), types.index(dst_type)
-            into = np.searchsorted(indptr, mine, side="right") - 1 - offsets[d]
-            csr = np.zeros(offsets[d + 1] - offsets[d] + 1, dtype=np.int64)
-            np.cumsum(np.bincount(into, minlength=csr.shape[0] - 1), out=csr[1:])
-            relations[(src_type, name, dst_type)] = Relation(csr, indices[mine].astype(np.int64) - offsets[s], mine)
-        return cls(types, offsets, relations)
-
-    @property
-    def num_nodes(self) -> dict[str, int]:
-        """Each node type's count."""
-        return {t: int(self.offsets[i + 1] - self.offsets[i]) for i, t in enumerate(self.node_types)}
 
 
 @dataclass
