@@ -10,7 +10,7 @@ it never becomes a dependency of the package: this benchmark makes its own envir
 
 Then, on one graph written once as a commgraph ``.npz`` (``commgraph graph convert SPEC --out
 FILE.npz`` with this checkout's environment), it measures under the same whole-tree PSS sampler as
-``benchmarks/memory.py`` (every 0.5 s, :func:`memory.measure`):
+``benchmarks/memory.py`` (every 0.5 s, :func:`pss.measure`):
 
 - ``dgl-train``: ``benchmarks/dgl_train.py`` in the DGL environment: the graph as a DGLGraph (the
   in-edge CSR as DGL's CSC), GraphSAGE (``SAGEConv`` mean, ``--layers`` layers, ``--hidden``),
@@ -71,8 +71,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory import CHECKOUT, GB, PRODUCTS, Measurement, commgraph_argv, commgraph_env, measure, spread  # noqa: E402
+from memory_scenarios import PRODUCTS  # noqa: E402
 from protocol import Setup, Side, json_rate, report, run_pairs, threads_env  # noqa: E402
+from pss import CHECKOUT, GB, Measurement, commgraph_argv, commgraph_env, measure, spread  # noqa: E402
 
 DEFAULT_ENV_DIR = CHECKOUT / ".bench-envs" / "dgl"
 ENV_VARIABLE = "COMMGRAPH_DGL_ENV"  # another place for the environment (``--dgl-env`` sets it)

@@ -41,8 +41,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from dgl_baseline import ENV_VARIABLE, commgraph_fanout, ensure_env, env_python, graph_files, prepare  # noqa: E402
 from hetero_file import HeteroArrays  # noqa: E402
-from memory import GB, PRODUCTS, commgraph_env  # noqa: E402
+from memory_scenarios import PRODUCTS  # noqa: E402
 from protocol import Setup, Side, json_rate, report, run_pairs, threads_env  # noqa: E402
+from pss import GB, commgraph_env  # noqa: E402
 
 DEFAULTS = {  # per task: graph, fanout (DGL's order), hidden
     "link": (PRODUCTS, "15,10", 256),

@@ -42,7 +42,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory import CHECKOUT, GB, SAMPLED_100K, SBM_100K, commgraph_env, kill_tree, process_tree, pss_bytes  # noqa: E402
+from memory_scenarios import SAMPLED_100K, SBM_100K  # noqa: E402
+from pss import CHECKOUT, GB, commgraph_env, kill_tree, process_tree, pss_bytes  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 PRESENT = np.uint64(1 << 63)

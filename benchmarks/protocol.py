@@ -2,7 +2,7 @@
 
 Side A (the baseline, e.g. DGL) and side B (commgraph) run one after the other, alternately, A B A
 B ..., for ``pairs`` pairs (at least 3), each a fresh process under the whole-tree PSS sampler of
-``benchmarks/memory.py`` (:func:`memory.measure`, every 0.5 s). Both get the same thread count
+``benchmarks/memory.py`` (:func:`pss.measure`, every 0.5 s). Both get the same thread count
 (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and ``NUMBA_NUM_THREADS``, read at start-up), and the caller states
 what else they share (:class:`Setup`: graph file, seeds, each side's fanouts in its own order,
 batch, model, optimiser, warm-up steps excluded on both sides, measured steps).
@@ -19,7 +19,7 @@ loaded beside it.
 
 A side reports its rate by what its run leaves: :attr:`Side.rate` reads it (typically the JSON
 object a script prints, ``{"rate": ...}``); :attr:`Side.until`, a test of the run's progress, keeps
-the peak of the measured phase apart from the whole run's (:func:`memory.measure`'s ``until``).
+the peak of the measured phase apart from the whole run's (:func:`pss.measure`'s ``until``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from memory import GB, Measurement, measure
+from pss import GB, Measurement, measure
 
 LOAD_LIMIT = 1.0
 MIN_PAIRS = 3

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -68,7 +67,6 @@ from commgraph.graph import load_graph
 from commgraph.launch import cached_partition_set
 from commgraph.nn import GNN
 from commgraph.partition import load_partition_set
-from commgraph.runtime.memory import keep_freed_memory
 from commgraph.sample import (
     DGSMasks,
     DGSSampler,
@@ -79,8 +77,11 @@ from commgraph.sample import (
     forward_blocks,
     parse_fanouts,
 )
-from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.train.minibatch import epoch_steps, seed_batches
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sampling_masks import DGS_VARIANTS, explanation_time, masks_file, seed_masks  # noqa: E402
+from sampling_report import print_counts, print_runs  # noqa: E402
 
 
 def numpy_neighbor(graph: SamplingGraph, seeds: np.ndarray, fanouts: list[int], rng: np.random.Generator) -> int:
@@ -132,9 +133,6 @@ def time_steps(graph, sampling: SamplingGraph, sampler, batches, hidden: int, se
 
 
 TRAINERS = ("full", "neighbor", "fastgcn", "ladies", "cluster", "dgs-node", "dgs-feature", "dgs")
-# Table 3.3's rows, as DGSSampler's options: node sampling only (N_f = 1), feature sampling only
-# (epsilon = 0), both
-DGS_VARIANTS = {"dgs-node": {"feature_rate": 1.0}, "dgs-feature": {"epsilon": 0.0}, "dgs": {}}
 
 
 def variant_flags(trainer: str) -> list[str]:
@@ -234,37 +232,6 @@ def summarise(records: list[dict]) -> dict[str, float]:
     }
 
 
-def part_explainer(pset, part: int, args, seed: int = 0):
-    """The project's explainer for ``part`` (its explanation graph's remote rows read from the
-    set), explaining the model ``commgraph train --seed seed`` starts from: at the thesis's scale
-    no training run fits this machine, and the explainer's cost does not depend on the weights."""
-    from commgraph.sample.explain import DGSExplainer, ExplainerOptions, ExplanationGraph
-
-    layers = len(parse_fanouts(args.fanout))
-    sampling = SamplingGraph.from_partition(pset, part)
-    explanation = ExplanationGraph.build(sampling, lambda ids: pset.rows("features", ids), layers)
-    classes = int(np.max(pset.rows("labels", np.arange(sampling.num_nodes)))) + 1
-    torch.manual_seed(seed)  # as the trainer seeds its weights
-    model = GNN("sage", pset.part(part).features.shape[1], args.hidden, classes, layers=layers, dropout=0.5)
-    return DGSExplainer(sampling, explanation, model, ExplainerOptions())
-
-
-def explanation_time(partdir: Path, args) -> dict[str, float]:
-    """One explanation of part 0 by the project's explainer on one thread, in the process that
-    measures it."""
-    explainer = part_explainer(load_partition_set(partdir), 0, args)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    rounds = [explainer.explain(explainer.model.state_dict(), i) for i in range(args.explain_repeats)]
-    torch.set_num_threads(threads)
-    return {
-        "remote": int(explainer.explanation.remote.shape[0]),
-        "seconds": [r.seconds for r in rounds],
-        "cpu_seconds": [r.cpu_seconds for r in rounds],
-        "epochs": rounds[0].epochs,
-    }
-
-
 def partition_set(graph, workers: int, args) -> tuple[Path, float]:
     """``graph`` split by ``--partition`` into ``workers`` parts (seed 0), made once and kept in
     the partition cache under ``$COMMGRAPH_HOME`` (later runs, seeds and trainers reuse it); the
@@ -337,57 +304,6 @@ def train_table(args) -> dict:
                 }
                 print_runs(spec, graph, workers, args, runs, cut, explained, mask_seconds)
     return results
-
-
-def masks_file(pset, args, seed: int) -> Path | None:
-    """Where ``--masks-dir`` keeps every part's masks for ``seed`` (a ``--dgs-masks`` file)."""
-    return None if args.masks_dir is None else Path(args.masks_dir) / f"{pset.path.name}-seed{seed}.npz"
-
-
-def seed_masks(pset, args, seed: int, parts=None) -> tuple[list[DGSMasks] | None, list[float]]:
-    """Every part's masks for ``seed`` from the project's explainer (:func:`part_explainer`, one
-    part after another, one thread each) and the wall seconds of the explanations made now. With
-    ``--masks-dir`` each part's masks are kept there as soon as they are made and every part's, once
-    all are, in one mask file that later runs read back (checked against the set). ``parts``: make
-    only those parts' masks (returns None for the masks until every part has some)."""
-    whole = masks_file(pset, args, seed)
-    folder = None if whole is None else whole.with_suffix("")
-    if whole is not None and whole.is_file():
-        return load_masks(whole, pset, pset.part(0).features.shape[1]), []
-    made, seconds = {}, []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    keep_freed_memory()  # as a training worker does, where --dgs-masks-out explains
-    for part in range(pset.num_parts) if parts is None else parts:
-        kept = None if folder is None else folder / f"part{part}.npz"
-        if kept is not None and kept.is_file():
-            continue
-        explainer = part_explainer(pset, part, args, seed)
-        explained = explainer.explain(explainer.model.state_dict(), 0)
-        made[part] = explained.masks
-        seconds.append(explained.seconds)
-        print(
-            f"  masks of part {part} (seed {seed}): {explainer.explanation.remote.shape[0]} remote nodes, "
-            f"{explained.epochs} epochs, {explained.seconds:.1f} s",
-            flush=True,
-        )
-        if kept is not None:
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_write(kept) as handle:
-                np.savez(handle, node_prob=explained.masks.node_prob, feature_mask=explained.masks.feature_mask)
-        del explainer
-    torch.set_num_threads(threads)
-    if folder is not None:
-        for part in range(pset.num_parts):
-            if part not in made and (folder / f"part{part}.npz").is_file():
-                with np.load(folder / f"part{part}.npz") as data:
-                    made[part] = DGSMasks(data["node_prob"], data["feature_mask"])
-    if len(made) < pset.num_parts:
-        return None, seconds
-    masks = [made[part] for part in range(pset.num_parts)]
-    if whole is not None:
-        save_masks(whole, pset, masks)
-    return masks, seconds
 
 
 def count_fetch(
@@ -495,133 +411,6 @@ def count_table(args) -> dict:
             }
             print_counts(spec, about, workers, args, cut, counts, explain_seconds, spread)
     return results
-
-
-def mean_spread(values, digits: int = 3) -> str:
-    """The mean of ``values`` and their min-max, e.g. ``1.500 (1.000-2.000)``."""
-    return f"{np.mean(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-
-
-def print_counts(spec: str, about: dict, workers: int, args, cut: float, counts: dict, explain_seconds, spread) -> None:
-    def fmt(values, digits: int = 1) -> str:
-        return mean_spread(values, digits)
-
-    first = next(iter(counts.values()))[0]
-    print(
-        f"{spec}: {about['nodes']} nodes, {about['edges']} edges (mean degree {about['edges'] / about['nodes']:.1f}), "
-        f"{about['features']} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; batch "
-        f"{args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; offline count (no training) of the first "
-        f"{first['steps']} of {first['epoch_steps']} steps of epoch 1; DGS with "
-        + (
-            "uniform masks (no node preferred)"
-            if args.uniform_masks
-            else f"the explainer's masks of {'each seed' if args.masks_seed is None else f'seed {args.masks_seed}'}'s "
-            "initial model"
-        )
-        + f"; mean (min-max) of {args.seeds} seed(s); MB per step, all workers"
-    )
-    p = np.array(spread)
-    print(
-        f"  part 0's node mask on remote nodes: {p[:, 0].mean():.1%} non-zero; 5th/50th/95th percentile "
-        f"{p[:, 1].mean():.3f}/{p[:, 2].mean():.3f}/{p[:, 3].mean():.3f}"
-        + (f"; explanations {fmt(explain_seconds)} s each (one thread)" if explain_seconds else "")
-    )
-    remote = about["nodes"] * (1 - 1 / workers)  # a part's remote nodes, on average
-    print(
-        f"  {'':11s} {'features':>22s} {'requests':>9s} {'gradients':>9s} {'total':>22s} {'remote rows/worker':>26s} "
-        f"{'of remote':>9s} {'edges/worker':>12s} {'sample ms':>9s}"
-    )
-    for name, rows in counts.items():
-        col = {k: [r[k] for r in rows] for k in rows[0]}
-        print(
-            f"  {name:11s} {fmt(col['feature_mb']):>22s} {np.mean(col['request_mb']):9.2f} "
-            f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>22s} {fmt(col['remote_rows'], 0):>26s} "
-            f"{np.mean(col['remote_rows']) / remote:9.1%} {np.mean(col['edges']):12.0f} "
-            f"{np.mean(col['sample_s']) * 1e3:9.0f}"
-        )
-    print(
-        f"  with --first-layer owner (hidden {args.hidden}): activations = gradient rows MB per step; feature "
-        f"bytes per step shipped / owner's activations; total with owner (incl. both ways and the all-reduce)"
-    )
-    for name, rows in counts.items():
-        act = [r["activation_mb"] for r in rows]
-        owner_total = [r["activation_mb"] * 2 + r["request_mb"] + r["gradient_mb"] for r in rows]
-        print(
-            f"  {name:11s} {fmt(act, 2):>22s} {np.mean([r['feature_mb'] / r['activation_mb'] for r in rows]):8.1f}x "
-            f"{fmt(owner_total, 2):>22s} ({np.mean([r['total_mb'] / t for r, t in zip(rows, owner_total)]):.1f}x "
-            f"fewer total bytes)"
-        )
-    base = counts.get("neighbor")
-    for name in (n for n in DGS_VARIANTS if n in counts and base):
-        saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(counts[name], base)]
-        rows = [1 - d["remote_rows"] / n["remote_rows"] for d, n in zip(counts[name], base)]
-        print(
-            f"  {name} vs neighbor (per seed): total bytes {np.mean(saved):+.1%} fewer ({min(saved):+.1%} to "
-            f"{max(saved):+.1%}; target for dgs >= 24%), remote rows {np.mean(rows):+.1%} fewer"
-        )
-
-
-def print_runs(spec: str, graph, workers: int, args, runs: dict, cut: float, explained, mask_seconds) -> None:
-    fmt = mean_spread
-    print(
-        f"{spec}: {graph.num_nodes} nodes, {graph.num_edges} edges "
-        f"(mean degree {graph.num_edges / graph.num_nodes:.1f}), "
-        f"{graph.num_features} features; {workers} workers, {args.partition} partition, edge cut {cut:.1%}; "
-        f"{args.epochs} epochs, batch {args.batch_size}, fanout {args.fanout}, hidden {args.hidden}; "
-        + (
-            f"DGS masks from the project's explainer after {args.mask_epochs} epoch(s)"
-            if args.masks_dir is None
-            else f"DGS masks from the project's explainer on seed "
-            f"{args.masks_seed if args.masks_seed is not None else 'S'}'s initial model (--masks-dir)"
-        )
-        + ", in use from step 1; "
-        + (f"at most {args.steps_per_epoch} steps per epoch; " if args.steps_per_epoch else "")
-        + f"mean (min-max) of {args.seeds} seeds; MB per epoch, all workers"
-    )
-    print(
-        f"  {'':11s} {'features':>20s} {'requests':>9s} {'gradients':>9s} {'total':>20s} {'sync':>7s} {'halo':>8s} "
-        f"{'steps':>5s} {'epoch ms':>22s} {'test acc':>20s} {'masked':>6s}"
-    )
-    for name, rows in runs.items():
-        col = {k: [r[k] for r in rows] for k in rows[0]}
-        masked = "" if np.isnan(col["masked_share"][0]) else f"{min(col['masked_share']):.0%}"
-        print(
-            f"  {name:11s} {fmt(col['feature_mb']):>20s} {np.mean(col['request_mb']):9.3f} "
-            f"{np.mean(col['gradient_mb']):9.3f} {fmt(col['total_mb']):>20s} {np.mean(col['sync_mb']):7.3f} "
-            f"{np.mean(col['halo_mb']):8.3f} {col['steps'][0]:5d} {fmt([s * 1e3 for s in col['epoch_s']], 1):>22s} "
-            f"{fmt(col['test_acc']):>20s} {masked:>6s}"
-        )
-    base = runs.get("neighbor")
-    for name in (n for n in DGS_VARIANTS if n in runs and base):
-        saved = [1 - d["total_mb"] / n["total_mb"] for d, n in zip(runs[name], base)]
-        feat = [1 - d["feature_mb"] / n["feature_mb"] for d, n in zip(runs[name], base) if n["feature_mb"]]
-        speed = [n["epoch_s"] / d["epoch_s"] for d, n in zip(runs[name], base)]
-        acc = [(d["test_acc"] - n["test_acc"]) * 100 for d, n in zip(runs[name], base)]
-        print(
-            f"  {name} vs neighbor (per seed): total bytes {np.mean(saved):+.1%} fewer ({min(saved):+.1%} to "
-            f"{max(saved):+.1%}; target for dgs >= 24%), feature bytes {np.mean(feat):+.1%} fewer; epoch speed-up "
-            f"{np.mean(speed):.2f}x ({min(speed):.2f}-{max(speed):.2f}); test accuracy {np.mean(acc):+.2f} points "
-            f"({min(acc):+.2f} to {max(acc):+.2f}; target within 0.5)"
-        )
-    if explained is not None:
-        wall = explained["seconds"]
-        print(
-            f"  one explanation of part 0 ({explained['remote']} remote nodes, {explained['epochs']} epochs = T_E, one "
-            f"thread): {fmt(wall, 2)} s wall, {fmt(explained['cpu_seconds'], 2)} s CPU over {len(wall)} repeats"
-            + (
-                f"; mask-making jobs ({args.mask_epochs} epoch(s) + the explanation on every worker): "
-                f"{fmt(mask_seconds, 1)} s"
-                if mask_seconds
-                else ""
-            )
-        )
-        if base:
-            step = np.mean([n["epoch_s"] / n["steps"] for n in base])
-            print(
-                f"  T_ex = {args.explain_period} neighbor steps take {step * args.explain_period:.2f} s: an online "
-                f"explainer keeping up needs {np.mean(explained['cpu_seconds']) / (step * args.explain_period):.2f} "
-                f"cores per worker, {workers} worker(s) on {os.cpu_count()} cores here"
-            )
 
 
 def speed_table(args, fanouts: list[int]) -> dict:

@@ -1,4 +1,4 @@
-"""benchmarks/memory.py's sampler: the PSS sum over a real process tree, and the cap that kills it."""
+"""benchmarks/pss.py's sampler, which benchmarks/memory.py uses: the PSS sum over a process tree, and its cap."""
 
 import sys
 import textwrap
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from memory import GB, measure  # noqa: E402
+from pss import GB, measure  # noqa: E402
 
 pytestmark = pytest.mark.multiproc
 

@@ -14,7 +14,7 @@ import argparse
 import json
 
 from commgraph.cli import describe
-from commgraph.graph.datasets import cache_state, dataset_dir, fetch, load_dataset
+from commgraph.graph.datasets import dataset_dir, dataset_record, fetch, load_dataset
 from commgraph.graph.download import ATTEMPTS, TIMEOUT, TIMEOUT_ENV, TRIES_ENV, Patience
 from commgraph.graph.registry import REGISTRY, lookup
 
@@ -57,29 +57,17 @@ def register(subparsers) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    rows = []
-    for entry in REGISTRY.values():
-        stats = entry.stats
-        rows.append(
-            {
-                "name": entry.name,
-                "kind": entry.kind,
-                "size": entry.size_text,
-                "licence": entry.licence,
-                "nodes": stats.nodes,
-                "edges": stats.edges,
-                "edges_counted": stats.edges_counted,
-                "features": stats.features,
-                "classes": stats.classes,
-                "cached": cache_state(entry),
-                "urls": [f.url for f in entry.files],
-                "notes": entry.notes,
-            }
-        )
+    rows = [dataset_record(entry) for entry in REGISTRY.values()]
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
+    _print_table(rows)
+    return 0
+
+
+def _print_table(rows: list[dict]) -> None:
+    """One line per dataset, columns aligned; the licence last."""
     header = ("name", "size", "nodes", "edges", "feat", "classes", "cached", "licence")
     table = [header] + [
         (
@@ -97,7 +85,6 @@ def run_list(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
-    return 0
 
 
 def run_download(args: argparse.Namespace) -> int:

@@ -8,29 +8,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 from commgraph.cli import describe, pick_names
 from commgraph.cli.args import add_force, add_json, add_png, add_speeds_argument, check_outputs, wrote
 from commgraph.errors import SimulationError
-from commgraph.plan.coflow import (
-    MATCHINGS,
-    SCHEDULERS,
-    ceiling,
-    free_communication,
-    headroom_reached,
-    iteration_seconds,
-    link_bound,
-    run_schedule,
-)
+from commgraph.plan.coflow import MATCHINGS, SCHEDULERS
 from commgraph.plan.coflow_plot import plot_schedulers, write_trace
 from commgraph.sim import progress
-from commgraph.sizes import check_room
+from commgraph.study import SchedulerComparison, compare_schedulers
 from commgraph.topology import parse_speeds, resolve_topology, speeds_of, speeds_rule
 from commgraph.topology.model import ROUTINGS
-from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, build_iteration, gpu, model
-from commgraph.workload.floor import iteration_floor
+from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, gpu, model
 from commgraph.workload.iteration import DP_COLLECTIVES
 
 
@@ -39,6 +28,19 @@ def register(subparsers) -> None:
         "llm", help="one LLM training iteration under one or all coflow schedulers", description=describe(__doc__)
     )
     sim.add_argument("--model", required=True, choices=sorted(MODELS), help="the model trained (Table 5.5's)")
+    _add_layout(sim)
+    _add_fabric(sim)
+    _add_iteration(sim)
+    _add_run(sim)
+    add_json(sim, "print the comparison as JSON")
+    add_png(sim, "draw each scheduler's timeline")
+    sim.add_argument("--trace", type=Path, metavar="FILE.json", help="write a Chrome/Perfetto trace JSON")
+    add_force(sim)
+    sim.set_defaults(run=run_simulate)
+
+
+def _add_layout(sim) -> None:
+    """The model's parallel degrees, its pipeline schedule and the GPU pricing compute."""
     sim.add_argument("--tp", type=int, help="tensor-parallel degree (default: Table 5.5's for the model)")
     sim.add_argument("--pp", type=int, help="pipeline stages (default: Table 5.5's)")
     sim.add_argument("--dp", type=int, help="data-parallel replicas (default: the topology's GPUs / (tp x pp))")
@@ -53,6 +55,10 @@ def register(subparsers) -> None:
     sim.add_argument("--chunks", type=int, help="model chunks per device for interleaved 1F1B (default: 2)")
     sim.add_argument("--gpu", choices=sorted(GPUS), default="h100", help="GPU whose peak FLOP/s prices compute")
     sim.add_argument("--efficiency", type=float, default=0.5, help="fraction of peak FLOP/s reached")
+
+
+def _add_fabric(sim) -> None:
+    """The topology, its link speeds and routing."""
     sim.add_argument(
         "--topology",
         required=True,
@@ -74,6 +80,10 @@ def register(subparsers) -> None:
         help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
         "evenly over them); default: the topology's (ecmp unless its YAML says otherwise)",
     )
+
+
+def _add_iteration(sim) -> None:
+    """The schedulers compared and how the iteration communicates."""
     sim.add_argument(
         "--scheduler", default="all", metavar="NAME[,NAME]", help=f"all, or some of {', '.join(SCHEDULERS)}"
     )
@@ -104,6 +114,10 @@ def register(subparsers) -> None:
         action="store_true",
         help="reduce gradients in fp32 (Megatron-LM's default for bf16 models) instead of bf16",
     )
+
+
+def _add_run(sim) -> None:
+    """How many iterations, on which GPUs, with which token-routing skew."""
     sim.add_argument(
         "--iterations",
         type=int,
@@ -121,50 +135,25 @@ def register(subparsers) -> None:
         help="Dirichlet concentration of expert popularity (smaller: more skewed tokens)",
     )
     sim.add_argument("--seed", type=int, default=0, help="seed of the expert-parallel token-routing skew")
-    add_json(sim, "print the comparison as JSON")
-    add_png(sim, "draw each scheduler's timeline")
-    sim.add_argument("--trace", type=Path, metavar="FILE.json", help="write a Chrome/Perfetto trace JSON")
-    add_force(sim)
-    sim.set_defaults(run=run_simulate)
-
-
-TASK_BYTES = 4_000  # peak bytes per DAG task, built and then simulated (measured: about 3,100)
-
-
-def check_dag_size(spec, layout: Layout, hardware, topology, iterations: int, options: dict) -> None:
-    """Refuse a DAG that would not fit in memory, before it is built: the tasks of one iteration
-    of the fewest micro-batches the schedule allows, built, times the micro-batches and iterations
-    asked (the task count grows no faster than that)."""
-    fewest = layout.pp if layout.schedule == "interleaved" else 1
-    probe = build_iteration(spec, replace(layout, microbatches=fewest), hardware, topology, iterations=1, **options)
-    tasks = len(probe.tasks) * (layout.microbatches // fewest) * iterations
-    check_room(
-        f"--microbatches {layout.microbatches} x --iterations {iterations} ({tasks:,} tasks, "
-        f"{len(probe.tasks):,} per {fewest} micro-batch(es) and iteration)",
-        tasks * TASK_BYTES,
-        SimulationError,
-        "simulate fewer micro-batches or iterations",
-    )
 
 
 @progress.reported("sim llm")
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.scheduler, SCHEDULERS, "scheduler", SimulationError)
     check_outputs(args, "--png", "--trace")
-    if args.network_gbits is not None and not (math.isfinite(args.network_gbits) and args.network_gbits > 0):
-        raise SimulationError(f"--network-gbits must be > 0 (Gbit/s), got {args.network_gbits}")
-    spec = model(args.model)
-    speeds = parse_speeds(args.speeds)
-    if args.network_gbits is not None:
-        speeds["ib"] = args.network_gbits / 8
-    topology = resolve_topology(args.topology, device="auto", speeds=speeds or None)
-    if args.routing:
-        topology = topology.with_routing(args.routing)
+    speeds, topology = _topology(args)
     layout = layout_of(args, len(topology.gpus))
     if args.iterations < 1:
         raise SimulationError(f"--iterations must be >= 1, got {args.iterations}")
-    hardware = gpu(args.gpu, args.efficiency)
-    options = dict(
+    spec = model(args.model)
+    comparison = compare_schedulers(
+        spec,
+        layout,
+        gpu(args.gpu, args.efficiency),
+        topology,
+        names,
+        iterations=args.iterations,
+        matching=args.matching,
         dp_allreduce=args.dp_allreduce,
         routing_alpha=args.routing_alpha,
         seed=args.seed,
@@ -172,58 +161,37 @@ def run_simulate(args: argparse.Namespace) -> int:
         barrier=args.barrier,
         grad_bytes=4.0 if args.fp32_grads else 2.0,
     )
-    progress.stage("building the DAG")
-    check_dag_size(spec, layout, hardware, topology, args.iterations, options)
-    iteration = build_iteration(spec, layout, hardware, topology, iterations=args.iterations, **options)
-    outcomes = {
-        name: run_schedule(
-            name,
-            iteration.tasks,
-            iteration.coflows,
-            topology,
-            interleaved=layout.schedule == "interleaved",
-            matching=args.matching,
-            timeline=False,
-        )
-        for name in names
-    }
-    rows = {name: o.summary(iteration.tokens, iteration.ends) for name, o in outcomes.items()}
-    progress.stage("simulating free communication")
-    free = iteration_seconds(free_communication(topology, iteration.tasks), iteration.ends)
-    progress.stage("the floor")
-    floor = iteration_floor(iteration)
-    base = rows[names[0]]["iteration_seconds"]
-    span = outcomes[names[0]].result.makespan
-    for name, row in rows.items():
-        row["makespan_seconds"] = outcomes[name].result.makespan
-        row["speedup"] = base / row["iteration_seconds"]
-        row["headroom_reached"] = headroom_reached(span, row["makespan_seconds"], floor.seconds)
-    links = link_bound(outcomes[names[0]].result, iteration.iterations)
-    top = {
-        **ceiling(base, free, links),
-        "floor_seconds": floor.seconds,
-        "floor_ceiling": span / floor.seconds if floor.seconds > 0 else float("inf"),
-        "floor_binding": floor.binding,
-    }
     rule = speeds_rule(args.topology, speeds)
-    report = {
-        "schedulers": rows,
-        "baseline": names[0],
-        "ceiling": top,
-        "flows": iteration.flows,
-        "iterations": iteration.iterations,
-        "routing": topology.routing,
-        "speeds": None if rule is None else rule.to_dict(),
-    }
+    report = {**comparison.to_dict(), "routing": topology.routing, "speeds": None if rule is None else rule.to_dict()}
     if args.png:
-        plot_schedulers(outcomes, iteration.leaders[:: layout.dp][:16], args.png)
+        plot_schedulers(comparison.outcomes, comparison.iteration.leaders[:: layout.dp][:16], args.png)
         wrote(args.png)
     if args.trace:
-        write_trace(outcomes, args.trace)
+        write_trace(comparison.outcomes, args.trace)
         wrote(args.trace)
     if args.json:
         print(json.dumps(report))
         return 0
+    _print_header(args, spec, layout, topology, speeds, comparison)
+    _print_table(comparison)
+    return 0
+
+
+def _topology(args: argparse.Namespace):
+    """The ``--speeds`` overrides (``--network-gbits`` as ``ib``) and the topology they give."""
+    if args.network_gbits is not None and not (math.isfinite(args.network_gbits) and args.network_gbits > 0):
+        raise SimulationError(f"--network-gbits must be > 0 (Gbit/s), got {args.network_gbits}")
+    speeds = parse_speeds(args.speeds)
+    if args.network_gbits is not None:
+        speeds["ib"] = args.network_gbits / 8
+    topology = resolve_topology(args.topology, device="auto", speeds=speeds or None)
+    if args.routing:
+        topology = topology.with_routing(args.routing)
+    return speeds, topology
+
+
+def _print_header(args, spec, layout: Layout, topology, speeds: dict, comparison: SchedulerComparison) -> None:
+    iteration, top, baseline = comparison.iteration, comparison.ceiling, comparison.baseline
     print(
         f"{spec.name} tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep} m={layout.microbatches} "
         f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, network "
@@ -231,9 +199,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         f"{len(iteration.coflows)} coflows, {iteration.flows} flows"
     )
     print(f"  link speeds per direction: {speeds_of(args.topology, topology, speeds)}")
-    top = report["ceiling"]
     print(
-        f"  free communication (an oracle): {free:.4f} s/iteration; {names[0]} exposes "
+        f"  free communication (an oracle): {comparison.free_seconds:.4f} s/iteration; {baseline} exposes "
         f"{top['exposed_share']:.1%} of its "
         f"iteration, so no scheduler beats {top['ceiling']:.3f}x over it; its busiest link needs "
         f"{top['link_seconds']:.4f} s/iteration, so over many iterations none beats {top['bound_ceiling']:.3f}x"
@@ -241,14 +208,18 @@ def run_simulate(args: argparse.Namespace) -> int:
     print(
         f"  floor (every dependency kept, link bytes priced where they can move): {top['floor_seconds']:.4f} "
         f"s for all {iteration.iterations} iteration(s) ({top['floor_binding']}): no scheduler finishes them "
-        f"sooner, so none beats {top['floor_ceiling']:.3f}x over {names[0]}'s makespan; headroom is measured "
+        f"sooner, so none beats {top['floor_ceiling']:.3f}x over {baseline}'s makespan; headroom is measured "
         f"on the makespan against it"
     )
+
+
+def _print_table(comparison: SchedulerComparison) -> None:
     print(
-        f"  {'scheduler':<12} {'iteration s':>12} {'makespan s':>11} {'tokens/s':>12} {'vs ' + names[0]:>10} "
+        f"  {'scheduler':<12} {'iteration s':>12} {'makespan s':>11} {'tokens/s':>12} "
+        f"{'vs ' + comparison.baseline:>10} "
         f"{'headroom':>9}  coflow mean completion (ms)"
     )
-    for name, row in report["schedulers"].items():
+    for name, row in comparison.schedulers.items():
         ccts = "  ".join(f"{kind} {c['mean_seconds'] * 1e3:.2f}" for kind, c in row["coflows"].items())
         reached = "-" if row["headroom_reached"] is None else f"{row['headroom_reached']:.0%}"
         print(
@@ -256,7 +227,6 @@ def run_simulate(args: argparse.Namespace) -> int:
             f"{row['tokens_per_second']:12.0f} "
             f"{row['speedup']:9.3f}x {reached:>9}  {ccts}"
         )
-    return 0
 
 
 def network_gbits(topology) -> str:

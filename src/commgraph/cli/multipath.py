@@ -39,6 +39,7 @@ from commgraph.plan.multipath import (
     JITTER,
     SELECTORS,
     compare_selectors,
+    latency_bound,
     load_workload,
     sustainable,
     sweep,
@@ -172,27 +173,14 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tuple[float, float]) -> int:
-    if args.paths or not args.workload.startswith(("poisson", "kvs")):
-        raise PlanError("--sweep takes a poisson: or kvs: workload (it sets load=), without --paths")
-    args.seeds = 1 if args.seeds is None else args.seeds
-    if not 1 <= args.seeds <= MAX_SWEEP_POINTS:
-        raise PlanError(f"--seeds must be 1..{MAX_SWEEP_POINTS}, got {args.seeds}")
-    if args.bound_us is not None and not 0 < args.bound_us < math.inf:
-        raise PlanError(f"--bound-us must be finite and > 0, got {args.bound_us}")
-    loads = _loads(args.sweep)
+    loads = _sweep_loads(args)
     reference = load_workload(topology, with_option(args.workload, "load", 1))
     direct, combined = reference.direct_rate(), reference.combined_rate()
     with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=True if args.json else None, leave=False) as bar:
         points = sweep(
             topology, args.workload, loads, names, args.k, args.seeds, jitter, progress=lambda load, seed: bar.update()
         )
-    if args.bound_us is not None:
-        bound = args.bound_us * 1e-6
-    else:
-        lowest = min(points, key=lambda p: p.load)
-        bound = 2 * (
-            lowest.row("direct")["median_s"] if "direct" in names else min(lowest.row(n)["median_s"] for n in names)
-        )
+    bound = latency_bound(points, names) if args.bound_us is None else args.bound_us * 1e-6
     rows = {name: [p.row(name) for p in points] for name in names}
     best = {name: sustainable(points, name, bound) for name in names}
     if args.png:
@@ -216,6 +204,26 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
             )
         )
         return 0
+    _print_sweep(args, topology, reference, names, points, rows, best, bound)
+    return 0
+
+
+def _sweep_loads(args: argparse.Namespace) -> list[float]:
+    """``--sweep``'s loads, once its workload, ``--seeds`` and ``--bound-us`` are checked."""
+    if args.paths or not args.workload.startswith(("poisson", "kvs")):
+        raise PlanError("--sweep takes a poisson: or kvs: workload (it sets load=), without --paths")
+    args.seeds = 1 if args.seeds is None else args.seeds
+    if not 1 <= args.seeds <= MAX_SWEEP_POINTS:
+        raise PlanError(f"--seeds must be 1..{MAX_SWEEP_POINTS}, got {args.seeds}")
+    if args.bound_us is not None and not 0 < args.bound_us < math.inf:
+        raise PlanError(f"--bound-us must be finite and > 0, got {args.bound_us}")
+    return _loads(args.sweep)
+
+
+def _print_sweep(args, topology, reference, names: list[str], points, rows: dict, best: dict, bound: float) -> None:
+    """The sweep as a table (median/mean/p99 per selector and load), then each selector's
+    sustainable throughput."""
+    direct, combined = reference.direct_rate(), reference.combined_rate()
     print(
         f"{reference.label} on {topology.name}: direct paths' capacity {direct:,.0f} requests/s, every path together "
         f"{combined:,.0f}; {len(points[0].jct[names[0]][0])} requests x {args.seeds} seed(s) per point, simulated"
@@ -232,4 +240,3 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
     for name in names:
         decide = np.mean([r["decide_us"] for r in rows[name]])
         print(f"  {name:<14} {best[name]:12,.0f}   decide {decide:9.2f} us/request")
-    return 0

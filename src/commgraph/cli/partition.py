@@ -64,18 +64,7 @@ def run(args: argparse.Namespace) -> int:
         f"partitioning {graph.name} ({graph.num_nodes:,} nodes, {graph.num_edges:,} edges) "
         f"into {args.parts} parts with {args.method}",
     )
-    stats = graph.stats()
-    structure = {key: stats[key] for key in ("isolated_nodes", "components")}
-    notes = []
-    if structure["isolated_nodes"]:
-        notes.append(
-            f"{structure['isolated_nodes']:,} isolated nodes (they exchange nothing and only fill parts "
-            "up to the node balance)"
-        )
-    if structure["components"] > 1:
-        notes.append(f"{structure['components']:,} connected components (no communication between them)")
-    if notes:
-        _say(args, "note: " + " and ".join(notes))
+    structure = _structure(args, graph)
     made = make_partition_set(
         graph,
         args.parts,
@@ -91,6 +80,24 @@ def run(args: argparse.Namespace) -> int:
     wrote(args.out, f"{args.parts} parts")
     _report(args, graph.name, metrics, seconds)
     return 0
+
+
+def _structure(args: argparse.Namespace, graph) -> dict:
+    """The graph's isolated nodes and connected components (kept in the set's manifest), with a
+    note on stderr where either shapes what partitioning can do."""
+    stats = graph.stats()
+    structure = {key: stats[key] for key in ("isolated_nodes", "components")}
+    notes = []
+    if structure["isolated_nodes"]:
+        notes.append(
+            f"{structure['isolated_nodes']:,} isolated nodes (they exchange nothing and only fill parts "
+            "up to the node balance)"
+        )
+    if structure["components"] > 1:
+        notes.append(f"{structure['components']:,} connected components (no communication between them)")
+    if notes:
+        _say(args, "note: " + " and ".join(notes))
+    return structure
 
 
 def _run_typed(args: argparse.Namespace, graph: HeteroGraph) -> int:

@@ -38,7 +38,12 @@ from commgraph.sim import progress, simulate
 def register(subparsers) -> None:
     parser = subparsers.add_parser("plan", help="plan and price communication", description=describe(__doc__))
     kinds = parser.add_subparsers(dest="plan_kind", metavar="COMMAND", required=True)
+    _add_allgather(kinds)
+    _add_allreduce(kinds)
+    _add_broadcast(kinds)
 
+
+def _add_allgather(kinds) -> None:
     gather = kinds.add_parser(
         "allgather",
         help="per-layer halo exchange of a partition set",
@@ -59,6 +64,8 @@ def register(subparsers) -> None:
     _common(gather)
     gather.set_defaults(run=run_allgather)
 
+
+def _add_allreduce(kinds) -> None:
     reduce = kinds.add_parser(
         "allreduce",
         help="gradient all-reduce across the workers",
@@ -96,6 +103,8 @@ def register(subparsers) -> None:
     _common(reduce)
     reduce.set_defaults(run=run_allreduce)
 
+
+def _add_broadcast(kinds) -> None:
     cast = kinds.add_parser(
         "broadcast",
         help="broadcast from one worker by arborescence packing",
@@ -238,29 +247,41 @@ def run_allreduce(args: argparse.Namespace) -> int:
             print(f"commgraph: {name} planned in {time.monotonic() - started:.0f} s", file=sys.stderr)
         plans.append(plan)
         bound = plan.notes["lower_bound"]
-        report[name] = {
-            "normalized_time": plan.notes["normalized_time"],
-            "modeled_seconds": price(plan, topology)["modeled_seconds"],
-            "bandwidth": plan.notes["bandwidth"],
-        }
-        if name == "lp":
-            report[name].update(
-                {k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees", "certificate") if k in plan.notes}
-            )
+        report[name] = _allreduce_row(name, plan, topology)
     devices = [d.id for d in topology.workers]
     _finish(args, plans, devices, {"planners": report, "lower_bound": bound})
     if not args.json:
-        bounds = {
-            (
-                r["bandwidth"]["bound"]["algbw_gbps"],
-                r["bandwidth"]["bound"]["partition"],
-                r["bandwidth"]["bound"]["links"],
-            )
-            for r in report.values()
-        }
-        for gbps, partition, links in sorted(bounds):
-            print(f"throughput bound ({partition} partition, {links} links): {gbps:.2f} GB/s of algorithm bandwidth")
+        _print_bounds(report)
     return 0
+
+
+def _allreduce_row(name: str, plan, topology) -> dict:
+    """An all-reduce plan's row: its normalized time, modeled seconds and bandwidth (``lp``: its
+    optimum, trees and certificate too)."""
+    row = {
+        "normalized_time": plan.notes["normalized_time"],
+        "modeled_seconds": price(plan, topology)["modeled_seconds"],
+        "bandwidth": plan.notes["bandwidth"],
+    }
+    if name == "lp":
+        row.update(
+            {k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees", "certificate") if k in plan.notes}
+        )
+    return row
+
+
+def _print_bounds(report: dict) -> None:
+    """Each distinct throughput bound of the rows, one line each."""
+    bounds = {
+        (
+            r["bandwidth"]["bound"]["algbw_gbps"],
+            r["bandwidth"]["bound"]["partition"],
+            r["bandwidth"]["bound"]["links"],
+        )
+        for r in report.values()
+    }
+    for gbps, partition, links in sorted(bounds):
+        print(f"throughput bound ({partition} partition, {links} links): {gbps:.2f} GB/s of algorithm bandwidth")
 
 
 def run_gather(args: argparse.Namespace, nbytes: float) -> int:
@@ -366,39 +387,50 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
         print(json.dumps(result))
         return
     for name, row in result["planners"].items():
-        text = f"{name:>10}: modeled {row['modeled_seconds'] * 1e6:12.2f} us"
-        if "normalized_time" in row or "bandwidth" in row:
-            if "normalized_time" in row:
-                text += f"   normalized time {row['normalized_time']:.4f}"
-            if "trees" in row:
-                text += f" (= {row['optimum_fraction']}, {len(row['trees'])} trees)"
-            if "arborescences" in row:
-                text += f" (= {row['optimum_fraction']}, {row['arborescences']} arborescences)"
-            if "bandwidth" in row:
-                band = row["bandwidth"]
-                text += (
-                    f"   algbw {band['algbw_gbps']:.2f} GB/s (busbw {band['busbw_gbps']:.2f}), "
-                    f"{band['of_bound']:.3f} of the bound"
-                )
-            if "certificate" in row:
-                family = "tree" if "trees" in row else "arborescence"
-                text += f"; certificate: no {family} schedule beats {row['certificate']['algbw_gbps_at_most']:.2f} GB/s"
-        else:
-            busiest = row["busiest_link"]
-            text += f"   {row['bytes'] / 1e6:10.3f} MB in {row['stages']} stage(s)"
-            if busiest:
-                text += f"   busiest {busiest['link']} ({busiest['kind']})"
-            if "fallback" in row:
-                text += "   [p2p: trees priced slower]"
-            if "total_duplicated_nodes" in row:
-                text += (
-                    f"   no exchange; {row['total_duplicated_nodes']:,} duplicated nodes, "
-                    f"{row['extra_memory_bytes'] / 1e6:.2f} MB"
-                )
-        print(text)
+        print(_row_text(name, row))
     if "typed" in result:
-        for key, what in (("by_type", "node type"), ("by_relation", "relation (a row two relations read in each)")):
-            cells = ", ".join(f"{name} {human_bytes(v)}" for name, v in result["typed"][key].items())
-            print(f"halo rows per layer by {what}: {cells}")
+        _print_typed(result["typed"])
     if result.get("lower_bound") is not None:
         print(f"lower bound (Lemma 2.1): {result['lower_bound']:.4f}")
+
+
+def _row_text(name: str, row: dict) -> str:
+    """One planner's line: modeled time, then its normalized time and bandwidth, or its bytes and
+    busiest link."""
+    text = f"{name:>10}: modeled {row['modeled_seconds'] * 1e6:12.2f} us"
+    if "normalized_time" in row or "bandwidth" in row:
+        if "normalized_time" in row:
+            text += f"   normalized time {row['normalized_time']:.4f}"
+        if "trees" in row:
+            text += f" (= {row['optimum_fraction']}, {len(row['trees'])} trees)"
+        if "arborescences" in row:
+            text += f" (= {row['optimum_fraction']}, {row['arborescences']} arborescences)"
+        if "bandwidth" in row:
+            band = row["bandwidth"]
+            text += (
+                f"   algbw {band['algbw_gbps']:.2f} GB/s (busbw {band['busbw_gbps']:.2f}), "
+                f"{band['of_bound']:.3f} of the bound"
+            )
+        if "certificate" in row:
+            family = "tree" if "trees" in row else "arborescence"
+            text += f"; certificate: no {family} schedule beats {row['certificate']['algbw_gbps_at_most']:.2f} GB/s"
+    else:
+        busiest = row["busiest_link"]
+        text += f"   {row['bytes'] / 1e6:10.3f} MB in {row['stages']} stage(s)"
+        if busiest:
+            text += f"   busiest {busiest['link']} ({busiest['kind']})"
+        if "fallback" in row:
+            text += "   [p2p: trees priced slower]"
+        if "total_duplicated_nodes" in row:
+            text += (
+                f"   no exchange; {row['total_duplicated_nodes']:,} duplicated nodes, "
+                f"{row['extra_memory_bytes'] / 1e6:.2f} MB"
+            )
+    return text
+
+
+def _print_typed(typed: dict) -> None:
+    """A typed set's halo rows per layer by node type and by relation, a line each."""
+    for key, what in (("by_type", "node type"), ("by_relation", "relation (a row two relations read in each)")):
+        cells = ", ".join(f"{name} {human_bytes(v)}" for name, v in typed[key].items())
+        print(f"halo rows per layer by {what}: {cells}")

@@ -75,22 +75,7 @@ def run(args: argparse.Namespace) -> int:
     options = PredictOptions.from_args(args)
     check_output(options.out, "--out", force=None if in_torchrun() else options.force)  # a worker: checked already
     if in_torchrun() or launcher.workers is not None:
-        model, _ = load_model(options.checkpoint_dir, best=options.best)  # a bad checkpoint: said once, here
-        job = JobOptions.from_args(args)
-        shape = partial(JobShape, hidden=model.widths[1], layers=len(model.widths) - 1, train=False)
-        spec = JobSpec(
-            "predict",
-            args.graph,
-            partial(graph_from_args, args),
-            launcher,
-            job,
-            row_bytes=4 * model.widths[1],
-            options=[options],
-            memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
-            json=options.json,
-            debug=args.debug,
-        )
-        return launch(spec, partial(_predict_rank, options, job))
+        return _launch(args, launcher, options)
     device = pick_device(launcher.device, 1, say=None if launcher.quiet else partial(print, file=sys.stderr))
     model, trained = load_model(options.checkpoint_dir, best=options.best)
     if is_partition_set(args.graph):
@@ -110,6 +95,28 @@ def run(args: argparse.Namespace) -> int:
         options, trained, graph.name, graph.num_nodes, checksum, split_accuracy(split_counts(graph, predicted)), seconds
     )
     return 0
+
+
+def _launch(args: argparse.Namespace, launcher: LaunchOptions, options: PredictOptions) -> int:
+    """Predict with one worker process per part (``--workers``, or under torchrun)."""
+    from commgraph.train.predict import load_model
+
+    model, _ = load_model(options.checkpoint_dir, best=options.best)  # a bad checkpoint: said once, here
+    job = JobOptions.from_args(args)
+    shape = partial(JobShape, hidden=model.widths[1], layers=len(model.widths) - 1, train=False)
+    spec = JobSpec(
+        "predict",
+        args.graph,
+        partial(graph_from_args, args),
+        launcher,
+        job,
+        row_bytes=4 * model.widths[1],
+        options=[options],
+        memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
+        json=options.json,
+        debug=args.debug,
+    )
+    return launch(spec, partial(_predict_rank, options, job))
 
 
 def _predict_rank(options: PredictOptions, job: JobOptions, world, partition_dir: Path) -> None:

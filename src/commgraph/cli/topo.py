@@ -36,7 +36,14 @@ TABLE_LIMIT = 120
 def register(subparsers) -> None:
     parser = subparsers.add_parser("topo", help="hardware topologies", description=describe(__doc__))
     commands = parser.add_subparsers(dest="topo_command", metavar="COMMAND", required=True)
+    _add_list(commands)
+    _add_show(commands)
+    _add_detect(commands)
+    _add_calibrate(commands)
+    _add_validate(commands)
 
+
+def _add_list(commands) -> None:
     listing = commands.add_parser(
         "list",
         help="list the presets",
@@ -46,6 +53,8 @@ def register(subparsers) -> None:
     add_json(listing, "print the names as one JSON object")
     listing.set_defaults(run=run_list)
 
+
+def _add_show(commands) -> None:
     show = commands.add_parser(
         "show",
         help="describe a preset or YAML file",
@@ -58,6 +67,8 @@ def register(subparsers) -> None:
     add_force(show)
     show.set_defaults(run=run_show)
 
+
+def _add_detect(commands) -> None:
     found = commands.add_parser(
         "detect",
         help="this machine's topology (nvidia-smi topo -m, or CPU only)",
@@ -74,6 +85,8 @@ def register(subparsers) -> None:
     add_force(found)
     found.set_defaults(run=run_detect)
 
+
+def _add_calibrate(commands) -> None:
     measured = commands.add_parser(
         "calibrate",
         help="measure the links between worker processes on this machine and write a calibrated topology",
@@ -108,6 +121,8 @@ def register(subparsers) -> None:
     add_force(measured)
     measured.set_defaults(run=run_calibrate)
 
+
+def _add_validate(commands) -> None:
     check = commands.add_parser(
         "validate",
         help="check a topology YAML file",

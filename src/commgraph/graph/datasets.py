@@ -53,6 +53,26 @@ def dataset_dir(name: str) -> Path:
     return home() / "datasets" / name
 
 
+def dataset_record(entry: Dataset) -> dict:
+    """A registry entry as plain data (``commgraph graph datasets list``): its name, kind, size,
+    licence, stated counts, :func:`cache_state`, download URLs and notes."""
+    stats = entry.stats
+    return {
+        "name": entry.name,
+        "kind": entry.kind,
+        "size": entry.size_text,
+        "licence": entry.licence,
+        "nodes": stats.nodes,
+        "edges": stats.edges,
+        "edges_counted": stats.edges_counted,
+        "features": stats.features,
+        "classes": stats.classes,
+        "cached": cache_state(entry),
+        "urls": [f.url for f in entry.files],
+        "notes": entry.notes,
+    }
+
+
 def cache_state(entry: Dataset) -> str:
     """``converted``, ``downloaded``, ``partial`` (a download to resume) or ``-`` (nothing yet)."""
     root = dataset_dir(entry.name)

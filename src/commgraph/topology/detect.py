@@ -17,7 +17,8 @@ import subprocess
 
 from commgraph.errors import TopologyError
 from commgraph.topology.model import Device, Link, Topology
-from commgraph.topology.presets import load_preset, make_link
+from commgraph.topology.presets import load_preset
+from commgraph.topology.servers import make_link
 
 MAX_NVLINKS_PER_GPU = 18
 _SAME_SWITCH = {"PIX", "PXB"}

@@ -268,3 +268,20 @@ def sustainable(points: list[SweepPoint], name: str, bound_s: float) -> float:
             break
         best = point.rate
     return best
+
+
+def latency_bound(points: list[SweepPoint], names: list[str]) -> float:
+    """The default bound on the median completion time of a sweep (:func:`sustainable`): twice
+    ``direct``'s median at the sweep's lowest load, or the best selector's there without ``direct``.
+
+    Args:
+        points: a sweep (:func:`sweep`), in any order.
+        names: the sweep's selectors.
+
+    Returns:
+        The bound in seconds.
+    """
+    lowest = min(points, key=lambda p: p.load)
+    return 2 * (
+        lowest.row("direct")["median_s"] if "direct" in names else min(lowest.row(n)["median_s"] for n in names)
+    )
