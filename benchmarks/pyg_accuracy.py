@@ -35,11 +35,12 @@ def parse() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def test_accuracy(argv: list[str]) -> float:
+def test_accuracy(argv: list[str], pattern: re.Pattern = LAST) -> float:
+    """The accuracy ``pattern`` finds on the last line ``argv`` prints (its first group)."""
     result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"failed ({result.returncode}): {' '.join(argv)}\n{result.stderr[-3000:]}")
-    return float(LAST.search(result.stdout.strip().splitlines()[-1]).group(1))
+    return float(pattern.search(result.stdout.strip().splitlines()[-1]).group(1))
 
 
 def main() -> None:

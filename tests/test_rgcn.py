@@ -4,6 +4,7 @@ worker's, the memory estimate's per-type widths, and bad input refused in one li
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from torch_geometric.nn import RGCNConv
 
 import commgraph.nn.rgcn as rgcn
 from commgraph.cli.train import check_trainable
-from commgraph.errors import TrainingError
+from commgraph.errors import SamplingError, TrainingError
 from commgraph.graph import HeteroGraph, Relation, load_graph
 from commgraph.nn.rgcn import RelationBlock, RGCNLayer, embedding_rows, linear_argmax, linear_cross_entropy
 from commgraph.partition import load_partition_set
@@ -128,23 +129,61 @@ def test_embedding_rows_do_not_depend_on_who_draws_them():
     assert not torch.equal(embedding_rows(some, 3, seed=1, node_type=1), whole[torch.from_numpy(some)])
 
 
-def _losses(partdir: Path, workers: int, out: Path, monkeypatch) -> np.ndarray:
+# every training paper a seed of the one step of each epoch, with all its neighbours: the full-graph loss
+SAMPLED = dict(RUN, sampler="neighbor", fanout="-1,-1", batch_size=100_000)
+
+
+def _losses(partdir: Path, workers: int, out: Path, monkeypatch, runs: dict) -> dict[str, np.ndarray]:
     out.mkdir(parents=True, exist_ok=True)
     spec = out / "spec.json"
-    spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": {"rgcn": RUN}}))
+    spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": runs}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_forked([str(spec)], workers, grace=30, module="dist_driver") == 0
-    return np.load(out / "rgcn.npz")["loss"]
+    return {name: np.load(out / f"{name}.npz")["loss"] for name in runs}
 
 
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_losses_at_2_and_4_workers_equal_one_workers(typed_sets, tmp_path, monkeypatch):
-    single = _losses(typed_sets / "k1", 1, tmp_path / "k1", monkeypatch)
-    assert single.shape == (RUN["epochs"],) and single[-1] < single[0]
+    """Full-graph, and sampled at fanout -1 (whose one step an epoch is the full-graph step): the
+    losses, and the embedding rows each worker owns, trained by the gradients its readers sent back."""
+    runs = {"rgcn": RUN, "sampled": SAMPLED}
+    above = dict(SAMPLED, fanout="1000,1000")  # more than any node's neighbours over any relation: all of them
+    single = _losses(typed_sets / "k1", 1, tmp_path / "k1", monkeypatch, {**runs, "above": above})
+    assert single["rgcn"].shape == (RUN["epochs"],) and single["rgcn"][-1] < single["rgcn"][0]
+    np.testing.assert_allclose(single["sampled"], single["rgcn"], rtol=1e-5)
+    np.testing.assert_array_equal(single["above"], single["sampled"])
     for workers in (2, 4):
-        losses = _losses(typed_sets / f"k{workers}", workers, tmp_path / f"k{workers}", monkeypatch)
-        np.testing.assert_allclose(losses, single, rtol=1e-5)
+        losses = _losses(typed_sets / f"k{workers}", workers, tmp_path / f"k{workers}", monkeypatch, runs)
+        for name in runs:
+            np.testing.assert_allclose(losses[name], single[name], rtol=1e-5)
+    pset = load_partition_set(typed_sets / "k4", verify=False)
+    typed = pset.manifest["typed"]
+    owned = np.asarray(pset.part(0).owned)
+    alone, rank0 = np.load(tmp_path / "k1" / "sampled.npz"), np.load(tmp_path / "k4" / "sampled.npz")
+    for t, name in enumerate(typed["node_types"]):
+        if typed["num_features"][name]:
+            continue
+        start, end = typed["offsets"][t : t + 2]
+        mine = owned[(owned >= start) & (owned < end)] - start
+        key = f"param:input.embeddings.{t}"
+        np.testing.assert_allclose(rank0[key], alone[key][mine], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.multiproc
+def test_a_worker_whose_batches_run_out_still_serves_its_rows(graph, tmp_path, monkeypatch):
+    """Three training papers, a seed a step: the worker with fewer has steps without a batch, in
+    which it still answers the others' requests and their gradients (a missed exchange would hang
+    the job)."""
+    train = np.zeros_like(graph.train_mask)
+    train[:3] = True
+    few = dataclasses.replace(graph, train_mask=train)
+    make_typed_partition_set(few, 2, tmp_path / "set", seed=0)
+    pset = load_partition_set(tmp_path / "set", verify=False)
+    assert sorted(int(np.count_nonzero(pset.part(k).train_mask)) for k in range(2)) in ([0, 3], [1, 2])
+    run = dict(SAMPLED, fanout="3,3", batch_size=1, epochs=2)
+    losses = _losses(tmp_path / "set", 2, tmp_path / "out", monkeypatch, {"idle": run})["idle"]
+    assert losses.shape == (2,) and np.isfinite(losses).all()
 
 
 def test_memory_estimate_reads_each_types_width(typed_sets):
@@ -158,6 +197,18 @@ def test_memory_estimate_reads_each_types_width(typed_sets):
     assert estimate.worker["embeddings"] >= 16 * 16 * owned[0][author]
 
 
+def test_sampled_memory_estimate_holds_a_batch_and_the_relations(typed_sets):
+    pset = load_partition_set(typed_sets / "k2", verify=False)
+    full = estimate_memory(pset, JobShape(2, 2, 16, 2, model="rgcn"))
+    sampled = estimate_memory(pset, JobShape(2, 2, 16, 2, "neighbor", 64, (5, 5), model="rgcn"))
+    nodes, edges = pset.manifest["typed"]["offsets"][-1], pset.manifest["graph"]["num_edges"]
+    assert sampled.worker["structure"] == full.worker["structure"] + 16 * edges + 16 * nodes
+    assert 0 < sampled.worker["evaluation"] < full.worker["tables"]  # the full-graph pass without autograd
+    assert 0 < sampled.worker["tables"]
+    more = estimate_memory(pset, JobShape(2, 2, 16, 2, "neighbor", 256, (10, 10), model="rgcn"))
+    assert more.worker["tables"] > sampled.worker["tables"]
+
+
 def test_bad_bases_are_refused():
     with pytest.raises(TrainingError, match="--bases"):
         TrainConfig.build(model="rgcn", bases=0)
@@ -168,8 +219,12 @@ def test_bad_bases_are_refused():
 
 
 def test_what_rgcn_does_not_do_is_refused():
-    with pytest.raises(TrainingError, match="drop --sampler neighbor"):
-        TrainConfig.build(model="rgcn", sampler="neighbor")
+    with pytest.raises(TrainingError, match="drop --sampler ladies"):
+        TrainConfig.build(model="rgcn", sampler="ladies")
+    with pytest.raises(TrainingError, match="drop --structure partitioned"):
+        TrainConfig.build(model="rgcn", sampler="neighbor", structure="partitioned")
+    with pytest.raises(SamplingError, match="give one per layer"):
+        TrainConfig.build(model="rgcn", sampler="neighbor", fanout="25,20,10")
     with pytest.raises(TrainingError, match="drop --exchange replicate"):
         TrainConfig.build(model="rgcn", exchange="replicate")
 
@@ -188,13 +243,15 @@ def test_graphs_rgcn_cannot_train_and_models_that_cannot_train_a_typed_graph_are
 
 @pytest.mark.multiproc
 def test_the_docs_block_runs(tmp_path, monkeypatch):
-    """docs/heterogeneous.md's "Train R-GCN": its commands run as written, and the model learns."""
+    """docs/heterogeneous.md's "Train R-GCN": its commands run as written, and the model learns,
+    full-graph and sampled."""
     section = PAGE.read_text().split("## Train R-GCN", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"^```bash runnable\n(.*?)^```$", section, re.S | re.M).group(1)
+    blocks = re.findall(r"^```bash runnable\n(.*?)^```$", section, re.S | re.M)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
-    results = [run_commgraph(line.split()[1:]) for line in block.splitlines()]
+    results = [run_commgraph(line.split()[1:]) for line in "".join(blocks).splitlines()]
     assert all(result.returncode == 0 for result in results), results[-1].stderr[-2000:]
     assert "memory estimate" in results[0].stdout
-    accuracy = float(re.search(r"test accuracy ([\d.]+)", results[1].stdout).group(1))
-    assert accuracy > 0.3  # 349 classes: chance is 0.003
+    for trained in results[1:]:  # full-graph, then sampled
+        accuracy = float(re.search(r"test accuracy ([\d.]+)", trained.stdout).group(1))
+        assert accuracy > 0.3  # 349 classes: chance is 0.003

@@ -100,14 +100,54 @@ def test_the_cli_makes_and_describes_a_typed_set(tmp_path):
     assert re.search(r"^author__writes__paper +[\d,]+ +[\d,]+$", info.stdout, re.M)
 
 
+def _relation_halo_rows(typed_set, k: int) -> list[int]:
+    """The distinct halo rows each relation of part ``k`` reads, counted edge by edge."""
+    part = typed_set.part(k)
+    edge_type = np.load(typed_set.path / f"part-{k}/edge_type.npy")
+    relations = len(typed_set.manifest["typed"]["relations"])
+    return [
+        len({int(i) for i, r in zip(part.indices, edge_type) if r == rel and i >= part.num_owned})
+        for rel in range(relations)
+    ]
+
+
+def test_partition_info_and_plan_allgather_give_bytes_by_type_and_relation(typed_set):
+    info = run_commgraph(["partition", "info", str(typed_set.path), "--json"])
+    assert info.returncode == 0, info.stderr[-2000:]
+    typed = typed_set.manifest["typed"]
+    measured = json.loads(info.stdout)["typed_bytes"]
+    widths = [typed["num_features"][t] for t in typed["node_types"]]  # paper 128, the others none
+    src = [typed["node_types"].index(s) for s, _, _ in typed["relations"]]
+    for k, part in enumerate(measured["parts"]):
+        edge_bytes = typed_set.part(k).indices.dtype.itemsize + 2  # its column, its int16 relation
+        assert part["owned"] == [4 * w * n for w, n in zip(widths, typed["owned"][k])]
+        assert part["halo"] == [4 * w * n for w, n in zip(widths, typed["halo"][k])]
+        assert part["edges"] == [edge_bytes * n for n in typed["relation_edges"][k]]
+        rows = _relation_halo_rows(typed_set, k)
+        assert part["relation_halo"] == [4 * widths[t] * n for t, n in zip(src, rows)]
+    assert measured["node_types"]["author"] == {"owned": 0, "halo": 0}
+    text = run_commgraph(["partition", "info", str(typed_set.path)]).stdout
+    assert re.search(r"^paper +[\d.]+ KiB/[\d.]+ KiB +[\d.]+ KiB/[\d.]+ KiB$", text, re.M)
+
+    argv = ["plan", "allgather", str(typed_set.path), "--topology", "dgx1-v100", "--feature-dim", "16"]
+    plan = run_commgraph([*argv, "--planner", "p2p", "--json"])
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    result = json.loads(plan.stdout)
+    by_type = result["typed"]["by_type"]
+    assert list(by_type.values()) == [64 * (a + b) for a, b in zip(*typed["halo"])]  # every type 16 wide
+    assert sum(by_type.values()) == result["planners"]["p2p"]["bytes"]  # p2p moves each halo row once
+    rows = np.add(_relation_halo_rows(typed_set, 0), _relation_halo_rows(typed_set, 1))
+    assert list(result["typed"]["by_relation"].values()) == (64 * rows).tolist()
+
+
 def test_the_docs_block_runs(tmp_path, monkeypatch):
     section = PAGE.read_text().split("## Partition sets", 1)[1]
-    block = re.search(r"^```bash runnable\n(.*?)^```$", section, re.S | re.M).group(1)
+    blocks = re.findall(r"^```bash runnable\n(.*?)^```$", section, re.S | re.M)
     monkeypatch.chdir(tmp_path)
-    for line in block.splitlines():
+    for line in "".join(blocks).splitlines():
         result = run_commgraph(line.split()[1:])
         assert result.returncode == 0, result.stderr[-2000:]
-    assert "author__writes__paper" in result.stdout
+    assert "halo rows per layer by relation" in result.stdout and "author__writes__paper" in result.stdout
 
 
 class _World:

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         rows.append(
             ("train / val / test nodes", f"{stats['train_nodes']:,} / {stats['val_nodes']:,} / {stats['test_nodes']:,}")
         )
-    rows.append(("memory", _human_bytes(stats["memory_bytes"])))
+    rows.append(("memory", human_bytes(stats["memory_bytes"])))
     _print_rows(rows)
     return 0
 
@@ -60,7 +60,7 @@ def _hetero_rows(stats: dict) -> list[tuple[str, str]]:
     for name, relation in stats["relations"].items():
         extra = f", edge features {relation['edge_features']}" if relation["edge_features"] else ""
         rows.append((f"relation {name}", f"{relation['num_edges']:,} edges{extra}"))
-    rows.append(("memory", _human_bytes(stats["memory_bytes"])))
+    rows.append(("memory", human_bytes(stats["memory_bytes"])))
     return rows
 
 
@@ -70,7 +70,7 @@ def _print_rows(rows: list[tuple[str, str]]) -> None:
         print(f"{key:<{width}}  {value}")
 
 
-def _human_bytes(count: int) -> str:
+def human_bytes(count: int) -> str:
     size = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":

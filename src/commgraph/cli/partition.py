@@ -11,12 +11,13 @@ from commgraph.atomic import check_output
 from commgraph.cli import describe
 from commgraph.cli.args import add_force, add_json, add_png, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
+from commgraph.cli.info import human_bytes
 from commgraph.errors import PartitionError
 from commgraph.graph import HeteroGraph
 from commgraph.partition import METHODS, check_parts, load_partition_set, make_partition_set
 from commgraph.partition.plot import plot_metrics
 from commgraph.partition.store import FEATURE_DTYPES
-from commgraph.partition.typed import make_typed_partition_set
+from commgraph.partition.typed import make_typed_partition_set, typed_bytes
 
 
 def register(subparsers) -> None:
@@ -49,8 +50,8 @@ def register(subparsers) -> None:
         "info",
         help="describe a partition set (checksums verified)",
         description="What a partition set holds, as its partitioning measured it: parts, "
-        "their nodes, edges and remote nodes, and the method's figures; every "
-        "file's checksum is verified.",
+        "their nodes, edges and remote nodes, and the method's figures (a typed set: by node type "
+        "and relation, in nodes, edges and bytes); every file's checksum is verified.",
     )
     info.add_argument("dir", type=Path, metavar="DIR", help="the partition set (commgraph partition make --out DIR)")
     add_json(info)
@@ -165,7 +166,7 @@ def run_info(args: argparse.Namespace) -> int:
         "seed": m["seed"],
         "graph_checksum": m["graph"]["checksum"],
         **m["metrics"],
-        **({"typed": m["typed"]} if "typed" in m else {}),
+        **({"typed": m["typed"], "typed_bytes": typed_bytes(pset).to_dict()} if "typed" in m else {}),
     }
     if args.json:
         print(json.dumps(result))
@@ -192,6 +193,8 @@ def _table(result: dict) -> None:
             print(f"{'':>5} by node type: nodes {part['type_nodes']}, remote {part['type_remote']}")
     if "typed" in result:
         _typed_table(result["typed"])
+    if "typed_bytes" in result:
+        _bytes_table(result["typed"], result["typed_bytes"])
     print(f"total remote (communication volume) {result['total_remote']:,}; edge cut {result['edge_cut']:,}")
     print(
         f"imbalance max/mean: nodes {result['node_imbalance']:.3f}, edges {result['edge_imbalance']:.3f}, "
@@ -217,3 +220,20 @@ def _typed_table(typed: dict) -> None:
     print(f"{'relation':<40}" + "".join(f"{f'part {k} edges':>14}" for k in range(parts)))
     for r, relation in enumerate(typed["relations"]):
         print(f"{'__'.join(relation):<40}" + "".join(f"{typed['relation_edges'][k][r]:>14,}" for k in range(parts)))
+
+
+def _bytes_table(typed: dict, measured: dict) -> None:
+    """A typed set's bytes per part: each node type's feature rows at its own width (owned/halo),
+    each relation's stored in-edges and the halo rows its edges read
+    (:func:`~commgraph.partition.typed.typed_bytes`)."""
+    parts = measured["parts"]
+    widths = ", ".join(f"{t} {typed['num_features'][t]}" for t in typed["node_types"])
+    print(f"bytes by node type (feature rows at each type's width: {widths})")
+    print(f"{'node type':<24}" + "".join(f"{f'part {k} owned/halo':>24}" for k in range(len(parts))))
+    for t, name in enumerate(typed["node_types"]):
+        cells = (f"{human_bytes(p['owned'][t])}/{human_bytes(p['halo'][t])}" for p in parts)
+        print(f"{name:<24}" + "".join(f"{cell:>24}" for cell in cells))
+    print(f"{'relation':<40}" + "".join(f"{f'part {k} edges/halo':>24}" for k in range(len(parts))))
+    for r, name in enumerate(measured["relations"]):
+        cells = (f"{human_bytes(p['edges'][r])}/{human_bytes(p['relation_halo'][r])}" for p in parts)
+        print(f"{name:<40}" + "".join(f"{cell:>24}" for cell in cells))

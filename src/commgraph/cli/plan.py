@@ -23,8 +23,10 @@ from commgraph.cli.args import (
     topology_from_args,
     wrote,
 )
+from commgraph.cli.info import human_bytes
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
+from commgraph.partition.typed import typed_bytes
 from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, plan_bulk, price
 from commgraph.plan.allgather import placement
 from commgraph.plan.gather import COLLECTIVES, plan_collective
@@ -46,7 +48,8 @@ def _add_allgather(kinds) -> None:
         "allgather",
         help="per-layer halo exchange of a partition set",
         description="Plan each GNN layer's halo exchange of a partition set on a topology "
-        "with every planner (or one) and price the plans on the flow simulator.",
+        "with every planner (or one) and price the plans on the flow simulator; of a typed set, "
+        "the rows each layer receives by node type and by relation.",
     )
     gather.add_argument("partdir", type=Path, metavar="PARTDIR", help="partition set (commgraph partition make)")
     add_topology_argument(gather)
@@ -169,8 +172,21 @@ def run_allgather(args: argparse.Namespace) -> int:
         plans.append(plan)
         report[name] = {key: cost[key] for key in ("modeled_seconds", "bytes", "stages", "busiest_link")}
         report[name].update({k: v for k, v in plan.notes.items()})
-    _finish(args, plans, devices, {"planners": report})
+    result = {"planners": report}
+    if "typed" in pset.manifest:
+        result["typed"] = _typed_halo(pset, args.feature_dim)
+    _finish(args, plans, devices, result)
     return 0
+
+
+def _typed_halo(pset, width: int) -> dict:
+    """A typed set's halo bytes per layer at ``width`` by node type and by relation: what every
+    planner moves (each row once per part that reads it), before the routes' relays."""
+    measured = typed_bytes(pset, width).to_dict()
+    return {
+        "by_type": {t: v["halo"] for t, v in measured["node_types"].items()},
+        "by_relation": {r: v["halo"] for r, v in measured["relations"].items()},
+    }
 
 
 # How long each all-reduce planner takes on WORKERS_MEASURED workers (64xdgx1-v100-ib, one core of
@@ -372,6 +388,8 @@ def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
         return
     for name, row in result["planners"].items():
         print(_row_text(name, row))
+    if "typed" in result:
+        _print_typed(result["typed"])
     if result.get("lower_bound") is not None:
         print(f"lower bound (Lemma 2.1): {result['lower_bound']:.4f}")
 
@@ -409,3 +427,10 @@ def _row_text(name: str, row: dict) -> str:
                 f"{row['extra_memory_bytes'] / 1e6:.2f} MB"
             )
     return text
+
+
+def _print_typed(typed: dict) -> None:
+    """A typed set's halo rows per layer by node type and by relation, a line each."""
+    for key, what in (("by_type", "node type"), ("by_relation", "relation (a row two relations read in each)")):
+        cells = ", ".join(f"{name} {human_bytes(v)}" for name, v in typed[key].items())
+        print(f"halo rows per layer by {what}: {cells}")

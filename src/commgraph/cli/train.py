@@ -139,7 +139,13 @@ def _describe(config: TrainConfig, partition_dir: Path, workers: int) -> str:
     if config.task.task == "link":
         return f"training {config.gnn.model} for link prediction on {partition_dir} with {workers} worker(s)"
     if config.gnn.model in HETERO_MODELS:
-        return f"training {config.gnn.model} on {partition_dir} with {workers} worker(s), exchange layer-wise"
+        how = (
+            "exchange layer-wise"
+            if config.sampling.sampler is None
+            else f"sampler {config.sampling.sampler} (fanouts {config.fanouts} per relation), input rows from "
+            "their owners, evaluated by the full-graph pass (exchange layer-wise)"
+        )
+        return f"training {config.gnn.model} on {partition_dir} with {workers} worker(s), {how}"
     sampling = config.sampling.sampler
     how = (
         f"exchange {config.comm.exchange}"

@@ -348,6 +348,28 @@ class TypedInput(torch.nn.Module):
         rows = [self.embeddings[str(t)] if x is None else self.projections[str(t)](x) for t, x in enumerate(features)]
         return torch.cat(rows)
 
+    def rows(self, node_type: np.ndarray, at: np.ndarray, features: list[torch.Tensor | None]) -> torch.Tensor:
+        """The rows of single owned nodes, in their order: node ``i`` of type ``node_type[i]``,
+        ``at[i]`` its position among the part's owned rows of its type (what an owner computes for
+        the sampled batches that read its nodes). Every type takes part, none of its rows asked or
+        not, so the result is in the parameters' graph even without rows.
+
+        Shapes:
+            - **node_type, at:** ``[n]``; **output:** ``[n, hidden]``
+        """
+        pieces, order = [], []
+        for t, x in enumerate(features):
+            mine = np.flatnonzero(node_type == t)
+            index = torch.from_numpy(at[mine]).to(self._device)
+            pieces.append(self.embeddings[str(t)][index] if x is None else self.projections[str(t)](x[index]))
+            order.append(mine)
+        back = torch.from_numpy(np.argsort(np.concatenate(order), kind="stable")).to(self._device)
+        return torch.cat(pieces).index_select(0, back)
+
+    @property
+    def _device(self) -> torch.device:
+        return next(self.parameters()).device
+
 
 def embedding_rows(ids: np.ndarray, width: int, seed: int, node_type: int) -> torch.Tensor:
     """Rows ``ids`` (typed ids, ascending) of a type's :math:`\\mathcal{N}(0, 1)` embedding table,
@@ -418,10 +440,14 @@ class RGCN(torch.nn.Module):
         and :func:`linear_argmax` to read a chunk of logits at a time."""
         return self.convs[-1].terms(x_src, x_src[block.dst_start : block.dst_start + block.num_dst], block)
 
-    def layer(self, index: int, x_src: torch.Tensor, block: RelationBlock) -> torch.Tensor:
-        """Layer ``index`` on ``block`` (its destinations the table's rows from ``block.dst_start``),
-        activated: ReLU and dropout, none after the last."""
-        out = self.convs[index](x_src, x_src[block.dst_start : block.dst_start + block.num_dst], block)
+    def layer(
+        self, index: int, x_src: torch.Tensor, block: RelationBlock, x_dst: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Layer ``index`` on ``block`` (its destinations' own rows ``x_dst``, default the table's
+        rows from ``block.dst_start``), activated: ReLU and dropout, none after the last."""
+        if x_dst is None:
+            x_dst = x_src[block.dst_start : block.dst_start + block.num_dst]
+        out = self.convs[index](x_src, x_dst, block)
         if index == self.num_layers - 1:
             return out
         return relu_dropout(out, self.dropout, self.training)

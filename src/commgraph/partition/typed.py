@@ -15,6 +15,8 @@ no features). What makes the set typed is added beside it::
                            typed id; types without features have none)
 
 The typed set is built in a temporary directory beside DIR and renamed into place when complete.
+:func:`typed_bytes` measures a set's bytes by node type and by relation (``partition info`` and
+``plan allgather`` report them).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -116,3 +119,87 @@ def _write_typed_part(graph: HeteroGraph, view, pset: PartitionSet, k: int, type
     typed["owned"].append(np.diff(bounds).tolist())
     typed["halo"].append(np.bincount(halo_types, minlength=types).tolist())
     typed["relation_edges"].append(np.bincount(edge_type, minlength=len(view.edge_types)).tolist())
+
+
+@dataclass
+class TypedBytes:
+    """A typed set's bytes by node type and by relation, per part (``partition info``, ``plan
+    allgather``). Rows are ``row_bytes[t]`` bytes for node type ``t``.
+
+    Shapes:
+        - **owned, halo:** ``[parts][types]``: the part's owned rows of each type (its ``x-<t>.npy``
+          at the types' feature widths) and the halo rows of each type it receives
+        - **edges:** ``[parts][relations]``: the part's stored in-edges of each relation (their
+          ``indices.npy`` entry and ``edge_type.npy`` entry)
+        - **relation_halo:** ``[parts][relations]``: the distinct halo rows each relation's edges
+          read (a row two relations read counts in each, once in ``halo``)
+    """
+
+    node_types: list[str]
+    relations: list[str]  # "src__rel__dst"
+    row_bytes: list[int]
+    owned: list[list[int]]
+    halo: list[list[int]]
+    edges: list[list[int]]
+    relation_halo: list[list[int]]
+
+    def to_dict(self) -> dict:
+        """Totals over the parts by type and relation, and the per-part lists, JSON-ready."""
+        return {
+            "row_bytes": dict(zip(self.node_types, self.row_bytes, strict=True)),
+            "node_types": {
+                t: {"owned": o, "halo": h}
+                for t, o, h in zip(self.node_types, _total(self.owned), _total(self.halo), strict=True)
+            },
+            "relations": {
+                r: {"edges": e, "halo": h}
+                for r, e, h in zip(self.relations, _total(self.edges), _total(self.relation_halo), strict=True)
+            },
+            "parts": [
+                {"owned": o, "halo": h, "edges": e, "relation_halo": rh}
+                for o, h, e, rh in zip(self.owned, self.halo, self.edges, self.relation_halo, strict=True)
+            ],
+        }
+
+
+def _total(rows: list[list[int]]) -> list[int]:
+    """Per-part lists summed over the parts."""
+    return np.asarray(rows, dtype=np.int64).sum(axis=0).tolist()
+
+
+def typed_bytes(pset: PartitionSet, row_width: int | None = None) -> TypedBytes:
+    """The bytes of ``pset`` (a typed set) by node type and relation (:class:`TypedBytes`), a row
+    of type ``t`` ``4 * row_width`` bytes (every type alike: a hidden-wide exchange) or, with
+    ``row_width`` None, ``4 *`` the type's feature width (0 for a type without). Reads each part's
+    ``indices.npy`` and ``edge_type.npy`` for the rows each relation reads.
+
+    Raises:
+        PartitionError: ``pset`` is not a typed set.
+    """
+    typed = pset.manifest.get("typed")
+    if typed is None:
+        raise PartitionError(f"{pset.path} is not a typed partition set: partition make it from a heterogeneous graph")
+    types, relations = typed["node_types"], typed["relations"]
+    widths = [row_width if row_width is not None else int(typed["num_features"][t]) for t in types]
+    row_bytes = np.array([4 * w for w in widths], dtype=np.int64)
+    src_type = np.array([types.index(src) for src, _, _ in relations], dtype=np.int64)
+    owned, halo, edges, relation_halo = [], [], [], []
+    for k in range(pset.num_parts):
+        part = pset.part(k, check=False)
+        edge_type = np.load(pset.path / f"part-{k}" / "edge_type.npy", mmap_mode="r")
+        edge_bytes = np.asarray(part.indices).dtype.itemsize + edge_type.dtype.itemsize
+        owned.append((row_bytes * typed["owned"][k]).tolist())
+        halo.append((row_bytes * typed["halo"][k]).tolist())
+        edges.append([edge_bytes * n for n in typed["relation_edges"][k]])
+        relation_halo.append((row_bytes[src_type] * _relation_halo_rows(part, edge_type, len(relations))).tolist())
+    return TypedBytes(types, ["__".join(r) for r in relations], row_bytes.tolist(), owned, halo, edges, relation_halo)
+
+
+def _relation_halo_rows(part, edge_type: np.ndarray, relations: int) -> np.ndarray:
+    """The distinct halo rows each relation's edges of ``part`` read."""
+    indices = np.asarray(part.indices, dtype=np.int64)
+    remote = indices >= part.num_owned
+    keys = np.unique(
+        np.asarray(edge_type, dtype=np.int64)[remote] * max(part.num_halo, 1) + indices[remote] - part.num_owned
+    )
+    return np.bincount(keys // max(part.num_halo, 1), minlength=relations)

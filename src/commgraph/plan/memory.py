@@ -270,51 +270,82 @@ def _under_budget(estimate: MemoryEstimate, budget: int, read_ahead: int) -> Mem
 
 
 def _typed_estimate(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
-    """R-GCN's full-graph training on a typed set (:mod:`commgraph.train.rgcn`), per worker its
-    largest part's: each node type's feature rows at the type's own width (``x-<t>.npy``), the
-    embedding rows of its owned nodes of types without features (with their gradient and Adam's
-    moments), its in-edges (:data:`TYPED_EDGE_BYTES` each) and :func:`_typed_tables`."""
+    """R-GCN's training on a typed set (:mod:`commgraph.train.rgcn`), per worker its largest
+    part's: each node type's feature rows at the type's own width (``x-<t>.npy``), the embedding
+    rows of its owned nodes of types without features (with their gradient and Adam's moments), its
+    in-edges (:data:`TYPED_EDGE_BYTES` each) and :func:`_typed_tables` with autograd. Sampled
+    (:mod:`commgraph.train.rgcn_sampled`), the tables are a batch's (:func:`_typed_batch`) and the
+    full-graph pass evaluates without autograd; each worker also holds every relation's in-edges
+    (its source and position, int64 each) and the sampler's node-indexed scratch."""
     typed = pset.manifest.get("typed")
     if typed is None:
         raise TrainingError(f"{pset.path} is not a typed partition set: --model {shape.model} needs one")
     widths = [int(typed["num_features"][t]) for t in typed["node_types"]]
     classes = label_classes(pset)
-    worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 0, "embeddings": 0, "structure": 0, "tables": 0}
+    worker = {"runtime": WORKER_RUNTIME_BYTES, "features": 0, "embeddings": 0, "structure": 0}
+    phase = "tables" if shape.sampler is None else "evaluation"
+    worker[phase] = 0
     for k in range(pset.num_parts):
         owned = typed["owned"][k]
         part = {
             "features": sum(4 * n * w for n, w in zip(owned, widths, strict=True)),
             "embeddings": sum(16 * n * shape.hidden for n, w in zip(owned, widths, strict=True) if not w),
             "structure": TYPED_EDGE_BYTES * sum(typed["relation_edges"][k]),
-            "tables": _typed_tables(typed, k, shape, classes),
+            phase: _typed_tables(typed, k, shape, classes, train=shape.sampler is None),
         }
         worker = {name: max(value, part.get(name, 0)) for name, value in worker.items()}
+    if shape.sampler is not None:
+        nodes, edges = int(typed["offsets"][-1]), int(pset.manifest["graph"]["num_edges"])
+        worker["structure"] += 16 * edges + 8 * nodes + 8 * nodes  # the relations' CSRs, the scratch
+        worker["tables"] = _typed_batch(typed, edges, shape)
     shared = [16 * p for p in _typed_parameters(widths, len(typed["relations"]), shape, classes)]
     worker["model"] = sum(shared)
     machine = {"launcher": LAUNCHER_BYTES, "runtime": ZYGOTE_BYTES}
     return MemoryEstimate(shape.machine_workers, machine, {k: int(v) for k, v in worker.items()})
 
 
-def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int) -> int:
-    """Part ``k``'s R-GCN step with autograd, every layer's held until the backward pass: its table
-    (owned and halo rows, hidden wide: the rows, the halo received and the table's gradient); per
-    destination type the product's input, kept for the backward pass (its rows' own rows and each
-    relation's aggregate into them, hidden wide); and ``ACTIVATION_COPIES`` of its output rows. The
-    last layer computes the target type's rows alone, ``classes`` wide, a chunk of
-    :data:`EVAL_CHUNK_BYTES` at a time (:data:`LOSS_CHUNKS` of them)."""
+def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int, *, train: bool = True) -> int:
+    """Part ``k``'s R-GCN full-graph pass, per layer: its table (owned and halo rows, hidden wide:
+    the rows, the halo received and, with autograd, the table's gradient); per destination type
+    the product's input (its rows' own rows and each relation's aggregate into them, hidden wide);
+    and ``ACTIVATION_COPIES`` of its output rows with autograd (two without). The last layer
+    computes the target type's rows alone, ``classes`` wide, a chunk of :data:`EVAL_CHUNK_BYTES` at
+    a time (:data:`LOSS_CHUNKS` of them). With autograd (``train``) every layer's is held until the
+    backward pass; without, the largest layer's."""
     owned, halo = typed["owned"][k], sum(typed["halo"][k])
     types = typed["node_types"]
     into = [types.index(dst) for _, _, dst in typed["relations"]]
     target = types.index(typed["target"])
-    total = 0
+    table_copies, output_copies = (3, ACTIVATION_COPIES) if train else (2, 2)
+    held = []
     for index in range(shape.layers):
         last = index == shape.layers - 1
         rows, out = (owned[target], classes) if last else (sum(owned), shape.hidden)
         reached = [target] if last else sorted(set(into))
         product = sum(owned[t] * (1 + into.count(t)) for t in reached)
-        outputs = LOSS_CHUNKS * min(EVAL_CHUNK_BYTES, 4 * rows * out) if last else 4 * ACTIVATION_COPIES * rows * out
-        total += 4 * shape.hidden * (3 * (sum(owned) + halo) + product) + outputs
-    return total
+        outputs = LOSS_CHUNKS * min(EVAL_CHUNK_BYTES, 4 * rows * out) if last else 4 * output_copies * rows * out
+        held.append(4 * shape.hidden * (table_copies * (sum(owned) + halo) + product) + outputs)
+    return sum(held) if train else max(held)
+
+
+def _typed_batch(typed: dict, num_edges: int, shape: JobShape) -> int:
+    """A sampled R-GCN step (:mod:`commgraph.train.rgcn_sampled`) of ``batch_size`` seeds: each
+    node of a hop draws ``fanout`` in-neighbours over every relation into its type, about
+    ``fanout`` times the relations per node type over all the types' nodes
+    (:func:`reached_nodes`, :func:`sampled_edges`). Its input rows, hidden wide (received, served
+    and their gradients: four copies), each layer's destinations' activations
+    (``ACTIVATION_COPIES``) and product inputs, and the edges (the sampler's ends and slot, both
+    CSRs of the block: :data:`SAMPLED_EDGE_BYTES` and :data:`BLOCK_EDGE_BYTES`)."""
+    nodes = int(typed["offsets"][-1])
+    per_type = len(typed["relations"]) / max(len(typed["node_types"]), 1)
+    fanouts = tuple(f if f < 0 else max(1, round(f * per_type)) for f in shape.fanouts)
+    rows = reached_nodes(nodes, shape.batch_size, fanouts)
+    edges = sampled_edges(nodes, num_edges, shape.batch_size, fanouts)
+    destinations = [shape.batch_size] + [
+        reached_nodes(nodes, shape.batch_size, fanouts[:hop]) for hop in range(1, len(fanouts))
+    ]
+    activations = sum(4 * d * shape.hidden * (ACTIVATION_COPIES + 1 + round(per_type)) for d in destinations)
+    return 4 * 4 * rows * shape.hidden + activations + (SAMPLED_EDGE_BYTES + 8 + 2 * BLOCK_EDGE_BYTES) * edges
 
 
 def _typed_parameters(widths: list[int], relations: int, shape: JobShape, classes: int) -> list[int]:

@@ -12,15 +12,12 @@ the relations in ``data.edge_types`` order; for relation :math:`r` it draws, for
 into its type, and a type's new nodes are numbered in order of first draw, as pyg-lib's
 ``hetero_neighbor_sample`` numbers them.
 
-Each relation samples on its own in-edge CSR (distinct edges sorted by target, then source) through
-the samplers' keyed kernel (:func:`commgraph.sample.keyed.keyed_slots`) and table extension
-(:func:`commgraph.sample.base.extend_table`), one key per hop and relation drawn from the loader's
-generator. Rows come from the ``HeteroData`` the loader was given.
+Each relation samples on its own in-edge CSR (distinct edges sorted by target, then source) with
+:func:`commgraph.sample.hetero.sample_hetero_hops`, one key per hop and relation drawn from the
+loader's generator. Rows come from the ``HeteroData`` the loader was given.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -37,35 +34,20 @@ from commgraph.pyg.loader import (
     most_batches,
 )
 from commgraph.pyg.world import session
-from commgraph.sample.base import Scratch, draw_seed, extend_table
-from commgraph.sample.keyed import keyed_slots
-
-EdgeType = tuple[str, str, str]
-NONE = np.empty(0, dtype=np.int64)
+from commgraph.sample.base import Scratch
+from commgraph.sample.hetero import EdgeType, HeteroHops, Relation, sample_hetero_hops
 
 
-@dataclass
-class Relation:
-    """One relation's in-edges as a CSR whose rows are its destination type's nodes.
-
-    Shapes:
-        - **indptr:** ``[N_dst + 1]``; **indices:** ``[E']`` source ids (the source type's)
-        - **positions:** ``[E']`` each CSR edge's position in the relation's ``edge_index``
-    """
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    positions: np.ndarray
-
-    @classmethod
-    def from_edge_index(cls, edge_index: torch.Tensor, space: PairSpace, name: str) -> Relation:
-        """The CSR of ``edge_index``'s distinct edges (:func:`~commgraph.pyg.loader.data_positions`),
-        its ids checked against ``space`` (:meth:`~commgraph.pyg.link.PairSpace.edges`)."""
-        edges = space.edges(edge_index, name)
-        positions = data_positions(edge_index)
-        indptr = np.zeros(space.num_dst + 1, dtype=np.int64)
-        np.cumsum(np.bincount(edges[1][positions], minlength=space.num_dst), out=indptr[1:])
-        return cls(indptr, edges[0][positions], positions)
+def relation_of(edge_index: torch.Tensor, space: PairSpace, name: str) -> Relation:
+    """The :class:`~commgraph.sample.hetero.Relation` of ``edge_index``'s distinct edges
+    (:func:`~commgraph.pyg.loader.data_positions`: sorted by target, then source), its ids checked
+    against ``space`` (:meth:`~commgraph.pyg.link.PairSpace.edges`); ``positions`` are the edges'
+    in ``edge_index``."""
+    edges = space.edges(edge_index, name)
+    positions = data_positions(edge_index)
+    indptr = np.zeros(space.num_dst + 1, dtype=np.int64)
+    np.cumsum(np.bincount(edges[1][positions], minlength=space.num_dst), out=indptr[1:])
+    return Relation(indptr, edges[0][positions], positions)
 
 
 def node_counts(data) -> dict[str, int]:
@@ -89,7 +71,7 @@ def relations_of(data, num_nodes: dict[str, int]) -> dict[EdgeType, Relation]:
         BridgeError: a relation whose ``edge_index`` is not ``[2, E]`` ids inside its types' ranges.
     """
     return {
-        (src, rel, dst): Relation.from_edge_index(
+        (src, rel, dst): relation_of(
             data[src, rel, dst].edge_index,
             PairSpace(num_nodes[src], num_nodes[dst]),
             f"data[{(src, rel, dst)}].edge_index",
@@ -163,64 +145,6 @@ def hetero_input(input_nodes, num_nodes: dict[str, int]) -> tuple[str, np.ndarra
             "name one of them"
         )
     return node_type, input_ids(values, num_nodes[node_type])
-
-
-@dataclass
-class HeteroHops:
-    """A batch's draws (:func:`sample_hetero_hops`).
-
-    Shapes:
-        - **nodes:** per node type ``[n_t]`` ids: its seeds, then each hop's new nodes
-          in order of first draw
-        - **edges:** per relation ``[2, E_r]`` positions in its source and target types' ``nodes``,
-          hop after hop; **slots:** ``[E_r]`` each edge's position in the relation's CSR
-        - **num_nodes:** per node type, its seeds (0 for a type without), then the nodes each hop
-          added (PyG's ``num_sampled_nodes``); **num_edges:** per relation, the edges of each hop
-          (PyG's ``num_sampled_edges``)
-    """
-
-    nodes: dict[str, np.ndarray]
-    edges: dict[EdgeType, np.ndarray]
-    slots: dict[EdgeType, np.ndarray]
-    num_nodes: dict[str, list[int]]
-    num_edges: dict[EdgeType, list[int]]
-
-
-def sample_hetero_hops(
-    relations: dict[EdgeType, Relation],
-    num_nodes: dict[str, int],
-    seeds: dict[str, np.ndarray],
-    fanouts: dict[EdgeType, list[int]],
-    rng: np.random.Generator,
-    scratch: dict[str, Scratch],
-) -> HeteroHops:
-    """PyG's heterogeneous neighbour sampling from ``seeds`` (distinct ids per node type, of one
-    type or several): hop ``h`` draws ``fanouts[r][h]`` in-neighbours over each relation ``r`` (all
-    with -1) of each node of ``r``'s target type that hop ``h - 1`` added."""
-    nodes = {t: seeds.get(t, NONE) for t in num_nodes}
-    added = {t: [int(nodes[t].shape[0])] for t in num_nodes}
-    pieces = {r: ([], [], []) for r in relations}  # per relation: each hop's sources, targets, slots
-    for hop in range(len(next(iter(fanouts.values()), []))):
-        ends = {t: int(nodes[t].shape[0]) for t in num_nodes}  # the frontier: what the last hop added
-        for edge_type, relation in relations.items():
-            src, _, dst = edge_type
-            start = ends[dst] - added[dst][-1]
-            frontier = nodes[dst][start : ends[dst]]
-            counts, drawn = keyed_slots(relation.indptr, frontier, frontier, fanouts[edge_type][hop], draw_seed(rng))
-            nodes[src], edge_src = extend_table(nodes[src], relation.indices[drawn], scratch[src], num_nodes[src])
-            edge_dst = start + np.repeat(np.arange(frontier.shape[0], dtype=np.int64), counts)
-            for piece, values in zip(pieces[edge_type], (edge_src, edge_dst, drawn)):
-                piece.append(values)
-        for t in num_nodes:
-            added[t].append(int(nodes[t].shape[0]) - ends[t])
-    joined = {r: [np.concatenate([NONE, *piece]) for piece in hops] for r, hops in pieces.items()}
-    return HeteroHops(
-        nodes,
-        {r: np.stack(joined[r][:2]) for r in relations},
-        {r: joined[r][2] for r in relations},
-        added,
-        {r: [int(e.shape[0]) for e in hops[0]] for r, hops in pieces.items()},
-    )
 
 
 def hetero_batch(data, relations: dict[EdgeType, Relation], hops: HeteroHops):

@@ -629,17 +629,23 @@ def check_owner_first_layer(config: TrainConfig) -> None:
 
 
 def check_hetero_model(config: TrainConfig) -> None:
-    """``--model rgcn`` trains full-graph with the layer-wise exchange: refuse what it does not do."""
+    """``--model rgcn`` trains full-graph with the layer-wise exchange, or sampled with ``--sampler
+    neighbor`` on the whole graph's relations: refuse what it does not do."""
+    sampling = config.sampling
     refused = [
         (config.task.task == "link", "--task link"),
-        (config.sampling.sampler is not None, f"--sampler {config.sampling.sampler}"),
+        (sampling.sampler not in (None, "neighbor"), f"--sampler {sampling.sampler}"),
+        (sampling.structure == "partitioned", "--structure partitioned"),
         (config.comm.exchange == "replicate", "--exchange replicate"),
         (config.comm.first_layer == "owner", "--first-layer owner"),
         (config.log.checkpoint_dir is not None, "--checkpoint-dir"),
     ]
     what = next((name for bad, name in refused if bad), None)
     if what is not None:
-        raise TrainingError(f"--model rgcn trains full-graph, exchanging layer-wise, without checkpoints: drop {what}")
+        raise TrainingError(
+            "--model rgcn trains full-graph, exchanging layer-wise, or sampled with --sampler neighbor on the "
+            f"whole graph's relations, without checkpoints: drop {what}"
+        )
 
 
 def check_link_task(config: TrainConfig) -> None:

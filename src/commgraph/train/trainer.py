@@ -39,6 +39,7 @@ from commgraph.train.minibatch import DGSEpoch, SampledEpochs, TrainingState
 from commgraph.train.predict import SPLITS, gather_predictions, write_predictions
 from commgraph.train.records import EpochRecord
 from commgraph.train.rgcn import RGCNExecutor, TypedPart, build_rgcn
+from commgraph.train.rgcn_sampled import RGCNSampledEpochs
 from commgraph.train.schedule import bin_size_for_memory
 from commgraph.train.shared_eval import SharedEvaluation
 
@@ -129,10 +130,12 @@ class Trainer:
         self.sampled = None
         if config.sampling.sampler:
             state = TrainingState(self.model, self.optimizer, self.sync)
-            self.sampled = SampledEpochs(job, config, state, store)
-            if (
-                config.comm.exchange == "replicate" or store.placement == "disk"
-            ):  # evaluation has a table of its own, or reads the file
+            if self.typed is not None:
+                self.sampled = RGCNSampledEpochs(job, config, state, self.typed)
+            else:
+                self.sampled = SampledEpochs(job, config, state, store)
+            on_disk = store is not None and store.placement == "disk"
+            if config.comm.exchange == "replicate" or on_disk:  # evaluation has a table of its own, or reads the file
                 self._say(f"mini-batch {store.describe()}")
         self.start_epoch, self.best = 1, None
         if config.log.resume:
