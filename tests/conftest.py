@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+from multiprocessing import resource_sharer
 from multiprocessing import util as mp_util
 from pathlib import Path
 
@@ -206,11 +207,21 @@ def pytest_runtest_setup(item: pytest.Item):
     return (yield)
 
 
+def _stop_resource_sharer() -> None:
+    """A tensor put on a multiprocessing queue from here (an online DGS explainer made in a test)
+    lends its storage's file descriptor through multiprocessing's resource sharer, a thread that
+    then serves for the rest of the process; while it runs, :meth:`ForkedZygote.fork` forks nothing
+    and every later job of the session starts a fresh interpreter (about 8 s of CPU each)."""
+    if resource_sharer._resource_sharer._thread is not None:
+        resource_sharer.stop()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     result = yield
     if _started or _popens:
         _kill_left_running()
+        _stop_resource_sharer()
     if _started and item.get_closest_marker("multiproc") is None and item.get_closest_marker("gpu") is None:
         first = _started[0]
         count = len(_started)
