@@ -13,8 +13,11 @@ Markers (registered in pyproject.toml, ``--strict-markers``):
 No process outlives its test: every process a test starts from pytest's process with ``subprocess``
 that still runs at teardown is killed with SIGKILL, with its process group where it leads one (a
 launcher's ranks die with it: each asks for its parent's death signal,
-:func:`commgraph.lifetime.die_with_parent`), and the run fails if any process below pytest still
-runs at its end.
+:func:`commgraph.lifetime.die_with_parent`), and so is every other process still below pytest (the
+subreaper of all of them: torchrun's workers in sessions of their own, orphans); a test starts its
+processes however it likes (``subprocess``, :func:`forked.launch_forked`, :func:`forked.run_commgraph`)
+and needs no fixture of its own to stop them. The run fails if any process below pytest still runs
+at its end.
 
 ``make test-fast`` runs ``-m "not slow and not multiproc and not gpu"``.
 """
@@ -26,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+from multiprocessing import resource_sharer
 from multiprocessing import util as mp_util
 from pathlib import Path
 
@@ -110,8 +114,13 @@ def _spawnv_passfds_noted(path, args, passfds):
 
 
 def _kill_left_running() -> None:
-    """SIGKILL every process the test started that still runs (its group too, where it leads one)."""
+    """SIGKILL every process the test started that still runs (its group too, where it leads one),
+    then every other process still below pytest: what those started in sessions of their own
+    (torchrun's workers) or left orphaned, which pytest, their subreaper, now parents. Resource
+    trackers of Python's multiprocessing are left to exit by themselves (they remove named
+    semaphores once their owners are gone); the run's end checks they did."""
     from commgraph.lifetime import kill_group
+    from procs import alive, descendants
 
     for process in _popens:
         if process.poll() is not None:  # exited and reaped: its pid may be another process's now
@@ -122,6 +131,12 @@ def _kill_left_running() -> None:
             process.kill()
         process.wait()
     _popens.clear()
+    below = descendants(_PYTEST_PID)
+    for pid in alive(pid for pid, seen in below.items() if "multiprocessing.resource_tracker" not in seen[2]):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
 
 
 def _own_tracker(seen: tuple[int, str, str]) -> bool:
@@ -192,10 +207,21 @@ def pytest_runtest_setup(item: pytest.Item):
     return (yield)
 
 
+def _stop_resource_sharer() -> None:
+    """A tensor put on a multiprocessing queue from here (an online DGS explainer made in a test)
+    lends its storage's file descriptor through multiprocessing's resource sharer, a thread that
+    then serves for the rest of the process; while it runs, :meth:`ForkedZygote.fork` forks nothing
+    and every later job of the session starts a fresh interpreter (about 8 s of CPU each)."""
+    if resource_sharer._resource_sharer._thread is not None:
+        resource_sharer.stop()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     result = yield
-    _kill_left_running()
+    if _started or _popens:
+        _kill_left_running()
+        _stop_resource_sharer()
     if _started and item.get_closest_marker("multiproc") is None and item.get_closest_marker("gpu") is None:
         first = _started[0]
         count = len(_started)

@@ -20,6 +20,7 @@ from commgraph.errors import TrainingError
 from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.sample import NeighborSampler, SamplingGraph
+from deadlines import scaled
 from forked import run_commgraph
 
 
@@ -95,7 +96,7 @@ def test_all_neighbours_and_one_batch_train_exactly_like_the_full_graph(sets, tm
             "-1,-1",
             "--batch-size",
             "1000",
-            *(["--explain-period", "1000"] if sampler == "dgs" else []),
+            *(["--explain-period", "1000", "--explain-in", "worker"] if sampler == "dgs" else []),
         )
         np.testing.assert_allclose([r["loss"] for r in sampled], [r["loss"] for r in full], rtol=1e-5)
         np.testing.assert_allclose([r["test_acc"] for r in sampled], [r["test_acc"] for r in full])
@@ -157,7 +158,11 @@ def test_peer_rows_read_from_the_shared_map_train_exactly_as_fetched_ones(sets, 
         "32",
         "--steps-per-epoch",
         "3",
-        *(["--explain-period", "100", "--explain-epochs", "5", "--dgs-wait"] if sampler == "dgs" else []),
+        *(
+            ["--explain-period", "100", "--explain-epochs", "5", "--dgs-wait", "--explain-in", "worker"]
+            if sampler == "dgs"
+            else []
+        ),
     )
     fetched, _ = _train(sets["g3"], 2, tmp_path / "network.jsonl", *common, "--peer-rows", "network")
     mapped, _ = _train(sets["g3"], 2, tmp_path / "map.jsonl", *common, "--peer-rows", "map")
@@ -364,7 +369,21 @@ def test_steps_per_epoch_caps_every_epoch_at_exactly_n_steps(sets, tmp_path, sam
         ("neighbor", ("--fanout", "5,5", "--batch-size", "32")),
         ("cluster", ("--batch-size", "100")),
         ("ladies", ("--layer-size", "64", "--batch-size", "32")),
-        ("dgs", ("--fanout", "5,5", "--batch-size", "16", "--explain-period", "2", "--explain-epochs", "5")),
+        (
+            "dgs",
+            (
+                "--fanout",
+                "5,5",
+                "--batch-size",
+                "16",
+                "--explain-period",
+                "2",
+                "--explain-epochs",
+                "5",
+                "--explain-in",
+                "worker",
+            ),
+        ),
     ],
 )
 @pytest.mark.multiproc
@@ -470,7 +489,7 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(sets, tmp_path):
     os.kill(_children(job.pid)[1], signal.SIGKILL)
     killed_at = time.monotonic()
     _, stderr = job.communicate(timeout=60)
-    assert time.monotonic() - killed_at < 30
+    assert time.monotonic() - killed_at < scaled(30)
     assert job.returncode != 0
     assert "worker rank 1 was killed by SIGKILL" in stderr
     assert "rank 0 stopped: worker rank 1" in stderr

@@ -23,13 +23,14 @@ from commgraph.runtime import pick_device
 from commgraph.runtime.world import placement_conflict
 from commgraph.topology import Device, Link, Topology, write_yaml
 from commgraph.train import checkpoint
+from deadlines import scaled
 from forked import launch_forked, run_commgraph
 from ports import free_port
 
 TESTS = Path(__file__).parent
 GRAPHS = {"cora": "cora", "sbm": "sbm:nodes=1500,classes=4,features=24,seed=3"}
 MODELS = ("gcn", "sage", "gat", "gin", "commnet")
-EPOCHS = 6  # enough for a wrong exchange or all-reduce to show in the losses and weights
+EPOCHS = 3  # a wrong exchange shows in the first loss, a wrong all-reduce in the second and the weights
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +249,7 @@ def test_killed_worker_stops_the_whole_job_naming_its_rank(partition_sets, tmp_p
     os.kill(_children(job.pid)[1], signal.SIGKILL)  # mid-epoch: epochs take milliseconds
     killed_at = time.monotonic()
     _, stderr = job.communicate(timeout=60)
-    assert time.monotonic() - killed_at < 30
+    assert time.monotonic() - killed_at < scaled(30)
     assert job.returncode != 0
     assert "worker rank 1 was killed by SIGKILL" in stderr  # the launcher
     assert "rank 0 stopped: worker rank 1" in stderr  # the survivor names it too
