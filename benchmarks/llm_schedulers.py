@@ -50,7 +50,7 @@ import time
 
 from commgraph.plan.coflow import MATCHINGS, free_communication, iteration_seconds, link_bound, schedule
 from commgraph.plan.coflow import SCHEDULERS as COFLOW_SCHEDULERS
-from commgraph.sim import simulate
+from commgraph.sim import progress, simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
 from commgraph.workload.floor import iteration_floor
@@ -192,15 +192,18 @@ def engine(args: argparse.Namespace) -> None:
         print("| GPUs | tasks | flows | build + schedule s | simulate s | total s | peak RSS GB | makespan s |")
         print("|---|---|---|---|---|---|---|---|")
         for gpus in args.gpus:
-            start = time.perf_counter()
-            net, _, it = iteration(name, gpus, 100.0, 1, args)
-            plan = schedule("hermod", it.tasks, it.coflows, net, matching=args.hermod_matching)
-            flows = it.flows
-            del it
-            built = time.perf_counter() - start
-            start = time.perf_counter()
-            result = simulate(net, plan.tasks, timeline=False)
-            simulated = time.perf_counter() - start
+            with progress.reporting(f"engine {name} {gpus} GPUs"):  # progress on stderr after 5 s
+                start = time.perf_counter()
+                progress.stage("building and scheduling")
+                net, _, it = iteration(name, gpus, 100.0, 1, args)
+                plan = schedule("hermod", it.tasks, it.coflows, net, matching=args.hermod_matching)
+                flows = it.flows
+                del it
+                built = time.perf_counter() - start
+                start = time.perf_counter()
+                progress.stage("simulating")
+                result = simulate(net, plan.tasks, timeline=False)
+                simulated = time.perf_counter() - start
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
             print(
                 f"| {gpus:,} | {len(plan.tasks):,} | {flows:,} | {built:.1f} | {simulated:.1f} | "

@@ -21,6 +21,7 @@ network it touched, not to the number of links or live flows.
 
 from __future__ import annotations
 
+import itertools
 from copy import copy
 from dataclasses import dataclass
 from functools import cached_property
@@ -294,11 +295,12 @@ class _Flows:
         transfers = np.flatnonzero(transfer)
         moving = list(compress(tasks, transfer.tolist()))
         t = len(moving)
-        keys = list(map(_PATH_KEY, moving))  # (src, dst, route): transfers with one key share a path
-        first = dict(zip(reversed(keys), range(t - 1, -1, -1)))  # each key's first transfer
-        ids = {key: p for p, key in enumerate(dict.fromkeys(keys))}  # paths in order of first use
-        table = [_path(topology, moving[first[key]], forwarding) for key in ids]
-        p = np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=t)
+        # per transfer, the first transfer of its key (src, dst, route): transfers with one key share
+        # a path, numbered in order of first use (the keys are made one at a time, not all held)
+        first: dict[tuple, int] = {}
+        firsts = np.fromiter(map(first.setdefault, map(_PATH_KEY, moving), itertools.count()), dtype=np.int64, count=t)
+        used, p = np.unique(firsts, return_inverse=True)
+        table = [_path(topology, moving[i], forwarding) for i in used.tolist()]
         rate = np.array(list(map(_MAX_RATE, moving)), dtype=object)
         cap = rate != None  # noqa: E711 (elementwise on an object array)
         rates = np.where(cap, rate, 0.0).astype(np.float64)
