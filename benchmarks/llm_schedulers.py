@@ -30,8 +30,9 @@ Parts (``--part``; ``--models``, ``--gpus`` and ``--gbps`` narrow a part to some
 - ``bandwidth``: both models on 1,024 GPUs at 40 / 100 / 400 Gbit/s;
 - ``nics``: the sensitivity run: 8 NICs per server (one per GPU), 1,024 GPUs, 100 Gbit/s;
 - ``qwen``: qwen-moe-24l on 1,024 GPUs at 100 Gbit/s, timed (target: 10 minutes);
-- ``engine``: wall time and peak memory of building and simulating GPT-3 175B under Hermod on
-  1,024 and 8,192 GPUs (target: 8,192 GPUs in 60 s);
+- ``engine``: wall time and peak memory of building and simulating ``--models`` (default GPT-3
+  175B) under Hermod on 1,024 and 8,192 GPUs (target: 8,192 GPUs in 60 s; Mixtral 8x22B with
+  per-GPU all-to-alls, ``--models mixtral-8x22b --gpus 1024 --routing spray``: 10 minutes, 8 GB);
 - ``heuristics``: Table 5.2's naive priorities (DP-first, PP-first, EP-first) against Megatron on
   ``--models`` (default Mixtral 8x22B) at 1,024 GPUs.
 
@@ -49,14 +50,22 @@ import time
 
 from commgraph.plan.coflow import MATCHINGS, free_communication, iteration_seconds, link_bound, schedule
 from commgraph.plan.coflow import SCHEDULERS as COFLOW_SCHEDULERS
-from commgraph.sim import simulate
+from commgraph.sim import progress, simulate
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
 from commgraph.workload.floor import iteration_floor
 from commgraph.workload.iteration import DP_COLLECTIVES, EP_FLOWS
 
 MODELS = ("gpt3-175b", "mixtral-8x22b")
-FAT_TREE_K = {256: 6, 1024: 8, 2048: 12, 4096: 14, 8192: 16}  # smallest k-ary fat-tree with GPUs / 8 servers
+FAT_TREE_K = {
+    128: 4,
+    256: 6,
+    512: 8,
+    1024: 8,
+    2048: 12,
+    4096: 14,
+    8192: 16,
+}  # smallest k-ary fat-tree with GPUs / 8 servers
 SCHEDULERS = ("megatron", "lina", "hermod", "sincronia")
 
 
@@ -173,23 +182,35 @@ def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.N
 
 
 def engine(args: argparse.Namespace) -> None:
-    print(f"\nengine: GPT-3 175B, {args.iterations} iterations, hermod, 100 Gbit/s, nics=1")
-    print("| GPUs | tasks | flows | build + schedule s | simulate s | total s | peak RSS GB |")
-    print("|---|---|---|---|---|---|---|")
-    for gpus in args.gpus:
-        start = time.perf_counter()
-        net, _, it = iteration("gpt3-175b", gpus, 100.0, 1, args)
-        plan = schedule("hermod", it.tasks, it.coflows, net)
-        built = time.perf_counter() - start
-        start = time.perf_counter()
-        simulate(net, plan.tasks, timeline=False)
-        simulated = time.perf_counter() - start
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    """Per model and GPU count: build the DAG and Hermod's schedule, drop the unscheduled DAG (only
+    its iterations' ends are kept), then simulate; wall times and the peak RSS so far."""
+    for name in args.models.split(","):
         print(
-            f"| {gpus:,} | {len(plan.tasks):,} | {it.flows:,} | {built:.1f} | {simulated:.1f} | "
-            f"{built + simulated:.1f} | {rss:.2f} |",
-            flush=True,
+            f"\nengine: {name}, {args.iterations} iterations, hermod ({args.hermod_matching}), 100 Gbit/s, nics=1, "
+            f"routing {args.routing}, ep flows per {args.ep_flows}"
         )
+        print("| GPUs | tasks | flows | build + schedule s | simulate s | total s | peak RSS GB | makespan s |")
+        print("|---|---|---|---|---|---|---|---|")
+        for gpus in args.gpus:
+            with progress.reporting(f"engine {name} {gpus} GPUs"):  # progress on stderr after 5 s
+                start = time.perf_counter()
+                progress.stage("building and scheduling")
+                net, _, it = iteration(name, gpus, 100.0, 1, args)
+                plan = schedule("hermod", it.tasks, it.coflows, net, matching=args.hermod_matching)
+                flows = it.flows
+                del it
+                built = time.perf_counter() - start
+                start = time.perf_counter()
+                progress.stage("simulating")
+                result = simulate(net, plan.tasks, timeline=False)
+                simulated = time.perf_counter() - start
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+            print(
+                f"| {gpus:,} | {len(plan.tasks):,} | {flows:,} | {built:.1f} | {simulated:.1f} | "
+                f"{built + simulated:.1f} | {rss:.2f} | {result.makespan!r} |",
+                flush=True,
+            )
+            del plan, result
 
 
 def main() -> None:
@@ -253,6 +274,8 @@ def main() -> None:
         parser.error(f"--schedulers: megatron first, then some of {', '.join(COFLOW_SCHEDULERS)}")
     if args.part == "heuristics" and args.models == ",".join(MODELS):
         args.models = "mixtral-8x22b"
+    if args.part == "engine" and args.models == ",".join(MODELS):
+        args.models = "gpt3-175b"
     models = args.models.split(",")
     default_gpus = {"engine": "1024,8192", "scale": ",".join(map(str, FAT_TREE_K))}.get(args.part, "1024")
     args.gpus = [int(g) for g in (args.gpus or default_gpus).split(",")]

@@ -21,8 +21,10 @@ network it touched, not to the number of links or live flows.
 
 from __future__ import annotations
 
+import itertools
 from copy import copy
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import compress
 from operator import attrgetter
 
@@ -32,7 +34,8 @@ from numba.typed import Dict
 
 from commgraph.errors import SimulationError, TopologyError
 from commgraph.sim.dag import Dependents, Task, Transfer, check_dag
-from commgraph.sim.events import Flows, Outcome, Tasks, simulate_events
+from commgraph.sim.events import simulate_events
+from commgraph.sim.tables import Flows, Outcome, Tasks
 from commgraph.topology.model import Hop, Topology
 
 
@@ -112,7 +115,7 @@ def simulate(
     for device, count in (cores or {}).items():
         if device not in topology.index or not (isinstance(count, int) and count >= 1):
             raise SimulationError(f"cores: {device!r} must be a device of the topology with >= 1 cores, got {count!r}")
-    table = flows.arrays()
+    table = flows.table()
     if not timeline:  # a recorded timeline needs every resource's load, not only whether it is busy
         table = binding_first(table, ~implied(table))
     outcome = simulate_events(
@@ -129,9 +132,9 @@ def merge_identical(flows: Flows) -> tuple[Flows, np.ndarray]:
     resource that stands for it (itself if kept)."""
     stands_for = identical_columns(flows.ptr, flows.resources, flows.weights, flows.capacity)
     keep = stands_for[flows.resources] == flows.resources
-    n_flows = flows.sizes.shape[0]
-    owner = np.repeat(np.arange(n_flows), np.diff(flows.ptr))
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=n_flows))]).astype(np.int64)
+    n_rows = flows.ptr.shape[0] - 1
+    owner = np.repeat(np.arange(n_rows), np.diff(flows.ptr))
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner[keep], minlength=n_rows))]).astype(np.int64)
     reduced = flows._replace(ptr=ptr, resources=flows.resources[keep], weights=flows.weights[keep], bound=ptr[1:])
     return reduced, stands_for
 
@@ -164,10 +167,11 @@ def binding_first(flows: Flows, binding: np.ndarray) -> Flows:
     reordered so that its binding resources come first, each part in its route order
     (``bound``: where they end). Rates are the same: every sum over a resource's flows keeps
     its order, and so does the order in which an event meets the resources."""
-    owner = np.repeat(np.arange(flows.sizes.shape[0]), np.diff(flows.ptr))
+    n_rows = flows.ptr.shape[0] - 1
+    owner = np.repeat(np.arange(n_rows), np.diff(flows.ptr))
     loose = ~binding[flows.resources]
     order = np.lexsort((loose, owner))
-    bound = flows.ptr[1:] - np.bincount(owner[loose], minlength=flows.sizes.shape[0])
+    bound = flows.ptr[1:] - np.bincount(owner[loose], minlength=n_rows)
     return flows._replace(resources=flows.resources[order], weights=flows.weights[order], binding=binding, bound=bound)
 
 
@@ -184,14 +188,21 @@ def implied(flows: Flows) -> np.ndarray:
     resource ``r`` for which one kind of cover gives
     :math:`\sum_f w_{rf} x_f \le \sum_s C_s \max_{f: cover(f) = s} w_{rf} / w_{sf} \le C_r` can
     never be exceeded; it is implied (to a relative ``1e-9``, rounding). A cover is never implied,
-    so each implied resource rests on resources that stay."""
-    users = np.bincount(flows.resources, minlength=flows.capacity.shape[0])
+    so each implied resource rests on resources that stay.
+
+    The rows of ``flows`` may be paths that several flows share (``flows.path``): a resource's
+    users count every flow of its rows, and covers and ratios are the same for every flow of a
+    row."""
+    n_rows = flows.ptr.shape[0] - 1
+    shared = np.ones(n_rows) if flows.path is None else np.bincount(flows.path, minlength=n_rows)
+    row = np.repeat(np.arange(n_rows), np.diff(flows.ptr))
+    users = np.bincount(flows.resources, weights=shared[row], minlength=flows.capacity.shape[0]).astype(np.int64)
     return _implied(flows.ptr, flows.resources, flows.weights, flows.capacity, users)
 
 
 @njit(cache=True)
 def _implied(ptr, resources, weights, capacity, users):  # pragma: no cover
-    n_res, n_flows = capacity.shape[0], ptr.shape[0] - 1
+    n_res, n_flows = capacity.shape[0], ptr.shape[0] - 1  # rows: flows, or paths that flows share
     covers = np.full((4, n_flows), -1, np.int64)  # per kind of cover, per flow: its position in the route
     is_cover = np.zeros(n_res, np.bool_)
     for f in range(n_flows):
@@ -258,13 +269,17 @@ def _spread_back(outcome: Outcome, stands_for: np.ndarray) -> Outcome:
 
 
 class _Flows:
-    """The flows as a CSR over resources, plus per-flow size, latency and class. A transfer's data
+    """The flows, each on a row of a CSR over resources (``path``; rows ``row_ptr``,
+    ``row_resources``, ``row_weights``), plus per-flow size, latency and class. A transfer's data
     flow ``f`` is followed by its setup flows ``f + 1 .. f + setups[f]``, one per hop with a
-    per-message overhead; ``owner`` maps a setup flow to its data flow (-1 for data flows).
-    ``merge`` leaves on the routes one resource of each set that :func:`merge_identical` would
-    merge, found on the distinct paths (so the full sprayed routes of every flow are never
-    built; flow by flow when a flow has a private rate cap, which could match a link only it
-    crosses); ``stands_for`` gives, per resource, the one left for it."""
+    per-message overhead; ``owner`` maps a setup flow to its data flow (-1 for data flows). Data
+    flows on one path share its row, and so do setup flows of one hop of one path; a flow with a
+    private rate cap has its own row. ``merge`` leaves on the routes one resource of each set that
+    :func:`merge_identical` would merge, found on the distinct paths (so the full sprayed routes
+    of every flow are never built; flow by flow when a flow has a private rate cap, which could
+    match a link only it crosses); ``stands_for`` gives, per resource, the one left for it.
+    ``ptr``, ``resources``, ``weights`` and ``lengths`` are the routes flow by flow (built when
+    read)."""
 
     def __init__(self, topology: Topology, tasks: list[Task], transfer: np.ndarray, *, merge: bool = False):
         capacity = [link.bandwidth_gbps * 1e9 for link in topology.links for _ in (0, 1)]
@@ -280,11 +295,12 @@ class _Flows:
         transfers = np.flatnonzero(transfer)
         moving = list(compress(tasks, transfer.tolist()))
         t = len(moving)
-        keys = list(map(_PATH_KEY, moving))  # (src, dst, route): transfers with one key share a path
-        first = dict(zip(reversed(keys), range(t - 1, -1, -1)))  # each key's first transfer
-        ids = {key: p for p, key in enumerate(dict.fromkeys(keys))}  # paths in order of first use
-        table = [_path(topology, moving[first[key]], forwarding) for key in ids]
-        p = np.fromiter(map(ids.__getitem__, keys), dtype=np.int64, count=t)
+        # per transfer, the first transfer of its key (src, dst, route): transfers with one key share
+        # a path, numbered in order of first use (the keys are made one at a time, not all held)
+        first: dict[tuple, int] = {}
+        firsts = np.fromiter(map(first.setdefault, map(_PATH_KEY, moving), itertools.count()), dtype=np.int64, count=t)
+        used, p = np.unique(firsts, return_inverse=True)
+        table = [_path(topology, moving[i], forwarding) for i in used.tolist()]
         rate = np.array(list(map(_MAX_RATE, moving)), dtype=object)
         cap = rate != None  # noqa: E711 (elementwise on an object array)
         rates = np.where(cap, rate, 0.0).astype(np.float64)
@@ -304,19 +320,25 @@ class _Flows:
         kind[data] = False
         setup_of = np.flatnonzero(kind)  # the setup flows, in order: each one's rank within its transfer
         rank = setup_of - np.repeat(data, n_set) - 1
-        self.lengths = np.ones(n, dtype=np.int64)
-        self.lengths[data] = paths.length[p] + cap
-        self.ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=self.ptr[1:])
-        self.resources = np.empty(int(self.ptr[-1]), dtype=np.int64)
-        self.weights = np.ones(self.resources.shape[0], dtype=np.float64)
-        on_route = _ranges(self.ptr[data], paths.length[p])
-        from_table = _ranges(paths.ptr[p], paths.length[p])
-        self.resources[on_route] = paths.resources[from_table]
-        self.weights[on_route] = paths.weights[from_table]
-        self.resources[self.ptr[data[cap]] + paths.length[p[cap]]] = len(capacity) + np.arange(int(cap.sum()))
         setup_path = np.repeat(p, n_set)
-        self.resources[self.ptr[setup_of]] = paths.setup_resources[paths.setup_ptr[setup_path] + rank]
+        n_paths, n_setups = paths.length.shape[0], paths.setup_resources.shape[0]
+        self.path = np.empty(n, dtype=np.int64)
+        self.path[data] = p
+        self.path[setup_of] = n_paths + paths.setup_ptr[setup_path] + rank  # one row per setup hop of a path
+        own = _ranges(paths.ptr[p[cap]], paths.length[p[cap]])  # capped flows' routes, then their caps
+        own_length = paths.length[p[cap]] + 1
+        own_ptr = np.concatenate([[0], np.cumsum(own_length)]).astype(np.int64)
+        at = _ranges(own_ptr[:-1], own_length - 1)
+        own_resources = np.empty(int(own_ptr[-1]), dtype=np.int64)
+        own_resources[at] = paths.resources[own]
+        own_resources[own_ptr[1:] - 1] = len(capacity) + np.arange(int(cap.sum()))
+        own_weights = np.ones(own_resources.shape[0], dtype=np.float64)
+        own_weights[at] = paths.weights[own]
+        self.path[data[cap]] = n_paths + n_setups + np.arange(int(cap.sum()))
+        lengths = np.concatenate([paths.length, np.ones(n_setups, dtype=np.int64), own_length])
+        self.row_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self.row_resources = np.concatenate([paths.resources, paths.setup_resources, own_resources])
+        self.row_weights = np.concatenate([paths.weights, np.ones(n_setups), own_weights])
         self.sizes = np.zeros(n, dtype=np.float64)
         self.sizes[data] = np.fromiter(map(_BYTES, moving), dtype=np.float64, count=t)
         self.sizes[setup_of] = paths.setup_bytes[paths.setup_ptr[setup_path] + rank]
@@ -332,14 +354,40 @@ class _Flows:
         self.task_flow[transfers] = data
         if merge and cap.any():
             reduced, self.stands_for = merge_identical(self.arrays())
-            self.ptr, self.resources, self.weights = reduced.ptr, reduced.resources, reduced.weights
-            self.lengths = np.diff(self.ptr)
+            self.row_ptr, self.row_resources, self.row_weights = reduced.ptr, reduced.resources, reduced.weights
+            self.path = np.arange(n, dtype=np.int64)
+            for name in ("ptr", "resources", "weights", "lengths"):  # built from the rows before the merge
+                del self.__dict__[name]
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.row_ptr)[self.path]
+
+    @cached_property
+    def ptr(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+
+    @cached_property
+    def resources(self) -> np.ndarray:
+        return self.row_resources[_ranges(self.row_ptr[self.path], self.lengths)]
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        return self.row_weights[_ranges(self.row_ptr[self.path], self.lengths)]
 
     def arrays(self) -> Flows:
+        """The table with a row per flow (``path`` None: flow ``f``'s row is row ``f``)."""
+        return self._flows(self.ptr, self.resources, self.weights, None)
+
+    def table(self) -> Flows:
+        """The table with the rows the flows share."""
+        return self._flows(self.row_ptr, self.row_resources, self.row_weights, self.path)
+
+    def _flows(self, ptr: np.ndarray, resources: np.ndarray, weights: np.ndarray, path: np.ndarray | None) -> Flows:
         return Flows(
-            self.ptr,
-            self.resources,
-            self.weights,
+            ptr,
+            resources,
+            weights,
             self.sizes,
             self.latency,
             self.priority,
@@ -348,15 +396,35 @@ class _Flows:
             self.setups,
             self.capacity,
             np.ones(self.capacity.shape[0], dtype=np.bool_),
-            self.ptr[1:],
+            ptr[1:],
+            path,
         )
 
     def bytes_per_resource(self) -> np.ndarray:
         """Bytes every resource carries: each data flow's size times its share on each resource of
-        its route (a merged resource: those of the one that stands for it, the same sum)."""
-        data = np.repeat(self.owner < 0, self.lengths)
-        weights = (np.repeat(self.sizes, self.lengths) * self.weights)[data]
-        return np.bincount(self.resources[data], weights=weights, minlength=self.capacity.shape[0])[self.stands_for]
+        its route (a merged resource: those of the one that stands for it, the same sum), summed
+        flow by flow in route order."""
+        total = _bytes_per_resource(
+            self.path,
+            self.row_ptr,
+            self.row_resources,
+            self.row_weights,
+            self.sizes,
+            self.owner,
+            self.capacity.shape[0],
+        )
+        return total[self.stands_for]
+
+
+@njit(cache=True)
+def _bytes_per_resource(path, ptr, resources, weights, sizes, owner, n_res):  # pragma: no cover
+    total = np.zeros(n_res)
+    for f in range(path.shape[0]):
+        if owner[f] < 0:
+            p = path[f]
+            for j in range(ptr[p], ptr[p + 1]):
+                total[resources[j]] += sizes[f] * weights[j]
+    return total
 
 
 class _PathTable:

@@ -1,13 +1,15 @@
 """The flow-level simulator's core, compiled with numba: the event loop (task lifecycle, flows,
 timers) and max-min fair rates with strict priority classes, in one call per simulation.
 
-Flows are a CSR over resources (``ptr``, ``resources``: one resource per link direction), each entry
+Routes are a CSR over resources (``ptr``, ``resources``: one resource per link direction), each entry
 with the share of the flow's rate that resource carries (``weights``: 1 on a flow's one path; a
-sprayed flow's ``1/c`` on each of ``c`` parallel core links). Classes
+sprayed flow's ``1/c`` on each of ``c`` parallel core links), and each flow names its row
+(``path``): the flows between two GPUs share one row, so the table holds a route per distinct path,
+not per flow (a million flows over a hundred thousand paths). Classes
 are served in ascending ``priority`` (0 first); each class shares fairly what the classes before it
 left (progressive filling). Each event costs in proportion to what it touched, not to the network:
 
-- the index resource -> active flows (:class:`Index`) is kept incrementally: a flow is inserted
+- the index resource -> active flows (:class:`~commgraph.sim.tables.Index`) is kept incrementally: a flow is inserted
   when it starts and swap-removed when it ends, in O(route length);
 - resources whose capacity the others imply (``Flows.binding`` false: under packet spraying, a
   full-bisection fabric's links between switches) never limit a rate, so they neither join
@@ -30,7 +32,8 @@ left (progressive filling). Each event costs in proportion to what it touched, n
 
 Computations and timers (a computation's end, a transfer's latency after its last byte) share a
 heap ordered by (time, task). Events at the same instant are handled together: flows first, then
-timers, then one reallocation. Everything compiled lives in this one module because numba's disk
+timers, then one reallocation. Everything compiled lives in this one module (the tables it reads:
+:mod:`commgraph.sim.tables`) because numba's disk
 cache of a function is refreshed only when its own file changes, not its callees'. Every
 ``progress.TICK_EVENTS`` events, and at its end, the loop hands the clock and the tasks' finish times to
 :func:`commgraph.sim.progress.tick` (interpreted: it prints a line on stderr in a long run).
@@ -39,79 +42,58 @@ cache of a function is refreshed only when its own file changes, not its callees
 from __future__ import annotations
 
 import heapq
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit, objmode
 
 from commgraph.sim import progress
+from commgraph.sim.tables import Flows, Outcome, State, Tasks, make_index, make_scratch
 
 DONE = 1e-9  # a flow with this fraction of its bytes left has finished (rounding)
 _TIE = 1e-9  # resources whose fair share is within this factor of the minimum saturate together
 
 
-class Index(NamedTuple):
-    """Binding resource -> active flows, kept incrementally. Resource ``r``'s active flows are
-    ``flow[first[r] : first[r] + count[r]]``; ``entry`` holds, beside each, the position of ``r``
-    in that flow's route (in ``resources``), and ``slot[j]`` is where route position ``j`` sits
-    while its flow is active."""
-
-    first: np.ndarray
-    flow: np.ndarray
-    entry: np.ndarray
-    count: np.ndarray
-    slot: np.ndarray
-
-
-def make_index(resources: np.ndarray, binding: np.ndarray) -> Index:
-    """An empty index with room for every flow's binding resources at once."""
-    n_res = binding.shape[0]
-    first = np.zeros(n_res + 1, dtype=np.int64)
-    first[1:] = np.cumsum(np.bincount(resources[binding[resources]], minlength=n_res))
-    n = int(first[-1])
-    return Index(
-        first,
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
-        np.zeros(n_res, dtype=np.int64),
-        np.full(resources.shape[0], -1, dtype=np.int64),
-    )
-
-
 @njit(cache=True, inline="always")
-def insert(index, ptr, bound, resources, f):  # pragma: no cover
-    """Add flow ``f`` to the users of every binding resource on its route (``ptr[f]:bound[f]``)."""
-    first, flow, entry, count, slot = index
-    for j in range(ptr[f], bound[f]):
+def insert(index, path, ptr, bound, resources, f):  # pragma: no cover
+    """Add flow ``f`` to the users of every binding resource on its route (``ptr[p]:bound[p]`` of
+    its row ``p = path[f]``)."""
+    first, flow, entry, count, slot, slot_ptr = index
+    s = slot_ptr[f]
+    p = path[f]
+    for j in range(ptr[p], bound[p]):
         r = resources[j]
         k = first[r] + count[r]
         flow[k] = f
-        entry[k] = j
-        slot[j] = k
+        entry[k] = s
+        slot[s] = k
         count[r] += 1
+        s += 1
 
 
 @njit(cache=True, inline="always")
-def remove(index, ptr, bound, resources, f):  # pragma: no cover
+def remove(index, path, ptr, bound, resources, f):  # pragma: no cover
     """Take flow ``f`` out of its binding resources' users (the last user of each takes its place)."""
-    first, flow, entry, count, slot = index
-    for j in range(ptr[f], bound[f]):
+    first, flow, entry, count, slot, slot_ptr = index
+    s = slot_ptr[f]
+    p = path[f]
+    for j in range(ptr[p], bound[p]):
         r = resources[j]
         last = first[r] + count[r] - 1
-        k = slot[j]
+        k = slot[s]
         flow[k] = flow[last]
         entry[k] = entry[last]
         slot[entry[k]] = k
-        slot[j] = -1
+        slot[s] = -1
         count[r] -= 1
+        s += 1
 
 
 @njit(cache=True)
 def component(
-    index, ptr, bound, resources, binding, seeds, n_seeds, epoch, res_mark, flow_mark, touched, picked
+    index, path, ptr, bound, resources, binding, seeds, n_seeds, epoch, res_mark, flow_mark, touched, picked
 ):  # pragma: no cover
     """The active flows reachable from ``seeds[:n_seeds]`` through shared ``binding`` resources
-    (a flow's are ``ptr[f]:bound[f]`` of its route), into ``picked``; returns how many.
+    (a flow's are ``ptr[p]:bound[p]`` of its row ``p = path[f]``), into ``picked``; returns how many.
     ``touched`` is the queue of resources to visit; marks are ``epoch`` stamps."""
     first, flow, count = index.first, index.flow, index.count
     n_touched = 0
@@ -132,7 +114,8 @@ def component(
                 flow_mark[f] = epoch
                 picked[n_picked] = f
                 n_picked += 1
-                for j in range(ptr[f], bound[f]):
+                p = path[f]
+                for j in range(ptr[p], bound[p]):
                     r2 = resources[j]
                     if res_mark[r2] != epoch:
                         res_mark[r2] = epoch
@@ -142,9 +125,9 @@ def component(
 
 
 @njit(cache=True)
-def fill(ptr, bound, resources, weights, priority, capacity, flows, rates, index, scratch):  # pragma: no cover
+def fill(path, ptr, bound, resources, weights, priority, capacity, flows, rates, index, scratch):  # pragma: no cover
     """Max-min fair ``rates`` (bytes/s, in place) of ``flows``, which hold every active flow on
-    their binding resources (``ptr[f]:bound[f]`` of each route; ``index``: resource -> active
+    their binding resources (``ptr[p]:bound[p]`` of each flow's row ``p = path[f]``; ``index``: resource -> active
     flows; the other resources are left out), by progressive filling class by class:
     all unfrozen flows' rates rise together, a resource consuming the sum of its flows' ``weights``
     per unit of rate, and a resource's flows freeze when it fills. A flow whose resources higher
@@ -159,8 +142,8 @@ def fill(ptr, bound, resources, weights, priority, capacity, flows, rates, index
     first, flow, count = index.first, index.flow, index.count
     n = flows.shape[0]
     for i in range(n):
-        f = flows[i]
-        for j in range(ptr[f], bound[f]):
+        p = path[flows[i]]
+        for j in range(ptr[p], bound[p]):
             residual[resources[j]] = capacity[resources[j]]
     order = flows
     for i in range(1, n):
@@ -175,7 +158,8 @@ def fill(ptr, bound, resources, weights, priority, capacity, flows, rates, index
         while run_end < n and priority[order[run_end]] == c:
             f = order[run_end]
             flag[f] = 1
-            for j in range(ptr[f], bound[f]):
+            p = path[f]
+            for j in range(ptr[p], bound[p]):
                 r = resources[j]
                 if users[r] == 0:
                     live[n_live] = r
@@ -208,8 +192,8 @@ def fill(ptr, bound, resources, weights, priority, capacity, flows, rates, index
                         frozen[n_frozen] = f
                         n_frozen += 1
             for i in range(n_frozen):
-                f = frozen[i]
-                for j in range(ptr[f], bound[f]):
+                p = path[frozen[i]]
+                for j in range(ptr[p], bound[p]):
                     r = resources[j]
                     residual[r] = max(residual[r] - level * weights[j], 0.0)
                     users[r] -= 1
@@ -223,121 +207,13 @@ def fill(ptr, bound, resources, weights, priority, capacity, flows, rates, index
             n_live = kept
 
 
-class Scratch(NamedTuple):
-    """:func:`fill`'s working arrays: per resource its residual capacity, the weights and number of
-    its unfrozen flows, and room for the resources in play and the saturated ones; per flow
-    whether it is unfrozen, and room for those a round freezes."""
-
-    residual: np.ndarray
-    counts: np.ndarray
-    users: np.ndarray
-    flag: np.ndarray
-    live: np.ndarray
-    saturated: np.ndarray
-    frozen: np.ndarray
-
-
-def make_scratch(n_res: int, n_flows: int) -> Scratch:
-    return Scratch(
-        np.empty(n_res),
-        np.zeros(n_res),
-        np.zeros(n_res, np.int64),
-        np.zeros(n_flows, np.int64),
-        np.empty(n_res, np.int64),
-        np.empty(n_res, np.int64),
-        np.empty(n_flows, np.int64),
-    )
-
-
-class Flows(NamedTuple):
-    """Per flow: route (``ptr``, ``resources``, the share of its rate on each: ``weights``), size,
-    latency, class, task, owner (its data flow for a setup flow, -1 for a data flow) and setup-flow
-    count; per resource: capacity, and whether it can limit a rate (``binding``; a resource whose
-    capacity the others imply only counts its busy time: its load is above zero while one of its
-    flows has a rate above zero); per flow, where its binding resources end (``bound``: a route
-    lists them first, ``ptr[f]:bound[f]``, then the others up to ``ptr[f + 1]``)."""
-
-    ptr: np.ndarray
-    resources: np.ndarray
-    weights: np.ndarray
-    sizes: np.ndarray
-    latency: np.ndarray
-    priority: np.ndarray
-    task_of: np.ndarray
-    owner: np.ndarray
-    setups: np.ndarray
-    capacity: np.ndarray
-    binding: np.ndarray
-    bound: np.ndarray
-
-
-class Tasks(NamedTuple):
-    """Per task: computation or transfer, seconds and device (computations), data flow (transfers),
-    dependents (CSR ``dep_ptr``, ``dep_idx``) and dependency count; per device: servers and the
-    room of its ready queue (CSR ``queue_ptr``)."""
-
-    compute: np.ndarray
-    seconds: np.ndarray
-    device: np.ndarray
-    flow: np.ndarray
-    dep_ptr: np.ndarray
-    dep_idx: np.ndarray
-    waiting: np.ndarray
-    cores: np.ndarray
-    queue_ptr: np.ndarray
-
-
-class Outcome(NamedTuple):
-    """Per task start and finish, per resource busy seconds, and the utilisation change points
-    (time, resource, utilisation; empty unless recorded)."""
-
-    start: np.ndarray
-    finish: np.ndarray
-    busy: np.ndarray
-    record_time: np.ndarray
-    record_resource: np.ndarray
-    record_utilisation: np.ndarray
-
-
-class _State(NamedTuple):
-    """What the loop mutates: the clock, per flow its rate and lazy byte count, per resource its
-    load and busy time, per task its times, per device its queue, and scratch (epoch stamps)."""
-
-    time: np.ndarray  # [now]
-    rates: np.ndarray
-    left: np.ndarray  # bytes left at `since`
-    since: np.ndarray
-    version: np.ndarray
-    setting_up: np.ndarray
-    load: np.ndarray
-    positive: np.ndarray  # per resource: its flows with a rate above zero
-    busy: np.ndarray
-    busy_since: np.ndarray
-    start: np.ndarray
-    finish: np.ndarray
-    waiting: np.ndarray
-    running: np.ndarray  # computations running per device
-    queue: np.ndarray
-    queue_head: np.ndarray
-    queue_tail: np.ndarray
-    changed: np.ndarray  # [count, resources...] changed since the last reallocation
-    changed_mark: np.ndarray
-    marks: np.ndarray  # [epoch]
-    res_mark: np.ndarray
-    flow_mark: np.ndarray
-    touched: np.ndarray
-    picked: np.ndarray
-    old_rates: np.ndarray
-    scratch: Scratch
-
-
 def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool) -> Outcome:
     """Run every task from time 0 until nothing is left to happen; ``incremental=False``
     recomputes every active flow's rate at every event; ``record`` keeps the utilisation change
     points."""
     n_flows, n_res, n_tasks = flows.sizes.shape[0], flows.capacity.shape[0], tasks.compute.shape[0]
     n_dev = tasks.cores.shape[0]
-    state = _State(
+    state = State(
         np.zeros(1),
         np.zeros(n_flows),
         flows.sizes.copy(),
@@ -365,7 +241,7 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
         np.empty(n_flows),
         make_scratch(n_res, n_flows),
     )
-    index = make_index(flows.resources, flows.binding)
+    index = make_index(flows)
     return Outcome(state.start, state.finish, state.busy, *_run(flows, tasks, index, state, incremental, record))
 
 
@@ -454,7 +330,8 @@ def _begin(flows, tasks, index, state, timers, i):  # pragma: no cover
 @njit(cache=True, inline="always")
 def _send(flows, index, state, timers, f):  # pragma: no cover
     """Start data flow ``f`` (its latency alone when it has no bytes or no hops)."""
-    if flows.sizes[f] == 0 or flows.ptr[f + 1] == flows.ptr[f]:
+    p = flows.path[f]
+    if flows.sizes[f] == 0 or flows.ptr[p + 1] == flows.ptr[p]:
         heapq.heappush(timers, (state.time[0] + flows.latency[f], flows.task_of[f]))
     else:
         _activate(flows, index, state, f)
@@ -462,7 +339,7 @@ def _send(flows, index, state, timers, f):  # pragma: no cover
 
 @njit(cache=True, inline="always")
 def _activate(flows, index, state, f):  # pragma: no cover
-    insert(index, flows.ptr, flows.bound, flows.resources, f)
+    insert(index, flows.path, flows.ptr, flows.bound, flows.resources, f)
     state.left[f] = flows.sizes[f]
     state.since[f] = state.time[0]
     state.rates[f] = 0.0
@@ -471,7 +348,8 @@ def _activate(flows, index, state, f):  # pragma: no cover
 
 @njit(cache=True, inline="always")
 def _mark_changed(flows, state, f):  # pragma: no cover
-    for j in range(flows.ptr[f], flows.ptr[f + 1]):
+    p = flows.path[f]
+    for j in range(flows.ptr[p], flows.ptr[p + 1]):
         r = flows.resources[j]
         if state.changed_mark[r] != state.marks[0] + 1:  # stamped for the next reallocation
             state.changed_mark[r] = state.marks[0] + 1
@@ -483,7 +361,7 @@ def _mark_changed(flows, state, f):  # pragma: no cover
 def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
     """Flow ``f`` sent its last byte: a setup flow's end may start its data flow; a data flow's
     end starts its latency."""
-    remove(index, flows.ptr, flows.bound, flows.resources, f)
+    remove(index, flows.path, flows.ptr, flows.bound, flows.resources, f)
     _mark_changed(flows, state, f)
     if state.rates[f] > 0.0:
         _count_positive(flows, state, f, -1)
@@ -502,7 +380,8 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
 @njit(cache=True, inline="always")
 def _count_positive(flows, state, f, step):  # pragma: no cover
     """Flow ``f``'s rate left or reached zero: count it in or out of its resources."""
-    for j in range(flows.ptr[f], flows.ptr[f + 1]):
+    p = flows.path[f]
+    for j in range(flows.ptr[p], flows.ptr[p + 1]):
         state.positive[flows.resources[j]] += step
 
 
@@ -552,15 +431,27 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         seeds, n_seeds = state.changed[1:], state.changed[0]
     else:
         seeds, n_seeds = np.arange(flows.capacity.shape[0]), flows.capacity.shape[0]
-    binding, bound = flows.binding, flows.bound
+    binding, bound, path = flows.binding, flows.bound, flows.path
     n_picked = component(
-        index, ptr, bound, resources, binding, seeds, n_seeds, epoch, res_mark, state.flow_mark, touched, state.picked
+        index,
+        path,
+        ptr,
+        bound,
+        resources,
+        binding,
+        seeds,
+        n_seeds,
+        epoch,
+        res_mark,
+        state.flow_mark,
+        touched,
+        state.picked,
     )
     state.changed[0] = 0
     picked = state.picked[:n_picked]
     old = state.old_rates[:n_picked]
     old[:] = rates[picked]
-    fill(ptr, bound, resources, flows.weights, flows.priority, capacity, picked, rates, index, state.scratch)
+    fill(path, ptr, bound, resources, flows.weights, flows.priority, capacity, picked, rates, index, state.scratch)
     n_moved = 0  # resources whose load may have moved: the changed ones and those of re-rated flows
     for s in range(n_seeds):
         res_mark[seeds[s]] = -epoch
@@ -572,16 +463,17 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         if rate != old[k]:
             # a recorded load moves with every rate on its binding resources; an unrecorded one (whether
             # a flow on the resource has a rate above zero) only when a rate leaves or reaches zero
-            end = bound[f] if record else ptr[f]
+            p = path[f]
+            end = bound[p] if record else ptr[p]
             if (rate > 0.0) != (old[k] > 0.0):
                 _count_positive(flows, state, f, 1 if rate > 0.0 else -1)
-                end = ptr[f + 1]
+                end = ptr[p + 1]
             left[f] -= old[k] * (now - since[f])
             since[f] = now
             version[f] += 1
             if rate > 0:
                 heapq.heappush(finishing, (now + left[f] / rate, f, version[f]))
-            for j in range(ptr[f], end):
+            for j in range(ptr[p], end):
                 r = resources[j]
                 if res_mark[r] != -epoch:
                     res_mark[r] = -epoch
@@ -594,7 +486,8 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         total = 0.0
         if record and binding[r]:
             for u in range(first[r], first[r] + count[r]):
-                total += rates[users[u]] * flows.weights[index.entry[u]]
+                f = users[u]  # its slot's route entry: the same offset into its row
+                total += rates[f] * flows.weights[ptr[path[f]] + index.entry[u] - index.slot_ptr[f]]
         else:  # only whether it is busy
             total = 1.0 if state.positive[r] > 0 else 0.0
         was = load[r]
