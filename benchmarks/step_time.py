@@ -14,7 +14,8 @@ checkout's ``src`` first on ``PYTHONPATH``):
 Both run with ``--topology`` and ``--cost-model`` a calibrated topology of the job's worker count
 (``calibrated-N.yaml`` under ``--work-dir``, made by ``commgraph topo calibrate --workers N
 --force`` when absent; a 1-worker job uses the 2-worker file), so that the prediction prices the
-compute with this machine's probe and the exchanges with its measured link latencies. Each
+compute with this machine's probe and the exchanges with its measured link latencies, and with
+``--threads 1``: every worker computes on one thread, as the probe does. Each
 configuration's result is appended to ``--results`` as one JSON line; ``--table`` prints the table
 of every result there with the median and worst absolute error, and which part of the prediction
 is largest where the error is worst.
@@ -61,7 +62,7 @@ class Config:
 
 def _configs() -> list[Config]:
     full = [Config(f"cora-full-{m}-{n}", "cora", n, m) for m in ("gcn", "sage", "gat") for n in (1, 2, 4)]
-    sampled = ("--fanout", "10,5", "--batch-size", "256", "--steps-per-epoch", "8")
+    sampled = ("--fanout", "10,5", "--batch-size", "32", "--steps-per-epoch", "8")  # cora: 140 seeds, 5 steps
     dgs = ("--sampler", "dgs", "--explain-in", "worker", "--explain-cpu", "0", *sampled)
     big = ("--fanout", "10,5", "--batch-size", "512", "--steps-per-epoch", "8")
     return full + [
@@ -77,8 +78,14 @@ def _configs() -> list[Config]:
         Config("sbm100k-owner-gcn-2", SBM_100K, 2, "gcn", ("--first-layer", "owner"), 4),
         Config("sbm100k-neighbor-sage-1", SBM_100K, 1, "sage", ("--sampler", "neighbor", *big), 3),
         Config("sbm100k-neighbor-gcn-4", SBM_100K, 4, "gcn", ("--sampler", "neighbor", *big), 3),
-        Config("sbm100k-dgs-sage-2", SBM_100K, 2, "sage", ("--sampler", "dgs", "--explain-in", "worker",
-                                                            "--explain-cpu", "0", *big), 3),
+        Config(
+            "sbm100k-dgs-sage-2",
+            SBM_100K,
+            2,
+            "sage",
+            ("--sampler", "dgs", "--explain-in", "worker", "--explain-cpu", "0", *big),
+            3,
+        ),
     ]
 
 
@@ -123,8 +130,20 @@ def calibrated(work: Path, workers: int, python: str) -> Path:
     path = work / f"calibrated-{n}.yaml"
     if not path.exists():
         print(f"calibrating {n} workers -> {path}", file=sys.stderr)
-        _commgraph(python, "topo", "calibrate", "--workers", str(n), "--sizes", "4K,64K,1M,16M", "--force",
-                   "--out", str(path))
+        _commgraph(
+            python,
+            "topo",
+            "calibrate",
+            "--workers",
+            str(n),
+            "--sizes",
+            "4K,64K,1M",
+            "--repeats",
+            "3",
+            "--force",
+            "--out",
+            str(path),
+        )
     return path
 
 
@@ -133,13 +152,28 @@ def measure(config: Config, work: Path, python: str) -> Result:
     topology = calibrated(work, config.workers, python)
     parts_dir = work / f"{config.graph.split(':')[0]}-{config.workers}"
     common = ("--model", config.model, *config.args, "--topology", str(topology), "--cost-model", str(topology))
+    common += ("--threads", "1")  # the probe's one thread: a loaded machine's threads would measure its load
     metrics = work / f"{config.name}.jsonl"
     metrics.unlink(missing_ok=True)
     load_before = os.getloadavg()[0]
     _commgraph(
-        python, "train", config.graph, "--workers", str(config.workers), "--partition-dir", str(parts_dir),
-        *common, "--epochs", str(config.epochs), "--eval-every", str(config.epochs), "--device", "cpu",
-        "--quiet", "--metrics-out", str(metrics),
+        python,
+        "train",
+        config.graph,
+        "--workers",
+        str(config.workers),
+        "--partition-dir",
+        str(parts_dir),
+        *common,
+        "--epochs",
+        str(config.epochs),
+        "--eval-every",
+        str(config.epochs),
+        "--device",
+        "cpu",
+        "--quiet",
+        "--metrics-out",
+        str(metrics),
     )
     load_after = os.getloadavg()[0]
     steps = [json.loads(line)["measured_step_seconds"] for line in metrics.read_text().splitlines()][1:]
@@ -166,7 +200,8 @@ def table(results: list[Result]) -> str:
         parts = " ".join(f"{r.parts[p] * 1e3:>{w}.2f}" for p, w in zip(PARTS, (8, 7, 7, 7, 7)))
         lines.append(
             f"{r.name:<26} {r.predicted * 1e3:>12.2f} {r.measured * 1e3:>12.2f} "
-            f"{r.low * 1e3:>8.2f}-{r.high * 1e3:<8.2f} {r.error:>+7.1%}  {parts}  {r.load_before:.1f}-{r.load_after:.1f}"
+            f"{r.low * 1e3:>8.2f}-{r.high * 1e3:<8.2f} {r.error:>+7.1%}  {parts}  "
+            f"{r.load_before:.1f}-{r.load_after:.1f}"
         )
     if results:
         errors = [abs(r.error) for r in results]
@@ -182,7 +217,9 @@ def table(results: list[Result]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work-dir", type=Path, default=Path("step-time-work"), help="partition sets, calibrations, metrics")
+    parser.add_argument(
+        "--work-dir", type=Path, default=Path("step-time-work"), help="partition sets, calibrations, metrics"
+    )
     parser.add_argument("--configs", help="comma-separated configuration names (default: all)")
     parser.add_argument("--results", type=Path, help="JSON lines of results (default: WORK_DIR/results.jsonl)")
     parser.add_argument("--table", action="store_true", help="print the table of the results file and exit")
@@ -192,7 +229,8 @@ def main() -> int:
     results_file = opts.results or opts.work_dir / "results.jsonl"
     if opts.list:
         for c in CONFIGS.values():
-            print(f"{c.name:<26} train {c.graph} --workers {c.workers} --model {c.model} {' '.join(c.args)} --epochs {c.epochs}")
+            command = f"train {c.graph} --workers {c.workers} --model {c.model} {' '.join(c.args)}"
+            print(f"{c.name:<26} {command} --epochs {c.epochs}")
         return 0
     if opts.table:
         found = {}

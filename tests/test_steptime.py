@@ -16,10 +16,10 @@ from commgraph.cli.main import main
 from commgraph.errors import TopologyError
 from commgraph.plan.memory import JobShape
 from commgraph.plan.steptime import exchanged_layers, layer_terms, step_work
+from commgraph.runtime import compute_probe
 from commgraph.sim import steptime
 from commgraph.sim.steptime import LayerWork, StepWork, compute_seconds, other_machine, predict_step
 from commgraph.topology import read_yaml, resolve_topology, write_yaml
-from commgraph.runtime import compute_probe
 from commgraph.topology.compute import MODELS, ComputeModel
 from commgraph.topology.model import Calibration
 
@@ -62,7 +62,9 @@ def test_the_probe_fit_recovers_known_coefficients_from_synthetic_timings(monkey
     def timed(model, graph, width, layers):
         return float(np.dot(known[model], compute_probe._terms(model, graph, width, layers)))
 
-    sample = lambda graph: [(1.0, float(e), 4e-5 + 2e-8 * e) for e in (1000, 9000, 30000)]
+    def sample(graph):
+        return [(1.0, float(e), 4e-5 + 2e-8 * e) for e in (1000, 9000, 30000)]
+
     monkeypatch.setattr(compute_probe, "_step_seconds", timed)
     monkeypatch.setattr(compute_probe, "_sample_points", sample)
     monkeypatch.setattr(compute_probe, "_gather_points", lambda: [(1e6, 1e-3), (4e6, 4e-3)])
@@ -156,6 +158,19 @@ def test_dry_run_json_carries_the_step_time_and_names_defaults(cora_set, capsys)
     assert "step time estimate" in text and "defaults, not measured here: compute, sampling, feature fetch" in text
 
 
+def test_dry_run_prices_the_compute_on_the_threads_given(cora_set, tmp_path, capsys):
+    topology = resolve_topology("localhost-cpu:2")
+    calibrated = Calibration("2026-01-01T00:00:00+00:00", "test", "host", compute=MODEL.to_dict())
+    write_yaml(replace(topology, calibrated=calibrated), tmp_path / "t.yaml")
+    compute = {}
+    for threads in (1, 3):
+        args = ["train", str(cora_set.path), "--model", "gcn", "--dry-run", "--json", "--topology", "localhost-cpu:2"]
+        assert main([*args, "--cost-model", str(tmp_path / "t.yaml"), "--threads", str(threads)]) == 0
+        compute[threads] = json.loads(capsys.readouterr().out)["step_time"]["compute_seconds"]
+    fixed = MODEL.step_s["gcn"] + 2 * MODEL.layer_s["gcn"]  # two layers; the sized terms: 1 + (3 - 1) 0.5 faster
+    assert compute[3] - fixed == pytest.approx((compute[1] - fixed) / 2, rel=1e-9)
+
+
 @pytest.mark.multiproc
 def test_every_epoch_records_predicted_beside_measured(tmp_path):
     metrics = tmp_path / "m.jsonl"
@@ -168,3 +183,8 @@ def test_every_epoch_records_predicted_beside_measured(tmp_path):
         assert record["measured_step_seconds"] == pytest.approx(record["epoch_seconds"] / record["steps"])
     png = tmp_path / "p.png"
     assert main(["plot", str(metrics), "--predicted", "--png", str(png)]) == 0 and png.stat().st_size > 0
+    sampled = ["--sampler", "neighbor", "--batch-size", "64", "--steps-per-epoch", "2", "--epochs", "1"]
+    sampled += ["--partition-dir", str(tmp_path / "parts"), "--metrics-out", str(metrics), "--force"]
+    assert main([*args, *sampled]) == 0
+    record = json.loads(metrics.read_text().splitlines()[-1])
+    assert record["steps"] == 2 and 0 < record["measured_step_seconds"] * 2 <= record["epoch_seconds"]  # steps only

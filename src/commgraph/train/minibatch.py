@@ -73,6 +73,7 @@ class SampledEpoch:
 
     loss: float  # mean over the steps of the global batch's loss share this worker holds
     seconds: float
+    step_seconds: float  # the steps' own: not the epoch's seed draw, masks wait or memory release
     wait_seconds: float  # blocked on feature, request or gradient messages
     sample_seconds: float
     steps: int
@@ -256,11 +257,13 @@ class SampledEpochs:
         rounds = len(self.explainer.rounds) if self.explainer is not None else 0
         waited_for_masks = self._wait_for_masks()
         batches = self._batches()
+        stepping = time.perf_counter()
         for work in batches:
             self._step(work, totals)
-        release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+        step_seconds = time.perf_counter() - stepping
+        release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
         moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
         moved["requests"] = moved.get("requests", 0) + totals["announced"]
         moved["local"] = totals["local"]
@@ -280,6 +283,7 @@ class SampledEpochs:
         return SampledEpoch(
             totals["loss"] / max(len(batches), 1),
             time.perf_counter() - started,
+            step_seconds,
             comm.wait_seconds - waited,
             totals["sample"],
             len(batches),

@@ -75,7 +75,8 @@ class EpochRecord:
     # DGS only (None otherwise), all workers: steps that sampled a batch, those sampled with masks
     # (the others sampled as neighbor does), rank 0's mask age at the epoch's end in steps (-1: none
     # yet), its wait for the first masks (--dgs-wait), explanations finished, their wall and CPU seconds
-    # the step as predicted before it ran (commgraph.plan.steptime) and as measured on rank 0
+    # the step as predicted before it ran (commgraph.plan.steptime) and as measured on rank 0 (the
+    # steps' own seconds over the steps: a sampled epoch's seed draw and memory release are not a step's)
     predicted_step_seconds: float | None = None
     predicted_epoch_seconds: float | None = None
     measured_step_seconds: float | None = None
@@ -125,6 +126,7 @@ class _Step:
     sample_seconds: float = 0.0
     sync_bytes: int = 0
     dgs: DGSEpoch | None = None
+    step_seconds: float | None = None  # the steps' own seconds where the epoch holds more (None: ``seconds``)
 
 
 def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
@@ -172,6 +174,7 @@ class Trainer:
                 job.devices,
                 self.wiring.choice.modeled_seconds if self.wiring and world.size > 1 else 0.0,
                 self.allreduce.modeled_seconds or 0.0,
+                threads=torch.get_num_threads(),
                 warn=world.is_leader,
             )
         )
@@ -310,6 +313,7 @@ class Trainer:
                 sample_seconds=epoch.sample_seconds,
                 sync_bytes=epoch.sync_bytes,
                 dgs=epoch.dgs,
+                step_seconds=epoch.step_seconds,
             )
         return self.full_graph_step()
 
@@ -416,7 +420,8 @@ class Trainer:
             sample_seconds=step.sample_seconds,
             predicted_step_seconds=None if self.step_prediction is None else self.step_prediction.step_seconds,
             predicted_epoch_seconds=None if self.step_prediction is None else self.step_prediction.epoch_seconds,
-            measured_step_seconds=step.seconds / max(step.steps, 1),
+            measured_step_seconds=(step.seconds if step.step_seconds is None else step.step_seconds)
+            / max(step.steps, 1),
             feature_bytes=features,
             local_bytes=int(total["local"]),
             structure_bytes=requests,
