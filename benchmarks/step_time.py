@@ -11,10 +11,11 @@ checkout's ``src`` first on ``PYTHONPATH``):
 2. ``commgraph train SET ... --dry-run --json`` on that set: the predicted ``step_seconds`` and its
    parts (compute, sampling, feature fetch, halo exchange, all-reduce).
 
-Both run with ``--topology`` and ``--cost-model`` a calibrated topology of the job's worker count
+Both run with ``--topology`` a calibrated topology of the job's worker count
 (``calibrated-N.yaml`` under ``--work-dir``, made by ``commgraph topo calibrate --workers N
---force`` when absent; a 1-worker job uses the 2-worker file), so that the prediction prices the
-compute with this machine's probe and the exchanges with its measured link latencies, and with
+--force`` when absent; a 1-worker job uses the 2-worker file) and ``--cost-model`` the 2-worker
+file (one compute probe for every job), so that the prediction prices the compute with this
+machine's probe and the exchanges with its measured link latencies, and with
 ``--threads 1``: every worker computes on one thread, as the probe does. Each
 configuration's result is appended to ``--results`` as one JSON line; ``--table`` prints the table
 of every result there with the median and worst absolute error, and which part of the prediction
@@ -149,9 +150,9 @@ def calibrated(work: Path, workers: int, python: str) -> Path:
 
 def measure(config: Config, work: Path, python: str) -> Result:
     """Run ``config`` and its dry run (see the module's description)."""
-    topology = calibrated(work, config.workers, python)
+    topology, cost = calibrated(work, config.workers, python), calibrated(work, 2, python)
     parts_dir = work / f"{config.graph.split(':')[0]}-{config.workers}"
-    common = ("--model", config.model, *config.args, "--topology", str(topology), "--cost-model", str(topology))
+    common = ("--model", config.model, *config.args, "--topology", str(topology), "--cost-model", str(cost))
     common += ("--threads", "1")  # the probe's one thread: a loaded machine's threads would measure its load
     metrics = work / f"{config.name}.jsonl"
     metrics.unlink(missing_ok=True)

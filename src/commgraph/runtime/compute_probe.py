@@ -2,11 +2,14 @@
 (:class:`~commgraph.topology.compute.ComputeModel`) measured on this machine in a few seconds.
 
 - **layers**: for each model, a training step (forward, cross-entropy, backward, Adam's step) of
-  an ``L``-layer GNN on R-MAT graphs of :data:`LAYER_POINTS` (nodes, edges, width, layers), one
-  thread. The points pair a tiny graph with large ones and two layers with three, so that the
-  fixed costs and the slopes separate: the seconds are fitted, by non-negative least squares on
-  the relative error, as ``step_s + L layer_s + edge_s sum(E a) + row_s sum(R w o)`` (the terms a
-  prediction sums, :func:`~commgraph.plan.steptime.layer_terms`);
+  an ``L``-layer GNN on R-MAT graphs of :data:`LAYER_POINTS` (nodes, edges, input width, layers),
+  one thread, shaped as ``train`` shapes its models: the input width narrowed to
+  :data:`HIDDEN` (GAT: times its :data:`HEADS` heads), then :data:`CLASSES` classes, so that the
+  row term's coefficient carries a transform's element-wise work (dropout, activation) as a job's
+  does. The points pair a tiny graph with large ones, narrow inputs with wide ones and two layers
+  with three, so that the fixed costs and the slopes separate: the seconds are fitted, by
+  non-negative least squares on the relative error, as ``step_s + L layer_s + edge_s sum(E a) +
+  row_s sum(R w o)`` (the terms a prediction sums, :func:`~commgraph.plan.steptime.layer_terms`);
 - **sample**: :class:`~commgraph.sample.neighbor.NeighborSampler` batches of
   :data:`SAMPLE_BATCHES` seeds, fitted as ``sample_batch_s + sample_edge_s * edges``;
 - **gather**: feature rows gathered into a table, two sizes, seconds per byte;
@@ -35,14 +38,15 @@ from commgraph.sample.base import SamplingGraph
 from commgraph.sample.neighbor import NeighborSampler
 from commgraph.topology.compute import MODELS, ComputeModel, machine_kind
 
-# nodes, edges, width, layers: a tiny graph (the fixed costs), edges and widths grown apart
+# nodes, edges, input width, layers: a tiny graph (the fixed costs), edges and input widths grown apart
 LAYER_POINTS = (
     (64, 256, 8, 2),
     (64, 256, 8, 3),
     (2000, 40000, 16, 2),
-    (2000, 8000, 128, 2),
-    (2000, 20000, 32, 3),
+    (2000, 8000, 512, 2),
+    (2000, 20000, 128, 3),
 )
+HIDDEN, HEADS = 16, 4  # train's defaults (--hidden, --heads)
 SAMPLE_BATCHES = (16, 256, 1024)
 GATHER_ROWS = (10000, 40000)
 REPEATS = 5
@@ -87,10 +91,13 @@ def probe_compute() -> ComputeModel:
 
 
 def _terms(model: str, graph, width: int, layers: int) -> tuple[float, float, float, float]:
-    """An ``layers``-layer GNN's step terms on ``graph`` as a whole-graph block (``width`` wide,
-    :data:`CLASSES` classes): 1 (the step), the layers, the edge term and the row term."""
+    """An ``layers``-layer GNN's step terms on ``graph`` as a whole-graph block (``width`` wide
+    input, :data:`HIDDEN` hidden, :data:`CLASSES` classes): 1 (the step), the layers, the edge
+    term and the row term."""
     n, e = graph.num_nodes, graph.num_edges
-    widths = [(width, width)] * (layers - 1) + [(width, CLASSES)]
+    hidden = HIDDEN * (HEADS if model == "gat" else 1)
+    ins = [width] + [hidden] * (layers - 1)
+    widths = list(zip(ins, [hidden] * (layers - 1) + [CLASSES]))
     edges, rows = layer_terms(model, [(e, n, n, w, o) for w, o in widths])
     return 1.0, float(layers), edges, rows
 
@@ -99,7 +106,7 @@ def _step_seconds(model: str, graph, width: int, layers: int) -> float:
     """The median seconds of a training step of ``layers``-layer ``model`` on ``graph``: forward,
     cross-entropy, backward and Adam's step, as the trainer takes one."""
     torch.manual_seed(0)
-    gnn = GNN(model, width, width, CLASSES, layers=layers, heads=1)
+    gnn = GNN(model, width, HIDDEN, CLASSES, layers=layers, heads=HEADS)
     optimizer = torch.optim.Adam(gnn.parameters())
     degree = torch.from_numpy(loop_free_in_degrees(graph.indptr, graph.indices).astype(np.float32))
     block = Block.from_csr(graph.num_nodes, graph.indptr, graph.indices, degree)
