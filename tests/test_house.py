@@ -10,9 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILE_LINES = 600
 MAX_CLI_FUNCTION_LINES = 40
-# Files other work is changing now; each is split by concern once that work has landed.
+# The one file over the limit: it is to be split when options are resolved once on the launcher (#55).
 OVER_LENGTH = {
-    "src/commgraph/sim/events.py": "the simulator's event core, under change for the Mixtral-scale simulation",
     "src/commgraph/train/config.py": "the training configuration, under change to be resolved once on the launcher",
 }
 

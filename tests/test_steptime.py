@@ -7,6 +7,7 @@ import io
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import yaml
 
@@ -15,16 +16,20 @@ from commgraph.cli.main import main
 from commgraph.errors import TopologyError
 from commgraph.plan.memory import JobShape
 from commgraph.plan.steptime import exchanged_layers, layer_terms, step_work
+from commgraph.runtime import compute_probe
 from commgraph.sim import steptime
 from commgraph.sim.steptime import LayerWork, StepWork, compute_seconds, other_machine, predict_step
 from commgraph.topology import read_yaml, resolve_topology, write_yaml
-from commgraph.topology.compute import ComputeModel
+from commgraph.topology.compute import MODELS, ComputeModel
 from commgraph.topology.model import Calibration
 
 MODEL = ComputeModel(
     edge_s={"gcn": 2e-9, "sage": 3e-9, "gat": 5e-9, "gin": 7e-9},
     row_s={"gcn": 1e-10, "sage": 2e-10, "gat": 3e-10, "gin": 4e-10},
+    layer_s={"gcn": 1e-4, "sage": 2e-4, "gat": 3e-4, "gin": 4e-4},
+    step_s={"gcn": 1e-3, "sage": 2e-3, "gat": 3e-3, "gin": 4e-3},
     sample_edge_s=1e-7,
+    sample_batch_s=5e-5,
     gather_byte_s=1e-9,
     efficiency=0.5,
     machine="x86_64 test machine",
@@ -34,17 +39,45 @@ MODEL = ComputeModel(
 
 def test_compute_is_the_formula_on_given_coefficients():
     layers = (LayerWork(1000, 16, 200, 32, 16), LayerWork(1000, 4, 100, 16, 4))
-    work = StepWork("sage", layers, sampled_edges=500, gathered_bytes=4000, threads=3, steps=7)
+    work = StepWork("sage", layers, sampled=True, sampled_edges=500, gathered_bytes=4000, threads=3, steps=7)
     edge_term = 1000 * 16 + 1000 * 4
     row_term = 200 * 32 * 16 + 100 * 16 * 4
     single = 3e-9 * edge_term + 2e-10 * row_term
-    assert compute_seconds(work, MODEL) == pytest.approx(single / 2.0, rel=1e-12)  # 1 + (3 - 1) 0.5
+    fixed = 2e-3 + 2 * 2e-4  # a step and two layers, not spread over threads
+    assert compute_seconds(work, MODEL) == pytest.approx(fixed + single / 2.0, rel=1e-12)  # 1 + (3 - 1) 0.5
     step = predict_step(work, MODEL, halo_seconds=0.25, allreduce_seconds=0.125)
-    assert step.sampling == pytest.approx(500 * 1e-7)
+    assert step.sampling == pytest.approx(5e-5 + 500 * 1e-7, rel=1e-12)
     assert step.feature_fetch == pytest.approx(4000 * 1e-9)
-    assert step.step_seconds == pytest.approx(single / 2 + 5e-5 + 4e-6 + 0.25 + 0.125)
+    assert step.step_seconds == pytest.approx(fixed + single / 2 + 1e-4 + 4e-6 + 0.25 + 0.125, rel=1e-12)
     assert step.epoch_seconds == pytest.approx(7 * step.step_seconds)
     assert step.defaults == ()
+    full = replace(work, sampled=False, sampled_edges=0.0)
+    assert predict_step(full, MODEL, 0.0, 0.0).sampling == 0.0  # full-graph: no batch drawn
+
+
+def test_the_probe_fit_recovers_known_coefficients_from_synthetic_timings(monkeypatch):
+    # step, layer, edge and row seconds by model; the timings are the formula's exactly
+    known = {m: (1e-3 * (i + 1), 2e-4 * (i + 1), 3e-9 * (i + 1), 5e-11 * (i + 1)) for i, m in enumerate(MODELS)}
+
+    def timed(model, graph, width, layers):
+        return float(np.dot(known[model], compute_probe._terms(model, graph, width, layers)))
+
+    def sample(graph):
+        return [(1.0, float(e), 4e-5 + 2e-8 * e) for e in (1000, 9000, 30000)]
+
+    monkeypatch.setattr(compute_probe, "_step_seconds", timed)
+    monkeypatch.setattr(compute_probe, "_sample_points", sample)
+    monkeypatch.setattr(compute_probe, "_gather_points", lambda: [(1e6, 1e-3), (4e6, 4e-3)])
+    model = compute_probe.probe_compute()
+    for m, (step, layer, edge, row) in known.items():
+        assert model.step_s[m] == pytest.approx(step, rel=1e-6) and model.layer_s[m] == pytest.approx(layer, rel=1e-6)
+        assert model.edge_s[m] == pytest.approx(edge, rel=1e-6) and model.row_s[m] == pytest.approx(row, rel=1e-6)
+        assert model.errors[m] < 1e-9
+    assert model.sample_batch_s == pytest.approx(4e-5, rel=1e-6) and model.sample_edge_s == pytest.approx(2e-8)
+    assert model.gather_byte_s == pytest.approx(1e-9) and model.errors["gather"] == pytest.approx(0.0, abs=1e-12)
+    # a fit the line cannot follow reports its worst relative error
+    (rate,), error = compute_probe._fit([(1.0, 1.0), (2.0, 3.0)])
+    assert rate == pytest.approx(15 / 13) and error == pytest.approx(3 / 13)
 
 
 def test_a_layer_aggregates_at_its_narrower_width_where_it_transforms_first():
@@ -80,6 +113,7 @@ def test_calibrated_compute_round_trips_through_the_yaml(tmp_path):
     [
         ({"efficiency": 1.5}, "efficiency"),
         ({"sample_edge_s": -1}, "sample_edge_s"),
+        ({"step_s": {**MODEL.step_s, "gat": float("nan")}}, "step_s"),
         ({"edge_s": {"gcn": 1e-9}}, "edge_s"),
         ({"speed": 1}, "unknown field"),
     ],
@@ -124,6 +158,19 @@ def test_dry_run_json_carries_the_step_time_and_names_defaults(cora_set, capsys)
     assert "step time estimate" in text and "defaults, not measured here: compute, sampling, feature fetch" in text
 
 
+def test_dry_run_prices_the_compute_on_the_threads_given(cora_set, tmp_path, capsys):
+    topology = resolve_topology("localhost-cpu:2")
+    calibrated = Calibration("2026-01-01T00:00:00+00:00", "test", "host", compute=MODEL.to_dict())
+    write_yaml(replace(topology, calibrated=calibrated), tmp_path / "t.yaml")
+    compute = {}
+    for threads in (1, 3):
+        args = ["train", str(cora_set.path), "--model", "gcn", "--dry-run", "--json", "--topology", "localhost-cpu:2"]
+        assert main([*args, "--cost-model", str(tmp_path / "t.yaml"), "--threads", str(threads)]) == 0
+        compute[threads] = json.loads(capsys.readouterr().out)["step_time"]["compute_seconds"]
+    fixed = MODEL.step_s["gcn"] + 2 * MODEL.layer_s["gcn"]  # two layers; the sized terms: 1 + (3 - 1) 0.5 faster
+    assert compute[3] - fixed == pytest.approx((compute[1] - fixed) / 2, rel=1e-9)
+
+
 @pytest.mark.multiproc
 def test_every_epoch_records_predicted_beside_measured(tmp_path):
     metrics = tmp_path / "m.jsonl"
@@ -136,3 +183,8 @@ def test_every_epoch_records_predicted_beside_measured(tmp_path):
         assert record["measured_step_seconds"] == pytest.approx(record["epoch_seconds"] / record["steps"])
     png = tmp_path / "p.png"
     assert main(["plot", str(metrics), "--predicted", "--png", str(png)]) == 0 and png.stat().st_size > 0
+    sampled = ["--sampler", "neighbor", "--batch-size", "64", "--steps-per-epoch", "2", "--epochs", "1"]
+    sampled += ["--partition-dir", str(tmp_path / "parts"), "--metrics-out", str(metrics), "--force"]
+    assert main([*args, *sampled]) == 0
+    record = json.loads(metrics.read_text().splitlines()[-1])
+    assert record["steps"] == 2 and 0 < record["measured_step_seconds"] * 2 <= record["epoch_seconds"]  # steps only

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         check=partial(check_trainable, config.gnn.model),
         prepare=partial(_prepare, config),
         memory=partial(_memory, config),
-        step_time=config.step_time if config.predicts_step_time else None,
+        step_time=partial(config.step_time, threads=launcher.threads) if config.predicts_step_time else None,
         memory_budget=config.comm.memory_budget,
         json=args.json,
         debug=args.debug,

@@ -89,7 +89,8 @@ class RunOptions(Options):
         default=300.0,
     )
     dry_run: bool = option(
-        "print the memory estimate of each partition set among the script's arguments and exit",
+        "print the job (ranks, device, topology) and, for each partition set among the script's arguments, "
+        "its memory estimate and halo exchange, and exit",
         type=bool,
         default=False,
     )

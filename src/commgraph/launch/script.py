@@ -6,8 +6,13 @@ given the environment torchrun gives (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
 Before any rank starts, every argument of the script that is a partition set's directory (as
 given, or the value of ``--name=VALUE``) is checked against the workers (one part each) and its
 memory estimated as a full-graph training job of ``train``'s default model
-(:func:`~commgraph.plan.memory.estimate_memory`); a job that cannot fit is refused (``--dry-run``
-prints the estimates). The ranks are forked from a warmed interpreter where that is safe, fresh
+(:func:`~commgraph.plan.memory.estimate_memory`); a job that cannot fit is refused. ``--dry-run``
+prints what is known before launch and exits: the job (ranks, device and backend, the topology
+``cg.full_graph`` plans on by default), and for each set its memory estimate and the exchange
+``cg.full_graph`` makes before each ``MessagePassing`` layer (the halo rows, and their price by the
+plan the simulator picks: layer 0 at the set's feature width, a hidden layer at ``train``'s default
+width). The script's model and loop are not known before it runs, so its step time is not
+predicted. The ranks are forked from a warmed interpreter where that is safe, fresh
 interpreters where not (:func:`~commgraph.runtime.launch_local`), and each runs the script through
 :mod:`commgraph.launch.script_rank`, which reports an uncaught exception to the job's store.
 
@@ -28,12 +33,14 @@ from pathlib import Path
 from commgraph.errors import BridgeError, JobError
 from commgraph.launch.launcher import check_fits
 from commgraph.launch.options import RunOptions
-from commgraph.partition import is_partition_set, load_partition_set
+from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.phases import bounded
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.runtime.options import DEVICE_ENV, TIMEOUT_ENV
 from commgraph.runtime.zygote import ForkedZygote
+from commgraph.topology.model import Topology
 
+BACKENDS = {"cpu": "Gloo", "cuda": "NCCL"}
 RANK_MODULE = "commgraph.launch.script_rank"  # what each rank runs: the script, its failure reported
 ADVICE = "use a machine with more memory, or fewer workers with a partition set of as many parts"
 
@@ -50,7 +57,7 @@ def run_script(options: RunOptions, script: str, args: list[str]) -> int:
     if not Path(script).exists():
         raise BridgeError(f"{script}: no such script")
     if options.dry_run:
-        _print_estimates(options, args)
+        print("\n".join(dry_run_lines(options, args)))
         return 0
     zygote = ForkedZygote.fork()  # before any work: it shares this process's imports
     try:
@@ -110,13 +117,54 @@ def estimates(workers: int, args: list[str]) -> dict[Path, MemoryEstimate]:
     return found
 
 
-def _print_estimates(options: RunOptions, args: list[str]) -> None:
+def dry_run_lines(options: RunOptions, args: list[str]) -> list[str]:
+    """What ``--dry-run`` prints: the job, then each partition set's memory estimate and exchange.
+
+    Raises:
+        JobError: a set has not one part per worker.
+    """
+    from commgraph.runtime import pick_device
+    from commgraph.topology import resolve_topology
+
+    device = pick_device(options.device, options.workers, say=lambda line: print(line, file=sys.stderr))
+    topology = resolve_topology("detect", workers=options.workers, device=device)
+    lines = [
+        f"job: {options.workers} rank(s) on this machine, {device} with {BACKENDS[device]}, "
+        f"{options.threads or 'cores / ranks'} thread(s) each; cg.full_graph plans on topology {topology.name} "
+        "(detected: its default)",
+        "step time: not predicted (the script's model and loop are not known before it runs; "
+        "commgraph train --dry-run predicts train's models)",
+    ]
     found = estimates(options.workers, args)
     if not found:
-        print("no partition set among the script's arguments: nothing to estimate")
+        lines.append("no partition set among the script's arguments: nothing to estimate")
     for path, estimate in found.items():
-        print(f"{path}, as full-graph training of train's default model:")
-        print("\n".join(estimate.lines()))
+        lines += [f"{path}, as full-graph training of train's default model:", *estimate.lines()]
+        lines += exchange_lines(load_partition_set(path, verify=False), topology)
+    return lines
+
+
+def exchange_lines(pset: PartitionSet, topology: Topology) -> list[str]:
+    """The halo refresh ``cg.full_graph`` makes on ``pset`` before each ``MessagePassing`` layer
+    (forward; its gradients go back the same rows): the rows, and one refresh priced by the plan
+    the simulator picks on ``topology``, at the set's feature width and at ``train``'s default
+    hidden width."""
+    from commgraph.plan.choose import choose_allgather
+    from commgraph.train.config import ModelOptions
+
+    rows = sum(pset.part(k, check=False).num_halo for k in range(pset.num_parts))
+    features = pset.part(0, check=False).features
+    widths = [] if features is None else [(int(features.shape[1]), "layer 0, the set's features")]
+    lines = [f"  exchange before each MessagePassing layer: {rows} halo row(s), {4 * rows} bytes a column of float32"]
+    if pset.num_parts < 2:
+        return lines
+    for columns, what in [*widths, (ModelOptions().hidden, "a hidden layer")]:
+        choice = choose_allgather("auto", pset, topology, 4 * columns)
+        lines.append(
+            f"  {what} ({columns} columns): {4 * rows * columns / 1e6:.3f} MB, "
+            f"{choice.modeled_seconds * 1e3:.3f} ms by plan {choice.plan.planner} on {topology.name}"
+        )
+    return lines
 
 
 def verdict(end) -> int:

@@ -80,6 +80,7 @@ def step_work(
     return StepWork(
         shape.model,
         layers,
+        sampled=True,
         sampled_edges=sampled_edges(n, num_edges, batch, fanouts),
         gathered_bytes=4 * width * sources[-1],
         threads=threads,

@@ -1,12 +1,17 @@
 """The compute probe of ``commgraph topo calibrate``: the step-time cost model's coefficients
 (:class:`~commgraph.topology.compute.ComputeModel`) measured on this machine in a few seconds.
 
-- **layers**: for each model, a two-layer GNN's forward and backward on R-MAT graphs of
-  :data:`LAYER_POINTS` (nodes, edges, width), one thread; the seconds fitted, by non-negative least
-  squares, as ``edge_s * sum(E a) + row_s * sum(R w o)`` (the same terms a prediction sums,
-  :func:`~commgraph.plan.steptime.layer_terms`);
-- **sample**: :class:`~commgraph.sample.neighbor.NeighborSampler` batches of two sizes, seconds per
-  sampled edge;
+- **layers**: for each model, a training step (forward, cross-entropy, backward, Adam's step) of
+  an ``L``-layer GNN on R-MAT graphs of :data:`LAYER_POINTS` (nodes, edges, input width, layers),
+  one thread, shaped as ``train`` shapes its models: the input width narrowed to
+  :data:`HIDDEN` (GAT: times its :data:`HEADS` heads), then :data:`CLASSES` classes, so that the
+  row term's coefficient carries a transform's element-wise work (dropout, activation) as a job's
+  does. The points pair a tiny graph with large ones, narrow inputs with wide ones and two layers
+  with three, so that the fixed costs and the slopes separate: the seconds are fitted, by
+  non-negative least squares on the relative error, as ``step_s + L layer_s + edge_s sum(E a) +
+  row_s sum(R w o)`` (the terms a prediction sums, :func:`~commgraph.plan.steptime.layer_terms`);
+- **sample**: :class:`~commgraph.sample.neighbor.NeighborSampler` batches of
+  :data:`SAMPLE_BATCHES` seeds, fitted as ``sample_batch_s + sample_edge_s * edges``;
 - **gather**: feature rows gathered into a table, two sizes, seconds per byte;
 - **efficiency**: the largest layer point on every core against one thread.
 
@@ -33,10 +38,19 @@ from commgraph.sample.base import SamplingGraph
 from commgraph.sample.neighbor import NeighborSampler
 from commgraph.topology.compute import MODELS, ComputeModel, machine_kind
 
-LAYER_POINTS = ((2000, 10000, 32), (2000, 40000, 32), (2000, 10000, 128), (4000, 20000, 64))  # nodes, edges, width
-SAMPLE_BATCHES = (256, 1024)
+# nodes, edges, input width, layers: a tiny graph (the fixed costs), edges and input widths grown apart
+LAYER_POINTS = (
+    (64, 256, 8, 2),
+    (64, 256, 8, 3),
+    (2000, 40000, 16, 2),
+    (2000, 8000, 512, 2),
+    (2000, 20000, 128, 3),
+)
+HIDDEN, HEADS = 16, 4  # train's defaults (--hidden, --heads)
+SAMPLE_BATCHES = (16, 256, 1024)
 GATHER_ROWS = (10000, 40000)
-REPEATS = 3
+REPEATS = 5
+CLASSES = 8
 
 
 def probe_compute() -> ComputeModel:
@@ -44,56 +58,81 @@ def probe_compute() -> ComputeModel:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        graphs = {(n, e): rmat(n, e // 2, seed=1) for n, e, _ in LAYER_POINTS}
-        edge_s, row_s, errors = {}, {}, {}
+        graphs = {(n, e): rmat(n, e // 2, seed=1) for n, e, _, _ in LAYER_POINTS}
+        coefficients, errors = {}, {}
         for model in MODELS:
             points = [
-                (*_terms(model, graphs[n, e], w), _layer_seconds(model, graphs[n, e], w)) for n, e, w in LAYER_POINTS
+                (*_terms(model, graphs[n, e], w, layers), _step_seconds(model, graphs[n, e], w, layers))
+                for n, e, w, layers in LAYER_POINTS
             ]
-            edge_s[model], row_s[model], errors[model] = _fit(points)
-        graph = graphs[LAYER_POINTS[-1][:2]]
-        sample_edge_s, errors["sample"] = _per_unit(_sample_points(graph))
+            coefficients[model], errors[model] = _fit(points)
+        largest = max(LAYER_POINTS, key=lambda point: point[1] * point[2])
+        graph = graphs[largest[:2]]
+        (sample_batch_s, sample_edge_s), errors["sample"] = _fit(_sample_points(graph))
         gather_byte_s, errors["gather"] = _per_unit(_gather_points())
-        single = _layer_seconds("sage", graph, LAYER_POINTS[-1][2])
+        single = _step_seconds("sage", graph, largest[2], largest[3])
     finally:
         torch.set_num_threads(threads)
     cores = os.cpu_count() or 1
-    many = _layer_seconds("sage", graph, LAYER_POINTS[-1][2])
+    many = _step_seconds("sage", graph, largest[2], largest[3])
     efficiency = 1.0 if cores == 1 else min(1.0, max(0.05, (single / many - 1) / (cores - 1)))
-    return ComputeModel(edge_s, row_s, sample_edge_s, gather_byte_s, efficiency, machine_kind(), errors)
+    return ComputeModel(
+        edge_s={m: c[2] for m, c in coefficients.items()},
+        row_s={m: c[3] for m, c in coefficients.items()},
+        layer_s={m: c[1] for m, c in coefficients.items()},
+        step_s={m: c[0] for m, c in coefficients.items()},
+        sample_edge_s=sample_edge_s,
+        sample_batch_s=sample_batch_s,
+        gather_byte_s=gather_byte_s,
+        efficiency=efficiency,
+        machine=machine_kind(),
+        errors=errors,
+    )
 
 
-def _terms(model: str, graph, width: int) -> tuple[float, float]:
-    """A two-layer GNN's edge and row terms on ``graph`` as a whole-graph block (``width`` wide, 8 classes)."""
+def _terms(model: str, graph, width: int, layers: int) -> tuple[float, float, float, float]:
+    """An ``layers``-layer GNN's step terms on ``graph`` as a whole-graph block (``width`` wide
+    input, :data:`HIDDEN` hidden, :data:`CLASSES` classes): 1 (the step), the layers, the edge
+    term and the row term."""
     n, e = graph.num_nodes, graph.num_edges
-    return layer_terms(model, [(e, n, n, width, width), (e, n, n, width, 8)])
+    hidden = HIDDEN * (HEADS if model == "gat" else 1)
+    ins = [width] + [hidden] * (layers - 1)
+    widths = list(zip(ins, [hidden] * (layers - 1) + [CLASSES]))
+    edges, rows = layer_terms(model, [(e, n, n, w, o) for w, o in widths])
+    return 1.0, float(layers), edges, rows
 
 
-def _layer_seconds(model: str, graph, width: int) -> float:
-    """The median seconds of a two-layer ``model``'s forward and backward on ``graph``."""
+def _step_seconds(model: str, graph, width: int, layers: int) -> float:
+    """The median seconds of a training step of ``layers``-layer ``model`` on ``graph``: forward,
+    cross-entropy, backward and Adam's step, as the trainer takes one."""
     torch.manual_seed(0)
-    gnn = GNN(model, width, width, 8, layers=2, heads=1, dropout=0.0)
+    gnn = GNN(model, width, HIDDEN, CLASSES, layers=layers, heads=HEADS)
+    optimizer = torch.optim.Adam(gnn.parameters())
     degree = torch.from_numpy(loop_free_in_degrees(graph.indptr, graph.indices).astype(np.float32))
     block = Block.from_csr(graph.num_nodes, graph.indptr, graph.indices, degree)
     x = torch.randn(graph.num_nodes, width)
+    y = torch.randint(0, CLASSES, (graph.num_nodes,))
 
     def step() -> None:
+        optimizer.zero_grad()
         h = x
-        for index in range(2):
+        for index in range(layers):
             h = gnn.layer(index, h, block)
-        h.sum().backward()
+        torch.nn.functional.cross_entropy(h, y).backward()
+        optimizer.step()
 
     return _median(step)
 
 
-def _sample_points(graph) -> list[tuple[float, float]]:
+def _sample_points(graph) -> list[tuple[float, float, float]]:
+    """``(1, sampled edges, seconds)`` of a batch of each of :data:`SAMPLE_BATCHES` seeds."""
     sampler = NeighborSampler(SamplingGraph.from_graph(graph), "10,5")
     rng = np.random.default_rng(0)
     points = []
     for batch in SAMPLE_BATCHES:
         seeds = rng.choice(graph.num_nodes, batch, replace=False)
         edges = sum(layer.num_edges for layer in sampler.sample(seeds, rng).layers)
-        points.append((float(edges), _median(lambda: sampler.sample(seeds, rng))))
+        points.append((1.0, float(edges), _median(lambda: sampler.sample(seeds, rng))))
     return points
 
 
@@ -107,14 +146,14 @@ def _gather_points() -> list[tuple[float, float]]:
     return points
 
 
-def _fit(points: list[tuple[float, float, float]]) -> tuple[float, float, float]:
-    """``edge_s``, ``row_s`` and the worst relative error of ``seconds = edge_s * edges + row_s * rows``."""
-    terms = np.array([p[:2] for p in points])
-    seconds = np.array([p[2] for p in points])
+def _fit(points: list[tuple[float, ...]]) -> tuple[tuple[float, ...], float]:
+    """The non-negative coefficients ``c`` of ``seconds = sum_i c_i terms_i`` over points
+    ``(*terms, seconds)``, fitted on the relative error, and the fit's worst relative error."""
+    terms = np.array([p[:-1] for p in points], dtype=float)
+    seconds = np.array([p[-1] for p in points], dtype=float)
     weights = 1 / seconds  # relative errors
-    (edge, row), _ = nnls(terms * weights[:, None], seconds * weights)
-    edge, row = max(edge, 1e-15), max(row, 1e-15)
-    return float(edge), float(row), float(np.max(np.abs(terms @ [edge, row] - seconds) / seconds))
+    coefficients, _ = nnls(terms * weights[:, None], seconds * weights)
+    return tuple(float(c) for c in coefficients), float(np.max(np.abs(terms @ coefficients - seconds) / seconds))
 
 
 def _per_unit(points: list[tuple[float, float]]) -> tuple[float, float]:

@@ -8,11 +8,19 @@ A step's seconds on the busiest worker are five parts:
     t = t_\mathrm{compute} + t_\mathrm{sample} + t_\mathrm{fetch} + t_\mathrm{halo} + t_\mathrm{allreduce}
 
 - **compute**: each layer :math:`l` aggregates :math:`E_l` edges at width :math:`a_l` and
-  transforms :math:`R_l` rows from width :math:`w_l` to :math:`o_l`; forward and backward,
-  :math:`\sum_l (c^\mathrm{edge}_m E_l a_l + c^\mathrm{row}_m R_l w_l o_l) / s(T)` for model
-  :math:`m`, where :math:`s(T) = 1 + (T - 1) e` is the speed-up of :math:`T` threads a worker at
-  parallel efficiency :math:`e`;
-- **sampling**: :math:`c^\mathrm{sample} \cdot` the batch's sampled edges;
+  transforms :math:`R_l` rows from width :math:`w_l` to :math:`o_l`; forward and backward, for
+  model :math:`m` with :math:`L` layers,
+
+  .. math::
+      t_\mathrm{compute} = c^\mathrm{step}_m + L\, c^\mathrm{layer}_m
+          + \frac{\sum_l (c^\mathrm{edge}_m E_l a_l + c^\mathrm{row}_m R_l w_l o_l)}{s(T)}
+
+  where :math:`c^\mathrm{step}_m` and :math:`c^\mathrm{layer}_m` are the fixed costs of a step (its
+  loss, autograd's start, the optimiser's step) and of a layer (its operators' dispatch) whatever
+  their size, and :math:`s(T) = 1 + (T - 1) e` is the speed-up of :math:`T` threads a worker at
+  parallel efficiency :math:`e` (the fixed costs are one thread's: Python and dispatch do not
+  spread over threads);
+- **sampling**: :math:`c^\mathrm{batch} + c^\mathrm{sample} \cdot` the batch's sampled edges;
 - **feature fetch**: :math:`c^\mathrm{gather} \cdot` the bytes of the batch's input rows;
 - **halo exchange** and **all-reduce**: the simulator's prices on the job's plan and topology
   (:func:`~commgraph.plan.choose.choose_allgather`, :func:`~commgraph.plan.choose.choose_job_allreduce`),
@@ -51,7 +59,8 @@ class StepWork:
     Args:
         model: the GNN kind.
         layers: each layer's work, input layer first.
-        sampled_edges: edges the sampler draws (0: full-graph).
+        sampled: whether a sampler draws each step's batch (False: full-graph).
+        sampled_edges: edges the sampler draws.
         gathered_bytes: bytes of input rows gathered into the batch's table.
         threads: compute threads per worker.
         steps: steps in an epoch.
@@ -59,6 +68,7 @@ class StepWork:
 
     model: str
     layers: tuple[LayerWork, ...]
+    sampled: bool = False
     sampled_edges: float = 0.0
     gathered_bytes: float = 0.0
     threads: int = 1
@@ -126,9 +136,15 @@ class StepTime:
 
 
 def compute_seconds(work: StepWork, model: ComputeModel) -> float:
-    """The compute of ``work``'s step under ``model`` (the module's first formula)."""
+    """The compute of ``work``'s step under ``model`` (the module's second formula)."""
     edges, rows = work_terms(work.layers)
-    return (model.edge_s[work.model] * edges + model.row_s[work.model] * rows) / model.speedup(work.threads)
+    fixed = model.step_s[work.model] + len(work.layers) * model.layer_s[work.model]
+    return fixed + (model.edge_s[work.model] * edges + model.row_s[work.model] * rows) / model.speedup(work.threads)
+
+
+def sampling_seconds(work: StepWork, model: ComputeModel) -> float:
+    """The sampler's seconds for ``work``'s batch under ``model`` (0: full-graph)."""
+    return model.sample_batch_s + model.sample_edge_s * work.sampled_edges if work.sampled else 0.0
 
 
 def work_terms(layers: tuple[LayerWork, ...]) -> tuple[float, float]:
@@ -143,7 +159,7 @@ def predict_step(work: StepWork, model: ComputeModel, halo_seconds: float, allre
     all-reduce as the simulator priced them."""
     return StepTime(
         compute=compute_seconds(work, model),
-        sampling=model.sample_edge_s * work.sampled_edges,
+        sampling=sampling_seconds(work, model),
         feature_fetch=model.gather_byte_s * work.gathered_bytes,
         halo_exchange=halo_seconds,
         allreduce=allreduce_seconds,

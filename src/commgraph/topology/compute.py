@@ -12,10 +12,14 @@ from commgraph.errors import TopologyError
 
 MODELS = ("gcn", "sage", "gat", "gin")
 # Defaults: one thread of a 2020s x86 server core (seconds per edge and column aggregated, per
-# multiply-add of a transform, per sampled edge, per byte gathered), forward and backward.
+# multiply-add of a transform, per layer and per step whatever their size, per sampled edge and per
+# batch sampled, per byte gathered), forward and backward.
 DEFAULT_EDGE_S = {"gcn": 4e-9, "sage": 4e-9, "gat": 1.2e-8, "gin": 4e-9}
 DEFAULT_ROW_S = {"gcn": 6e-11, "sage": 1.2e-10, "gat": 8e-11, "gin": 1.2e-10}
+DEFAULT_LAYER_S = {"gcn": 3e-4, "sage": 3e-4, "gat": 6e-4, "gin": 3e-4}
+DEFAULT_STEP_S = {"gcn": 1e-3, "sage": 1e-3, "gat": 1e-3, "gin": 1e-3}
 DEFAULT_SAMPLE_EDGE_S = 5e-8
+DEFAULT_SAMPLE_BATCH_S = 2e-4
 DEFAULT_GATHER_BYTE_S = 2e-10
 DEFAULT_EFFICIENCY = 0.7
 REFUSED_ERROR = 0.5  # a probe's fit worse than this is refused (topo calibrate --force writes it)
@@ -39,7 +43,12 @@ class ComputeModel:
     Args:
         edge_s: seconds per edge and column aggregated, by model (forward and backward, one thread).
         row_s: seconds per multiply-add of a layer's transform, by model.
+        layer_s: seconds each layer costs whatever its size (its operators' dispatch, forward and
+            backward), by model.
+        step_s: seconds each step costs whatever its size (the loss, autograd's start, the
+            optimiser's step), by model.
         sample_edge_s: seconds per sampled edge.
+        sample_batch_s: seconds each sampled batch costs whatever its size.
         gather_byte_s: seconds per byte of feature rows gathered into a batch's table.
         efficiency: parallel efficiency of a worker's threads, in ``(0, 1]``.
         machine: the machine kind it was measured on (:func:`machine_kind`; empty: the defaults).
@@ -48,7 +57,10 @@ class ComputeModel:
 
     edge_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_EDGE_S))
     row_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ROW_S))
+    layer_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_LAYER_S))
+    step_s: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_STEP_S))
     sample_edge_s: float = DEFAULT_SAMPLE_EDGE_S
+    sample_batch_s: float = DEFAULT_SAMPLE_BATCH_S
     gather_byte_s: float = DEFAULT_GATHER_BYTE_S
     efficiency: float = DEFAULT_EFFICIENCY
     machine: str = ""
@@ -71,20 +83,20 @@ class ComputeModel:
         if unknown:
             raise TopologyError(f"{where}: unknown field(s) {unknown}; expected {list(cls.__dataclass_fields__)}")
         model = cls(**data)
-        for name in ("edge_s", "row_s"):
+        for name in ("edge_s", "row_s", "layer_s", "step_s"):
             table = getattr(model, name)
             if (
                 not isinstance(table, dict)
                 or sorted(table) != sorted(MODELS)
-                or not all(_positive(v) for v in table.values())
+                or not all(_non_negative(v) for v in table.values())
             ):
                 raise TopologyError(
-                    f"{where}.{name} must map each of {', '.join(MODELS)} to seconds > 0, got {table!r}"
+                    f"{where}.{name} must map each of {', '.join(MODELS)} to seconds >= 0, got {table!r}"
                 )
-        for name in ("sample_edge_s", "gather_byte_s"):
-            if not _positive(getattr(model, name)):
-                raise TopologyError(f"{where}.{name} must be seconds > 0, got {getattr(model, name)!r}")
-        if not _positive(model.efficiency) or model.efficiency > 1:
+        for name in ("sample_edge_s", "sample_batch_s", "gather_byte_s"):
+            if not _non_negative(getattr(model, name)):
+                raise TopologyError(f"{where}.{name} must be seconds >= 0, got {getattr(model, name)!r}")
+        if not (_non_negative(model.efficiency) and model.efficiency > 0) or model.efficiency > 1:
             raise TopologyError(f"{where}.efficiency must be in (0, 1], got {model.efficiency!r}")
         if not isinstance(model.machine, str) or not isinstance(model.errors, dict):
             raise TopologyError(f"{where}: machine must be a string and errors a mapping")
@@ -99,5 +111,5 @@ class ComputeModel:
         return max(self.errors.items(), key=lambda item: item[1]) if self.errors else None
 
 
-def _positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+def _non_negative(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0

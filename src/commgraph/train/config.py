@@ -575,11 +575,13 @@ class TrainConfig:
         plan_seconds: float,
         allreduce_seconds: float | None = None,
         *,
+        threads: int | None = None,
         warn: bool = True,
     ) -> StepTime:
         """This run's step priced (:func:`~commgraph.plan.steptime.predict_job`) on ``topology``
         with the cost model of ``--cost-model`` or the topology's calibration; ``allreduce_seconds``
-        None: the gradients' all-reduce priced here (``--allreduce`` on the topology). A cost model
+        None: the gradients' all-reduce priced here (``--allreduce`` on the topology); ``threads``
+        a worker's compute threads (None: the cores shared by the machine's workers). A cost model
         from another kind of machine is warned about on stderr (where ``warn``)."""
         shape = self.job_shape(pset, len(devices))
         cost = None if self.log.cost_model is None else read_yaml(self.log.cost_model)
@@ -601,6 +603,7 @@ class TrainConfig:
             plan_seconds,
             allreduce_seconds,
             heads=self.gnn.heads,
+            threads=threads,
             steps_cap=self.sampling.steps_per_epoch,
         )
 

@@ -74,6 +74,7 @@ class SampledEpoch:
 
     loss: float  # mean over the steps of the global batch's loss share this worker holds
     seconds: float
+    step_seconds: float  # the steps' own: not the epoch's seed draw, masks wait or memory release
     wait_seconds: float  # blocked on feature, request or gradient messages
     sample_seconds: float
     steps: int
@@ -264,11 +265,13 @@ class SampledEpochs:
         batches = self._batches()
         cache = self.fetch.store.cache
         counted = None if cache is None else cache.counts_now()
+        stepping = time.perf_counter()
         for work in self._read_ahead(batches, totals) if self._reads_ahead() else batches:
             self._step(work, totals)
-        release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+        step_seconds = time.perf_counter() - stepping
+        release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
         moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
         moved["requests"] = moved.get("requests", 0) + totals["announced"]
         moved["local"] = totals["local"]
@@ -288,6 +291,7 @@ class SampledEpochs:
         return SampledEpoch(
             totals["loss"] / max(len(batches), 1),
             time.perf_counter() - started,
+            step_seconds,
             comm.wait_seconds - waited,
             totals["sample"],
             len(batches),

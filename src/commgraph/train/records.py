@@ -37,7 +37,8 @@ class EpochRecord:
     activation_bytes: int = 0  # --first-layer owner: first-layer rows its owners sent, hidden wide, all workers
     activation_grad_bytes: int = 0  # their gradients sent back to the owners, all workers
     total_bytes: int = 0  # what the thesis counts: comm_bytes plus the gradients' all-reduce bytes, all workers
-    # the step as predicted before it ran (commgraph.plan.steptime) and as measured on rank 0
+    # the step as predicted before it ran (commgraph.plan.steptime) and as measured on rank 0 (the
+    # steps' own seconds over the steps: a sampled epoch's seed draw and memory release are not a step's)
     predicted_step_seconds: float | None = None
     predicted_epoch_seconds: float | None = None
     measured_step_seconds: float | None = None

@@ -139,17 +139,20 @@ class RGCNSampledEpochs:
         started = time.perf_counter()
         totals = {"loss": 0.0, "sample": 0.0}
         batches = seed_batches(self.train, self.steps, self.rng)[: self.config.sampling.steps_per_epoch]
+        stepping = time.perf_counter()
         for seeds in batches:
             self._step(seeds, totals)
+        step_seconds = time.perf_counter() - stepping
         release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
         moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
         return SampledEpoch(
-            totals["loss"] / max(len(batches), 1),
-            time.perf_counter() - started,
-            comm.wait_seconds - waited,
-            totals["sample"],
-            len(batches),
-            moved,
+            loss=totals["loss"] / max(len(batches), 1),
+            seconds=time.perf_counter() - started,
+            step_seconds=step_seconds,
+            wait_seconds=comm.wait_seconds - waited,
+            sample_seconds=totals["sample"],
+            steps=len(batches),
+            moved=moved,
         )
 
     def _step(self, seeds: np.ndarray | None, totals: dict) -> None:

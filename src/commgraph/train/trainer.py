@@ -62,6 +62,7 @@ class _Step:
     sync_bytes: int = 0
     dgs: DGSEpoch | None = None
     cache: CacheCounts | None = None
+    step_seconds: float | None = None  # the steps' own seconds where the epoch holds more (None: ``seconds``)
 
 
 def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
@@ -109,6 +110,7 @@ class Trainer:
                 job.devices,
                 self.wiring.choice.modeled_seconds if self.wiring and world.size > 1 else 0.0,
                 self.allreduce.modeled_seconds or 0.0,
+                threads=torch.get_num_threads(),
                 warn=world.is_leader,
             )
         )
@@ -259,6 +261,7 @@ class Trainer:
                 sync_bytes=epoch.sync_bytes,
                 dgs=epoch.dgs,
                 cache=epoch.cache,
+                step_seconds=epoch.step_seconds,
             )
         return self.full_graph_step()
 
@@ -367,7 +370,8 @@ class Trainer:
             sample_seconds=step.sample_seconds,
             predicted_step_seconds=None if self.step_prediction is None else self.step_prediction.step_seconds,
             predicted_epoch_seconds=None if self.step_prediction is None else self.step_prediction.epoch_seconds,
-            measured_step_seconds=step.seconds / max(step.steps, 1),
+            measured_step_seconds=(step.seconds if step.step_seconds is None else step.step_seconds)
+            / max(step.steps, 1),
             feature_bytes=features,
             local_bytes=int(total["local"]),
             structure_bytes=requests,
