@@ -23,7 +23,7 @@ is largest where the error is worst.
 
 Run it in chunks (each a few minutes) under the shared lock, e.g.::
 
-    flock /work/bench.lock python benchmarks/step_time.py --work-dir scratch --configs cora-full-gcn-1,cora-full-gcn-2
+    python benchmarks/step_time.py --work-dir scratch --configs cora-full-gcn-1,cora-full-gcn-2
     python benchmarks/step_time.py --work-dir scratch --table
     python benchmarks/step_time.py --list
 """
