@@ -21,7 +21,7 @@ configuration's result is appended to ``--results`` as one JSON line; ``--table`
 of every result there with the median and worst absolute error, and which part of the prediction
 is largest where the error is worst.
 
-Run it in chunks (each a few minutes) under the shared lock, e.g.::
+Run it in chunks (each a few minutes), one benchmark at a time, e.g.::
 
     python benchmarks/step_time.py --work-dir scratch --configs cora-full-gcn-1,cora-full-gcn-2
     python benchmarks/step_time.py --work-dir scratch --table

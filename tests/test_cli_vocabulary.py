@@ -15,6 +15,7 @@ import pytest
 from commgraph.atomic import FORCE_HELP
 from commgraph.cli.args import byte_count, byte_counts
 from commgraph.cli.main import build_parser, main
+from commgraph.units import size as whole_bytes
 
 OUTPUTS = re.compile(r"^(out|png|trace|tensorboard|checkpoint_dir|.*_out)$")
 RATE = re.compile(r"gbps|gbit|speed|bandwidth", re.I)
@@ -122,7 +123,7 @@ def test_every_byte_count_parses_through_one_parser():
     counts = 0
     for prog, _, action in everywhere():
         if BYTES.match(action.dest) or (action.metavar or "").startswith("SIZE"):
-            assert action.type in (byte_count, byte_counts), f"{prog} {name(action)}"
+            assert action.type in (byte_count, byte_counts, whole_bytes), f"{prog} {name(action)}"  # all parse_bytes
             assert "K/M/G" in action.help, f"{prog} {name(action)}: say the suffixes"
             counts += 1
     assert counts >= 5

@@ -158,7 +158,7 @@ class CommOptions(Options):
         default="auto",
     )
     memory_budget: int | None = option(
-        "bytes the whole job may hold on this machine, page cache included (8G, 512M): sampled "
+        "bytes the whole job may hold on this machine, page cache included (K/M/G suffixes: 8G, 512M): sampled "
         "training reads its features from the partition set's files through a cache of the hottest "
         "rows sized to fit, and the job runs in a memory cgroup where the machine allows one "
         "(docs/out-of-core.md)",
