@@ -11,9 +11,15 @@ its first layer gets a batch's ``x`` after dropout.
 ``python -m pyg_fetch_driver OUT machines M`` (any number of ranks, in M emulated machines of
 consecutive ranks: torchrun's ``GROUP_RANK``): a GraphSAGE trained from batches of the set,
 fanout 4, 4; rank r writes ``OUT/rank<r>.json`` with the losses, the loader's bytes, and whether
-every batch's ``x`` held the graph's rows of ``n_id`` and its ``y`` the seeds' labels.
+every batch's ``x``, ``y`` and masks held the graph's rows of ``n_id``.
+
+``python -m pyg_fetch_driver OUT structure M``: the same, from the set's whole ``structure/`` and
+from the machine's parts (``structure="partitioned"``), with fanouts -1, -1 and 4, 4; rank r writes,
+per fanout and structure, each batch's ``n_id``, ``edge_index`` and a digest of ``x``, the losses,
+whether every row was the graph's, the bytes, and the ``structure/`` files the set mapped.
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -27,6 +33,7 @@ from torch_geometric.nn import GCN, GraphSAGE
 import commgraph.pyg as cg
 from commgraph.errors import BridgeError
 from commgraph.graph import load_graph
+from commgraph.graph.core import MASK_NAMES
 from commgraph.graph.pyg import to_pyg
 
 HIDDEN = 8
@@ -76,22 +83,47 @@ def owner(data, part) -> dict:
     return result
 
 
-def machines(data, part) -> dict:
+def graph_rows(batch, data) -> bool:
+    """Whether the batch's x, y and masks are the graph's rows of its n_id."""
+    keys = ("x", "y", *MASK_NAMES)
+    return all(bool(torch.equal(batch[key], data[key][batch.n_id])) for key in keys)
+
+
+def machines(data, part, epochs: int = 2, **options) -> dict:
     loader = cg.NeighborLoader(
-        str(part_path(part)), num_neighbors=[4, 4], batch_size=24, input_nodes=data.train_mask, shuffle=True
+        str(part_path(part)),
+        batch_size=24,
+        input_nodes=data.train_mask,
+        shuffle=True,
+        **{"num_neighbors": [4, 4], **options},
     )
-    exact = []
+    exact, batches = [], []
 
     def check(batch):
-        exact.append(
-            bool(torch.equal(batch.x, data.x[batch.n_id]))
-            and bool(torch.equal(batch.y[: batch.batch_size], data.y[batch.n_id[: batch.batch_size]]))
-        )
+        exact.append(graph_rows(batch, data))
+        digest = hashlib.sha256(batch.x.numpy().tobytes()).hexdigest()
+        batches.append([batch.n_id.tolist(), batch.edge_index.tolist(), digest])
 
     torch.manual_seed(0)
     model = DistributedDataParallel(GraphSAGE(data.num_features, HIDDEN, 2, 7, dropout=0.0))
-    losses = train(model, loader, 2, check)
-    return {"losses": losses, "bytes": loader.bytes, "exact": exact, "machine": loader.machine is not None}
+    losses = train(model, loader, epochs, check)
+    return {
+        "losses": losses,
+        "bytes": loader.bytes,
+        "exact": exact,
+        "machine": loader.machine is not None,
+        "batches": batches,
+        "structure": loader.structure,
+        "mapped": sorted(loader.handle.pset._structure),
+    }
+
+
+def structures(data, part) -> dict:
+    return {
+        f"{fanout}/{structure}": machines(data, part, 1, num_neighbors=[fanout, fanout], structure=structure)
+        for fanout in (-1, 4)
+        for structure in ("replicated", None)
+    }
 
 
 def part_path(part) -> Path:
@@ -102,14 +134,14 @@ def part_path(part) -> Path:
 
 def main() -> None:
     out, mode = Path(sys.argv[1]), sys.argv[2]
-    if mode == "machines":
+    if mode in ("machines", "structure"):
         per_machine = int(os.environ["WORLD_SIZE"]) // int(sys.argv[3])
         os.environ["GROUP_RANK"] = str(int(os.environ["RANK"]) // per_machine)
     torch.set_num_threads(1)
     cg.init(timeout=60, device="cpu")
     data = to_pyg(load_graph("cora"))
     part = cg.partition(data)
-    result = owner(data, part) if mode == "owner" else machines(data, part)
+    result = {"owner": owner, "machines": machines, "structure": structures}[mode](data, part)
     (out / f"rank{cg.rank()}.json").write_text(json.dumps(result))
     cg.shutdown()
 

@@ -65,8 +65,9 @@ def test_owners_first_layer_trains_as_fetched_features_and_sends_hidden_rows(tmp
 def test_two_machines_of_two_train_like_one_machine_of_four(tmp_path, monkeypatch):
     """4 ranks from a set: on one machine every row is read from the set's mapped files; as 2
     machines of 2 (torchrun's GROUP_RANK), the peer's rows are read from its files and the other
-    machine's rows fetched from their owners. Every batch's x is the graph's rows either way, and
-    the losses are the same."""
+    machine's rows fetched from their owners. Every batch's x, y and masks are the graph's rows
+    either way, and the losses are the same; y and the 3 masks cross machines as 16 bytes a row,
+    asked by the features' request."""
     for name in ("one", "two"):
         (tmp_path / name).mkdir()
     one = _ranks(tmp_path / "one", monkeypatch, 4, "machines", "1")
@@ -77,6 +78,30 @@ def test_two_machines_of_two_train_like_one_machine_of_four(tmp_path, monkeypatc
         assert b["losses"] == pytest.approx(a["losses"], rel=1e-6, abs=1e-7)
         assert a["bytes"] == {}  # no row went through the fetch
         assert b["bytes"]["features"] > 0 and b["bytes"]["local"] > 0 and b["bytes"]["requests"] > 0
+        assert b["bytes"]["labels"] * 4 * FEATURES == b["bytes"]["features"] * 16
+        assert a["structure"] == "replicated" and b["structure"] == "partitioned"  # the default for machines
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_partitioned_structure_makes_the_whole_structures_batches(tmp_path, monkeypatch):
+    """2 machines of 2 ranks, fanouts -1 and 4 with the same seed: hops drawn from each machine's
+    parts (the default across machines), other machines' nodes at their owners, give every batch's
+    n_id, edge_index and x, and every loss, of the run on the set's whole structure/; no rank maps
+    the whole CSR (the hops through the other machine's nodes are its sampling bytes), and every
+    batch's x, y and masks are the graph's rows."""
+    ranks = _ranks(tmp_path, monkeypatch, 4, "structure", "2")
+    for result in ranks:
+        for fanout in (-1, 4):
+            whole, parts = result[f"{fanout}/replicated"], result[f"{fanout}/None"]
+            assert parts["structure"] == "partitioned" and whole["structure"] == "replicated"
+            assert parts["mapped"] == ["degree", "owner"] and "indices" in whole["mapped"]
+            assert len(parts["batches"]) == len(whole["batches"]) > 0
+            assert parts["batches"] == whole["batches"]
+            assert parts["losses"] == whole["losses"]
+            assert all(parts["exact"]) and all(whole["exact"])
+            assert parts["bytes"]["labels"] == whole["bytes"]["labels"] > 0
+            assert parts["bytes"]["sampling"] > 0 and "sampling" not in whole["bytes"]  # hops asked of owners
 
 
 def test_one_rank_owner_loader_runs_the_model_as_it_is(bridge_alone, tmp_path, monkeypatch):

@@ -219,6 +219,21 @@ def test_a_part_and_a_set_path_read_rows_from_the_set(alone, cora):
     assert torch.equal(torch.from_numpy(mine.seeds), cora.train_mask.nonzero().view(-1))
 
 
+def test_a_part_sampled_from_its_parts_gives_the_whole_structures_batches(alone, cora):
+    """One process, structure="partitioned": the hops come from the part's own in-edges (no
+    structure/ CSR mapped) and every batch equals the whole structure's, for the same seed."""
+    import commgraph.pyg as cg
+
+    part = cg.partition(cora)
+    batches = {}
+    for structure in ("replicated", "partitioned"):
+        loader = cg.NeighborLoader(part, num_neighbors=[5, 3], batch_size=64, shuffle=True, structure=structure)
+        batches[structure] = [(b.n_id, b.edge_index, b.x, b.y) for b in loader]
+    assert len(batches["partitioned"]) == len(batches["replicated"]) == 43
+    for ours, whole in zip(batches["partitioned"], batches["replicated"]):
+        assert all(torch.equal(a, b) for a, b in zip(ours, whole))
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -236,6 +251,9 @@ def test_a_part_and_a_set_path_read_rows_from_the_set(alone, cora):
         ({"sampler": "dsg"}, "sampler must be one of neighbor, dgs; got 'dsg'"),
         ({"dgs_masks": "masks.npz"}, "pass sampler='dgs'"),
         ({"drop_lats": True}, "no option 'drop_lats'"),
+        ({"structure": "shared"}, "structure must be one of replicated, partitioned; got 'shared'"),
+        ({"structure": "partitioned", "sampler": "dgs"}, "draws with sampler='neighbor'"),
+        ({"structure": "partitioned"}, "every rank holds this whole Data: pass cg.partition"),
     ],
 )
 def test_bad_arguments_say_what_to_fix(alone, cora, options, message):

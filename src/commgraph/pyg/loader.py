@@ -11,13 +11,20 @@ of a hop's table again, DGL's semantics, so they are not reused whole).
 
 The draws come from the whole graph's in-edges, the partition set's ``structure/`` files mapped
 read-only (every rank of a machine shares one copy), through the samplers' keyed kernel
-(:func:`commgraph.sample.keyed.keyed_slots`) and relabelling (:func:`commgraph.sample.base.relabel`).
+(:func:`commgraph.sample.keyed.keyed_slots`) and relabelling (:func:`commgraph.sample.base.relabel`);
+or, with ``structure="partitioned"`` (the default when the job spans machines, as for ``commgraph
+train --structure``), from the in-edges of this machine's parts only, a hop's nodes that other
+machines own drawn by their owners with the same key
+(:class:`~commgraph.sample.partitioned.PartitionedGraph`): the same batches, and no machine maps
+the whole graph's CSR.
 Node rows come from the ``Data`` the loader was given when it holds the whole graph, else from the
 set's parts: this rank's own rows, and the rows of the parts of this machine's ranks from their
 mapped files. Where the job spans machines, the rows of ``x`` that another machine's ranks own
 come from their owners through the feature fetch of ``commgraph train --sampler``
 (:class:`~commgraph.train.fetch.FeatureFetch`: one all-to-all of the ids a step asks for, then
-the rows by the batch's fetch plan), as they do for every rank with ``peer_rows="network"``.
+the rows by the batch's fetch plan), as they do for every rank with ``peer_rows="network"``; so do those
+nodes' rows of ``y`` and the masks, 4 bytes a column, asked by the same request (no rank reads
+another machine's part).
 
 With ``first_layer="owner"`` (P3, Gandhi and Iyer, OSDI'21; ``commgraph train --first-layer
 owner``) a network row of ``x`` is not sent: its owner computes the model's first layer
@@ -55,9 +62,11 @@ from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, Scra
 from commgraph.sample.dgs import DGSMasks, DGSSampler
 from commgraph.sample.keyed import keyed_slots
 from commgraph.sample.maskfile import load_masks
-from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, STRUCTURES
+from commgraph.sample.partitioned import PartitionedGraph
 from commgraph.train.config import PEER_ROWS
 from commgraph.train.fetch import FeatureFetch, Fetched, Request
+from commgraph.train.minibatch import sampling_graph
 from commgraph.train.owner_fetch import OwnerFetch
 
 # a part's node attributes and the set's arrays that hold them
@@ -65,6 +74,8 @@ SET_ROWS = {"x": "features", "y": "labels", **{mask: mask for mask in MASK_NAMES
 # torch DataLoader options PyG scripts pass: accepted, without effect (batches are made in this process)
 WORKER_OPTIONS = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
 SAMPLERS = ("neighbor", "dgs")
+NODE_KEYS = ("y", *MASK_NAMES)  # what a batch takes from other machines beside x (label_fetch)
+EXACT_FLOAT32 = 2**24  # integers of smaller magnitude are exact in float32
 FIRST_LAYERS = ("features", "owner")
 KEY_SORT_NODES = 3_037_000_499  # the most nodes n with n * n < 2**63
 
@@ -178,31 +189,91 @@ class PendingRows:
 
 
 @dataclass
+class NodeRows:
+    """A batch's rows of ``y`` and the masks that crossed the network: ``rows[i]`` (one float32
+    column per :attr:`NeighborLoader.node_keys` entry) is the batch node at position ``at[i]``."""
+
+    at: np.ndarray
+    rows: np.ndarray
+
+
+def node_table(part, keys: list[str]) -> np.ndarray:
+    """A part's owned rows of ``keys`` (``y`` and masks, :data:`SET_ROWS`'s names) as float32
+    columns, which hold every label exactly.
+
+    Raises:
+        BridgeError: a label of magnitude ``2**24`` or more (not exact in float32).
+    """
+    columns = [np.asarray(getattr(part, SET_ROWS[key])) for key in keys]
+    labels = columns[0] if keys[0] == "y" else np.zeros(0)
+    if labels.size and np.abs(labels).max() >= EXACT_FLOAT32:
+        raise BridgeError(
+            f"labels reach {int(np.abs(labels).max())}, beyond the 2**24 a fetched float32 row holds exactly: "
+            "number the classes from 0"
+        )
+    return np.stack(columns, axis=1).astype(np.float32)
+
+
+def check_structure(structure: str | None, sampler: str, whole: bool) -> None:
+    """Raises:
+    BridgeError: a ``structure`` the loader does not know, or ``"partitioned"`` with DGS's
+    sampler or the whole ``Data``."""
+    if structure not in (None, *STRUCTURES):
+        raise BridgeError(f"structure must be one of {', '.join(STRUCTURES)}; got {structure!r}")
+    if structure == "partitioned" and sampler != "neighbor":
+        raise BridgeError(
+            "structure='partitioned' draws with sampler='neighbor' (DGS's draws follow this rank's masks): "
+            "leave structure out"
+        )
+    if structure == "partitioned" and whole:
+        raise BridgeError(
+            "structure='partitioned' samples a partition set's parts, but every rank holds this whole Data: "
+            "pass cg.partition(data) or the set's path, or leave structure out"
+        )
+
+
+@dataclass
 class Hops:
     """A batch's draws (:func:`sample_hops`).
 
     Shapes:
         - **nodes:** ``[n]`` global ids: the seeds, then each hop's new nodes in order of first draw
         - **edges:** ``[2, E]`` positions in ``nodes``, sources then targets, hop after hop
-        - **slots:** ``[E]`` each edge's position in the graph's CSR
+        - **slots:** ``[E]`` each edge's position in the whole graph's CSR (None: drawn from parts)
         - **num_nodes:** the seeds, then the nodes each hop added (PyG's ``num_sampled_nodes``);
           **num_edges:** the edges of each hop (PyG's ``num_sampled_edges``)
     """
 
     nodes: np.ndarray
     edges: np.ndarray
-    slots: np.ndarray
+    slots: np.ndarray | None
     num_nodes: list[int]
     num_edges: list[int]
 
 
-def uniform_draw(graph: SamplingGraph):
-    """``draw(rows, fanout, rng)`` for :func:`sample_hops`: uniform draws without replacement."""
-    return lambda rows, fanout, rng: keyed_slots(graph.indptr, rows, rows, fanout, draw_seed(rng))
+def with_sources(graph: SamplingGraph, draw_slots):
+    """``draw(rows, fanout, rng)`` for :func:`sample_hops` from ``draw_slots(rows, fanout, rng)``,
+    which gives per-row counts and the drawn in-edges' positions in ``graph``'s CSR."""
+
+    def draw(rows, fanout, rng):
+        counts, slots = draw_slots(rows, fanout, rng)
+        return counts, graph.indices[slots].astype(np.int64), slots
+
+    return draw
+
+
+def uniform_draw(graph: SamplingGraph | PartitionedGraph):
+    """``draw(rows, fanout, rng)`` for :func:`sample_hops`: uniform draws without replacement,
+    keyed by node (:mod:`commgraph.sample.keyed`), so both structures draw the same edges: from
+    the whole CSR, or on a :class:`~commgraph.sample.partitioned.PartitionedGraph` from this
+    machine's parts and, for other machines' rows, at their owners (a collective; no CSR slots)."""
+    if isinstance(graph, PartitionedGraph):
+        return lambda rows, fanout, rng: (*graph.sample_rows(rows, fanout, draw_seed(rng)), None)
+    return with_sources(graph, lambda rows, fanout, rng: keyed_slots(graph.indptr, rows, rows, fanout, draw_seed(rng)))
 
 
 def sample_hops(
-    graph: SamplingGraph,
+    graph: SamplingGraph | PartitionedGraph,
     seeds: np.ndarray,
     num_neighbors: list[int],
     rng: np.random.Generator,
@@ -211,23 +282,26 @@ def sample_hops(
 ) -> Hops:
     """PyG's neighbour sampling from ``seeds`` (distinct ids): hop ``h`` draws ``num_neighbors[h]``
     in-neighbours (all with -1) of each node the previous hop added, by ``draw(rows, fanout, rng)``
-    (per-row counts and CSR positions; None: :func:`uniform_draw`)."""
+    (per-row counts, the sources row after row, and their CSR positions or None; None:
+    :func:`uniform_draw`). Every hop draws, even with no rows, so a draw that is a collective
+    keeps the ranks in step."""
     draw = draw or uniform_draw(graph)
     nodes, sources, targets, slots, added = seeds, [], [], [], [int(seeds.shape[0])]
     for fanout in num_neighbors:
         start = nodes.shape[0] - added[-1]  # the previous hop's nodes: the last ones added
         frontier = nodes[start:]
-        counts, drawn = draw(frontier, fanout, rng)
+        counts, drawn, positions = draw(frontier, fanout, rng)
         per_node = np.zeros(nodes.shape[0], dtype=np.int64)
         per_node[start:] = counts
-        hop = relabel(nodes, graph.indices[drawn].astype(np.int64), per_node, scratch, graph.num_nodes)
+        hop = relabel(nodes, drawn, per_node, scratch, graph.num_nodes)
         sources.append(hop.edge_src)
         targets.append(hop.edge_dst)
-        slots.append(drawn)
+        slots.append(positions)
         added.append(int(hop.src.shape[0] - nodes.shape[0]))
         nodes = hop.src
     edges = np.stack([np.concatenate(sources), np.concatenate(targets)])
-    return Hops(nodes, edges, np.concatenate(slots), added, [int(e.shape[0]) for e in sources])
+    whole = None if any(at is None for at in slots) else np.concatenate(slots)
+    return Hops(nodes, edges, whole, added, [int(e.shape[0]) for e in sources])
 
 
 class NeighborLoader:
@@ -282,6 +356,11 @@ class NeighborLoader:
             :func:`~commgraph.pyg.sampled`; see the module description).
         peer_rows: ``"map"`` (rows the ranks of this machine own are read from their mapped
             files) or ``"network"`` (fetched from their owners, as if every rank were a machine).
+        structure: where the hops' in-edges come from, as ``commgraph train --structure`` names
+            it: ``"replicated"`` (the set's whole ``structure/``, mapped once per machine) or
+            ``"partitioned"`` (this machine's parts; other machines' nodes drawn by their owners;
+            ``sampler="neighbor"`` and a part or a set's path only). None: partitioned when the
+            job spans machines and the loader samples a part with ``"neighbor"``, else replicated.
         **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
             accepted for PyG scripts' sake, without effect (batches are made in this process).
 
@@ -290,6 +369,10 @@ class NeighborLoader:
         seeds: this rank's seeds (global ids), in the order of ``input_nodes``.
         fetch: the feature fetch a batch's rows of ``x`` come through (None: every row is read
             here, from the whole ``Data`` or this machine's mapped files).
+        structure: ``"replicated"`` or ``"partitioned"``, as chosen.
+        machine: the ranks of this machine when the job spans machines (None: every rank is here).
+        node_keys: ``y`` and the masks the batches take from the set.
+        label_fetch: the fetch of those rows that other machines own (None: all read here).
 
     Shapes:
         A batch: **n_id** ``[n]`` (global ids, the ``batch_size`` seeds first), **edge_index**
@@ -302,7 +385,7 @@ class NeighborLoader:
 
     Raises:
         BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes``, ``sampler``,
-            ``first_layer`` or ``peer_rows``, an option the loader does not know, DGS's options
+            ``first_layer``, ``peer_rows`` or ``structure``, an option the loader does not know, DGS's options
             without ``sampler="dgs"``, or ``data`` of another kind.
         SamplingError: DGS's options out of range, or a mask file made for another partition set.
     """
@@ -331,6 +414,7 @@ class NeighborLoader:
         dgs_rule: str = RULES[0],
         first_layer: str = "features",
         peer_rows: str = "map",
+        structure: str | None = None,
         **options,
     ):
         self.batch_size = check_batching(batch_size, sampler, options)
@@ -339,9 +423,18 @@ class NeighborLoader:
             raise BridgeError(f"dgs_masks is DGS's: pass sampler='dgs' with it (sampler is {sampler!r})")
         self.num_neighbors = check_num_neighbors(num_neighbors)
         self.shuffle, self.seed, self.epoch = shuffle, seed, 0
-        self.rank = session().world.rank
+        world = session().world
+        self.rank = world.rank
         self.data, self.handle, self._whole = _source(data)
-        self.graph = SamplingGraph.from_partition(self.handle.pset, self.rank)
+        check_structure(structure, sampler, self._whole)
+        self.job = Job(world, self.handle.pset) if world.size > 1 else None
+        machine = np.zeros(1, np.int64) if self.job is None else self.job.machine_ranks()
+        self.machine = machine if machine.shape[0] < world.size else None
+        if structure is None:
+            spans = self.machine is not None and sampler == "neighbor" and not self._whole
+            structure = "partitioned" if spans else "replicated"
+        self.structure = structure
+        self.graph = self._sampling_graph()
         self._scratch = Scratch()
         ids = input_ids(input_nodes, self.graph.num_nodes)
         if input_nodes is None and self.num_neighbors == [-1]:
@@ -353,7 +446,11 @@ class NeighborLoader:
         self.seeds = ids[self.positions]
         self.first_layer, self.local_bytes = first_layer, 0
         self.pending: PendingRows | None = None
-        self.machine, self.fetch = self._feature_fetch(peer_rows)
+        self.fetch = self._feature_fetch(peer_rows)
+        self.node_keys = [
+            key for key in NODE_KEYS if key in self.data and getattr(self.handle.part, SET_ROWS[key]) is not None
+        ]
+        self.label_fetch = self._label_fetch(peer_rows)
         self.dgs = None
         if sampler == "dgs":
             self.dgs = DGSSampler(
@@ -363,32 +460,45 @@ class NeighborLoader:
                 width = self.data.x.shape[1] if self._whole else self.handle.part.features.shape[1]
                 self.set_masks(load_masks(dgs_masks, self.handle.pset, width)[self.rank])
 
-    def _feature_fetch(self, peer_rows: str) -> tuple[np.ndarray | None, FeatureFetch | None]:
-        """The ranks of this machine when the job spans machines (None: every rank is here), and
-        the fetch of ``x``'s rows when they do not all come from the loader's ``data`` and this
+    def _sampling_graph(self) -> SamplingGraph | PartitionedGraph:
+        """What the hops are drawn on, as :attr:`structure` says (a collective in a job of ranks)."""
+        if self.job is not None:
+            return sampling_graph(self.job, self.structure)
+        if self.structure == "partitioned":
+            return PartitionedGraph.from_partition(self.handle.pset, self.rank, np.zeros(1, np.int64), None)
+        return SamplingGraph.from_partition(self.handle.pset, self.rank)
+
+    def _feature_fetch(self, peer_rows: str) -> FeatureFetch | None:
+        """The fetch of ``x``'s rows when they do not all come from the loader's ``data`` and this
         machine's files (a collective: every rank makes its loader)."""
-        world = session().world
-        if world.size == 1:
-            return None, None
-        job = Job(world, self.handle.pset)
-        machine = job.machine_ranks()
-        machine = machine if machine.shape[0] < world.size else None
-        if self.first_layer == "features" and peer_rows == "map" and (machine is None or self._whole):
-            return machine, None
+        job = self.job
+        if job is None or (
+            self.first_layer == "features" and peer_rows == "map" and (self.machine is None or self._whole)
+        ):
+            return None
         features = self.handle.part.features
         if features is None:
             raise BridgeError(f"{self.handle.pset.path} holds no features to fetch: make the set from a graph with x")
         store = FeatureStore.create(np.asarray(features), job.device)
         if self.first_layer == "owner":
-            return machine, OwnerFetch(job, store, self.graph, None, peer_rows)
-        return machine, FeatureFetch(job, store, self.graph, peer_rows)
+            return OwnerFetch(job, store, self.graph, None, peer_rows)
+        return FeatureFetch(job, store, self.graph, peer_rows)
+
+    def _label_fetch(self, peer_rows: str) -> FeatureFetch | None:
+        """The fetch of the rows of ``y`` and the masks (:attr:`node_keys`) that other machines'
+        ranks own, asked with the features' request (None: every such row is read here)."""
+        if self.machine is None or self._whole or not self.node_keys:
+            return None
+        store = FeatureStore.create(node_table(self.handle.part, self.node_keys), self.job.device)
+        return FeatureFetch(self.job, store, self.graph, peer_rows)
 
     @property
     def bytes(self) -> dict[str, int]:
         """Bytes this rank sent for its batches' rows, by what they carried (``requests``: ids;
-        ``features``: feature rows; with ``first_layer="owner"``, ``activations`` and
-        ``activation_grads``: first-layer rows and their gradients), and ``local``: bytes read
-        from this machine's other parts' files; empty when no row goes through the fetch."""
+        ``features``: feature rows; ``labels``: rows of ``y`` and the masks, 4 bytes a
+        column; with ``first_layer="owner"``, ``activations`` and ``activation_grads``: first-layer
+        rows and their gradients), and ``local``: bytes read from this machine's other parts'
+        files; empty when no row goes through the fetch."""
         if self.fetch is None:
             return {}
         return {**self.fetch.comm.bytes, "local": self.local_bytes}
@@ -414,17 +524,18 @@ class NeighborLoader:
 
         seeds = self.seeds[picked]
         masks = None if self.dgs is None else self.dgs.masks
-        draw = None if masks is None else lambda rows, fanout, rng: self.dgs.draw(rows, fanout, rng, masks)
+        draw = None if masks is None else with_sources(self.graph, lambda r, f, rng: self.dgs.draw(r, f, rng, masks))
         hops = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch, draw)
         n_id = hops.nodes
         batch = Data(edge_index=torch.from_numpy(hops.edges), num_nodes=n_id.shape[0])
-        for key, value in self._rows(n_id):
-            batch[key] = value
+        far = None
         if self.fetch is not None:
-            batch.x = self._fetched(
+            batch.x, far = self._fetched(
                 seeds, hops, None if masks is None else masks.feature_columns(self.dgs.feature_rate)
             )
-        elif masks is not None:
+        for key, value in self._rows(n_id, far):
+            batch[key] = value
+        if self.fetch is None and masks is not None:
             self._cut_remote_columns(batch, n_id, masks)
         if self._whole:
             e_id = torch.from_numpy(self._data_positions[hops.slots])
@@ -438,29 +549,32 @@ class NeighborLoader:
         batch.num_sampled_nodes, batch.num_sampled_edges = hops.num_nodes, hops.num_edges
         return batch
 
-    def _fetched(self, seeds: np.ndarray, hops: Hops, columns: np.ndarray | None) -> torch.Tensor:
+    def _fetched(
+        self, seeds: np.ndarray, hops: Hops, columns: np.ndarray | None
+    ) -> tuple[torch.Tensor, NodeRows | None]:
         """The batch's ``x`` through the feature fetch (a collective), remote rows cut to
         ``columns`` (None: all); with ``first_layer="owner"`` its network rows zero until the
-        model's first layer receives their owners' transforms (:attr:`pending`)."""
+        model's first layer receives their owners' transforms (:attr:`pending`). With them, the
+        network rows of ``y`` and the masks, asked by the same request (None: read here)."""
         n_id = hops.nodes
         num_dst = n_id.shape[0] - hops.num_nodes[-1]  # the last hop's nodes feed no layer's kept rows
         layer = LayerSample(n_id[:num_dst], n_id, hops.edges[0], hops.edges[1])
         batch = SampledBatch(seeds, [layer], self.graph.is_remote(n_id), columns)
-        if self.first_layer == "features":
-            fetched = self.fetch(batch)
-        else:
-            if self.fetch.model is None:
-                raise BridgeError(
-                    "first_layer='owner': the owners compute the model's first layer, so wrap the model before the "
-                    "first batch: model = cg.sampled(model, loader)"
-                )
-            request = self.fetch.request(batch)
-            fetched = self.fetch.table(request, batch, self.fetch.device, None)
+        if self.first_layer == "owner" and self.fetch.model is None:
+            raise BridgeError(
+                "first_layer='owner': the owners compute the model's first layer, so wrap the model before the "
+                "first batch: model = cg.sampled(model, loader)"
+            )
+        request = self.fetch.request(batch)
+        halo = self.fetch.network_rows(request) if self.first_layer == "features" else None
+        fetched = self.fetch.table(request, batch, self.fetch.device, halo)
         self.local_bytes += fetched.local_bytes
         x = fetched.x
         if self.first_layer == "owner":
             self.pending = PendingRows(x, request, fetched)
-        return x
+        if self.label_fetch is None:
+            return x, None
+        return x, NodeRows(request.at, self.label_fetch.network_rows(request, label="labels").cpu().numpy())
 
     def _cut_remote_columns(self, batch, n_id: np.ndarray, masks: DGSMasks) -> None:
         """Zero the columns of the remote rows of ``batch.x`` outside DGS's feature columns."""
@@ -474,9 +588,10 @@ class NeighborLoader:
         """:func:`data_positions` of the whole ``Data`` given, made on first use."""
         return data_positions(self.data.edge_index)
 
-    def _rows(self, n_id: np.ndarray):
+    def _rows(self, n_id: np.ndarray, far: NodeRows | None):
         """``(name, rows)`` of each node attribute of the batch's nodes ``n_id``: from the whole
-        ``Data`` when the loader has it, else from the set's parts."""
+        ``Data`` when the loader has it, else from this machine's parts and, for ``y`` and the
+        masks, ``far``'s rows from other machines."""
         if self._whole:
             index = torch.from_numpy(n_id)
             for key, value in self.data.items():
@@ -488,11 +603,13 @@ class NeighborLoader:
             values = getattr(part, name)
             if key in self.data and values is not None and not (key == "x" and self.fetch is not None):
                 rows = self._machine_rows(name, n_id)
+                if far is not None and key in self.node_keys:
+                    rows[far.at] = far.rows[:, self.node_keys.index(key)].astype(rows.dtype)
                 yield key, torch.from_numpy(rows.astype(np.int64) if key == "y" else rows)
 
     def _machine_rows(self, name: str, n_id: np.ndarray) -> np.ndarray:
         """The set's ``name`` rows of ``n_id`` read from this machine's parts; rows of other
-        machines' nodes (only ``x`` is fetched) are -1 (labels) or 0 (masks)."""
+        machines' nodes are -1 (labels) or 0 (masks), for :meth:`_rows` to fill."""
         pset = self.handle.pset
         if self.machine is None:
             return pset.rows(name, n_id)

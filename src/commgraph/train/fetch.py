@@ -249,8 +249,7 @@ class FeatureFetch:
             rows = InputRows(self, inputs, own, own, own, None, None, target)
             return Fetched(rows, int(batch.seeds.shape[0]), 0)
         request = self.request(batch)
-        halo = self._rows(request.requested, request.counts, request.wanted)
-        return self.table(request, batch, target, halo)
+        return self.table(request, batch, target, self.network_rows(request))
 
     def step(self, batch: SampledBatch | None) -> Fetched:
         """What a training step reads: the batch's input table (see ``__call__``)."""
@@ -332,10 +331,13 @@ class FeatureFetch:
         local = 4 * mapped_at.shape[0] * (self.store.width if cut is None else cut.shape[0])
         return Fetched(rows, request.global_seeds, request.announced_bytes, local)
 
-    def _rows(self, requested: np.ndarray, counts: np.ndarray, wanted: np.ndarray) -> torch.Tensor:
-        """Serve ``requested`` (what each reader asked of this worker, reader after reader) and
-        receive ``wanted`` (this worker's remote inputs, by owner) through one fetch plan; the rows
-        arrive on the device."""
+    def network_rows(self, request: Request, label: str = "features") -> torch.Tensor:
+        """This fetch's store's rows for ``request``: serve what each reader asked of this worker
+        and receive ``request.wanted`` (this worker's network rows, by owner, in that order) through
+        one fetch plan; the rows arrive on the device. ``request`` may come from another fetch of
+        the same job (:meth:`request`), so a second table of the same nodes (labels beside
+        features) costs no second request. The rows' bytes count as ``label``. A collective."""
+        requested, counts, wanted = request.requested, request.counts, request.wanted
         rank, size = self.world.rank, self.world.size
         asked = np.split(requested, np.cumsum(counts[:, rank])[:-1])
         mine = np.split(wanted, np.cumsum(counts[rank])[:-1])
@@ -344,4 +346,4 @@ class FeatureFetch:
         served = np.unique(requested)
         exchange = self.job.exchange(plan, served, wanted)
         columns = [None if c is None else torch.from_numpy(np.asarray(c, dtype=np.int64)) for c in self.columns]
-        return gather_halo(self.job.layerwise(exchange), self.local_rows(served), layer=0, columns=columns)
+        return gather_halo(self.job.layerwise(exchange), self.local_rows(served), layer=0, columns=columns, label=label)
