@@ -234,6 +234,45 @@ def test_a_part_sampled_from_its_parts_gives_the_whole_structures_batches(alone,
         assert all(torch.equal(a, b) for a, b in zip(ours, whole))
 
 
+def _sage_losses(loader, features: int) -> list[float]:
+    """One epoch of PyG's GraphSAGE loop on ``loader``'s batches, from the same weights: each loss."""
+    import torch.nn.functional as F
+    from torch_geometric.nn import GraphSAGE
+
+    torch.manual_seed(0)
+    model = GraphSAGE(features, 16, 2, 7, dropout=0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for batch in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(batch.x, batch.edge_index)[: batch.batch_size], batch.y[: batch.batch_size])
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    return losses
+
+
+def test_features_under_a_budget_train_as_uncapped_bit_for_bit(alone, cora, one_thread, monkeypatch):
+    """A part's loader under a memory budget (from commgraph run's variable) reads x from the part's
+    file through the feature cache, a quarter of the rows resident and the next batch read ahead:
+    every loss is the uncapped loader's, and the cache both served and missed rows."""
+    import commgraph.pyg as cg
+
+    part = cg.partition(cora)
+    options = dict(num_neighbors=[5, 5], batch_size=16, input_nodes=cora.train_mask, shuffle=True)
+    plain = _sage_losses(cg.NeighborLoader(part, **options), cora.num_features)
+    minimum = cg.NeighborLoader(part, **options, memory_budget=10**13).estimate.minimum_bytes
+    table = 4 * cora.num_features * cora.num_nodes
+    monkeypatch.setenv("COMMGRAPH_MEMORY_BUDGET", str(minimum + table // 2))  # CACHE_SHARE 0.5: a quarter cached
+    capped = cg.NeighborLoader(part, **options)
+    assert capped.fetch.store.cache.hot.shape[0] == cora.num_nodes // 4
+    assert _sage_losses(capped, cora.num_features) == plain and len(plain) == 9
+    counts = capped.cache
+    assert counts.hits > 0 and counts.misses > 0 and counts.missed_bytes == 4 * cora.num_features * counts.misses
+    with pytest.raises(BridgeError, match=r"below this loader's minimum of 0\.\d\d GB .*: raise it to at least"):
+        cg.NeighborLoader(part, **options, memory_budget=minimum - 1)
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -254,6 +293,9 @@ def test_a_part_sampled_from_its_parts_gives_the_whole_structures_batches(alone,
         ({"structure": "shared"}, "structure must be one of replicated, partitioned; got 'shared'"),
         ({"structure": "partitioned", "sampler": "dgs"}, "draws with sampler='neighbor'"),
         ({"structure": "partitioned"}, "every rank holds this whole Data: pass cg.partition"),
+        ({"memory_budget": "8X"}, "memory_budget: bad size '8X'"),
+        ({"memory_budget": 0}, "memory_budget must be bytes"),
+        ({"memory_budget": "8G"}, "memory_budget reads a partition set's features"),
     ],
 )
 def test_bad_arguments_say_what_to_fix(alone, cora, options, message):

@@ -52,22 +52,27 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from commgraph.errors import BridgeError
+from commgraph.errors import BridgeError, OptionError
 from commgraph.graph.core import MASK_NAMES
+from commgraph.partition.store import owned_positions
+from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.pyg.data import PartHandle, find_handle, partition
 from commgraph.pyg.world import session
+from commgraph.runtime.feature_cache import CacheCounts
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
+from commgraph.runtime.options import MEMORY_BUDGET_ENV
 from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, Scratch, draw_seed, relabel
 from commgraph.sample.dgs import DGSMasks, DGSSampler
 from commgraph.sample.keyed import keyed_slots
 from commgraph.sample.maskfile import load_masks
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, STRUCTURES
 from commgraph.sample.partitioned import PartitionedGraph
-from commgraph.train.config import PEER_ROWS
+from commgraph.train.config import PEER_ROWS, ModelOptions
 from commgraph.train.fetch import FeatureFetch, Fetched, Request
 from commgraph.train.minibatch import sampling_graph
 from commgraph.train.owner_fetch import OwnerFetch
+from commgraph.units import size
 
 # a part's node attributes and the set's arrays that hold them
 SET_ROWS = {"x": "features", "y": "labels", **{mask: mask for mask in MASK_NAMES}}
@@ -232,6 +237,41 @@ def check_structure(structure: str | None, sampler: str, whole: bool) -> None:
         )
 
 
+def budget_bytes(memory_budget) -> int | None:
+    """``memory_budget`` in bytes: an int, a size such as ``"8G"``, or None (the budget ``commgraph
+    run --memory-budget`` gives its ranks in ``COMMGRAPH_MEMORY_BUDGET``, else none).
+
+    Raises:
+        BridgeError: not an int >= 1 nor a size.
+    """
+    value = os.environ.get(MEMORY_BUDGET_ENV) if memory_budget is None else memory_budget
+    if isinstance(value, str):
+        try:
+            return size(value)
+        except OptionError as error:
+            raise BridgeError(f"memory_budget: {error}") from None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+        raise BridgeError(f"memory_budget must be bytes (an int >= 1) or a size such as '8G'; got {value!r}")
+    return None if value is None else int(value)
+
+
+def budget_estimate(pset, shape: JobShape) -> MemoryEstimate:
+    """``estimate_memory`` of a loader's job under its budget (``shape.memory_budget``), as
+    ``commgraph train --memory-budget`` sizes its feature cache.
+
+    Raises:
+        BridgeError: the budget is below the job's minimum.
+    """
+    estimate = estimate_memory(pset, shape)
+    if estimate.budget < estimate.minimum_bytes:
+        raise BridgeError(
+            f"memory_budget {estimate.budget / 1e9:.2f} GB is below this loader's minimum of "
+            f"{estimate.minimum_bytes / 1e9:.2f} GB (the parts its machine holds resident): raise it to at least "
+            f"{estimate.minimum_bytes / 1e9:.2f} GB, or lower batch_size or num_neighbors"
+        )
+    return estimate
+
+
 @dataclass
 class Hops:
     """A batch's draws (:func:`sample_hops`).
@@ -361,6 +401,12 @@ class NeighborLoader:
             ``"partitioned"`` (this machine's parts; other machines' nodes drawn by their owners;
             ``sampler="neighbor"`` and a part or a set's path only). None: partitioned when the
             job spans machines and the loader samples a part with ``"neighbor"``, else replicated.
+        memory_budget: bytes (or a size such as ``"8G"``) the machine's whole job may hold, page
+            cache included, as ``commgraph train --memory-budget`` (None: the budget of ``commgraph
+            run --memory-budget``, else none). A part or a set's path only: this rank's rows of
+            ``x`` are read from its part's file through a cache of its hottest rows (by degree),
+            sized by the job's memory estimate with ``train``'s default hidden width; the values,
+            and so the losses, are the uncapped run's bit for bit.
         **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
             accepted for PyG scripts' sake, without effect (batches are made in this process).
 
@@ -370,6 +416,7 @@ class NeighborLoader:
         fetch: the feature fetch a batch's rows of ``x`` come through (None: every row is read
             here, from the whole ``Data`` or this machine's mapped files).
         structure: ``"replicated"`` or ``"partitioned"``, as chosen.
+        estimate: under a memory budget, the job's memory estimate that sized the cache (None: no budget).
         machine: the ranks of this machine when the job spans machines (None: every rank is here).
         node_keys: ``y`` and the masks the batches take from the set.
         label_fetch: the fetch of those rows that other machines own (None: all read here).
@@ -385,7 +432,8 @@ class NeighborLoader:
 
     Raises:
         BridgeError: bad ``num_neighbors``, ``batch_size``, ``input_nodes``, ``sampler``,
-            ``first_layer``, ``peer_rows`` or ``structure``, an option the loader does not know, DGS's options
+            ``first_layer``, ``peer_rows``, ``structure`` or ``memory_budget`` (below the job's
+            minimum, or with the whole ``Data``), an option the loader does not know, DGS's options
             without ``sampler="dgs"``, or ``data`` of another kind.
         SamplingError: DGS's options out of range, or a mask file made for another partition set.
     """
@@ -415,6 +463,7 @@ class NeighborLoader:
         first_layer: str = "features",
         peer_rows: str = "map",
         structure: str | None = None,
+        memory_budget: int | str | None = None,
         **options,
     ):
         self.batch_size = check_batching(batch_size, sampler, options)
@@ -427,14 +476,36 @@ class NeighborLoader:
         self.rank = world.rank
         self.data, self.handle, self._whole = _source(data)
         check_structure(structure, sampler, self._whole)
-        self.job = Job(world, self.handle.pset) if world.size > 1 else None
-        machine = np.zeros(1, np.int64) if self.job is None else self.job.machine_ranks()
+        self.memory_budget = budget_bytes(memory_budget)
+        if self.memory_budget is not None and self._whole:
+            raise BridgeError(
+                "memory_budget reads a partition set's features from its files, but every rank holds this whole "
+                "Data: pass cg.partition(data) or the set's path"
+            )
+        budgeted = self.memory_budget is not None
+        self.job = Job(world, self.handle.pset) if world.size > 1 or budgeted else None
+        machine = np.zeros(1, np.int64) if world.size == 1 else self.job.machine_ranks()
         self.machine = machine if machine.shape[0] < world.size else None
         if structure is None:
             spans = self.machine is not None and sampler == "neighbor" and not self._whole
             structure = "partitioned" if spans else "replicated"
         self.structure = structure
         self.graph = self._sampling_graph()
+        self.estimate = None
+        if budgeted:
+            shape = JobShape(
+                world.size,
+                machine.shape[0],
+                ModelOptions().hidden,
+                len(self.num_neighbors),
+                "neighbor",
+                self.batch_size,
+                tuple(self.num_neighbors),
+                peer_rows,
+                structure,
+                memory_budget=self.memory_budget,
+            )
+            self.estimate = budget_estimate(self.handle.pset, shape)
         self._scratch = Scratch()
         ids = input_ids(input_nodes, self.graph.num_nodes)
         if input_nodes is None and self.num_neighbors == [-1]:
@@ -462,7 +533,7 @@ class NeighborLoader:
 
     def _sampling_graph(self) -> SamplingGraph | PartitionedGraph:
         """What the hops are drawn on, as :attr:`structure` says (a collective in a job of ranks)."""
-        if self.job is not None:
+        if self.job is not None and self.job.world.size > 1:
             return sampling_graph(self.job, self.structure)
         if self.structure == "partitioned":
             return PartitionedGraph.from_partition(self.handle.pset, self.rank, np.zeros(1, np.int64), None)
@@ -470,17 +541,24 @@ class NeighborLoader:
 
     def _feature_fetch(self, peer_rows: str) -> FeatureFetch | None:
         """The fetch of ``x``'s rows when they do not all come from the loader's ``data`` and this
-        machine's files (a collective: every rank makes its loader)."""
+        machine's files, or, under a memory budget, this rank's rows through the feature cache
+        (a collective: every rank makes its loader)."""
         job = self.job
         if job is None or (
-            self.first_layer == "features" and peer_rows == "map" and (self.machine is None or self._whole)
+            self.estimate is None
+            and self.first_layer == "features"
+            and peer_rows == "map"
+            and (self.machine is None or self._whole)
         ):
             return None
-        features = self.handle.part.features
-        if features is None:
+        part = self.handle.part
+        if part.features is None:
             raise BridgeError(f"{self.handle.pset.path} holds no features to fetch: make the set from a graph with x")
-        store = FeatureStore.create(np.asarray(features), job.device)
-        if self.first_layer == "owner":
+        if self.estimate is None:
+            store = FeatureStore.create(np.asarray(part.features), job.device)
+        else:
+            store = FeatureStore.on_disk(part.features, job.device, self.estimate.cache_bytes, np.asarray(part.degree))
+        if self.first_layer == "owner" and job.world.size > 1:
             return OwnerFetch(job, store, self.graph, None, peer_rows)
         return FeatureFetch(job, store, self.graph, peer_rows)
 
@@ -503,6 +581,13 @@ class NeighborLoader:
             return {}
         return {**self.fetch.comm.bytes, "local": self.local_bytes}
 
+    @property
+    def cache(self) -> CacheCounts | None:
+        """Under a memory budget, what the feature cache has served (``hits``) and read from the
+        part's file (``misses``) so far; None without a budget."""
+        store = None if self.fetch is None else self.fetch.store
+        return None if store is None or store.cache is None else store.cache.counts_now()
+
     def set_masks(self, masks: DGSMasks) -> None:
         """DGS's masks for this rank (``sampler="dgs"``), used from the next batch on."""
         if self.dgs is None:
@@ -515,17 +600,43 @@ class NeighborLoader:
     def __iter__(self):
         rng = np.random.default_rng((self.seed, self.rank, self.epoch))
         self.epoch += 1
-        for picked in epoch_batches(self.seeds.shape[0], self.batch_size, self.steps, self.shuffle, rng):
-            yield self._batch(picked, rng)
+        batches = epoch_batches(self.seeds.shape[0], self.batch_size, self.steps, self.shuffle, rng)
+        if self.cache is not None and self.dgs is None:
+            yield from self._read_ahead(batches, rng)
+            return
+        for picked in batches:
+            yield self._batch(picked, self._draw(picked, rng))
 
-    def _batch(self, picked: np.ndarray, rng: np.random.Generator):
-        """The batch of seeds ``self.seeds[picked]``."""
+    def _read_ahead(self, batches, rng: np.random.Generator):
+        """The batches, each drawn a batch early so that the feature cache's reader thread reads
+        its rows of this rank from the part's file while the step before computes (the same draws,
+        in the same order, as drawing each when it is made; DGS's follow its masks of the moment,
+        so it draws on time)."""
+        cache, owned = self.fetch.store.cache, np.asarray(self.handle.part.owned)
+        upcoming = None
+        for picked in [*batches, None]:
+            current = upcoming
+            if picked is not None:
+                hops = self._draw(picked, rng)
+                cache.prefetch(owned_positions(owned, hops.nodes[self.graph.owner[hops.nodes] == self.rank]))
+                upcoming = picked, hops
+            if current is not None:
+                cache.advance()
+                yield self._batch(*current)
+
+    def _draw(self, picked: np.ndarray, rng: np.random.Generator) -> Hops:
+        """The hops of the batch of seeds ``self.seeds[picked]`` (a collective with
+        ``structure="partitioned"`` across machines)."""
+        masks = None if self.dgs is None else self.dgs.masks
+        draw = None if masks is None else with_sources(self.graph, lambda r, f, rng: self.dgs.draw(r, f, rng, masks))
+        return sample_hops(self.graph, self.seeds[picked], self.num_neighbors, rng, self._scratch, draw)
+
+    def _batch(self, picked: np.ndarray, hops: Hops):
+        """The batch of seeds ``self.seeds[picked]`` drawn as ``hops``."""
         from torch_geometric.data import Data
 
         seeds = self.seeds[picked]
         masks = None if self.dgs is None else self.dgs.masks
-        draw = None if masks is None else with_sources(self.graph, lambda r, f, rng: self.dgs.draw(r, f, rng, masks))
-        hops = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch, draw)
         n_id = hops.nodes
         batch = Data(edge_index=torch.from_numpy(hops.edges), num_nodes=n_id.shape[0])
         far = None
@@ -560,6 +671,8 @@ class NeighborLoader:
         num_dst = n_id.shape[0] - hops.num_nodes[-1]  # the last hop's nodes feed no layer's kept rows
         layer = LayerSample(n_id[:num_dst], n_id, hops.edges[0], hops.edges[1])
         batch = SampledBatch(seeds, [layer], self.graph.is_remote(n_id), columns)
+        if self.job.world.size == 1:  # every row this rank's, through its store's cache
+            return self.fetch(batch).x, None
         if self.first_layer == "owner" and self.fetch.model is None:
             raise BridgeError(
                 "first_layer='owner': the owners compute the model's first layer, so wrap the model before the "

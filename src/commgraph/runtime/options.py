@@ -19,6 +19,9 @@ from commgraph.topology import DETECT, SPEED_KEYS, parse_speeds
 # :func:`commgraph.pyg.init` reads as its defaults
 TIMEOUT_ENV = "COMMGRAPH_TIMEOUT"
 DEVICE_ENV = "COMMGRAPH_DEVICE"
+# ``commgraph run --memory-budget`` hands its budget (bytes) to the ranks in this variable, which
+# :class:`commgraph.pyg.NeighborLoader` reads as its default ``memory_budget``
+MEMORY_BUDGET_ENV = "COMMGRAPH_MEMORY_BUDGET"
 # the store key a rank of ``commgraph run`` writes when its script calls ``commgraph.pyg.init``
 INIT_KEY = "commgraph/bridge-init/"
 
