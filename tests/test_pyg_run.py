@@ -199,3 +199,44 @@ def test_a_set_that_does_not_fit_is_refused_before_any_rank_starts(two_parts, tm
     assert done.returncode == 2 and "--ignore-memory starts it anyway" in done.stderr and not ran.exists()
     done = run_commgraph(["run", "--workers", "3", path, str(two_parts)])
     assert done.returncode == 2 and "has 2 parts but the job has 3 ranks" in done.stderr and not ran.exists()
+
+
+BUDGETED = """
+    import os
+    import sys
+
+    import commgraph.pyg as cg
+
+    cg.init()
+    loader = cg.NeighborLoader(sys.argv[1], num_neighbors=[2], batch_size=8)
+    batches = sum(1 for _ in loader)
+    print(f"rank {cg.rank()}: budget {os.environ['COMMGRAPH_MEMORY_BUDGET']} {loader.memory_budget}, "
+          f"{loader.fetch.store.placement}, {batches} batches", flush=True)
+"""
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(120)
+def test_a_budget_below_the_sets_minimum_is_refused_before_any_rank_starts(two_parts, tmp_path):
+    ran = tmp_path / "ran"
+    path = script(tmp_path, f"open({str(ran)!r}, 'w').close()\n")
+    done = run_commgraph(["run", "--workers", "2", "--memory-budget", "1M", path, str(two_parts)])
+    assert done.returncode == 2 and not ran.exists()
+    assert "--memory-budget 0.00 GB is below this job's minimum of " in done.stderr
+    assert "raise the budget to at least" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(120)
+def test_a_budget_is_checked_capped_and_handed_to_the_ranks_loaders(two_parts, tmp_path, monkeypatch):
+    """Above the machine's memory: warned; where no cgroup can be made: one line; the ranks get the
+    budget, and their cg.NeighborLoader reads the part's features from its file through the cache."""
+    monkeypatch.setattr("commgraph.launch.launcher.machine_bytes", lambda: 2 << 30)
+    monkeypatch.setattr("commgraph.launch.launcher.cap_memory", lambda budget, name: "no memory cgroup here (test)")
+    path = script(tmp_path, BUDGETED)
+    done = run_commgraph(["run", "--workers", "2", "--threads", "1", "--memory-budget", "4G", path, str(two_parts)])
+    assert done.returncode == 0, done.stderr
+    assert "--memory-budget 4.29 GB is above this machine's 2.15 GB of memory" in done.stderr
+    assert "commgraph: no memory cgroup here (test): the budget is kept by the code" in done.stderr
+    for rank in (0, 1):
+        assert f"rank {rank}: budget {4 << 30} {4 << 30}, disk, " in done.stdout

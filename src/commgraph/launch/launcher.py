@@ -211,16 +211,21 @@ def check_fits(estimate: MemoryEstimate, options: LaunchOptions | RunOptions, ad
     )
 
 
-def check_budget(estimate: MemoryEstimate, say: Callable[[str], None]) -> None:
-    """Refuse a ``--memory-budget`` below the job's minimum (what it holds with no feature cache);
-    warn about one above the machine's memory."""
+def check_budget(estimate: MemoryEstimate, say: Callable[[str], None], advice: str = TRAIN_ADVICE) -> None:
+    """Refuse a ``--memory-budget`` below the job's minimum (what it holds with no feature cache;
+    ``advice`` says what else to change); warn about one above the machine's memory."""
     budget, minimum = estimate.budget, estimate.minimum_bytes
     if budget < minimum:
         raise JobError(
             f"--memory-budget {budget / 1e9:.2f} GB is below this job's minimum of {minimum / 1e9:.2f} GB "
             f"(the parts it holds resident; --dry-run lists them): raise the budget to at least "
-            f"{minimum / 1e9:.2f} GB or {TRAIN_ADVICE}"
+            f"{minimum / 1e9:.2f} GB or {advice}"
         )
+    warn_above_machine(budget, say)
+
+
+def warn_above_machine(budget: int, say: Callable[[str], None]) -> None:
+    """Warn about a ``--memory-budget`` above the machine's memory."""
     total = machine_bytes()
     if total is not None and budget > total:
         say(

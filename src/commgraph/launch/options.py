@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from commgraph.errors import JobError
 from commgraph.options import Options, option
 from commgraph.partition import METHODS
+from commgraph.units import size
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -97,11 +98,21 @@ class RunOptions(Options):
     ignore_memory: bool = option(
         "start even when the memory estimate exceeds what the machine has available", type=bool, default=False
     )
+    memory_budget: int | None = option(
+        "bytes the whole job may hold on this machine, page cache included (K/M/G suffixes: 8G, 512M), as train's: "
+        "checked before launch against each partition set among the script's arguments, the job run in a memory "
+        "cgroup where the machine allows one, and cg.NeighborLoader's default memory_budget (docs/out-of-core.md)",
+        type=size,
+        metavar="SIZE",
+        default=None,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.workers < 1:
             raise JobError("--workers must be >= 1")
+        if self.memory_budget is not None and self.memory_budget < 1:
+            raise JobError("--memory-budget must be a size > 0, such as 8G")
         if not self.timeout > 0:
             raise JobError("--timeout must be positive")
         if self.threads is not None and self.threads < 1:

@@ -6,7 +6,13 @@ given the environment torchrun gives (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
 Before any rank starts, every argument of the script that is a partition set's directory (as
 given, or the value of ``--name=VALUE``) is checked against the workers (one part each) and its
 memory estimated as a full-graph training job of ``train``'s default model
-(:func:`~commgraph.plan.memory.estimate_memory`); a job that cannot fit is refused. ``--dry-run``
+(:func:`~commgraph.plan.memory.estimate_memory`); a job that cannot fit is refused. Under
+``--memory-budget`` the estimate is sampled training's of that model (``train``'s default batch and
+fanouts: what a budget streams is a sampled loader's features), and the budget gets ``train
+--memory-budget``'s checks: refused below a set's minimum, warned about above the machine's
+memory, the job run in a memory cgroup of that limit where one can be made (one line saying the
+code keeps it otherwise), and handed to the ranks as ``COMMGRAPH_MEMORY_BUDGET``, the default
+``memory_budget`` of :class:`~commgraph.pyg.NeighborLoader`. ``--dry-run``
 prints what is known before launch and exits: the job (ranks, device and backend, the topology
 ``cg.full_graph`` plans on by default), and for each set its memory estimate and the exchange
 ``cg.full_graph`` makes before each ``MessagePassing`` layer (the halo rows, and their price by the
@@ -31,12 +37,12 @@ import sys
 from pathlib import Path
 
 from commgraph.errors import BridgeError, JobError
-from commgraph.launch.launcher import check_fits
+from commgraph.launch.launcher import check_budget, check_fits, enforce_budget, warn_above_machine
 from commgraph.launch.options import RunOptions
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.phases import bounded
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
-from commgraph.runtime.options import DEVICE_ENV, TIMEOUT_ENV
+from commgraph.runtime.options import DEVICE_ENV, MEMORY_BUDGET_ENV, TIMEOUT_ENV
 from commgraph.runtime.zygote import ForkedZygote
 from commgraph.topology.model import Topology
 
@@ -62,7 +68,8 @@ def run_script(options: RunOptions, script: str, args: list[str]) -> int:
     zygote = ForkedZygote.fork()  # before any work: it shares this process's imports
     try:
         with bounded("estimating memory", options.timeout):
-            found = estimates(options.workers, args)
+            found = estimates(options.workers, args, options.memory_budget)
+        check_run_budget(options, found)
         for estimate in found.values():
             check_fits(estimate, options, ADVICE)
         return _launch(options, script, args, zygote)
@@ -75,17 +82,43 @@ def _launch(options: RunOptions, script: str, args: list[str], zygote: ForkedZyg
     """Start the ranks (forked by ``zygote`` if given) and watch them; the job's exit code."""
     from commgraph.runtime import launch_local, pick_device
 
-    device = pick_device(options.device, options.workers, say=lambda line: print(line, file=sys.stderr))
-    return launch_local(
-        [script, *args],
-        options.workers,
-        threads_per_worker=options.threads,
-        module=RANK_MODULE,
-        zygote=zygote,
-        env={TIMEOUT_ENV: str(options.timeout), DEVICE_ENV: device},
-        verdict=verdict,
-        phase_seconds=options.timeout,
-    )
+    device = pick_device(options.device, options.workers, say=say)
+    budget = options.memory_budget
+    cap = None if budget is None else enforce_budget(budget, zygote, say)
+    env = {TIMEOUT_ENV: str(options.timeout), DEVICE_ENV: device}
+    try:
+        return launch_local(
+            [script, *args],
+            options.workers,
+            threads_per_worker=options.threads,
+            module=RANK_MODULE,
+            zygote=zygote,
+            env=env if budget is None else {**env, MEMORY_BUDGET_ENV: str(budget)},
+            verdict=verdict,
+            phase_seconds=options.timeout,
+        )
+    finally:
+        if cap is not None:
+            cap.release()
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def check_run_budget(options: RunOptions, found: dict[Path, MemoryEstimate]) -> None:
+    """``--memory-budget``'s checks before launch: refused below a set's minimum, warned about
+    above the machine's memory (also with no set among the arguments).
+
+    Raises:
+        JobError: the budget is below a set's minimum.
+    """
+    if options.memory_budget is None:
+        return
+    for estimate in found.values():
+        check_budget(estimate, say, ADVICE)
+    if not found:
+        warn_above_machine(options.memory_budget, say)
 
 
 def partition_sets(args: list[str]) -> list[Path]:
@@ -95,15 +128,18 @@ def partition_sets(args: list[str]) -> list[Path]:
     return [Path(value) for value in values if value and is_partition_set(value)]
 
 
-def estimates(workers: int, args: list[str]) -> dict[Path, MemoryEstimate]:
-    """The memory estimate of each partition set among ``args``, run by ``workers`` ranks here.
+def estimates(workers: int, args: list[str], budget: int | None = None) -> dict[Path, MemoryEstimate]:
+    """The memory estimate of each partition set among ``args``, run by ``workers`` ranks here
+    (under a ``budget``, sampled training's: see the module's description).
 
     Raises:
         JobError: a set has not one part per worker.
     """
-    from commgraph.train.config import ModelOptions
+    from commgraph.train.config import BATCH_SIZE, FANOUT, ModelOptions
 
     model = ModelOptions()
+    fanouts = (FANOUT,) * model.layers
+    sampled = {} if budget is None else {"sampler": "neighbor", "batch_size": BATCH_SIZE, "fanouts": fanouts}
     found = {}
     for path in partition_sets(args):
         pset = load_partition_set(path, verify=False)
@@ -112,7 +148,9 @@ def estimates(workers: int, args: list[str]) -> dict[Path, MemoryEstimate]:
                 f"{path} has {pset.num_parts} parts but the job has {workers} ranks: run with "
                 f"--workers {pset.num_parts} or make a set of {workers} parts"
             )
-        shape = JobShape(workers, workers, model.hidden, model.layers, model=model.model)
+        shape = JobShape(
+            workers, workers, model.hidden, model.layers, model=model.model, memory_budget=budget, **sampled
+        )
         found[path] = estimate_memory(pset, shape)
     return found
 
@@ -135,11 +173,13 @@ def dry_run_lines(options: RunOptions, args: list[str]) -> list[str]:
         "step time: not predicted (the script's model and loop are not known before it runs; "
         "commgraph train --dry-run predicts train's models)",
     ]
-    found = estimates(options.workers, args)
+    found = estimates(options.workers, args, options.memory_budget)
+    check_run_budget(options, found)
     if not found:
         lines.append("no partition set among the script's arguments: nothing to estimate")
+    how = "full-graph" if options.memory_budget is None else "sampled"
     for path, estimate in found.items():
-        lines += [f"{path}, as full-graph training of train's default model:", *estimate.lines()]
+        lines += [f"{path}, as {how} training of train's default model:", *estimate.lines()]
         lines += exchange_lines(load_partition_set(path, verify=False), topology)
     return lines
 
