@@ -273,6 +273,33 @@ def test_features_under_a_budget_train_as_uncapped_bit_for_bit(alone, cora, one_
         cg.NeighborLoader(part, **options, memory_budget=minimum - 1)
 
 
+def test_the_pages_structure_and_budget_blocks_make_the_plain_loaders_batches(alone, cora, capsys):
+    """docs/pyg.md's blocks of "Jobs across machines" and "Under a memory budget", on Cora's part in
+    a one-process world: each loader yields the batches of the loader without the option."""
+    import re
+
+    import commgraph.pyg as cg
+
+    page = (Path(__file__).parents[1] / "docs" / "pyg.md").read_text()
+    part = cg.partition(cora)
+    for heading, check in (
+        ("### Jobs across machines", lambda loader: loader.structure == "partitioned"),
+        ("### Under a memory budget", lambda loader: loader.fetch.store.placement == "disk"),
+    ):
+        section = page.split(heading + "\n", 1)[1].split("\n#", 1)[0]
+        (block,) = re.findall(r"^```python runnable\n(.*?)^```$", section, re.S | re.M)
+        names = {"cg": cg, "part": part}
+        exec(compile(block, "pyg.md", "exec"), names)
+        loader = names["loader"]
+        plain = cg.NeighborLoader(
+            part, num_neighbors=[15, 10], batch_size=1024, input_nodes=part.n_id[part.train_mask], shuffle=True
+        )
+        assert check(loader)
+        for ours, theirs in zip(loader, plain, strict=True):
+            assert torch.equal(ours.n_id, theirs.n_id) and torch.equal(ours.x, theirs.x)
+    assert "rows of highest degree" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

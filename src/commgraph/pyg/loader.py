@@ -52,115 +52,39 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from commgraph.errors import BridgeError, OptionError
+from commgraph.errors import BridgeError
 from commgraph.graph.core import MASK_NAMES
 from commgraph.partition.store import owned_positions
-from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
+from commgraph.plan.memory import JobShape
 from commgraph.pyg.data import PartHandle, find_handle, partition
+from commgraph.pyg.hops import Hops, data_positions, sample_hops, with_sources
+from commgraph.pyg.loader_checks import (
+    budget_bytes,
+    budget_estimate,
+    check_batching,
+    check_fetching,
+    check_num_neighbors,
+    check_structure,
+    input_ids,
+)
 from commgraph.pyg.world import session
 from commgraph.runtime.feature_cache import CacheCounts
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
-from commgraph.runtime.options import MEMORY_BUDGET_ENV
-from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, Scratch, draw_seed, relabel
+from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, Scratch
 from commgraph.sample.dgs import DGSMasks, DGSSampler
-from commgraph.sample.keyed import keyed_slots
 from commgraph.sample.maskfile import load_masks
-from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES, STRUCTURES
+from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.partitioned import PartitionedGraph
-from commgraph.train.config import PEER_ROWS, ModelOptions
+from commgraph.train.config import ModelOptions
 from commgraph.train.fetch import FeatureFetch, Fetched, Request
 from commgraph.train.minibatch import sampling_graph
 from commgraph.train.owner_fetch import OwnerFetch
-from commgraph.units import size
 
 # a part's node attributes and the set's arrays that hold them
 SET_ROWS = {"x": "features", "y": "labels", **{mask: mask for mask in MASK_NAMES}}
-# torch DataLoader options PyG scripts pass: accepted, without effect (batches are made in this process)
-WORKER_OPTIONS = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
-SAMPLERS = ("neighbor", "dgs")
 NODE_KEYS = ("y", *MASK_NAMES)  # what a batch takes from other machines beside x (label_fetch)
 EXACT_FLOAT32 = 2**24  # integers of smaller magnitude are exact in float32
-FIRST_LAYERS = ("features", "owner")
-KEY_SORT_NODES = 3_037_000_499  # the most nodes n with n * n < 2**63
-
-
-def check_num_neighbors(num_neighbors) -> list[int]:
-    """``num_neighbors`` as a list of ints, each ``>= 1`` or ``-1`` (every neighbour).
-
-    Raises:
-        BridgeError: not a non-empty list or tuple of such ints.
-    """
-    values = list(num_neighbors) if isinstance(num_neighbors, (list, tuple)) else []
-    valid = [isinstance(v, (int, np.integer)) and not isinstance(v, bool) and (v >= 1 or v == -1) for v in values]
-    if not values or not all(valid):
-        raise BridgeError(
-            f"num_neighbors must be a non-empty list of ints, each >= 1 or -1 (every neighbour), one per "
-            f"layer, such as [15, 10]; got {num_neighbors!r}"
-        )
-    return [int(v) for v in values]
-
-
-def input_ids(input_nodes, num_nodes: int) -> np.ndarray:
-    """``input_nodes`` (None, a bool mask over every node, or integer node ids) as global ids, in
-    the order given (a mask's in ascending order).
-
-    Raises:
-        BridgeError: a mask of another length, a float tensor, ids out of range or repeated.
-    """
-    if input_nodes is None:
-        return np.arange(num_nodes, dtype=np.int64)
-    values = torch.as_tensor(input_nodes)
-    if values.dtype == torch.bool:
-        if values.dim() != 1 or values.shape[0] != num_nodes:
-            raise BridgeError(
-                f"input_nodes is a mask of shape {list(values.shape)} but the graph has {num_nodes} nodes: pass a "
-                "mask over every node (for a part from cg.partition, part.n_id[part.train_mask] are its ids)"
-            )
-        return np.flatnonzero(values.cpu().numpy())
-    if values.is_floating_point() or values.is_complex() or values.dim() != 1:
-        raise BridgeError(
-            f"input_nodes must be a 1-D bool mask or 1-D integer node ids, got {values.dtype} of shape "
-            f"{list(values.shape)}: pass data.train_mask or a LongTensor of ids"
-        )
-    ids = values.cpu().numpy().astype(np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
-        bad = int(ids.max()) if ids.max() >= num_nodes else int(ids.min())
-        raise BridgeError(
-            f"input_nodes holds node id {bad} but the graph has {num_nodes} nodes (ids 0..{num_nodes - 1})"
-        )
-    distinct, counts = np.unique(ids, return_counts=True)
-    if distinct.shape[0] != ids.shape[0]:
-        raise BridgeError(
-            f"input_nodes holds node {int(distinct[counts > 1][0])} more than once: pass each id once "
-            "(input_nodes.unique())"
-        )
-    return ids
-
-
-def check_batching(batch_size, sampler: str, options: dict) -> int:
-    """``batch_size`` as an int, once ``sampler`` and the DataLoader ``options`` are known ones.
-
-    Raises:
-        BridgeError: a ``batch_size`` that is not an int >= 1, another sampler, an unknown option.
-    """
-    unknown = sorted(set(options) - set(WORKER_OPTIONS))
-    if unknown:
-        raise BridgeError(f"cg.NeighborLoader has no option {unknown[0]!r}: leave it out")
-    if sampler not in SAMPLERS:
-        raise BridgeError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise BridgeError(f"batch_size must be an int >= 1; got {batch_size!r}")
-    return int(batch_size)
-
-
-def check_fetching(first_layer: str, peer_rows: str) -> None:
-    """Raises:
-    BridgeError: a ``first_layer`` or ``peer_rows`` the loader does not know."""
-    if first_layer not in FIRST_LAYERS:
-        raise BridgeError(f"first_layer must be one of {', '.join(FIRST_LAYERS)}; got {first_layer!r}")
-    if peer_rows not in PEER_ROWS:
-        raise BridgeError(f"peer_rows must be one of {', '.join(PEER_ROWS)}; got {peer_rows!r}")
 
 
 def most_batches(num_seeds: int, batch_size: int) -> int:
@@ -217,131 +141,6 @@ def node_table(part, keys: list[str]) -> np.ndarray:
             "number the classes from 0"
         )
     return np.stack(columns, axis=1).astype(np.float32)
-
-
-def check_structure(structure: str | None, sampler: str, whole: bool) -> None:
-    """Raises:
-    BridgeError: a ``structure`` the loader does not know, or ``"partitioned"`` with DGS's
-    sampler or the whole ``Data``."""
-    if structure not in (None, *STRUCTURES):
-        raise BridgeError(f"structure must be one of {', '.join(STRUCTURES)}; got {structure!r}")
-    if structure == "partitioned" and sampler != "neighbor":
-        raise BridgeError(
-            "structure='partitioned' draws with sampler='neighbor' (DGS's draws follow this rank's masks): "
-            "leave structure out"
-        )
-    if structure == "partitioned" and whole:
-        raise BridgeError(
-            "structure='partitioned' samples a partition set's parts, but every rank holds this whole Data: "
-            "pass cg.partition(data) or the set's path, or leave structure out"
-        )
-
-
-def budget_bytes(memory_budget) -> int | None:
-    """``memory_budget`` in bytes: an int, a size such as ``"8G"``, or None (the budget ``commgraph
-    run --memory-budget`` gives its ranks in ``COMMGRAPH_MEMORY_BUDGET``, else none).
-
-    Raises:
-        BridgeError: not an int >= 1 nor a size.
-    """
-    value = os.environ.get(MEMORY_BUDGET_ENV) if memory_budget is None else memory_budget
-    if isinstance(value, str):
-        try:
-            return size(value)
-        except OptionError as error:
-            raise BridgeError(f"memory_budget: {error}") from None
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-        raise BridgeError(f"memory_budget must be bytes (an int >= 1) or a size such as '8G'; got {value!r}")
-    return None if value is None else int(value)
-
-
-def budget_estimate(pset, shape: JobShape) -> MemoryEstimate:
-    """``estimate_memory`` of a loader's job under its budget (``shape.memory_budget``), as
-    ``commgraph train --memory-budget`` sizes its feature cache.
-
-    Raises:
-        BridgeError: the budget is below the job's minimum.
-    """
-    estimate = estimate_memory(pset, shape)
-    if estimate.budget < estimate.minimum_bytes:
-        raise BridgeError(
-            f"memory_budget {estimate.budget / 1e9:.2f} GB is below this loader's minimum of "
-            f"{estimate.minimum_bytes / 1e9:.2f} GB (the parts its machine holds resident): raise it to at least "
-            f"{estimate.minimum_bytes / 1e9:.2f} GB, or lower batch_size or num_neighbors"
-        )
-    return estimate
-
-
-@dataclass
-class Hops:
-    """A batch's draws (:func:`sample_hops`).
-
-    Shapes:
-        - **nodes:** ``[n]`` global ids: the seeds, then each hop's new nodes in order of first draw
-        - **edges:** ``[2, E]`` positions in ``nodes``, sources then targets, hop after hop
-        - **slots:** ``[E]`` each edge's position in the whole graph's CSR (None: drawn from parts)
-        - **num_nodes:** the seeds, then the nodes each hop added (PyG's ``num_sampled_nodes``);
-          **num_edges:** the edges of each hop (PyG's ``num_sampled_edges``)
-    """
-
-    nodes: np.ndarray
-    edges: np.ndarray
-    slots: np.ndarray | None
-    num_nodes: list[int]
-    num_edges: list[int]
-
-
-def with_sources(graph: SamplingGraph, draw_slots):
-    """``draw(rows, fanout, rng)`` for :func:`sample_hops` from ``draw_slots(rows, fanout, rng)``,
-    which gives per-row counts and the drawn in-edges' positions in ``graph``'s CSR."""
-
-    def draw(rows, fanout, rng):
-        counts, slots = draw_slots(rows, fanout, rng)
-        return counts, graph.indices[slots].astype(np.int64), slots
-
-    return draw
-
-
-def uniform_draw(graph: SamplingGraph | PartitionedGraph):
-    """``draw(rows, fanout, rng)`` for :func:`sample_hops`: uniform draws without replacement,
-    keyed by node (:mod:`commgraph.sample.keyed`), so both structures draw the same edges: from
-    the whole CSR, or on a :class:`~commgraph.sample.partitioned.PartitionedGraph` from this
-    machine's parts and, for other machines' rows, at their owners (a collective; no CSR slots)."""
-    if isinstance(graph, PartitionedGraph):
-        return lambda rows, fanout, rng: (*graph.sample_rows(rows, fanout, draw_seed(rng)), None)
-    return with_sources(graph, lambda rows, fanout, rng: keyed_slots(graph.indptr, rows, rows, fanout, draw_seed(rng)))
-
-
-def sample_hops(
-    graph: SamplingGraph | PartitionedGraph,
-    seeds: np.ndarray,
-    num_neighbors: list[int],
-    rng: np.random.Generator,
-    scratch: Scratch,
-    draw=None,
-) -> Hops:
-    """PyG's neighbour sampling from ``seeds`` (distinct ids): hop ``h`` draws ``num_neighbors[h]``
-    in-neighbours (all with -1) of each node the previous hop added, by ``draw(rows, fanout, rng)``
-    (per-row counts, the sources row after row, and their CSR positions or None; None:
-    :func:`uniform_draw`). Every hop draws, even with no rows, so a draw that is a collective
-    keeps the ranks in step."""
-    draw = draw or uniform_draw(graph)
-    nodes, sources, targets, slots, added = seeds, [], [], [], [int(seeds.shape[0])]
-    for fanout in num_neighbors:
-        start = nodes.shape[0] - added[-1]  # the previous hop's nodes: the last ones added
-        frontier = nodes[start:]
-        counts, drawn, positions = draw(frontier, fanout, rng)
-        per_node = np.zeros(nodes.shape[0], dtype=np.int64)
-        per_node[start:] = counts
-        hop = relabel(nodes, drawn, per_node, scratch, graph.num_nodes)
-        sources.append(hop.edge_src)
-        targets.append(hop.edge_dst)
-        slots.append(positions)
-        added.append(int(hop.src.shape[0] - nodes.shape[0]))
-        nodes = hop.src
-    edges = np.stack([np.concatenate(sources), np.concatenate(targets)])
-    whole = None if any(at is None for at in slots) else np.concatenate(slots)
-    return Hops(nodes, edges, whole, added, [int(e.shape[0]) for e in sources])
 
 
 class NeighborLoader:
@@ -731,28 +530,6 @@ class NeighborLoader:
         out = np.full((n_id.shape[0], *rows.shape[1:]), -1 if name == "labels" else 0, dtype=rows.dtype)
         out[here] = rows
         return out
-
-
-def data_positions(edge_index: torch.Tensor) -> np.ndarray:
-    """For each edge of the CSR a set made from a ``Data`` holds (its distinct edges sorted by
-    target, then source), the edge's position in the ``Data``'s ``edge_index`` (the first of
-    repeated edges).
-
-    Shapes:
-        edge_index ``[2, E]`` -> ``[E']`` (its distinct edges)
-    """
-    edges = edge_index.detach().cpu().numpy().astype(np.int64, copy=False)
-    n = int(edges.max(initial=-1)) + 1
-    # stable sorts, so a repeated edge's first position comes first; one key where n * n fits int64
-    # (20 times faster than lexsort for 4M edges)
-    if n <= KEY_SORT_NODES:
-        order = np.argsort(edges[1] * n + edges[0], kind="stable")
-    else:
-        order = np.lexsort((edges[0], edges[1]))
-    src, dst = edges[0][order], edges[1][order]
-    fresh = np.ones(order.shape[0], dtype=bool)
-    fresh[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-    return order[fresh]
 
 
 def _source(data) -> tuple[object, PartHandle, bool]:
