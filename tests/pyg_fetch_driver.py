@@ -16,7 +16,9 @@ every batch's ``x``, ``y`` and masks held the graph's rows of ``n_id``.
 ``python -m pyg_fetch_driver OUT structure M``: the same, from the set's whole ``structure/`` and
 from the machine's parts (``structure="partitioned"``), with fanouts -1, -1 and 4, 4; rank r writes,
 per fanout and structure, each batch's ``n_id``, ``edge_index`` and a digest of ``x``, the losses,
-whether every row was the graph's, the bytes, and the ``structure/`` files the set mapped.
+whether every row was the graph's, the bytes, and the ``structure/`` files the set mapped; and the
+same for fanout 4, 4 under a memory budget that caches a quarter of each part's rows, with the
+feature cache's counts.
 """
 
 import hashlib
@@ -115,15 +117,20 @@ def machines(data, part, epochs: int = 2, **options) -> dict:
         "batches": batches,
         "structure": loader.structure,
         "mapped": sorted(loader.handle.pset._structure),
+        "cache": None if loader.cache is None else vars(loader.cache),
     }
 
 
 def structures(data, part) -> dict:
-    return {
+    result = {
         f"{fanout}/{structure}": machines(data, part, 1, num_neighbors=[fanout, fanout], structure=structure)
         for fanout in (-1, 4)
         for structure in ("replicated", None)
     }
+    roomy = cg.NeighborLoader(str(part_path(part)), num_neighbors=[4, 4], batch_size=24, memory_budget=10**13)
+    budget = roomy.estimate.minimum_bytes + 4 * data.num_features * data.num_nodes // 4  # a quarter of a part cached
+    result["4/budget"] = machines(data, part, 1, num_neighbors=[4, 4], memory_budget=budget)
+    return result
 
 
 def part_path(part) -> Path:

@@ -89,7 +89,9 @@ def test_partitioned_structure_makes_the_whole_structures_batches(tmp_path, monk
     parts (the default across machines), other machines' nodes at their owners, give every batch's
     n_id, edge_index and x, and every loss, of the run on the set's whole structure/; no rank maps
     the whole CSR (the hops through the other machine's nodes are its sampling bytes), and every
-    batch's x, y and masks are the graph's rows."""
+    batch's x, y and masks are the graph's rows. Under a memory budget, each rank's rows read
+    through the feature cache (read ahead a batch), the batches and losses are the same bit for bit,
+    and the cache both served and missed rows."""
     ranks = _ranks(tmp_path, monkeypatch, 4, "structure", "2")
     for result in ranks:
         for fanout in (-1, 4):
@@ -102,6 +104,9 @@ def test_partitioned_structure_makes_the_whole_structures_batches(tmp_path, monk
             assert all(parts["exact"]) and all(whole["exact"])
             assert parts["bytes"]["labels"] == whole["bytes"]["labels"] > 0
             assert parts["bytes"]["sampling"] > 0 and "sampling" not in whole["bytes"]  # hops asked of owners
+        capped, plain = result["4/budget"], result["4/None"]  # a part's rows through the feature cache
+        assert capped["losses"] == plain["losses"] and capped["batches"] == plain["batches"]
+        assert capped["cache"]["hits"] > 0 and capped["cache"]["misses"] > 0 and plain["cache"] is None
 
 
 def test_one_rank_owner_loader_runs_the_model_as_it_is(bridge_alone, tmp_path, monkeypatch):
