@@ -55,7 +55,7 @@ import torch
 from commgraph.errors import BridgeError
 from commgraph.graph.core import MASK_NAMES
 from commgraph.partition.store import owned_positions
-from commgraph.plan.memory import JobShape
+from commgraph.plan.memory import JobShape, MemoryEstimate
 from commgraph.pyg.data import PartHandle, find_handle, partition
 from commgraph.pyg.hops import Hops, data_positions, sample_hops, with_sources
 from commgraph.pyg.loader_checks import (
@@ -275,14 +275,8 @@ class NeighborLoader:
         self.rank = world.rank
         self.data, self.handle, self._whole = _source(data)
         check_structure(structure, sampler, self._whole)
-        self.memory_budget = budget_bytes(memory_budget)
-        if self.memory_budget is not None and self._whole:
-            raise BridgeError(
-                "memory_budget reads a partition set's features from its files, but every rank holds this whole "
-                "Data: pass cg.partition(data) or the set's path"
-            )
-        budgeted = self.memory_budget is not None
-        self.job = Job(world, self.handle.pset) if world.size > 1 or budgeted else None
+        self.memory_budget = budget_bytes(memory_budget, self._whole)
+        self.job = Job(world, self.handle.pset) if world.size > 1 or self.memory_budget is not None else None
         machine = np.zeros(1, np.int64) if world.size == 1 else self.job.machine_ranks()
         self.machine = machine if machine.shape[0] < world.size else None
         if structure is None:
@@ -290,21 +284,7 @@ class NeighborLoader:
             structure = "partitioned" if spans else "replicated"
         self.structure = structure
         self.graph = self._sampling_graph()
-        self.estimate = None
-        if budgeted:
-            shape = JobShape(
-                world.size,
-                machine.shape[0],
-                ModelOptions().hidden,
-                len(self.num_neighbors),
-                "neighbor",
-                self.batch_size,
-                tuple(self.num_neighbors),
-                peer_rows,
-                structure,
-                memory_budget=self.memory_budget,
-            )
-            self.estimate = budget_estimate(self.handle.pset, shape)
+        self.estimate = self._budget_estimate(machine.shape[0], peer_rows)
         self._scratch = Scratch()
         ids = input_ids(input_nodes, self.graph.num_nodes)
         if input_nodes is None and self.num_neighbors == [-1]:
@@ -337,6 +317,25 @@ class NeighborLoader:
         if self.structure == "partitioned":
             return PartitionedGraph.from_partition(self.handle.pset, self.rank, np.zeros(1, np.int64), None)
         return SamplingGraph.from_partition(self.handle.pset, self.rank)
+
+    def _budget_estimate(self, machine_workers: int, peer_rows: str) -> MemoryEstimate | None:
+        """Under a memory budget, the job's memory estimate, which sizes the feature cache: a
+        sampled job of this loader's batches and ``train``'s default hidden width (None: no budget)."""
+        if self.memory_budget is None:
+            return None
+        shape = JobShape(
+            self.job.world.size,
+            machine_workers,
+            ModelOptions().hidden,
+            len(self.num_neighbors),
+            "neighbor",
+            self.batch_size,
+            tuple(self.num_neighbors),
+            peer_rows,
+            self.structure,
+            memory_budget=self.memory_budget,
+        )
+        return budget_estimate(self.handle.pset, shape)
 
     def _feature_fetch(self, peer_rows: str) -> FeatureFetch | None:
         """The fetch of ``x``'s rows when they do not all come from the loader's ``data`` and this

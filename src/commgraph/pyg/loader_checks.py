@@ -120,22 +120,30 @@ def check_structure(structure: str | None, sampler: str, whole: bool) -> None:
         )
 
 
-def budget_bytes(memory_budget) -> int | None:
+def budget_bytes(memory_budget, whole: bool) -> int | None:
     """``memory_budget`` in bytes: an int, a size such as ``"8G"``, or None (the budget ``commgraph
-    run --memory-budget`` gives its ranks in ``COMMGRAPH_MEMORY_BUDGET``, else none).
+    run --memory-budget`` gives its ranks in ``COMMGRAPH_MEMORY_BUDGET``, else none), for a loader
+    of a part or a set's path (not ``whole``: the whole ``Data``).
 
     Raises:
-        BridgeError: not an int >= 1 nor a size.
+        BridgeError: not an int >= 1 nor a size, or a budget for the whole ``Data``.
     """
     value = os.environ.get(MEMORY_BUDGET_ENV) if memory_budget is None else memory_budget
+    if value is None:
+        return None
     if isinstance(value, str):
         try:
-            return size(value)
+            value = size(value)
         except OptionError as error:
             raise BridgeError(f"memory_budget: {error}") from None
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise BridgeError(f"memory_budget must be bytes (an int >= 1) or a size such as '8G'; got {value!r}")
-    return None if value is None else int(value)
+    if whole:
+        raise BridgeError(
+            "memory_budget reads a partition set's features from its files, but every rank holds this whole "
+            "Data: pass cg.partition(data) or the set's path"
+        )
+    return int(value)
 
 
 def budget_estimate(pset, shape: JobShape) -> MemoryEstimate:
