@@ -110,8 +110,18 @@ def test_a_rank_that_stopped_because_of_another_is_not_named_first():
     store = dist.HashStore()  # ranks 0 and 1 seen failing in one poll; 0 said it stopped because of 1
     store.set(stopped_key(0), "1")
     store.set(failed_key(1), "ValueError: boom (script.py, line 3)")
-    assert _first_failure(store, [(0, 1), (1, 1)]) == ((1, 1), "ValueError: boom (script.py, line 3)")
-    assert _first_failure(dist.HashStore(), [(0, 1), (1, -9)]) == ((0, 1), None)
+    assert _first_failure(store, [(0, 1), (1, 1)], [1, 1]) == ((1, 1), "ValueError: boom (script.py, line 3)")
+    assert _first_failure(dist.HashStore(), [(0, 1), (1, -9)], [1, -9]) == ((0, 1), None)
+
+
+def test_a_raising_rank_still_unwinding_is_named_before_the_peer_it_stopped():
+    store = dist.HashStore()  # rank 0's collective failed and it exited while rank 1 still unwinds
+    store.set(stopped_key(0), "1")
+    store.set(failed_key(1), "ValueError: boom (script.py, line 3)")
+    assert _first_failure(store, [(0, 1)], [1, None]) == ((1, 1), "ValueError: boom (script.py, line 3)")
+    lone = dist.HashStore()  # a rank that says it stopped, with no rank saying why: itself
+    lone.set(stopped_key(0), "1")
+    assert _first_failure(lone, [(0, 1)], [1, None]) == ((0, 1), None)
 
 
 @pytest.mark.multiproc

@@ -351,7 +351,7 @@ def _watch(children: list[Rank], grace: float, store, phase_seconds: float | Non
         if first_failure is None:
             failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
             if failed:
-                first_failure, reason = _first_failure(store, failed)
+                first_failure, reason = _first_failure(store, failed, codes)
                 if grace <= 0:  # the others are killed at once: nobody to tell
                     break
                 deadline = time.monotonic() + grace
@@ -365,10 +365,22 @@ def _watch(children: list[Rank], grace: float, store, phase_seconds: float | Non
     return JobEnd(codes, first_failure, reason, store)
 
 
-def _first_failure(store, failed: list[tuple[int, int]]) -> tuple[tuple[int, int], str | None]:
+def _first_failure(store, failed: list[tuple[int, int]], codes: list[int | None]) -> tuple[tuple[int, int], str | None]:
     """Of ranks seen failing at once, the one that caused it (the lowest that did not say it
-    stopped because of another), and its own reason."""
+    stopped because of another), and its own reason. When every rank seen failing stopped because
+    of another, the cause is the lowest rank that wrote its own reason, though it has not exited
+    yet (a raising rank still unwinding while a peer's collective already failed): its code is
+    then taken as 1, a raised exception's."""
     rank, code = min(failed, key=lambda item: (store.check([stopped_key(item[0])]), item[0]))
+    if store.check([stopped_key(rank)]):
+        causes = [
+            other
+            for other in range(len(codes))
+            if store.check([failed_key(other)]) and not store.check([stopped_key(other)])
+        ]
+        if causes:
+            rank = causes[0]
+            code = codes[rank] if codes[rank] not in (None, 0) else 1
     return (rank, code), _own_reason(store, rank)
 
 
