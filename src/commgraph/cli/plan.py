@@ -185,7 +185,9 @@ def run_allgather(args: argparse.Namespace) -> int:
     result = {"planners": report}
     if "typed" in pset.manifest:
         result["typed"] = _typed_halo(pset, args.feature_dim)
-    chosen = fastest_plan({n: report[n]["modeled_seconds"] for n in EXECUTABLE}) if set(EXECUTABLE) <= set(report) else None
+    chosen = (
+        fastest_plan({n: report[n]["modeled_seconds"] for n in EXECUTABLE}) if set(EXECUTABLE) <= set(report) else None
+    )
     _finish(args, plans, allgather_report(result, chosen), chosen)
     return 0
 

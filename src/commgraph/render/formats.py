@@ -62,7 +62,7 @@ def text_table(table: Table) -> str:
 
     def line(cells: list[str], mark: str) -> str:
         padded = (
-            cell.rjust(width) if column.numeric and k else cell.ljust(width)
+            cell.rjust(width) if column.numeric else cell.ljust(width)
             for k, (cell, width, column) in enumerate(zip(cells, widths, table.columns))
         )
         return ((mark + " ") if marked else "") + "  ".join(padded).rstrip()
@@ -78,7 +78,7 @@ def md_table(table: Table) -> str:
     rows = _shown(table)
     if table.chosen is not None:
         rows[table.chosen][0] = f"{rows[table.chosen][0]} \\{MARK}"
-    align = ["---:" if c.numeric and k else ":---" for k, c in enumerate(table.columns)]
+    align = ["---:" if c.numeric else ":---" for c in table.columns]
     lines = [f"**{table.title}**", ""] if table.title else []
     lines += ["| " + " | ".join(c.title for c in table.columns) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |" for cells in rows]

@@ -70,10 +70,14 @@ def plan_bars(result: dict, chosen: str | None, nbytes: float | None = None) -> 
     rows = list(result["planners"].values())
     bounds = [r["bandwidth"]["bound"]["algbw_gbps"] for r in rows if "bandwidth" in r]
     bound = {"throughput bound": nbytes / (min(bounds) * 1e9)} if bounds and nbytes else {}
-    panels = [time_bars("modeled time per planner", "modeled time", names, [r["modeled_seconds"] for r in rows], bound, index)]
+    panels = [
+        time_bars("modeled time per planner", "modeled time", names, [r["modeled_seconds"] for r in rows], bound, index)
+    ]
     if bounds:
         algbw = tuple(r["bandwidth"]["algbw_gbps"] for r in rows)
-        panels.append(Bars("algorithm bandwidth", "algbw (GB/s)", tuple(names), algbw, {"throughput bound": min(bounds)}, index))
+        panels.append(
+            Bars("algorithm bandwidth", "algbw (GB/s)", tuple(names), algbw, {"throughput bound": min(bounds)}, index)
+        )
     return panels
 
 

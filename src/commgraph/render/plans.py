@@ -108,7 +108,10 @@ def _collective_row(name: str, row: dict) -> dict:
 def bound_lines(result: dict, collective: str) -> tuple[str, ...]:
     """Each distinct throughput bound of the rows and the all-reduce's Lemma 2.1 lower bound, a line each."""
     bounds = sorted(
-        {(b["algbw_gbps"], b["partition"], b.get("links")) for b in (r["bandwidth"]["bound"] for r in result["planners"].values())}
+        {
+            (b["algbw_gbps"], b["partition"], b.get("links"))
+            for b in (r["bandwidth"]["bound"] for r in result["planners"].values())
+        }
     )
     if collective == "allreduce":
         lines = [
@@ -126,7 +129,10 @@ def bound_lines(result: dict, collective: str) -> tuple[str, ...]:
 
 def native_line(native_seconds: float) -> str:
     """The line that says ``--allreduce auto`` takes torch's own all-reduce, which no row shows."""
-    return f"--allreduce auto takes native (torch's own all-reduce): {seconds(native_seconds)} modeled, faster than every row"
+    return (
+        f"--allreduce auto takes native (torch's own all-reduce): {seconds(native_seconds)} modeled, "
+        "faster than every row"
+    )
 
 
 def broadcast_report(result: dict) -> Report:

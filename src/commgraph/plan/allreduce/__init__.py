@@ -139,8 +139,7 @@ def choose_allreduce(topology: Topology, nbytes: float) -> str:
     """
     seconds = {"native": native_seconds(topology, nbytes)}
     seconds |= {
-        name: price(plan_allreduce(name, topology, nbytes), topology)["modeled_seconds"]
-        for name in AUTO_CANDIDATES[1:]
+        name: price(plan_allreduce(name, topology, nbytes), topology)["modeled_seconds"] for name in AUTO_CANDIDATES[1:]
     }
     return fastest_allreduce(seconds)
 
