@@ -6,7 +6,8 @@ which tests check) and then drawn by :func:`draw_bars`.
   against the throughput bound where the plans have one; the chosen planner's bar is dark;
 - schedulers (``sim llm --png``): each scheduler's iteration time beside free communication (the
   ceiling: no scheduler is faster) and the floor;
-- training runs (``plot --y``): epoch time, communication wait or bytes per epoch, a line per run
+- training runs (``plot --y``): epoch time, communication wait or bytes per epoch (every byte the
+  thesis counts: halo, features and the gradients' all-reduce), a panel each and a line per run
   (:func:`metric_panels`).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from commgraph.errors import TrainingError
 from commgraph.plotting import pyplot, save_png
 
 
@@ -108,4 +110,55 @@ def draw_bars(panels: list[Bars], path: str | os.PathLike[str]) -> None:
         ax.grid(axis="y", alpha=0.3)
         if panel.lines:
             ax.legend(fontsize=7)
+    save_png(fig, path)
+
+
+# ``plot --y`` names: the metrics record's field, the axis label and the scale to its unit
+METRICS = {
+    "epoch_s": ("epoch_seconds", "epoch time (s)", 1.0),
+    "comm_wait": ("comm_wait_seconds", "communication wait (s)", 1.0),
+    "bytes": ("total_bytes", "bytes per epoch (MB)", 1e-6),
+}
+
+
+@dataclass(frozen=True)
+class Lines:
+    """One panel of lines against epochs: per run, its epochs and values (in ``ylabel``'s unit)."""
+
+    title: str
+    ylabel: str
+    series: dict[str, tuple[tuple[int, ...], tuple[float, ...]]]
+
+
+def metric_panels(runs: dict[str, list[dict]], names: list[str]) -> list[Lines]:
+    """A panel per ``plot --y`` name of :data:`METRICS`, a line per run of epoch records.
+
+    Raises:
+        TrainingError: a name not in :data:`METRICS`, or a run whose records lack its field.
+    """
+    panels = []
+    for name in names:
+        if name not in METRICS:
+            raise TrainingError(f"--y {name!r}: choose from {', '.join(METRICS)}")
+        key, label, scale = METRICS[name]
+        series = {}
+        for run, records in runs.items():
+            if any(record.get(key) is None for record in records):
+                raise TrainingError(f"run {run!r} records no {key} (a run of an older commgraph): leave out --y {name}")
+            series[run] = (tuple(r["epoch"] for r in records), tuple(r[key] * scale for r in records))
+        panels.append(Lines(label.split(" (")[0], label, series))
+    return panels
+
+
+def draw_lines(panels: list[Lines], path: str | os.PathLike[str]) -> None:
+    """Draw ``panels`` side by side, a line per run against epochs, to a PNG."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for index, (run, (epochs, values)) in enumerate(panel.series.items()):
+            ax.plot(epochs, values, color=f"C{index % 10}", marker="o", markersize=3, label=run)
+        ax.set(xlabel="epoch", ylabel=panel.ylabel, title=panel.title)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     save_png(fig, path)

@@ -75,7 +75,9 @@ class Column:
             return f"{value:.3f}x"
         if isinstance(value, int):
             return f"{value:,}"
-        return f"{units.significant(value)} {self.unit}".rstrip()
+        if not self.unit:
+            return f"{value:.4g}"
+        return f"{units.significant(value)} {self.unit}"
 
 
 def raw(value: Any) -> Any:
