@@ -53,3 +53,18 @@ def sweep_report(result: dict, first: str) -> Report:
     title = f"sustainable throughput (median under {seconds(result['bound_s'])}), requests/s:"
     throughput = Table((SELECTOR, Column("sustainable", "requests/s"), DECIDE), best, title=title)
     return Report(result, (Table(columns, rows), throughput), before=(first,))
+
+
+PATH_COLUMNS = (
+    Column("type", "type", "text"),
+    Column("path", "path", "text"),
+    Column("bottleneck_gbps", "bottleneck", "GB/s"),
+    Column("traverse_s", "traverse", "s"),
+    Column("toll_s", "toll", "s"),
+)
+
+
+def paths_report(result: dict) -> Report:
+    """``sim multipath paths``'s report: each path's bottleneck speed and its traverse and toll times."""
+    rows = tuple({**row, "path": " > ".join(row["devices"])} for row in result["paths"])
+    return Report(result, (Table(PATH_COLUMNS, rows),))
