@@ -1,7 +1,8 @@
 """A :class:`~commgraph.render.table.Report` written in one of :data:`FORMATS`:
 
 - ``text``: each table under a header row, numbers right-aligned and scaled to the value, the
-  chosen row marked ``*`` with a footnote saying what chose it; the report's lines around them;
+  chosen row marked ``*`` with a footnote saying what chose it; an empty line between two tables,
+  and the report's lines around them;
 - ``json``: the report's data, one object on one line;
 - ``csv``: each table with a header row naming the base unit (``modeled (s)``), raw values, and a
   ``chosen`` column where a row is chosen; tables are separated by an empty line;
@@ -32,8 +33,8 @@ def _json(report: Report) -> str:
 
 
 def _text(report: Report) -> str:
-    blocks = [*report.before, *(text_table(t) for t in report.tables), *report.after]
-    return "\n".join(blocks)
+    tables = "\n\n".join(text_table(t) for t in report.tables)  # an empty line between two tables
+    return "\n".join([*report.before, *([tables] if tables else []), *report.after])
 
 
 def _md(report: Report) -> str:
