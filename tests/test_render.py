@@ -9,12 +9,14 @@ import json
 import pytest
 
 from commgraph.cli.main import main
+from commgraph.plan import choose_allreduce
 from commgraph.plan.choose import EXECUTABLE, fastest_plan
 from commgraph.render import Column, Report, Shown, Table, render
 from commgraph.render.multipath import selectors_report
 from commgraph.render.pictures import METRICS, metric_panels, plan_bars, scheduler_bars
 from commgraph.render.schedulers import scheduler_report
 from commgraph.render.units import count, nbytes, seconds
+from commgraph.topology import load_preset
 
 PNG = b"\x89PNG"
 LLM = ["sim", "llm", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--microbatches", "2", "--topology", "hgx-h100"]
@@ -210,3 +212,17 @@ def test_plot_draws_epoch_time_communication_wait_and_bytes(capsys, tmp_path):
     assert (tmp_path / "m.png").read_bytes()[:4] == PNG and "a: 2 epochs" in capsys.readouterr().err
     assert main(["plot", str(run), "--png", str(tmp_path / "n.png"), "--y", "loss_s"]) == 2
     assert "--y 'loss_s': choose from epoch_s, comm_wait, bytes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("topology", "auto"), [("p3.8xlarge", "lp"), ("dgx1-v100", "native")])
+def test_plan_allreduce_marks_the_row_allreduce_auto_takes(capsys, topology, auto):
+    """The mark follows ``choose_allreduce``: a planned row is marked; where torch's own wins, no
+    row is and a line says so."""
+    assert choose_allreduce(load_preset(topology), 1e8) == auto
+    assert main(["plan", "allreduce", "--topology", topology, "--bytes", "1e8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    marked = [line.split()[1] for line in lines if line.startswith("* ")]
+    if auto == "native":
+        assert marked == [] and any(line.startswith("--allreduce auto takes native") for line in lines)
+    else:
+        assert marked == [auto, "chosen"] and "* chosen by --allreduce auto" in lines
