@@ -2,9 +2,12 @@
 text (header row, chosen row marked), JSON, CSV and Markdown that parse back, the commands that
 print them under ``--format``, and the data behind each picture."""
 
+import ast
 import csv
 import io
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,7 @@ from commgraph.render.units import count, nbytes, seconds
 from commgraph.topology import load_preset
 
 PNG = b"\x89PNG"
+SRC = Path(__file__).resolve().parents[1] / "src" / "commgraph"
 LLM = ["sim", "llm", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--microbatches", "2", "--topology", "hgx-h100"]
 
 
@@ -226,3 +230,24 @@ def test_plan_allreduce_marks_the_row_allreduce_auto_takes(capsys, topology, aut
         assert marked == [] and any(line.startswith("--allreduce auto takes native") for line in lines)
     else:
         assert marked == [auto, "chosen"] and "* chosen by --allreduce auto" in lines
+
+
+def test_partition_make_json_keeps_its_progress_on_stderr(capsys, tmp_path):
+    argv = ["partition", "make", "cora", "--parts", "2", "--method", "chunk", "--out", str(tmp_path / "p"), "--json"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["method"] == "chunk"
+    assert err.startswith("partitioning cora (2,708 nodes, 10,556 edges) into 2 parts with chunk\n")
+
+
+def test_no_printed_text_names_binary_byte_units():
+    """Bytes print in one system, decimal (KB, MB, GB): no string the sources print says KiB, MiB or GiB."""
+    found = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path in sorted(SRC.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and re.search(r"\d ?[KMG]iB|\b[KMG]iB\b", node.value)
+    ]
+    assert not found, found
