@@ -391,6 +391,7 @@ REPORTS = [
     ("sim", "multipath", "paths"),
     ("sim", "multipath", "h2d"),
     ("partition", "info"),
+    ("topo", "show"),
 ]
 
 
