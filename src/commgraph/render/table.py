@@ -33,8 +33,8 @@ class Column:
     Args:
         key: the field of each row the column shows.
         title: the header a person reads.
-        unit: ``s`` (scaled to s/ms/us/ns), ``B`` (scaled to B/KB/MB/GB, decimal), ``GB/s``,
-            ``Gbit/s``, ``x`` (a ratio), ``%`` (a fraction shown as a percentage, ``94.5%``), ``""`` (a plain
+        unit: ``s`` (scaled to s/ms/us/ns), ``B`` (scaled to B/KB/MB/GB, decimal), ``GB/s`` and
+            ``Gbit/s`` (four significant figures, as link speeds are given), ``x`` (a ratio), ``%`` (a fraction shown as a percentage, ``94.5%``), ``""`` (a plain
             number) or ``text``.
     """
 
@@ -75,9 +75,7 @@ class Column:
             return f"{value:.3f}x"
         if isinstance(value, int):
             return f"{value:,}"
-        if not self.unit:
-            return f"{value:.4g}"
-        return f"{units.significant(value)} {self.unit}"
+        return f"{value:.4g} {self.unit}".rstrip()  # a plain number or a rate: four significant figures
 
 
 def raw(value: Any) -> Any:
