@@ -34,8 +34,9 @@ class Column:
         key: the field of each row the column shows.
         title: the header a person reads.
         unit: ``s`` (scaled to s/ms/us/ns), ``B`` (scaled to B/KB/MB/GB, decimal), ``GB/s`` and
-            ``Gbit/s`` (four significant figures, as link speeds are given), ``x`` (a ratio), ``%`` (a fraction shown as a percentage, ``94.5%``), ``""`` (a plain
-            number) or ``text``.
+            ``Gbit/s`` (four significant figures, as link speeds are given), ``x`` (a ratio), ``%``
+            (a fraction shown as a percentage, ``94.5%``), ``""`` (a plain number, four
+            significant figures) or ``text``.
     """
 
     key: str
