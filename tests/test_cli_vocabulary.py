@@ -379,3 +379,34 @@ def test_plan_sizes_read_like_every_other_size(capsys):
         )
         seconds.add(json.loads(capsys.readouterr().out)["planners"]["ring"]["modeled_seconds"])
     assert len(seconds) == 1 and seconds.pop() > 0
+
+
+REPORTS = [
+    ("plan", "allgather"),
+    ("plan", "allreduce"),
+    ("plan", "broadcast"),
+    ("sim", "dag"),
+    ("sim", "llm"),
+    ("sim", "multipath", "simulate"),
+    ("sim", "multipath", "paths"),
+    ("sim", "multipath", "h2d"),
+    ("partition", "info"),
+    ("topo", "show"),
+]
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=" ".join)
+def test_every_report_takes_format_and_json_as_its_alias(path):
+    """A command that prints a report takes ``--format text|json|csv|md`` and ``--json``, the same
+    as ``--format json``: one option definition (``cli.args.add_format``), one destination."""
+    parser = dict(COMMANDS)[path]
+    options = {o: a for a in arguments(parser) for o in a.option_strings}
+    assert tuple(options["--format"].choices) == ("text", "json", "csv", "md")
+    assert options["--format"].dest == options["--json"].dest == "output" and options["--json"].const == "json"
+    assert parser.get_default("output") == "text"
+
+
+def test_partition_make_takes_json_into_the_report_s_destination():
+    """``partition make``'s ``--format`` is the graph file's format; its ``--json`` is the report's."""
+    options = {o: a for a in arguments(dict(COMMANDS)[("partition", "make")]) for o in a.option_strings}
+    assert options["--json"].dest == "output" and options["--format"].dest == "format"

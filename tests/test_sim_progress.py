@@ -3,12 +3,14 @@ with the thresholds lowered to zero, so every stage and the event loop's last ti
 at the real thresholds a short run prints nothing."""
 
 import json
+import threading
 
 import pytest
 
 from commgraph.cli.main import main
 from commgraph.sim import Transfer, progress, simulate
 from commgraph.topology import load_preset
+from deadlines import wait_until
 
 LLM = ["sim", "llm", "--model", "gpt3-13b", "--tp", "4", "--pp", "2", "--microbatches", "2", "--topology", "hgx-h100"]
 
@@ -25,7 +27,7 @@ def test_sim_llm_reports_each_stage_and_the_event_loop_on_stderr_with_json_on_st
     captured = capsys.readouterr()
     assert set(json.loads(captured.out)["schedulers"]) == {"megatron", "hermod"}
     lines = captured.err.splitlines()
-    stages = [line.split(" (")[0] for line in lines if "tasks done" not in line]
+    stages = [line.split(" (")[0] for line in lines if "tasks done" not in line and "still running" not in line]
     assert stages == [
         "sim llm: building the DAG",
         "sim llm: scheduling megatron",
@@ -71,3 +73,17 @@ def test_a_report_prints_no_more_often_than_its_interval(monkeypatch, capsys):
         simulate(net, [Transfer("x", "gpu0", "gpu1", 1e9)], timeline=False)  # its tick is within the interval
         progress.stage("two")
     assert [line.split(" (")[0] for line in capsys.readouterr().err.splitlines()] == ["test: one", "test: two"]
+
+
+def test_a_long_stage_without_ticks_says_it_is_still_running(monkeypatch, capsys):
+    """A stage that neither ticks nor starts another (building a DAG, an LP) still prints a line
+    every HEARTBEAT_SECONDS once the run is long, and the heartbeat stops with the report."""
+    monkeypatch.setattr(progress, "AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.01)
+    said = []
+    with progress.reporting("test"):
+        progress.stage("solving")
+        assert wait_until(lambda: said.extend(capsys.readouterr().err.splitlines()) or len(said) >= 2, 60)
+    assert said[0].startswith("test: solving (") and said[1].startswith("test: solving, still running (")
+    capsys.readouterr()
+    assert not any(t.name == "commgraph-progress" for t in threading.enumerate())

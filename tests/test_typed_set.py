@@ -127,7 +127,7 @@ def test_partition_info_and_plan_allgather_give_bytes_by_type_and_relation(typed
         assert part["relation_halo"] == [4 * widths[t] * n for t, n in zip(src, rows)]
     assert measured["node_types"]["author"] == {"owned": 0, "halo": 0}
     text = run_commgraph(["partition", "info", str(typed_set.path)]).stdout
-    assert re.search(r"^paper +[\d.]+ KiB/[\d.]+ KiB +[\d.]+ KiB/[\d.]+ KiB$", text, re.M)
+    assert re.search(r"^paper +[\d.]+ KB/[\d.]+ KB +[\d.]+ KB/[\d.]+ KB$", text, re.M)
 
     argv = ["plan", "allgather", str(typed_set.path), "--topology", "dgx1-v100", "--feature-dim", "16"]
     plan = run_commgraph([*argv, "--planner", "p2p", "--json"])

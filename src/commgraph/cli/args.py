@@ -1,8 +1,10 @@
 """The options many commands share, each spelled one way: ``--topology`` (always an option),
 ``--speeds`` (GB/s), byte counts (one parser: ``1G``, ``512M``, ``1e9``), ``--json``, ``--png``,
-and the output rule: every file a command writes is named by an option, is refused when it exists
-unless ``--force`` is given (one line, exit 2), and is announced by one ``wrote PATH`` line on
-stderr (stdout carries the results alone, so ``--json`` output stays one object)."""
+``--format text|json|csv|md`` (``--json`` its alias) for every command that prints a report, and
+:func:`emit`, the one place a report is printed. The output rule: every file a command writes is
+named by an option, is refused when it exists unless ``--force`` is given (one line, exit 2), and
+is announced by one ``wrote PATH`` line on stderr (stdout carries the results alone, so ``--json``
+output stays one object)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import CommgraphError
+from commgraph.render import FORMATS, Report, render
 from commgraph.topology.resolve import SPEED_KEYS
 from commgraph.units import parse_bytes
 
@@ -57,6 +60,26 @@ def topology_from_args(args: argparse.Namespace):
 
 def add_json(parser: argparse.ArgumentParser, help: str = "print the result as one JSON object") -> None:
     parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_format(parser: argparse.ArgumentParser, *, option: bool = True) -> None:
+    """``--format text|json|csv|md`` and ``--json`` (the same as ``--format json``), both into
+    ``args.output``. ``option=False`` leaves ``--format`` out, for a command whose ``--format``
+    names its graph file's format (it prints text or, with ``--json``, JSON)."""
+    if option:
+        parser.add_argument(
+            "--format",
+            dest="output",
+            choices=FORMATS,
+            help="text: tables with units scaled to the value; json: one object; csv and md: the tables",
+        )
+    parser.add_argument("--json", dest="output", action="store_const", const="json", help="the same as --format json")
+    parser.set_defaults(output="text")
+
+
+def emit(args: argparse.Namespace, report: Report) -> None:
+    """Print ``report`` (:class:`~commgraph.render.Report`) on stdout in ``--format``."""
+    print(render(report, args.output))
 
 
 def add_force(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

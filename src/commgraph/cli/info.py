@@ -8,6 +8,7 @@ import json
 from commgraph.cli import describe
 from commgraph.cli.args import add_json
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
+from commgraph.render.units import nbytes
 
 
 def register(subparsers) -> None:
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         rows.append(
             ("train / val / test nodes", f"{stats['train_nodes']:,} / {stats['val_nodes']:,} / {stats['test_nodes']:,}")
         )
-    rows.append(("memory", human_bytes(stats["memory_bytes"])))
+    rows.append(("memory", nbytes(stats["memory_bytes"])))
     _print_rows(rows)
     return 0
 
@@ -60,7 +61,7 @@ def _hetero_rows(stats: dict) -> list[tuple[str, str]]:
     for name, relation in stats["relations"].items():
         extra = f", edge features {relation['edge_features']}" if relation["edge_features"] else ""
         rows.append((f"relation {name}", f"{relation['num_edges']:,} edges{extra}"))
-    rows.append(("memory", human_bytes(stats["memory_bytes"])))
+    rows.append(("memory", nbytes(stats["memory_bytes"])))
     return rows
 
 
@@ -68,12 +69,3 @@ def _print_rows(rows: list[tuple[str, str]]) -> None:
     width = max(len(key) for key, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-
-
-def human_bytes(count: int) -> str:
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            break
-        size /= 1024
-    return f"{size:.1f} {unit}"

@@ -6,15 +6,17 @@ topology under each coflow scheduler: Megatron-LM, fair sharing, Lina, Varys, Si
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from commgraph.cli import describe, pick_names
-from commgraph.cli.args import add_force, add_json, add_png, add_speeds_argument, check_outputs, wrote
+from commgraph.cli.args import add_force, add_format, add_png, add_speeds_argument, check_outputs, emit, wrote
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import MATCHINGS, SCHEDULERS
-from commgraph.plan.coflow_plot import plot_schedulers, write_trace
+from commgraph.plan.coflow_plot import write_trace
+from commgraph.render.pictures import draw_bars, scheduler_bars
+from commgraph.render.schedulers import scheduler_report
+from commgraph.render.units import seconds
 from commgraph.sim import progress
 from commgraph.study import SchedulerComparison, compare_schedulers
 from commgraph.topology import parse_speeds, resolve_topology, speeds_of, speeds_rule
@@ -32,8 +34,8 @@ def register(subparsers) -> None:
     _add_fabric(sim)
     _add_iteration(sim)
     _add_run(sim)
-    add_json(sim, "print the comparison as JSON")
-    add_png(sim, "draw each scheduler's timeline")
+    add_format(sim)
+    add_png(sim, "bars of each scheduler's iteration time beside free communication (the ceiling) and the floor")
     sim.add_argument("--trace", type=Path, metavar="FILE.json", help="write a Chrome/Perfetto trace JSON")
     add_force(sim)
     sim.set_defaults(run=run_simulate)
@@ -164,16 +166,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     rule = speeds_rule(args.topology, speeds)
     report = {**comparison.to_dict(), "routing": topology.routing, "speeds": None if rule is None else rule.to_dict()}
     if args.png:
-        plot_schedulers(comparison.outcomes, comparison.iteration.leaders[:: layout.dp][:16], args.png)
+        draw_bars(scheduler_bars(report), args.png)
         wrote(args.png)
     if args.trace:
         write_trace(comparison.outcomes, args.trace)
         wrote(args.trace)
-    if args.json:
-        print(json.dumps(report))
-        return 0
-    _print_header(args, spec, layout, topology, speeds, comparison)
-    _print_table(comparison)
+    emit(args, scheduler_report(report, _header(args, spec, layout, topology, speeds, comparison)))
     return 0
 
 
@@ -190,49 +188,32 @@ def _topology(args: argparse.Namespace):
     return speeds, topology
 
 
-def _print_header(args, spec, layout: Layout, topology, speeds: dict, comparison: SchedulerComparison) -> None:
+def _header(args, spec, layout: Layout, topology, speeds: dict, comparison: SchedulerComparison) -> tuple[str, ...]:
+    """The lines above the table: the run, its link speeds, and the bounds beside the schedulers."""
     iteration, top, baseline = comparison.iteration, comparison.ceiling, comparison.baseline
-    print(
+    network = network_gbits(topology)
+    return (
         f"{spec.name} tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep} m={layout.microbatches} "
-        f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, network "
-        f"{network_gbits(topology)} Gbit/s, {topology.routing}), {iteration.iterations} iteration(s): "
-        f"{len(iteration.coflows)} coflows, {iteration.flows} flows"
+        f"{layout.schedule} {args.dp_collective} on {topology.name} ({layout.gpus} GPUs, "
+        f"{f'network {network} Gbit/s' if network else 'no network links'}, {topology.routing}), "
+        f"{iteration.iterations} iteration(s): {len(iteration.coflows):,} coflows, {iteration.flows:,} flows",
+        f"  link speeds per direction: {speeds_of(args.topology, topology, speeds)}",
+        f"  free communication (an oracle): {seconds(comparison.free_seconds)} per iteration; {baseline} exposes "
+        f"{top['exposed_share']:.1%} of its iteration, so no scheduler beats {top['ceiling']:.3f}x over it; its "
+        f"busiest link needs {seconds(top['link_seconds'])} per iteration, so over many iterations none beats "
+        f"{top['bound_ceiling']:.3f}x",
+        f"  floor (every dependency kept, link bytes priced where they can move): {seconds(top['floor_seconds'])} "
+        f"for all {iteration.iterations} iteration(s) ({top['floor_binding']}): no scheduler finishes them "
+        f"sooner, so none beats {top['floor_ceiling']:.3f}x over {baseline}'s makespan; headroom reached is "
+        f"measured on the makespan against it",
     )
-    print(f"  link speeds per direction: {speeds_of(args.topology, topology, speeds)}")
-    print(
-        f"  free communication (an oracle): {comparison.free_seconds:.4f} s/iteration; {baseline} exposes "
-        f"{top['exposed_share']:.1%} of its "
-        f"iteration, so no scheduler beats {top['ceiling']:.3f}x over it; its busiest link needs "
-        f"{top['link_seconds']:.4f} s/iteration, so over many iterations none beats {top['bound_ceiling']:.3f}x"
-    )
-    print(
-        f"  floor (every dependency kept, link bytes priced where they can move): {top['floor_seconds']:.4f} "
-        f"s for all {iteration.iterations} iteration(s) ({top['floor_binding']}): no scheduler finishes them "
-        f"sooner, so none beats {top['floor_ceiling']:.3f}x over {baseline}'s makespan; headroom is measured "
-        f"on the makespan against it"
-    )
-
-
-def _print_table(comparison: SchedulerComparison) -> None:
-    print(
-        f"  {'scheduler':<12} {'iteration s':>12} {'makespan s':>11} {'tokens/s':>12} "
-        f"{'vs ' + comparison.baseline:>10} "
-        f"{'headroom':>9}  coflow mean completion (ms)"
-    )
-    for name, row in comparison.schedulers.items():
-        ccts = "  ".join(f"{kind} {c['mean_seconds'] * 1e3:.2f}" for kind, c in row["coflows"].items())
-        reached = "-" if row["headroom_reached"] is None else f"{row['headroom_reached']:.0%}"
-        print(
-            f"  {name:<12} {row['iteration_seconds']:12.4f} {row['makespan_seconds']:11.4f} "
-            f"{row['tokens_per_second']:12.0f} "
-            f"{row['speedup']:9.3f}x {reached:>9}  {ccts}"
-        )
 
 
 def network_gbits(topology) -> str:
-    """The speeds of the topology's network links (InfiniBand, Ethernet) in Gbit/s, e.g. ``400``."""
+    """The speeds of the topology's network links (InfiniBand, Ethernet) in Gbit/s, e.g. ``400``;
+    empty where it has none."""
     speeds = sorted({link.bandwidth_gbps * 8 for link in topology.links if link.kind in ("infiniband", "ethernet")})
-    return "/".join(f"{s:g}" for s in speeds) or "no network"
+    return "/".join(f"{s:g}" for s in speeds)
 
 
 def layout_of(args: argparse.Namespace, gpus: int) -> Layout:

@@ -17,7 +17,6 @@ decides, the flow simulator prices); relays through peer GPUs (chained copies) a
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -27,10 +26,11 @@ from tqdm import tqdm
 from commgraph.cli import describe, pick_names
 from commgraph.cli.args import (
     add_force,
-    add_json,
+    add_format,
     add_png,
     add_topology_argument,
     check_outputs,
+    emit,
     topology_from_args,
     wrote,
 )
@@ -46,6 +46,8 @@ from commgraph.plan.multipath import (
     with_option,
 )
 from commgraph.plan.plot import plot_completions, plot_sweep
+from commgraph.render.multipath import selectors_report, sweep_report
+from commgraph.sim import progress
 
 MAX_SWEEP_POINTS = 1000  # loads of one --sweep (each a full simulation of every selector)
 
@@ -86,7 +88,7 @@ def register(actions) -> None:
         help="median bound of the sustainable throughput (with --sweep; default: twice direct's "
         "median at the sweep's lowest load)",
     )
-    add_json(run_parser)
+    add_format(run_parser)
     add_png(run_parser, "completion-time CDF of every selector; with --sweep, median against offered rate")
     add_force(run_parser)
     run_parser.set_defaults(run=run_simulate)
@@ -130,6 +132,7 @@ def _check_points(points: int, text: str) -> None:
         raise PlanError(f"--sweep {text} makes {points:,} points; at most {MAX_SWEEP_POINTS} (a larger STEP)")
 
 
+@progress.reported("sim multipath")
 def run_simulate(args: argparse.Namespace) -> int:
     names = pick_names(args.selector, SELECTORS, "selector", PlanError)
     check_outputs(args, "--png")
@@ -142,7 +145,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.sweep:
         return _run_sweep(args, topology, names, jitter)
     workload = load_workload(topology, args.workload, str(args.paths) if args.paths else None)
-    with tqdm(total=len(names), desc="selectors", disable=True if args.json else None, leave=False) as bar:
+    with tqdm(total=len(names), desc="selectors", disable=None, leave=False) as bar:
         reports = compare_selectors(workload, names, args.k, progress=lambda name: bar.update(), jitter=jitter)
     table, stream = workload.table, workload.stream
     rows = {name: report.to_dict(table, stream) for name, report in reports.items()}
@@ -153,22 +156,10 @@ def run_simulate(args: argparse.Namespace) -> int:
             args.png,
         )
         wrote(args.png)
-    if args.json:
-        print(
-            json.dumps(
-                {"topology": topology.name, "requests": len(stream), "rate_per_s": workload.rate, "selectors": rows}
-            )
-        )
-        return 0
+    result = {"topology": topology.name, "requests": len(stream), "rate_per_s": workload.rate, "selectors": rows}
     rate = f", {workload.rate:,.0f} requests/s" if workload.rate else ""
-    print(f"{len(stream)} requests on {topology.name}{rate}; completion times on the flow simulator:")
-    for name, row in rows.items():
-        busiest = row["links"][0] if row["links"] else None
-        link = f"  busiest {busiest['link']} {busiest['utilisation']:.0%}" if busiest else ""
-        print(
-            f"  {name:<13} mean {row['mean_s'] * 1e6:10.2f} us  median {row['median_s'] * 1e6:10.2f} us  "
-            f"p99 {row['p99_s'] * 1e6:10.2f} us  decide {row['decide_us']:9.2f} us/request{link}"
-        )
+    first = f"{len(stream):,} requests on {topology.name}{rate}; completion times on the flow simulator:"
+    emit(args, selectors_report(result, first))
     return 0
 
 
@@ -176,7 +167,7 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
     loads = _sweep_loads(args)
     reference = load_workload(topology, with_option(args.workload, "load", 1))
     direct, combined = reference.direct_rate(), reference.combined_rate()
-    with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=True if args.json else None, leave=False) as bar:
+    with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=None, leave=False) as bar:
         points = sweep(
             topology, args.workload, loads, names, args.k, args.seeds, jitter, progress=lambda load, seed: bar.update()
         )
@@ -189,22 +180,20 @@ def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tup
             curves, direct, combined, bound, f"{topology.name}: {reference.label}, {args.seeds} seed(s)", args.png
         )
         wrote(args.png)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "topology": topology.name,
-                    "workload": args.workload,
-                    "direct_rate_per_s": direct,
-                    "combined_rate_per_s": combined,
-                    "bound_s": bound,
-                    "sustainable_per_s": best,
-                    "selectors": rows,
-                }
-            )
-        )
-        return 0
-    _print_sweep(args, topology, reference, names, points, rows, best, bound)
+    result = {
+        "topology": topology.name,
+        "workload": args.workload,
+        "direct_rate_per_s": direct,
+        "combined_rate_per_s": combined,
+        "bound_s": bound,
+        "sustainable_per_s": best,
+        "selectors": rows,
+    }
+    first = (
+        f"{reference.label} on {topology.name}: direct paths' capacity {direct:,.0f} requests/s, every path together "
+        f"{combined:,.0f}; {len(points[0].jct[names[0]][0]):,} requests x {args.seeds} seed(s) per point, simulated"
+    )
+    emit(args, sweep_report(result, first))
     return 0
 
 
@@ -218,25 +207,3 @@ def _sweep_loads(args: argparse.Namespace) -> list[float]:
     if args.bound_us is not None and not 0 < args.bound_us < math.inf:
         raise PlanError(f"--bound-us must be finite and > 0, got {args.bound_us}")
     return _loads(args.sweep)
-
-
-def _print_sweep(args, topology, reference, names: list[str], points, rows: dict, best: dict, bound: float) -> None:
-    """The sweep as a table (median/mean/p99 per selector and load), then each selector's
-    sustainable throughput."""
-    direct, combined = reference.direct_rate(), reference.combined_rate()
-    print(
-        f"{reference.label} on {topology.name}: direct paths' capacity {direct:,.0f} requests/s, every path together "
-        f"{combined:,.0f}; {len(points[0].jct[names[0]][0])} requests x {args.seeds} seed(s) per point, simulated"
-    )
-    print(f"{'load':>5} {'rate/s':>12}  " + "  ".join(f"{n:>22}" for n in names))
-    print(f"{'':>5} {'':>12}  " + "  ".join(f"{'median/mean/p99 us':>22}" for _ in names))
-    for i, point in enumerate(points):
-        cells = [
-            f"{r['median_s'] * 1e6:6.2f}/{r['mean_s'] * 1e6:6.2f}/{r['p99_s'] * 1e6:7.1f}"
-            for r in (rows[n][i] for n in names)
-        ]
-        print(f"{point.load:5.2f} {point.rate:12,.0f}  " + "  ".join(f"{c:>22}" for c in cells))
-    print(f"sustainable throughput (median under {bound * 1e6:.2f} us), requests/s:")
-    for name in names:
-        decide = np.mean([r["decide_us"] for r in rows[name]])
-        print(f"  {name:<14} {best[name]:12,.0f}   decide {decide:9.2f} us/request")

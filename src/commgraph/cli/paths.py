@@ -6,13 +6,14 @@ any hop the topology lacks; ``--yaml`` prints the candidates as a path set to ed
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from commgraph.cli import describe
-from commgraph.cli.args import add_topology_argument, byte_count, topology_from_args
+from commgraph.cli.args import add_topology_argument, byte_count, emit, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.plan.paths import PathSet, RequestType, candidate_paths, paths_yaml, read_paths, resolve_paths
+from commgraph.render import FORMATS
+from commgraph.render.multipath import paths_report
 
 
 def register(subparsers) -> None:
@@ -31,9 +32,12 @@ def register(subparsers) -> None:
         help="request size for the times shown, K/M/G suffixes",
     )
     output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print the paths as JSON")
+    output.add_argument(
+        "--format", dest="output", choices=FORMATS, help="text: a table; json: one object; csv and md: the table"
+    )
+    output.add_argument("--json", dest="output", action="store_const", const="json", help="the same as --format json")
     output.add_argument("--yaml", action="store_true", help="print the candidates as a path set (YAML)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, output="text")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,12 +68,5 @@ def run(args: argparse.Namespace) -> int:
                     "toll_s": p.toll_seconds(size),
                 }
             )
-    if args.json:
-        print(json.dumps({"topology": topology.name, "paths": rows}))
-        return 0
-    for row in rows:
-        print(
-            f"{row['type']:<14} {' > '.join(row['devices']):<44} {row['bottleneck_gbps']:7.2f} GB/s  "
-            f"traverse {row['traverse_s'] * 1e6:10.2f} us  toll {row['toll_s'] * 1e6:10.2f} us"
-        )
+    emit(args, paths_report({"topology": topology.name, "paths": rows}))
     return 0

@@ -6,7 +6,6 @@ or ``lp``); ``plan allgather`` is the halo exchange of a partition set."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -15,23 +14,34 @@ from pathlib import Path
 from commgraph.cli import describe
 from commgraph.cli.args import (
     add_force,
-    add_json,
+    add_format,
     add_png,
     add_topology_argument,
     byte_count,
     check_outputs,
+    emit,
     topology_from_args,
     wrote,
 )
-from commgraph.cli.info import human_bytes
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
 from commgraph.partition.typed import typed_bytes
 from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, plan_bulk, price
 from commgraph.plan.allgather import placement
+from commgraph.plan.allreduce import AUTO_CANDIDATES, fastest_allreduce, native_seconds
+from commgraph.plan.choose import EXECUTABLE, fastest_plan
 from commgraph.plan.gather import COLLECTIVES, plan_collective
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
-from commgraph.plan.plot import plot_traffic
+from commgraph.render import Report
+from commgraph.render.pictures import draw_bars, plan_bars
+from commgraph.render.plans import (
+    allgather_report,
+    bound_lines,
+    broadcast_report,
+    collective_report,
+    h2d_report,
+    native_line,
+)
 from commgraph.sim import progress, simulate
 
 
@@ -137,14 +147,14 @@ def register_h2d(kinds) -> None:
     bulk.add_argument(
         "--planner", choices=("all", *PLANNERS["h2d"]), default="all", help="the planner to run, or all of them"
     )
-    add_json(bulk)
+    add_format(bulk)
     bulk.set_defaults(run=run_h2d)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    add_json(parser)
+    add_format(parser)
     parser.add_argument("--out", type=Path, metavar="PLAN", help="save the plan (.json or .npz); needs one --planner")
-    add_png(parser, "heat map of bytes between devices")
+    add_png(parser, "bars of each plan's modeled time (and algorithm bandwidth) against the throughput bound")
     add_force(parser)
 
 
@@ -175,7 +185,10 @@ def run_allgather(args: argparse.Namespace) -> int:
     result = {"planners": report}
     if "typed" in pset.manifest:
         result["typed"] = _typed_halo(pset, args.feature_dim)
-    _finish(args, plans, devices, result)
+    chosen = (
+        fastest_plan({n: report[n]["modeled_seconds"] for n in EXECUTABLE}) if set(EXECUTABLE) <= set(report) else None
+    )
+    _finish(args, plans, allgather_report(result, chosen), chosen)
     return 0
 
 
@@ -248,11 +261,21 @@ def run_allreduce(args: argparse.Namespace) -> int:
         plans.append(plan)
         bound = plan.notes["lower_bound"]
         report[name] = _allreduce_row(name, plan, topology)
-    devices = [d.id for d in topology.workers]
-    _finish(args, plans, devices, {"planners": report, "lower_bound": bound})
-    if not args.json:
-        _print_bounds(report)
+    result = {"planners": report, "lower_bound": bound}
+    chosen, after = _auto_allreduce(report, topology, nbytes)
+    _finish(args, plans, collective_report(result, chosen, (*after, *bound_lines(result, "allreduce"))), chosen, nbytes)
     return 0
+
+
+def _auto_allreduce(report: dict, topology, nbytes: float) -> tuple[str | None, tuple[str, ...]]:
+    """The row ``--allreduce auto`` takes (None where it takes torch's own, said in a line, or
+    where not every candidate was planned)."""
+    if not set(AUTO_CANDIDATES[1:]) <= set(report):
+        return None, ()
+    native = native_seconds(topology, nbytes)
+    seconds = {"native": native, **{n: report[n]["modeled_seconds"] for n in AUTO_CANDIDATES[1:]}}
+    chosen = fastest_allreduce(seconds)
+    return (None, (native_line(native),)) if chosen == "native" else (chosen, ())
 
 
 def _allreduce_row(name: str, plan, topology) -> dict:
@@ -268,20 +291,6 @@ def _allreduce_row(name: str, plan, topology) -> dict:
             {k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees", "certificate") if k in plan.notes}
         )
     return row
-
-
-def _print_bounds(report: dict) -> None:
-    """Each distinct throughput bound of the rows, one line each."""
-    bounds = {
-        (
-            r["bandwidth"]["bound"]["algbw_gbps"],
-            r["bandwidth"]["bound"]["partition"],
-            r["bandwidth"]["bound"]["links"],
-        )
-        for r in report.values()
-    }
-    for gbps, partition, links in sorted(bounds):
-        print(f"throughput bound ({partition} partition, {links} links): {gbps:.2f} GB/s of algorithm bandwidth")
 
 
 def run_gather(args: argparse.Namespace, nbytes: float) -> int:
@@ -306,13 +315,8 @@ def run_gather(args: argparse.Namespace, nbytes: float) -> int:
                 if k in plan.notes
             }
         )
-    _finish(args, plans, [d.id for d in topology.workers], {"collective": args.collective, "planners": report})
-    if not args.json:
-        bound = next(iter(report.values()))["bandwidth"]["bound"]
-        print(
-            f"throughput bound (all-gather cut, {bound['partition']}): {bound['algbw_gbps']:.2f} GB/s "
-            "of algorithm bandwidth"
-        )
+    result = {"collective": args.collective, "planners": report}
+    _finish(args, plans, collective_report(result, after=bound_lines(result, args.collective)), None, nbytes)
     return 0
 
 
@@ -326,9 +330,7 @@ def run_broadcast(args: argparse.Namespace) -> int:
         "modeled_seconds": price(plan, topology)["modeled_seconds"],
         **{k: plan.notes[k] for k in ("optimum", "optimum_fraction", "arborescences_rate")},
     }
-    _finish(args, [plan], [d.id for d in topology.workers], {"planners": {"arborescence": row}})
-    if not args.json:
-        print(f"rate {row['arborescences_rate']:.3f} links: as fast as that many edge-disjoint arborescences")
+    _finish(args, [plan], broadcast_report({"planners": {"arborescence": row}}), None, args.bytes)
     return 0
 
 
@@ -350,18 +352,7 @@ def run_h2d(args: argparse.Namespace) -> int:
             "bound_seconds": plan.bound_seconds,
             "paths": [part.to_dict() for part in plan.parts],
         }
-    if args.json:
-        print(json.dumps({"src": src, "gpus": gpus, "bytes": nbytes, "planners": report}))
-        return 0
-    base = report.get("direct", {}).get("seconds")
-    for name, row in report.items():
-        ratio = f"  ({base / row['seconds']:.2f}x direct)" if base and name != "direct" else ""
-        print(
-            f"{name:>8}: {row['seconds'] * 1e3:10.3f} ms simulated, bound {row['bound_seconds'] * 1e3:10.3f} ms{ratio}"
-        )
-        for part in row["paths"]:
-            print(f"          {part['gpu']:<6} {part['bytes'] / 1e6:12.2f} MB  {' > '.join(part['devices'])}")
-    print("simulated only: commgraph has no executor for a split copy yet (one GPU or none has no second path)")
+    emit(args, h2d_report({"src": src, "gpus": gpus, "bytes": nbytes, "planners": report}))
     return 0
 
 
@@ -376,61 +367,12 @@ def _gpu(topology, item: str) -> str:
     return item
 
 
-def _finish(args: argparse.Namespace, plans, devices, result: dict) -> None:
+def _finish(args: argparse.Namespace, plans, report: Report, chosen: str | None, nbytes: float | None = None) -> None:
+    """Save the plan (``--out``), draw the bars (``--png``) and print the report in ``--format``."""
     if args.out:
         plans[0].save(args.out)
         wrote(args.out)
     if args.png:
-        plot_traffic(plans, devices, args.png)
+        draw_bars(plan_bars(report.data, chosen, nbytes), args.png)
         wrote(args.png)
-    if args.json:
-        print(json.dumps(result))
-        return
-    for name, row in result["planners"].items():
-        print(_row_text(name, row))
-    if "typed" in result:
-        _print_typed(result["typed"])
-    if result.get("lower_bound") is not None:
-        print(f"lower bound (Lemma 2.1): {result['lower_bound']:.4f}")
-
-
-def _row_text(name: str, row: dict) -> str:
-    """One planner's line: modeled time, then its normalized time and bandwidth, or its bytes and
-    busiest link."""
-    text = f"{name:>10}: modeled {row['modeled_seconds'] * 1e6:12.2f} us"
-    if "normalized_time" in row or "bandwidth" in row:
-        if "normalized_time" in row:
-            text += f"   normalized time {row['normalized_time']:.4f}"
-        if "trees" in row:
-            text += f" (= {row['optimum_fraction']}, {len(row['trees'])} trees)"
-        if "arborescences" in row:
-            text += f" (= {row['optimum_fraction']}, {row['arborescences']} arborescences)"
-        if "bandwidth" in row:
-            band = row["bandwidth"]
-            text += (
-                f"   algbw {band['algbw_gbps']:.2f} GB/s (busbw {band['busbw_gbps']:.2f}), "
-                f"{band['of_bound']:.3f} of the bound"
-            )
-        if "certificate" in row:
-            family = "tree" if "trees" in row else "arborescence"
-            text += f"; certificate: no {family} schedule beats {row['certificate']['algbw_gbps_at_most']:.2f} GB/s"
-    else:
-        busiest = row["busiest_link"]
-        text += f"   {row['bytes'] / 1e6:10.3f} MB in {row['stages']} stage(s)"
-        if busiest:
-            text += f"   busiest {busiest['link']} ({busiest['kind']})"
-        if "fallback" in row:
-            text += "   [p2p: trees priced slower]"
-        if "total_duplicated_nodes" in row:
-            text += (
-                f"   no exchange; {row['total_duplicated_nodes']:,} duplicated nodes, "
-                f"{row['extra_memory_bytes'] / 1e6:.2f} MB"
-            )
-    return text
-
-
-def _print_typed(typed: dict) -> None:
-    """A typed set's halo rows per layer by node type and by relation, a line each."""
-    for key, what in (("by_type", "node type"), ("by_relation", "relation (a row two relations read in each)")):
-        cells = ", ".join(f"{name} {human_bytes(v)}" for name, v in typed[key].items())
-        print(f"halo rows per layer by {what}: {cells}")
+    emit(args, report)

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from commgraph.cli import describe
 from commgraph.cli.args import (
     add_force,
-    add_json,
+    add_format,
     add_png,
     add_topology_argument,
     check_outputs,
+    emit,
     topology_from_args,
     wrote,
 )
+from commgraph.render.simulation import dag_report
+from commgraph.render.units import count, seconds
 from commgraph.sim import progress, read_dag, simulate
 from commgraph.sim.plot import plot_timeline
 from commgraph.topology.model import ROUTINGS
@@ -40,7 +42,7 @@ def register(subparsers) -> None:
         help="how the fabric uses equal-cost paths: ecmp (per-flow hash) or spray (every flow split "
         "evenly over them); default: the topology's",
     )
-    add_json(parser, "print the full result as JSON")
+    add_format(parser)
     add_png(parser, "draw the timeline")
     add_force(parser)
     parser.set_defaults(run=run)
@@ -58,19 +60,11 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         plot_timeline(result, args.png)
         wrote(args.png)
-    if args.json:
-        print(json.dumps(result.to_dict()))
-        return 0
-    print(f"{len(tasks)} tasks on {topology.name} ({topology.routing}): makespan {result.makespan * 1e3:.4f} ms")
-    if len(tasks) <= TABLE_LIMIT:
-        for task, start, finish in zip(tasks, result.start, result.finish):
-            print(f"  {task.id:<20} {start * 1e3:10.4f} -> {finish * 1e3:10.4f} ms")
-    rows = sorted(result.link_rows(), key=lambda row: -row["utilisation"])[:10]
-    if rows:
-        print("busiest links:")
-        for row in rows:
-            print(
-                f"  {row['link']:<28} {row['kind']:<10} {row['bytes'] / 1e6:12.3f} MB  "
-                f"busy {row['busy_seconds'] * 1e3:9.4f} ms  utilisation {row['utilisation']:.1%}"
-            )
+    first = f"{count(len(tasks), 'task')} on {topology.name} ({topology.routing}): makespan {seconds(result.makespan)}"
+    rows = [
+        {"task": task.id, "start": start, "finish": finish}
+        for task, start, finish in zip(tasks, result.start, result.finish)
+    ]
+    links = sorted(result.link_rows(), key=lambda row: -row["utilisation"])[:10]
+    emit(args, dag_report(result.to_dict(), first, rows if len(tasks) <= TABLE_LIMIT else [], links))
     return 0

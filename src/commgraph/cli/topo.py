@@ -14,15 +14,19 @@ from pathlib import Path
 from commgraph.cli import describe
 from commgraph.cli.args import (
     add_force,
+    add_format,
     add_json,
     add_png,
     add_topology_argument,
     byte_counts,
     check_outputs,
+    emit,
     topology_from_args,
     wrote,
 )
 from commgraph.errors import TopologyError
+from commgraph.render.topology import topology_report
+from commgraph.render.units import seconds
 from commgraph.topology import parse_speeds, preset_names, read_yaml, speeds_of, write_yaml
 from commgraph.topology.compute import REFUSED_ERROR
 from commgraph.topology.detect import detect, parse_topo_matrix
@@ -61,7 +65,7 @@ def _add_show(commands) -> None:
         description="A topology's hosts, devices and links, as text, JSON or YAML, or drawn.",
     )
     add_topology_argument(show)
-    show.add_argument("--json", action="store_true", help="print devices and links as JSON")
+    add_format(show)
     show.add_argument("--yaml", action="store_true", help="print the topology as YAML")
     add_png(show, "draw devices and links to this PNG")
     add_force(show)
@@ -147,45 +151,42 @@ def run_show(args: argparse.Namespace) -> int:
     if args.png:
         draw_topology(topology, args.png)
         wrote(args.png)
-    if args.json:
-        print(json.dumps(topology.to_dict()))
-    elif args.yaml:
+    if args.yaml:
         print(to_yaml(topology), end="")
-    else:
-        _describe(topology, speeds_of(args.topology, topology, parse_speeds(args.speeds)))
+        return 0
+    lines = _describe(topology, speeds_of(args.topology, topology, parse_speeds(args.speeds)))
+    data = topology.to_dict()
+    emit(args, topology_report(data, lines, data["links"] if len(topology.links) <= TABLE_LIMIT else None))
     return 0
 
 
-def _describe(topology: Topology, speeds: str) -> None:
+def _describe(topology: Topology, speeds: str) -> tuple[str, ...]:
+    """The lines above the links: hosts and devices, speeds, link kinds, calibration and row copies."""
     devices = Counter(d.kind for d in topology.devices)
     hosts = {d.host for d in topology.devices if d.kind != "switch"}  # the machines with a non-switch device
-    print(f"{topology.name}: {len(hosts)} host(s), " + ", ".join(f"{n} {kind}" for kind, n in devices.items()))
-    print(f"speeds: {speeds}")
     kinds = Counter()
     for link in topology.links:
         kinds[link.kind] += link.count
-    print("links: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items()) + f" ({len(topology.links)} entries)")
+    lines = [
+        f"{topology.name}: {len(hosts)} host(s), " + ", ".join(f"{n} {kind}" for kind, n in devices.items()),
+        f"speeds: {speeds}",
+        "links: " + ", ".join(f"{n} {kind}" for kind, n in kinds.items()) + f" ({len(topology.links)} entries)",
+    ]
     if len(topology.links) > TABLE_LIMIT:
-        print(f"(more than {TABLE_LIMIT} links: use --json or --yaml for the full list)")
-        return
-    if topology.calibrated is not None:
-        print(f"calibrated {topology.calibrated.when} on {topology.calibrated.host}: {topology.calibrated.how}")
-        if topology.calibrated.allreduce is not None:
-            fit = topology.calibrated.allreduce
-            print(
-                f"torch's all-reduce across every worker: {fit['latency_us']:.1f} us + bytes at "
+        return (*lines, f"(more than {TABLE_LIMIT} links: use --json or --yaml for the full list)")
+    calibrated = topology.calibrated
+    if calibrated is not None:
+        lines.append(f"calibrated {calibrated.when} on {calibrated.host}: {calibrated.how}")
+        if calibrated.allreduce is not None:
+            fit = calibrated.allreduce
+            lines.append(
+                f"torch's all-reduce across every worker: {seconds(fit['latency_us'] * 1e-6)} + bytes at "
                 f"{fit['bandwidth_gbps']:.3f} GB/s"
             )
     copies = [d for d in topology.devices if d.copy_gbps is not None]
     if copies:
-        print("row copies: " + ", ".join(f"{d.id} {d.copy_gbps:.2f} GB/s" for d in copies))
-    width = max(len(link.a) + len(link.b) for link in topology.links) + 3
-    for link in topology.links:
-        overhead = f"  +{link.overhead_us:.1f} us/message" if link.overhead_us else ""
-        print(
-            f"  {link.a + ' - ' + link.b:<{width}}  {link.kind:<13} x{link.count}  "
-            f"{link.bandwidth_gbps:7.2f} GB/s  {link.latency_us:5.1f} us{overhead}"
-        )
+        lines.append("row copies: " + ", ".join(f"{d.id} {d.copy_gbps:.2f} GB/s" for d in copies))
+    return tuple(lines)
 
 
 def run_detect(args: argparse.Namespace) -> int:

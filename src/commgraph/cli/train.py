@@ -24,6 +24,7 @@ from commgraph.nn.options import HETERO_MODELS
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.partition.store import Part
 from commgraph.plan.memory import MemoryEstimate, estimate_memory
+from commgraph.render.units import count
 from commgraph.train.config import TrainConfig
 
 
@@ -163,7 +164,7 @@ def _train(config: TrainConfig, world, partition_dir: Path) -> None:
         last, best = result.history[-1], result.best
         test = "-" if last["test_acc"] is None else f"{last['test_acc']:.4f}"
         print(
-            f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test accuracy {test}"
+            f"done: {count(last['epoch'], 'epoch')}, loss {last['loss']:.4f}, test accuracy {test}"
             + (
                 f"; best validation accuracy {best['val_acc']:.4f} at epoch {best['epoch']} "
                 f"(test {best['test_acc']:.4f})"

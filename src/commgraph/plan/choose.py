@@ -80,7 +80,7 @@ def choose_allgather(
         for name in EXECUTABLE:
             plan = plan_allgather(name, pset, topology, row_bytes, devs)
             priced[name] = (price(plan, topology)["modeled_seconds"], plan)
-        best = min(EXECUTABLE, key=lambda name: priced[name][0])  # min keeps the first of equals
+        best = fastest_plan({name: seconds for name, (seconds, _) in priced.items()})
         return PlanChoice(priced[best][1], devs, priced[best][0], {n: s for n, (s, _) in priced.items()})
     path = Path(spec)
     if path.suffix not in (".json", ".npz"):
@@ -94,6 +94,12 @@ def choose_allgather(
     if verify:
         check_fits(plan, pset, topology, devs)
     return PlanChoice(plan, devs, price(plan, topology)["modeled_seconds"])
+
+
+def fastest_plan(seconds: dict[str, float]) -> str:
+    """The planner ``auto`` takes from every planner of :data:`EXECUTABLE`'s modeled seconds: the
+    fastest, ties to the earlier in :data:`EXECUTABLE`."""
+    return min(EXECUTABLE, key=lambda name: seconds[name])  # min keeps the first of equals
 
 
 def check_fits(plan: CommPlan, pset: PartitionSet, topology: Topology, devices: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""Heat maps of where a plan's bytes go: source device x destination device, one panel per plan."""
+"""Pictures of multi-path selection (LEO): completion-time CDFs and sweeps of offered rate."""
 
 from __future__ import annotations
 
@@ -6,43 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from commgraph.plan.model import CommPlan
 from commgraph.plotting import pyplot, save_png
-
-
-def plot_traffic(plans: list[CommPlan], devices: list[str], path: str | Path) -> None:
-    """Draw each plan's bytes between devices as a heat map, one panel a plan, to a PNG.
-
-    Args:
-        plans: the plans.
-        devices: the devices in the order of the rows and columns (others, such as host memory in
-            swap plans, follow them).
-        path: the PNG file.
-    """
-    plt = pyplot()
-
-    index = {d: i for i, d in enumerate(devices)}
-    extra = sorted(
-        {s.src for p in plans for st in p.stages for s in st} - set(index)
-        | {s.dst for p in plans for st in p.stages for s in st} - set(index)
-    )
-    for name in extra:  # host memory in swap plans
-        index[name] = len(index)
-    labels = list(index)
-    fig, axes = plt.subplots(1, len(plans), figsize=(4.2 * len(plans), 4), squeeze=False)
-    for ax, plan in zip(axes[0], plans):
-        grid = np.zeros((len(labels), len(labels)))
-        for stage in plan.stages:
-            for send in stage:
-                grid[index[send.src], index[send.dst]] += send.nbytes
-        image = ax.imshow(grid / 1e6, cmap="viridis")
-        ax.set_title(f"{plan.planner}: {plan.total_bytes / 1e6:.2f} MB, {len(plan.stages)} stage(s)", fontsize=9)
-        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(labels)), labels, fontsize=7)
-        ax.set_xlabel("to")
-        ax.set_ylabel("from")
-        fig.colorbar(image, ax=ax, fraction=0.046, label="MB")
-    save_png(fig, path)
 
 
 def plot_completions(jct: dict[str, np.ndarray], title: str, path: str | Path) -> None:

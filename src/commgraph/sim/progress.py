@@ -1,7 +1,9 @@
 """Progress of a long simulation, on stderr: nothing for its first :data:`AFTER_SECONDS` seconds
 (short runs stay silent), then a line when a stage starts and, while the event loop runs, at most
 one every :data:`EVERY_SECONDS` seconds: the stage, the simulated time reached, the tasks finished
-out of all, and the wall time so far. ``--json`` runs report too (stdout keeps only the JSON).
+out of all, and the wall time so far. Where a stage runs long without either (building a DAG,
+solving an LP), a heartbeat says it is still running every :data:`HEARTBEAT_SECONDS` seconds.
+``--json`` and every ``--format`` report too (stdout keeps only the result).
 
 A command runs inside :func:`reporting` (or is decorated with :func:`reported`) and names its
 stages with :func:`stage`; the event
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +26,7 @@ import numpy as np
 AFTER_SECONDS = 5.0  # silent before this much wall time (tests lower it)
 EVERY_SECONDS = 5.0  # at most one event-loop line per this much wall time
 TICK_EVENTS = 1 << 14  # events between two of the loop's calls to :func:`tick` (a power of two)
+HEARTBEAT_SECONDS = 15.0  # a line at least this often once a run is long, whatever it is doing
 
 
 @dataclass
@@ -43,10 +47,24 @@ def reporting(label: str) -> Iterator[None]:
     """Report the progress of the simulations run inside, as ``label`` (e.g. ``sim llm``)."""
     global _current
     outer, _current = _current, _Report(label, time.perf_counter())
+    done = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(_current, done), name="commgraph-progress", daemon=True)
+    beat.start()
     try:
         yield
     finally:
+        done.set()
+        beat.join()
         _current = outer
+
+
+def _heartbeat(report: _Report, done: threading.Event) -> None:
+    """Until ``done``: once the run is past :data:`AFTER_SECONDS`, say the stage is still running
+    whenever no line was printed for :data:`HEARTBEAT_SECONDS`."""
+    while not done.wait(min(HEARTBEAT_SECONDS, 1.0)):
+        clock = time.perf_counter()
+        if clock - report.began >= AFTER_SECONDS and clock - max(report.shown, report.began) >= HEARTBEAT_SECONDS:
+            _say(f"{report.stage or 'working'}, still running", report)
 
 
 def reported(label: str) -> Callable[[Callable], Callable]:
@@ -88,7 +106,9 @@ def _due(force: bool) -> bool:
     return clock - _current.began >= AFTER_SECONDS and (force or clock - _current.shown >= EVERY_SECONDS)
 
 
-def _say(text: str) -> None:
-    """Print ``text`` on stderr with the label and the wall time so far."""
-    _current.shown = clock = time.perf_counter()
-    print(f"{_current.label}: {text} ({clock - _current.began:.0f} s)", file=sys.stderr, flush=True)
+def _say(text: str, report: _Report | None = None) -> None:
+    """Print ``text`` on stderr with the label and the wall time so far (of ``report``, the
+    current one unless given)."""
+    report = report or _current
+    report.shown = clock = time.perf_counter()
+    print(f"{report.label}: {text} ({clock - report.began:.0f} s)", file=sys.stderr, flush=True)

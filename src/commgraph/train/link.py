@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.graph import Graph
+from commgraph.render.units import count
 from commgraph.train.config import TrainConfig
 
 HITS_K = 20
@@ -267,7 +268,7 @@ def done_line(history: list[dict]) -> str:
     hits = (
         "" if last["test_hits"] is None else f", test Hits@{HITS_K} {last['test_hits']:.4f}, MRR {last['test_mrr']:.4f}"
     )
-    return f"done: {last['epoch']} epochs, loss {last['loss']:.4f}, test AUC {test}{hits}" + (
+    return f"done: {count(last['epoch'], 'epoch')}, loss {last['loss']:.4f}, test AUC {test}{hits}" + (
         f"; best validation AUC {best['val_auc']:.4f} at epoch {best['epoch']} (test {shown(best['test_auc'])})"
         if best
         else ""

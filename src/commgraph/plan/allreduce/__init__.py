@@ -139,9 +139,17 @@ def choose_allreduce(topology: Topology, nbytes: float) -> str:
     """
     seconds = {"native": native_seconds(topology, nbytes)}
     seconds |= {
-        name: price(plan_allreduce(name, topology, nbytes), topology)["modeled_seconds"]
-        for name in ("lp", "tree", "ps")
+        name: price(plan_allreduce(name, topology, nbytes), topology)["modeled_seconds"] for name in AUTO_CANDIDATES[1:]
     }
+    return fastest_allreduce(seconds)
+
+
+AUTO_CANDIDATES = ("native", "lp", "tree", "ps")  # what ``auto`` compares, ties to the earlier
+
+
+def fastest_allreduce(seconds: dict[str, float]) -> str:
+    """The name ``auto`` takes from ``seconds`` (each of :data:`AUTO_CANDIDATES`' modeled seconds):
+    the fastest, ties (within 1e-9 relative) to the earlier."""
     fastest = min(seconds.values())
     return next(name for name, time in seconds.items() if time <= fastest * (1 + 1e-9))
 
