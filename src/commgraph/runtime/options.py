@@ -21,6 +21,10 @@ TIMEOUT_ENV = "COMMGRAPH_TIMEOUT"
 DEVICE_ENV = "COMMGRAPH_DEVICE"
 # the store key a rank of ``commgraph run`` writes when its script calls ``commgraph.pyg.init``
 INIT_KEY = "commgraph/bridge-init/"
+# our launcher hands its ranks their options as data (JSON) under this key of the job's store, and
+# sets this variable to 1 in their environment (:func:`commgraph.runtime.launch.job_data`)
+DATA_KEY = "commgraph/job-data"
+DATA_ENV = "COMMGRAPH_JOB_DATA"
 
 
 @dataclass(frozen=True)
