@@ -83,16 +83,16 @@ def test_a_job_of_one_process_plans_and_runs_nothing_across(tmp_path):
 
 
 def test_job_options_are_checked_when_made():
-    with pytest.raises(JobError, match="--plan 'fastest'"):
+    with pytest.raises(JobError, match="^plan 'fastest'"):
         JobOptions(plan="fastest")
     with pytest.raises(JobError, match="unknown ordering 'any'"):
         JobOptions(ordering="any")
     with pytest.raises(TopologyError, match="bad --speeds entry"):
         JobOptions(speeds="nv1")
     for bad, message in (
-        ({"workers": 0}, "--workers must be >= 1"),
-        ({"timeout": 0}, "--timeout must be positive"),
-        ({"threads": 0}, "--threads must be >= 1"),
+        ({"workers": 0}, "^workers must be >= 1"),
+        ({"timeout": 0}, "^timeout must be positive"),
+        ({"threads": 0}, "^threads must be >= 1"),
         ({"device": "tpu"}, "unknown device"),
     ):
         with pytest.raises(JobError, match=message):

@@ -59,11 +59,11 @@ class LaunchOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.workers is not None and self.workers < 1:
-            raise JobError("--workers must be >= 1")
+            self.refuse("workers must be >= 1", "workers")
         if not self.timeout > 0:
-            raise JobError("--timeout must be positive")
+            self.refuse("timeout must be positive", "timeout")
         if self.threads is not None and self.threads < 1:
-            raise JobError("--threads must be >= 1")
+            self.refuse("threads must be >= 1", "threads")
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,8 @@ class RunOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.workers < 1:
-            raise JobError("--workers must be >= 1")
+            self.refuse("workers must be >= 1", "workers")
         if not self.timeout > 0:
-            raise JobError("--timeout must be positive")
+            self.refuse("timeout must be positive", "timeout")
         if self.threads is not None and self.threads < 1:
-            raise JobError("--threads must be >= 1")
+            self.refuse("threads must be >= 1", "threads")

@@ -65,9 +65,10 @@ class JobOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.plan not in PLAN_CHOICES and Path(self.plan).suffix not in (".json", ".npz"):
-            raise JobError(
-                f"--plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file "
-                "(.json or .npz) written by `commgraph plan`"
+            self.refuse(
+                f"plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file "
+                "(.json or .npz) written by `commgraph plan`",
+                "plan",
             )
         parse_speeds(self.speeds)
 
