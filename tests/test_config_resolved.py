@@ -17,7 +17,7 @@ import torch
 from commgraph.cli import in_flags
 from commgraph.cli.main import build_parser
 from commgraph.errors import SamplingError, TrainingError
-from commgraph.train.config import TrainConfig
+from commgraph.train.config import SamplingOptions, TrainConfig
 from commgraph.train.shape import job_shape
 
 TESTS = Path(__file__).parent
@@ -41,6 +41,11 @@ def test_options_hold_parsed_values_and_their_defaults():
     assert (dgs.feature_rate, dgs.epsilon, dgs.dgs_rule, dgs.explain_in) == (0.85, 0.1, "keep-local", "process")
     assert dgs.explain_period == dgs.explainer_options().period == 30
     assert TrainConfig().sampling.fanouts is None  # full-graph training draws nothing
+
+
+def test_a_parsed_option_gives_its_flag_back():
+    sampling = SamplingOptions(sampler="neighbor", fanouts=(3, -1), batch_size=64)
+    assert sampling.to_argv() == ["--sampler", "neighbor", "--fanout", "3,-1", "--batch-size", "64"]
 
 
 def test_the_neighbor_samplers_structure_is_resolved_once_for_the_job():
@@ -130,3 +135,8 @@ def test_fanout_is_parsed_once_per_job(tmp_path):
     assert [pid for name, pid in calls if name == "parse_fanouts"] == [launcher]
     checked = {pid for name, pid in calls if name == "check_fanouts"} - {launcher}
     assert len(checked) == 2, calls  # both ranks checked the fanouts they were handed
+
+
+def test_a_path_that_holds_a_parameters_name_keeps_it():
+    error = TrainingError("dgs_masks /tmp/dgs_masks.npz: no such file", parameters=("dgs_masks",))
+    assert in_flags(error, build_parser(load={"train"})) == "--dgs-masks /tmp/dgs_masks.npz: no such file"

@@ -108,11 +108,12 @@ class Options:
         return cls(**{**cls.values(args), **overrides})
 
     def to_argv(self) -> list[str]:
-        """The flags that give these options (defaults left out)."""
+        """The flags that give these options (defaults left out; a tuple as its comma-separated text)."""
         argv = []
         for f in self.flags():
             value = getattr(self, f.name)
             if value == (None if f.default is MISSING else f.default):
                 continue
-            argv += [field_flag(f)] if f.metadata["type"] is bool else [field_flag(f), str(value)]
+            text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            argv += [field_flag(f)] if f.metadata["type"] is bool else [field_flag(f), text]
         return argv
