@@ -109,6 +109,7 @@ def test_library_errors_name_parameters_and_the_cli_spells_them_as_flags(flat, e
 
 
 @pytest.mark.multiproc
+@pytest.mark.slow
 def test_fanout_is_parsed_once_per_job(tmp_path):
     """A 2-worker job parses ``--fanout`` once, on the launcher; its workers check the fanouts they
     receive (so the counting reached them) and never parse them."""
