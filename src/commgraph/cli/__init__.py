@@ -67,7 +67,7 @@ def in_flags(error: Exception, parser: argparse.ArgumentParser) -> str:
     text, flags = str(error), option_flags(parser)
     for name in getattr(error, "parameters", ()):
         if name in flags:
-            text = re.sub(rf"(?<![\w./-]){re.escape(name)}(?![\w./-])", flags[name], text)  # not in a path
+            text = re.sub(rf"(?<![\w./\[`-]){re.escape(name)}(?![\w./\]`-])", flags[name], text)  # not in a path
     return text
 
 

@@ -66,8 +66,8 @@ class JobOptions(Options):
         super().__post_init__()
         if self.plan not in PLAN_CHOICES and Path(self.plan).suffix not in (".json", ".npz"):
             self.refuse(
-                f"plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file "
-                "(.json or .npz) written by `commgraph plan`",
+                f"plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a file (.json or .npz) "
+                "that `commgraph plan` wrote",
                 "plan",
             )
         parse_speeds(self.speeds)

@@ -374,7 +374,7 @@ class LogOptions(Options):
             self.refuse("eval_every must be >= 1", "eval_every")
         if self.tensorboard is not None and importlib.util.find_spec("tensorboard") is None:
             self.refuse(
-                "tensorboard needs the tensorboard package: pip install 'commgraph[tensorboard]'", "tensorboard"
+                "tensorboard needs the TensorBoard package: pip install 'commgraph[tensorboard]'", "tensorboard"
             )
         if self.resume and not self.checkpoint_dir:
             self.refuse("resume needs checkpoint_dir", "resume", "checkpoint_dir")
@@ -548,7 +548,7 @@ def check_owner_first_layer(config: TrainConfig) -> None:
         )
     if config.sampling.sampler is None and config.comm.exchange == "replicate":
         raise TrainingError(
-            "first_layer owner replaces the halo exchange of layer 0, and exchange replicate "
+            "first_layer owner replaces the halo rows of layer 0, and exchange replicate "
             "has none: use exchange pipelined or barrier",
             parameters=("first_layer", "exchange"),
         )
