@@ -49,7 +49,8 @@ def test_tensorboard_missing_is_a_clear_error(monkeypatch, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
     assert main(["train", "cora", "--tensorboard", "tb", "--epochs", "1"]) == 2
-    assert "--tensorboard needs the tensorboard package" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--tensorboard needs the TensorBoard package: pip install 'commgraph[tensorboard]'" in err
 
 
 @pytest.mark.multiproc

@@ -14,6 +14,7 @@ from commgraph.plan.memory import estimate_memory
 from commgraph.runtime.feature_cache import FeatureCache, coalesce, hot_rows
 from commgraph.runtime.features import FeatureStore, gathered
 from commgraph.train.config import TrainConfig
+from commgraph.train.shape import job_shape
 from forked import run_commgraph
 
 
@@ -124,8 +125,8 @@ def test_losses_under_a_budget_equal_the_uncapped_runs_bit_for_bit(cora_set, tmp
     """Two workers on a float32 set: one run holds every feature row, the other reads a quarter
     of each part's rows from the cache and the rest from the files, read ahead a batch; the
     losses are the same floats."""
-    config = TrainConfig.build(sampler="neighbor", fanout="5,5", batch_size=64, hidden=16, memory_budget=1)
-    estimate = estimate_memory(cora_set, config.job_shape(cora_set, 2))
+    config = TrainConfig.build(sampler="neighbor", fanouts=(5, 5), batch_size=64, hidden=16, memory_budget=1)
+    estimate = estimate_memory(cora_set, job_shape(config, cora_set, 2))
     table = 4 * 1433 * max(cora_set.part(k).num_owned for k in range(2))
     budget = estimate.minimum_bytes + table  # a quarter of a table cached on each of the two workers
     plain, _ = _losses(cora_set.path, tmp_path / "plain.jsonl")

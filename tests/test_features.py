@@ -520,7 +520,7 @@ def test_mini_batches_on_the_gpu_give_the_same_losses_with_host_features(tmp_pat
         workers=1,
         exchanges=("pipelined",),
         sampler="neighbor",
-        fanout="5,5",
+        fanouts=(5, 5),
         batch_size=64,
     )
     np.testing.assert_allclose(

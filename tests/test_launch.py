@@ -1,9 +1,10 @@
-"""The job's set-up in one place: the topology resolver, the ``Job`` context and the launcher's
-worker command line, built from one source."""
+"""The job's set-up in one place: the topology resolver, the ``Job`` context and what the
+launcher hands its workers, built from one source."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from commgraph.cli.main import build_parser
 from commgraph.errors import JobError, TopologyError
 from commgraph.graph import load_graph
 from commgraph.launch import JobSpec, LaunchOptions
-from commgraph.launch.launcher import worker_argv
+from commgraph.launch.launcher import Received, handed_over, worker_argv
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
 from commgraph.runtime import World
 from commgraph.runtime.job import Job, JobOptions
@@ -82,27 +83,28 @@ def test_a_job_of_one_process_plans_and_runs_nothing_across(tmp_path):
 
 
 def test_job_options_are_checked_when_made():
-    with pytest.raises(JobError, match="--plan 'fastest'"):
+    with pytest.raises(JobError, match="^plan 'fastest'"):
         JobOptions(plan="fastest")
-    with pytest.raises(JobError, match="unknown --ordering 'any'"):
+    with pytest.raises(JobError, match="unknown ordering 'any'"):
         JobOptions(ordering="any")
     with pytest.raises(TopologyError, match="bad --speeds entry"):
         JobOptions(speeds="nv1")
     for bad, message in (
-        ({"workers": 0}, "--workers must be >= 1"),
-        ({"timeout": 0}, "--timeout must be positive"),
-        ({"threads": 0}, "--threads must be >= 1"),
-        ({"device": "tpu"}, "unknown --device"),
+        ({"workers": 0}, "^workers must be >= 1"),
+        ({"timeout": 0}, "^timeout must be positive"),
+        ({"threads": 0}, "^threads must be >= 1"),
+        ({"device": "tpu"}, "unknown device"),
     ):
         with pytest.raises(JobError, match=message):
             LaunchOptions(**bad)
 
 
 @pytest.mark.multiproc
-def test_the_worker_command_line_gives_the_workers_the_same_options(cora_two):
-    """The launcher rebuilds each worker's command line from the options themselves: parsed again
-    by the same parser, it gives the same configuration (the launcher's resolved plan and
-    topology files in place of what the user named)."""
+def test_the_workers_receive_the_launchers_configuration_as_data(cora_two):
+    """The launcher hands each worker its options as data (the launcher's, the job's as it resolved
+    them, and the training configuration), not as flags: the worker's command line names the
+    command and the partition set alone, and the data gives the same configuration back (the
+    launcher's plan and topology files in place of what the user named)."""
     argv = [
         "train",
         "cora",
@@ -133,12 +135,12 @@ def test_the_worker_command_line_gives_the_workers_the_same_options(cora_two):
     args = build_parser().parse_args(argv)
     launcher, config = LaunchOptions.from_args(args), TrainConfig.from_args(args, progress=False)
     resolved = JobOptions(topology="t.yaml", plan="plan.npz", placement="cpu0,cpu1")
-    spec = JobSpec("train", "cora", load_graph, launcher, config.job, options=config.sections())
-    worker = build_parser().parse_args(worker_argv(spec, cora_two, resolved))
-    assert worker.graph == str(cora_two)
-    assert LaunchOptions.from_args(worker) == LaunchOptions(timeout=30.0, threads=1, quiet=True)
-    again = TrainConfig.from_args(worker, progress=False)
-    assert again.sections() == config.sections() and again.job == resolved
+    spec = JobSpec("train", "cora", load_graph, launcher, config.job, data=config.to_dict())
+    assert worker_argv(spec, cora_two, resolved) == ["train", str(cora_two)]
+    given = Received.from_json(handed_over(spec, resolved))
+    assert given.launch == LaunchOptions(timeout=30.0, threads=1, quiet=True) and given.job == resolved
+    again = TrainConfig.from_dict(given.options, job=given.job)
+    assert again == replace(config, job=resolved) and again.sampling.fanouts == (5, 5)
 
 
 def test_the_seed_leaves_the_partition_and_the_partition_seed_changes_it(tmp_path, monkeypatch, capsys):

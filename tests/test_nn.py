@@ -104,7 +104,7 @@ def test_block_model_equals_pyg_on_the_whole_graph(kind, executor_class, cora_wh
 def test_bad_model_options():
     with pytest.raises(TrainingError, match="unknown model 'gnn'"):
         GNN("gnn", 4, 4, 2)
-    with pytest.raises(TrainingError, match="--layers >= 1"):
+    with pytest.raises(TrainingError, match="need layers >= 1"):
         GNN("gcn", 4, 4, 2, layers=0)
 
 

@@ -254,7 +254,7 @@ def test_partitioned_structure_is_a_neighbor_sampler_option(cora_four, capsys):
 
     assert main(["train", str(cora_four), "--workers", "4", "--sampler", "dgs", "--structure", "partitioned"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--structure is a sampler option for --sampler neighbor" in err[0]
+    assert len(err) == 1 and "--structure is an option of --sampler neighbor" in err[0]
 
 
 @pytest.mark.multiproc  # the launcher forks its zygote before it checks the set

@@ -125,6 +125,6 @@ def test_training_graph_holds_no_held_out_edge(tmp_path):
 
 
 def test_link_options_checked_when_made():
-    with pytest.raises(TrainingError, match="--exchange is node classification's"):
+    with pytest.raises(TrainingError, match="^exchange is node classification's"):
         TrainConfig.build(task="link", exchange="barrier")
     assert TrainConfig.build(task="link", model="gat").task.task == "link"

@@ -7,7 +7,13 @@ from os import PathLike
 
 
 class CommgraphError(Exception):
-    """Base of every error commgraph raises on purpose (bad input, bad configuration)."""
+    """Base of every error commgraph raises on purpose (bad input, bad configuration). One about
+    options names them as the library spells them (``fanouts must be ...``) and lists those names
+    in ``parameters``, which the CLI spells as its flags (``--fanout must be ...``)."""
+
+    def __init__(self, *args, parameters: tuple[str, ...] = ()):
+        super().__init__(*args)
+        self.parameters = tuple(parameters)
 
 
 class GraphValidationError(CommgraphError, ValueError):

@@ -1,9 +1,12 @@
 """Options as dataclass fields: each field is one command-line flag, with its help, type and
 choices, so the parser's flags (:meth:`Options.add_arguments`), the options built from parsed
 arguments (:meth:`Options.from_args`) and the command line handed to a worker process
-(:meth:`Options.to_argv`) all come from one definition. Checks belong in ``__post_init__``, so
-options are validated once, when they are made; a float option that is not finite (``inf``,
-``nan``) is refused for every field.
+(:meth:`Options.to_argv`) all come from one definition. A field whose flag is text to be read
+(``--fanout 10,5``) names its ``parse``, which :meth:`Options.values` applies once, so the field
+holds the parsed value (``(10, 5)``). Checks belong in ``__post_init__``, so options are validated
+once, when they are made; a float option that is not finite (``inf``, ``nan``) is refused for
+every field. Errors name the fields (``batch_size must be >= 1``, :attr:`CommgraphError.parameters
+<commgraph.errors.CommgraphError>`); the CLI spells them as its flags.
 """
 
 from __future__ import annotations
@@ -14,15 +17,32 @@ from dataclasses import MISSING, field, fields
 from pathlib import Path
 
 
-def option(help: str, *, type=None, choices=None, metavar=None, cli: bool = True, **default):
-    """A dataclass field with its flag ``--name-with-dashes`` (``cli=False``: no flag); a field
-    without a default is a required flag."""
-    return field(**default, metadata={"help": help, "type": type, "choices": choices, "metavar": metavar, "cli": cli})
+def option(
+    help: str,
+    *,
+    type=None,
+    choices=None,
+    metavar=None,
+    cli: bool = True,
+    parse=None,
+    name: str | None = None,
+    **default,
+):
+    """A dataclass field with its flag ``--name-with-dashes`` (``name``: the flag's name where it
+    is not the field's; ``cli=False``: no flag); a field without a default is a required flag.
+    ``parse`` turns the flag's text into the field's value."""
+    meta = {"help": help, "type": type, "choices": choices, "metavar": metavar, "cli": cli, "parse": parse}
+    return field(**default, metadata={**meta, "flag": flag(name) if name else None})
 
 
 def flag(name: str) -> str:
     """The command-line flag of field ``name``, without its dashes."""
     return name.replace("_", "-")
+
+
+def field_flag(f) -> str:
+    """Dataclass field ``f``'s flag, with its dashes."""
+    return "--" + (f.metadata.get("flag") or flag(f.name))
 
 
 class Options:
@@ -35,9 +55,13 @@ class Options:
         for f in self.flags():
             choices, value = f.metadata["choices"], getattr(self, f.name)
             if choices and value is not None and value not in choices:
-                raise self.error(f"unknown --{flag(f.name)} {value!r}; choose one of {', '.join(choices)}")
+                self.refuse(f"unknown {f.name} {value!r}; choose one of {', '.join(choices)}", f.name)
             if isinstance(value, float) and not math.isfinite(value):
-                raise self.error(f"--{flag(f.name)} must be a finite number; got {value}")
+                self.refuse(f"{f.name} must be a finite number; got {value}", f.name)
+
+    def refuse(self, message: str, *names: str) -> None:
+        """Raise this class's error, ``message`` naming the fields ``names``."""
+        raise self.error(message, parameters=names)
 
     @classmethod
     def flags(cls) -> list:
@@ -55,11 +79,12 @@ class Options:
             meta = f.metadata
             default = None if f.default is MISSING else f.default
             if meta["type"] is bool:
-                parser.add_argument(f"--{flag(f.name)}", action="store_true", help=meta["help"])
+                parser.add_argument(field_flag(f), dest=f.name, action="store_true", help=meta["help"])
                 continue
             shown = "" if default is None else f" (default {default})"
             parser.add_argument(
-                f"--{flag(f.name)}",
+                field_flag(f),
+                dest=f.name,
                 type=meta["type"] or str,
                 choices=meta["choices"],
                 metavar=meta["metavar"],
@@ -70,20 +95,25 @@ class Options:
 
     @classmethod
     def values(cls, args: argparse.Namespace) -> dict:
-        """This class's fields as parsed into ``args`` (paths as strings)."""
+        """This class's fields as parsed into ``args`` (paths as strings, text a field parses parsed)."""
         values = {f.name: getattr(args, f.name) for f in cls.flags() if hasattr(args, f.name)}
-        return {k: str(v) if isinstance(v, Path) else v for k, v in values.items()}
+        parses = {f.name: f.metadata["parse"] for f in cls.flags() if f.metadata["parse"]}
+        return {
+            k: str(v) if isinstance(v, Path) else parses[k](v) if k in parses and isinstance(v, str) else v
+            for k, v in values.items()
+        }
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, **overrides):
         return cls(**{**cls.values(args), **overrides})
 
     def to_argv(self) -> list[str]:
-        """The flags that give these options (defaults left out)."""
+        """The flags that give these options (defaults left out; a tuple as its comma-separated text)."""
         argv = []
         for f in self.flags():
             value = getattr(self, f.name)
             if value == (None if f.default is MISSING else f.default):
                 continue
-            argv += [f"--{flag(f.name)}"] if f.metadata["type"] is bool else [f"--{flag(f.name)}", str(value)]
+            text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            argv += [field_flag(f)] if f.metadata["type"] is bool else [field_flag(f), text]
         return argv

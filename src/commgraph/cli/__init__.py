@@ -58,3 +58,26 @@ def pick_names(text: str, known, what: str, error: type[Exception]) -> list[str]
     if unknown or not names:
         raise error(f"unknown {what}(s) {unknown}; use 'all' or some of {', '.join(known)}")
     return names
+
+
+def in_flags(error: Exception, parser: argparse.ArgumentParser) -> str:
+    """``error``'s message with each parameter it names (its ``parameters``, see
+    :class:`~commgraph.errors.CommgraphError`) spelt as ``parser``'s flag for it (``fanouts``:
+    ``--fanout``): the one mapping from the library's names to the command line's."""
+    text, flags = str(error), option_flags(parser)
+    for name in getattr(error, "parameters", ()):
+        if name in flags:
+            text = re.sub(rf"(?<![\w./\[`-]){re.escape(name)}(?![\w./\]`-])", flags[name], text)  # not in a path
+    return text
+
+
+def option_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The flag of each option of ``parser`` and of its subcommands, by the name it is parsed into."""
+    flags = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                flags.update(option_flags(command))
+        elif action.option_strings:
+            flags.setdefault(action.dest, max(action.option_strings, key=len))
+    return flags

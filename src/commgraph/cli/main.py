@@ -14,7 +14,7 @@ from typing import NamedTuple
 warnings.filterwarnings("ignore", message=r".*torch\.jit\.script.* is deprecated", category=FutureWarning)
 
 from commgraph import __version__
-from commgraph.cli import Parser
+from commgraph.cli import Parser, in_flags
 from commgraph.errors import CommgraphError
 
 
@@ -143,13 +143,14 @@ def new_spelling(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = new_spelling(sys.argv[1:] if argv is None else list(argv))
-    args = build_parser(load=set(argv[_command_start(argv) :][:1])).parse_args(argv)
+    parser = build_parser(load=set(argv[_command_start(argv) :][:1]))
+    args = parser.parse_args(argv)
     try:
         return args.run(args)
     except CommgraphError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"commgraph: error: {exc}", file=sys.stderr)
+        print(f"commgraph: error: {in_flags(exc, parser)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -19,13 +19,15 @@ from commgraph.cli.args import wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.graph import HeteroGraph
-from commgraph.launch import JobSpec, LaunchOptions, launch
+from commgraph.launch import JobSpec, LaunchOptions, launch, received
 from commgraph.nn.options import HETERO_MODELS
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.partition.store import Part
 from commgraph.plan.memory import MemoryEstimate, estimate_memory
 from commgraph.render.units import count
+from commgraph.runtime.options import in_torchrun
 from commgraph.train.config import TrainConfig
+from commgraph.train.shape import job_shape, predicts_step_time, step_time
 
 
 def register(subparsers) -> None:
@@ -47,8 +49,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    launcher = LaunchOptions.from_args(args)
-    config = TrainConfig.from_args(args, progress=not launcher.quiet)
+    launcher, config = _options(args)
     if config.task.task == "link":
         return _run_link(args, launcher, config)
     if args.link_edges is not None:
@@ -61,17 +62,29 @@ def run(args: argparse.Namespace) -> int:
         launcher,
         config.job,
         row_bytes=None if replicate else 4 * config.gnn.hidden,
-        options=config.sections(),
+        data=config.to_dict(),
         allreduce=config.comm.allreduce,
         check=partial(check_trainable, config.gnn.model),
         prepare=partial(_prepare, config),
         memory=partial(_memory, config),
-        step_time=partial(config.step_time, threads=launcher.threads) if config.predicts_step_time else None,
+        step_time=partial(step_time, config, threads=launcher.threads) if predicts_step_time(config) else None,
         memory_budget=config.comm.memory_budget,
         json=args.json,
         debug=args.debug,
     )
     return launch(spec, partial(_train, config), describe=partial(_describe, config))
+
+
+def _options(args: argparse.Namespace) -> tuple[LaunchOptions, TrainConfig]:
+    """The launcher's options and the run's configuration: in a worker our launcher started, as it
+    handed them over (resolved; nothing parsed); else from the flags, parsed once here, and resolved
+    here for a job on this machine (under torchrun each rank's trainer resolves what needs the world)."""
+    given = received()
+    if given is not None:
+        return given.launch, TrainConfig.from_dict(given.options, job=given.job)
+    launcher = LaunchOptions.from_args(args)
+    config = TrainConfig.from_args(args, progress=not launcher.quiet)
+    return launcher, config if in_torchrun() else config.resolved(spans_machines=False)
 
 
 def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainConfig) -> int:
@@ -95,7 +108,7 @@ def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainCo
             partial(training_graph, partial(graph_from_args, args), config, held_out),
             launcher,
             config.job,
-            options=config.sections(),
+            data=config.to_dict(),
             extra_argv=["--link-edges", str(held_out)],
             allreduce=config.comm.allreduce,
             check=check_link_trainable,
@@ -116,7 +129,7 @@ def _train_link(config: TrainConfig, held_out: Path, world, partition_dir: Path)
 
 def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEstimate:
     """What this training run will hold (every worker on this machine)."""
-    return estimate_memory(pset, config.job_shape(pset, workers))
+    return estimate_memory(pset, job_shape(config, pset, workers))
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
@@ -143,8 +156,8 @@ def _describe(config: TrainConfig, partition_dir: Path, workers: int) -> str:
         how = (
             "exchange layer-wise"
             if config.sampling.sampler is None
-            else f"sampler {config.sampling.sampler} (fanouts {config.fanouts} per relation), input rows from "
-            "their owners, evaluated by the full-graph pass (exchange layer-wise)"
+            else f"sampler {config.sampling.sampler} (fanouts {list(config.sampling.fanouts)} per relation), input "
+            "rows from their owners, evaluated by the full-graph pass (exchange layer-wise)"
         )
         return f"training {config.gnn.model} on {partition_dir} with {workers} worker(s), {how}"
     sampling = config.sampling.sampler

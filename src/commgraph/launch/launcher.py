@@ -12,9 +12,11 @@ set), and calls :func:`launch`. The launcher then:
 3. resolves the topology (:func:`~commgraph.topology.resolve_topology`) and chooses or checks the
    job's all-gather plan once, before any worker starts, handing the workers the plan and the
    topology it was made on as files;
-4. starts the workers, each running the same command on the partition set with the command line
-   rebuilt from the spec's options (:meth:`~commgraph.options.Options.to_argv`), and watches them
-   (:func:`~commgraph.runtime.launch_local`: a dead worker stops the job, its rank named).
+4. starts the workers, each running the same command on the partition set, and watches them
+   (:func:`~commgraph.runtime.launch_local`: a dead worker stops the job, its rank named). A spec
+   with ``data`` hands each worker its options as data through the job's store (:func:`received`:
+   the launcher's options, the job's resolved ones and the command's, nothing to parse again);
+   otherwise their command line is rebuilt from the options (:meth:`~commgraph.options.Options.to_argv`).
 
 Each of these phases, and each rank's own set-up phases, may take ``--timeout`` seconds
 (:mod:`commgraph.phases`); one that overruns stops the job in one line naming it.
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,7 +51,7 @@ from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
 from commgraph.plan.memory import MemoryEstimate
 from commgraph.runtime.memory import release_free_memory
-from commgraph.runtime.options import JobOptions, in_torchrun
+from commgraph.runtime.options import DATA_ENV, JobOptions, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
 from commgraph.sim.steptime import StepTime
 from commgraph.sizes import available_bytes, machine_bytes
@@ -74,7 +76,9 @@ class JobSpec:
         row_bytes: bytes of one exchanged row, for choosing the plan once here (None: the job
             exchanges nothing per layer, and its options go to the workers as given).
         options: the command's own options; with ``launch`` and ``job`` they rebuild the
-            worker's command line.
+            worker's command line (where ``data`` is None).
+        data: the command's options as JSON-ready data: each worker receives them, with the
+            launcher's options and the job's resolved ones, through the job's store (:func:`received`).
         extra_argv: further worker arguments (e.g. a file the launcher wrote).
         allreduce: a gradient all-reduce to check against the topology (training).
         check: refuses a graph (before partitioning it) or a part the command cannot run on.
@@ -99,6 +103,7 @@ class JobSpec:
     job: JobOptions = field(default_factory=JobOptions)
     row_bytes: int | None = None
     options: list[Options] = field(default_factory=list)
+    data: dict | None = None
     extra_argv: list[str] = field(default_factory=list)
     allreduce: str | None = None
     check: Callable[[str, object], None] | None = None
@@ -180,6 +185,7 @@ def _launch_here(
             return launch_local(
                 worker_argv(spec, partition_dir, job),
                 workers,
+                data=None if spec.data is None else handed_over(spec, job),
                 threads_per_worker=spec.launch.threads,
                 zygote=zygote,
                 phase_seconds=seconds,
@@ -376,13 +382,10 @@ def predict_step_time(spec: JobSpec, pset: PartitionSet) -> StepTime:
 
 
 def worker_argv(spec: JobSpec, partition_dir: Path, job: JobOptions) -> list[str]:
-    """The command line each worker runs: the same command on the partition set, from one source
-    (the options' own :meth:`~commgraph.options.Options.to_argv`)."""
-    sources = [
-        replace(spec.launch, workers=None, partition_dir=None, dry_run=False, ignore_memory=False),
-        job,
-        *spec.options,
-    ]
+    """The command line each worker runs: the same command on the partition set, its options from
+    one source (the options' own :meth:`~commgraph.options.Options.to_argv`), or none where the
+    spec hands them over as ``data``."""
+    sources = [] if spec.data is not None else [_worker_launch(spec.launch), job, *spec.options]
     return [
         spec.command,
         str(partition_dir),
@@ -390,6 +393,41 @@ def worker_argv(spec: JobSpec, partition_dir: Path, job: JobOptions) -> list[str
         *spec.extra_argv,
         *["--debug"] * spec.debug,
     ]
+
+
+def _worker_launch(launch: LaunchOptions) -> LaunchOptions:
+    """The launcher's options as a worker takes them (what only the launcher does left out)."""
+    return replace(launch, workers=None, partition_dir=None, dry_run=False, ignore_memory=False)
+
+
+@dataclass(frozen=True)
+class Received:
+    """What a worker's launcher handed it as data: the launcher's options, the job's options as
+    the launcher resolved them (its plan and topology files), and the command's own."""
+
+    launch: LaunchOptions
+    job: JobOptions
+    options: dict
+
+    @classmethod
+    def from_json(cls, text: str) -> Received:
+        data = json.loads(text)
+        return cls(LaunchOptions(**data["launch"]), JobOptions(**data["job"]), data["options"])
+
+
+def handed_over(spec: JobSpec, job: JobOptions) -> str:
+    """What each worker of ``spec`` receives (:class:`Received`, as JSON), the job's options resolved as ``job``."""
+    return json.dumps({"launch": asdict(_worker_launch(spec.launch)), "job": asdict(job), "options": spec.data})
+
+
+def received() -> Received | None:
+    """In a worker our launcher started with a spec's ``data``: what it handed over (None
+    elsewhere: the launcher itself, a worker of another command, torchrun's ranks)."""
+    if os.environ.get(DATA_ENV) != "1":
+        return None
+    from commgraph.runtime.launch import job_data  # torch: only in a worker
+
+    return Received.from_json(job_data())
 
 
 def shared_partition_set(spec: JobSpec) -> Path:

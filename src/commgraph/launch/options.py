@@ -60,11 +60,11 @@ class LaunchOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.workers is not None and self.workers < 1:
-            raise JobError("--workers must be >= 1")
+            self.refuse("workers must be >= 1", "workers")
         if not self.timeout > 0:
-            raise JobError("--timeout must be positive")
+            self.refuse("timeout must be positive", "timeout")
         if self.threads is not None and self.threads < 1:
-            raise JobError("--threads must be >= 1")
+            self.refuse("threads must be >= 1", "threads")
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,10 @@ class RunOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.workers < 1:
-            raise JobError("--workers must be >= 1")
+            self.refuse("workers must be >= 1", "workers")
         if self.memory_budget is not None and self.memory_budget < 1:
-            raise JobError("--memory-budget must be a size > 0, such as 8G")
+            self.refuse("memory_budget must be a size > 0, such as 8G", "memory_budget")
         if not self.timeout > 0:
-            raise JobError("--timeout must be positive")
+            self.refuse("timeout must be positive", "timeout")
         if self.threads is not None and self.threads < 1:
-            raise JobError("--threads must be >= 1")
+            self.refuse("threads must be >= 1", "threads")

@@ -14,4 +14,7 @@ LINEAR_FIRST = ("gcn", "sage")  # models whose first layer transforms each sourc
 def check_model_options(layers: int, hidden: int, heads: int, dropout: float) -> None:
     """Refuse a model shape no GNN can have; the CLI asks before it partitions or starts workers."""
     if layers < 1 or hidden < 1 or heads < 1 or not 0 <= dropout < 1:
-        raise TrainingError("need --layers >= 1, --hidden >= 1, --heads >= 1 and 0 <= --dropout < 1")
+        raise TrainingError(
+            "need layers >= 1, hidden >= 1, heads >= 1 and 0 <= dropout < 1",
+            parameters=("layers", "hidden", "heads", "dropout"),
+        )

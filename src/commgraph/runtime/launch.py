@@ -36,6 +36,7 @@ import torch.distributed as dist
 
 from commgraph.lifetime import group_members, kill_group
 from commgraph.phases import RANK_PHASES, RUNNING, STARTING, WARMING_UP, overrun_line
+from commgraph.runtime.options import DATA_ENV, DATA_KEY
 from commgraph.runtime.world import PROGRESS_KEY, failed_key, phase_key, stopped_key
 from commgraph.runtime.zygote import FRESH_RANKS, ForkedZygote
 
@@ -57,6 +58,7 @@ def launch_local(
     env: dict[str, str] | None = None,
     verdict: Callable[[JobEnd], int] | None = None,
     phase_seconds: float | None = None,
+    data: str | None = None,
 ) -> int:
     """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine, forked by ``zygote``
     (see :meth:`ForkedZygote.fork`) or by a zygote started for them; the job's exit code. With
@@ -66,7 +68,8 @@ def launch_local(
     step asks CUDA whether a graph is being captured). ``env`` is added to every rank's
     environment; ``verdict`` turns how the job ended into its exit code, saying why (default
     :func:`name_failed_rank`), while the job's store is still open; ``phase_seconds`` bounds each
-    rank's set-up phases (None: unbounded)."""
+    rank's set-up phases (None: unbounded); ``data``, the ranks' options as text, is put in the
+    job's store for each rank to read (:func:`job_data`)."""
     store = dist.TCPStore(
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=max(grace, 30))
     )
@@ -82,6 +85,9 @@ def launch_local(
         OMP_NUM_THREADS=str(threads),
         COMMGRAPH_THREADS=str(threads),
     )
+    if data is not None:
+        store.set(DATA_KEY, data)
+        env[DATA_ENV] = "1"
     if fresh is None:
         fresh = torch.cuda.is_available()
     if fresh:
@@ -107,6 +113,13 @@ def launch_local(
             _sweep(children.ranks)
             children.close()
         del store
+
+
+def job_data() -> str:
+    """In a rank :func:`launch_local` started with ``data``: that data, read from the job's store."""
+    span = datetime.timedelta(seconds=30)
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=span)
+    return store.get(DATA_KEY).decode()
 
 
 class Interrupted(BaseException):

@@ -24,6 +24,10 @@ DEVICE_ENV = "COMMGRAPH_DEVICE"
 MEMORY_BUDGET_ENV = "COMMGRAPH_MEMORY_BUDGET"
 # the store key a rank of ``commgraph run`` writes when its script calls ``commgraph.pyg.init``
 INIT_KEY = "commgraph/bridge-init/"
+# our launcher hands its ranks their options as data (JSON) under this key of the job's store, and
+# sets this variable to 1 in their environment (:func:`commgraph.runtime.launch.job_data`)
+DATA_KEY = "commgraph/job-data"
+DATA_ENV = "COMMGRAPH_JOB_DATA"
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,10 @@ class JobOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.plan not in PLAN_CHOICES and Path(self.plan).suffix not in (".json", ".npz"):
-            raise JobError(
-                f"--plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a plan file "
-                "(.json or .npz) written by `commgraph plan`"
+            self.refuse(
+                f"plan {self.plan!r}: choose one of {', '.join(PLAN_CHOICES)} or a file (.json or .npz) "
+                "that `commgraph plan` wrote",
+                "plan",
             )
         parse_speeds(self.speeds)
 

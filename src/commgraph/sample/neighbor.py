@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from commgraph.sample.base import SampledBatch, SamplingGraph, Scratch, check_seeds, draw_seed, relabel
-from commgraph.sample.options import parse_fanouts
+from commgraph.sample.options import check_fanouts, parse_fanouts
 
 
 class NeighborSampler:
@@ -39,7 +39,7 @@ class NeighborSampler:
 
     def __init__(self, graph: SamplingGraph, fanouts):
         self.graph = graph
-        self.fanouts = parse_fanouts(fanouts)
+        self.fanouts = list(parse_fanouts(fanouts) if isinstance(fanouts, str) else check_fanouts(fanouts))
         self._scratch = Scratch()
 
     def sample(self, seeds: np.ndarray, rng: np.random.Generator) -> SampledBatch:

@@ -15,18 +15,36 @@ EXPLAIN_IN = ("process", "worker")  # where DGS's online explainer runs (see sam
 STRUCTURES = ("replicated", "partitioned")  # a machine's in-edges (see commgraph.sample.partitioned)
 
 
-def parse_fanouts(text: str | list[int], layers: int | None = None) -> list[int]:
-    """``"10,5"`` -> ``[10, 5]``: the neighbours drawn per destination at hop 1 (the seeds'
-    neighbours, read by the last layer), hop 2, ...; ``-1`` takes every neighbour."""
+def parse_fanouts(text: str, layers: int | None = None) -> tuple[int, ...]:
+    """``"10,5"`` -> ``(10, 5)``: the neighbours drawn per destination at hop 1 (the seeds'
+    neighbours, read by the last layer), hop 2, ...; ``-1`` takes every neighbour (checked as
+    :func:`check_fanouts`)."""
     try:
-        fanouts = [int(part) for part in text.split(",")] if isinstance(text, str) else [int(f) for f in text]
+        fanouts = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise SamplingError(f"--fanout must be integers separated by commas, such as 10,5; got {text!r}") from None
+        raise SamplingError(
+            f"fanouts must be integers separated by commas, such as 10,5; got {text!r}", parameters=("fanouts",)
+        ) from None
+    return check_fanouts(fanouts, layers)
+
+
+def check_fanouts(given, layers: int | None = None) -> tuple[int, ...]:
+    """The integers ``given`` as a tuple of fanouts, refused unless each is >= 1 or -1 (all), one
+    per layer where ``layers`` is given."""
+    try:
+        fanouts = tuple(int(f) for f in given)
+    except (TypeError, ValueError):
+        fanouts = None
+    if fanouts is None or isinstance(given, str):
+        raise SamplingError(f"fanouts must be integers, such as (10, 5); got {given!r}", parameters=("fanouts",))
     if not fanouts or any(f == 0 or f < -1 for f in fanouts):
-        raise SamplingError(f"--fanout needs one value per layer, each >= 1 or -1 (all); got {text!r}")
+        raise SamplingError(
+            f"fanouts needs one value per layer, each >= 1 or -1 (all); got {fanouts}", parameters=("fanouts",)
+        )
     if layers is not None and len(fanouts) != layers:
         raise SamplingError(
-            f"--fanout gives {len(fanouts)} values but the model has --layers {layers}: give one per layer"
+            f"fanouts gives {len(fanouts)} values but the model has layers {layers}: give one per layer",
+            parameters=("fanouts", "layers"),
         )
     return fanouts
 
@@ -44,11 +62,13 @@ class ExplainerOptions:
 
     def __post_init__(self) -> None:
         if self.period < 1:
-            raise SamplingError(f"--explain-period (T_ex) must be >= 1; got {self.period}")
+            raise SamplingError(f"period (T_ex) must be >= 1; got {self.period}", parameters=("period",))
         if self.epochs < 1:
-            raise SamplingError(f"--explain-epochs must be >= 1; got {self.epochs}")
+            raise SamplingError(f"epochs must be >= 1; got {self.epochs}", parameters=("epochs",))
         if self.loss_threshold < 0:
-            raise SamplingError(f"--explain-loss-threshold must be >= 0; got {self.loss_threshold}")
+            raise SamplingError(
+                f"loss_threshold must be >= 0; got {self.loss_threshold}", parameters=("loss_threshold",)
+            )
         if self.lr <= 0:
             raise SamplingError(f"the explainer's learning rate must be > 0; got {self.lr}")
 

@@ -1,12 +1,15 @@
-"""``TrainConfig``: every training option once, with its flag, help and check, in sections:
-the model (:class:`ModelOptions`), the optimiser (:class:`OptimOptions`), communication
+"""``TrainConfig``: every training option once, with its flag, help, default and check, in
+sections: the model (:class:`ModelOptions`), the optimiser (:class:`OptimOptions`), communication
 (:class:`CommOptions`, and the job's topology and plans: :class:`~commgraph.runtime.job.JobOptions`),
 sampling (:class:`SamplingOptions`) and logging (:class:`LogOptions`).
 
-The CLI's flags (:meth:`TrainConfig.add_arguments`, one help group per section), the
-configuration built from them (:meth:`TrainConfig.from_args`) and the argv handed to each worker
-(:meth:`TrainConfig.to_argv`) all come from the fields below (see :mod:`commgraph.options`), and
-the options are validated once, when a ``TrainConfig`` is made.
+The CLI's flags (:meth:`TrainConfig.add_arguments`, one help group per section) and the
+configuration built from them (:meth:`TrainConfig.from_args`, each flag's text parsed there, once:
+``--fanout 10,5`` is ``fanouts == (10, 5)``) come from the fields below (see
+:mod:`commgraph.options`), and the options are validated once, when a ``TrainConfig`` is made.
+What is left to the job is resolved once, on the launcher (:meth:`TrainConfig.resolved`), and the
+workers receive that configuration as data (:meth:`TrainConfig.to_dict`, through the job's store),
+not as flags to parse again. The plan's view of a run is :mod:`commgraph.train.shape`.
 """
 
 from __future__ import annotations
@@ -14,21 +17,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
 from commgraph.nn.options import HETERO_MODELS, LINEAR_FIRST, TRAIN_MODELS, check_model_options
-from commgraph.options import Options, flag, option
+from commgraph.options import Options, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
-from commgraph.plan.choose import choose_job_allreduce
 from commgraph.plan.features import MODES as FEATURE_MODES
-from commgraph.plan.first_layer import FIRST_LAYERS, FirstLayerChoice, choose_first_layer, evaluation_passes
-from commgraph.plan.memory import JobShape, label_classes, model_parameters
-from commgraph.plan.steptime import predict_job
+from commgraph.plan.first_layer import FIRST_LAYERS
 from commgraph.runtime.options import JobOptions, in_torchrun
 from commgraph.sample.options import (
     EPSILON,
@@ -38,24 +36,18 @@ from commgraph.sample.options import (
     SAMPLERS,
     STRUCTURES,
     ExplainerOptions,
+    check_fanouts,
     parse_fanouts,
 )
-from commgraph.sim.steptime import StepTime, compute_model, other_machine
 from commgraph.sizes import check_count
-from commgraph.topology import read_yaml
-from commgraph.topology.compute import MODELS as COMPUTE_MODELS
 from commgraph.units import size
-
-if TYPE_CHECKING:
-    from commgraph.partition import PartitionSet
-    from commgraph.topology.model import Topology
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
 PEER_ROWS = ("map", "network")
 # the samplers each sampler option applies to (batch size: every one)
 SAMPLER_OPTIONS = {
-    "fanout": ("neighbor", "dgs"),
+    "fanouts": ("neighbor", "dgs"),
     "layer_size": ("fastgcn", "ladies"),
     "clusters": ("cluster",),
     "clusters_per_batch": ("cluster",),
@@ -101,7 +93,9 @@ class ModelOptions(Options):
         super().__post_init__()
         check_model_options(self.layers, self.hidden, self.heads, self.dropout)
         if self.bases is not None and (self.model != "rgcn" or self.bases < 1):
-            raise TrainingError(f"--bases is rgcn's and must be >= 1, got --bases {self.bases} --model {self.model}")
+            self.refuse(
+                f"bases is rgcn's and must be >= 1, got bases {self.bases} model {self.model}", "bases", "model"
+            )
 
 
 @dataclass
@@ -119,10 +113,12 @@ class OptimOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.epochs < 1:
-            raise TrainingError("--epochs must be >= 1")
+            self.refuse("epochs must be >= 1", "epochs")
         check_count("--epochs", self.epochs, TrainingError)
         if not self.lr > 0 or self.weight_decay < 0:
-            raise TrainingError(f"need --lr > 0 and --weight-decay >= 0, got {self.lr} and {self.weight_decay}")
+            self.refuse(
+                f"need lr > 0 and weight_decay >= 0, got {self.lr} and {self.weight_decay}", "lr", "weight_decay"
+            )
 
 
 @dataclass
@@ -170,14 +166,16 @@ class CommOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.bin_size is not None and self.bin_size < 1:
-            raise TrainingError("--bin-size must be >= 1")
+            self.refuse("bin_size must be >= 1", "bin_size")
         if self.memory_budget is not None and self.memory_budget < 1:
-            raise TrainingError("--memory-budget must be a size > 0, such as 8G")
+            self.refuse("memory_budget must be a size > 0, such as 8G", "memory_budget")
 
 
 @dataclass
 class SamplingOptions(Options):
-    """Mini-batch training: the sampler and its options (none: full-graph training)."""
+    """Mini-batch training: the sampler and its options (none: full-graph training). ``fanouts``
+    of the neighbor and dgs samplers defaults to :data:`FANOUT` per layer (:class:`TrainConfig`
+    fills it in), and ``structure`` None is resolved by :meth:`TrainConfig.resolved`."""
 
     error = TrainingError
     sampler: str | None = option(
@@ -186,17 +184,18 @@ class SamplingOptions(Options):
         choices=SAMPLERS,
         default=None,
     )
-    fanout: str | None = option(
+    fanouts: tuple[int, ...] | None = option(
         f"neighbours drawn per node at each hop, the seeds' hop first; -1 takes all "
         f"(neighbor, dgs; default {FANOUT} per layer)",
         metavar="K,K,...",
+        parse=parse_fanouts,
+        name="fanout",
         default=None,
     )
-    batch_size: int | None = option(
-        f"seed nodes per batch on the worker with the most training nodes; the others "
-        f"split theirs into as many batches (default: {BATCH_SIZE})",
+    batch_size: int = option(
+        "seed nodes per batch on the worker with the most training nodes; the others split theirs into as many batches",
         type=int,
-        default=None,
+        default=BATCH_SIZE,
     )
     steps_per_epoch: int | None = option(
         "at most N steps per epoch: the first N batches of each epoch's shuffled "
@@ -206,13 +205,13 @@ class SamplingOptions(Options):
         metavar="N",
         default=None,
     )
-    peer_rows: str | None = option(
+    peer_rows: str = option(
         "rows owned by workers on the same machine: map reads them from the partition "
         "set's shared files (counted as local_bytes), network fetches them as from "
         "another machine (counted as feature_bytes; what the thesis's counts assume) "
-        "(every sampler; default map)",
+        "(every sampler)",
         choices=PEER_ROWS,
-        default=None,
+        default="map",
     )
     structure: str | None = option(
         "the graph's in-edges on each machine: replicated (the whole graph's, mapped once "
@@ -222,30 +221,24 @@ class SamplingOptions(Options):
         choices=STRUCTURES,
         default=None,
     )
-    layer_size: int | None = option(
-        f"nodes drawn per layer (fastgcn, ladies; default {LAYER_SIZE})", type=int, default=None
-    )
+    layer_size: int = option("nodes drawn per layer (fastgcn, ladies)", type=int, default=LAYER_SIZE)
     clusters: int | None = option(
         "METIS clusters of each worker's nodes (cluster; default: its nodes / --batch-size)", type=int, default=None
     )
-    clusters_per_batch: int | None = option(
-        "clusters joined into one batch (cluster; default 1)", type=int, default=None
+    clusters_per_batch: int = option("clusters joined into one batch (cluster)", type=int, default=1)
+    feature_rate: float = option(
+        "DGS's N_f: the share of feature columns remote nodes send (dgs)", type=float, default=FEATURE_RATE
     )
-    feature_rate: float | None = option(
-        f"DGS's N_f: the share of feature columns remote nodes send (dgs; default {FEATURE_RATE})",
+    epsilon: float = option(
+        "DGS's epsilon: draws moved from remote to local neighbours, a share of the fanout (dgs)",
         type=float,
-        default=None,
+        default=EPSILON,
     )
-    epsilon: float | None = option(
-        f"DGS's epsilon: draws moved from remote to local neighbours, a share of the fanout (dgs; default {EPSILON})",
-        type=float,
-        default=None,
-    )
-    dgs_rule: str | None = option(
-        f"DGS's local neighbours: keep-local keeps them all (the thesis), split draws "
-        f"fanout minus the remote draws of them (dgs; default {RULES[0]})",
+    dgs_rule: str = option(
+        "DGS's local neighbours: keep-local keeps them all (the thesis), split draws "
+        "fanout minus the remote draws of them (dgs)",
         choices=RULES,
-        default=None,
+        default=RULES[0],
     )
     dgs_masks: str | None = option(
         "DGS's masks from this file (written by --dgs-masks-out) from the first step (dgs)",
@@ -270,78 +263,80 @@ class SamplingOptions(Options):
         metavar="CORES",
         default=None,
     )
-    explain_in: str | None = option(
+    explain_in: str = option(
         "where the online explainer runs: process (beside training, in an interpreter of its own) or "
         "worker (in the training process at the end of each T_ex window: no second interpreter, "
-        "training waits for it) (dgs; default process)",
+        "training waits for it) (dgs)",
         choices=EXPLAIN_IN,
-        default=None,
+        default=EXPLAIN_IN[0],
     )
-    explain_period: int | None = option(
-        f"DGS's T_ex: explain every N iterations (dgs; default {ExplainerOptions.period})",
-        type=int,
-        metavar="N",
-        default=None,
+    explain_period: int = option(
+        "DGS's T_ex: explain every N iterations (dgs)", type=int, metavar="N", default=ExplainerOptions.period
     )
-    explain_epochs: int | None = option(
-        f"GNNExplainer epochs per explanation (dgs; default {ExplainerOptions.epochs})", type=int, default=None
-    )
-    explain_loss_threshold: float | None = option(
-        f"stop explaining at this loss (dgs; default {ExplainerOptions.loss_threshold})", type=float, default=None
+    explain_epochs: int = option("GNNExplainer epochs per explanation (dgs)", type=int, default=ExplainerOptions.epochs)
+    explain_loss_threshold: float = option(
+        "stop explaining at this loss (dgs)", type=float, default=ExplainerOptions.loss_threshold
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name, samplers in SAMPLER_OPTIONS.items():
-            if getattr(self, name) not in (None, False) and self.sampler not in samplers:
-                users = "--sampler " + "|".join(samplers)
-                raise TrainingError(
-                    f"--{flag(name)} is a sampler option for {users}; "
-                    + (
-                        "this is full-graph training"
-                        if self.sampler is None
-                        else f"--sampler {self.sampler} does not use it"
-                    )
-                )
+        if self.fanouts is not None:  # a tuple however given (a list from the launcher's data)
+            self.fanouts = check_fanouts(self.fanouts)
+        self._check_samplers()
         if self.sampler is None:
             return
         for name in ("batch_size", "steps_per_epoch", "layer_size", "clusters", "clusters_per_batch"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise TrainingError(f"--{flag(name)} must be >= 1; got {getattr(self, name)}")
-        if (
-            self.clusters is not None
-            and self.clusters_per_batch is not None
-            and self.clusters_per_batch > self.clusters
-        ):
-            raise TrainingError(
-                f"--clusters-per-batch ({self.clusters_per_batch}) exceeds --clusters ({self.clusters})"
+                self.refuse(f"{name} must be >= 1; got {getattr(self, name)}", name)
+        if self.clusters is not None and self.clusters_per_batch > self.clusters:
+            self.refuse(
+                f"clusters_per_batch ({self.clusters_per_batch}) exceeds clusters ({self.clusters})",
+                "clusters_per_batch",
+                "clusters",
             )
-        if self.feature_rate is not None and not 0 < self.feature_rate <= 1:
-            raise TrainingError(f"--feature-rate (N_f) must lie in (0, 1]; got {self.feature_rate}")
-        if self.epsilon is not None and not 0 <= self.epsilon <= 1:
-            raise TrainingError(f"--epsilon must lie in [0, 1]; got {self.epsilon}")
+        if not 0 < self.feature_rate <= 1:
+            self.refuse(f"feature_rate (N_f) must lie in (0, 1]; got {self.feature_rate}", "feature_rate")
+        if not 0 <= self.epsilon <= 1:
+            self.refuse(f"epsilon must lie in [0, 1]; got {self.epsilon}", "epsilon")
         if self.explain_cpu is not None and not (self.explain_cpu >= 0 and math.isfinite(self.explain_cpu)):
-            raise TrainingError(f"--explain-cpu must be >= 0 cores, a finite number; got {self.explain_cpu}")
+            self.refuse(f"explain_cpu must be >= 0 cores, a finite number; got {self.explain_cpu}", "explain_cpu")
         if self.dgs_wait and self.explain_cpu == 0 and self.dgs_masks is None:
-            raise TrainingError(
-                "--dgs-wait waits for the online explainer, which --explain-cpu 0 turns off: "
-                "give --dgs-masks FILE or a CPU budget"
+            self.refuse(
+                "dgs_wait waits for the online explainer, which explain_cpu 0 turns off: give dgs_masks FILE or a "
+                "CPU budget",
+                "dgs_wait",
+                "explain_cpu",
+                "dgs_masks",
             )
         if self.dgs_masks is not None and not Path(self.dgs_masks).is_file():
-            raise TrainingError(f"--dgs-masks {self.dgs_masks}: no such file")
+            self.refuse(f"dgs_masks {self.dgs_masks}: no such file", "dgs_masks")
         self.explainer_options()
 
+    def _check_samplers(self) -> None:
+        """Refuse an option given (not its default) that the sampler does not use."""
+        defaults = {f.name: f.default for f in fields(self)}
+        for name, samplers in SAMPLER_OPTIONS.items():
+            if getattr(self, name) != defaults[name] and self.sampler not in samplers:
+                self.refuse(
+                    f"{name} is an option of sampler {'|'.join(samplers)}; "
+                    + (
+                        "this is full-graph training"
+                        if self.sampler is None
+                        else f"sampler {self.sampler} does not use it"
+                    ),
+                    name,
+                    "sampler",
+                )
+
     def explainer_options(self) -> ExplainerOptions:
-        """DGS's explainer options, the thesis's defaults where not given (checked when made)."""
-        given = {
-            "period": self.explain_period,
-            "epochs": self.explain_epochs,
-            "loss_threshold": self.explain_loss_threshold,
-        }
+        """DGS's explainer options (checked when made)."""
         try:
-            return ExplainerOptions(**{k: v for k, v in given.items() if v is not None})
-        except SamplingError as exc:
-            raise TrainingError(str(exc)) from None
+            return ExplainerOptions(
+                period=self.explain_period, epochs=self.explain_epochs, loss_threshold=self.explain_loss_threshold
+            )
+        except SamplingError as exc:  # its fields are ours without the prefix
+            names = tuple(f"explain_{name}" for name in exc.parameters)
+            raise TrainingError(f"explain_{exc}", parameters=names) from None
 
 
 @dataclass
@@ -376,11 +371,13 @@ class LogOptions(Options):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.eval_every < 1:
-            raise TrainingError("--eval-every must be >= 1")
+            self.refuse("eval_every must be >= 1", "eval_every")
         if self.tensorboard is not None and importlib.util.find_spec("tensorboard") is None:
-            raise TrainingError("--tensorboard needs the tensorboard package: pip install 'commgraph[tensorboard]'")
+            self.refuse(
+                "tensorboard needs the TensorBoard package: pip install 'commgraph[tensorboard]'", "tensorboard"
+            )
         if self.resume and not self.checkpoint_dir:
-            raise TrainingError("--resume needs --checkpoint-dir")
+            self.refuse("resume needs checkpoint_dir", "resume", "checkpoint_dir")
         if self.predictions_out is not None:
             from commgraph.train.predict import check_predictions_path
 
@@ -422,12 +419,14 @@ class TaskOptions(Options):
         if self.task != "link":
             for name in ("val_edges", "test_edges"):
                 if getattr(self, name) != next(f.default for f in fields(self) if f.name == name):
-                    raise TrainingError(f"--{flag(name)} splits edges for --task link; this is --task {self.task}")
+                    self.refuse(f"{name} splits edges for task link; this is task {self.task}", name, "task")
             return
         if not (0 <= self.val_edges < 1 and 0 <= self.test_edges < 1 and self.val_edges + self.test_edges < 1):
-            raise TrainingError(
-                f"--val-edges and --test-edges are shares of the edges, each in [0, 1) and summing "
-                f"below 1; got {self.val_edges} and {self.test_edges}"
+            self.refuse(
+                f"val_edges and test_edges are shares of the edges, each in [0, 1) and summing "
+                f"below 1; got {self.val_edges} and {self.test_edges}",
+                "val_edges",
+                "test_edges",
             )
 
 
@@ -457,8 +456,11 @@ class TrainConfig:
     log: LogOptions = field(default_factory=LogOptions)
 
     def __post_init__(self) -> None:
-        if self.sampling.fanout is not None:
-            parse_fanouts(self.sampling.fanout, self.gnn.layers)
+        sampling, layers = self.sampling, self.gnn.layers
+        if sampling.fanouts is not None:
+            check_fanouts(sampling.fanouts, layers)
+        elif sampling.sampler in SAMPLER_OPTIONS["fanouts"]:
+            self.sampling = replace(sampling, fanouts=(FANOUT,) * layers)
         if self.task.task == "link":
             check_link_task(self)
         elif self.gnn.model in HETERO_MODELS:
@@ -481,6 +483,20 @@ class TrainConfig:
         ):
             check_output(path, what, force=force, folder=folder)
 
+    def resolved(self, spans_machines: bool) -> TrainConfig:
+        """This configuration with what it left to the job decided, once: the neighbor sampler's
+        ``structure``, partitioned when the job ``spans_machines`` and replicated otherwise (R-GCN's
+        replicated: it samples the whole graph's relations)."""
+        if not self.unresolved:
+            return self
+        partitioned = spans_machines and self.gnn.model not in HETERO_MODELS
+        return replace(self, sampling=replace(self.sampling, structure="partitioned" if partitioned else "replicated"))
+
+    @property
+    def unresolved(self) -> bool:
+        """Whether :meth:`resolved` has something left to decide."""
+        return self.sampling.sampler == "neighbor" and self.sampling.structure is None
+
     @classmethod
     def build(cls, **flat) -> TrainConfig:
         """A configuration from flat options, each by its field name; unknown names are refused."""
@@ -500,118 +516,23 @@ class TrainConfig:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, **overrides) -> TrainConfig:
+        """The configuration the parsed flags ``args`` give, each flag's text parsed here (once)."""
         values = {}
         for kind, _ in SECTIONS.values():
             values.update(kind.values(args))
         return cls.build(**{**values, **overrides})
 
-    def sections(self, job: bool = False) -> list[Options]:
-        """The sections (the job's options only with ``job``: a launcher hands them over resolved)."""
-        return [getattr(self, attribute) for attribute in SECTIONS if job or attribute != "job"]
+    def to_dict(self) -> dict:
+        """The configuration as JSON-ready data, by section (:meth:`from_dict` makes it again)."""
+        return {attribute: asdict(getattr(self, attribute)) for attribute in SECTIONS}
 
-    def to_argv(self) -> list[str]:
-        """The flags that give this configuration (defaults left out)."""
-        return [arg for section in self.sections(job=True) for arg in section.to_argv()]
-
-    def replace_job(self, **changes) -> TrainConfig:
-        """The same configuration with some of the job's options changed (checked again)."""
-        return replace(self, job=replace(self.job, **changes))
-
-    def first_layer_choice(self, width: int, workers: int, streamed: bool = False) -> FirstLayerChoice:
-        """How layer 0's remote rows cross in this run's full-graph pass, for input features
-        ``width`` wide, ``workers`` workers, rows ``streamed`` from a host feature table
-        (:func:`~commgraph.plan.first_layer.choose_first_layer`)."""
-        return choose_first_layer(
-            self.comm.first_layer,
-            model=self.gnn.model,
-            width=width,
-            hidden=self.gnn.hidden,
-            epochs=self.optim.epochs,
-            evaluations=evaluation_passes(self.optim.epochs, self.log.eval_every),
-            sampled=bool(self.sampling.sampler),
-            replicate=self.comm.exchange == "replicate",
-            workers=workers,
-            streamed=streamed,
+    @classmethod
+    def from_dict(cls, data: dict, **given: Options) -> TrainConfig:
+        """The configuration :meth:`to_dict` gave (checked again, nothing parsed), with the sections
+        in ``given`` (the launcher's resolved ``job``) in place of those in ``data``."""
+        return cls(
+            **{name: given[name] if name in given else kind(**data[name]) for name, (kind, _) in SECTIONS.items()}
         )
-
-    def job_shape(self, pset: PartitionSet, workers: int) -> JobShape:
-        """The shape of this run's job on ``pset`` with ``workers`` workers, all on this machine
-        (what its memory estimate and step time read)."""
-        sampling, gnn = self.sampling, self.gnn
-        return JobShape(
-            workers,
-            workers,
-            gnn.hidden,
-            gnn.layers,
-            sampling.sampler,
-            sampling.batch_size or BATCH_SIZE,
-            tuple(self.fanouts or ()),
-            sampling.peer_rows or "map",
-            sampling.structure or "replicated",
-            model=gnn.model,
-            explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
-            explainer_process=sampling.explain_in != "worker",
-            first_layer=self._first_layer_mode(pset, workers),
-            memory_budget=self.comm.memory_budget,
-        )
-
-    def _first_layer_mode(self, pset: PartitionSet, workers: int) -> str:
-        """How the full-graph pass's layer 0 reads its halo rows (R-GCN: its projected rows, hidden wide)."""
-        features = pset.part(0, check=False).features
-        if self.gnn.model in HETERO_MODELS or features is None:
-            return "features"
-        return self.first_layer_choice(int(features.shape[1]), workers).mode
-
-    @property
-    def predicts_step_time(self) -> bool:
-        """Whether the step's cost model knows this model (:data:`~commgraph.topology.compute.MODELS`)."""
-        return self.gnn.model in COMPUTE_MODELS
-
-    def step_time(
-        self,
-        pset: PartitionSet,
-        topology: Topology,
-        devices: list[str],
-        plan_seconds: float,
-        allreduce_seconds: float | None = None,
-        *,
-        threads: int | None = None,
-        warn: bool = True,
-    ) -> StepTime:
-        """This run's step priced (:func:`~commgraph.plan.steptime.predict_job`) on ``topology``
-        with the cost model of ``--cost-model`` or the topology's calibration; ``allreduce_seconds``
-        None: the gradients' all-reduce priced here (``--allreduce`` on the topology); ``threads``
-        a worker's compute threads (None: the cores shared by the machine's workers). A cost model
-        from another kind of machine is warned about on stderr (where ``warn``)."""
-        shape = self.job_shape(pset, len(devices))
-        cost = None if self.log.cost_model is None else read_yaml(self.log.cost_model)
-        model = compute_model(topology, cost)
-        warning = other_machine(model)
-        if warning is not None and warn:
-            print(f"commgraph: {warning}", file=sys.stderr)
-        if allreduce_seconds is None:
-            classes = label_classes(pset)
-            width = int(pset.part(0, check=False).features.shape[1])
-            nbytes = 4 * model_parameters(width, shape.hidden, shape.layers, classes)
-            allreduce_seconds = choose_job_allreduce(self.comm.allreduce, topology, devices, nbytes).modeled_seconds
-        return predict_job(
-            pset,
-            shape,
-            model,
-            topology,
-            devices,
-            plan_seconds,
-            allreduce_seconds,
-            heads=self.gnn.heads,
-            threads=threads,
-            steps_cap=self.sampling.steps_per_epoch,
-        )
-
-    @property
-    def fanouts(self) -> list[int]:
-        """The sampler's fanout per hop (the default where not given)."""
-        layers = self.gnn.layers
-        return parse_fanouts(self.sampling.fanout, layers) if self.sampling.fanout else [FANOUT] * layers
 
 
 def check_owner_first_layer(config: TrainConfig) -> None:
@@ -620,14 +541,16 @@ def check_owner_first_layer(config: TrainConfig) -> None:
     model = config.gnn.model
     if model not in LINEAR_FIRST:
         raise TrainingError(
-            f"--first-layer owner needs a first layer that is linear before aggregation "
-            f"({', '.join(LINEAR_FIRST)}); --model {model}'s is not, so its owner cannot compute "
-            f"it: use --first-layer features"
+            f"first_layer owner needs a first layer that is linear before aggregation "
+            f"({', '.join(LINEAR_FIRST)}); model {model}'s is not, so its owner cannot compute "
+            f"it: use first_layer features",
+            parameters=("first_layer", "model"),
         )
     if config.sampling.sampler is None and config.comm.exchange == "replicate":
         raise TrainingError(
-            "--first-layer owner replaces the halo exchange of layer 0, and --exchange replicate "
-            "has none: use --exchange pipelined or barrier"
+            "first_layer owner replaces the halo rows of layer 0, and exchange replicate "
+            "has none: use exchange pipelined or barrier",
+            parameters=("first_layer", "exchange"),
         )
 
 
@@ -636,18 +559,19 @@ def check_hetero_model(config: TrainConfig) -> None:
     neighbor`` on the whole graph's relations: refuse what it does not do."""
     sampling = config.sampling
     refused = [
-        (config.task.task == "link", "--task link"),
-        (sampling.sampler not in (None, "neighbor"), f"--sampler {sampling.sampler}"),
-        (sampling.structure == "partitioned", "--structure partitioned"),
-        (config.comm.exchange == "replicate", "--exchange replicate"),
-        (config.comm.first_layer == "owner", "--first-layer owner"),
-        (config.log.checkpoint_dir is not None, "--checkpoint-dir"),
+        (config.task.task == "link", "task", " link"),
+        (sampling.sampler not in (None, "neighbor"), "sampler", f" {sampling.sampler}"),
+        (sampling.structure == "partitioned", "structure", " partitioned"),
+        (config.comm.exchange == "replicate", "exchange", " replicate"),
+        (config.comm.first_layer == "owner", "first_layer", " owner"),
+        (config.log.checkpoint_dir is not None, "checkpoint_dir", ""),
     ]
-    what = next((name for bad, name in refused if bad), None)
+    what = next(((name, value) for bad, name, value in refused if bad), None)
     if what is not None:
         raise TrainingError(
-            "--model rgcn trains full-graph, exchanging layer-wise, or sampled with --sampler neighbor on the "
-            f"whole graph's relations, without checkpoints: drop {what}"
+            "model rgcn trains full-graph, exchanging layer-wise, or sampled with sampler neighbor on the "
+            f"whole graph's relations, without checkpoints: drop {''.join(what)}",
+            parameters=("model", "sampler", what[0]),
         )
 
 
@@ -655,12 +579,16 @@ def check_link_task(config: TrainConfig) -> None:
     """``--task link`` trains PyG's own convs full-graph through ``commgraph.pyg``: refuse a model it
     does not build and node classification's options it does not use."""
     if config.gnn.model not in LINK_MODELS:
-        raise TrainingError(f"--task link builds PyG's {', '.join(LINK_MODELS)}; --model {config.gnn.model} is not one")
+        raise TrainingError(
+            f"task link builds PyG's {', '.join(LINK_MODELS)}; model {config.gnn.model} is not one",
+            parameters=("task", "model"),
+        )
     for section, names in NODE_ONLY.items():
         options = getattr(config, section)
         for f in fields(options):
             if f.name in names and getattr(options, f.name) != f.default:
                 raise TrainingError(
-                    f"--{flag(f.name)} is node classification's; --task link trains full-graph "
-                    "through commgraph.pyg and has no use for it"
+                    f"{f.name} is node classification's; task link trains full-graph "
+                    "through commgraph.pyg and has no use for it",
+                    parameters=(f.name, "task"),
                 )

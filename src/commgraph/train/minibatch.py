@@ -61,9 +61,8 @@ from commgraph.sample.explain import (
     WorkerExplainer,
 )
 from commgraph.sample.maskfile import load_masks, save_masks
-from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.partitioned import PartitionedGraph
-from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
+from commgraph.train.config import TrainConfig
 from commgraph.train.fetch import FeatureFetch
 from commgraph.train.owner_fetch import OwnerFetch
 
@@ -112,12 +111,10 @@ def seed_batches(train: np.ndarray, steps: int, rng: np.random.Generator) -> lis
     return [seeds if seeds.size else None for seeds in np.array_split(rng.permutation(train), steps)]
 
 
-def sampling_graph(job: Job, structure: str | None) -> SamplingGraph | PartitionedGraph:
-    """What this worker samples on: ``structure`` as ``--structure`` names it (None: partitioned
-    when the job spans machines, else replicated). A collective when the job has several workers."""
+def sampling_graph(job: Job, structure: str) -> SamplingGraph | PartitionedGraph:
+    """What this worker samples on: ``structure`` as ``--structure`` names it (the configuration's,
+    resolved). A collective when the job has several workers."""
     machine = job.machine_ranks() if job.world.size > 1 else np.zeros(1, np.int64)
-    if structure is None:
-        structure = "partitioned" if machine.shape[0] < job.world.size else "replicated"
     if structure == "replicated":
         return SamplingGraph.from_partition(job.pset, job.world.rank)
     remote = RemoteSampling(job.comm) if machine.shape[0] < job.world.size else None
@@ -125,30 +122,26 @@ def sampling_graph(job: Job, structure: str | None) -> SamplingGraph | Partition
 
 
 def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
-    """The sampler ``config`` names, on ``graph``, with defaults filled in."""
+    """The sampler ``config`` names, on ``graph``."""
     options, layers = config.sampling, config.gnn.layers
     name = options.sampler
     if name == "neighbor":
-        return NeighborSampler(graph, config.fanouts)
+        return NeighborSampler(graph, options.fanouts)
     if name == "dgs":
         return DGSSampler(
-            graph,
-            config.fanouts,
-            feature_rate=options.feature_rate or FEATURE_RATE,
-            epsilon=EPSILON if options.epsilon is None else options.epsilon,
-            rule=options.dgs_rule or RULES[0],
+            graph, options.fanouts, feature_rate=options.feature_rate, epsilon=options.epsilon, rule=options.dgs_rule
         )
     if name in ("fastgcn", "ladies"):
-        sizes = [options.layer_size or LAYER_SIZE] * layers
+        sizes = [options.layer_size] * layers
         return (FastGCNSampler if name == "fastgcn" else LADIESSampler)(graph, sizes)
     local = graph.local_nodes().shape[0]
-    clusters = options.clusters or max(1, math.ceil(local / (options.batch_size or BATCH_SIZE)))
+    clusters = options.clusters or max(1, math.ceil(local / options.batch_size))  # per worker: its own nodes
     return ClusterSampler(
         graph,
         layers,
         train,
         num_clusters=clusters,
-        clusters_per_batch=options.clusters_per_batch or 1,
+        clusters_per_batch=options.clusters_per_batch,
         seed=config.optim.seed,
     )
 
@@ -184,7 +177,7 @@ class SampledEpochs:
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
         self.sampler = make_sampler(config, self.graph, self.train)
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
-        self.steps = epoch_steps(counts, config.sampling.batch_size or BATCH_SIZE)
+        self.steps = epoch_steps(counts, config.sampling.batch_size)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
         self.fetch = self._fetch(job, store, state.model)
         self.iteration = 0
@@ -209,7 +202,7 @@ class SampledEpochs:
     def _fetch(self, job: Job, store: FeatureStore, model: GNN) -> FeatureFetch:
         """The steps' fetch: of features, or with ``--first-layer owner`` of the first layer as the
         rows' owners compute it (:mod:`commgraph.train.owner_fetch`)."""
-        peer_rows = self.config.sampling.peer_rows or "map"
+        peer_rows = self.config.sampling.peer_rows
         if self.config.comm.first_layer != "owner":
             return FeatureFetch(job, store, self.graph, peer_rows)
         return OwnerFetch(job, store, self.graph, model, peer_rows)

@@ -40,7 +40,7 @@ from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.owner import rows_to_readers, settle
 from commgraph.sample.base import Scratch
 from commgraph.sample.hetero import EdgeType, HeteroHops, TypedRelations, sample_hetero_hops
-from commgraph.train.config import BATCH_SIZE, TrainConfig
+from commgraph.train.config import TrainConfig
 from commgraph.train.minibatch import SampledEpoch, TrainingState, epoch_steps, seed_batches
 from commgraph.train.rgcn import TypedPart
 
@@ -126,9 +126,9 @@ class RGCNSampledEpochs:
         types = self.graph.node_types
         # each relation's source and destination types, in the set's relation order
         self.relation_types = {r: (types.index(r[0]), types.index(r[2])) for r in self.graph.relations}
-        self.fanouts = {edge_type: config.fanouts for edge_type in self.graph.relations}
+        self.fanouts = {edge_type: list(config.sampling.fanouts) for edge_type in self.graph.relations}
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
-        self.steps = epoch_steps(counts, config.sampling.batch_size or BATCH_SIZE)
+        self.steps = epoch_steps(counts, config.sampling.batch_size)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
         self.scratch = {t: Scratch() for t in types}
         self.alltoall = MatchingAllToAll(self.comm)

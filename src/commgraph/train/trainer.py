@@ -41,6 +41,7 @@ from commgraph.train.records import EpochRecord
 from commgraph.train.rgcn import RGCNExecutor, TypedPart, build_rgcn
 from commgraph.train.rgcn_sampled import RGCNSampledEpochs
 from commgraph.train.schedule import bin_size_for_memory
+from commgraph.train.shape import first_layer_choice, job_shape, predicts_step_time, step_time
 from commgraph.train.shared_eval import SharedEvaluation
 
 
@@ -75,12 +76,13 @@ class Trainer:
     worker's part, communicator, topology, plans and runners are its :class:`~commgraph.runtime.job.Job`'s."""
 
     def __init__(self, world: World, partition_dir: str | Path, config: TrainConfig):
-        self.world, self.config = world, config
+        self.world = world
         keep_freed_memory()  # every step reallocates its large tensors: reuse them (see runtime.memory)
         threads = os.environ.get("COMMGRAPH_THREADS")
         if threads:
             torch.set_num_threads(int(threads))
         self.job = job = Job(world, partition_dir, config.job)
+        self.config = config = _resolved(config, job)
         part, comm, gnn = job.part, job.comm, config.gnn
         self.typed = TypedPart.read(job) if gnn.model == "rgcn" else None
         if (part.features is None and self.typed is None) or part.labels is None or part.train_mask is None:
@@ -103,8 +105,9 @@ class Trainer:
         self.sync = job.gradient_sync(shared, self.allreduce)  # an embedding's rows stay with their owner
         self.step_prediction = (
             None
-            if not config.predicts_step_time
-            else config.step_time(
+            if not predicts_step_time(config)
+            else step_time(
+                config,
                 job.pset,
                 job.topology,
                 job.devices,
@@ -189,7 +192,7 @@ class Trainer:
             return None
         part = self.job.part
         if comm.memory_budget is not None and self.config.sampling.sampler:
-            shape = self.config.job_shape(self.job.pset, self.world.size)
+            shape = job_shape(self.config, self.job.pset, self.world.size)
             cache_bytes = estimate_memory(self.job.pset, shape).cache_bytes  # as the launcher planned it
             return FeatureStore.on_disk(part.features, self.world.device, cache_bytes, np.asarray(part.degree))
         return FeatureStore.create(part.features, self.world.device, comm.features)
@@ -203,13 +206,13 @@ class Trainer:
             return RGCNExecutor(job, self.wiring, self.typed)
         if self._shares_evaluation(store):  # the in-edges the sampler maps: the whole graph's, or the part's
             sampling = config.sampling
-            whole = sampling.sampler != "neighbor" or (sampling.structure or "replicated") == "replicated"
+            whole = sampling.sampler != "neighbor" or sampling.structure == "replicated"
             return SharedEvaluation(job, store, whole)
         streamed = True if config.sampling.sampler else None
         if config.comm.exchange == "replicate":
             return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
         host = store is not None and store.placement == "host"
-        choice = config.first_layer_choice(int(job.part.features.shape[1]), self.world.size, host)
+        choice = first_layer_choice(config, int(job.part.features.shape[1]), self.world.size, host)
         if config.comm.first_layer == "auto":
             self._say(f"first layer: {choice.reason}")
         owner = choice.owner
@@ -231,7 +234,7 @@ class Trainer:
         config, job = self.config, self.job
         if not config.sampling.sampler or store is None or job.device.type != "cpu":
             return False
-        if (config.sampling.peer_rows or "map") != "map":
+        if config.sampling.peer_rows != "map":
             return False
         return len(job.machine_ranks()) == self.world.size
 
@@ -451,6 +454,14 @@ class Trainer:
             if every is not None:
                 write_predictions(Path(log_options.predictions_out), every)
         return TrainResult(history, self.model, self.best)
+
+
+def _resolved(config: TrainConfig, job: Job) -> TrainConfig:
+    """``config`` as the launcher resolves it; under torchrun, where no launcher did, resolved here
+    for the job's machines (a collective where the neighbor sampler's structure is left open)."""
+    if not config.unresolved:
+        return config
+    return config.resolved(spans_machines=len(job.machine_ranks()) < job.world.size)
 
 
 def _how_far(epoch: int, epochs: int, checkpoint_dir: str | None) -> str:

@@ -1,0 +1,143 @@
+"""One training configuration, resolved once: options hold parsed values with their defaults in
+their definitions, the launcher resolves what is left open, workers receive the configuration as
+data (``--fanout`` is parsed once per job), the plan reads the run's own resolved shape, and
+library errors name parameters that the CLI spells as flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from commgraph.cli import in_flags
+from commgraph.cli.main import build_parser
+from commgraph.errors import SamplingError, TrainingError
+from commgraph.train.config import SamplingOptions, TrainConfig
+from commgraph.train.shape import job_shape
+
+TESTS = Path(__file__).parent
+
+
+def _parsed(*argv: str) -> TrainConfig:
+    return TrainConfig.from_args(build_parser().parse_args(["train", "cora", *argv]), progress=False)
+
+
+def test_options_hold_parsed_values_and_their_defaults():
+    sampling = _parsed("--sampler", "neighbor", "--fanout", "10,-1").sampling
+    assert sampling.fanouts == (10, -1)
+    assert (sampling.batch_size, sampling.peer_rows, sampling.layer_size, sampling.clusters_per_batch) == (
+        1024,
+        "map",
+        512,
+        1,
+    )
+    dgs = TrainConfig.build(sampler="dgs", layers=3).sampling
+    assert dgs.fanouts == (10, 10, 10)  # the default, one per layer
+    assert (dgs.feature_rate, dgs.epsilon, dgs.dgs_rule, dgs.explain_in) == (0.85, 0.1, "keep-local", "process")
+    assert dgs.explain_period == dgs.explainer_options().period == 30
+    assert TrainConfig().sampling.fanouts is None  # full-graph training draws nothing
+
+
+def test_a_parsed_option_gives_its_flag_back():
+    sampling = SamplingOptions(sampler="neighbor", fanouts=(3, -1), batch_size=64)
+    assert sampling.to_argv() == ["--sampler", "neighbor", "--fanout", "3,-1", "--batch-size", "64"]
+
+
+def test_the_neighbor_samplers_structure_is_resolved_once_for_the_job():
+    config = TrainConfig.build(sampler="neighbor")
+    assert config.unresolved and config.sampling.structure is None
+    assert config.resolved(spans_machines=False).sampling.structure == "replicated"
+    assert config.resolved(spans_machines=True).sampling.structure == "partitioned"
+    assert not config.resolved(spans_machines=True).unresolved
+    given = TrainConfig.build(sampler="neighbor", structure="partitioned")
+    assert given.resolved(spans_machines=False) is given  # what the user gave stays
+    rgcn = TrainConfig.build(model="rgcn", sampler="neighbor")  # R-GCN samples the whole graph's relations
+    assert rgcn.resolved(spans_machines=True).sampling.structure == "replicated"
+    dgs = TrainConfig.build(sampler="dgs")
+    assert dgs.resolved(spans_machines=True) is dgs
+
+
+def test_the_memory_estimate_reads_the_structure_the_run_uses(cora_set):
+    config = TrainConfig.build(sampler="neighbor", fanouts=(5, 5), progress=False)
+    assert job_shape(config, cora_set, 2).structure == "replicated"  # our launcher: every worker on one machine
+    assert job_shape(config.resolved(spans_machines=True), cora_set, 2).structure == "partitioned"
+    shape = job_shape(TrainConfig.build(sampler="dgs", batch_size=64), cora_set, 2)
+    assert (shape.structure, shape.batch_size, shape.fanouts, shape.peer_rows) == ("replicated", 64, (10, 10), "map")
+
+
+def test_a_configuration_crosses_as_json_data_and_comes_back_the_same():
+    config = _parsed("--sampler", "dgs", "--fanout", "4,3", "--hidden", "8", "--dgs-rule", "split", "--lr", "0.02")
+    data = json.loads(json.dumps(config.to_dict()))
+    assert data["sampling"]["fanouts"] == [4, 3]
+    assert TrainConfig.from_dict(data) == config
+
+
+@pytest.mark.parametrize(
+    "flat, error, library, cli",
+    [
+        (
+            dict(sampler="neighbor", fanouts=(10, 10, 10)),
+            SamplingError,
+            "fanouts gives 3 values but the model has layers 2",
+            "--fanout gives 3 values but the model has --layers 2",
+        ),
+        (dict(sampler="neighbor", batch_size=0), TrainingError, "batch_size must be >= 1", "--batch-size must be >= 1"),
+        (
+            dict(fanouts=(5, 5)),
+            TrainingError,
+            "fanouts is an option of sampler neighbor|dgs",
+            "--fanout is an option of --sampler neighbor|dgs",
+        ),
+        (
+            dict(sampler="dgs", explain_period=0),
+            TrainingError,
+            "explain_period (T_ex) must be >= 1",
+            "--explain-period (T_ex) must be >= 1",
+        ),
+    ],
+)
+def test_library_errors_name_parameters_and_the_cli_spells_them_as_flags(flat, error, library, cli):
+    with pytest.raises(error) as raised:
+        TrainConfig.build(**flat)
+    assert str(raised.value).startswith(library) and "--" not in str(raised.value)
+    assert in_flags(raised.value, build_parser(load={"train"})).startswith(cli)
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_fanout_is_parsed_once_per_job(tmp_path):
+    """A 2-worker job parses ``--fanout`` once, on the launcher; its workers check the fanouts they
+    receive (so the counting reached them) and never parse them."""
+    if torch.cuda.is_available():
+        pytest.skip("where torch sees CUDA each rank execs a fresh interpreter, which counts nothing")
+    log = tmp_path / "calls"
+    graph = "sbm:nodes=200,classes=2,features=4,seed=0"
+    argv = ["train", graph, "--workers", "2", "--partition", "random", "--epochs", "1", "--threads", "1"]
+    argv += ["--sampler", "neighbor", "--fanout", "3,2", "--batch-size", "32", "--quiet"]
+    driver = subprocess.Popen(
+        [sys.executable, str(TESTS / "fanout_count_driver.py"), str(log), *argv],
+        env={**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, err = driver.communicate(timeout=600)
+    finally:
+        driver.kill()
+    assert driver.returncode == 0, err
+    calls = [line.split() for line in log.read_text().splitlines()]
+    launcher = str(driver.pid)
+    assert [pid for name, pid in calls if name == "parse_fanouts"] == [launcher]
+    checked = {pid for name, pid in calls if name == "check_fanouts"} - {launcher}
+    assert len(checked) == 2, calls  # both ranks checked the fanouts they were handed
+
+
+def test_a_path_that_holds_a_parameters_name_keeps_it():
+    error = TrainingError("dgs_masks /tmp/dgs_masks.npz: no such file", parameters=("dgs_masks",))
+    assert in_flags(error, build_parser(load={"train"})) == "--dgs-masks /tmp/dgs_masks.npz: no such file"
