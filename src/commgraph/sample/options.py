@@ -15,18 +15,19 @@ EXPLAIN_IN = ("process", "worker")  # where DGS's online explainer runs (see sam
 STRUCTURES = ("replicated", "partitioned")  # a machine's in-edges (see commgraph.sample.partitioned)
 
 
-def parse_fanouts(text: str | list[int], layers: int | None = None) -> list[int]:
+def parse_fanouts(text: str | list[int], layers: int | None = None, flag: str = "--fanout") -> list[int]:
     """``"10,5"`` -> ``[10, 5]``: the neighbours drawn per destination at hop 1 (the seeds'
-    neighbours, read by the last layer), hop 2, ...; ``-1`` takes every neighbour."""
+    neighbours, read by the last layer), hop 2, ...; ``-1`` takes every neighbour. ``flag`` is
+    the option the errors name."""
     try:
         fanouts = [int(part) for part in text.split(",")] if isinstance(text, str) else [int(f) for f in text]
     except ValueError:
-        raise SamplingError(f"--fanout must be integers separated by commas, such as 10,5; got {text!r}") from None
+        raise SamplingError(f"{flag} must be integers separated by commas, such as 10,5; got {text!r}") from None
     if not fanouts or any(f == 0 or f < -1 for f in fanouts):
-        raise SamplingError(f"--fanout needs one value per layer, each >= 1 or -1 (all); got {text!r}")
+        raise SamplingError(f"{flag} needs one value per layer, each >= 1 or -1 (all); got {text!r}")
     if layers is not None and len(fanouts) != layers:
         raise SamplingError(
-            f"--fanout gives {len(fanouts)} values but the model has --layers {layers}: give one per layer"
+            f"{flag} gives {len(fanouts)} values but the model has --layers {layers}: give one per layer"
         )
     return fanouts
 

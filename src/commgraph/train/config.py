@@ -71,6 +71,7 @@ SAMPLER_OPTIONS = {
     "explain_epochs": ("dgs",),
     "explain_loss_threshold": ("dgs",),
     "batch_size": SAMPLERS,
+    "eval_fanout": tuple(name for name in SAMPLERS if name != "dgs"),
     "steps_per_epoch": SAMPLERS,
     "peer_rows": SAMPLERS,
     "structure": ("neighbor",),
@@ -196,6 +197,14 @@ class SamplingOptions(Options):
         f"seed nodes per batch on the worker with the most training nodes; the others "
         f"split theirs into as many batches (default: {BATCH_SIZE})",
         type=int,
+        default=None,
+    )
+    eval_fanout: str | None = option(
+        "under --memory-budget, validation and test accuracies come from sampled inference, a "
+        "batch of evaluated nodes at a time, drawing this many neighbours per node at each hop; "
+        "-1 takes all (the full-graph pass's accuracies) (every sampler but dgs; default: --fanout, "
+        f"or {FANOUT} per layer)",
+        metavar="K,K,...",
         default=None,
     )
     steps_per_epoch: int | None = option(
@@ -459,6 +468,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.sampling.fanout is not None:
             parse_fanouts(self.sampling.fanout, self.gnn.layers)
+        if self.sampling.eval_fanout is not None:
+            check_eval_fanout(self)
         if self.task.task == "link":
             check_link_task(self)
         elif self.gnn.model in HETERO_MODELS:
@@ -553,6 +564,7 @@ class TrainConfig:
             explainer_process=sampling.explain_in != "worker",
             first_layer=self._first_layer_mode(pset, workers),
             memory_budget=self.comm.memory_budget,
+            eval_fanouts=None if self.eval_fanouts is None else tuple(self.eval_fanouts),
         )
 
     def _first_layer_mode(self, pset: PartitionSet, workers: int) -> str:
@@ -608,10 +620,42 @@ class TrainConfig:
         )
 
     @property
+    def eval_fanouts(self) -> list[int] | None:
+        """The fanouts of the sampled evaluation (:mod:`commgraph.train.sampled_eval`), which
+        sampled training under ``--memory-budget`` runs with a homogeneous model whose fetch reads
+        whole feature rows (not DGS, whose remote rows cross cut to its columns, nor
+        ``--first-layer owner``): ``--eval-fanout``, else the training fanouts. None where the
+        full-graph pass evaluates."""
+        sampling, gnn = self.sampling, self.gnn
+        if (
+            self.comm.memory_budget is None
+            or sampling.sampler in (None, "dgs")
+            or gnn.model in HETERO_MODELS
+            or self.comm.first_layer == "owner"
+        ):
+            return None
+        return parse_fanouts(sampling.eval_fanout, gnn.layers) if sampling.eval_fanout else self.fanouts
+
+    @property
     def fanouts(self) -> list[int]:
         """The sampler's fanout per hop (the default where not given)."""
         layers = self.gnn.layers
         return parse_fanouts(self.sampling.fanout, layers) if self.sampling.fanout else [FANOUT] * layers
+
+
+def check_eval_fanout(config: TrainConfig) -> None:
+    """``--eval-fanout`` sets the sampled evaluation's fanouts: one per layer, for a run that
+    evaluates by sampling (:attr:`TrainConfig.eval_fanouts`)."""
+    try:
+        parse_fanouts(config.sampling.eval_fanout, config.gnn.layers, flag="--eval-fanout")
+    except SamplingError as exc:
+        raise TrainingError(str(exc)) from None
+    if config.eval_fanouts is None:
+        raise TrainingError(
+            "--eval-fanout sets the sampled evaluation's fanouts, which runs under --memory-budget "
+            "(a homogeneous model, not --sampler dgs nor --first-layer owner): add --memory-budget "
+            "or drop --eval-fanout"
+        )
 
 
 def check_owner_first_layer(config: TrainConfig) -> None:
