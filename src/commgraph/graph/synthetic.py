@@ -14,6 +14,8 @@ import numpy as np
 from commgraph.errors import GraphSpecError
 from commgraph.graph.build import from_edges, split_masks, unique_sorted
 from commgraph.graph.core import Graph
+from commgraph.graph.npz import load_npz
+from commgraph.graph.sbm_chunked import write_sbm_chunked
 from commgraph.sizes import check_count, check_room
 
 _MAX_ROUNDS = 64
@@ -128,6 +130,7 @@ def sbm(
     noise: float = 3.0,
     train: float = 0.1,
     val: float = 0.1,
+    chunked: int = 0,
 ) -> Graph:
     r"""A stochastic block model (Holland, Laskey and Leinhardt, `"Stochastic blockmodels: First
     steps" <https://doi.org/10.1016/0378-8733(83)90021-7>`_, 1983) whose labels a GNN can learn.
@@ -152,6 +155,10 @@ def sbm(
         homophily: the fraction of edges inside a block, in ``[0, 1]``.
         noise: the features' noise scale :math:`\sigma`.
         train, val: fractions of nodes in the random train and validation masks (the rest test).
+        chunked: 1 writes the graph a chunk of nodes at a time to the dataset cache
+            (``$COMMGRAPH_HOME/datasets/sbm-chunked/``) and maps it, never holding it: the same
+            model drawn otherwise, not this generator's graph for the seed
+            (:mod:`commgraph.graph.sbm_chunked`), for graphs larger than memory.
 
     Returns:
         Graph: with features, labels and a split.
@@ -166,6 +173,11 @@ def sbm(
         raise GraphSpecError("sbm needs 0 <= homophily <= 1, degree > 0 and noise >= 0")
     if classes == 1 and homophily < 1:
         homophily = 1.0  # a single block has no other block to link to
+    name = f"sbm-{nodes}-c{classes}-f{features}-s{seed}" + _non_default(
+        sbm, degree=degree, homophily=homophily, noise=noise, train=train, val=val
+    )
+    if chunked:
+        return _sbm_chunked(name, nodes, classes, features, seed, degree, homophily, noise, train, val)
     samples = max(1, int(round(nodes * degree / 2)))
     _check_size("sbm", nodes, samples, features)
     rng = np.random.default_rng(seed)
@@ -192,9 +204,18 @@ def sbm(
         train_mask=masks[0],
         val_mask=masks[1],
         test_mask=masks[2],
-        name=f"sbm-{nodes}-c{classes}-f{features}-s{seed}"
-        + _non_default(sbm, degree=degree, homophily=homophily, noise=noise, train=train, val=val),
+        name=name,
     )
+
+
+def _sbm_chunked(name: str, nodes: int, classes: int, features: int, *options) -> Graph:
+    """The chunked SBM named ``name``, written once to the dataset cache and mapped from there."""
+    from commgraph.graph.datasets import dataset_dir
+
+    path = dataset_dir("sbm-chunked") / f"{name}.npz"
+    if not path.is_file():
+        write_sbm_chunked(path, nodes, classes, features, *options, name=f"{name}-chunked")
+    return load_npz(path)
 
 
 def _non_default(generator: Callable, **values: float) -> str:

@@ -14,7 +14,9 @@ measures it) is what its processes share once plus what each worker holds on its
   gradients and Adam's two moments; the full-graph evaluation pass over its part and halo
   (without autograd, its layers computed in chunks of destinations), or, where every worker is on
   one machine and reads its peers' rows in place, the machine's shared evaluation tables: hidden
-  tables only, layer 0 reading its rows from the feature files (:func:`_shared_tables`).
+  tables only, layer 0 reading its rows from the feature files (:func:`_shared_tables`); or,
+  under a budget, the sampled evaluation's batch (:mod:`commgraph.train.sampled_eval`), whose
+  tables are a step's at the evaluation's fanouts, so evaluation no longer grows with the graph.
 
 A step's input rows are the distinct nodes a batch's hops reach: with ``B`` seeds and fanouts
 ``f_1..f_L``, ``d = B (1 + f_1 + f_1 f_2 + ...)`` draws over ``N`` nodes reach about
@@ -99,6 +101,9 @@ class JobShape:
             :mod:`commgraph.plan.first_layer`).
         memory_budget: bytes the machine's whole job may hold, page cache included (None: no
             budget; the estimate holds every worker's features in memory).
+        eval_fanouts: sampled training's evaluation by sampled inference with these fanouts
+            (:mod:`commgraph.train.sampled_eval`, what a budgeted run does); None: the full-graph
+            evaluation pass.
     """
 
     workers: int
@@ -117,6 +122,7 @@ class JobShape:
     explainer_process: bool = True
     first_layer: str = "features"
     memory_budget: int | None = None
+    eval_fanouts: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -223,11 +229,10 @@ def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
         machine["structure"] = _structure_bytes(pset, shape.structure, shape.machine_workers)
         if shape.peer_rows == "map" and shape.machine_workers > 1:
             machine["features"] = 4 * n * width * min(1.0, shape.machine_workers / shape.workers)
-        edges = sampled_edges(n, num_edges, shape.batch_size, shape.fanouts)
-        worker["tables"] = (
-            _sampled_first_layers(n, width, shape) + SAMPLED_EDGE_BYTES * edges + 8 * n
-        )  # 8 n: the sampler's node-indexed scratch
-        if shares_evaluation(shape):
+        worker["tables"] = _sampled_tables(n, num_edges, width, shape)
+        if shape.eval_fanouts is not None:  # a batch's tables at the evaluation's fanouts
+            worker["evaluation"] = _sampled_tables(n, num_edges, width, replace(shape, fanouts=shape.eval_fanouts))
+        elif shares_evaluation(shape):
             machine["evaluation"] = _shared_tables(n, shape, classes)
             # a chunk, two node maps (table row, degree), the owned rows' logits (and root terms);
             # with partitioned structure, the part's in-edges
@@ -373,6 +378,14 @@ def _shared_tables(num_nodes: int, shape: JobShape, classes: int) -> int:
         tables[-1] = classes
     widths = [0, *tables, 0]
     return max(4 * num_nodes * (widths[l] + widths[l + 1]) for l in range(shape.layers))
+
+
+def _sampled_tables(num_nodes: int, num_edges: int, width: int, shape: JobShape) -> int:
+    """A sampled step's tables: its input rows and activations (:func:`_sampled_first_layers`),
+    its edges, and the sampler's node-indexed scratch (8 bytes a node). The sampled evaluation's
+    batch is priced the same at its fanouts (it holds less without autograd)."""
+    edges = sampled_edges(num_nodes, num_edges, shape.batch_size, shape.fanouts)
+    return _sampled_first_layers(num_nodes, width, shape) + SAMPLED_EDGE_BYTES * edges + 8 * num_nodes
 
 
 def _sampled_first_layers(num_nodes: int, width: int, shape: JobShape) -> int:

@@ -15,38 +15,43 @@ EXPLAIN_IN = ("process", "worker")  # where DGS's online explainer runs (see sam
 STRUCTURES = ("replicated", "partitioned")  # a machine's in-edges (see commgraph.sample.partitioned)
 
 
-def parse_fanouts(text: str, layers: int | None = None) -> tuple[int, ...]:
+def parse_fanouts(text: str, layers: int | None = None, parameter: str = "fanouts") -> tuple[int, ...]:
     """``"10,5"`` -> ``(10, 5)``: the neighbours drawn per destination at hop 1 (the seeds'
     neighbours, read by the last layer), hop 2, ...; ``-1`` takes every neighbour (checked as
-    :func:`check_fanouts`)."""
+    :func:`check_fanouts`); the errors name ``parameter``."""
     try:
         fanouts = tuple(int(part) for part in text.split(","))
     except ValueError:
         raise SamplingError(
-            f"fanouts must be integers separated by commas, such as 10,5; got {text!r}", parameters=("fanouts",)
+            f"{parameter} must be integers separated by commas, such as 10,5; got {text!r}", parameters=(parameter,)
         ) from None
-    return check_fanouts(fanouts, layers)
+    return check_fanouts(fanouts, layers, parameter)
 
 
-def check_fanouts(given, layers: int | None = None) -> tuple[int, ...]:
+def check_fanouts(given, layers: int | None = None, parameter: str = "fanouts") -> tuple[int, ...]:
     """The integers ``given`` as a tuple of fanouts, refused unless each is >= 1 or -1 (all), one
-    per layer where ``layers`` is given."""
+    per layer where ``layers`` is given; the errors name ``parameter``."""
     try:
         fanouts = tuple(int(f) for f in given)
     except (TypeError, ValueError):
         fanouts = None
     if fanouts is None or isinstance(given, str):
-        raise SamplingError(f"fanouts must be integers, such as (10, 5); got {given!r}", parameters=("fanouts",))
+        raise SamplingError(f"{parameter} must be integers, such as (10, 5); got {given!r}", parameters=(parameter,))
     if not fanouts or any(f == 0 or f < -1 for f in fanouts):
         raise SamplingError(
-            f"fanouts needs one value per layer, each >= 1 or -1 (all); got {fanouts}", parameters=("fanouts",)
+            f"{parameter} needs one value per layer, each >= 1 or -1 (all); got {fanouts}", parameters=(parameter,)
         )
     if layers is not None and len(fanouts) != layers:
         raise SamplingError(
-            f"fanouts gives {len(fanouts)} values but the model has layers {layers}: give one per layer",
-            parameters=("fanouts", "layers"),
+            f"{parameter} gives {len(fanouts)} values but the model has layers {layers}: give one per layer",
+            parameters=(parameter, "layers"),
         )
     return fanouts
+
+
+def parse_eval_fanouts(text: str) -> tuple[int, ...]:
+    """``--eval-fanout``'s text as :func:`parse_fanouts` reads it, its errors naming ``eval_fanouts``."""
+    return parse_fanouts(text, parameter="eval_fanouts")
 
 
 @dataclass(frozen=True)

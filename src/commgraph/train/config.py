@@ -22,7 +22,7 @@ from pathlib import Path
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
-from commgraph.nn.options import HETERO_MODELS, LINEAR_FIRST, TRAIN_MODELS, check_model_options
+from commgraph.nn.options import HETERO_MODELS, TRAIN_MODELS, check_model_options
 from commgraph.options import Options, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
 from commgraph.plan.features import MODES as FEATURE_MODES
@@ -37,9 +37,11 @@ from commgraph.sample.options import (
     STRUCTURES,
     ExplainerOptions,
     check_fanouts,
+    parse_eval_fanouts,
     parse_fanouts,
 )
 from commgraph.sizes import check_count
+from commgraph.train import checks
 from commgraph.units import size
 
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
@@ -63,6 +65,7 @@ SAMPLER_OPTIONS = {
     "explain_epochs": ("dgs",),
     "explain_loss_threshold": ("dgs",),
     "batch_size": SAMPLERS,
+    "eval_fanouts": tuple(name for name in SAMPLERS if name != "dgs"),
     "steps_per_epoch": SAMPLERS,
     "peer_rows": SAMPLERS,
     "structure": ("neighbor",),
@@ -196,6 +199,16 @@ class SamplingOptions(Options):
         "seed nodes per batch on the worker with the most training nodes; the others split theirs into as many batches",
         type=int,
         default=BATCH_SIZE,
+    )
+    eval_fanouts: tuple[int, ...] | None = option(
+        "under --memory-budget, validation and test accuracies come from sampled inference, a "
+        "batch of evaluated nodes at a time, drawing this many neighbours per node at each hop; "
+        "-1 takes all (the full-graph pass's accuracies) (every sampler but dgs; default: --fanout, "
+        f"or {FANOUT} per layer)",
+        metavar="K,K,...",
+        parse=parse_eval_fanouts,
+        name="eval_fanout",
+        default=None,
     )
     steps_per_epoch: int | None = option(
         "at most N steps per epoch: the first N batches of each epoch's shuffled "
@@ -385,14 +398,6 @@ class LogOptions(Options):
 
 
 TASKS = ("node", "link")
-LINK_MODELS = ("gcn", "sage", "gat", "gin")
-# node classification's options that link prediction (commgraph.train.link) has no use for: section -> fields
-NODE_ONLY = {
-    "sampling": ("sampler",),
-    "comm": ("exchange", "features", "bin_size", "first_layer"),
-    "job": ("speeds", "placement", "ordering"),
-    "log": ("predictions_out", "checkpoint_dir", "resume", "tensorboard"),
-}
 
 
 @dataclass
@@ -461,12 +466,17 @@ class TrainConfig:
             check_fanouts(sampling.fanouts, layers)
         elif sampling.sampler in SAMPLER_OPTIONS["fanouts"]:
             self.sampling = replace(sampling, fanouts=(FANOUT,) * layers)
+        if self.sampling.eval_fanouts is not None:
+            checks.check_eval_fanout(self)
+        if checks.sampled_evaluation(self):
+            fanouts = self.sampling.eval_fanouts or self.sampling.fanouts or (FANOUT,) * layers
+            self.sampling = replace(self.sampling, eval_fanouts=fanouts)
         if self.task.task == "link":
-            check_link_task(self)
+            checks.check_link_task(self)
         elif self.gnn.model in HETERO_MODELS:
-            check_hetero_model(self)
+            checks.check_hetero_model(self)
         elif self.comm.first_layer == "owner":
-            check_owner_first_layer(self)
+            checks.check_owner_first_layer(self)
         self.check_outputs()
 
     def check_outputs(self) -> None:
@@ -533,62 +543,3 @@ class TrainConfig:
         return cls(
             **{name: given[name] if name in given else kind(**data[name]) for name, (kind, _) in SECTIONS.items()}
         )
-
-
-def check_owner_first_layer(config: TrainConfig) -> None:
-    """``--first-layer owner`` is exact only where layer 0 transforms each source row before
-    aggregating, and needs a per-step exchange to replace."""
-    model = config.gnn.model
-    if model not in LINEAR_FIRST:
-        raise TrainingError(
-            f"first_layer owner needs a first layer that is linear before aggregation "
-            f"({', '.join(LINEAR_FIRST)}); model {model}'s is not, so its owner cannot compute "
-            f"it: use first_layer features",
-            parameters=("first_layer", "model"),
-        )
-    if config.sampling.sampler is None and config.comm.exchange == "replicate":
-        raise TrainingError(
-            "first_layer owner replaces the halo rows of layer 0, and exchange replicate "
-            "has none: use exchange pipelined or barrier",
-            parameters=("first_layer", "exchange"),
-        )
-
-
-def check_hetero_model(config: TrainConfig) -> None:
-    """``--model rgcn`` trains full-graph with the layer-wise exchange, or sampled with ``--sampler
-    neighbor`` on the whole graph's relations: refuse what it does not do."""
-    sampling = config.sampling
-    refused = [
-        (config.task.task == "link", "task", " link"),
-        (sampling.sampler not in (None, "neighbor"), "sampler", f" {sampling.sampler}"),
-        (sampling.structure == "partitioned", "structure", " partitioned"),
-        (config.comm.exchange == "replicate", "exchange", " replicate"),
-        (config.comm.first_layer == "owner", "first_layer", " owner"),
-        (config.log.checkpoint_dir is not None, "checkpoint_dir", ""),
-    ]
-    what = next(((name, value) for bad, name, value in refused if bad), None)
-    if what is not None:
-        raise TrainingError(
-            "model rgcn trains full-graph, exchanging layer-wise, or sampled with sampler neighbor on the "
-            f"whole graph's relations, without checkpoints: drop {''.join(what)}",
-            parameters=("model", "sampler", what[0]),
-        )
-
-
-def check_link_task(config: TrainConfig) -> None:
-    """``--task link`` trains PyG's own convs full-graph through ``commgraph.pyg``: refuse a model it
-    does not build and node classification's options it does not use."""
-    if config.gnn.model not in LINK_MODELS:
-        raise TrainingError(
-            f"task link builds PyG's {', '.join(LINK_MODELS)}; model {config.gnn.model} is not one",
-            parameters=("task", "model"),
-        )
-    for section, names in NODE_ONLY.items():
-        options = getattr(config, section)
-        for f in fields(options):
-            if f.name in names and getattr(options, f.name) != f.default:
-                raise TrainingError(
-                    f"{f.name} is node classification's; task link trains full-graph "
-                    "through commgraph.pyg and has no use for it",
-                    parameters=(f.name, "task"),
-                )

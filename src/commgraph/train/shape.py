@@ -62,6 +62,7 @@ def job_shape(config: TrainConfig, pset: PartitionSet, workers: int) -> JobShape
         explainer_process=sampling.explain_in != "worker",
         first_layer=_first_layer_mode(config, pset, workers),
         memory_budget=config.comm.memory_budget,
+        eval_fanouts=sampling.eval_fanouts,
     )
 
 

@@ -6,7 +6,8 @@ the others. Full-graph (G3) training runs one step per epoch through an executor
 *global* number of training nodes, so the summed gradient is exactly the single-worker gradient
 and every worker takes the same step. With ``--sampler`` an epoch is a run of sampled mini-batch
 steps (:mod:`commgraph.train.minibatch`). Either way, accuracies come from the executor's exact
-full-graph forward pass.
+full-graph forward pass, except under ``--memory-budget``, where sampled training evaluates by
+sampled inference (:mod:`commgraph.train.sampled_eval`), holding a batch's tables.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from commgraph.train.predict import SPLITS, gather_predictions, write_prediction
 from commgraph.train.records import EpochRecord
 from commgraph.train.rgcn import RGCNExecutor, TypedPart, build_rgcn
 from commgraph.train.rgcn_sampled import RGCNSampledEpochs
+from commgraph.train.sampled_eval import SampledEvaluation
 from commgraph.train.schedule import bin_size_for_memory
 from commgraph.train.shape import first_layer_choice, job_shape, predicts_step_time, step_time
 from commgraph.train.shared_eval import SharedEvaluation
@@ -118,8 +120,11 @@ class Trainer:
             )
         )
         store = self._features()
-        self.executor = self._executor(store)
-        self._say(self.executor.feature_note)
+        self.executor = (
+            None if config.sampling.eval_fanouts is not None else self._executor(store)
+        )  # None: sampled evaluation
+        if self.executor is not None:
+            self._say(self.executor.feature_note)
         torch.manual_seed(config.optim.seed * 7919 + world.rank)  # dropout masks differ per worker
         self.identity = checkpoint.identity(job.pset.manifest["graph"]["checksum"], world.size, config)
         self.widths = {"in": None if part.features is None else int(part.features.shape[1]), "out": classes}
@@ -132,7 +137,7 @@ class Trainer:
             name: torch.from_numpy(np.array(getattr(part, f"{name}_mask")[rows], dtype=bool)).to(world.device)
             for name in SPLITS
         }
-        self.sampled = None
+        self.sampled, self.sampled_eval = None, None
         if config.sampling.sampler:
             state = TrainingState(self.model, self.optimizer, self.sync)
             if self.typed is not None:
@@ -142,6 +147,10 @@ class Trainer:
             on_disk = store is not None and store.placement == "disk"
             if config.comm.exchange == "replicate" or on_disk:  # evaluation has a table of its own, or reads the file
                 self._say(f"mini-batch {store.describe()}")
+            if self.executor is None:
+                every_node = config.log.predictions_out is not None
+                self.sampled_eval = SampledEvaluation(self.sampled, config.sampling.eval_fanouts, every_node)
+                self._say(f"evaluation: sampled, fanouts {','.join(map(str, config.sampling.eval_fanouts))}")
         self.start_epoch, self.best = 1, None
         if config.log.resume:
             self._resume()
@@ -298,6 +307,8 @@ class Trainer:
         self.model.eval()
         if self.typed is not None:
             predicted = self.executor.predict(self.model)
+        elif self.sampled_eval is not None:
+            predicted = self.sampled_eval.predict(self.model)
         else:
             with torch.no_grad():
                 predicted = self.executor.forward(self.model).argmax(dim=1)
