@@ -16,12 +16,12 @@ from commgraph.sample import options
 LOG = sys.argv[1]
 
 
-def _parse_fanouts(text, layers=None):  # runs with options' globals: the hook below is one of them
-    return _counted_parse_fanouts(text, layers)  # noqa: F821
+def _parse_fanouts(text, layers=None, parameter="fanouts"):  # runs with options' globals: the hook below is one of them
+    return _counted_parse_fanouts(text, layers, parameter)  # noqa: F821
 
 
-def _check_fanouts(fanouts, layers=None):
-    return _counted_check_fanouts(fanouts, layers)  # noqa: F821
+def _check_fanouts(fanouts, layers=None, parameter="fanouts"):
+    return _counted_check_fanouts(fanouts, layers, parameter)  # noqa: F821
 
 
 def count(function: types.FunctionType, replacement: types.FunctionType) -> None:

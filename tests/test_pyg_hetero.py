@@ -106,7 +106,8 @@ def test_part_layout_on_a_rank_of_two(tmp_path, monkeypatch, capsys):
     first = handle_of(part).pset.manifest["metrics"]["parts"][0]
     assert (first["type_nodes"], first["type_remote"]) == (owned, remote)
     assert main(["partition", "info", str(tmp_path / "set")]) == 0
-    assert f"by node type: nodes {owned}, remote {remote}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "by node type (nodes, remote)" in out and f"{owned}, {remote}" in out
 
 
 def test_partition_refuses_an_edge_index_out_of_its_types_range(bridge_alone):
