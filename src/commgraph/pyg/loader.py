@@ -56,6 +56,7 @@ from commgraph.sample.dgs import DGSMasks, DGSSampler
 from commgraph.sample.keyed import keyed_slots
 from commgraph.sample.maskfile import load_masks
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
+from commgraph.sample.registry import bridge_samplers
 from commgraph.train.config import PEER_ROWS
 from commgraph.train.fetch import FeatureFetch, Fetched, Request
 from commgraph.train.owner_fetch import OwnerFetch
@@ -64,7 +65,6 @@ from commgraph.train.owner_fetch import OwnerFetch
 SET_ROWS = {"x": "features", "y": "labels", **{mask: mask for mask in MASK_NAMES}}
 # torch DataLoader options PyG scripts pass: accepted, without effect (batches are made in this process)
 WORKER_OPTIONS = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
-SAMPLERS = ("neighbor", "dgs")
 FIRST_LAYERS = ("features", "owner")
 KEY_SORT_NODES = 3_037_000_499  # the most nodes n with n * n < 2**63
 
@@ -131,8 +131,9 @@ def check_batching(batch_size, sampler: str, options: dict) -> int:
     unknown = sorted(set(options) - set(WORKER_OPTIONS))
     if unknown:
         raise BridgeError(f"cg.NeighborLoader has no option {unknown[0]!r}: leave it out")
-    if sampler not in SAMPLERS:
-        raise BridgeError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
+    drawn = bridge_samplers()
+    if sampler not in drawn:
+        raise BridgeError(f"sampler must be one of {', '.join(drawn)}; got {sampler!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise BridgeError(f"batch_size must be an int >= 1; got {batch_size!r}")
     return int(batch_size)

@@ -42,16 +42,7 @@ from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.sampling import RemoteSampling
-from commgraph.sample import (
-    ClusterSampler,
-    DGSSampler,
-    FastGCNSampler,
-    LADIESSampler,
-    LayerSample,
-    NeighborSampler,
-    SampledBatch,
-    SamplingGraph,
-)
+from commgraph.sample import DGSSampler, LayerSample, SampledBatch, SamplingGraph
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.explain import (
     DGSExplainer,
@@ -63,6 +54,7 @@ from commgraph.sample.explain import (
 from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.sample.options import EPSILON, FEATURE_RATE, RULES
 from commgraph.sample.partitioned import PartitionedGraph
+from commgraph.sample.registry import EpochSampler, SamplerSpec, make_sampler, sampler_entry
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
 from commgraph.train.fetch import FeatureFetch
 from commgraph.train.owner_fetch import OwnerFetch
@@ -124,32 +116,21 @@ def sampling_graph(job: Job, structure: str | None) -> SamplingGraph | Partition
     return PartitionedGraph.from_partition(job.pset, job.world.rank, machine, remote)
 
 
-def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
-    """The sampler ``config`` names, on ``graph``, with defaults filled in."""
-    options, layers = config.sampling, config.gnn.layers
-    name = options.sampler
-    if name == "neighbor":
-        return NeighborSampler(graph, config.fanouts)
-    if name == "dgs":
-        return DGSSampler(
-            graph,
-            config.fanouts,
-            feature_rate=options.feature_rate or FEATURE_RATE,
-            epsilon=EPSILON if options.epsilon is None else options.epsilon,
-            rule=options.dgs_rule or RULES[0],
-        )
-    if name in ("fastgcn", "ladies"):
-        sizes = [options.layer_size or LAYER_SIZE] * layers
-        return (FastGCNSampler if name == "fastgcn" else LADIESSampler)(graph, sizes)
-    local = graph.local_nodes().shape[0]
-    clusters = options.clusters or max(1, math.ceil(local / (options.batch_size or BATCH_SIZE)))
-    return ClusterSampler(
-        graph,
-        layers,
-        train,
-        num_clusters=clusters,
-        clusters_per_batch=options.clusters_per_batch or 1,
+def sampler_spec(config: TrainConfig, train: np.ndarray) -> SamplerSpec:
+    """``config``'s sampling options resolved for this worker's training nodes ``train``."""
+    options = config.sampling
+    return SamplerSpec(
+        fanouts=tuple(config.fanouts or ()),
+        layers=config.gnn.layers,
+        train=train,
+        batch_size=options.batch_size or BATCH_SIZE,
         seed=config.optim.seed,
+        feature_rate=options.feature_rate or FEATURE_RATE,
+        epsilon=EPSILON if options.epsilon is None else options.epsilon,
+        rule=options.dgs_rule or RULES[0],
+        layer_size=options.layer_size or LAYER_SIZE,
+        clusters=options.clusters,
+        clusters_per_batch=options.clusters_per_batch or 1,
     )
 
 
@@ -176,13 +157,12 @@ class SampledEpochs:
         part, world = job.part, job.world
         self.comm, self.training = job.comm, state
         self.config, self.world, self.device = config, world, world.device
-        self.graph = sampling_graph(
-            job, config.sampling.structure if config.sampling.sampler == "neighbor" else "replicated"
-        )
+        entry = sampler_entry(config.sampling.sampler)
+        self.graph = sampling_graph(job, config.sampling.structure if entry.partitioned else "replicated")
         self.owned = np.asarray(part.owned)
         self.train = self.owned[np.asarray(part.train_mask, dtype=bool)]
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
-        self.sampler = make_sampler(config, self.graph, self.train)
+        self.sampler = make_sampler(entry.name, self.graph, sampler_spec(config, self.train))
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
         self.steps = epoch_steps(counts, config.sampling.batch_size or BATCH_SIZE)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
@@ -247,7 +227,7 @@ class SampledEpochs:
     def _batches(self) -> list:
         """This epoch's work: seed arrays to sample (ClusterGCN: its batches), one per step; None
         where this worker has nothing left. ``--steps-per-epoch N`` keeps the first N."""
-        if isinstance(self.sampler, ClusterSampler):
+        if isinstance(self.sampler, EpochSampler):
             batches = list(self.sampler.epoch(self.rng))
             steps = max(self.comm.all_gather_object(len(batches))) if self.world.size > 1 else len(batches)
             batches += [None] * (steps - len(batches))
