@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
-import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import SamplingError, TrainingError
+from commgraph.logs import get_logger
 from commgraph.nn.options import HETERO_MODELS, LINEAR_FIRST, TRAIN_MODELS, check_model_options
 from commgraph.options import Options, flag, option
 from commgraph.plan.allreduce import CHOICES as ALLREDUCE_CHOICES
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from commgraph.partition import PartitionSet
     from commgraph.topology.model import Topology
 
+log = get_logger(__name__)
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
 PEER_ROWS = ("map", "network")
@@ -588,7 +589,7 @@ class TrainConfig:
         model = compute_model(topology, cost)
         warning = other_machine(model)
         if warning is not None and warn:
-            print(f"commgraph: {warning}", file=sys.stderr)
+            log.warning(f"commgraph: {warning}")
         if allreduce_seconds is None:
             classes = label_classes(pset)
             width = int(pset.part(0, check=False).features.shape[1])

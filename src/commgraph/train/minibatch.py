@@ -27,13 +27,13 @@ the step on all workers, so the summed gradient is the gradient of the global ba
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
+from commgraph.logs import get_logger
 from commgraph.nn import GNN
 from commgraph.partition.store import owned_positions
 from commgraph.runtime import GradientSync
@@ -58,6 +58,8 @@ from commgraph.sample.registry import EpochSampler, SamplerSpec, make_sampler, s
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
 from commgraph.train.fetch import FeatureFetch
 from commgraph.train.owner_fetch import OwnerFetch
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -210,15 +212,14 @@ class SampledEpochs:
             self.graph, plan, lambda nodes: table[np.searchsorted(ids, nodes)], pooled
         )
         if self.world.is_leader and self.config.log.progress:
-            print(
+            log.info(
                 f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes"
                 + (
                     f" of {explanation.remote.shape[0] + explanation.unexplained.shape[0]} reached"
                     if explanation.unexplained.shape[0]
                     else ""
                 )
-                + f", {self.explain_bytes / 1e6:.2f} MB of features fetched once (rank 0)",
-                file=sys.stderr,
+                + f", {self.explain_bytes / 1e6:.2f} MB of features fetched once (rank 0)"
             )
         return DGSExplainer(self.graph, explanation, self.training.model, self.config.sampling.explainer_options())
 

@@ -23,6 +23,7 @@ import torch
 
 from commgraph.atomic import append_text, atomic_write
 from commgraph.errors import TrainingError
+from commgraph.logs import get_logger
 from commgraph.nn import GNN, RGCN
 from commgraph.phases import RUNNING
 from commgraph.plan.choose import AllReduceChoice
@@ -42,6 +43,8 @@ from commgraph.train.rgcn import RGCNExecutor, TypedPart, build_rgcn
 from commgraph.train.rgcn_sampled import RGCNSampledEpochs
 from commgraph.train.schedule import bin_size_for_memory
 from commgraph.train.shared_eval import SharedEvaluation
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -177,7 +180,7 @@ class Trainer:
 
     def _say(self, line: str) -> None:
         if self.world.is_leader and self.config.log.progress:
-            print(f"commgraph: {line}", file=sys.stderr)
+            log.info(f"commgraph: {line}")
 
     def _features(self) -> FeatureStore | None:
         """The part's features, placed as ``--features`` says: read by the full-graph executor (not
