@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -58,37 +58,9 @@ from commgraph.sample.registry import EpochSampler, SamplerSpec, make_sampler, s
 from commgraph.train.config import BATCH_SIZE, LAYER_SIZE, TrainConfig
 from commgraph.train.fetch import FeatureFetch
 from commgraph.train.owner_fetch import OwnerFetch
+from commgraph.train.records import DGSStats, EpochStep
 
 log = get_logger(__name__)
-
-
-@dataclass
-class SampledEpoch:
-    """One epoch of batches on this worker (bytes are what it sent)."""
-
-    loss: float  # mean over the steps of the global batch's loss share this worker holds
-    seconds: float
-    step_seconds: float  # the steps' own: not the epoch's seed draw, masks wait or memory release
-    wait_seconds: float  # blocked on feature, request or gradient messages
-    sample_seconds: float
-    steps: int
-    moved: dict[str, int] = field(default_factory=dict)  # bytes sent, by label
-    sync_bytes: int = 0  # LADIES's probability synchronisation, as the sampler counts it
-    dgs: DGSEpoch | None = None  # DGS only: its masks and explainer in this epoch
-    cache: CacheCounts | None = None  # under a memory budget: what the feature cache served and read
-
-
-@dataclass
-class DGSEpoch:
-    """What DGS's masks did in an epoch on this worker."""
-
-    sampled_steps: int  # steps that sampled a batch
-    masked_steps: int  # of those, steps sampled with masks (the others sampled as neighbor does)
-    masks_age_steps: int  # at the epoch's end: steps since the explained snapshot (-1: no masks yet)
-    wait_seconds: float  # blocked on the first explanation (--dgs-wait)
-    explanations: int  # explanations finished during the epoch
-    explain_seconds: float  # their wall time
-    explain_cpu_seconds: float  # their CPU time (in the explainer's process)
 
 
 def _since(now: CacheCounts, before: CacheCounts) -> CacheCounts:
@@ -236,7 +208,7 @@ class SampledEpochs:
             batches = seed_batches(self.train, self.steps, self.rng)
         return batches[: self.config.sampling.steps_per_epoch]
 
-    def epoch(self) -> SampledEpoch:
+    def epoch(self) -> EpochStep:
         comm = self.comm
         before, waited = dict(comm.bytes), comm.wait_seconds
         started = time.perf_counter()
@@ -260,26 +232,26 @@ class SampledEpochs:
         if isinstance(self.sampler, DGSSampler):
             done = self.explainer.rounds[rounds:] if self.explainer is not None else []
             masks = self.sampler.masks
-            dgs = DGSEpoch(
-                totals["sampled"],
-                totals["masked"],
-                -1 if masks is None else self.iteration - masks.iteration,
-                waited_for_masks,
-                len(done),
-                sum(r.seconds for r in done),
-                sum(r.cpu_seconds for r in done),
+            dgs = DGSStats(
+                steps=totals["sampled"],
+                masked_steps=totals["masked"],
+                masks_age_steps=-1 if masks is None else self.iteration - masks.iteration,
+                wait_seconds=waited_for_masks,
+                explanations=len(done),
+                explain_seconds=sum(r.seconds for r in done),
+                explain_cpu_seconds=sum(r.cpu_seconds for r in done),
             )
-        return SampledEpoch(
-            totals["loss"] / max(len(batches), 1),
-            time.perf_counter() - started,
-            step_seconds,
-            comm.wait_seconds - waited,
-            totals["sample"],
-            len(batches),
-            moved,
-            totals["sync"],
-            dgs,
-            None if cache is None else _since(cache.counts_now(), counted),
+        return EpochStep(
+            loss=totals["loss"] / max(len(batches), 1),
+            seconds=time.perf_counter() - started,
+            step_seconds=step_seconds,
+            wait_seconds=comm.wait_seconds - waited,
+            sample_seconds=totals["sample"],
+            steps=len(batches),
+            moved=moved,
+            sync_bytes=totals["sync"],
+            dgs=dgs,
+            cache=None if cache is None else _since(cache.counts_now(), counted),
         )
 
     def _reads_ahead(self) -> bool:
