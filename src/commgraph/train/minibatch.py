@@ -42,6 +42,7 @@ from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.sampling import RemoteSampling
+from commgraph.runtime.traffic import Traffic
 from commgraph.sample import DGSSampler, LayerSample, SampledBatch, SamplingGraph
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.explain import (
@@ -210,7 +211,7 @@ class SampledEpochs:
 
     def epoch(self) -> EpochStep:
         comm = self.comm
-        before, waited = dict(comm.bytes), comm.wait_seconds
+        before, waited = comm.traffic, comm.wait_seconds
         started = time.perf_counter()
         totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0, "local": 0, "sampled": 0, "masked": 0}
         rounds = len(self.explainer.rounds) if self.explainer is not None else 0
@@ -225,9 +226,7 @@ class SampledEpochs:
             torch.cuda.synchronize(self.device)
         step_seconds = time.perf_counter() - stepping
         release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
-        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
-        moved["requests"] = moved.get("requests", 0) + totals["announced"]
-        moved["local"] = totals["local"]
+        moved = comm.traffic - before + Traffic(requests=totals["announced"], local=totals["local"])
         dgs = None
         if isinstance(self.sampler, DGSSampler):
             done = self.explainer.rounds[rounds:] if self.explainer is not None else []

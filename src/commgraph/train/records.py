@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, ClassVar
 
+from commgraph.runtime.traffic import Traffic
 from commgraph.train.predict import SPLITS
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class EpochStep:
     loss: float  # the worker's share of the global loss (sampled: the mean over its steps)
     seconds: float
     wait_seconds: float  # blocked on halo, feature, request or gradient messages
-    moved: dict[str, int] = field(default_factory=dict)
+    moved: Traffic = field(default_factory=Traffic)
     steps: int = 1
     sample_seconds: float = 0.0
     sync_bytes: int = 0  # LADIES's probability synchronisation, as the sampler counts it

@@ -136,7 +136,7 @@ class RGCNSampledEpochs:
 
     def epoch(self) -> EpochStep:
         comm = self.comm
-        before, waited = dict(comm.bytes), comm.wait_seconds
+        before, waited = comm.traffic, comm.wait_seconds
         started = time.perf_counter()
         totals = {"loss": 0.0, "sample": 0.0}
         batches = seed_batches(self.train, self.steps, self.rng)[: self.config.sampling.steps_per_epoch]
@@ -145,7 +145,7 @@ class RGCNSampledEpochs:
             self._step(seeds, totals)
         step_seconds = time.perf_counter() - stepping
         release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
-        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
+        moved = comm.traffic - before
         return EpochStep(
             loss=totals["loss"] / max(len(batches), 1),
             seconds=time.perf_counter() - started,

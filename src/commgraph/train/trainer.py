@@ -32,6 +32,7 @@ from commgraph.runtime import World, keep_freed_memory
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job, Wiring
 from commgraph.runtime.memory import release_free_memory
+from commgraph.runtime.traffic import global_traffic
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor
@@ -244,7 +245,7 @@ class Trainer:
     def full_graph_step(self) -> EpochStep:
         """One full-graph training step: forward, backward, gradient sum, optimiser step."""
         comm = self.job.comm
-        before, waited = dict(comm.bytes), comm.wait_seconds
+        before, waited = comm.traffic, comm.wait_seconds
         started = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -263,7 +264,7 @@ class Trainer:
         if self.world.device.type == "cuda":  # kernels run asynchronously: time the work, not its launch
             torch.cuda.synchronize(self.world.device)
         seconds = time.perf_counter() - started
-        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
+        moved = comm.traffic - before
         return EpochStep(loss=float(loss.detach()), seconds=seconds, wait_seconds=halo_wait + sync_wait, moved=moved)
 
     def evaluate(self) -> dict[str, float]:
@@ -289,21 +290,8 @@ class Trainer:
     def record(self, epoch: int, step: EpochStep, counts: dict[str, float] | None) -> EpochRecord:
         """The epoch's totals over every worker."""
         first = 0 if self.typed is not None else 1  # R-GCN exchanges its projected inputs too
-        layers = [f"halo_forward:{i}" for i in range(first, self.config.gnn.layers)]
-        local = {
-            "loss": step.loss,
-            **(counts or {}),
-            "halo_backward": step.moved.get("halo_backward", 0),
-            "allreduce": step.moved.get("allreduce", 0),
-            **{k: step.moved.get(k, 0) for k in layers},
-            "features": step.moved.get("features", 0),
-            "requests": step.moved.get("requests", 0),
-            "sampling": step.moved.get("sampling", 0),
-            "local": step.moved.get("local", 0),
-            "sync": step.sync_bytes,
-            "activations": step.moved.get("activations", 0),
-            "activation_grads": step.moved.get("activation_grads", 0),
-        }
+        traffic = global_traffic(self.job.comm, step.moved, self.config.gnn.layers)
+        local = {"loss": step.loss, **(counts or {}), "sync": step.sync_bytes}
         dgs = step.dgs
         if dgs is not None:
             local.update({f"dgs_{name}": getattr(dgs, name) for name in DGSStats.SUMMED})
@@ -315,10 +303,10 @@ class Trainer:
             nodes = total.get(f"{name}_nodes", 0)
             return total[f"{name}_correct"] / nodes if nodes else None
 
-        forward = [int(total[k]) for k in layers]
-        backward, features, sampling = int(total["halo_backward"]), int(total["features"]), int(total["sampling"])
-        requests = int(total["requests"]) + sampling
-        owner = int(total["activations"]) + int(total["activation_grads"])
+        forward = list(traffic.halo_forward[first:])
+        backward, features, sampling = traffic.halo_backward, traffic.features, traffic.sampling
+        requests = traffic.requests + sampling
+        owner = traffic.activations + traffic.activation_grads
         return EpochRecord(
             epoch=epoch,
             loss=total["loss"],
@@ -330,7 +318,7 @@ class Trainer:
             comm_bytes=sum(forward) + backward + features + requests + owner,
             halo_forward_bytes=forward,
             halo_backward_bytes=backward,
-            allreduce_bytes=int(total["allreduce"]),
+            allreduce_bytes=traffic.allreduce,
             plan=self.wiring.plan.planner if self.wiring else "replicate",
             plan_modeled_seconds=self.wiring.choice.modeled_seconds if self.wiring else 0.0,
             allreduce=self.allreduce.name,
@@ -343,13 +331,13 @@ class Trainer:
             measured_step_seconds=(step.seconds if step.step_seconds is None else step.step_seconds)
             / max(step.steps, 1),
             feature_bytes=features,
-            local_bytes=int(total["local"]),
+            local_bytes=traffic.local,
             structure_bytes=requests,
             sampling_bytes=sampling,
             sync_bytes=int(total["sync"]),
-            activation_bytes=int(total["activations"]),
-            activation_grad_bytes=int(total["activation_grads"]),
-            total_bytes=sum(forward) + backward + features + requests + owner + int(total["allreduce"]),
+            activation_bytes=traffic.activations,
+            activation_grad_bytes=traffic.activation_grads,
+            total_bytes=sum(forward) + backward + features + requests + owner + traffic.allreduce,
             dgs=None
             if dgs is None
             else replace(dgs, **{name: type(getattr(dgs, name))(total[f"dgs_{name}"]) for name in DGSStats.SUMMED}),
