@@ -213,11 +213,13 @@ def _cluster(graph, spec: SamplerSpec):
     )
 
 
-for _entry in (
-    SamplerEntry("neighbor", _neighbor, partitioned=True, bridge=True),
-    SamplerEntry("fastgcn", _fastgcn),
-    SamplerEntry("ladies", _ladies),
-    SamplerEntry("cluster", _cluster),
-    SamplerEntry("dgs", _dgs, bridge=True),
-):
-    _REGISTRY[_entry.name] = _entry
+_REGISTRY.update(
+    (entry.name, entry)
+    for entry in (
+        SamplerEntry("neighbor", _neighbor, partitioned=True, bridge=True),
+        SamplerEntry("fastgcn", _fastgcn),
+        SamplerEntry("ladies", _ladies),
+        SamplerEntry("cluster", _cluster),
+        SamplerEntry("dgs", _dgs, bridge=True),
+    )
+)
