@@ -30,7 +30,7 @@ from commgraph.logs import get_logger
 
 STORE_SECONDS = 5.0  # how long reporting a failure may wait for the launcher's store
 
-log = get_logger(__name__)
+log = get_logger("commgraph.launch.script_rank")  # run as __main__ (runpy): named, a child of commgraph
 
 
 def main(argv: list[str]) -> int:
