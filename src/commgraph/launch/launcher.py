@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from commgraph.graph import Graph
 from commgraph.launch.cache import cached_partition_set, partition_cache_entry
 from commgraph.launch.cgroup import MemoryCap, cap_memory, job_cgroup_name
 from commgraph.launch.options import LaunchOptions, RunOptions
+from commgraph.logs import get_logger
 from commgraph.options import Options
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.phases import TIMEOUT_FIX, bounded
@@ -61,6 +61,8 @@ from commgraph.topology.resolve import DETECT
 if TYPE_CHECKING:
     from commgraph.runtime import World
     from commgraph.topology.model import Topology
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -116,7 +118,7 @@ class JobSpec:
 
     def say(self, line: str) -> None:
         if not self.launch.quiet:
-            print(line, file=sys.stderr)
+            log.info(line)
 
 
 def launch(
@@ -279,11 +281,10 @@ class BeyondMemory:
             return 2
         if end.failed is None or end.failed[1] != -signal.SIGKILL:
             return name_failed_rank(end)
-        print(
+        log.error(
             f"commgraph: error: rank {end.failed[0]} was killed by the kernel (out of memory?): the job needs "
             f"about {self.needs / 1e9:.1f} GB, this machine has {self.available / 1e9:.1f} GB available; drop "
-            f"--ignore-memory or {OOM_ADVICE}",
-            file=sys.stderr,
+            f"--ignore-memory or {OOM_ADVICE}"
         )
         return 2
 

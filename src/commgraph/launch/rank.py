@@ -11,11 +11,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from commgraph.errors import CommgraphError, WorkerFailed
+from commgraph.logs import get_logger
 from commgraph.phases import STARTING, inject
 from commgraph.runtime import World, join
 from commgraph.sizes import gigabytes
 
 T = TypeVar("T")
+log = get_logger(__name__)
 
 
 def run_rank(
@@ -79,6 +81,6 @@ def out_of_memory(exc: BaseException) -> str | None:
 
 
 def _die(message: str, code: int) -> None:
-    print(message, file=sys.stderr, flush=True)
+    log.critical(message)
     sys.stdout.flush()
     os._exit(code)

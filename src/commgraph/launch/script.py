@@ -33,12 +33,12 @@ rank's (1 for an exception or a signal). A job whose ranks all exit 0 without on
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from commgraph.errors import BridgeError, JobError
 from commgraph.launch.launcher import check_budget, check_fits, enforce_budget, warn_above_machine
 from commgraph.launch.options import RunOptions
+from commgraph.logs import get_logger
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.phases import bounded
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
@@ -49,6 +49,8 @@ from commgraph.topology.model import Topology
 BACKENDS = {"cpu": "Gloo", "cuda": "NCCL"}
 RANK_MODULE = "commgraph.launch.script_rank"  # what each rank runs: the script, its failure reported
 ADVICE = "use a machine with more memory, or fewer workers with a partition set of as many parts"
+
+log = get_logger(__name__)
 
 
 def run_script(options: RunOptions, script: str, args: list[str]) -> int:
@@ -82,7 +84,7 @@ def _launch(options: RunOptions, script: str, args: list[str], zygote: ForkedZyg
     """Start the ranks (forked by ``zygote`` if given) and watch them; the job's exit code."""
     from commgraph.runtime import launch_local, pick_device
 
-    device = pick_device(options.device, options.workers, say=say)
+    device = pick_device(options.device, options.workers, say=log.warning)
     budget = options.memory_budget
     cap = None if budget is None else enforce_budget(budget, zygote, say)
     env = {TIMEOUT_ENV: str(options.timeout), DEVICE_ENV: device}
@@ -103,7 +105,7 @@ def _launch(options: RunOptions, script: str, args: list[str], zygote: ForkedZyg
 
 
 def say(line: str) -> None:
-    print(line, file=sys.stderr)
+    log.warning(line)
 
 
 def check_run_budget(options: RunOptions, found: dict[Path, MemoryEstimate]) -> None:
@@ -164,7 +166,7 @@ def dry_run_lines(options: RunOptions, args: list[str]) -> list[str]:
     from commgraph.runtime import pick_device
     from commgraph.topology import resolve_topology
 
-    device = pick_device(options.device, options.workers, say=lambda line: print(line, file=sys.stderr))
+    device = pick_device(options.device, options.workers, say=log.warning)
     topology = resolve_topology("detect", workers=options.workers, device=device)
     lines = [
         f"job: {options.workers} rank(s) on this machine, {device} with {BACKENDS[device]}, "
@@ -217,5 +219,5 @@ def verdict(end) -> int:
         return 0
     rank, code = end.failed
     how = f"failed: {end.reason}" if end.reason else describe_exit(code)
-    print(f"commgraph: error: rank {rank} {how}", file=sys.stderr)
+    log.error(f"commgraph: error: rank {rank} {how}")
     return code if code > 0 else 1

@@ -26,7 +26,11 @@ import traceback
 from datetime import timedelta
 from pathlib import Path
 
+from commgraph.logs import get_logger
+
 STORE_SECONDS = 5.0  # how long reporting a failure may wait for the launcher's store
+
+log = get_logger("commgraph.launch.script_rank")  # run as __main__ (runpy): named, a child of commgraph
 
 
 def main(argv: list[str]) -> int:
@@ -67,7 +71,7 @@ def _joined() -> bool:
 
 def _tell(key: str, value: str) -> None:
     """Write ``value`` under ``key`` in the job's store and print it (best effort)."""
-    print(f"commgraph: {value}", file=sys.stderr)
+    log.error(f"commgraph: {value}")
     with contextlib.suppress(Exception):  # the store's host may be gone
         _store().set(key, value[:500])
 
@@ -101,7 +105,7 @@ def _report(exc: BaseException, script: str) -> None:
         _print(exc, script)
         key, value = failed_key(rank), describe_error(exc, script)[:500]
     else:
-        print(f"commgraph: rank {rank} stopped: rank {first} failed", file=sys.stderr)
+        log.error(f"commgraph: rank {rank} stopped: rank {first} failed")
         key, value = stopped_key(rank), "1"
     if store is not None:
         with contextlib.suppress(Exception):  # the store's host itself may be gone

@@ -5,7 +5,18 @@ import torch."""
 
 from commgraph.lazy import exports
 
-__all__ = ["GNN", "HETERO_MODELS", "LINEAR_FIRST", "MODELS", "RGCN", "Block", "RGCNLayer", "check_model_options"]
+__all__ = [
+    "GNN",
+    "HETERO_MODELS",
+    "LINEAR_FIRST",
+    "MODELS",
+    "RGCN",
+    "Block",
+    "RGCNLayer",
+    "RowTransform",
+    "TransformFirst",
+    "check_model_options",
+]
 
 __getattr__ = exports(
     __name__,
@@ -17,6 +28,8 @@ __getattr__ = exports(
         "RGCNLayer": "rgcn",
         "LINEAR_FIRST": "options",
         "MODELS": "options",
+        "RowTransform": "transform_first",
+        "TransformFirst": "transform_first",
         "check_model_options": "options",
     },
 )

@@ -37,6 +37,8 @@ class GCNLayer(torch.nn.Module):
         - **output:** :math:`(|\mathcal{V}_t|, F_{out})`
     """
 
+    has_root = False  # a :class:`~commgraph.nn.transform_first.TransformFirst` layer; its self loop is a neighbour row
+
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__()
         self.conv = GCNConv(in_dim, out_dim, normalize=False, add_self_loops=False)

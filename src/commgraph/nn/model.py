@@ -18,8 +18,9 @@ from commgraph.nn.dropout import dropout, relu_dropout
 from commgraph.nn.gat import GATLayer
 from commgraph.nn.gcn import GCNLayer
 from commgraph.nn.gin import GINLayer
-from commgraph.nn.options import LINEAR_FIRST, MODELS, check_model_options
+from commgraph.nn.options import MODELS, check_model_options
 from commgraph.nn.sage import SAGELayer
+from commgraph.nn.transform_first import TransformFirst
 
 EVAL_CHUNK_BYTES = 1 << 24  # an evaluation's scratch per chunk of destinations: their rows at the widest
 
@@ -141,10 +142,11 @@ class GNN(torch.nn.Module):
 
     @property
     def linear_first(self) -> bool:
-        """Whether every layer is linear in each source row before aggregation (:data:`LINEAR_FIRST`),
-        so a row can be transformed where it is held (:meth:`neighbour_rows`, :meth:`root_rows`)
-        and the layer computed from the transformed rows (:meth:`from_rows`)."""
-        return self.kind in LINEAR_FIRST
+        """Whether every layer transforms each source row before it aggregates
+        (:class:`~commgraph.nn.transform_first.TransformFirst`), so a row can be transformed where
+        it is held (:meth:`neighbour_rows`, :meth:`root_rows`) and the layer computed from the
+        transformed rows (:meth:`from_rows`)."""
+        return all(isinstance(conv, TransformFirst) for conv in self.convs)
 
     def narrows(self, index: int) -> bool:
         """Whether layer ``index`` is :attr:`linear_first` and its output narrower than its input,
@@ -167,7 +169,7 @@ class GNN(torch.nn.Module):
     @property
     def has_root(self) -> bool:
         """Whether the layers have a per-destination term of their own (GraphSAGE's root weight)."""
-        return self.kind == "sage"
+        return self.linear_first and self.convs[0].has_root
 
     def neighbour_rows(self, x: torch.Tensor, keep: torch.Tensor | None = None, index: int = 0) -> torch.Tensor:
         """Layer ``index``'s per-source transform of its input rows ``x`` (``[n, widths[index]]``

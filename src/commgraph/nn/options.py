@@ -8,7 +8,9 @@ from commgraph.errors import TrainingError
 MODELS = ("gcn", "sage", "gat", "gin", "commnet")  # models of a graph of one node type (nn.model's GNN)
 HETERO_MODELS = ("rgcn",)  # models of a heterogeneous graph (nn.rgcn)
 TRAIN_MODELS = MODELS + HETERO_MODELS
-LINEAR_FIRST = ("gcn", "sage")  # models whose first layer transforms each source row before aggregating
+# models whose layers transform each source row before aggregating (nn.transform_first.TransformFirst), by
+# name for the checks made before torch is imported (a test holds it to the layers)
+LINEAR_FIRST = ("gcn", "sage")
 
 
 def check_model_options(layers: int, hidden: int, heads: int, dropout: float) -> None:

@@ -32,6 +32,8 @@ class SAGELayer(torch.nn.Module):
         - **output:** :math:`(|\mathcal{V}_t|, F_{out})`
     """
 
+    has_root = True  # a :class:`~commgraph.nn.transform_first.TransformFirst` layer with a root term
+
     def __init__(self, in_dim: int, out_dim: int):
         super().__init__()
         self.conv = SAGEConv(in_dim, out_dim, aggr="mean")

@@ -47,9 +47,10 @@ UNUSED_BATCH = (
 @dataclass
 class LinearFirstLayer:
     """A PyG conv that transforms each source row before it aggregates, as the owners'
-    side of :class:`~commgraph.train.owner_fetch.OwnerFetch` calls a model: :meth:`neighbour_rows`
-    (``W_2 x_j``, no bias), :meth:`root_rows` (``W_1 x_i``; None without a root map) and
-    :attr:`has_root`.
+    side of :class:`~commgraph.train.owner_fetch.OwnerFetch` calls a model: a
+    :class:`~commgraph.nn.RowTransform` (:meth:`neighbour_rows`: ``W_2 x_j``, no bias;
+    :meth:`root_rows`: ``W_1 x_i``, None without a root map; :attr:`has_root`), as the built-in
+    layers are; which PyG convs qualify is found here, from their class and maps.
 
     Attributes:
         layer: the conv.

@@ -15,12 +15,12 @@ from commgraph.errors import BridgeError, OptionError
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.runtime.options import MEMORY_BUDGET_ENV
 from commgraph.sample.options import STRUCTURES
+from commgraph.sample.registry import bridge_samplers
 from commgraph.train.config import PEER_ROWS
 from commgraph.units import size
 
 # torch DataLoader options PyG scripts pass: accepted, without effect (batches are made in this process)
 WORKER_OPTIONS = ("num_workers", "persistent_workers", "pin_memory", "prefetch_factor")
-SAMPLERS = ("neighbor", "dgs")
 FIRST_LAYERS = ("features", "owner")
 
 
@@ -86,8 +86,9 @@ def check_batching(batch_size, sampler: str, options: dict) -> int:
     unknown = sorted(set(options) - set(WORKER_OPTIONS))
     if unknown:
         raise BridgeError(f"cg.NeighborLoader has no option {unknown[0]!r}: leave it out")
-    if sampler not in SAMPLERS:
-        raise BridgeError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
+    drawn = bridge_samplers()
+    if sampler not in drawn:
+        raise BridgeError(f"sampler must be one of {', '.join(drawn)}; got {sampler!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise BridgeError(f"batch_size must be an int >= 1; got {batch_size!r}")
     return int(batch_size)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from commgraph.runtime.traffic import Traffic
 from commgraph.runtime.world import World
 
 
@@ -39,9 +40,14 @@ class Communicator:
     """Asynchronous sends and receives with byte accounting and failure naming."""
 
     world: World
-    bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    bytes: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # by label, read as ``traffic``
     wait_seconds: float = 0.0  # time blocked in ``wait``, since creation
     _label: str = "other"
+
+    @property
+    def traffic(self) -> Traffic:
+        """Every byte sent since creation, by label, as named counters."""
+        return Traffic.from_counts(self.bytes)
 
     def count_as(self, label: str) -> None:
         """Charge the bytes sent from now on to ``label`` (``halo_forward``, ``allreduce``, ...)."""

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from commgraph.errors import JobError
+from commgraph.logs import get_logger
 from commgraph.partition import PartitionSet, load_partition_set
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import AllReduceChoice, PlanChoice, choose_allgather, choose_job_allreduce, parse_placement
@@ -40,6 +41,8 @@ from commgraph.runtime.options import JobOptions
 from commgraph.runtime.stream import ExchangeRunner
 from commgraph.runtime.world import World
 from commgraph.topology import DETECT, Topology, join_hosts, parse_speeds, resolve_topology
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,11 @@ class Job:
         self.topology, self.placement = self._topology()
         self.devices = placement(self.pset, self.topology, parse_placement(self.placement))
         self._machine: np.ndarray | None = None
+        log.debug(
+            f"commgraph: job: rank {world.rank} of {world.size} on {world.device} reads part {world.rank} of "
+            f"{self.pset.path} ({self.part.num_owned} nodes, {self.part.num_halo} halo rows), topology "
+            f"{self.topology.name}"
+        )
 
     def _check_one_set(self) -> None:
         """Every rank must read the same partition set (agents of a multi-machine job each name

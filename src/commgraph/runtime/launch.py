@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from commgraph.lifetime import group_members, kill_group
+from commgraph.logs import get_logger
 from commgraph.phases import RANK_PHASES, RUNNING, STARTING, WARMING_UP, overrun_line
 from commgraph.runtime.options import DATA_ENV, DATA_KEY
 from commgraph.runtime.world import PROGRESS_KEY, failed_key, phase_key, stopped_key
@@ -44,6 +45,8 @@ POLL_SECONDS = 0.1
 STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit with their own message
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what stops a job the ordinary way
 SWEEP_SECONDS = 1.0  # after the ranks exit, how long what they started may take to exit by itself
+
+log = get_logger(__name__)
 
 
 def launch_local(
@@ -104,7 +107,7 @@ def launch_local(
                 return stopped_by_signal(stop.signum, store)
         if end.overrun is not None:
             _kill(children.ranks)  # before the line: no rank adds its own after it
-            print(end.overrun.line(), file=sys.stderr)
+            log.error(end.overrun.line())
             return 2
         return (verdict or name_failed_rank)(end)
     finally:
@@ -157,7 +160,7 @@ def stopped_by_signal(signum: int, store) -> int:
     :meth:`~commgraph.runtime.world.World.report_progress`); the shell's code, 128 + ``signum``."""
     far = store.get(PROGRESS_KEY).decode(errors="replace") if store.check([PROGRESS_KEY]) else None
     where = f" {far}" if far else ""
-    print(f"commgraph: stopped by {signal.Signals(signum).name}{where}; every rank stopped", file=sys.stderr)
+    log.warning(f"commgraph: stopped by {signal.Signals(signum).name}{where}; every rank stopped")
     return 128 + signum
 
 
@@ -407,7 +410,7 @@ def name_failed_rank(end: JobEnd) -> int:
     if end.failed is None:
         return 0
     rank, code = end.failed
-    print(f"commgraph: error: worker rank {rank} {describe_exit(code)}; the job stopped", file=sys.stderr)
+    log.error(f"commgraph: error: worker rank {rank} {describe_exit(code)}; the job stopped")
     return 1
 
 

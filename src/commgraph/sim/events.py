@@ -51,11 +51,14 @@ from commgraph.sim.tables import Flows, Outcome, State, Tasks, make_index, make_
 
 DONE = 1e-9  # a flow with this fraction of its bytes left has finished (rounding)
 _TIE = 1e-9  # resources whose fair share is within this factor of the minimum saturate together
+# a flow's state in max-min filling (Scratch.flag): its rate still rises with its class, or is set
+UNFROZEN, SETTLED = 1, 0
+NO_OWNER = -1  # Flows.owner of a data flow (a setup flow's is its data flow)
 
 
 @njit(cache=True, inline="always")
 def insert(index, path, ptr, bound, resources, f):  # pragma: no cover
-    """Add flow ``f`` to the users of every binding resource on its route (``ptr[p]:bound[p]`` of
+    """Add flow ``f`` to the active flows of every binding resource on its route (``ptr[p]:bound[p]`` of
     its row ``p = path[f]``)."""
     first, flow, entry, count, slot, slot_ptr = index
     s = slot_ptr[f]
@@ -72,7 +75,7 @@ def insert(index, path, ptr, bound, resources, f):  # pragma: no cover
 
 @njit(cache=True, inline="always")
 def remove(index, path, ptr, bound, resources, f):  # pragma: no cover
-    """Take flow ``f`` out of its binding resources' users (the last user of each takes its place)."""
+    """Take flow ``f`` out of its binding resources' active flows (the last of each takes its place)."""
     first, flow, entry, count, slot, slot_ptr = index
     s = slot_ptr[f]
     p = path[f]
@@ -104,7 +107,7 @@ def component(
             touched[n_touched] = r
             n_touched += 1
     n_picked = 0
-    done = 0  # touched[:done] have had their users visited
+    done = 0  # touched[:done] have had their active flows visited
     while done < n_touched:
         r = touched[done]
         done += 1
@@ -137,8 +140,8 @@ def fill(path, ptr, bound, resources, weights, priority, capacity, flows, rates,
     and takes the frozen flows' weights off their resources: a flow is counted in and out once,
     so a class costs its flows' route entries plus, per round, the resources still in play (not
     the flows' entries every round). ``scratch`` (:class:`Scratch`) must hold zero ``counts``,
-    ``users`` and ``flag`` on these flows and resources, and is left so."""
-    residual, counts, users, flag, live, saturated, frozen = scratch
+    ``unfrozen`` and ``flag`` (:data:`SETTLED`) on these flows and resources, and is left so."""
+    residual, counts, unfrozen, flag, live, saturated, frozen = scratch
     first, flow, count = index.first, index.flow, index.count
     n = flows.shape[0]
     for i in range(n):
@@ -157,14 +160,14 @@ def fill(path, ptr, bound, resources, weights, priority, capacity, flows, rates,
         n_live = 0
         while run_end < n and priority[order[run_end]] == c:
             f = order[run_end]
-            flag[f] = 1
+            flag[f] = UNFROZEN
             p = path[f]
             for j in range(ptr[p], bound[p]):
                 r = resources[j]
-                if users[r] == 0:
+                if unfrozen[r] == 0:
                     live[n_live] = r
                     n_live += 1
-                users[r] += 1
+                unfrozen[r] += 1
                 counts[r] += weights[j]
             run_end += 1
         pending = run_end - run_start
@@ -186,8 +189,8 @@ def fill(path, ptr, bound, resources, weights, priority, capacity, flows, rates,
                 r = saturated[i]
                 for u in range(first[r], first[r] + count[r]):
                     f = flow[u]
-                    if flag[f] == 1:
-                        flag[f] = 0
+                    if flag[f] == UNFROZEN:
+                        flag[f] = SETTLED
                         rates[f] = level
                         frozen[n_frozen] = f
                         n_frozen += 1
@@ -196,12 +199,12 @@ def fill(path, ptr, bound, resources, weights, priority, capacity, flows, rates,
                 for j in range(ptr[p], bound[p]):
                     r = resources[j]
                     residual[r] = max(residual[r] - level * weights[j], 0.0)
-                    users[r] -= 1
-                    counts[r] = counts[r] - weights[j] if users[r] > 0 else 0.0
+                    unfrozen[r] -= 1
+                    counts[r] = counts[r] - weights[j] if unfrozen[r] > 0 else 0.0
             pending -= n_frozen
             kept = 0
             for i in range(n_live):
-                if users[live[i]] > 0:
+                if unfrozen[live[i]] > 0:
                     live[kept] = live[i]
                     kept += 1
             n_live = kept
@@ -214,32 +217,32 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
     n_flows, n_res, n_tasks = flows.sizes.shape[0], flows.capacity.shape[0], tasks.compute.shape[0]
     n_dev = tasks.cores.shape[0]
     state = State(
-        np.zeros(1),
-        np.zeros(n_flows),
-        flows.sizes.copy(),
-        np.zeros(n_flows),
-        np.zeros(n_flows, np.int64),
-        flows.setups.copy(),
-        np.zeros(n_res),
-        np.zeros(n_res, np.int64),
-        np.zeros(n_res),
-        np.zeros(n_res),
-        np.full(n_tasks, np.nan),
-        np.full(n_tasks, np.nan),
-        tasks.waiting.copy(),
-        np.zeros(n_dev, np.int64),
-        np.empty(tasks.queue_ptr[-1], np.int64),
-        tasks.queue_ptr[:-1].copy(),
-        tasks.queue_ptr[:-1].copy(),
-        np.zeros(n_res + 1, np.int64),
-        np.zeros(n_res, np.int64),
-        np.zeros(1, np.int64),
-        np.zeros(n_res, np.int64),
-        np.zeros(n_flows, np.int64),
-        np.empty(n_res, np.int64),
-        np.empty(n_flows, np.int64),
-        np.empty(n_flows),
-        make_scratch(n_res, n_flows),
+        time=np.zeros(1),
+        rates=np.zeros(n_flows),
+        left=flows.sizes.copy(),
+        since=np.zeros(n_flows),
+        version=np.zeros(n_flows, np.int64),
+        setting_up=flows.setups.copy(),
+        load=np.zeros(n_res),
+        positive=np.zeros(n_res, np.int64),
+        busy=np.zeros(n_res),
+        busy_since=np.zeros(n_res),
+        start=np.full(n_tasks, np.nan),
+        finish=np.full(n_tasks, np.nan),
+        waiting=tasks.waiting.copy(),
+        running=np.zeros(n_dev, np.int64),
+        queue=np.empty(tasks.queue_ptr[-1], np.int64),
+        queue_head=tasks.queue_ptr[:-1].copy(),
+        queue_tail=tasks.queue_ptr[:-1].copy(),
+        changed=np.zeros(n_res + 1, np.int64),
+        changed_mark=np.zeros(n_res, np.int64),
+        marks=np.zeros(1, np.int64),
+        res_mark=np.zeros(n_res, np.int64),
+        flow_mark=np.zeros(n_flows, np.int64),
+        touched=np.empty(n_res, np.int64),
+        picked=np.empty(n_flows, np.int64),
+        old_rates=np.empty(n_flows),
+        scratch=make_scratch(n_res, n_flows),
     )
     index = make_index(flows)
     return Outcome(state.start, state.finish, state.busy, *_run(flows, tasks, index, state, incremental, record))
@@ -369,7 +372,7 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
     state.left[f] = 0.0
     state.version[f] += 1
     owner = flows.owner[f]
-    if owner < 0:
+    if owner == NO_OWNER:
         heapq.heappush(timers, (state.time[0] + flows.latency[f], flows.task_of[f]))
         return
     state.setting_up[owner] -= 1
@@ -419,7 +422,7 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         state.res_mark,
         state.touched,
     )
-    load, busy, busy_since, first, users, count = (
+    load, busy, busy_since, first, active, count = (
         state.load,
         state.busy,
         state.busy_since,
@@ -486,7 +489,7 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
         total = 0.0
         if record and binding[r]:
             for u in range(first[r], first[r] + count[r]):
-                f = users[u]  # its slot's route entry: the same offset into its row
+                f = active[u]  # its slot's route entry: the same offset into its row
                 total += rates[f] * flows.weights[ptr[path[f]] + index.entry[u] - index.slot_ptr[f]]
         else:  # only whether it is busy
             total = 1.0 if state.positive[r] > 0 else 0.0

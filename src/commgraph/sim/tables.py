@@ -14,8 +14,8 @@ import numpy as np
 class Index(NamedTuple):
     """Binding resource -> active flows, kept incrementally. Resource ``r``'s active flows are
     ``flow[first[r] : first[r] + count[r]]``. Flow ``f``'s binding route entries have the slots
-    ``slot_ptr[f]`` onwards, one each in route order; ``entry`` holds, beside each user, its
-    slot, and ``slot[s]`` is where slot ``s`` sits among its resource's users while its flow is
+    ``slot_ptr[f]`` onwards, one each in route order; ``entry`` holds, beside each active flow, its
+    slot, and ``slot[s]`` is where slot ``s`` sits among its resource's active flows while its flow is
     active."""
 
     first: np.ndarray
@@ -32,30 +32,32 @@ def make_index(flows: Flows) -> Index:
     lengths = np.diff(flows.ptr)
     row = np.repeat(np.arange(n_rows), lengths)
     ahead = np.arange(flows.resources.shape[0]) < flows.bound[row]  # a row's binding entries
-    users = np.bincount(flows.path, minlength=n_rows)  # flows per row
+    row_flows = np.bincount(flows.path, minlength=n_rows)  # flows per row
     first = np.zeros(n_res + 1, dtype=np.int64)
-    first[1:] = np.cumsum(np.bincount(flows.resources[ahead], weights=users[row[ahead]], minlength=n_res))
+    first[1:] = np.cumsum(np.bincount(flows.resources[ahead], weights=row_flows[row[ahead]], minlength=n_res))
     slot_ptr = np.zeros(flows.path.shape[0] + 1, dtype=np.int64)
     np.cumsum((flows.bound - flows.ptr[:-1])[flows.path], out=slot_ptr[1:])
     n = int(first[-1])
     return Index(
-        first,
-        np.empty(n, dtype=np.int64),
-        np.empty(n, dtype=np.int64),
-        np.zeros(n_res, dtype=np.int64),
-        np.full(int(slot_ptr[-1]), -1, dtype=np.int64),
-        slot_ptr,
+        first=first,
+        flow=np.empty(n, dtype=np.int64),
+        entry=np.empty(n, dtype=np.int64),
+        count=np.zeros(n_res, dtype=np.int64),
+        slot=np.full(int(slot_ptr[-1]), -1, dtype=np.int64),
+        slot_ptr=slot_ptr,
     )
 
 
 class Scratch(NamedTuple):
     """:func:`~commgraph.sim.events.fill`'s working arrays: per resource its residual capacity,
-    the weights and number of its unfrozen flows, and room for the resources in play and the
-    saturated ones; per flow whether it is unfrozen, and room for those a round freezes."""
+    the weights (``counts``) and number (``unfrozen``) of its unfrozen flows, and room for the
+    resources in play and the saturated ones; per flow its filling state (``flag``:
+    :data:`~commgraph.sim.events.UNFROZEN` while its rate rises, else
+    :data:`~commgraph.sim.events.SETTLED`), and room for those a round freezes."""
 
     residual: np.ndarray
     counts: np.ndarray
-    users: np.ndarray
+    unfrozen: np.ndarray
     flag: np.ndarray
     live: np.ndarray
     saturated: np.ndarray
@@ -64,13 +66,13 @@ class Scratch(NamedTuple):
 
 def make_scratch(n_res: int, n_flows: int) -> Scratch:
     return Scratch(
-        np.empty(n_res),
-        np.zeros(n_res),
-        np.zeros(n_res, np.int64),
-        np.zeros(n_flows, np.int64),
-        np.empty(n_res, np.int64),
-        np.empty(n_res, np.int64),
-        np.empty(n_flows, np.int64),
+        residual=np.empty(n_res),
+        counts=np.zeros(n_res),
+        unfrozen=np.zeros(n_res, np.int64),
+        flag=np.zeros(n_flows, np.int64),
+        live=np.empty(n_res, np.int64),
+        saturated=np.empty(n_res, np.int64),
+        frozen=np.empty(n_flows, np.int64),
     )
 
 

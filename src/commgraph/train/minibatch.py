@@ -27,13 +27,13 @@ the step on all workers, so the summed gradient is the gradient of the global ba
 from __future__ import annotations
 
 import math
-import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
+from commgraph.logs import get_logger
 from commgraph.nn import GNN
 from commgraph.partition.store import owned_positions
 from commgraph.runtime import GradientSync
@@ -42,16 +42,8 @@ from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.sampling import RemoteSampling
-from commgraph.sample import (
-    ClusterSampler,
-    DGSSampler,
-    FastGCNSampler,
-    LADIESSampler,
-    LayerSample,
-    NeighborSampler,
-    SampledBatch,
-    SamplingGraph,
-)
+from commgraph.runtime.traffic import Traffic
+from commgraph.sample import DGSSampler, LayerSample, SampledBatch, SamplingGraph
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.explain import (
     DGSExplainer,
@@ -62,38 +54,13 @@ from commgraph.sample.explain import (
 )
 from commgraph.sample.maskfile import load_masks, save_masks
 from commgraph.sample.partitioned import PartitionedGraph
+from commgraph.sample.registry import EpochSampler, SamplerSpec, make_sampler, sampler_entry
 from commgraph.train.config import TrainConfig
 from commgraph.train.fetch import FeatureFetch
 from commgraph.train.owner_fetch import OwnerFetch
+from commgraph.train.records import DGSStats, EpochStep
 
-
-@dataclass
-class SampledEpoch:
-    """One epoch of batches on this worker (bytes are what it sent)."""
-
-    loss: float  # mean over the steps of the global batch's loss share this worker holds
-    seconds: float
-    step_seconds: float  # the steps' own: not the epoch's seed draw, masks wait or memory release
-    wait_seconds: float  # blocked on feature, request or gradient messages
-    sample_seconds: float
-    steps: int
-    moved: dict[str, int] = field(default_factory=dict)  # bytes sent, by label
-    sync_bytes: int = 0  # LADIES's probability synchronisation, as the sampler counts it
-    dgs: DGSEpoch | None = None  # DGS only: its masks and explainer in this epoch
-    cache: CacheCounts | None = None  # under a memory budget: what the feature cache served and read
-
-
-@dataclass
-class DGSEpoch:
-    """What DGS's masks did in an epoch on this worker."""
-
-    sampled_steps: int  # steps that sampled a batch
-    masked_steps: int  # of those, steps sampled with masks (the others sampled as neighbor does)
-    masks_age_steps: int  # at the epoch's end: steps since the explained snapshot (-1: no masks yet)
-    wait_seconds: float  # blocked on the first explanation (--dgs-wait)
-    explanations: int  # explanations finished during the epoch
-    explain_seconds: float  # their wall time
-    explain_cpu_seconds: float  # their CPU time (in the explainer's process)
+log = get_logger(__name__)
 
 
 def _since(now: CacheCounts, before: CacheCounts) -> CacheCounts:
@@ -121,28 +88,21 @@ def sampling_graph(job: Job, structure: str) -> SamplingGraph | PartitionedGraph
     return PartitionedGraph.from_partition(job.pset, job.world.rank, machine, remote)
 
 
-def make_sampler(config: TrainConfig, graph: SamplingGraph, train: np.ndarray):
-    """The sampler ``config`` names, on ``graph``."""
-    options, layers = config.sampling, config.gnn.layers
-    name = options.sampler
-    if name == "neighbor":
-        return NeighborSampler(graph, options.fanouts)
-    if name == "dgs":
-        return DGSSampler(
-            graph, options.fanouts, feature_rate=options.feature_rate, epsilon=options.epsilon, rule=options.dgs_rule
-        )
-    if name in ("fastgcn", "ladies"):
-        sizes = [options.layer_size] * layers
-        return (FastGCNSampler if name == "fastgcn" else LADIESSampler)(graph, sizes)
-    local = graph.local_nodes().shape[0]
-    clusters = options.clusters or max(1, math.ceil(local / options.batch_size))  # per worker: its own nodes
-    return ClusterSampler(
-        graph,
-        layers,
-        train,
-        num_clusters=clusters,
-        clusters_per_batch=options.clusters_per_batch,
+def sampler_spec(config: TrainConfig, train: np.ndarray) -> SamplerSpec:
+    """``config``'s sampling options resolved for this worker's training nodes ``train``."""
+    options = config.sampling
+    return SamplerSpec(
+        fanouts=tuple(options.fanouts or ()),
+        layers=config.gnn.layers,
+        train=train,
+        batch_size=options.batch_size,
         seed=config.optim.seed,
+        feature_rate=options.feature_rate,
+        epsilon=options.epsilon,
+        rule=options.dgs_rule,
+        layer_size=options.layer_size,
+        clusters=options.clusters,
+        clusters_per_batch=options.clusters_per_batch,
     )
 
 
@@ -169,13 +129,12 @@ class SampledEpochs:
         part, world = job.part, job.world
         self.comm, self.training = job.comm, state
         self.config, self.world, self.device = config, world, world.device
-        self.graph = sampling_graph(
-            job, config.sampling.structure if config.sampling.sampler == "neighbor" else "replicated"
-        )
+        entry = sampler_entry(config.sampling.sampler)
+        self.graph = sampling_graph(job, config.sampling.structure if entry.partitioned else "replicated")
         self.owned = np.asarray(part.owned)
         self.train = self.owned[np.asarray(part.train_mask, dtype=bool)]
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))
-        self.sampler = make_sampler(config, self.graph, self.train)
+        self.sampler = make_sampler(entry.name, self.graph, sampler_spec(config, self.train))
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
         self.steps = epoch_steps(counts, config.sampling.batch_size)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
@@ -223,15 +182,14 @@ class SampledEpochs:
             self.graph, plan, lambda nodes: table[np.searchsorted(ids, nodes)], pooled
         )
         if self.world.is_leader and self.config.log.progress:
-            print(
+            log.info(
                 f"commgraph: DGS explanation graph: {explanation.remote.shape[0]} remote nodes"
                 + (
                     f" of {explanation.remote.shape[0] + explanation.unexplained.shape[0]} reached"
                     if explanation.unexplained.shape[0]
                     else ""
                 )
-                + f", {self.explain_bytes / 1e6:.2f} MB of features fetched once (rank 0)",
-                file=sys.stderr,
+                + f", {self.explain_bytes / 1e6:.2f} MB of features fetched once (rank 0)"
             )
         return DGSExplainer(self.graph, explanation, self.training.model, self.config.sampling.explainer_options())
 
@@ -240,7 +198,7 @@ class SampledEpochs:
     def _batches(self) -> list:
         """This epoch's work: seed arrays to sample (ClusterGCN: its batches), one per step; None
         where this worker has nothing left. ``--steps-per-epoch N`` keeps the first N."""
-        if isinstance(self.sampler, ClusterSampler):
+        if isinstance(self.sampler, EpochSampler):
             batches = list(self.sampler.epoch(self.rng))
             steps = max(self.comm.all_gather_object(len(batches))) if self.world.size > 1 else len(batches)
             batches += [None] * (steps - len(batches))
@@ -248,9 +206,9 @@ class SampledEpochs:
             batches = seed_batches(self.train, self.steps, self.rng)
         return batches[: self.config.sampling.steps_per_epoch]
 
-    def epoch(self) -> SampledEpoch:
+    def epoch(self) -> EpochStep:
         comm = self.comm
-        before, waited = dict(comm.bytes), comm.wait_seconds
+        before, waited = comm.traffic, comm.wait_seconds
         started = time.perf_counter()
         totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0, "local": 0, "sampled": 0, "masked": 0}
         rounds = len(self.explainer.rounds) if self.explainer is not None else 0
@@ -265,33 +223,31 @@ class SampledEpochs:
             torch.cuda.synchronize(self.device)
         step_seconds = time.perf_counter() - stepping
         release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
-        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
-        moved["requests"] = moved.get("requests", 0) + totals["announced"]
-        moved["local"] = totals["local"]
+        moved = comm.traffic - before + Traffic(requests=totals["announced"], local=totals["local"])
         dgs = None
         if isinstance(self.sampler, DGSSampler):
             done = self.explainer.rounds[rounds:] if self.explainer is not None else []
             masks = self.sampler.masks
-            dgs = DGSEpoch(
-                totals["sampled"],
-                totals["masked"],
-                -1 if masks is None else self.iteration - masks.iteration,
-                waited_for_masks,
-                len(done),
-                sum(r.seconds for r in done),
-                sum(r.cpu_seconds for r in done),
+            dgs = DGSStats(
+                steps=totals["sampled"],
+                masked_steps=totals["masked"],
+                masks_age_steps=-1 if masks is None else self.iteration - masks.iteration,
+                wait_seconds=waited_for_masks,
+                explanations=len(done),
+                explain_seconds=sum(r.seconds for r in done),
+                explain_cpu_seconds=sum(r.cpu_seconds for r in done),
             )
-        return SampledEpoch(
-            totals["loss"] / max(len(batches), 1),
-            time.perf_counter() - started,
-            step_seconds,
-            comm.wait_seconds - waited,
-            totals["sample"],
-            len(batches),
-            moved,
-            totals["sync"],
-            dgs,
-            None if cache is None else _since(cache.counts_now(), counted),
+        return EpochStep(
+            loss=totals["loss"] / max(len(batches), 1),
+            seconds=time.perf_counter() - started,
+            step_seconds=step_seconds,
+            wait_seconds=comm.wait_seconds - waited,
+            sample_seconds=totals["sample"],
+            steps=len(batches),
+            moved=moved,
+            sync_bytes=totals["sync"],
+            dgs=dgs,
+            cache=None if cache is None else _since(cache.counts_now(), counted),
         )
 
     def _reads_ahead(self) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from commgraph.nn import GNN, Block
+from commgraph.nn import GNN, Block, RowTransform
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.owner import rows_to_readers, settle
 from commgraph.sample import SampledBatch
@@ -28,10 +28,12 @@ class OwnerRows:
 
 class OwnerFetch(FeatureFetch):
     """:class:`~commgraph.train.fetch.FeatureFetch` whose training steps receive the network's
-    rows as the first layer of ``model`` computed by their owners (see the module's docstring).
-    The one-off tables (DGS's explanation graph) still fetch features."""
+    rows as the first layer of ``model`` computed by their owners (see the module's docstring):
+    a :class:`~commgraph.nn.RowTransform`, the trainer's :class:`~commgraph.nn.GNN` or the
+    bridge's :class:`~commgraph.pyg.first_layer.LinearFirstLayer` (None until the bridge's model
+    is wrapped). The one-off tables (DGS's explanation graph) still fetch features."""
 
-    def __init__(self, job, store: FeatureStore, graph, model: GNN, peer_rows: str = "map"):
+    def __init__(self, job, store: FeatureStore, graph, model: RowTransform | None, peer_rows: str = "map"):
         super().__init__(job, store, graph, peer_rows)
         self.model = model
 

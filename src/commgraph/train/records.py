@@ -1,10 +1,56 @@
-"""What ``--metrics-out`` holds: one :class:`EpochRecord` per epoch, summed over the workers."""
+"""What ``--metrics-out`` holds: one :class:`EpochRecord` per epoch, summed over the workers, made
+from each worker's :class:`EpochStep`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, ClassVar
 
+from commgraph.runtime.traffic import Traffic
 from commgraph.train.predict import SPLITS
+
+if TYPE_CHECKING:
+    from commgraph.runtime.feature_cache import CacheCounts
+
+
+@dataclass(frozen=True)
+class DGSStats:
+    """What DGS's masks did in an epoch: on one worker (:attr:`EpochStep.dgs`), or over every
+    worker (:attr:`EpochRecord.dgs`: the :attr:`SUMMED` counts summed, the mask age and the wait
+    rank 0's). In the metrics file each is a key of its own, ``dgs_<name>``."""
+
+    steps: int  # steps that sampled a batch
+    masked_steps: int  # of those, steps sampled with masks (the others sampled as neighbor does)
+    masks_age_steps: int  # at the epoch's end: steps since the explained snapshot (-1: no masks yet)
+    wait_seconds: float  # blocked on the first explanation (--dgs-wait)
+    explanations: int  # explanations finished during the epoch
+    explain_seconds: float  # their wall time
+    explain_cpu_seconds: float  # their CPU time (in the explainer's process)
+
+    SUMMED: ClassVar[tuple[str, ...]] = (
+        "steps",
+        "masked_steps",
+        "explanations",
+        "explain_seconds",
+        "explain_cpu_seconds",
+    )
+
+
+@dataclass
+class EpochStep:
+    """One worker's training in an epoch: its full-graph step, or its sampled batches' steps
+    (bytes are what this worker sent, by label)."""
+
+    loss: float  # the worker's share of the global loss (sampled: the mean over its steps)
+    seconds: float
+    wait_seconds: float  # blocked on halo, feature, request or gradient messages
+    moved: Traffic = field(default_factory=Traffic)
+    steps: int = 1
+    sample_seconds: float = 0.0
+    sync_bytes: int = 0  # LADIES's probability synchronisation, as the sampler counts it
+    dgs: DGSStats | None = None  # DGS only: its masks and explainer in this epoch
+    cache: CacheCounts | None = None  # under a memory budget: what the feature cache served and read
+    step_seconds: float | None = None  # the steps' own seconds where the epoch holds more (None: ``seconds``)
 
 
 @dataclass
@@ -42,16 +88,7 @@ class EpochRecord:
     predicted_step_seconds: float | None = None
     predicted_epoch_seconds: float | None = None
     measured_step_seconds: float | None = None
-    # DGS only (None otherwise), all workers: steps that sampled a batch, those sampled with masks
-    # (the others sampled as neighbor does), rank 0's mask age at the epoch's end in steps (-1: none
-    # yet), its wait for the first masks (--dgs-wait), explanations finished, their wall and CPU seconds
-    dgs_steps: int | None = None
-    dgs_masked_steps: int | None = None
-    dgs_masks_age_steps: int | None = None
-    dgs_wait_seconds: float | None = None
-    dgs_explanations: int | None = None
-    dgs_explain_seconds: float | None = None
-    dgs_explain_cpu_seconds: float | None = None
+    dgs: DGSStats | None = None  # DGS only, over every worker
     # under --memory-budget (None otherwise), all workers: rows served by the feature cache's hot rows and
     # read from the feature files, those rows' bytes, the bytes the coalesced reads asked for, and what
     # the workers read from storage (/proc/self/io read_bytes: page-cache hits read nothing)
@@ -60,6 +97,17 @@ class EpochRecord:
     cache_missed_bytes: int | None = None
     cache_requested_bytes: int | None = None
     cache_disk_bytes: int | None = None
+
+    def to_dict(self) -> dict:
+        """The record as ``--metrics-out`` writes it: flat, :attr:`dgs` as ``dgs_<name>`` keys
+        (None each without DGS), in the fields' order."""
+        flat = {}
+        for name, value in asdict(self).items():
+            if name == "dgs":
+                flat.update({f"dgs_{f.name}": None if value is None else value[f.name] for f in fields(DGSStats)})
+            else:
+                flat[name] = value
+        return flat
 
     def line(self) -> str:
         acc = {
@@ -73,10 +121,9 @@ class EpochRecord:
         )
 
     def _masks_note(self) -> str:
-        if self.dgs_steps is None:
+        dgs = self.dgs
+        if dgs is None:
             return ""
-        share = self.dgs_masked_steps / self.dgs_steps if self.dgs_steps else 0.0
-        note = f"  masks {share:.0%} of steps" + (
-            "" if self.dgs_masks_age_steps < 0 else f" (age {self.dgs_masks_age_steps})"
-        )
-        return note + (f", waited {self.dgs_wait_seconds:.1f} s" if self.dgs_wait_seconds else "")
+        share = dgs.masked_steps / dgs.steps if dgs.steps else 0.0
+        note = f"  masks {share:.0%} of steps" + ("" if dgs.masks_age_steps < 0 else f" (age {dgs.masks_age_steps})")
+        return note + (f", waited {dgs.wait_seconds:.1f} s" if dgs.wait_seconds else "")

@@ -41,7 +41,8 @@ from commgraph.runtime.owner import rows_to_readers, settle
 from commgraph.sample.base import Scratch
 from commgraph.sample.hetero import EdgeType, HeteroHops, TypedRelations, sample_hetero_hops
 from commgraph.train.config import TrainConfig
-from commgraph.train.minibatch import SampledEpoch, TrainingState, epoch_steps, seed_batches
+from commgraph.train.minibatch import TrainingState, epoch_steps, seed_batches
+from commgraph.train.records import EpochStep
 from commgraph.train.rgcn import TypedPart
 
 
@@ -133,9 +134,9 @@ class RGCNSampledEpochs:
         self.scratch = {t: Scratch() for t in types}
         self.alltoall = MatchingAllToAll(self.comm)
 
-    def epoch(self) -> SampledEpoch:
+    def epoch(self) -> EpochStep:
         comm = self.comm
-        before, waited = dict(comm.bytes), comm.wait_seconds
+        before, waited = comm.traffic, comm.wait_seconds
         started = time.perf_counter()
         totals = {"loss": 0.0, "sample": 0.0}
         batches = seed_batches(self.train, self.steps, self.rng)[: self.config.sampling.steps_per_epoch]
@@ -144,8 +145,8 @@ class RGCNSampledEpochs:
             self._step(seeds, totals)
         step_seconds = time.perf_counter() - stepping
         release_free_memory()  # the batches' tensors, before the evaluation pass allocates its own
-        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
-        return SampledEpoch(
+        moved = comm.traffic - before
+        return EpochStep(
             loss=totals["loss"] / max(len(batches), 1),
             seconds=time.perf_counter() - started,
             step_seconds=step_seconds,

@@ -8,9 +8,9 @@ configuration.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
+from commgraph.logs import get_logger
 from commgraph.nn.options import HETERO_MODELS
 from commgraph.plan.choose import choose_job_allreduce
 from commgraph.plan.first_layer import FirstLayerChoice, choose_first_layer, evaluation_passes
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from commgraph.partition import PartitionSet
     from commgraph.topology.model import Topology
     from commgraph.train.config import TrainConfig
+
+
+log = get_logger(__name__)
 
 
 def first_layer_choice(config: TrainConfig, width: int, workers: int, streamed: bool = False) -> FirstLayerChoice:
@@ -100,7 +103,7 @@ def step_time(
     model = compute_model(topology, cost)
     warning = other_machine(model)
     if warning is not None and warn:
-        print(f"commgraph: {warning}", file=sys.stderr)
+        log.warning(f"commgraph: {warning}")
     if allreduce_seconds is None:
         classes = label_classes(pset)
         width = int(pset.part(0, check=False).features.shape[1])

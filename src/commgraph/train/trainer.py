@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,21 +24,22 @@ import torch
 
 from commgraph.atomic import append_text, atomic_write
 from commgraph.errors import TrainingError
+from commgraph.logs import get_logger
 from commgraph.nn import GNN, RGCN
 from commgraph.phases import RUNNING
 from commgraph.plan.choose import AllReduceChoice
 from commgraph.plan.memory import estimate_memory
 from commgraph.runtime import World, keep_freed_memory
-from commgraph.runtime.feature_cache import CacheCounts
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job, Wiring
 from commgraph.runtime.memory import release_free_memory
+from commgraph.runtime.traffic import global_traffic
 from commgraph.train import checkpoint
 from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor
-from commgraph.train.minibatch import DGSEpoch, SampledEpochs, TrainingState
+from commgraph.train.minibatch import SampledEpochs, TrainingState
 from commgraph.train.predict import SPLITS, gather_predictions, write_predictions
-from commgraph.train.records import EpochRecord
+from commgraph.train.records import DGSStats, EpochRecord, EpochStep
 from commgraph.train.rgcn import RGCNExecutor, TypedPart, build_rgcn
 from commgraph.train.rgcn_sampled import RGCNSampledEpochs
 from commgraph.train.sampled_eval import SampledEvaluation
@@ -46,26 +47,14 @@ from commgraph.train.schedule import bin_size_for_memory
 from commgraph.train.shape import first_layer_choice, job_shape, predicts_step_time, step_time
 from commgraph.train.shared_eval import SharedEvaluation
 
+log = get_logger(__name__)
+
 
 @dataclass
 class TrainResult:
     history: list[dict]  # one record per epoch run (what --metrics-out holds)
     model: GNN | RGCN  # the trained model, identical on every worker (R-GCN's embeddings: the worker's rows)
     best: dict | None  # epoch, val_acc, test_acc of the best validation accuracy (None: no val nodes)
-
-
-@dataclass
-class _Step:
-    loss: float
-    seconds: float
-    wait_seconds: float
-    moved: dict[str, int]
-    steps: int = 1
-    sample_seconds: float = 0.0
-    sync_bytes: int = 0
-    dgs: DGSEpoch | None = None
-    cache: CacheCounts | None = None
-    step_seconds: float | None = None  # the steps' own seconds where the epoch holds more (None: ``seconds``)
 
 
 def train_worker(world: World, partition_dir: str | Path, config: TrainConfig) -> TrainResult:
@@ -189,7 +178,7 @@ class Trainer:
 
     def _say(self, line: str) -> None:
         if self.world.is_leader and self.config.log.progress:
-            print(f"commgraph: {line}", file=sys.stderr)
+            log.info(f"commgraph: {line}")
 
     def _features(self) -> FeatureStore | None:
         """The part's features, placed as ``--features`` says: read by the full-graph executor (not
@@ -259,28 +248,16 @@ class Trainer:
 
     # -- one epoch -------------------------------------------------------------------------------
 
-    def step(self) -> _Step:
+    def step(self) -> EpochStep:
         """One epoch's training: a full-graph step, or the sampled batches' steps."""
         if self.sampled is not None:
-            epoch = self.sampled.epoch()
-            return _Step(
-                loss=epoch.loss,
-                seconds=epoch.seconds,
-                wait_seconds=epoch.wait_seconds,
-                moved=epoch.moved,
-                steps=epoch.steps,
-                sample_seconds=epoch.sample_seconds,
-                sync_bytes=epoch.sync_bytes,
-                dgs=epoch.dgs,
-                cache=epoch.cache,
-                step_seconds=epoch.step_seconds,
-            )
+            return self.sampled.epoch()
         return self.full_graph_step()
 
-    def full_graph_step(self) -> _Step:
+    def full_graph_step(self) -> EpochStep:
         """One full-graph training step: forward, backward, gradient sum, optimiser step."""
         comm = self.job.comm
-        before, waited = dict(comm.bytes), comm.wait_seconds
+        before, waited = comm.traffic, comm.wait_seconds
         started = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -299,8 +276,8 @@ class Trainer:
         if self.world.device.type == "cuda":  # kernels run asynchronously: time the work, not its launch
             torch.cuda.synchronize(self.world.device)
         seconds = time.perf_counter() - started
-        moved = {k: v - before.get(k, 0) for k, v in comm.bytes.items()}
-        return _Step(loss=float(loss.detach()), seconds=seconds, wait_seconds=halo_wait + sync_wait, moved=moved)
+        moved = comm.traffic - before
+        return EpochStep(loss=float(loss.detach()), seconds=seconds, wait_seconds=halo_wait + sync_wait, moved=moved)
 
     def evaluate(self) -> dict[str, float]:
         """Correct predictions and nodes of each split on this worker (``train_correct``, ``train_nodes``, ...)."""
@@ -324,33 +301,14 @@ class Trainer:
             self.predicted[self.executor.rows] = predicted
         return counts
 
-    def record(self, epoch: int, step: _Step, counts: dict[str, float] | None) -> EpochRecord:
+    def record(self, epoch: int, step: EpochStep, counts: dict[str, float] | None) -> EpochRecord:
         """The epoch's totals over every worker."""
         first = 0 if self.typed is not None else 1  # R-GCN exchanges its projected inputs too
-        layers = [f"halo_forward:{i}" for i in range(first, self.config.gnn.layers)]
-        local = {
-            "loss": step.loss,
-            **(counts or {}),
-            "halo_backward": step.moved.get("halo_backward", 0),
-            "allreduce": step.moved.get("allreduce", 0),
-            **{k: step.moved.get(k, 0) for k in layers},
-            "features": step.moved.get("features", 0),
-            "requests": step.moved.get("requests", 0),
-            "sampling": step.moved.get("sampling", 0),
-            "local": step.moved.get("local", 0),
-            "sync": step.sync_bytes,
-            "activations": step.moved.get("activations", 0),
-            "activation_grads": step.moved.get("activation_grads", 0),
-        }
+        traffic = global_traffic(self.job.comm, step.moved, self.config.gnn.layers)
+        local = {"loss": step.loss, **(counts or {}), "sync": step.sync_bytes}
         dgs = step.dgs
         if dgs is not None:
-            local.update(
-                dgs_steps=dgs.sampled_steps,
-                dgs_masked=dgs.masked_steps,
-                dgs_explanations=dgs.explanations,
-                dgs_explain_seconds=dgs.explain_seconds,
-                dgs_explain_cpu=dgs.explain_cpu_seconds,
-            )
+            local.update({f"dgs_{name}": getattr(dgs, name) for name in DGSStats.SUMMED})
         if step.cache is not None:
             local.update(step.cache.to_dict())
         total = dict(zip(local, self.job.comm.global_sum(list(local.values()))))
@@ -359,10 +317,10 @@ class Trainer:
             nodes = total.get(f"{name}_nodes", 0)
             return total[f"{name}_correct"] / nodes if nodes else None
 
-        forward = [int(total[k]) for k in layers]
-        backward, features, sampling = int(total["halo_backward"]), int(total["features"]), int(total["sampling"])
-        requests = int(total["requests"]) + sampling
-        owner = int(total["activations"]) + int(total["activation_grads"])
+        forward = list(traffic.halo_forward[first:])
+        backward, features, sampling = traffic.halo_backward, traffic.features, traffic.sampling
+        requests = traffic.requests + sampling
+        owner = traffic.activations + traffic.activation_grads
         return EpochRecord(
             epoch=epoch,
             loss=total["loss"],
@@ -374,7 +332,7 @@ class Trainer:
             comm_bytes=sum(forward) + backward + features + requests + owner,
             halo_forward_bytes=forward,
             halo_backward_bytes=backward,
-            allreduce_bytes=int(total["allreduce"]),
+            allreduce_bytes=traffic.allreduce,
             plan=self.wiring.plan.planner if self.wiring else "replicate",
             plan_modeled_seconds=self.wiring.choice.modeled_seconds if self.wiring else 0.0,
             allreduce=self.allreduce.name,
@@ -387,26 +345,16 @@ class Trainer:
             measured_step_seconds=(step.seconds if step.step_seconds is None else step.step_seconds)
             / max(step.steps, 1),
             feature_bytes=features,
-            local_bytes=int(total["local"]),
+            local_bytes=traffic.local,
             structure_bytes=requests,
             sampling_bytes=sampling,
             sync_bytes=int(total["sync"]),
-            activation_bytes=int(total["activations"]),
-            activation_grad_bytes=int(total["activation_grads"]),
-            total_bytes=sum(forward) + backward + features + requests + owner + int(total["allreduce"]),
-            **(
-                {}
-                if dgs is None
-                else dict(
-                    dgs_steps=int(total["dgs_steps"]),
-                    dgs_masked_steps=int(total["dgs_masked"]),
-                    dgs_masks_age_steps=dgs.masks_age_steps,
-                    dgs_wait_seconds=dgs.wait_seconds,
-                    dgs_explanations=int(total["dgs_explanations"]),
-                    dgs_explain_seconds=total["dgs_explain_seconds"],
-                    dgs_explain_cpu_seconds=total["dgs_explain_cpu"],
-                )
-            ),
+            activation_bytes=traffic.activations,
+            activation_grad_bytes=traffic.activation_grads,
+            total_bytes=sum(forward) + backward + features + requests + owner + traffic.allreduce,
+            dgs=None
+            if dgs is None
+            else replace(dgs, **{name: type(getattr(dgs, name))(total[f"dgs_{name}"]) for name in DGSStats.SUMMED}),
             **({} if step.cache is None else {name: int(total[name]) for name in step.cache.to_dict()}),
         )
 
@@ -445,7 +393,7 @@ class Trainer:
             evaluate = epoch % log_options.eval_every == 0 or epoch == epochs  # the same on every worker
             counts = self.evaluate() if evaluate else None
             record = self.record(epoch, step, counts)
-            history.append(asdict(record))
+            history.append(record.to_dict())
             log.write(record, bar)
             improved = record.val_acc is not None and (self.best is None or record.val_acc > self.best["val_acc"])
             if improved:
@@ -537,7 +485,7 @@ class _MetricsLog:
         if not self.leader:
             return
         if self.path is not None:
-            append_text(self.path, json.dumps(asdict(record)) + "\n")
+            append_text(self.path, json.dumps(record.to_dict()) + "\n")
         if self.board is not None:
             for tag, value in (
                 ("loss", record.loss),
