@@ -26,7 +26,6 @@ from commgraph.partition.store import owned_positions
 from commgraph.runtime.memory import release_free_memory
 from commgraph.sample import NeighborSampler
 from commgraph.sample.partitioned import PartitionedGraph
-from commgraph.train.config import BATCH_SIZE
 from commgraph.train.minibatch import SampledEpochs, epoch_steps
 from commgraph.train.predict import SPLITS
 
@@ -54,7 +53,7 @@ class SampledEvaluation:
         self.nodes = epochs.owned[evaluated]
         world = epochs.world
         counts = epochs.comm.all_gather_object(int(self.nodes.shape[0])) if world.size > 1 else [self.nodes.shape[0]]
-        self.steps = epoch_steps(counts, epochs.config.sampling.batch_size or BATCH_SIZE) if max(counts) else 0
+        self.steps = epoch_steps(counts, epochs.config.sampling.batch_size) if max(counts) else 0
 
     def predict(self, model: torch.nn.Module) -> torch.Tensor:
         """The predicted class of each owned node (``-1`` where not evaluated), on the worker's
