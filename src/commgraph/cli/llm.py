@@ -14,9 +14,9 @@ from commgraph.cli import describe, pick_names
 from commgraph.cli.args import add_force, add_json, add_png, add_speeds_argument, check_outputs, wrote
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import MATCHINGS, SCHEDULERS
-from commgraph.plan.coflow_plot import plot_schedulers, write_trace
 from commgraph.sim import progress
 from commgraph.study import SchedulerComparison, compare_schedulers
+from commgraph.study.coflow_plot import plot_schedulers, write_trace
 from commgraph.topology import parse_speeds, resolve_topology, speeds_of, speeds_rule
 from commgraph.topology.model import ROUTINGS
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, gpu, model

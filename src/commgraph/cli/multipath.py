@@ -35,17 +35,9 @@ from commgraph.cli.args import (
     wrote,
 )
 from commgraph.errors import PlanError
-from commgraph.plan.multipath import (
-    JITTER,
-    SELECTORS,
-    compare_selectors,
-    latency_bound,
-    load_workload,
-    sustainable,
-    sweep,
-    with_option,
-)
-from commgraph.plan.plot import plot_completions, plot_sweep
+from commgraph.plan.multipath import JITTER, SELECTORS, load_workload
+from commgraph.study import SelectorSweep, compare_selectors, sweep_selectors
+from commgraph.study.plot import plot_completions, plot_sweep
 
 MAX_SWEEP_POINTS = 1000  # loads of one --sweep (each a full simulation of every selector)
 
@@ -141,28 +133,26 @@ def run_simulate(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
     if args.sweep:
         return _run_sweep(args, topology, names, jitter)
+    return _run_compare(args, topology, names, jitter)
+
+
+def _run_compare(args: argparse.Namespace, topology, names: list[str], jitter: tuple[float, float]) -> int:
     workload = load_workload(topology, args.workload, str(args.paths) if args.paths else None)
     with tqdm(total=len(names), desc="selectors", disable=True if args.json else None, leave=False) as bar:
-        reports = compare_selectors(workload, names, args.k, progress=lambda name: bar.update(), jitter=jitter)
-    table, stream = workload.table, workload.stream
-    rows = {name: report.to_dict(table, stream) for name, report in reports.items()}
+        comparison = compare_selectors(workload, names, args.k, progress=lambda name: bar.update(), jitter=jitter)
     if args.png:
         plot_completions(
-            {name: r.priced.jct for name, r in reports.items()},
-            f"{topology.name}: {len(stream)} requests, {args.workload}",
+            {name: r.priced.jct for name, r in comparison.reports.items()},
+            f"{topology.name}: {len(workload.stream)} requests, {args.workload}",
             args.png,
         )
         wrote(args.png)
     if args.json:
-        print(
-            json.dumps(
-                {"topology": topology.name, "requests": len(stream), "rate_per_s": workload.rate, "selectors": rows}
-            )
-        )
+        print(json.dumps(comparison.to_dict()))
         return 0
     rate = f", {workload.rate:,.0f} requests/s" if workload.rate else ""
-    print(f"{len(stream)} requests on {topology.name}{rate}; completion times on the flow simulator:")
-    for name, row in rows.items():
+    print(f"{len(workload.stream)} requests on {topology.name}{rate}; completion times on the flow simulator:")
+    for name, row in comparison.rows().items():
         busiest = row["links"][0] if row["links"] else None
         link = f"  busiest {busiest['link']} {busiest['utilisation']:.0%}" if busiest else ""
         print(
@@ -174,37 +164,21 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tuple[float, float]) -> int:
     loads = _sweep_loads(args)
-    reference = load_workload(topology, with_option(args.workload, "load", 1))
-    direct, combined = reference.direct_rate(), reference.combined_rate()
+    bound = None if args.bound_us is None else args.bound_us * 1e-6
     with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=True if args.json else None, leave=False) as bar:
-        points = sweep(
-            topology, args.workload, loads, names, args.k, args.seeds, jitter, progress=lambda load, seed: bar.update()
+        report = sweep_selectors(
+            topology, args.workload, loads, names, args.k, args.seeds, jitter, bound, progress=lambda _: bar.update()
         )
-    bound = latency_bound(points, names) if args.bound_us is None else args.bound_us * 1e-6
-    rows = {name: [p.row(name) for p in points] for name in names}
-    best = {name: sustainable(points, name, bound) for name in names}
     if args.png:
+        rows = report.rows()
         curves = {name: ([r["rate_per_s"] for r in rows[name]], [r["median_s"] for r in rows[name]]) for name in names}
-        plot_sweep(
-            curves, direct, combined, bound, f"{topology.name}: {reference.label}, {args.seeds} seed(s)", args.png
-        )
+        title = f"{topology.name}: {report.label}, {args.seeds} seed(s)"
+        plot_sweep(curves, report.direct_rate, report.combined_rate, report.bound_s, title, args.png)
         wrote(args.png)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "topology": topology.name,
-                    "workload": args.workload,
-                    "direct_rate_per_s": direct,
-                    "combined_rate_per_s": combined,
-                    "bound_s": bound,
-                    "sustainable_per_s": best,
-                    "selectors": rows,
-                }
-            )
-        )
+        print(json.dumps(report.to_dict()))
         return 0
-    _print_sweep(args, topology, reference, names, points, rows, best, bound)
+    _print_sweep(report)
     return 0
 
 
@@ -220,13 +194,14 @@ def _sweep_loads(args: argparse.Namespace) -> list[float]:
     return _loads(args.sweep)
 
 
-def _print_sweep(args, topology, reference, names: list[str], points, rows: dict, best: dict, bound: float) -> None:
+def _print_sweep(report: SelectorSweep) -> None:
     """The sweep as a table (median/mean/p99 per selector and load), then each selector's
     sustainable throughput."""
-    direct, combined = reference.direct_rate(), reference.combined_rate()
+    names, points, rows, best = report.names, report.points, report.rows(), report.sustainable()
     print(
-        f"{reference.label} on {topology.name}: direct paths' capacity {direct:,.0f} requests/s, every path together "
-        f"{combined:,.0f}; {len(points[0].jct[names[0]][0])} requests x {args.seeds} seed(s) per point, simulated"
+        f"{report.label} on {report.topology}: direct paths' capacity {report.direct_rate:,.0f} requests/s, every "
+        f"path together {report.combined_rate:,.0f}; {len(points[0].jct[names[0]][0])} requests x {report.seeds} "
+        "seed(s) per point, simulated"
     )
     print(f"{'load':>5} {'rate/s':>12}  " + "  ".join(f"{n:>22}" for n in names))
     print(f"{'':>5} {'':>12}  " + "  ".join(f"{'median/mean/p99 us':>22}" for _ in names))
@@ -236,7 +211,7 @@ def _print_sweep(args, topology, reference, names: list[str], points, rows: dict
             for r in (rows[n][i] for n in names)
         ]
         print(f"{point.load:5.2f} {point.rate:12,.0f}  " + "  ".join(f"{c:>22}" for c in cells))
-    print(f"sustainable throughput (median under {bound * 1e6:.2f} us), requests/s:")
+    print(f"sustainable throughput (median under {report.bound_s * 1e6:.2f} us), requests/s:")
     for name in names:
         decide = np.mean([r["decide_us"] for r in rows[name]])
         print(f"  {name:<14} {best[name]:12,.0f}   decide {decide:9.2f} us/request")

@@ -31,8 +31,8 @@ from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadc
 from commgraph.plan.allgather import placement
 from commgraph.plan.gather import COLLECTIVES, plan_collective
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
-from commgraph.plan.plot import plot_traffic
 from commgraph.sim import progress, simulate
+from commgraph.study.plot import plot_traffic
 
 
 def register(subparsers) -> None:

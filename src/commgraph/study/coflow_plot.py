@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.atomic import atomic_write
-from commgraph.plan.coflow import Outcome
 from commgraph.plotting import pyplot, save_png
 from commgraph.sim.dag import Compute
+from commgraph.study.coflow import Outcome
 
 COLOURS = {"pp": "C0", "dp": "C1", "ep": "C2", "tp": "C3"}
 
