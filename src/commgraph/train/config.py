@@ -389,7 +389,7 @@ class LogOptions(Options):
 
 TASKS = ("node", "link")
 LINK_MODELS = ("gcn", "sage", "gat", "gin")
-# node classification's options that link prediction (commgraph.train.link) has no use for: section -> fields
+# node classification's options that link prediction (commgraph.pyg.link_training) has no use for: section -> fields
 NODE_ONLY = {
     "sampling": ("sampler",),
     "comm": ("exchange", "features", "bin_size", "first_layer"),
