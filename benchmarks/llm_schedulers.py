@@ -48,12 +48,12 @@ import argparse
 import resource
 import time
 
-from commgraph.plan.coflow import MATCHINGS, free_communication, iteration_seconds, link_bound, schedule
+from commgraph.plan.coflow import MATCHINGS, schedule
 from commgraph.plan.coflow import SCHEDULERS as COFLOW_SCHEDULERS
 from commgraph.sim import progress, simulate
+from commgraph.study import SchedulerComparison, compare_schedulers
 from commgraph.topology import load_preset
 from commgraph.workload import DEFAULT_LAYOUT, Layout, build_iteration, gpu, model
-from commgraph.workload.floor import iteration_floor
 from commgraph.workload.iteration import DP_COLLECTIVES, EP_FLOWS
 
 MODELS = ("gpt3-175b", "mixtral-8x22b")
@@ -84,55 +84,55 @@ def microbatches(name: str, args: argparse.Namespace) -> int:
     return args.moe_microbatches or DEFAULT_LAYOUT[name][1]
 
 
-def iteration(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace):
+def layout(name: str, gpus: int, args: argparse.Namespace) -> Layout:
+    """Table 5.5's degrees for ``name``, data parallelism filling ``gpus``."""
     tp, pp, ep = DEFAULT_LAYOUT[name]
+    return Layout(tp, pp, gpus // (tp * pp), ep, microbatches(name, args))
+
+
+def dag_options(args: argparse.Namespace) -> dict:
+    """The DAG options every case is built with (:func:`commgraph.workload.build_iteration`'s)."""
+    return {
+        "dp_collective": args.dp_collective,
+        "ep_flows": args.ep_flows,
+        "routing_alpha": args.routing_alpha,
+        "barrier": args.barrier,
+        "grad_bytes": 4.0 if args.fp32_grads else 2.0,
+    }
+
+
+def iteration(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace):
     net = topology(gpus, gbps, nics, args.routing)
-    layout = Layout(tp, pp, gpus // (tp * pp), ep, microbatches(name, args))
-    return (
-        net,
-        layout,
-        build_iteration(
-            model(name),
-            layout,
-            gpu("h100"),
-            net,
-            iterations=args.iterations,
-            dp_collective=args.dp_collective,
-            ep_flows=args.ep_flows,
-            routing_alpha=args.routing_alpha,
-            barrier=args.barrier,
-            grad_bytes=4.0 if args.fp32_grads else 2.0,
-        ),
+    shape = layout(name, gpus, args)
+    return net, build_iteration(model(name), shape, gpu("h100"), net, iterations=args.iterations, **dag_options(args))
+
+
+def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace) -> tuple[SchedulerComparison, dict]:
+    """One case's comparison (:func:`commgraph.study.compare_schedulers`: each scheduler's
+    steady-state iteration time, the free-communication time, the link bound and the floor), and
+    the wall time of its steps: building the DAG, scheduling it (Algorithm 3 included) and
+    simulating it (the simulator's own DAG checks and flow tables included) per scheduler, the free
+    communication and the floor."""
+    parts, clock = {}, [time.perf_counter()]
+
+    def timed(label: str) -> None:
+        now = time.perf_counter()
+        parts[label] = now - clock[0]
+        clock[0] = now
+
+    comparison = compare_schedulers(
+        model(name),
+        layout(name, gpus, args),
+        gpu("h100"),
+        topology(gpus, gbps, nics, args.routing),
+        list(args.schedulers),
+        iterations=args.iterations,
+        matching={"hermod": args.hermod_matching},
+        keep_outcomes=False,
+        progress=timed,
+        **dag_options(args),
     )
-
-
-def compare(name: str, gpus: int, gbps: float, nics: int, args: argparse.Namespace) -> dict:
-    """Each scheduler's steady-state iteration time on one case, the free-communication time, the
-    wall time the case took and its parts: building the DAG, scheduling it (Algorithm 3 included)
-    and simulating it (the simulator's own DAG checks and flow tables included), per scheduler."""
-    start = time.perf_counter()
-    net, layout, it = iteration(name, gpus, gbps, nics, args)
-    row = {"parts": {"build": time.perf_counter() - start}}
-    begin = time.perf_counter()
-    floor = iteration_floor(it)
-    row.update(floor=floor.seconds, binding=floor.binding)
-    row["parts"]["floor"] = time.perf_counter() - begin
-    for s in args.schedulers:
-        begin = time.perf_counter()
-        plan = schedule(s, it.tasks, it.coflows, net, matching=args.hermod_matching if s == "hermod" else None)
-        scheduled = time.perf_counter()
-        result = simulate(net, plan.tasks, timeline=False)
-        row[s] = iteration_seconds(result, it.ends)
-        row[f"{s} makespan"] = result.makespan
-        if s == args.schedulers[0]:
-            row["links"] = link_bound(result, len(it.ends))
-        row["parts"][f"schedule {s}"] = scheduled - begin
-        row["parts"][f"simulate {s} ({len(plan.tasks):,} tasks)"] = time.perf_counter() - scheduled
-    begin = time.perf_counter()
-    row["free"] = iteration_seconds(free_communication(net, it.tasks), it.ends)
-    row["parts"]["simulate free"] = time.perf_counter() - begin
-    row.update(m=layout.microbatches, flows=it.flows, wall=time.perf_counter() - start)
-    return row
+    return comparison, parts
 
 
 def header(args: argparse.Namespace) -> None:
@@ -146,23 +146,26 @@ def header(args: argparse.Namespace) -> None:
     print("|---" * (10 + 3 * len(args.schedulers) - 1) + "|")
 
 
-def line(label: str, r: dict, args: argparse.Namespace) -> None:
-    base, free, floor = r["megatron"], r["free"], r["floor"]
-    span, focus = r["megatron makespan"], "hermod" if "hermod" in args.schedulers else args.schedulers[-1]
+def line(label: str, comparison: SchedulerComparison, wall: float, args: argparse.Namespace) -> None:
+    rows, top = comparison.schedulers, comparison.ceiling
+    base, free, floor = top["baseline_seconds"], top["free_communication_seconds"], top["floor_seconds"]
+    span, focus = rows["megatron"]["makespan_seconds"], "hermod" if "hermod" in args.schedulers else args.schedulers[-1]
 
     def closed(top: float, mine: float, bottom: float) -> str:
         return f"{(top - mine) / (top - bottom):.0%}" if top - bottom > 1e-12 * top else "-"
 
-    times = " | ".join(f"{r[s]:.3f}" for s in args.schedulers)
-    ratios = " | ".join(f"{base / r[s]:.3f}x" for s in args.schedulers[1:])
-    above = " | ".join(f"{r[s + ' makespan'] / floor:.3f}x" for s in args.schedulers)
+    times = " | ".join(f"{rows[s]['iteration_seconds']:.3f}" for s in args.schedulers)
+    ratios = " | ".join(f"{rows[s]['speedup']:.3f}x" for s in args.schedulers[1:])
+    above = " | ".join(f"{rows[s]['makespan_seconds'] / floor:.3f}x" for s in args.schedulers)
+    it = comparison.iteration
     print(
-        f"| {label} | {r['m']} | {r['flows']:,} | {times} | {free:.3f} | {base / free:.3f}x | {r['links']:.3f} | "
-        f"{ratios} | {floor:.3f} | {above} | {closed(span, r[focus + ' makespan'], floor)} | "
-        f"{closed(base, r[focus], free)} | {r['wall']:.0f} |",
+        f"| {label} | {it.layout.microbatches} | {it.flows:,} | {times} | {free:.3f} | "
+        f"{top['ceiling']:.3f}x | {top['link_seconds']:.3f} | {ratios} | {floor:.3f} | {above} | "
+        f"{closed(span, rows[focus]['makespan_seconds'], floor)} | "
+        f"{closed(base, rows[focus]['iteration_seconds'], free)} | {wall:.0f} |",
         flush=True,
     )
-    print(f"  floor binds at: {r['binding']}", flush=True)
+    print(f"  floor binds at: {top['floor_binding']}", flush=True)
 
 
 def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.Namespace) -> None:
@@ -173,12 +176,10 @@ def sweep(title: str, cases: list[tuple[str, int, float, int]], args: argparse.N
     )
     header(args)
     for name, gpus, gbps, nics in cases:
-        row = compare(name, gpus, gbps, nics, args)
-        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", row, args)
+        comparison, parts = compare(name, gpus, gbps, nics, args)
+        line(f"{name} {gpus:,} GPUs {gbps:g} Gbit/s nics={nics}", comparison, sum(parts.values()), args)
         if args.breakdown:
-            print(
-                "  wall s: " + ", ".join(f"{part} {seconds:.1f}" for part, seconds in row["parts"].items()), flush=True
-            )
+            print("  wall s: " + ", ".join(f"{part} {seconds:.1f}" for part, seconds in parts.items()), flush=True)
 
 
 def engine(args: argparse.Namespace) -> None:
@@ -195,7 +196,7 @@ def engine(args: argparse.Namespace) -> None:
             with progress.reporting(f"engine {name} {gpus} GPUs"):  # progress on stderr after 5 s
                 start = time.perf_counter()
                 progress.stage("building and scheduling")
-                net, _, it = iteration(name, gpus, 100.0, 1, args)
+                net, it = iteration(name, gpus, 100.0, 1, args)
                 plan = schedule("hermod", it.tasks, it.coflows, net, matching=args.hermod_matching)
                 flows = it.flows
                 del it
@@ -213,7 +214,7 @@ def engine(args: argparse.Namespace) -> None:
             del plan, result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=("scale", "bandwidth", "nics", "qwen", "engine", "heuristics"), required=True)
     parser.add_argument("--models", default=",".join(MODELS), help="models of the scale and bandwidth parts")
@@ -267,7 +268,7 @@ def main() -> None:
         default="",
         help=f"comma list, megatron first (default: {','.join(SCHEDULERS)}; the heuristics part: Table 5.2's)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     table = ("megatron", "dp-first", "pp-first", "ep-first") if args.part == "heuristics" else SCHEDULERS
     args.schedulers = tuple(args.schedulers.split(",")) if args.schedulers else table
     if args.schedulers[0] != "megatron" or set(args.schedulers) - set(COFLOW_SCHEDULERS):

@@ -39,11 +39,10 @@ from commgraph.plan.multipath import (
     SolveStats,
     load_workload,
     plan_bulk,
-    sustainable,
-    sweep,
 )
-from commgraph.plan.plot import plot_sweep
 from commgraph.sim import simulate
+from commgraph.study.plot import plot_sweep
+from commgraph.study.selectors import sustainable, sweep
 from commgraph.topology import load_preset
 
 LOADS = (0.3, 0.5, 0.7, 0.9, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 1.3, 1.4, 1.5)

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from commgraph.plan.coflow import run_schedule
 from commgraph.sim.packet import Scenario, coflow_completion, export_scenario, flow_level, read_scenario, write_scenario
+from commgraph.study.coflow import run_schedule
 from commgraph.topology import load_preset
 from commgraph.workload import Layout, ModelSpec, build_iteration, gpu
 

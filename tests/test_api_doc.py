@@ -21,7 +21,14 @@ def test_the_page_has_runnable_blocks_for_each_step():
     blocks = runnable_blocks(DOC.read_text())
     script = "\n".join(blocks)
     assert len(blocks) >= 4
-    for call in ("load_graph(", "write_partition_set(", "plan_allgather(", "price(", "train_worker("):
+    for call in (
+        "load_graph(",
+        "write_partition_set(",
+        "plan_allgather(",
+        "price(",
+        "train_worker(",
+        "compare_schedulers(",
+    ):
         assert call in script, f"docs/api.md runs no {call}"
 
 

@@ -7,10 +7,11 @@ from scipy.optimize import linear_sum_assignment
 from commgraph.cli.main import main
 from commgraph.errors import PlanError, SimulationError, TopologyError
 from commgraph.plan.assignment import max_assignment
-from commgraph.plan.coflow import SCHEDULERS, bssi_order, dscp, hermod_keys, iteration_seconds, run_schedule, schedule
+from commgraph.plan.coflow import SCHEDULERS, bssi_order, dscp, hermod_keys, schedule
 from commgraph.plan.matching import alg3, bvn, lower_bound
 from commgraph.sim import Compute, Transfer, simulate
 from commgraph.sim.coflow import Coflow, coflow_times
+from commgraph.study.coflow import iteration_seconds, run_schedule
 from commgraph.topology import Device, Link, Topology, load_preset
 from commgraph.workload import Layout, ModelSpec, build_iteration, gpu, model
 from commgraph.workload.collectives import path_latency, ring_allreduce, token_counts
@@ -359,7 +360,7 @@ def _small(p=2, d=2, m=4, iterations=1, collective="allreduce", bandwidth=1e12):
 
 @pytest.mark.parametrize("collective", ["allreduce", "zero2"])
 def test_free_communication_gives_every_scheduler_the_compute_critical_path(collective):
-    from commgraph.plan.coflow import free_communication
+    from commgraph.study.coflow import free_communication
 
     p, m = 2, 4
     net, it = _small(p=p, m=m, collective=collective)
@@ -592,9 +593,9 @@ def test_link_bound_is_the_busiest_link_directions_bytes_per_iteration():
     """Two 1 GB transfers one after the other over one 10 GB/s link, and 0.5 GB back: the a -> b
     direction needs 0.2 s, 0.1 s per iteration of two; the bound is max(free, link) and its ceiling
     baseline / bound."""
-    from commgraph.plan.coflow import ceiling, link_bound
     from commgraph.sim import simulate
     from commgraph.sim.dag import Transfer
+    from commgraph.study.coflow import ceiling, link_bound
     from commgraph.topology.model import Device, Link, Topology
 
     net = Topology("line", [Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", "pcie", 1, 10.0, 0.0)])

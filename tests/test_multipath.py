@@ -19,13 +19,11 @@ from commgraph.plan.multipath import (
     load_workload,
     make_selector,
     plan_bulk,
-    price_selection,
     select,
-    sustainable,
-    sweep,
 )
 from commgraph.plan.paths import CommPath, PathSet, RequestType, auto_path_set, candidate_paths, read_paths, write_paths
 from commgraph.sim import Compute, simulate
+from commgraph.study.selectors import price_selection, sustainable, sweep
 from commgraph.topology import Device, Link, Topology, load_preset
 from commgraph.workload.requests import RequestStream, parse_kvs, parse_poisson
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from commgraph.errors import SimulationError
-from commgraph.plan.coflow import run_schedule
 from commgraph.sim.packet import (
     Scenario,
     ScenarioFlow,
@@ -18,6 +17,7 @@ from commgraph.sim.packet import (
     read_scenario,
     write_scenario,
 )
+from commgraph.study.coflow import run_schedule
 from commgraph.topology import load_preset
 from commgraph.workload import Layout, ModelSpec, build_iteration, gpu
 

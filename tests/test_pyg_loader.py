@@ -199,7 +199,7 @@ def test_edge_attributes_follow_e_id(alone, cora):
 
 
 def test_data_positions_follow_the_sets_csr_order():
-    from commgraph.pyg.loader import data_positions
+    from commgraph.pyg.hops import data_positions
 
     # edges 2->0, 1->0, 2->0 again, 0->1: the CSR holds 1->0, 2->0, 0->1
     edge_index = torch.tensor([[2, 1, 2, 0], [0, 0, 0, 1]])

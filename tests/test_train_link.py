@@ -1,5 +1,5 @@
 """``commgraph train GRAPH --task link``: link prediction trained through the PyG bridge
-(:mod:`commgraph.train.link`). The jobs' ranks are forked from pytest's process
+(:mod:`commgraph.pyg.link_training`). The jobs' ranks are forked from pytest's process
 (:func:`forked.run_commgraph`)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from commgraph.errors import TrainingError
 from commgraph.graph import load_graph, to_pyg
 from commgraph.pyg import edge_split
+from commgraph.pyg.link_training import HeldOutEdges, training_graph
 from commgraph.train.config import TrainConfig
-from commgraph.train.link import HeldOutEdges, training_graph
 from forked import run_commgraph
 
 

@@ -13,12 +13,12 @@ from commgraph.cli import describe, pick_names
 from commgraph.cli.args import add_force, add_format, add_png, add_speeds_argument, check_outputs, emit, wrote
 from commgraph.errors import SimulationError
 from commgraph.plan.coflow import MATCHINGS, SCHEDULERS
-from commgraph.plan.coflow_plot import write_trace
 from commgraph.render.pictures import draw_bars, scheduler_bars
 from commgraph.render.schedulers import scheduler_report
 from commgraph.render.units import seconds
 from commgraph.sim import progress
 from commgraph.study import SchedulerComparison, compare_schedulers
+from commgraph.study.coflow_plot import write_trace
 from commgraph.topology import parse_speeds, resolve_topology, speeds_of, speeds_rule
 from commgraph.topology.model import ROUTINGS
 from commgraph.workload import DEFAULT_LAYOUT, GPUS, MODELS, Layout, gpu, model

@@ -35,19 +35,11 @@ from commgraph.cli.args import (
     wrote,
 )
 from commgraph.errors import PlanError
-from commgraph.plan.multipath import (
-    JITTER,
-    SELECTORS,
-    compare_selectors,
-    latency_bound,
-    load_workload,
-    sustainable,
-    sweep,
-    with_option,
-)
-from commgraph.plan.plot import plot_completions, plot_sweep
+from commgraph.plan.multipath import JITTER, SELECTORS, load_workload
 from commgraph.render.multipath import selectors_report, sweep_report
 from commgraph.sim import progress
+from commgraph.study import compare_selectors, sweep_selectors
+from commgraph.study.plot import plot_completions, plot_sweep
 
 MAX_SWEEP_POINTS = 1000  # loads of one --sweep (each a full simulation of every selector)
 
@@ -144,56 +136,47 @@ def run_simulate(args: argparse.Namespace) -> int:
     topology = topology_from_args(args)
     if args.sweep:
         return _run_sweep(args, topology, names, jitter)
+    return _run_compare(args, topology, names, jitter)
+
+
+def _run_compare(args: argparse.Namespace, topology, names: list[str], jitter: tuple[float, float]) -> int:
     workload = load_workload(topology, args.workload, str(args.paths) if args.paths else None)
     with tqdm(total=len(names), desc="selectors", disable=None, leave=False) as bar:
-        reports = compare_selectors(workload, names, args.k, progress=lambda name: bar.update(), jitter=jitter)
-    table, stream = workload.table, workload.stream
-    rows = {name: report.to_dict(table, stream) for name, report in reports.items()}
+        comparison = compare_selectors(workload, names, args.k, progress=lambda name: bar.update(), jitter=jitter)
     if args.png:
         plot_completions(
-            {name: r.priced.jct for name, r in reports.items()},
-            f"{topology.name}: {len(stream)} requests, {args.workload}",
+            {name: r.priced.jct for name, r in comparison.reports.items()},
+            f"{topology.name}: {len(workload.stream)} requests, {args.workload}",
             args.png,
         )
         wrote(args.png)
-    result = {"topology": topology.name, "requests": len(stream), "rate_per_s": workload.rate, "selectors": rows}
+    stream = workload.stream
     rate = f", {workload.rate:,.0f} requests/s" if workload.rate else ""
     first = f"{len(stream):,} requests on {topology.name}{rate}; completion times on the flow simulator:"
-    emit(args, selectors_report(result, first))
+    emit(args, selectors_report(comparison.to_dict(), first))
     return 0
 
 
 def _run_sweep(args: argparse.Namespace, topology, names: list[str], jitter: tuple[float, float]) -> int:
     loads = _sweep_loads(args)
-    reference = load_workload(topology, with_option(args.workload, "load", 1))
-    direct, combined = reference.direct_rate(), reference.combined_rate()
+    bound = None if args.bound_us is None else args.bound_us * 1e-6
     with tqdm(total=len(loads) * args.seeds, desc="sweep", disable=None, leave=False) as bar:
-        points = sweep(
-            topology, args.workload, loads, names, args.k, args.seeds, jitter, progress=lambda load, seed: bar.update()
+        report = sweep_selectors(
+            topology, args.workload, loads, names, args.k, args.seeds, jitter, bound, progress=lambda _: bar.update()
         )
-    bound = latency_bound(points, names) if args.bound_us is None else args.bound_us * 1e-6
-    rows = {name: [p.row(name) for p in points] for name in names}
-    best = {name: sustainable(points, name, bound) for name in names}
     if args.png:
+        rows = report.rows()
         curves = {name: ([r["rate_per_s"] for r in rows[name]], [r["median_s"] for r in rows[name]]) for name in names}
-        plot_sweep(
-            curves, direct, combined, bound, f"{topology.name}: {reference.label}, {args.seeds} seed(s)", args.png
-        )
+        title = f"{topology.name}: {report.label}, {args.seeds} seed(s)"
+        plot_sweep(curves, report.direct_rate, report.combined_rate, report.bound_s, title, args.png)
         wrote(args.png)
-    result = {
-        "topology": topology.name,
-        "workload": args.workload,
-        "direct_rate_per_s": direct,
-        "combined_rate_per_s": combined,
-        "bound_s": bound,
-        "sustainable_per_s": best,
-        "selectors": rows,
-    }
+    points = report.points
     first = (
-        f"{reference.label} on {topology.name}: direct paths' capacity {direct:,.0f} requests/s, every path together "
-        f"{combined:,.0f}; {len(points[0].jct[names[0]][0]):,} requests x {args.seeds} seed(s) per point, simulated"
+        f"{report.label} on {topology.name}: direct paths' capacity {report.direct_rate:,.0f} requests/s, every path "
+        f"together {report.combined_rate:,.0f}; {len(points[0].jct[names[0]][0]):,} requests x {args.seeds} seed(s) "
+        "per point, simulated"
     )
-    emit(args, sweep_report(result, first))
+    emit(args, sweep_report(report.to_dict(), first))
     return 0
 
 

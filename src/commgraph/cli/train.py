@@ -89,8 +89,8 @@ def _options(args: argparse.Namespace) -> tuple[LaunchOptions, TrainConfig]:
 
 def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainConfig) -> int:
     """``--task link``: the launcher partitions the training graph (the held-out edges removed and
-    written to a file the workers get), and each worker runs :mod:`commgraph.train.link`."""
-    from commgraph.train.link import check_link_trainable, training_graph
+    written to a file the workers get), and each worker runs :mod:`commgraph.pyg.link_training`."""
+    from commgraph.pyg.link_training import check_link_trainable, training_graph
 
     if launcher.dry_run:
         raise TrainingError("--dry-run estimates node classification's memory; --task link has no estimate")
@@ -118,7 +118,7 @@ def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainCo
 
 
 def _train_link(config: TrainConfig, held_out: Path, world, partition_dir: Path) -> None:
-    from commgraph.train.link import done_line, train_link_worker
+    from commgraph.pyg.link_training import done_line, train_link_worker
 
     history = train_link_worker(world, partition_dir, config, held_out)
     if world.is_leader and history:

@@ -1,4 +1,5 @@
-"""This rank's part of a graph as a PyG ``Data``: :func:`partition`.
+"""This rank's part of a graph as a PyG ``Data``, what :func:`~commgraph.pyg.partition` returns for a
+``Data`` or a set's directory, and the handle the bridge keeps of every part (:class:`PartHandle`).
 
 The layout is G3's and DGCL's: the nodes the rank owns come first (ascending global id), then its
 *halo* (the remote in-neighbours of owned nodes, grouped by owner rank). ``edge_index`` holds
@@ -10,7 +11,6 @@ the owned nodes, and the halo rows are what the planned all-gather refreshes bef
 from __future__ import annotations
 
 import os
-import typing
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +23,37 @@ from commgraph.graph.build import from_edges
 from commgraph.graph.core import MASK_NAMES
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.partition.store import Part
-from commgraph.pyg.world import Session, session
-
-if typing.TYPE_CHECKING:
-    from commgraph.pyg.hetero import TypedLayout
+from commgraph.pyg.world import Session
 
 DEFAULT_METHOD = "metis"
+EdgeType = tuple[str, str, str]
+
+
+@dataclass
+class TypedLayout:
+    """Each node type's rows in a rank's part, as homogeneous-view ids.
+
+    Args:
+        node_types, edge_types: the ``HeteroData``'s metadata, in its order.
+        offsets: the homogeneous id of each type's first node, then the node count (``[T + 1]``).
+        owned: per type, the owned nodes (ascending).
+        halo: per type, the halo nodes (grouped by owner).
+    """
+
+    node_types: tuple[str, ...]
+    edge_types: tuple[EdgeType, ...]
+    offsets: np.ndarray
+    owned: dict[str, np.ndarray]
+    halo: dict[str, np.ndarray]
+
+    def bounds(self, node_type: str) -> tuple[int, int]:
+        """The homogeneous ids ``low..high-1`` of ``node_type``."""
+        t = self.node_types.index(node_type)
+        return int(self.offsets[t]), int(self.offsets[t + 1])
+
+    def rows(self, node_type: str) -> int:
+        """Rows of ``node_type`` in the part: owned, then halo."""
+        return self.owned[node_type].size + self.halo[node_type].size
 
 
 @dataclass
@@ -77,66 +102,8 @@ def _remember(data, handle: PartHandle) -> None:
     weakref.finalize(data, _handles.pop, key, None)
 
 
-def partition(data, *, method: str = DEFAULT_METHOD, seed: int = 0, folder: str | Path | None = None):
-    """This rank's part of ``data``, as a PyG ``Data``.
-
-    Every rank of the job calls it with the same graph. A machine partitions once: its first rank
-    writes the set into the partition cache (``$COMMGRAPH_HOME/partitions``, keyed by the graph's
-    content, method, part count and seed, as ``commgraph train`` does) and the others map it. For a
-    graph too large to load in every rank, pass the directory of a set made by ``commgraph
-    partition make`` instead: no rank then holds the whole graph.
-
-    Args:
-        data: a ``torch_geometric.data.Data`` (every rank's copy of the whole graph; edges as
-            given, directed, self loops kept), a ``HeteroData`` (its part is a ``HeteroData``, see
-            :func:`~commgraph.pyg.hetero.partition_hetero`), or a partition set's directory with
-            one part per rank (a typed set's part is a ``HeteroData``, see
-            :func:`~commgraph.pyg.hetero.partition_typed_set`).
-        method: ``metis``, ``g3``, ``chunk`` or ``random`` (a ``Data`` only).
-        seed: the partitioner's seed (a ``Data`` only).
-        folder: where to write the set instead of the cache (a ``Data`` only).
-
-    Returns:
-        torch_geometric.data.Data: owned nodes first, then halo nodes, with ``edge_index`` (every
-        in-edge of an owned node, local ids), ``x``, ``y``, each other node attribute, the masks
-        (false on halo rows, so a loss over a mask counts each node on one rank only), each edge
-        attribute (``edge_attr``, ``edge_weight``, ...) of those edges, ``n_id`` (global ids) and
-        ``num_owned``; a link split's ``edge_label_index`` and ``edge_label`` as they are (global).
-
-    Shapes:
-        - **edge_index:** ``[2, E_r]`` (int64, local ids; destinations ``< num_owned``)
-        - **x:** ``[num_owned + num_halo, F]``; **n_id**, **y**, masks: ``[num_owned + num_halo]``
-
-    Raises:
-        BridgeError: ``edge_index`` out of range, a set whose part count is not the job's.
-    """
-    from torch_geometric.data import Data, HeteroData
-
-    s = session()
-    if isinstance(data, HeteroData):
-        from commgraph.pyg.hetero import partition_hetero
-
-        return partition_hetero(s, data, method, seed, folder)
-    if isinstance(data, (str, os.PathLike)):
-        handle = _open_set(s, Path(data))
-        if "typed" in handle.pset.manifest:
-            from commgraph.pyg.hetero import partition_typed_set
-
-            return partition_typed_set(s, handle.pset)
-        source = None
-    elif isinstance(data, Data):
-        handle = _cut(s, data, method, seed, folder)
-        source = data
-    else:
-        raise BridgeError(
-            f"cg.partition takes a torch_geometric Data or a partition set's path, got {type(data).__name__}"
-        )
-    part = _as_data(handle, source)
-    _remember(part, handle)
-    return part
-
-
-def _open_set(s: Session, path: Path) -> PartHandle:
+def open_set(s: Session, path: Path) -> PartHandle:
+    """This rank's part of the partition set at ``path``, which must have one part per rank."""
     if not is_partition_set(path):
         raise BridgeError(
             f"{path} is not a partition set: make one with `commgraph partition make GRAPH --parts N --out {path}`"
@@ -148,6 +115,14 @@ def _open_set(s: Session, path: Path) -> PartHandle:
             f"--workers {pset.num_parts} or make a set of {s.world.size} parts"
         )
     return PartHandle(pset, pset.part(s.world.rank))
+
+
+def data_part(s: Session, handle: PartHandle, source):
+    """The part ``handle`` holds as a PyG ``Data`` (:func:`~commgraph.pyg.partition`'s), its rows
+    taken from ``source`` (the whole ``Data``) or, when None, from the set's files."""
+    part = _as_data(handle, source)
+    _remember(part, handle)
+    return part
 
 
 def check_edge_index(edge_index: torch.Tensor, num_nodes: int, name: str = "edge_index") -> np.ndarray:
@@ -165,7 +140,8 @@ def check_edge_index(edge_index: torch.Tensor, num_nodes: int, name: str = "edge
     return array.astype(np.int64, copy=False)
 
 
-def _cut(s: Session, data, method: str, seed: int, folder) -> PartHandle:
+def cut_data(s: Session, data, method: str, seed: int, folder) -> PartHandle:
+    """The partition set of the whole ``Data`` on every rank (cut once per machine), and this rank's part."""
     num_nodes = int(data.num_nodes)
     edges = check_edge_index(data.edge_index, num_nodes)
     pset = cut_graph(s, _graph_of(data, edges, num_nodes), method, seed, folder)

@@ -1,4 +1,5 @@
-r"""Full-graph training of any PyG model across ranks: :func:`full_graph`.
+r"""Full-graph training of any PyG model across ranks: :class:`FullGraph`, what
+:func:`~commgraph.pyg.full_graph` makes of a model.
 
 G3 (Wan et al., thesis ch. 4) and DGCL (Cai et al., `"DGCL: An Efficient Communication Library for
 Distributed GNN Training" <https://doi.org/10.1145/3447786.3456233>`_, EuroSys 2021) split the
@@ -32,7 +33,7 @@ import numpy as np
 import torch
 
 from commgraph.errors import BridgeError
-from commgraph.pyg.data import PartHandle, handle_of
+from commgraph.pyg.data import PartHandle
 from commgraph.pyg.world import session
 
 
@@ -51,7 +52,7 @@ def message_passing_layers(model: torch.nn.Module) -> dict[str, torch.nn.Module]
 
 class FullGraph(torch.nn.Module):
     """``module`` run on this rank's part with its halo rows refreshed before every
-    ``MessagePassing`` (see the module description). Made by :func:`full_graph`.
+    ``MessagePassing`` (see the module description). Made by :func:`~commgraph.pyg.full_graph`.
 
     Attributes:
         module: the user's model.
@@ -363,51 +364,3 @@ def _normalising_gcn(layer: torch.nn.Module) -> bool:
 
 def _nbytes(params: list[torch.nn.Parameter]) -> int:
     return sum(p.numel() * p.element_size() for p in params)
-
-
-def full_graph(
-    model: torch.nn.Module,
-    data,
-    *,
-    plan: str = "auto",
-    topology: str = "detect",
-    allreduce: str = "native",
-    decoder: str | None = None,
-) -> FullGraph:
-    """``model`` trained on the part ``data`` across the job's ranks, exactly as one process trains
-    it on the whole graph (see the module description).
-
-    Args:
-        model: any ``torch.nn.Module`` with ``MessagePassing`` layers (PyG's convs or the user's own),
-            each called as ``layer(x, edge_index, ...)`` with ``x`` holding the part's rows; for a
-            ``HeteroData`` part, a ``to_hetero`` or ``HeteroConv`` model, one layer per relation
-            (:class:`~commgraph.pyg.hetero.HeteroFullGraph`).
-        data: the part :func:`~commgraph.pyg.partition` returned.
-        plan: the all-gather plan: ``auto`` (the one the simulator prices fastest on the topology),
-            a planner (``p2p``, ``spst``, ...) or a plan file, as ``commgraph train --plan``.
-        topology: the topology the plan is made for, as ``commgraph train --topology``.
-        allreduce: the gradient all-reduce: ``native`` (torch's), a planner or ``auto``.
-        decoder: the name of ``model``'s method that scores node pairs, ``decode(z, edge_label_index)``
-            (a link predictor's): called through the wrapper with the part's ``z`` and global
-            pairs, it returns every pair's score on every rank, as one process computes them, so
-            the script's loss and metrics over them need no change (homogeneous parts).
-
-    Returns:
-        FullGraph: a module calling ``model``; its ``bytes`` and ``modeled_seconds`` say what the
-        exchanges cost.
-
-    Raises:
-        BridgeError: ``model`` has no ``MessagePassing`` layer, or no method ``decoder``; ``data``
-            is not a part; ``decoder`` with a ``HeteroData`` part.
-    """
-    handle = handle_of(data)
-    if handle.types is not None:
-        if decoder is not None:
-            raise BridgeError(
-                "decoder= scores pairs of a homogeneous part; for a HeteroData part score a relation's pairs "
-                "with cg.edge_embeddings on its rows and cg.global_mean"
-            )
-        from commgraph.pyg.hetero import HeteroFullGraph
-
-        return HeteroFullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce)
-    return FullGraph(model, handle, data, plan=plan, topology=topology, allreduce=allreduce, decoder=decoder)

@@ -22,7 +22,6 @@ the owned rows :math:`X^t_O` of each type and the restricted exchange :math:`P_t
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -31,38 +30,9 @@ from commgraph.errors import BridgeError
 from commgraph.graph.build import from_edges
 from commgraph.graph.core import MASK_NAMES
 from commgraph.partition.store import owned_positions
-from commgraph.pyg.data import PartHandle, _remember, check_edge_index, cut_graph
+from commgraph.pyg.data import EdgeType, PartHandle, TypedLayout, _remember, check_edge_index, cut_graph
 from commgraph.pyg.full import FullGraph, _normalising_gcn, _takes_pair
 from commgraph.pyg.world import Session
-
-EdgeType = tuple[str, str, str]
-
-
-@dataclass
-class TypedLayout:
-    """Each node type's rows in a rank's part, as homogeneous-view ids.
-
-    Args:
-        node_types, edge_types: the ``HeteroData``'s metadata, in its order.
-        offsets: the homogeneous id of each type's first node, then the node count (``[T + 1]``).
-        owned: per type, the owned nodes (ascending).
-        halo: per type, the halo nodes (grouped by owner).
-    """
-
-    node_types: tuple[str, ...]
-    edge_types: tuple[EdgeType, ...]
-    offsets: np.ndarray
-    owned: dict[str, np.ndarray]
-    halo: dict[str, np.ndarray]
-
-    def bounds(self, node_type: str) -> tuple[int, int]:
-        """The homogeneous ids ``low..high-1`` of ``node_type``."""
-        t = self.node_types.index(node_type)
-        return int(self.offsets[t]), int(self.offsets[t + 1])
-
-    def rows(self, node_type: str) -> int:
-        """Rows of ``node_type`` in the part: owned, then halo."""
-        return self.owned[node_type].size + self.halo[node_type].size
 
 
 def _check_relation(edge_type: EdgeType, edge_index, counts: dict[str, int]) -> np.ndarray:

@@ -23,16 +23,10 @@ import numpy as np
 import torch
 
 from commgraph.errors import BridgeError
+from commgraph.pyg.batching import epoch_batches, local_positions, most_batches
+from commgraph.pyg.hops import data_positions
 from commgraph.pyg.link import PairSpace, _draw_rounds, _positive_keys, first_distinct
-from commgraph.pyg.link_loader import _local
-from commgraph.pyg.loader import (
-    check_batching,
-    check_num_neighbors,
-    data_positions,
-    epoch_batches,
-    input_ids,
-    most_batches,
-)
+from commgraph.pyg.loader_checks import check_batching, check_num_neighbors, input_ids
 from commgraph.pyg.world import session
 from commgraph.sample.base import Scratch
 from commgraph.sample.hetero import EdgeType, HeteroHops, Relation, sample_hetero_hops
@@ -40,7 +34,7 @@ from commgraph.sample.hetero import EdgeType, HeteroHops, Relation, sample_heter
 
 def relation_of(edge_index: torch.Tensor, space: PairSpace, name: str) -> Relation:
     """The :class:`~commgraph.sample.hetero.Relation` of ``edge_index``'s distinct edges
-    (:func:`~commgraph.pyg.loader.data_positions`: sorted by target, then source), its ids checked
+    (:func:`~commgraph.pyg.batching.data_positions`: sorted by target, then source), its ids checked
     against ``space`` (:meth:`~commgraph.pyg.link.PairSpace.edges`); ``positions`` are the edges'
     in ``edge_index``."""
     edges = space.edges(edge_index, name)
@@ -95,7 +89,7 @@ def check_fanouts(num_neighbors, edge_types: list[EdgeType]) -> dict[EdgeType, l
 
     Raises:
         BridgeError: a dict that misses a relation or names one the graph lacks, lists of
-            different lengths, or a list that :func:`~commgraph.pyg.loader.check_num_neighbors`
+            different lengths, or a list that :func:`~commgraph.pyg.batching.check_num_neighbors`
             refuses.
     """
     if not isinstance(num_neighbors, dict):
@@ -126,7 +120,7 @@ def check_fanouts(num_neighbors, edge_types: list[EdgeType]) -> dict[EdgeType, l
 
 def hetero_input(input_nodes, num_nodes: dict[str, int]) -> tuple[str, np.ndarray]:
     """``input_nodes`` of a ``HeteroData`` (a node type, or ``(node_type, None | mask | ids)``) as
-    the input type and its seeds' ids (:func:`~commgraph.pyg.loader.input_ids`).
+    the input type and its seeds' ids (:func:`~commgraph.pyg.batching.input_ids`).
 
     Raises:
         BridgeError: no node type named, a type the graph lacks, or bad ids or mask for it.
@@ -376,7 +370,7 @@ class HeteroLinkNeighborLoader(HeteroBatches):
         batch = self._sample(seeds, rng)
         store = batch[self.edge_type]
         store.edge_label_index = torch.from_numpy(
-            np.stack([_local(seeds[src], pairs[0]), _local(seeds[dst], pairs[1])])
+            np.stack([local_positions(seeds[src], pairs[0]), local_positions(seeds[dst], pairs[1])])
         )
         store.edge_label = labels
         store.input_id = torch.from_numpy(np.concatenate([input_id, np.full(negatives, -1)]))

@@ -22,16 +22,11 @@ import torch
 
 from commgraph.errors import BridgeError
 from commgraph.graph.core import loop_free_in_degrees
+from commgraph.pyg.batching import local_positions
 from commgraph.pyg.data import check_edge_index, handle_of
-from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, first_distinct, search
-from commgraph.pyg.loader import sample_hops
+from commgraph.pyg.hops import sample_hops
+from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, first_distinct
 from commgraph.sample.base import SamplingGraph, Scratch
-
-
-def _local(nodes: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Positions in ``nodes`` (distinct) of ``ids``."""
-    sorter = np.argsort(nodes)
-    return sorter[search(nodes[sorter], ids)]
 
 
 def csr_keys(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -177,7 +172,7 @@ class LinkNeighborLoader:
         hops = sample_hops(self.graph, seeds, self.num_neighbors, rng, self._scratch)
         out = Data(x=self._rows(hops.nodes), edge_index=torch.from_numpy(hops.edges))
         out.n_id = torch.from_numpy(hops.nodes)
-        out.edge_label_index = torch.from_numpy(_local(seeds, pairs))  # the seeds lead n_id
+        out.edge_label_index = torch.from_numpy(local_positions(seeds, pairs))  # the seeds lead n_id
         out.edge_label = labels
         out.input_id = torch.from_numpy(np.concatenate([input_id, np.full(negatives, -1)]))
         out.num_sampled_nodes, out.num_sampled_edges = hops.num_nodes, hops.num_edges

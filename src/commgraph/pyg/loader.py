@@ -56,7 +56,9 @@ from commgraph.errors import BridgeError
 from commgraph.graph.core import MASK_NAMES
 from commgraph.partition.store import owned_positions
 from commgraph.plan.memory import JobShape, MemoryEstimate
-from commgraph.pyg.data import PartHandle, find_handle, partition
+from commgraph.pyg.batching import epoch_batches, most_batches
+from commgraph.pyg.data import PartHandle, find_handle
+from commgraph.pyg.entry import partition
 from commgraph.pyg.hops import Hops, data_positions, sample_hops, with_sources
 from commgraph.pyg.loader_checks import (
     budget_bytes,
@@ -85,25 +87,6 @@ from commgraph.train.owner_fetch import OwnerFetch
 SET_ROWS = {"x": "features", "y": "labels", **{mask: mask for mask in MASK_NAMES}}
 NODE_KEYS = ("y", *MASK_NAMES)  # what a batch takes from other machines beside x (label_fetch)
 EXACT_FLOAT32 = 2**24  # integers of smaller magnitude are exact in float32
-
-
-def most_batches(num_seeds: int, batch_size: int) -> int:
-    """The most batches any rank's seeds need (this rank has ``num_seeds``), through one all-reduce."""
-    s = session()
-    needs = [0.0] * s.world.size
-    needs[s.world.rank] = math.ceil(num_seeds / batch_size)
-    return int(max(s.comm.global_sum(needs)))
-
-
-def epoch_batches(num_seeds: int, batch_size: int, steps: int, shuffle: bool, rng: np.random.Generator):
-    """``steps`` batches of positions in a rank's ``num_seeds`` seeds: in order or, with ``shuffle``,
-    in an order drawn from ``rng``; past its own batches a rank makes its first ones again (empty
-    ones when it has no seeds)."""
-    order = rng.permutation(num_seeds) if shuffle else np.arange(num_seeds)
-    own = math.ceil(num_seeds / batch_size)
-    for step in range(steps):
-        at = (step % own) * batch_size if own else 0
-        yield order[at : at + batch_size]
 
 
 @dataclass

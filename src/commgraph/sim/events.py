@@ -256,7 +256,7 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
     finishing = [(0.0, 0, 0)]  # (projected finish, flow, version)
     finishing.pop()
     rec_t, rec_r, rec_u = np.empty(0), np.empty(0, np.int64), np.empty(0)
-    n_rec = 0
+    n_rec = np.int64(0)  # not a literal: _reallocate is compiled for one type of it, not two
     if record:
         rec_t, rec_r, rec_u = np.empty(1024), np.empty(1024, np.int64), np.empty(1024)
     rates, left, since, version, sizes = state.rates, state.left, state.since, state.version, flows.sizes

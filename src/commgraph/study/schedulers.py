@@ -1,12 +1,12 @@
 """An LLM training iteration under each coflow scheduler, against three bounds.
 
 The iteration's DAG (:func:`~commgraph.workload.build_iteration`) is simulated under every
-scheduler asked (:func:`~commgraph.plan.coflow.run_schedule`), then priced three more ways:
+scheduler asked (:func:`~commgraph.study.coflow.run_schedule`), then priced three more ways:
 
 - free communication (an oracle): the same DAG with every transfer instant, so no scheduler's
-  iteration is shorter (:func:`~commgraph.plan.coflow.free_communication`);
+  iteration is shorter (:func:`~commgraph.study.coflow.free_communication`);
 - the busiest link's bytes over its speed, a bound over many iterations
-  (:func:`~commgraph.plan.coflow.link_bound`);
+  (:func:`~commgraph.study.coflow.link_bound`);
 - the floor (:func:`~commgraph.workload.floor.iteration_floor`): every dependency kept and link
   bytes priced where they can move, a bound on the makespan of all iterations. Each scheduler's
   headroom reached is measured on its makespan against it.
@@ -16,20 +16,23 @@ Speed-ups are over the first scheduler asked (the baseline).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from commgraph.errors import SimulationError
-from commgraph.plan.coflow import (
+from commgraph.sim.progress import stage
+from commgraph.sizes import check_room
+from commgraph.study.coflow import (
     Outcome,
+    Progress,
     ceiling,
     free_communication,
     headroom_reached,
     iteration_seconds,
     link_bound,
+    report_step,
     run_schedule,
 )
-from commgraph.sim import progress
-from commgraph.sizes import check_room
 from commgraph.topology import Topology
 from commgraph.workload import Layout, build_iteration
 from commgraph.workload.floor import iteration_floor
@@ -50,7 +53,8 @@ class SchedulerComparison:
             baseline, the floor's seconds, ceiling and binding resource.
         free_seconds: an iteration's seconds with free communication.
         iteration: the simulated DAG.
-        outcomes: per scheduler, its simulated run (for timelines and traces).
+        outcomes: per scheduler, its simulated run (for timelines and traces); empty when the
+            comparison was asked not to keep them.
     """
 
     schedulers: dict[str, dict]
@@ -95,7 +99,9 @@ def compare_schedulers(
     names: list[str],
     *,
     iterations: int = 1,
-    matching: str | None = None,
+    matching: str | Mapping[str, str] | None = None,
+    keep_outcomes: bool = True,
+    progress: Progress | None = None,
     **options,
 ) -> SchedulerComparison:
     """Simulate ``iterations`` iterations of ``spec`` trained with ``layout`` on ``topology`` under
@@ -108,42 +114,53 @@ def compare_schedulers(
         topology: the machine or cluster.
         names: schedulers of :data:`~commgraph.plan.coflow.SCHEDULERS`; the first is the baseline.
         iterations: iterations run back to back.
-        matching: how EP all-to-alls send (None: each scheduler's default).
+        matching: how EP all-to-alls send: one matching for every scheduler, or per scheduler name
+            (the others, and None: each scheduler's default).
+        keep_outcomes: keep each scheduler's simulated run in the report (timelines, traces);
+            False drops each once summarised, so a large DAG holds one run at a time.
+        progress: called with each step's label as it ends: ``build``, ``schedule NAME``,
+            ``simulate NAME``, ``free communication``, ``floor``.
         **options: :func:`~commgraph.workload.build_iteration`'s DAG options (``dp_allreduce``,
-            ``dp_collective``, ``barrier``, ``grad_bytes``, ``routing_alpha``, ``seed``).
+            ``dp_collective``, ``barrier``, ``grad_bytes``, ``ep_flows``, ``routing_alpha``, ``seed``).
 
     Raises:
         SimulationError: a DAG that would not fit in memory.
     """
-    progress.stage("building the DAG")
+    stage("building the DAG")
     check_dag_size(spec, layout, hardware, topology, iterations, options)
     iteration = build_iteration(spec, layout, hardware, topology, iterations=iterations, **options)
-    interleaved = layout.schedule == "interleaved"
-    outcomes = {
-        name: run_schedule(
+    report_step("build", progress)
+    outcomes, rows, spans = {}, {}, {}
+    for name in names:
+        outcome = run_schedule(
             name,
             iteration.tasks,
             iteration.coflows,
             topology,
-            interleaved=interleaved,
-            matching=matching,
-            timeline=False,
+            interleaved=layout.schedule == "interleaved",
+            matching=matching.get(name) if isinstance(matching, Mapping) else matching,
+            progress=progress,
         )
-        for name in names
-    }
-    rows = {name: o.summary(iteration.tokens, iteration.ends) for name, o in outcomes.items()}
-    progress.stage("simulating free communication")
+        rows[name] = outcome.summary(iteration.tokens, iteration.ends)
+        spans[name] = outcome.result.makespan
+        if name == names[0]:
+            links = link_bound(outcome.result, iteration.iterations)
+        if keep_outcomes:
+            outcomes[name] = outcome
+        del outcome
+    stage("simulating free communication")
     free = iteration_seconds(free_communication(topology, iteration.tasks), iteration.ends)
-    progress.stage("the floor")
+    report_step("free communication", progress)
+    stage("the floor")
     floor = iteration_floor(iteration)
-    base = rows[names[0]]["iteration_seconds"]
-    span = outcomes[names[0]].result.makespan
+    report_step("floor", progress)
+    base, span = rows[names[0]]["iteration_seconds"], spans[names[0]]
     for name, row in rows.items():
-        row["makespan_seconds"] = outcomes[name].result.makespan
+        row["makespan_seconds"] = spans[name]
         row["speedup"] = base / row["iteration_seconds"]
         row["headroom_reached"] = headroom_reached(span, row["makespan_seconds"], floor.seconds)
     top = {
-        **ceiling(base, free, link_bound(outcomes[names[0]].result, iteration.iterations)),
+        **ceiling(base, free, links),
         "floor_seconds": floor.seconds,
         "floor_ceiling": span / floor.seconds if floor.seconds > 0 else float("inf"),
         "floor_binding": floor.binding,

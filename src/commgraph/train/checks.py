@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from commgraph.train.config import TrainConfig
 
 LINK_MODELS = ("gcn", "sage", "gat", "gin")
-# node classification's options that link prediction (commgraph.train.link) has no use for: section -> fields
+# node classification's options that link prediction (commgraph.pyg.link_training) has no use for: section -> fields
 NODE_ONLY = {
     "sampling": ("sampler",),
     "comm": ("exchange", "features", "bin_size", "first_layer"),

@@ -7,8 +7,10 @@ figures are described in ``docs/multipath.md``.
 - :mod:`.workloads`: a request stream bound to its paths (:func:`load_workload`);
 - :mod:`.selectors`: the rules (:data:`SELECTORS`) and the online run (:func:`select`);
 - :mod:`.lp`: the k-step MILP (:class:`LookaheadLP`);
-- :mod:`.bulk`: :func:`plan_bulk`;
-- :mod:`.sweep`: selections priced on the simulator, compared, swept over the offered rate.
+- :mod:`.bulk`: :func:`plan_bulk`.
+
+Selections priced on the simulator, compared and swept over the offered rate are a study:
+:mod:`commgraph.study.selectors`.
 """
 
 from commgraph.plan.multipath.bulk import BULK_PLANNERS, BulkPart, BulkPlan, plan_bulk
@@ -25,17 +27,6 @@ from commgraph.plan.multipath.selectors import (
     make_selector,
     select,
 )
-from commgraph.plan.multipath.sweep import (
-    Priced,
-    SelectorReport,
-    SweepPoint,
-    compare_selectors,
-    latency_bound,
-    price_selection,
-    sustainable,
-    sweep,
-    with_option,
-)
 from commgraph.plan.multipath.workloads import Workload, kvs_paths, kvs_workload, load_workload
 
 __all__ = [
@@ -48,26 +39,17 @@ __all__ = [
     "BulkPlan",
     "LookaheadLP",
     "PathTable",
-    "Priced",
     "Selection",
     "Selector",
-    "SelectorReport",
     "SolveStats",
-    "SweepPoint",
     "Toll",
     "TollBytes",
     "TollInflight",
     "Workload",
-    "compare_selectors",
     "kvs_paths",
     "kvs_workload",
-    "latency_bound",
     "load_workload",
     "make_selector",
     "plan_bulk",
-    "price_selection",
     "select",
-    "sustainable",
-    "sweep",
-    "with_option",
 ]

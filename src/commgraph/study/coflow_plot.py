@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from commgraph.atomic import atomic_write
-from commgraph.plan.coflow import Outcome
 from commgraph.sim.dag import Compute
+from commgraph.study.coflow import Outcome
 
 
 def write_trace(outcomes: dict[str, Outcome], path: str | Path) -> None:

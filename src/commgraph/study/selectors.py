@@ -1,5 +1,7 @@
-"""Selections priced on the flow simulator: one workload's selectors compared, and a sweep over
-the offered rate with each selector's sustainable throughput."""
+"""Multi-path selections (:mod:`commgraph.plan.multipath`) priced on the flow simulator: one
+workload's selectors compared (:func:`compare_selectors`, a :class:`SelectorComparison`), and a
+sweep over the offered rate with each selector's sustainable throughput (:func:`sweep_selectors`,
+a :class:`SelectorSweep`): the highest rate whose median completion time stays under a bound."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from commgraph.plan.multipath.workloads import Workload, load_workload
 from commgraph.plan.paths import ComputeStep
 from commgraph.sim import SimResult, Transfer, simulate
 from commgraph.sim.dag import Compute
+from commgraph.study.coflow import Progress, report_step
 from commgraph.topology import Topology
 from commgraph.workload.requests import RequestStream
 
@@ -126,9 +129,43 @@ def _path_label(table: PathTable, path: int) -> str:
     return name if len(table.path_set.types) == 1 else f"{table.path_set.types[table.paths[path].kind].name} {name}"
 
 
+@dataclass
+class SelectorComparison:
+    """Every selector's run on one workload (:func:`compare_selectors`).
+
+    Args:
+        topology: the host's name.
+        workload: the paths and the request stream.
+        reports: selector name -> its report, in the order asked.
+    """
+
+    topology: str
+    workload: Workload
+    reports: dict[str, SelectorReport]
+
+    def rows(self) -> dict[str, dict]:
+        """Per selector, :meth:`SelectorReport.to_dict`."""
+        return {name: r.to_dict(self.workload.table, self.workload.stream) for name, r in self.reports.items()}
+
+    def to_dict(self) -> dict:
+        """Plain data: ``topology``, ``requests``, ``rate_per_s`` and ``selectors`` (:meth:`rows`)."""
+        stream = self.workload.stream
+        return {
+            "topology": self.topology,
+            "requests": len(stream),
+            "rate_per_s": self.workload.rate,
+            "selectors": self.rows(),
+        }
+
+
 def compare_selectors(
-    workload: Workload, names: list[str], k: int = 8, progress=None, jitter: tuple[float, float] = JITTER, seed: int = 0
-) -> dict[str, SelectorReport]:
+    workload: Workload,
+    names: list[str],
+    k: int = 8,
+    progress: Progress | None = None,
+    jitter: tuple[float, float] = JITTER,
+    seed: int = 0,
+) -> SelectorComparison:
     """Each selector run on the model, then its choices priced on the flow simulator.
 
     Args:
@@ -140,15 +177,14 @@ def compare_selectors(
         seed: greedy-e2e's random seed.
 
     Returns:
-        Selector name -> its report, in the order of ``names``.
+        The report, its selectors in the order of ``names``.
     """
     reports = {}
     for name in names:
         selection = select(workload.table, workload.stream, make_selector(name, k, jitter, seed))
         reports[name] = SelectorReport(selection, price_selection(workload.table, workload.stream, selection.path))
-        if progress is not None:
-            progress(name)
-    return reports
+        report_step(name, progress)
+    return SelectorComparison(workload.table.topology.name, workload, reports)
 
 
 def with_option(spec: str, key: str, value) -> str:
@@ -205,7 +241,7 @@ def sweep(
     k: int = 8,
     seeds: int = 1,
     jitter: tuple[float, float] = JITTER,
-    progress=None,
+    progress: Progress | None = None,
 ) -> list[SweepPoint]:
     """``spec`` at each of ``loads`` with ``seeds`` streams each, every selector priced on the
     simulator.
@@ -219,7 +255,7 @@ def sweep(
         k: the LP's horizon.
         seeds: streams per load (>= 1).
         jitter: greedy-e2e's requester-NIC delay range (seconds).
-        progress: called with ``(load, seed)`` after each stream, or None.
+        progress: called with ``load L seed S`` after each stream, or None.
 
     Returns:
         One point per load, in the order given.
@@ -238,14 +274,13 @@ def sweep(
         for seed in range(first, first + seeds):
             workload = load_workload(topology, with_option(with_option(spec, "load", load), "seed", seed))
             point.rate = workload.rate
-            for name, report in compare_selectors(workload, names, k, jitter=jitter, seed=seed).items():
+            for name, report in compare_selectors(workload, names, k, jitter=jitter, seed=seed).reports.items():
                 point.jct[name].append(report.priced.jct)
                 decided = report.selection.decided
                 point.decide[name].append(report.selection.decide_seconds[decided])
                 if report.selection.lp_stats is not None:
                     point.lp_stats[name] = point.lp_stats.get(name, SolveStats()) + report.selection.lp_stats
-            if progress is not None:
-                progress(load, seed)
+            report_step(f"load {load:g} seed {seed}", progress)
         points.append(point)
     return points
 
@@ -284,4 +319,88 @@ def latency_bound(points: list[SweepPoint], names: list[str]) -> float:
     lowest = min(points, key=lambda p: p.load)
     return 2 * (
         lowest.row("direct")["median_s"] if "direct" in names else min(lowest.row(n)["median_s"] for n in names)
+    )
+
+
+@dataclass
+class SelectorSweep:
+    """A sweep's report (:func:`sweep_selectors`).
+
+    Args:
+        topology: the host's name.
+        workload: the swept workload's spec.
+        label: the workload described (its mix and sizes).
+        names: the selectors, in the order asked.
+        seeds: streams per load.
+        direct_rate: the direct paths' capacity, requests per second.
+        combined_rate: every path's together, requests per second.
+        bound_s: the bound on the median completion time (seconds).
+        points: one per load, in the order given.
+    """
+
+    topology: str
+    workload: str
+    label: str
+    names: list[str]
+    seeds: int
+    direct_rate: float
+    combined_rate: float
+    bound_s: float
+    points: list[SweepPoint]
+
+    def rows(self) -> dict[str, list[dict]]:
+        """Per selector, its :meth:`SweepPoint.row` at each load."""
+        return {name: [p.row(name) for p in self.points] for name in self.names}
+
+    def sustainable(self) -> dict[str, float]:
+        """Per selector, its sustainable throughput under :attr:`bound_s` (:func:`sustainable`)."""
+        return {name: sustainable(self.points, name, self.bound_s) for name in self.names}
+
+    def to_dict(self) -> dict:
+        """Plain data: the rates, the bound, ``sustainable_per_s`` and ``selectors`` (:meth:`rows`)."""
+        return {
+            "topology": self.topology,
+            "workload": self.workload,
+            "direct_rate_per_s": self.direct_rate,
+            "combined_rate_per_s": self.combined_rate,
+            "bound_s": self.bound_s,
+            "sustainable_per_s": self.sustainable(),
+            "selectors": self.rows(),
+        }
+
+
+def sweep_selectors(
+    topology: Topology,
+    spec: str,
+    loads: list[float],
+    names: list[str],
+    k: int = 8,
+    seeds: int = 1,
+    jitter: tuple[float, float] = JITTER,
+    bound_s: float | None = None,
+    progress: Progress | None = None,
+) -> SelectorSweep:
+    """:func:`sweep`, with the capacities of the workload's paths and each selector's sustainable
+    throughput.
+
+    Args:
+        topology, spec, loads, names, k, seeds, jitter, progress: as :func:`sweep`'s.
+        bound_s: the bound on the median completion time (default: :func:`latency_bound`).
+
+    Raises:
+        PlanError: as :func:`sweep`.
+    """
+    reference = load_workload(topology, with_option(spec, "load", 1))
+    points = sweep(topology, spec, loads, names, k, seeds, jitter, progress=progress)
+    bound = latency_bound(points, names) if bound_s is None else bound_s
+    return SelectorSweep(
+        topology.name,
+        spec,
+        reference.label,
+        list(names),
+        seeds,
+        reference.direct_rate(),
+        reference.combined_rate(),
+        bound,
+        points,
     )
