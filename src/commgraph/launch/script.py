@@ -137,7 +137,8 @@ def estimates(workers: int, args: list[str], budget: int | None = None) -> dict[
     Raises:
         JobError: a set has not one part per worker.
     """
-    from commgraph.train.config import BATCH_SIZE, FANOUT, ModelOptions
+    from commgraph.train.config import ModelOptions
+    from commgraph.train.sampling_options import BATCH_SIZE, FANOUT
 
     model = ModelOptions()
     fanouts = (FANOUT,) * model.layers

@@ -16,7 +16,7 @@ from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
 from commgraph.runtime.options import MEMORY_BUDGET_ENV
 from commgraph.sample.options import STRUCTURES
 from commgraph.sample.registry import bridge_samplers
-from commgraph.train.config import PEER_ROWS
+from commgraph.train.sampling_options import PEER_ROWS
 from commgraph.units import size
 
 # torch DataLoader options PyG scripts pass: accepted, without effect (batches are made in this process)

@@ -15,14 +15,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from itertools import zip_longest
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from commgraph.errors import JobError
 
-if TYPE_CHECKING:
-    from commgraph.runtime.comm import Communicator
-
 FORWARD = "halo_forward"
+
+
+class Sums(Protocol):
+    """What :func:`global_traffic` needs of a :class:`~commgraph.runtime.comm.Communicator`."""
+
+    def global_sum(self, values: list) -> list: ...
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def _forward_layer(label: str) -> bool:
     return head == FORWARD and layer.isdigit()
 
 
-def global_traffic(comm: Communicator, traffic: Traffic, layers: int) -> Traffic:
+def global_traffic(comm: Sums, traffic: Traffic, layers: int) -> Traffic:
     """``traffic`` summed over every worker (a collective: every worker calls it with the same
     ``layers``, the length of ``halo_forward`` it is padded to)."""
     padded = traffic.layers(layers)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commgraph.errors import SamplingError
-from commgraph.sample.registry import SAMPLERS  # noqa: F401  (the registered names, read when asked)
 
 FEATURE_RATE = 0.85  # N_f: the share of feature columns remote nodes send (thesis 3.4)
 EPSILON = 0.1  # the deviation between local and remote counts, a share of the fanout
