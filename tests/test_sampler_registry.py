@@ -95,7 +95,7 @@ def test_a_registered_sampler_is_a_choice_of_the_parser_and_the_configuration(co
     args = parser.parse_args(["--sampler", "counting"])
     assert TrainConfig.from_args(args).sampling.sampler == "counting"
     unregister_sampler("counting")
-    with pytest.raises(TrainingError, match="unknown --sampler 'counting'; choose one of neighbor, fastgcn"):
+    with pytest.raises(TrainingError, match="unknown sampler 'counting'; choose one of neighbor, fastgcn"):
         TrainConfig.build(sampler="counting")
     register_sampler("counting", lambda graph, spec: CountingSampler(graph, list(spec.fanouts)))
 

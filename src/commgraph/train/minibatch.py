@@ -59,6 +59,7 @@ from commgraph.train.config import TrainConfig
 from commgraph.train.fetch import FeatureFetch
 from commgraph.train.owner_fetch import OwnerFetch
 from commgraph.train.records import DGSStats, EpochStep
+from commgraph.train.sampling_options import FANOUT
 
 log = get_logger(__name__)
 
@@ -89,10 +90,12 @@ def sampling_graph(job: Job, structure: str) -> SamplingGraph | PartitionedGraph
 
 
 def sampler_spec(config: TrainConfig, train: np.ndarray) -> SamplerSpec:
-    """``config``'s sampling options resolved for this worker's training nodes ``train``."""
+    """``config``'s sampling options resolved for this worker's training nodes ``train`` (a
+    sampler whose options hold no fanouts, such as one registered by a user, gets
+    :data:`~commgraph.train.sampling_options.FANOUT` per layer)."""
     options = config.sampling
     return SamplerSpec(
-        fanouts=tuple(options.fanouts or ()),
+        fanouts=options.fanouts or (FANOUT,) * config.gnn.layers,
         layers=config.gnn.layers,
         train=train,
         batch_size=options.batch_size,
