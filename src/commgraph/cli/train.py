@@ -24,6 +24,7 @@ from commgraph.nn.options import HETERO_MODELS
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.partition.store import Part
 from commgraph.plan.memory import MemoryEstimate, estimate_memory
+from commgraph.sample.options import relation_fanouts
 from commgraph.train.config import TrainConfig
 
 
@@ -119,9 +120,12 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
-    """Every worker would find the same missing or mismatched checkpoint or mask file: say it
-    once, here, before any worker starts (torch is imported only where a file is to be read: a
-    plain dry run stays without it)."""
+    """Every worker would find the same missing or mismatched checkpoint or mask file, or relations
+    ``--fanout`` misses or the set lacks: say it once, here, before any worker starts (torch is
+    imported only where a file is to be read: a plain dry run stays without it)."""
+    typed = pset.manifest.get("typed")
+    if typed is not None and config.sampling.sampler is not None:  # --fanout per relation names the set's
+        relation_fanouts(config.fanouts, [tuple(r) for r in typed["relations"]])
     if config.sampling.dgs_masks is not None:
         from commgraph.sample.maskfile import load_masks
 

@@ -38,6 +38,7 @@ from commgraph.sample.options import (
     SAMPLERS,
     STRUCTURES,
     ExplainerOptions,
+    hop_fanouts,
     parse_fanouts,
 )
 from commgraph.sim.steptime import StepTime, compute_model, other_machine
@@ -53,6 +54,19 @@ if TYPE_CHECKING:
 BATCH_SIZE, FANOUT, LAYER_SIZE = 1024, 10, 512
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
 PEER_ROWS = ("map", "network")
+# DGS's options that R-GCN's draws do not read: its explainer's and masks' (no explainer explains
+# R-GCN) and the feature rate (its input rows cross hidden wide, computed by their owners)
+EXPLAINER_OPTIONS = (
+    "feature_rate",
+    "dgs_masks",
+    "dgs_masks_out",
+    "dgs_wait",
+    "explain_cpu",
+    "explain_in",
+    "explain_period",
+    "explain_epochs",
+    "explain_loss_threshold",
+)
 # the samplers each sampler option applies to (batch size: every one)
 SAMPLER_OPTIONS = {
     "fanout": ("neighbor", "dgs"),
@@ -188,7 +202,9 @@ class SamplingOptions(Options):
     )
     fanout: str | None = option(
         f"neighbours drawn per node at each hop, the seeds' hop first; -1 takes all "
-        f"(neighbor, dgs; default {FANOUT} per layer)",
+        f"(neighbor, dgs; default {FANOUT} per layer). --model rgcn: one list for every relation, or a "
+        f"list per relation, each relation of the graph named once as partition info prints it: "
+        f"'author__writes__paper=10,5;paper__cites__paper=15,10;...'",
         metavar="K,K,...",
         default=None,
     )
@@ -458,7 +474,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.sampling.fanout is not None:
-            parse_fanouts(self.sampling.fanout, self.gnn.layers)
+            per_relation = isinstance(parse_fanouts(self.sampling.fanout, self.gnn.layers), dict)
+            if per_relation and self.gnn.model not in HETERO_MODELS:
+                raise SamplingError(
+                    f"--fanout per relation is for a heterogeneous graph's --model rgcn; --model {self.gnn.model} "
+                    "draws over one relation: give one list, such as 10,5"
+                )
         if self.task.task == "link":
             check_link_task(self)
         elif self.gnn.model in HETERO_MODELS:
@@ -545,11 +566,13 @@ class TrainConfig:
             gnn.layers,
             sampling.sampler,
             sampling.batch_size or BATCH_SIZE,
-            tuple(self.fanouts or ()),
+            hop_fanouts(self.fanouts),
             sampling.peer_rows or "map",
             sampling.structure or "replicated",
             model=gnn.model,
-            explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
+            explainer=sampling.sampler == "dgs"
+            and gnn.model not in HETERO_MODELS
+            and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
             explainer_process=sampling.explain_in != "worker",
             first_layer=self._first_layer_mode(pset, workers),
             memory_budget=self.comm.memory_budget,
@@ -608,8 +631,9 @@ class TrainConfig:
         )
 
     @property
-    def fanouts(self) -> list[int]:
-        """The sampler's fanout per hop (the default where not given)."""
+    def fanouts(self) -> list[int] | dict[tuple[str, str, str], list[int]]:
+        """The sampler's fanout per hop (the default where not given), or per relation and hop
+        where ``--fanout`` names relations (:func:`~commgraph.sample.options.parse_fanouts`)."""
         layers = self.gnn.layers
         return parse_fanouts(self.sampling.fanout, layers) if self.sampling.fanout else [FANOUT] * layers
 
@@ -633,21 +657,24 @@ def check_owner_first_layer(config: TrainConfig) -> None:
 
 def check_hetero_model(config: TrainConfig) -> None:
     """``--model rgcn`` trains full-graph with the layer-wise exchange, or sampled with ``--sampler
-    neighbor`` on the whole graph's relations: refuse what it does not do."""
+    neighbor`` or ``dgs`` (DGS's count rule, without its explainer) on the whole graph's relations:
+    refuse what it does not do."""
     sampling = config.sampling
     refused = [
         (config.task.task == "link", "--task link"),
-        (sampling.sampler not in (None, "neighbor"), f"--sampler {sampling.sampler}"),
+        (sampling.sampler not in (None, "neighbor", "dgs"), f"--sampler {sampling.sampler}"),
         (sampling.structure == "partitioned", "--structure partitioned"),
         (config.comm.exchange == "replicate", "--exchange replicate"),
         (config.comm.first_layer == "owner", "--first-layer owner"),
         (config.log.checkpoint_dir is not None, "--checkpoint-dir"),
+        *((getattr(sampling, name) not in (None, False), f"--{flag(name)}") for name in EXPLAINER_OPTIONS),
     ]
     what = next((name for bad, name in refused if bad), None)
     if what is not None:
         raise TrainingError(
-            "--model rgcn trains full-graph, exchanging layer-wise, or sampled with --sampler neighbor on the "
-            f"whole graph's relations, without checkpoints: drop {what}"
+            "--model rgcn trains full-graph, exchanging layer-wise, or sampled with --sampler neighbor or dgs "
+            f"(--epsilon, --dgs-rule; no explainer: its input rows cross hidden wide) on the whole graph's "
+            f"relations, without checkpoints: drop {what}"
         )
 
 
