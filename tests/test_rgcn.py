@@ -147,15 +147,18 @@ def _losses(
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_losses_at_2_and_4_workers_equal_one_workers(typed_sets, tmp_path, monkeypatch):
-    """Full-graph, and sampled at fanout -1 (whose one step an epoch is the full-graph step): the
-    losses, and the embedding rows each worker owns, trained by the gradients its readers sent back."""
-    runs = {"rgcn": RUN, "sampled": SAMPLED, "dgs": dict(SAMPLED, sampler="dgs")}
+    """Full-graph (R-GCN and HGT), and sampled at fanout -1 (whose one step an epoch is the
+    full-graph step; DGS's draws too): the losses, and the embedding rows each worker owns, trained
+    by the gradients its readers sent back."""
+    hgt = dict(RUN, model="hgt", heads=2, bases=None)
+    runs = {"rgcn": RUN, "sampled": SAMPLED, "dgs": dict(SAMPLED, sampler="dgs"), "hgt": hgt}
     above = dict(SAMPLED, fanout="1000,1000")  # more than any node's neighbours over any relation: all of them
     single = _losses(typed_sets / "k1", 1, tmp_path / "k1", monkeypatch, {**runs, "above": above})
     assert single["rgcn"].shape == (RUN["epochs"],) and single["rgcn"][-1] < single["rgcn"][0]
     np.testing.assert_allclose(single["sampled"], single["rgcn"], rtol=1e-5)
     np.testing.assert_array_equal(single["above"], single["sampled"])
     np.testing.assert_allclose(single["dgs"], single["sampled"], rtol=1e-5)  # DGS at -1 draws every neighbour
+    assert single["hgt"][-1] < single["hgt"][0]
     for workers in (2, 4):
         losses = _losses(typed_sets / f"k{workers}", workers, tmp_path / f"k{workers}", monkeypatch, runs)
         for name in runs:

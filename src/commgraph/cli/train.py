@@ -196,7 +196,7 @@ def check_trainable(model: str, name: str, data) -> None:
     hetero = isinstance(data, HeteroGraph) or typed is not None
     if hetero != (model in HETERO_MODELS):
         raise TrainingError(
-            f"{name} is a heterogeneous graph: train it with --model rgcn (or through the PyG bridge, "
+            f"{name} is a heterogeneous graph: train it with --model rgcn or hgt (or through the PyG bridge, "
             "docs/heterogeneous.md)"
             if hetero
             else f"--model {model} trains a heterogeneous graph (mag-shaped:scale=F, or its typed partition set) "
@@ -206,7 +206,7 @@ def check_trainable(model: str, name: str, data) -> None:
         target = data.target if isinstance(data, HeteroGraph) else typed["target"]
         if target is None or data.labels is None:
             raise TrainingError(
-                f"{name} has no labelled target node type to classify: --model rgcn needs labels on one node "
+                f"{name} has no labelled target node type to classify: --model {model} needs labels on one node "
                 "type, e.g. mag-shaped:scale=0.01 (papers)"
             )
         return

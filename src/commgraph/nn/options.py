@@ -6,7 +6,7 @@ from __future__ import annotations
 from commgraph.errors import TrainingError
 
 MODELS = ("gcn", "sage", "gat", "gin", "commnet")  # models of a graph of one node type (nn.model's GNN)
-HETERO_MODELS = ("rgcn",)  # models of a heterogeneous graph (nn.rgcn)
+HETERO_MODELS = ("rgcn", "hgt")  # models of a heterogeneous graph (nn.rgcn, nn.hgt)
 TRAIN_MODELS = MODELS + HETERO_MODELS
 LINEAR_FIRST = ("gcn", "sage")  # models whose first layer transforms each source row before aggregating
 

@@ -97,13 +97,14 @@ class ModelOptions(Options):
 
     error = TrainingError
     model: str = option(
-        "GNN model (rgcn: R-GCN, for a heterogeneous graph or a typed partition set)",
+        "GNN model (rgcn: R-GCN, hgt: the heterogeneous graph transformer, full-graph; both for a "
+        "heterogeneous graph or a typed partition set)",
         choices=TRAIN_MODELS,
         default="sage",
     )
     layers: int = option("GNN layers", type=int, default=2)
     hidden: int = option("hidden width", type=int, default=16)
-    heads: int = option("attention heads of GAT's hidden layers", type=int, default=4)
+    heads: int = option("attention heads of GAT's hidden layers and of HGT's layers", type=int, default=4)
     dropout: float = option("dropout probability", type=float, default=0.5)
     bases: int | None = option(
         "rgcn: basis matrices each layer's relation weights combine (default: a weight per relation)",
@@ -660,6 +661,9 @@ def check_hetero_model(config: TrainConfig) -> None:
     neighbor`` or ``dgs`` (DGS's count rule, without its explainer) on the whole graph's relations:
     refuse what it does not do."""
     sampling = config.sampling
+    if config.gnn.model == "hgt":
+        check_hgt(config)
+        return
     refused = [
         (config.task.task == "link", "--task link"),
         (sampling.sampler not in (None, "neighbor", "dgs"), f"--sampler {sampling.sampler}"),
@@ -676,6 +680,26 @@ def check_hetero_model(config: TrainConfig) -> None:
             f"(--epsilon, --dgs-rule; no explainer: its input rows cross hidden wide) on the whole graph's "
             f"relations, without checkpoints: drop {what}"
         )
+
+
+def check_hgt(config: TrainConfig) -> None:
+    """``--model hgt`` trains full-graph with the layer-wise exchange, its heads dividing the hidden
+    width: refuse what it does not do."""
+    gnn = config.gnn
+    if gnn.hidden % gnn.heads:
+        raise TrainingError(
+            f"--model hgt splits --hidden {gnn.hidden} into --heads {gnn.heads}: give heads that divide it"
+        )
+    refused = [
+        (config.task.task == "link", "--task link"),
+        (config.sampling.sampler is not None, f"--sampler {config.sampling.sampler}"),
+        (config.comm.exchange == "replicate", "--exchange replicate"),
+        (config.comm.first_layer == "owner", "--first-layer owner"),
+        (config.log.checkpoint_dir is not None, "--checkpoint-dir"),
+    ]
+    what = next((name for bad, name in refused if bad), None)
+    if what is not None:
+        raise TrainingError(f"--model hgt trains full-graph, exchanging layer-wise, without checkpoints: drop {what}")
 
 
 def check_link_task(config: TrainConfig) -> None:
