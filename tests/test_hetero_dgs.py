@@ -15,7 +15,7 @@ from commgraph.partition.typed import make_typed_partition_set
 from commgraph.sample.base import Scratch
 from commgraph.sample.dgs import DGSMasks
 from commgraph.sample.hetero import TypedDGS, TypedRelations, sample_hetero_hops
-from commgraph.sample.options import hop_fanouts, parse_fanouts, relation_fanouts
+from commgraph.sample.options import format_fanouts, hop_fanouts, parse_fanouts, relation_fanouts
 from commgraph.train import TrainConfig
 
 SPEC = "mag-shaped:scale=0.001,seed=0"
@@ -155,6 +155,8 @@ def test_the_per_relation_grammar():
         CITES: [-1, 2],
     }
     assert parse_fanouts("10,5", 2) == [10, 5]
+    text = "author__writes__paper=10,5;paper__cites__paper=-1,2"
+    assert format_fanouts(parse_fanouts(text)) == text and format_fanouts([10, 5]) == "10,5"
     assert hop_fanouts({WRITES: [10, 5], CITES: [-1, 2]}) == (-1, 4)
     assert hop_fanouts([10, 5]) == (10, 5)
     for text, message in [

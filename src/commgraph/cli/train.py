@@ -24,7 +24,7 @@ from commgraph.nn.options import HETERO_MODELS
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.partition.store import Part
 from commgraph.plan.memory import MemoryEstimate, estimate_memory
-from commgraph.sample.options import relation_fanouts
+from commgraph.sample.options import format_fanouts, relation_fanouts
 from commgraph.train.config import TrainConfig
 
 
@@ -146,7 +146,7 @@ def _describe(config: TrainConfig, partition_dir: Path, workers: int) -> str:
         how = (
             "exchange layer-wise"
             if config.sampling.sampler is None
-            else f"sampler {config.sampling.sampler} (fanouts {config.fanouts} per relation), input rows from "
+            else f"sampler {config.sampling.sampler} (fanouts {format_fanouts(config.fanouts)}), input rows from "
             "their owners, evaluated by the full-graph pass (exchange layer-wise)"
         )
         return f"training {config.gnn.model} on {partition_dir} with {workers} worker(s), {how}"

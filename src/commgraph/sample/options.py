@@ -107,6 +107,13 @@ def relation_fanouts(
     return {edge_type: list(fanouts[edge_type]) for edge_type in edge_types}
 
 
+def format_fanouts(fanouts: list[int] | dict[EdgeType, list[int]]) -> str:
+    """Fanouts as ``--fanout`` writes them: ``10,5``, or ``src__rel__dst=10,5;...`` per relation."""
+    if not isinstance(fanouts, dict):
+        return ",".join(map(str, fanouts))
+    return ";".join(f"{relation_name(r)}={format_fanouts(hops)}" for r, hops in fanouts.items())
+
+
 def _shown(keys) -> str:
     """Relations as ``src__rel__dst``, other keys as their repr, separated by commas."""
     return ", ".join(relation_name(k) if isinstance(k, tuple) else repr(k) for k in keys)
