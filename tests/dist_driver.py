@@ -59,6 +59,7 @@ def main() -> None:
                 loss=np.array([r["loss"] for r in result.history]),
                 forward_bytes=np.array([r["halo_forward_bytes"] for r in result.history]),
                 backward_bytes=np.array([r["halo_backward_bytes"] for r in result.history]),
+                activation_bytes=np.array([r["activation_bytes"] for r in result.history]),
                 widths=np.array(getattr(result.model, "widths", [])),  # R-GCN has none
                 peak_device_bytes=peak,
                 **params,

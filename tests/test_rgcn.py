@@ -23,6 +23,7 @@ from commgraph.nn.rgcn import RelationBlock, RGCNLayer, embedding_rows, linear_a
 from commgraph.partition import load_partition_set
 from commgraph.partition.typed import make_typed_partition_set
 from commgraph.plan.memory import JobShape, estimate_memory
+from commgraph.sample.options import parse_fanouts
 from commgraph.train import TrainConfig
 from forked import launch_forked, run_commgraph
 
@@ -133,26 +134,32 @@ def test_embedding_rows_do_not_depend_on_who_draws_them():
 SAMPLED = dict(RUN, sampler="neighbor", fanouts=(-1, -1), batch_size=100_000)
 
 
-def _losses(partdir: Path, workers: int, out: Path, monkeypatch, runs: dict) -> dict[str, np.ndarray]:
+def _losses(
+    partdir: Path, workers: int, out: Path, monkeypatch, runs: dict, field: str = "loss"
+) -> dict[str, np.ndarray]:
     out.mkdir(parents=True, exist_ok=True)
     spec = out / "spec.json"
     spec.write_text(json.dumps({"partdir": str(partdir), "out": str(out), "runs": runs}))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     assert launch_forked([str(spec)], workers, grace=30, module="dist_driver") == 0
-    return {name: np.load(out / f"{name}.npz")["loss"] for name in runs}
+    return {name: np.load(out / f"{name}.npz")[field] for name in runs}
 
 
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_losses_at_2_and_4_workers_equal_one_workers(typed_sets, tmp_path, monkeypatch):
-    """Full-graph, and sampled at fanout -1 (whose one step an epoch is the full-graph step): the
-    losses, and the embedding rows each worker owns, trained by the gradients its readers sent back."""
-    runs = {"rgcn": RUN, "sampled": SAMPLED}
+    """Full-graph (R-GCN and HGT), and sampled at fanout -1 (whose one step an epoch is the
+    full-graph step; DGS's draws too): the losses, and the embedding rows each worker owns, trained
+    by the gradients its readers sent back."""
+    hgt = dict(RUN, model="hgt", heads=2, bases=None)
+    runs = {"rgcn": RUN, "sampled": SAMPLED, "dgs": dict(SAMPLED, sampler="dgs"), "hgt": hgt}
     above = dict(SAMPLED, fanouts=(1000, 1000))  # more than any node's neighbours over any relation: all of them
     single = _losses(typed_sets / "k1", 1, tmp_path / "k1", monkeypatch, {**runs, "above": above})
     assert single["rgcn"].shape == (RUN["epochs"],) and single["rgcn"][-1] < single["rgcn"][0]
     np.testing.assert_allclose(single["sampled"], single["rgcn"], rtol=1e-5)
     np.testing.assert_array_equal(single["above"], single["sampled"])
+    np.testing.assert_allclose(single["dgs"], single["sampled"], rtol=1e-5)  # DGS at -1 draws every neighbour
+    assert single["hgt"][-1] < single["hgt"][0]
     for workers in (2, 4):
         losses = _losses(typed_sets / f"k{workers}", workers, tmp_path / f"k{workers}", monkeypatch, runs)
         for name in runs:
@@ -168,6 +175,19 @@ def test_losses_at_2_and_4_workers_equal_one_workers(typed_sets, tmp_path, monke
         mine = owned[(owned >= start) & (owned < end)] - start
         key = f"param:input.embeddings.{t}"
         np.testing.assert_allclose(rank0[key], alone[key][mine], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.multiproc
+def test_dgs_sends_fewer_input_rows_than_uniform_draws(typed_sets, tmp_path, monkeypatch):
+    """Two workers, fanout 3 per relation and hop (one relation's fanout named apart), epsilon
+    0.3: the owner-computed input rows the workers send each other (``activation_bytes``, hidden
+    wide, one per remote input row of a batch) are fewer with DGS's draws."""
+    relations = load_partition_set(typed_sets / "k2", verify=False).manifest["typed"]["relations"]
+    fanout = ";".join(f"{'__'.join(r)}={'2,2' if r[1] == 'cites' else '3,3'}" for r in relations)
+    draws = dict(RUN, epochs=2, sampler="neighbor", fanouts=parse_fanouts(fanout), batch_size=64)
+    runs = {"neighbor": draws, "dgs": dict(draws, sampler="dgs", epsilon=0.3)}
+    sent = _losses(typed_sets / "k2", 2, tmp_path / "k2", monkeypatch, runs, "activation_bytes")
+    assert 0 < sent["dgs"].sum() < 0.9 * sent["neighbor"].sum()
 
 
 @pytest.mark.multiproc
@@ -244,9 +264,10 @@ def test_graphs_rgcn_cannot_train_and_models_that_cannot_train_a_typed_graph_are
 @pytest.mark.multiproc
 def test_the_docs_block_runs(tmp_path, monkeypatch):
     """docs/heterogeneous.md's "Train R-GCN": its commands run as written, and the model learns,
-    full-graph and sampled."""
+    full-graph and sampled (the DGS block too, a plain ``bash`` block so that test_docs's page
+    run stays within its time)."""
     section = PAGE.read_text().split("## Train R-GCN", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"^```bash runnable\n(.*?)^```$", section, re.S | re.M)
+    blocks = re.findall(r"^```bash(?: runnable)?\n(.*?)^```$", section, re.S | re.M)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
     results = [run_commgraph(line.split()[1:]) for line in "".join(blocks).splitlines()]

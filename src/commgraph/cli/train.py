@@ -26,6 +26,7 @@ from commgraph.partition.store import Part
 from commgraph.plan.memory import MemoryEstimate, estimate_memory
 from commgraph.render.units import count
 from commgraph.runtime.options import in_torchrun
+from commgraph.sample.options import format_fanouts, relation_fanouts
 from commgraph.train.config import TrainConfig
 from commgraph.train.shape import job_shape, predicts_step_time, step_time
 
@@ -133,9 +134,12 @@ def _memory(config: TrainConfig, pset: PartitionSet, workers: int) -> MemoryEsti
 
 
 def _prepare(config: TrainConfig, pset: PartitionSet) -> None:
-    """Every worker would find the same missing or mismatched checkpoint or mask file: say it
-    once, here, before any worker starts (torch is imported only where a file is to be read: a
-    plain dry run stays without it)."""
+    """Every worker would find the same missing or mismatched checkpoint or mask file, or relations
+    ``--fanout`` misses or the set lacks: say it once, here, before any worker starts (torch is
+    imported only where a file is to be read: a plain dry run stays without it)."""
+    typed = pset.manifest.get("typed")
+    if typed is not None and config.sampling.sampler is not None:  # --fanout per relation names the set's
+        relation_fanouts(config.sampling.fanouts, [tuple(r) for r in typed["relations"]])
     if config.sampling.dgs_masks is not None:
         from commgraph.sample.maskfile import load_masks
 
@@ -156,7 +160,7 @@ def _describe(config: TrainConfig, partition_dir: Path, workers: int) -> str:
         how = (
             "exchange layer-wise"
             if config.sampling.sampler is None
-            else f"sampler {config.sampling.sampler} (fanouts {list(config.sampling.fanouts)} per relation), input "
+            else f"sampler {config.sampling.sampler} (fanouts {format_fanouts(config.sampling.fanouts)}), input "
             "rows from their owners, evaluated by the full-graph pass (exchange layer-wise)"
         )
         return f"training {config.gnn.model} on {partition_dir} with {workers} worker(s), {how}"
@@ -206,7 +210,7 @@ def check_trainable(model: str, name: str, data) -> None:
     hetero = isinstance(data, HeteroGraph) or typed is not None
     if hetero != (model in HETERO_MODELS):
         raise TrainingError(
-            f"{name} is a heterogeneous graph: train it with --model rgcn (or through the PyG bridge, "
+            f"{name} is a heterogeneous graph: train it with --model rgcn or hgt (or through the PyG bridge, "
             "docs/heterogeneous.md)"
             if hetero
             else f"--model {model} trains a heterogeneous graph (mag-shaped:scale=F, or its typed partition set) "
@@ -216,7 +220,7 @@ def check_trainable(model: str, name: str, data) -> None:
         target = data.target if isinstance(data, HeteroGraph) else typed["target"]
         if target is None or data.labels is None:
             raise TrainingError(
-                f"{name} has no labelled target node type to classify: --model rgcn needs labels on one node "
+                f"{name} has no labelled target node type to classify: --model {model} needs labels on one node "
                 "type, e.g. mag-shaped:scale=0.01 (papers)"
             )
         return

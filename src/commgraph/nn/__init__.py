@@ -1,5 +1,5 @@
 """GNN layers and models that compute on a partition's local blocks (GCN, GraphSAGE, GAT, GIN,
-CommNet; R-GCN on a typed graph's part), reusing PyTorch Geometric's message passing. Its names
+CommNet; R-GCN and HGT on a typed graph's part), reusing PyTorch Geometric's message passing. Its names
 load on first use (:mod:`commgraph.lazy`): the model options (:mod:`commgraph.nn.options`) do not
 import torch."""
 
@@ -8,10 +8,12 @@ from commgraph.lazy import exports
 __all__ = [
     "GNN",
     "HETERO_MODELS",
+    "HGT",
     "LINEAR_FIRST",
     "MODELS",
     "RGCN",
     "Block",
+    "HGTLayer",
     "RGCNLayer",
     "RowTransform",
     "TransformFirst",
@@ -24,6 +26,8 @@ __getattr__ = exports(
         "Block": "block",
         "GNN": "model",
         "HETERO_MODELS": "options",
+        "HGT": "hgt",
+        "HGTLayer": "hgt",
         "RGCN": "rgcn",
         "RGCNLayer": "rgcn",
         "LINEAR_FIRST": "options",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from commgraph.errors import TrainingError
 
 MODELS = ("gcn", "sage", "gat", "gin", "commnet")  # models of a graph of one node type (nn.model's GNN)
-HETERO_MODELS = ("rgcn",)  # models of a heterogeneous graph (nn.rgcn)
+HETERO_MODELS = ("rgcn", "hgt")  # models of a heterogeneous graph (nn.rgcn, nn.hgt)
 TRAIN_MODELS = MODELS + HETERO_MODELS
 # models whose layers transform each source row before aggregating (nn.transform_first.TransformFirst), by
 # name for the checks made before torch is imported (a test holds it to the layers)

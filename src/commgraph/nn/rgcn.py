@@ -386,7 +386,22 @@ def embedding_rows(ids: np.ndarray, width: int, seed: int, node_type: int) -> to
     return out
 
 
-class RGCN(torch.nn.Module):
+class TypedModel(torch.nn.Module):
+    """What the typed models (:class:`RGCN`, :class:`~commgraph.nn.hgt.HGT`) share: ``input`` (a
+    :class:`TypedInput`) and ``convs`` (their layers)."""
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    def shared_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters every worker holds alike (all but the embeddings' owned rows): the ones
+        whose gradients are summed over the workers."""
+        owned = {id(p) for p in self.input.embeddings.parameters()}
+        return [p for p in self.parameters() if id(p) not in owned]
+
+
+class RGCN(TypedModel):
     r"""R-GCN for node classification on a typed graph: :class:`TypedInput` to ``hidden``, then
     ``layers`` :class:`RGCNLayer` (ReLU and dropout between them), the last one to the classes.
 
@@ -424,16 +439,6 @@ class RGCN(torch.nn.Module):
             RGCNLayer(hidden, out_dim if index == layers - 1 else hidden, num_relations, num_bases)
             for index in range(layers)
         )
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.convs)
-
-    def shared_parameters(self) -> list[torch.nn.Parameter]:
-        """The parameters every worker holds alike (all but the embeddings' owned rows): the ones
-        whose gradients are summed over the workers."""
-        owned = {id(p) for p in self.input.embeddings.parameters()}
-        return [p for p in self.parameters() if id(p) not in owned]
 
     def head(self, x_src: torch.Tensor, block: RelationBlock) -> list[LinearTerm]:
         """The last layer on ``block`` as :class:`LinearTerm` s, for :func:`linear_cross_entropy`

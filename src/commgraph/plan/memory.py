@@ -65,6 +65,7 @@ ACTIVATION_COPIES = 4  # per layer: output, its gradient, and the aggregation's 
 # beside the workers whose library pages it shares (docs/benchmarks/memory.md)
 EXPLAINER_RUNTIME_BYTES = int(0.3 * GB)
 FULL_GRAPH_EDGE_BYTES = 12  # a part's in-edge in the full-graph pass: int32 adjacency, its values, relabelled columns
+HGT_EDGE_COPIES = 6  # nn.hgt's per-edge tables, hidden wide (keys, values, both transformed, messages twice)
 EVAL_CHUNK_BYTES = 1 << 24  # nn.model's chunk of an evaluation's destinations (kept equal by a test)
 PHASES = ("tables", "evaluation")  # a step's tables and the evaluation pass: never held at once
 # R-GCN's part in-edge: its relation's adjacency and its transpose (int32 column, float32 value each), its
@@ -313,7 +314,8 @@ def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int, *, train: 
     """Part ``k``'s R-GCN full-graph pass, per layer: its table (owned and halo rows, hidden wide:
     the rows, the halo received and, with autograd, the table's gradient); per destination type
     the product's input (its rows' own rows and each relation's aggregate into them, hidden wide);
-    and ``ACTIVATION_COPIES`` of its output rows with autograd (two without). The last layer
+    and ``ACTIVATION_COPIES`` of its output rows with autograd (two without); HGT's layers also hold
+    :data:`HGT_EDGE_COPIES` hidden-wide rows per in-edge of the destinations. The last layer
     computes the target type's rows alone, ``classes`` wide, a chunk of :data:`EVAL_CHUNK_BYTES` at
     a time (:data:`LOSS_CHUNKS` of them). With autograd (``train``) every layer's is held until the
     backward pass; without, the largest layer's."""
@@ -328,6 +330,10 @@ def _typed_tables(typed: dict, k: int, shape: JobShape, classes: int, *, train: 
         rows, out = (owned[target], classes) if last else (sum(owned), shape.hidden)
         reached = [target] if last else sorted(set(into))
         product = sum(owned[t] * (1 + into.count(t)) for t in reached)
+        if shape.model == "hgt":  # per in-edge, hidden wide: keys and values gathered and transformed, messages
+            product += HGT_EDGE_COPIES * sum(
+                e for e, t in zip(typed["relation_edges"][k], into, strict=True) if t in reached
+            )
         outputs = LOSS_CHUNKS * min(EVAL_CHUNK_BYTES, 4 * rows * out) if last else 4 * output_copies * rows * out
         held.append(4 * shape.hidden * (table_copies * (sum(owned) + halo) + product) + outputs)
     return sum(held) if train else max(held)

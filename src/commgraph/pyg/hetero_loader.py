@@ -15,6 +15,13 @@ into its type, and a type's new nodes are numbered in order of first draw, as py
 Each relation samples on its own in-edge CSR (distinct edges sorted by target, then source) with
 :func:`commgraph.sample.hetero.sample_hetero_hops`, one key per hop and relation drawn from the
 loader's generator. Rows come from the ``HeteroData`` the loader was given.
+
+With ``sampler="dgs"`` each relation's draws follow DGS's rule (thesis chapter 3, as
+``commgraph train --model rgcn --sampler dgs`` draws them: :class:`~commgraph.sample.hetero.TypedDGS`):
+a node draws fewer of its in-neighbours that another rank owns (node type :math:`t`'s node
+:math:`v` is rank :math:`\lfloor vR / N_t \rfloor`'s, :func:`range_owners`) and keeps its own
+(``dgs_rule``), each type's remote nodes weighted by its node mask, uniform until
+:meth:`HeteroNeighborLoader.set_masks`. At fanout -1 it draws every neighbour, as ``"neighbor"`` does.
 """
 
 from __future__ import annotations
@@ -29,7 +36,9 @@ from commgraph.pyg.link import PairSpace, _draw_rounds, _positive_keys, first_di
 from commgraph.pyg.loader_checks import check_batching, check_num_neighbors, input_ids
 from commgraph.pyg.world import session
 from commgraph.sample.base import Scratch
-from commgraph.sample.hetero import EdgeType, HeteroHops, Relation, sample_hetero_hops
+from commgraph.sample.dgs import DGSMasks
+from commgraph.sample.hetero import EdgeType, HeteroHops, Relation, TypedDGS, sample_hetero_hops
+from commgraph.sample.options import EPSILON, RULES, relation_fanouts
 
 
 def relation_of(edge_index: torch.Tensor, space: PairSpace, name: str) -> Relation:
@@ -93,29 +102,9 @@ def check_fanouts(num_neighbors, edge_types: list[EdgeType]) -> dict[EdgeType, l
             refuses.
     """
     if not isinstance(num_neighbors, dict):
-        hops = check_num_neighbors(num_neighbors)
-        return {edge_type: hops for edge_type in edge_types}
-    given = {relation_key(key): value for key, value in num_neighbors.items()}
-    unknown = [key for key in num_neighbors if relation_key(key) not in edge_types]
-    if unknown:
-        raise BridgeError(
-            f"num_neighbors names relation {unknown[0]!r} but the graph has none such: use one of "
-            f"{', '.join(map(str, edge_types))}"
-        )
-    missing = [edge_type for edge_type in edge_types if edge_type not in given]
-    if missing:
-        raise BridgeError(
-            f"num_neighbors has no fanouts for relation {missing[0]}: give every relation its list "
-            "(or one list for all relations)"
-        )
-    fanouts = {key: check_num_neighbors(value) for key, value in given.items()}
-    lengths = {len(hops) for hops in fanouts.values()}
-    if len(lengths) > 1:
-        raise BridgeError(
-            f"num_neighbors gives lists of {sorted(lengths)} hops: give every relation one fanout per layer, "
-            "the same number of hops"
-        )
-    return {edge_type: fanouts[edge_type] for edge_type in edge_types}
+        return relation_fanouts(check_num_neighbors(num_neighbors), edge_types)
+    given = {relation_key(key) or key: check_num_neighbors(value) for key, value in num_neighbors.items()}
+    return relation_fanouts(given, edge_types, "num_neighbors", BridgeError)
 
 
 def hetero_input(input_nodes, num_nodes: dict[str, int]) -> tuple[str, np.ndarray]:
@@ -171,6 +160,12 @@ def hetero_batch(data, relations: dict[EdgeType, Relation], hops: HeteroHops):
     return batch
 
 
+def range_owners(num_nodes: dict[str, int], ranks: int) -> dict[str, np.ndarray]:
+    r"""Each node type's owner of each node among ``ranks`` ranks: :math:`\lfloor vR / N_t \rfloor`
+    (contiguous ranges of ids, as :func:`range_share` splits the seeds)."""
+    return {t: np.arange(n, dtype=np.int64) * ranks // max(n, 1) for t, n in num_nodes.items()}
+
+
 def range_share(ids: np.ndarray, num_nodes: int) -> np.ndarray:
     r"""The positions of the ``ids`` (of a node type of ``num_nodes`` nodes) that this rank takes:
     rank :math:`r` of :math:`R` takes :math:`v` with :math:`\lfloor vR / N \rfloor = r`."""
@@ -183,14 +178,16 @@ class HeteroBatches:
     epoch of ``len(self)`` batches of this rank's ``self.items`` positions (its own, then its first
     again: the same count on every rank), each made by ``self._batch(picked, rng)``."""
 
-    def _setup(self, data, num_neighbors, batch_size, shuffle: bool, seed: int, sampler: str, options: dict):
+    def _setup(self, data, num_neighbors, batch_size, shuffle: bool, seed: int, sampler: str, options: dict, dgs: dict):
         self.batch_size = check_batching(batch_size, sampler, options)
         self.data, self.shuffle, self.seed, self.epoch = data, shuffle, seed, 0
-        self.rank = session().world.rank
+        world = session().world
+        self.rank = world.rank
         self.num_nodes = node_counts(data)
         self.relations = relations_of(data, self.num_nodes)
         self.num_neighbors = check_fanouts(num_neighbors, list(self.relations))
         self._scratch = {t: Scratch() for t in self.num_nodes}
+        self.dgs = TypedDGS(range_owners(self.num_nodes, world.size), self.rank, **dgs) if sampler == "dgs" else None
 
     def _count(self, items: int) -> None:
         """This rank has ``items`` to visit per epoch: the batch count of every rank, one all-reduce."""
@@ -207,7 +204,9 @@ class HeteroBatches:
 
     def _sample(self, seeds: dict[str, np.ndarray], rng: np.random.Generator):
         """The batch (:func:`hetero_batch`) of the neighbourhoods of ``seeds``."""
-        hops = sample_hetero_hops(self.relations, self.num_nodes, seeds, self.num_neighbors, rng, self._scratch)
+        hops = sample_hetero_hops(
+            self.relations, self.num_nodes, seeds, self.num_neighbors, rng, self._scratch, self.dgs
+        )
         return hetero_batch(self.data, self.relations, hops)
 
 
@@ -237,8 +236,11 @@ class HeteroNeighborLoader(HeteroBatches):
         input_nodes: the seeds of an epoch over all ranks: a node type (its every node) or
             ``(node_type, None | bool mask | ids)``.
         shuffle: visit each rank's seeds in a new random order every epoch.
-        sampler: ``"neighbor"`` (uniform, as PyG's).
+        sampler: ``"neighbor"`` (uniform, as PyG's) or ``"dgs"`` (DGS's rule per relation, see the
+            module description).
         seed: the seed of the per-rank, per-epoch generators (the same seed gives the same batches).
+        epsilon: with ``"dgs"``, remote draws dropped per node as a share of the fanout, in [0, 1].
+        dgs_rule: with ``"dgs"``, ``"keep-local"`` (every local in-neighbour) or ``"split"``.
         **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
             accepted for PyG scripts' sake, without effect.
 
@@ -258,6 +260,7 @@ class HeteroNeighborLoader(HeteroBatches):
         BridgeError: bad ``num_neighbors`` (a relation missed or unknown, lists of different
             lengths), ``input_nodes``, ``batch_size``, ``sampler`` or option, or an
             ``edge_index`` out of its types' ranges.
+        SamplingError: DGS's ``epsilon`` or ``dgs_rule`` out of range.
     """
 
     def __init__(
@@ -269,13 +272,23 @@ class HeteroNeighborLoader(HeteroBatches):
         shuffle: bool = False,
         sampler: str = "neighbor",
         seed: int = 0,
+        epsilon: float = EPSILON,
+        dgs_rule: str = RULES[0],
         **options,
     ):
-        self._setup(data, num_neighbors, batch_size, shuffle, seed, sampler, options)
+        dgs = {"epsilon": epsilon, "rule": dgs_rule}
+        self._setup(data, num_neighbors, batch_size, shuffle, seed, sampler, options, dgs)
         self.input_type, ids = hetero_input(input_nodes, self.num_nodes)
         self.positions = range_share(ids, self.num_nodes[self.input_type])
         self.seeds = ids[self.positions]
         self._count(self.seeds.shape[0])
+
+    def set_masks(self, masks: dict[str, DGSMasks]) -> None:
+        """DGS's node masks for this rank (``sampler="dgs"``), one per node type, used from the next
+        batch on (:meth:`~commgraph.sample.hetero.TypedDGS.set_masks`)."""
+        if self.dgs is None:
+            raise BridgeError("set_masks is DGS's: make the loader with sampler='dgs'")
+        self.dgs.set_masks(masks)
 
     def _batch(self, picked: np.ndarray, rng: np.random.Generator):
         """The batch of seeds ``self.seeds[picked]``."""
@@ -338,7 +351,7 @@ class HeteroLinkNeighborLoader(HeteroBatches):
             or neg_sampling_ratio < 0
         ):
             raise BridgeError(f"neg_sampling_ratio must be a number >= 0, got {neg_sampling_ratio!r}")
-        self._setup(data, num_neighbors, batch_size, shuffle, seed, "neighbor", {})
+        self._setup(data, num_neighbors, batch_size, shuffle, seed, "neighbor", {}, {})
         self.neg_sampling_ratio = float(neg_sampling_ratio)
         self.edge_type, ids = _label_edges(data, edge_label_index)
         src, _, dst = self.edge_type

@@ -82,10 +82,7 @@ class DGSSampler:
     ):
         if not 0 < feature_rate <= 1:
             raise SamplingError(f"--feature-rate (N_f) must lie in (0, 1]; got {feature_rate}")
-        if not 0 <= epsilon <= 1:
-            raise SamplingError(f"--epsilon must lie in [0, 1]; got {epsilon}")
-        if rule not in RULES:
-            raise SamplingError(f"--dgs-rule must be one of {', '.join(RULES)}; got {rule!r}")
+        check_rule(epsilon, rule)
         self.neighbor = NeighborSampler(graph, fanouts)
         self.graph, self.fanouts = graph, self.neighbor.fanouts
         self.feature_rate, self.epsilon, self.rule = feature_rate, epsilon, rule
@@ -122,15 +119,45 @@ class DGSSampler:
         """One hop of DGS's draws for each of ``rows`` under ``masks`` (see the class's
         description): per-row counts and the drawn in-edges' positions in the CSR, row after row."""
         part = -1 if self.graph.part is None else self.graph.part
+        rule = DGSRule(self.graph.owner, part, np.asarray(masks.node_prob, dtype=np.float64), self.epsilon, self.rule)
+        return rule.draw(self.graph.indptr, self.graph.indices, rows, fanout, rng)
+
+
+def check_rule(epsilon: float, rule: str) -> None:
+    """Raises:
+    SamplingError: ``epsilon`` outside [0, 1] or a ``rule`` not in :data:`RULES`."""
+    if not 0 <= epsilon <= 1:
+        raise SamplingError(f"--epsilon must lie in [0, 1]; got {epsilon}")
+    if rule not in RULES:
+        raise SamplingError(f"--dgs-rule must be one of {', '.join(RULES)}; got {rule!r}")
+
+
+@dataclass(frozen=True)
+class DGSRule:
+    """DGS's draw (:class:`DGSSampler`'s rule) over one CSR whose sources ``owner`` maps to their
+    parts: this worker is ``part`` (-1: every source local), ``node_prob`` the node mask of the
+    sources (0: a remote source never drawn), ``epsilon`` and ``rule`` as :class:`DGSSampler`'s."""
+
+    owner: np.ndarray
+    part: int
+    node_prob: np.ndarray
+    epsilon: float
+    rule: str
+
+    def draw(
+        self, indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, fanout: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One hop's draws for ``rows``: per-row counts and the drawn in-edges' positions in
+        ``indices``, row after row."""
         return _sample_rows_dgs(
-            self.graph.indptr,
-            self.graph.indices,
+            indptr,
+            indices,
             np.asarray(rows, dtype=np.int64),
             fanout,
             draw_seed(rng),
-            self.graph.owner,
-            part,
-            np.asarray(masks.node_prob, dtype=np.float64),
+            self.owner,
+            self.part,
+            self.node_prob,
             self.epsilon,
             self.rule == "keep-local",
         )

@@ -7,7 +7,20 @@ into its type, and a type's new nodes are numbered in order of first draw, as py
 
 It samples each relation's in-edge CSR over typed ids (:class:`Relation`) through the samplers'
 keyed kernel (:func:`commgraph.sample.keyed.keyed_slots`) and table extension
-(:func:`commgraph.sample.base.extend_table`). The bridge's loaders build the relations of a
+(:func:`commgraph.sample.base.extend_table`), or with :class:`TypedDGS` by DGS's rule (thesis
+chapter 3, :class:`~commgraph.sample.dgs.DGSSampler`) applied to each relation into a type: a node
+:math:`v` of relation :math:`r`'s target type with :math:`d^r_v > k_{r,h}` in-neighbours over
+:math:`r`, :math:`b^r_v` of them remote (owned by another part), draws
+
+.. math::
+    r_v = \operatorname{round}\big(\operatorname{clip}(k_{r,h}\, b^r_v / d^r_v - \epsilon k_{r,h},\;
+          0,\; \min(k_{r,h}, b'^r_v))\big)
+
+remote ones, weighted by the node mask of :math:`r`'s source type (:math:`b'^r_v`: those of non-zero
+mask), and keeps its local ones (``keep-local``) or draws :math:`k_{r,h} - r_v` of them
+(``split``): the remote draws uniform sampling would make move to local neighbours. A node with
+at most :math:`k_{r,h}` neighbours over :math:`r` (every one at -1) takes them all but the remote
+ones of mask 0. The bridge's loaders build the relations of a
 ``HeteroData`` (:mod:`commgraph.pyg.hetero_loader`); :class:`TypedRelations` reads them from a
 typed partition set for the built-in sampled R-GCN (:mod:`commgraph.train.rgcn_sampled`).
 """
@@ -18,9 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commgraph.errors import SamplingError
 from commgraph.partition.store import PartitionSet, owned_edges
 from commgraph.sample.base import Scratch, draw_seed, extend_table
+from commgraph.sample.dgs import DGSMasks, DGSRule, check_rule
 from commgraph.sample.keyed import keyed_slots
+from commgraph.sample.options import EPSILON, RULES
 
 EdgeType = tuple[str, str, str]
 NONE = np.empty(0, dtype=np.int64)
@@ -107,10 +123,12 @@ def sample_hetero_hops(
     fanouts: dict[EdgeType, list[int]],
     rng: np.random.Generator,
     scratch: dict[str, Scratch],
+    dgs: TypedDGS | None = None,
 ) -> HeteroHops:
     """PyG's heterogeneous neighbour sampling from ``seeds`` (distinct ids per node type, of one
     type or several): hop ``h`` draws ``fanouts[r][h]`` in-neighbours over each relation ``r`` (all
-    with -1) of each node of ``r``'s target type that hop ``h - 1`` added."""
+    with -1) of each node of ``r``'s target type that hop ``h - 1`` added, uniformly, or by DGS's
+    rule with ``dgs``."""
     nodes = {t: seeds.get(t, NONE) for t in num_nodes}
     added = {t: [int(nodes[t].shape[0])] for t in num_nodes}
     pieces = {r: ([], [], []) for r in relations}  # per relation: each hop's sources, targets, slots
@@ -120,7 +138,11 @@ def sample_hetero_hops(
             src, _, dst = edge_type
             start = ends[dst] - added[dst][-1]
             frontier = nodes[dst][start : ends[dst]]
-            counts, drawn = keyed_slots(relation.indptr, frontier, frontier, fanouts[edge_type][hop], draw_seed(rng))
+            fanout = fanouts[edge_type][hop]
+            if dgs is None:
+                counts, drawn = keyed_slots(relation.indptr, frontier, frontier, fanout, draw_seed(rng))
+            else:
+                counts, drawn = dgs.draw(edge_type, relation, frontier, fanout, rng)
             nodes[src], edge_src = extend_table(nodes[src], relation.indices[drawn], scratch[src], num_nodes[src])
             edge_dst = start + np.repeat(np.arange(frontier.shape[0], dtype=np.int64), counts)
             for piece, values in zip(pieces[edge_type], (edge_src, edge_dst, drawn)):
@@ -135,3 +157,60 @@ def sample_hetero_hops(
         added,
         {r: [int(e.shape[0]) for e in hops[0]] for r, hops in pieces.items()},
     )
+
+
+@dataclass
+class TypedDGS:
+    r"""DGS's draws on a typed graph (see the module's description): each node type's owners and
+    node mask, the rule applied per relation with the mask of its source type.
+
+    Until :meth:`set_masks` the node mask of every type is uniform (every remote node eligible, with
+    equal weight): the count rule alone moves draws to local neighbours.
+
+    Args:
+        owner: per node type, each node's part (``[N_t]``, typed ids).
+        part: this worker's part.
+        epsilon: :math:`\epsilon`, the remote draws dropped per node as a share of the fanout, in [0, 1].
+        rule: ``keep-local`` (every local neighbour) or ``split`` (:math:`k - r_v` of them).
+
+    Raises:
+        SamplingError: ``epsilon`` or ``rule`` out of range.
+    """
+
+    owner: dict[str, np.ndarray]
+    part: int
+    epsilon: float = EPSILON
+    rule: str = RULES[0]
+
+    def __post_init__(self) -> None:
+        check_rule(self.epsilon, self.rule)
+        self.masks: dict[str, DGSMasks] | None = None
+        self._node_prob = {t: np.ones(owner.shape[0]) for t, owner in self.owner.items()}
+
+    def set_masks(self, masks: dict[str, DGSMasks]) -> None:
+        """Use ``masks`` (one :class:`~commgraph.sample.dgs.DGSMasks` per node type, its
+        ``node_prob`` over the type's nodes) from the next batch on.
+
+        Raises:
+            SamplingError: a node type missed or unknown, or a mask of another length than its type.
+        """
+        if set(masks) != set(self.owner):
+            raise SamplingError(
+                f"DGS's masks must name every node type once ({', '.join(self.owner)}); got {', '.join(masks)}"
+            )
+        for t, mask in masks.items():
+            if mask.node_prob.shape != self.owner[t].shape:
+                raise SamplingError(
+                    f"node type {t!r}'s node mask has shape {mask.node_prob.shape}, expected {self.owner[t].shape}"
+                )
+        self.masks = masks
+        self._node_prob = {t: np.asarray(mask.node_prob, dtype=np.float64) for t, mask in masks.items()}
+
+    def draw(
+        self, edge_type: EdgeType, relation: Relation, rows: np.ndarray, fanout: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A hop's draws over ``relation`` for its target type's ``rows``: per-row counts and the
+        drawn edges' positions in the relation's CSR."""
+        src = edge_type[0]
+        rule = DGSRule(self.owner[src], self.part, self._node_prob[src], self.epsilon, self.rule)
+        return rule.draw(relation.indptr, relation.indices, rows, fanout, rng)

@@ -33,6 +33,19 @@ from commgraph.train.sampling_options import FANOUT, SAMPLER_OPTIONS, SamplingOp
 from commgraph.units import size
 
 EXCHANGES = ("pipelined", "barrier", "replicate")  # how a full-graph layer exchanges rows (train.executor)
+# DGS's options that R-GCN's draws do not read: its explainer's and masks' (no explainer explains
+# R-GCN) and the feature rate (its input rows cross hidden wide, computed by their owners)
+EXPLAINER_OPTIONS = (
+    "feature_rate",
+    "dgs_masks",
+    "dgs_masks_out",
+    "dgs_wait",
+    "explain_cpu",
+    "explain_in",
+    "explain_period",
+    "explain_epochs",
+    "explain_loss_threshold",
+)
 
 
 @dataclass
@@ -41,13 +54,14 @@ class ModelOptions(Options):
 
     error = TrainingError
     model: str = option(
-        "GNN model (rgcn: R-GCN, for a heterogeneous graph or a typed partition set)",
+        "GNN model (rgcn: R-GCN, hgt: the heterogeneous graph transformer, full-graph; both for a "
+        "heterogeneous graph or a typed partition set)",
         choices=TRAIN_MODELS,
         default="sage",
     )
     layers: int = option("GNN layers", type=int, default=2)
     hidden: int = option("hidden width", type=int, default=16)
-    heads: int = option("attention heads of GAT's hidden layers", type=int, default=4)
+    heads: int = option("attention heads of GAT's hidden layers and of HGT's layers", type=int, default=4)
     dropout: float = option("dropout probability", type=float, default=0.5)
     bases: int | None = option(
         "rgcn: basis matrices each layer's relation weights combine (default: a weight per relation)",
@@ -249,6 +263,12 @@ class TrainConfig:
         sampling, layers = self.sampling, self.gnn.layers
         if sampling.fanouts is not None:
             check_fanouts(sampling.fanouts, layers)
+            if isinstance(sampling.fanouts, dict) and self.gnn.model not in HETERO_MODELS:
+                raise SamplingError(
+                    f"fanouts per relation are for a heterogeneous graph's model rgcn; model {self.gnn.model} "
+                    "draws over one relation: give one list, such as 10,5",
+                    parameters=("fanouts", "model"),
+                )
         elif sampling.sampler in SAMPLER_OPTIONS["fanouts"]:
             self.sampling = replace(sampling, fanouts=(FANOUT,) * layers)
         if self.sampling.eval_fanouts is not None:
@@ -390,12 +410,44 @@ def check_owner_first_layer(config: TrainConfig) -> None:
 
 def check_hetero_model(config: TrainConfig) -> None:
     """``--model rgcn`` trains full-graph with the layer-wise exchange, or sampled with ``--sampler
-    neighbor`` on the whole graph's relations: refuse what it does not do."""
+    neighbor`` or ``dgs`` (DGS's count rule, without its explainer) on the whole graph's relations:
+    refuse what it does not do."""
     sampling = config.sampling
+    if config.gnn.model == "hgt":
+        check_hgt(config)
+        return
+    defaults = {f.name: f.default for f in fields(sampling)}
     refused = [
         (config.task.task == "link", "task", " link"),
-        (sampling.sampler not in (None, "neighbor"), "sampler", f" {sampling.sampler}"),
+        (sampling.sampler not in (None, "neighbor", "dgs"), "sampler", f" {sampling.sampler}"),
         (sampling.structure == "partitioned", "structure", " partitioned"),
+        (config.comm.exchange == "replicate", "exchange", " replicate"),
+        (config.comm.first_layer == "owner", "first_layer", " owner"),
+        (config.log.checkpoint_dir is not None, "checkpoint_dir", ""),
+        *((getattr(sampling, name) != defaults[name], name, "") for name in EXPLAINER_OPTIONS),
+    ]
+    what = next(((name, value) for bad, name, value in refused if bad), None)
+    if what is not None:
+        raise TrainingError(
+            "model rgcn trains full-graph, exchanging layer-wise, or sampled with sampler neighbor or dgs "
+            "(epsilon, dgs_rule; no explainer: its input rows cross hidden wide) on the whole graph's relations, "
+            f"without checkpoints: drop {''.join(what)}",
+            parameters=("model", "sampler", "epsilon", "dgs_rule", what[0]),
+        )
+
+
+def check_hgt(config: TrainConfig) -> None:
+    """``--model hgt`` trains full-graph with the layer-wise exchange, its heads dividing the hidden
+    width: refuse what it does not do."""
+    gnn = config.gnn
+    if gnn.hidden % gnn.heads:
+        raise TrainingError(
+            f"model hgt splits hidden {gnn.hidden} into heads {gnn.heads}: give heads that divide it",
+            parameters=("model", "hidden", "heads"),
+        )
+    refused = [
+        (config.task.task == "link", "task", " link"),
+        (config.sampling.sampler is not None, "sampler", f" {config.sampling.sampler}"),
         (config.comm.exchange == "replicate", "exchange", " replicate"),
         (config.comm.first_layer == "owner", "first_layer", " owner"),
         (config.log.checkpoint_dir is not None, "checkpoint_dir", ""),
@@ -403,9 +455,8 @@ def check_hetero_model(config: TrainConfig) -> None:
     what = next(((name, value) for bad, name, value in refused if bad), None)
     if what is not None:
         raise TrainingError(
-            "model rgcn trains full-graph, exchanging layer-wise, or sampled with sampler neighbor on the "
-            f"whole graph's relations, without checkpoints: drop {''.join(what)}",
-            parameters=("model", "sampler", what[0]),
+            f"model hgt trains full-graph, exchanging layer-wise, without checkpoints: drop {''.join(what)}",
+            parameters=("model", what[0]),
         )
 
 

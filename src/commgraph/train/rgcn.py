@@ -6,7 +6,8 @@ is hidden wide, whatever the types' feature widths, and no halo row ever crosses
 width. Each layer then exchanges its input's halo rows layer-wise through the job's all-gather plan
 (:func:`~commgraph.runtime.halo_exchange`, the barrier exchange: their gradients return to their
 owners, an embedding row's too) and computes the part's owned rows on its
-:class:`~commgraph.nn.rgcn.RelationBlock`. The exchanges are layers ``0..L-1``.
+:class:`~commgraph.nn.rgcn.RelationBlock` (HGT: its :class:`~commgraph.nn.hgt.HGTBlock`). The
+exchanges are layers ``0..L-1``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import numpy as np
 import torch
 
 from commgraph.errors import TrainingError
-from commgraph.nn.rgcn import RGCN, LinearTerm, RelationBlock, linear_argmax, linear_cross_entropy
+from commgraph.nn.hgt import HGT, HGTBlock
+from commgraph.nn.rgcn import RGCN, LinearTerm, RelationBlock, TypedModel, linear_argmax, linear_cross_entropy
 from commgraph.runtime import halo_exchange
 from commgraph.runtime.job import Job, Wiring
 
@@ -26,7 +28,8 @@ from commgraph.runtime.job import Job, Wiring
 class TypedPart:
     """What a worker reads of its typed part beside the ordinary part: each node type's range of
     owned rows (``bounds[t]..bounds[t + 1] - 1``), its owned typed ids, its feature width and
-    feature rows (None without), each relation's destination type, and the target type."""
+    feature rows (None without), each relation's destination type, the target type, and the
+    types' offsets in the homogeneous view."""
 
     bounds: np.ndarray
     owned_ids: list[np.ndarray]
@@ -34,6 +37,7 @@ class TypedPart:
     features: list[np.ndarray | None]
     relation_dst: list[int]
     target: int
+    offsets: np.ndarray
 
     @classmethod
     def read(cls, job: Job) -> TypedPart:
@@ -41,7 +45,7 @@ class TypedPart:
         typed = job.pset.manifest.get("typed")
         if typed is None:
             raise TrainingError(
-                f"{job.pset.path} is not a typed partition set: --model rgcn trains a heterogeneous graph "
+                f"{job.pset.path} is not a typed partition set: --model rgcn or hgt trains a heterogeneous graph "
                 "(mag-shaped:scale=F, or a set partition make wrote of one)"
             )
         part, types = job.part, typed["node_types"]
@@ -58,6 +62,7 @@ class TypedPart:
             features=features,
             relation_dst=[types.index(dst) for _, _, dst in typed["relations"]],
             target=types.index(typed["target"]),
+            offsets=offsets,
         )
 
     @property
@@ -70,59 +75,55 @@ class TypedPart:
         return [(int(self.bounds[t]), int(self.bounds[t + 1])) for t in self.relation_dst]
 
 
-def build_rgcn(typed: TypedPart, config, classes: int) -> RGCN:
-    """The run's R-GCN (``config``: the :class:`~commgraph.train.config.TrainConfig`), its
+def build_typed_model(typed: TypedPart, config, classes: int) -> TypedModel:
+    """The run's R-GCN or HGT (``config``: the :class:`~commgraph.train.config.TrainConfig`), its
     embeddings this part's rows."""
     gnn = config.gnn
-    return RGCN(
-        typed.widths,
-        gnn.hidden,
-        classes,
-        len(typed.relation_dst),
-        typed.owned_ids,
-        layers=gnn.layers,
-        num_bases=gnn.bases,
-        dropout=gnn.dropout,
-        seed=config.optim.seed,
-    )
+    shape = dict(layers=gnn.layers, dropout=gnn.dropout, seed=config.optim.seed)
+    relations = len(typed.relation_dst)
+    if gnn.model == "hgt":
+        return HGT(typed.widths, gnn.hidden, classes, relations, typed.owned_ids, heads=gnn.heads, **shape)
+    return RGCN(typed.widths, gnn.hidden, classes, relations, typed.owned_ids, num_bases=gnn.bases, **shape)
 
 
-class RGCNExecutor:
-    """The full-graph pass of :class:`~commgraph.nn.rgcn.RGCN` over a part (see the module's
-    description): the loss and the predictions of the target type's owned rows (``rows`` of the
-    owned rows), the last layer computed for them alone (the other types' rows there reach no
-    loss), its logits a chunk of rows at a time."""
+class TypedExecutor:
+    """The full-graph pass of :class:`~commgraph.nn.rgcn.RGCN` or :class:`~commgraph.nn.hgt.HGT`
+    over a part (see the module's description): the loss and the predictions of the target type's
+    owned rows (``rows`` of the owned rows), the last layer computed for them alone (the other
+    types' rows there reach no loss), its logits a chunk of rows at a time."""
 
     name = "barrier"
 
-    def __init__(self, job: Job, wiring: Wiring, typed: TypedPart):
+    def __init__(self, job: Job, wiring: Wiring, typed: TypedPart, model: str):
         part, device = job.part, job.device
         self.features = [None if x is None else torch.from_numpy(x).to(device) for x in typed.features]
-        self.block = RelationBlock.from_csr(
-            np.asarray(part.indptr),
-            np.asarray(part.indices),
-            np.load(job.pset.path / f"part-{part.index}" / "edge_type.npy"),
-            part.num_owned + part.num_halo,
-            typed.dst_ranges(),
-        ).to(device)
+        edge_type = np.load(job.pset.path / f"part-{part.index}" / "edge_type.npy")
+        if model == "hgt":
+            table = np.concatenate([np.asarray(part.owned), np.asarray(part.halo)])
+            row_type = np.searchsorted(typed.offsets, table, side="right") - 1
+            block = HGTBlock.from_csr(part.indptr, part.indices, edge_type, row_type, len(typed.relation_dst))
+        else:
+            num_src = part.num_owned + part.num_halo
+            block = RelationBlock.from_csr(part.indptr, part.indices, edge_type, num_src, typed.dst_ranges())
+        self.block = block.to(device)
         self.rows = typed.target_rows
         self.last = self.block.rows(self.rows.start, self.rows.stop)
         self.runner = job.layerwise(job.exchange(wiring.plan, part.owned, part.halo))
         widths = ", ".join(f"{w}" if w else "embedding" for w in typed.widths)
         self.feature_note = f"node types' inputs ({widths}) projected to the hidden width where owned"
 
-    def loss(self, model: RGCN, train: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss(self, model: TypedModel, train: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The summed cross-entropy of the target rows in ``train`` (a mask over them) against their
         ``labels``, a chunk of logits at a time (:func:`~commgraph.nn.rgcn.linear_cross_entropy`)."""
         rows = train.nonzero().flatten()
         return linear_cross_entropy(self._head(model), rows, labels[rows])
 
-    def predict(self, model: RGCN) -> torch.Tensor:
+    def predict(self, model: TypedModel) -> torch.Tensor:
         """Each target row's predicted class, a chunk of logits at a time, without autograd."""
         with torch.no_grad():
             return linear_argmax(self._head(model))
 
-    def _head(self, model: RGCN) -> list[LinearTerm]:
+    def _head(self, model: TypedModel) -> list[LinearTerm]:
         """The layers to the last one's :class:`~commgraph.nn.rgcn.LinearTerm` s (the target rows')."""
         last = model.num_layers - 1
         h = model.input(self.features)

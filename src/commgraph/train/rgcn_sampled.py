@@ -1,5 +1,5 @@
 r"""R-GCN's sampled training over a typed partition set: ``commgraph train --model rgcn --sampler
-neighbor``. What one worker does in an epoch of batches.
+neighbor`` (or ``dgs``). What one worker does in an epoch of batches.
 
 Each worker draws its seeds from its own training nodes of the target type (as
 :mod:`commgraph.train.minibatch` splits them: every worker the same number of steps) and samples
@@ -8,7 +8,9 @@ hop :math:`h` draws, for each node hop :math:`h - 1` added, :math:`\min(k_h, d^r
 :math:`d^r_v` in-neighbours over every relation :math:`r` into its type (``--fanout``'s
 :math:`k_h` per relation; -1 all of them), on every relation's in-edge CSR over typed ids
 (:class:`~commgraph.sample.hetero.TypedRelations`, read from the set's parts, every worker the whole graph's, as
-``--structure replicated`` maps it).
+``--structure replicated`` maps it). With ``--sampler dgs`` each relation's draws follow DGS's rule
+(:class:`~commgraph.sample.hetero.TypedDGS`, ``--epsilon`` and ``--dgs-rule``): the draws uniform
+sampling would make of other workers' nodes move to the worker's own, so fewer input rows cross.
 
 A batch's input rows are computed where their nodes are owned: the owner projects a node's
 features, or reads its learnable embedding row (:meth:`~commgraph.nn.rgcn.TypedInput.rows`), and
@@ -39,7 +41,8 @@ from commgraph.runtime.job import Job
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.owner import rows_to_readers, settle
 from commgraph.sample.base import Scratch
-from commgraph.sample.hetero import EdgeType, HeteroHops, TypedRelations, sample_hetero_hops
+from commgraph.sample.hetero import EdgeType, HeteroHops, TypedDGS, TypedRelations, sample_hetero_hops
+from commgraph.sample.options import relation_fanouts
 from commgraph.train.config import TrainConfig
 from commgraph.train.minibatch import TrainingState, epoch_steps, seed_batches
 from commgraph.train.records import EpochStep
@@ -127,12 +130,19 @@ class RGCNSampledEpochs:
         types = self.graph.node_types
         # each relation's source and destination types, in the set's relation order
         self.relation_types = {r: (types.index(r[0]), types.index(r[2])) for r in self.graph.relations}
-        self.fanouts = {edge_type: list(config.sampling.fanouts) for edge_type in self.graph.relations}
+        self.fanouts = relation_fanouts(config.sampling.fanouts, list(self.graph.relations))
+        self.dgs = self._dgs(config) if config.sampling.sampler == "dgs" else None
         counts = self.comm.all_gather_object(int(self.train.shape[0])) if world.size > 1 else [self.train.shape[0]]
         self.steps = epoch_steps(counts, config.sampling.batch_size)
         self.rng = np.random.default_rng([config.optim.seed, world.rank])
         self.scratch = {t: Scratch() for t in types}
         self.alltoall = MatchingAllToAll(self.comm)
+
+    def _dgs(self, config: TrainConfig) -> TypedDGS:
+        """DGS's draws over the set's relations, each type's nodes' owners read from the set."""
+        options, offsets = config.sampling, self.graph.offsets
+        owner = {t: np.asarray(self.owner[offsets[i] : offsets[i + 1]]) for i, t in enumerate(self.graph.node_types)}
+        return TypedDGS(owner, self.world.rank, options.epsilon, options.dgs_rule)
 
     def epoch(self) -> EpochStep:
         comm = self.comm
@@ -161,7 +171,13 @@ class RGCNSampledEpochs:
         hops = None
         if seeds is not None:
             hops = sample_hetero_hops(
-                self.graph.relations, self.graph.num_nodes, {self.target: seeds}, self.fanouts, self.rng, self.scratch
+                self.graph.relations,
+                self.graph.num_nodes,
+                {self.target: seeds},
+                self.fanouts,
+                self.rng,
+                self.scratch,
+                self.dgs,
             )
         totals["sample"] += time.perf_counter() - started
         model, optimizer = self.training.model, self.training.optimizer

@@ -17,6 +17,7 @@ from commgraph.sample.options import (
     RULES,
     STRUCTURES,
     ExplainerOptions,
+    Fanouts,
     check_fanouts,
     parse_eval_fanouts,
     parse_fanouts,
@@ -63,9 +64,11 @@ class SamplingOptions(Options):
         choices=SAMPLERS,
         default=None,
     )
-    fanouts: tuple[int, ...] | None = option(
+    fanouts: Fanouts | None = option(
         f"neighbours drawn per node at each hop, the seeds' hop first; -1 takes all "
-        f"(neighbor, dgs; default {FANOUT} per layer)",
+        f"(neighbor, dgs; default {FANOUT} per layer). --model rgcn: one list for every relation, or a "
+        f"list per relation, each relation of the graph named once as partition info prints it: "
+        f"'author__writes__paper=10,5;paper__cites__paper=15,10;...'",
         metavar="K,K,...",
         parse=parse_fanouts,
         name="fanout",

@@ -16,6 +16,7 @@ from commgraph.plan.choose import choose_job_allreduce
 from commgraph.plan.first_layer import FirstLayerChoice, choose_first_layer, evaluation_passes
 from commgraph.plan.memory import JobShape, label_classes, model_parameters
 from commgraph.plan.steptime import predict_job
+from commgraph.sample.options import hop_fanouts
 from commgraph.sim.steptime import StepTime, compute_model, other_machine
 from commgraph.topology import read_yaml
 from commgraph.topology.compute import MODELS as COMPUTE_MODELS
@@ -57,11 +58,13 @@ def job_shape(config: TrainConfig, pset: PartitionSet, workers: int) -> JobShape
         gnn.layers,
         sampling.sampler,
         sampling.batch_size,
-        sampling.fanouts or (),
+        hop_fanouts(sampling.fanouts) if sampling.fanouts else (),
         sampling.peer_rows,
         sampling.structure if sampling.sampler == "neighbor" else "replicated",  # the others map the whole graph
         model=gnn.model,
-        explainer=sampling.sampler == "dgs" and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
+        explainer=sampling.sampler == "dgs"
+        and gnn.model not in HETERO_MODELS
+        and (sampling.explain_cpu != 0 or sampling.dgs_masks_out is not None),
         explainer_process=sampling.explain_in != "worker",
         first_layer=_first_layer_mode(config, pset, workers),
         memory_budget=config.comm.memory_budget,

@@ -25,7 +25,9 @@ import torch
 from commgraph.atomic import append_text, atomic_write
 from commgraph.errors import TrainingError
 from commgraph.logs import get_logger
-from commgraph.nn import GNN, RGCN
+from commgraph.nn import GNN
+from commgraph.nn.options import HETERO_MODELS
+from commgraph.nn.rgcn import TypedModel
 from commgraph.phases import RUNNING
 from commgraph.plan.choose import AllReduceChoice
 from commgraph.plan.memory import estimate_memory
@@ -40,7 +42,7 @@ from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, Replica
 from commgraph.train.minibatch import SampledEpochs, TrainingState
 from commgraph.train.predict import SPLITS, gather_predictions, write_predictions
 from commgraph.train.records import DGSStats, EpochRecord, EpochStep
-from commgraph.train.rgcn import RGCNExecutor, TypedPart, build_rgcn
+from commgraph.train.rgcn import TypedExecutor, TypedPart, build_typed_model
 from commgraph.train.rgcn_sampled import RGCNSampledEpochs
 from commgraph.train.sampled_eval import SampledEvaluation
 from commgraph.train.schedule import bin_size_for_memory
@@ -53,7 +55,9 @@ log = get_logger(__name__)
 @dataclass
 class TrainResult:
     history: list[dict]  # one record per epoch run (what --metrics-out holds)
-    model: GNN | RGCN  # the trained model, identical on every worker (R-GCN's embeddings: the worker's rows)
+    model: (
+        GNN | TypedModel
+    )  # the trained model, identical on every worker (R-GCN's, HGT's embeddings: the worker's rows)
     best: dict | None  # epoch, val_acc, test_acc of the best validation accuracy (None: no val nodes)
 
 
@@ -75,7 +79,7 @@ class Trainer:
         self.job = job = Job(world, partition_dir, config.job)
         self.config = config = _resolved(config, job)
         part, comm, gnn = job.part, job.comm, config.gnn
-        self.typed = TypedPart.read(job) if gnn.model == "rgcn" else None
+        self.typed = TypedPart.read(job) if gnn.model in HETERO_MODELS else None
         if (part.features is None and self.typed is None) or part.labels is None or part.train_mask is None:
             raise TrainingError(f"{partition_dir}: the graph has no features, labels or train mask to train on")
         classes = (
@@ -150,11 +154,11 @@ class Trainer:
 
     # -- set-up ----------------------------------------------------------------------------------
 
-    def _model(self, classes: int) -> GNN | RGCN:
+    def _model(self, classes: int) -> GNN | TypedModel:
         """The run's model: R-GCN over the typed part's node types, else a :class:`~commgraph.nn.GNN`."""
         gnn = self.config.gnn
         if self.typed is not None:
-            return build_rgcn(self.typed, self.config, classes)
+            return build_typed_model(self.typed, self.config, classes)
         width = int(self.job.part.features.shape[1])
         return GNN(gnn.model, width, gnn.hidden, classes, layers=gnn.layers, heads=gnn.heads, dropout=gnn.dropout)
 
@@ -201,7 +205,7 @@ class Trainer:
         holds a table of its own, its hop sets' rows)."""
         config, job = self.config, self.job
         if self.typed is not None:
-            return RGCNExecutor(job, self.wiring, self.typed)
+            return TypedExecutor(job, self.wiring, self.typed, config.gnn.model)
         if self._shares_evaluation(store):  # the in-edges the sampler maps: the whole graph's, or the part's
             sampling = config.sampling
             whole = sampling.sampler != "neighbor" or sampling.structure == "replicated"
