@@ -322,7 +322,8 @@ def test_topo_show_counts_servers_not_the_network(capsys):
 
 def test_topo_list_json_is_what_the_table_lists(capsys):
     assert main(["topo", "list"]) == 0
-    names = capsys.readouterr().out.split()
+    header, *names = capsys.readouterr().out.split()
+    assert header == "preset"
     assert main(["topo", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"presets": names} and "dgx1-v100" in names
 
@@ -391,6 +392,8 @@ REPORTS = [
     ("sim", "multipath", "paths"),
     ("sim", "multipath", "h2d"),
     ("partition", "info"),
+    ("partition", "make"),
+    ("topo", "list"),
     ("topo", "show"),
 ]
 
@@ -406,7 +409,11 @@ def test_every_report_takes_format_and_json_as_its_alias(path):
     assert parser.get_default("output") == "text"
 
 
-def test_partition_make_takes_json_into_the_report_s_destination():
-    """``partition make``'s ``--format`` is the graph file's format; its ``--json`` is the report's."""
-    options = {o: a for a in arguments(dict(COMMANDS)[("partition", "make")]) for o in a.option_strings}
-    assert options["--json"].dest == "output" and options["--format"].dest == "format"
+def test_graph_file_format_is_graph_format():
+    """A command that reads a GRAPH names the file's format ``--graph-format``; ``--format`` is the report's."""
+    for path in [("analyze",), ("train",), ("predict",), ("graph", "info"), ("partition", "make")]:
+        options = {o: a for a in arguments(dict(COMMANDS)[path]) for o in a.option_strings}
+        assert options["--graph-format"].choices == ("snap", "ogb", "planetoid", "npz")
+        assert options["--graph-format"].dest == "graph_format"
+
+

@@ -200,6 +200,26 @@ def test_partition_info_formats(capsys, cora2):
     assert "| part | nodes | edges | remote |\n| ---: | ---: | ---: | ---: |" in capsys.readouterr().out
 
 
+def test_partition_make_formats(capsys, tmp_path):
+    make = ["partition", "make", "cora", "--parts", "2", "--method", "chunk"]
+    assert main([*make, "--out", str(tmp_path / "j"), "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert main([*make, "--out", str(tmp_path / "c"), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [int(r["nodes"]) for r in rows] == [p["num_nodes"] for p in parts]
+    assert main([*make, "--out", str(tmp_path / "m"), "--format", "md"]) == 0
+    assert "| part | nodes | edges | remote |\n| ---: | ---: | ---: | ---: |" in capsys.readouterr().out
+
+
+def test_topo_list_formats(capsys):
+    assert main(["topo", "list", "--format", "json"]) == 0
+    names = json.loads(capsys.readouterr().out)["presets"]
+    assert main(["topo", "list", "--format", "csv"]) == 0
+    assert [r["preset"] for r in csv.DictReader(io.StringIO(capsys.readouterr().out))] == names
+    assert main(["topo", "list", "--format", "md"]) == 0
+    assert capsys.readouterr().out.startswith("| preset |\n| :--- |\n")
+
+
 RECORDS = [
     {"epoch": 1, "loss": 1.0, "epoch_seconds": 0.5, "comm_wait_seconds": 0.1, "total_bytes": 2e6},
     {"epoch": 2, "loss": 0.5, "epoch_seconds": 0.4, "comm_wait_seconds": 0.05, "total_bytes": 2e6},

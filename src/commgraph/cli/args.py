@@ -62,17 +62,15 @@ def add_json(parser: argparse.ArgumentParser, help: str = "print the result as o
     parser.add_argument("--json", action="store_true", help=help)
 
 
-def add_format(parser: argparse.ArgumentParser, *, option: bool = True) -> None:
+def add_format(parser: argparse.ArgumentParser) -> None:
     """``--format text|json|csv|md`` and ``--json`` (the same as ``--format json``), both into
-    ``args.output``. ``option=False`` leaves ``--format`` out, for a command whose ``--format``
-    names its graph file's format (it prints text or, with ``--json``, JSON)."""
-    if option:
-        parser.add_argument(
-            "--format",
-            dest="output",
-            choices=FORMATS,
-            help="text: tables with units scaled to the value; json: one object; csv and md: the tables",
-        )
+    ``args.output``."""
+    parser.add_argument(
+        "--format",
+        dest="output",
+        choices=FORMATS,
+        help="text: tables with units scaled to the value; json: one object; csv and md: the tables",
+    )
     parser.add_argument("--json", dest="output", action="store_const", const="json", help="the same as --format json")
     parser.set_defaults(output="text")
 

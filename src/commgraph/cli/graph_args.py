@@ -20,7 +20,7 @@ def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
         "movielens-shaped:scale=F,seed=S) or a path (SNAP edge list, OGB directory, "
         "Planetoid folder, .npz)",
     )
-    parser.add_argument("--format", choices=FORMATS, help="file format (default: detect)")
+    parser.add_argument("--graph-format", choices=FORMATS, help="the graph file's format (default: detect)")
     parser.add_argument("--name", help="graph name; picks the dataset in a Planetoid folder")
     parser.add_argument("--split", help="split scheme of an OGB directory that has several")
 
@@ -35,7 +35,7 @@ def graph_from_args(args: argparse.Namespace, *, hetero: bool = False, **options
             "is a partition set, not a graph: describe it with commgraph partition info; "
             "commgraph train, predict and analyze take it as their GRAPH",
         )
-    graph = load_graph(args.graph, format=args.format, name=args.name, split=args.split, **options)
+    graph = load_graph(args.graph, format=args.graph_format, name=args.name, split=args.split, **options)
     if isinstance(graph, HeteroGraph) and not hetero:
         raise GraphSpecError(
             f"{args.graph} is a heterogeneous graph ({', '.join(graph.node_types)}): this command takes "

@@ -40,7 +40,7 @@ def register(subparsers) -> None:
         "files, and readers widen the rows to float32",
     )
     add_force(parser)
-    add_format(parser, option=False)
+    add_format(parser)
     add_png(parser, "bar chart of per-part nodes, edges, remote nodes")
     parser.add_argument("--plot", type=Path, dest="png", help=argparse.SUPPRESS)
     parser.set_defaults(run=run)

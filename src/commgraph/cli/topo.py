@@ -4,7 +4,6 @@ this machine, measured)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections import Counter
@@ -15,7 +14,6 @@ from commgraph.cli import describe
 from commgraph.cli.args import (
     add_force,
     add_format,
-    add_json,
     add_png,
     add_topology_argument,
     byte_counts,
@@ -25,7 +23,7 @@ from commgraph.cli.args import (
     wrote,
 )
 from commgraph.errors import TopologyError
-from commgraph.render.topology import topology_report
+from commgraph.render.topology import presets_report, topology_report
 from commgraph.render.units import seconds
 from commgraph.topology import parse_speeds, preset_names, read_yaml, speeds_of, write_yaml
 from commgraph.topology.compute import REFUSED_ERROR
@@ -54,7 +52,7 @@ def _add_list(commands) -> None:
         description="The preset topologies, one name a "
         "line; each is a --topology value (NxPRESET-ib and fattree:... build clusters).",
     )
-    add_json(listing, "print the names as one JSON object")
+    add_format(listing)
     listing.set_defaults(run=run_list)
 
 
@@ -137,11 +135,7 @@ def _add_validate(commands) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    if args.json:
-        print(json.dumps({"presets": preset_names()}))
-        return 0
-    for name in preset_names():
-        print(name)
+    emit(args, presets_report(preset_names()))
     return 0
 
 

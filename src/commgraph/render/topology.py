@@ -1,6 +1,7 @@
-"""The report of ``commgraph topo show``: the lines that describe a topology (hosts, devices,
-speeds, link kinds, calibration) and a row per link (its ends, kind, count, bandwidth, latency and
-per-message overhead), built from the topology's JSON object."""
+"""The reports of ``commgraph topo list`` (a row per preset name) and ``commgraph topo show``: the
+lines that describe a topology (hosts, devices, speeds, link kinds, calibration) and a row per link
+(its ends, kind, count, bandwidth, latency and per-message overhead), built from the topology's JSON
+object."""
 
 from __future__ import annotations
 
@@ -33,3 +34,9 @@ def topology_report(data: dict, lines: tuple[str, ...], links: list[dict] | None
         for link in links
     )
     return Report(data, (Table(LINK_COLUMNS, rows),), before=lines)
+
+
+def presets_report(names: list[str]) -> Report:
+    """``topo list``'s report: a row per preset name; its JSON is ``{"presets": names}``."""
+    table = Table((Column("preset", "preset", "text"),), tuple({"preset": name} for name in names))
+    return Report({"presets": names}, (table,))
