@@ -138,7 +138,7 @@ def calibrated(work: Path, workers: int, python: str) -> Path:
             "--workers",
             str(n),
             "--sizes",
-            "4K,64K,1M",
+            "4K,64K,1M,8M",
             "--repeats",
             "3",
             "--force",
