@@ -80,6 +80,8 @@ def predict(nodes: int, args, cost: Path) -> dict:
         str(cost),
         "--threads",
         str(args.threads),
+        "--timeout",
+        "1800",  # generating and partitioning 124M edges outlasts a phase's default 120 s
         "--dry-run",
         "--json",
     )
