@@ -11,7 +11,7 @@ probes as ``commgraph topo calibrate``), then real worker processes run, on Gloo
   none), and the executed ring and tree schedules of ``commgraph.runtime.allreduce``, each priced
   round by round as it runs (``rounds_plan``: every round pays its messages' latency and overhead).
 
-Each case is timed ``--repeats`` times after a warm-up, all ranks starting together after a barrier;
+Each case is timed ``--repeats`` times after :data:`WARMUPS` untimed runs, all ranks starting together after a barrier;
 a repeat's time is the slowest rank's, and the table gives the median and the spread (fastest and
 slowest repeat). Beside it: ``commgraph.plan.price`` of the same plan on the ``localhost-cpu:N``
 preset (before calibration), on the calibrated topology without its per-message overheads,
@@ -54,6 +54,7 @@ GRAPHS = {"cora": "cora", "sbm": "sbm:nodes=20000,classes=8,features=16,seed=0"}
 PLANNERS = ("p2p", "spst")
 TARGET = 0.25
 MIN_BYTES = 1e6
+WARMUPS = 3  # untimed runs of a case first: a new pair's first messages set up its connection
 
 
 def _native(world, comm, topology, nbytes):
@@ -89,7 +90,8 @@ def worker(job_path: str) -> None:
     results = []
 
     def timed(case: dict, once) -> None:
-        once()
+        for _ in range(WARMUPS):
+            once()
         times = []
         for _ in range(job["repeats"]):
             dist.barrier(group=world.grad_group)
@@ -104,11 +106,14 @@ def worker(job_path: str) -> None:
         pset = load_partition_set(partdir)
         part = pset.part(world.rank)
         owned, halo = np.asarray(part.owned), np.asarray(part.halo)
-        rows = torch.randn(owned.shape[0], job["width"])
-        for planner in PLANNERS:
-            plan = plan_allgather(planner, pset, topology, row_bytes=4 * job["width"])
-            runner = layerwise(comm, Exchange.from_plan(plan, world.rank, devices, owned, halo), rows.device, "tagged")
-            timed({"graph": name, "planner": planner}, lambda: gather_halo(runner, rows, layer=1))
+        for width in job["widths"]:
+            rows = torch.randn(owned.shape[0], width)
+            for planner in job["planners"]:
+                plan = plan_allgather(planner, pset, topology, row_bytes=4 * width)
+                exchange = Exchange.from_plan(plan, world.rank, devices, owned, halo)
+                runner = layerwise(comm, exchange, rows.device, "tagged")
+                case = {"graph": name, "planner": planner, "width": width}
+                timed(case, lambda: gather_halo(runner, rows, layer=1))
     for nbytes in job["allreduce_bytes"]:
         tensor = torch.ones(int(nbytes) // 4)
         for executor in job["executors"]:
@@ -122,12 +127,17 @@ def worker(job_path: str) -> None:
 # -- the parent: calibrate, partition, launch, price -----------------------------------------------
 
 
-def partitions(workers: int, folder: Path) -> dict[str, str]:
+def partitions(workers: int, folder: Path, graphs: dict[str, str]) -> dict[str, str]:
+    """Each of ``graphs`` (name -> spec) partitioned with g3 into ``workers`` parts under ``folder``
+    (a set already there is kept)."""
     result = {}
-    for name, spec in GRAPHS.items():
+    for name, spec in graphs.items():
+        path = folder / f"{name}-{workers}"
+        result[name] = str(path)
+        if path.exists():
+            continue
         graph = load_graph(spec)
         assignment, _ = partition_graph(graph, workers, "g3", 0)
-        path = folder / f"{name}-{workers}"
         write_partition_set(
             graph,
             assignment,
@@ -138,7 +148,6 @@ def partitions(workers: int, folder: Path) -> dict[str, str]:
             seconds=0.0,
             metrics=partition_metrics(graph, assignment, workers),
         )
-        result[name] = str(path)
     return result
 
 
@@ -151,13 +160,23 @@ def links_only(topology: Topology) -> Topology:
     )
 
 
-def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[dict]:
+def run_workers(
+    workers: int,
+    args,
+    folder: Path,
+    calibrated: Topology,
+    graphs: dict[str, str] = GRAPHS,
+    planners: tuple[str, ...] = PLANNERS,
+) -> list[dict]:
+    """Every case measured by ``workers`` processes (``args``: ``widths``, ``repeats``,
+    ``allreduce_bytes``) beside its price on the preset, the links alone and ``calibrated``."""
     topology_path = folder / f"calibrated-{workers}.yaml"
     write_yaml(calibrated, topology_path)
     job = {
-        "partitions": partitions(workers, folder),
+        "partitions": partitions(workers, folder, graphs),
         "topology": str(topology_path),
-        "width": args.width,
+        "widths": args.widths,
+        "planners": list(planners),
         "repeats": args.repeats,
         "allreduce_bytes": args.allreduce_bytes,
         "executors": list(ALLREDUCE_EXECUTORS),
@@ -188,7 +207,7 @@ def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[
                 plan = rounds_plan(schedule, [d.id for d in topology.workers], case["bytes"], CHUNK_BYTES["gloo"])
                 moved = case["bytes"]
             else:
-                plan = plan_allgather(case["planner"], psets[case["graph"]], topology, row_bytes=4 * args.width)
+                plan = plan_allgather(case["planner"], psets[case["graph"]], topology, row_bytes=4 * case["width"])
                 moved = plan.total_bytes
             predicted[label] = price(plan, topology)["modeled_seconds"]
         times = np.array(case["times"])
@@ -196,6 +215,7 @@ def run_workers(workers: int, args, folder: Path, calibrated: Topology) -> list[
             {
                 "case": case["graph"],
                 "planner": case["planner"],
+                "width": case.get("width"),
                 "workers": workers,
                 "bytes": moved,
                 "measured": float(np.median(times)),
@@ -244,6 +264,7 @@ def main() -> None:
     args = parser.parse_args()
     counts = [int(w) for w in (args.workers or ("2,4" if args.quick else "2,4,8")).split(",")]
     args.repeats = args.repeats or (5 if args.quick else 9)
+    args.widths = [args.width]
     args.allreduce_bytes = [1e6, 1e7] if args.quick else [1e6, 1e7, 1e8]
     rows = []
     started = time.perf_counter()

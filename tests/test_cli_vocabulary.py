@@ -415,5 +415,3 @@ def test_graph_file_format_is_graph_format():
         options = {o: a for a in arguments(dict(COMMANDS)[path]) for o in a.option_strings}
         assert options["--graph-format"].choices == ("snap", "ogb", "planetoid", "npz")
         assert options["--graph-format"].dest == "graph_format"
-
-

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -13,12 +14,12 @@ import yaml
 
 from commgraph.cli import topo
 from commgraph.cli.main import main
-from commgraph.errors import TopologyError
+from commgraph.errors import PlanError, TopologyError
 from commgraph.plan.memory import JobShape
-from commgraph.plan.steptime import exchanged_layers, layer_terms, step_work
+from commgraph.plan.steptime import SampledHops, exchanged_layers, layer_terms, step_work
 from commgraph.runtime import compute_probe
 from commgraph.sim import steptime
-from commgraph.sim.steptime import LayerWork, StepWork, compute_seconds, other_machine, predict_step
+from commgraph.sim.steptime import LayerWork, StepWork, compute_seconds, contention, other_machine, predict_step
 from commgraph.topology import read_yaml, resolve_topology, write_yaml
 from commgraph.topology.compute import MODELS, ComputeModel
 from commgraph.topology.model import Calibration
@@ -47,8 +48,10 @@ def test_compute_is_the_formula_on_given_coefficients():
     assert compute_seconds(work, MODEL) == pytest.approx(fixed + single / 2.0, rel=1e-12)  # 1 + (3 - 1) 0.5
     step = predict_step(work, MODEL, halo_seconds=0.25, allreduce_seconds=0.125)
     assert step.sampling == pytest.approx(5e-5 + 500 * 1e-7, rel=1e-12)
-    assert step.feature_fetch == pytest.approx(4000 * 1e-9)
+    assert step.feature_fetch == pytest.approx(4000 * 1e-9)  # no rows given: the bytes alone
     assert step.step_seconds == pytest.approx(fixed + single / 2 + 1e-4 + 4e-6 + 0.25 + 0.125, rel=1e-12)
+    rows = predict_step(replace(work, gathered_rows=100), MODEL, 0.0, 0.0)
+    assert rows.feature_fetch == pytest.approx(100 * MODEL.gather_row_s + 4000 * 1e-9, rel=1e-12)
     assert step.epoch_seconds == pytest.approx(7 * step.step_seconds)
     assert step.defaults == ()
     full = replace(work, sampled=False, sampled_edges=0.0)
@@ -67,14 +70,16 @@ def test_the_probe_fit_recovers_known_coefficients_from_synthetic_timings(monkey
 
     monkeypatch.setattr(compute_probe, "_step_seconds", timed)
     monkeypatch.setattr(compute_probe, "_sample_points", sample)
-    monkeypatch.setattr(compute_probe, "_gather_points", lambda: [(1e6, 1e-3), (4e6, 4e-3)])
+    gathered = [(r, b, 5e-8 * r + 1e-9 * b) for r, b in ((2000, 128000), (20000, 1280000), (2000, 4096000))]
+    monkeypatch.setattr(compute_probe, "_gather_points", lambda: gathered)
     model = compute_probe.probe_compute()
     for m, (step, layer, edge, row) in known.items():
         assert model.step_s[m] == pytest.approx(step, rel=1e-6) and model.layer_s[m] == pytest.approx(layer, rel=1e-6)
         assert model.edge_s[m] == pytest.approx(edge, rel=1e-6) and model.row_s[m] == pytest.approx(row, rel=1e-6)
         assert model.errors[m] < 1e-9
     assert model.sample_batch_s == pytest.approx(4e-5, rel=1e-6) and model.sample_edge_s == pytest.approx(2e-8)
-    assert model.gather_byte_s == pytest.approx(1e-9) and model.errors["gather"] == pytest.approx(0.0, abs=1e-12)
+    assert model.gather_byte_s == pytest.approx(1e-9) and model.gather_row_s == pytest.approx(5e-8)
+    assert model.errors["gather"] == pytest.approx(0.0, abs=1e-9) and model.cores == (os.cpu_count() or 1)
     # a fit the line cannot follow reports its worst relative error
     (rate,), error = compute_probe._fit([(1.0, 1.0), (2.0, 3.0)])
     assert rate == pytest.approx(15 / 13) and error == pytest.approx(3 / 13)
@@ -96,6 +101,41 @@ def test_full_graph_work_reads_the_largest_part(cora_set):
     assert work.layers[0].width_in == 1433 and work.layers[1].width_out == 7
     assert exchanged_layers(shape) == 1 and exchanged_layers(replace(shape, first_layer="owner")) == 2
     assert exchanged_layers(replace(shape, sampler="neighbor", fanouts=(5, 5))) == 0
+
+
+def test_workers_beyond_the_cores_take_turns(cora_set):
+    shape = JobShape(4, 4, 16, 2, model="gcn")
+    alone, shared = (step_work(cora_set, shape, threads=1, cores=c) for c in (4, 2))
+    assert alone.contention == 1.0 and shared.contention == 2.0 and contention(3, 4) == 1.0
+    work = replace(alone, sampled=True, sampled_edges=100, gathered_bytes=800, gathered_rows=10)
+    one, two = (predict_step(replace(work, contention=c), MODEL, 0.5, 0.25) for c in (1.0, 2.0))
+    for part in ("compute", "sampling", "feature_fetch"):
+        assert getattr(two, part) == pytest.approx(2 * getattr(one, part), rel=1e-12)
+    assert (two.halo_exchange, two.allreduce) == (0.5, 0.25)  # the exchanges are the simulator's
+    assert step_work(cora_set, shape, cores=2, machine_workers=1).threads == 2  # threads default to a worker's cores
+
+
+def test_sampled_work_reads_the_measured_hops(cora_set):
+    from commgraph.train.shape import sampled_hops
+
+    shape = JobShape(2, 2, 16, 2, sampler="neighbor", batch_size=32, fanouts=(10, 5), model="sage")
+    hops = sampled_hops(cora_set, shape.fanouts, shape.batch_size)
+    assert hops.destinations[0] == 32 and hops.sources[0] == hops.destinations[1]  # a hop's table: the next's targets
+    assert all(e <= d * f for d, e, f in zip(hops.destinations, hops.edges, shape.fanouts))
+    work = step_work(cora_set, shape, threads=1, hops=hops)
+    assert work.gathered_rows == hops.sources[-1] and work.gathered_bytes == 4 * 1433 * hops.sources[-1]
+    assert work.sampled_edges == pytest.approx(sum(hops.edges)) and work.layers[-1].rows <= 32 * 11
+    # every training node of the busiest part with all its in-neighbours: counted exactly
+    parts = [cora_set.part(k, check=False) for k in range(2)]
+    part = max(parts, key=lambda p: int(np.count_nonzero(p.train_mask)))
+    train = np.asarray(part.owned)[np.asarray(part.train_mask, dtype=bool)]
+    indptr, indices = (np.asarray(a) for a in cora_set.in_edges())
+    neighbours = np.concatenate([indices[indptr[v] : indptr[v + 1]] for v in train])
+    whole = sampled_hops(cora_set, (-1,), train.size)
+    table = np.union1d(train, neighbours).size
+    assert whole == SampledHops((float(train.size),), (float(table),), (float(neighbours.size),))
+    with pytest.raises(PlanError, match="measured hop by hop"):
+        step_work(cora_set, shape, threads=1)
 
 
 def test_calibrated_compute_round_trips_through_the_yaml(tmp_path):

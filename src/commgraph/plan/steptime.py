@@ -8,12 +8,17 @@ times its heads) to ``C`` classes:
   is the part and its halo. Layers ``1..L-1`` exchange their halo rows (and layer 0 too with
   ``--first-layer owner``: its owners' transforms), forward and again backward, each priced as one
   layer's all-gather on the plan (``plan_seconds``);
-- **sampled**: a batch of ``B`` seeds with fanouts ``f_1..f_L`` (:func:`~commgraph.plan.memory.reached_nodes`
-  and :func:`~commgraph.plan.memory.sampled_edges` give its rows and edges); its input rows are
-  gathered (``4 F`` bytes a row), and where they come from other machines (``--peer-rows
-  network``, or workers on several hosts) the remote share crosses the slowest link between two
-  workers. An epoch runs the largest part's training nodes over ``B`` steps (``--steps-per-epoch``
-  caps them).
+- **sampled**: a batch of ``B`` seeds with fanouts ``f_1..f_L``, its rows and edges by hop
+  (:class:`SampledHops`) the mean of a few batches drawn before launch (a graph's degrees and its
+  clustering decide how many distinct nodes a batch reaches, which no product of fanouts gives);
+  its input rows are gathered (``4 F`` bytes a row), and where they come from other machines
+  (``--peer-rows network``, or workers on several hosts) the remote share crosses the slowest link
+  between two workers. An epoch runs the largest part's training nodes over ``B`` steps
+  (``--steps-per-epoch`` caps them).
+
+The busiest machine's workers share its cores (the cost model's ``cores``): a worker's threads
+default to its share, and workers beyond the cores take turns
+(:func:`~commgraph.sim.steptime.contention`).
 
 A layer aggregates at the narrower of its widths where the model transforms before it aggregates
 (GCN, GraphSAGE, GAT: its output width), else at its input width (GIN).
@@ -22,22 +27,36 @@ A layer aggregates at the narrower of its widths where the model transforms befo
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
+from commgraph.errors import PlanError
 from commgraph.nn.options import LINEAR_FIRST
 from commgraph.partition import PartitionSet
-from commgraph.plan.memory import JobShape, label_classes, part_sizes, reached_nodes, sampled_edges
+from commgraph.plan.memory import JobShape, label_classes, part_sizes
 from commgraph.sim.steptime import (
     LayerWork,
     StepTime,
     StepWork,
+    contention,
     predict_step,
     threads_per_worker,
     work_terms,
 )
 from commgraph.topology.compute import ComputeModel
 from commgraph.topology.model import Topology
+
+
+@dataclass(frozen=True)
+class SampledHops:
+    """A sampled batch's mean sizes by hop from its seeds (hop 0 samples the seeds' neighbours):
+    each hop's destinations, its table (the destinations, then the new sources drawn) and its edges."""
+
+    destinations: tuple[float, ...]
+    sources: tuple[float, ...]
+    edges: tuple[float, ...]
 
 
 def step_work(
@@ -47,15 +66,24 @@ def step_work(
     heads: int = 4,
     threads: int | None = None,
     steps_cap: int | None = None,
+    cores: int = 1,
+    machine_workers: int | None = None,
+    hops: SampledHops | None = None,
 ) -> StepWork:
-    """The busiest worker's step of ``shape``'s job on ``pset`` (see the module's description)."""
-    n = int(pset.manifest["graph"]["num_nodes"])
-    num_edges = int(pset.manifest["graph"]["num_edges"])
+    """The busiest worker's step of ``shape``'s job on ``pset`` (see the module's description), its
+    machine's ``cores`` shared by ``machine_workers`` (default: the shape's); a sampled job's batch
+    as ``hops`` measured it.
+
+    Raises:
+        PlanError: a sampled job without ``hops``, or hops that do not match its fanouts.
+    """
     first = pset.part(0, check=False)
     width = int(first.features.shape[1])
     classes = label_classes(pset)
     widths = _widths(shape, width, classes, heads)
-    threads = threads_per_worker(shape.machine_workers, threads)
+    machine_workers = shape.machine_workers if machine_workers is None else machine_workers
+    threads = threads_per_worker(machine_workers, cores, threads)
+    share = contention(machine_workers, cores)
     if shape.sampler is None:
         sizes = [part_sizes(pset, k) for k in range(pset.num_parts)]
         owned = max(s[0] for s in sizes)
@@ -65,26 +93,26 @@ def step_work(
             _layer(shape.model, edges, owned if (l == 0 and shape.first_layer == "owner") else local, owned, w, o)
             for l, (w, o) in enumerate(widths)
         )
-        return StepWork(shape.model, layers, threads=threads)
-    batch, fanouts = shape.batch_size, shape.fanouts
-    destinations = [batch] + [reached_nodes(n, batch, fanouts[:hop]) for hop in range(1, len(fanouts))]
-    sources = destinations[1:] + [reached_nodes(n, batch, fanouts)]  # hop h's table: hop h+1's destinations
-    hop_edges = [
-        sampled_edges(n, num_edges, batch, fanouts[: hop + 1]) - sampled_edges(n, num_edges, batch, fanouts[:hop])
-        for hop in range(len(fanouts))
-    ]
-    hops = list(zip(destinations, sources, hop_edges))[::-1]  # layer 0 reads the last hop
-    layers = tuple(_layer(shape.model, e, src, dst, w, o) for (dst, src, e), (w, o) in zip(hops, widths))
+        return StepWork(shape.model, layers, threads=threads, contention=share)
+    if hops is None or len(hops.edges) != len(shape.fanouts):
+        raise PlanError(
+            f"a sampled step's work needs its batch measured hop by hop ({len(shape.fanouts)} hops): "
+            "pass the SampledHops of a few drawn batches"
+        )
+    by_layer = list(zip(hops.destinations, hops.sources, hops.edges))[::-1]  # layer 0 reads the last hop
+    layers = tuple(_layer(shape.model, e, src, dst, w, o) for (dst, src, e), (w, o) in zip(by_layer, widths))
     trained = max(int(np.count_nonzero(pset.part(k, check=False).train_mask)) for k in range(pset.num_parts))
-    steps = max(1, math.ceil(trained / batch))
+    steps = max(1, math.ceil(trained / shape.batch_size))
     return StepWork(
         shape.model,
         layers,
         sampled=True,
-        sampled_edges=sampled_edges(n, num_edges, batch, fanouts),
-        gathered_bytes=4 * width * sources[-1],
+        sampled_edges=float(sum(hops.edges)),
+        gathered_bytes=4 * width * hops.sources[-1],
+        gathered_rows=hops.sources[-1],
         threads=threads,
         steps=steps if steps_cap is None else min(steps, steps_cap),
+        contention=share,
     )
 
 
@@ -107,11 +135,23 @@ def predict_job(
     heads: int = 4,
     threads: int | None = None,
     steps_cap: int | None = None,
+    hops: SampledHops | None = None,
 ) -> StepTime:
     """``shape``'s step on ``pset`` priced: compute, sampling and fetch by ``model``, the halo
     exchange as ``2 x exchanged_layers`` of the plan's one-layer ``plan_seconds``, the all-reduce as
-    priced (None, not modelled: 0), and a sampled batch's remote rows across ``topology``."""
-    work = step_work(pset, shape, heads=heads, threads=threads, steps_cap=steps_cap)
+    priced (None, not modelled: 0), and a sampled batch (``hops``) its remote rows across
+    ``topology``; the busiest host of ``devices`` shares the model's cores among its workers."""
+    busiest = max(Counter(topology.device(d).host for d in devices).values()) if devices else shape.machine_workers
+    work = step_work(
+        pset,
+        shape,
+        heads=heads,
+        threads=threads,
+        steps_cap=steps_cap,
+        cores=model.machine_cores(),
+        machine_workers=busiest,
+        hops=hops,
+    )
     halo = 2 * exchanged_layers(shape) * plan_seconds
     step = predict_step(work, model, halo, allreduce_seconds or 0.0)
     remote = _remote_fetch_seconds(work, shape, topology, devices)

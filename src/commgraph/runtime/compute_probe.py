@@ -12,7 +12,8 @@
   row_s sum(R w o)`` (the terms a prediction sums, :func:`~commgraph.plan.steptime.layer_terms`);
 - **sample**: :class:`~commgraph.sample.neighbor.NeighborSampler` batches of
   :data:`SAMPLE_BATCHES` seeds, fitted as ``sample_batch_s + sample_edge_s * edges``;
-- **gather**: feature rows gathered into a table, two sizes, seconds per byte;
+- **gather**: feature rows gathered into a table, :data:`GATHER_ROWS` rows each of
+  :data:`GATHER_WIDTHS` widths, fitted as ``gather_row_s * rows + gather_byte_s * bytes``;
 - **efficiency**: the largest layer point on every core against one thread.
 
 Each probe's error is its fit's worst relative error over its points (the median of
@@ -48,7 +49,8 @@ LAYER_POINTS = (
 )
 HIDDEN, HEADS = 16, 4  # train's defaults (--hidden, --heads)
 SAMPLE_BATCHES = (16, 256, 1024)
-GATHER_ROWS = (10000, 40000)
+GATHER_ROWS = (2000, 20000)
+GATHER_WIDTHS = (16, 512)  # floats: a narrow row costs its index, a wide one its bytes
 REPEATS = 5
 CLASSES = 8
 
@@ -69,7 +71,7 @@ def probe_compute() -> ComputeModel:
         largest = max(LAYER_POINTS, key=lambda point: point[1] * point[2])
         graph = graphs[largest[:2]]
         (sample_batch_s, sample_edge_s), errors["sample"] = _fit(_sample_points(graph))
-        gather_byte_s, errors["gather"] = _per_unit(_gather_points())
+        (gather_row_s, gather_byte_s), errors["gather"] = _fit(_gather_points())
         single = _step_seconds("sage", graph, largest[2], largest[3])
     finally:
         torch.set_num_threads(threads)
@@ -84,8 +86,10 @@ def probe_compute() -> ComputeModel:
         sample_edge_s=sample_edge_s,
         sample_batch_s=sample_batch_s,
         gather_byte_s=gather_byte_s,
+        gather_row_s=gather_row_s,
         efficiency=efficiency,
         machine=machine_kind(),
+        cores=cores,
         errors=errors,
     )
 
@@ -136,13 +140,15 @@ def _sample_points(graph) -> list[tuple[float, float, float]]:
     return points
 
 
-def _gather_points() -> list[tuple[float, float]]:
+def _gather_points() -> list[tuple[float, float, float]]:
+    """``(rows, bytes, seconds)`` of random rows gathered from a table, each count and width."""
     rng = np.random.default_rng(0)
-    table = rng.standard_normal((GATHER_ROWS[-1], 64), dtype=np.float32)
     points = []
-    for rows in GATHER_ROWS:
-        index = rng.integers(0, table.shape[0], rows)
-        points.append((float(rows * 64 * 4), _median(lambda: torch.from_numpy(table[index]))))
+    for width in GATHER_WIDTHS:
+        table = rng.standard_normal((2 * GATHER_ROWS[-1], width), dtype=np.float32)
+        for rows in GATHER_ROWS:
+            index = rng.integers(0, table.shape[0], rows)
+            points.append((float(rows), float(rows * width * 4), _median(lambda: torch.from_numpy(table[index]))))
     return points
 
 
@@ -154,13 +160,6 @@ def _fit(points: list[tuple[float, ...]]) -> tuple[tuple[float, ...], float]:
     weights = 1 / seconds  # relative errors
     coefficients, _ = nnls(terms * weights[:, None], seconds * weights)
     return tuple(float(c) for c in coefficients), float(np.max(np.abs(terms @ coefficients - seconds) / seconds))
-
-
-def _per_unit(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Seconds per unit over ``(units, seconds)`` points (their total's ratio) and its worst relative error."""
-    units, seconds = np.array(points).T
-    rate = float(seconds.sum() / units.sum())
-    return rate, float(np.max(np.abs(units * rate - seconds) / seconds))
 
 
 def _median(run: Callable[[], object]) -> float:

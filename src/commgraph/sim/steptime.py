@@ -21,19 +21,21 @@ A step's seconds on the busiest worker are five parts:
   parallel efficiency :math:`e` (the fixed costs are one thread's: Python and dispatch do not
   spread over threads);
 - **sampling**: :math:`c^\mathrm{batch} + c^\mathrm{sample} \cdot` the batch's sampled edges;
-- **feature fetch**: :math:`c^\mathrm{gather} \cdot` the bytes of the batch's input rows;
+- **feature fetch**: :math:`c^\mathrm{row} N + c^\mathrm{byte} B` for the batch's :math:`N` input
+  rows of :math:`B` bytes in all (a narrow row costs its index's work, a wide one its bytes);
 - **halo exchange** and **all-reduce**: the simulator's prices on the job's plan and topology
   (:func:`~commgraph.plan.choose.choose_allgather`, :func:`~commgraph.plan.choose.choose_job_allreduce`),
   given here in seconds.
 
-An epoch is the step times the steps it runs. The coefficients (:class:`ComputeModel`) are
+Where a machine runs more workers :math:`W` than it has cores :math:`C`, they take turns: compute,
+sampling and fetch are each multiplied by :math:`\max(1, W / C)`. An epoch is the step times the
+steps it runs. The coefficients (:class:`ComputeModel`) are
 measured by ``commgraph topo calibrate`` and kept in the topology YAML it writes
 (``calibrated.compute``); a topology without them gets :data:`DEFAULTS`, and the prediction says so.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from commgraph.topology.compute import ComputeModel, machine_kind
@@ -62,8 +64,10 @@ class StepWork:
         sampled: whether a sampler draws each step's batch (False: full-graph).
         sampled_edges: edges the sampler draws.
         gathered_bytes: bytes of input rows gathered into the batch's table.
+        gathered_rows: the rows those bytes make.
         threads: compute threads per worker.
         steps: steps in an epoch.
+        contention: workers per core of the busiest machine, at least 1 (they take turns).
     """
 
     model: str
@@ -71,8 +75,10 @@ class StepWork:
     sampled: bool = False
     sampled_edges: float = 0.0
     gathered_bytes: float = 0.0
+    gathered_rows: float = 0.0
     threads: int = 1
     steps: int = 1
+    contention: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -157,10 +163,11 @@ def work_terms(layers: tuple[LayerWork, ...]) -> tuple[float, float]:
 def predict_step(work: StepWork, model: ComputeModel, halo_seconds: float, allreduce_seconds: float) -> StepTime:
     """``work``'s step priced: its compute, sampling and fetch by ``model``, its halo exchange and
     all-reduce as the simulator priced them."""
+    share = work.contention
     return StepTime(
-        compute=compute_seconds(work, model),
-        sampling=sampling_seconds(work, model),
-        feature_fetch=model.gather_byte_s * work.gathered_bytes,
+        compute=share * compute_seconds(work, model),
+        sampling=share * sampling_seconds(work, model),
+        feature_fetch=share * (model.gather_row_s * work.gathered_rows + model.gather_byte_s * work.gathered_bytes),
         halo_exchange=halo_seconds,
         allreduce=allreduce_seconds,
         steps=work.steps,
@@ -173,9 +180,14 @@ def default_figures(model: ComputeModel) -> tuple[str, ...]:
     return ("compute", "sampling", "feature fetch") if model.is_default else ()
 
 
-def threads_per_worker(machine_workers: int, threads: int | None = None) -> int:
-    """A worker's compute threads: ``threads`` when given, else the cores shared by the machine's workers."""
-    return threads if threads is not None else max(1, (os.cpu_count() or 1) // max(machine_workers, 1))
+def threads_per_worker(machine_workers: int, cores: int, threads: int | None = None) -> int:
+    """A worker's compute threads: ``threads`` when given, else the machine's ``cores`` shared by its workers."""
+    return threads if threads is not None else max(1, cores // max(machine_workers, 1))
+
+
+def contention(machine_workers: int, cores: int) -> float:
+    """How many workers share each of a machine's ``cores`` (at least 1): they take turns."""
+    return max(1.0, machine_workers / max(cores, 1))
 
 
 DEFAULTS = ComputeModel()

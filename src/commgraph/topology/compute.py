@@ -5,6 +5,7 @@ which :mod:`commgraph.sim.steptime` prices a step with."""
 from __future__ import annotations
 
 import math
+import os
 import platform
 from dataclasses import asdict, dataclass, field
 
@@ -13,7 +14,7 @@ from commgraph.errors import TopologyError
 MODELS = ("gcn", "sage", "gat", "gin")
 # Defaults: one thread of a 2020s x86 server core (seconds per edge and column aggregated, per
 # multiply-add of a transform, per layer and per step whatever their size, per sampled edge and per
-# batch sampled, per byte gathered), forward and backward.
+# batch sampled, per row and per byte gathered), forward and backward.
 DEFAULT_EDGE_S = {"gcn": 4e-9, "sage": 4e-9, "gat": 1.2e-8, "gin": 4e-9}
 DEFAULT_ROW_S = {"gcn": 6e-11, "sage": 1.2e-10, "gat": 8e-11, "gin": 1.2e-10}
 DEFAULT_LAYER_S = {"gcn": 3e-4, "sage": 3e-4, "gat": 6e-4, "gin": 3e-4}
@@ -21,6 +22,7 @@ DEFAULT_STEP_S = {"gcn": 1e-3, "sage": 1e-3, "gat": 1e-3, "gin": 1e-3}
 DEFAULT_SAMPLE_EDGE_S = 5e-8
 DEFAULT_SAMPLE_BATCH_S = 2e-4
 DEFAULT_GATHER_BYTE_S = 2e-10
+DEFAULT_GATHER_ROW_S = 5e-8
 DEFAULT_EFFICIENCY = 0.7
 REFUSED_ERROR = 0.5  # a probe's fit worse than this is refused (topo calibrate --force writes it)
 
@@ -50,8 +52,10 @@ class ComputeModel:
         sample_edge_s: seconds per sampled edge.
         sample_batch_s: seconds each sampled batch costs whatever its size.
         gather_byte_s: seconds per byte of feature rows gathered into a batch's table.
+        gather_row_s: seconds per row gathered, whatever its width (the index's own work).
         efficiency: parallel efficiency of a worker's threads, in ``(0, 1]``.
         machine: the machine kind it was measured on (:func:`machine_kind`; empty: the defaults).
+        cores: the cores of that machine, which its workers share (0: this machine's count).
         errors: each probe's worst relative error of the fit (``gcn``, ..., ``sample``, ``gather``).
     """
 
@@ -62,8 +66,10 @@ class ComputeModel:
     sample_edge_s: float = DEFAULT_SAMPLE_EDGE_S
     sample_batch_s: float = DEFAULT_SAMPLE_BATCH_S
     gather_byte_s: float = DEFAULT_GATHER_BYTE_S
+    gather_row_s: float = DEFAULT_GATHER_ROW_S
     efficiency: float = DEFAULT_EFFICIENCY
     machine: str = ""
+    cores: int = 0
     errors: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -93,11 +99,13 @@ class ComputeModel:
                 raise TopologyError(
                     f"{where}.{name} must map each of {', '.join(MODELS)} to seconds >= 0, got {table!r}"
                 )
-        for name in ("sample_edge_s", "sample_batch_s", "gather_byte_s"):
+        for name in ("sample_edge_s", "sample_batch_s", "gather_byte_s", "gather_row_s"):
             if not _non_negative(getattr(model, name)):
                 raise TopologyError(f"{where}.{name} must be seconds >= 0, got {getattr(model, name)!r}")
         if not (_non_negative(model.efficiency) and model.efficiency > 0) or model.efficiency > 1:
             raise TopologyError(f"{where}.efficiency must be in (0, 1], got {model.efficiency!r}")
+        if not isinstance(model.cores, int) or isinstance(model.cores, bool) or model.cores < 0:
+            raise TopologyError(f"{where}.cores must be a whole number of cores >= 0, got {model.cores!r}")
         if not isinstance(model.machine, str) or not isinstance(model.errors, dict):
             raise TopologyError(f"{where}: machine must be a string and errors a mapping")
         return model
@@ -105,6 +113,10 @@ class ComputeModel:
     def speedup(self, threads: int) -> float:
         """How much faster ``threads`` threads of one worker compute than one."""
         return 1 + (max(threads, 1) - 1) * self.efficiency
+
+    def machine_cores(self) -> int:
+        """The cores the machine's workers share: the calibrated machine's, else this one's."""
+        return self.cores or os.cpu_count() or 1
 
     def worst_probe(self) -> tuple[str, float] | None:
         """The probe whose fit is worst, with its error (None: no errors recorded)."""

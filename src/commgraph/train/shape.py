@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from commgraph.logs import get_logger
 from commgraph.nn.options import HETERO_MODELS
 from commgraph.plan.choose import choose_job_allreduce
 from commgraph.plan.first_layer import FirstLayerChoice, choose_first_layer, evaluation_passes
 from commgraph.plan.memory import JobShape, label_classes, model_parameters
-from commgraph.plan.steptime import predict_job
+from commgraph.plan.steptime import SampledHops, predict_job
 from commgraph.sample.options import hop_fanouts
 from commgraph.sim.steptime import StepTime, compute_model, other_machine
 from commgraph.topology import read_yaml
@@ -123,4 +125,39 @@ def step_time(
         heads=config.gnn.heads,
         threads=threads,
         steps_cap=config.sampling.steps_per_epoch,
+        hops=None if shape.sampler is None else sampled_hops(pset, shape.fanouts, shape.batch_size),
     )
+
+
+HOP_BATCHES = 4  # batches drawn before launch to measure a sampled batch's size
+
+
+def sampled_hops(
+    pset: PartitionSet, fanouts: tuple[int, ...], batch_size: int, batches: int = HOP_BATCHES, seed: int = 0
+) -> SampledHops:
+    """A sampled batch's mean sizes by hop (:class:`~commgraph.plan.steptime.SampledHops`) over
+    ``batches`` batches that a neighbour sampler draws with ``fanouts`` from ``batch_size`` training
+    nodes of the part with the most of them, on the set's whole structure as a worker samples it."""
+    from commgraph.sample.base import SamplingGraph
+    from commgraph.sample.neighbor import NeighborSampler
+
+    parts = [pset.part(k, check=False) for k in range(pset.num_parts)]
+    busiest = max(range(len(parts)), key=lambda k: int(np.count_nonzero(parts[k].train_mask)))
+    owned = np.asarray(parts[busiest].owned)
+    train = owned[np.asarray(parts[busiest].train_mask, dtype=bool)]
+    seeds_from = train if train.size else owned
+    sampler = NeighborSampler(SamplingGraph.from_partition(pset, busiest), fanouts)
+    rng = np.random.default_rng(seed)
+    sizes = np.array(
+        [
+            [
+                (layer.dst.shape[0], layer.src.shape[0], layer.num_edges)
+                for layer in sampler.sample(
+                    rng.choice(seeds_from, min(batch_size, seeds_from.size), replace=False), rng
+                ).layers[::-1]
+            ]
+            for _ in range(batches)
+        ],
+        dtype=float,
+    ).mean(axis=0)
+    return SampledHops(*(tuple(float(v) for v in column) for column in sizes.T))
