@@ -22,6 +22,7 @@ from commgraph.sample.options import hop_fanouts
 from commgraph.sim.steptime import StepTime, compute_model, other_machine
 from commgraph.topology import read_yaml
 from commgraph.topology.compute import MODELS as COMPUTE_MODELS
+from commgraph.train.sampling_options import FANOUT
 
 if TYPE_CHECKING:
     from commgraph.partition import PartitionSet
@@ -60,7 +61,7 @@ def job_shape(config: TrainConfig, pset: PartitionSet, workers: int) -> JobShape
         gnn.layers,
         sampling.sampler,
         sampling.batch_size,
-        hop_fanouts(sampling.fanouts) if sampling.fanouts else (),
+        hop_fanouts(sampling.fanouts) if sampling.fanouts else (FANOUT,) * gnn.layers,  # samplers without fanouts: priced at the default
         sampling.peer_rows,
         sampling.structure if sampling.sampler == "neighbor" else "replicated",  # the others map the whole graph
         model=gnn.model,
