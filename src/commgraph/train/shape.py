@@ -61,7 +61,7 @@ def job_shape(config: TrainConfig, pset: PartitionSet, workers: int) -> JobShape
         gnn.layers,
         sampling.sampler,
         sampling.batch_size,
-        hop_fanouts(sampling.fanouts) if sampling.fanouts else (FANOUT,) * gnn.layers,  # samplers without fanouts: priced at the default
+        hop_fanouts(sampling.fanouts) if sampling.fanouts else (FANOUT,) * gnn.layers,  # no fanouts: the default
         sampling.peer_rows,
         sampling.structure if sampling.sampler == "neighbor" else "replicated",  # the others map the whole graph
         model=gnn.model,
