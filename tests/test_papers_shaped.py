@@ -4,16 +4,13 @@ writer whose memory does not grow with the graph."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from commgraph.errors import GraphSpecError
 from commgraph.graph import load_graph, papers
 from commgraph.graph.npz import load_npz
+from writer_peak import writer_peak
 
 
 @pytest.fixture(scope="module")
@@ -65,30 +62,11 @@ def test_bad_specs_are_refused(spec, message, tmp_path, monkeypatch):
         load_graph(spec)
 
 
-PEAK = """
-import json, sys
-from pathlib import Path
-from commgraph.graph.papers import write_papers_shaped
-from commgraph.runtime.table_memory import status_bytes
-Path("/proc/self/clear_refs").write_text("5")
-before = status_bytes("VmRSS")
-write_papers_shaped(sys.argv[1], int(sys.argv[2]))
-print(json.dumps({"peak_added": status_bytes("VmHWM") - before, "file": Path(sys.argv[1]).stat().st_size}))
-"""
-
-
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_the_writers_memory_is_a_chunks_whatever_the_node_count(tmp_path):
     def peak(nodes: int) -> dict:
-        done = subprocess.run(
-            [sys.executable, "-c", PEAK, str(tmp_path / f"{nodes}.npz"), str(nodes)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        )
-        return json.loads(done.stdout.splitlines()[-1])
+        return writer_peak("commgraph.graph.papers", "write_papers_shaped", tmp_path / f"{nodes}.npz", nodes)
 
     small, large = peak(100000), peak(400000)
     assert large["file"] > 3.5 * small["file"]

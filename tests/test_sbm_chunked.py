@@ -6,16 +6,13 @@ bytes for a seed, and a writer whose memory does not grow with the node count.""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from commgraph.errors import GraphSpecError
 from commgraph.graph import load_graph, sbm, sbm_chunked
 from commgraph.graph.npz import load_npz
+from writer_peak import writer_peak
 
 
 def _edges(graph):
@@ -64,30 +61,13 @@ def test_a_node_count_beyond_the_label_bijection_is_refused(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-PEAK = """
-import json, sys
-from pathlib import Path
-from commgraph.graph.sbm_chunked import write_sbm_chunked
-from commgraph.runtime.table_memory import status_bytes
-Path("/proc/self/clear_refs").write_text("5")
-before = status_bytes("VmRSS")
-write_sbm_chunked(sys.argv[1], int(sys.argv[2]), 10, 16)
-print(json.dumps({"peak_added": status_bytes("VmHWM") - before, "file": Path(sys.argv[1]).stat().st_size}))
-"""
-
-
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_the_writers_memory_is_a_buckets_whatever_the_node_count(tmp_path):
     def peak(nodes: int) -> dict:
-        done = subprocess.run(
-            [sys.executable, "-c", PEAK, str(tmp_path / f"{nodes}.npz"), str(nodes)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
+        return writer_peak(
+            "commgraph.graph.sbm_chunked", "write_sbm_chunked", tmp_path / f"{nodes}.npz", nodes, ", 10, 16"
         )
-        return json.loads(done.stdout.splitlines()[-1])
 
     small, large = peak(131072), peak(524288)  # two buckets, then eight
     assert large["file"] > 3.5 * small["file"]
