@@ -32,7 +32,7 @@ run_env() {
 }
 run_tests() {
     step tests 240 python3 -m pytest -m gpu -v -p no:cacheprovider --durations=0 \
-        tests/test_features.py tests/test_calibrate.py tests/test_train.py
+        tests/test_features.py tests/test_calibrate.py tests/test_train.py tests/test_pyg_bridge.py
 }
 run_sweep() {  # row widths 4 B to 4 KB, and the paper's unaligned 2,052-2,076 B
     step sweep 100 python3 benchmarks/feature_gather.py --run sweep --table-gb 2 --gather-mb 64 --repeats 5 \

@@ -119,6 +119,30 @@ def test_unified_rows_arrive_on_the_gpu_exactly(bridge_alone):
     assert torch.equal(table[torch.arange(1000) % 7 == 0].cpu(), x[::7])
 
 
+@pytest.mark.gpu(reason="the bridge's model and part are moved to a CUDA GPU")
+@pytest.mark.parametrize("kind", MODELS)
+def test_a_part_on_the_gpu_trains_as_the_cpu_script(bridge_alone, plain, kind, tmp_path, monkeypatch):
+    import torch.nn.functional as F
+
+    from pyg_driver import EPOCHS, Net
+
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    part = cg.partition(cora()).to("cuda")
+    torch.manual_seed(0)
+    model = cg.full_graph(Net(kind, part.num_features, 7), part).to("cuda")
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(EPOCHS):
+        optimizer.zero_grad()
+        out = model(part)
+        assert out.device.type == "cuda"
+        loss = F.cross_entropy(out[part.train_mask], part.y[part.train_mask])
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    np.testing.assert_allclose(losses, plain[kind], rtol=1e-4, err_msg=kind)
+
+
 def test_a_layer_given_other_rows_than_the_parts_is_refused(bridge_alone, tmp_path, monkeypatch):
     from pyg_driver import Net
 
