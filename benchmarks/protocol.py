@@ -7,10 +7,15 @@ B ..., for ``pairs`` pairs (at least 3), each a fresh process under the whole-tr
 what else they share (:class:`Setup`: graph file, seeds, each side's fanouts in its own order,
 batch, model, optimiser, warm-up steps excluded on both sides, measured steps).
 
-The machine's 1-minute load (``os.getloadavg``) is recorded before and after every run; a run whose
-load is above :data:`LOAD_LIMIT` (1.0) at either end is *loaded*, and a pair with a loaded run is
-flagged, printed and in the JSON: its figure says as much about the other work on the machine as
-about the two sides.
+Before every run the protocol waits (at most :data:`SETTLE_SECONDS`) for the machine's 1-minute load
+(``os.getloadavg``) to fall to :data:`LOAD_LIMIT` (1.0), since the previous run's own threads hold
+it up for a minute after they end. It records the load then and after the run, and the CPU the rest
+of the machine used while the run ran (:func:`foreign_cores`: the machine's busy CPU seconds from
+``/proc/stat`` less the run's own tree's and the sampler's, over the run's wall time). A run that started above the
+load limit, or beside more than :data:`FOREIGN_LIMIT` cores of other work, is *loaded*; the load
+after a run counts the run's own threads, so it is recorded but flags nothing. A pair with a loaded
+run is flagged, printed and in the JSON: its figure says as much about the other work on the
+machine as about the two sides.
 
 Each pair gives the ratio of B's rate to A's (:math:`r_k = \\text{rate}_B / \\text{rate}_A`, rates
 over the measured steps only) and of B's peak memory to A's; the result is the median ratio with
@@ -26,8 +31,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,6 +42,8 @@ from pathlib import Path
 from pss import GB, Measurement, measure
 
 LOAD_LIMIT = 1.0
+FOREIGN_LIMIT = 0.25  # cores of other work beside a run
+SETTLE_SECONDS = 180.0
 MIN_PAIRS = 3
 
 
@@ -87,10 +96,11 @@ class Run:
     seconds: float
     load_before: float
     load_after: float
+    foreign_cores: float = 0.0  # the rest of the machine's CPU use while the run ran
 
     @property
     def loaded(self) -> bool:
-        return max(self.load_before, self.load_after) > LOAD_LIMIT
+        return self.load_before > LOAD_LIMIT or self.foreign_cores > FOREIGN_LIMIT
 
 
 @dataclass
@@ -185,26 +195,56 @@ def json_rate(key: str = "rate") -> Callable[[Path], float | None]:
     return read
 
 
+def settle(limit: float = LOAD_LIMIT, most: float = SETTLE_SECONDS) -> float:
+    """Wait until the 1-minute load is at most ``limit`` (at most ``most`` seconds); the load then."""
+    deadline = time.monotonic() + most
+    while os.getloadavg()[0] > limit and time.monotonic() < deadline:
+        time.sleep(5.0)
+    return os.getloadavg()[0]
+
+
+def busy_cpu_seconds() -> float:
+    """The CPU seconds this machine's processors have spent busy since boot (``/proc/stat``: every
+    field but idle and iowait)."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    """The CPU seconds of this process (the PSS sampler) and of its finished children (and theirs)."""
+    usages = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+
+
+def foreign_cores(busy: float, own: float, seconds: float) -> float:
+    """The cores the rest of the machine kept busy over ``seconds``: ``busy`` CPU seconds of the
+    whole machine less ``own``, the run's tree's."""
+    return max(0.0, busy - own) / seconds if seconds > 0 else 0.0
+
+
 def run_side(side: Side, work: Path, tag: str, cap_bytes: float | None = None, time_limit: float | None = None) -> Run:
     """One measured run of ``side``; its standard output kept in ``work/<side>-<tag>.out``."""
     if side.before is not None:
         side.before()
     out = work / f"{side.name}-{tag}.out"
-    load_before = os.getloadavg()[0]
+    load_before = settle()
     print(f"# {side.name} ({tag}, load {load_before:.2f}): {' '.join(side.command)}", file=sys.stderr, flush=True)
+    busy, own, started = busy_cpu_seconds(), own_cpu_seconds(), time.perf_counter()
     run: Measurement = measure(
         side.command, env=side.env, cap_bytes=cap_bytes, time_limit=time_limit, stdout_path=out, until=side.until
     )
+    elsewhere = foreign_cores(busy_cpu_seconds() - busy, own_cpu_seconds() - own, time.perf_counter() - started)
     load_after = os.getloadavg()[0]
     rate = side.rate(out) if run.status == "ok" else None
     peak = run.peak_bytes if run.before_bytes is None else run.before_bytes
     print(
-        f"#   {run.status} in {run.seconds:.1f} s, peak {peak / GB:.2f} GB, rate {rate}, load after {load_after:.2f}"
+        f"#   {run.status} in {run.seconds:.1f} s, peak {peak / GB:.2f} GB, rate {rate}, load after "
+        f"{load_after:.2f}, other work {elsewhere:.2f} cores"
         + (f"\n#   {run.stderr_tail}" if run.status != "ok" else ""),
         file=sys.stderr,
         flush=True,
     )
-    return Run(side.name, run.status, rate, peak, run.peak_bytes, run.seconds, load_before, load_after)
+    return Run(side.name, run.status, rate, peak, run.peak_bytes, run.seconds, load_before, load_after, elsewhere)
 
 
 def run_pairs(
@@ -229,11 +269,15 @@ def run_pairs(
 def pair_line(pair: Pair) -> str:
     def one(run: Run) -> str:
         rate = f"{run.rate:,.0f}/s" if run.rate is not None else run.status
-        return f"{run.side} {rate}, {run.peak_bytes / GB:.2f} GB (load {run.load_before:.2f}->{run.load_after:.2f})"
+        return (
+            f"{run.side} {rate}, {run.peak_bytes / GB:.2f} GB (load {run.load_before:.2f}->{run.load_after:.2f}, "
+            f"other work {run.foreign_cores:.2f} cores)"
+        )
 
     ratio = "-" if pair.ratio is None else f"{pair.ratio:.3f}x"
     memory = "-" if pair.memory_ratio is None else f"{pair.memory_ratio:.3f}x"
-    flag = f"  LOADED (1-minute load above {LOAD_LIMIT})" if pair.loaded else ""
+    flag = f"  LOADED (1-minute load above {LOAD_LIMIT} at a start, or above {FOREIGN_LIMIT} cores of other work)"
+    flag = flag if pair.loaded else ""
     return f"pair {pair.index}: {one(pair.a)}; {one(pair.b)}: speed {ratio}, memory {memory}{flag}"
 
 
@@ -245,7 +289,8 @@ def report(setup: Setup, pairs: list[Pair], targets: tuple[float, float] | None 
     print(
         f"\n{b}/{a}, {setup.unit} per second: {summary.speed.text()}; peak memory: {summary.memory.text()}\n"
         f"  pairs not loaded only: speed {summary.quiet_speed.text()}; memory {summary.quiet_memory.text()}\n"
-        f"  loaded pairs (1-minute load above {LOAD_LIMIT} before or after a run): {summary.loaded_pairs or 'none'}"
+        f"  loaded pairs (1-minute load above {LOAD_LIMIT} at a run's start, or other work above {FOREIGN_LIMIT} "
+        f"cores during it): {summary.loaded_pairs or 'none'}"
         + (f"; pairs with no ratio: {summary.failed_pairs}" if summary.failed_pairs else "")
     )
     print(
@@ -270,6 +315,7 @@ def report(setup: Setup, pairs: list[Pair], targets: tuple[float, float] | None 
     return {
         "setup": asdict(setup),
         "load_limit": LOAD_LIMIT,
+        "foreign_limit": FOREIGN_LIMIT,
         "pairs": [{**asdict(p), "ratio": p.ratio, "memory_ratio": p.memory_ratio, "loaded": p.loaded} for p in pairs],
         "summary": asdict(summary),
         **verdict,

@@ -7,12 +7,31 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from protocol import LOAD_LIMIT, Pair, Run, Spread, json_rate, pair_line, summarise, threads_env  # noqa: E402
+from protocol import (  # noqa: E402
+    FOREIGN_LIMIT,
+    LOAD_LIMIT,
+    Pair,
+    Run,
+    Spread,
+    busy_cpu_seconds,
+    foreign_cores,
+    json_rate,
+    pair_line,
+    summarise,
+    threads_env,
+)
 from steps import timed_steps  # noqa: E402
 
 
-def run(side: str, rate: float | None, peak: int, load: tuple[float, float] = (0.5, 0.5), status: str = "ok") -> Run:
-    return Run(side, status, rate, peak, peak, 1.0, *load)
+def run(
+    side: str,
+    rate: float | None,
+    peak: int,
+    load: tuple[float, float] = (0.5, 0.5),
+    status: str = "ok",
+    foreign: float = 0.0,
+) -> Run:
+    return Run(side, status, rate, peak, peak, 1.0, *load, foreign)
 
 
 def test_pair_ratios_are_b_over_a():
@@ -39,18 +58,28 @@ def test_median_min_max_over_pairs():
 
 
 @pytest.mark.parametrize(
-    ("a_load", "b_load", "loaded"),
+    ("a_load", "b_load", "b_foreign", "loaded"),
     [
-        ((0.2, 0.9), (0.9, 1.0), False),  # at the limit is not above it
-        ((1.01, 0.5), (0.5, 0.5), True),  # A started above it
-        ((0.5, 0.5), (0.5, 1.7), True),  # B ended above it
+        ((0.2, 0.9), (1.0, 1.0), 0.25, False),  # at the limits is not above them
+        ((1.01, 0.5), (0.5, 0.5), 0.0, True),  # A started above the load limit
+        ((0.5, 0.5), (0.5, 1.7), 0.0, False),  # B's own threads held the load up after it
+        ((0.5, 0.5), (0.5, 0.5), 0.3, True),  # other work ran beside B
     ],
 )
-def test_a_pair_is_loaded_when_any_load_is_above_the_limit(a_load, b_load, loaded):
-    pair = Pair(1, run("a", 100.0, 10, a_load), run("b", 100.0, 10, b_load))
-    assert LOAD_LIMIT == 1.0
+def test_a_pair_is_loaded_when_a_run_starts_loaded_or_runs_beside_other_work(a_load, b_load, b_foreign, loaded):
+    pair = Pair(1, run("a", 100.0, 10, a_load), run("b", 100.0, 10, b_load, foreign=b_foreign))
+    assert (LOAD_LIMIT, FOREIGN_LIMIT) == (1.0, 0.25)
     assert pair.loaded is loaded
     assert ("LOADED" in pair_line(pair)) is loaded
+
+
+def test_other_work_is_the_machines_busy_cpu_less_the_runs_own():
+    assert foreign_cores(busy=30.0, own=20.0, seconds=20.0) == 0.5
+    assert foreign_cores(busy=19.0, own=20.0, seconds=20.0) == 0.0  # clock ticks against rusage
+    assert foreign_cores(busy=5.0, own=0.0, seconds=0.0) == 0.0
+    first = busy_cpu_seconds()
+    sum(i * i for i in range(200_000))  # some work of this process's own
+    assert busy_cpu_seconds() >= first
 
 
 def test_loaded_pairs_are_named_and_left_out_of_the_quiet_figures():
