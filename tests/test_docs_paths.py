@@ -87,3 +87,15 @@ def test_the_checks_catch_what_they_look_for():
     source = '"""module /tmp/a"""\ndef f():\n    """fn"""\n    x = "/tmp/not-a-docstring"\n'
     assert docstrings(source) == ["module /tmp/a", "fn"]
     assert WHO.search("measured by the lead at this stop") and not WHO.search("a leading term")
+
+
+CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.M)
+
+
+def test_no_file_holds_a_merge_conflict_marker():
+    """A merge left unresolved shows as ``<<<<<<<``, ``=======`` and ``>>>>>>>`` lines."""
+    texts = [*markdown_files(), *ROOT.glob("*.toml"), *ROOT.glob("Makefile")]
+    for folder in ("src", "tests", "benchmarks", "examples"):
+        texts += sorted((ROOT / folder).rglob("*.py"))
+    marked = [str(path.relative_to(ROOT)) for path in texts if CONFLICT.search(path.read_text())]
+    assert marked == []
