@@ -34,7 +34,7 @@ def test_plan_allreduce_prints_the_study_s_report(capsys, preset, auto):
     steps = []
     found = compare_allreduce(topology, 1e8, PLANNERS["allreduce"], progress=steps.append)
     assert printed(capsys, "plan", "allreduce", "--topology", preset, "--bytes", "1e8") == plain(found.to_dict())
-    assert steps == [f"plan {name}" for name in PLANNERS["allreduce"]]
+    assert steps == ["estimate", *(f"plan {name}" for name in PLANNERS["allreduce"])]
     assert found.chosen == choose_allreduce(topology, 1e8) == auto
     assert (found.native_seconds is not None) and set(found.planning_seconds) == set(PLANNERS["allreduce"])
     assert found.lower_bound == found.plans["lp"].notes["lower_bound"]

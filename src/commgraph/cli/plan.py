@@ -212,16 +212,19 @@ def run_allreduce(args: argparse.Namespace) -> int:
 
 def _say_planned(names: list[str], workers: int) -> Callable[[str], None] | None:
     """Where planning ``names`` over ``workers`` workers is estimated beyond :data:`SAY_AFTER_SECONDS`,
-    say so on stderr, and a progress callback that says how long each planner took (``plan NAME``)."""
+    a progress callback that says so on stderr once planning is let start (``estimate``), then how
+    long each planner took (``plan NAME``)."""
     total = sum(planning_estimate(names, workers).values())
     if total <= SAY_AFTER_SECONDS:
         return None
-    print(f"commgraph: planning over {workers:,} workers takes about {total:,.0f} s", file=sys.stderr)
     started = [time.monotonic()]
 
     def say(label: str) -> None:
         now = time.monotonic()
-        print(f"commgraph: {label.removeprefix('plan ')} planned in {now - started[0]:.0f} s", file=sys.stderr)
+        if label == "estimate":
+            print(f"commgraph: planning over {workers:,} workers takes about {total:,.0f} s", file=sys.stderr)
+        else:
+            print(f"commgraph: {label.removeprefix('plan ')} planned in {now - started[0]:.0f} s", file=sys.stderr)
         started[0] = now
 
     return say

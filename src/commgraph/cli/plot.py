@@ -31,13 +31,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--predicted",
         action="store_true",
-        help="with --png: predicted against measured step time, one point an epoch, instead of the curves",
+        help="predicted against measured step time, one point an epoch, instead of the curves",
     )
     parser.add_argument(
         "--y",
         type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
         metavar="NAME[,NAME]",
-        help=f"with --png: a panel each, against epochs, instead of the curves: {', '.join(METRICS)}",
+        help=f"a panel each, against epochs, instead of the curves: {', '.join(METRICS)}",
     )
     add_format(parser)
     add_force(parser)

@@ -14,7 +14,7 @@ simulator (:func:`~commgraph.plan.price`), beside the bounds, with the planner `
 Each takes an optional ``progress`` callback, called with ``plan NAME`` as each planner's plan is
 made and priced. An all-reduce over many workers takes long to plan: :func:`planning_estimate`
 says about how long, and :func:`compare_allreduce` refuses planning estimated beyond its
-``max_seconds``.
+``max_seconds`` (its progress hears ``estimate`` once planning is let start).
 """
 
 from __future__ import annotations
@@ -189,6 +189,7 @@ def compare_allreduce(
     """
     if max_seconds is not None:
         check_planning_time(names, len(topology.workers), max_seconds)
+    report_step("estimate", progress)
     plans, seconds = _planned(names, lambda name: plan_allreduce(name, topology, nbytes), progress)
     rows = {name: _allreduce_row(name, plan, topology) for name, plan in plans.items()}
     bound = plans[names[-1]].notes["lower_bound"] if plans else None
