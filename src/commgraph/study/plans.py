@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from commgraph.errors import PlanError
 from commgraph.partition import PartitionSet
@@ -76,7 +76,7 @@ class PlanComparison:
     chosen: str | None = None
     lower_bound: float | None = None
     native_seconds: float | None = None
-    typed: dict | None = field(default=None)
+    typed: dict | None = None
 
     def to_dict(self) -> dict:
         """Plain data (``plan allgather|allreduce|broadcast --format json``): ``planners`` and
