@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from commgraph.plan import CommPlan, Send, plan_allreduce, price
 from commgraph.plan.gather import COLLECTIVES, plan_collective
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
+from commgraph.study.plans import compare_allreduce
 from commgraph.topology import Device, Link, Topology, load_preset
 
 TOPOLOGIES = (
@@ -64,18 +65,14 @@ def planners_table() -> None:
     print("\n1. algorithm bandwidth (GB/s) per planner, and its fraction of the partition bound")
     for name in TOPOLOGIES:
         topology = load_preset(name)
-        row, seconds = {}, {}
-        for planner in PLANNERS:
-            start = time.perf_counter()
-            plan = plan_allreduce(planner, topology, 1e9)
-            seconds[planner] = time.perf_counter() - start
-            row[planner] = plan
-        bound = row["lp"].notes["bandwidth"]["bound"]
+        found = compare_allreduce(topology, 1e9, PLANNERS)
+        row, seconds = found.planners, found.planning_seconds
+        bound = row["lp"]["bandwidth"]["bound"]
         cells = "  ".join(
-            f"{p} {plan.notes['bandwidth']['algbw_gbps']:7.2f} ({plan.notes['bandwidth']['of_bound']:.3f})"
+            f"{p} {plan['bandwidth']['algbw_gbps']:7.2f} ({plan['bandwidth']['of_bound']:.3f})"
             for p, plan in row.items()
         )
-        lp, ring = row["lp"].notes, row["ring"].notes
+        lp, ring = row["lp"], row["ring"]
         certificate = lp.get("certificate")
         proof = (
             f"certificate <= {certificate['algbw_gbps_at_most']:.2f} GB/s, converged {certificate['converged']}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from commgraph.graph import load_graph
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan import ALLGATHER_PLANNERS, plan_allgather, price
 from commgraph.plan.allreduce import PLANNERS as ALLREDUCE_PLANNERS
-from commgraph.plan.allreduce import plan_allreduce
+from commgraph.study.plans import compare_allreduce, compare_halo
 from commgraph.topology import load_preset
 
 ROW_BYTES = 128 * 4
@@ -46,19 +45,16 @@ def partition_set(spec: str, folder: Path):
 
 def allgather(psets) -> None:
     dgx1 = load_preset("dgx1-v100")
+    names = ("p2p", *[p for p in ALLGATHER_PLANNERS if p != "p2p"])
     for name, pset in psets:
         print(f"\nall-gather, {name}, 8 g3 parts, feature dim 128, dgx1-v100")
-        p2p = None
-        for planner in ("p2p", *[p for p in ALLGATHER_PLANNERS if p != "p2p"]):
-            start = time.perf_counter()
-            plan = plan_allgather(planner, pset, dgx1, ROW_BYTES)
-            planned = time.perf_counter() - start
-            cost = price(plan, dgx1)
-            p2p = p2p or cost["modeled_seconds"]
-            extra = f"  ({plan.notes['total_duplicated_nodes']:,} duplicated nodes)" if planner == "replicate" else ""
+        found = compare_halo(pset, dgx1, ROW_BYTES, names)
+        p2p = found.planners["p2p"]["modeled_seconds"]
+        for planner, row in found.planners.items():
+            extra = f"  ({row['total_duplicated_nodes']:,} duplicated nodes)" if planner == "replicate" else ""
             print(
-                f"  {planner:>9}: {cost['modeled_seconds'] * 1e6:10.2f} us  x p2p {cost['modeled_seconds'] / p2p:6.3f}"
-                f"  {cost['bytes'] / 1e6:8.2f} MB  planned in {planned:.2f} s{extra}"
+                f"  {planner:>9}: {row['modeled_seconds'] * 1e6:10.2f} us  x p2p {row['modeled_seconds'] / p2p:6.3f}"
+                f"  {row['bytes'] / 1e6:8.2f} MB  planned in {found.planning_seconds[planner]:.2f} s{extra}"
             )
     print("\nspst / p2p modelled time on other topologies (feature dim 128)")
     for topology_name in (
@@ -84,18 +80,13 @@ def allreduce() -> None:
     print("\nall-reduce, normalised time (all the data once over one single link)")
     for topology_name in ("dgx1-v100", "p3.8xlarge", "p2.16xlarge", "pcie-8gpu-qpi", "2xdgx1-v100-ib"):
         topology = load_preset(topology_name)
-        row = {}
-        for planner in ALLREDUCE_PLANNERS:
-            start = time.perf_counter()
-            plan = plan_allreduce(planner, topology, 1e8)
-            row[planner] = (plan.notes["normalized_time"], time.perf_counter() - start, plan)
-        lp = row["lp"][2].notes
-        bound = lp["lower_bound"]
+        found = compare_allreduce(topology, 1e8, ALLREDUCE_PLANNERS)
+        lp, bound = found.plans["lp"].notes, found.lower_bound
         print(
             f"  {topology_name:>15}: "
-            + "  ".join(f"{p} {v:.4f}" for p, (v, _, _) in row.items())
+            + "  ".join(f"{p} {row['normalized_time']:.4f}" for p, row in found.planners.items())
             + f"  | LP optimum {lp['optimum_fraction']}, bound {'-' if bound is None else f'{bound:.4f}'}"
-            f", LP planned in {row['lp'][1]:.3f} s ({len(topology.workers)} GPUs)"
+            f", LP planned in {found.planning_seconds['lp']:.3f} s ({len(topology.workers)} GPUs)"
         )
         if topology_name == "p2.16xlarge":
             classes = {"intra-card": [], "card-central": [], "central-central": []}

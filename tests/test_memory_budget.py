@@ -16,6 +16,8 @@ from commgraph.launch import cgroup
 from commgraph.launch.launcher import check_budget
 from commgraph.plan import memory
 from commgraph.plan.memory import JobShape, estimate_memory, reached_nodes
+from commgraph.render import render
+from commgraph.render.runs import estimate_report
 from commgraph.train.config import TrainConfig
 
 SAMPLED = dict(sampler="neighbor", batch_size=64, fanouts=(5, 5))
@@ -55,7 +57,7 @@ def test_under_a_budget_features_and_structure_stream_and_the_rest_is_resident(c
     assert tight.cache_bytes == int(4000000 * memory.CACHE_SHARE) // 2
     assert tight.streamed["features"] == 2 * (table - tight.cache_bytes)
     assert tight.machine_peak_bytes == minimum + 2 * tight.cache_bytes <= tight.budget
-    assert "streamed from disk" in "\n".join(tight.lines())
+    assert "streamed from disk" in render(estimate_report(tight.to_dict()))
     full = estimate_memory(cora_set, JobShape(2, 2, hidden=16, layers=2, memory_budget=1 << 34))
     assert full.minimum_bytes == full.machine_peak_bytes and not full.streamed  # full-graph streams nothing
 

@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from commgraph.graph import load_graph
 from commgraph.launch.options import RunOptions
-from commgraph.launch.script import dry_run_lines, partition_sets
+from commgraph.launch.script import dry_run, partition_sets
 from commgraph.partition import load_partition_set, partition_graph, write_partition_set
 from commgraph.plan.choose import choose_allgather
 from commgraph.pyg.world import DEFAULT_TIMEOUT
@@ -179,24 +179,23 @@ def test_partition_sets_are_found_among_the_arguments(two_parts, tmp_path):
 
 def test_dry_run_prints_the_estimate_of_the_set(two_parts, tmp_path):
     done = run_commgraph(["run", "--workers", "2", "--dry-run", script(tmp_path, "pass\n"), str(two_parts)])
-    assert done.returncode == 0 and "memory estimate:" in done.stdout and "(2 worker(s)" in done.stdout
-    assert "job: 2 rank(s) on this machine" in done.stdout and "step time: not predicted" in done.stdout
+    assert done.returncode == 0 and "memory estimate:" in done.stdout and "(2 workers of" in done.stdout
+    assert "job: 2 ranks on this machine" in done.stdout and "step time: not predicted" in done.stdout
 
 
-def test_dry_run_prices_the_halo_refresh_by_the_plan_the_bridge_picks(two_parts, tmp_path):
+def test_dry_run_prices_the_halo_refresh_by_the_plan_the_bridge_picks(two_parts):
     pset = load_partition_set(two_parts)
     rows = sum(pset.part(k).num_halo for k in range(2))
     topology = resolve_topology("detect", workers=2, device="cpu")
-    lines = dry_run_lines(RunOptions(workers=2, device="cpu"), ["--data", str(two_parts)])
-    assert lines[0].startswith("job: 2 rank(s) on this machine, cpu with Gloo") and topology.name in lines[0]
-    assert f"{rows} halo row(s), {4 * rows} bytes a column" in lines[-3]
-    for line, columns in zip(lines[-2:], (4, 16)):  # the set's 4 features, then train's default hidden width
+    data = dry_run(RunOptions(workers=2, device="cpu"), ["--data", str(two_parts)])
+    assert data["job"] == {"ranks": 2, "device": "cpu", "backend": "Gloo", "threads": None, "topology": topology.name}
+    (found,) = data["sets"]
+    assert found["path"] == str(two_parts) and found["exchange"]["halo_rows"] == rows
+    for layer, columns in zip(found["exchange"]["layers"], (4, 16), strict=True):  # the set's 4 features, then hidden
         choice = choose_allgather("auto", pset, topology, 4 * columns)
-        assert line.endswith(
-            f"({columns} columns): {4 * rows * columns / 1e6:.3f} MB, {choice.modeled_seconds * 1e3:.3f} ms "
-            f"by plan {choice.plan.planner} on {topology.name}"
-        )
-    assert dry_run_lines(RunOptions(workers=2, device="cpu"), [])[-1].startswith("no partition set")
+        assert layer["columns"] == columns and layer["bytes"] == 4 * rows * columns
+        assert layer["modeled_seconds"] == choice.modeled_seconds and layer["planner"] == choice.plan.planner
+    assert dry_run(RunOptions(workers=2, device="cpu"), [])["sets"] == []
 
 
 @pytest.mark.multiproc

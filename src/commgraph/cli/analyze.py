@@ -16,7 +16,6 @@ component labels are the smallest original id in the component.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from dataclasses import dataclass, replace
@@ -29,7 +28,7 @@ from commgraph.analytics import Analysis, AnalyzeOptions, analyze, symmetrized
 from commgraph.analytics.job import analyze_part, check_partition_set, options_for_graph
 from commgraph.atomic import check_output
 from commgraph.cli import describe
-from commgraph.cli.args import FORCE_HELP, wrote
+from commgraph.cli.args import FORCE_HELP, add_json_alias, format_option, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import AnalyticsError
 from commgraph.graph.nodefile import check_node_file, write_node_values
@@ -37,6 +36,8 @@ from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.options import Options, option
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
+from commgraph.render import render
+from commgraph.render.runs import analysis_report
 from commgraph.runtime.options import JobOptions, in_torchrun
 
 ROW_BYTES = 8  # one float64 per boundary row
@@ -49,7 +50,7 @@ class Report(Options):
     error = AnalyticsError
     out: str | None = option("per-node results (.npy or .csv)", metavar="FILE", default=None)
     force: bool = option(FORCE_HELP, type=bool, default=False)
-    json: bool = option("print one JSON object", type=bool, default=False)
+    output: str = format_option()
     node_ids: str | None = option("the launcher's original ids, to the workers", cli=False, default=None)
 
     def __post_init__(self) -> None:
@@ -70,6 +71,7 @@ def register(subparsers) -> None:
         help="keep a SNAP file's edges one-way (default: symmetrised, as for training)",
     )
     Report.add_arguments(parser)
+    add_json_alias(parser)
     workers = parser.add_argument_group("workers")
     LaunchOptions.add_arguments(workers, skip=("device",))  # the kernels run on the CPU; workers exchange over Gloo
     JobOptions.add_arguments(parser.add_argument_group("topology and plans"), skip=("ordering",))
@@ -83,7 +85,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    launcher = LaunchOptions.from_args(args, device="cpu", quiet=args.quiet or args.json)
+    launcher = LaunchOptions.from_args(args, device="cpu", quiet=args.quiet or args.output != "text")
     report = Report.from_args(args, node_ids=args.node_ids)
     check_output(report.out, "--out", force=None if in_torchrun() else report.force)  # a worker: checked already
     options = AnalyzeOptions.from_args(args)
@@ -116,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             extra_argv=_ids_argv(report),
             debug=args.debug,
             memory=_memory,
-            json=report.json,
+            output=report.output,
         )
         return launch(spec, partial(_rank, options, job, report), describe=_describe)
 
@@ -148,7 +150,7 @@ def _run_partition_set(
         options=[options, report],
         debug=debug,
         memory=_memory,
-        json=report.json,
+        output=report.output,
     )
     return launch(spec, partial(_rank, options, job, report), describe=_describe)
 
@@ -181,10 +183,4 @@ def _report(report: Report, result: Analysis, node_ids: np.ndarray | None) -> No
         wrote(report.out)
     if not result.converged:
         print(f"commgraph: warning: {result.algo} did not converge in {result.iterations} iterations", file=sys.stderr)
-    if report.json:
-        print(json.dumps(result.summary()))
-        return
-    print(
-        f"{result.algo}: {result.iterations} iterations, {result.seconds:.3f} s, {result.bytes} bytes exchanged, "
-        f"{result.edges_per_second:.3g} edges/s"
-    )
+    print(render(analysis_report(result.summary()), report.output))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from commgraph.atomic import FORCE_HELP, check_output
 from commgraph.errors import CommgraphError
-from commgraph.render import FORMATS, Report, render
+from commgraph.options import option
+from commgraph.render import FORMAT_HELP, FORMATS, Report, render
 from commgraph.topology.resolve import SPEED_KEYS
 from commgraph.units import parse_bytes
 
@@ -58,21 +59,23 @@ def topology_from_args(args: argparse.Namespace):
     return resolve_topology(args.topology, device="auto", speeds=parse_speeds(args.speeds))
 
 
-def add_json(parser: argparse.ArgumentParser, help: str = "print the result as one JSON object") -> None:
-    parser.add_argument("--json", action="store_true", help=help)
-
-
-def add_format(parser: argparse.ArgumentParser) -> None:
+def add_format(parser: argparse.ArgumentParser, into: argparse._ActionsContainer | None = None) -> None:
     """``--format text|json|csv|md`` and ``--json`` (the same as ``--format json``), both into
-    ``args.output``."""
-    parser.add_argument(
-        "--format",
-        dest="output",
-        choices=FORMATS,
-        help="text: tables with units scaled to the value; json: one object; csv and md: the tables",
-    )
-    parser.add_argument("--json", dest="output", action="store_const", const="json", help="the same as --format json")
+    ``args.output`` (the flags added to ``into``, a group of ``parser``, where given)."""
+    (into or parser).add_argument("--format", dest="output", choices=FORMATS, help=f"{FORMAT_HELP} (default text)")
+    add_json_alias(into or parser)
     parser.set_defaults(output="text")
+
+
+def format_option():
+    """``--format`` as a field of an :class:`~commgraph.options.Options` class (``output``), for
+    options a worker receives; :func:`add_json_alias` adds ``--json`` beside it."""
+    return option(FORMAT_HELP, choices=FORMATS, name="format", default="text")
+
+
+def add_json_alias(parser: argparse._ActionsContainer) -> None:
+    """``--json``: the same as ``--format json``."""
+    parser.add_argument("--json", dest="output", action="store_const", const="json", help="the same as --format json")
 
 
 def emit(args: argparse.Namespace, report: Report) -> None:

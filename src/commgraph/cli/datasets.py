@@ -11,12 +11,13 @@ them for every command).
 from __future__ import annotations
 
 import argparse
-import json
 
 from commgraph.cli import describe
+from commgraph.cli.args import add_format, emit
 from commgraph.graph.datasets import dataset_dir, dataset_record, fetch, load_dataset
 from commgraph.graph.download import ATTEMPTS, TIMEOUT, TIMEOUT_ENV, TRIES_ENV, Patience
 from commgraph.graph.registry import REGISTRY, lookup
+from commgraph.render.graphs import datasets_report
 
 
 def register(subparsers) -> None:
@@ -28,7 +29,7 @@ def register(subparsers) -> None:
         description="Every dataset commgraph knows by name: its size, licence, "
         "statistics and whether it is in the cache.",
     )
-    listing.add_argument("--json", action="store_true", help="one JSON object per dataset, one per line")
+    add_format(listing)
     listing.set_defaults(run=run_list)
     download = actions.add_parser(
         "download",
@@ -57,34 +58,8 @@ def register(subparsers) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    rows = [dataset_record(entry) for entry in REGISTRY.values()]
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-        return 0
-    _print_table(rows)
+    emit(args, datasets_report([dataset_record(entry) for entry in REGISTRY.values()]))
     return 0
-
-
-def _print_table(rows: list[dict]) -> None:
-    """One line per dataset, columns aligned; the licence last."""
-    header = ("name", "size", "nodes", "edges", "feat", "classes", "cached", "licence")
-    table = [header] + [
-        (
-            r["name"],
-            r["size"],
-            f"{r['nodes']:,}",
-            f"{r['edges']:,}",
-            str(r["features"] or "-"),
-            str(r["classes"] or "-"),
-            r["cached"],
-            r["licence"],
-        )
-        for r in rows
-    ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
-    for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1])
 
 
 def run_download(args: argparse.Namespace) -> int:

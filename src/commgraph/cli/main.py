@@ -55,7 +55,7 @@ TREE = (
     Command("predict", "label every node with a trained model", "predict"),
     Command("analyze", "BFS, SSSP, PageRank or connected components across workers", "analyze"),
     Command("run", "run your own PyG script as N ranks on this machine (commgraph.pyg)", "run"),
-    Command("plot", "draw training curves from metrics.jsonl files", "plot"),
+    Command("plot", "summarise training runs and draw their curves from metrics.jsonl files", "plot"),
 )
 
 # Old spellings, kept for one release: the longest matching prefix is rewritten before parsing.

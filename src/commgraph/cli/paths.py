@@ -9,10 +9,9 @@ import argparse
 from pathlib import Path
 
 from commgraph.cli import describe
-from commgraph.cli.args import add_topology_argument, byte_count, emit, topology_from_args
+from commgraph.cli.args import add_format, add_topology_argument, byte_count, emit, topology_from_args
 from commgraph.errors import PlanError
 from commgraph.plan.paths import PathSet, RequestType, candidate_paths, paths_yaml, read_paths, resolve_paths
-from commgraph.render import FORMATS
 from commgraph.render.multipath import paths_report
 
 
@@ -32,12 +31,9 @@ def register(subparsers) -> None:
         help="request size for the times shown, K/M/G suffixes",
     )
     output = parser.add_mutually_exclusive_group()
-    output.add_argument(
-        "--format", dest="output", choices=FORMATS, help="text: a table; json: one object; csv and md: the table"
-    )
-    output.add_argument("--json", dest="output", action="store_const", const="json", help="the same as --format json")
+    add_format(parser, output)
     output.add_argument("--yaml", action="store_true", help="print the candidates as a path set (YAML)")
-    parser.set_defaults(run=run, output="text")
+    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,9 +6,9 @@ or ``lp``); ``plan allgather`` is the halo exchange of a partition set."""
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from commgraph.cli import describe
@@ -25,12 +25,9 @@ from commgraph.cli.args import (
 )
 from commgraph.errors import PlanError
 from commgraph.partition import load_partition_set
-from commgraph.partition.typed import typed_bytes
-from commgraph.plan import PLANNERS, plan_allgather, plan_allreduce, plan_broadcast, plan_bulk, price
+from commgraph.plan import PLANNERS, plan_bulk
 from commgraph.plan.allgather import placement
-from commgraph.plan.allreduce import AUTO_CANDIDATES, fastest_allreduce, native_seconds
-from commgraph.plan.choose import EXECUTABLE, fastest_plan
-from commgraph.plan.gather import COLLECTIVES, plan_collective
+from commgraph.plan.gather import COLLECTIVES
 from commgraph.plan.gather import PLANNERS as GATHER_PLANNERS
 from commgraph.render import Report
 from commgraph.render.pictures import draw_bars, plan_bars
@@ -43,6 +40,14 @@ from commgraph.render.plans import (
     native_line,
 )
 from commgraph.sim import progress, simulate
+from commgraph.study.plans import (
+    PlanComparison,
+    compare_allreduce,
+    compare_broadcast,
+    compare_collective,
+    compare_halo,
+    planning_estimate,
+)
 
 
 def register(subparsers) -> None:
@@ -175,162 +180,74 @@ def run_allgather(args: argparse.Namespace) -> int:
     pset = load_partition_set(args.partdir)
     pset.validate()
     devices = placement(pset, topology, args.placement.split(",") if args.placement else None)
-    plans, report = [], {}
-    for name in _chosen(args, PLANNERS["allgather"]):
-        plan = plan_allgather(name, pset, topology, 4 * args.feature_dim, devices, args.layers)
-        cost = price(plan, topology)
-        plans.append(plan)
-        report[name] = {key: cost[key] for key in ("modeled_seconds", "bytes", "stages", "busiest_link")}
-        report[name].update({k: v for k, v in plan.notes.items()})
-    result = {"planners": report}
-    if "typed" in pset.manifest:
-        result["typed"] = _typed_halo(pset, args.feature_dim)
-    chosen = (
-        fastest_plan({n: report[n]["modeled_seconds"] for n in EXECUTABLE}) if set(EXECUTABLE) <= set(report) else None
-    )
-    _finish(args, plans, allgather_report(result, chosen), chosen)
+    names = _chosen(args, PLANNERS["allgather"])
+    found = compare_halo(pset, topology, 4 * args.feature_dim, names, devices=devices, layers=args.layers)
+    _finish(args, found, allgather_report(found.to_dict(), found.chosen))
     return 0
 
 
-def _typed_halo(pset, width: int) -> dict:
-    """A typed set's halo bytes per layer at ``width`` by node type and by relation: what every
-    planner moves (each row once per part that reads it), before the routes' relays."""
-    measured = typed_bytes(pset, width).to_dict()
-    return {
-        "by_type": {t: v["halo"] for t, v in measured["node_types"].items()},
-        "by_relation": {r: v["halo"] for r, v in measured["relations"].items()},
-    }
-
-
-# How long each all-reduce planner takes on WORKERS_MEASURED workers (64xdgx1-v100-ib, one core of
-# the project's 2-core test machine) and the power of the worker count its time grows with
-# (measured from 256 to 512 workers); ps is priced from its 256-worker time.
-WORKERS_MEASURED = 512
-PLAN_SECONDS = {
-    "ring": (32.0, 2.4),
-    "ring1": (18.0, 2.0),
-    "tree": (26.0, 2.3),
-    "tree1": (15.0, 2.0),
-    "ps": (104.0, 3.0),
-    "lp": (25.0, 2.3),
-}
 MAX_PLAN_SECONDS = 3600.0
 SAY_AFTER_SECONDS = 10.0  # planning expected to take longer is announced, and each planner's end said
 
 
-def plan_seconds(planners: list[str], workers: int) -> dict[str, float]:
-    """About how long each of ``planners`` takes for ``workers`` workers (:data:`PLAN_SECONDS`)."""
-    return {name: PLAN_SECONDS[name][0] * (workers / WORKERS_MEASURED) ** PLAN_SECONDS[name][1] for name in planners}
-
-
-def _check_plan_time(estimate: dict[str, float], workers: int, cap: float) -> None:
-    """Refuse planning estimated beyond ``cap`` seconds; announce on stderr planning beyond
-    :data:`SAY_AFTER_SECONDS`."""
-    if not (math.isfinite(cap) and cap > 0):
-        raise PlanError(f"--max-seconds must be a finite number > 0, got {cap}")
-    total = sum(estimate.values())
-    if total > cap:
-        fast = min(PLAN_SECONDS, key=lambda name: plan_seconds([name], workers)[name])
-        raise PlanError(
-            f"planning {', '.join(estimate)} over {workers:,} workers would take about {total:,.0f} s, more "
-            f"than --max-seconds {cap:g}: choose --planner {fast} or fewer servers, or raise --max-seconds"
-        )
-    if total > SAY_AFTER_SECONDS:
-        print(f"commgraph: planning over {workers:,} workers takes about {total:,.0f} s", file=sys.stderr)
-
-
 @progress.reported("plan")
 def run_allreduce(args: argparse.Namespace) -> int:
-    nbytes = args.bytes
     if args.collective != "allreduce":
-        return run_gather(args, nbytes)
+        return run_gather(args)
     if args.planner not in ("all", *PLANNERS["allreduce"]):
         raise PlanError(
             f"unknown all-reduce planner {args.planner!r}; choose one of {', '.join(PLANNERS['allreduce'])}"
         )
     topology = topology_from_args(args)
-    chosen = _chosen(args, PLANNERS["allreduce"])
-    estimate = plan_seconds(chosen, len(topology.workers))
-    _check_plan_time(estimate, len(topology.workers), args.max_seconds)
-    plans, report, bound = [], {}, None
-    for name in chosen:
-        started = time.monotonic()
-        plan = plan_allreduce(name, topology, nbytes)
-        if sum(estimate.values()) > SAY_AFTER_SECONDS:
-            print(f"commgraph: {name} planned in {time.monotonic() - started:.0f} s", file=sys.stderr)
-        plans.append(plan)
-        bound = plan.notes["lower_bound"]
-        report[name] = _allreduce_row(name, plan, topology)
-    result = {"planners": report, "lower_bound": bound}
-    chosen, after = _auto_allreduce(report, topology, nbytes)
-    _finish(args, plans, collective_report(result, chosen, (*after, *bound_lines(result, "allreduce"))), chosen, nbytes)
+    names = _chosen(args, PLANNERS["allreduce"])
+    found = compare_allreduce(
+        topology, args.bytes, names, max_seconds=args.max_seconds, progress=_say_planned(names, len(topology.workers))
+    )
+    native = (native_line(found.native_seconds),) if found.chosen == "native" else ()
+    result = found.to_dict()
+    report = collective_report(result, found.chosen, (*native, *bound_lines(result, "allreduce")))
+    _finish(args, found, report, args.bytes)
     return 0
 
 
-def _auto_allreduce(report: dict, topology, nbytes: float) -> tuple[str | None, tuple[str, ...]]:
-    """The row ``--allreduce auto`` takes (None where it takes torch's own, said in a line, or
-    where not every candidate was planned)."""
-    if not set(AUTO_CANDIDATES[1:]) <= set(report):
-        return None, ()
-    native = native_seconds(topology, nbytes)
-    seconds = {"native": native, **{n: report[n]["modeled_seconds"] for n in AUTO_CANDIDATES[1:]}}
-    chosen = fastest_allreduce(seconds)
-    return (None, (native_line(native),)) if chosen == "native" else (chosen, ())
+def _say_planned(names: list[str], workers: int) -> Callable[[str], None] | None:
+    """Where planning ``names`` over ``workers`` workers is estimated beyond :data:`SAY_AFTER_SECONDS`,
+    a progress callback that says so on stderr once planning is let start (``estimate``), then how
+    long each planner took (``plan NAME``)."""
+    total = sum(planning_estimate(names, workers).values())
+    if total <= SAY_AFTER_SECONDS:
+        return None
+    started = [time.monotonic()]
+
+    def say(label: str) -> None:
+        now = time.monotonic()
+        if label == "estimate":
+            print(f"commgraph: planning over {workers:,} workers takes about {total:,.0f} s", file=sys.stderr)
+        else:
+            print(f"commgraph: {label.removeprefix('plan ')} planned in {now - started[0]:.0f} s", file=sys.stderr)
+        started[0] = now
+
+    return say
 
 
-def _allreduce_row(name: str, plan, topology) -> dict:
-    """An all-reduce plan's row: its normalized time, modeled seconds and bandwidth (``lp``: its
-    optimum, trees and certificate too)."""
-    row = {
-        "normalized_time": plan.notes["normalized_time"],
-        "modeled_seconds": price(plan, topology)["modeled_seconds"],
-        "bandwidth": plan.notes["bandwidth"],
-    }
-    if name == "lp":
-        row.update(
-            {k: plan.notes[k] for k in ("optimum", "optimum_fraction", "trees", "certificate") if k in plan.notes}
-        )
-    return row
-
-
-def run_gather(args: argparse.Namespace, nbytes: float) -> int:
+def run_gather(args: argparse.Namespace) -> int:
     """``plan allreduce --collective allgather|reducescatter``: ``ring`` and ``lp``, priced as the all-reduce."""
     if args.planner not in ("all", *GATHER_PLANNERS):
         raise PlanError(
             f"unknown {args.collective} planner {args.planner!r}; choose one of {', '.join(GATHER_PLANNERS)}"
         )
     topology = topology_from_args(args)
-    plans, report = [], {}
-    for name in _chosen(args, GATHER_PLANNERS):
-        plan = plan_collective(args.collective, name, topology, nbytes)
-        plans.append(plan)
-        report[name] = {
-            "modeled_seconds": price(plan, topology)["modeled_seconds"],
-            "bandwidth": plan.notes["bandwidth"],
-        }
-        report[name].update(
-            {
-                k: plan.notes[k]
-                for k in ("normalized_time", "optimum", "optimum_fraction", "certificate", "synthesis", "arborescences")
-                if k in plan.notes
-            }
-        )
-    result = {"collective": args.collective, "planners": report}
-    _finish(args, plans, collective_report(result, after=bound_lines(result, args.collective)), None, nbytes)
+    found = compare_collective(args.collective, topology, args.bytes, _chosen(args, GATHER_PLANNERS))
+    result = found.to_dict()
+    _finish(args, found, collective_report(result, after=bound_lines(result, args.collective)), args.bytes)
     return 0
 
 
 @progress.reported("plan")
 def run_broadcast(args: argparse.Namespace) -> int:
     check_outputs(args, "--out", "--png")
-    topology = topology_from_args(args)
-    plan = plan_broadcast(topology, args.root, args.bytes)
-    row = {
-        "normalized_time": plan.notes["normalized_time"],
-        "modeled_seconds": price(plan, topology)["modeled_seconds"],
-        **{k: plan.notes[k] for k in ("optimum", "optimum_fraction", "arborescences_rate")},
-    }
-    _finish(args, [plan], broadcast_report({"planners": {"arborescence": row}}), None, args.bytes)
+    found = compare_broadcast(topology_from_args(args), args.root, args.bytes)
+    _finish(args, found, broadcast_report(found.to_dict()), args.bytes)
     return 0
 
 
@@ -367,12 +284,12 @@ def _gpu(topology, item: str) -> str:
     return item
 
 
-def _finish(args: argparse.Namespace, plans, report: Report, chosen: str | None, nbytes: float | None = None) -> None:
+def _finish(args: argparse.Namespace, found: PlanComparison, report: Report, nbytes: float | None = None) -> None:
     """Save the plan (``--out``), draw the bars (``--png``) and print the report in ``--format``."""
     if args.out:
-        plans[0].save(args.out)
+        next(iter(found.plans.values())).save(args.out)
         wrote(args.out)
     if args.png:
-        draw_bars(plan_bars(report.data, chosen, nbytes), args.png)
+        draw_bars(plan_bars(report.data, found.chosen, nbytes), args.png)
         wrote(args.png)
     emit(args, report)

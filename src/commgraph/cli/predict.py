@@ -16,7 +16,6 @@ writes the file. Under torchrun it joins torchrun's world.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -25,13 +24,15 @@ from pathlib import Path
 
 from commgraph.atomic import check_output
 from commgraph.cli import describe
-from commgraph.cli.args import FORCE_HELP, wrote
+from commgraph.cli.args import FORCE_HELP, add_json_alias, format_option, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.launch import JobSpec, LaunchOptions, launch
 from commgraph.options import Options, option
 from commgraph.partition import is_partition_set, load_partition_set
 from commgraph.plan.memory import JobShape, estimate_memory
+from commgraph.render import render
+from commgraph.render.runs import prediction_report
 from commgraph.runtime.options import JobOptions, in_torchrun
 
 
@@ -46,7 +47,7 @@ class PredictOptions(Options):
     )
     out: str | None = option("write the predicted classes (.npy or .csv)", metavar="FILE", default=None)
     force: bool = option(FORCE_HELP, type=bool, default=False)
-    json: bool = option("print one JSON object", type=bool, default=False)
+    output: str = format_option()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -62,6 +63,7 @@ def register(subparsers) -> None:
     )
     add_graph_arguments(parser)
     PredictOptions.add_arguments(parser)
+    add_json_alias(parser)
     LaunchOptions.add_arguments(parser.add_argument_group("workers (with --workers: one process per part)"))
     JobOptions.add_arguments(parser.add_argument_group("topology and plans (with --workers)"))
     parser.set_defaults(run=run)
@@ -113,7 +115,7 @@ def _launch(args: argparse.Namespace, launcher: LaunchOptions, options: PredictO
         row_bytes=4 * model.widths[1],
         options=[options],
         memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
-        json=options.json,
+        output=options.output,
         debug=args.debug,
     )
     return launch(spec, partial(_predict_rank, options, job))
@@ -157,13 +159,4 @@ def _report(
         "out": options.out,
         "seconds": seconds,
     }
-    if options.json:
-        print(json.dumps(report), flush=True)
-        return
-    origin = "the graph it was trained on" if report["same_graph"] else "a graph it was not trained on"
-    print(
-        f"{trained['model']}, {trained['layers']} layers, hidden {trained['hidden']}, after epoch "
-        f"{trained['epoch']}, on {origin}: {name}, {num_nodes:,} nodes in {seconds:.2f} s"
-    )
-    for split, result in accuracy.items():
-        print(f"{split:<5} accuracy {result['accuracy']:.4f} ({result['nodes']:,} nodes)")
+    print(render(prediction_report(report), options.output), flush=True)

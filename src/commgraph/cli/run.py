@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from commgraph.cli import describe
+from commgraph.cli.args import add_format
 from commgraph.launch.options import RunOptions
 
 
@@ -22,6 +23,7 @@ def register(subparsers) -> None:
         "run", help="run your own PyG script as N ranks on this machine (commgraph.pyg)", description=describe(__doc__)
     )
     RunOptions.add_arguments(parser)
+    add_format(parser)
     parser.add_argument("script", metavar="SCRIPT", help="the Python script each rank runs, as python SCRIPT")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments, as given")
     parser.set_defaults(run=run)
@@ -30,4 +32,4 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from commgraph.launch.script import run_script
 
-    return run_script(RunOptions.from_args(args), args.script, args.args)
+    return run_script(RunOptions.from_args(args), args.script, args.args, args.output)

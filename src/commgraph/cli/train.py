@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from commgraph.cli import describe
-from commgraph.cli.args import wrote
+from commgraph.cli.args import add_format, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
 from commgraph.graph import HeteroGraph
@@ -38,9 +38,7 @@ def register(subparsers) -> None:
     add_graph_arguments(parser)
     LaunchOptions.add_arguments(parser.add_argument_group("workers"))
     TrainConfig.add_arguments(parser)
-    parser.add_argument(
-        "--json", action="store_true", help="with --dry-run: the memory and step time estimates as one JSON object"
-    )
+    add_format(parser)
     parser.add_argument(
         "--link-edges",
         metavar="FILE",
@@ -70,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         memory=partial(_memory, config),
         step_time=partial(step_time, config, threads=launcher.threads) if predicts_step_time(config) else None,
         memory_budget=config.comm.memory_budget,
-        json=args.json,
+        output=args.output,
         debug=args.debug,
     )
     return launch(spec, partial(_train, config), describe=partial(_describe, config))

@@ -50,6 +50,8 @@ from commgraph.phases import TIMEOUT_FIX, bounded
 from commgraph.plan.allgather import placement
 from commgraph.plan.choose import check_allreduce, choose_allgather, parse_placement
 from commgraph.plan.memory import MemoryEstimate
+from commgraph.render import render
+from commgraph.render.runs import estimate_report
 from commgraph.runtime.memory import release_free_memory
 from commgraph.runtime.options import DATA_ENV, JobOptions, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
@@ -94,7 +96,7 @@ class JobSpec:
         memory_budget: ``--memory-budget`` in bytes: a job whose ``memory`` estimate needs more
             at its minimum is refused, one above the machine's memory warned about, and the job
             runs inside a memory cgroup of that limit where one can be made (:mod:`commgraph.launch.cgroup`).
-        json: ``--dry-run`` prints JSON.
+        output: the format ``--dry-run`` prints its estimates in (:data:`~commgraph.render.FORMATS`).
         debug: workers show tracebacks.
     """
 
@@ -113,7 +115,7 @@ class JobSpec:
     memory: Callable[[PartitionSet, int], MemoryEstimate] | None = None
     step_time: Callable[[PartitionSet, Topology, list[str], float], StepTime] | None = None
     memory_budget: int | None = None
-    json: bool = False
+    output: str = "text"
     debug: bool = False
 
     def say(self, line: str) -> None:
@@ -165,10 +167,8 @@ def _launch_here(
             spec.prepare(pset)
     if estimate is not None and spec.launch.dry_run:  # after the checks a run would meet
         step = None if spec.step_time is None else predict_step_time(spec, pset)
-        if spec.json:
-            print(json.dumps({**estimate.to_dict(), **({} if step is None else {"step_time": step.to_dict()})}))
-        else:
-            print("\n".join(estimate.lines() + ([] if step is None else step.lines())))
+        data = {**estimate.to_dict(), **({} if step is None else {"step_time": step.to_dict()})}
+        print(render(estimate_report(data), spec.output))
         return 0
     from commgraph.runtime import launch_local, pick_device  # torch: not needed for a --dry-run
 

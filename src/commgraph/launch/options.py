@@ -49,7 +49,7 @@ class LaunchOptions(Options):
     dry_run: bool = option(
         "check the job as a run would (partition set, workers, checkpoint, masks), print the memory "
         "it will hold per worker and per machine, by part, and exit without starting workers "
-        "(with --json: one JSON object)",
+        "(--format json: one JSON object)",
         type=bool,
         default=False,
     )

@@ -42,6 +42,8 @@ from commgraph.logs import get_logger
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.phases import bounded
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
+from commgraph.render import render
+from commgraph.render.runs import script_report
 from commgraph.runtime.options import DEVICE_ENV, MEMORY_BUDGET_ENV, TIMEOUT_ENV
 from commgraph.runtime.zygote import ForkedZygote
 from commgraph.topology.model import Topology
@@ -53,9 +55,9 @@ ADVICE = "use a machine with more memory, or fewer workers with a partition set 
 log = get_logger(__name__)
 
 
-def run_script(options: RunOptions, script: str, args: list[str]) -> int:
+def run_script(options: RunOptions, script: str, args: list[str], output: str = "text") -> int:
     """Run ``python SCRIPT ARGS...`` as ``options.workers`` ranks (``--dry-run``: print the memory
-    estimates instead); the job's exit code.
+    estimates instead, in ``output``, one of :data:`~commgraph.render.FORMATS`); the job's exit code.
 
     Raises:
         BridgeError: SCRIPT does not exist, or its ranks never called :func:`commgraph.pyg.init`.
@@ -65,7 +67,7 @@ def run_script(options: RunOptions, script: str, args: list[str]) -> int:
     if not Path(script).exists():
         raise BridgeError(f"{script}: no such script")
     if options.dry_run:
-        print("\n".join(dry_run_lines(options, args)))
+        print(render(script_report(dry_run(options, args)), output))
         return 0
     zygote = ForkedZygote.fork()  # before any work: it shares this process's imports
     try:
@@ -158,8 +160,10 @@ def estimates(workers: int, args: list[str], budget: int | None = None) -> dict[
     return found
 
 
-def dry_run_lines(options: RunOptions, args: list[str]) -> list[str]:
-    """What ``--dry-run`` prints: the job, then each partition set's memory estimate and exchange.
+def dry_run(options: RunOptions, args: list[str]) -> dict:
+    """What ``--dry-run`` prints, as data: the ``job`` (ranks, device, backend, threads, the
+    topology ``cg.full_graph`` plans on), then each partition set's ``memory`` estimate and
+    ``exchange`` (:func:`halo_exchange`); :func:`~commgraph.render.runs.script_report` renders it.
 
     Raises:
         JobError: a set has not one part per worker.
@@ -169,45 +173,52 @@ def dry_run_lines(options: RunOptions, args: list[str]) -> list[str]:
 
     device = pick_device(options.device, options.workers, say=log.warning)
     topology = resolve_topology("detect", workers=options.workers, device=device)
-    lines = [
-        f"job: {options.workers} rank(s) on this machine, {device} with {BACKENDS[device]}, "
-        f"{options.threads or 'cores / ranks'} thread(s) each; cg.full_graph plans on topology {topology.name} "
-        "(detected: its default)",
-        "step time: not predicted (the script's model and loop are not known before it runs; "
-        "commgraph train --dry-run predicts train's models)",
-    ]
+    job = {
+        "ranks": options.workers,
+        "device": device,
+        "backend": BACKENDS[device],
+        "threads": options.threads,
+        "topology": topology.name,
+    }
     found = estimates(options.workers, args, options.memory_budget)
     check_run_budget(options, found)
-    if not found:
-        lines.append("no partition set among the script's arguments: nothing to estimate")
     how = "full-graph" if options.memory_budget is None else "sampled"
-    for path, estimate in found.items():
-        lines += [f"{path}, as {how} training of train's default model:", *estimate.lines()]
-        lines += exchange_lines(load_partition_set(path, verify=False), topology)
-    return lines
+    sets = [
+        {
+            "path": str(path),
+            "training": how,
+            "memory": estimate.to_dict(),
+            "exchange": halo_exchange(load_partition_set(path, verify=False), topology),
+        }
+        for path, estimate in found.items()
+    ]
+    return {"job": job, "sets": sets}
 
 
-def exchange_lines(pset: PartitionSet, topology: Topology) -> list[str]:
+def halo_exchange(pset: PartitionSet, topology: Topology) -> dict:
     """The halo refresh ``cg.full_graph`` makes on ``pset`` before each ``MessagePassing`` layer
-    (forward; its gradients go back the same rows): the rows, and one refresh priced by the plan
-    the simulator picks on ``topology``, at the set's feature width and at ``train``'s default
-    hidden width."""
+    (forward; its gradients go back the same rows): its ``halo_rows``, and per width (``layers``)
+    one refresh priced by the plan the simulator picks on ``topology``, at the set's feature width
+    and at ``train``'s default hidden width (none for a set of one part)."""
     from commgraph.plan.choose import choose_allgather
     from commgraph.train.config import ModelOptions
 
     rows = sum(pset.part(k, check=False).num_halo for k in range(pset.num_parts))
     features = pset.part(0, check=False).features
     widths = [] if features is None else [(int(features.shape[1]), "layer 0, the set's features")]
-    lines = [f"  exchange before each MessagePassing layer: {rows} halo row(s), {4 * rows} bytes a column of float32"]
-    if pset.num_parts < 2:
-        return lines
-    for columns, what in [*widths, (ModelOptions().hidden, "a hidden layer")]:
+    layers = []
+    for columns, what in [*widths, (ModelOptions().hidden, "a hidden layer")] if pset.num_parts > 1 else []:
         choice = choose_allgather("auto", pset, topology, 4 * columns)
-        lines.append(
-            f"  {what} ({columns} columns): {4 * rows * columns / 1e6:.3f} MB, "
-            f"{choice.modeled_seconds * 1e3:.3f} ms by plan {choice.plan.planner} on {topology.name}"
+        layers.append(
+            {
+                "layer": what,
+                "columns": columns,
+                "bytes": 4 * rows * columns,
+                "modeled_seconds": choice.modeled_seconds,
+                "planner": choice.plan.planner,
+            }
         )
-    return lines
+    return {"halo_rows": rows, "layers": layers}
 
 
 def verdict(end) -> int:

@@ -185,28 +185,6 @@ class MemoryEstimate:
             **budget,
         }
 
-    def lines(self) -> list[str]:
-        """The estimate as a few readable lines."""
-
-        def parts(values: dict[str, int]) -> str:
-            return ", ".join(f"{name} {value / GB:.2f}" for name, value in values.items() if value)
-
-        return [
-            f"memory estimate: {self.machine_peak_bytes / GB:.2f} GB per machine "
-            f"({self.machine_workers} worker(s) of {self.worker_peak_bytes / GB:.2f} GB each)",
-            f"  shared once per machine (GB): {parts(self.machine)}",
-            f"  each worker (GB): {parts(self.worker)}",
-        ] + self._budget_lines(parts)
-
-    def _budget_lines(self, parts) -> list[str]:
-        if self.budget is None:
-            return []
-        return [
-            f"  budget {self.budget / GB:.2f} GB: resident at least {self.minimum_bytes / GB:.2f} GB, "
-            f"each worker's feature cache {self.worker.get('features', 0) / GB:.2f} GB",
-            f"  streamed from disk (GB): {parts(self.streamed) or 'nothing'}",
-        ]
-
 
 def estimate_memory(pset: PartitionSet, shape: JobShape) -> MemoryEstimate:
     """The memory ``shape``'s job on ``pset`` will hold (see the module's description)."""

@@ -4,7 +4,7 @@ reader (:mod:`~commgraph.render.units`), and the pictures of reports
 (:mod:`~commgraph.render.pictures`). It imports nothing of the house but :mod:`commgraph.plotting`,
 so every room can hand it a report."""
 
-from commgraph.render.formats import FORMATS, render
+from commgraph.render.formats import FORMAT_HELP, FORMATS, render
 from commgraph.render.table import Column, Report, Shown, Table
 
-__all__ = ["FORMATS", "Column", "Report", "Shown", "Table", "render"]
+__all__ = ["FORMAT_HELP", "FORMATS", "Column", "Report", "Shown", "Table", "render"]

@@ -3,7 +3,7 @@
 - ``text``: each table under a header row, numbers right-aligned and scaled to the value, the
   chosen row marked ``*`` with a footnote saying what chose it; an empty line between two tables,
   and the report's lines around them;
-- ``json``: the report's data, one object on one line;
+- ``json``: the report's data, one object on one line (a list: JSON Lines, one object a line);
 - ``csv``: each table with a header row naming the base unit (``modeled (s)``), raw values, and a
   ``chosen`` column where a row is chosen; tables are separated by an empty line;
 - ``md``: each table as a Markdown table (header, separator row), the chosen row marked ``\\*``,
@@ -20,6 +20,9 @@ from collections.abc import Callable
 from commgraph.render.table import Report, Table, raw
 
 FORMATS = ("text", "json", "csv", "md")
+FORMAT_HELP = (
+    "text: tables with units scaled to the value; json: one object (a list: one a line); csv and md: the tables"
+)
 MARK = "*"
 
 
@@ -29,6 +32,8 @@ def render(report: Report, fmt: str = "text") -> str:
 
 
 def _json(report: Report) -> str:
+    if isinstance(report.data, list):
+        return "\n".join(json.dumps(item) for item in report.data)
     return json.dumps(report.data)
 
 

@@ -109,10 +109,10 @@ class Table:
 
 @dataclass(frozen=True)
 class Report:
-    """What a command prints: ``data`` (its JSON object), its tables, and lines before and after
-    them (text and Markdown only)."""
+    """What a command prints: ``data`` (its JSON object, or a list of them written as JSON Lines),
+    its tables, and lines before and after them (text and Markdown only)."""
 
-    data: dict
+    data: dict | list
     tables: tuple[Table, ...] = ()
     before: tuple[str, ...] = field(default_factory=tuple)
     after: tuple[str, ...] = field(default_factory=tuple)

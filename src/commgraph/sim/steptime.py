@@ -116,30 +116,6 @@ class StepTime:
             "defaults": list(self.defaults),
         }
 
-    def lines(self) -> list[str]:
-        """The prediction as a few readable lines."""
-        parts = ", ".join(
-            f"{name} {seconds * 1e3:.3f}"
-            for name, seconds in (
-                ("compute", self.compute),
-                ("sampling", self.sampling),
-                ("feature fetch", self.feature_fetch),
-                ("halo exchange", self.halo_exchange),
-                ("all-reduce", self.allreduce),
-            )
-        )
-        lines = [
-            f"step time estimate: {self.step_seconds * 1e3:.2f} ms a step, {self.epoch_seconds:.3f} s an epoch "
-            f"({self.steps} step(s))",
-            f"  each step (ms): {parts}",
-        ]
-        if self.defaults:
-            lines.append(
-                f"  defaults, not measured here: {', '.join(self.defaults)} "
-                "(run commgraph topo calibrate --out FILE.yaml and pass --topology FILE.yaml or --cost-model FILE.yaml)"
-            )
-        return lines
-
 
 def compute_seconds(work: StepWork, model: ComputeModel) -> float:
     """The compute of ``work``'s step under ``model`` (the module's second formula)."""
