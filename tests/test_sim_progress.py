@@ -87,3 +87,15 @@ def test_a_long_stage_without_ticks_says_it_is_still_running(monkeypatch, capsys
     assert said[0].startswith("test: solving (") and said[1].startswith("test: solving, still running (")
     capsys.readouterr()
     assert not any(t.name == "commgraph-progress" for t in threading.enumerate())
+
+
+def test_a_run_that_turns_long_inside_a_stage_names_it_at_once(monkeypatch, capsys):
+    """A stage that began before the run was long (``sim llm`` building an 8,192-GPU DAG) is named
+    on stderr as soon as the run passes AFTER_SECONDS, not a heartbeat interval later."""
+    monkeypatch.setattr(progress, "AFTER_SECONDS", 0.05)
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 1e9)
+    said = []
+    with progress.reporting("test"):
+        progress.stage("building the DAG")  # too early to print
+        assert wait_until(lambda: said.extend(capsys.readouterr().err.splitlines()) or said, 60)
+    assert [line.split(" (")[0] for line in said] == ["test: building the DAG"]

@@ -22,9 +22,10 @@ left (progressive filling). Each event costs in proportion to what it touched, n
   independent max-min allocations, so the others keep their rates exactly; scratch state is reset
   only where it was used (epoch stamps, residual capacities of the recomputed flows' resources);
 - bytes are counted lazily: a flow keeps the bytes it had left when its rate last changed and the
-  time of that change, and its projected finish time sits in a heap with a version stamp (entries
-  of an older rate are skipped), so advancing time costs nothing per live flow, and a flow's
-  accounting changes only when its rate did;
+  time of that change, and its projected finish time sits in a binary heap indexed by flow (one
+  entry per flow with a rate above zero, moved in place when its rate changes: the heap holds
+  the live flows alone, not an entry per rate a flow ever had), so advancing time costs nothing
+  per live flow, and a flow's accounting changes only when its rate did;
 - a resource's busy time grows by the spans during which its load was above zero; without a
   recorded timeline that is all a load is (whether some flow on the resource has a rate above
   zero: a count kept as rates leave or reach zero), and with one a load is re-summed only where
@@ -221,7 +222,10 @@ def simulate_events(flows: Flows, tasks: Tasks, incremental: bool, record: bool)
         rates=np.zeros(n_flows),
         left=flows.sizes.copy(),
         since=np.zeros(n_flows),
-        version=np.zeros(n_flows, np.int64),
+        due=np.empty(n_flows),
+        due_flow=np.empty(n_flows, np.int64),
+        due_at=np.full(n_flows, -1, np.int64),
+        due_count=np.zeros(1, np.int64),
         setting_up=flows.setups.copy(),
         load=np.zeros(n_res),
         positive=np.zeros(n_res, np.int64),
@@ -253,13 +257,12 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
     """The event loop; returns the recorded utilisation change points (time, resource, value)."""
     timers = [(0.0, 0)]
     timers.pop()
-    finishing = [(0.0, 0, 0)]  # (projected finish, flow, version)
-    finishing.pop()
     rec_t, rec_r, rec_u = np.empty(0), np.empty(0, np.int64), np.empty(0)
     n_rec = np.int64(0)  # not a literal: _reallocate is compiled for one type of it, not two
     if record:
         rec_t, rec_r, rec_u = np.empty(1024), np.empty(1024, np.int64), np.empty(1024)
-    rates, left, since, version, sizes = state.rates, state.left, state.since, state.version, flows.sizes
+    rates, left, since, sizes = state.rates, state.left, state.since, flows.sizes
+    due, due_flow = state.due, state.due_flow
     for i in range(tasks.compute.shape[0]):
         if state.waiting[i] == 0:
             _begin(flows, tasks, index, state, timers, i)
@@ -270,28 +273,22 @@ def _run(flows, tasks, index, state, incremental, record):  # pragma: no cover
             _tick(state.time[0], state.finish)
         if state.changed[0] > 0:
             n_rec, rec_t, rec_r, rec_u = _reallocate(
-                flows, index, state, finishing, incremental, record, n_rec, rec_t, rec_r, rec_u
+                flows, index, state, incremental, record, n_rec, rec_t, rec_r, rec_u
             )
-        while finishing and finishing[0][2] != version[finishing[0][1]]:
-            heapq.heappop(finishing)
         t_next = np.inf
-        if finishing:
-            t_next = finishing[0][0]
+        if state.due_count[0]:
+            t_next = due[0]
         if timers and timers[0][0] < t_next:
             t_next = timers[0][0]
         if t_next == np.inf:
             break
         now = state.time[0] = max(t_next, state.time[0])
-        while finishing:
-            when, f, stamp = finishing[0]
-            if stamp != version[f]:
-                heapq.heappop(finishing)
-                continue
+        while state.due_count[0]:
+            when, f = due[0], due_flow[0]
             bytes_left = left[f] - rates[f] * (now - since[f])
             # finished: its projected end, a sliver of bytes left, or less time than the clock resolves
             if not (when <= now or bytes_left <= DONE * sizes[f] or bytes_left <= rates[f] * max(now, 1.0) * 1e-15):
                 break
-            heapq.heappop(finishing)
             _flow_done(flows, tasks, index, state, timers, f)
         while timers and timers[0][0] <= now:
             _end(flows, tasks, index, state, timers, heapq.heappop(timers)[1])
@@ -370,7 +367,7 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
         _count_positive(flows, state, f, -1)
     state.rates[f] = 0.0
     state.left[f] = 0.0
-    state.version[f] += 1
+    _undue(state, f)
     owner = flows.owner[f]
     if owner == NO_OWNER:
         heapq.heappush(timers, (state.time[0] + flows.latency[f], flows.task_of[f]))
@@ -378,6 +375,60 @@ def _flow_done(flows, tasks, index, state, timers, f):  # pragma: no cover
     state.setting_up[owner] -= 1
     if state.setting_up[owner] == 0:
         _send(flows, index, state, timers, owner)
+
+
+@njit(cache=True)
+def _set_due(state, f, when):  # pragma: no cover
+    """Flow ``f`` is projected to finish at ``when``: its heap entry, made or moved there."""
+    k = state.due_at[f]
+    if k < 0:
+        k = state.due_count[0]
+        state.due_count[0] += 1
+    state.due_flow[k], state.due[k] = f, when
+    _sift(state, k)
+
+
+@njit(cache=True)
+def _undue(state, f):  # pragma: no cover
+    """Flow ``f`` has no projected finish (its rate is zero, or it finished): its entry leaves
+    the heap, the last entry taking its place."""
+    k = state.due_at[f]
+    if k < 0:
+        return
+    state.due_at[f] = -1
+    state.due_count[0] -= 1
+    last = state.due_count[0]
+    if k != last:
+        state.due_flow[k], state.due[k] = state.due_flow[last], state.due[last]
+        _sift(state, k)
+
+
+@njit(cache=True, inline="always")
+def _sift(state, k):  # pragma: no cover
+    """Move heap entry ``k`` up or down to its place: entries ordered by (projected finish, flow),
+    the order of ``heapq`` on ``(time, flow)`` tuples."""
+    due, flow, at, n = state.due, state.due_flow, state.due_at, state.due_count[0]
+    f, when = flow[k], due[k]
+    while k > 0:
+        up = (k - 1) >> 1
+        if due[up] < when or (due[up] == when and flow[up] < f):
+            break
+        flow[k], due[k] = flow[up], due[up]
+        at[flow[k]] = k
+        k = up
+    while True:
+        down = 2 * k + 1
+        if down >= n:
+            break
+        if down + 1 < n and (due[down + 1] < due[down] or (due[down + 1] == due[down] and flow[down + 1] < flow[down])):
+            down += 1
+        if when < due[down] or (when == due[down] and f < flow[down]):
+            break
+        flow[k], due[k] = flow[down], due[down]
+        at[flow[k]] = k
+        k = down
+    flow[k], due[k] = f, when
+    at[f] = k
 
 
 @njit(cache=True, inline="always")
@@ -407,18 +458,17 @@ def _end(flows, tasks, index, state, timers, i):  # pragma: no cover
 
 
 @njit(cache=True)
-def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_t, rec_r, rec_u):  # pragma: no cover
+def _reallocate(flows, index, state, incremental, record, n_rec, rec_t, rec_r, rec_u):  # pragma: no cover
     """Recompute rates on the component of the changed resources (of every resource unless
     ``incremental``); re-time the flows whose rate moved and re-sum their resources' loads."""
     now = state.time[0]
     state.marks[0] += 1
     epoch = state.marks[0]
     ptr, resources, capacity = flows.ptr, flows.resources, flows.capacity
-    rates, left, since, version, res_mark, touched = (
+    rates, left, since, res_mark, touched = (
         state.rates,
         state.left,
         state.since,
-        state.version,
         state.res_mark,
         state.touched,
     )
@@ -473,9 +523,10 @@ def _reallocate(flows, index, state, finishing, incremental, record, n_rec, rec_
                 end = ptr[p + 1]
             left[f] -= old[k] * (now - since[f])
             since[f] = now
-            version[f] += 1
             if rate > 0:
-                heapq.heappush(finishing, (now + left[f] / rate, f, version[f]))
+                _set_due(state, f, now + left[f] / rate)
+            else:
+                _undue(state, f)
             for j in range(ptr[p], end):
                 r = resources[j]
                 if res_mark[r] != -epoch:

@@ -2,7 +2,8 @@
 (short runs stay silent), then a line when a stage starts and, while the event loop runs, at most
 one every :data:`EVERY_SECONDS` seconds: the stage, the simulated time reached, the tasks finished
 out of all, and the wall time so far. Where a stage runs long without either (building a DAG,
-solving an LP), a heartbeat says it is still running every :data:`HEARTBEAT_SECONDS` seconds.
+solving an LP), a heartbeat names it as soon as the run is :data:`AFTER_SECONDS` old and says it
+is still running every :data:`HEARTBEAT_SECONDS` seconds after.
 ``--json`` and every ``--format`` report too (stdout keeps only the result).
 
 A command runs inside :func:`reporting` (or is decorated with :func:`reported`) and names its
@@ -23,10 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-AFTER_SECONDS = 5.0  # silent before this much wall time (tests lower it)
+AFTER_SECONDS = 4.0  # silent before this much wall time (tests lower it): a run of 5 s shows its stage
 EVERY_SECONDS = 5.0  # at most one event-loop line per this much wall time
 TICK_EVENTS = 1 << 14  # events between two of the loop's calls to :func:`tick` (a power of two)
 HEARTBEAT_SECONDS = 15.0  # a line at least this often once a run is long, whatever it is doing
+WAKE_SECONDS = 0.25  # how often the heartbeat looks: a long run's first line comes this soon after AFTER_SECONDS
 
 
 @dataclass
@@ -59,11 +61,15 @@ def reporting(label: str) -> Iterator[None]:
 
 
 def _heartbeat(report: _Report, done: threading.Event) -> None:
-    """Until ``done``: once the run is past :data:`AFTER_SECONDS`, say the stage is still running
-    whenever no line was printed for :data:`HEARTBEAT_SECONDS`."""
-    while not done.wait(min(HEARTBEAT_SECONDS, 1.0)):
+    """Until ``done``: once the run is past :data:`AFTER_SECONDS`, say the stage is running if no
+    line was printed yet, and still running whenever none was for :data:`HEARTBEAT_SECONDS`."""
+    while not done.wait(min(HEARTBEAT_SECONDS, WAKE_SECONDS)):
         clock = time.perf_counter()
-        if clock - report.began >= AFTER_SECONDS and clock - max(report.shown, report.began) >= HEARTBEAT_SECONDS:
+        if clock - report.began < AFTER_SECONDS:
+            continue
+        if report.shown == -np.inf:
+            _say(report.stage or "working", report)
+        elif clock - report.shown >= HEARTBEAT_SECONDS:
             _say(f"{report.stage or 'working'}, still running", report)
 
 

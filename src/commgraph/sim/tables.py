@@ -130,14 +130,18 @@ class Outcome(NamedTuple):
 
 
 class State(NamedTuple):
-    """What the loop mutates: the clock, per flow its rate and lazy byte count, per resource its
-    load and busy time, per task its times, per device its queue, and scratch (epoch stamps)."""
+    """What the loop mutates: the clock, per flow its rate, lazy byte count and projected finish (a
+    heap indexed by flow), per resource its load and busy time, per task its times, per device its
+    queue, and scratch (epoch stamps)."""
 
     time: np.ndarray  # [now]
     rates: np.ndarray
     left: np.ndarray  # bytes left at `since`
     since: np.ndarray
-    version: np.ndarray
+    due: np.ndarray  # the heap of projected finishes: times, their flows, per flow its entry (-1: none)
+    due_flow: np.ndarray
+    due_at: np.ndarray
+    due_count: np.ndarray  # [entries]
     setting_up: np.ndarray
     load: np.ndarray
     positive: np.ndarray  # per resource: its flows with a rate above zero
