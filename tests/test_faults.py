@@ -486,6 +486,20 @@ def test_training_onto_a_full_disk_stops_in_one_line_naming_the_file(pset, tmp_p
     assert "internal error" not in run.stderr and "Traceback" not in run.stderr, run.stderr
 
 
+@pytest.mark.multiproc
+def test_a_partition_set_onto_a_full_disk_is_one_line_and_nothing_half_written(tmp_path):
+    disk = tmp_path / "disk"
+    argv = [sys.executable, "-m", "commgraph", "partition", "make", "cora", "--parts", "2", "--method", "chunk"]
+    command = shlex.join([*argv, "--out", f"{disk}/set"]) + f"; echo exit $?; ls -A {disk}"
+    run = _on_a_small_disk(command, 256, disk)
+    assert run.returncode == 0, run.stderr
+    error = run.stderr.strip().splitlines()[-1]  # the lines before it are the progress lines
+    assert error.startswith(f"commgraph: error: no space left on the disk of {disk}/set (more than "), run.stderr
+    assert "Traceback" not in run.stderr and "internal error" not in run.stderr, run.stderr
+    status, *left = run.stdout.splitlines()
+    assert status != "exit 0" and left == [], run.stdout  # failed, and no set nor temporary folder left
+
+
 # -- items 1, 2, 14, 16: kills of a running job --------------------------------------------------------
 
 

@@ -131,11 +131,9 @@ class _Draws:
     def _edges(self, start: int) -> tuple[np.ndarray, np.ndarray]:
         """The chunk's in-edges, sorted by row then source, each once."""
         rows, sources = self._draws(start)
-        order = np.lexsort((sources, rows))
-        rows, sources = rows[order], sources[order]
-        keep = np.ones(rows.shape[0], bool)
-        keep[1:] = (rows[1:] != rows[:-1]) | (sources[1:] != sources[:-1])
-        return rows[keep], sources[keep]
+        key = np.sort((rows - start) * self.nodes + sources)  # one int64 key: row, then source
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])] if key.shape[0] else key
+        return key // self.nodes + start, key % self.nodes
 
     def indptr(self) -> Iterator[np.ndarray]:
         yield np.zeros(1, np.int64)

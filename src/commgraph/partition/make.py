@@ -16,7 +16,7 @@ from commgraph.graph import Graph
 from commgraph.partition.mapped import map_graph
 from commgraph.partition.methods import partition_graph
 from commgraph.partition.metrics import partition_metrics
-from commgraph.partition.store import PartitionSet, write_partition_set
+from commgraph.partition.store import PartitionSet, full_disk_error, write_partition_set
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,11 @@ def make_partition_set(
             progress=progress,
             feature_dtype=feature_dtype,
         )
+    except OSError as exc:  # the graph's maps in the scratch folder met a full disk
+        full = full_disk_error(exc, scratch, out)
+        if full is None:
+            raise
+        raise full from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return MadeSet(pset, seconds, metrics)

@@ -47,7 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from commgraph import __version__
-from commgraph.errors import PartitionError
+from commgraph.atomic import NO_SPACE, disk_full
+from commgraph.errors import OutputError, PartitionError
 from commgraph.graph import Graph
 from commgraph.graph.core import MASK_NAMES, loop_free_in_degrees
 from commgraph.graph.nodefile import save_npy_in_chunks
@@ -285,10 +286,28 @@ def write_partition_set(
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         _replace(tmp, out)
+    except OSError as exc:
+        full = full_disk_error(exc, tmp, out)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full is None:
+            raise
+        raise full from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PartitionSet(out, manifest)
+
+
+def full_disk_error(exc: OSError, folder: Path, out: Path) -> OutputError | None:
+    """The one-line error for ``out`` when ``exc``, raised writing into ``folder`` (still there),
+    is a full disk's (``ENOSPC``, or numpy's short write, which carries no errno, on a disk with
+    under :data:`_FULL` bytes left), naming the bytes ``folder`` took; None for another error."""
+    if exc.errno not in NO_SPACE and not (exc.errno is None and shutil.disk_usage(folder).free < _FULL):
+        return None
+    return disk_full(out, sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()), more=True)
+
+
+_FULL = 1 << 20  # free bytes under which a write that stopped short met a full disk
 
 
 def _replace(tmp: Path, out: Path) -> None:
