@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from commgraph.cli.main import ALIASES
+from deadlines import scaled
 
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
@@ -20,7 +21,7 @@ README = ROOT / "README.md"
 BLOCK = re.compile(r"^```bash runnable\n(.*?)^```$", re.S | re.M)
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```$", re.S | re.M)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-PAGE_SECONDS = 150  # one page's blocks; each command is a fresh process that imports torch (~8 s here)
+PAGE_SECONDS = 150  # one page's blocks on a quiet machine, scaled by the load (each command imports torch: ~8 s)
 TOPICS = (
     "datasets",
     "partitioning",
@@ -85,7 +86,7 @@ def run_block(commands: str, cwd: Path, env: dict) -> subprocess.CompletedProces
         env=env,
         capture_output=True,
         text=True,
-        timeout=PAGE_SECONDS,
+        timeout=scaled(PAGE_SECONDS),
     )
 
 
