@@ -1,6 +1,7 @@
 # Two entry points, both self-contained on a fresh machine (only python3 and PyPI needed):
 #   make demo   create .venv, install commgraph, run the main job on bundled data
-#   make test   create .venv, install commgraph with test extras, run the whole suite
+#   make test   create .venv, install commgraph with test extras, run the whole suite (two pytest
+#               processes, a test file to each: pytest-xdist)
 # For a developer's loop (docs/testing.md):
 #   make test-fast  the unit tier: no process started, no GPU, nothing slow
 #   make lint       ruff check and ruff format --check
@@ -21,7 +22,7 @@ demo: $(STAMP)
 	$(VENV)/bin/commgraph train cora --workers 4
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadfile
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not multiproc and not gpu"

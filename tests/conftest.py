@@ -149,6 +149,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     of everything it starts (:func:`pytest_configure`), so an orphaned rank is still found below it."""
     from procs import alive, descendants
 
+    if session.config.pluginmanager.has_plugin("dsession"):  # pytest-xdist's controller: each worker checks its own
+        return
     # pytest's own resource tracker (its multiprocessing semaphores) lives until pytest exits
     left = {pid: seen for pid, seen in descendants(_PYTEST_PID).items() if not _own_tracker(seen)}
     running = alive(left)

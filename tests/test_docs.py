@@ -14,6 +14,7 @@ import pytest
 
 from commgraph.cli.main import ALIASES
 from deadlines import scaled
+from warm import warm_commgraph
 
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
@@ -66,18 +67,6 @@ def weight(commands: str) -> tuple[int, int]:
     return jobs, len(lines)
 
 
-def commgraph_bin(folder: Path) -> Path:
-    """A folder holding ``commgraph``: the venv's console script, or a shim that runs this interpreter's."""
-    script = Path(sys.executable).parent / "commgraph"
-    if script.exists():
-        return script.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    shim = folder / "commgraph"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m commgraph "$@"\n')
-    shim.chmod(0o755)
-    return folder
-
-
 def run_block(commands: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
@@ -92,16 +81,18 @@ def run_block(commands: str, cwd: Path, env: dict) -> subprocess.CompletedProces
 
 @pytest.fixture
 def doc_env(tmp_path):
+    """The environment a page's blocks run in: ``commgraph`` on ``PATH`` is a warm one (:mod:`warm`)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(sys.path),
         "COMMGRAPH_HOME": str(tmp_path / "home"),
         "MPLBACKEND": "Agg",
     }
-    env["PATH"] = os.pathsep.join((str(commgraph_bin(tmp_path / "bin")), env.get("PATH", "")))
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         env.pop(name, None)
-    return env
+    with warm_commgraph(tmp_path / "bin") as folder:
+        env["PATH"] = os.pathsep.join((str(folder), env.get("PATH", "")))
+        yield env
 
 
 @pytest.mark.multiproc

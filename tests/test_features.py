@@ -606,17 +606,25 @@ def test_the_benchmark_writes_only_where_a_disk_has_room(bench, tmp_path):
 
 @pytest.mark.multiproc
 @pytest.mark.timeout(120)
-def test_the_benchmark_without_a_gpu_says_so_in_one_line(tmp_path):
+def test_the_benchmark_without_a_gpu_says_so_in_one_line():
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(sys.path), "COLUMNS": "200"}
-    run = [sys.executable, str(BENCHMARK)]
-    done = subprocess.run([*run, "--quick"], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--quick"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert (done.returncode, done.stdout, done.stderr) == (
         2,
         "",
         "feature_gather: needs a CUDA GPU and torch sees none; nothing measured\n",
     )
-    done = subprocess.run([*run, "--run", "pin,bogus"], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_the_benchmark_names_its_stages_and_defaults(bench, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as refused:
+        bench.parse(["--run", "pin,bogus"])
     stages = "prepare, big, train, sweep, crossover, pin"
-    assert done.returncode == 2 and f"--run takes stages of {stages}; got 'pin,bogus'" in done.stderr
-    done = subprocess.run([*run, "--help"], capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0 and "--run prepare" in done.stdout and "(default: 0.55)" in done.stdout
+    assert refused.value.code == 2 and f"--run takes stages of {stages}; got 'pin,bogus'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as helped:
+        bench.parse(["--help"])
+    out = capsys.readouterr().out
+    assert helped.value.code == 0 and "--run prepare" in out and "(default: 0.55)" in out
