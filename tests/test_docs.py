@@ -175,3 +175,24 @@ def test_the_architecture_page_is_the_shared_picture():
     if not shared.is_file():
         pytest.skip("no ../shared/ARCHITECTURE.md next to this checkout")
     assert (DOCS / "architecture.md").read_text() == shared.read_text()
+
+
+@pytest.mark.multiproc
+def test_the_warm_commgraph_answers_as_the_installed_one(tmp_path, doc_env):
+    """The same folder, environment, output and exit code: the warm ``commgraph`` the pages run and
+    a fresh ``python -m commgraph`` write the same file, print the same and fail the same."""
+    lines = (
+        "mkdir -p sub && cd sub\n"
+        "commgraph graph info cora --format json > info.json\n"
+        "commgraph partition make cora --parts 2 --method chunk --out set > /dev/null\n"
+        'commgraph topo show || echo "exit $?"\n'
+    )
+    fresh = f'commgraph() {{ "{sys.executable}" -m commgraph "$@"; }}\n'
+    warm = run_block(lines, tmp_path / "warm", doc_env)
+    fresh = run_block(fresh + lines, tmp_path / "fresh", doc_env)
+    for run in (warm, fresh):
+        assert run.returncode == 0 and run.stdout == "exit 2\n", run.stderr
+    said = [[line for line in run.stderr.splitlines() if not line.startswith("+")] for run in (warm, fresh)]
+    assert said[0] == said[1] and "the following arguments are required: --topology" in said[0][-1]
+    assert (tmp_path / "warm/sub/info.json").read_text() == (tmp_path / "fresh/sub/info.json").read_text()
+    assert (tmp_path / "warm/sub/set/manifest.json").is_file() and (tmp_path / "fresh/sub/set/manifest.json").is_file()
