@@ -184,7 +184,7 @@ def test_the_warm_commgraph_answers_as_the_installed_one(tmp_path, doc_env):
     lines = (
         "mkdir -p sub && cd sub\n"
         "commgraph graph info cora --format json > info.json\n"
-        "commgraph partition make cora --parts 2 --method chunk --out set > /dev/null\n"
+        "commgraph partition make cora --parts 2 --method chunk --out set > /dev/null 2>&1\n"
         'commgraph topo show || echo "exit $?"\n'
     )
     fresh = f'commgraph() {{ "{sys.executable}" -m commgraph "$@"; }}\n'
