@@ -396,6 +396,37 @@ def comparison(rows: list[BaselineRow]) -> list[str]:
     return lines
 
 
+PHASES = {
+    "sample": "sampling (DGL's loader gathers the features as it samples)",
+    "fetch": "input rows asked for and received",
+    "gather": "input rows read from the feature table",
+    "forward": "forward and loss",
+    "backward": "backward",
+    "optimizer": "optimiser step",
+}
+
+
+def phase_ms(report: dict) -> dict[str, float]:
+    """A side's measured step by phase, milliseconds per step: ``dgl_train.py``'s ``phase_ms``, or
+    a commgraph epoch record's ``<phase>_seconds`` over its steps."""
+    if "phase_ms" in report:
+        return report["phase_ms"]
+    return {name: report[f"{name}_seconds"] / report["steps"] * 1e3 for name in PHASES}
+
+
+def profile(rows: list[BaselineRow]) -> list[str]:
+    """Where a measured step's time goes on each side (the first run of ``dgl-train`` and
+    ``commgraph-1``), as a Markdown table: milliseconds per step by phase, and the whole step."""
+    by = {row.name: row for row in rows if row.ok and row.reports}
+    if not {"dgl-train", "commgraph-1"} <= set(by):
+        return []
+    sides = [phase_ms(by[name].reports[0]) for name in ("dgl-train", "commgraph-1")]
+    steps = [by[name].step_ms[0] for name in ("dgl-train", "commgraph-1")]
+    lines = ["| phase, ms per step | DGL | commgraph |", "|---|---|---|"]
+    lines += [f"| {label} | {sides[0][name]:.1f} | {sides[1][name]:.1f} |" for name, label in PHASES.items()]
+    return [*lines, f"| the whole step | {steps[0]:.1f} | {steps[1]:.1f} |"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graph", default=PRODUCTS, help="a graph commgraph reads (default: %(default)s)")
@@ -455,6 +486,8 @@ def main() -> None:
     print(table(rows))
     for line in comparison(rows):
         print(f"\n{line}")
+    if lines := profile(rows):
+        print("\nwhere a step's time goes (the first measured run of each side):\n" + "\n".join(lines))
     for row in rows:
         for run in row.runs:
             if run.status != "ok":

@@ -8,7 +8,10 @@ mean layers with ReLU and dropout 0.5, Adam (lr 0.01, weight decay 5e-4, commgra
 ``infer``: the untrained model's layer-wise inference over every node (one layer at a time,
 ``MultiLayerFullNeighborSampler(1)`` blocks of ``--infer-batch-size`` nodes, 4096 as DGL's example
 evaluates). Prints one JSON object: seconds to load and :func:`steps.timed_steps`'s figures with
-``seeds`` and ``seeds_per_second`` (training), or the pass's seconds and each layer's (inference).
+``seeds``, ``seeds_per_second`` and ``phase_ms``, the clocked steps' mean milliseconds by phase
+(the loader's wait as ``sample``: DGL's loader gathers the batch's features as it samples; then
+forward with the loss, backward, and the optimiser's step) for training, or the pass's seconds and
+each layer's (inference).
 
     python dgl_train.py FILE.npz train|infer [--warmup 0] [--steps 20] [--fanout 15,10,5] [--hidden 256]
                                           [--batch-size 1024] [--infer-batch-size 4096]
@@ -98,16 +101,25 @@ def train(graph, train_ids, model, opts) -> dict:
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     model.train()
 
+    phases = []  # each step's forward, backward and optimiser seconds
+
     def step(batch) -> int:
         _input_nodes, output_nodes, blocks = batch
+        started = time.perf_counter()
         loss = F.cross_entropy(model(blocks, blocks[0].srcdata["feat"]), blocks[-1].dstdata["label"])
+        forward = time.perf_counter()
         optimizer.zero_grad()
         loss.backward()
+        backward = time.perf_counter()
         optimizer.step()
+        phases.append((forward - started, backward - forward, time.perf_counter() - backward))
         return int(output_nodes.shape[0])
 
     result = timed_steps(lambda: loader, step, opts.warmup, opts.steps)
-    return {**result, "seeds": result["units"], "seeds_per_second": result["rate"]}
+    clocked = np.array(phases[opts.warmup :]) * 1e3
+    phase_ms = {"sample": result["sample_ms"], "fetch": 0.0, "gather": 0.0}  # the loader gathers as it samples
+    phase_ms |= dict(zip(("forward", "backward", "optimizer"), clocked.mean(axis=0).tolist()))
+    return {**result, "seeds": result["units"], "seeds_per_second": result["rate"], "phase_ms": phase_ms}
 
 
 def main() -> None:

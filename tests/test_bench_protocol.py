@@ -138,3 +138,37 @@ def test_timed_steps_clocks_after_the_warmup_and_starts_new_epochs():
     assert (result["warmup"], result["steps"], result["units"]) == (2, 4, 3 + 1 + 2 + 3)
     assert result["rate"] == pytest.approx(result["units"] / result["seconds"])
     assert result["step_ms"] == pytest.approx(result["seconds"] / 4 * 1e3)
+
+
+def test_the_profile_puts_both_sides_steps_phase_by_phase():
+    from dgl_baseline import BaselineRow, profile
+    from pss import Measurement
+
+    ok = Measurement(0, 1.0, 1, 1, [], 0, "ok", 2)
+    dgl = BaselineRow("dgl-train", ["x"], runs=[ok], step_ms=[500.0])
+    dgl.reports.append(
+        {
+            "phase_ms": {
+                "sample": 100.0,
+                "fetch": 0.0,
+                "gather": 0.0,
+                "forward": 150.0,
+                "backward": 200.0,
+                "optimizer": 50.0,
+            }
+        }
+    )
+    ours = BaselineRow("commgraph-1", ["y"], runs=[ok], step_ms=[400.0])
+    phases = {"sample": 0.4, "fetch": 0.2, "gather": 0.6, "forward": 1.0, "backward": 1.6, "optimizer": 0.2}
+    ours.reports.append({"steps": 4, **{f"{name}_seconds": value for name, value in phases.items()}})
+    lines = profile([dgl, ours])
+    assert lines[2:] == [
+        "| sampling (DGL's loader gathers the features as it samples) | 100.0 | 100.0 |",
+        "| input rows asked for and received | 0.0 | 50.0 |",
+        "| input rows read from the feature table | 0.0 | 150.0 |",
+        "| forward and loss | 150.0 | 250.0 |",
+        "| backward | 200.0 | 400.0 |",
+        "| optimiser step | 50.0 | 50.0 |",
+        "| the whole step | 500.0 | 400.0 |",
+    ]
+    assert profile([dgl]) == []

@@ -408,6 +408,10 @@ def test_workers_with_unequal_training_nodes_run_equal_steps(sets, tmp_path, sam
     assert all((r["sync_bytes"] > 0) == (sampler == "ladies") for r in records)
     assert records[-1]["loss"] < records[0]["loss"]
     assert all(r["sample_seconds"] > 0 for r in records)
+    phases = ("fetch", "gather", "forward", "backward", "optimizer")
+    for r in records:  # rank 0's steps, where its time went: every phase of them, each once
+        assert all(r[f"{p}_seconds"] > 0 for p in phases), r
+        assert r["sample_seconds"] + sum(r[f"{p}_seconds"] for p in phases) <= r["epoch_seconds"]
 
 
 @pytest.mark.multiproc

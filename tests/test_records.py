@@ -3,13 +3,14 @@ nested block, written to the metrics file with the flat keys its readers know.""
 
 from __future__ import annotations
 
-from commgraph.train.records import DGSStats, EpochRecord
+from commgraph.train.records import DGSStats, EpochRecord, StepPhases, phase_seconds
 
 # what --metrics-out holds, in order (plot, benchmarks and docs read these keys)
 KEYS = (
     "epoch loss train_acc val_acc test_acc epoch_seconds comm_wait_seconds comm_bytes halo_forward_bytes "
     "halo_backward_bytes allreduce_bytes plan plan_modeled_seconds allreduce allreduce_modeled_seconds steps "
-    "steps_cap sample_seconds feature_bytes local_bytes structure_bytes sampling_bytes sync_bytes activation_bytes "
+    "steps_cap sample_seconds fetch_seconds gather_seconds forward_seconds backward_seconds optimizer_seconds "
+    "feature_bytes local_bytes structure_bytes sampling_bytes sync_bytes activation_bytes "
     "activation_grad_bytes total_bytes predicted_step_seconds predicted_epoch_seconds measured_step_seconds "
     "dgs_steps dgs_masked_steps dgs_masks_age_steps dgs_wait_seconds dgs_explanations dgs_explain_seconds "
     "dgs_explain_cpu_seconds cache_hits cache_misses cache_missed_bytes cache_requested_bytes cache_disk_bytes"
@@ -80,3 +81,16 @@ def test_the_epoch_line_reads_the_dgs_block():
     )
     assert _record().line().endswith("   2.000 MB")
     assert DGSStats.SUMMED == ("steps", "masked_steps", "explanations", "explain_seconds", "explain_cpu_seconds")
+
+
+def test_a_sampled_steps_phases_are_flat_keys_and_none_for_full_graph():
+    phases = StepPhases(fetch=0.5, gather=0.25, forward=1.0, backward=2.0, optimizer=0.125)
+    sampled, full = _record(**phase_seconds(phases)).to_dict(), _record(**phase_seconds(None)).to_dict()
+    assert {k: sampled[k] for k in KEYS if k in phase_seconds(None)} == {
+        "fetch_seconds": 0.5,
+        "gather_seconds": 0.25,
+        "forward_seconds": 1.0,
+        "backward_seconds": 2.0,
+        "optimizer_seconds": 0.125,
+    }
+    assert all(full[k] is None for k in phase_seconds(None)) and tuple(full) == tuple(KEYS)

@@ -7,6 +7,7 @@ calls it at every step. :class:`~commgraph.train.owner_fetch.OwnerFetch` builds 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -65,7 +66,15 @@ class InputRows:
         return self.take(np.arange(a, b))
 
     def take(self, positions: np.ndarray) -> torch.Tensor:
-        """The table's rows at ``positions`` (repeats allowed), as a tensor of their own on the device."""
+        """The table's rows at ``positions`` (repeats allowed), as a tensor of their own on the device;
+        the time it takes is added to the fetch's ``gather_seconds``."""
+        started = time.perf_counter()
+        try:
+            return self._take(positions)
+        finally:
+            self.fetch.gather_seconds += time.perf_counter() - started
+
+    def _take(self, positions: np.ndarray) -> torch.Tensor:
         source, slot = self.source[positions], self.slot[positions]
         own, mapped, network = (np.flatnonzero(source == kind) for kind in (OWN, MAPPED, NETWORK))
         if own.size == positions.shape[0]:
@@ -213,6 +222,7 @@ class FeatureFetch:
         self.job, self.comm, self.world, self.graph, self.device = job, job.comm, job.world, graph, job.device
         self.owned = np.asarray(job.part.owned)
         self.store = store
+        self.gather_seconds = 0.0  # the time its input rows' reads took (:meth:`InputRows.take`), ever
         self.columns: list[np.ndarray | None] = [None] * job.world.size  # each worker's last announced columns
         self.alltoall = MatchingAllToAll(self.comm)
         machine = job.machine_ranks() if job.world.size > 1 else np.zeros(0, np.int64)

@@ -58,7 +58,7 @@ from commgraph.sample.registry import EpochSampler, SamplerSpec, make_sampler, s
 from commgraph.train.config import TrainConfig
 from commgraph.train.fetch import FeatureFetch
 from commgraph.train.owner_fetch import OwnerFetch
-from commgraph.train.records import DGSStats, EpochStep
+from commgraph.train.records import DGSStats, EpochStep, StepPhases
 from commgraph.train.sampling_options import FANOUT
 
 log = get_logger(__name__)
@@ -214,6 +214,7 @@ class SampledEpochs:
         before, waited = comm.traffic, comm.wait_seconds
         started = time.perf_counter()
         totals = {"loss": 0.0, "sample": 0.0, "sync": 0, "announced": 0, "local": 0, "sampled": 0, "masked": 0}
+        totals["phases"] = StepPhases()
         rounds = len(self.explainer.rounds) if self.explainer is not None else 0
         waited_for_masks = self._wait_for_masks()
         batches = self._batches()
@@ -246,6 +247,7 @@ class SampledEpochs:
             step_seconds=step_seconds,
             wait_seconds=comm.wait_seconds - waited,
             sample_seconds=totals["sample"],
+            phases=totals["phases"],
             steps=len(batches),
             moved=moved,
             sync_bytes=totals["sync"],
@@ -301,7 +303,9 @@ class SampledEpochs:
         model, optimizer = self.training.model, self.training.optimizer
         model.train()
         optimizer.zero_grad(set_to_none=True)
+        clock = _PhaseClock(totals["phases"], self.fetch)
         fetched = self.fetch.step(batch)
+        clock.ends("fetch")
         totals["announced"] += fetched.announced_bytes
         totals["local"] += fetched.local_bytes
         if batch is not None:
@@ -312,12 +316,16 @@ class SampledEpochs:
             labels = self.labels[torch.from_numpy(owned_positions(self.owned, batch.seeds))].to(self.device)
             summed = torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
             loss = summed / fetched.global_seeds
+            clock.ends("forward")
             loss.backward()
+            clock.ends("backward")
             totals["loss"] += float(loss.detach())
         else:
             self.fetch.idle(fetched)
+            clock.ends("fetch")
         self.training.sync.finish()
         optimizer.step()
+        clock.ends("optimizer")
         self.iteration += 1
         if self.explainer is not None and batch is not None:
             self.explainer.observe(model, float(summed.detach()) / batch.seeds.shape[0], self.iteration)
@@ -361,3 +369,19 @@ class SampledEpochs:
     def close(self) -> None:
         if self.explainer is not None:
             self.explainer.close()
+
+
+class _PhaseClock:
+    """Adds each phase of a step to ``phases`` as it ends: the time since the last phase ended, the
+    feature store's reads in it (``fetch.gather_seconds``) moved to ``gather``."""
+
+    def __init__(self, phases: StepPhases, fetch):
+        self.phases, self.fetch = phases, fetch
+        self.at, self.gathered = time.perf_counter(), fetch.gather_seconds
+
+    def ends(self, phase: str) -> None:
+        now, gathered = time.perf_counter(), self.fetch.gather_seconds
+        reads = gathered - self.gathered
+        setattr(self.phases, phase, getattr(self.phases, phase) + now - self.at - reads)
+        self.phases.gather += reads
+        self.at, self.gathered = now, gathered

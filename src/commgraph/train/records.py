@@ -37,6 +37,24 @@ class DGSStats:
 
 
 @dataclass
+class StepPhases:
+    """Where a worker's sampled steps spent their time in an epoch, in seconds summed over the steps,
+    by the host's clock (on a GPU a phase ends when its kernels are queued). Drawing the batches is
+    ``sample_seconds`` beside these."""
+
+    fetch: float = 0.0  # the input rows asked for and the other workers' rows received
+    gather: float = 0.0  # the input rows read from the feature store and mapped files, wherever a layer reads them
+    forward: float = 0.0  # the layers and the loss, the gather apart
+    backward: float = 0.0  # the backward pass, the gather apart
+    optimizer: float = 0.0  # the gradients' sum finished and the optimiser's step
+
+
+def phase_seconds(phases: StepPhases | None) -> dict[str, float | None]:
+    """``phases`` as :class:`EpochRecord`'s ``<phase>_seconds`` fields (None each without them)."""
+    return {f"{f.name}_seconds": None if phases is None else getattr(phases, f.name) for f in fields(StepPhases)}
+
+
+@dataclass
 class EpochStep:
     """One worker's training in an epoch: its full-graph step, or its sampled batches' steps
     (bytes are what this worker sent, by label)."""
@@ -51,6 +69,7 @@ class EpochStep:
     dgs: DGSStats | None = None  # DGS only: its masks and explainer in this epoch
     cache: CacheCounts | None = None  # under a memory budget: what the feature cache served and read
     step_seconds: float | None = None  # the steps' own seconds where the epoch holds more (None: ``seconds``)
+    phases: StepPhases | None = None  # sampled training: where the steps' time went
 
 
 @dataclass
@@ -75,6 +94,12 @@ class EpochRecord:
     steps: int = 1  # training steps in the epoch (sampled batches; 1 for full-graph training)
     steps_cap: int | None = None  # --steps-per-epoch: the cap on an epoch's steps (None: every batch)
     sample_seconds: float = 0.0  # rank 0's time drawing batches
+    # sampled training, rank 0's steps (StepPhases; None for full-graph training)
+    fetch_seconds: float | None = None
+    gather_seconds: float | None = None
+    forward_seconds: float | None = None
+    backward_seconds: float | None = None
+    optimizer_seconds: float | None = None
     feature_bytes: int = 0  # sampled batches' remote feature rows over the network, all workers
     local_bytes: int = 0  # their rows read from the shared files of the same machine's workers, all workers
     structure_bytes: int = 0  # their requests (node ids, DGS's column lists) and sampling_bytes, all workers

@@ -41,7 +41,7 @@ from commgraph.train.config import TrainConfig
 from commgraph.train.executor import BarrierExecutor, PipelinedExecutor, ReplicateExecutor
 from commgraph.train.minibatch import SampledEpochs, TrainingState
 from commgraph.train.predict import SPLITS, gather_predictions, write_predictions
-from commgraph.train.records import DGSStats, EpochRecord, EpochStep
+from commgraph.train.records import DGSStats, EpochRecord, EpochStep, phase_seconds
 from commgraph.train.rgcn import TypedExecutor, TypedPart, build_typed_model
 from commgraph.train.rgcn_sampled import RGCNSampledEpochs
 from commgraph.train.sampled_eval import SampledEvaluation
@@ -344,6 +344,7 @@ class Trainer:
             steps=step.steps,
             steps_cap=self.config.sampling.steps_per_epoch,
             sample_seconds=step.sample_seconds,
+            **phase_seconds(step.phases),
             predicted_step_seconds=None if self.step_prediction is None else self.step_prediction.step_seconds,
             predicted_epoch_seconds=None if self.step_prediction is None else self.step_prediction.epoch_seconds,
             measured_step_seconds=(step.seconds if step.step_seconds is None else step.step_seconds)
