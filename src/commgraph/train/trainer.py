@@ -505,7 +505,8 @@ class _MetricsLog:
             self.board.flush()
         if bar is not None:
             bar.update(1)
-            bar.write(record.line(), file=sys.stderr)  # progress: stdout carries the result alone
+            with bar.external_write_mode(file=sys.stderr):  # the line above the bar; stdout carries the result alone
+                log.info(record.line())
 
     def close(self) -> None:
         if self.board is not None:
