@@ -8,12 +8,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commgraph.errors import JobError
 from commgraph.options import Options, option
 from commgraph.plan.choose import PLAN_CHOICES
 from commgraph.plan.exchange import ORDERINGS
 from commgraph.topology import DETECT, SPEED_KEYS, parse_speeds
+
+if TYPE_CHECKING:
+    from commgraph.partition import PartitionSet
+    from commgraph.topology.model import Topology
 
 # ``commgraph run`` hands its ``--timeout`` and ``--device`` to the ranks in these variables, which
 # :func:`commgraph.pyg.init` reads as its defaults
@@ -74,6 +79,28 @@ class JobOptions(Options):
                 "plan",
             )
         parse_speeds(self.speeds)
+
+
+@dataclass(frozen=True)
+class JobSite:
+    """What the launcher knows of a job before its workers start, from which it decides what the
+    job's options leave ``auto``.
+
+    Args:
+        options: the job's options as the launcher resolved them (its plan and topology files).
+        pset: the partition set, one part per rank.
+        topology: the topology the job's plans are made on.
+        devices: rank ``r``'s device on ``topology``.
+        device: ``cuda`` or ``cpu``, every rank's.
+        free_bytes: each of this machine's GPUs' free memory (None: a CPU job, or not known).
+    """
+
+    options: JobOptions
+    pset: PartitionSet
+    topology: Topology
+    devices: list[str]
+    device: str
+    free_bytes: tuple[int, ...] | None = None
 
 
 def in_torchrun() -> bool:
