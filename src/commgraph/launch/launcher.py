@@ -13,10 +13,9 @@ set), and calls :func:`launch`. The launcher then:
    job's all-gather plan once, before any worker starts, handing the workers the plan and the
    topology it was made on as files;
 4. starts the workers, each running the same command on the partition set, and watches them
-   (:func:`~commgraph.runtime.launch_local`: a dead worker stops the job, its rank named). A spec
-   with ``data`` hands each worker its options as data through the job's store (:func:`received`:
-   the launcher's options, the job's resolved ones and the command's, nothing to parse again);
-   otherwise their command line is rebuilt from the options (:meth:`~commgraph.options.Options.to_argv`).
+   (:func:`~commgraph.runtime.launch_local`: a dead worker stops the job, its rank named), and
+   hands each worker its options as data through the job's store (:func:`received`: the
+   launcher's options, the job's resolved ones and the command's, nothing to parse again).
 
 Each of these phases, and each rank's own set-up phases, may take ``--timeout`` seconds
 (:mod:`commgraph.phases`); one that overruns stops the job in one line naming it.
@@ -44,7 +43,7 @@ from commgraph.launch.cache import cached_partition_set, partition_cache_entry
 from commgraph.launch.cgroup import MemoryCap, cap_memory, job_cgroup_name
 from commgraph.launch.options import LaunchOptions, RunOptions
 from commgraph.logs import get_logger
-from commgraph.options import Options
+from commgraph.options import DATA_ENV
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.phases import TIMEOUT_FIX, bounded
 from commgraph.plan.allgather import placement
@@ -53,7 +52,7 @@ from commgraph.plan.memory import MemoryEstimate
 from commgraph.render import render
 from commgraph.render.runs import estimate_report
 from commgraph.runtime.memory import release_free_memory
-from commgraph.runtime.options import DATA_ENV, JobOptions, JobSite, in_torchrun
+from commgraph.runtime.options import JobOptions, JobSite, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
 from commgraph.sim.steptime import StepTime
 from commgraph.sizes import available_bytes, gpu_free_bytes, machine_bytes
@@ -79,8 +78,6 @@ class JobSpec:
         job: the job's topology and plan options.
         row_bytes: bytes of one exchanged row, for choosing the plan once here (None: the job
             exchanges nothing per layer, and its options go to the workers as given).
-        options: the command's own options; with ``launch`` and ``job`` they rebuild the
-            worker's command line (where ``data`` is None).
         data: the command's options as JSON-ready data: each worker receives them, with the
             launcher's options and the job's resolved ones, through the job's store (:func:`received`).
         resolve: the command's options as that data, with what they left ``auto`` decided for
@@ -108,7 +105,6 @@ class JobSpec:
     launch: LaunchOptions
     job: JobOptions = field(default_factory=JobOptions)
     row_bytes: int | None = None
-    options: list[Options] = field(default_factory=list)
     data: dict | None = None
     resolve: Callable[[JobSite], dict] | None = None
     extra_argv: list[str] = field(default_factory=list)
@@ -120,11 +116,6 @@ class JobSpec:
     memory_budget: int | None = None
     output: str = "text"
     debug: bool = False
-
-    @property
-    def hands_data(self) -> bool:
-        """Whether the workers receive their options as data (else as their command line)."""
-        return self.data is not None or self.resolve is not None
 
     def say(self, line: str) -> None:
         if not self.launch.quiet:
@@ -185,7 +176,7 @@ def _launch_here(
     with tempfile.TemporaryDirectory(prefix=f"commgraph-{spec.command}-") as scratch:
         with bounded("planning the exchanges", seconds):
             site = resolve_job(spec, pset, workers, device, Path(scratch))
-            data = spec.data if spec.resolve is None else spec.resolve(site)
+            data = (spec.data or {}) if spec.resolve is None else spec.resolve(site)
         job = site.options
         if describe is not None:
             spec.say(describe(partition_dir, workers))
@@ -195,9 +186,9 @@ def _launch_here(
         cap = None if spec.memory_budget is None else enforce_budget(spec.memory_budget, zygote, spec.say)
         try:
             return launch_local(
-                worker_argv(spec, partition_dir, job),
+                worker_argv(spec, partition_dir),
                 workers,
-                data=None if data is None else handed_over(spec, job, data, device),
+                data=handed_over(spec, job, data, device),
                 threads_per_worker=spec.launch.threads,
                 zygote=zygote,
                 phase_seconds=seconds,
@@ -398,18 +389,10 @@ def predict_step_time(spec: JobSpec, pset: PartitionSet) -> StepTime:
     return spec.step_time(pset, topology, devices, plan_seconds)
 
 
-def worker_argv(spec: JobSpec, partition_dir: Path, job: JobOptions) -> list[str]:
-    """The command line each worker runs: the same command on the partition set, its options from
-    one source (the options' own :meth:`~commgraph.options.Options.to_argv`), or none where the
-    spec hands them over as ``data``."""
-    sources = [] if spec.hands_data else [_worker_launch(spec.launch), job, *spec.options]
-    return [
-        spec.command,
-        str(partition_dir),
-        *[arg for options in sources for arg in options.to_argv()],
-        *spec.extra_argv,
-        *["--debug"] * spec.debug,
-    ]
+def worker_argv(spec: JobSpec, partition_dir: Path) -> list[str]:
+    """The command line each worker runs: the same command on the partition set (its options come
+    as data, :func:`received`)."""
+    return [spec.command, str(partition_dir), *spec.extra_argv, *["--debug"] * spec.debug]
 
 
 def _worker_launch(launch: LaunchOptions) -> LaunchOptions:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commgraph.errors import JobError
+from commgraph.options import DATA_ENV as DATA_ENV  # the launcher's workers' variable, named here too
 from commgraph.options import Options, option
 from commgraph.plan.choose import PLAN_CHOICES
 from commgraph.plan.exchange import ORDERINGS
@@ -30,9 +31,8 @@ MEMORY_BUDGET_ENV = "COMMGRAPH_MEMORY_BUDGET"
 # the store key a rank of ``commgraph run`` writes when its script calls ``commgraph.pyg.init``
 INIT_KEY = "commgraph/bridge-init/"
 # our launcher hands its ranks their options as data (JSON) under this key of the job's store, and
-# sets this variable to 1 in their environment (:func:`commgraph.runtime.launch.job_data`)
+# sets :data:`commgraph.options.DATA_ENV` to 1 in their environment (:func:`commgraph.runtime.launch.job_data`)
 DATA_KEY = "commgraph/job-data"
-DATA_ENV = "COMMGRAPH_JOB_DATA"
 
 
 @dataclass(frozen=True)
