@@ -35,6 +35,7 @@ import torch
 from commgraph.errors import BridgeError
 from commgraph.pyg.data import PartHandle
 from commgraph.pyg.world import session
+from commgraph.runtime.traffic import Traffic, global_traffic
 
 
 def message_passing_layers(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
@@ -149,8 +150,18 @@ class FullGraph(torch.nn.Module):
     @property
     def bytes(self) -> dict[str, int]:
         """Bytes this rank sent, by what they carried (``halo_forward:<layer>``, ``halo_backward``,
-        ``allreduce``, ...)."""
+        ``allreduce``, ...), a plain dictionary by label (:attr:`traffic` as named counters)."""
         return dict(self.job.comm.bytes)
+
+    @property
+    def traffic(self) -> Traffic:
+        """Bytes this rank sent as named counters (:class:`~commgraph.runtime.traffic.Traffic`:
+        ``halo_forward`` by layer, ``halo_backward``, ``allreduce``, ...), which add and subtract."""
+        return self.job.comm.traffic
+
+    def global_traffic(self) -> Traffic:
+        """:attr:`traffic` summed over every rank in one all-reduce (a collective: every rank calls it)."""
+        return global_traffic(self.job.comm, self.traffic, len(self._layers))
 
     @property
     def modeled_seconds(self) -> dict[int, float]:
