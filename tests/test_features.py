@@ -409,7 +409,7 @@ def test_layer_zero_streamed_from_host_features_trains_like_the_whole_table(part
 def test_the_cli_says_where_the_features_went(partition_dir, capfd):
     assert main(["train", str(partition_dir), "--epochs", "1", "--features", "host", "--device", "cpu"]) == 0
     err = capfd.readouterr().err
-    assert "features: " in err and "the device is the CPU (--features host asked)" in err
+    assert "features: " in err and "the device is the CPU (--features host)" in err
     with pytest.raises(SystemExit) as stopped:
         main(["train", str(partition_dir), "--features", "unified"])
     assert stopped.value.code == 2

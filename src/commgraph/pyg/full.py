@@ -160,8 +160,11 @@ class FullGraph(torch.nn.Module):
         return self.job.comm.traffic
 
     def global_traffic(self) -> Traffic:
-        """:attr:`traffic` summed over every rank in one all-reduce (a collective: every rank calls it)."""
-        return global_traffic(self.job.comm, self.traffic, len(self._layers))
+        """:attr:`traffic` summed over every rank in one all-reduce (a collective: every rank calls
+        it), ``halo_forward`` as long as the longest rank's."""
+        traffic, comm = self.traffic, self.job.comm
+        layers = max(comm.all_gather_object(len(traffic.halo_forward))) if self._world.size > 1 else None
+        return global_traffic(comm, traffic, layers or len(traffic.halo_forward))
 
     @property
     def modeled_seconds(self) -> dict[int, float]:

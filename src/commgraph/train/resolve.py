@@ -56,7 +56,8 @@ def resolve_on_launcher(config: TrainConfig, site: JobSite) -> Resolved:
     if comm.features == "auto":
         placed = _place_features(site)
         comm = replace(comm, features="gpu" if placed.placement == "gpu" else "host")
-        reasons.append(f"features: {placed.reason}")
+        if site.device == "cuda":  # a CPU's table is host memory: its workers say so
+            reasons.append(f"features: {placed.reason}")
     if comm.allreduce == "auto":
         choice = choose_job_allreduce("auto", site.topology, site.devices, gradient_bytes(config, site))
         comm = replace(comm, allreduce=choice.name)
