@@ -190,6 +190,11 @@ def test_the_launcher_decides_each_auto_as_a_worker_would(cora_set):
     wide = TrainConfig.build(hidden=4096, epochs=3, progress=False)
     assert resolve_on_launcher(wide, site).config.comm.first_layer == first_layer_choice(wide, width, 2).mode
     assert first_layer_choice(wide, width, 2).mode == "features"
+    # sampled training: the steps ship features, the full-graph evaluation follows the rule
+    sampled = TrainConfig.build(sampler="neighbor", hidden=8, epochs=3, progress=False)
+    comm = resolve_on_launcher(sampled, site).config.comm
+    assert (comm.first_layer, comm.evaluation_first_layer) == ("features", first_layer_choice(sampled, width, 2).mode)
+    assert comm.evaluation_first_layer == "owner"
     # what the user gave stays
     given = TrainConfig.build(features="gpu", allreduce="native", first_layer="features", progress=False)
     kept = resolve_on_launcher(given, site).config.comm

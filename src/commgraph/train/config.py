@@ -135,6 +135,12 @@ class CommOptions(Options):
         choices=FIRST_LAYERS,
         default="auto",
     )
+    evaluation_first_layer: str | None = option(
+        "sampled training's full-graph evaluation pass: its first layer (features or owner), as the "
+        "launcher decided it for first_layer auto, whose steps ship features (None: as first_layer asks)",
+        cli=False,
+        default=None,
+    )
     memory_budget: int | None = option(
         "bytes the whole job may hold on this machine, page cache included (K/M/G suffixes: 8G, 512M): sampled "
         "training reads its features from the partition set's files through a cache of the hottest "
@@ -151,6 +157,11 @@ class CommOptions(Options):
             self.refuse("bin_size must be >= 1", "bin_size")
         if self.memory_budget is not None and self.memory_budget < 1:
             self.refuse("memory_budget must be a size > 0, such as 8G", "memory_budget")
+        if self.evaluation_first_layer not in (None, "features", "owner"):
+            self.refuse(
+                f"evaluation_first_layer is features or owner, got {self.evaluation_first_layer!r}",
+                "evaluation_first_layer",
+            )
 
 
 @dataclass

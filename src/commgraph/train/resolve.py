@@ -11,7 +11,9 @@ and never see ``auto``:
   run's model (built on PyTorch's ``meta`` device: shapes, no memory);
 - ``first_layer``: :func:`~commgraph.train.shape.first_layer_choice` on the set's feature width
   and the job's workers, the rows streamed where the table is the GPU's host memory; ``features``
-  where the run's full-graph pass has no halo rows to replace (R-GCN, HGT, the sampled evaluation);
+  where the run's full-graph pass has no halo rows to replace (R-GCN, HGT, the sampled evaluation).
+  Sampled training's steps ship features under ``auto``: there ``first_layer`` is ``features`` and
+  the rule's choice is its full-graph evaluation's (``evaluation_first_layer``);
 - the job's options are the launcher's (:attr:`JobSite.options`: its plan, its topology and the
   message ``ordering``, ``ordered`` on NCCL and ``tagged`` on Gloo).
 
@@ -63,7 +65,10 @@ def resolve_on_launcher(config: TrainConfig, site: JobSite) -> Resolved:
         comm = replace(comm, allreduce=choice.name)
     if comm.first_layer == "auto":
         mode, why = _first_layer(replace(config, comm=comm), site)
-        comm = replace(comm, first_layer=mode)
+        if config.sampling.sampler is None:
+            comm = replace(comm, first_layer=mode)
+        else:  # the steps ship features; the full-graph evaluation follows the rule
+            comm = replace(comm, first_layer="features", evaluation_first_layer=mode)
         reasons.append(f"first layer: {why}")
     return Resolved(replace(config, comm=comm), tuple(reasons))
 

@@ -213,11 +213,7 @@ class Trainer:
         streamed = True if config.sampling.sampler else None
         if config.comm.exchange == "replicate":
             return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
-        host = store is not None and store.placement == "host"
-        choice = first_layer_choice(config, int(job.part.features.shape[1]), self.world.size, host)
-        if config.comm.first_layer == "auto":
-            self._say(f"first layer: {choice.reason}")
-        owner = choice.owner
+        owner = self._owner_first_layer(store)
         if config.comm.exchange == "barrier":
             return BarrierExecutor(job, self.wiring, store, streamed, owner)
         bin_size = config.comm.bin_size
@@ -228,6 +224,18 @@ class Trainer:
                 len(job.part.indices) / max(job.part.num_owned, 1),
             )
         return PipelinedExecutor(job, self.wiring, bin_size, store, streamed, owner)
+
+    def _owner_first_layer(self, store: FeatureStore | None) -> bool:
+        """Whether the full-graph pass's layer 0 is computed by the rows' owners: as the launcher
+        decided it (sampled training's evaluation: ``evaluation_first_layer``), else by the rule."""
+        config = self.config
+        if config.comm.evaluation_first_layer is not None:
+            return config.comm.evaluation_first_layer == "owner"
+        host = store is not None and store.placement == "host"
+        choice = first_layer_choice(config, int(self.job.part.features.shape[1]), self.world.size, host)
+        if config.comm.first_layer == "auto":  # under torchrun, where no launcher decided it
+            self._say(f"first layer: {choice.reason}")
+        return choice.owner
 
     def _shares_evaluation(self, store: FeatureStore | None) -> bool:
         """Whether sampled training's evaluation holds its layer tables once per machine
