@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -239,3 +240,25 @@ def test_a_jobs_workers_receive_no_auto(tmp_path):
     comm, job = received[0]["options"]["comm"], received[0]["job"]
     assert (comm["features"], comm["first_layer"], job["ordering"]) == ("host", "owner", "tagged")
     assert comm["allreduce"] in ("native", "lp", "tree", "ps")
+
+
+@pytest.mark.parametrize("model", ["rgcn", "hgt"])
+def test_a_typed_models_gradient_bytes_leave_the_embeddings_out(model, tmp_path):
+    """R-GCN's and HGT's gradient bytes, as the launcher counts them on the ``meta`` device, are
+    the shared parameters a worker's model sums (its embeddings' rows stay with their owners)."""
+    from commgraph.graph import load_graph
+    from commgraph.partition import load_partition_set
+    from commgraph.partition.typed import make_typed_partition_set
+    from commgraph.train.resolve import gradient_bytes
+    from commgraph.train.rgcn import typed_model
+
+    make_typed_partition_set(load_graph("mag-shaped:scale=0.0005,seed=0"), 2, tmp_path / "k2", seed=0)
+    pset = load_partition_set(tmp_path / "k2")
+    config = TrainConfig.build(model=model, hidden=8, **({"bases": 2} if model == "rgcn" else {}), progress=False)
+    typed = pset.manifest["typed"]
+    widths = [int(typed["num_features"][t]) for t in typed["node_types"]]
+    owned = [np.arange(3, dtype=np.int64)] * len(widths)  # a worker's rows: embeddings the sum leaves out
+    classes = max(int(np.max(pset.part(k).labels, initial=-1)) for k in range(2)) + 1
+    worker = typed_model(config, widths, len(typed["relations"]), owned, classes)
+    nbytes = sum(p.numel() * p.element_size() for p in worker.shared_parameters() if p.requires_grad)
+    assert gradient_bytes(config, _site(pset)) == nbytes > 0
