@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
@@ -103,7 +104,10 @@ def main() -> None:
         losses = list(
             _epochs(model, part, lambda o, d: cg.global_mean(F.cross_entropy(o[mask], d.y[mask], reduction="none")))
         )
-        results[kind] = {"losses": losses, "bytes": model.bytes}
+        every = model.job.comm.all_gather_object(model.bytes)  # each rank's, to check the global sum against
+        summed = model.global_traffic()
+        results[kind] = {"losses": losses, "bytes": model.bytes, "every": every, "global": asdict(summed)}
+        results[kind]["traffic"] = asdict(model.traffic)
     if cg.rank() == 0:
         with open(out, "w") as handle:
             json.dump(results, handle)

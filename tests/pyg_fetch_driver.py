@@ -112,6 +112,8 @@ def machines(data, part, epochs: int = 2, **options) -> dict:
     return {
         "losses": losses,
         "bytes": loader.bytes,
+        "traffic": loader.traffic.network,
+        "global": loader.global_traffic().network,  # every rank's, summed in one all-reduce
         "exact": exact,
         "machine": loader.machine is not None,
         "batches": batches,

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -141,3 +142,123 @@ def test_fanout_is_parsed_once_per_job(tmp_path):
 def test_a_path_that_holds_a_parameters_name_keeps_it():
     error = TrainingError("dgs_masks /tmp/dgs_masks.npz: no such file", parameters=("dgs_masks",))
     assert in_flags(error, build_parser(load={"train"})) == "--dgs-masks /tmp/dgs_masks.npz: no such file"
+
+
+def _site(pset, device: str = "cpu", free_bytes=None):
+    """What a launcher knows of a job on ``pset``, one worker per part, on this machine's topology."""
+    from commgraph.plan.allgather import placement
+    from commgraph.runtime.comm import match_ordering
+    from commgraph.runtime.options import JobOptions, JobSite
+    from commgraph.topology import resolve_topology
+
+    topology = resolve_topology("detect", workers=pset.num_parts, device="cpu")
+    ordering = match_ordering("auto", "nccl" if device == "cuda" else "gloo")
+    return JobSite(JobOptions(ordering=ordering), pset, topology, placement(pset, topology, None), device, free_bytes)
+
+
+def _autos(data) -> list:
+    """Every ``auto`` in ``data`` (nested dicts and lists)."""
+    if isinstance(data, dict):
+        return [a for value in data.values() for a in _autos(value)]
+    if isinstance(data, list):
+        return [a for value in data for a in _autos(value)]
+    return [data] if data == "auto" else []
+
+
+def test_the_launcher_decides_each_auto_as_a_worker_would(cora_set):
+    from commgraph.nn import GNN
+    from commgraph.plan.choose import choose_job_allreduce
+    from commgraph.plan.features import place_features
+    from commgraph.train.resolve import gradient_bytes, resolve_on_launcher
+    from commgraph.train.shape import first_layer_choice
+
+    config = TrainConfig.build(hidden=8, epochs=3, progress=False)
+    site = _site(cora_set)
+    resolved = resolve_on_launcher(config, site).config
+    assert _autos({**resolved.to_dict(), "job": None}) == []  # the job's plan is the launcher's file
+    assert resolved.job.ordering == "tagged"  # Gloo; on NCCL ordered
+    assert _site(cora_set, "cuda").options.ordering == "ordered"
+    # features: a CPU's table is host memory whatever is asked
+    width = cora_set.part(0).features.shape[1]
+    assert place_features(resolved.comm.features, "cpu", 1).placement == place_features("auto", "cpu", 1).placement
+    # allreduce: the worker's choice for its model's gradient bytes
+    model = GNN("sage", width, 8, 7, layers=2, heads=4, dropout=0.5)
+    nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert gradient_bytes(config, site) == nbytes
+    assert resolved.comm.allreduce == choose_job_allreduce("auto", site.topology, site.devices, nbytes).name
+    # first layer: the worker's rule, for both of its outcomes
+    assert resolved.comm.first_layer == first_layer_choice(config, width, 2).mode == "owner"
+    wide = TrainConfig.build(hidden=4096, epochs=3, progress=False)
+    assert resolve_on_launcher(wide, site).config.comm.first_layer == first_layer_choice(wide, width, 2).mode
+    assert first_layer_choice(wide, width, 2).mode == "features"
+    # sampled training: the steps ship features, the full-graph evaluation follows the rule
+    sampled = TrainConfig.build(sampler="neighbor", hidden=8, epochs=3, progress=False)
+    comm = resolve_on_launcher(sampled, site).config.comm
+    assert (comm.first_layer, comm.evaluation_first_layer) == ("features", first_layer_choice(sampled, width, 2).mode)
+    assert comm.evaluation_first_layer == "owner"
+    # what the user gave stays
+    given = TrainConfig.build(features="gpu", allreduce="native", first_layer="features", progress=False)
+    kept = resolve_on_launcher(given, site).config.comm
+    assert (kept.features, kept.allreduce, kept.first_layer) == ("gpu", "native", "features")
+
+
+@pytest.mark.parametrize("free, placed", [(10**12, "gpu"), (10**6, "host")])
+def test_features_on_gpus_follow_the_free_memory(cora_set, free, placed):
+    from commgraph.plan.features import place_features
+    from commgraph.train.resolve import resolve_on_launcher
+
+    site = _site(cora_set, "cuda", (free, 2 * free))
+    table = max(cora_set.part(k).features.shape[0] for k in range(2)) * cora_set.part(0).features.shape[1] * 4
+    resolved = resolve_on_launcher(TrainConfig.build(progress=False), site).config.comm
+    assert resolved.features == placed == place_features("auto", "cuda", table, free).placement
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+def test_a_jobs_workers_receive_no_auto(tmp_path):
+    """Both ranks of a 2-worker job receive the configuration with every ``auto`` decided."""
+    if torch.cuda.is_available():
+        pytest.skip("where torch sees CUDA each rank execs a fresh interpreter, which records nothing")
+    log = tmp_path / "received"
+    argv = ["train", "cora", "--workers", "2", "--partition", "chunk", "--epochs", "1", "--hidden", "8"]
+    argv += ["--threads", "1", "--quiet"]
+    driver = subprocess.Popen(
+        [sys.executable, str(TESTS / "received_driver.py"), str(log), *argv],
+        env={**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, err = driver.communicate(timeout=600)
+    finally:
+        driver.kill()
+    assert driver.returncode == 0, err
+    received = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(received) == 2 and received[0] == received[1]
+    assert _autos(received[0]) == []
+    comm, job = received[0]["options"]["comm"], received[0]["job"]
+    assert (comm["features"], comm["first_layer"], job["ordering"]) == ("host", "owner", "tagged")
+    assert comm["allreduce"] in ("native", "lp", "tree", "ps")
+
+
+@pytest.mark.parametrize("model", ["rgcn", "hgt"])
+def test_a_typed_models_gradient_bytes_leave_the_embeddings_out(model, tmp_path):
+    """R-GCN's and HGT's gradient bytes, as the launcher counts them on the ``meta`` device, are
+    the shared parameters a worker's model sums (its embeddings' rows stay with their owners)."""
+    from commgraph.graph import load_graph
+    from commgraph.partition import load_partition_set
+    from commgraph.partition.typed import make_typed_partition_set
+    from commgraph.train.resolve import gradient_bytes
+    from commgraph.train.rgcn import typed_model
+
+    make_typed_partition_set(load_graph("mag-shaped:scale=0.0005,seed=0"), 2, tmp_path / "k2", seed=0)
+    pset = load_partition_set(tmp_path / "k2")
+    config = TrainConfig.build(model=model, hidden=8, **({"bases": 2} if model == "rgcn" else {}), progress=False)
+    typed = pset.manifest["typed"]
+    widths = [int(typed["num_features"][t]) for t in typed["node_types"]]
+    owned = [np.arange(3, dtype=np.int64)] * len(widths)  # a worker's rows: embeddings the sum leaves out
+    classes = max(int(np.max(pset.part(k).labels, initial=-1)) for k in range(2)) + 1
+    worker = typed_model(config, widths, len(typed["relations"]), owned, classes)
+    nbytes = sum(p.numel() * p.element_size() for p in worker.shared_parameters() if p.requires_grad)
+    assert gradient_bytes(config, _site(pset)) == nbytes > 0

@@ -136,9 +136,9 @@ def test_the_workers_receive_the_launchers_configuration_as_data(cora_two):
     launcher, config = LaunchOptions.from_args(args), TrainConfig.from_args(args, progress=False)
     resolved = JobOptions(topology="t.yaml", plan="plan.npz", placement="cpu0,cpu1")
     spec = JobSpec("train", "cora", load_graph, launcher, config.job, data=config.to_dict())
-    assert worker_argv(spec, cora_two, resolved) == ["train", str(cora_two)]
-    given = Received.from_json(handed_over(spec, resolved))
-    assert given.launch == LaunchOptions(timeout=30.0, threads=1, quiet=True) and given.job == resolved
+    assert worker_argv(spec, cora_two) == ["train", str(cora_two)]
+    given = Received.from_json(handed_over(spec, resolved, config.to_dict(), "cpu"))
+    assert given.launch == LaunchOptions(timeout=30.0, threads=1, quiet=True, device="cpu") and given.job == resolved
     again = TrainConfig.from_dict(given.options, job=given.job)
     assert again == replace(config, job=resolved) and again.sampling.fanouts == (5, 5)
 

@@ -12,6 +12,7 @@ import torch
 
 import commgraph.pyg as cg
 from commgraph.errors import BridgeError
+from commgraph.runtime.traffic import Traffic
 from forked import launch_forked
 from pyg_driver import MODELS, cora, train_plain
 
@@ -32,6 +33,18 @@ def test_every_layer_kind_trains_as_one_process(workers, plain, tmp_path, monkey
     for kind in MODELS:
         np.testing.assert_allclose(runs[kind]["losses"], plain[kind], rtol=1e-5, err_msg=kind)
         assert runs[kind]["bytes"]["halo_backward"] > 0  # halo rows moved, and their gradients came back
+        # the model's traffic: its byte counts as named counters, summed over the ranks in one all-reduce
+        assert _traffic(runs[kind]["traffic"]) == Traffic.from_counts(runs[kind]["bytes"])
+        every = [
+            Traffic.from_counts(counts).layers(len(runs[kind]["global"]["halo_forward"]))
+            for counts in runs[kind]["every"]
+        ]
+        assert _traffic(runs[kind]["global"]) == sum(every, Traffic()) and len(every) == workers
+
+
+def _traffic(data: dict) -> Traffic:
+    """A :class:`Traffic` from its JSON form (``halo_forward`` a list)."""
+    return Traffic(**{**data, "halo_forward": tuple(data["halo_forward"])})
 
 
 def test_part_layout_of_one_rank_is_the_whole_graph(bridge_alone, tmp_path, monkeypatch):

@@ -79,7 +79,9 @@ def test_two_machines_of_two_train_like_one_machine_of_four(tmp_path, monkeypatc
         assert a["bytes"] == {}  # no row went through the fetch
         assert b["bytes"]["features"] > 0 and b["bytes"]["local"] > 0 and b["bytes"]["requests"] > 0
         assert b["bytes"]["labels"] * 4 * FEATURES == b["bytes"]["features"] * 16
+        assert b["traffic"] == sum(v for label, v in b["bytes"].items() if label != "local")  # the same counts, typed
         assert a["structure"] == "replicated" and b["structure"] == "partitioned"  # the default for machines
+    assert {r["global"] for r in two} == {sum(r["traffic"] for r in two)} and one[0]["global"] == 0
 
 
 @pytest.mark.multiproc
@@ -116,6 +118,7 @@ def test_one_rank_owner_loader_runs_the_model_as_it_is(bridge_alone, tmp_path, m
     import commgraph.pyg as cg
     from commgraph.graph import load_graph
     from commgraph.graph.pyg import to_pyg
+    from commgraph.runtime.traffic import Traffic
 
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
     data = to_pyg(load_graph("cora"))
@@ -127,7 +130,7 @@ def test_one_rank_owner_loader_runs_the_model_as_it_is(bridge_alone, tmp_path, m
     wrapped = cg.sampled(model, loader)
     batch = next(iter(loader))
     torch.testing.assert_close(wrapped(batch.x, batch.edge_index), model(batch.x, batch.edge_index))
-    assert loader.bytes == {}
+    assert loader.bytes == {} and loader.traffic == loader.global_traffic() == Traffic()
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ def test_labels_become_fields_and_forward_rows_a_tuple_by_layer():
     assert traffic.network == 30 + 7 + 5 + 3 + 12
     assert Traffic(local=9).network == 0
     assert Traffic.from_counts({}) == Traffic()
+    assert Traffic.from_counts({"labels": 16}) == Traffic(labels=16)  # the bridge's rows of y and the masks
 
 
 def test_traffic_adds_and_subtracts_counter_by_counter():

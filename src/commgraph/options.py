@@ -13,8 +13,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from dataclasses import MISSING, field, fields
 from pathlib import Path
+
+# our launcher hands its workers their options as data (the job's store) and sets this variable to
+# 1 in their environment: a worker's command line is the command and its partition set alone, so
+# its parser requires no option
+DATA_ENV = "COMMGRAPH_JOB_DATA"
 
 
 def option(
@@ -72,7 +78,8 @@ class Options:
         cls, parser: argparse.ArgumentParser | argparse._ArgumentGroup, skip: tuple[str, ...] = ()
     ) -> None:
         """One flag per field, its default shown in its help (not for the fields in ``skip``,
-        which keep their defaults)."""
+        which keep their defaults). A worker our launcher started (:data:`DATA_ENV`) requires none."""
+        worker = os.environ.get(DATA_ENV) == "1"
         for f in cls.flags():
             if f.name in skip:
                 continue
@@ -90,7 +97,7 @@ class Options:
                 metavar=meta["metavar"],
                 default=default,
                 help=meta["help"] + shown,
-                required=f.default is MISSING,
+                required=f.default is MISSING and not worker,
             )
 
     @classmethod

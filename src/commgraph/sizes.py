@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import resource
+import subprocess
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,27 @@ def available_bytes() -> int | None:
     except OSError:
         return None
     return None
+
+
+def gpu_free_bytes() -> tuple[int, ...] | None:
+    """Each GPU's free memory as ``nvidia-smi`` reports it, the ones ``CUDA_VISIBLE_DEVICES``
+    names (by index) in its order; None where nvidia-smi does not answer. Asking the driver
+    through torch would leave a CUDA context on every GPU in the asking process."""
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        free = [int(line) * 2**20 for line in done.stdout.split()]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and all(v.strip().isdigit() for v in visible.split(",")):
+        free = [free[int(v)] for v in visible.split(",") if int(v) < len(free)]
+    return tuple(free) or None
 
 
 def machine_bytes() -> int | None:

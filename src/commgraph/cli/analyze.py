@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from commgraph.cli.args import FORCE_HELP, add_json_alias, format_option, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import AnalyticsError
 from commgraph.graph.nodefile import check_node_file, write_node_values
-from commgraph.launch import JobSpec, LaunchOptions, launch
+from commgraph.launch import JobSpec, LaunchOptions, launch, received
 from commgraph.options import Options, option
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.plan.memory import JobShape, MemoryEstimate, estimate_memory
@@ -78,19 +78,13 @@ def register(subparsers) -> None:
     workers.add_argument(
         "--device", choices=("cpu",), default="cpu", help="the kernels run on the CPU and workers exchange over Gloo"
     )
-    workers.add_argument(
-        "--node-ids", metavar="FILE.npy", help="the graph's original node ids, which the launcher hands its workers"
-    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    launcher = LaunchOptions.from_args(args, device="cpu", quiet=args.quiet or args.output != "text")
-    report = Report.from_args(args, node_ids=args.node_ids)
+    launcher, options, report, job = _options(args)
     check_output(report.out, "--out", force=None if in_torchrun() else report.force)  # a worker: checked already
-    options = AnalyzeOptions.from_args(args)
     options.check(None)  # algorithm options, before the graph loads
-    job = JobOptions.from_args(args)
     if in_torchrun():
         spec = JobSpec("analyze", args.graph, _needs_partition_set, launcher, job, row_bytes=ROW_BYTES)
         return launch(spec, partial(_rank, options, job, report))
@@ -114,8 +108,7 @@ def run(args: argparse.Namespace) -> int:
             launcher,
             job,
             row_bytes=ROW_BYTES,
-            options=[options, report],
-            extra_argv=_ids_argv(report),
+            data=_data(options, report),
             debug=args.debug,
             memory=_memory,
             output=report.output,
@@ -147,7 +140,7 @@ def _run_partition_set(
         launcher,
         job,
         row_bytes=ROW_BYTES,
-        options=[options, report],
+        data=_data(options, report),
         debug=debug,
         memory=_memory,
         output=report.output,
@@ -155,8 +148,21 @@ def _run_partition_set(
     return launch(spec, partial(_rank, options, job, report), describe=_describe)
 
 
-def _ids_argv(report: Report) -> list[str]:
-    return [] if report.node_ids is None else ["--node-ids", report.node_ids]
+def _options(args: argparse.Namespace) -> tuple[LaunchOptions, AnalyzeOptions, Report, JobOptions]:
+    """The launcher's, the analysis', the report's and the job's options: in a worker our launcher
+    started, as it handed them over (:func:`_data`; nothing parsed); else from the flags."""
+    given = received()
+    if given is not None:
+        data = given.options
+        return given.launch, AnalyzeOptions(**data["analyze"]), Report(**data["report"]), given.job
+    launcher = LaunchOptions.from_args(args, device="cpu", quiet=args.quiet or args.output != "text")
+    report = Report.from_args(args)
+    return launcher, AnalyzeOptions.from_args(args), report, JobOptions.from_args(args)
+
+
+def _data(options: AnalyzeOptions, report: Report) -> dict:
+    """What the workers receive besides the launcher's and the job's options (:func:`_options`)."""
+    return {"analyze": asdict(options), "report": asdict(report)}
 
 
 def _describe(partdir: Path, workers: int) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from commgraph.cli import describe
 from commgraph.cli.args import FORCE_HELP, add_json_alias, format_option, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
-from commgraph.launch import JobSpec, LaunchOptions, launch
+from commgraph.launch import JobSpec, LaunchOptions, launch, received
 from commgraph.options import Options, option
 from commgraph.partition import is_partition_set, load_partition_set
 from commgraph.plan.memory import JobShape, estimate_memory
@@ -73,11 +73,10 @@ def run(args: argparse.Namespace) -> int:
     from commgraph.runtime import pick_device
     from commgraph.train.predict import load_model, predict, split_accuracy, split_counts, write_predictions
 
-    launcher = LaunchOptions.from_args(args)
-    options = PredictOptions.from_args(args)
+    launcher, options, job = _options(args)
     check_output(options.out, "--out", force=None if in_torchrun() else options.force)  # a worker: checked already
     if in_torchrun() or launcher.workers is not None:
-        return _launch(args, launcher, options)
+        return _launch(args, launcher, options, job)
     device = pick_device(launcher.device, 1, say=None if launcher.quiet else partial(print, file=sys.stderr))
     model, trained = load_model(options.checkpoint_dir, best=options.best)
     if is_partition_set(args.graph):
@@ -99,12 +98,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _launch(args: argparse.Namespace, launcher: LaunchOptions, options: PredictOptions) -> int:
+def _options(args: argparse.Namespace) -> tuple[LaunchOptions, PredictOptions, JobOptions]:
+    """The launcher's, the command's and the job's options: in a worker our launcher started, as it
+    handed them over (resolved; nothing parsed); else from the flags."""
+    given = received()
+    if given is not None:
+        return given.launch, PredictOptions(**given.options), given.job
+    return LaunchOptions.from_args(args), PredictOptions.from_args(args), JobOptions.from_args(args)
+
+
+def _launch(args: argparse.Namespace, launcher: LaunchOptions, options: PredictOptions, job: JobOptions) -> int:
     """Predict with one worker process per part (``--workers``, or under torchrun)."""
     from commgraph.train.predict import load_model
 
     model, _ = load_model(options.checkpoint_dir, best=options.best)  # a bad checkpoint: said once, here
-    job = JobOptions.from_args(args)
     shape = partial(JobShape, hidden=model.widths[1], layers=len(model.widths) - 1, train=False)
     spec = JobSpec(
         "predict",
@@ -113,7 +120,7 @@ def _launch(args: argparse.Namespace, launcher: LaunchOptions, options: PredictO
         launcher,
         job,
         row_bytes=4 * model.widths[1],
-        options=[options],
+        data=asdict(options),
         memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
         output=options.output,
         debug=args.debug,

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         launcher,
         config.job,
         row_bytes=None if replicate else 4 * config.gnn.hidden,
-        data=config.to_dict(),
+        resolve=partial(_resolved_data, config),
         allreduce=config.comm.allreduce,
         check=partial(check_trainable, config.gnn.model),
         prepare=partial(_prepare, config),
@@ -84,6 +84,13 @@ def _options(args: argparse.Namespace) -> tuple[LaunchOptions, TrainConfig]:
     launcher = LaunchOptions.from_args(args)
     config = TrainConfig.from_args(args, progress=not launcher.quiet)
     return launcher, config if in_torchrun() else config.resolved(spans_machines=False)
+
+
+def _resolved_data(config: TrainConfig, site) -> dict:
+    """What the workers receive: ``config`` with its ``auto`` values decided for the job ``site``."""
+    from commgraph.train.resolve import resolved_data
+
+    return resolved_data(config, site)
 
 
 def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainConfig) -> int:

@@ -1,6 +1,6 @@
 """The one launcher of multi-process jobs: GRAPH or partition set, the partition cache under
 ``$COMMGRAPH_HOME``, torchrun or local worker processes, and the worker's options from one spec
-(as data through the job's store, or as its command line). ``cli`` commands build a
+(as data through the job's store). ``cli`` commands build a
 :class:`JobSpec` and call :func:`launch`. Its names load on first use (:mod:`commgraph.lazy`);
 nothing here imports torch before a job needs it."""
 

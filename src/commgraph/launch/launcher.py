@@ -13,10 +13,9 @@ set), and calls :func:`launch`. The launcher then:
    job's all-gather plan once, before any worker starts, handing the workers the plan and the
    topology it was made on as files;
 4. starts the workers, each running the same command on the partition set, and watches them
-   (:func:`~commgraph.runtime.launch_local`: a dead worker stops the job, its rank named). A spec
-   with ``data`` hands each worker its options as data through the job's store (:func:`received`:
-   the launcher's options, the job's resolved ones and the command's, nothing to parse again);
-   otherwise their command line is rebuilt from the options (:meth:`~commgraph.options.Options.to_argv`).
+   (:func:`~commgraph.runtime.launch_local`: a dead worker stops the job, its rank named), and
+   hands each worker its options as data through the job's store (:func:`received`: the
+   launcher's options, the job's resolved ones and the command's, nothing to parse again).
 
 Each of these phases, and each rank's own set-up phases, may take ``--timeout`` seconds
 (:mod:`commgraph.phases`); one that overruns stops the job in one line naming it.
@@ -44,7 +43,7 @@ from commgraph.launch.cache import cached_partition_set, partition_cache_entry
 from commgraph.launch.cgroup import MemoryCap, cap_memory, job_cgroup_name
 from commgraph.launch.options import LaunchOptions, RunOptions
 from commgraph.logs import get_logger
-from commgraph.options import Options
+from commgraph.options import DATA_ENV
 from commgraph.partition import PartitionSet, is_partition_set, load_partition_set
 from commgraph.phases import TIMEOUT_FIX, bounded
 from commgraph.plan.allgather import placement
@@ -53,10 +52,10 @@ from commgraph.plan.memory import MemoryEstimate
 from commgraph.render import render
 from commgraph.render.runs import estimate_report
 from commgraph.runtime.memory import release_free_memory
-from commgraph.runtime.options import DATA_ENV, JobOptions, in_torchrun
+from commgraph.runtime.options import JobOptions, JobSite, in_torchrun
 from commgraph.runtime.zygote import ForkedZygote
 from commgraph.sim.steptime import StepTime
-from commgraph.sizes import available_bytes, machine_bytes
+from commgraph.sizes import available_bytes, gpu_free_bytes, machine_bytes
 from commgraph.topology import parse_speeds, resolve_topology, write_yaml
 from commgraph.topology.resolve import DETECT
 
@@ -79,10 +78,10 @@ class JobSpec:
         job: the job's topology and plan options.
         row_bytes: bytes of one exchanged row, for choosing the plan once here (None: the job
             exchanges nothing per layer, and its options go to the workers as given).
-        options: the command's own options; with ``launch`` and ``job`` they rebuild the
-            worker's command line (where ``data`` is None).
         data: the command's options as JSON-ready data: each worker receives them, with the
             launcher's options and the job's resolved ones, through the job's store (:func:`received`).
+        resolve: the command's options as that data, with what they left ``auto`` decided for
+            the job (:class:`~commgraph.runtime.options.JobSite`); given, it takes ``data``'s place.
         extra_argv: further worker arguments (e.g. a file the launcher wrote).
         allreduce: a gradient all-reduce to check against the topology (training).
         check: refuses a graph (before partitioning it) or a part the command cannot run on.
@@ -106,8 +105,8 @@ class JobSpec:
     launch: LaunchOptions
     job: JobOptions = field(default_factory=JobOptions)
     row_bytes: int | None = None
-    options: list[Options] = field(default_factory=list)
     data: dict | None = None
+    resolve: Callable[[JobSite], dict] | None = None
     extra_argv: list[str] = field(default_factory=list)
     allreduce: str | None = None
     check: Callable[[str, object], None] | None = None
@@ -176,18 +175,20 @@ def _launch_here(
     device = pick_device(spec.launch.device, workers, say=None if spec.launch.quiet else spec.say)
     with tempfile.TemporaryDirectory(prefix=f"commgraph-{spec.command}-") as scratch:
         with bounded("planning the exchanges", seconds):
-            job = resolve_job(spec, pset, workers, device, Path(scratch))
+            site = resolve_job(spec, pset, workers, device, Path(scratch))
+            data = (spec.data or {}) if spec.resolve is None else spec.resolve(site)
+        job = site.options
         if describe is not None:
             spec.say(describe(partition_dir, workers))
-        del pset
+        del pset, site
         release_free_memory()  # the graph and its partitioning, if this process made the set
         short = beyond_memory(estimate, spec.launch)
         cap = None if spec.memory_budget is None else enforce_budget(spec.memory_budget, zygote, spec.say)
         try:
             return launch_local(
-                worker_argv(spec, partition_dir, job),
+                worker_argv(spec, partition_dir),
                 workers,
-                data=None if spec.data is None else handed_over(spec, job),
+                data=handed_over(spec, job, data, device),
                 threads_per_worker=spec.launch.threads,
                 zygote=zygote,
                 phase_seconds=seconds,
@@ -346,26 +347,32 @@ def check_set(spec: JobSpec, pset: PartitionSet) -> None:
         )
 
 
-def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, scratch: Path) -> JobOptions:
+def resolve_job(spec: JobSpec, pset: PartitionSet, workers: int, device: str, scratch: Path) -> JobSite:
     """Check the topology and placement, and choose (or check) the all-gather plan once, before any
     worker starts; the workers get the plan itself and the topology it was made on, as files in
-    ``scratch`` (a job that exchanges nothing per layer gets its options as given)."""
+    ``scratch`` (a job that exchanges nothing per layer gets its topology and plan as given), and
+    the message ordering ``device``'s backend takes."""
+    from commgraph.runtime.comm import match_ordering
+
     job = spec.job
+    job = replace(job, ordering=match_ordering(job.ordering, "nccl" if device == "cuda" else "gloo"))
     topology = resolve_topology(job.topology, workers=workers, device=device, speeds=parse_speeds(job.speeds))
     devices = placement(pset, topology, parse_placement(job.placement))
     if spec.allreduce is not None:
         check_allreduce(spec.allreduce, topology, devices)
+    free = gpu_free_bytes() if device == "cuda" else None
     if spec.row_bytes is None:
-        return job
+        return JobSite(job, pset, topology, devices, device, free)
     choice = choose_allgather(job.plan, pset, topology, spec.row_bytes, devices)
     if Path(job.plan).suffix not in (".json", ".npz"):
         spec.say(f"commgraph: {choice.describe()}")
     plan_file, topology_file = scratch / "plan.npz", scratch / "topology.yaml"
     choice.plan.save(plan_file)
     write_yaml(topology, topology_file)
-    return replace(
+    job = replace(
         job, plan=str(plan_file), topology=str(topology_file), speeds=None, placement=",".join(choice.devices)
     )
+    return JobSite(job, pset, topology, list(choice.devices), device, free)
 
 
 def predict_step_time(spec: JobSpec, pset: PartitionSet) -> StepTime:
@@ -382,18 +389,10 @@ def predict_step_time(spec: JobSpec, pset: PartitionSet) -> StepTime:
     return spec.step_time(pset, topology, devices, plan_seconds)
 
 
-def worker_argv(spec: JobSpec, partition_dir: Path, job: JobOptions) -> list[str]:
-    """The command line each worker runs: the same command on the partition set, its options from
-    one source (the options' own :meth:`~commgraph.options.Options.to_argv`), or none where the
-    spec hands them over as ``data``."""
-    sources = [] if spec.data is not None else [_worker_launch(spec.launch), job, *spec.options]
-    return [
-        spec.command,
-        str(partition_dir),
-        *[arg for options in sources for arg in options.to_argv()],
-        *spec.extra_argv,
-        *["--debug"] * spec.debug,
-    ]
+def worker_argv(spec: JobSpec, partition_dir: Path) -> list[str]:
+    """The command line each worker runs: the same command on the partition set (its options come
+    as data, :func:`received`)."""
+    return [spec.command, str(partition_dir), *spec.extra_argv, *["--debug"] * spec.debug]
 
 
 def _worker_launch(launch: LaunchOptions) -> LaunchOptions:
@@ -416,9 +415,11 @@ class Received:
         return cls(LaunchOptions(**data["launch"]), JobOptions(**data["job"]), data["options"])
 
 
-def handed_over(spec: JobSpec, job: JobOptions) -> str:
-    """What each worker of ``spec`` receives (:class:`Received`, as JSON), the job's options resolved as ``job``."""
-    return json.dumps({"launch": asdict(_worker_launch(spec.launch)), "job": asdict(job), "options": spec.data})
+def handed_over(spec: JobSpec, job: JobOptions, data: dict, device: str) -> str:
+    """What each worker of ``spec`` receives (:class:`Received`, as JSON): the launcher's options
+    with the ``device`` it picked, the job's options resolved as ``job``, the command's as ``data``."""
+    launch = replace(_worker_launch(spec.launch), device=device)
+    return json.dumps({"launch": asdict(launch), "job": asdict(job), "options": data})
 
 
 def received() -> Received | None:

@@ -52,7 +52,7 @@ def place_features(mode: str, device_type: str, table_bytes: int, free_bytes: in
         raise FeatureError(f"unknown --features {mode!r}; choose one of {', '.join(MODES)}")
     size = _gb(table_bytes)
     if device_type != "cuda":
-        asked = "" if mode == "auto" else f" (--features {mode} asked)"
+        asked = "" if mode == "auto" else f" (--features {mode})"
         return FeaturePlacement(
             "cpu", f"{size} table in host memory: the device is the CPU{asked}, rows are gathered with index_select"
         )

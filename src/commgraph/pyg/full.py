@@ -35,6 +35,7 @@ import torch
 from commgraph.errors import BridgeError
 from commgraph.pyg.data import PartHandle
 from commgraph.pyg.world import session
+from commgraph.runtime.traffic import Traffic, global_traffic
 
 
 def message_passing_layers(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
@@ -149,8 +150,21 @@ class FullGraph(torch.nn.Module):
     @property
     def bytes(self) -> dict[str, int]:
         """Bytes this rank sent, by what they carried (``halo_forward:<layer>``, ``halo_backward``,
-        ``allreduce``, ...)."""
+        ``allreduce``, ...), a plain dictionary by label (:attr:`traffic` as named counters)."""
         return dict(self.job.comm.bytes)
+
+    @property
+    def traffic(self) -> Traffic:
+        """Bytes this rank sent as named counters (:class:`~commgraph.runtime.traffic.Traffic`:
+        ``halo_forward`` by layer, ``halo_backward``, ``allreduce``, ...), which add and subtract."""
+        return self.job.comm.traffic
+
+    def global_traffic(self) -> Traffic:
+        """:attr:`traffic` summed over every rank in one all-reduce (a collective: every rank calls
+        it), ``halo_forward`` as long as the longest rank's."""
+        traffic, comm = self.traffic, self.job.comm
+        layers = max(comm.all_gather_object(len(traffic.halo_forward))) if self._world.size > 1 else None
+        return global_traffic(comm, traffic, layers or len(traffic.halo_forward))
 
     @property
     def modeled_seconds(self) -> dict[int, float]:

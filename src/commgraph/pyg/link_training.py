@@ -15,7 +15,6 @@ the bridge's global metrics.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -24,8 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.graph import Graph
+from commgraph.logs import get_logger
 from commgraph.render.units import count
 from commgraph.train.config import TrainConfig
+
+log = get_logger(__name__)
 
 HITS_K = 20
 # negatives' seeds: epoch e's training draw is seed * SEED_STRIDE + e; the validation and test
@@ -251,7 +253,7 @@ def train_link_worker(world, partition_dir: Path, config: TrainConfig, held_out:
                     with open(metrics, "a") as handle:
                         handle.write(json.dumps(asdict(record)) + "\n")
                 if config.log.progress:
-                    print(record.line(), file=sys.stderr, flush=True)
+                    log.info(record.line())
     return history
 
 

@@ -73,6 +73,7 @@ from commgraph.pyg.world import session
 from commgraph.runtime.feature_cache import CacheCounts
 from commgraph.runtime.features import FeatureStore
 from commgraph.runtime.job import Job
+from commgraph.runtime.traffic import Traffic, global_traffic
 from commgraph.sample.base import LayerSample, SampledBatch, SamplingGraph, Scratch
 from commgraph.sample.dgs import DGSMasks, DGSSampler
 from commgraph.sample.maskfile import load_masks
@@ -361,6 +362,19 @@ class NeighborLoader:
         if self.fetch is None:
             return {}
         return {**self.fetch.comm.bytes, "local": self.local_bytes}
+
+    @property
+    def traffic(self) -> Traffic:
+        """:attr:`bytes` as named counters (:class:`~commgraph.runtime.traffic.Traffic`), which add
+        and subtract."""
+        if self.fetch is None:
+            return Traffic()
+        return self.fetch.comm.traffic + Traffic(local=self.local_bytes)
+
+    def global_traffic(self) -> Traffic:
+        """:attr:`traffic` summed over every rank in one all-reduce (a collective: every rank calls
+        it; one rank alone: its own)."""
+        return self.traffic if self.job is None else global_traffic(self.job.comm, self.traffic, 0)
 
     @property
     def cache(self) -> CacheCounts | None:

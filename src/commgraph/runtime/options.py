@@ -8,12 +8,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commgraph.errors import JobError
+from commgraph.options import DATA_ENV as DATA_ENV  # the launcher's workers' variable, named here too
 from commgraph.options import Options, option
 from commgraph.plan.choose import PLAN_CHOICES
 from commgraph.plan.exchange import ORDERINGS
 from commgraph.topology import DETECT, SPEED_KEYS, parse_speeds
+
+if TYPE_CHECKING:
+    from commgraph.partition import PartitionSet
+    from commgraph.topology.model import Topology
 
 # ``commgraph run`` hands its ``--timeout`` and ``--device`` to the ranks in these variables, which
 # :func:`commgraph.pyg.init` reads as its defaults
@@ -25,9 +31,8 @@ MEMORY_BUDGET_ENV = "COMMGRAPH_MEMORY_BUDGET"
 # the store key a rank of ``commgraph run`` writes when its script calls ``commgraph.pyg.init``
 INIT_KEY = "commgraph/bridge-init/"
 # our launcher hands its ranks their options as data (JSON) under this key of the job's store, and
-# sets this variable to 1 in their environment (:func:`commgraph.runtime.launch.job_data`)
+# sets :data:`commgraph.options.DATA_ENV` to 1 in their environment (:func:`commgraph.runtime.launch.job_data`)
 DATA_KEY = "commgraph/job-data"
-DATA_ENV = "COMMGRAPH_JOB_DATA"
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,28 @@ class JobOptions(Options):
                 "plan",
             )
         parse_speeds(self.speeds)
+
+
+@dataclass(frozen=True)
+class JobSite:
+    """What the launcher knows of a job before its workers start, from which it decides what the
+    job's options leave ``auto``.
+
+    Args:
+        options: the job's options as the launcher resolved them (its plan and topology files).
+        pset: the partition set, one part per rank.
+        topology: the topology the job's plans are made on.
+        devices: rank ``r``'s device on ``topology``.
+        device: ``cuda`` or ``cpu``, every rank's.
+        free_bytes: each of this machine's GPUs' free memory (None: a CPU job, or not known).
+    """
+
+    options: JobOptions
+    pset: PartitionSet
+    topology: Topology
+    devices: list[str]
+    device: str
+    free_bytes: tuple[int, ...] | None = None
 
 
 def in_torchrun() -> bool:

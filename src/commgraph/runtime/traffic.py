@@ -4,8 +4,9 @@ The :class:`~commgraph.runtime.comm.Communicator` charges every byte it sends to
 caller names (:meth:`~commgraph.runtime.comm.Communicator.count_as`): ``halo_forward:<layer>``
 (layer ``l``'s boundary rows), ``halo_backward`` (their gradients), ``allreduce``, ``features``
 (feature rows), ``requests`` (ids asked of owners), ``sampling`` (remote hops), ``activations`` and
-``activation_grads`` (first-layer rows computed by their owners, and their gradients); a trainer
-adds ``local``, the rows read from the same machine's files (no network). :class:`Traffic` holds
+``activation_grads`` (first-layer rows computed by their owners, and their gradients), ``labels``
+(the bridge's rows of ``y`` and the masks); a trainer adds ``local``, the rows read from the same
+machine's files (no network). :class:`Traffic` holds
 them as fields, adds and subtracts field by field, and :func:`global_traffic` sums it over the
 workers in one all-reduce.
 """
@@ -45,6 +46,7 @@ class Traffic:
     sampling: int = 0
     activations: int = 0
     activation_grads: int = 0
+    labels: int = 0
     local: int = 0
     other: int = 0
 

@@ -7,9 +7,10 @@ The CLI's flags (:meth:`TrainConfig.add_arguments`, one help group per section) 
 configuration built from them (:meth:`TrainConfig.from_args`, each flag's text parsed there, once:
 ``--fanout 10,5`` is ``fanouts == (10, 5)``) come from the fields below (see
 :mod:`commgraph.options`), and the options are validated once, when a ``TrainConfig`` is made.
-What is left to the job is resolved once, on the launcher (:meth:`TrainConfig.resolved`), and the
-workers receive that configuration as data (:meth:`TrainConfig.to_dict`, through the job's store),
-not as flags to parse again. The plan's view of a run is :mod:`commgraph.train.shape`.
+What is left to the job is resolved once, on the launcher (:meth:`TrainConfig.resolved`, and
+every ``auto``: :mod:`commgraph.train.resolve`), and the workers receive that configuration as
+data (:meth:`TrainConfig.to_dict`, through the job's store), not as flags to parse again. The plan's view of a run is
+:mod:`commgraph.train.shape`.
 """
 
 from __future__ import annotations
@@ -112,8 +113,9 @@ class CommOptions(Options):
     )
     features: str = option(
         "where the input features live on a GPU: gpu (GPU memory), host (pinned host memory "
-        "that GPU threads read directly, zero-copy) or auto (the GPU when the table fits in half "
-        "its free memory, else the host); on a CPU device they are host memory whatever is asked",
+        "that GPU threads read directly, zero-copy) or auto (decided once, before the workers start: "
+        "the GPU when the largest part's table fits in half the least free GPU memory, else the host); "
+        "on a CPU device they are host memory whatever is asked",
         choices=FEATURE_MODES,
         default="auto",
     )
@@ -133,6 +135,12 @@ class CommOptions(Options):
         choices=FIRST_LAYERS,
         default="auto",
     )
+    evaluation_first_layer: str | None = option(
+        "sampled training's full-graph evaluation pass: its first layer (features or owner), as the "
+        "launcher decided it for first_layer auto, whose steps ship features (None: as first_layer asks)",
+        cli=False,
+        default=None,
+    )
     memory_budget: int | None = option(
         "bytes the whole job may hold on this machine, page cache included (K/M/G suffixes: 8G, 512M): sampled "
         "training reads its features from the partition set's files through a cache of the hottest "
@@ -149,6 +157,11 @@ class CommOptions(Options):
             self.refuse("bin_size must be >= 1", "bin_size")
         if self.memory_budget is not None and self.memory_budget < 1:
             self.refuse("memory_budget must be a size > 0, such as 8G", "memory_budget")
+        if self.evaluation_first_layer not in (None, "features", "owner"):
+            self.refuse(
+                f"evaluation_first_layer is features or owner, got {self.evaluation_first_layer!r}",
+                "evaluation_first_layer",
+            )
 
 
 @dataclass

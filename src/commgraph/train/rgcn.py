@@ -78,12 +78,17 @@ class TypedPart:
 def build_typed_model(typed: TypedPart, config, classes: int) -> TypedModel:
     """The run's R-GCN or HGT (``config``: the :class:`~commgraph.train.config.TrainConfig`), its
     embeddings this part's rows."""
+    return typed_model(config, typed.widths, len(typed.relation_dst), typed.owned_ids, classes)
+
+
+def typed_model(config, widths: list[int], relations: int, owned_ids: list[np.ndarray], classes: int) -> TypedModel:
+    """The run's R-GCN or HGT over node types of input ``widths`` and ``relations`` relations, its
+    embeddings the rows ``owned_ids`` (each type's typed ids)."""
     gnn = config.gnn
     shape = dict(layers=gnn.layers, dropout=gnn.dropout, seed=config.optim.seed)
-    relations = len(typed.relation_dst)
     if gnn.model == "hgt":
-        return HGT(typed.widths, gnn.hidden, classes, relations, typed.owned_ids, heads=gnn.heads, **shape)
-    return RGCN(typed.widths, gnn.hidden, classes, relations, typed.owned_ids, num_bases=gnn.bases, **shape)
+        return HGT(widths, gnn.hidden, classes, relations, owned_ids, heads=gnn.heads, **shape)
+    return RGCN(widths, gnn.hidden, classes, relations, owned_ids, num_bases=gnn.bases, **shape)
 
 
 class TypedExecutor:

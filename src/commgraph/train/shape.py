@@ -78,6 +78,8 @@ def job_shape(config: TrainConfig, pset: PartitionSet, workers: int) -> JobShape
 def _first_layer_mode(config: TrainConfig, pset: PartitionSet, workers: int) -> str:
     """How the full-graph pass's layer 0 reads its halo rows (R-GCN: its projected rows, hidden wide)."""
     features = pset.part(0, check=False).features
+    if config.comm.evaluation_first_layer is not None:  # decided by the launcher
+        return config.comm.evaluation_first_layer
     if config.gnn.model in HETERO_MODELS or features is None:
         return "features"
     return first_layer_choice(config, int(features.shape[1]), workers).mode

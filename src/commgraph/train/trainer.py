@@ -213,11 +213,7 @@ class Trainer:
         streamed = True if config.sampling.sampler else None
         if config.comm.exchange == "replicate":
             return ReplicateExecutor(job, config.gnn.layers, config.comm.features, streamed)
-        host = store is not None and store.placement == "host"
-        choice = first_layer_choice(config, int(job.part.features.shape[1]), self.world.size, host)
-        if config.comm.first_layer == "auto":
-            self._say(f"first layer: {choice.reason}")
-        owner = choice.owner
+        owner = self._owner_first_layer(store)
         if config.comm.exchange == "barrier":
             return BarrierExecutor(job, self.wiring, store, streamed, owner)
         bin_size = config.comm.bin_size
@@ -228,6 +224,18 @@ class Trainer:
                 len(job.part.indices) / max(job.part.num_owned, 1),
             )
         return PipelinedExecutor(job, self.wiring, bin_size, store, streamed, owner)
+
+    def _owner_first_layer(self, store: FeatureStore | None) -> bool:
+        """Whether the full-graph pass's layer 0 is computed by the rows' owners: as the launcher
+        decided it (sampled training's evaluation: ``evaluation_first_layer``), else by the rule."""
+        config = self.config
+        if config.comm.evaluation_first_layer is not None:
+            return config.comm.evaluation_first_layer == "owner"
+        host = store is not None and store.placement == "host"
+        choice = first_layer_choice(config, int(self.job.part.features.shape[1]), self.world.size, host)
+        if config.comm.first_layer == "auto":  # under torchrun, where no launcher decided it
+            self._say(f"first layer: {choice.reason}")
+        return choice.owner
 
     def _shares_evaluation(self, store: FeatureStore | None) -> bool:
         """Whether sampled training's evaluation holds its layer tables once per machine
@@ -506,7 +514,8 @@ class _MetricsLog:
             self.board.flush()
         if bar is not None:
             bar.update(1)
-            bar.write(record.line(), file=sys.stderr)  # progress: stdout carries the result alone
+            with bar.external_write_mode(file=sys.stderr):  # the line above the bar; stdout carries the result alone
+                log.info(record.line())
 
     def close(self) -> None:
         if self.board is not None:
