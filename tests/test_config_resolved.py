@@ -18,7 +18,7 @@ import torch
 from commgraph.cli import in_flags
 from commgraph.cli.main import build_parser
 from commgraph.errors import SamplingError, TrainingError
-from commgraph.train.config import SamplingOptions, TrainConfig
+from commgraph.train.config import TrainConfig
 from commgraph.train.shape import job_shape
 
 TESTS = Path(__file__).parent
@@ -42,11 +42,6 @@ def test_options_hold_parsed_values_and_their_defaults():
     assert (dgs.feature_rate, dgs.epsilon, dgs.dgs_rule, dgs.explain_in) == (0.85, 0.1, "keep-local", "process")
     assert dgs.explain_period == dgs.explainer_options().period == 30
     assert TrainConfig().sampling.fanouts is None  # full-graph training draws nothing
-
-
-def test_a_parsed_option_gives_its_flag_back():
-    sampling = SamplingOptions(sampler="neighbor", fanouts=(3, -1), batch_size=64)
-    assert sampling.to_argv() == ["--sampler", "neighbor", "--fanout", "3,-1", "--batch-size", "64"]
 
 
 def test_the_neighbor_samplers_structure_is_resolved_once_for_the_job():

@@ -1,7 +1,7 @@
 """Options as dataclass fields: each field is one command-line flag, with its help, type and
-choices, so the parser's flags (:meth:`Options.add_arguments`), the options built from parsed
-arguments (:meth:`Options.from_args`) and the command line handed to a worker process
-(:meth:`Options.to_argv`) all come from one definition. A field whose flag is text to be read
+choices, so the parser's flags (:meth:`Options.add_arguments`) and the options built from parsed
+arguments (:meth:`Options.from_args`) come from one definition (a worker process gets its options
+as data, not flags). A field whose flag is text to be read
 (``--fanout 10,5``) names its ``parse``, which :meth:`Options.values` applies once, so the field
 holds the parsed value (``(10, 5)``). Checks belong in ``__post_init__``, so options are validated
 once, when they are made; a float option that is not finite (``inf``, ``nan``) is refused for
@@ -113,14 +113,3 @@ class Options:
     @classmethod
     def from_args(cls, args: argparse.Namespace, **overrides):
         return cls(**{**cls.values(args), **overrides})
-
-    def to_argv(self) -> list[str]:
-        """The flags that give these options (defaults left out; a tuple as its comma-separated text)."""
-        argv = []
-        for f in self.flags():
-            value = getattr(self, f.name)
-            if value == (None if f.default is MISSING else f.default):
-                continue
-            text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
-            argv += [field_flag(f)] if f.metadata["type"] is bool else [field_flag(f), text]
-        return argv
