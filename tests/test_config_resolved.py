@@ -197,6 +197,27 @@ def test_the_launcher_decides_each_auto_as_a_worker_would(cora_set):
     assert (kept.features, kept.allreduce, kept.first_layer) == ("gpu", "native", "features")
 
 
+def test_link_predictions_workers_receive_its_allreduce_decided_for_its_encoder(cora_set):
+    import torch
+
+    from commgraph.plan.choose import choose_job_allreduce
+    from commgraph.pyg.link_training import build_encoder, resolved_link_data
+    from commgraph.train.config import NODE_ONLY
+
+    config = TrainConfig.build(task="link", model="sage", hidden=8, epochs=3, progress=False)
+    site = _site(cora_set)
+    data = resolved_link_data(config, site)
+    unused = {name for names in NODE_ONLY.values() for name in names}  # link's workers never read these
+    used = {section: {k: v for k, v in values.items() if k not in unused} for section, values in data.items()}
+    assert _autos({**used, "job": None}) == [] and data["job"]["ordering"] == "tagged"
+    encoder = build_encoder(config, int(cora_set.part(0).features.shape[1]))
+    nbytes = sum(p.numel() * p.element_size() for p in encoder.parameters())
+    assert nbytes == 4 * (1433 * 8 * 2 + 8 + 8 * 8 * 2 + 8) and isinstance(encoder, torch.nn.Module)
+    assert data["comm"]["allreduce"] == choose_job_allreduce("auto", site.topology, site.devices, nbytes).name
+    given = TrainConfig.build(task="link", model="sage", allreduce="native", progress=False)
+    assert resolved_link_data(given, site)["comm"]["allreduce"] == "native"
+
+
 @pytest.mark.parametrize("free, placed", [(10**12, "gpu"), (10**6, "host")])
 def test_features_on_gpus_follow_the_free_memory(cora_set, free, placed):
     from commgraph.plan.features import place_features

@@ -96,7 +96,7 @@ def _resolved_data(config: TrainConfig, site) -> dict:
 def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainConfig) -> int:
     """``--task link``: the launcher partitions the training graph (the held-out edges removed and
     written to a file the workers get), and each worker runs :mod:`commgraph.pyg.link_training`."""
-    from commgraph.pyg.link_training import check_link_trainable, training_graph
+    from commgraph.pyg.link_training import check_link_trainable, resolved_link_data, training_graph
 
     if launcher.dry_run:
         raise TrainingError("--dry-run estimates node classification's memory; --task link has no estimate")
@@ -114,7 +114,7 @@ def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainCo
             partial(training_graph, partial(graph_from_args, args), config, held_out),
             launcher,
             config.job,
-            data=config.to_dict(),
+            resolve=partial(resolved_link_data, config),
             extra_argv=["--link-edges", str(held_out)],
             allreduce=config.comm.allreduce,
             check=check_link_trainable,

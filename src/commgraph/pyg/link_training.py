@@ -149,6 +149,22 @@ def build_encoder(config: TrainConfig, in_features: int):
     return Encoder()
 
 
+def resolved_link_data(config: TrainConfig, site) -> dict:
+    """What ``--task link``'s workers receive: ``config`` with the job's options the launcher
+    decided (``site``, a :class:`~commgraph.runtime.options.JobSite`) and its ``allreduce`` decided
+    for the encoder's gradients (float32, sized on PyTorch's ``meta`` device)."""
+    import torch
+
+    from commgraph.train.resolve import allreduce_decided
+
+    def gradient() -> int:
+        with torch.device("meta"):
+            encoder = build_encoder(config, int(site.pset.part(0, check=False).features.shape[1]))
+        return sum(p.numel() * p.element_size() for p in encoder.parameters())
+
+    return replace(config, job=site.options, comm=allreduce_decided(config.comm, site, gradient)).to_dict()
+
+
 def _both_ways(pairs):
     import torch
 

@@ -365,10 +365,11 @@ class TrainConfig:
 
 LINK_MODELS = ("gcn", "sage", "gat", "gin")
 # node classification's options that link prediction (commgraph.pyg.link_training) has no use for: section -> fields
+# (the job's message ordering is not one: the launcher decides it for every job it starts)
 NODE_ONLY = {
     "sampling": ("sampler",),
     "comm": ("exchange", "features", "bin_size", "first_layer"),
-    "job": ("speeds", "placement", "ordering"),
+    "job": ("speeds", "placement"),
     "log": ("predictions_out", "checkpoint_dir", "resume", "tensorboard"),
 }
 

@@ -17,12 +17,14 @@ and never see ``auto``:
 - the job's options are the launcher's (:attr:`JobSite.options`: its plan, its topology and the
   message ``ordering``, ``ordered`` on NCCL and ``tagged`` on Gloo).
 
-Link prediction (``--task link``) has no use for ``features`` nor ``first_layer``, and trains
-PyG's own convs: only its job's options are decided for it.
+Link prediction (``--task link``) has no use for ``features`` nor ``first_layer``; it trains
+PyG's own convs, and :func:`~commgraph.pyg.link_training.resolved_link_data` decides its job's
+options and its ``allreduce`` with :func:`allreduce_decided`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,7 +36,7 @@ from commgraph.nn.options import HETERO_MODELS
 from commgraph.plan.choose import choose_job_allreduce
 from commgraph.plan.features import place_features
 from commgraph.runtime.options import JobSite
-from commgraph.train.config import TrainConfig, sampled_evaluation
+from commgraph.train.config import CommOptions, TrainConfig, sampled_evaluation
 from commgraph.train.rgcn import typed_model
 from commgraph.train.shape import first_layer_choice
 
@@ -60,9 +62,7 @@ def resolve_on_launcher(config: TrainConfig, site: JobSite) -> Resolved:
         comm = replace(comm, features="gpu" if placed.placement == "gpu" else "host")
         if site.device == "cuda":  # a CPU's table is host memory: its workers say so
             reasons.append(f"features: {placed.reason}")
-    if comm.allreduce == "auto":
-        choice = choose_job_allreduce("auto", site.topology, site.devices, gradient_bytes(config, site))
-        comm = replace(comm, allreduce=choice.name)
+    comm = allreduce_decided(comm, site, lambda: gradient_bytes(config, site))
     if comm.first_layer == "auto":
         mode, why = _first_layer(replace(config, comm=comm), site)
         if config.sampling.sampler is None:
@@ -81,6 +81,13 @@ def resolved_data(config: TrainConfig, site: JobSite) -> dict:
         for reason in resolved.reasons:
             log.info(f"commgraph: {reason}")
     return resolved.config.to_dict()
+
+
+def allreduce_decided(comm: CommOptions, site: JobSite, gradient: Callable[[], int]) -> CommOptions:
+    """``comm`` with ``allreduce`` decided where it is ``auto``, for gradients of ``gradient()`` bytes."""
+    if comm.allreduce != "auto":
+        return comm
+    return replace(comm, allreduce=choose_job_allreduce("auto", site.topology, site.devices, gradient()).name)
 
 
 def _place_features(site: JobSite):
