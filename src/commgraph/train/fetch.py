@@ -218,11 +218,12 @@ class FeatureFetch:
     network`` fetches the same machine's rows through the executor too, as if every worker were a
     machine of its own (what the thesis's byte counts assume)."""
 
+    gather_seconds = 0.0  # the time its input rows' reads took (:meth:`InputRows.take`), ever
+
     def __init__(self, job: Job, store: FeatureStore, graph: SamplingGraph, peer_rows: str = "map"):
         self.job, self.comm, self.world, self.graph, self.device = job, job.comm, job.world, graph, job.device
         self.owned = np.asarray(job.part.owned)
         self.store = store
-        self.gather_seconds = 0.0  # the time its input rows' reads took (:meth:`InputRows.take`), ever
         self.columns: list[np.ndarray | None] = [None] * job.world.size  # each worker's last announced columns
         self.alltoall = MatchingAllToAll(self.comm)
         machine = job.machine_ranks() if job.world.size > 1 else np.zeros(0, np.int64)
