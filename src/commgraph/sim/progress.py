@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-AFTER_SECONDS = 4.0  # silent before this much wall time (tests lower it): a run of 5 s shows its stage
+AFTER_SECONDS = 2.5  # silent before this much wall time (tests lower it): a 5 s command, imports too, says its stage
 EVERY_SECONDS = 5.0  # at most one event-loop line per this much wall time
 TICK_EVENTS = 1 << 14  # events between two of the loop's calls to :func:`tick` (a power of two)
 HEARTBEAT_SECONDS = 15.0  # a line at least this often once a run is long, whatever it is doing
