@@ -104,6 +104,24 @@ def test_library_errors_name_parameters_and_the_cli_spells_them_as_flags(flat, e
     assert in_flags(raised.value, build_parser(load={"train"})).startswith(cli)
 
 
+def _run_driver(name: str, log, argv: list[str], tmp_path) -> int:
+    """Run the test driver ``name`` (it writes what the job's ranks saw to ``log``) on ``commgraph
+    ARGV...`` as a fresh process, check it succeeded, and return its pid (the launcher's)."""
+    driver = subprocess.Popen(
+        [sys.executable, str(TESTS / name), str(log), *argv],
+        env={**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, err = driver.communicate(timeout=600)
+    finally:
+        driver.kill()
+    assert driver.returncode == 0, err
+    return driver.pid
+
+
 @pytest.mark.multiproc
 @pytest.mark.slow
 def test_fanout_is_parsed_once_per_job(tmp_path):
@@ -115,20 +133,8 @@ def test_fanout_is_parsed_once_per_job(tmp_path):
     graph = "sbm:nodes=200,classes=2,features=4,seed=0"
     argv = ["train", graph, "--workers", "2", "--partition", "random", "--epochs", "1", "--threads", "1"]
     argv += ["--sampler", "neighbor", "--fanout", "3,2", "--batch-size", "32", "--quiet"]
-    driver = subprocess.Popen(
-        [sys.executable, str(TESTS / "fanout_count_driver.py"), str(log), *argv],
-        env={**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        _, err = driver.communicate(timeout=600)
-    finally:
-        driver.kill()
-    assert driver.returncode == 0, err
+    launcher = str(_run_driver("fanout_count_driver.py", log, argv, tmp_path))
     calls = [line.split() for line in log.read_text().splitlines()]
-    launcher = str(driver.pid)
     assert [pid for name, pid in calls if name == "parse_fanouts"] == [launcher]
     checked = {pid for name, pid in calls if name == "check_fanouts"} - {launcher}
     assert len(checked) == 2, calls  # both ranks checked the fanouts they were handed
@@ -238,18 +244,7 @@ def test_a_jobs_workers_receive_no_auto(tmp_path):
     log = tmp_path / "received"
     argv = ["train", "cora", "--workers", "2", "--partition", "chunk", "--epochs", "1", "--hidden", "8"]
     argv += ["--threads", "1", "--quiet"]
-    driver = subprocess.Popen(
-        [sys.executable, str(TESTS / "received_driver.py"), str(log), *argv],
-        env={**os.environ, "COMMGRAPH_HOME": str(tmp_path / "home")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        _, err = driver.communicate(timeout=600)
-    finally:
-        driver.kill()
-    assert driver.returncode == 0, err
+    _run_driver("received_driver.py", log, argv, tmp_path)
     received = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(received) == 2 and received[0] == received[1]
     assert _autos(received[0]) == []

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from commgraph.lifetime import die_with_parent, name_process
+from commgraph.runtime.zygote import exit_code
 
 CLIENT = Path(__file__).with_name("warm_client.py")
 LENGTH = struct.Struct("!Q")  # a request's length, before its JSON
@@ -73,15 +74,6 @@ def _become_the_command(request: dict, fds: list[int]) -> None:
     atexit._clear()  # pytest's exit handlers are not the command's
 
 
-def _exit_code(code) -> int:
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    return 1
-
-
 def _run(connection: socket.socket, request: dict, fds: list[int], server: int) -> None:
     """The forked child: run the command, send its exit code, and exit (never returns)."""
     code = 1
@@ -91,9 +83,9 @@ def _run(connection: socket.socket, request: dict, fds: list[int], server: int) 
         from commgraph.cli.main import main
 
         try:
-            code = _exit_code(main(request["argv"]))
+            code = exit_code(main(request["argv"]))
         except SystemExit as exc:
-            code = _exit_code(exc.code)
+            code = exit_code(exc.code)
         except BaseException:  # noqa: BLE001 - what an interpreter does with an uncaught error
             traceback.print_exc()
         atexit._run_exitfuncs()

@@ -86,7 +86,7 @@ def run_rank(rank: int, module: str, argv: list[str], zygote: int) -> None:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
-            code = _exit_code(exc.code)
+            code = exit_code(exc.code)
         except BaseException:  # noqa: BLE001 - what an interpreter does with an uncaught error
             traceback.print_exc()
         atexit._run_exitfuncs()
@@ -99,7 +99,9 @@ def run_rank(rank: int, module: str, argv: list[str], zygote: int) -> None:
         os._exit(code)
 
 
-def _exit_code(code) -> int:
+def exit_code(code) -> int:
+    """The process exit status for ``SystemExit(code)``, as an interpreter gives it (a message is
+    printed on stderr and exits 1)."""
     if code is None:
         return 0
     if isinstance(code, int):
