@@ -15,6 +15,7 @@ from commgraph.cli.main import main
 from commgraph.errors import TrainingError
 from commgraph.graph import load_graph
 from commgraph.nn import GNN, Block
+from commgraph.nn.aggregate import TableRows, _balanced_ranges, aggregate_rows, aggregate_table
 from commgraph.partition import load_partition_set, partition_graph, partition_metrics, write_partition_set
 from commgraph.plan.first_layer import choose_first_layer, evaluation_passes
 from commgraph.runtime.features import FeatureStore
@@ -296,3 +297,40 @@ def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_
     assert got.shape == reference.shape and reference.abs().sum() > 0 and torch.allclose(got, reference, atol=1e-6)
     assert len(grads) == len(expected) > 0 and all(torch.allclose(a, b, atol=1e-5) for a, b in zip(grads, expected))
     assert torch.get_num_threads() == threads
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("mean", [False, True])
+def test_the_compiled_table_sum_equals_the_chunked_one_bit_for_bit(mean, weighted, threads):
+    """Rows read straight from a host table by the compiled kernel, on 1 or 3 threads, give layer
+    0's aggregates and destination rows bit for bit as the chunked reads do (2 entries at a time),
+    for a table whose rows are read in a scattered order, destinations without entries and
+    repeated entries included."""
+    rng = np.random.default_rng(7)
+    block = _csr_block(rng, 40, 25, 4)
+    adjacency = block.adj_t(gcn_norm=weighted)
+    assert bool((adjacency.values() != 1).any()) == weighted
+    table = rng.standard_normal((100, 5)).astype(np.float32)
+    positions = rng.permutation(100)[:40]
+    source = TableRows(table, positions)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        fused = aggregate_table(source, adjacency, mean, dst_start=4)
+    finally:
+        torch.set_num_threads(previous)
+    chunked = aggregate_rows(lambda at: torch.from_numpy(table[positions[at]]), adjacency, mean, 2, dst_start=4)
+    assert fused.rows.abs().sum() > 0
+    assert torch.equal(fused.rows, chunked.rows) and torch.equal(fused.x_dst, chunked.x_dst)
+    assert torch.equal(fused.x_dst, torch.from_numpy(table[positions[4:29]]))
+
+
+def test_balanced_ranges_cover_every_destination_once():
+    """Threads' destination ranges cover 0..num_dst - 1 once, in order, each about a share of the
+    entries; no more ranges than destinations."""
+    crow = np.array([0, 10, 10, 12, 30, 31, 40])
+    assert _balanced_ranges(crow, 2) == [(0, 4), (4, 6)]
+    assert _balanced_ranges(crow, 1) == [(0, 6)]
+    assert _balanced_ranges(np.array([0]), 2) == [(0, 0)]
+    assert _balanced_ranges(np.array([0, 5]), 4) == [(0, 1)]

@@ -78,15 +78,15 @@ def test_a_sampled_first_layer_that_narrows_its_rows_holds_chunks_not_the_table(
 @pytest.mark.parametrize("layers", [1, 2])
 def test_a_sampled_first_layer_that_widens_its_rows_holds_its_destinations_aggregates(cora_set, layers):
     """Layer 0 1433 -> 2000 wide: chunks of input rows, layer 0's destinations' aggregates and own
-    rows (1433 wide), and with a second layer a one-byte mask of layer 0's output in place of its
-    activations; never the input table (4 bytes an input row and column)."""
+    rows (1433 wide), and with a second layer layer 0's pre-activation and two one-byte masks in
+    place of its activations; never the input table (4 bytes an input row and column)."""
     fanouts = (10, 10)[:layers]
     shape = JobShape(2, 2, 2000, layers, "neighbor", 64, fanouts, model="sage")
     edges = sampled_edges(2708, int(cora_set.manifest["graph"]["num_edges"]), 64, fanouts)
     first = 64 if layers == 1 else reached_nodes(2708, 64, (10,))  # layer 0's destinations
     later = 4 * 64 * memory.ACTIVATION_COPIES * 2000 if layers == 2 else 0  # layer 1's activations
     held = 2 * memory.INPUT_CHUNK_BYTES + 2 * 4 * first * 1433
-    held += first * 2000 + later if layers == 2 else 4 * 64 * memory.ACTIVATION_COPIES * 2000
+    held += (4 + 1 + 1) * first * 2000 + later if layers == 2 else 4 * 64 * memory.ACTIVATION_COPIES * 2000
     tables = estimate_memory(cora_set, shape).worker["tables"]
     assert tables == held + memory.SAMPLED_EDGE_BYTES * edges + 8 * 2708
 

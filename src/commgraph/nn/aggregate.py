@@ -7,12 +7,14 @@ outermost hop), the rows can be produced a chunk at a time and added into the de
 aggregates as they come, and no source-wide tensor exists:
 
 - :func:`aggregate_rows`: the input rows of a batch (no gradient), read a chunk of destinations'
-  entries at a time, one row per entry, where the table lies;
+  entries at a time, one row per entry, where the table lies; where every row lies in one host
+  table (:class:`TableRows`), a compiled kernel reads each entry's row straight from the table
+  into its destination's sum (:func:`aggregate_table`), one pass with nothing entry-sized made;
 - :class:`AggregateLayerOutput`: a layer's *output* rows (GraphSAGE's or GCN's layer 0, activated)
   made a chunk of its destinations at a time from that layer's aggregates and added into the next
-  layer's aggregates; the backward pass makes each chunk again (its dropout mask kept, one byte an
-  entry) and returns the weights' gradients, so the layer's output is never held whole in either
-  pass.
+  layer's aggregates; each chunk's pre-activation is kept with its autograd graph (its dropout mask
+  too, one byte an entry), from which the backward pass returns the weights' gradients, so the
+  layer's activated output is never held whole in either pass.
 
 Either way a destination's sum adds its sources in increasing order, as the block's sparse product
 does: :func:`aggregate_rows` takes the entries destination after destination, the layer's output
@@ -21,12 +23,16 @@ source after source (:class:`SourceEdges`), each source's by destination.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numba import njit
+
+from commgraph.nn.dropout import keep_mask, mask_scale
 
 
 @dataclass
@@ -118,6 +124,73 @@ def aggregate_rows(
     return Aggregated(aggregated, x_dst)
 
 
+@dataclass
+class TableRows:
+    """A batch's input rows that all lie in one float32 host table: position ``p`` is row
+    ``rows[p]`` of ``table`` (``[num_rows, width]``, in memory or a memory map)."""
+
+    table: np.ndarray
+    rows: np.ndarray  # int64, one per position
+
+
+def aggregate_table(source: TableRows, adjacency: torch.Tensor, mean: bool, dst_start: int = 0) -> Aggregated:
+    """:func:`aggregate_rows` of rows that lie in one host table, bit for bit: each destination's
+    entries read straight from ``source.table`` into its sum, in the entries' order, by a compiled
+    kernel (:func:`_sum_rows`) on torch's intra-op thread count, each thread a range of
+    destinations holding about the same entries; and the destinations' own rows (positions
+    ``dst_start..``) gathered once."""
+    crow = adjacency.crow_indices().numpy().astype(np.int64, copy=False)
+    col = adjacency.col_indices().numpy().astype(np.int64, copy=False)
+    values = adjacency.values().numpy()
+    num_dst = crow.shape[0] - 1
+    aggregated = np.zeros((num_dst, source.table.shape[1]), np.float32)
+    weighted = bool((values != 1).any())
+    ranges = _balanced_ranges(crow, torch.get_num_threads())
+    run = [(source.table, source.rows, crow, col, values, weighted, d0, d1, aggregated) for d0, d1 in ranges]
+    threads = [threading.Thread(target=_sum_rows, args=args) for args in run[1:]]
+    for thread in threads:
+        thread.start()
+    _sum_rows(*run[0])
+    for thread in threads:
+        thread.join()
+    x_dst = torch.from_numpy(np.ascontiguousarray(source.table[source.rows[dst_start : dst_start + num_dst]]))
+    rows = torch.from_numpy(aggregated)
+    if mean:
+        rows.div_(torch.from_numpy(np.diff(crow)).clamp(min=1).unsqueeze(1).to(rows.dtype))
+    return Aggregated(rows, x_dst)
+
+
+def _balanced_ranges(crow: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """``parts`` consecutive destination ranges of a CSR's row pointers ``crow`` (at least one),
+    cut where the entries reach each share of their total."""
+    num_dst = crow.shape[0] - 1
+    cuts = np.searchsorted(crow, np.linspace(0, crow[-1], max(parts, 1) + 1)[1:-1], side="left")
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 0, num_dst), [num_dst]]))
+    if bounds.shape[0] == 1:
+        return [(0, num_dst)]
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@njit(nogil=True, cache=True)
+def _sum_rows(table, rows, crow, col, values, weighted, d0, d1, out):  # pragma: no cover - compiled
+    """``out[d] += values[e] * table[rows[col[e]]]`` (the product left out when not ``weighted``)
+    for the entries ``e`` of destinations ``d0..d1-1``, in order, summed in float32."""
+    width = table.shape[1]
+    acc = np.empty(width, np.float32)
+    for d in range(d0, d1):
+        acc[:] = out[d]
+        for e in range(crow[d], crow[d + 1]):
+            src = table[rows[col[e]]]
+            if weighted:
+                w = values[e]
+                for k in range(width):
+                    acc[k] += src[k] * w
+            else:
+                for k in range(width):
+                    acc[k] += src[k]
+        out[d] = acc
+
+
 def _entry_chunks(crow: np.ndarray, step: int) -> list[tuple[int, int]]:
     """Destination ranges of a CSR's row pointers ``crow`` holding at most ``step`` entries each
     (a destination with more entries is a range of its own)."""
@@ -173,28 +246,34 @@ def _keep_dst_rows(x_dst: torch.Tensor, x: torch.Tensor, a: int, dst_start: int)
 class AggregateLayerOutput(torch.autograd.Function):
     """Layer ``l``'s activated output, made a chunk of its destinations at a time by ``make``
     (``make(a, b)``: rows ``a..b-1`` before activation, from ``params``), added into layer
-    ``l + 1``'s aggregates as it is made (:func:`aggregate_output`); the backward pass makes each
-    chunk again and returns ``params``' gradients. ReLU, then inverted dropout with probability
-    ``p`` (the mask drawn a chunk at a time, kept as one byte an entry)."""
+    ``l + 1``'s aggregates as it is made (:func:`aggregate_output`); each chunk's pre-activation is
+    kept with its graph, from which the backward pass returns ``params``' gradients. ReLU, then
+    inverted dropout with probability ``p`` (one mask drawn for all the rows, as
+    :func:`~commgraph.nn.dropout.dropout` draws it, sliced a chunk at a time; what passed kept as
+    one byte an entry)."""
 
     @staticmethod
     def forward(ctx, plan: _OutputPlan, *params: torch.Tensor):
         edges, step, n = plan.edges, plan.step, plan.num_rows
         bounds = edges.bounds(n, step)
-        aggregated = x_dst = None
-        passed = []
+        aggregated = x_dst = mask = None
+        made, passed = [], []
         for index, a in enumerate(range(0, n, step)):
             b = min(a + step, n)
-            z = plan.make(a, b)
-            scale = plan.scale(z)
-            h = torch.relu(z).mul_(scale) if scale is not None else torch.relu(z)
+            with torch.enable_grad():
+                z = plan.make(a, b)
+            made.append(z)
+            z = z.detach()
+            if mask is None:
+                mask = plan.mask((n, z.shape[1]))
+            h = torch.relu(z) if mask is None else torch.relu(z).mul_(mask_scale(mask[a:b], plan.p, z.dtype))
             passed.append(h.ne(0))
             if aggregated is None:
                 aggregated = h.new_zeros((edges.counts.shape[0], h.shape[1]))
                 x_dst = h.new_empty((plan.num_dst, h.shape[1]))
             _keep_dst_rows(x_dst, h, a, plan.dst_start)
             _add_chunk(aggregated, edges, h, a, bounds[index], bounds[index + 1], step)
-        ctx.plan, ctx.bounds, ctx.passed, ctx.params = plan, bounds, passed, params  # the module's own parameters
+        ctx.plan, ctx.bounds, ctx.made, ctx.passed, ctx.params = plan, bounds, made, passed, params
         return aggregated, x_dst
 
     @staticmethod
@@ -204,8 +283,7 @@ class AggregateLayerOutput(torch.autograd.Function):
         grads = [torch.zeros_like(p) for p in params]
         for index, a in enumerate(range(0, n, step)):
             b = min(a + step, n)
-            with torch.enable_grad():
-                z = plan.make(a, b)
+            z = ctx.made[index]
             grad_h = z.new_zeros(z.shape)
             if grad_aggregated is not None:
                 for piece in edges.pieces(bounds[index], bounds[index + 1], step):
@@ -214,11 +292,12 @@ class AggregateLayerOutput(torch.autograd.Function):
                 low, high = max(a, plan.dst_start), min(b, plan.dst_start + plan.num_dst)
                 if low < high:
                     grad_h[low - a : high - a] += grad_x_dst[low - plan.dst_start : high - plan.dst_start]
-            grad_z = grad_h.mul_(ctx.passed[index]).mul_(plan.keep_scale)
+            grad_z = grad_h.masked_fill_(ctx.passed[index].logical_not_(), 0).mul_(plan.keep_scale)
             for total, grad in zip(grads, torch.autograd.grad(z, params, grad_z, allow_unused=True), strict=True):
                 if grad is not None:
                     total += grad
-        ctx.passed = ctx.params = None
+            ctx.made[index] = None
+        ctx.made = ctx.passed = ctx.params = None
         return (None, *grads)
 
 
@@ -242,13 +321,12 @@ class _OutputPlan:
         """What a kept entry is multiplied by (1 without dropout)."""
         return 1.0 / (1.0 - self.p) if self.training and self.p > 0 else 1.0
 
-    def scale(self, z: torch.Tensor) -> torch.Tensor | None:
-        """A chunk's dropout mask, 0 or ``keep_scale`` (None without dropout), drawn as
+    def mask(self, shape: tuple[int, int]) -> torch.Tensor | None:
+        """The dropout mask of all ``shape`` output rows (None without dropout), drawn as
         :func:`~commgraph.nn.dropout.dropout` draws it."""
         if not self.training or self.p == 0:
             return None
-        keep = 1.0 - self.p
-        return torch.empty_like(z).uniform_().lt_(keep).div_(keep)
+        return keep_mask(shape, self.p)
 
 
 def aggregate_output(

@@ -57,6 +57,9 @@ LAUNCHER_BYTES = int(0.3 * GB)  # the launcher process: its imports, the store, 
 ZYGOTE_BYTES = int(0.15 * GB)  # the warmed interpreter the ranks are forked from, beyond the launcher's pages
 WORKER_RUNTIME_BYTES = int(0.15 * GB)  # a rank's own runtime pages (what it writes of the shared ones)
 TABLE_COPIES = 2  # a batch's input table, and the rows in flight into it
+# layer 0's output entry where it is aggregated as made: its float pre-activation, a byte each of
+# dropout's mask and of what passed
+OUTPUT_ENTRY_BYTES = 6
 INPUT_CHUNK_BYTES = 1 << 22  # a batch's input rows are read this many bytes at a time (larger: a fragmented heap)
 BLOCK_EDGE_BYTES = 12  # an edge of a block held as its adjacency: its int32 column and its float32 value
 SAMPLED_EDGE_BYTES = 16 + BLOCK_EDGE_BYTES  # a sampled edge: the sampler's two int64 ends, and the block's
@@ -379,7 +382,8 @@ def _sampled_first_layers(num_nodes: int, width: int, shape: JobShape) -> int:
       transform (hidden-wide, with its gradient) for every input row, then the activations;
     - one whose layer 0 does not narrow them: its input rows a chunk at a time, layer 0's
       destinations' aggregates and own rows at the input width, and (with a second layer)
-      layer 0's output never held (a one-byte mask an entry), then the later layers' activations;
+      layer 0's activated output never held (:data:`OUTPUT_ENTRY_BYTES` an entry), then the later
+      layers' activations;
     - any other model: the whole input table (``TABLE_COPIES``), then the activations.
     """
     rows = reached_nodes(num_nodes, shape.batch_size, shape.fanouts)
@@ -394,7 +398,7 @@ def _sampled_first_layers(num_nodes: int, width: int, shape: JobShape) -> int:
     held = 2 * INPUT_CHUNK_BYTES + 2 * 4 * first * width
     if len(destinations) == 1:
         return held + _activations(destinations, shape.hidden)
-    return held + first * shape.hidden + _activations(destinations[:-1], shape.hidden)  # a mask, not layer 0's output
+    return held + OUTPUT_ENTRY_BYTES * first * shape.hidden + _activations(destinations[:-1], shape.hidden)
 
 
 def _activations(destinations: list[int], hidden: int) -> int:

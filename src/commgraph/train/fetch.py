@@ -16,7 +16,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from commgraph.nn import GNN, Block
-from commgraph.nn.aggregate import aggregate_output, aggregate_rows
+from commgraph.nn.aggregate import Aggregated, TableRows, aggregate_output, aggregate_rows, aggregate_table
 from commgraph.partition.store import owned_positions
 from commgraph.plan.allgather import plan_fetch
 from commgraph.plan.memory import INPUT_CHUNK_BYTES
@@ -88,6 +88,32 @@ class InputRows:
         if network.size and self.halo is not None:
             self._put(x, network, self.halo[self._index(slot[network], self.halo.device)].to(self.device))
         return x
+
+    def aggregate(self, adjacency: torch.Tensor, mean: bool, dst_start: int) -> Aggregated:
+        """Layer 0's aggregates of the table's rows (:mod:`commgraph.nn.aggregate`): straight from
+        the feature table by a compiled kernel where every row is the worker's own in a float32
+        host table (:func:`~commgraph.nn.aggregate.aggregate_table`, its time added to the fetch's
+        ``gather_seconds``), else a chunk of entries at a time through :meth:`take`; the same sums
+        either way, bit for bit."""
+        direct = self._table_rows()
+        if direct is None:
+            return aggregate_rows(self.take, adjacency, mean, self.chunk_rows, dst_start)
+        started = time.perf_counter()
+        try:
+            return aggregate_table(direct, adjacency, mean, dst_start)
+        finally:
+            self.fetch.gather_seconds += time.perf_counter() - started
+
+    def _table_rows(self) -> TableRows | None:
+        """The table as rows of the worker's host feature table, where it is one (None: not all
+        rows are the worker's own, or the store is on a GPU, cached or not float32)."""
+        store = self.fetch.store
+        table = store.table
+        if self.device.type != "cpu" or store.method != "index_select" or table.device.type != "cpu":
+            return None
+        if table.dtype != torch.float32 or not bool((self.source == OWN).all()):
+            return None
+        return TableRows(table.numpy(), owned_positions(self.fetch.owned, self.inputs))
 
     def table(self) -> torch.Tensor:
         """The whole table, written in place a chunk of :data:`INPUT_CHUNK_BYTES` at a time (no
@@ -177,7 +203,7 @@ def first_layers_aggregated(model: GNN, rows: InputRows, blocks: list[Block]) ->
     table nor layer 0's output is ever held whole. Returns the last of those layers' output and how
     many layers it is."""
     adjacency, mean = model.aggregation(0, blocks[0])
-    first = aggregate_rows(rows.take, adjacency, mean, rows.chunk_rows, blocks[0].dst_start)
+    first = rows.aggregate(adjacency, mean, blocks[0].dst_start)
     if model.num_layers == 1:
         return model.from_aggregated(0, first.rows, first.x_dst), 1
     adjacency, mean = model.aggregation(1, blocks[1])
