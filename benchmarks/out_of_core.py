@@ -33,8 +33,8 @@ benchmark runners); the set-up does not.
     python benchmarks/out_of_core.py --work WORK [--nodes 53000000] [--slice-nodes 2000000]
         [--budget 8G] [--workers 1,4] [--steps 200] [--lock FILE] [--keep]
 
-The default ``--nodes`` writes about 22 GB (1 part) to 27 GB (4 parts) of partition set, 2.7x to
-3.4x an 8 GB budget, one at a time. Needs root for the cgroups (cgroup v1's memory controller); the
+The default ``--nodes`` writes about 22 GB (1 part) to 27 GB (4 parts) of partition set, 2.6x to
+3.2x an 8 GiB budget, one at a time. Needs root for the cgroups (cgroup v1's memory controller); the
 scratch data is deleted at the end unless ``--keep``.
 """
 
