@@ -36,7 +36,8 @@ import hashlib
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,6 @@ from commgraph.partition.store import (
     building_set,
     check_set_output,
     finish_set,
-    full_disk_error,
     id_dtype,
     owner_dtype,
 )
@@ -106,7 +106,10 @@ class _Array:
         for at in range(start, stop, WINDOW):
             yield self.read(at, min(at + WINDOW, stop))
 
-    def close(self) -> None:
+    def __enter__(self) -> _Array:
+        return self
+
+    def __exit__(self, *exc) -> None:
         os.close(self.fd)
 
 
@@ -179,11 +182,6 @@ def write_streamed_set(
                 seconds=seconds,
                 metrics=metrics,
             )
-    except OSError as exc:  # the edges' buckets in the scratch folder met a full disk
-        full = full_disk_error(exc, scratch, out)
-        if full is None:
-            raise
-        raise full from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return MadeSet(pset, seconds, metrics)
@@ -210,10 +208,16 @@ class _Writer:
     def _close(self, name: str, writer: NpyWriter) -> None:
         self.files[name] = writer.close()
 
-    def _save(self, name: str, array: np.ndarray) -> None:
-        with self._open(name, array.dtype, array.shape) as writer:
-            writer.write(array)
+    @contextmanager
+    def _file(self, name: str, dtype, shape: tuple[int, ...]) -> Iterator[NpyWriter]:
+        """A file of the set written in a ``with`` block, its SHA-256 recorded at its end."""
+        with self._open(name, dtype, shape) as writer:
+            yield writer
         self.files[name] = writer.sha256
+
+    def _save(self, name: str, array: np.ndarray) -> None:
+        with self._file(name, array.dtype, array.shape) as writer:
+            writer.write(array)
 
     def _array(self, name: str) -> _Array:
         return _Array(self.folder / name)
@@ -236,52 +240,54 @@ class _Writer:
             self.num_edges += int(chunk.counts.sum())
         for name, writer in writers.items():
             self._close(f"structure/{name}.npy", writer)
-        with self._open("structure/indices.npy", id_dtype(n), (self.num_edges,)) as writer:
+        with self._file("structure/indices.npy", id_dtype(n), (self.num_edges,)) as writer:
             for chunk in edges:
                 writer.write(chunk.sources)
-        self.files["structure/indices.npy"] = writer.sha256
-        indptr, isolated = self._array("structure/indptr.npy"), 0
-        for start in range(0, n, WINDOW):
-            stop = min(start + WINDOW, n)
-            no_in = np.diff(indptr.read(start, stop + 1)) == 0
-            no_out = np.unpackbits(has_out[start >> 6 : (stop + 63) >> 6].view(np.uint8), bitorder="little")
-            isolated += int(np.count_nonzero(no_in & (no_out[: stop - start] == 0)))
-        indptr.close()
+        isolated = 0
+        with self._array("structure/indptr.npy") as indptr:
+            for start in range(0, n, WINDOW):
+                stop = min(start + WINDOW, n)
+                no_in = np.diff(indptr.read(start, stop + 1)) == 0
+                no_out = np.unpackbits(has_out[start >> 6 : (stop + 63) >> 6].view(np.uint8), bitorder="little")
+                isolated += int(np.count_nonzero(no_in & (no_out[: stop - start] == 0)))
         return isolated
 
     def part_structure(self, k: int) -> None:
         """Part ``k``'s owned ids, halo, local CSR, degrees and receive pointers."""
-        n, lo, hi = self.graph.num_nodes, self.bounds[k], self.bounds[k + 1]
-        indptr, indices, degree = (self._array(f"structure/{x}.npy") for x in ("indptr", "indices", "degree"))
-        first, last = int(indptr.read(lo, lo + 1)[0]), int(indptr.read(hi, hi + 1)[0])
-        bits, cut = np.zeros((n >> 6) + 1, np.uint64), 0
-        for sources in indices.windows(first, last):
+        lo, hi = self.bounds[k], self.bounds[k + 1]
+        with ExitStack() as files:
+            indptr, indices, degree = (
+                files.enter_context(self._array(f"structure/{x}.npy")) for x in ("indptr", "indices", "degree")
+            )
+            first, last = int(indptr.read(lo, lo + 1)[0]), int(indptr.read(hi, hi + 1)[0])
+            halo, owned = self._halo(lo, hi, indices.windows(first, last)), hi - lo
+            self.recv_ptrs.append(halo.rank(np.array(self.bounds, np.int64)))
+            self._save(f"part-{k}/recv_ptr.npy", self.recv_ptrs[k])
+            with self._file(f"part-{k}/owned.npy", np.int64, (owned,)) as writer:
+                for start in range(lo, hi, WINDOW):
+                    writer.write(np.arange(start, min(start + WINDOW, hi)))
+            with self._file(f"part-{k}/indptr.npy", np.int64, (owned + 1,)) as writer:
+                for start in range(lo, hi + 1, WINDOW):
+                    writer.write(indptr.read(start, min(start + WINDOW, hi + 1)) - first)
+            with self._file(f"part-{k}/indices.npy", id_dtype(owned + halo.size), (last - first,)) as writer:
+                for sources in indices.windows(first, last):
+                    sources = sources.astype(np.int64)
+                    inside = (sources >= lo) & (sources < hi)
+                    writer.write(np.where(inside, sources - lo, owned + halo.rank(np.where(inside, 0, sources))))
+            self._write_halo(k, halo, degree)
+
+    def _halo(self, lo: int, hi: int, windows) -> _Halo:
+        """The halo of the part owning ``lo..hi-1``, from its in-edges' sources (``windows``); its
+        size and the edges it cuts are counted."""
+        bits, cut = np.zeros((self.graph.num_nodes >> 6) + 1, np.uint64), 0
+        for sources in windows:
             sources = sources[(sources < lo) | (sources >= hi)].astype(np.int64)
             np.bitwise_or.at(bits, sources >> 6, _ONE << (sources & 63).astype(np.uint64))
             cut += sources.shape[0]
-        before = np.concatenate([[0], np.cumsum(np.bitwise_count(bits), dtype=np.int64)])
-        halo, owned = _Halo(bits, before), hi - lo
+        halo = _Halo(bits, np.concatenate([[0], np.cumsum(np.bitwise_count(bits), dtype=np.int64)]))
         self.halo_sizes.append(halo.size)
         self.edge_cut.append(cut)
-        self.recv_ptrs.append(halo.rank(np.array(self.bounds, np.int64)))
-        with self._open(f"part-{k}/owned.npy", np.int64, (owned,)) as writer:
-            for start in range(lo, hi, WINDOW):
-                writer.write(np.arange(start, min(start + WINDOW, hi)))
-        self.files[f"part-{k}/owned.npy"] = writer.sha256
-        self._save(f"part-{k}/recv_ptr.npy", self.recv_ptrs[k])
-        with self._open(f"part-{k}/indptr.npy", np.int64, (owned + 1,)) as writer:
-            for start in range(lo, hi + 1, WINDOW):
-                writer.write(indptr.read(start, min(start + WINDOW, hi + 1)) - first)
-        self.files[f"part-{k}/indptr.npy"] = writer.sha256
-        with self._open(f"part-{k}/indices.npy", id_dtype(owned + halo.size), (last - first,)) as writer:
-            for sources in indices.windows(first, last):
-                sources = sources.astype(np.int64)
-                inside = (sources >= lo) & (sources < hi)
-                writer.write(np.where(inside, sources - lo, owned + halo.rank(np.where(inside, 0, sources))))
-        self.files[f"part-{k}/indices.npy"] = writer.sha256
-        self._write_halo(k, halo, degree)
-        for array in (indptr, indices, degree):
-            array.close()
+        return halo
 
     def _write_halo(self, k: int, halo: _Halo, degree: _Array) -> None:
         """``halo``, ``halo_owner`` and ``degree`` (the owned rows' loop-free in-degrees, then the
@@ -308,14 +314,12 @@ class _Writer:
             segments = [(q, int(self.recv_ptrs[q][k]), int(self.recv_ptrs[q][k + 1])) for q in range(self.parts)]
             sizes = [0 if q == k else b - a for q, a, b in segments]
             self._save(f"part-{k}/send_ptr.npy", np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
-            with self._open(f"part-{k}/send_index.npy", np.int64, (sum(sizes),)) as writer:
+            with self._file(f"part-{k}/send_index.npy", np.int64, (sum(sizes),)) as writer:
                 for q, a, b in segments:
                     if q != k:
-                        halo = self._array(f"part-{q}/halo.npy")
-                        for ids in halo.windows(a, b):
-                            writer.write(ids - self.bounds[k])
-                        halo.close()
-            self.files[f"part-{k}/send_index.npy"] = writer.sha256
+                        with self._array(f"part-{q}/halo.npy") as halo:
+                            for ids in halo.windows(a, b):
+                                writer.write(ids - self.bounds[k])
 
     def node_data(self, feature_dtype: str | None) -> None:
         """Every part's ``features``, ``labels`` and masks, from one pass over the node chunks in id
@@ -360,18 +364,16 @@ class _Writer:
             dtype, shape, pieces = whole[name]
             self.digest.update(f"{name}:{np.dtype(dtype).str}:{shape};".encode())
             for file, start, stop in pieces:
-                array = self._array(file)
-                for values in array.windows(start, stop):
-                    self.digest.update(memoryview(values.astype(dtype)).cast("B"))
-                array.close()
+                with self._array(file) as array:
+                    for values in array.windows(start, stop):
+                        self.digest.update(memoryview(values.astype(dtype)).cast("B"))
         return self.digest.hexdigest()
 
     def metrics(self) -> dict:
         """:func:`~commgraph.partition.partition_metrics`'s figures, from what the parts counted."""
         nodes = np.diff(self.bounds)
-        indptr = self._array("structure/indptr.npy")
-        edges = np.diff(np.concatenate([indptr.read(b, b + 1) for b in self.bounds]))
-        indptr.close()
+        with self._array("structure/indptr.npy") as indptr:
+            edges = np.diff(np.concatenate([indptr.read(b, b + 1) for b in self.bounds]))
         remote = np.array(self.halo_sizes, np.int64)
         per_part = [
             {"num_nodes": int(a), "num_edges": int(b), "num_remote": int(c)} for a, b, c in zip(nodes, edges, remote)
