@@ -3,10 +3,14 @@
 In the scratch folder ``--work`` the benchmark:
 
 1. **sets up** a ``papers-shaped:nodes=N`` graph (:mod:`commgraph.graph.papers`, 128 float16
-   features) as one ``--method chunk`` partition set per worker count (``--feature-dtype float16``),
-   ``nice -n 19`` (it is disk-bound), each command inside a memory cgroup of ``--budget`` bytes: the
-   set-up seconds, the sets' bytes on disk against the budget, and the cgroup's peak; the
-   generated ``.npz`` is deleted once the sets are written;
+   features) as a ``--method chunk`` partition set per worker count (``--feature-dtype float16``),
+   written straight from the generator (:mod:`commgraph.partition.streamed`: no graph file), ``nice
+   -n 19`` (it is disk-bound), each command inside a memory cgroup of ``--budget`` bytes: the
+   set-up seconds, the sets' bytes on disk against the budget, and the cgroup's peak. One worker
+   count at a time, its sets are made, trained on and deleted, so the disk holds one full-size set
+   and one slice at most; before the full-size set is written its bytes are estimated from its
+   slice's (bytes a node, times the nodes) and refused, in one line, if they do not fit the free
+   disk less a :data:`MARGIN`;
 2. **trains under the cap**: ``commgraph train SET --workers W --memory-budget B`` with GraphSAGE,
    ``--layers 3 --hidden 256 --fanout 15,10,5 --batch-size 1024``, one epoch of ``--steps`` steps
    and the sampled evaluation after it, its process tree inside a cgroup v1 of the same limit made
@@ -29,9 +33,9 @@ benchmark runners); the set-up does not.
     python benchmarks/out_of_core.py --work WORK [--nodes 53000000] [--slice-nodes 2000000]
         [--budget 8G] [--workers 1,4] [--steps 200] [--lock FILE] [--keep]
 
-The default ``--nodes`` writes about 20 GB of partition set (2.5x an 8 GB budget) per worker
-count. Needs root for the cgroups (cgroup v1's memory controller); the scratch data is deleted at
-the end unless ``--keep``.
+The default ``--nodes`` writes about 22 GB (1 part) to 27 GB (4 parts) of partition set, 2.6x to
+3.2x an 8 GiB budget, one at a time. Needs root for the cgroups (cgroup v1's memory controller); the
+scratch data is deleted at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -125,6 +129,9 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
+MARGIN = 10 * GB  # free disk left beside the largest set
+
+
 def set_up(args, spec: str, parts: int, out: Path, env: dict) -> Capped:
     argv = ["nice", "-n", "19"] + commgraph_argv(
         args.python,
@@ -135,6 +142,19 @@ def set_up(args, spec: str, parts: int, out: Path, env: dict) -> Capped:
     if run.returncode:
         raise SystemExit(f"out_of_core: partition make {spec} failed (exit {run.returncode})")
     return run
+
+
+def check_room(work: Path, slice_set: Path, args) -> int:
+    """The full-size set's bytes, estimated from its slice's bytes a node; refused in one line when
+    they do not fit the free disk less :data:`MARGIN`."""
+    estimate = int(folder_bytes(slice_set) / args.slice_nodes * args.nodes)
+    free = shutil.disk_usage(work).free
+    if estimate > free - MARGIN:
+        raise SystemExit(
+            f"out_of_core: a {args.nodes:,}-node set takes about {estimate / GB:.1f} GB; {work} has "
+            f"{free / GB:.1f} GB free, {MARGIN / GB:.0f} GB of which stay free: free some disk or pass fewer --nodes"
+        )
+    return estimate
 
 
 def train(args, partdir: Path, workers: int, budget: int | None, env: dict, tag: str) -> tuple[Capped, dict]:
@@ -187,22 +207,29 @@ def main() -> None:
     setup_seconds, setup_peak, set_bytes, rows = 0.0, 0, 0, []
     try:
         for workers in counts:
-            out = args.work / f"papers-{workers}"
-            run = set_up(args, f"papers-shaped:nodes={args.nodes},seed=0", workers, out, env)
+            capped, inside = args.work / f"papers-{workers}", args.work / f"slice-{workers}"
+            set_up(args, f"papers-shaped:nodes={args.slice_nodes},seed=0", workers, inside, env)
+            estimate = check_room(args.work, inside, args)
+            run = set_up(args, f"papers-shaped:nodes={args.nodes},seed=0", workers, capped, env)
             setup_seconds, setup_peak = setup_seconds + run.seconds, max(setup_peak, run.peak_bytes)
-            set_bytes = max(set_bytes, folder_bytes(out))
-            set_up(args, f"papers-shaped:nodes={args.slice_nodes},seed=0", workers, args.work / f"slice-{workers}", env)
-        shutil.rmtree(args.work / "home", ignore_errors=True)  # the generated graphs: the sets hold them
+            set_bytes = max(set_bytes, folder_bytes(capped))
+            print(
+                f"set-up of {workers} part(s): {run.seconds / 60:.1f} min, cgroup peak {run.peak_bytes / GB:.2f} GB, "
+                f"set {folder_bytes(capped) / GB:.2f} GB on disk (estimated {estimate / GB:.2f} GB)",
+                flush=True,
+            )
+            run, record = train(args, capped, workers, args.budget, env, f"capped-{workers}")
+            rows.append(row(f"capped-{workers}", run, record, workers))
+            run, record = train(args, inside, workers, None, env, f"slice-{workers}")
+            rows.append(row(f"slice-{workers}", run, record, workers))
+            if not args.keep:
+                shutil.rmtree(capped)
+                shutil.rmtree(inside)
         print(
             f"set-up: {setup_seconds / 60:.1f} min (generate + partition, {', '.join(map(str, counts))} part(s)), "
             f"cgroup peak {setup_peak / GB:.2f} GB under {args.budget / GB:.2f} GB; "
-            f"set {set_bytes / GB:.2f} GB on disk = {set_bytes / args.budget:.2f}x the budget"
+            f"largest set {set_bytes / GB:.2f} GB on disk = {set_bytes / args.budget:.2f}x the budget"
         )
-        for workers in counts:
-            run, record = train(args, args.work / f"papers-{workers}", workers, args.budget, env, f"capped-{workers}")
-            rows.append(row(f"capped-{workers}", run, record, workers))
-            run, record = train(args, args.work / f"slice-{workers}", workers, None, env, f"slice-{workers}")
-            rows.append(row(f"slice-{workers}", run, record, workers))
     finally:
         if not args.keep:
             shutil.rmtree(args.work, ignore_errors=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from commgraph.atomic import check_output
@@ -12,9 +13,12 @@ from commgraph.cli.args import add_force, add_format, add_png, emit, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import PartitionError
 from commgraph.graph import HeteroGraph
+from commgraph.graph.chunked import ChunkedGraph
+from commgraph.graph.resolve import chunked_graph
 from commgraph.partition import METHODS, check_parts, load_partition_set, make_partition_set
 from commgraph.partition.plot import plot_metrics
 from commgraph.partition.store import FEATURE_DTYPES
+from commgraph.partition.streamed import write_streamed_set
 from commgraph.partition.typed import make_typed_partition_set, typed_bytes
 from commgraph.render.partitions import partition_report
 
@@ -61,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, "--out", force=args.force, folder=True)  # before minutes of partitioning
     check_output(args.png, "--png", force=args.force)
     check_parts(args.parts)
+    chunked = chunked_graph(args.graph) if args.method == "chunk" and args.graph_format is None else None
+    if chunked is not None:
+        return _run_streamed(args, replace(chunked, name=args.name or chunked.name))
     graph = graph_from_args(args, hetero=True)
     if isinstance(graph, HeteroGraph):
         return _run_typed(args, graph)
@@ -86,6 +93,24 @@ def run(args: argparse.Namespace) -> int:
     seconds, metrics = made.seconds, made.metrics
     wrote(args.out, f"{args.parts} parts")
     _report(args, graph.name, metrics, seconds)
+    return 0
+
+
+def _run_streamed(args: argparse.Namespace, graph: ChunkedGraph) -> int:
+    """``partition make`` of a generator drawn a chunk at a time, ``--method chunk``: the set written
+    straight from its chunks, no graph file first (:mod:`commgraph.partition.streamed`)."""
+    _say(f"writing {graph.name} ({graph.num_nodes:,} nodes) straight into {args.parts} parts with chunk")
+    made = write_streamed_set(
+        graph,
+        args.parts,
+        args.out,
+        seed=args.seed,
+        force=args.force,
+        feature_dtype=args.feature_dtype,
+        log=_say,
+    )
+    wrote(args.out, f"{args.parts} parts")
+    _report(args, graph.name, made.metrics, made.seconds)
     return 0
 
 

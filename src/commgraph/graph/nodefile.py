@@ -5,7 +5,8 @@
   ``node,<column>`` header, then one row per node under the graph's original ids when its loader
   kept them, ``Graph.node_ids``).
 - :func:`save_npy_in_chunks`: a large per-node table (a part's features) written as ``.npy``
-  :data:`CHUNK_BYTES` at a time, so the writer never holds the whole table.
+  :data:`CHUNK_BYTES` at a time, so the writer never holds the whole table; :class:`NpyWriter`
+  the same, fed a chunk at a time.
 """
 
 from __future__ import annotations
@@ -91,20 +92,64 @@ def save_npy_in_chunks(
     dtype = np.dtype(dtype)
     row_bytes = max(int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize, 1)
     step = max(CHUNK_BYTES // row_bytes, 1)
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
-    with open(path, "wb") as handle:
-        out = _Hashing(handle)
-        np.lib.format.write_array_header_1_0(out, header)
+    with NpyWriter(path, dtype, shape) as out:
         for start in range(0, shape[0], step):
             stop = min(start + step, shape[0])
-            chunk = np.ascontiguousarray(rows(start, stop), dtype=dtype)
+            chunk = np.asarray(rows(start, stop))
             if chunk.shape != (stop - start, *shape[1:]):
                 raise ValueError(
                     f"rows {start}..{stop - 1} of {path} came as shape {chunk.shape}, "
                     f"expected {(stop - start, *shape[1:])}"
                 )
-            out.write(memoryview(chunk).cast("B"))
-    return out.digest.hexdigest()
+            out.write(chunk)
+    return out.sha256
+
+
+class NpyWriter:
+    """A ``.npy`` file (byte for byte what ``np.save`` writes) of ``shape`` written as its rows
+    come, in order, by :meth:`write`: the push-side of :func:`save_npy_in_chunks`, for a writer
+    that fills several files from one pass. :meth:`close` (or leaving its ``with`` block) checks
+    that every row came and gives the file's SHA-256. Not atomic: the caller writes into a
+    temporary place of its own.
+
+    Raises:
+        ValueError: a chunk of another row shape, or fewer or more rows than ``shape[0]``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], dtype, shape: tuple[int, ...]):
+        self.path, self.dtype, self.shape = path, np.dtype(dtype), tuple(shape)
+        self.rows, self.sha256 = 0, ""
+        self.handle = open(path, "wb")
+        self.out = _Hashing(self.handle)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": self.shape}
+        np.lib.format.write_array_header_1_0(self.out, header)
+
+    def write(self, chunk: np.ndarray) -> None:
+        chunk = np.ascontiguousarray(chunk, dtype=self.dtype)
+        if chunk.shape[1:] != self.shape[1:] or self.rows + chunk.shape[0] > self.shape[0]:
+            raise ValueError(
+                f"rows {self.rows}.. of {self.path} came as shape {chunk.shape}, "
+                f"expected at most {(self.shape[0] - self.rows, *self.shape[1:])}"
+            )
+        self.out.write(memoryview(chunk).cast("B"))
+        self.rows += chunk.shape[0]
+
+    def close(self) -> str:
+        """Close the file, checking that every row came; returns its SHA-256."""
+        self.handle.close()
+        if self.rows != self.shape[0]:
+            raise ValueError(f"{self.path} got {self.rows} rows, expected {self.shape[0]}")
+        self.sha256 = self.out.digest.hexdigest()
+        return self.sha256
+
+    def __enter__(self) -> NpyWriter:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.handle.close()
 
 
 class _Hashing:

@@ -23,7 +23,9 @@ Every array is written as a stored member of commgraph's ``.npz`` (:mod:`commgra
 chunk of :data:`CHUNK_NODES` nodes at a time, each chunk drawn from its own generators
 (``[seed, stream, chunk]``), so a member is written without the others and what a writer holds
 is one chunk's arrays, whatever the node count. :func:`load_npz` then maps the members in place
-(every member in the dtype a ``Graph`` holds: int64 ids, float32 features).
+(every member in the dtype a ``Graph`` holds: int64 ids, float32 features). :func:`papers_chunks`
+hands the same chunks to another writer (a partition set written straight,
+:mod:`commgraph.partition.streamed`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.errors import GraphSpecError
+from commgraph.graph.chunked import ChunkedGraph, Chunks, EdgeRows, NodeRows
 from commgraph.graph.core import Graph
 from commgraph.graph.npz import FORMAT_VERSION, load_npz
 
@@ -74,10 +77,6 @@ def write_papers_shaped(
     Raises:
         GraphSpecError: fewer than 2 nodes, or splits that are not shares summing to at most 1.
     """
-    if nodes < 2:
-        raise GraphSpecError(f"papers-shaped needs at least 2 nodes, got {nodes}")
-    if min(train, val, test) < 0 or train + val + test > 1:
-        raise GraphSpecError(f"papers-shaped splits must be shares summing to at most 1, got {train}, {val}, {test}")
     draw = _Draws(nodes, seed, (train, val, test))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,10 +97,35 @@ def write_papers_shaped(
         raise
 
 
+def papers_chunks(
+    nodes: int, seed: int = 0, train: float = 0.011, val: float = 0.0011, test: float = 0.0019
+) -> ChunkedGraph:
+    """The ``papers-shaped`` graph as a :class:`~commgraph.graph.chunked.ChunkedGraph`: the arrays
+    :func:`write_papers_shaped` writes, a chunk at a time, for a writer of another layout.
+
+    Raises:
+        GraphSpecError: fewer than 2 nodes, or splits that are not shares summing to at most 1.
+    """
+    draw = _Draws(nodes, seed, (train, val, test))
+    return ChunkedGraph(
+        f"papers-shaped-{nodes}", nodes, WIDTH, CHUNK_NODES, draw.node_rows, lambda _: Chunks(draw.chunks(), draw.rows)
+    )
+
+
 class _Draws:
-    """Each chunk's arrays, drawn from generators of their own (``[seed, stream, chunk]``)."""
+    """Each chunk's arrays, drawn from generators of their own (``[seed, stream, chunk]``).
+
+    Raises:
+        GraphSpecError: fewer than 2 nodes, or splits that are not shares summing to at most 1.
+    """
 
     def __init__(self, nodes: int, seed: int, splits: tuple[float, float, float]):
+        if nodes < 2:
+            raise GraphSpecError(f"papers-shaped needs at least 2 nodes, got {nodes}")
+        if min(splits) < 0 or sum(splits) > 1:
+            raise GraphSpecError(
+                f"papers-shaped splits must be shares summing to at most 1, got {', '.join(map(str, splits))}"
+            )
         self.nodes, self.seed, self.splits = nodes, seed, splits
         self.x_min = MEAN_DEGREE * (ALPHA - 2) / (ALPHA - 1) + 0.5  # floor() takes about half a unit
         self.prime = _coprime_prime(nodes)
@@ -135,12 +159,16 @@ class _Draws:
         key = key[np.concatenate([[True], key[1:] != key[:-1]])] if key.shape[0] else key
         return key // self.nodes + start, key % self.nodes
 
+    def rows(self, start: int) -> EdgeRows:
+        """The chunk's in-edges: each row's count and the sources, row after row."""
+        rows, sources = self._edges(start)
+        return EdgeRows(start, np.bincount(rows - start, minlength=self._span(start)), sources)
+
     def indptr(self) -> Iterator[np.ndarray]:
         yield np.zeros(1, np.int64)
         total = 0
         for start in self.chunks():
-            rows, _ = self._edges(start)
-            counts = np.bincount(rows - start, minlength=self._span(start))
+            counts = self.rows(start).counts
             yield total + np.cumsum(counts)
             total += int(counts.sum())
 
@@ -158,6 +186,10 @@ class _Draws:
         """Per node: 0 train, 1 validation, 2 test, 3 none."""
         u = self._rng("split", start // CHUNK_NODES).random(self._span(start))
         return np.searchsorted(np.cumsum(self.splits), u, side="right")
+
+    def node_rows(self, start: int) -> NodeRows:
+        split = self.split(start)
+        return NodeRows(self.features(start), self.labels(start), split == 0, split == 1, split == 2)
 
 
 def _member(archive: zipfile.ZipFile, name: str, array: np.ndarray) -> None:

@@ -8,18 +8,19 @@ from importlib import resources
 from pathlib import Path
 
 from commgraph.errors import GraphFormatError, GraphSpecError
+from commgraph.graph.chunked import ChunkedGraph
 from commgraph.graph.core import Graph
 from commgraph.graph.datasets import load_dataset
 from commgraph.graph.hetero import HeteroGraph
 from commgraph.graph.hetero_synthetic import mag_shaped, movielens_shaped
 from commgraph.graph.npz import load_npz
 from commgraph.graph.ogb import is_ogb_dir, is_ogb_hetero_dir, load_ogb, load_ogb_hetero
-from commgraph.graph.papers import papers_shaped
+from commgraph.graph.papers import papers_chunks, papers_shaped
 from commgraph.graph.planetoid import find_planetoid, load_planetoid
 from commgraph.graph.registry import REGISTRY
 from commgraph.graph.snap import SUFFIXES as SNAP_SUFFIXES
 from commgraph.graph.snap import load_snap
-from commgraph.graph.synthetic import rmat, sbm
+from commgraph.graph.synthetic import rmat, sbm, sbm_chunked_graph
 
 BUNDLED = {"cora": "cora.npz"}
 GENERATORS = {
@@ -30,6 +31,22 @@ GENERATORS = {
     "papers-shaped": papers_shaped,
 }
 FORMATS = ("snap", "ogb", "planetoid", "npz")
+CHUNKED = {"papers-shaped": papers_chunks, "sbm": sbm_chunked_graph}  # generators drawn a chunk at a time
+
+
+def chunked_graph(spec: str | Path) -> ChunkedGraph | None:
+    """The graph a synthetic spec drawn a chunk at a time names (``papers-shaped:...``,
+    ``sbm:...,chunked=1``), as a :class:`~commgraph.graph.chunked.ChunkedGraph` that is not
+    drawn yet; None for any other GRAPH (a name, a path, another generator).
+
+    Raises:
+        GraphSpecError: a spec of one of these generators with bad options.
+    """
+    text = str(spec)
+    kind, colon, params = text.partition(":")
+    if not colon or kind not in CHUNKED or Path(text).exists():
+        return None
+    return CHUNKED[kind](**_parse_params(kind, params))
 
 
 def load_graph(

@@ -20,7 +20,8 @@ The graph is therefore not the in-memory ``sbm``'s for the same seed (that one d
 from one generator in one pass, and permutes its labels); it is the same for a seed whatever the
 machine, and has the same law: block sizes within one, uniform sources, the homophily share of
 edges inside blocks. Members are written as commgraph's ``.npz`` (:mod:`commgraph.graph.npz`) and
-then memory-mapped, never read.
+then memory-mapped, never read; :func:`sbm_chunks` hands the same chunks to another writer (a
+partition set written straight, :mod:`commgraph.partition.streamed`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from commgraph.errors import GraphSpecError
+from commgraph.graph.chunked import ChunkedGraph, Chunks, EdgeRows, NodeRows
 from commgraph.graph.npz import FORMAT_VERSION
 from commgraph.graph.papers import _coprime_prime, _member, _stream
 from commgraph.sizes import check_count
@@ -89,6 +91,35 @@ def write_sbm_chunked(
         shutil.rmtree(buckets, ignore_errors=True)
 
 
+def sbm_chunks(
+    nodes: int,
+    classes: int,
+    features: int,
+    seed: int = 0,
+    degree: float = 10.0,
+    homophily: float = 0.8,
+    noise: float = 3.0,
+    train: float = 0.1,
+    val: float = 0.1,
+    name: str | None = None,
+) -> ChunkedGraph:
+    """The chunked SBM as a :class:`~commgraph.graph.chunked.ChunkedGraph`: the arrays
+    :func:`write_sbm_chunked` writes, a chunk at a time, for a writer of another layout (its edges
+    sorted through bucket files in the scratch folder it is given).
+
+    Raises:
+        GraphSpecError: a node count whose labels' bijection would overflow int64.
+    """
+    check_count("sbm chunked: nodes x nodes (its label bijection)", nodes * nodes, GraphSpecError)
+    draw = _Draws(nodes, classes, features, seed, degree, homophily, noise, (train, val))
+
+    def edges(scratch: Path) -> Chunks:
+        buckets = list(enumerate(_sort_buckets(draw, scratch)))
+        return Chunks(buckets, lambda bucket: EdgeRows(bucket[0] * BUCKET_NODES, *map(np.load, bucket[1][::-1])))
+
+    return ChunkedGraph(name or f"sbm-chunked-{nodes}", nodes, features, CHUNK_NODES, draw.node_rows, edges)
+
+
 class _Draws:
     """The model's arrays, a chunk at a time, each from generators of its own."""
 
@@ -142,6 +173,10 @@ class _Draws:
         """Per node: 0 train, 1 validation, 2 test."""
         u = self._rng("split", start // CHUNK_NODES).random(self.span(start))
         return np.searchsorted(np.cumsum(self.splits), u, side="right").clip(max=2)
+
+    def node_rows(self, start: int) -> NodeRows:
+        split = self.split(start)
+        return NodeRows(self.features(start), self.chunk_labels(start), split == 0, split == 1, split == 2)
 
 
 def _sort_buckets(draw: _Draws, folder: Path) -> list[tuple[Path, Path]]:

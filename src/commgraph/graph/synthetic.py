@@ -13,9 +13,10 @@ import numpy as np
 
 from commgraph.errors import GraphSpecError
 from commgraph.graph.build import from_edges, split_masks, unique_sorted
+from commgraph.graph.chunked import ChunkedGraph
 from commgraph.graph.core import Graph
 from commgraph.graph.npz import load_npz
-from commgraph.graph.sbm_chunked import write_sbm_chunked
+from commgraph.graph.sbm_chunked import sbm_chunks, write_sbm_chunked
 from commgraph.sizes import check_count, check_room
 
 _MAX_ROUNDS = 64
@@ -166,16 +167,7 @@ def sbm(
     Raises:
         GraphSpecError: non-positive sizes, more classes than nodes, or out-of-range options.
     """
-    _check_positive(nodes=nodes, classes=classes, features=features)
-    if classes > nodes:
-        raise GraphSpecError(f"sbm needs at least one node per class: {classes} classes > {nodes} nodes")
-    if not 0 <= homophily <= 1 or degree <= 0 or noise < 0:
-        raise GraphSpecError("sbm needs 0 <= homophily <= 1, degree > 0 and noise >= 0")
-    if classes == 1 and homophily < 1:
-        homophily = 1.0  # a single block has no other block to link to
-    name = f"sbm-{nodes}-c{classes}-f{features}-s{seed}" + _non_default(
-        sbm, degree=degree, homophily=homophily, noise=noise, train=train, val=val
-    )
+    name, homophily = _sbm_checked(nodes, classes, features, seed, degree, homophily, noise, train, val)
     if chunked:
         return _sbm_chunked(name, nodes, classes, features, seed, degree, homophily, noise, train, val)
     samples = max(1, int(round(nodes * degree / 2)))
@@ -206,6 +198,46 @@ def sbm(
         test_mask=masks[2],
         name=name,
     )
+
+
+def _sbm_checked(nodes, classes, features, seed, degree, homophily, noise, train, val) -> tuple[str, float]:
+    """The name of ``sbm``'s graph for these options, and the homophily it draws with; options out
+    of range are refused (:func:`sbm`'s Raises)."""
+    _check_positive(nodes=nodes, classes=classes, features=features)
+    if classes > nodes:
+        raise GraphSpecError(f"sbm needs at least one node per class: {classes} classes > {nodes} nodes")
+    if not 0 <= homophily <= 1 or degree <= 0 or noise < 0:
+        raise GraphSpecError("sbm needs 0 <= homophily <= 1, degree > 0 and noise >= 0")
+    if classes == 1 and homophily < 1:
+        homophily = 1.0  # a single block has no other block to link to
+    name = f"sbm-{nodes}-c{classes}-f{features}-s{seed}" + _non_default(
+        sbm, degree=degree, homophily=homophily, noise=noise, train=train, val=val
+    )
+    return name, homophily
+
+
+def sbm_chunked_graph(
+    nodes: int,
+    classes: int,
+    features: int,
+    seed: int = 0,
+    degree: float = 10.0,
+    homophily: float = 0.8,
+    noise: float = 3.0,
+    train: float = 0.1,
+    val: float = 0.1,
+    chunked: int = 0,
+) -> ChunkedGraph | None:
+    """``sbm(..., chunked=1)``'s graph as a :class:`~commgraph.graph.chunked.ChunkedGraph` (the
+    same name and draws, a chunk at a time); None without ``chunked`` (that graph is drawn whole).
+
+    Raises:
+        GraphSpecError: as :func:`sbm`.
+    """
+    if not chunked:
+        return None
+    name, homophily = _sbm_checked(nodes, classes, features, seed, degree, homophily, noise, train, val)
+    return sbm_chunks(nodes, classes, features, seed, degree, homophily, noise, train, val, name=f"{name}-chunked")
 
 
 def _sbm_chunked(name: str, nodes: int, classes: int, features: int, *options) -> Graph:

@@ -41,6 +41,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,38 +256,40 @@ def write_partition_set(
             unknown ``feature_dtype``.
     """
     out = Path(out)
+    assignment = check_assignment(graph, assignment, parts)
+    check_set_output(out, force, feature_dtype)
+    with building_set(out) as tmp:
+        loop_free = loop_free_in_degrees(graph.indptr, graph.indices)
+        files = _write_parts(graph, assignment, parts, tmp, progress, loop_free, feature_dtype)
+        files.update(_write_structure(graph, assignment, parts, tmp, loop_free))
+        made_from = {
+            "name": graph.name,
+            "checksum": graph.checksum(),
+            "num_nodes": graph.num_nodes,
+            "num_edges": graph.num_edges,
+        }
+        return finish_set(
+            tmp, out, made_from, files, method=method, parts=parts, seed=seed, seconds=seconds, metrics=metrics
+        )
+
+
+def check_set_output(out: Path, force: bool, feature_dtype: str | None) -> None:
+    """Refuse an unknown ``feature_dtype``, or an ``out`` that exists without ``force``."""
     if feature_dtype is not None and feature_dtype not in FEATURE_DTYPES:
         raise PartitionError(f"unknown feature dtype {feature_dtype!r}; choose one of {', '.join(FEATURE_DTYPES)}")
-    assignment = check_assignment(graph, assignment, parts)
     if out.exists() and not force:
         raise PartitionError(f"{out} already exists; pass --force to replace it")
+
+
+@contextmanager
+def building_set(out: Path) -> Iterator[Path]:
+    """The temporary folder a set for ``out`` is built in (beside it, empty); on any error it is
+    removed, and a full disk is re-raised as one :class:`OutputError` line."""
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        loop_free = loop_free_in_degrees(graph.indptr, graph.indices)
-        files = _write_parts(graph, assignment, parts, tmp, progress, loop_free, feature_dtype)
-        files.update(_write_structure(graph, assignment, parts, tmp, loop_free))
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "commgraph_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "graph": {
-                "name": graph.name,
-                "checksum": graph.checksum(),
-                "num_nodes": graph.num_nodes,
-                "num_edges": graph.num_edges,
-            },
-            "method": method,
-            "parts": parts,
-            "seed": seed,
-            "seconds": seconds,
-            "metrics": metrics,
-            "files": files,
-            "arrays": {name: read_header(tmp / name).record() for name in files},
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        _replace(tmp, out)
+        yield tmp
     except OSError as exc:
         full = full_disk_error(exc, tmp, out)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -295,6 +299,37 @@ def write_partition_set(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def finish_set(
+    tmp: Path,
+    out: Path,
+    made_from: dict,
+    files: dict,
+    *,
+    method: str,
+    parts: int,
+    seed: int,
+    seconds: float,
+    metrics: dict,
+) -> PartitionSet:
+    """Write the manifest of the set built in ``tmp`` (``made_from``: the graph's name, checksum and
+    sizes; ``files``: every array file's SHA-256) and put the set at ``out``."""
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "commgraph_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "graph": made_from,
+        "method": method,
+        "parts": parts,
+        "seed": seed,
+        "seconds": seconds,
+        "metrics": metrics,
+        "files": files,
+        "arrays": {name: read_header(tmp / name).record() for name in files},
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    _replace(tmp, out)
     return PartitionSet(out, manifest)
 
 
