@@ -140,10 +140,14 @@ def serve(report_fd: int, workers: int, module: str, argv: list[str]) -> int:
 @dataclass
 class ForkedZygote:
     """A zygote forked from the launcher itself before the launcher does any work, so the launcher,
-    the zygote and every rank share one copy of what the launcher had imported. It warms up while
-    the launcher loads and partitions, then waits for its job on ``control``: :meth:`start` sends
-    it; closing the pipe unsent (:meth:`discard`) makes it exit. Watched like a
-    ``subprocess.Popen`` (``poll``, ``wait``, ``kill``)."""
+    the zygote and every rank share one copy of what the launcher had imported: on a machine
+    without a GPU the launcher imports every rank's modules first (:func:`warm`; measured on a
+    products-sized job of one worker: 124 MB less PSS for the three processes than when the zygote
+    imported them after the fork, each holding its own copy of what both imported); where ranks
+    exec fresh interpreters (a GPU) the zygote warms up while the launcher loads and partitions.
+    It then waits for its job on ``control``: :meth:`start` sends it; closing the pipe unsent
+    (:meth:`discard`) makes it exit. Watched like a ``subprocess.Popen`` (``poll``, ``wait``,
+    ``kill``)."""
 
     pid: int
     control: int  # write end: the job, as one JSON object
@@ -159,6 +163,8 @@ class ForkedZygote:
 
         import torch
 
+        if hasattr(os, "fork") and not torch.cuda.is_available():
+            warm()  # before the fork: the launcher, the zygote and the ranks hold one copy of it all
         if not hasattr(os, "fork") or threading.active_count() > 1 or torch.cuda.is_initialized():
             return None
         control_read, control = os.pipe()
