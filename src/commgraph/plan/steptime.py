@@ -13,15 +13,23 @@ times its heads) to ``C`` classes:
   clustering decide how many distinct nodes a batch reaches, which no product of fanouts gives);
   its input rows are gathered (``4 F`` bytes a row), and where they come from other machines
   (``--peer-rows network``, or workers on several hosts) the remote share crosses the slowest link
-  between two workers. An epoch runs the largest part's training nodes over ``B`` steps
+  between two workers. On several workers each step first runs its request round,
+  :data:`REQUEST_COLLECTIVES` collectives (:meth:`~commgraph.train.fetch.FeatureFetch.request`:
+  every worker's counts and seeds gathered through ``all_gather_object``, itself an all-reduce of
+  the payloads' sizes and an all-gather of the payloads), each priced at the topology's calibrated
+  collective latency. An epoch runs the largest part's training nodes over ``B`` steps
   (``--steps-per-epoch`` caps them).
 
 The busiest machine's workers share its cores (the cost model's ``cores``): a worker's threads
-default to its share, and workers beyond the cores take turns
-(:func:`~commgraph.sim.steptime.contention`).
+default to its share, and busy cores slow one another, beyond the cores taking turns
+(:func:`~commgraph.topology.compute.contention`, with the cost model's measured ``corun``).
 
-A layer aggregates at the narrower of its widths where the model transforms before it aggregates
-(GCN, GraphSAGE, GAT: its output width), else at its input width (GIN).
+Each layer is priced as it runs (:meth:`~commgraph.nn.GNN.layer`): GCN, GraphSAGE and GIN
+aggregate their sources at the input width and transform their destinations; GAT transforms every
+source and aggregates at its output width; so does a GCN or GraphSAGE layer 0 that transforms its
+rows where they are held (a sampled step's layer 0 that narrows them,
+:func:`~commgraph.train.fetch.first_layer_rows`, and ``--first-layer owner``'s). GCN aggregates one
+self loop per destination beside its edges.
 """
 
 from __future__ import annotations
@@ -40,13 +48,15 @@ from commgraph.sim.steptime import (
     LayerWork,
     StepTime,
     StepWork,
-    contention,
+    collective_seconds,
     predict_step,
     threads_per_worker,
     work_terms,
 )
-from commgraph.topology.compute import ComputeModel
+from commgraph.topology.compute import DEFAULT_CORUN, ComputeModel, contention
 from commgraph.topology.model import Topology
+
+REQUEST_COLLECTIVES = 2  # a sampled step's request round: all_gather_object's size all-reduce, then its all-gather
 
 
 @dataclass(frozen=True)
@@ -68,11 +78,12 @@ def step_work(
     steps_cap: int | None = None,
     cores: int = 1,
     machine_workers: int | None = None,
+    corun: float = DEFAULT_CORUN,
     hops: SampledHops | None = None,
 ) -> StepWork:
     """The busiest worker's step of ``shape``'s job on ``pset`` (see the module's description), its
-    machine's ``cores`` shared by ``machine_workers`` (default: the shape's); a sampled job's batch
-    as ``hops`` measured it.
+    machine's ``cores`` shared by ``machine_workers`` (default: the shape's), slowing one another
+    ``corun`` times with every core busy; a sampled job's batch as ``hops`` measured it.
 
     Raises:
         PlanError: a sampled job without ``hops``, or hops that do not match its fanouts.
@@ -83,14 +94,15 @@ def step_work(
     widths = _widths(shape, width, classes, heads)
     machine_workers = shape.machine_workers if machine_workers is None else machine_workers
     threads = threads_per_worker(machine_workers, cores, threads)
-    share = contention(machine_workers, cores)
+    share = contention(machine_workers, cores, corun)
     if shape.sampler is None:
         sizes = [part_sizes(pset, k) for k in range(pset.num_parts)]
         owned = max(s[0] for s in sizes)
         local = max(s[0] + s[1] for s in sizes)
         edges = max(s[2] for s in sizes)
+        owner = shape.first_layer == "owner"
         layers = tuple(
-            _layer(shape.model, edges, owned if (l == 0 and shape.first_layer == "owner") else local, owned, w, o)
+            _layer(shape.model, edges, owned if (l == 0 and owner) else local, owned, w, o, l == 0 and owner)
             for l, (w, o) in enumerate(widths)
         )
         return StepWork(shape.model, layers, threads=threads, contention=share)
@@ -100,7 +112,10 @@ def step_work(
             "pass the SampledHops of a few drawn batches"
         )
     by_layer = list(zip(hops.destinations, hops.sources, hops.edges))[::-1]  # layer 0 reads the last hop
-    layers = tuple(_layer(shape.model, e, src, dst, w, o) for (dst, src, e), (w, o) in zip(by_layer, widths))
+    layers = tuple(
+        _layer(shape.model, e, src, dst, w, o, l == 0 and o < w)
+        for l, ((dst, src, e), (w, o)) in enumerate(zip(by_layer, widths))
+    )
     trained = max(int(np.count_nonzero(pset.part(k, check=False).train_mask)) for k in range(pset.num_parts))
     steps = max(1, math.ceil(trained / shape.batch_size))
     return StepWork(
@@ -113,6 +128,7 @@ def step_work(
         threads=threads,
         steps=steps if steps_cap is None else min(steps, steps_cap),
         contention=share,
+        collectives=REQUEST_COLLECTIVES if shape.workers > 1 else 0,
     )
 
 
@@ -139,8 +155,9 @@ def predict_job(
 ) -> StepTime:
     """``shape``'s step on ``pset`` priced: compute, sampling and fetch by ``model``, the halo
     exchange as ``2 x exchanged_layers`` of the plan's one-layer ``plan_seconds``, the all-reduce as
-    priced (None, not modelled: 0), and a sampled batch (``hops``) its remote rows across
-    ``topology``; the busiest host of ``devices`` shares the model's cores among its workers."""
+    priced (None, not modelled: 0), and a sampled batch (``hops``) its request round at
+    ``topology``'s collective latency and its remote rows across ``topology``; the busiest host of
+    ``devices`` shares the model's cores among its workers."""
     busiest = max(Counter(topology.device(d).host for d in devices).values()) if devices else shape.machine_workers
     work = step_work(
         pset,
@@ -150,10 +167,11 @@ def predict_job(
         steps_cap=steps_cap,
         cores=model.machine_cores(),
         machine_workers=busiest,
+        corun=model.corun,
         hops=hops,
     )
     halo = 2 * exchanged_layers(shape) * plan_seconds
-    step = predict_step(work, model, halo, allreduce_seconds or 0.0)
+    step = predict_step(work, model, halo, allreduce_seconds or 0.0, collective_seconds(topology))
     remote = _remote_fetch_seconds(work, shape, topology, devices)
     return StepTime(
         step.compute,
@@ -191,14 +209,23 @@ def _widths(shape: JobShape, width: int, classes: int, heads: int) -> list[tuple
 
 
 def layer_terms(model: str, layers: list[tuple[float, float, float, int, int]]) -> tuple[float, float]:
-    """The edge and row terms of ``model``'s layers, each given as (edges, sources, destinations,
-    input width, output width)."""
+    """The edge and row terms of ``model``'s layers as :meth:`~commgraph.nn.GNN.layer` runs them,
+    each given as (edges, sources, destinations, input width, output width)."""
     return work_terms(tuple(_layer(model, *layer) for layer in layers))
 
 
-def _layer(model: str, edges: float, sources: float, destinations: float, width_in: int, width_out: int) -> LayerWork:
-    """One layer's work: a model that transforms before it aggregates transforms its sources."""
-    first = model in LINEAR_FIRST or model == "gat"
-    aggregated = min(width_in, width_out) if model in LINEAR_FIRST else (width_out if model == "gat" else width_in)
-    rows = sources if first and (model == "gat" or width_out < width_in) else destinations
-    return LayerWork(float(edges), aggregated, float(rows), width_in, width_out)
+def _layer(
+    model: str,
+    edges: float,
+    sources: float,
+    destinations: float,
+    width_in: int,
+    width_out: int,
+    transforms_first: bool = False,
+) -> LayerWork:
+    """One layer's work as the layer runs it (see the module's description); GCN aggregates one
+    self loop per destination beside its edges."""
+    loops = destinations if model == "gcn" else 0.0
+    if model == "gat" or (transforms_first and model in LINEAR_FIRST):
+        return LayerWork(float(edges + loops), width_out, float(sources), width_in, width_out)
+    return LayerWork(float(edges + loops), width_in, float(destinations), width_in, width_out)
