@@ -217,7 +217,8 @@ def test_a_real_two_worker_calibration_writes_a_valid_topology(tmp_path, capsys)
         == 0
     )
     printed, said = capsys.readouterr()
-    assert "all: latency" in printed and said.splitlines()[-1].startswith(f"wrote {out} (")
+    assert "all: latency" in printed and "collective: " in printed and "compute corun: " in printed
+    assert said.splitlines()[-1].startswith(f"wrote {out} (")
     topology = read_yaml(out)
     assert topology.name == "calibrated-cpu:2" and [d.id for d in topology.workers] == ["cpu0", "cpu1"]
     assert topology.calibrated is not None and "gloo, 2 cpu worker(s)" in topology.calibrated.how

@@ -70,8 +70,8 @@ def test_the_probe_fit_recovers_known_coefficients_from_synthetic_timings(monkey
     # step, layer, edge and row seconds by model; the timings are the formula's exactly
     known = {m: (1e-3 * (i + 1), 2e-4 * (i + 1), 3e-9 * (i + 1), 5e-11 * (i + 1)) for i, m in enumerate(MODELS)}
 
-    def timed(model, graph, width, layers):
-        return float(np.dot(known[model], compute_probe._terms(model, graph, width, layers)))
+    def timed(model, graph, width, layers, first=False):
+        return float(np.dot(known[model], compute_probe._terms(model, graph, width, layers, first)))
 
     def sample(graph):
         return [(1.0, float(e), 4e-5 + 2e-8 * e) for e in (1000, 9000, 30000)]

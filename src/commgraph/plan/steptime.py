@@ -208,9 +208,10 @@ def _widths(shape: JobShape, width: int, classes: int, heads: int) -> list[tuple
     return list(zip(ins, outs))
 
 
-def layer_terms(model: str, layers: list[tuple[float, float, float, int, int]]) -> tuple[float, float]:
-    """The edge and row terms of ``model``'s layers as :meth:`~commgraph.nn.GNN.layer` runs them,
-    each given as (edges, sources, destinations, input width, output width)."""
+def layer_terms(model: str, layers: list[tuple]) -> tuple[float, float]:
+    """The edge and row terms of ``model``'s layers, each given as (edges, sources, destinations,
+    input width, output width), and optionally whether it transforms its rows first (else as
+    :meth:`~commgraph.nn.GNN.layer` runs it)."""
     return work_terms(tuple(_layer(model, *layer) for layer in layers))
 
 
