@@ -113,6 +113,9 @@ def test_a_layer_is_priced_as_it_runs():
     assert layer_terms("gcn", [(1000, 200, 100, 32, 16)]) == ((1000 + 100) * 32, 100 * 32 * 16)
     assert layer_terms("gin", [(1000, 200, 100, 32, 16)]) == (1000 * 32, 100 * 32 * 16)
     assert layer_terms("gat", [(1000, 200, 100, 32, 64)]) == (1000 * 64, 200 * 32 * 64)
+    # an input layer that aggregates the inputs runs that aggregation forward only: half its edges
+    assert layer_terms("gin", [(1000, 200, 100, 32, 16, False, True)]) == (500 * 32, 100 * 32 * 16)
+    assert layer_terms("gcn", [(1000, 200, 100, 32, 16, True, True)]) == ((1000 + 100) * 16, 200 * 32 * 16)
 
 
 def test_a_narrowing_first_layer_transforms_its_sources(cora_set):
@@ -124,7 +127,9 @@ def test_a_narrowing_first_layer_transforms_its_sources(cora_set):
     full = step_work(cora_set, JobShape(2, 2, 16, 2, model="sage", first_layer="owner"), threads=1)
     owned = max(int(cora_set.part(k, check=False).owned.shape[0]) for k in range(2))
     assert full.layers[0].aggregated == 16 and full.layers[0].rows == owned
-    assert step_work(cora_set, JobShape(2, 2, 16, 2, model="sage"), threads=1).layers[0].aggregated == 1433
+    whole = step_work(cora_set, JobShape(2, 2, 16, 2, model="sage"), threads=1).layers[0]
+    edges = max(int(cora_set.part(k, check=False).indices.shape[0]) for k in range(2))
+    assert (whole.aggregated, whole.edges) == (1433, edges / 2)  # the inputs aggregated forward only
 
 
 def test_full_graph_work_reads_the_largest_part(cora_set):
@@ -133,7 +138,8 @@ def test_full_graph_work_reads_the_largest_part(cora_set):
     parts = [cora_set.part(k, check=False) for k in range(2)]
     edges = max(int(p.indices.shape[0]) for p in parts)
     owned = max(int(p.owned.shape[0]) for p in parts)
-    assert [layer.edges for layer in work.layers] == [edges + owned] * 2  # gcn: a self loop per destination
+    # gcn: a self loop per destination; layer 0 aggregates the inputs forward only
+    assert [layer.edges for layer in work.layers] == [(edges + owned) / 2, edges + owned]
     assert work.layers[0].width_in == 1433 and work.layers[1].width_out == 7
     assert exchanged_layers(shape) == 1 and exchanged_layers(replace(shape, first_layer="owner")) == 2
     assert exchanged_layers(replace(shape, sampler="neighbor", fanouts=(5, 5))) == 0

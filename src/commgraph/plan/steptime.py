@@ -29,7 +29,8 @@ aggregate their sources at the input width and transform their destinations; GAT
 source and aggregates at its output width; so does a GCN or GraphSAGE layer 0 that transforms its
 rows where they are held (a sampled step's layer 0 that narrows them,
 :func:`~commgraph.train.fetch.first_layer_rows`, and ``--first-layer owner``'s). GCN aggregates one
-self loop per destination beside its edges.
+self loop per destination beside its edges. A layer 0 that aggregates the input rows aggregates
+forward only (the inputs need no gradient): its edges count half, the others' forward and backward.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def step_work(
         edges = max(s[2] for s in sizes)
         owner = shape.first_layer == "owner"
         layers = tuple(
-            _layer(shape.model, edges, owned if (l == 0 and owner) else local, owned, w, o, l == 0 and owner)
+            _layer(shape.model, edges, owned if (l == 0 and owner) else local, owned, w, o, l == 0 and owner, l == 0)
             for l, (w, o) in enumerate(widths)
         )
         return StepWork(shape.model, layers, threads=threads, contention=share)
@@ -113,7 +114,7 @@ def step_work(
         )
     by_layer = list(zip(hops.destinations, hops.sources, hops.edges))[::-1]  # layer 0 reads the last hop
     layers = tuple(
-        _layer(shape.model, e, src, dst, w, o, l == 0 and o < w)
+        _layer(shape.model, e, src, dst, w, o, l == 0 and o < w, l == 0)
         for l, ((dst, src, e), (w, o)) in enumerate(zip(by_layer, widths))
     )
     trained = max(int(np.count_nonzero(pset.part(k, check=False).train_mask)) for k in range(pset.num_parts))
@@ -211,7 +212,7 @@ def _widths(shape: JobShape, width: int, classes: int, heads: int) -> list[tuple
 def layer_terms(model: str, layers: list[tuple]) -> tuple[float, float]:
     """The edge and row terms of ``model``'s layers, each given as (edges, sources, destinations,
     input width, output width), and optionally whether it transforms its rows first (else as
-    :meth:`~commgraph.nn.GNN.layer` runs it)."""
+    :meth:`~commgraph.nn.GNN.layer` runs it) and whether it is the input layer."""
     return work_terms(tuple(_layer(model, *layer) for layer in layers))
 
 
@@ -223,10 +224,13 @@ def _layer(
     width_in: int,
     width_out: int,
     transforms_first: bool = False,
+    input_layer: bool = False,
 ) -> LayerWork:
     """One layer's work as the layer runs it (see the module's description); GCN aggregates one
-    self loop per destination beside its edges."""
+    self loop per destination beside its edges. An ``input_layer`` that aggregates the input rows,
+    which need no gradient, aggregates forward only: half the edges' forward and backward."""
     loops = destinations if model == "gcn" else 0.0
     if model == "gat" or (transforms_first and model in LINEAR_FIRST):
         return LayerWork(float(edges + loops), width_out, float(sources), width_in, width_out)
-    return LayerWork(float(edges + loops), width_in, float(destinations), width_in, width_out)
+    forward_only = 0.5 if input_layer else 1.0
+    return LayerWork(forward_only * float(edges + loops), width_in, float(destinations), width_in, width_out)

@@ -118,7 +118,7 @@ def _terms(model: str, graph, width: int, layers: int, first: bool = False) -> t
     hidden = HIDDEN * (HEADS if model == "gat" else 1)
     ins = [width] + [hidden] * (layers - 1)
     widths = list(zip(ins, [hidden] * (layers - 1) + [CLASSES]))
-    edges, rows = layer_terms(model, [(e, n, n, w, o, first and k == 0) for k, (w, o) in enumerate(widths)])
+    edges, rows = layer_terms(model, [(e, n, n, w, o, first and k == 0, k == 0) for k, (w, o) in enumerate(widths)])
     return 1.0, float(layers), edges, rows
 
 
