@@ -70,8 +70,8 @@ def test_the_probe_fit_recovers_known_coefficients_from_synthetic_timings(monkey
     # step, layer, edge and row seconds by model; the timings are the formula's exactly
     known = {m: (1e-3 * (i + 1), 2e-4 * (i + 1), 3e-9 * (i + 1), 5e-11 * (i + 1)) for i, m in enumerate(MODELS)}
 
-    def timed(model, graph, width, layers, first=False):
-        return float(np.dot(known[model], compute_probe._terms(model, graph, width, layers, first)))
+    def timed(model, graph, width, layers):
+        return float(np.dot(known[model], compute_probe._terms(model, graph, width, layers)))
 
     def sample(graph):
         return [(1.0, float(e), 4e-5 + 2e-8 * e) for e in (1000, 9000, 30000)]
@@ -107,29 +107,11 @@ def test_corun_runs_the_step_in_forked_processes_at_once():
         compute_probe._together(fails, 2)
 
 
-def test_a_layer_is_priced_as_it_runs():
-    # gcn and gin aggregate 32 wide and transform their 100 destinations (gcn with a self loop each);
-    # gat transforms its 200 sources and aggregates 64 wide
-    assert layer_terms("gcn", [(1000, 200, 100, 32, 16)]) == ((1000 + 100) * 32, 100 * 32 * 16)
+def test_a_layer_aggregates_at_its_narrower_width_where_it_transforms_first():
+    # gcn narrowing 32 -> 16 transforms its 200 sources and aggregates 16 wide; gin aggregates 32 wide its 100 rows
+    assert layer_terms("gcn", [(1000, 200, 100, 32, 16)]) == (1000 * 16, 200 * 32 * 16)
     assert layer_terms("gin", [(1000, 200, 100, 32, 16)]) == (1000 * 32, 100 * 32 * 16)
     assert layer_terms("gat", [(1000, 200, 100, 32, 64)]) == (1000 * 64, 200 * 32 * 64)
-    # an input layer that aggregates the inputs runs that aggregation forward only: half its edges
-    assert layer_terms("gin", [(1000, 200, 100, 32, 16, False, True)]) == (500 * 32, 100 * 32 * 16)
-    assert layer_terms("gcn", [(1000, 200, 100, 32, 16, True, True)]) == ((1000 + 100) * 16, 200 * 32 * 16)
-
-
-def test_a_narrowing_first_layer_transforms_its_sources(cora_set):
-    hops = SampledHops((32.0, 150.0), (150.0, 380.0), (120.0, 580.0))
-    shape = JobShape(1, 1, 16, 2, sampler="neighbor", batch_size=32, fanouts=(10, 5), model="sage")
-    first, second = step_work(cora_set, shape, threads=1, hops=hops).layers
-    assert (first.edges, first.aggregated, first.rows) == (580.0, 16, 380.0)  # every table row, 1433 -> 16
-    assert (second.edges, second.aggregated, second.rows) == (120.0, 16, 32.0)  # the seeds, aggregated 16 wide
-    full = step_work(cora_set, JobShape(2, 2, 16, 2, model="sage", first_layer="owner"), threads=1)
-    owned = max(int(cora_set.part(k, check=False).owned.shape[0]) for k in range(2))
-    assert full.layers[0].aggregated == 16 and full.layers[0].rows == owned
-    whole = step_work(cora_set, JobShape(2, 2, 16, 2, model="sage"), threads=1).layers[0]
-    edges = max(int(cora_set.part(k, check=False).indices.shape[0]) for k in range(2))
-    assert (whole.aggregated, whole.edges) == (1433, edges / 2)  # the inputs aggregated forward only
 
 
 def test_full_graph_work_reads_the_largest_part(cora_set):
@@ -137,9 +119,7 @@ def test_full_graph_work_reads_the_largest_part(cora_set):
     work = step_work(cora_set, shape, threads=1)
     parts = [cora_set.part(k, check=False) for k in range(2)]
     edges = max(int(p.indices.shape[0]) for p in parts)
-    owned = max(int(p.owned.shape[0]) for p in parts)
-    # gcn: a self loop per destination; layer 0 aggregates the inputs forward only
-    assert [layer.edges for layer in work.layers] == [(edges + owned) / 2, edges + owned]
+    assert [layer.edges for layer in work.layers] == [edges, edges]
     assert work.layers[0].width_in == 1433 and work.layers[1].width_out == 7
     assert exchanged_layers(shape) == 1 and exchanged_layers(replace(shape, first_layer="owner")) == 2
     assert exchanged_layers(replace(shape, sampler="neighbor", fanouts=(5, 5))) == 0

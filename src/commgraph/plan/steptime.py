@@ -24,13 +24,8 @@ The busiest machine's workers share its cores (the cost model's ``cores``): a wo
 default to its share, and busy cores slow one another, beyond the cores taking turns
 (:func:`~commgraph.topology.compute.contention`, with the cost model's measured ``corun``).
 
-Each layer is priced as it runs (:meth:`~commgraph.nn.GNN.layer`): GCN, GraphSAGE and GIN
-aggregate their sources at the input width and transform their destinations; GAT transforms every
-source and aggregates at its output width; so does a GCN or GraphSAGE layer 0 that transforms its
-rows where they are held (a sampled step's layer 0 that narrows them,
-:func:`~commgraph.train.fetch.first_layer_rows`, and ``--first-layer owner``'s). GCN aggregates one
-self loop per destination beside its edges. A layer 0 that aggregates the input rows aggregates
-forward only (the inputs need no gradient): its edges count half, the others' forward and backward.
+A layer aggregates at the narrower of its widths where the model transforms before it aggregates
+(GCN, GraphSAGE, GAT: its output width), else at its input width (GIN).
 """
 
 from __future__ import annotations
@@ -101,9 +96,8 @@ def step_work(
         owned = max(s[0] for s in sizes)
         local = max(s[0] + s[1] for s in sizes)
         edges = max(s[2] for s in sizes)
-        owner = shape.first_layer == "owner"
         layers = tuple(
-            _layer(shape.model, edges, owned if (l == 0 and owner) else local, owned, w, o, l == 0 and owner, l == 0)
+            _layer(shape.model, edges, owned if (l == 0 and shape.first_layer == "owner") else local, owned, w, o)
             for l, (w, o) in enumerate(widths)
         )
         return StepWork(shape.model, layers, threads=threads, contention=share)
@@ -113,10 +107,7 @@ def step_work(
             "pass the SampledHops of a few drawn batches"
         )
     by_layer = list(zip(hops.destinations, hops.sources, hops.edges))[::-1]  # layer 0 reads the last hop
-    layers = tuple(
-        _layer(shape.model, e, src, dst, w, o, l == 0 and o < w, l == 0)
-        for l, ((dst, src, e), (w, o)) in enumerate(zip(by_layer, widths))
-    )
+    layers = tuple(_layer(shape.model, e, src, dst, w, o) for (dst, src, e), (w, o) in zip(by_layer, widths))
     trained = max(int(np.count_nonzero(pset.part(k, check=False).train_mask)) for k in range(pset.num_parts))
     steps = max(1, math.ceil(trained / shape.batch_size))
     return StepWork(
@@ -209,28 +200,15 @@ def _widths(shape: JobShape, width: int, classes: int, heads: int) -> list[tuple
     return list(zip(ins, outs))
 
 
-def layer_terms(model: str, layers: list[tuple]) -> tuple[float, float]:
+def layer_terms(model: str, layers: list[tuple[float, float, float, int, int]]) -> tuple[float, float]:
     """The edge and row terms of ``model``'s layers, each given as (edges, sources, destinations,
-    input width, output width), and optionally whether it transforms its rows first (else as
-    :meth:`~commgraph.nn.GNN.layer` runs it) and whether it is the input layer."""
+    input width, output width)."""
     return work_terms(tuple(_layer(model, *layer) for layer in layers))
 
 
-def _layer(
-    model: str,
-    edges: float,
-    sources: float,
-    destinations: float,
-    width_in: int,
-    width_out: int,
-    transforms_first: bool = False,
-    input_layer: bool = False,
-) -> LayerWork:
-    """One layer's work as the layer runs it (see the module's description); GCN aggregates one
-    self loop per destination beside its edges. An ``input_layer`` that aggregates the input rows,
-    which need no gradient, aggregates forward only: half the edges' forward and backward."""
-    loops = destinations if model == "gcn" else 0.0
-    if model == "gat" or (transforms_first and model in LINEAR_FIRST):
-        return LayerWork(float(edges + loops), width_out, float(sources), width_in, width_out)
-    forward_only = 0.5 if input_layer else 1.0
-    return LayerWork(forward_only * float(edges + loops), width_in, float(destinations), width_in, width_out)
+def _layer(model: str, edges: float, sources: float, destinations: float, width_in: int, width_out: int) -> LayerWork:
+    """One layer's work: a model that transforms before it aggregates transforms its sources."""
+    first = model in LINEAR_FIRST or model == "gat"
+    aggregated = min(width_in, width_out) if model in LINEAR_FIRST else (width_out if model == "gat" else width_in)
+    rows = sources if first and (model == "gat" or width_out < width_in) else destinations
+    return LayerWork(float(edges), aggregated, float(rows), width_in, width_out)

@@ -2,10 +2,8 @@
 (:class:`~commgraph.topology.compute.ComputeModel`) measured on this machine in a few seconds.
 
 - **layers**: for each model, a training step (forward, cross-entropy, backward, Adam's step) of
-  an ``L``-layer GNN on R-MAT graphs of :data:`LAYER_POINTS` (nodes, edges, input width, layers,
-  and whether layer 0 transforms its rows before it aggregates them, as a sampled step's narrowing
-  layer 0 does: GCN and GraphSAGE, whose other layers aggregate first), one thread, shaped as
-  ``train`` shapes its models: the input width narrowed to
+  an ``L``-layer GNN on R-MAT graphs of :data:`LAYER_POINTS` (nodes, edges, input width, layers),
+  one thread, shaped as ``train`` shapes its models: the input width narrowed to
   :data:`HIDDEN` (GAT: times its :data:`HEADS` heads), then :data:`CLASSES` classes, so that the
   row term's coefficient carries a transform's element-wise work (dropout, activation) as a job's
   does. The points pair a tiny graph with large ones, narrow inputs with wide ones and two layers
@@ -41,23 +39,18 @@ from commgraph.graph.core import loop_free_in_degrees
 from commgraph.graph.synthetic import rmat
 from commgraph.nn.block import Block
 from commgraph.nn.model import GNN
-from commgraph.nn.options import LINEAR_FIRST
 from commgraph.plan.steptime import layer_terms
 from commgraph.sample.base import SamplingGraph
 from commgraph.sample.neighbor import NeighborSampler
 from commgraph.topology.compute import MODELS, ComputeModel, machine_kind
 
-# nodes, edges, input width, layers, layer 0 transforming first: a tiny graph (the fixed costs),
-# edges and input widths grown apart, and the wide inputs transformed before they are aggregated
-# (the transform's multiply-adds set apart from the aggregation's edges)
+# nodes, edges, input width, layers: a tiny graph (the fixed costs), edges and input widths grown apart
 LAYER_POINTS = (
-    (64, 256, 8, 2, False),
-    (64, 256, 8, 3, False),
-    (2000, 40000, 16, 2, False),
-    (2000, 8000, 512, 2, False),
-    (2000, 20000, 128, 3, False),
-    (2000, 8000, 512, 2, True),
-    (2000, 20000, 128, 3, True),
+    (64, 256, 8, 2),
+    (64, 256, 8, 3),
+    (2000, 40000, 16, 2),
+    (2000, 8000, 512, 2),
+    (2000, 20000, 128, 3),
 )
 HIDDEN, HEADS = 16, 4  # train's defaults (--hidden, --heads)
 SAMPLE_BATCHES = (16, 256, 1024)
@@ -72,13 +65,12 @@ def probe_compute() -> ComputeModel:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        graphs = {(n, e): rmat(n, e // 2, seed=1) for n, e, *_ in LAYER_POINTS}
+        graphs = {(n, e): rmat(n, e // 2, seed=1) for n, e, _, _ in LAYER_POINTS}
         coefficients, errors = {}, {}
         for model in MODELS:
             points = [
-                (*_terms(model, graphs[n, e], w, layers, first), _step_seconds(model, graphs[n, e], w, layers, first))
-                for n, e, w, layers, first in LAYER_POINTS
-                if model in LINEAR_FIRST or not first
+                (*_terms(model, graphs[n, e], w, layers), _step_seconds(model, graphs[n, e], w, layers))
+                for n, e, w, layers in LAYER_POINTS
             ]
             coefficients[model], errors[model] = _fit(points)
         largest = max(LAYER_POINTS, key=lambda point: point[1] * point[2])
@@ -110,22 +102,21 @@ def probe_compute() -> ComputeModel:
     )
 
 
-def _terms(model: str, graph, width: int, layers: int, first: bool = False) -> tuple[float, float, float, float]:
+def _terms(model: str, graph, width: int, layers: int) -> tuple[float, float, float, float]:
     """An ``layers``-layer GNN's step terms on ``graph`` as a whole-graph block (``width`` wide
-    input, :data:`HIDDEN` hidden, :data:`CLASSES` classes; layer 0 transforming first where
-    ``first``): 1 (the step), the layers, the edge term and the row term."""
+    input, :data:`HIDDEN` hidden, :data:`CLASSES` classes): 1 (the step), the layers, the edge
+    term and the row term."""
     n, e = graph.num_nodes, graph.num_edges
     hidden = HIDDEN * (HEADS if model == "gat" else 1)
     ins = [width] + [hidden] * (layers - 1)
     widths = list(zip(ins, [hidden] * (layers - 1) + [CLASSES]))
-    edges, rows = layer_terms(model, [(e, n, n, w, o, first and k == 0, k == 0) for k, (w, o) in enumerate(widths)])
+    edges, rows = layer_terms(model, [(e, n, n, w, o) for w, o in widths])
     return 1.0, float(layers), edges, rows
 
 
-def _step_seconds(model: str, graph, width: int, layers: int, first: bool = False) -> float:
+def _step_seconds(model: str, graph, width: int, layers: int) -> float:
     """The median seconds of a training step of ``layers``-layer ``model`` on ``graph``: forward,
-    cross-entropy, backward and Adam's step, as the trainer takes one (layer 0 from its transformed
-    rows where ``first``, as a sampled step's narrowing layer 0 computes)."""
+    cross-entropy, backward and Adam's step, as the trainer takes one."""
     torch.manual_seed(0)
     gnn = GNN(model, width, HIDDEN, CLASSES, layers=layers, heads=HEADS)
     optimizer = torch.optim.Adam(gnn.parameters())
@@ -138,11 +129,7 @@ def _step_seconds(model: str, graph, width: int, layers: int, first: bool = Fals
         optimizer.zero_grad()
         h = x
         for index in range(layers):
-            if first and index == 0:
-                root = gnn.root_rows(h)
-                h = gnn.from_rows(0, gnn.neighbour_rows(h), None if root is None else block.dst(root), block)
-            else:
-                h = gnn.layer(index, h, block)
+            h = gnn.layer(index, h, block)
         torch.nn.functional.cross_entropy(h, y).backward()
         optimizer.step()
 
