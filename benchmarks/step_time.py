@@ -15,12 +15,13 @@ Both run with ``--topology`` a calibrated topology of the job's worker count
 (``calibrated-N.yaml`` under ``--work-dir``, made by ``commgraph topo calibrate --workers N
 --force`` when absent; a 1-worker job uses the 2-worker file) and ``--cost-model`` the 2-worker
 file (one compute probe for every job), so that the prediction prices the compute with this
-machine's probe and the exchanges with its measured link latencies, and with
+machine's probe and the exchanges with its measured link and collective latencies, and with
 ``--threads 1``: every worker computes on one thread, as the probe does. Each
 configuration's result is appended to ``--results`` as one JSON line; ``--table`` prints the table
 of every result there with the median and worst absolute error (also against each run's fastest
-epoch, the one least disturbed by the machine's other work), and which part of the prediction is
-largest where the error is worst.
+epoch, the one least disturbed by the machine's other work), each part of the prediction, and
+under a sampled configuration the phases its run measured (rank 0's seconds a step: sampling, the
+request round, the rows' reads, forward, backward, the optimiser with the gradients' sum).
 
 Run it in chunks (each a few minutes), one benchmark at a time, e.g.::
 
@@ -38,7 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -95,9 +96,14 @@ CONFIGS = {c.name: c for c in _configs()}
 PARTS = ("compute", "sampling", "feature_fetch", "halo_exchange", "allreduce")
 
 
+PHASES = ("sample", "fetch", "gather", "forward", "backward", "optimizer")
+
+
 @dataclass
 class Result:
-    """A configuration's predicted and measured step (seconds), the prediction's parts, and the load."""
+    """A configuration's predicted and measured step (seconds), the prediction's parts, the load,
+    and a sampled run's measured phases (rank 0's seconds a step, the median over the epochs
+    after the first: ``sample`` and the metrics' ``StepPhases``), to hold beside the parts."""
 
     name: str
     predicted: float
@@ -107,6 +113,7 @@ class Result:
     parts: dict
     load_before: float
     load_after: float
+    phases: dict = field(default_factory=dict)
 
     @property
     def error(self) -> float:
@@ -183,7 +190,8 @@ def measure(config: Config, work: Path, python: str) -> Result:
         str(metrics),
     )
     load_after = os.getloadavg()[0]
-    steps = [json.loads(line)["measured_step_seconds"] for line in metrics.read_text().splitlines()][1:]
+    records = [json.loads(line) for line in metrics.read_text().splitlines()][1:]
+    steps = [r["measured_step_seconds"] for r in records]
     dry = json.loads(_commgraph(python, "train", str(parts_dir), *common, "--dry-run", "--json"))["step_time"]
     return Result(
         config.name,
@@ -194,7 +202,15 @@ def measure(config: Config, work: Path, python: str) -> Result:
         {p: dry[f"{p}_seconds"] for p in PARTS},
         load_before,
         load_after,
+        _phases(records),
     )
+
+
+def _phases(records: list[dict]) -> dict:
+    """A sampled run's measured phases, seconds a step (empty for full-graph training)."""
+    if records[0].get("forward_seconds") is None:
+        return {}
+    return {p: statistics.median(r[f"{p}_seconds"] / r["steps"] for r in records) for p in PHASES}
 
 
 def table(results: list[Result]) -> str:
@@ -210,6 +226,9 @@ def table(results: list[Result]) -> str:
             f"{r.low * 1e3:>8.2f}-{r.high * 1e3:<8.2f} {r.error:>+7.1%} {r.error_fastest:>+8.1%}  {parts}  "
             f"{r.load_before:.1f}-{r.load_after:.1f}"
         )
+        if r.phases:
+            measured = ", ".join(f"{p} {r.phases[p] * 1e3:.2f}" for p in PHASES)
+            lines.append(f"{'':<26} measured ms a step: {measured}")
     if results:
         errors = [abs(r.error) for r in results]
         worst = max(results, key=lambda r: abs(r.error))

@@ -76,7 +76,7 @@ def calibrated_links(workers: int = 3) -> CalibratedLinks:
     )
     points += [p for p in synthetic("allreduce", 300e-6, 0.0, 1.25) if p.messages == 1]
     return CalibratedLinks(
-        workers, "cpu", "gloo", "testhost", "2024-05-01T12:00:00+00:00", ProbeSpec(), points, fit_all(points)
+        workers, "cpu", "gloo", "testhost", "2024-05-01T12:00:00+00:00", ProbeSpec(), points, fit_all(points), 4.5e-4
     )
 
 
@@ -92,6 +92,7 @@ def test_calibrated_topology_round_trips_exactly(tmp_path):
     assert to_yaml(again) == path.read_text()
     assert "calibrated:" in path.read_text() and "copy_gbps" in path.read_text()
     assert topology.calibrated.allreduce == {"latency_us": pytest.approx(300.0), "bandwidth_gbps": pytest.approx(1.25)}
+    assert topology.calibrated.collective_us == 450.0 and "collective_us: 450.0" in path.read_text()
 
 
 def test_native_allreduce_is_priced_by_its_calibrated_fit_else_as_our_ring():
@@ -121,6 +122,8 @@ def test_presets_write_no_calibration_fields():
         ({"host": ""}, "calibrated.host must be a non-empty string"),
         ({"allreduce": {"latency_us": 10.0}}, "calibrated.allreduce must be a mapping"),
         ({"allreduce": {"latency_us": 10.0, "bandwidth_gbps": 0.0}}, "calibrated.allreduce must be a mapping"),
+        ({"collective_us": -1.0}, "calibrated.collective_us must be microseconds >= 0"),
+        ({"collective_us": "fast"}, "calibrated.collective_us must be microseconds >= 0"),
     ],
 )
 def test_bad_calibration_blocks(change, message):
@@ -214,13 +217,14 @@ def test_a_real_two_worker_calibration_writes_a_valid_topology(tmp_path, capsys)
         == 0
     )
     printed, said = capsys.readouterr()
-    assert "all: latency" in printed and said.splitlines()[-1].startswith(f"wrote {out} (")
+    assert "all: latency" in printed and "collective: " in printed and "compute corun: " in printed
+    assert said.splitlines()[-1].startswith(f"wrote {out} (")
     topology = read_yaml(out)
     assert topology.name == "calibrated-cpu:2" and [d.id for d in topology.workers] == ["cpu0", "cpu1"]
     assert topology.calibrated is not None and "gloo, 2 cpu worker(s)" in topology.calibrated.how
     assert all(link.bandwidth_gbps > 0 for link in topology.links)
     assert all(d.copy_gbps > 0 for d in topology.workers)
-    assert topology.calibrated.allreduce["bandwidth_gbps"] > 0
+    assert topology.calibrated.allreduce["bandwidth_gbps"] > 0 and topology.calibrated.collective_us > 0
     assert "compute gcn: worst error" in printed and compute_model(topology).machine == machine_kind()
 
 

@@ -19,9 +19,17 @@ from commgraph.plan.memory import JobShape
 from commgraph.plan.steptime import SampledHops, exchanged_layers, layer_terms, step_work
 from commgraph.runtime import compute_probe
 from commgraph.sim import steptime
-from commgraph.sim.steptime import LayerWork, StepWork, compute_seconds, contention, other_machine, predict_step
+from commgraph.sim.steptime import (
+    DEFAULT_COLLECTIVE_S,
+    LayerWork,
+    StepWork,
+    collective_seconds,
+    compute_seconds,
+    other_machine,
+    predict_step,
+)
 from commgraph.topology import read_yaml, resolve_topology, write_yaml
-from commgraph.topology.compute import MODELS, ComputeModel
+from commgraph.topology.compute import MODELS, ComputeModel, contention
 from commgraph.topology.model import Calibration
 
 MODEL = ComputeModel(
@@ -72,6 +80,7 @@ def test_the_probe_fit_recovers_known_coefficients_from_synthetic_timings(monkey
     monkeypatch.setattr(compute_probe, "_sample_points", sample)
     gathered = [(r, b, 5e-8 * r + 1e-9 * b) for r, b in ((2000, 128000), (20000, 1280000), (2000, 4096000))]
     monkeypatch.setattr(compute_probe, "_gather_points", lambda: gathered)
+    monkeypatch.setattr(compute_probe, "_together", lambda step, processes: [1.75 * step()] * processes)
     model = compute_probe.probe_compute()
     for m, (step, layer, edge, row) in known.items():
         assert model.step_s[m] == pytest.approx(step, rel=1e-6) and model.layer_s[m] == pytest.approx(layer, rel=1e-6)
@@ -80,9 +89,22 @@ def test_the_probe_fit_recovers_known_coefficients_from_synthetic_timings(monkey
     assert model.sample_batch_s == pytest.approx(4e-5, rel=1e-6) and model.sample_edge_s == pytest.approx(2e-8)
     assert model.gather_byte_s == pytest.approx(1e-9) and model.gather_row_s == pytest.approx(5e-8)
     assert model.errors["gather"] == pytest.approx(0.0, abs=1e-9) and model.cores == (os.cpu_count() or 1)
+    assert model.corun == pytest.approx(1.75 if model.cores > 1 else 1.0, rel=1e-12)
     # a fit the line cannot follow reports its worst relative error
     (rate,), error = compute_probe._fit([(1.0, 1.0), (2.0, 3.0)])
     assert rate == pytest.approx(15 / 13) and error == pytest.approx(3 / 13)
+
+
+@pytest.mark.multiproc
+def test_corun_runs_the_step_in_forked_processes_at_once():
+    assert compute_probe._together(lambda: 0.25, 3) == [0.25, 0.25, 0.25]
+    assert compute_probe._corun(lambda: 0.25, 1) == 1.0  # one core: nothing to share
+
+    def fails() -> float:
+        raise RuntimeError("a probe that fails")
+
+    with pytest.raises(TopologyError, match="2 of 2 forked processes failed"):
+        compute_probe._together(fails, 2)
 
 
 def test_a_layer_aggregates_at_its_narrower_width_where_it_transforms_first():
@@ -113,6 +135,40 @@ def test_workers_beyond_the_cores_take_turns(cora_set):
         assert getattr(two, part) == pytest.approx(2 * getattr(one, part), rel=1e-12)
     assert (two.halo_exchange, two.allreduce) == (0.5, 0.25)  # the exchanges are the simulator's
     assert step_work(cora_set, shape, cores=2, machine_workers=1).threads == 2  # threads default to a worker's cores
+
+
+def test_busy_cores_slow_one_another_by_the_measured_corun(cora_set):
+    # 4 cores that run 1.6x slower all busy: 1 + 0.6 (W - 1) / 3 up to the cores, 1.6 W / 4 beyond
+    assert [contention(w, 4, 1.6) for w in (1, 2, 3, 4)] == pytest.approx([1.0, 1.2, 1.4, 1.6], rel=1e-12)
+    assert contention(8, 4, 1.6) == pytest.approx(3.2, rel=1e-12) and contention(5, 1, 1.6) == pytest.approx(8.0)
+    shape = JobShape(2, 2, 16, 2, model="gcn")
+    assert step_work(cora_set, shape, threads=1, cores=2, corun=1.5).contention == pytest.approx(1.5)
+    with pytest.raises(TopologyError, match="corun must be a slowdown >= 1"):
+        ComputeModel.from_dict({**MODEL.to_dict(), "corun": 0.5})
+
+
+def test_a_sampled_steps_request_round_is_priced_as_its_collectives(cora_set):
+    from commgraph.train.shape import sampled_hops
+
+    shape = JobShape(2, 2, 16, 2, sampler="neighbor", batch_size=32, fanouts=(10, 5), model="sage")
+    hops = sampled_hops(cora_set, shape.fanouts, shape.batch_size)
+    work = step_work(cora_set, shape, threads=1, hops=hops)
+    assert work.collectives == 2 and step_work(cora_set, replace(shape, workers=1), hops=hops).collectives == 0
+    assert step_work(cora_set, JobShape(2, 2, 16, 2, model="sage"), threads=1).collectives == 0  # full-graph
+    # two collectives of a calibrated 700 us each, beside the rows' reads, on top of the contention
+    base = replace(work, gathered_rows=10, gathered_bytes=800, contention=1.5)
+    reads = 1.5 * (10 * MODEL.gather_row_s + 800 * MODEL.gather_byte_s)
+    priced = predict_step(base, MODEL, 0.0, 0.0, collective_seconds=7e-4)
+    assert priced.feature_fetch == pytest.approx(reads + 2 * 7e-4, rel=1e-12) and priced.defaults == ()
+    default = predict_step(base, MODEL, 0.0, 0.0)  # not calibrated: the default, and said so
+    assert default.feature_fetch == pytest.approx(reads + 2 * DEFAULT_COLLECTIVE_S, rel=1e-12)
+    assert default.defaults == ("collective latency",)
+    assert predict_step(replace(base, collectives=0), MODEL, 0.0, 0.0).defaults == ()
+    topology = resolve_topology("localhost-cpu:2")
+    assert collective_seconds(topology) is None
+    when = "2024-05-01T12:00:00+00:00"
+    timed = replace(topology, calibrated=Calibration(when=when, how="test", host="h", collective_us=700.0))
+    assert collective_seconds(timed) == pytest.approx(7e-4, rel=1e-12)
 
 
 def test_sampled_work_reads_the_measured_hops(cora_set):

@@ -264,6 +264,7 @@ def _with_compute(topology: Topology, force: bool, out) -> Topology:
     model = probe_compute()
     for probe, error in model.errors.items():
         print(f"compute {probe}: worst error {error:.0%}", file=out)
+    print(f"compute corun: each of {model.cores} busy cores {model.corun:.2f}x slower than one alone", file=out)
     probe, error = model.worst_probe()
     if error > REFUSED_ERROR and not force:
         raise TopologyError(
@@ -297,3 +298,5 @@ def _print_fit(result, out) -> None:
             f"{fit.bandwidth_gbps:.3f} GB/s (worst error {fit.worst_error:.0%})",
             file=out,
         )
+    if result.collective_s is not None:
+        print(f"collective: {result.collective_s * 1e6:.1f} us (an 8-byte all-reduce across the workers)", file=out)

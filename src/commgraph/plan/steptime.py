@@ -13,12 +13,16 @@ times its heads) to ``C`` classes:
   clustering decide how many distinct nodes a batch reaches, which no product of fanouts gives);
   its input rows are gathered (``4 F`` bytes a row), and where they come from other machines
   (``--peer-rows network``, or workers on several hosts) the remote share crosses the slowest link
-  between two workers. An epoch runs the largest part's training nodes over ``B`` steps
+  between two workers. On several workers each step first runs its request round,
+  :data:`REQUEST_COLLECTIVES` collectives (:meth:`~commgraph.train.fetch.FeatureFetch.request`:
+  every worker's counts and seeds gathered through ``all_gather_object``, itself an all-reduce of
+  the payloads' sizes and an all-gather of the payloads), each priced at the topology's calibrated
+  collective latency. An epoch runs the largest part's training nodes over ``B`` steps
   (``--steps-per-epoch`` caps them).
 
 The busiest machine's workers share its cores (the cost model's ``cores``): a worker's threads
-default to its share, and workers beyond the cores take turns
-(:func:`~commgraph.sim.steptime.contention`).
+default to its share, and busy cores slow one another, beyond the cores taking turns
+(:func:`~commgraph.topology.compute.contention`, with the cost model's measured ``corun``).
 
 A layer aggregates at the narrower of its widths where the model transforms before it aggregates
 (GCN, GraphSAGE, GAT: its output width), else at its input width (GIN).
@@ -40,13 +44,15 @@ from commgraph.sim.steptime import (
     LayerWork,
     StepTime,
     StepWork,
-    contention,
+    collective_seconds,
     predict_step,
     threads_per_worker,
     work_terms,
 )
-from commgraph.topology.compute import ComputeModel
+from commgraph.topology.compute import DEFAULT_CORUN, ComputeModel, contention
 from commgraph.topology.model import Topology
+
+REQUEST_COLLECTIVES = 2  # a sampled step's request round: all_gather_object's size all-reduce, then its all-gather
 
 
 @dataclass(frozen=True)
@@ -68,11 +74,12 @@ def step_work(
     steps_cap: int | None = None,
     cores: int = 1,
     machine_workers: int | None = None,
+    corun: float = DEFAULT_CORUN,
     hops: SampledHops | None = None,
 ) -> StepWork:
     """The busiest worker's step of ``shape``'s job on ``pset`` (see the module's description), its
-    machine's ``cores`` shared by ``machine_workers`` (default: the shape's); a sampled job's batch
-    as ``hops`` measured it.
+    machine's ``cores`` shared by ``machine_workers`` (default: the shape's), slowing one another
+    ``corun`` times with every core busy; a sampled job's batch as ``hops`` measured it.
 
     Raises:
         PlanError: a sampled job without ``hops``, or hops that do not match its fanouts.
@@ -83,7 +90,7 @@ def step_work(
     widths = _widths(shape, width, classes, heads)
     machine_workers = shape.machine_workers if machine_workers is None else machine_workers
     threads = threads_per_worker(machine_workers, cores, threads)
-    share = contention(machine_workers, cores)
+    share = contention(machine_workers, cores, corun)
     if shape.sampler is None:
         sizes = [part_sizes(pset, k) for k in range(pset.num_parts)]
         owned = max(s[0] for s in sizes)
@@ -113,6 +120,7 @@ def step_work(
         threads=threads,
         steps=steps if steps_cap is None else min(steps, steps_cap),
         contention=share,
+        collectives=REQUEST_COLLECTIVES if shape.workers > 1 else 0,
     )
 
 
@@ -139,8 +147,9 @@ def predict_job(
 ) -> StepTime:
     """``shape``'s step on ``pset`` priced: compute, sampling and fetch by ``model``, the halo
     exchange as ``2 x exchanged_layers`` of the plan's one-layer ``plan_seconds``, the all-reduce as
-    priced (None, not modelled: 0), and a sampled batch (``hops``) its remote rows across
-    ``topology``; the busiest host of ``devices`` shares the model's cores among its workers."""
+    priced (None, not modelled: 0), and a sampled batch (``hops``) its request round at
+    ``topology``'s collective latency and its remote rows across ``topology``; the busiest host of
+    ``devices`` shares the model's cores among its workers."""
     busiest = max(Counter(topology.device(d).host for d in devices).values()) if devices else shape.machine_workers
     work = step_work(
         pset,
@@ -150,10 +159,11 @@ def predict_job(
         steps_cap=steps_cap,
         cores=model.machine_cores(),
         machine_workers=busiest,
+        corun=model.corun,
         hops=hops,
     )
     halo = 2 * exchanged_layers(shape) * plan_seconds
-    step = predict_step(work, model, halo, allreduce_seconds or 0.0)
+    step = predict_step(work, model, halo, allreduce_seconds or 0.0, collective_seconds(topology))
     remote = _remote_fetch_seconds(work, shape, topology, devices)
     return StepTime(
         step.compute,

@@ -17,6 +17,9 @@ sizes ``s`` and message counts ``m`` (``m`` messages of ``s`` bytes posted at on
   ascending order, as a plan's rows are sorted by vertex id.
 - ``allreduce``: torch's own ``all_reduce`` of one tensor of ``s`` bytes on every worker (Gloo's
   or NCCL's algorithm, not a plan of ours), so that ``native`` is priced as it runs.
+- ``collective``: an 8-byte ``all_reduce`` on every worker, the median of at least
+  :data:`COLLECTIVE_REPEATS`: the fixed cost of one of the runtime's small collectives (a sampled
+  step's request round makes two), kept as ``calibrated.collective_us`` (not fitted).
 - on GPU workers also ``h2d`` and ``d2h``: ``m`` copies between pinned host memory and the
   worker's GPU, every GPU at once.
 
@@ -78,6 +81,7 @@ CPU_PROBES = ("pair", "all", "copy", "allreduce")
 GPU_PROBES = ("pair", "all", "copy", "allreduce", "h2d", "d2h")
 ROW_BYTES = 1024  # the rows the copy probe gathers: 256 float32, a typical hidden layer
 TABLE_BYTES = 64 << 20  # the copy probe's smallest table
+COLLECTIVE_REPEATS = 20  # the small collective is timed at least this often (a millisecond each)
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ class CalibratedLinks:
     spec: ProbeSpec
     points: list[Point]
     fits: dict[str, LinkFit]
+    collective_s: float | None = None  # one 8-byte all_reduce across every worker (None: one worker)
 
     def topology(self) -> Topology:
         """The measured workers as a topology (see the module docstring for its shape)."""
@@ -184,7 +189,14 @@ class CalibratedLinks:
             name=f"calibrated-{self.device}:{self.workers}",
             devices=devices,
             links=links,
-            calibrated=Calibration(when=self.when, how=how, host=self.host, details=details, allreduce=allreduce),
+            calibrated=Calibration(
+                when=self.when,
+                how=how,
+                host=self.host,
+                details=details,
+                allreduce=allreduce,
+                collective_us=None if self.collective_s is None else round(self.collective_s * 1e6, 3),
+            ),
         )
 
     def rows(self) -> list[dict]:
@@ -214,6 +226,7 @@ class CalibratedLinks:
             "spec": asdict(self.spec),
             "points": [asdict(p) for p in self.points],
             "fits": {k: asdict(v) for k, v in self.fits.items()},
+            "collective_s": self.collective_s,
         }
 
 
@@ -362,6 +375,17 @@ def _spread(world: World, nbytes: int, messages: int, repeats: int) -> list[floa
     return _timed(world, repeats, lambda: _exchange(world, sends, recvs))
 
 
+def collective_seconds(world: World, repeats: int) -> float | None:
+    """The median seconds of an 8-byte all_reduce on every rank (the slowest rank's), timed
+    ``max(repeats, COLLECTIVE_REPEATS)`` times; None on one worker. Every rank must call it."""
+    if world.size < 2:
+        return None
+    times = torch.tensor(_allreduce(world, 8, 1, max(repeats, COLLECTIVE_REPEATS)), dtype=torch.float64)
+    slowest = times.to(world.device)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=world.grad_group)
+    return float(np.median(slowest.cpu().numpy()))
+
+
 def _allreduce(world: World, nbytes: int, messages: int, repeats: int) -> list[float]:
     """torch's own all_reduce of one tensor of ``nbytes`` on every rank."""
     (tensor,) = _buffers(world, nbytes, 1)
@@ -461,6 +485,7 @@ def collect(world: World, spec: ProbeSpec, progress: bool = False) -> Calibrated
     """Measure this world (every rank calls it) and, on rank 0, fit the result; None elsewhere."""
     say = (lambda text: print(text, end="", file=sys.stderr, flush=True)) if progress else None
     points = measure(world, spec, say)
+    collective = collective_seconds(world, spec.repeats)
     if not world.is_leader:
         return None
     return CalibratedLinks(
@@ -472,6 +497,7 @@ def collect(world: World, spec: ProbeSpec, progress: bool = False) -> Calibrated
         spec=spec,
         points=points,
         fits=fit_all(points),
+        collective_s=collective,
     )
 
 

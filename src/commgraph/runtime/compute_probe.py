@@ -14,7 +14,10 @@
   :data:`SAMPLE_BATCHES` seeds, fitted as ``sample_batch_s + sample_edge_s * edges``;
 - **gather**: feature rows gathered into a table, :data:`GATHER_ROWS` rows each of
   :data:`GATHER_WIDTHS` widths, fitted as ``gather_row_s * rows + gather_byte_s * bytes``;
-- **efficiency**: the largest layer point on every core against one thread.
+- **efficiency**: the largest layer point on every core against one thread;
+- **corun**: the largest layer point on one thread in each of ``cores`` processes forked at once,
+  against one alone (the median process's time over the lone one's, at least 1): how much the
+  machine's busy cores slow one another, as a job's one-thread workers do.
 
 Each probe's error is its fit's worst relative error over its points (the median of
 :data:`REPEATS` timings each).
@@ -23,6 +26,7 @@ Each probe's error is its fit's worst relative error over its points (the median
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Callable
 
@@ -30,6 +34,7 @@ import numpy as np
 import torch
 from scipy.optimize import nnls
 
+from commgraph.errors import TopologyError
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.graph.synthetic import rmat
 from commgraph.nn.block import Block
@@ -72,11 +77,13 @@ def probe_compute() -> ComputeModel:
         graph = graphs[largest[:2]]
         (sample_batch_s, sample_edge_s), errors["sample"] = _fit(_sample_points(graph))
         (gather_row_s, gather_byte_s), errors["gather"] = _fit(_gather_points())
-        single = _step_seconds("sage", graph, largest[2], largest[3])
+        largest_step = lambda: _step_seconds("sage", graph, largest[2], largest[3])  # noqa: E731
+        single = largest_step()
+        cores = os.cpu_count() or 1
+        corun = _corun(largest_step, cores)
     finally:
         torch.set_num_threads(threads)
-    cores = os.cpu_count() or 1
-    many = _step_seconds("sage", graph, largest[2], largest[3])
+    many = largest_step()
     efficiency = 1.0 if cores == 1 else min(1.0, max(0.05, (single / many - 1) / (cores - 1)))
     return ComputeModel(
         edge_s={m: c[2] for m, c in coefficients.items()},
@@ -88,6 +95,7 @@ def probe_compute() -> ComputeModel:
         gather_byte_s=gather_byte_s,
         gather_row_s=gather_row_s,
         efficiency=efficiency,
+        corun=corun,
         machine=machine_kind(),
         cores=cores,
         errors=errors,
@@ -160,6 +168,38 @@ def _fit(points: list[tuple[float, ...]]) -> tuple[tuple[float, ...], float]:
     weights = 1 / seconds  # relative errors
     coefficients, _ = nnls(terms * weights[:, None], seconds * weights)
     return tuple(float(c) for c in coefficients), float(np.max(np.abs(terms @ coefficients - seconds) / seconds))
+
+
+def _corun(step: Callable[[], float], cores: int) -> float:
+    """How many times slower ``step`` (seconds it measured) runs in each of ``cores`` processes at
+    once than alone: the median process's over the lone run's, at least 1 (1 on one core)."""
+    if cores < 2:
+        return 1.0
+    alone = step()
+    return max(1.0, float(np.median(_together(step, cores))) / alone)
+
+
+def _together(step: Callable[[], float], processes: int) -> list[float]:
+    """``step()`` in each of ``processes`` processes forked at once; their results."""
+    read, write = os.pipe()
+    children = []
+    for _ in range(processes):
+        pid = os.fork()
+        if pid == 0:  # the child reports its seconds and leaves without running the parent's cleanup
+            code = 1
+            try:
+                os.write(write, struct.pack("d", step()))
+                code = 0
+            finally:
+                os._exit(code)
+        children.append(pid)
+    os.close(write)
+    with os.fdopen(read, "rb") as results:
+        data = results.read()
+    failed = sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0 for pid in children)
+    if failed or len(data) != 8 * processes:
+        raise TopologyError(f"the compute probe's corun: {failed} of {processes} forked processes failed")
+    return list(struct.unpack(f"{processes}d", data))
 
 
 def _median(run: Callable[[], object]) -> float:

@@ -22,13 +22,24 @@ A step's seconds on the busiest worker are five parts:
   spread over threads);
 - **sampling**: :math:`c^\mathrm{batch} + c^\mathrm{sample} \cdot` the batch's sampled edges;
 - **feature fetch**: :math:`c^\mathrm{row} N + c^\mathrm{byte} B` for the batch's :math:`N` input
-  rows of :math:`B` bytes in all (a narrow row costs its index's work, a wide one its bytes);
+  rows of :math:`B` bytes in all (a narrow row costs its index's work, a wide one its bytes), and
+  on several workers the step's request round: :math:`k` collectives (every worker tells every
+  other what it asks) of :math:`t_\mathrm{coll}` each, the calibrated cost of one small collective
+  across the workers (``calibrated.collective_us``, :data:`DEFAULT_COLLECTIVE_S` where it was not
+  measured), whatever bytes they carry;
 - **halo exchange** and **all-reduce**: the simulator's prices on the job's plan and topology
   (:func:`~commgraph.plan.choose.choose_allgather`, :func:`~commgraph.plan.choose.choose_job_allreduce`),
   given here in seconds.
 
-Where a machine runs more workers :math:`W` than it has cores :math:`C`, they take turns: compute,
-sampling and fetch are each multiplied by :math:`\max(1, W / C)`. An epoch is the step times the
+A machine's :math:`W` one-thread workers share its :math:`C` cores, which slow one another when
+busy together (:math:`\rho`, ``corun``, measured: each of :math:`C` workers computing at once
+takes :math:`\rho` times one alone): compute, sampling and the rows' reads are each multiplied by
+
+.. math::
+    \kappa(W) = 1 + (\rho - 1)\frac{W - 1}{C - 1} \quad (W \le C), \qquad
+    \kappa(W) = \rho \frac{W}{C} \quad (W > C: \text{they take turns})
+
+(:func:`~commgraph.topology.compute.contention`). An epoch is the step times the
 steps it runs. The coefficients (:class:`ComputeModel`) are
 measured by ``commgraph topo calibrate`` and kept in the topology YAML it writes
 (``calibrated.compute``); a topology without them gets :data:`DEFAULTS`, and the prediction says so.
@@ -40,6 +51,8 @@ from dataclasses import dataclass
 
 from commgraph.topology.compute import ComputeModel, machine_kind
 from commgraph.topology.model import Topology
+
+DEFAULT_COLLECTIVE_S = 1e-4  # one small Gloo collective between the processes of one machine
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,10 @@ class StepWork:
         gathered_rows: the rows those bytes make.
         threads: compute threads per worker.
         steps: steps in an epoch.
-        contention: workers per core of the busiest machine, at least 1 (they take turns).
+        contention: how many times slower the busiest machine's workers compute than one alone
+            (:func:`~commgraph.topology.compute.contention`), at least 1.
+        collectives: the collectives of the step's request round, per worker (0: one worker, or
+            no sampled batch to fetch).
     """
 
     model: str
@@ -79,6 +95,7 @@ class StepWork:
     threads: int = 1
     steps: int = 1
     contention: float = 1.0
+    collectives: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,18 +153,30 @@ def work_terms(layers: tuple[LayerWork, ...]) -> tuple[float, float]:
     return float(edges), float(rows)
 
 
-def predict_step(work: StepWork, model: ComputeModel, halo_seconds: float, allreduce_seconds: float) -> StepTime:
-    """``work``'s step priced: its compute, sampling and fetch by ``model``, its halo exchange and
-    all-reduce as the simulator priced them."""
+def predict_step(
+    work: StepWork,
+    model: ComputeModel,
+    halo_seconds: float,
+    allreduce_seconds: float,
+    collective_seconds: float | None = None,
+) -> StepTime:
+    """``work``'s step priced: its compute, sampling and fetch by ``model``, its request round's
+    collectives at ``collective_seconds`` each (None: not calibrated, :data:`DEFAULT_COLLECTIVE_S`,
+    named among the defaults), its halo exchange and all-reduce as the simulator priced them."""
     share = work.contention
+    defaults = default_figures(model)
+    if collective_seconds is None:
+        collective_seconds = DEFAULT_COLLECTIVE_S
+        defaults += ("collective latency",) if work.collectives else ()
+    reads = model.gather_row_s * work.gathered_rows + model.gather_byte_s * work.gathered_bytes
     return StepTime(
         compute=share * compute_seconds(work, model),
         sampling=share * sampling_seconds(work, model),
-        feature_fetch=share * (model.gather_row_s * work.gathered_rows + model.gather_byte_s * work.gathered_bytes),
+        feature_fetch=share * reads + work.collectives * collective_seconds,
         halo_exchange=halo_seconds,
         allreduce=allreduce_seconds,
         steps=work.steps,
-        defaults=default_figures(model),
+        defaults=defaults,
     )
 
 
@@ -156,14 +185,15 @@ def default_figures(model: ComputeModel) -> tuple[str, ...]:
     return ("compute", "sampling", "feature fetch") if model.is_default else ()
 
 
+def collective_seconds(topology: Topology) -> float | None:
+    """One small collective across ``topology``'s workers as its calibration measured it (None: not measured)."""
+    calibrated = topology.calibrated
+    return None if calibrated is None or calibrated.collective_us is None else calibrated.collective_us * 1e-6
+
+
 def threads_per_worker(machine_workers: int, cores: int, threads: int | None = None) -> int:
     """A worker's compute threads: ``threads`` when given, else the machine's ``cores`` shared by its workers."""
     return threads if threads is not None else max(1, cores // max(machine_workers, 1))
-
-
-def contention(machine_workers: int, cores: int) -> float:
-    """How many workers share each of a machine's ``cores`` (at least 1): they take turns."""
-    return max(1.0, machine_workers / max(cores, 1))
 
 
 DEFAULTS = ComputeModel()

@@ -24,6 +24,7 @@ DEFAULT_SAMPLE_BATCH_S = 2e-4
 DEFAULT_GATHER_BYTE_S = 2e-10
 DEFAULT_GATHER_ROW_S = 5e-8
 DEFAULT_EFFICIENCY = 0.7
+DEFAULT_CORUN = 1.0  # each of a machine's cores as fast with every core busy as alone
 REFUSED_ERROR = 0.5  # a probe's fit worse than this is refused (topo calibrate --force writes it)
 
 
@@ -54,6 +55,8 @@ class ComputeModel:
         gather_byte_s: seconds per byte of feature rows gathered into a batch's table.
         gather_row_s: seconds per row gathered, whatever its width (the index's own work).
         efficiency: parallel efficiency of a worker's threads, in ``(0, 1]``.
+        corun: how many times slower each of ``cores`` one-thread workers computes when all of them
+            compute at once than one alone (1: the cores do not slow one another), at least 1.
         machine: the machine kind it was measured on (:func:`machine_kind`; empty: the defaults).
         cores: the cores of that machine, which its workers share (0: this machine's count).
         errors: each probe's worst relative error of the fit (``gcn``, ..., ``sample``, ``gather``).
@@ -68,6 +71,7 @@ class ComputeModel:
     gather_byte_s: float = DEFAULT_GATHER_BYTE_S
     gather_row_s: float = DEFAULT_GATHER_ROW_S
     efficiency: float = DEFAULT_EFFICIENCY
+    corun: float = DEFAULT_CORUN
     machine: str = ""
     cores: int = 0
     errors: dict[str, float] = field(default_factory=dict)
@@ -104,6 +108,8 @@ class ComputeModel:
                 raise TopologyError(f"{where}.{name} must be seconds >= 0, got {getattr(model, name)!r}")
         if not (_non_negative(model.efficiency) and model.efficiency > 0) or model.efficiency > 1:
             raise TopologyError(f"{where}.efficiency must be in (0, 1], got {model.efficiency!r}")
+        if not (_non_negative(model.corun) and model.corun >= 1):
+            raise TopologyError(f"{where}.corun must be a slowdown >= 1, got {model.corun!r}")
         if not isinstance(model.cores, int) or isinstance(model.cores, bool) or model.cores < 0:
             raise TopologyError(f"{where}.cores must be a whole number of cores >= 0, got {model.cores!r}")
         if not isinstance(model.machine, str) or not isinstance(model.errors, dict):
@@ -121,6 +127,17 @@ class ComputeModel:
     def worst_probe(self) -> tuple[str, float] | None:
         """The probe whose fit is worst, with its error (None: no errors recorded)."""
         return max(self.errors.items(), key=lambda item: item[1]) if self.errors else None
+
+
+def contention(workers: int, cores: int, corun: float = DEFAULT_CORUN) -> float:
+    """How many times slower each of ``workers`` one-thread workers computes on a machine of
+    ``cores`` cores than one alone, where ``cores`` busy at once slow one another ``corun`` times
+    (:attr:`ComputeModel.corun`): up to the cores, from 1 to ``corun`` in proportion to the other
+    busy cores; beyond them, ``corun`` times the workers per core (they take turns)."""
+    workers, cores = max(workers, 1), max(cores, 1)
+    if workers > cores:
+        return corun * workers / cores
+    return 1.0 if cores == 1 else 1 + (corun - 1) * (workers - 1) / (cores - 1)
 
 
 def _non_negative(value) -> bool:

@@ -116,7 +116,9 @@ class Calibration:
     ``host`` (the machine), ``how`` (the tool, backend, workers and message sizes) and ``details``
     (plain numbers and strings the fit reports, such as its worst relative error). ``allreduce``,
     when measured, prices the engine's own all-reduce across every worker (Gloo's or NCCL's
-    algorithm, which is not a plan of ours): ``latency_us + bytes / bandwidth_gbps``. ``compute``,
+    algorithm, which is not a plan of ours): ``latency_us + bytes / bandwidth_gbps``.
+    ``collective_us``, when measured, is one small collective across every worker (an 8-byte
+    all-reduce): the fixed cost each of the runtime's own collectives pays. ``compute``,
     when measured, holds the step-time cost model's coefficients
     (:class:`~commgraph.topology.compute.ComputeModel`'s fields)."""
 
@@ -126,9 +128,10 @@ class Calibration:
     details: dict = field(default_factory=dict)
     allreduce: dict | None = None
     compute: dict | None = None
+    collective_us: float | None = None
 
     def to_dict(self) -> dict:
-        """Plain data; ``allreduce`` and ``compute`` only when measured."""
+        """Plain data; ``allreduce``, ``compute`` and ``collective_us`` only when measured."""
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     def allreduce_seconds(self, nbytes: float) -> float | None:
@@ -164,6 +167,11 @@ class Calibration:
                 )
         if self.compute is not None:
             ComputeModel.from_dict(self.compute)
+        collective = self.collective_us
+        if collective is not None and (
+            not isinstance(collective, (int, float)) or isinstance(collective, bool) or not collective >= 0
+        ):
+            raise TopologyError(f"calibrated.collective_us must be microseconds >= 0, got {collective!r}")
 
 
 @dataclass
@@ -411,6 +419,7 @@ def _entry(cls, values, where: str):
                 details=values.get("details") or {},
                 allreduce=values.get("allreduce"),
                 compute=values.get("compute"),
+                collective_us=values.get("collective_us"),
             )
         copy, forward = values.get("copy_gbps"), values.get("forward_gbps")
         return Device(
