@@ -7,14 +7,17 @@ and ``DataLoader`` over the training nodes, shuffled, ``--batch-size`` seeds a b
 mean layers with ReLU and dropout 0.5, Adam (lr 0.01, weight decay 5e-4, commgraph's defaults).
 ``infer``: the untrained model's layer-wise inference over every node (one layer at a time,
 ``MultiLayerFullNeighborSampler(1)`` blocks of ``--infer-batch-size`` nodes, 4096 as DGL's example
-evaluates). Prints one JSON object: seconds to load and :func:`steps.timed_steps`'s figures with
+evaluates). ``--idtype int32`` builds the graph with int32 ids (``idtype=torch.int32``, as DGL's users do to
+save memory) and the training ids with it. On CPU, DGL 2.1 crashes on it (a segmentation fault in
+``_gspmm``, the first layer's aggregation, with or without ``dgl.use_libxsmm(False)``), so the
+benchmarks run DGL with int64 ids. Prints one JSON object: seconds to load and :func:`steps.timed_steps`'s figures with
 ``seeds``, ``seeds_per_second`` and ``phase_ms``, the clocked steps' mean milliseconds by phase
 (the loader's wait as ``sample``: DGL's loader gathers the batch's features as it samples; then
 forward with the loss, backward, and the optimiser's step) for training, or the pass's seconds and
 each layer's (inference).
 
     python dgl_train.py FILE.npz train|infer [--warmup 0] [--steps 20] [--fanout 15,10,5] [--hidden 256]
-                                          [--batch-size 1024] [--infer-batch-size 4096]
+                                          [--batch-size 1024] [--infer-batch-size 4096] [--idtype int64]
 """
 
 import argparse
@@ -77,18 +80,19 @@ class SAGE(torch.nn.Module):
         return seconds
 
 
-def load(path: str):
-    """The commgraph graph file as a DGLGraph: its in-edge CSR (row v: the sources of v's in-edges)
-    is DGL's CSC; features, labels and the training mask as node data."""
+def load(path: str, idtype: str = "int64"):
+    """The commgraph graph file as a DGLGraph of ``idtype`` ids: its in-edge CSR (row v: the sources
+    of v's in-edges) is DGL's CSC; features, labels and the training mask as node data."""
     with np.load(path, allow_pickle=False) as data:
-        indptr, indices = torch.from_numpy(data["indptr"]), torch.from_numpy(data["indices"])
+        ids = torch.int32 if idtype == "int32" else torch.int64
+        indptr, indices = (torch.from_numpy(data[name]).to(ids) for name in ("indptr", "indices"))
         graph = dgl.graph(
-            ("csc", (indptr, indices, torch.tensor([], dtype=torch.int64))), num_nodes=indptr.shape[0] - 1
+            ("csc", (indptr, indices, torch.tensor([], dtype=ids))), num_nodes=indptr.shape[0] - 1, idtype=ids
         )
         graph.ndata["feat"] = torch.from_numpy(data["features"])
         graph.ndata["label"] = torch.from_numpy(data["labels"].astype(np.int64))
         train = torch.from_numpy(np.flatnonzero(data["train_mask"]))
-    return graph, train
+    return graph, train.to(ids)
 
 
 def train(graph, train_ids, model, opts) -> dict:
@@ -133,11 +137,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--infer-batch-size", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--idtype", choices=("int64", "int32"), default="int64")
     opts = parser.parse_args()
     torch.manual_seed(opts.seed)
     dgl.seed(opts.seed)
     started = time.perf_counter()
-    graph, train_ids = load(opts.graph)
+    graph, train_ids = load(opts.graph, opts.idtype)
     loaded = time.perf_counter() - started
     layers = len(opts.fanout.split(","))
     model = SAGE(graph.ndata["feat"].shape[1], opts.hidden, int(graph.ndata["label"].max()) + 1, layers)
@@ -147,6 +152,7 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "nodes": graph.num_nodes(),
         "edges": graph.num_edges(),
+        "idtype": str(graph.idtype),
         "load_seconds": loaded,
     }
     if opts.mode == "train":

@@ -8,7 +8,7 @@ from commgraph.errors import PartitionError
 from commgraph.graph import load_graph, sbm
 from commgraph.graph.npz import load_npz, save_npz
 from commgraph.partition import load_partition_set, make_partition_set, partition_graph
-from commgraph.partition.mapped import map_graph, release_pages
+from commgraph.partition.mapped import advise_random, map_graph, release_pages
 
 
 def _resident_bytes(path) -> int:
@@ -76,3 +76,14 @@ def test_a_failed_make_leaves_no_scratch(tmp_path):
     with pytest.raises(PartitionError, match="unknown method"):
         make_partition_set(load_graph("cora"), 4, tmp_path / "set", method="nope", seed=0)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_advise_random_advises_read_only_maps_only(tmp_path):
+    """A read-only file map is advised (its bytes counted); an array in the heap and a
+    copy-on-write map are left alone."""
+    np.save(tmp_path / "a.npy", np.arange(5000, dtype=np.int64))
+    mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
+    written = np.load(tmp_path / "a.npy", mmap_mode="c")
+    assert advise_random(mapped) >= mapped.nbytes
+    assert advise_random(np.arange(10), written) == 0
+    assert int(mapped[4999]) == 4999  # still readable

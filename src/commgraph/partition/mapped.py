@@ -7,6 +7,8 @@ and write the set. :func:`map_graph` writes every array of the graph that lives 
 ``.npy`` file and replaces it by a read-only map of that file (the heap copy is freed; the graph
 reads the same values), and :func:`release_pages` hands the pages of those maps that reading has
 brought in back to the kernel before METIS runs; they are read from the files again when touched.
+:func:`advise_random` tells the kernel that a map is read at random (a sampler's mapped CSR under a
+memory budget).
 """
 
 from __future__ import annotations
@@ -44,6 +46,21 @@ def release_pages(graph: Graph) -> int:
             found[0].madvise(mmap.MADV_DONTNEED)
             released += len(found[0])
     return released
+
+
+def advise_random(*arrays: np.ndarray) -> int:
+    """Tell the kernel that the read-only file maps under ``arrays`` are read at random
+    (``MADV_RANDOM``): a page fault then reads its own page, not the readahead window around it. A
+    sampler touches a neighbour list of a hundred bytes here and there; where the map does not stay
+    resident (under a memory budget), readahead would read tens of pages for each. Arrays that are
+    not read-only file maps are left alone; returns the bytes advised."""
+    advised = 0
+    for array in arrays:
+        found = _file_map(array)
+        if found is not None and found[1] == "r":
+            found[0].madvise(mmap.MADV_RANDOM)
+            advised += len(found[0])
+    return advised
 
 
 def _arrays(graph: Graph) -> dict[str, np.ndarray]:

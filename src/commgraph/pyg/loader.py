@@ -54,6 +54,7 @@ import torch
 
 from commgraph.errors import BridgeError
 from commgraph.graph.core import MASK_NAMES
+from commgraph.partition.mapped import advise_random
 from commgraph.partition.store import owned_positions
 from commgraph.plan.memory import JobShape, MemoryEstimate
 from commgraph.pyg.batching import epoch_batches, most_batches
@@ -339,6 +340,7 @@ class NeighborLoader:
         if self.estimate is None:
             store = FeatureStore.create(np.asarray(part.features), job.device)
         else:
+            advise_random(part.indptr, part.indices)  # the sampler's neighbour lists, read from their file
             store = FeatureStore.on_disk(part.features, job.device, self.estimate.cache_bytes, np.asarray(part.degree))
         if self.first_layer == "owner" and job.world.size > 1:
             return OwnerFetch(job, store, self.graph, None, peer_rows)

@@ -116,6 +116,7 @@ class FeatureCache:
         self.row_bytes = self.width * self.dtype.itemsize
         self.gap = max(GAP_BYTES // max(self.row_bytes, 1), 0) if gap is None else gap
         self._file = os.open(features.filename, os.O_RDONLY)
+        os.posix_fadvise(self._file, 0, 0, os.POSIX_FADV_RANDOM)  # each run is read whole: no readahead past it
         self.counts = CacheCounts()
         self._lock = threading.Lock()
         self._io_start = _read_bytes()
