@@ -87,3 +87,18 @@ def test_advise_random_advises_read_only_maps_only(tmp_path):
     assert advise_random(mapped) >= mapped.nbytes
     assert advise_random(np.arange(10), written) == 0
     assert int(mapped[4999]) == 4999  # still readable
+
+
+def test_a_sampling_graph_advises_the_maps_it_reads(tmp_path, monkeypatch):
+    """``read_at_random`` advises the CSR arrays the sampler reads: the set's structure for the
+    whole graph's sampler, each part's for the partitioned one."""
+    from commgraph.sample import base, partitioned
+
+    pset = make_partition_set(sbm(200, 2, 4, degree=6.0, seed=0), 2, tmp_path / "set", method="chunk", seed=0).pset
+    advised = []
+    for module in (base, partitioned):
+        monkeypatch.setattr(module, "advise_random", lambda *arrays: advised.append(len(arrays)))
+    base.SamplingGraph.from_partition(pset, 0).read_at_random()
+    machine = np.arange(2)
+    partitioned.PartitionedGraph.from_partition(pset, 0, machine, None).read_at_random()
+    assert advised == [2, 4]

@@ -54,7 +54,6 @@ import torch
 
 from commgraph.errors import BridgeError
 from commgraph.graph.core import MASK_NAMES
-from commgraph.partition.mapped import advise_random
 from commgraph.partition.store import owned_positions
 from commgraph.plan.memory import JobShape, MemoryEstimate
 from commgraph.pyg.batching import epoch_batches, most_batches
@@ -270,6 +269,8 @@ class NeighborLoader:
         self.structure = structure
         self.graph = self._sampling_graph()
         self.estimate = self._budget_estimate(machine.shape[0], peer_rows)
+        if self.estimate is not None:
+            self.graph.read_at_random()  # the structure is read from its files, not held
         self._scratch = Scratch()
         ids = input_ids(input_nodes, self.graph.num_nodes)
         if input_nodes is None and self.num_neighbors == [-1]:
@@ -340,7 +341,6 @@ class NeighborLoader:
         if self.estimate is None:
             store = FeatureStore.create(np.asarray(part.features), job.device)
         else:
-            advise_random(part.indptr, part.indices)  # the sampler's neighbour lists, read from their file
             store = FeatureStore.on_disk(part.features, job.device, self.estimate.cache_bytes, np.asarray(part.degree))
         if self.first_layer == "owner" and job.world.size > 1:
             return OwnerFetch(job, store, self.graph, None, peer_rows)

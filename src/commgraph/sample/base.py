@@ -19,6 +19,7 @@ from commgraph.errors import SamplingError
 from commgraph.graph import Graph
 from commgraph.graph.core import loop_free_in_degrees
 from commgraph.nn import GNN, Block
+from commgraph.partition.mapped import advise_random
 from commgraph.partition.store import PartitionSet
 from commgraph.sample.keyed import sample_rows
 
@@ -70,6 +71,12 @@ class SamplingGraph:
     @property
     def num_nodes(self) -> int:
         return int(self.indptr.shape[0] - 1)
+
+    def read_at_random(self) -> None:
+        """Advise the kernel that its mapped CSR is read a neighbour list at a time
+        (:func:`~commgraph.partition.mapped.advise_random`): for a job whose structure does not stay
+        resident (a memory budget)."""
+        advise_random(self.indptr, self.indices)
 
     def is_remote(self, nodes: np.ndarray) -> np.ndarray:
         if self.part is None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from commgraph.errors import SamplingError
+from commgraph.partition.mapped import advise_random
 from commgraph.partition.store import Part, PartitionSet, owned_positions
 from commgraph.sample.keyed import keyed_slots
 
@@ -96,6 +97,11 @@ class PartitionedGraph:
     @property
     def num_nodes(self) -> int:
         return int(self.owner.shape[0])
+
+    def read_at_random(self) -> None:
+        """Advise the kernel that the machine's parts' mapped CSRs are read a neighbour list at a
+        time (:func:`~commgraph.partition.mapped.advise_random`): under a memory budget."""
+        advise_random(*(array for rows in self.parts.values() for array in (rows.indptr, rows.indices)))
 
     def is_remote(self, nodes: np.ndarray) -> np.ndarray:
         return self.owner[nodes] != self.part

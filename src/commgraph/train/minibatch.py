@@ -134,6 +134,8 @@ class SampledEpochs:
         self.config, self.world, self.device = config, world, world.device
         entry = sampler_entry(config.sampling.sampler)
         self.graph = sampling_graph(job, config.sampling.structure if entry.partitioned else "replicated")
+        if config.comm.memory_budget is not None:
+            self.graph.read_at_random()  # the structure is read from its files, not held
         self.owned = np.asarray(part.owned)
         self.train = self.owned[np.asarray(part.train_mask, dtype=bool)]
         self.labels = torch.from_numpy(np.array(part.labels, dtype=np.int64))

@@ -28,7 +28,6 @@ from commgraph.logs import get_logger
 from commgraph.nn import GNN
 from commgraph.nn.options import HETERO_MODELS
 from commgraph.nn.rgcn import TypedModel
-from commgraph.partition.mapped import advise_random
 from commgraph.phases import RUNNING
 from commgraph.plan.choose import AllReduceChoice
 from commgraph.plan.memory import estimate_memory
@@ -189,14 +188,12 @@ class Trainer:
         """The part's features, placed as ``--features`` says: read by the full-graph executor (not
         ``replicate``, which holds a table of its own) and by the mini-batch trainer's fetches. Under
         ``--memory-budget``, sampled training leaves them in their file, read through a cache of the
-        size the budget's estimate gives each worker (:meth:`FeatureStore.on_disk`), and the part's
-        mapped in-edges are read at random (:func:`~commgraph.partition.mapped.advise_random`)."""
+        size the budget's estimate gives each worker (:meth:`FeatureStore.on_disk`)."""
         comm = self.config.comm
         if self.typed is not None or (comm.exchange == "replicate" and not self.config.sampling.sampler):
             return None
         part = self.job.part
         if comm.memory_budget is not None and self.config.sampling.sampler:
-            advise_random(part.indptr, part.indices)  # the sampler's neighbour lists, read from their file
             shape = job_shape(self.config, self.job.pset, self.world.size)
             cache_bytes = estimate_memory(self.job.pset, shape).cache_bytes  # as the launcher planned it
             return FeatureStore.on_disk(part.features, self.world.device, cache_bytes, np.asarray(part.degree))
