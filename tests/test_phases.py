@@ -97,6 +97,31 @@ def test_a_rank_stuck_in_set_up_stops_the_job_in_one_line(fault, line, pset, mon
 
 
 @pytest.mark.multiproc
+def test_the_one_rank_run_in_the_launchers_process_stuck_in_set_up_stops_the_job_in_one_line(tmp_path, monkeypatch):
+    """A job of one worker runs its rank in the launcher's process: a thread of it times the
+    rank's phases, and a rank stuck in one ends the process with the forked ranks' line (the
+    clock starts once the launcher's set-up is done, so the interpreter's start is not in it)."""
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv(FAULT_ENV, "0:starting:stall")
+    bound = math.ceil(scaled(SECONDS))
+    started = time.monotonic()
+    run = subprocess.run(  # a process of its own: the stuck rank's process is the launcher's
+        [sys.executable, "-m", "commgraph", "train", GRAPH, "--workers", "1", "--epochs", "2"]
+        + ["--timeout", str(bound), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    took = time.monotonic() - started
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines() == [
+        f"commgraph: error: rank 0 did not finish starting (before joining the job) within {bound} s "
+        f"(--timeout {bound}); every rank stopped: {TIMEOUT_FIX}"
+    ]
+    assert bound <= took < bound + scaled(30)
+
+
+@pytest.mark.multiproc
 def test_partitioning_past_the_timeout_stops_before_any_worker_and_leaves_no_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv(FAULT_ENV, "launcher:partitioning:stall")

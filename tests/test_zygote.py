@@ -120,3 +120,33 @@ def test_a_zygote_forked_from_the_launcher_runs_the_job_or_exits_unused(driver):
     assert sorted(line[1] for line in _reports(driver)) == ["0", "1"]
     result = next(line.split() for line in done.stdout.splitlines() if line.startswith("result"))
     assert result[1:4] == ["0", "0", "True"] and not _alive(int(result[4]))
+
+
+def test_a_job_of_one_rank_runs_in_the_launchers_process_and_leaves_it_as_it_was(capfd):
+    """Nothing forks for a job of one rank: the command's entry runs here with rank 0's
+    environment and threads, which are put back after; its exit code comes back as a forked rank's."""
+    import torch
+
+    from commgraph.runtime.launch import HERE_ENV
+
+    seen = {}
+
+    def entry(argv: list[str]) -> int:
+        seen.update(pid=os.getpid(), argv=argv, threads=torch.get_num_threads())
+        seen.update({name: os.environ[name] for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", HERE_ENV)})
+        return 3
+
+    environ, threads = dict(os.environ), torch.get_num_threads()
+    assert launch_local(["train", "SET"], 1, threads_per_worker=threads + 1, fresh=False, here=entry) == 1
+    assert seen == {
+        "pid": os.getpid(),
+        "argv": ["train", "SET"],
+        "threads": threads + 1,
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        HERE_ENV: "1",
+    }
+    assert dict(os.environ) == environ and torch.get_num_threads() == threads
+    assert "commgraph: error: worker rank 0 exited with code 3; the job stopped" in capfd.readouterr().err
+    assert launch_local(["train", "SET"], 1, fresh=False, here=lambda argv: 0) == 0

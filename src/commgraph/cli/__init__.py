@@ -81,3 +81,11 @@ def option_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
         elif action.option_strings:
             flags.setdefault(action.dest, max(action.option_strings, key=len))
     return flags
+
+
+def command_here(argv: list[str]) -> int:
+    """The ``commgraph`` command ``argv`` run in this process, its exit code: how the launcher runs
+    a job's one rank without forking one (:func:`~commgraph.runtime.launch.run_here`)."""
+    from commgraph.cli.main import main
+
+    return main(argv)

@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 
 from commgraph.atomic import check_output
-from commgraph.cli import describe
+from commgraph.cli import command_here, describe
 from commgraph.cli.args import FORCE_HELP, add_json_alias, format_option, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
@@ -124,6 +124,7 @@ def _launch(args: argparse.Namespace, launcher: LaunchOptions, options: PredictO
         memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
         output=options.output,
         debug=args.debug,
+        entry=command_here,
     )
     return launch(spec, partial(_predict_rank, options, job))
 

@@ -14,7 +14,7 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from commgraph.cli import describe
+from commgraph.cli import command_here, describe
 from commgraph.cli.args import add_format, wrote
 from commgraph.cli.graph_args import add_graph_arguments, graph_from_args
 from commgraph.errors import TrainingError
@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         memory_budget=config.comm.memory_budget,
         output=args.output,
         debug=args.debug,
+        entry=command_here,
     )
     return launch(spec, partial(_train, config), describe=partial(_describe, config))
 
@@ -119,6 +120,7 @@ def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainCo
             allreduce=config.comm.allreduce,
             check=check_link_trainable,
             debug=args.debug,
+            entry=command_here,
         )
         return launch(spec, partial(_train_link, config, held_out), describe=partial(_describe, config))
 

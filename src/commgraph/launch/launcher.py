@@ -97,6 +97,9 @@ class JobSpec:
             runs inside a memory cgroup of that limit where one can be made (:mod:`commgraph.launch.cgroup`).
         output: the format ``--dry-run`` prints its estimates in (:data:`~commgraph.render.FORMATS`).
         debug: workers show tracebacks.
+        entry: the command's entry (``argv`` -> exit code): given, a job of one worker on a machine
+            without CUDA, with no memory budget and not beyond the machine's memory, runs its rank
+            in the launcher's process through it (:func:`~commgraph.runtime.launch.run_here`).
     """
 
     command: str
@@ -116,6 +119,7 @@ class JobSpec:
     memory_budget: int | None = None
     output: str = "text"
     debug: bool = False
+    entry: Callable[[list[str]], int] | None = None
 
     def say(self, line: str) -> None:
         if not self.launch.quiet:
@@ -192,6 +196,7 @@ def _launch_here(
                 threads_per_worker=spec.launch.threads,
                 zygote=zygote,
                 phase_seconds=seconds,
+                here=spec.entry if short is None and cap is None else None,
                 # a job that may meet the kernel's OOM killer: its ranks stop at once, the kill is explained
                 **({} if short is None else dict(grace=0.0, verdict=short.verdict)),
             )

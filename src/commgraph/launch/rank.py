@@ -1,6 +1,8 @@
 """One rank of a multi-process job (started by our launcher or by torchrun): prepare, join the world,
 work; and on any failure tell the other ranks, name this rank and exit at once, since tearing down a
-process group after a peer died could itself wait forever."""
+process group after a peer died could itself wait forever. The one rank of a job the launcher runs
+in its own process (:func:`~commgraph.runtime.launch.run_here`) has no peer: it leaves its world
+and returns its exit code to the launcher instead."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from commgraph.errors import CommgraphError, WorkerFailed
 from commgraph.logs import get_logger
 from commgraph.phases import STARTING, inject
 from commgraph.runtime import World, join
+from commgraph.runtime.launch import HERE_ENV
 from commgraph.sizes import gigabytes
 
 T = TypeVar("T")
@@ -38,23 +41,22 @@ def run_rank(
     except WorkerFailed as exc:
         if world is not None:
             world.report_stopped()
-        _die(f"commgraph: error: rank {rank} stopped: {exc}", 1)
+        return _die(world, f"commgraph: error: rank {rank} stopped: {exc}", 1)
     except CommgraphError as exc:
         if world is not None:
             world.report_failure(str(exc))
-        _die(f"commgraph: error: rank {rank}: {exc}", 2)
+        return _die(world, f"commgraph: error: rank {rank}: {exc}", 2)
     except Exception as exc:  # noqa: BLE001 - a bug or an engine error: name it, tell the others, stop
         if world is not None:
             world.report_failure(f"{type(exc).__name__}: {exc}")
         short = out_of_memory(exc)
         if short is not None:
-            _die(f"commgraph: error: rank {rank} ran out of memory: {short}; {OOM_ADVICE}", 2)
+            return _die(world, f"commgraph: error: rank {rank} ran out of memory: {short}; {OOM_ADVICE}", 2)
         if debug:
             import traceback
 
             traceback.print_exc()
-        _die(f"commgraph: internal error on rank {rank}: {type(exc).__name__}: {exc}", 1)
-    return 1
+        return _die(world, f"commgraph: internal error on rank {rank}: {type(exc).__name__}: {exc}", 1)
 
 
 OOM_ADVICE = (
@@ -80,7 +82,13 @@ def out_of_memory(exc: BaseException) -> str | None:
     return f"an allocation of {gigabytes(int(asked[1])) if asked[1] else asked[2] or asked[3]} failed"
 
 
-def _die(message: str, code: int) -> None:
+def _die(world: World | None, message: str, code: int) -> int:
+    """Say ``message`` and end the rank with ``code``: the process at once, or, in the launcher's
+    process (:data:`~commgraph.runtime.launch.HERE_ENV`), by leaving the world and returning ``code``."""
     log.critical(message)
+    if os.environ.get(HERE_ENV) == "1":
+        if world is not None:
+            world.close()
+        return code
     sys.stdout.flush()
     os._exit(code)

@@ -11,6 +11,12 @@ they are killed; the launcher names the first failed rank and returns non-zero. 
 naming it, its phase and the fix, exit code 2. Under torchrun none of this runs: torchrun's agent
 does the watching.
 
+A job of one rank that needs no fresh interpreter (no CUDA) runs that rank in the launcher's own
+process instead (:func:`run_here`): a rank alone has no peer to tell or wait for, and a forked one
+would copy every page of the launcher's imports it writes (about 0.3 GB on the products-sized
+graph), so the job holds one copy of everything. Its set-up phases are timed by a thread of the
+launcher, and SIGINT and SIGTERM stop it as they stop forked ranks.
+
 No process of the job outlives it: every rank runs in a process group of its own, which the
 launcher kills when the job ends, however it ends, so whatever a rank started (DGS's explainer,
 its resource tracker) goes with it; and each rank dies with the zygote, the zygote with the
@@ -45,6 +51,7 @@ POLL_SECONDS = 0.1
 STOP_SECONDS = 1.5  # after a worker fails, how long the others may take to exit with their own message
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what stops a job the ordinary way
 SWEEP_SECONDS = 1.0  # after the ranks exit, how long what they started may take to exit by itself
+HERE_ENV = "COMMGRAPH_RANK_HERE"  # set to 1 while a job's one rank runs in the launcher's process (run_here)
 
 log = get_logger(__name__)
 
@@ -62,6 +69,7 @@ def launch_local(
     verdict: Callable[[JobEnd], int] | None = None,
     phase_seconds: float | None = None,
     data: str | None = None,
+    here: Callable[[list[str]], int] | None = None,
 ) -> int:
     """Run ``python -m <module> <argv>`` as ``workers`` ranks on this machine, forked by ``zygote``
     (see :meth:`ForkedZygote.fork`) or by a zygote started for them; the job's exit code. With
@@ -72,7 +80,9 @@ def launch_local(
     environment; ``verdict`` turns how the job ended into its exit code, saying why (default
     :func:`name_failed_rank`), while the job's store is still open; ``phase_seconds`` bounds each
     rank's set-up phases (None: unbounded); ``data``, the ranks' options as text, is put in the
-    job's store for each rank to read (:func:`job_data`)."""
+    job's store for each rank to read (:func:`job_data`). ``here``, the command's entry (its
+    ``main(argv)``), runs a job of one rank that needs no fresh interpreter in this process
+    (:func:`run_here`; ``zygote``, if given, is discarded unused)."""
     store = dist.TCPStore(
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=max(grace, 30))
     )
@@ -95,6 +105,10 @@ def launch_local(
         fresh = torch.cuda.is_available()
     if fresh:
         env[FRESH_RANKS] = "1"
+    if here is not None and workers == 1 and not fresh:
+        if zygote is not None:
+            zygote.discard()  # before the rank writes a page the zygote would keep a copy of
+        return run_here(here, argv, env, store, phase_seconds, verdict or name_failed_rank)
     children = None
     try:
         with _signals_interrupt():
@@ -116,6 +130,54 @@ def launch_local(
             _sweep(children.ranks)
             children.close()
         del store
+
+
+def run_here(
+    here: Callable[[list[str]], int],
+    argv: list[str],
+    env: dict[str, str],
+    store,
+    phase_seconds: float | None,
+    verdict: Callable[[JobEnd], int],
+) -> int:
+    """Run a job's one rank in this process, ``here(argv)`` with the rank's environment (``env``,
+    rank 0, :data:`HERE_ENV`; torch's threads) for its duration; the job's exit code, from
+    ``verdict`` as for forked ranks. ``phase_seconds`` bounds its set-up phases (a thread of this
+    process watches them and stops the job, exit code 2, with the forked ranks' line); SIGINT and
+    SIGTERM stop it with :func:`stopped_by_signal`'s line."""
+    saved, threads = dict(os.environ), torch.get_num_threads()
+    os.environ.update(env, RANK="0", LOCAL_RANK="0", **{HERE_ENV: "1"})
+    torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+    done = threading.Event()
+    if phase_seconds is not None:
+        threading.Thread(target=_watch_here, args=(store, phase_seconds, done), daemon=True).start()
+    try:
+        with _signals_interrupt():
+            try:
+                code = here(argv)
+            except Interrupted as stop:
+                return stopped_by_signal(stop.signum, store)
+    finally:
+        done.set()
+        os.environ.clear()
+        os.environ.update(saved)
+        torch.set_num_threads(threads)
+    failed = None if code == 0 else (0, code)
+    return verdict(JobEnd([code], failed, None if failed is None else _own_reason(store, 0), store))
+
+
+def _watch_here(store, seconds: float, done: threading.Event) -> None:
+    """:func:`run_here`'s phase watch: once the rank overruns a set-up phase, say so in the forked
+    ranks' line and end the process (exit code 2): a stuck rank of this process cannot be killed
+    apart from it."""
+    clock = PhaseClock([Rank(0, None, os.getpid(), forked=time.monotonic())], seconds, store)
+    while not done.wait(clock.wait(POLL_SECONDS)):
+        overrun = clock.overrun()
+        if overrun is not None:
+            log.error(overrun.line())
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(2)
 
 
 def job_data() -> str:
@@ -167,10 +229,11 @@ def stopped_by_signal(signum: int, store) -> int:
 @dataclass
 class Rank:
     """A rank forked by the zygote, watched like a ``subprocess.Popen`` (``poll``, ``wait``,
-    ``kill``) through the zygote's reports."""
+    ``kill``) through the zygote's reports (``group`` None: the rank :func:`run_here` runs in
+    this process, whose phases alone are watched)."""
 
     rank: int
-    group: ForkedRanks
+    group: ForkedRanks | None
     pid: int | None = None
     code: int | None = None
     forked: float | None = None  # when, on the monotonic clock
