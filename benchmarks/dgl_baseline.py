@@ -253,7 +253,7 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
             shutil.rmtree(checkpoints, ignore_errors=True)  # commgraph-predict reads the last run's model only
             metrics.unlink(missing_ok=True)
             run = _measured(
-                "commgraph-1", commgraph_argv(opts.python, args), opts, env=commgraph_env(), until=_has_line(metrics)
+                "commgraph-1", commgraph_argv(opts.python, args), opts, env=commgraph_env(), until=has_lines(metrics)
             )
             row.runs.append(run)
             first = _first_record(metrics) if run.status == "ok" else None
@@ -276,7 +276,7 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
     return rows
 
 
-def _has_line(path: Path, count: int = 1):
+def has_lines(path: Path, count: int = 1):
     """Whether ``path`` holds ``count`` complete lines yet (the first ``count`` epochs' metrics)."""
     return lambda: path.is_file() and path.read_bytes().count(b"\n") >= count
 
@@ -308,7 +308,7 @@ def protocol_pairs(npz: Path, partdir: Path, opts) -> dict:
         commgraph_argv(opts.python, commgraph_train_args(partdir, opts, metrics, checkpoints, epochs=3)),
         second_epoch_rate,
         env=threads_env(opts.threads, commgraph_env()),
-        until=_has_line(metrics, 2),
+        until=has_lines(metrics, 2),
         before=lambda: (metrics.unlink(missing_ok=True), shutil.rmtree(checkpoints, ignore_errors=True)),
     )
     setup = Setup(

@@ -22,8 +22,21 @@ With ``--device cuda`` the same comparison runs on GPUs (each step synchronised 
 is read); the allocator and one-thread rows are CPU matters and are left out, and the 2-worker rows
 need a GPU per worker.
 
+With ``--pairs N`` (N >= 3) the script measures instead, by the baseline protocol of issue 58
+(``benchmarks/protocol.py``), PyG's full-graph GraphSAGE with a sparse ``adj_t`` in one process (A,
+glibc's allocator as its users run it unless ``--pyg-keep-freed-memory``) against ``commgraph train
+PARTSET --workers 1`` (B): the same model (2 layers, ``--hidden``, dropout 0.5), Adam (lr 0.01,
+weight decay 5e-4), ``--threads`` threads each (default 2), on the same ``.npz`` (B on its 1-part
+chunk set), both written once into ``--work-dir``; by default the 100k-node graph,
+``sbm:nodes=100000,classes=8,features=500,degree=100,train=0.5,seed=0``. Each run trains ``--epochs``
+epochs, one full-graph step each; the first two are warm-up, left out of its rate (steps per second
+over the rest). N alternating pairs A B, the load settled before each run, the median pair ratio
+with its min and max; target: commgraph's step at most 1.0x PyG's (speed ratio >= 1.0); peak memory
+is recorded, with no target. ``--json-out`` keeps every run.
+
     python benchmarks/train_speed.py [--graph sbm:nodes=200000,classes=8,features=128,seed=0] [--epochs 12]
                                      [--device cpu|cuda]
+    python benchmarks/train_speed.py --pairs 3 --work-dir WORK [--threads 2] [--epochs 12] [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +56,15 @@ import torch
 
 from commgraph.graph import load_graph
 from commgraph.partition import partition_graph, partition_metrics, write_partition_set
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dgl_baseline import has_lines, prepare  # noqa: E402
+from protocol import Setup, Side, json_rate, report, run_pairs, threads_env  # noqa: E402
+from pss import commgraph_argv, commgraph_env  # noqa: E402
+
+SPEED_GRAPH = "sbm:nodes=200000,classes=8,features=128,seed=0"  # the side-by-side table's
+PAIRS_GRAPH = "sbm:nodes=100000,classes=8,features=500,degree=100,train=0.5,seed=0"  # issue 58's 100k-node graph
+WARMUP_EPOCHS = 2  # epochs left out of every figure: allocator, lazy shapes, first-touch pages
 
 PYG = """
 import sys, time, json, torch
@@ -76,12 +99,41 @@ for epoch in range({epochs}):
     if device.type == "cuda":
         torch.cuda.synchronize()
     times.append(time.perf_counter() - start)
-print(json.dumps(times))
+print(json.dumps({{"epoch_seconds": times}}))
 """
 
 
 def median_tail(times: list[float]) -> float:
-    return float(np.median(times[2:] if len(times) > 3 else times))
+    """The median epoch after the :data:`WARMUP_EPOCHS` (every epoch when there are too few)."""
+    return float(np.median(times[WARMUP_EPOCHS:] if len(times) > WARMUP_EPOCHS + 1 else times))
+
+
+def measured_rate(seconds: list[float] | None) -> float | None:
+    """Full-graph steps per second over the epochs after the :data:`WARMUP_EPOCHS` (one step an
+    epoch; None: no epoch was measured)."""
+    measured = (seconds or [])[WARMUP_EPOCHS:]
+    return len(measured) / sum(measured) if measured else None
+
+
+def train_args(partdir: Path, workers: int, epochs: int, hidden: int, metrics: Path, extra=()) -> list[str]:
+    """``commgraph train``'s arguments for full-graph GraphSAGE (2 layers, ``hidden`` wide) on
+    ``partdir`` with ``workers`` workers, one ``--metrics-out`` line an epoch."""
+    return [
+        "train",
+        str(partdir),
+        "--workers",
+        str(workers),
+        "--model",
+        "sage",
+        "--hidden",
+        str(hidden),
+        "--epochs",
+        str(epochs),
+        "--metrics-out",
+        str(metrics),
+        "--quiet",
+        *extra,
+    ]
 
 
 def _commgraph(*args: str) -> None:
@@ -94,24 +146,7 @@ def _commgraph(*args: str) -> None:
 def commgraph_run(partdir: Path, workers: int, exchange: str, epochs: int, hidden: int, extra=()) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         metrics = Path(tmp) / "m.jsonl"
-        _commgraph(
-            "train",
-            str(partdir),
-            "--workers",
-            str(workers),
-            "--model",
-            "sage",
-            "--hidden",
-            str(hidden),
-            "--epochs",
-            str(epochs),
-            "--exchange",
-            exchange,
-            "--metrics-out",
-            str(metrics),
-            "--quiet",
-            *extra,
-        )
+        _commgraph(*train_args(partdir, workers, epochs, hidden, metrics, ("--exchange", exchange, *extra)))
         records = [json.loads(line) for line in metrics.read_text().splitlines()]
     return {
         "seconds": median_tail([r["epoch_seconds"] for r in records]),
@@ -130,27 +165,9 @@ def two_at_once(partdir: Path, epochs: int, hidden: int, extra=()) -> dict:
         for metrics in files:
             jobs.append(
                 subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "commgraph",
-                        "train",
-                        str(partdir),
-                        "--workers",
-                        "1",
-                        "--threads",
-                        "1",
-                        "--model",
-                        "sage",
-                        "--hidden",
-                        str(hidden),
-                        "--epochs",
-                        str(epochs),
-                        "--metrics-out",
-                        str(metrics),
-                        "--quiet",
-                        *extra,
-                    ],
+                    commgraph_argv(
+                        sys.executable, train_args(partdir, 1, epochs, hidden, metrics, ("--threads", "1", *extra))
+                    ),
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -199,7 +216,7 @@ def speed(spec: str, epochs: int, hidden: int, rounds: int, root: Path, device: 
             capture_output=True,
             text=True,
         ).stdout
-        return {"seconds": median_tail(json.loads(out.strip().splitlines()[-1]))}
+        return {"seconds": median_tail(json.loads(out.strip().splitlines()[-1])["epoch_seconds"])}
 
     on = ("--device", device)
     configurations = {
@@ -327,9 +344,105 @@ def accuracy() -> None:
             print(f"  {workers} worker(s): test {last['test_acc']:.3f}  (val {last['val_acc']:.3f})")
 
 
+@dataclass
+class PairedSides:
+    """The baseline protocol's two sides of full-graph training and what they share."""
+
+    pyg: Side
+    commgraph: Side
+    setup: Setup
+
+
+def paired_sides(npz: Path, partdir: Path, opts) -> PairedSides:
+    """A: PyG's full-graph GraphSAGE with a sparse ``adj_t`` (:data:`PYG`, written to
+    ``runs-full-graph/pyg_full_graph.py`` in ``--work-dir``), one process on ``npz``;
+    B: ``commgraph train PARTDIR --workers 1`` on its 1-part set, the same model, optimiser and
+    dropout. Each runs ``--epochs`` epochs, a full-graph step each, with ``--threads`` threads on
+    ``--device``; both rates leave out the first :data:`WARMUP_EPOCHS`. commgraph runs one epoch
+    more, evaluated after it (``--eval-every`` at that epoch; the last epoch is always evaluated),
+    so that the measured epochs' lines are written before any evaluation and its peak is training's
+    (PyG's run evaluates nothing: its whole run's peak)."""
+    runs = opts.work_dir / "runs-full-graph"
+    runs.mkdir(parents=True, exist_ok=True)
+    metrics, script = runs / "commgraph-1.jsonl", runs / "pyg_full_graph.py"
+    script.write_text(
+        PYG.format(
+            threads=opts.threads,
+            spec=str(npz),
+            hidden=opts.hidden,
+            epochs=opts.epochs,
+            sparse=True,
+            keep=opts.pyg_keep_freed_memory,
+            device=opts.device,
+        )
+    )
+    pyg = Side(
+        "pyg",
+        [opts.python, str(script)],
+        lambda stdout: measured_rate(json_rate("epoch_seconds")(stdout)),
+        env=threads_env(opts.threads, commgraph_env()),
+    )
+    last = opts.epochs + 1
+    args = train_args(
+        partdir,
+        1,
+        last,
+        opts.hidden,
+        metrics,
+        ("--threads", str(opts.threads), "--device", opts.device, "--eval-every", str(last)),
+    )
+
+    def commgraph_rate(_stdout: Path) -> float | None:
+        lines = metrics.read_text().splitlines() if metrics.is_file() else []
+        return measured_rate([json.loads(line)["epoch_seconds"] for line in lines[: opts.epochs]])
+
+    ours = Side(
+        "commgraph-1",
+        commgraph_argv(opts.python, args),
+        commgraph_rate,
+        env=threads_env(opts.threads, commgraph_env()),
+        until=has_lines(metrics, opts.epochs),
+        before=lambda: metrics.unlink(missing_ok=True),
+    )
+    allocator = (
+        "commgraph's keep_freed_memory" if opts.pyg_keep_freed_memory else "glibc's default, as its users run it"
+    )
+    setup = Setup(
+        graph=f"{opts.graph} ({npz.name}; commgraph: its 1-part chunk set)",
+        threads=opts.threads,
+        seeds="every training node, every step (full-graph)",
+        fanouts={"pyg": "every neighbour (sparse adj_t, torch.sparse_csr)", "commgraph-1": "every neighbour"},
+        batch="the whole graph",
+        model=f"GraphSAGE mean, 2 layers, hidden {opts.hidden}, dropout 0.5; PyG's allocator: {allocator}",
+        optimiser="Adam lr 0.01, weight decay 5e-4",
+        warmup=WARMUP_EPOCHS,
+        steps=opts.epochs - WARMUP_EPOCHS,
+        unit="steps",
+    )
+    return PairedSides(pyg, ours, setup)
+
+
+def protocol_pairs(opts) -> dict:
+    """PyG (A) against commgraph's one worker (B), full-graph, by the baseline protocol
+    (``benchmarks/protocol.py``): ``--pairs`` alternating pairs on the graph's ``.npz`` and 1-part
+    set in ``--work-dir`` (made once). Target (issue 58): commgraph's step at most 1.0x PyG's, that
+    is a speed ratio of at least 1.0; memory recorded, no target."""
+    npz, partdir = prepare(opts.graph, opts.work_dir, opts.python)
+    sides = paired_sides(npz, partdir, opts)
+    pairs = run_pairs(sides.pyg, sides.commgraph, opts.pairs, opts.work_dir / "runs-full-graph")
+    result = report(sides.setup, pairs, targets=(1.0, None))
+    speed = result["summary"]["speed"]["median"]
+    if speed is not None:
+        print(
+            f"  step time: commgraph's is {1 / speed:.3f}x PyG's (median pair); target <= 1.0x, "
+            f"i.e. speed ratio >= 1.0: {'met' if result['speed_met'] else 'missed'}"
+        )
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--graph", default="sbm:nodes=200000,classes=8,features=128,seed=0")
+    parser.add_argument("--graph", help=f"default: {SPEED_GRAPH}; with --pairs, {PAIRS_GRAPH}")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3, help="runs of each configuration (median and spread)")
@@ -340,10 +453,37 @@ def main() -> None:
         default="cpu",
         help="where every configuration trains (cuda: a GPU per worker)",
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        help="instead of the table: PyG's full-graph GraphSAGE (sparse adj_t) against commgraph's 1 worker by "
+        "the baseline protocol (benchmarks/protocol.py), this many alternating pairs (at least 3)",
+    )
+    parser.add_argument("--threads", type=int, default=2, help="--pairs: each side's threads (default %(default)s)")
+    parser.add_argument("--work-dir", type=Path, help="--pairs: where the graph's .npz, its 1-part set and the runs go")
+    parser.add_argument("--json-out", type=Path, help="--pairs: write the protocol's JSON here")
+    parser.add_argument("--python", default=sys.executable, help="--pairs: the interpreter both sides run in")
+    parser.add_argument(
+        "--pyg-keep-freed-memory",
+        action="store_true",
+        help="--pairs: PyG with commgraph's allocator setting (default: glibc's, as PyG's users run it)",
+    )
     args = parser.parse_args()
     start = time.perf_counter()
+    if args.pairs is not None:
+        if args.work_dir is None:
+            parser.error("--pairs needs --work-dir")
+        if args.epochs <= WARMUP_EPOCHS:
+            parser.error(f"--pairs measures the epochs after the first {WARMUP_EPOCHS}: pass --epochs above that")
+        args.graph = args.graph or PAIRS_GRAPH
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+        result = protocol_pairs(args)
+        if args.json_out is not None:
+            args.json_out.write_text(json.dumps(result, indent=1))
+        print(f"\n({time.perf_counter() - start:.0f} s)")
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        speed(args.graph, args.epochs, args.hidden, args.rounds, Path(tmp), args.device)
+        speed(args.graph or SPEED_GRAPH, args.epochs, args.hidden, args.rounds, Path(tmp), args.device)
     if not args.skip_accuracy:
         accuracy()
     print(f"\n({time.perf_counter() - start:.0f} s)")

@@ -172,3 +172,50 @@ def test_the_profile_puts_both_sides_steps_phase_by_phase():
         "| the whole step | 500.0 | 400.0 |",
     ]
     assert profile([dgl]) == []
+
+
+def test_the_full_graph_pairs_run_pyg_and_one_worker_alike(tmp_path):
+    from argparse import Namespace
+
+    from train_speed import WARMUP_EPOCHS, paired_sides
+
+    opts = Namespace(
+        work_dir=tmp_path,
+        graph="sbm:nodes=3000,classes=4,features=16,seed=0",
+        threads=2,
+        hidden=128,
+        epochs=4,
+        device="cpu",
+        python="python",
+        pyg_keep_freed_memory=False,
+    )
+    sides = paired_sides(tmp_path / "g.npz", tmp_path / "g-1", opts)
+    pyg, ours = sides.pyg, sides.commgraph
+    script = Path(pyg.command[1]).read_text()
+    assert pyg.command[0] == "python" and "torch.set_num_threads(2)" in script
+    assert "to_torch_csr_tensor" in script and "range(4)" in script and "if False:" in script  # glibc's allocator
+    args = ours.command[ours.command.index("train") :]
+    assert args[:4] == ["train", str(tmp_path / "g-1"), "--workers", "1"]
+    for option, value in {
+        "--hidden": "128",
+        "--threads": "2",
+        "--device": "cpu",
+        "--epochs": "5",
+        "--eval-every": "5",
+    }.items():
+        assert args[args.index(option) + 1] == value  # one epoch more than measured, evaluated after it only
+    assert pyg.env["OMP_NUM_THREADS"] == ours.env["OMP_NUM_THREADS"] == "2"
+    assert (sides.setup.warmup, sides.setup.steps, sides.setup.unit) == (WARMUP_EPOCHS, 2, "steps")
+
+    out = tmp_path / "pyg.out"
+    out.write_text('{"epoch_seconds": [9.0, 9.0, 0.5, 0.5]}\n')
+    assert pyg.rate(out) == 2.0  # two measured steps in one second, the warm-up left out
+    metrics = tmp_path / "runs-full-graph" / "commgraph-1.jsonl"
+    lines = [f'{{"epoch": {k}, "epoch_seconds": {s}}}\n' for k, s in enumerate([9.0, 9.0, 0.25, 0.25, 7.0], 1)]
+    metrics.write_text("".join(lines[:3]))
+    assert not ours.until()
+    metrics.write_text("".join(lines))
+    assert ours.until()
+    assert ours.rate(out) == 4.0  # the epochs after the warm-up up to --epochs; the evaluated one left out
+    ours.before()
+    assert not metrics.exists()
