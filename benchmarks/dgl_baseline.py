@@ -1,4 +1,5 @@
-"""DGL against commgraph on one process: seeds per second and peak memory, side by side (issue 38).
+"""DGL against commgraph on one machine: seeds per second and peak memory, side by side (issue 38), one
+process a side, or (``--workers W``) W DDP trainers against W commgraph workers (issue 58).
 
 What users run instead of commgraph on a graph that fits one machine is DGL's ``NeighborSampler`` and
 ``DataLoader``. DGL 2.1.0 is its newest wheel for Python 3.11 and loads with torch 2.0-2.2.1 only, so
@@ -24,8 +25,9 @@ FILE.npz`` with this checkout's environment), it measures under the same whole-t
   after its last epoch, inside the measured peak), from a 1-part set of the same ``.npz`` made once
   (``partition make FILE.npz --parts 1 --method chunk``). It runs two epochs of ``--steps`` steps
   and evaluates after the second only (``--epochs 2 --eval-every 2``): the first epoch is the
-  measured one, its seeds per second the steps times the batch over its training seconds in its
-  ``--metrics-out`` line and its peak the tree's peak until that line is written (the training
+  measured one, its seeds per second the seeds of its steps (:func:`epoch_seeds`: the training
+  nodes split into batches of at most ``--batch-size``, as commgraph splits them) over its training
+  seconds in its ``--metrics-out`` line and its peak the tree's peak until that line is written (the training
   peak, against ``dgl-train``'s); the whole run's peak, the second epoch and the evaluation
   included, is reported beside it;
 - ``commgraph-predict``: ``commgraph predict PARTDIR --checkpoint-dir DIR`` with the model
@@ -44,6 +46,21 @@ third, evaluated after it, so that both peaks are training's); the load settled 
 the other work beside it, a pair flagged when either is above its limit; the median pair ratio with
 its min and max (``--json-out`` keeps every run). The other rows run after, as below.
 
+With ``--pairs N --workers W`` (W > 1) the protocol compares W processes on each side, and no
+other row runs: A is ``dgl_train.py train --trainers W``, W trainers as DGL's multi-device GraphSAGE
+example starts them (``torch.multiprocessing.spawn``, a Gloo process group, the model in
+``DistributedDataParallel``, ``DataLoader(..., use_ddp=True)`` giving each trainer its share of the
+training nodes, the graph made before the spawn and shared); B is ``commgraph train SET --workers W``
+on a W-part set of the same ``.npz`` made once by ``partition make FILE.npz --parts W --method
+METHOD`` (``--partition``, default g3: the set ``commgraph train FILE.npz --workers W`` makes). Each
+side gets ``--threads`` threads in all, ``--threads`` / W per process (DGL: ``OMP_NUM_THREADS``
+before the spawn; commgraph: ``--threads``). ``--batch-size`` is per process on both sides, as each
+side's users pass it: each DGL trainer draws exactly that many seeds a step; commgraph's worker with
+the most training nodes splits them into batches of at most that many and the other worker its own
+into as many batches, so its step trains a few seeds fewer (the setup line says how many). Each
+side's rate is every process's seeds over rank 0's measured seconds (DGL: the trainers' seeds summed
+after the clock; commgraph: :func:`epoch_seeds` over its second epoch's seconds).
+
 Each row prints the peak PSS of the process tree, the command's seconds (loading included), seeds
 per second and milliseconds per step; the closing lines give commgraph/DGL for seeds per second
 (target >= 0.8) and peak memory (target <= 1.0), and the two inference passes side by side.
@@ -51,6 +68,7 @@ per second and milliseconds per step; the closing lines give commgraph/DGL for s
     python benchmarks/dgl_baseline.py [--graph sbm:nodes=2450000,classes=47,features=100,degree=50,seed=0]
                                       [--steps 20] [--repeats 1] [--infer-batch-size 4096]
                                       [--pairs 3 --threads 2 --json-out FILE] [--dgl-env DIR]
+                                      [--workers 1 --partition g3]
                                       [--rows dgl-train,dgl-infer,commgraph-1,commgraph-predict]
                                       [--cap-gb 20] [--setup-only] [--work-dir DIR]
 
@@ -70,6 +88,8 @@ import sys
 import venv
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory_scenarios import PRODUCTS  # noqa: E402
@@ -147,20 +167,20 @@ class BaselineRow:
         return statistics.median(run.peak_bytes if run.before_bytes is None else run.before_bytes for run in self.runs)
 
 
-def graph_files(graph: str, work: Path) -> tuple[Path, Path]:
-    """Where the graph's ``.npz`` and its 1-part partition set live: for the products-sized graph
-    the very files ``benchmarks/memory.py``'s ``graph-products`` and ``partition-products-1`` make."""
+def graph_files(graph: str, work: Path, parts: int = 1, method: str = "chunk") -> tuple[Path, Path]:
+    """Where the graph's ``.npz`` and its ``parts``-part partition set by ``method`` live: for the
+    products-sized graph in one part the very files ``benchmarks/memory.py``'s ``graph-products``
+    and ``partition-products-1`` make (one part is the same set by every method)."""
     slug = "products" if graph == PRODUCTS else "".join(c if c.isalnum() else "-" for c in graph).strip("-")
-    return work / f"{slug}.npz", work / f"{slug}-1"
+    return work / f"{slug}.npz", work / (f"{slug}-1" if parts == 1 else f"{slug}-{method}-{parts}")
 
 
-def prepare(graph: str, work: Path, python: str) -> tuple[Path, Path]:
-    """Make the graph's ``.npz`` and 1-part set once (unmeasured here; memory.py measures them)."""
-    npz, partdir = graph_files(graph, work)
-    for made, args in (
-        (npz, ["graph", "convert", graph, "--out", str(npz)]),
-        (partdir, ["partition", "make", str(npz), "--parts", "1", "--method", "chunk", "--out", str(partdir)]),
-    ):
+def prepare(graph: str, work: Path, python: str, parts: int = 1, method: str = "chunk") -> tuple[Path, Path]:
+    """Make the graph's ``.npz`` and its ``parts``-part set by ``method`` once (unmeasured here;
+    memory.py measures them)."""
+    npz, partdir = graph_files(graph, work, parts, method)
+    make = ["partition", "make", str(npz), "--parts", str(parts), "--method", method, "--out", str(partdir)]
+    for made, args in ((npz, ["graph", "convert", graph, "--out", str(npz)]), (partdir, make)):
         if not made.exists():
             print(f"# commgraph {' '.join(args)}", file=sys.stderr, flush=True)
             subprocess.run(commgraph_argv(python, args), env=commgraph_env(), check=True)
@@ -208,13 +228,16 @@ def commgraph_fanout(dgl_fanout: str) -> str:
 
 
 def commgraph_train_args(partdir: Path, opts, metrics: Path, checkpoints: Path, epochs: int = 2) -> list[str]:
-    """``commgraph-1``'s arguments: ``epochs`` epochs of ``--steps`` steps, evaluated after the last
-    only (its metrics line is written after that evaluation, the earlier epochs' before it)."""
+    """``commgraph-W``'s arguments (W: ``--workers``, one per part of ``partdir``, each with
+    ``--threads`` / W compute threads): ``epochs`` epochs of ``--steps`` steps, evaluated after the
+    last only (its metrics line is written after that evaluation, the earlier epochs' before it)."""
     return [
         "train",
         str(partdir),
         "--workers",
-        "1",
+        str(opts.workers),
+        "--threads",
+        str(max(1, opts.threads // opts.workers)),
         "--sampler",
         "neighbor",
         "--model",
@@ -241,6 +264,30 @@ def commgraph_train_args(partdir: Path, opts, metrics: Path, checkpoints: Path, 
     ]
 
 
+def epoch_seeds(partdir: Path, batch_size: int, steps: int) -> int:
+    """The seeds every worker of ``commgraph train PARTDIR --batch-size B`` trains in an epoch's
+    first ``steps`` steps: each part's training nodes split into as many batches as the part with
+    the most needs at ``batch_size`` (commgraph's own :func:`~commgraph.train.minibatch.epoch_steps`
+    and :func:`~commgraph.train.minibatch.seed_batches`), the first ``steps`` of each."""
+    from commgraph.train.minibatch import epoch_steps, seed_batches
+
+    counts = [int(np.count_nonzero(np.load(part / "train_mask.npy"))) for part in sorted(partdir.glob("part-*"))]
+    batches = epoch_steps(counts, batch_size)
+    rng = np.random.default_rng(0)  # the split's sizes do not depend on the shuffle
+    return sum(
+        int(seeds.size)
+        for count in counts
+        for seeds in seed_batches(np.arange(count), batches, rng)[:steps]
+        if seeds is not None
+    )
+
+
+def epoch_rate(record: dict, partdir: Path, batch_size: int) -> float:
+    """Seeds per second of a commgraph ``--metrics-out`` epoch record: every worker's seeds
+    (:func:`epoch_seeds`) over rank 0's training seconds."""
+    return epoch_seeds(partdir, batch_size, record["steps"]) / record["epoch_seconds"]
+
+
 def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
     """``commgraph-1`` (``--repeats`` runs, the last one's checkpoint kept) and ``commgraph-predict``."""
     checkpoints = opts.work_dir / "runs" / "commgraph-1-checkpoint"
@@ -258,9 +305,8 @@ def commgraph_rows(names: list[str], partdir: Path, opts) -> list[BaselineRow]:
             row.runs.append(run)
             first = _first_record(metrics) if run.status == "ok" else None
             if first is not None:
-                rate = first["steps"] / first["epoch_seconds"]
-                row.seeds_per_second.append(rate * opts.batch_size)
-                row.step_ms.append(1e3 / rate)
+                row.seeds_per_second.append(epoch_rate(first, partdir, opts.batch_size))
+                row.step_ms.append(first["epoch_seconds"] / first["steps"] * 1e3)
                 row.reports.append(first)
         rows.append(row)
     if "commgraph-predict" in names and not (checkpoints / "checkpoint.pt").is_file():
@@ -281,48 +327,81 @@ def has_lines(path: Path, count: int = 1):
     return lambda: path.is_file() and path.read_bytes().count(b"\n") >= count
 
 
-def protocol_pairs(npz: Path, partdir: Path, opts) -> dict:
-    """``dgl-train`` (A) against ``commgraph-1`` (B) by the baseline protocol (:mod:`protocol`),
-    ``--pairs`` alternating pairs with ``--threads`` threads each. Warm-up on both sides: ``--steps``
-    steps (DGL's ``--warmup``, commgraph's first epoch), excluded; measured: the next ``--steps``
-    (commgraph's second epoch, its rate from that epoch's metrics line and its peak up to it). commgraph
-    runs a third epoch, evaluated after it, so that the second epoch's line is written before the
-    evaluation pass: the peak compared is training's on both sides."""
-    runs = opts.work_dir / "runs"
-    metrics, checkpoints = runs / "commgraph-1.jsonl", runs / "commgraph-1-checkpoint"
-    dgl = Side(
-        "dgl-train",
-        [str(env_python()), str(TRAIN_SCRIPT), str(npz), "train", "--warmup", str(opts.steps), "--steps",
-         str(opts.steps), "--fanout", opts.fanout, "--hidden", str(opts.hidden), "--batch-size", str(opts.batch_size)],
+def dgl_side(npz: Path, opts) -> Side:
+    """Side A of the protocol: ``dgl_train.py train --trainers W`` (W: ``--workers``; W > 1: W DDP
+    trainers, each with ``--threads`` / W threads and ``--batch-size`` seeds a step), ``--steps``
+    warm-up steps then ``--steps`` measured."""
+    return Side(
+        "dgl-train" if opts.workers == 1 else f"dgl-train-{opts.workers}",
+        [str(env_python()), str(TRAIN_SCRIPT), str(npz), "train", "--trainers", str(opts.workers), "--warmup",
+         str(opts.steps), "--steps", str(opts.steps), "--fanout", opts.fanout, "--hidden", str(opts.hidden),
+         "--batch-size", str(opts.batch_size)],
         json_rate("seeds_per_second"),
         env=threads_env(opts.threads, {**os.environ, "DGLBACKEND": "pytorch"}),
     )  # fmt: skip
 
+
+def commgraph_side(partdir: Path, opts) -> Side:
+    """Side B of the protocol: ``commgraph train PARTDIR --workers W``, three epochs of ``--steps``
+    steps: the first the warm-up, the second measured (its metrics line: every worker's seeds over
+    rank 0's seconds, :func:`epoch_rate`, and the peak up to that line), the third evaluated after
+    it, so that the second epoch's line is written before the evaluation pass."""
+    runs = opts.work_dir / "runs"
+    name = f"commgraph-{opts.workers}"
+    metrics, checkpoints = runs / f"{name}.jsonl", runs / f"{name}-checkpoint"
+
     def second_epoch_rate(_stdout: Path) -> float | None:
         lines = metrics.read_text().splitlines() if metrics.is_file() else []
-        record = json.loads(lines[1]) if len(lines) > 1 else None
-        return None if record is None else record["steps"] / record["epoch_seconds"] * opts.batch_size
+        return epoch_rate(json.loads(lines[1]), partdir, opts.batch_size) if len(lines) > 1 else None
 
-    ours = Side(
-        "commgraph-1",
+    return Side(
+        name,
         commgraph_argv(opts.python, commgraph_train_args(partdir, opts, metrics, checkpoints, epochs=3)),
         second_epoch_rate,
         env=threads_env(opts.threads, commgraph_env()),
         until=has_lines(metrics, 2),
         before=lambda: (metrics.unlink(missing_ok=True), shutil.rmtree(checkpoints, ignore_errors=True)),
     )
+
+
+def protocol_pairs(npz: Path, partdir: Path, opts) -> dict:
+    """``dgl-train`` (A, :func:`dgl_side`) against ``commgraph-W`` (B, :func:`commgraph_side`) by
+    the baseline protocol (:mod:`protocol`), ``--pairs`` alternating pairs with ``--threads``
+    threads each side in all. Warm-up on both sides: ``--steps`` steps, excluded; measured: the
+    next ``--steps``; the peak compared is training's on both sides."""
+    dgl, ours = dgl_side(npz, opts), commgraph_side(partdir, opts)
+    workers = opts.workers
+    first_step = epoch_seeds(partdir, opts.batch_size, 1)
+    per_process = max(1, opts.threads // workers)
+    split = (
+        f"at most {opts.batch_size} on the worker with the most training nodes, every other worker's split into as "
+        f"many batches, {first_step:,} in all in its first step"
+        if workers > 1
+        else f"the training nodes in batches of at most {opts.batch_size}, {first_step:,} in its first step"
+    )
+    batch = (
+        f"{opts.batch_size} seeds per process"
+        + (f", {workers * opts.batch_size} a step in all (DGL: each trainer's share, use_ddp)" if workers > 1 else "")
+        + f"; commgraph: {split}; each side's rate counts the seeds it trained"
+    )
     setup = Setup(
-        graph=f"{opts.graph} ({npz.name}; commgraph: its 1-part chunk set)",
+        graph=f"{opts.graph} ({npz.name}; commgraph: its "
+        + ("1-part chunk set" if workers == 1 else f"{workers}-part {opts.partition} set, {partdir.name}")
+        + ")",
         threads=opts.threads,
         seeds="the training nodes, shuffled by each side's own generator",
-        fanouts={"dgl-train": opts.fanout, "commgraph-1": commgraph_fanout(opts.fanout)},
-        batch=f"{opts.batch_size} seeds",
-        model=f"GraphSAGE mean, {len(opts.fanout.split(','))} layers, hidden {opts.hidden}, dropout 0.5",
+        fanouts={dgl.name: opts.fanout, ours.name: commgraph_fanout(opts.fanout)},
+        batch=batch,
+        model=f"GraphSAGE mean, {len(opts.fanout.split(','))} layers, hidden {opts.hidden}, dropout 0.5"
+        + (f"; {workers} processes of {per_process} thread{'s' if per_process > 1 else ''} each, gradients "
+           f"summed across them (DGL: DistributedDataParallel over Gloo; commgraph: its all-reduce)"
+           if workers > 1 else ""),
         optimiser="Adam lr 0.01, weight decay 5e-4",
         warmup=opts.steps,
         steps=opts.steps,
         unit="seeds",
-    )
+    )  # fmt: skip
+    runs = opts.work_dir / "runs"
     pairs = run_pairs(dgl, ours, opts.pairs, runs, opts.cap_gb * GB if opts.cap_gb else None, opts.time_limit)
     return report(setup, pairs, targets=(1.2, 0.8))  # issue 58: 1.2x the seeds per second at 0.8x the memory
 
@@ -455,9 +534,26 @@ def main() -> None:
         help="measure dgl-train against commgraph-1 by the baseline protocol (benchmarks/protocol.py): "
         "this many alternating pairs (at least 3), in place of those two rows",
     )
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="--pairs: each side's threads")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count(), help="each side's threads in all (--workers split them)"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="--pairs: DGL's DDP trainers and commgraph's workers, one process each (default %(default)s)",
+    )
+    parser.add_argument(
+        "--partition",
+        choices=("g3", "metis", "chunk", "random"),
+        default="g3",
+        help="--workers > 1: the method of commgraph's set, one part per worker (default %(default)s, "
+        "as commgraph train FILE.npz --workers W partitions it)",
+    )
     parser.add_argument("--json-out", type=Path, help="--pairs: write the protocol's JSON here")
     opts = parser.parse_args()
+    if opts.workers > 1 and opts.pairs is None:
+        parser.error("--workers above 1 needs --pairs (the protocol)")
     if opts.dgl_env is not None:
         os.environ[ENV_VARIABLE] = str(opts.dgl_env.resolve())
     names = [n for n in opts.rows.split(",") if n]
@@ -469,12 +565,14 @@ def main() -> None:
     if opts.setup_only:
         return
     opts.work_dir.mkdir(parents=True, exist_ok=True)
-    npz, partdir = prepare(opts.graph, opts.work_dir, opts.python)
+    parts, method = (1, "chunk") if opts.workers == 1 else (opts.workers, opts.partition)
+    npz, partdir = prepare(opts.graph, opts.work_dir, opts.python, parts, method)
     if opts.pairs is not None:
         result = protocol_pairs(npz, partdir, opts)
         if opts.json_out is not None:
             opts.json_out.write_text(json.dumps(result, indent=1))
-        names = [n for n in names if n not in ("dgl-train", "commgraph-1")]
+        # the other rows are one process's: they run after the one-process protocol only
+        names = [n for n in names if n not in ("dgl-train", "commgraph-1")] if opts.workers == 1 else []
     rows = [dgl_row(name, npz, opts) for name in names if name.startswith("dgl")]
     rows += commgraph_rows(names, partdir, opts)
     if not rows:

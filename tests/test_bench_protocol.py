@@ -4,6 +4,7 @@ flag on pairs run above the load limit (pure: no process is started)."""
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -219,3 +220,53 @@ def test_the_full_graph_pairs_run_pyg_and_one_worker_alike(tmp_path):
     assert ours.rate(out) == 4.0  # the epochs after the warm-up up to --epochs; the evaluated one left out
     ours.before()
     assert not metrics.exists()
+
+
+def baseline_options(tmp_path, workers: int):
+    from argparse import Namespace
+
+    return Namespace(
+        workers=workers,
+        threads=2,
+        steps=20,
+        fanout="15,10,5",
+        hidden=256,
+        batch_size=1024,
+        work_dir=tmp_path,
+        python="python",
+    )
+
+
+def test_two_workers_are_two_ddp_trainers_against_two_commgraph_workers(tmp_path):
+    from dgl_baseline import commgraph_side, dgl_side
+
+    opts = baseline_options(tmp_path, workers=2)
+    dgl = dgl_side(tmp_path / "g.npz", opts)
+    ours = commgraph_side(tmp_path / "g-g3-2", opts)
+    assert dgl.name == "dgl-train-2" and ours.name == "commgraph-2"
+    assert dgl.command[2:7] == [str(tmp_path / "g.npz"), "train", "--trainers", "2", "--warmup"]
+    assert dgl.command[dgl.command.index("--batch-size") + 1] == "1024"  # per trainer, as DGL's example
+    assert ours.command[3:10] == ["train", str(tmp_path / "g-g3-2"), "--workers", "2", "--threads", "1", "--sampler"]
+    assert ours.command[ours.command.index("--fanout") + 1] == "5,10,15"
+    assert dgl.env["OMP_NUM_THREADS"] == ours.env["OMP_NUM_THREADS"] == "2"  # each side's threads in all
+    one = baseline_options(tmp_path, workers=1)
+    assert (dgl_side(tmp_path / "g.npz", one).name, commgraph_side(tmp_path / "g-1", one).name) == (
+        "dgl-train",
+        "commgraph-1",
+    )
+    assert commgraph_side(tmp_path / "g-1", one).command[5:8] == ["--workers", "1", "--threads"]
+
+
+def test_epoch_seeds_count_every_workers_batches_as_commgraph_splits_them(tmp_path):
+    from dgl_baseline import epoch_rate, epoch_seeds, graph_files
+
+    for part, count in (("part-0", 1054), ("part-1", 946)):
+        (tmp_path / part).mkdir()
+        np.save(tmp_path / part / "train_mask.npy", np.arange(3000) < count)
+    # the busier part's 1054 seeds in 5 batches of at most 256 (211 or 210), the other's 946 in 5 (190 or 189)
+    assert epoch_seeds(tmp_path, 256, 1) == 211 + 190
+    assert epoch_seeds(tmp_path, 256, 3) == 3 * 211 + 190 + 2 * 189
+    assert epoch_seeds(tmp_path, 256, 9) == 1054 + 946  # an epoch has 5 steps
+    assert epoch_rate({"steps": 1, "epoch_seconds": 0.5}, tmp_path, 256) == pytest.approx(802.0)
+    assert graph_files("sbm:nodes=10", tmp_path)[1].name == "sbm-nodes-10-1"
+    assert graph_files("sbm:nodes=10", tmp_path, 2, "g3")[1].name == "sbm-nodes-10-g3-2"
