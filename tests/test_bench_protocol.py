@@ -270,3 +270,42 @@ def test_epoch_seeds_count_every_workers_batches_as_commgraph_splits_them(tmp_pa
     assert epoch_rate({"steps": 1, "epoch_seconds": 0.5}, tmp_path, 256) == pytest.approx(802.0)
     assert graph_files("sbm:nodes=10", tmp_path)[1].name == "sbm-nodes-10-1"
     assert graph_files("sbm:nodes=10", tmp_path, 2, "g3")[1].name == "sbm-nodes-10-g3-2"
+
+
+def test_the_node_task_runs_dgls_training_recipe_against_a_neighbor_loader_script(tmp_path, monkeypatch):
+    from argparse import Namespace
+
+    import dgl_compare
+
+    npz, partdir = tmp_path / "g.npz", tmp_path / "g-1"
+    monkeypatch.setattr(dgl_compare, "prepare", lambda graph, work, python: (npz, partdir))
+    opts = Namespace(
+        task="node",
+        graph="sbm:nodes=10",
+        work_dir=tmp_path,
+        threads=2,
+        warmup=2,
+        steps=5,
+        fanout="15,10,5",
+        hidden=256,
+        batch_size=1024,
+    )
+    dgl, ours, setup = dgl_compare.sides(opts)
+    assert (dgl.name, ours.name) == ("dgl-node", "commgraph-node")
+    assert [Path(dgl.command[1]).name, *dgl.command[2:4]] == ["dgl_train.py", str(npz), "train"]
+    assert [Path(ours.command[1]).name, ours.command[2]] == ["cg_node.py", str(partdir)]
+    for side in (dgl, ours):
+        args = side.command[side.command.index("--warmup") :]
+        assert args == ["--warmup", "2", "--steps", "5", "--fanout", "15,10,5"] + [
+            "--hidden",
+            "256",
+            "--batch-size",
+            "1024",
+        ]
+        assert side.env["OMP_NUM_THREADS"] == "2"
+    assert setup.fanouts == {"dgl-node": "15,10,5", "commgraph-node": "5,10,15"}  # cg_node.py reverses it
+    assert setup.unit == "seeds" and "weight decay 5e-4" in setup.optimiser
+    assert dgl_compare.TARGETS["node"] == (1.2, 0.8)
+    out = tmp_path / "node.out"
+    out.write_text('note\n{"rate": 2.0, "seeds_per_second": 2.0}\n')
+    assert dgl.rate(out) == ours.rate(out) == 2.0
