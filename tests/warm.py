@@ -83,7 +83,7 @@ def _run(connection: socket.socket, request: dict, fds: list[int], server: int) 
         from commgraph.cli.main import main
 
         try:
-            code = exit_code(main(request["argv"]))
+            code = exit_code(main(request["argv"], ends_process=True))
         except SystemExit as exc:
             code = exit_code(exc.code)
         except BaseException:  # noqa: BLE001 - what an interpreter does with an uncaught error

@@ -141,10 +141,15 @@ def new_spelling(argv: list[str]) -> list[str]:
     return [*argv[:start], *new, *words[len(old) :]]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, ends_process: bool = False) -> int:
+    """Run the command ``argv`` (default: this process's arguments); its exit code. ``ends_process``:
+    this process ends with the command (:func:`entry`), so a job of one worker may run its rank in
+    it (``args.ends_process``; a process that goes on, a test's or a program's, would keep the
+    rank's OpenMP threads, and a rank it forked later would wait on them for ever)."""
     argv = new_spelling(sys.argv[1:] if argv is None else list(argv))
     parser = build_parser(load=set(argv[_command_start(argv) :][:1]))
     args = parser.parse_args(argv)
+    args.ends_process = ends_process
     try:
         return args.run(args)
     except CommgraphError as exc:
@@ -173,7 +178,7 @@ def entry() -> None:
     """The ``commgraph`` command: :func:`main`, then exit at once. Every file is written and closed
     by then; skipping the interpreter's teardown (seconds of unloading torch and PyG) is what lets
     a job stop within two seconds of a worker's death."""
-    code = main()
+    code = main(ends_process=True)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

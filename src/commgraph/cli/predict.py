@@ -124,7 +124,7 @@ def _launch(args: argparse.Namespace, launcher: LaunchOptions, options: PredictO
         memory=lambda pset, workers: estimate_memory(pset, shape(workers, workers)),
         output=options.output,
         debug=args.debug,
-        entry=command_here,
+        entry=command_here if args.ends_process else None,
     )
     return launch(spec, partial(_predict_rank, options, job))
 

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         memory_budget=config.comm.memory_budget,
         output=args.output,
         debug=args.debug,
-        entry=command_here,
+        entry=command_here if args.ends_process else None,
     )
     return launch(spec, partial(_train, config), describe=partial(_describe, config))
 
@@ -120,7 +120,7 @@ def _run_link(args: argparse.Namespace, launcher: LaunchOptions, config: TrainCo
             allreduce=config.comm.allreduce,
             check=check_link_trainable,
             debug=args.debug,
-            entry=command_here,
+            entry=command_here if args.ends_process else None,
         )
         return launch(spec, partial(_train_link, config, held_out), describe=partial(_describe, config))
 

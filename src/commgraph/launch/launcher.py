@@ -97,9 +97,10 @@ class JobSpec:
             runs inside a memory cgroup of that limit where one can be made (:mod:`commgraph.launch.cgroup`).
         output: the format ``--dry-run`` prints its estimates in (:data:`~commgraph.render.FORMATS`).
         debug: workers show tracebacks.
-        entry: the command's entry (``argv`` -> exit code): given, a job of one worker on a machine
-            without CUDA, with no memory budget and not beyond the machine's memory, runs its rank
-            in the launcher's process through it (:func:`~commgraph.runtime.launch.run_here`).
+        entry: the command's entry (``argv`` -> exit code), given where this process ends with
+            the command: a job of one worker on a machine without CUDA, with no memory budget and
+            not beyond the machine's memory, runs its rank in the launcher's process through it
+            (:func:`~commgraph.runtime.launch.run_here`).
     """
 
     command: str

@@ -11,10 +11,11 @@ they are killed; the launcher names the first failed rank and returns non-zero. 
 naming it, its phase and the fix, exit code 2. Under torchrun none of this runs: torchrun's agent
 does the watching.
 
-A job of one rank that needs no fresh interpreter (no CUDA) runs that rank in the launcher's own
-process instead (:func:`run_here`): a rank alone has no peer to tell or wait for, and a forked one
-would copy every page of the launcher's imports it writes (about 0.3 GB on the products-sized
-graph), so the job holds one copy of everything. Its set-up phases are timed by a thread of the
+A job of one rank that needs no fresh interpreter (no CUDA), launched by a process that ends with
+it (the ``commgraph`` command), runs that rank in the launcher's own process instead
+(:func:`run_here`): a rank alone has no peer to tell or wait for, and a forked one would copy
+every page of the launcher's it writes while the launcher keeps the original, so the job holds
+one copy of everything. Its set-up phases are timed by a thread of the
 launcher, and SIGINT and SIGTERM stop it as they stop forked ranks.
 
 No process of the job outlives it: every rank runs in a process group of its own, which the
