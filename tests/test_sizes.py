@@ -95,7 +95,7 @@ def test_a_failed_allocation_is_said_with_its_size(exc, said):
 def test_a_rank_that_runs_out_of_memory_says_so_in_one_line_and_exits_2(monkeypatch):
     monkeypatch.setenv("RANK", "1")
 
-    def die(message: str, code: int):  # the rank's os._exit, as an exception this test can catch
+    def die(world, message: str, code: int):  # the rank's os._exit, as an exception this test can catch
         raise SystemExit((message, code))
 
     def prepare():
