@@ -15,8 +15,8 @@ A job of one rank that needs no fresh interpreter (no CUDA), launched by a proce
 it (the ``commgraph`` command), runs that rank in the launcher's own process instead
 (:func:`run_here`): a rank alone has no peer to tell or wait for, and a forked one would copy
 every page of the launcher's it writes while the launcher keeps the original, so the job holds
-one copy of everything. Its set-up phases are timed by a thread of the
-launcher, and SIGINT and SIGTERM stop it as they stop forked ranks.
+one copy of everything. Its set-up phases are timed by a thread of the launcher, and SIGINT and
+SIGTERM stop it as they stop forked ranks.
 
 No process of the job outlives it: every rank runs in a process group of its own, which the
 launcher kills when the job ends, however it ends, so whatever a rank started (DGS's explainer,
