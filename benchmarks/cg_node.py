@@ -18,13 +18,12 @@ clocked steps' mean milliseconds), the keys ``dgl_train.py`` prints.
 import json
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import SAGEConv
 
 import commgraph.pyg as cg
-from steps import side_options, timed_steps
+from steps import optimised, phase_ms, side_options, timed_steps
 
 
 class SAGE(torch.nn.Module):
@@ -65,16 +64,12 @@ def main() -> None:
 
     phases = []  # each step's forward, backward and optimiser seconds
 
-    def step(batch) -> int:
-        started = time.perf_counter()
+    def loss(batch):
         out = model(batch.x, batch.edge_index)[: batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[: batch.batch_size])
-        forward = time.perf_counter()
-        optimizer.zero_grad()
-        loss.backward()
-        backward = time.perf_counter()
-        optimizer.step()
-        phases.append((forward - started, backward - forward, time.perf_counter() - backward))
+        return F.cross_entropy(out, batch.y[: batch.batch_size])
+
+    def step(batch) -> int:
+        optimised(lambda: loss(batch), optimizer, phases)
         return batch.batch_size
 
     result = {
@@ -86,10 +81,8 @@ def main() -> None:
         "load_seconds": loaded,
     }
     result.update(timed_steps(lambda: loader, step, opts.warmup, opts.steps))
-    clocked = np.array(phases[opts.warmup :]) * 1e3
-    computed = dict(zip(("forward", "backward", "optimizer"), clocked.mean(0).tolist()))
-    phase_ms = {"sample": result["sample_ms"], **computed}
-    result |= {"seeds": result["units"], "seeds_per_second": result["rate"], "phase_ms": phase_ms}
+    phases_ms = {"sample": result["sample_ms"], **phase_ms(phases, opts.warmup)}
+    result |= {"seeds": result["units"], "seeds_per_second": result["rate"], "phase_ms": phases_ms}
     print(json.dumps(result))
 
 

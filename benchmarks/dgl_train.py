@@ -58,7 +58,7 @@ from dgl.dataloading import DataLoader, MultiLayerFullNeighborSampler, NeighborS
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 from protocol import threads_env  # noqa: E402
-from steps import timed_steps  # noqa: E402
+from steps import optimised, phase_ms, timed_steps  # noqa: E402
 
 
 class SAGE(torch.nn.Module):
@@ -141,21 +141,14 @@ def train(graph, train_ids, model, opts) -> dict:
 
     def step(batch) -> int:
         _input_nodes, output_nodes, blocks = batch
-        started = time.perf_counter()
-        loss = F.cross_entropy(model(blocks, blocks[0].srcdata["feat"]), blocks[-1].dstdata["label"])
-        forward = time.perf_counter()
-        optimizer.zero_grad()
-        loss.backward()
-        backward = time.perf_counter()
-        optimizer.step()
-        phases.append((forward - started, backward - forward, time.perf_counter() - backward))
+        labels = blocks[-1].dstdata["label"]
+        optimised(lambda: F.cross_entropy(model(blocks, blocks[0].srcdata["feat"]), labels), optimizer, phases)
         return int(output_nodes.shape[0])
 
     result = timed_steps(lambda: loader, step, opts.warmup, opts.steps)
-    clocked = np.array(phases[opts.warmup :]) * 1e3
-    phase_ms = {"sample": result["sample_ms"], "fetch": 0.0, "gather": 0.0}  # the loader gathers as it samples
-    phase_ms |= dict(zip(("forward", "backward", "optimizer"), clocked.mean(axis=0).tolist()))
-    return {**result, "seeds": result["units"], "seeds_per_second": result["rate"], "phase_ms": phase_ms}
+    phases_ms = {"sample": result["sample_ms"], "fetch": 0.0, "gather": 0.0}  # the loader gathers as it samples
+    phases_ms |= phase_ms(phases, opts.warmup)
+    return {**result, "seeds": result["units"], "seeds_per_second": result["rate"], "phase_ms": phases_ms}
 
 
 def die_with_parent(parent: int) -> None:

@@ -66,3 +66,25 @@ def timed_steps(epoch: Callable[[], Iterable], step: Callable[[object], int], wa
         "sample_ms": waited / steps * 1e3,
         "compute_ms": computed / steps * 1e3,
     }
+
+
+PHASES = ("forward", "backward", "optimizer")
+
+
+def optimised(loss: Callable[[], object], optimizer, phases: list[tuple[float, float, float]]) -> None:
+    """One optimiser step: ``loss()`` (the forward pass and the loss), backward, the optimiser's step;
+    their seconds appended to ``phases``, one tuple a step in :data:`PHASES`' order."""
+    started = time.perf_counter()
+    value = loss()
+    forward = time.perf_counter()
+    optimizer.zero_grad()
+    value.backward()
+    backward = time.perf_counter()
+    optimizer.step()
+    phases.append((forward - started, backward - forward, time.perf_counter() - backward))
+
+
+def phase_ms(phases: list[tuple[float, float, float]], warmup: int) -> dict[str, float]:
+    """The mean milliseconds of each of :data:`PHASES` over the steps after the ``warmup`` first."""
+    clocked = phases[warmup:]
+    return {name: sum(step[k] for step in clocked) / len(clocked) * 1e3 for k, name in enumerate(PHASES)}
