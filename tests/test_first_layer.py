@@ -5,7 +5,9 @@ full-graph, with DGS; the bytes it moves; the models it refuses."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -299,31 +301,83 @@ def test_a_widening_first_layer_aggregated_chunk_by_chunk_gives_the_layers_rows_
     assert torch.get_num_threads() == threads
 
 
+@pytest.mark.parametrize("tables", [1, 2, 3])
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("mean", [False, True])
-def test_the_compiled_table_sum_equals_the_chunked_one_bit_for_bit(mean, weighted, threads):
-    """Rows read straight from a host table by the compiled kernel, on 1 or 3 threads, give layer
-    0's aggregates and destination rows bit for bit as the chunked reads do (2 entries at a time),
-    for a table whose rows are read in a scattered order, destinations without entries and
-    repeated entries included."""
+def test_the_compiled_table_sum_equals_the_chunked_one_bit_for_bit(tmp_path, mean, weighted, threads, tables):
+    """Rows read straight from 1, 2 or 3 host tables (one of them a read-only memory map) by the
+    compiled kernel, on 1 or 3 threads, give layer 0's aggregates and destination rows bit for bit
+    as the chunked reads do (2 entries at a time), for rows read in a scattered order from tables
+    that interleave, destinations without entries and repeated entries included."""
     rng = np.random.default_rng(7)
     block = _csr_block(rng, 40, 25, 4)
     adjacency = block.adj_t(gcn_norm=weighted)
     assert bool((adjacency.values() != 1).any()) == weighted
-    table = rng.standard_normal((100, 5)).astype(np.float32)
-    positions = rng.permutation(100)[:40]
-    source = TableRows(table, positions)
+    heights = [100, 30, 60][:tables]
+    parts = [rng.standard_normal((height, 5)).astype(np.float32) for height in heights]
+    np.save(tmp_path / "last.npy", parts[-1])
+    parts[-1] = np.load(tmp_path / "last.npy", mmap_mode="r")
+    index = rng.integers(0, tables, size=40).astype(np.int8)
+    rows = np.array([rng.integers(0, heights[t]) for t in index], dtype=np.int64)
+    source = TableRows(tuple(parts), index, rows) if tables > 1 else TableRows.one(parts[0], rows)
+    whole = np.concatenate(parts)  # position p's row, where the tables lie end to end
+    at = np.concatenate([[0], np.cumsum(heights)[:-1]])[index] + rows
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         fused = aggregate_table(source, adjacency, mean, dst_start=4)
     finally:
         torch.set_num_threads(previous)
-    chunked = aggregate_rows(lambda at: torch.from_numpy(table[positions[at]]), adjacency, mean, 2, dst_start=4)
+    chunked = aggregate_rows(lambda p: torch.from_numpy(whole[at[p]]), adjacency, mean, 2, dst_start=4)
     assert fused.rows.abs().sum() > 0
     assert torch.equal(fused.rows, chunked.rows) and torch.equal(fused.x_dst, chunked.x_dst)
-    assert torch.equal(fused.x_dst, torch.from_numpy(table[positions[4:29]]))
+    assert torch.equal(fused.x_dst, torch.from_numpy(whole[at[4:29]]))
+
+
+def _mixed_rows(pset, num_rows: int, rng) -> InputRows:
+    """Worker 0's input rows of ``num_rows`` nodes drawn from every part of ``pset``: its own from
+    its feature store, the others' MAPPED from their parts' files."""
+    owner = np.empty(sum(pset.part(k).owned.shape[0] for k in range(pset.num_parts)), np.int64)
+    for k in range(pset.num_parts):
+        owner[pset.part(k).owned] = k
+    fetch = FeatureFetch.__new__(FeatureFetch)
+    fetch.job, fetch.device = SimpleNamespace(pset=pset), torch.device("cpu")
+    fetch.owned = np.asarray(pset.part(0).owned)
+    fetch.store = FeatureStore.create(np.asarray(pset.part(0).features), fetch.device)
+    inputs = rng.permutation(owner.shape[0])[:num_rows]
+    mapped = np.flatnonzero(owner[inputs] != 0)
+    source, slot = np.full(num_rows, fetch_module.OWN, np.int8), np.zeros(num_rows, np.int64)
+    source[mapped], slot[mapped] = fetch_module.MAPPED, np.arange(mapped.shape[0])
+    return InputRows(fetch, inputs, source, slot, owner[inputs[mapped]], None, None, fetch.device)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("mean", [False, True])
+def test_own_and_mapped_rows_are_summed_straight_from_their_tables_as_read_through_take(tmp_path, mean, weighted):
+    """A worker's input rows that lie in its store and in two peers' mapped feature files are
+    summed from the three tables by the compiled kernel, bit for bit as read a chunk of entries at
+    a time through ``take``, its time counted in ``gather_seconds``; a row from the network, a
+    column cut or a float16 file takes the chunked path."""
+    rng = np.random.default_rng(5)
+    graph = load_graph("sbm:nodes=300,classes=3,features=6,degree=6,seed=0")
+    assignment, _ = partition_graph(graph, 3, "chunk", 0)
+    pset = write_partition_set(graph, assignment, 3, tmp_path / "f32", method="chunk", seed=0, seconds=0.0, metrics={})
+    rows = _mixed_rows(pset, 60, rng)
+    direct = rows._table_rows()
+    assert direct is not None and len(direct.tables) == 3
+    adjacency = _csr_block(rng, 60, 25, 4).adj_t(gcn_norm=weighted)
+    fused = rows.aggregate(adjacency, mean, 4)
+    assert rows.fetch.gather_seconds > 0
+    chunked = aggregate_rows(rows.take, adjacency, mean, 2, dst_start=4)
+    assert fused.rows.abs().sum() > 0
+    assert torch.equal(fused.rows, chunked.rows) and torch.equal(fused.x_dst, chunked.x_dst)
+    network = replace(rows, source=np.where(rows.source == fetch_module.MAPPED, fetch_module.NETWORK, rows.source))
+    assert network._table_rows() is None and replace(rows, cut=np.arange(3))._table_rows() is None
+    half = write_partition_set(
+        graph, assignment, 3, tmp_path / "f16", method="chunk", seed=0, seconds=0.0, metrics={}, feature_dtype="float16"
+    )
+    assert _mixed_rows(half, 60, rng)._table_rows() is None
 
 
 def test_balanced_ranges_cover_every_destination_once():

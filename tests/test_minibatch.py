@@ -174,6 +174,26 @@ def test_peer_rows_read_from_the_shared_map_train_exactly_as_fetched_ones(sets, 
         assert near["local_bytes"] == far["feature_bytes"] > 0
 
 
+@pytest.mark.multiproc
+@pytest.mark.timeout(300)
+def test_a_widening_first_layer_sums_peer_rows_from_their_files_as_fetched_ones(tmp_path):
+    """8 features, hidden 16, two workers of one machine: layer 0 sums its own and its peer's rows
+    straight from the feature table and the peer's mapped file (``nn.aggregate.aggregate_table``),
+    with the same losses as fetching the peer's rows through Gloo, and their bytes counted as
+    local_bytes."""
+    graph = load_graph("sbm:nodes=3000,classes=4,features=8,degree=10,train=0.5,seed=0")
+    assignment, _ = partition_graph(graph, 2, "chunk", 0)
+    partdir = tmp_path / "sbm"
+    write_partition_set(graph, assignment, 2, partdir, method="chunk", seed=0, seconds=0.0, metrics={})
+    common = ("--epochs", "2", "--hidden", "16", "--seed", "2", "--sampler", "neighbor", "--fanout", "4,4",
+              "--batch-size", "64", "--steps-per-epoch", "3")  # fmt: skip
+    fetched, _ = _train(partdir, 2, tmp_path / "network.jsonl", *common, "--peer-rows", "network")
+    mapped, _ = _train(partdir, 2, tmp_path / "map.jsonl", *common, "--peer-rows", "map")
+    assert [r["loss"] for r in mapped] == [r["loss"] for r in fetched]
+    for near, far in zip(mapped, fetched, strict=True):
+        assert near["feature_bytes"] == 0 and near["local_bytes"] == far["feature_bytes"] > 0
+
+
 def _remote_inputs(partdir: Path) -> int:
     """Remote input rows of one batch of every training node, fanout -1,-1, summed over workers."""
     pset = load_partition_set(partdir)

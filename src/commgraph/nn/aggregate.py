@@ -7,9 +7,11 @@ outermost hop), the rows can be produced a chunk at a time and added into the de
 aggregates as they come, and no source-wide tensor exists:
 
 - :func:`aggregate_rows`: the input rows of a batch (no gradient), read a chunk of destinations'
-  entries at a time, one row per entry, where the table lies; where every row lies in one host
-  table (:class:`TableRows`), a compiled kernel reads each entry's row straight from the table
-  into its destination's sum (:func:`aggregate_table`), one pass with nothing entry-sized made;
+  entries at a time, one row per entry, where the table lies; where every row lies in a float32
+  host table (:class:`TableRows`: the worker's own feature table, or the memory-mapped feature
+  file of a peer's part on the same machine), a compiled kernel reads each entry's row straight
+  from its table into its destination's sum (:func:`aggregate_table`), one pass with nothing
+  entry-sized made;
 - :class:`AggregateLayerOutput`: a layer's *output* rows (GraphSAGE's or GCN's layer 0, activated)
   made a chunk of its destinations at a time from that layer's aggregates and added into the next
   layer's aggregates; each chunk's pre-activation is kept with its autograd graph (its dropout mask
@@ -126,34 +128,74 @@ def aggregate_rows(
 
 @dataclass
 class TableRows:
-    """A batch's input rows that all lie in one float32 host table: position ``p`` is row
-    ``rows[p]`` of ``table`` (``[num_rows, width]``, in memory or a memory map)."""
+    """A batch's input rows as rows of float32 host tables (``[num_rows, width]`` each, one width,
+    in memory or memory-mapped): position ``p`` is row ``rows[p]`` of ``tables[index[p]]``. The
+    tables are kept as read-only views, so the compiled kernel sees one array type however each
+    table was opened."""
 
-    table: np.ndarray
-    rows: np.ndarray  # int64, one per position
+    tables: tuple[np.ndarray, ...]
+    index: np.ndarray  # int8, one per position: which table
+    rows: np.ndarray  # int64, one per position: the row in that table
+
+    def __post_init__(self):
+        self.tables = tuple(_read_only(table) for table in self.tables)
+
+    @classmethod
+    def one(cls, table: np.ndarray, rows: np.ndarray) -> TableRows:
+        """Every position in ``table``: position ``p`` is its row ``rows[p]``."""
+        return cls((table,), np.zeros(rows.shape[0], np.int8), rows)
+
+    @staticmethod
+    def holds(table: np.ndarray) -> bool:
+        """Whether the kernel reads ``table`` where it lies: 2-D, float32, C-contiguous."""
+        return table.ndim == 2 and table.dtype == np.float32 and table.flags.c_contiguous
+
+    @property
+    def width(self) -> int:
+        return int(self.tables[0].shape[1])
+
+    def gather(self, positions: np.ndarray) -> np.ndarray:
+        """The rows at ``positions``, as a float32 array of their own."""
+        if len(self.tables) == 1:
+            return np.ascontiguousarray(self.tables[0][self.rows[positions]])
+        out = np.empty((positions.shape[0], self.width), np.float32)
+        which = self.index[positions]
+        for t, table in enumerate(self.tables):
+            pick = np.flatnonzero(which == t)
+            out[pick] = table[self.rows[positions[pick]]]
+        return out
+
+
+def _read_only(table: np.ndarray) -> np.ndarray:
+    """A read-only plain ``ndarray`` view of ``table`` (a memory map's too)."""
+    view = np.asarray(table).view()
+    view.flags.writeable = False
+    return view
 
 
 def aggregate_table(source: TableRows, adjacency: torch.Tensor, mean: bool, dst_start: int = 0) -> Aggregated:
-    """:func:`aggregate_rows` of rows that lie in one host table, bit for bit: each destination's
-    entries read straight from ``source.table`` into its sum, in the entries' order, by a compiled
-    kernel (:func:`_sum_rows`) on torch's intra-op thread count, each thread a range of
-    destinations holding about the same entries; and the destinations' own rows (positions
-    ``dst_start..``) gathered once."""
+    """:func:`aggregate_rows` of rows that lie in host tables, bit for bit: each destination's
+    entries read straight from their tables into its sum, in the entries' order, by a compiled
+    kernel (:func:`_sum_rows`, compiled once per number of tables) on torch's intra-op thread
+    count, each thread a range of destinations holding about the same entries; and the
+    destinations' own rows (positions ``dst_start..``) gathered once."""
     crow = adjacency.crow_indices().numpy().astype(np.int64, copy=False)
     col = adjacency.col_indices().numpy().astype(np.int64, copy=False)
     values = adjacency.values().numpy()
     num_dst = crow.shape[0] - 1
-    aggregated = np.zeros((num_dst, source.table.shape[1]), np.float32)
+    aggregated = np.zeros((num_dst, source.width), np.float32)
     weighted = bool((values != 1).any())
     ranges = _balanced_ranges(crow, torch.get_num_threads())
-    run = [(source.table, source.rows, crow, col, values, weighted, d0, d1, aggregated) for d0, d1 in ranges]
+    run = [
+        (source.tables, source.index, source.rows, crow, col, values, weighted, d0, d1, aggregated) for d0, d1 in ranges
+    ]
     threads = [threading.Thread(target=_sum_rows, args=args) for args in run[1:]]
     for thread in threads:
         thread.start()
     _sum_rows(*run[0])
     for thread in threads:
         thread.join()
-    x_dst = torch.from_numpy(np.ascontiguousarray(source.table[source.rows[dst_start : dst_start + num_dst]]))
+    x_dst = torch.from_numpy(source.gather(np.arange(dst_start, dst_start + num_dst)))
     rows = torch.from_numpy(aggregated)
     if mean:
         rows.div_(torch.from_numpy(np.diff(crow)).clamp(min=1).unsqueeze(1).to(rows.dtype))
@@ -172,15 +214,17 @@ def _balanced_ranges(crow: np.ndarray, parts: int) -> list[tuple[int, int]]:
 
 
 @njit(nogil=True, cache=True)
-def _sum_rows(table, rows, crow, col, values, weighted, d0, d1, out):  # pragma: no cover - compiled
-    """``out[d] += values[e] * table[rows[col[e]]]`` (the product left out when not ``weighted``)
-    for the entries ``e`` of destinations ``d0..d1-1``, in order, summed in float32."""
-    width = table.shape[1]
+def _sum_rows(tables, index, rows, crow, col, values, weighted, d0, d1, out):  # pragma: no cover - compiled
+    """``out[d] += values[e] * tables[index[p]][rows[p]]`` for ``p = col[e]`` (the product left
+    out when not ``weighted``) for the entries ``e`` of destinations ``d0..d1-1``, in order, summed
+    in float32. ``tables`` is a tuple of same-typed arrays, indexed at run time."""
+    width = out.shape[1]
     acc = np.empty(width, np.float32)
     for d in range(d0, d1):
         acc[:] = out[d]
         for e in range(crow[d], crow[d + 1]):
-            src = table[rows[col[e]]]
+            p = col[e]
+            src = tables[index[p]][rows[p]]
             if weighted:
                 w = values[e]
                 for k in range(width):

@@ -91,10 +91,12 @@ class InputRows:
 
     def aggregate(self, adjacency: torch.Tensor, mean: bool, dst_start: int) -> Aggregated:
         """Layer 0's aggregates of the table's rows (:mod:`commgraph.nn.aggregate`): straight from
-        the feature table by a compiled kernel where every row is the worker's own in a float32
-        host table (:func:`~commgraph.nn.aggregate.aggregate_table`, its time added to the fetch's
+        the float32 host tables the rows lie in (the worker's feature table, the same machine's
+        parts' mapped files) by a compiled kernel where no row crosses the network
+        (:func:`~commgraph.nn.aggregate.aggregate_table`, its time added to the fetch's
         ``gather_seconds``), else a chunk of entries at a time through :meth:`take`; the same sums
-        either way, bit for bit."""
+        either way, bit for bit. The mapped rows' bytes are the fetch's ``local_bytes`` either way
+        (:meth:`FeatureFetch.table`)."""
         direct = self._table_rows()
         if direct is None:
             return aggregate_rows(self.take, adjacency, mean, self.chunk_rows, dst_start)
@@ -105,15 +107,36 @@ class InputRows:
             self.fetch.gather_seconds += time.perf_counter() - started
 
     def _table_rows(self) -> TableRows | None:
-        """The table as rows of the worker's host feature table, where it is one (None: not all
-        rows are the worker's own, or the store is on a GPU, cached or not float32)."""
+        """The table as rows of host tables: the worker's own rows in its feature table, the
+        mapped rows in their owners' memory-mapped feature files (None: a row comes from the
+        network, remote rows are cut to columns, the store is on a GPU or cached, or a table is not
+        a C-contiguous float32 array)."""
         store = self.fetch.store
         table = store.table
         if self.device.type != "cpu" or store.method != "index_select" or table.device.type != "cpu":
             return None
-        if table.dtype != torch.float32 or not bool((self.source == OWN).all()):
+        if table.dtype != torch.float32 or bool((self.source == NETWORK).any()):
             return None
-        return TableRows(table.numpy(), owned_positions(self.fetch.owned, self.inputs))
+        own = table.numpy()
+        if not TableRows.holds(own):
+            return None
+        mapped = np.flatnonzero(self.source == MAPPED)
+        if mapped.size == 0:
+            return TableRows.one(own, owned_positions(self.fetch.owned, self.inputs))
+        if self.cut is not None:
+            return None
+        tables, index, rows = [own], np.zeros(self.num_rows, np.int8), np.empty(self.num_rows, np.int64)
+        mine = np.flatnonzero(self.source == OWN)
+        rows[mine] = owned_positions(self.fetch.owned, self.inputs[mine])
+        owners = self.mapped_owners[self.slot[mapped]]
+        for q in np.unique(owners):
+            part = self.fetch.job.pset.part(int(q), check=False)
+            if not TableRows.holds(part.features):
+                return None
+            pick = mapped[owners == q]
+            index[pick], rows[pick] = len(tables), owned_positions(part.owned, self.inputs[pick])
+            tables.append(part.features)
+        return TableRows(tuple(tables), index, rows)
 
     def table(self) -> torch.Tensor:
         """The whole table, written in place a chunk of :data:`INPUT_CHUNK_BYTES` at a time (no
