@@ -5,14 +5,18 @@
 trains as a PyG user's sampled script does: ``cg.NeighborLoader`` over the training nodes,
 shuffled, ``--batch-size`` seeds a batch, ``num_neighbors`` the ``--fanout`` (given in DGL's order,
 the first layer's first, and reversed here: PyG lists the seeds' hop first); PyG's own ``SAGEConv``
-(mean), one layer per fanout entry, hidden ``--hidden``, ReLU and dropout 0.5 between layers, run
-on the whole batch (``model(batch.x, batch.edge_index)[:batch.batch_size]``); cross-entropy on the
-seeds; Adam (lr 0.01, weight decay 5e-4, as DGL's side). Prints one JSON object:
+(mean), one layer per fanout entry, hidden ``--hidden``, ReLU and dropout 0.5 between layers,
+wrapped by ``cg.sampled(model, loader, trim=True)`` so that each layer computes the rows the next
+one reads, as DGL's blocks do (``model(batch.x, batch.edge_index)`` is then the seeds' rows); with
+``--whole-batch``, run on the whole batch as PyG's examples write it
+(``model(batch.x, batch.edge_index)[:batch.batch_size]``); cross-entropy on the seeds; Adam (lr
+0.01, weight decay 5e-4, as DGL's side). Prints one JSON object:
 :func:`steps.timed_steps`'s figures with ``seeds``, ``seeds_per_second`` and ``phase_ms`` (the
 loader's wait as ``sample``, then forward with the loss, backward, and the optimiser's step; the
 clocked steps' mean milliseconds), the keys ``dgl_train.py`` prints.
 
     python cg_node.py SET [--warmup 3] [--steps 20] [--fanout 15,10,5] [--hidden 256] [--batch-size 1024]
+        [--whole-batch]
 """
 
 import json
@@ -43,7 +47,7 @@ class SAGE(torch.nn.Module):
 
 
 def main() -> None:
-    opts = side_options("set", fanout="15,10,5", hidden=256)
+    opts = side_options("set", fanout="15,10,5", hidden=256, switches={"--whole-batch": "every layer on every row"})
     cg.init()
     torch.manual_seed(opts.seed)
     started = time.perf_counter()
@@ -59,6 +63,8 @@ def main() -> None:
     )
     loaded = time.perf_counter() - started
     model = SAGE(data.x.shape[1], opts.hidden, int(data.y.max()) + 1, len(fanout))
+    if not opts.whole_batch:
+        model = cg.sampled(model, loader, trim=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
     model.train()
 
@@ -79,6 +85,7 @@ def main() -> None:
         "edges": int(data.edge_index.shape[1]),
         "train_nodes": int(data.train_mask.sum()),
         "load_seconds": loaded,
+        "whole_batch": opts.whole_batch,
     }
     result.update(timed_steps(lambda: loader, step, opts.warmup, opts.steps))
     phases_ms = {"sample": result["sample_ms"], **phase_ms(phases, opts.warmup)}

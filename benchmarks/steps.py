@@ -15,11 +15,16 @@ import time
 from collections.abc import Callable, Iterable
 
 
-def side_options(input_name: str, fanout: str, hidden: int) -> argparse.Namespace:
+def side_options(
+    input_name: str, fanout: str, hidden: int, switches: dict[str, str] | None = None
+) -> argparse.Namespace:
     """The options every side script of a comparison takes (the driver passes the same values to
     both sides): the input file, warm-up and clocked steps, the fanout in DGL's order (the first
-    layer's first), the hidden width, the batch and the seed."""
+    layer's first), the hidden width, the batch and the seed; and the side's own ``switches``
+    (``--name``: its help), each false unless given."""
     parser = argparse.ArgumentParser()
+    for name, help in (switches or {}).items():
+        parser.add_argument(name, action="store_true", help=help)
     parser.add_argument(input_name)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)

@@ -116,6 +116,16 @@ class Part:
 
 
 @dataclass
+class RowPlaces:
+    """Where the rows of ``count`` global nodes lie (:meth:`PartitionSet.locate`): for each part
+    owning some, ``(part, pick, positions)``: the nodes' places among the ids (None: every one)
+    and their rows in the part's arrays."""
+
+    count: int
+    parts: list[tuple[int, np.ndarray | None, np.ndarray]]
+
+
+@dataclass
 class PartitionSet:
     """The one read model of a partition set: its parts (opened once, each part's files checked
     against the manifest the first time it is read when ``verify`` is on, so a worker checks only
@@ -196,20 +206,32 @@ class PartitionSet:
         data = {name: self.rows(name, every) for name in _OPTIONAL if getattr(first, name) is not None}
         return Graph(indptr, indices, **data, name=self.manifest["graph"]["name"])
 
-    def rows(self, name: str, ids: np.ndarray) -> np.ndarray:
-        """Per-node data ``name`` (``features``, ``labels``, ...) of global nodes ``ids``, from
-        whichever parts own them."""
+    def locate(self, ids: np.ndarray) -> RowPlaces:
+        """Where the rows of global nodes ``ids`` lie in the parts, for :meth:`rows` to read any
+        per-node data of them without finding the owners again."""
         owner = self.assignment()[ids]
-        result = None
-        for k in np.unique(owner) if ids.shape[0] else [0]:  # no ids: part 0's array gives the row shape
+        owners = np.unique(owner) if ids.shape[0] else np.zeros(1, np.int64)  # no ids: part 0 gives the shape
+        places = []
+        for k in owners:
             part = self.part(int(k))
-            values = getattr(part, name)
+            pick = None if owners.shape[0] == 1 else np.flatnonzero(owner == k)
+            places.append((int(k), pick, owned_positions(part.owned, ids if pick is None else ids[pick])))
+        return RowPlaces(int(ids.shape[0]), places)
+
+    def rows(self, name: str, ids: np.ndarray, places: RowPlaces | None = None) -> np.ndarray:
+        """Per-node data ``name`` (``features``, ``labels``, ...) of global nodes ``ids``, from
+        whichever parts own them (``places``: :meth:`locate` of ``ids``, found here when None)."""
+        places = places or self.locate(ids)
+        result = None
+        for k, pick, positions in places.parts:
+            values = getattr(self.part(k), name)
             if values is None:
                 raise PartitionError(f"{self.path} holds no {name}")
-            pick = owner == k
-            chunk = np.asarray(values[owned_positions(part.owned, ids[pick])])
+            chunk = np.asarray(values[positions])
+            if pick is None:  # one part owns every id: its rows are the result
+                return chunk
             if result is None:
-                result = np.empty((ids.shape[0], *chunk.shape[1:]), dtype=chunk.dtype)
+                result = np.empty((places.count, *chunk.shape[1:]), dtype=chunk.dtype)
             result[pick] = chunk
         return result
 

@@ -1,11 +1,14 @@
 """The batches the bridge's loaders share: an epoch's batches (as many on every rank:
-:func:`most_batches`) and ids' positions among distinct nodes (:func:`local_positions`). Their
-arguments are checked in :mod:`commgraph.pyg.loader_checks`; their hops are drawn in
-:mod:`commgraph.pyg.hops`."""
+:func:`most_batches`), each made while the one before is in use (:func:`made_ahead`), and ids'
+positions among distinct nodes (:func:`local_positions`). Their arguments are checked in
+:mod:`commgraph.pyg.loader_checks`; their hops are drawn in :mod:`commgraph.pyg.hops`."""
 
 from __future__ import annotations
 
 import math
+import queue
+import threading
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -36,3 +39,39 @@ def local_positions(nodes: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Positions in ``nodes`` (distinct) of ``ids``."""
     sorter = np.argsort(nodes)
     return sorter[search(nodes[sorter], ids)]
+
+
+def made_ahead(batches: Iterator, name: str) -> Iterator:
+    """The items of ``batches``, in order, each made by a thread of its own (named ``name``) while
+    the caller uses the one before: at most two are alive, the one in use and the next. An error
+    making one is raised here, at that item; when the caller stops early, the thread finishes the
+    item it is making (whatever it shares with the caller is free again on return) and ends."""
+    asks: queue.SimpleQueue = queue.SimpleQueue()
+    made: queue.SimpleQueue = queue.SimpleQueue()
+
+    def make() -> None:
+        while asks.get():
+            try:
+                made.put((True, next(batches)))
+            except StopIteration:
+                made.put((False, None))
+                return
+            except BaseException as error:  # raised in the caller's thread
+                made.put((False, error))
+                return
+
+    thread = threading.Thread(target=make, name=name, daemon=True)
+    thread.start()
+    asks.put(True)
+    try:
+        while True:
+            ok, item = made.get()
+            if not ok:
+                if item is not None:
+                    raise item
+                return
+            asks.put(True)
+            yield item
+    finally:
+        asks.put(False)
+        thread.join()

@@ -193,6 +193,25 @@ def _local_edges(part: Part) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(part.indices, dtype=np.int64), dst
 
 
+EDGE_CHUNK = 1 << 22  # edges whose targets are written at a time by _edge_index
+
+
+def _edge_index(part: Part) -> np.ndarray:
+    """The part's ``edge_index`` in local ids (CSR order): ``[2, E]`` int64, written in place a
+    chunk of rows at a time, so nothing edge-sized is made beside it."""
+    indptr = np.asarray(part.indptr, dtype=np.int64)
+    out = np.empty((2, int(indptr[-1])), dtype=np.int64)
+    out[0] = part.indices
+    row = 0
+    while row < part.num_owned:
+        end = min(int(np.searchsorted(indptr, indptr[row] + EDGE_CHUNK, side="right")) - 1, part.num_owned)
+        end = max(end, row + 1)
+        rows = np.arange(row, end, dtype=np.int64)
+        out[1, indptr[row] : indptr[end]] = np.repeat(rows, np.diff(indptr[row : end + 1]))
+        row = end
+    return out
+
+
 def _edge_positions(part: Part, edges: np.ndarray, num_nodes: int) -> np.ndarray:
     """Each local edge's position in the ``Data``'s ``edge_index`` (the first of repeated edges)."""
     n_id = np.concatenate([np.asarray(part.owned, dtype=np.int64), np.asarray(part.halo, dtype=np.int64)])
@@ -210,8 +229,7 @@ def _as_data(handle: PartHandle, source):
     part = handle.part
     n_id = handle.n_id
     owned, total = part.num_owned, n_id.shape[0]
-    src, dst = _local_edges(part)
-    out = Data(edge_index=torch.from_numpy(np.stack([src, dst])), num_nodes=total)
+    out = Data(edge_index=torch.from_numpy(_edge_index(part)), num_nodes=total)
     out.n_id = torch.from_numpy(n_id)
     out.num_owned = owned
     if source is None:
@@ -240,7 +258,11 @@ def _from_set(out, handle: PartHandle) -> None:
     mapped files."""
     part, pset = handle.part, handle.pset
     halo = np.asarray(part.halo, dtype=np.int64)
-    if part.features is not None:
+    if part.features is not None and halo.shape[0] == 0:
+        # the part's file mapped copy-on-write: its pages are the page cache's until written
+        features = np.load(pset.path / f"part-{part.index}" / "features.npy", mmap_mode="c", allow_pickle=False)
+        out.x = torch.from_numpy(np.asarray(features))
+    elif part.features is not None:
         out.x = torch.from_numpy(np.concatenate([np.asarray(part.features), pset.rows("features", halo)]))
     if part.labels is not None:
         out.y = torch.from_numpy(np.concatenate([np.asarray(part.labels), pset.rows("labels", halo)]).astype(np.int64))

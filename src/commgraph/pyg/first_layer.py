@@ -1,5 +1,6 @@
 r"""A user's model on :class:`~commgraph.pyg.NeighborLoader` batches whose first layer the rows'
-owners compute: :func:`sampled`.
+owners compute, or whose layers compute only the rows the next one reads
+(``trim=True``, :mod:`commgraph.pyg.trim`): :func:`sampled`.
 
 P3 (Gandhi and Iyer, OSDI'21), as ``commgraph train --first-layer owner`` runs it: a first layer
 that transforms each source row before it aggregates commutes the two,
@@ -32,6 +33,7 @@ from commgraph.errors import BridgeError
 from commgraph.nn.sage import _kept
 from commgraph.pyg.full import Bias, Swaps, message_passing_layers
 from commgraph.pyg.loader import NeighborLoader
+from commgraph.pyg.trim import BatchCounts, LayerTrim
 from commgraph.train.owner_fetch import with_owner_rows
 
 # a conv's map of each source row and of a destination's own row (None: it has none)
@@ -111,22 +113,24 @@ class LinearFirstLayer:
 
 class SampledModel(torch.nn.Module):
     """``module`` on ``loader``'s batches, its first ``MessagePassing`` layer computed by the rows'
-    owners when ``loader`` was made with ``first_layer="owner"`` (see the module description;
-    otherwise the model runs as it is). Made by :func:`sampled`.
+    owners when ``loader`` was made with ``first_layer="owner"`` (see the module description),
+    and with ``trim`` each layer on the rows the next one reads (:mod:`commgraph.pyg.trim`);
+    otherwise the model runs as it is. Made by :func:`sampled`.
 
     Attributes:
         module: the user's model.
         loader: the loader whose batches the first layer reads.
         first: the first layer as its owners compute it (None: ``first_layer="features"``).
+        trim: the layers' trim (None: every layer runs on the whole batch).
     """
 
-    def __init__(self, module: torch.nn.Module, loader: NeighborLoader):
+    def __init__(self, module: torch.nn.Module, loader: NeighborLoader, trim: bool = False):
         super().__init__()
         layers = message_passing_layers(module)
         if not layers:
             raise BridgeError(
                 f"{type(module).__name__} has no MessagePassing layer (torch_geometric.nn.conv.MessagePassing): "
-                "cg.sampled runs the first one's transform at the rows' owners; use the model as it is"
+                "cg.sampled hooks those layers; use the model as it is"
             )
         if not isinstance(loader, NeighborLoader):
             raise BridgeError(f"cg.sampled takes the cg.NeighborLoader whose batches the model reads, got {loader!r}")
@@ -138,12 +142,36 @@ class SampledModel(torch.nn.Module):
                 loader.fetch.model = self.first
             self.first.layer.register_forward_pre_hook(self._before_first, with_kwargs=True)
             self.first.layer.register_forward_hook(lambda *_: self._swaps.undo())
+        self.trim = None
+        if trim:
+            if self.first is not None:
+                raise BridgeError(
+                    "trim=True with first_layer='owner' is not supported: the owners compute the first layer for "
+                    "every row; pass one of them"
+                )
+            self.trim = LayerTrim(layers, len(loader.num_neighbors))
 
     def forward(self, *args, **kwargs):
+        if self.trim is not None:
+            self.trim.running(self._batch_counts(args, kwargs))
         try:
             return self.module(*args, **kwargs)
-        finally:  # a layer that raised leaves no map swapped
+        finally:  # a layer that raised leaves no map swapped and no trim running
             self._swaps.undo()
+            if self.trim is not None:
+                self.trim.running(None)
+
+    def _batch_counts(self, args: tuple, kwargs: dict) -> BatchCounts | None:
+        """The counts of the loader's last batch when the call's ``x`` and ``edge_index`` are its
+        (by their sizes; None: another input, such as the layer-wise inference loader's)."""
+        counts = self.loader.yielded
+        x = args[0] if args else kwargs.get("x")
+        edge_index = args[1] if len(args) > 1 else kwargs.get("edge_index")
+        if counts is None or not isinstance(x, torch.Tensor) or not isinstance(edge_index, torch.Tensor):
+            return None
+        if x.shape[0] != counts.num_nodes or edge_index.dim() != 2 or edge_index.shape[1] != counts.num_edges:
+            return None
+        return counts
 
     def _before_first(self, layer: torch.nn.Module, args: tuple, kwargs: dict):
         """The layer's ``x`` as its rows' transforms, the network rows' from their owners (a
@@ -167,7 +195,7 @@ class SampledModel(torch.nn.Module):
         return args, {**kwargs, "x": rows}
 
 
-def sampled(model: torch.nn.Module, loader: NeighborLoader) -> SampledModel:
+def sampled(model: torch.nn.Module, loader: NeighborLoader, trim: bool = False) -> SampledModel:
     """``model`` on the batches of ``loader`` (a :class:`~commgraph.pyg.NeighborLoader`); with
     ``first_layer="owner"``, each network row's first layer computed by its owner (see the module
     description). Every rank calls the model on every batch's ``x``, and runs its backward pass,
@@ -178,6 +206,11 @@ def sampled(model: torch.nn.Module, loader: NeighborLoader) -> SampledModel:
             its first one is a ``GCNConv``, ``SAGEConv`` (mean or sum, no ``project``) or
             ``GraphConv`` (mean or sum) called on the batch's ``x`` itself (nothing applied before).
         loader: the loader whose batches the model reads in training.
+        trim: called on a batch of ``loader`` (``model(batch.x, batch.edge_index, ...)``), run
+            each layer on the rows the next one reads, as DGL's blocks do, so the output holds the
+            seeds' rows alone (:mod:`commgraph.pyg.trim`: one layer of
+            :data:`~commgraph.pyg.trim.TRIMMABLE` per hop, called in order); any other input runs
+            the model as it is.
 
     Returns:
         SampledModel: a module calling ``model`` (wrap it in ``DistributedDataParallel``).
@@ -185,6 +218,7 @@ def sampled(model: torch.nn.Module, loader: NeighborLoader) -> SampledModel:
     Raises:
         BridgeError: no ``MessagePassing`` layer; with ``first_layer="owner"``, a first layer whose
             transform does not commute with its aggregation; at a step, a batch's ``x`` that did
-            not reach that layer.
+            not reach that layer; with ``trim``, a layer it cannot trim, not one layer per hop,
+            ``first_layer="owner"``, or at a step a layer called out of order.
     """
-    return SampledModel(model, loader)
+    return SampledModel(model, loader, trim)

@@ -54,9 +54,9 @@ import torch
 
 from commgraph.errors import BridgeError
 from commgraph.graph.core import MASK_NAMES
-from commgraph.partition.store import owned_positions
+from commgraph.partition.store import RowPlaces, owned_positions
 from commgraph.plan.memory import JobShape, MemoryEstimate
-from commgraph.pyg.batching import epoch_batches, most_batches
+from commgraph.pyg.batching import epoch_batches, made_ahead, most_batches
 from commgraph.pyg.data import PartHandle, find_handle
 from commgraph.pyg.entry import partition
 from commgraph.pyg.hops import Hops, data_positions, sample_hops, with_sources
@@ -69,6 +69,7 @@ from commgraph.pyg.loader_checks import (
     check_structure,
     input_ids,
 )
+from commgraph.pyg.trim import BatchCounts
 from commgraph.pyg.world import session
 from commgraph.runtime.feature_cache import CacheCounts
 from commgraph.runtime.features import FeatureStore
@@ -191,7 +192,9 @@ class NeighborLoader:
             sized by the job's memory estimate with ``train``'s default hidden width; the values,
             and so the losses, are the uncapped run's bit for bit.
         **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
-            accepted for PyG scripts' sake, without effect (batches are made in this process).
+            accepted for PyG scripts' sake, without effect: batches are made in this process, each
+            by a thread of its own while the one before is in use where making it needs no
+            collective and no DGS masks of the moment (the same batches either way).
 
     Attributes:
         data: the ``data`` given (a part for a set's directory).
@@ -203,6 +206,8 @@ class NeighborLoader:
         machine: the ranks of this machine when the job spans machines (None: every rank is here).
         node_keys: ``y`` and the masks the batches take from the set.
         label_fetch: the fetch of those rows that other machines own (None: all read here).
+        yielded: the counts of the batch yielded last (None: none yet), which
+            ``cg.sampled(model, loader, trim=True)`` trims the layers' calls by.
 
     Shapes:
         A batch: **n_id** ``[n]`` (global ids, the ``batch_size`` seeds first), **edge_index**
@@ -282,6 +287,7 @@ class NeighborLoader:
         self.seeds = ids[self.positions]
         self.first_layer, self.local_bytes = first_layer, 0
         self.pending: PendingRows | None = None
+        self.yielded: BatchCounts | None = None
         self.fetch = self._feature_fetch(peer_rows)
         self.node_keys = [
             key for key in NODE_KEYS if key in self.data and getattr(self.handle.part, SET_ROWS[key]) is not None
@@ -395,14 +401,35 @@ class NeighborLoader:
         return self.steps
 
     def __iter__(self):
+        batches = self._batches()
+        try:
+            for batch in batches:
+                self.yielded = BatchCounts(tuple(batch.num_sampled_nodes), tuple(batch.num_sampled_edges))
+                yield batch
+        finally:
+            batches.close()
+
+    def _batches(self):
+        """This epoch's batches (see :meth:`__iter__`)."""
         rng = np.random.default_rng((self.seed, self.rank, self.epoch))
         self.epoch += 1
         batches = epoch_batches(self.seeds.shape[0], self.batch_size, self.steps, self.shuffle, rng)
         if self.cache is not None and self.dgs is None:
             yield from self._read_ahead(batches, rng)
             return
-        for picked in batches:
-            yield self._batch(picked, self._draw(picked, rng))
+        made = (self._batch(picked, self._draw(picked, rng)) for picked in batches)
+        yield from made_ahead(made, "cg-neighbor-loader") if self._local_batches() else made
+
+    def _local_batches(self) -> bool:
+        """Whether a batch is made without a collective or DGS's masks of the moment, so the
+        next one can be made in a thread of its own while the caller uses this one (the same
+        batches either way)."""
+        collective = (
+            self.job is not None
+            and self.job.world.size > 1
+            and (self.fetch is not None or self.label_fetch is not None or isinstance(self.graph, PartitionedGraph))
+        )
+        return self.dgs is None and not collective
 
     def _read_ahead(self, batches, rng: np.random.Generator):
         """The batches, each drawn a batch early so that the feature cache's reader thread reads
@@ -508,23 +535,25 @@ class NeighborLoader:
                 if key != "n_id" and isinstance(value, torch.Tensor) and self.data.is_node_attr(key):
                     yield key, value[index.to(value.device)]
             return
-        part = self.handle.part
+        part, pset = self.handle.part, self.handle.pset
+        here = None if self.machine is None else np.isin(self.graph.owner[n_id], self.machine)
+        places = pset.locate(n_id if here is None else n_id[here])
         for key, name in SET_ROWS.items():
             values = getattr(part, name)
             if key in self.data and values is not None and not (key == "x" and self.fetch is not None):
-                rows = self._machine_rows(name, n_id)
+                rows = self._machine_rows(name, n_id, here, places)
                 if far is not None and key in self.node_keys:
                     rows[far.at] = far.rows[:, self.node_keys.index(key)].astype(rows.dtype)
                 yield key, torch.from_numpy(rows.astype(np.int64) if key == "y" else rows)
 
-    def _machine_rows(self, name: str, n_id: np.ndarray) -> np.ndarray:
-        """The set's ``name`` rows of ``n_id`` read from this machine's parts; rows of other
-        machines' nodes are -1 (labels) or 0 (masks), for :meth:`_rows` to fill."""
+    def _machine_rows(self, name: str, n_id: np.ndarray, here: np.ndarray | None, places: RowPlaces) -> np.ndarray:
+        """The set's ``name`` rows of ``n_id`` read from this machine's parts (``here``: which of
+        ``n_id`` they own, None: all; ``places``: where those lie); rows of other machines' nodes
+        are -1 (labels) or 0 (masks), for :meth:`_rows` to fill."""
         pset = self.handle.pset
-        if self.machine is None:
-            return pset.rows(name, n_id)
-        here = np.isin(self.graph.owner[n_id], self.machine)
-        rows = pset.rows(name, n_id[here])
+        if here is None:
+            return pset.rows(name, n_id, places)
+        rows = pset.rows(name, n_id[here], places)
         out = np.full((n_id.shape[0], *rows.shape[1:]), -1 if name == "labels" else 0, dtype=rows.dtype)
         out[here] = rows
         return out
