@@ -21,7 +21,8 @@ sides, under the whole-tree PSS sampler:
   training papers a batch. Rate: seeds per second; the same targets.
 - ``node``: ``benchmarks/dgl_train.py FILE.npz train`` (DGL's node-classification recipe, as
   ``benchmarks/dgl_baseline.py`` runs it) against ``benchmarks/cg_node.py`` (a PyG user's loop:
-  ``cg.NeighborLoader`` over the training nodes, PyG's ``SAGEConv``), GraphSAGE mean of
+  ``cg.NeighborLoader`` over the training nodes, PyG's ``SAGEConv`` wrapped by ``cg.sampled(...,
+  trim=True)``; with ``--whole-batch``, run on the whole batch unwrapped), GraphSAGE mean of
   ``--fanout``'s layer count, hidden ``--hidden``, ReLU and dropout 0.5, Adam lr 0.01 weight decay
   5e-4; the graph as for ``link``; ``--batch-size`` training nodes a batch. Rate: seeds per second;
   targets >= 1.2x DGL's at <= 0.8x its peak.
@@ -30,7 +31,7 @@ sides, under the whole-tree PSS sampler:
 
     python benchmarks/dgl_compare.py link|rgcn|node [--graph SPEC] [--pairs 3] [--threads 2] [--warmup 3]
         [--steps 20] [--fanout F] [--hidden H] [--batch-size 1024] [--work-dir DIR] [--dgl-env DIR]
-        [--json-out FILE] [--cap-gb G] [--time-limit S]
+        [--json-out FILE] [--cap-gb G] [--time-limit S] [--whole-batch]
 
 Run it under ``flock`` (the machine is shared): each pair loads the graph twice.
 """
@@ -87,6 +88,7 @@ def sides(opts) -> tuple[Side, Side, Setup]:
         batch = f"{opts.batch_size} label edges + as many negatives"
     elif opts.task == "node":
         model = f"GraphSAGE mean, {layers} layers, hidden {opts.hidden}, ReLU and dropout 0.5"
+        model += "; commgraph's on the whole batch" if opts.whole_batch else "; commgraph's trimmed (cg.sampled)"
         seeds = "the training nodes"
         batch = f"{opts.batch_size} seeds"
     else:
@@ -103,9 +105,10 @@ def sides(opts) -> tuple[Side, Side, Setup]:
         json_rate(),
         env=threads_env(opts.threads, {**os.environ, "DGLBACKEND": "pytorch"}),
     )
+    whole = ["--whole-batch"] if opts.task == "node" and opts.whole_batch else []
     ours = Side(
         f"commgraph-{opts.task}",
-        [sys.executable, str(HERE / f"cg_{opts.task}.py"), str(ours_file), *common],
+        [sys.executable, str(HERE / f"cg_{opts.task}.py"), str(ours_file), *common, *whole],
         json_rate(),
         env=threads_env(opts.threads, {**commgraph_env(), "COMMGRAPH_HOME": str(opts.work_dir / "home")}),
     )
@@ -140,6 +143,11 @@ def main() -> None:
     parser.add_argument("--json-out", type=Path, help="write the protocol's JSON here")
     parser.add_argument("--cap-gb", type=float, help="kill a process tree whose PSS sum passes this many GB")
     parser.add_argument("--time-limit", type=float, help="kill a run still going after this many seconds")
+    parser.add_argument(
+        "--whole-batch",
+        action="store_true",
+        help="node: run commgraph's model on the whole batch, untrimmed, as PyG's examples write it",
+    )
     opts = parser.parse_args()
     graph, fanout, hidden = DEFAULTS[opts.task]
     opts.graph, opts.fanout = opts.graph or graph, opts.fanout or fanout

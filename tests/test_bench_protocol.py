@@ -289,9 +289,14 @@ def test_the_node_task_runs_dgls_training_recipe_against_a_neighbor_loader_scrip
         fanout="15,10,5",
         hidden=256,
         batch_size=1024,
+        whole_batch=False,
     )
     dgl, ours, setup = dgl_compare.sides(opts)
     assert (dgl.name, ours.name) == ("dgl-node", "commgraph-node")
+    assert "trimmed (cg.sampled)" in setup.model
+    opts.whole_batch = True
+    assert dgl_compare.sides(opts)[1].command[-1] == "--whole-batch"
+    opts.whole_batch = False
     assert [Path(dgl.command[1]).name, *dgl.command[2:4]] == ["dgl_train.py", str(npz), "train"]
     assert [Path(ours.command[1]).name, ours.command[2]] == ["cg_node.py", str(partdir)]
     for side in (dgl, ours):

@@ -246,3 +246,40 @@ def test_rows_of_several_parts_are_read_by_one_locate(tmp_path):
     assert [pick for _, pick, _ in one.parts] == [None]
     assert np.array_equal(pset.rows("features", np.array([3, 9, 0]), one), features[[3, 9, 0]])
     assert pset.rows("features", np.zeros(0, np.int64)).shape == (0, 3)
+
+
+def test_the_pages_trimmed_block_trains_pygs_graphsage(alone):
+    """docs/pyg.md's "Trimmed layers" block on Cora's part: PyG's ``GraphSAGE`` in DDP (a group of
+    one), called as PyG's examples call it, gives the seeds' rows alone and learns."""
+    import re
+    from pathlib import Path
+
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+    from torch_geometric.nn import GraphSAGE
+
+    import commgraph.pyg as cg
+    from commgraph.graph import load_graph
+    from commgraph.graph.pyg import to_pyg
+
+    page = (Path(__file__).parents[1] / "docs" / "pyg.md").read_text()
+    section = page.split("### Trimmed layers\n", 1)[1].split("\n#", 1)[0]
+    (block,) = re.findall(r"^```python runnable\n(.*?)^```$", section, re.S | re.M)
+    names = {"cg": cg, "DDP": DistributedDataParallel, "GraphSAGE": GraphSAGE}
+    names["part"] = cg.partition(to_pyg(load_graph("cora")))
+    torch.manual_seed(0)
+    exec(compile(block, "pyg.md", "exec"), names)
+    model, loader = names["model"], names["loader"]
+    assert model.module.trim is not None
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(3):
+        for batch in loader:
+            optimizer.zero_grad()
+            out = model(batch.x, batch.edge_index)
+            assert out.shape[0] == batch.batch_size
+            loss = F.cross_entropy(out[: batch.batch_size], batch.y[: batch.batch_size])
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss))
+    assert losses[-1] < losses[0]

@@ -217,14 +217,19 @@ def _balanced_ranges(crow: np.ndarray, parts: int) -> list[tuple[int, int]]:
 def _sum_rows(tables, index, rows, crow, col, values, weighted, d0, d1, out):  # pragma: no cover - compiled
     """``out[d] += values[e] * tables[index[p]][rows[p]]`` for ``p = col[e]`` (the product left
     out when not ``weighted``) for the entries ``e`` of destinations ``d0..d1-1``, in order, summed
-    in float32. ``tables`` is a tuple of same-typed arrays, indexed at run time."""
+    in float32. ``tables`` is a tuple of same-typed arrays, indexed at run time; its length is
+    known when compiled, so one table reads no ``index``."""
     width = out.shape[1]
     acc = np.empty(width, np.float32)
+    one = tables[0]
     for d in range(d0, d1):
         acc[:] = out[d]
         for e in range(crow[d], crow[d + 1]):
             p = col[e]
-            src = tables[index[p]][rows[p]]
+            if len(tables) == 1:
+                src = one[rows[p]]
+            else:
+                src = tables[index[p]][rows[p]]
             if weighted:
                 w = values[e]
                 for k in range(width):

@@ -22,7 +22,7 @@ import torch
 
 from commgraph.errors import BridgeError
 from commgraph.graph.core import loop_free_in_degrees
-from commgraph.pyg.batching import local_positions
+from commgraph.pyg.batching import local_positions, made_ahead
 from commgraph.pyg.data import check_edge_index, handle_of
 from commgraph.pyg.hops import sample_hops
 from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, first_distinct
@@ -73,7 +73,8 @@ class LinkNeighborLoader:
         (global ids: the label edges' endpoints first), ``edge_label_index`` (batch ids),
         ``edge_label``, ``input_id`` (the batch's positions in ``edge_label_index``; -1 for negatives),
         ``num_sampled_nodes`` (the endpoints, then each hop's new nodes) and ``num_sampled_edges``
-        (each hop's edges), PyG's counts for ``trim_to_layer``.
+        (each hop's edges), PyG's counts for ``trim_to_layer``. Each batch is made by a thread of
+        its own while the one before is in use (the same batches as made on time).
 
     Shapes:
         - **edge_label_index:** ``[2, B (1 + ratio)]``; **x:** ``[|n_id|, F]``
@@ -156,8 +157,10 @@ class LinkNeighborLoader:
         rng = np.random.default_rng((self.seed, self.epoch, session().world.rank))
         self.epoch += 1
         ids = rng.permutation(self.input_id) if self.shuffle else self.input_id
-        for start in range(0, ids.shape[0], self.batch_size):
-            yield self._batch(ids[start : start + self.batch_size], rng)
+        made = (
+            self._batch(ids[start : start + self.batch_size], rng) for start in range(0, ids.shape[0], self.batch_size)
+        )
+        yield from made_ahead(made, "cg-link-loader")
 
     def _batch(self, input_id: np.ndarray, rng: np.random.Generator):
         from torch_geometric.data import Data
