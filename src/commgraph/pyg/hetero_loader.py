@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from commgraph.errors import BridgeError
-from commgraph.pyg.batching import epoch_batches, local_positions, most_batches
+from commgraph.pyg.batching import epoch_batches, local_positions, made_ahead, most_batches
 from commgraph.pyg.hops import data_positions
 from commgraph.pyg.link import PairSpace, _draw_rounds, _positive_keys, first_distinct
 from commgraph.pyg.loader_checks import check_batching, check_num_neighbors, input_ids
@@ -176,7 +176,9 @@ def range_share(ids: np.ndarray, num_nodes: int) -> np.ndarray:
 class HeteroBatches:
     """What both heterogeneous loaders share: the graph's relations and their fanouts, and an
     epoch of ``len(self)`` batches of this rank's ``self.items`` positions (its own, then its first
-    again: the same count on every rank), each made by ``self._batch(picked, rng)``."""
+    again: the same count on every rank), each made by ``self._batch(picked, rng)``, in a thread of
+    its own while the one before is in use (:func:`~commgraph.pyg.batching.made_ahead`; DGS's on
+    time)."""
 
     def _setup(self, data, num_neighbors, batch_size, shuffle: bool, seed: int, sampler: str, options: dict, dgs: dict):
         self.batch_size = check_batching(batch_size, sampler, options)
@@ -199,8 +201,12 @@ class HeteroBatches:
     def __iter__(self):
         rng = np.random.default_rng((self.seed, self.rank, self.epoch))
         self.epoch += 1
-        for picked in epoch_batches(self.items, self.batch_size, self.steps, self.shuffle, rng):
-            yield self._batch(picked, rng)
+        made = (
+            self._batch(picked, rng)
+            for picked in epoch_batches(self.items, self.batch_size, self.steps, self.shuffle, rng)
+        )
+        # DGS draws by its masks of the moment, so its batches are made on time
+        yield from made if self.dgs is not None else made_ahead(made, "cg-hetero-loader")
 
     def _sample(self, seeds: dict[str, np.ndarray], rng: np.random.Generator):
         """The batch (:func:`hetero_batch`) of the neighbourhoods of ``seeds``."""
@@ -242,7 +248,8 @@ class HeteroNeighborLoader(HeteroBatches):
         epsilon: with ``"dgs"``, remote draws dropped per node as a share of the fanout, in [0, 1].
         dgs_rule: with ``"dgs"``, ``"keep-local"`` (every local in-neighbour) or ``"split"``.
         **options: ``num_workers``, ``persistent_workers``, ``pin_memory``, ``prefetch_factor``:
-            accepted for PyG scripts' sake, without effect.
+            accepted for PyG scripts' sake, without effect: batches are made in this process, each
+            by a thread of its own while the one before is in use (DGS's on time).
 
     Attributes:
         input_type: the seeds' node type; **seeds:** this rank's seeds, in the order of
