@@ -6,11 +6,10 @@ its undirected edges once each (source < destination) as the label edges and tra
 ``cg.LinkNeighborLoader`` batches: ``--batch-size`` label edges and as many uniform non-edges
 (``neg_sampling_ratio=1.0``), ``num_neighbors`` the ``--fanout`` (given in DGL's order, the first
 layer's first, and reversed here: PyG lists the seeds' hop first). The model is PyG's own
-``SAGEConv`` (mean, ReLU between layers), each layer computing the rows the next one reads only,
-as DGL's blocks do, from the batch's ``num_sampled_nodes`` and ``num_sampled_edges`` (PyG's
-``trim_to_layer`` counts): layer :math:`l` of :math:`L` outputs the batch's nodes of hops
-:math:`0..L-1-l` from the edges of hops :math:`1..L-l`, given as PyG's sparse ``adj_t`` (a CSR
-matrix: PyG aggregates it with one fused sparse product, as DGL's blocks do). A dot-product decoder, binary
+``SAGEConv`` (mean, ReLU between layers) as PyG's examples write it, wrapped by
+``cg.sampled(model, loader, trim=True)``: each layer computes the rows the next one reads only, as
+DGL's blocks do, its edges as PyG's sparse ``adj_t`` (one fused sparse product), and the output
+holds the label edges' endpoints' rows, which ``edge_label_index`` indexes. A dot-product decoder, binary
 cross-entropy, Adam (lr 0.01). Prints one JSON object: :func:`steps.timed_steps`'s figures (rate:
 label edges per second).
 
@@ -29,34 +28,19 @@ from steps import side_options, timed_steps
 
 
 class SAGE(torch.nn.Module):
-    """GraphSAGE, each layer over the destination rows the next layer reads."""
+    """GraphSAGE as PyG's examples write it: ``SAGEConv`` layers, ReLU between them."""
 
     def __init__(self, in_size: int, hidden: int, layers: int):
         super().__init__()
         sizes = [in_size] + [hidden] * layers
         self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(sizes, sizes[1:]))
 
-    def forward(self, x, edge_index, nodes: list[int], edges: list[int]):
-        layers = len(self.convs)
+    def forward(self, x, edge_index):
         for i, conv in enumerate(self.convs):
-            rows, kept = sum(nodes[: layers - i]), sum(edges[: layers - i])
-            x = conv((x, x[:rows]), adjacency(edge_index[:, :kept], rows, x.shape[0]))
-            if i != layers - 1:
+            x = conv(x, edge_index)
+            if i != len(self.convs) - 1:
                 x = x.relu()
         return x
-
-
-def adjacency(edge_index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """PyG's sparse ``adj_t`` of ``edge_index``: the ``rows x cols`` CSR matrix whose row ``v`` holds
-    ``v``'s sources, so that a layer's aggregation is one fused product (``torch.sparse.mm`` with
-    the reduction) instead of a gather of every edge's row and a scatter."""
-    src, dst = edge_index
-    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
-        order = torch.argsort(dst, stable=True)
-        src, dst = src[order], dst[order]
-    crow = torch.zeros(rows + 1, dtype=torch.int64)
-    torch.cumsum(torch.bincount(dst, minlength=rows), 0, out=crow[1:])
-    return torch.sparse_csr_tensor(crow, src, torch.ones(src.shape[0]), size=(rows, cols))
 
 
 def main() -> None:
@@ -78,13 +62,13 @@ def main() -> None:
         seed=opts.seed,
     )
     loaded = time.perf_counter() - started
-    model = SAGE(data.x.shape[1], opts.hidden, len(fanout))
+    model = cg.sampled(SAGE(data.x.shape[1], opts.hidden, len(fanout)), loader, trim=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     model.train()
 
     def step(batch) -> int:
         pairs = batch.edge_label_index
-        h = model(batch.x, batch.edge_index, batch.num_sampled_nodes, batch.num_sampled_edges)
+        h = model(batch.x, batch.edge_index)
         loss = F.binary_cross_entropy_with_logits((h[pairs[0]] * h[pairs[1]]).sum(-1), batch.edge_label)
         optimizer.zero_grad()
         loss.backward()

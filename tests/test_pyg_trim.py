@@ -283,3 +283,31 @@ def test_the_pages_trimmed_block_trains_pygs_graphsage(alone):
             optimizer.step()
             losses.append(float(loss))
     assert losses[-1] < losses[0]
+
+
+def test_a_link_batchs_endpoints_get_the_whole_batchs_outputs(alone, graph):
+    """``cg.LinkNeighborLoader`` batches lead ``n_id`` with the label edges' endpoints: trimmed, the
+    output is their rows, which ``edge_label_index`` indexes."""
+    from torch_geometric.nn import SAGEConv
+
+    import commgraph.pyg as cg
+
+    loader = cg.LinkNeighborLoader(
+        graph,
+        num_neighbors=[3, 2],
+        edge_label_index=graph.edge_index[:, :200],
+        batch_size=32,
+        neg_sampling_ratio=1.0,
+        shuffle=True,
+    )
+    torch.manual_seed(0)
+    model = Stack(SAGEConv)
+    model.convs = model.convs[:2]
+    model.eval()
+    trimmed = cg.sampled(model, loader, trim=True)
+    for batch in loader:
+        out = trimmed(batch.x, batch.edge_index)
+        assert out.shape[0] == batch.num_sampled_nodes[0]
+        assert int(batch.edge_label_index.max()) < out.shape[0]
+        whole = model(batch.x, batch.edge_index)[: out.shape[0]]
+        torch.testing.assert_close(out, whole, rtol=1e-5, atol=1e-6)

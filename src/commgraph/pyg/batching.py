@@ -1,6 +1,7 @@
 """The batches the bridge's loaders share: an epoch's batches (as many on every rank:
-:func:`most_batches`), each made while the one before is in use (:func:`made_ahead`), and ids'
-positions among distinct nodes (:func:`local_positions`). Their arguments are checked in
+:func:`most_batches`), each made while the one before is in use (:func:`made_ahead`) and counted
+as it is yielded (:func:`with_counts`), and ids' positions among distinct nodes
+(:func:`local_positions`). Their arguments are checked in
 :mod:`commgraph.pyg.loader_checks`; their hops are drawn in :mod:`commgraph.pyg.hops`."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from commgraph.pyg.link import search
+from commgraph.pyg.trim import BatchCounts
 from commgraph.pyg.world import session
 
 
@@ -75,3 +77,15 @@ def made_ahead(batches: Iterator, name: str) -> Iterator:
     finally:
         asks.put(False)
         thread.join()
+
+
+def with_counts(loader, batches: Iterator) -> Iterator:
+    """The batches of ``batches``, ``loader.yielded`` set to each one's counts as it is yielded
+    (:class:`~commgraph.pyg.trim.BatchCounts`, which ``cg.sampled(..., trim=True)`` trims by);
+    closing this closes ``batches``."""
+    try:
+        for batch in batches:
+            loader.yielded = BatchCounts(tuple(batch.num_sampled_nodes), tuple(batch.num_sampled_edges))
+            yield batch
+    finally:
+        batches.close()

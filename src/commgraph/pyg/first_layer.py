@@ -32,6 +32,7 @@ import torch
 from commgraph.errors import BridgeError
 from commgraph.nn.sage import _kept
 from commgraph.pyg.full import Bias, Swaps, message_passing_layers
+from commgraph.pyg.link_loader import LinkNeighborLoader
 from commgraph.pyg.loader import NeighborLoader
 from commgraph.pyg.trim import BatchCounts, LayerTrim
 from commgraph.train.owner_fetch import with_owner_rows
@@ -124,7 +125,7 @@ class SampledModel(torch.nn.Module):
         trim: the layers' trim (None: every layer runs on the whole batch).
     """
 
-    def __init__(self, module: torch.nn.Module, loader: NeighborLoader, trim: bool = False):
+    def __init__(self, module: torch.nn.Module, loader: NeighborLoader | LinkNeighborLoader, trim: bool = False):
         super().__init__()
         layers = message_passing_layers(module)
         if not layers:
@@ -132,11 +133,14 @@ class SampledModel(torch.nn.Module):
                 f"{type(module).__name__} has no MessagePassing layer (torch_geometric.nn.conv.MessagePassing): "
                 "cg.sampled hooks those layers; use the model as it is"
             )
-        if not isinstance(loader, NeighborLoader):
-            raise BridgeError(f"cg.sampled takes the cg.NeighborLoader whose batches the model reads, got {loader!r}")
+        if not isinstance(loader, (NeighborLoader, LinkNeighborLoader)):
+            raise BridgeError(
+                f"cg.sampled takes the cg.NeighborLoader or cg.LinkNeighborLoader whose batches the model reads, "
+                f"got {loader!r}"
+            )
         self.module, self.loader, self.first = module, loader, None
         self._swaps = Swaps()
-        if loader.first_layer == "owner":
+        if getattr(loader, "first_layer", "features") == "owner":
             self.first = LinearFirstLayer.of(next(iter(layers.values())))
             if loader.fetch is not None:
                 loader.fetch.model = self.first
@@ -195,8 +199,9 @@ class SampledModel(torch.nn.Module):
         return args, {**kwargs, "x": rows}
 
 
-def sampled(model: torch.nn.Module, loader: NeighborLoader, trim: bool = False) -> SampledModel:
-    """``model`` on the batches of ``loader`` (a :class:`~commgraph.pyg.NeighborLoader`); with
+def sampled(model: torch.nn.Module, loader: NeighborLoader | LinkNeighborLoader, trim: bool = False) -> SampledModel:
+    """``model`` on the batches of ``loader`` (a :class:`~commgraph.pyg.NeighborLoader`, or with
+    ``trim`` a :class:`~commgraph.pyg.LinkNeighborLoader`); with
     ``first_layer="owner"``, each network row's first layer computed by its owner (see the module
     description). Every rank calls the model on every batch's ``x``, and runs its backward pass,
     as ``DistributedDataParallel`` also needs.
@@ -208,7 +213,8 @@ def sampled(model: torch.nn.Module, loader: NeighborLoader, trim: bool = False) 
         loader: the loader whose batches the model reads in training.
         trim: called on a batch of ``loader`` (``model(batch.x, batch.edge_index, ...)``), run
             each layer on the rows the next one reads, as DGL's blocks do, so the output holds the
-            seeds' rows alone (:mod:`commgraph.pyg.trim`: one layer of
+            seeds' rows alone (a link batch's: the label edges' endpoints, which
+            ``edge_label_index`` indexes) (:mod:`commgraph.pyg.trim`: one layer of
             :data:`~commgraph.pyg.trim.TRIMMABLE` per hop, called in order); any other input runs
             the model as it is.
 

@@ -22,10 +22,11 @@ import torch
 
 from commgraph.errors import BridgeError
 from commgraph.graph.core import loop_free_in_degrees
-from commgraph.pyg.batching import local_positions, made_ahead
+from commgraph.pyg.batching import local_positions, made_ahead, with_counts
 from commgraph.pyg.data import check_edge_index, handle_of
 from commgraph.pyg.hops import sample_hops
 from commgraph.pyg.link import PairSpace, _draw_rounds, _owned_mask, first_distinct
+from commgraph.pyg.trim import BatchCounts
 from commgraph.sample.base import SamplingGraph, Scratch
 
 
@@ -111,6 +112,7 @@ class LinkNeighborLoader:
             )
         self.num_neighbors, self.batch_size, self.shuffle = list(num_neighbors), batch_size, shuffle
         self.neg_sampling_ratio, self.seed, self.epoch = neg_sampling_ratio, seed, 0
+        self.yielded: BatchCounts | None = None
         self._graph(data)
         self._space = PairSpace(self.num_nodes, self.num_nodes)
         if edge_label_index is None:
@@ -152,6 +154,10 @@ class LinkNeighborLoader:
         return math.ceil(self.input_id.shape[0] / self.batch_size)
 
     def __iter__(self):
+        return with_counts(self, self._batches())
+
+    def _batches(self):
+        """This epoch's batches (see :meth:`__iter__`)."""
         from commgraph.pyg.world import session
 
         rng = np.random.default_rng((self.seed, self.epoch, session().world.rank))

@@ -56,7 +56,7 @@ from commgraph.errors import BridgeError
 from commgraph.graph.core import MASK_NAMES
 from commgraph.partition.store import RowPlaces, owned_positions
 from commgraph.plan.memory import JobShape, MemoryEstimate
-from commgraph.pyg.batching import epoch_batches, made_ahead, most_batches
+from commgraph.pyg.batching import epoch_batches, made_ahead, most_batches, with_counts
 from commgraph.pyg.data import PartHandle, find_handle
 from commgraph.pyg.entry import partition
 from commgraph.pyg.hops import Hops, data_positions, sample_hops, with_sources
@@ -401,13 +401,7 @@ class NeighborLoader:
         return self.steps
 
     def __iter__(self):
-        batches = self._batches()
-        try:
-            for batch in batches:
-                self.yielded = BatchCounts(tuple(batch.num_sampled_nodes), tuple(batch.num_sampled_edges))
-                yield batch
-        finally:
-            batches.close()
+        return with_counts(self, self._batches())
 
     def _batches(self):
         """This epoch's batches (see :meth:`__iter__`)."""

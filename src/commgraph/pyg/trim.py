@@ -68,10 +68,19 @@ class BatchCounts:
     def num_edges(self) -> int:
         return sum(self.edges)
 
-    def layer(self, index: int) -> tuple[int, int, int]:
-        """Layer ``index``'s source rows, destination rows and kept edges (see the module description)."""
+    def layer(self, index: int) -> LayerRows:
+        """What layer ``index`` reads and writes (see the module description)."""
         hops = len(self.edges) - index
-        return sum(self.nodes[: hops + 1]), sum(self.nodes[:hops]), sum(self.edges[:hops])
+        return LayerRows(sum(self.nodes[: hops + 1]), sum(self.nodes[:hops]), sum(self.edges[:hops]))
+
+
+@dataclass(frozen=True)
+class LayerRows:
+    """A trimmed layer's source rows :math:`s_l`, destination rows :math:`d_l` and kept edges."""
+
+    sources: int
+    targets: int
+    edges: int
 
 
 class LayerTrim:
@@ -108,34 +117,49 @@ class LayerTrim:
         if self.counts is None:
             return None
         index, self.called = self.called, self.called + 1
-        if index >= len(self.counts.edges):
+        rows = self._checked(layer, index, _argument(args, kwargs, 0, "x"))
+        return _trimmed(layer, list(args), dict(kwargs), rows, self.counts.num_edges)
+
+    def _checked(self, layer: torch.nn.Module, index: int, x) -> LayerRows:
+        """Call ``index`` of a layer in this forward, its ``x`` the rows the trim expects.
+
+        Raises:
+            BridgeError: more calls than hops, or ``x`` of other rows.
+        """
+        hops = len(self.counts.edges)
+        if index >= hops:
             raise BridgeError(
                 f"trim=True: {type(layer).__name__} was call {index + 1} of a MessagePassing layer in one forward, "
-                f"on a batch of {len(self.counts.edges)} hops: call each layer once per forward, or pass trim=False"
+                f"on a batch of {hops} hops: call each layer once per forward, or pass trim=False"
             )
-        sources, targets, kept = self.counts.layer(index)
-        args, kwargs = list(args), dict(kwargs)
-        x = _argument(args, kwargs, 0, "x")
-        if not isinstance(x, torch.Tensor) or x.shape[0] != sources:
-            rows = x.shape[0] if isinstance(x, torch.Tensor) else type(x).__name__
+        rows = self.counts.layer(index)
+        if not isinstance(x, torch.Tensor) or x.shape[0] != rows.sources:
+            got = x.shape[0] if isinstance(x, torch.Tensor) else type(x).__name__
             raise BridgeError(
-                f"trim=True: layer {index} ({type(layer).__name__}) got x of {rows} rows where the batch's "
-                f"{sources} within {len(self.counts.edges) - index} hops were expected: call the layers in order, "
+                f"trim=True: layer {index} ({type(layer).__name__}) got x of {got} rows where the batch's "
+                f"{rows.sources} within {hops - index} hops were expected: call the layers in order, "
                 "each on the previous one's output (nothing between them that changes rows), or pass trim=False"
             )
-        _replace(args, kwargs, 0, "x", (x, x[:targets]))
-        edges = _argument(args, kwargs, 1, "edge_index")[:, :kept]
-        extra = len(args) > 2 or any(key not in ("x", "edge_index") for key in kwargs)
-        fused = not extra and _fused(layer)
-        _replace(args, kwargs, 1, "edge_index", adjacency(edges, targets, sources) if fused else edges)
-        total = self.counts.num_edges
-        for at, value in enumerate(args[2:], start=2):  # edge-aligned tensors (edge_attr, edge_weight)
-            if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == total:
-                args[at] = value[:kept]
-        for key, value in kwargs.items():
-            if key not in ("x", "edge_index") and isinstance(value, torch.Tensor) and value.dim():
-                kwargs[key] = value[:kept] if value.shape[0] == total else value
-        return tuple(args), kwargs
+        return rows
+
+
+def _trimmed(layer: torch.nn.Module, args: list, kwargs: dict, rows: LayerRows, total: int) -> tuple[tuple, dict]:
+    """A layer's call arguments trimmed to ``rows``: ``x`` as the (sources, destinations) pair, the
+    kept edges (as ``adj_t`` for a fused layer), and the kept rows of every edge-aligned tensor (of
+    ``total`` rows)."""
+    x = _argument(args, kwargs, 0, "x")
+    _replace(args, kwargs, 0, "x", (x, x[: rows.targets]))
+    edges = _argument(args, kwargs, 1, "edge_index")[:, : rows.edges]
+    extra = len(args) > 2 or any(key not in ("x", "edge_index") for key in kwargs)
+    fused = not extra and _fused(layer)
+    _replace(args, kwargs, 1, "edge_index", adjacency(edges, rows.targets, rows.sources) if fused else edges)
+    for at, value in enumerate(args[2:], start=2):  # edge-aligned tensors (edge_attr, edge_weight)
+        if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == total:
+            args[at] = value[: rows.edges]
+    for key, value in kwargs.items():
+        if key not in ("x", "edge_index") and isinstance(value, torch.Tensor) and value.dim():
+            kwargs[key] = value[: rows.edges] if value.shape[0] == total else value
+    return tuple(args), kwargs
 
 
 def adjacency(edge_index: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
