@@ -246,3 +246,11 @@ def bridge_alone():
     session = cg.init()
     yield session
     cg.shutdown()
+
+
+@pytest.fixture
+def alone(bridge_alone, tmp_path, monkeypatch):
+    """:func:`bridge_alone` with commgraph's home (where ``cg.partition`` writes its sets) in the
+    test's own folder."""
+    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
+    return bridge_alone

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from commgraph.errors import BridgeError
+from docblocks import python_block
 
 TESTS = Path(__file__).parent
 FEATURES, HIDDEN = 1433, 8  # Cora's width; pyg_fetch_driver's hidden width
@@ -195,9 +196,7 @@ def test_the_pages_owner_block_trains(bridge_alone, tmp_path, monkeypatch):
     from commgraph.graph.pyg import to_pyg
 
     monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
-    page = (TESTS.parent / "docs" / "pyg.md").read_text()
-    section = page.split("### The owners' first layer\n", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"^```python runnable\n(.*?)^```$", section, re.S | re.M)
+    block = python_block("pyg.md", "### The owners' first layer")
     names = {"cg": cg, "DDP": DistributedDataParallel, "GraphSAGE": GraphSAGE}
     names["part"] = cg.partition(to_pyg(load_graph("cora")))
     torch.manual_seed(0)

@@ -25,12 +25,6 @@ def mag():
     return make_data()
 
 
-@pytest.fixture
-def alone(bridge_alone, tmp_path, monkeypatch):
-    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
-    return bridge_alone
-
-
 def check_layout(data, batch, fanouts: dict) -> None:
     """``batch`` as PyG lays a heterogeneous one out: per type distinct ``n_id`` and the rows of
     ``data``; per relation real edges (``e_id``) towards the nodes the hop before added, each with

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from commgraph.errors import BridgeError
+from docblocks import python_block
 
 TESTS = Path(__file__).parent
 
@@ -23,12 +24,6 @@ def cora():
     from commgraph.graph.pyg import to_pyg
 
     return to_pyg(load_graph("cora"))
-
-
-@pytest.fixture
-def alone(bridge_alone, tmp_path, monkeypatch):
-    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
-    return bridge_alone
 
 
 @pytest.fixture
@@ -276,18 +271,15 @@ def test_features_under_a_budget_train_as_uncapped_bit_for_bit(alone, cora, one_
 def test_the_pages_structure_and_budget_blocks_make_the_plain_loaders_batches(alone, cora, capsys):
     """docs/pyg.md's blocks of "Jobs across machines" and "Under a memory budget", on Cora's part in
     a one-process world: each loader yields the batches of the loader without the option."""
-    import re
 
     import commgraph.pyg as cg
 
-    page = (Path(__file__).parents[1] / "docs" / "pyg.md").read_text()
     part = cg.partition(cora)
     for heading, check in (
         ("### Jobs across machines", lambda loader: loader.structure == "partitioned"),
         ("### Under a memory budget", lambda loader: loader.fetch.store.placement == "disk"),
     ):
-        section = page.split(heading + "\n", 1)[1].split("\n#", 1)[0]
-        (block,) = re.findall(r"^```python runnable\n(.*?)^```$", section, re.S | re.M)
+        block = python_block("pyg.md", heading)
         names = {"cg": cg, "part": part}
         exec(compile(block, "pyg.md", "exec"), names)
         loader = names["loader"]

@@ -13,12 +13,7 @@ import pytest
 import torch
 
 from commgraph.errors import BridgeError
-
-
-@pytest.fixture
-def alone(bridge_alone, tmp_path, monkeypatch):
-    monkeypatch.setenv("COMMGRAPH_HOME", str(tmp_path))
-    return bridge_alone
+from docblocks import python_block
 
 
 @pytest.fixture
@@ -251,9 +246,6 @@ def test_rows_of_several_parts_are_read_by_one_locate(tmp_path):
 def test_the_pages_trimmed_block_trains_pygs_graphsage(alone):
     """docs/pyg.md's "Trimmed layers" block on Cora's part: PyG's ``GraphSAGE`` in DDP (a group of
     one), called as PyG's examples call it, gives the seeds' rows alone and learns."""
-    import re
-    from pathlib import Path
-
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
     from torch_geometric.nn import GraphSAGE
@@ -262,9 +254,7 @@ def test_the_pages_trimmed_block_trains_pygs_graphsage(alone):
     from commgraph.graph import load_graph
     from commgraph.graph.pyg import to_pyg
 
-    page = (Path(__file__).parents[1] / "docs" / "pyg.md").read_text()
-    section = page.split("### Trimmed layers\n", 1)[1].split("\n#", 1)[0]
-    (block,) = re.findall(r"^```python runnable\n(.*?)^```$", section, re.S | re.M)
+    block = python_block("pyg.md", "### Trimmed layers")
     names = {"cg": cg, "DDP": DistributedDataParallel, "GraphSAGE": GraphSAGE}
     names["part"] = cg.partition(to_pyg(load_graph("cora")))
     torch.manual_seed(0)
