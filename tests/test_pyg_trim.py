@@ -234,11 +234,11 @@ def test_rows_of_several_parts_are_read_by_one_locate(tmp_path):
     pset = write_partition_set(graph, assignment, 3, tmp_path / "set", method="random", seed=0, seconds=0.0, metrics={})
     ids = np.array([7, 0, 39, 7, 12, 5])
     places = pset.locate(ids)
-    assert [k for k, _, _ in places.parts] == [0, 1, 2]
+    assert [held.part for held in places.parts] == [0, 1, 2]
     assert np.array_equal(pset.rows("features", ids, places), features[ids])
     assert np.array_equal(pset.rows("degree", ids, places), np.ones(ids.shape[0]))
     one = pset.locate(np.array([3, 9, 0]))  # all of part 0: read in one go
-    assert [pick for _, pick, _ in one.parts] == [None]
+    assert [held.pick for held in one.parts] == [None]
     assert np.array_equal(pset.rows("features", np.array([3, 9, 0]), one), features[[3, 9, 0]])
     assert pset.rows("features", np.zeros(0, np.int64)).shape == (0, 3)
 

@@ -116,13 +116,22 @@ class Part:
 
 
 @dataclass
+class PartRows:
+    """The rows one part holds of a set of ids: ``pick``, their places among the ids (None: every
+    one), and ``positions``, their rows in the part's arrays."""
+
+    part: int
+    pick: np.ndarray | None
+    positions: np.ndarray
+
+
+@dataclass
 class RowPlaces:
-    """Where the rows of ``count`` global nodes lie (:meth:`PartitionSet.locate`): for each part
-    owning some, ``(part, pick, positions)``: the nodes' places among the ids (None: every one)
-    and their rows in the part's arrays."""
+    """Where the rows of ``count`` global nodes lie (:meth:`PartitionSet.locate`): the rows of each
+    part owning some."""
 
     count: int
-    parts: list[tuple[int, np.ndarray | None, np.ndarray]]
+    parts: list[PartRows]
 
 
 @dataclass
@@ -215,7 +224,7 @@ class PartitionSet:
         for k in owners:
             part = self.part(int(k))
             pick = None if owners.shape[0] == 1 else np.flatnonzero(owner == k)
-            places.append((int(k), pick, owned_positions(part.owned, ids if pick is None else ids[pick])))
+            places.append(PartRows(int(k), pick, owned_positions(part.owned, ids if pick is None else ids[pick])))
         return RowPlaces(int(ids.shape[0]), places)
 
     def rows(self, name: str, ids: np.ndarray, places: RowPlaces | None = None) -> np.ndarray:
@@ -223,16 +232,16 @@ class PartitionSet:
         whichever parts own them (``places``: :meth:`locate` of ``ids``, found here when None)."""
         places = places or self.locate(ids)
         result = None
-        for k, pick, positions in places.parts:
-            values = getattr(self.part(k), name)
+        for held in places.parts:
+            values = getattr(self.part(held.part), name)
             if values is None:
                 raise PartitionError(f"{self.path} holds no {name}")
-            chunk = np.asarray(values[positions])
-            if pick is None:  # one part owns every id: its rows are the result
+            chunk = np.asarray(values[held.positions])
+            if held.pick is None:  # one part owns every id: its rows are the result
                 return chunk
             if result is None:
                 result = np.empty((places.count, *chunk.shape[1:]), dtype=chunk.dtype)
-            result[pick] = chunk
+            result[held.pick] = chunk
         return result
 
     def assignment(self) -> np.ndarray:
