@@ -6,12 +6,12 @@ its undirected edges once each (source < destination) as the label edges and tra
 ``cg.LinkNeighborLoader`` batches: ``--batch-size`` label edges and as many uniform non-edges
 (``neg_sampling_ratio=1.0``), ``num_neighbors`` the ``--fanout`` (given in DGL's order, the first
 layer's first, and reversed here: PyG lists the seeds' hop first). The model is PyG's own
-``SAGEConv`` (mean, ReLU between layers) as PyG's examples write it, wrapped by
-``cg.sampled(model, loader, trim=True)``: each layer computes the rows the next one reads only, as
-DGL's blocks do, its edges as PyG's sparse ``adj_t`` (one fused sparse product), and the output
-holds the label edges' endpoints' rows, which ``edge_label_index`` indexes. A dot-product decoder, binary
-cross-entropy, Adam (lr 0.01). Prints one JSON object: :func:`steps.timed_steps`'s figures (rate:
-label edges per second).
+``SAGEConv`` (mean, ReLU between layers) as PyG's examples write it (``cg_node.SAGE`` without
+dropout), wrapped by ``cg.sampled(model, loader, trim=True)``: each layer computes the rows the
+next one reads only, as DGL's blocks do, its edges as PyG's sparse ``adj_t`` (one fused sparse
+product), and the output holds the label edges' endpoints' rows, which ``edge_label_index``
+indexes. A dot-product decoder, binary cross-entropy, Adam (lr 0.01). Prints one JSON object:
+:func:`steps.timed_steps`'s figures (rate: label edges per second).
 
     python cg_link.py SET [--warmup 3] [--steps 20] [--fanout 15,10] [--hidden 256] [--batch-size 1024]
 """
@@ -21,26 +21,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import SAGEConv
 
 import commgraph.pyg as cg
+from cg_node import SAGE
 from steps import side_options, timed_steps
-
-
-class SAGE(torch.nn.Module):
-    """GraphSAGE as PyG's examples write it: ``SAGEConv`` layers, ReLU between them."""
-
-    def __init__(self, in_size: int, hidden: int, layers: int):
-        super().__init__()
-        sizes = [in_size] + [hidden] * layers
-        self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(sizes, sizes[1:]))
-
-    def forward(self, x, edge_index):
-        for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index)
-            if i != len(self.convs) - 1:
-                x = x.relu()
-        return x
 
 
 def main() -> None:
@@ -62,7 +46,7 @@ def main() -> None:
         seed=opts.seed,
     )
     loaded = time.perf_counter() - started
-    model = cg.sampled(SAGE(data.x.shape[1], opts.hidden, len(fanout)), loader, trim=True)
+    model = cg.sampled(SAGE(data.x.shape[1], opts.hidden, opts.hidden, len(fanout), dropout=0.0), loader, trim=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     model.train()
 

@@ -31,18 +31,22 @@ from steps import optimised, phase_ms, side_options, timed_steps
 
 
 class SAGE(torch.nn.Module):
-    """GraphSAGE as PyG's examples write it: ``SAGEConv`` layers, ReLU and dropout between them."""
+    """GraphSAGE as PyG's examples write it: ``SAGEConv`` layers, ReLU and dropout (``dropout``,
+    none at 0) between them."""
 
-    def __init__(self, in_size: int, hidden: int, out_size: int, layers: int):
+    def __init__(self, in_size: int, hidden: int, out_size: int, layers: int, dropout: float = 0.5):
         super().__init__()
         sizes = [in_size] + [hidden] * (layers - 1) + [out_size]
         self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(sizes, sizes[1:]))
+        self.dropout = dropout
 
     def forward(self, x, edge_index):
         for i, conv in enumerate(self.convs):
             x = conv(x, edge_index)
             if i != len(self.convs) - 1:
-                x = F.dropout(x.relu(), p=0.5, training=self.training)
+                x = x.relu()
+                if self.dropout:
+                    x = F.dropout(x, p=self.dropout, training=self.training)
         return x
 
 

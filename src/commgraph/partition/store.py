@@ -230,7 +230,8 @@ class PartitionSet:
     def rows(self, name: str, ids: np.ndarray, places: RowPlaces | None = None) -> np.ndarray:
         """Per-node data ``name`` (``features``, ``labels``, ...) of global nodes ``ids``, from
         whichever parts own them (``places``: :meth:`locate` of ``ids``, found here when None)."""
-        places = places or self.locate(ids)
+        if places is None:
+            places = self.locate(ids)
         result = None
         for held in places.parts:
             values = getattr(self.part(held.part), name)

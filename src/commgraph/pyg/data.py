@@ -186,13 +186,6 @@ def _graph_of(data, edges: np.ndarray, num_nodes: int):
         return from_edges(edges[0], edges[1], num_nodes, symmetrize=False, self_loops=True, name=name, **node_data)
 
 
-def _local_edges(part: Part) -> tuple[np.ndarray, np.ndarray]:
-    """Sources and destinations of the part's edges, in local ids (CSR order)."""
-    counts = np.diff(np.asarray(part.indptr, dtype=np.int64))
-    dst = np.repeat(np.arange(part.num_owned, dtype=np.int64), counts)
-    return np.asarray(part.indices, dtype=np.int64), dst
-
-
 EDGE_CHUNK = 1 << 22  # edges whose targets are written at a time by _edge_index
 
 
@@ -215,7 +208,7 @@ def _edge_index(part: Part) -> np.ndarray:
 def _edge_positions(part: Part, edges: np.ndarray, num_nodes: int) -> np.ndarray:
     """Each local edge's position in the ``Data``'s ``edge_index`` (the first of repeated edges)."""
     n_id = np.concatenate([np.asarray(part.owned, dtype=np.int64), np.asarray(part.halo, dtype=np.int64)])
-    src, dst = _local_edges(part)
+    src, dst = _edge_index(part)
     keys = edges[1] * num_nodes + edges[0]
     order = np.argsort(keys, kind="stable")
     wanted = n_id[dst] * num_nodes + n_id[src]
